@@ -1,0 +1,1 @@
+"""Agent prompts: the three document assessors (scoring.py) and the answer generators."""

@@ -1,0 +1,201 @@
+"""Response cache and per-stage accounting.
+
+Every request goes through :class:`CachedLLM`. A request's key is the model
+fingerprint plus the canonical request (messages, sampling parameters, seed), so
+
+* work shared between strategies is free (3-Agent, SDA, ATF and PDE read the same
+  base scores; CoT and SDA+CoT the same CoT scores);
+* a killed run resumes where it stopped: each chunk of completions is committed to
+  SQLite (WAL) before the next chunk is sent;
+* a rerun of a finished cell issues no backend call at all.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator, Sequence, TypeVar
+
+from madara_cli.backends.base import Backend
+from madara_cli.records import ChatRequest, Completion, ScoreRequest, request_key
+
+R = TypeVar("R", ChatRequest, ScoreRequest)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS completions (
+    key TEXT PRIMARY KEY,
+    fingerprint TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    completion TEXT NOT NULL,
+    created REAL NOT NULL
+)
+"""
+
+
+def _encode(c: Completion) -> str:
+    d = asdict(c)
+    d.pop("cached")
+    if d["logprobs"] is not None:  # JSON has no -inf
+        d["logprobs"] = {k: (None if math.isinf(v) else v) for k, v in d["logprobs"].items()}
+    return json.dumps(d, ensure_ascii=False)
+
+
+def _decode(s: str) -> Completion:
+    d = json.loads(s)
+    if d.get("logprobs") is not None:
+        d["logprobs"] = {k: (-math.inf if v is None else v) for k, v in d["logprobs"].items()}
+    return Completion(**d, cached=True)
+
+
+class ResponseCache:
+    """SQLite store of completions keyed by :func:`request_key`. Safe to share between
+    processes (WAL journal, short transactions)."""
+
+    def __init__(self, path: Path | str):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, timeout=60, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute(_SCHEMA)
+        self._db.commit()
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, Completion]:
+        found: dict[str, Completion] = {}
+        with self._lock:
+            for i in range(0, len(keys), 500):
+                chunk = list(keys[i : i + 500])
+                marks = ",".join("?" * len(chunk))
+                rows = self._db.execute(
+                    f"SELECT key, completion FROM completions WHERE key IN ({marks})", chunk
+                ).fetchall()
+                found.update((k, _decode(v)) for k, v in rows)
+        return found
+
+    def put_many(self, fingerprint: str, kind: str, items: Sequence[tuple[str, Completion]]) -> None:
+        now = time.time()
+        with self._lock:
+            self._db.executemany(
+                "INSERT OR REPLACE INTO completions VALUES (?, ?, ?, ?, ?)",
+                [(k, fingerprint, kind, _encode(c), now) for k, c in items],
+            )
+            self._db.commit()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return self._db.execute("SELECT COUNT(*) FROM completions").fetchone()[0]
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+@dataclass
+class StageStats:
+    """What one stage cost: requests asked, served from cache, sent to the engine."""
+
+    requests: int = 0
+    cache_hits: int = 0
+    calls_issued: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    seconds: float = 0.0
+    truncated: int = 0
+
+    def add(self, other: "StageStats") -> None:
+        for f in ("requests", "cache_hits", "calls_issued", "tokens_in", "tokens_out", "seconds", "truncated"):
+            setattr(self, f, getattr(self, f) + getattr(other, f))
+
+
+@dataclass
+class Accounting:
+    """Per-cell accounting, by stage. ``tokens``/``seconds`` count engine work only;
+    a cache hit costs nothing."""
+
+    by_stage: dict[str, StageStats] = field(default_factory=dict)
+
+    def stage(self, name: str) -> StageStats:
+        return self.by_stage.setdefault(name, StageStats())
+
+    def total(self) -> StageStats:
+        t = StageStats()
+        for s in self.by_stage.values():
+            t.add(s)
+        return t
+
+    def to_dict(self) -> dict:
+        t = asdict(self.total())
+        t["seconds"] = round(t["seconds"], 3)
+        t["by_stage"] = {k: {**asdict(v), "seconds": round(v.seconds, 3)} for k, v in self.by_stage.items()}
+        return t
+
+
+# Progress callback: (stage, done, total) -> None. The runner plugs rich in here.
+ProgressFn = Callable[[str, int, int], None]
+
+
+class CachedLLM:
+    """The only door to a backend: batches in, completions out, through the cache."""
+
+    def __init__(self, backend: Backend, cache: ResponseCache, progress: ProgressFn | None = None):
+        self.backend = backend
+        self.cache = cache
+        self.progress = progress
+        self.accounting = Accounting()
+
+    @contextmanager
+    def fresh_accounting(self) -> Iterator[Accounting]:
+        """Account the calls of one cell separately (the backend is shared across cells)."""
+        saved, self.accounting = self.accounting, Accounting()
+        try:
+            yield self.accounting
+        finally:
+            self.accounting = saved
+
+    def chat(self, stage: str, requests: Sequence[ChatRequest]) -> list[Completion]:
+        return self._run(stage, "chat", requests, self.backend.chat)
+
+    def logprobs(self, stage: str, requests: Sequence[ScoreRequest]) -> list[Completion]:
+        return self._run(stage, "score", requests, self.backend.next_token_logprobs)
+
+    def _run(self, stage: str, kind: str, requests: Sequence[R], call: Callable[[Sequence[R]], list[Completion]]) -> list[Completion]:
+        stats = self.accounting.stage(stage)
+        fp = self.backend.fingerprint
+        keys = [request_key(fp, r) for r in requests]
+        results: dict[str, Completion] = self.cache.get_many(list(dict.fromkeys(keys)))
+        stats.requests += len(requests)
+        stats.cache_hits += sum(1 for k in keys if k in results)
+        # Identical requests inside one batch are sent once.
+        pending: dict[str, R] = {}
+        for k, r in zip(keys, requests):
+            if k not in results and k not in pending:
+                pending[k] = r
+        total, done = len(pending), 0
+        if self.progress and total:
+            self.progress(stage, 0, total)
+        items = list(pending.items())
+        step = max(1, int(self.backend.batch_size))
+        for i in range(0, len(items), step):
+            chunk = items[i : i + step]
+            out = call([r for _, r in chunk])
+            if len(out) != len(chunk):
+                raise RuntimeError(f"backend {self.backend.name} returned {len(out)} completions for {len(chunk)} requests")
+            self.cache.put_many(fp, kind, [(k, c) for (k, _), c in zip(chunk, out)])
+            for (k, _), c in zip(chunk, out):
+                results[k] = c
+                stats.calls_issued += 1
+                stats.tokens_in += c.tokens_in
+                stats.tokens_out += c.tokens_out
+                stats.seconds += c.seconds
+                stats.truncated += int(c.truncated)
+            done += len(chunk)
+            if self.progress:
+                self.progress(stage, done, total)
+        return [results[k] for k in keys]

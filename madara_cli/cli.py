@@ -1,0 +1,126 @@
+"""The ``madara`` command line. Each verb parses its arguments and calls one library
+function; errors a user can cause end with one line on stderr and exit 2."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Reproduce 'To Isolate or to Score?' (MADARA) and run its Diagnose->Treat pipeline.",
+)
+out = Console()
+err = Console(stderr=True)
+
+
+class UserError(Exception):
+    """Printed as one line, exit 2."""
+
+
+def _results_table(results, title: str) -> Table:
+    t = Table(title=title)
+    for col in ("model", "benchmark", "strategy", "n", "EM %", "F1 %", "contains %", "calls", "cache hits", "engine s", "status"):
+        t.add_column(col, justify="right" if col not in ("model", "benchmark", "strategy", "status") else "left")
+    for r in results:
+        m, a = r.metrics, r.metrics.get("accounting", {})
+        t.add_row(
+            r.cell.model, r.cell.benchmark, r.cell.strategy, str(m["n"]), f"{100 * m['em']:.1f}", f"{100 * m['f1']:.1f}",
+            f"{100 * m['contains']:.1f}", str(a.get("calls_issued", 0)), str(a.get("cache_hits", 0)),
+            f"{a.get('seconds', 0):.1f}", "done earlier" if r.skipped else "ran",
+        )
+    return t
+
+
+@app.command(context_settings={"allow_extra_args": False})
+def run(
+    overrides: Optional[List[str]] = typer.Argument(None, help="Hydra overrides, e.g. model=smollm2-135m strategy=nf limit=20"),
+    grid: Optional[str] = typer.Option(None, "--grid", "-g", help="Run every cell of configs/grid/NAME.yaml"),
+) -> None:
+    """Run one cell (overrides) or a whole grid (--grid NAME); finished cells are skipped."""
+    from madara_cli.config import compose
+    from madara_cli.grid import expand
+    from madara_cli.progress import StageProgress
+    from madara_cli.runner import EnginePool, run_cell
+
+    overrides = list(overrides or [])
+    cfgs = expand(grid, overrides) if grid else [compose(overrides)]
+    results = []
+    with StageProgress(err) as progress:
+        pool = EnginePool(progress=progress)
+        try:
+            for i, cfg in enumerate(cfgs, 1):
+                progress.label = f"[{i}/{len(cfgs)}] {cfg.model.name}/{cfg.benchmark.name}/{cfg.strategy.name}"
+                results.append(run_cell(cfg, pool))
+        finally:
+            pool.close()
+    out.print(_results_table(results, f"grid {grid}" if grid else "cell"))
+    for r in results:
+        out.print(f"[dim]{r.folder}[/dim]")
+
+
+@app.command("ls")
+def ls(what: Optional[str] = typer.Argument(None, help="models | backends | benchmarks | retrievers | strategies | grids")) -> None:
+    """List the configs a run can name."""
+    from madara_cli.config import GROUPS, options
+
+    groups = {g + "s": g for g in (*GROUPS, "grid")}
+    if what and what not in groups:
+        raise UserError(f"unknown list '{what}'; valid: {', '.join(groups)}")
+    for plural, group in groups.items():
+        if what in (None, plural):
+            out.print(f"[bold]{plural}[/bold]: {', '.join(options(group))}")
+
+
+def main() -> None:
+    """Entry point: one clear line instead of a traceback for anything a user can fix."""
+    from madara_cli.backends.base import BackendError
+    from madara_cli.config import ConfigError
+    from madara_cli.data.loaders import DataError
+
+    try:  # typer >= 0.20 vendors click; older ones use it directly
+        from typer._click import exceptions as cx
+    except ImportError:  # pragma: no cover
+        from click import exceptions as cx
+
+    try:
+        rv = app(standalone_mode=False)
+    except cx.NoSuchOption as e:
+        cmd = e.ctx.command if e.ctx else None
+        valid = sorted(o for p in (cmd.params if cmd else []) for o in p.opts if o.startswith("-")) + ["--help"]
+        err.print(f"error: no such option {e.option_name}; valid options: {', '.join(valid)}", highlight=False)
+        sys.exit(2)
+    except cx.UsageError as e:
+        if type(e).__name__ == "NoArgsIsHelpError":
+            err.print(e.format_message(), highlight=False)
+            sys.exit(0)
+        hint = ""
+        if "No such command" in e.format_message():
+            hint = "; valid commands: " + ", ".join(sorted(app_commands()))
+        err.print(f"error: {e.format_message()}{hint}", highlight=False)
+        sys.exit(2)
+    except cx.Abort if hasattr(cx, "Abort") else typer.Abort:
+        err.print("interrupted: finished cells and cached completions are kept; rerun the same command to resume")
+        sys.exit(130)
+    except KeyboardInterrupt:
+        err.print("interrupted: finished cells and cached completions are kept; rerun the same command to resume")
+        sys.exit(130)
+    except (UserError, ConfigError, DataError, BackendError) as e:
+        err.print(f"error: {e}", highlight=False, soft_wrap=True)
+        sys.exit(2)
+    sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def app_commands() -> list[str]:
+    return [c.name or c.callback.__name__ for c in app.registered_commands]
+
+
+if __name__ == "__main__":
+    main()

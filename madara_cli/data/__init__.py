@@ -1,0 +1,1 @@
+"""Benchmarks, retrieval and the offline mini benchmark."""

@@ -1,0 +1,1 @@
+"""Loaders of the paper's benchmarks (registered into data.loaders.LOADERS)."""

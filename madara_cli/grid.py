@@ -1,0 +1,74 @@
+"""Grids and cells.
+
+A cell is one (model, benchmark, strategy, retriever, k, seed, limit) measurement.
+Its canonical ``key`` names its results folder; the key ends with a short hash of
+every other setting that can change the numbers (strategy parameters, generation
+lengths, backend), so a changed setting never silently reuses old results.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from madara_cli.config import GridConfig, compose, load_grid, to_plain
+
+# Settings that say where things go, not what is measured.
+_NOT_SEMANTIC = ("results_dir", "cache", "force", "grid")
+
+
+@dataclass(frozen=True)
+class Cell:
+    grid: str
+    model: str
+    benchmark: str
+    strategy: str
+    retriever: str
+    k: int
+    seed: int
+    limit: int | None
+    config_hash: str
+
+    @property
+    def key(self) -> str:
+        n = "all" if self.limit is None else str(self.limit)
+        return f"{self.model}__{self.benchmark}__{self.strategy}__{self.retriever}-k{self.k}__n{n}__s{self.seed}__{self.config_hash}"
+
+    def to_dict(self) -> dict:
+        return {
+            "grid": self.grid, "model": self.model, "benchmark": self.benchmark, "strategy": self.strategy,
+            "retriever": self.retriever, "k": self.k, "seed": self.seed, "limit": self.limit, "key": self.key,
+        }
+
+    @classmethod
+    def from_cfg(cls, cfg: DictConfig) -> "Cell":
+        semantic = {k: v for k, v in to_plain(cfg).items() if k not in _NOT_SEMANTIC}
+        digest = hashlib.sha256(json.dumps(semantic, sort_keys=True).encode()).hexdigest()[:8]
+        return cls(
+            grid=cfg.grid, model=cfg.model.name, benchmark=cfg.benchmark.name, strategy=cfg.strategy.name,
+            retriever=cfg.retriever.name, k=int(cfg.retriever.k), seed=int(cfg.seed), limit=cfg.limit, config_hash=digest,
+        )
+
+    def folder(self, results_dir: str | Path) -> Path:
+        return Path(results_dir) / self.grid / self.key
+
+
+def grid_overrides(grid: GridConfig, extra: list[str]) -> list[list[str]]:
+    """The override list of every cell: the cross product of the axes, models
+    outermost so that cells sharing a model run back to back (the model loads once)."""
+    axes = sorted(grid.axes.items(), key=lambda kv: (kv[0] != "model", kv[0]))
+    names = [a for a, _ in axes]
+    cells = []
+    for combo in itertools.product(*[v for _, v in axes]):
+        cells.append([f"{n}={v}" for n, v in zip(names, combo)] + list(grid.overrides) + [f"grid={grid.name}"] + list(extra))
+    return cells
+
+
+def expand(grid_name: str, extra: list[str] | None = None) -> list[DictConfig]:
+    grid = load_grid(grid_name)
+    return [compose(o) for o in grid_overrides(grid, list(extra or []))]

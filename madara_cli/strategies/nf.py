@@ -1,0 +1,14 @@
+"""No-Filter (NF): every retrieved document goes to the generator — standard RAG,
+the baseline of every table in the paper (Section 5.3, strategy 1)."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from madara_cli.records import Example, Prediction
+from madara_cli.strategies.base import STRATEGIES, StrategyContext, generate_answers
+
+
+@STRATEGIES.register("nf")
+def no_filter(ctx: StrategyContext, examples: Sequence[Example]) -> list[Prediction]:
+    return generate_answers(ctx, "generate", examples, [ex.docs or () for ex in examples])
