@@ -113,7 +113,7 @@ class RootConfig:
     retriever: RetrieverConfig = MISSING
     strategy: StrategyConfig = MISSING
     generation: GenerationConfig = field(default_factory=GenerationConfig)
-    grid: str = "adhoc"  # results/<grid>/...
+    grid_name: str = "adhoc"  # results/<grid_name>/...; set by --grid
     limit: Optional[int] = None  # evaluate only the first N sampled queries
     seed: int = 0
     results_dir: str = "results"
@@ -163,6 +163,8 @@ def validate_overrides(overrides: list[str]) -> None:
         raise ConfigError(f"malformed override: {first}") from None
     for o in parsed:
         key = o.key_or_group
+        if key == "grid":
+            raise ConfigError("run a grid with --grid NAME; valid grids: " + ", ".join(options("grid")))
         if key in GROUPS and not o.is_sweep_override():
             value = o.value()
             valid = options(key)

@@ -19,7 +19,7 @@ from omegaconf import DictConfig
 from madara_cli.config import GridConfig, compose, load_grid, to_plain
 
 # Settings that say where things go, not what is measured.
-_NOT_SEMANTIC = ("results_dir", "cache", "force", "grid")
+_NOT_SEMANTIC = ("results_dir", "cache", "force", "grid_name")
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ class Cell:
         semantic = {k: v for k, v in to_plain(cfg).items() if k not in _NOT_SEMANTIC}
         digest = hashlib.sha256(json.dumps(semantic, sort_keys=True).encode()).hexdigest()[:8]
         return cls(
-            grid=cfg.grid, model=cfg.model.name, benchmark=cfg.benchmark.name, strategy=cfg.strategy.name,
+            grid=cfg.grid_name, model=cfg.model.name, benchmark=cfg.benchmark.name, strategy=cfg.strategy.name,
             retriever=cfg.retriever.name, k=int(cfg.retriever.k), seed=int(cfg.seed), limit=cfg.limit, config_hash=digest,
         )
 
@@ -65,7 +65,7 @@ def grid_overrides(grid: GridConfig, extra: list[str]) -> list[list[str]]:
     names = [a for a, _ in axes]
     cells = []
     for combo in itertools.product(*[v for _, v in axes]):
-        cells.append([f"{n}={v}" for n, v in zip(names, combo)] + list(grid.overrides) + [f"grid={grid.name}"] + list(extra))
+        cells.append([f"{n}={v}" for n, v in zip(names, combo)] + list(grid.overrides) + [f"grid_name={grid.name}"] + list(extra))
     return cells
 
 

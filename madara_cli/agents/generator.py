@@ -61,8 +61,10 @@ def clean_answer(text: str, task: str = "factoid") -> str:
     ans = lines[0] if lines else ""
     ans = _PREFIX.sub("", ans)
     ans = _LEAD.sub("", ans)
-    ans = ans.strip().strip("*_`").strip().strip("\"'“”‘’[]()").strip()
-    ans = ans.rstrip(".").strip()
+    previous = None
+    while ans != previous:  # quotes, emphasis and a final period nest in any order
+        previous = ans
+        ans = ans.strip().strip("*_`\"'“”‘’[]()").rstrip(".").strip()
     if task == "fever":
         m = re.search(r"\b(supports?|supported|true|refutes?|refuted|false)\b", text, re.IGNORECASE)
         if m:

@@ -1,0 +1,36 @@
+"""Shared fixtures: the shared data slices (read in place), a temp results folder,
+and skipping of tests whose optional engine is absent."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_DATA = ROOT.parent / "shared" / "data"
+
+
+def have(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def pytest_collection_modifyitems(config, items):
+    if not have("llama_cpp"):
+        skip = pytest.mark.skip(reason="llama-cpp-python not installed (pip install -e '.[cpu]')")
+        for item in items:
+            if "llm" in item.keywords:
+                item.add_marker(skip)
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"benchmark slices not found at {SHARED_DATA}")
+    return SHARED_DATA
+
+
+@pytest.fixture
+def results_dir(tmp_path: Path) -> Path:
+    return tmp_path / "results"

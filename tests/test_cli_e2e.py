@@ -1,0 +1,84 @@
+"""The CLI as a user types it: one real NF cell through llama.cpp, its rerun from the
+cache, and the one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+
+def madara(*args: str, env: dict | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "madara_cli.cli", *args],
+        capture_output=True, text=True, cwd=ROOT, timeout=timeout, env={**os.environ, "COLUMNS": "200", **(env or {})},
+    )
+
+
+def only_cell(results: Path) -> Path:
+    cells = [p for p in results.glob("*/*") if (p / "metrics.json").is_file()]
+    assert len(cells) == 1, cells
+    return cells[0]
+
+
+@pytest.mark.llm
+def test_nf_cell_runs_and_rerun_is_free(results_dir):
+    args = ["run", "model=smollm2-135m", "benchmark=mini", "strategy=nf", "limit=4", f"results_dir={results_dir}"]
+    first = madara(*args)
+    assert first.returncode == 0, first.stderr
+    assert "EM %" in first.stdout and "smollm2-135m" in first.stdout
+    cell = only_cell(results_dir)
+    m1 = json.loads((cell / "metrics.json").read_text())
+    assert m1["n"] == 4 and m1["accounting"]["calls_issued"] == 4
+    rows = [json.loads(x) for x in (cell / "predictions.jsonl").read_text().splitlines()]
+    assert len(rows) == 4 and all(len(r["doc_ids"]) == 10 for r in rows)
+
+    # Same cell again: finished, so nothing runs at all.
+    again = madara(*args)
+    assert again.returncode == 0 and "done earlier" in again.stdout
+
+    # Forced re-run: every completion comes from the cache, metrics identical.
+    forced = madara(*args, "force=true")
+    assert forced.returncode == 0, forced.stderr
+    m2 = json.loads((cell / "metrics.json").read_text())
+    assert m2["accounting"]["calls_issued"] == 0 and m2["accounting"]["cache_hits"] == 4
+    assert (m2["em"], m2["f1"], m2["contains"]) == (m1["em"], m1["f1"], m1["contains"])
+    assert [json.loads(x) for x in (cell / "predictions.jsonl").read_text().splitlines()] == rows
+
+
+@pytest.mark.llm
+def test_grid_runs_every_cell(tmp_path, results_dir):
+    configs = tmp_path / "configs"
+    shutil.copytree(ROOT / "configs", configs)
+    (configs / "grid" / "tiny.yaml").write_text(
+        "name: tiny\naxes:\n  model: [smollm2-135m]\n  benchmark: [mini]\n  strategy: [nf]\noverrides: [limit=2]\n"
+    )
+    r = madara("run", "--grid", "tiny", f"results_dir={results_dir}", "seed=1", env={"MADARA_CONFIGS": str(configs)})
+    assert r.returncode == 0, r.stderr
+    assert (only_cell(results_dir).parent.name) == "tiny"
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["run", "model=no-such-model"], "valid models: gemma-2-27b"),
+        (["run", "--foo"], "valid options: --grid"),
+        (["run", "strategy=nope"], "valid strategys: "),
+        (["run", "--grid", "nope"], "valid grids: "),
+        (["run", "limt=3"], "bad config"),
+        (["frobnicate"], "valid commands: "),
+    ],
+)
+def test_user_errors_are_one_line_exit_2(args, needle):
+    r = madara(*args)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], r.stderr
+    assert "Traceback" not in r.stderr
