@@ -17,7 +17,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     help="Reproduce 'To Isolate or to Score?' (MADARA) and run its Diagnose->Treat pipeline.",
 )
-out = Console()
+# Tables stay readable when piped (rich would otherwise assume 80 columns).
+out = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True)
 
 
@@ -43,6 +44,8 @@ def _results_table(results, title: str) -> Table:
 def run(
     overrides: Optional[List[str]] = typer.Argument(None, help="Hydra overrides, e.g. model=smollm2-135m strategy=nf limit=20"),
     grid: Optional[str] = typer.Option(None, "--grid", "-g", help="Run every cell of configs/grid/NAME.yaml"),
+    launcher: Optional[str] = typer.Option(None, "--launcher", help="Run the grid's cells through a Hydra launcher: joblib | submitit_slurm | submitit_local | ray"),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Parallel processes for --launcher joblib"),
 ) -> None:
     """Run one cell (overrides) or a whole grid (--grid NAME); finished cells are skipped."""
     from madara_cli.config import compose
@@ -51,6 +54,19 @@ def run(
     from madara_cli.runner import EnginePool, run_cell
 
     overrides = list(overrides or [])
+    if launcher:
+        if not grid:
+            raise UserError("--launcher needs --grid NAME")
+        from madara_cli.launch import multirun
+
+        multirun(grid, overrides, launcher, jobs)
+        launched = expand(grid, overrides)
+        with StageProgress(err):
+            pool = EnginePool()  # every cell is finished now: this only reads them back
+            results = [run_cell(cfg, pool) for cfg in launched]
+            pool.close()
+        out.print(_results_table(results, f"grid {grid} ({launcher})"))
+        return
     cfgs = expand(grid, overrides) if grid else [compose(overrides)]
     results = []
     with StageProgress(err) as progress:

@@ -62,11 +62,28 @@ def grid_overrides(grid: GridConfig, extra: list[str]) -> list[list[str]]:
     """The override list of every cell: the cross product of the axes, models
     outermost so that cells sharing a model run back to back (the model loads once)."""
     axes = sorted(grid.axes.items(), key=lambda kv: (kv[0] != "model", kv[0]))
-    names = [a for a, _ in axes]
+    fixed, swept = _split_sweeps(list(extra))
+    names = [a for a, _ in axes] + [k for k, _ in swept]
     cells = []
-    for combo in itertools.product(*[v for _, v in axes]):
-        cells.append([f"{n}={v}" for n, v in zip(names, combo)] + list(grid.overrides) + [f"grid_name={grid.name}"] + list(extra))
+    for combo in itertools.product(*[v for _, v in axes], *[v for _, v in swept]):
+        cells.append([f"{n}={v}" for n, v in zip(names, combo)] + list(grid.overrides) + [f"grid_name={grid.name}"] + fixed)
     return cells
+
+
+def _split_sweeps(overrides: list[str]) -> tuple[list[str], list[tuple[str, list[str]]]]:
+    """Hydra sweep overrides (``seed=0,1``) become extra axes; the rest apply to all."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from madara_cli.config import validate_overrides
+
+    validate_overrides(overrides)
+    fixed, swept = [], []
+    for text, o in zip(overrides, OverridesParser.create().parse_overrides(overrides)):
+        if o.is_sweep_override():
+            swept.append((o.get_key_element(), list(o.sweep_string_iterator())))
+        else:
+            fixed.append(text)
+    return fixed, swept
 
 
 def expand(grid_name: str, extra: list[str] | None = None) -> list[DictConfig]:
