@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import typer
 from rich.console import Console
@@ -93,6 +93,29 @@ def ls(what: Optional[str] = typer.Argument(None, help="models | backends | benc
     for plural, group in groups.items():
         if what in (None, plural):
             out.print(f"[bold]{plural}[/bold]: {', '.join(options(group))}")
+
+
+@app.command()
+def route(
+    nf: float = typer.Option(..., "--nf", help="No-Filter EM on the calibration set, in percent"),
+    rho: Optional[Tuple[float, float, float]] = typer.Option(None, "--rho", help="rho_1 rho_2 rho_3 (shuffled, contradicted, random); omit for degenerate scoring"),
+    rsc_class: Optional[str] = typer.Option(None, "--class", help="quality-ordered | stochastic | degenerate (derived from --rho when omitted)"),
+    entropy: Optional[float] = typer.Option(None, "--entropy", help="normalised score entropy (for the entropy policy)"),
+    tau_nf: float = typer.Option(30.0, "--tau-nf", help="NF threshold (percent)"),
+    rho1: float = typer.Option(0.5, "--rho1", help="rho_1 threshold between weak and strong coupling"),
+) -> None:
+    """What MADARA would route to, and why, from diagnostics alone (runs nothing)."""
+    from madara_cli import router
+
+    try:
+        diag = router.Diagnostics(em_nf=nf, rho=tuple(rho) if rho else None, rsc_class=rsc_class, entropy=entropy)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    decision = router.route(diag, router.Thresholds(tau_nf=tau_nf, rho1=rho1))
+    out.print(f"[bold]route:[/bold] {decision.strategy}")
+    out.print(f"[bold]reason:[/bold] {decision.reason}")
+    nf_only = router.route_nf_only(diag, tau_nf)
+    out.print(f"[dim]NF-only policy: {nf_only.strategy}" + (f"; entropy policy: {router.route_entropy(diag).strategy}" if entropy is not None else "") + "[/dim]")
 
 
 def main() -> None:

@@ -1,0 +1,299 @@
+"""MADARA routing: from a model-task pair's diagnostics to one treatment.
+
+Source: the MADARA paper, Section 4.5 and Appendix E (Algorithm 2):
+
+    if EM_NF < tau_NF:      PDE  (weak baseline: isolate documents)
+    elif rho* > -1.0:       SDA  (stochastic scoring: percentile-rank alignment)
+    elif rho_1 < 0.5:       CoT  (weakly coupled: de-polarise with reasoning)
+    else:                   ATF  (strongly coupled: filter at mu - 0.5 sigma)
+
+plus the baselines it is compared against -- NF-only routing (Table 19), entropy
+routing and binary RSC routing (Appendix I, Table 12) -- and the threshold sweeps
+of Appendix D (Table 8 for rho_1, D.2 for tau_NF).
+
+Strategy names are the project's strategy config names.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from madara_cli import rsc
+
+PDE, SDA, COT, ATF, THREE_AGENT = "pde", "sda", "cot", "atf", "three_agent"
+STRATEGY_LABELS = {
+    PDE: "per-document isolation (PDE)",
+    SDA: "score distribution alignment (SDA)",
+    COT: "CoT de-polarization (CoT)",
+    ATF: "adaptive threshold filtering (ATF)",
+    THREE_AGENT: "3-agent baseline",
+}
+
+
+@dataclass(frozen=True)
+class Diagnostics:
+    """What Phase 1 of Algorithm 2 measures for one model-task pair.
+
+    ``em_nf`` is the No-Filter exact match in percent (0-100). ``rho`` holds
+    (rho_1, rho_2, rho_3), or None when the probe found degenerate scoring.
+    ``rsc_class`` is derived from ``rho`` when not given; give it explicitly when
+    ``rho`` is rounded and ties (Table 4's Gemma-2 CONFLICTS .79/.40/.40 is
+    stochastic from its unrounded values). ``entropy`` is the normalised score
+    entropy, only needed by :func:`route_entropy`.
+    """
+
+    em_nf: float
+    rho: tuple[float, float, float] | None
+    rsc_class: str | None = None
+    entropy: float | None = None
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.em_nf <= 100.0:
+            raise ValueError(f"NF EM is a percentage in [0, 100], got {self.em_nf}")
+        if self.rho is not None:
+            rho = tuple(float(r) for r in self.rho)
+            if len(rho) != 3:
+                raise ValueError(f"rho needs three values (shuffled, contradicted, random), got {len(rho)}")
+            object.__setattr__(self, "rho", rho)
+        if self.rsc_class is None:
+            derived = rsc.DEGENERATE if self.rho is None else rsc.classify(self.rho).rsc_class
+            object.__setattr__(self, "rsc_class", derived)
+        elif self.rsc_class not in rsc.RSC_CLASSES:
+            raise ValueError(f"rsc_class must be one of {rsc.RSC_CLASSES}, got {self.rsc_class!r}")
+        elif self.rho is not None and self.rsc_class != rsc.DEGENERATE and len(set(self.rho)) == 3:
+            # Only a tie (rounding) can hide the order; three distinct values fix the class.
+            derived = rsc.classify(self.rho).rsc_class
+            if derived != self.rsc_class:
+                raise ValueError(f"rho {self.rho} is {derived}, not {self.rsc_class}")
+
+    @property
+    def rho_star(self) -> float | None:
+        return None if self.rho is None else rsc.trend(self.rho)
+
+    @classmethod
+    def from_probe(cls, em_nf: float, probe: rsc.ProbeStats) -> Diagnostics:
+        """Diagnostics of a finished probe (``em_nf`` in percent)."""
+        return cls(em_nf=em_nf, rho=probe.rho, rsc_class=probe.rsc_class, entropy=probe.entropy)
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Routing thresholds, all calibrated on the Mistral-7B pilot (Section 5.5).
+
+    ``rho_star``: a pair counts as quality-ordered when rho* <= this value; any value
+    in [-1.0, -0.7] routes the paper's pairs identically (Appendix D).
+    ``entropy`` is only used by :func:`route_entropy`.
+    """
+
+    tau_nf: float = 30.0
+    rho1: float = 0.5
+    rho_star: float = -1.0
+    entropy: float = 0.7
+
+
+DEFAULT_THRESHOLDS = Thresholds()
+
+
+@dataclass(frozen=True)
+class Route:
+    """A routing decision and a one-line explanation with the numbers behind it."""
+
+    strategy: str
+    reason: str
+
+
+def _num(x: float) -> str:
+    return f"{x:g}"
+
+
+def _rho_star_text(diag: Diagnostics) -> str | None:
+    rho_star = diag.rho_star
+    return None if rho_star is None or math.isnan(rho_star) else f"ρ* = {rho_star:.2f}"
+
+
+def _quality_ordered(diag: Diagnostics, thresholds: Thresholds) -> bool | None:
+    """True/False for quality-ordered/stochastic, None for degenerate scoring.
+
+    At the default rho* threshold the diagnostics' class decides (so an explicit
+    class for a rounded tie is honoured); a looser threshold re-reads rho*.
+    """
+    if diag.rsc_class == rsc.DEGENERATE:
+        return None
+    if thresholds.rho_star == DEFAULT_THRESHOLDS.rho_star or diag.rho is None:
+        return diag.rsc_class == rsc.QUALITY_ORDERED
+    rho_star = diag.rho_star
+    if rho_star is None or math.isnan(rho_star):
+        return None
+    return rho_star <= thresholds.rho_star + 1e-9
+
+
+def route(diag: Diagnostics, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> Route:
+    """Algorithm 2 (Appendix E): PDE, SDA, CoT or ATF from NF EM, rho* and rho_1.
+
+    Degenerate scoring (no usable rho) with a strong NF baseline goes to SDA: the
+    scores carry no reasoning signal, which is the situation SDA is for, and
+    Algorithm 2's own test (rho* > -1 -> SDA) sends every pair that is not
+    quality-ordered there. With a weak baseline PDE applies as usual (the paper's
+    Llama-3.1 TriviaQA case).
+
+    Raises:
+        ValueError: quality-ordered without rho values, so rho_1 is unknown.
+    """
+    nf = f"NF EM {_num(diag.em_nf)}%"
+    if diag.em_nf < thresholds.tau_nf:
+        return Route(PDE, f"{nf} < τ_NF {_num(thresholds.tau_nf)}% → {STRATEGY_LABELS[PDE]}")
+    head = f"{nf} ≥ τ_NF {_num(thresholds.tau_nf)}%"
+    ordered = _quality_ordered(diag, thresholds)
+    if ordered is None:
+        return Route(SDA, f"{head}; degenerate scoring (no usable ρ̂) — scores carry no reasoning signal → {STRATEGY_LABELS[SDA]}")
+    star = _rho_star_text(diag)
+    if not ordered:
+        why = f"{star} > {_num(thresholds.rho_star)} (stochastic scoring)" if star else "stochastic scoring"
+        return Route(SDA, f"{head}; {why} → {STRATEGY_LABELS[SDA]}")
+    if diag.rho is None:
+        raise ValueError("a quality-ordered pair needs its rho values to compare rho_1 with the threshold")
+    rho1 = diag.rho[0]
+    if rho1 < thresholds.rho1:
+        coupling, strategy, cmp = "weakly coupled", COT, "<"
+    else:
+        coupling, strategy, cmp = "strongly coupled", ATF, "≥"
+    return Route(
+        strategy,
+        f"{head}; {star + ' ' if star else ''}(quality-ordered), ρ̂1 {rho1:.2f} {cmp} {_num(thresholds.rho1)} ({coupling})"
+        f" → {STRATEGY_LABELS[strategy]}",
+    )
+
+
+def route_nf_only(diag: Diagnostics, tau_nf: float = 30.0) -> Route:
+    """Table 19's NF-only policy: PDE if EM_NF < tau_NF, else the 3-agent baseline."""
+    nf = f"NF EM {_num(diag.em_nf)}%"
+    if diag.em_nf < tau_nf:
+        return Route(PDE, f"{nf} < τ_NF {_num(tau_nf)}% → {STRATEGY_LABELS[PDE]}")
+    return Route(THREE_AGENT, f"{nf} ≥ τ_NF {_num(tau_nf)}% → {STRATEGY_LABELS[THREE_AGENT]}")
+
+
+def route_entropy(diag: Diagnostics, threshold: float = 0.7) -> Route:
+    """Appendix I's entropy heuristic: SDA if normalised score entropy > 0.7, else CoT."""
+    if diag.entropy is None or math.isnan(diag.entropy):
+        raise ValueError("entropy routing needs the normalised score entropy")
+    if diag.entropy > threshold:
+        return Route(SDA, f"score entropy {diag.entropy:.2f} > {_num(threshold)} (noisy scoring) → {STRATEGY_LABELS[SDA]}")
+    return Route(COT, f"score entropy {diag.entropy:.2f} ≤ {_num(threshold)} (clean scoring) → {STRATEGY_LABELS[COT]}")
+
+
+def route_binary_rsc(diag: Diagnostics) -> Route:
+    """Table 12's simplified RSC routing: quality-ordered -> CoT, otherwise SDA."""
+    if diag.rsc_class == rsc.QUALITY_ORDERED:
+        return Route(COT, f"quality-ordered scoring → {STRATEGY_LABELS[COT]}")
+    return Route(SDA, f"{diag.rsc_class} scoring → {STRATEGY_LABELS[SDA]}")
+
+
+# --------------------------------------------------------------------------- #
+# Threshold sweeps (Appendix D)
+# --------------------------------------------------------------------------- #
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """Routing of every pair at one threshold value.
+
+    ``changed`` names the pairs whose strategy differs from the default thresholds
+    (D.2's count). ``n_cot`` counts quality-ordered pairs routed to CoT (Table 8's
+    "Changed" column). ``oracle_matches``/``mean_gap`` (EM points) are filled when
+    EMs are given, over the ``n_evaluated`` pairs whose routed strategy has an EM.
+    """
+
+    threshold: float
+    routes: dict[str, str] = field(hash=False)
+    changed: tuple[str, ...]
+    n_cells: int
+    n_cot: int
+    oracle_matches: int | None = None
+    mean_gap: float | None = None
+    n_evaluated: int | None = None
+
+
+def oracle_gap(routes: Mapping[str, str], ems: Mapping[str, Mapping[str, float]]) -> tuple[int, float | None, int]:
+    """(oracle matches, mean gap in EM points, pairs evaluated) of a routing.
+
+    The oracle of a pair is the best EM among the strategies given for it; the gap
+    is oracle EM minus the routed strategy's EM (a tie with the best is a match).
+    Pairs without EMs, or whose routed strategy has no EM, are left out.
+    """
+    matches, gaps = 0, []
+    for name, strategy in routes.items():
+        pair = ems.get(name)
+        if not pair or strategy not in pair:
+            continue
+        gap = max(pair.values()) - pair[strategy]
+        gaps.append(gap)
+        matches += gap <= 1e-9
+    mean = sum(gaps) / len(gaps) if gaps else None
+    return matches, mean, len(gaps)
+
+
+def _sweep(
+    diags: Mapping[str, Diagnostics],
+    values: Sequence[float],
+    thresholds_at: Callable[[float], Thresholds],
+    ems: Mapping[str, Mapping[str, float]] | None,
+    nf_gate: bool,
+) -> list[SweepPoint]:
+    def routes_under(thresholds: Thresholds) -> dict[str, str]:
+        gate = thresholds if nf_gate else replace(thresholds, tau_nf=-math.inf)
+        return {name: route(d, gate).strategy for name, d in diags.items()}
+
+    default = routes_under(DEFAULT_THRESHOLDS)
+    points = []
+    for value in values:
+        routes = routes_under(thresholds_at(value))
+        n_cot = sum(1 for name, s in routes.items() if s == COT and diags[name].rsc_class == rsc.QUALITY_ORDERED)
+        matches, gap, n_eval = oracle_gap(routes, ems) if ems is not None else (None, None, None)
+        points.append(
+            SweepPoint(
+                threshold=float(value),
+                routes=routes,
+                changed=tuple(name for name in routes if routes[name] != default[name]),
+                n_cells=len(routes),
+                n_cot=n_cot,
+                oracle_matches=matches,
+                mean_gap=gap,
+                n_evaluated=n_eval,
+            )
+        )
+    return points
+
+
+def sweep_rho1(
+    diags: Mapping[str, Diagnostics],
+    values: Sequence[float] = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8),
+    ems: Mapping[str, Mapping[str, float]] | None = None,
+    nf_gate: bool = False,
+) -> list[SweepPoint]:
+    """Appendix D.1 / Table 8: route every pair with rho_1 threshold in ``values``.
+
+    Table 8 sweeps the scoring arm alone -- its counts (1, 2, 2, 3, 6, 7 of 10) only
+    add up when the NF gate is ignored, since it says Llama CONFLICTS (a PDE pair)
+    is "misrouted to CoT" at 0.8 -- so by default ``nf_gate=False`` routes every
+    pair as if EM_NF >= tau_NF. Pass ``nf_gate=True`` for the full Algorithm 2.
+    """
+    return _sweep(diags, values, lambda v: replace(DEFAULT_THRESHOLDS, rho1=float(v)), ems, nf_gate)
+
+
+def sweep_tau_nf(
+    diags: Mapping[str, Diagnostics],
+    values: Sequence[float] = (15, 20, 25, 30, 35, 40, 45),
+    ems: Mapping[str, Mapping[str, float]] | None = None,
+) -> list[SweepPoint]:
+    """Appendix D.2: route every pair (full Algorithm 2) with tau_NF in ``values`` (%)."""
+    return _sweep(diags, values, lambda v: replace(DEFAULT_THRESHOLDS, tau_nf=float(v)), ems, True)
+
+
+def changed_cells(points: Sequence[SweepPoint]) -> tuple[str, ...]:
+    """Pairs whose routing changes at any threshold of a sweep (D.2's "1/12 cells")."""
+    seen: dict[str, None] = {}
+    for point in points:
+        seen.update(dict.fromkeys(point.changed))
+    return tuple(seen)

@@ -1,0 +1,866 @@
+"""Reasoning-Score Coupling (RSC): the perturbations and statistics of the probe.
+
+Source: the MADARA paper (*To Isolate or to Score?*), Section 3 (Eqs. 1-2,
+Definition 1), Appendix F (F.1 perturbations, F.2 per-query correlations, F.3
+split-half and 30-query subsets, F.4 the mean coupling rho-bar), G.2 (Table 13,
+bootstrap CIs) and I (score entropy).
+
+The probe scores every (query, document) pair of a calibration set once with
+chain-of-thought ("normal" scores and reasoning chains), then rescores each pair
+with its reasoning replaced by a perturbed chain at three increasing severities:
+
+1. shuffled      -- the sentences of the chain permuted (logic broken, content kept);
+2. contradicted  -- quality words and numbers negated (direction inverted);
+3. random        -- the chain of another, random (query, document) pair.
+
+rho_k = Spearman(normal, perturbed_k), pooled over all pairs (Eq. 1), and the trend
+rho* = Spearman([1, 2, 3], [rho_1, rho_2, rho_3]) (Eq. 2). A pair is
+*quality-ordered* iff rho* = -1 (rho_1 > rho_2 > rho_3), otherwise *stochastic*.
+
+Everything here is pure: no model calls. Score matrices are indexed
+``[query][document]`` and may be ragged; NaN marks a score that failed to parse and
+is dropped pairwise. Every resampling takes a ``seed``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
+
+import numpy as np
+from scipy import stats
+
+LEVELS: tuple[str, str, str] = ("shuffled", "contradicted", "random")
+QUALITY_ORDERED = "quality-ordered"
+STOCHASTIC = "stochastic"
+DEGENERATE = "degenerate"
+RSC_CLASSES = (QUALITY_ORDERED, STOCHASTIC, DEGENERATE)
+
+Reasoning = str | Sequence[str]
+Seed = int | Sequence[int]
+T = TypeVar("T")
+
+
+# --------------------------------------------------------------------------- #
+# Perturbations (Appendix F.1)
+# --------------------------------------------------------------------------- #
+
+# A boundary is sentence-final punctuation (optionally followed by a closing quote or
+# bracket) and whitespace, or a line break. Decimals such as "4.5" never match
+# because no whitespace follows the point.
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\s*\n+\s*")
+# Fragments that are only an enumerator ("1.", "(2)", "a.", "Step 3:") belong to the
+# sentence that follows them; splitting them off would let a shuffle separate a
+# step's number from its text.
+_ENUMERATOR = re.compile(r"^(?:\(?\d{1,2}[.)]|\(?[A-Za-z][.)]|step\s*\d+[.:)]?)$", re.IGNORECASE)
+
+
+def split_sentences(reasoning: Reasoning) -> list[str]:
+    """Split a reasoning chain into sentences (F.1: "split by sentence boundaries").
+
+    A string is split after ``.``, ``!`` or ``?`` followed by whitespace, and at line
+    breaks; lone enumerators ("1.", "Step 2:") are glued to the next sentence. A
+    sequence of strings (the CoT prompt's ``reasoning_steps`` array) is taken as
+    already split: each non-empty step is one sentence. Abbreviations such as "e.g."
+    do split; that only makes a shuffle finer, never a no-op.
+    """
+    if not isinstance(reasoning, str):
+        return [s.strip() for s in reasoning if s and s.strip()]
+    pieces = [p.strip() for p in _SENTENCE_END.split(reasoning) if p and p.strip()]
+    sentences: list[str] = []
+    pending = ""
+    for piece in pieces:
+        if _ENUMERATOR.match(piece):
+            pending = f"{pending} {piece}".strip()
+            continue
+        sentences.append(f"{pending} {piece}".strip() if pending else piece)
+        pending = ""
+    if pending:
+        sentences.append(pending)
+    return sentences
+
+
+def render_reasoning(reasoning: Reasoning) -> str:
+    """The text a perturbed chain is shown as: a string as-is, steps one per line."""
+    if isinstance(reasoning, str):
+        return reasoning
+    return "\n".join(s.strip() for s in reasoning if s and s.strip())
+
+
+def _join(sentences: Sequence[str], like: Reasoning) -> str:
+    # Keep the original layout: prose stays prose, a list of steps stays one per line.
+    return " ".join(sentences) if isinstance(like, str) else "\n".join(sentences)
+
+
+def shuffle_reasoning(reasoning: Reasoning, seed: Seed) -> str:
+    """Level 1 (Shuffled): permute the chain's sentences with a fixed seed (F.1).
+
+    ``R' = permute(R)`` with ``numpy.random.default_rng(seed)``. When the drawn
+    permutation is the identity and there are at least two sentences, the chain is
+    rotated by one instead, so the perturbation is never a silent no-op (with 2
+    sentences the identity is drawn half the time). A chain of identical sentences
+    can still read the same after shuffling; nothing can be done about that.
+    """
+    sentences = split_sentences(reasoning)
+    n = len(sentences)
+    if n < 2:
+        return _join(sentences, reasoning)
+    order = np.random.default_rng(seed).permutation(n)
+    if np.array_equal(order, np.arange(n)):
+        order = np.roll(order, -1)
+    return _join([sentences[i] for i in order], reasoning)
+
+
+_WORD_ANTONYMS: dict[str, str] = {
+    "relevant": "irrelevant",
+    "consistent": "inconsistent",
+    "supports": "contradicts",
+    "support": "contradict",
+    "supported": "contradicted",
+    "supporting": "contradicting",
+    "accurate": "inaccurate",
+    "reliable": "unreliable",
+    "high quality": "low quality",
+    "high-quality": "low-quality",
+}
+_ANTONYMS: dict[str, str] = {**_WORD_ANTONYMS, **{v: k for k, v in _WORD_ANTONYMS.items()}}
+_NUMBER = r"(\d+(?:\.\d+)?)"
+# One alternation, longest phrase first, so each span is rewritten exactly once: a
+# swapped word is never looked at again (no relevant -> irrelevant -> relevant).
+_CONTRADICT = re.compile(
+    r"\b(?P<score>score\s+of\s+)" + _NUMBER + r"(?![\d.]\d)"
+    r"|(?<![\w.])(?P<frac>" + _NUMBER[1:-1] + r")(?P<slash>\s*/\s*5)(?!\w|\.\d)"
+    r"|\b(?P<word>" + "|".join(re.escape(w) for w in sorted(_ANTONYMS, key=len, reverse=True)) + r")\b",
+    re.IGNORECASE,
+)
+
+
+def _match_case(source: str, replacement: str) -> str:
+    if len(source) > 1 and source.isupper():
+        return replacement.upper()
+    if source[:1].isupper():
+        return replacement[:1].upper() + replacement[1:]
+    return replacement
+
+
+def _invert_score(text: str, top: float = 5.0) -> str | None:
+    # 5 - N on the 0-5 scale; a number outside the scale is not a score, leave it.
+    value = float(text)
+    if not 0.0 <= value <= top:
+        return None
+    inverted = top - value
+    return str(int(inverted)) if inverted.is_integer() else f"{inverted:g}"
+
+
+def _contradict_match(match: re.Match[str]) -> str:
+    if match.group("score") is not None:
+        inverted = _invert_score(match.group(2))
+        return match.group(0) if inverted is None else match.group("score") + inverted
+    if match.group("frac") is not None:
+        inverted = _invert_score(match.group("frac"))
+        return match.group(0) if inverted is None else inverted + match.group("slash")
+    word = match.group("word")
+    return _match_case(word, _ANTONYMS[word.lower()])
+
+
+def contradict_text(text: str) -> str:
+    """Antonym substitution on one string; see :func:`contradict_reasoning`."""
+    return _CONTRADICT.sub(_contradict_match, text)
+
+
+def contradict_reasoning(reasoning: Reasoning) -> str:
+    """Level 2 (Contradicted): negate the chain's quality cues (F.1).
+
+    Whole-word, case-preserving swaps in both directions: relevant<->irrelevant,
+    consistent<->inconsistent, support(s/ed/ing)<->contradict(s/ed/ing),
+    accurate<->inaccurate, reliable<->unreliable, "high quality"<->"low quality".
+    Numeric quality cues are inverted on the 0-5 scale: "score of N" -> "score of
+    5-N" (F.1's example: "score of 4" -> "score of 1") and "N/5" -> "(5-N)/5";
+    numbers outside 0-5 are left alone. All substitutions happen in a single regex
+    pass, so a swapped word is never swapped back.
+    """
+    if isinstance(reasoning, str):
+        return contradict_text(reasoning)
+    return _join([contradict_text(s) for s in split_sentences(reasoning)], reasoning)
+
+
+def random_reasoning(chains: Sequence[Sequence[T]], seed: Seed) -> list[list[T]]:
+    """Level 3 (Random): give every (query j, doc i) the chain of another pair (F.1).
+
+    For each pair, (l, k) is drawn uniformly from all pairs with (l, k) != (j, i)
+    (independently per pair, so two pairs may receive the same donor). ``chains``
+    is indexed ``[query][doc]`` and may be ragged; the result has the same shape.
+    "Another pair" is by position: if two pairs produced identical text, a pair may
+    receive text equal to its own.
+
+    Raises:
+        ValueError: fewer than two pairs, so there is no other chain to draw.
+    """
+    flat = [chain for row in chains for chain in row]
+    n = len(flat)
+    if n < 2:
+        raise ValueError(f"random reasoning needs at least 2 (query, doc) pairs, got {n}")
+    rng = np.random.default_rng(seed)
+    # Draw from n-1 slots and skip over the pair's own index: uniform over the others.
+    donors = rng.integers(0, n - 1, size=n)
+    donors = donors + (donors >= np.arange(n))
+    out: list[list[T]] = []
+    position = 0
+    for row in chains:
+        out.append([flat[donors[position + i]] for i in range(len(row))])
+        position += len(row)
+    return out
+
+
+@dataclass(frozen=True)
+class PerturbedChains:
+    """The three perturbed versions of a probe's chains, each ``[query][doc] -> text``."""
+
+    shuffled: list[list[str]]
+    contradicted: list[list[str]]
+    random: list[list[str]]
+
+    def by_level(self) -> tuple[list[list[str]], list[list[str]], list[list[str]]]:
+        return (self.shuffled, self.contradicted, self.random)
+
+
+def perturb_chains(chains: Sequence[Sequence[Reasoning]], seed: int = 0) -> PerturbedChains:
+    """All three perturbation levels for chains indexed ``[query][doc]`` (F.1).
+
+    The shuffle of pair (j, i) uses ``default_rng([seed, j, i])`` so each chain's
+    permutation is fixed by the seed and its position alone, independent of how many
+    chains come before it. Every output is rendered text (steps one per line).
+    """
+    shuffled = [[shuffle_reasoning(c, (seed, j, i)) for i, c in enumerate(row)] for j, row in enumerate(chains)]
+    contradicted = [[contradict_reasoning(c) for c in row] for row in chains]
+    donors = random_reasoning(chains, seed)
+    return PerturbedChains(
+        shuffled=shuffled,
+        contradicted=contradicted,
+        random=[[render_reasoning(c) for c in row] for row in donors],
+    )
+
+
+# --------------------------------------------------------------------------- #
+# Score matrices and the rank machinery shared by every resampling
+# --------------------------------------------------------------------------- #
+
+ScoreMatrix = Sequence[Sequence[float]] | np.ndarray
+
+
+def as_score_matrix(scores: ScoreMatrix) -> np.ndarray:
+    """``[query][doc]`` scores as a float (n_queries, max_docs) array, ragged rows NaN-padded."""
+    if isinstance(scores, np.ndarray):
+        array = scores.astype(float, copy=False)
+        if array.ndim != 2:
+            raise ValueError(f"scores must be 2-D [query][doc], got shape {array.shape}")
+        return array
+    rows = [np.asarray(row, dtype=float).ravel() for row in scores]
+    width = max((len(r) for r in rows), default=0)
+    out = np.full((len(rows), width), np.nan)
+    for j, row in enumerate(rows):
+        out[j, : len(row)] = row
+    return out
+
+
+def _paired(normal: ScoreMatrix, perturbed: ScoreMatrix) -> tuple[np.ndarray, np.ndarray]:
+    x, y = as_score_matrix(normal), as_score_matrix(perturbed)
+    if x.shape != y.shape:
+        raise ValueError(f"normal scores {x.shape} and perturbed scores {y.shape} differ in shape")
+    return x, y
+
+
+@dataclass(frozen=True)
+class _PooledPairs:
+    """The valid (normal, perturbed) pairs of one level, pooled, with tie groups.
+
+    Resampling queries only changes how often each pair counts, so a resample's
+    Spearman rho is a *weighted* Spearman over these fixed pairs: a pair repeated w
+    times shares one tie group with its copies, whose mid-rank is (count below) +
+    (group weight + 1) / 2, exactly as if the copies were materialised. That turns
+    1,000 bootstrap resamples into a few (B, N) array operations.
+    """
+
+    query: np.ndarray  # (N,) query index of each pair
+    x_order: np.ndarray
+    x_starts: np.ndarray
+    x_group: np.ndarray
+    y_order: np.ndarray
+    y_starts: np.ndarray
+    y_group: np.ndarray
+    n_queries: int
+
+
+def _tie_groups(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    new_group = np.r_[True, ordered[1:] != ordered[:-1]] if len(ordered) else np.zeros(0, bool)
+    starts = np.flatnonzero(new_group)
+    group = np.empty(len(values), dtype=np.intp)
+    group[order] = np.cumsum(new_group) - 1
+    return order, starts, group
+
+
+def _pool(normal: np.ndarray, perturbed: np.ndarray) -> _PooledPairs:
+    valid = ~(np.isnan(normal) | np.isnan(perturbed))
+    query = np.nonzero(valid)[0]
+    x, y = normal[valid], perturbed[valid]
+    return _PooledPairs(query, *_tie_groups(x), *_tie_groups(y), n_queries=normal.shape[0])
+
+
+def _weighted_midranks(w: np.ndarray, order: np.ndarray, starts: np.ndarray, group: np.ndarray) -> np.ndarray:
+    group_weight = np.add.reduceat(w[:, order], starts, axis=1)
+    below = np.cumsum(group_weight, axis=1) - group_weight
+    return (below + (group_weight + 1.0) / 2.0)[:, group]
+
+
+def _weighted_spearman(pairs: _PooledPairs, query_weights: np.ndarray, chunk: int = 4_000_000) -> np.ndarray:
+    """Spearman rho of the pooled pairs under each row of ``query_weights`` (B, n_queries).
+
+    Pearson correlation of mid-ranks, weighted by each pair's query weight; NaN where
+    either side is constant (or has fewer than two weighted pairs).
+    """
+    n_rows = query_weights.shape[0]
+    out = np.full(n_rows, np.nan)
+    n_pairs = len(pairs.query)
+    if n_pairs < 2:
+        return out
+    step = max(1, chunk // n_pairs)  # bound the (B, N) temporaries
+    for lo in range(0, n_rows, step):
+        w = query_weights[lo : lo + step][:, pairs.query].astype(float)
+        rx = _weighted_midranks(w, pairs.x_order, pairs.x_starts, pairs.x_group)
+        ry = _weighted_midranks(w, pairs.y_order, pairs.y_starts, pairs.y_group)
+        total = w.sum(axis=1, keepdims=True)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            dx = rx - (w * rx).sum(axis=1, keepdims=True) / total
+            dy = ry - (w * ry).sum(axis=1, keepdims=True) / total
+            vx, vy = (w * dx * dx).sum(axis=1), (w * dy * dy).sum(axis=1)
+            rho = (w * dx * dy).sum(axis=1) / np.sqrt(vx * vy)
+        # Mid-ranks of a non-constant sample differ by >= 1/2, so any variance this
+        # small is a constant side (floating noise), where rho is undefined.
+        rho[(vx < 1e-9) | (vy < 1e-9)] = np.nan
+        out[lo : lo + step] = np.clip(rho, -1.0, 1.0)
+    return out
+
+
+# --------------------------------------------------------------------------- #
+# Correlations (Eqs. 1-2, F.4)
+# --------------------------------------------------------------------------- #
+
+
+def pooled_spearman(normal: ScoreMatrix, perturbed: ScoreMatrix) -> tuple[float, float]:
+    """rho_k = Spearman(s_normal, s_Pk) over all (query, doc) pairs pooled (Eq. 1).
+
+    Pairs where either score is NaN (a parse failure) are dropped. Returns
+    ``(rho, two-sided p)`` from ``scipy.stats.spearmanr``; ``(nan, nan)`` without a
+    warning when fewer than 3 pairs remain or either side is constant.
+    """
+    x, y = _paired(normal, perturbed)
+    valid = ~(np.isnan(x) | np.isnan(y))
+    x, y = x[valid], y[valid]
+    if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return math.nan, math.nan
+    result = stats.spearmanr(x, y)
+    return float(result.statistic), float(result.pvalue)
+
+
+def trend(rhos: Sequence[float]) -> float:
+    """rho* = Spearman([1, 2, 3], [rho_1, rho_2, rho_3]) (Eq. 2).
+
+    With three distinct values rho* is one of {-1, -0.5, 0, 0.5, 1} (F.1). Ties are
+    ranked by their mean rank, as scipy does, which adds +-0.866 (one tied pair,
+    e.g. Table 4's Gemma-2 CONFLICTS row .79/.40/.40 gives -0.866, not the paper's
+    -0.5 computed from unrounded values) and NaN (all three equal). Any NaN rho_k
+    gives NaN.
+    """
+    values = np.asarray(rhos, dtype=float)
+    if values.shape != (3,):
+        raise ValueError(f"trend needs exactly three per-level correlations, got {values.shape}")
+    if np.isnan(values).any() or np.ptp(values) == 0:
+        return math.nan
+    return float(stats.spearmanr([1, 2, 3], values).statistic)
+
+
+def is_quality_ordered(rho_star: float) -> bool:
+    """Definition 1: quality-ordered iff rho* = -1 (equivalently rho_1 > rho_2 > rho_3)."""
+    return not math.isnan(rho_star) and math.isclose(rho_star, -1.0, abs_tol=1e-9)
+
+
+@dataclass(frozen=True)
+class RSCClass:
+    """Classification of one model-task pair from its three rho_k (Section 3.2).
+
+    ``coupling`` is "strong" (quality-ordered, rho_1 >= threshold), "weak"
+    (quality-ordered, rho_1 < threshold) or None (not quality-ordered).
+    ``rsc_class`` is "degenerate" when a rho_k is undefined (constant scores).
+    """
+
+    rho: tuple[float, float, float]
+    rho_star: float
+    rsc_class: str
+    coupling: str | None
+    rho_bar: float
+
+
+def classify(rhos: Sequence[float], threshold: float = 0.5) -> RSCClass:
+    """rho*, class, coupling strength and rho-bar = mean(rho_1..3) (Section 3.2, Eq. 4)."""
+    rho = tuple(float(r) for r in rhos)
+    if len(rho) != 3:
+        raise ValueError(f"classify needs exactly three per-level correlations, got {len(rho)}")
+    rho_star = trend(rho)
+    if any(math.isnan(r) for r in rho):
+        return RSCClass(rho, math.nan, DEGENERATE, None, math.nan)  # type: ignore[arg-type]
+    rho_bar = sum(rho) / 3.0
+    if not is_quality_ordered(rho_star):
+        return RSCClass(rho, rho_star, STOCHASTIC, None, rho_bar)  # type: ignore[arg-type]
+    coupling = "strong" if rho[0] >= threshold else "weak"
+    return RSCClass(rho, rho_star, QUALITY_ORDERED, coupling, rho_bar)  # type: ignore[arg-type]
+
+
+def _classes_of(rho_rows: np.ndarray) -> np.ndarray:
+    """Vectorised :func:`classify` class for rows of (rho_1, rho_2, rho_3).
+
+    rho* = -1 exactly when the three are strictly decreasing, which avoids calling
+    scipy once per resample.
+    """
+    undefined = np.isnan(rho_rows).any(axis=1)
+    ordered = (rho_rows[:, 0] > rho_rows[:, 1]) & (rho_rows[:, 1] > rho_rows[:, 2])
+    return np.where(undefined, DEGENERATE, np.where(ordered, QUALITY_ORDERED, STOCHASTIC))
+
+
+def _levels(normal: ScoreMatrix, perturbed_by_level: Sequence[ScoreMatrix]) -> tuple[np.ndarray, list[np.ndarray]]:
+    if len(perturbed_by_level) != 3:
+        raise ValueError(f"need perturbed scores for 3 levels {LEVELS}, got {len(perturbed_by_level)}")
+    x = as_score_matrix(normal)
+    return x, [_paired(x, p)[1] for p in perturbed_by_level]
+
+
+def _rhos_under(normal: np.ndarray, perturbed: Sequence[np.ndarray], query_weights: np.ndarray) -> np.ndarray:
+    """(B, 3) pooled rho_k for each row of query weights."""
+    return np.stack([_weighted_spearman(_pool(normal, p), query_weights) for p in perturbed], axis=1)
+
+
+# --------------------------------------------------------------------------- #
+# Per-query correlations (F.2, Table 10)
+# --------------------------------------------------------------------------- #
+
+
+def per_query_spearman(normal: ScoreMatrix, perturbed: ScoreMatrix) -> np.ndarray:
+    """One Spearman rho per query across its documents (F.2); NaN where undefined.
+
+    Undefined means fewer than two valid documents or constant scores on either
+    side, which is common: a query whose ten documents all score 0.
+    """
+    x, y = _paired(normal, perturbed)
+    valid = ~(np.isnan(x) | np.isnan(y))
+    # Mask pairwise so both sides rank the same documents, then rank within each row.
+    rx = stats.rankdata(np.where(valid, x, np.nan), axis=1, nan_policy="omit")
+    ry = stats.rankdata(np.where(valid, y, np.nan), axis=1, nan_policy="omit")
+    count = valid.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        dx = np.where(valid, rx - np.nansum(rx, axis=1, keepdims=True) / count[:, None], 0.0)
+        dy = np.where(valid, ry - np.nansum(ry, axis=1, keepdims=True) / count[:, None], 0.0)
+        vx, vy = (dx * dx).sum(axis=1), (dy * dy).sum(axis=1)
+        rho = (dx * dy).sum(axis=1) / np.sqrt(vx * vy)
+    rho[(count < 2) | (vx < 1e-9) | (vy < 1e-9)] = np.nan
+    return np.clip(rho, -1.0, 1.0)
+
+
+@dataclass(frozen=True)
+class PerQuerySummary:
+    """Mean and sample std (ddof=1) of per-query rho per level, NaNs ignored (Table 10)."""
+
+    mean: tuple[float, float, float]
+    std: tuple[float, float, float]
+    values: tuple[np.ndarray, np.ndarray, np.ndarray]
+    n_defined: tuple[int, int, int]
+
+
+def _nan_stat(values: np.ndarray, fn: Any, **kwargs: Any) -> float:
+    finite = values[~np.isnan(values)]
+    min_n = 1 + kwargs.get("ddof", 0)
+    return float(fn(finite, **kwargs)) if len(finite) >= min_n else math.nan
+
+
+def per_query_summary(normal: ScoreMatrix, perturbed_by_level: Sequence[ScoreMatrix]) -> PerQuerySummary:
+    """Table 10: per-query Spearman rho at each level, as mean +- std over queries."""
+    x, levels = _levels(normal, perturbed_by_level)
+    values = tuple(per_query_spearman(x, p) for p in levels)
+    return PerQuerySummary(
+        mean=tuple(_nan_stat(v, np.mean) for v in values),  # type: ignore[arg-type]
+        std=tuple(_nan_stat(v, np.std, ddof=1) for v in values),  # type: ignore[arg-type]
+        values=values,  # type: ignore[arg-type]
+        n_defined=tuple(int(np.sum(~np.isnan(v))) for v in values),  # type: ignore[arg-type]
+    )
+
+
+# --------------------------------------------------------------------------- #
+# Resampling stability (G.2 Table 13, F.3 Table 11)
+# --------------------------------------------------------------------------- #
+
+
+@dataclass(frozen=True)
+class BootstrapRSC:
+    """Percentile bootstrap over queries (Table 13).
+
+    ``ci[k]`` is the 95% percentile interval of rho_k (NaN resamples ignored);
+    ``stability`` the share (0-1) of resamples classified like the full sample;
+    ``class_shares`` the share of each class among resamples.
+    """
+
+    ci: tuple[tuple[float, float], tuple[float, float], tuple[float, float]]
+    stability: float
+    class_shares: dict[str, float]
+    n_resamples: int
+    seed: int
+
+
+def bootstrap(
+    normal: ScoreMatrix,
+    perturbed_by_level: Sequence[ScoreMatrix],
+    n_resamples: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> BootstrapRSC:
+    """Resample queries with replacement, recompute the pooled rho_k (G.2, Table 13).
+
+    Each resample draws n queries with replacement (as multinomial counts, the same
+    distribution as drawing indices) and takes all of each drawn query's documents,
+    so within-query dependence is kept. Classification per resample follows
+    :func:`classify`; a resample with an undefined rho_k counts as "degenerate".
+    """
+    x, levels = _levels(normal, perturbed_by_level)
+    n = x.shape[0]
+    if n == 0:
+        raise ValueError("bootstrap needs at least one query")
+    rng = np.random.default_rng(seed)
+    counts = rng.multinomial(n, np.full(n, 1.0 / n), size=n_resamples)
+    rho_rows = _rhos_under(x, levels, counts)
+    full_class = classify([pooled_spearman(x, p)[0] for p in levels]).rsc_class
+    classes = _classes_of(rho_rows)
+    alpha = (1.0 - level) / 2.0 * 100.0
+    ci = []
+    for k in range(3):
+        finite = rho_rows[:, k][~np.isnan(rho_rows[:, k])]
+        if len(finite):
+            lo, hi = np.percentile(finite, [alpha, 100.0 - alpha])
+            ci.append((float(lo), float(hi)))
+        else:
+            ci.append((math.nan, math.nan))
+    return BootstrapRSC(
+        ci=tuple(ci),  # type: ignore[arg-type]
+        stability=float(np.mean(classes == full_class)),
+        class_shares={c: float(np.mean(classes == c)) for c in RSC_CLASSES},
+        n_resamples=n_resamples,
+        seed=seed,
+    )
+
+
+@dataclass(frozen=True)
+class SplitHalf:
+    """Classification of the first and the last half of the queries (F.3, Table 11)."""
+
+    first: RSCClass
+    last: RSCClass
+
+    @property
+    def agree(self) -> bool:
+        return self.first.rsc_class == self.last.rsc_class
+
+
+def _classify_subset(x: np.ndarray, levels: Sequence[np.ndarray], rows: slice | np.ndarray, threshold: float) -> RSCClass:
+    return classify([pooled_spearman(x[rows], p[rows])[0] for p in levels], threshold)
+
+
+def split_half(normal: ScoreMatrix, perturbed_by_level: Sequence[ScoreMatrix], threshold: float = 0.5) -> SplitHalf:
+    """F.3: rho_k and class on queries [0, n//2) and [n//2, n), in the given order.
+
+    The split is by position (the paper's "first 50 / last 50"), so the caller's
+    query order matters; with odd n the last half has one query more.
+    """
+    x, levels = _levels(normal, perturbed_by_level)
+    half = x.shape[0] // 2
+    return SplitHalf(
+        first=_classify_subset(x, levels, slice(0, half), threshold),
+        last=_classify_subset(x, levels, slice(half, None), threshold),
+    )
+
+
+@dataclass(frozen=True)
+class SubsetStability:
+    """Percent (0-100) of random query subsets per class (Table 11, 30-query columns)."""
+
+    quality_ordered: float
+    stochastic: float
+    degenerate: float
+    n_subsets: int
+    size: int
+    seed: int
+
+
+def subset_stability(
+    normal: ScoreMatrix,
+    perturbed_by_level: Sequence[ScoreMatrix],
+    n_subsets: int = 100,
+    size: int = 30,
+    seed: int = 0,
+) -> SubsetStability:
+    """F.3: classify ``n_subsets`` random ``size``-query subsets (drawn without replacement)."""
+    x, levels = _levels(normal, perturbed_by_level)
+    n = x.shape[0]
+    if not 0 < size <= n:
+        raise ValueError(f"subset size {size} needs 1..{n} queries")
+    rng = np.random.default_rng(seed)
+    weights = np.zeros((n_subsets, n))
+    for row in weights:
+        row[rng.choice(n, size=size, replace=False)] = 1.0
+    classes = _classes_of(_rhos_under(x, levels, weights))
+    percent = {c: float(np.mean(classes == c) * 100.0) for c in RSC_CLASSES}
+    return SubsetStability(
+        quality_ordered=percent[QUALITY_ORDERED],
+        stochastic=percent[STOCHASTIC],
+        degenerate=percent[DEGENERATE],
+        n_subsets=n_subsets,
+        size=size,
+        seed=seed,
+    )
+
+
+# --------------------------------------------------------------------------- #
+# Degenerate scoring and score entropy (Section 6.2, Appendix I)
+# --------------------------------------------------------------------------- #
+
+
+@dataclass(frozen=True)
+class Degeneracy:
+    """Whether the normal scores are too concentrated for rank correlations to mean anything.
+
+    Table 4's Llama-3.1 TriviaQA row: 98% of scores at the floor, mean 0.17/5, so
+    the paper reports "degenerate scoring" instead of rho_k.
+    """
+
+    is_degenerate: bool
+    floor_share: float
+    ceiling_share: float
+    mean_score: float
+    reason: str | None = None
+
+
+def degenerate_scoring(
+    scores: ScoreMatrix | Sequence[float],
+    floor: float = 0.0,
+    ceiling: float = 5.0,
+    share: float = 0.9,
+) -> Degeneracy:
+    """Flag scores with >= ``share`` of valid values at the floor or at the ceiling,
+    all values equal, or no valid value at all (NaNs are ignored)."""
+    values = np.asarray(as_score_matrix(scores) if _is_nested(scores) else np.asarray(scores, dtype=float), dtype=float).ravel()
+    values = values[~np.isnan(values)]
+    if len(values) == 0:
+        return Degeneracy(True, math.nan, math.nan, math.nan, "no parsable scores")
+    floor_share = float(np.mean(values <= floor))
+    ceiling_share = float(np.mean(values >= ceiling))
+    mean = float(np.mean(values))
+    reason = None
+    if np.ptp(values) == 0:
+        reason = f"all {len(values)} scores equal {values[0]:g}"
+    elif floor_share >= share:
+        reason = f"{floor_share:.0%} of scores at the floor ({floor:g}), mean {mean:.2f}/{ceiling:g}"
+    elif ceiling_share >= share:
+        reason = f"{ceiling_share:.0%} of scores at the ceiling ({ceiling:g}), mean {mean:.2f}/{ceiling:g}"
+    return Degeneracy(reason is not None, floor_share, ceiling_share, mean, reason)
+
+
+def _is_nested(scores: Any) -> bool:
+    if isinstance(scores, np.ndarray):
+        return scores.ndim == 2
+    return len(scores) > 0 and not np.isscalar(scores[0])
+
+
+def score_entropy(scores: ScoreMatrix | Sequence[float], bins: Sequence[int] = range(0, 6)) -> float:
+    """Normalised Shannon entropy H(p) / log(K) of the score histogram (Appendix I).
+
+    The paper calls it "normalized score entropy" without giving the binning; here
+    each valid score is rounded half-up to the nearest integer level, clipped into
+    [min(bins), max(bins)], and counted over the K = 6 levels 0..5, so 0 means every
+    score on one level and 1 a uniform spread. Continuous aggregated scores are
+    binned the same way. NaN with no valid score.
+    """
+    levels = np.asarray(list(bins), dtype=float)
+    values = np.asarray(as_score_matrix(scores) if _is_nested(scores) else np.asarray(scores, dtype=float), dtype=float).ravel()
+    values = values[~np.isnan(values)]
+    if len(values) == 0 or len(levels) < 2:
+        return math.nan
+    rounded = np.clip(np.floor(values + 0.5), levels.min(), levels.max())
+    counts = np.array([np.sum(rounded == level) for level in levels], dtype=float)
+    p = counts[counts > 0] / counts.sum()
+    return float(max(0.0, -np.sum(p * np.log(p)) / np.log(len(levels))))
+
+
+# --------------------------------------------------------------------------- #
+# The whole probe
+# --------------------------------------------------------------------------- #
+
+
+@dataclass(frozen=True)
+class ProbeStats:
+    """Every statistic of one RSC probe (Table 4 row + Tables 10, 11, 13 + entropy).
+
+    When the scores are degenerate (see :class:`Degeneracy`) or any rho_k is
+    undefined, ``rsc_class`` is "degenerate" and every rho-derived field is None:
+    the probe reports the degeneracy instead of a meaningless correlation.
+    """
+
+    rsc_class: str
+    rho: tuple[float, float, float] | None
+    p_values: tuple[float, float, float] | None
+    rho_star: float | None
+    rho_bar: float | None
+    coupling: str | None
+    per_query: PerQuerySummary | None
+    bootstrap: BootstrapRSC | None
+    split_half: SplitHalf | None
+    subsets: SubsetStability | None
+    degeneracy: Degeneracy
+    entropy: float | None
+    n_queries: int
+    n_pairs: int
+    seed: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe summary: NaN and inf become None, arrays become lists."""
+        per_query = None
+        if self.per_query is not None:
+            per_query = {
+                "mean": list(self.per_query.mean),
+                "std": list(self.per_query.std),
+                "values": [v.tolist() for v in self.per_query.values],
+            }
+        boot = None
+        if self.bootstrap is not None:
+            boot = {
+                "ci": [list(ci) for ci in self.bootstrap.ci],
+                "stability": self.bootstrap.stability,
+                "class_shares": self.bootstrap.class_shares,
+                "n_resamples": self.bootstrap.n_resamples,
+            }
+        subsets = None
+        if self.subsets is not None:
+            subsets = {
+                QUALITY_ORDERED: self.subsets.quality_ordered,
+                STOCHASTIC: self.subsets.stochastic,
+                DEGENERATE: self.subsets.degenerate,
+                "size": self.subsets.size,
+                "n_subsets": self.subsets.n_subsets,
+            }
+        out = {
+            "rho": None if self.rho is None else list(self.rho),
+            "p_values": None if self.p_values is None else list(self.p_values),
+            "rho_star": self.rho_star,
+            "rho_bar": self.rho_bar,
+            "rsc_class": self.rsc_class,
+            "coupling": self.coupling,
+            "per_query": per_query,
+            "bootstrap": boot,
+            "split_half": None
+            if self.split_half is None
+            else {"first": self.split_half.first.rsc_class, "last": self.split_half.last.rsc_class},
+            "subsets30": subsets,
+            "degenerate": {
+                "is_degenerate": self.degeneracy.is_degenerate,
+                "floor_share": self.degeneracy.floor_share,
+                "ceiling_share": self.degeneracy.ceiling_share,
+                "mean_score": self.degeneracy.mean_score,
+                "reason": self.degeneracy.reason,
+            },
+            "entropy": self.entropy,
+            "n_queries": self.n_queries,
+            "n_pairs": self.n_pairs,
+            "seed": self.seed,
+        }
+        return _json_safe(out)
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return _json_safe(value.tolist())
+    if isinstance(value, (np.bool_, bool)):
+        return bool(value)
+    if isinstance(value, (np.integer, int)):
+        return int(value)
+    if isinstance(value, (np.floating, float)):
+        return float(value) if math.isfinite(value) else None
+    return value
+
+
+def summarize_probe(
+    normal: ScoreMatrix,
+    perturbed_by_level: Sequence[ScoreMatrix],
+    seed: int = 0,
+    *,
+    threshold: float = 0.5,
+    n_resamples: int = 1000,
+    n_subsets: int = 100,
+    subset_size: int = 30,
+    floor: float = 0.0,
+    ceiling: float = 5.0,
+    degenerate_share: float = 0.9,
+    entropy_scores: ScoreMatrix | None = None,
+) -> ProbeStats:
+    """Run every RSC statistic on one probe: the Table 4 row and its robustness checks.
+
+    ``normal`` holds the CoT scores, ``perturbed_by_level`` the rescored matrices for
+    (shuffled, contradicted, random), all ``[query][doc]``. The entropy is of
+    ``entropy_scores`` when given (e.g. the base 3-agent scores, which is what
+    Appendix I's routing heuristic is about) and of ``normal`` otherwise. The
+    30-query subsets are skipped (None) when the probe has fewer queries than
+    ``subset_size``; split-half and bootstrap run on any non-degenerate probe.
+    """
+    x, levels = _levels(normal, perturbed_by_level)
+    n_queries = x.shape[0]
+    n_pairs = int(np.sum(~np.isnan(x)))
+    degeneracy = degenerate_scoring(x, floor=floor, ceiling=ceiling, share=degenerate_share)
+    entropy = score_entropy(x if entropy_scores is None else entropy_scores)
+    entropy_out = None if math.isnan(entropy) else entropy
+
+    pooled = [pooled_spearman(x, p) for p in levels]
+    rhos = tuple(r for r, _ in pooled)
+    undefined = [LEVELS[k] for k, r in enumerate(rhos) if math.isnan(r)]
+    if undefined and not degeneracy.is_degenerate:
+        degeneracy = replace(
+            degeneracy,
+            is_degenerate=True,
+            reason=f"rho undefined at level(s) {', '.join(undefined)}: constant or too few valid scores",
+        )
+    if degeneracy.is_degenerate:
+        return ProbeStats(
+            rsc_class=DEGENERATE, rho=None, p_values=None, rho_star=None, rho_bar=None, coupling=None,
+            per_query=None, bootstrap=None, split_half=None, subsets=None, degeneracy=degeneracy,
+            entropy=entropy_out, n_queries=n_queries, n_pairs=n_pairs, seed=seed,
+        )  # fmt: skip
+
+    cls = classify(rhos, threshold)
+    return ProbeStats(
+        rsc_class=cls.rsc_class,
+        rho=cls.rho,
+        p_values=tuple(p for _, p in pooled),  # type: ignore[arg-type]
+        rho_star=cls.rho_star,
+        rho_bar=cls.rho_bar,
+        coupling=cls.coupling,
+        per_query=per_query_summary(x, levels),
+        bootstrap=bootstrap(x, levels, n_resamples=n_resamples, seed=seed),
+        split_half=split_half(x, levels, threshold) if n_queries >= 2 else None,
+        subsets=subset_stability(x, levels, n_subsets=n_subsets, size=subset_size, seed=seed) if n_queries >= subset_size else None,
+        degeneracy=degeneracy,
+        entropy=entropy_out,
+        n_queries=n_queries,
+        n_pairs=n_pairs,
+        seed=seed,
+    )
