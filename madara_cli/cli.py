@@ -96,6 +96,61 @@ def ls(what: Optional[str] = typer.Argument(None, help="models | backends | benc
 
 
 @app.command()
+def probe(
+    model: str = typer.Option("smollm2-135m", "--model", "-m", help="Model config name (madara ls models)"),
+    benchmark: str = typer.Option("mini", "--benchmark", "-b", help="Benchmark config name"),
+    n: Optional[int] = typer.Option(None, "--n", help="Calibration queries (default: benchmark.calibration, 100 for the paper's benchmarks)"),
+    force: bool = typer.Option(False, "--force", help="Recompute even if a finished probe exists (completions still come from the cache)"),
+    overrides: Optional[List[str]] = typer.Argument(None, help="Hydra overrides, e.g. backend=vllm benchmark.path=FILE"),
+) -> None:
+    """Diagnose a model-task pair: NF baseline + RSC probe -> route; writes probe.json."""
+    from madara_cli.config import compose
+    from madara_cli.probe import find_or_run_probe
+    from madara_cli.progress import StageProgress
+    from madara_cli.runner import EnginePool
+
+    cfg = compose([f"model={model}", f"benchmark={benchmark}", *(overrides or [])])
+    with StageProgress(err) as progress:
+        progress.label = f"probe {model}/{benchmark}"
+        pool = EnginePool(progress=progress)
+        try:
+            try:
+                record, path, reused = find_or_run_probe(cfg, pool.get(cfg), n, force=force)
+            except ValueError as e:
+                raise UserError(str(e)) from None
+        finally:
+            pool.close()
+    _print_probe(record, path, reused)
+
+
+def _print_probe(r: dict, path: Path, reused: bool) -> None:
+    def f(x, fmt="{:.2f}"):
+        return "—" if x is None else fmt.format(x)
+
+    t = Table(title=f"RSC probe: {r['model']} on {r['benchmark']} (n={r['n']}){' — reused' if reused else ''}")
+    for col in ("level", "ρ̂ (pooled)", "p", "95% CI", "per-query mean ± std"):
+        t.add_column(col)
+    boot, pq = r.get("bootstrap") or {}, r.get("per_query") or {}
+    for k, level in enumerate(("shuffled", "contradicted", "random")):
+        rho = (r.get("rho") or [None] * 3)[k]
+        p = (r.get("p_values") or [None] * 3)[k]
+        ci = (boot.get("ci") or [None] * 3)[k]
+        mean, std = (pq.get("mean") or [None] * 3)[k], (pq.get("std") or [None] * 3)[k]
+        t.add_row(level, f(rho), f(p, "{:.1e}"), "—" if not ci else f"[{f(ci[0])}, {f(ci[1])}]", f"{f(mean)} ± {f(std)}")
+    out.print(t)
+    deg = r.get("degenerate") or {}
+    out.print(
+        f"ρ* = {f(r.get('rho_star'))}   ρ̄ = {f(r.get('rho_bar'))}   class: [bold]{r['rsc_class']}[/bold]"
+        f"   coupling: {r.get('coupling') or '—'}   bootstrap stability: {f(boot.get('stability'), '{:.0%}')}"
+    )
+    if deg.get("is_degenerate"):
+        out.print(f"[yellow]degenerate scoring:[/yellow] floor {f(deg.get('floor_share'), '{:.0%}')}, ceiling {f(deg.get('ceiling_share'), '{:.0%}')}, mean {f(deg.get('mean_score'))}/5 — {deg.get('reason', '')}")
+    out.print(f"score entropy {f(r.get('entropy'))}   EM_NF {100 * r['em_nf']:.1f}%")
+    out.print(f"[bold]route:[/bold] {r['route']} — {r['reason']}")
+    out.print(f"[dim]{path}[/dim]")
+
+
+@app.command()
 def route(
     nf: float = typer.Option(..., "--nf", help="No-Filter EM on the calibration set, in percent"),
     rho: Optional[Tuple[float, float, float]] = typer.Option(None, "--rho", help="rho_1 rho_2 rho_3 (shuffled, contradicted, random); omit for degenerate scoring"),
@@ -116,6 +171,54 @@ def route(
     out.print(f"[bold]reason:[/bold] {decision.reason}")
     nf_only = router.route_nf_only(diag, tau_nf)
     out.print(f"[dim]NF-only policy: {nf_only.strategy}" + (f"; entropy policy: {router.route_entropy(diag).strategy}" if entropy is not None else "") + "[/dim]")
+
+
+@app.command()
+def tables(
+    only: Optional[str] = typer.Option(None, "--only", help="Comma-separated tables, e.g. table2,table4 (default: all)"),
+    format: str = typer.Option("md,tex,csv", "--format", "-f", help="Comma-separated: md, tex, csv"),
+    results_dir: Path = typer.Option(Path("results"), "--results", help="Results folder to read"),
+    out_dir: Optional[Path] = typer.Option(None, "--out", help="Where to write (default: RESULTS/tables)"),
+) -> None:
+    """Write every paper table (ours beside the paper's) from the results on disk; never runs anything."""
+    from madara_cli.tables import figure2, write_tables
+
+    try:
+        paths = write_tables(results_dir, out_dir or results_dir / "tables", only=only.split(",") if only else None, formats=tuple(format.split(",")))
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    for p in paths:
+        if p.suffix == ".md" and only:
+            out.print(p.read_text(encoding="utf-8"), markup=False, highlight=False)
+    fig = figure2(results_dir) if not only else None
+    out.print(f"wrote {len(paths)} files under {(out_dir or results_dir / 'tables')}" + (f"; figure {fig}" if fig else ""))
+
+
+@app.command()
+def compare(
+    run_a: Path = typer.Argument(..., help="A finished cell folder (results/<grid>/<key>)"),
+    run_b: Path = typer.Argument(..., help="Another finished cell folder"),
+    resamples: int = typer.Option(10_000, "--resamples", help="Paired bootstrap resamples"),
+    seed: int = typer.Option(0, "--seed"),
+) -> None:
+    """Paired comparison of two cells on their shared examples: EM, b, c, McNemar, bootstrap CI."""
+    from madara_cli.tables import compare_cells, format_comparison
+
+    try:
+        result = compare_cells(run_a, run_b, n_resamples=resamples, seed=seed)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    out.print(format_comparison(result), markup=False, highlight=False)
+
+
+@app.command()
+def audit(
+    only: Optional[str] = typer.Option(None, "--only", help="Show only 'match', 'discrepancy' or 'not derivable' rows"),
+) -> None:
+    """Recompute every number the paper derives from its other published numbers."""
+    from madara_cli.tables import format_audit, run_audit
+
+    out.print(format_audit(run_audit(), only=only), markup=False, highlight=False)
 
 
 def main() -> None:

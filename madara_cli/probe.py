@@ -1,0 +1,198 @@
+"""The Diagnose arm: No-Filter calibration plus the Reasoning-Score Coupling probe.
+
+Paper Section 3 and Appendix F, on the calibration split (default 100 queries,
+disjoint from the evaluated ones):
+
+1. **NF** on the calibration queries -> EM_NF (the only step that needs gold answers).
+2. **Normal CoT scores**: the Relevance Assessor's CoT prompt scores every retrieved
+   document and writes its five reasoning steps (the same requests the ``cot``
+   strategy issues, so they are shared through the cache).
+3. **Perturb** each chain three ways (rsc.perturb_chains: shuffled, contradicted,
+   random chain of another pair).
+4. **Re-score** each document given each perturbed chain, asking for the score
+   alone (:func:`rescoring_messages`; one batched stage over all three levels).
+5. **Statistics** (rsc.summarize_probe): pooled rho_1..3, rho*, class, coupling,
+   rho-bar, per-query rho, bootstrap CIs and stability, split-half, 30-query
+   subsets, degenerate scoring, score entropy; then the route (router.route).
+
+When a reply holds no ``reasoning_steps`` (small models often skip them), its whole
+text serves as the chain, so every pair still gets perturbed and re-scored; how many
+chains fell back is reported as ``chains_from_raw_text``.
+
+Everything goes through the response cache, so re-probing is free, and a probe is
+written once to ``results/probes/<model>__<benchmark>__n<N>__<hash>/probe.json``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+from omegaconf import DictConfig
+
+from madara_cli import metrics as M
+from madara_cli import router, rsc
+from madara_cli.agents.prompts import RELEVANCE, assessor_messages, system_prompt
+from madara_cli.agents.scoring import parse_score
+from madara_cli.backends.cache import CachedLLM
+from madara_cli.config import to_plain
+from madara_cli.data.loaders import load_benchmark
+from madara_cli.data.retrieval import retrieve
+from madara_cli.records import ChatRequest, Example, messages
+
+# What can change a probe's numbers; strategy, limit and output paths cannot.
+_PROBE_KEYS = ("model", "backend", "benchmark", "retriever", "generation", "seed")
+
+
+@dataclass(frozen=True)
+class ProbeSpec:
+    model: str
+    benchmark: str
+    n: int
+    config_hash: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.model}__{self.benchmark}__n{self.n}__{self.config_hash}"
+
+    def folder(self, results_dir: str | Path) -> Path:
+        return Path(results_dir) / "probes" / self.key
+
+    @classmethod
+    def from_cfg(cls, cfg: DictConfig, n: int | None = None) -> "ProbeSpec":
+        plain = to_plain(cfg)
+        semantic = {k: plain[k] for k in _PROBE_KEYS}
+        digest = hashlib.sha256(json.dumps(semantic, sort_keys=True).encode()).hexdigest()[:8]
+        n = int(n if n is not None else cfg.benchmark.calibration)
+        return cls(model=cfg.model.name, benchmark=cfg.benchmark.name, n=n, config_hash=digest)
+
+
+def calibration_examples(cfg: DictConfig, n: int, llm: CachedLLM | None = None) -> list[Example]:
+    examples = load_benchmark(cfg.benchmark, seed=int(cfg.seed), which="calibration")[:n]
+    return retrieve(examples, cfg)
+
+
+def _cot_request(ex: Example, i: int, cfg: DictConfig) -> ChatRequest:
+    return ChatRequest(
+        messages=assessor_messages(ex, ex.docs or (), i, RELEVANCE, cot=True),
+        max_tokens=int(cfg.generation.cot_max_tokens),
+        temperature=float(cfg.model.temperature),
+        seed=int(cfg.seed),
+    )
+
+
+def rescoring_messages(ex: Example, i: int, chain: str):
+    """Score a document *given* a reasoning chain (Section 3.1's perturbed re-scoring).
+    The chain is handed over as already-written reasoning and only the score is
+    asked for, so the reply is a short JSON object: the chain, not the model's own
+    new reasoning, is what the score can follow."""
+    doc = (ex.docs or ())[i]
+    head = f"Claim: {ex.question}" if ex.task == "fever" else f"Question: {ex.question}"
+    user = (
+        f"{head}\n\nDocument to assess:\n{doc.render()}\n\n"
+        f"An assessment of this document reasoned as follows:\n{chain.strip() or '(empty)'}\n\n"
+        'Following this reasoning, reply with {"score": N} only, N an integer from 0 to 5.'
+    )
+    return messages(system_prompt(RELEVANCE), user)
+
+
+def _rescore_request(ex: Example, i: int, chain: str, cfg: DictConfig) -> ChatRequest:
+    return ChatRequest(
+        messages=rescoring_messages(ex, i, chain),
+        max_tokens=int(cfg.generation.score_max_tokens),
+        temperature=float(cfg.model.temperature),
+        seed=int(cfg.seed),
+    )
+
+
+def _ragged(values: Sequence[float], lengths: Sequence[int]) -> list[list[float]]:
+    out, pos = [], 0
+    for n in lengths:
+        out.append(list(values[pos : pos + n]))
+        pos += n
+    return out
+
+
+def run_probe(cfg: DictConfig, llm: CachedLLM, n: int | None = None, examples: Sequence[Example] | None = None) -> dict[str, Any]:
+    """NF + RSC on the calibration split; returns the probe record (JSON-safe)."""
+    from madara_cli.strategies import STRATEGIES, StrategyContext, load_all
+
+    load_all()
+    spec = ProbeSpec.from_cfg(cfg, n)
+    examples = list(examples) if examples is not None else calibration_examples(cfg, spec.n)
+    if len(examples) < 2:
+        raise ValueError(f"the RSC probe needs at least 2 calibration queries, got {len(examples)}")
+    ctx = StrategyContext(llm=llm, cfg=cfg)
+
+    # 1. No-Filter EM on the calibration queries.
+    nf = STRATEGIES.get("nf")(ctx, examples)
+    em_nf = 100.0 * float(np.mean([M.exact_match(p.answer, ex.answers) for p, ex in zip(nf, examples)]))
+
+    # 2. Normal CoT relevance scores and their chains: one batched stage.
+    pairs = [(ex, i) for ex in examples for i in range(len(ex.docs or ()))]
+    lengths = [len(ex.docs or ()) for ex in examples]
+    outs = llm.chat("rsc-cot", [_cot_request(ex, i, cfg) for ex, i in pairs])
+    parsed = [parse_score(c.text, RELEVANCE) for c in outs]
+    chains = [list(p.reasoning) if p.reasoning else c.text.strip() for p, c in zip(parsed, outs)]
+    from_raw = sum(1 for p in parsed if not p.reasoning)
+    normal = [p.value for p in parsed]
+
+    # 3-4. Perturb and re-score, all three levels in one batched stage.
+    levels = rsc.perturb_chains(_ragged(chains, lengths), seed=int(cfg.seed)).by_level()
+    requests = [
+        _rescore_request(ex, i, level[q][i], cfg)
+        for level in levels
+        for q, ex in enumerate(examples)
+        for i in range(lengths[q])
+    ]
+    rescored = [parse_score(c.text, RELEVANCE) for c in llm.chat("rsc-rescore", requests)]
+    per_level = [_ragged([p.value for p in rescored[k * len(pairs) : (k + 1) * len(pairs)]], lengths) for k in range(3)]
+
+    # 5. Statistics and the route.
+    stats = rsc.summarize_probe(_ragged(normal, lengths), per_level, seed=int(cfg.seed))
+    diag = router.Diagnostics.from_probe(em_nf, stats)
+    decision = router.route(diag)
+    failures = [sum(1 for p in group if not p.ok) for group in (parsed, rescored)]
+    return {
+        "model": spec.model,
+        "benchmark": spec.benchmark,
+        "n": len(examples),
+        "key": spec.key,
+        "config_hash": spec.config_hash,
+        **stats.to_dict(),
+        "em_nf": em_nf / 100.0,
+        "route": decision.strategy,
+        "reason": decision.reason,
+        "scores": {
+            "normal": _json_floats(normal),
+            "parse_failures_normal": failures[0],
+            "parse_failures_rescored": failures[1],
+            "n_pairs": len(pairs),
+            "chains_from_raw_text": from_raw,
+        },
+        "accounting": llm.accounting.to_dict(),
+    }
+
+
+def _json_floats(values: Sequence[float]) -> list[float | None]:
+    return [None if (v is None or math.isnan(v)) else round(float(v), 4) for v in values]
+
+
+def find_or_run_probe(cfg: DictConfig, llm: CachedLLM, n: int | None = None, force: bool = False) -> tuple[dict[str, Any], Path, bool]:
+    """The finished probe for this (model, benchmark, n, settings), or run it now.
+    Returns (record, path, reused)."""
+    spec = ProbeSpec.from_cfg(cfg, n)
+    path = spec.folder(cfg.results_dir) / "probe.json"
+    if path.is_file() and not force:
+        return json.loads(path.read_text()), path, True
+    record = run_probe(cfg, llm, n)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    return record, path, False

@@ -1,0 +1,156 @@
+"""Render table DataFrames as Markdown, LaTeX and CSV, and write them all at once.
+
+The renderers are deliberately tiny and dependency-free (no ``tabulate``, no jinja2):
+a table here is a header row, string cells and a list of footnotes in ``df.attrs``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from madara_cli.tables.build import TABLES, load_results, resolve_table_name
+
+FORMATS = ("md", "tex", "csv")
+
+
+def _cells(df: pd.DataFrame) -> list[list[str]]:
+    return [[("" if v is None else str(v)) for v in row] for row in df.itertuples(index=False, name=None)]
+
+
+def _md_escape(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def to_markdown(df: pd.DataFrame) -> str:
+    """GitHub-flavoured Markdown: a heading, a pipe table and the notes as a list."""
+    esc = _md_escape
+    header = [esc(c) for c in df.columns]
+    lines = []
+    if df.attrs.get("title"):
+        lines += [f"### {df.attrs['title']}", ""]
+    lines.append("| " + " | ".join(header) + " |")
+    lines.append("|" + "|".join("---" for _ in header) + "|")
+    for row in _cells(df):
+        lines.append("| " + " | ".join(esc(c) for c in row) + " |")
+    notes = df.attrs.get("notes") or []
+    if notes:
+        lines.append("")
+        lines.extend(f"- {n}" for n in notes)
+    return "\n".join(lines) + "\n"
+
+
+# Order matters: multi-character sequences before their parts, specials before unicode.
+_LATEX_SPECIAL = [
+    ("\\", r"\textbackslash{}"),
+    ("&", r"\&"),
+    ("%", r"\%"),
+    ("$", r"\$"),
+    ("#", r"\#"),
+    ("_", r"\_"),
+    ("{", r"\{"),
+    ("}", r"\}"),
+    ("~", r"\textasciitilde{}"),
+    ("^", r"\textasciicircum{}"),
+]
+_LATEX_UNICODE = [
+    ("ρ̂", r"$\hat{\rho}$"),
+    ("ρ*", r"$\rho^*$"),
+    ("ρ", r"$\rho$"),
+    ("Δ", r"$\Delta$"),
+    ("τ", r"$\tau$"),
+    ("±", r"$\pm$"),
+    ("≈", r"$\approx$"),
+    ("×", r"$\times$"),
+    ("≥", r"$\geq$"),
+    ("≤", r"$\leq$"),
+    ("≠", r"$\neq$"),
+    ("→", r"$\rightarrow$"),
+    ("−", "-"),
+    ("—", "---"),
+    ("–", "--"),
+    ("†", r"$^\dagger$"),
+    ("‡", r"$^\ddagger$"),
+    ("·", r"$\cdot$"),
+    ("χ²", r"$\chi^2$"),
+    ("÷", r"$\div$"),
+    ("²", r"$^2$"),
+]
+
+
+def _escape_plain(text: str) -> str:
+    for raw, repl in _LATEX_SPECIAL:
+        text = text.replace(raw, repl)
+    for raw, repl in _LATEX_UNICODE:
+        text = text.replace(raw, repl)
+    return text
+
+
+def latex_escape(text: str) -> str:
+    """Escape LaTeX specials, map the few Unicode symbols the tables use to math mode,
+    and set Markdown `code` spans in \\texttt."""
+    parts = str(text).split("`")
+    return "".join(
+        rf"\texttt{{{_escape_plain(part)}}}" if i % 2 and i < len(parts) - 1 else _escape_plain(part) for i, part in enumerate(parts)
+    )
+
+
+def to_latex(df: pd.DataFrame) -> str:
+    """A ``table`` environment with a booktabs ``tabular`` and the notes under it."""
+    cols = "l" * len(df.columns)
+    lines = [r"\begin{table}[t]", r"\centering", r"\scriptsize"]
+    if df.attrs.get("title"):
+        lines.append(rf"\caption{{{latex_escape(df.attrs['title'])}}}")
+    if df.attrs.get("name"):
+        lines.append(rf"\label{{tab:madara-{df.attrs['name']}}}")
+    lines += [rf"\begin{{tabular}}{{{cols}}}", r"\toprule"]
+    lines.append(" & ".join(latex_escape(c) for c in df.columns) + r" \\")
+    lines.append(r"\midrule")
+    for row in _cells(df):
+        lines.append(" & ".join(latex_escape(c) for c in row) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    for note in df.attrs.get("notes") or []:
+        lines.append(rf"\par\smallskip\parbox{{\linewidth}}{{\tiny {latex_escape(note)}}}")
+    lines.append(r"\end{table}")
+    return "\n".join(lines) + "\n"
+
+
+def to_csv(df: pd.DataFrame) -> str:
+    """Plain CSV of the cells (notes live in the Markdown and LaTeX files)."""
+    return df.to_csv(index=False)
+
+
+RENDERERS: dict[str, Callable[[pd.DataFrame], str]] = {"md": to_markdown, "tex": to_latex, "csv": to_csv}
+
+
+def write_tables(
+    results_dir: Path,
+    out_dir: Path,
+    only: Sequence[str] | None = None,
+    formats: Iterable[str] = FORMATS,
+) -> list[Path]:
+    """Build the requested tables from ``results_dir`` and write ``out_dir/<table>.<fmt>``.
+
+    ``only`` takes table names ("table2", "2", "g1", ...); an unknown name or format
+    raises ValueError listing the valid ones. Returns the written paths in order.
+    """
+    formats = tuple(formats)
+    bad = [f for f in formats if f not in RENDERERS]
+    if bad:
+        raise ValueError(f"unknown format(s) {', '.join(bad)}; valid: {', '.join(RENDERERS)}")
+    names = [resolve_table_name(n) for n in only] if only else list(TABLES)
+    results = load_results(results_dir)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    for name in dict.fromkeys(names):
+        df = TABLES[name].builder(results)
+        for fmt in formats:
+            path = out / f"{name}.{fmt}"
+            tmp = path.with_name(f".{path.name}.tmp")
+            tmp.write_text(RENDERERS[fmt](df), encoding="utf-8")
+            tmp.replace(path)
+            written.append(path)
+    return written
