@@ -30,7 +30,12 @@ def _results_table(results, title: str) -> Table:
     t = Table(title=title)
     for col in ("model", "benchmark", "strategy", "n", "EM %", "F1 %", "contains %", "calls", "cache hits", "engine s", "status"):
         t.add_column(col, justify="right" if col not in ("model", "benchmark", "strategy", "status") else "left")
+    from madara_cli.runner import Failed
+
     for r in results:
+        if isinstance(r, Failed):
+            t.add_row(r.label, "", "", "", "", "", "", "", "", "", f"skipped: {r.reason}")
+            continue
         m, a = r.metrics, r.metrics.get("accounting", {})
         t.add_row(
             r.cell.model, r.cell.benchmark, r.cell.strategy, str(m["n"]), f"{100 * m['em']:.1f}", f"{100 * m['f1']:.1f}",
@@ -48,10 +53,10 @@ def run(
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Parallel processes for --launcher joblib"),
 ) -> None:
     """Run one cell (overrides) or a whole grid (--grid NAME); finished cells are skipped."""
-    from madara_cli.config import compose
+    from madara_cli.config import compose, load_grid
     from madara_cli.grid import expand
     from madara_cli.progress import StageProgress
-    from madara_cli.runner import EnginePool, run_cell
+    from madara_cli.runner import EnginePool, run_cell, run_cells, run_probes
 
     overrides = list(overrides or [])
     if launcher:
@@ -67,19 +72,35 @@ def run(
             pool.close()
         out.print(_results_table(results, f"grid {grid} ({launcher})"))
         return
+    if grid and load_grid(grid).kind == "probes":
+        with StageProgress(err) as progress:
+            probes = run_probes(expand(grid, overrides), progress)
+        out.print(_probes_table(probes, f"grid {grid}"))
+        return
     cfgs = expand(grid, overrides) if grid else [compose(overrides)]
-    results = []
     with StageProgress(err) as progress:
-        pool = EnginePool(progress=progress)
-        try:
-            for i, cfg in enumerate(cfgs, 1):
-                progress.label = f"[{i}/{len(cfgs)}] {cfg.model.name}/{cfg.benchmark.name}/{cfg.strategy.name}"
-                results.append(run_cell(cfg, pool))
-        finally:
-            pool.close()
+        results = run_cells(cfgs, progress)
     out.print(_results_table(results, f"grid {grid}" if grid else "cell"))
     for r in results:
         out.print(f"[dim]{r.folder}[/dim]")
+
+
+def _probes_table(probes, title: str) -> Table:
+    from madara_cli.runner import Failed
+
+    t = Table(title=title)
+    for col in ("model", "benchmark", "n", "ρ̂1", "ρ̂2", "ρ̂3", "ρ*", "class", "EM_NF %", "route", "status"):
+        t.add_column(col)
+    for p in probes:
+        if isinstance(p, Failed):
+            t.add_row(p.label, "", "", "", "", "", "", "", "", "", f"skipped: {p.reason}")
+            continue
+        r, _, reused = p
+        rho = r.get("rho") or [None] * 3
+        fmt = lambda x: "—" if x is None else f"{x:.2f}"  # noqa: E731
+        t.add_row(r["model"], r["benchmark"], str(r["n"]), *map(fmt, rho), fmt(r.get("rho_star")), r["rsc_class"],
+                  f"{100 * r['em_nf']:.1f}", r["route"], "done earlier" if reused else "ran")
+    return t
 
 
 @app.command("ls")
@@ -221,6 +242,28 @@ def audit(
     out.print(format_audit(run_audit(), only=only), markup=False, highlight=False)
 
 
+@app.command()
+def reproduce(
+    backend: str = typer.Option("vllm", "--backend", help="vllm (the paper's setting) | llamacpp (CPU) | openai"),
+    models: str = typer.Option("llama-3.1-8b,mistral-7b,qwen3-8b,qwen2.5-7b,gemma-2-9b", "--models", help="Comma-separated model configs (replaces each grid's model axis)"),
+    grids: str = typer.Option(" ".join(("probes", "table1", "table2", "table6", "table7", "table15", "table16", "table18")), "--grids", help="Space- or comma-separated grids"),
+    results_dir: str = typer.Option("results", "--results"),
+    overrides: Optional[List[str]] = typer.Argument(None, help="Hydra overrides for every cell, e.g. benchmark.path=FILE"),
+) -> None:
+    """Every paper grid, then all tables, Figure 2 and the audit."""
+    from madara_cli.progress import StageProgress
+    from madara_cli.reproduce import reproduce as run_all
+
+    with StageProgress(err) as progress:
+        report = run_all(backend, [m for m in models.replace(" ", ",").split(",") if m],
+                         [g for g in grids.replace(",", " ").split() if g], results_dir, progress, list(overrides or []))
+    out.print(f"finished cells and probes: {report.finished}; skipped: {len(report.failed)}")
+    for f in report.failed:
+        out.print(f"  skipped {f.label}: {f.reason}", markup=False, highlight=False)
+    out.print(f"tables: {len(report.tables)} files under {results_dir}/tables" + (f"; figure: {report.figure}" if report.figure else ""))
+    out.print(report.audit, markup=False, highlight=False)
+
+
 def main() -> None:
     """Entry point: one clear line instead of a traceback for anything a user can fix."""
     from madara_cli.backends.base import BackendError
@@ -237,7 +280,7 @@ def main() -> None:
     except cx.NoSuchOption as e:
         cmd = e.ctx.command if e.ctx else None
         valid = sorted(o for p in (cmd.params if cmd else []) for o in p.opts if o.startswith("-")) + ["--help"]
-        err.print(f"error: no such option {e.option_name}; valid options: {', '.join(valid)}", highlight=False)
+        err.print(f"error: no such option {e.option_name}; valid options: {', '.join(valid)}", markup=False, highlight=False)
         sys.exit(2)
     except cx.UsageError as e:
         if type(e).__name__ == "NoArgsIsHelpError":
@@ -246,7 +289,7 @@ def main() -> None:
         hint = ""
         if "No such command" in e.format_message():
             hint = "; valid commands: " + ", ".join(sorted(app_commands()))
-        err.print(f"error: {e.format_message()}{hint}", highlight=False)
+        err.print(f"error: {e.format_message()}{hint}", markup=False, highlight=False)
         sys.exit(2)
     except cx.Abort if hasattr(cx, "Abort") else typer.Abort:
         err.print("interrupted: finished cells and cached completions are kept; rerun the same command to resume")
@@ -255,7 +298,7 @@ def main() -> None:
         err.print("interrupted: finished cells and cached completions are kept; rerun the same command to resume")
         sys.exit(130)
     except (UserError, ConfigError, DataError, BackendError) as e:
-        err.print(f"error: {e}", highlight=False, soft_wrap=True)
+        err.print(f"error: {e}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(2)
     sys.exit(rv if isinstance(rv, int) else 0)
 

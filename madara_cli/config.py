@@ -40,11 +40,13 @@ class BackendConfig:
     name: str = MISSING  # llamacpp | vllm | openai
     batch_size: int = 8  # requests per cache commit (see Backend.batch_size)
     n_threads: Optional[int] = None  # llama.cpp: None = all cores
-    n_ctx: Optional[int] = None  # llama.cpp: None = model.max_model_len
+    n_ctx: Optional[int] = None  # llama.cpp, openai: None = model.max_model_len (openai: the server's, if it reports one)
     tensor_parallel_size: int = 1  # vLLM
     gpu_memory_utilization: float = 0.9  # vLLM
     enable_prefix_caching: bool = True  # vLLM
     base_url: str = "http://127.0.0.1:8000/v1"  # openai
+    served_model_name: Optional[str] = None  # openai: the server's name for the model; None = model.hf_id
+    tokenizer: Optional[str] = None  # openai: client-side chat template + token counts: gguf | hf | None (gguf if model.gguf)
     api_key_env: str = "OPENAI_API_KEY"  # openai: name of the env var holding the key
     max_in_flight: int = 8  # openai
     retries: int = 4  # openai
@@ -64,6 +66,7 @@ class BenchmarkConfig:
     sample: Optional[int] = 1000  # evaluated queries, seeded sample (paper: ~1K)
     calibration: int = 100  # calibration queries, disjoint from evaluated ones
     n_questions: int = 60  # mini benchmark only
+    require_answers: bool = True  # drop examples with no gold answer (CONFLICTS opinion/complementary rows)
 
 
 @dataclass
@@ -78,6 +81,7 @@ class RetrieverConfig:
     encoder: Optional[str] = None  # dense: sentence-transformers model name or path
     first_stage: str = "bm25s"  # rerank: retriever whose top candidates get reranked
     candidates: int = 50  # rerank: how many first-stage documents are reranked
+    model: Optional[str] = None  # rerank: model config whose engine reranks (None = the cell's own model)
 
 
 @dataclass
@@ -128,6 +132,7 @@ class GridConfig:
     axes: dict[str, list[str]] = field(default_factory=dict)  # group -> options, crossed
     overrides: list[str] = field(default_factory=list)  # applied to every cell
     produces: list[str] = field(default_factory=list)  # paper tables it fills
+    kind: str = "cells"  # cells: strategy cells; probes: one RSC probe per (model, benchmark)
 
 
 def register_schemas() -> None:
@@ -203,6 +208,8 @@ def load_grid(name: str) -> GridConfig:
     except Exception as e:  # noqa: BLE001 - any YAML/schema error is the user's to fix
         raise ConfigError(f"bad grid {path.name}: {' '.join(str(e).split())}") from None
     grid: GridConfig = OmegaConf.to_object(merged)  # type: ignore[assignment]
+    if grid.kind not in ("cells", "probes"):
+        raise ConfigError(f"grid {name}: unknown kind '{grid.kind}'; valid kinds: cells, probes")
     for group, values in grid.axes.items():
         if group not in GROUPS:
             raise ConfigError(f"grid {name}: unknown axis '{group}'; valid axes: {', '.join(GROUPS)}")

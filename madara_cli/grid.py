@@ -86,6 +86,9 @@ def _split_sweeps(overrides: list[str]) -> tuple[list[str], list[tuple[str, list
     return fixed, swept
 
 
-def expand(grid_name: str, extra: list[str] | None = None) -> list[DictConfig]:
+def expand(grid_name: str, extra: list[str] | None = None, axes: dict[str, list[str]] | None = None) -> list[DictConfig]:
+    """Composed configs of every cell; ``axes`` replaces whole axes (e.g. the models)."""
     grid = load_grid(grid_name)
+    if axes:
+        grid.axes = {**grid.axes, **axes}
     return [compose(o) for o in grid_overrides(grid, list(extra or []))]

@@ -52,6 +52,11 @@ class EnginePool:
     def get(self, cfg: DictConfig) -> CachedLLM:
         ident = (json.dumps(to_plain(cfg.model), sort_keys=True), json.dumps(to_plain(cfg.backend), sort_keys=True), int(cfg.seed))
         if ident not in self._engines:
+            # One engine at a time: a GPU holds one 7-32B model, and grids run the
+            # cells of a model back to back, so switching models is rare.
+            for old in self._engines.values():
+                old.backend.close()
+            self._engines.clear()
             cache_path = str(Path(cfg.cache).resolve())
             cache = self._caches.get(cache_path) or self._caches.setdefault(cache_path, ResponseCache(cache_path))
             self._engines[ident] = CachedLLM(self._factory(cfg), cache, self._progress)
@@ -123,3 +128,58 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
         shutil.rmtree(folder)
     tmp.rename(folder)
     return CellResult(cell, folder, metrics)
+
+
+@dataclass
+class Failed:
+    """A cell or probe that could not run (data unreachable, engine missing); the rest
+    of the grid goes on and the reason is reported."""
+
+    label: str
+    reason: str
+
+
+def run_cells(cfgs: list[DictConfig], progress=None, keep_going: bool = False) -> list[CellResult | Failed]:
+    """Run cells in order with one engine per model. With ``keep_going``, a cell whose
+    data or engine is unavailable is reported and skipped instead of stopping the grid."""
+    from madara_cli.backends.base import BackendError
+    from madara_cli.data.loaders import DataError
+
+    pool = EnginePool(progress=progress)
+    results: list[CellResult | Failed] = []
+    try:
+        for i, cfg in enumerate(cfgs, 1):
+            if progress is not None:
+                progress.label = f"[{i}/{len(cfgs)}] {cfg.model.name}/{cfg.benchmark.name}/{cfg.strategy.name}"
+            try:
+                results.append(run_cell(cfg, pool))
+            except (DataError, BackendError) as e:
+                if not keep_going:
+                    raise
+                results.append(Failed(f"{cfg.model.name}/{cfg.benchmark.name}/{cfg.strategy.name}", str(e)))
+    finally:
+        pool.close()
+    return results
+
+
+def run_probes(cfgs: list[DictConfig], progress=None, keep_going: bool = False, force: bool = False) -> list[tuple[dict, Path, bool] | Failed]:
+    """One RSC probe per config (a ``kind: probes`` grid)."""
+    from madara_cli.backends.base import BackendError
+    from madara_cli.data.loaders import DataError
+    from madara_cli.probe import find_or_run_probe
+
+    pool = EnginePool(progress=progress)
+    out: list[tuple[dict, Path, bool] | Failed] = []
+    try:
+        for i, cfg in enumerate(cfgs, 1):
+            if progress is not None:
+                progress.label = f"[{i}/{len(cfgs)}] probe {cfg.model.name}/{cfg.benchmark.name}"
+            try:
+                out.append(find_or_run_probe(cfg, pool.get(cfg), force=force))
+            except (DataError, BackendError) as e:
+                if not keep_going:
+                    raise
+                out.append(Failed(f"probe {cfg.model.name}/{cfg.benchmark.name}", str(e)))
+    finally:
+        pool.close()
+    return out

@@ -1,0 +1,456 @@
+"""OpenAI-compatible HTTP backend: any server with ``/v1/chat/completions`` and
+``/v1/completions`` (``vllm serve``, ``python -m llama_cpp.server``, SGLang), so that
+many workers can share one served model.
+
+* **chat**: one ``POST /chat/completions`` per request (messages, temperature, top_p,
+  max_tokens, seed, stop); the server applies the model's chat template.
+* **scoring**: chat completions cannot portably continue an assistant turn that the
+  client has started: vLLM needs ``continue_final_message`` in the body, and
+  llama-cpp-python's server ignores unknown fields and closes the final assistant
+  message, then opens a new one (a silently wrong prompt). So a ScoreRequest is sent
+  as a plain ``POST /completions`` on a prompt rendered *client-side*: the model's
+  chat template with ``add_generation_prompt=True``, then the assistant ``prefix``,
+  with ``max_tokens=1``, greedy, ``logprobs=20``. The template comes from the same
+  source the server uses: the GGUF's metadata when ``model.gguf`` is set (llama.cpp
+  server), else the Hugging Face tokenizer of ``model.hf_id@revision`` (vllm serve);
+  ``backend.tokenizer`` forces one. When the tokenizer adds BOS to a text prompt (as
+  both servers do for ``/completions`` then), the template's leading BOS string is
+  removed, so the model sees exactly the tokens the server's own chat rendering gives.
+  Reading the answer: the top-20 list maps token *texts* to log-probabilities; a
+  candidate takes the entry spelt exactly like it (digits and Yes/No are single
+  tokens, so this is the llama.cpp backend's token), else the entry that is the
+  longest prefix of it up to leading whitespace (``" Yes"`` for ``"Yes"``), else
+  ``-inf`` (outside the top 20). Values are full-vocabulary log-probabilities;
+  scorers renormalise.
+* **truncation**: :func:`fit_messages` with token counts from the same client-side
+  tokenizer, against ``backend.n_ctx``, else the ``max_model_len`` the server reports
+  in ``/models`` (vLLM does), else ``model.max_model_len``.
+* **transport**: the standard library (``urllib``) on a pool of ``max_in_flight``
+  threads, so at most that many requests are in flight; 429, 5xx, connection resets
+  and timeouts are retried ``retries`` times with exponential backoff (honouring
+  ``Retry-After``); a refused connection and any other 4xx fail at once with a
+  one-line :class:`BackendError`. ``Completion.seconds`` is each request's round
+  trip; requests overlap, so a stage's sum exceeds its wall time.
+
+The fingerprint is ``openai:{base_url}:{model}``, plus the model id the server reports
+in ``/models`` when it has that endpoint (llama.cpp reports the GGUF path).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import math
+import os
+import random
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from typing import Any, Protocol
+
+from omegaconf import DictConfig
+
+from madara_cli.backends import BACKENDS
+from madara_cli.backends.base import Backend, BackendError
+from madara_cli.backends.truncate import fit_messages
+from madara_cli.records import ChatRequest, Completion, Message, ScoreRequest
+
+TOP_LOGPROBS = 20  # vLLM's default --max-logprobs; llama.cpp has no cap
+RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+MARGIN = 8  # tokens of slack between the client's count and the server's
+MAX_BACKOFF_S = 30.0
+PROBE_TIMEOUT_S = 10.0  # the /models probe at start-up: a dead host should not hang a run
+
+
+class Unreachable(BackendError):
+    """Nothing listens at ``base_url`` (connection refused)."""
+
+
+class PromptTokenizer(Protocol):
+    """The client-side half of scoring and truncation: the model's chat template
+    and token counts, as the server will see them."""
+
+    def render(self, messages: Sequence[Message]) -> str:
+        """Chat template with the generation prompt, without a leading BOS string."""
+        ...
+
+    def count(self, text: str) -> int:
+        """Tokens the server will feed the model for ``text`` (BOS included)."""
+        ...
+
+
+def _dicts(messages: Sequence[Message]) -> list[dict[str, str]]:
+    return [{"role": m.role, "content": m.content} for m in messages]
+
+
+def _strip_prefix(text: str, prefix: str | None) -> str:
+    return text[len(prefix) :] if prefix and text.startswith(prefix) else text
+
+
+class GGUFTokenizer:
+    """Template and vocabulary from a GGUF file (loaded vocabulary-only: no weights),
+    rendered exactly as llama-cpp-python's server renders it."""
+
+    def __init__(self, gguf: str):
+        try:
+            import llama_cpp
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+        except ImportError:
+            raise BackendError("llama-cpp-python is needed to read the GGUF's chat template: pip install -e '.[cpu]'") from None
+        from madara_cli.backends.llamacpp import resolve_gguf
+
+        path = resolve_gguf(gguf)
+        self._llm = llama_cpp.Llama(model_path=str(path), vocab_only=True, verbose=False)
+        template = self._llm.metadata.get("tokenizer.chat_template")
+        if not template:
+            raise BackendError(f"{path.name} carries no chat template in its metadata")
+        model = self._llm._model
+        bos = model.token_get_text(self._llm.token_bos()) if self._llm.token_bos() >= 0 else ""
+        self._format = Jinja2ChatFormatter(template=template, eos_token=model.token_get_text(self._llm.token_eos()), bos_token=bos)
+        # Only a BOS the server will add again may be removed (SmolLM2's BOS is the
+        # <|im_start|> that opens every turn, and is never added).
+        self._added_bos = bos if model.add_bos_token() else ""
+
+    def render(self, messages: Sequence[Message]) -> str:
+        return _strip_prefix(self._format(messages=_dicts(messages)).prompt, self._added_bos)
+
+    def count(self, text: str) -> int:
+        # add_bos follows the GGUF's add_bos_token flag, as the server's tokenisation does
+        return len(self._llm.tokenize(text.encode("utf-8"), add_bos=True, special=True))
+
+    def close(self) -> None:
+        self._llm.close()
+
+
+class HFTokenizer:
+    """Template and vocabulary of a Hugging Face tokenizer (what ``vllm serve`` uses)."""
+
+    def __init__(self, hf_id: str, revision: str = "main"):
+        try:
+            from transformers import AutoTokenizer
+        except ImportError:
+            raise BackendError(
+                f"the openai backend renders score prompts and counts tokens client-side: pip install transformers "
+                f"(for the tokenizer of {hf_id}), or set model.gguf and backend.tokenizer=gguf"
+            ) from None
+        try:
+            self._tok = AutoTokenizer.from_pretrained(hf_id, revision=revision)
+        except Exception as e:  # noqa: BLE001 - offline, gated, unknown id: the user's to fix
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise BackendError(f"cannot load the tokenizer of {hf_id}@{revision}: {first}") from e
+        bos_id = self._tok.bos_token_id
+        adds_bos = bos_id is not None and self._tok("x", add_special_tokens=True)["input_ids"][:1] == [bos_id]
+        self._added_bos = self._tok.bos_token if adds_bos else ""
+
+    def render(self, messages: Sequence[Message]) -> str:
+        text = self._tok.apply_chat_template(_dicts(messages), tokenize=False, add_generation_prompt=True)
+        return _strip_prefix(text, self._added_bos)
+
+    def count(self, text: str) -> int:
+        return len(self._tok(text, add_special_tokens=True)["input_ids"])
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _server_message(body: bytes) -> str:
+    """The error text of an OpenAI-style, FastAPI-style or plain-text error body."""
+    raw = body.decode("utf-8", errors="replace")
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return _one_line(raw) or "(empty body)"
+    if isinstance(data, dict):
+        err = data.get("error", data)
+        if isinstance(err, dict) and err.get("message"):
+            return _one_line(err["message"])
+        if isinstance(err, str):
+            return _one_line(err)
+        detail = data.get("detail")
+        if isinstance(detail, list):  # FastAPI validation errors
+            return _one_line("; ".join(f"{'.'.join(map(str, d.get('loc', ())))}: {d.get('msg', '')}" for d in detail if isinstance(d, dict)))
+        if detail:
+            return _one_line(detail)
+        if data.get("message"):
+            return _one_line(data["message"])
+    return _one_line(raw)
+
+
+def match_candidates(top: dict[str, float], candidates: Sequence[str]) -> dict[str, float]:
+    """Candidate -> log-probability of its first token, read from a top-k list keyed by
+    token text: the entry spelt exactly like the candidate; else the entry whose text,
+    without leading whitespace or word-start marker (``▁``, ``Ġ``: some servers show raw
+    pieces), is the longest non-empty prefix of the candidate, ties to the likelier;
+    else ``-inf``."""
+    out = {}
+    for cand in candidates:
+        if top.get(cand) is not None:
+            out[cand] = float(top[cand])
+            continue
+        best_len, best = 0, -math.inf
+        for token, lp in top.items():
+            piece = token.lstrip().lstrip("\u2581\u0120")
+            if lp is not None and piece and cand.startswith(piece):
+                if len(piece) > best_len or (len(piece) == best_len and lp > best):
+                    best_len, best = len(piece), float(lp)
+        out[cand] = best
+    return out
+
+
+def _top_logprobs(choice: dict[str, Any]) -> dict[str, float]:
+    """The first position's top list from a /completions choice (legacy dict form, or
+    the chat-style list of {token, logprob} some servers return)."""
+    lp = choice.get("logprobs") or {}
+    tops = lp.get("top_logprobs") or []
+    if tops and isinstance(tops[0], dict):
+        return {k: v for k, v in tops[0].items() if v is not None}
+    content = lp.get("content") or []
+    if content:
+        return {e["token"]: e["logprob"] for e in content[0].get("top_logprobs", [])}
+    return {}
+
+
+class OpenAIBackend:
+    name = "openai"
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        tokenizer: Callable[[], PromptTokenizer],
+        n_ctx: int | None = None,
+        default_n_ctx: int = 4096,
+        api_key: str | None = None,
+        max_in_flight: int = 8,
+        retries: int = 4,
+        timeout_s: float = 120.0,
+        batch_size: int = 64,
+    ):
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.retries = max(0, int(retries))
+        self.timeout_s = float(timeout_s)
+        self._api_key = api_key
+        self._batch_size = batch_size
+        self._load_tokenizer = tokenizer
+        self._tokenizer: PromptTokenizer | None = None
+        self._pool = ThreadPoolExecutor(max_workers=max(1, int(max_in_flight)), thread_name_prefix="madara-openai")
+        # Fail fast on an unreachable server, and learn what it serves.
+        served = self._served_model()
+        self.served_id = served.get("id") if served else None
+        self.n_ctx = int(n_ctx or (served or {}).get("max_model_len") or default_n_ctx)
+
+    @property
+    def fingerprint(self) -> str:
+        fp = f"openai:{self.base_url}:{self.model}"
+        return f"{fp}:{self.served_id}" if self.served_id and self.served_id != self.model else fp
+
+    @property
+    def batch_size(self) -> int:
+        return self._batch_size
+
+    @property
+    def tokenizer(self) -> PromptTokenizer:
+        if self._tokenizer is None:
+            self._tokenizer = self._load_tokenizer()
+        return self._tokenizer
+
+    # -- HTTP ------------------------------------------------------------------
+
+    def _call(
+        self, method: str, path: str, body: dict[str, Any] | None = None, timeout_s: float | None = None, retries: int | None = None
+    ) -> dict[str, Any]:
+        url = self.base_url + path
+        data = None if body is None else json.dumps(body).encode("utf-8")
+        headers = {"Accept": "application/json"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        retries = self.retries if retries is None else retries
+        for attempt in range(retries + 1):
+            last = attempt == retries
+            req = urllib.request.Request(url, data=data, headers=headers, method=method)
+            try:
+                with urllib.request.urlopen(req, timeout=timeout_s or self.timeout_s) as resp:
+                    raw = resp.read()
+            except urllib.error.HTTPError as e:
+                try:
+                    message = _server_message(e.read())
+                except OSError:
+                    message = e.reason or "(no body)"
+                if e.code in RETRY_STATUS and not last:
+                    time.sleep(self._backoff(attempt, e.headers.get("Retry-After")))
+                    continue
+                raise BackendError(f"{method} {url} failed with HTTP {e.code}: {message}") from None
+            except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
+                reason = e.reason if isinstance(e, urllib.error.URLError) else e
+                if isinstance(reason, ConnectionRefusedError):
+                    raise Unreachable(f"cannot connect to {self.base_url}: is the server running?") from None
+                transient = isinstance(reason, (ConnectionResetError, ConnectionAbortedError, BrokenPipeError, TimeoutError))
+                transient = transient or isinstance(reason, http.client.HTTPException)  # RemoteDisconnected, IncompleteRead
+                if transient and not last:
+                    time.sleep(self._backoff(attempt, None))
+                    continue
+                why = "timed out" if isinstance(reason, TimeoutError) else _one_line(str(reason) or type(reason).__name__)
+                tries = f" after {attempt + 1} attempts" if attempt else ""
+                raise BackendError(f"{method} {url} failed{tries}: {why}") from None
+            try:
+                return json.loads(raw.decode("utf-8"))
+            except ValueError:
+                raise BackendError(f"{method} {url} returned a body that is not JSON: {_one_line(raw.decode('utf-8', 'replace'))}") from None
+        raise AssertionError("unreachable")
+
+    @staticmethod
+    def _backoff(attempt: int, retry_after: str | None) -> float:
+        if retry_after:
+            try:
+                return min(MAX_BACKOFF_S, max(0.0, float(retry_after)))
+            except ValueError:
+                pass
+        return min(MAX_BACKOFF_S, 0.5 * 2**attempt) * (1 + 0.1 * random.random())
+
+    def _served_model(self) -> dict[str, Any] | None:
+        try:
+            listing = self._call("GET", "/models", timeout_s=min(self.timeout_s, PROBE_TIMEOUT_S), retries=min(self.retries, 2))
+        except Unreachable:
+            raise
+        except BackendError:
+            return None  # no /models endpoint: the fingerprint goes without it
+        data = listing.get("data") if isinstance(listing, dict) else None
+        models = [m for m in data or [] if isinstance(m, dict) and m.get("id")]
+        for m in models:
+            if m["id"] == self.model:
+                return m
+        return models[0] if models else None
+
+    def _map(self, fn: Callable[[Any], Completion], items: Sequence[Any]) -> list[Completion]:
+        futures = [self._pool.submit(fn, x) for x in items]
+        done, pending = wait(futures, return_when=FIRST_EXCEPTION)
+        for f in done:
+            if f.exception() is not None:
+                for p in pending:
+                    p.cancel()
+                raise f.exception()  # type: ignore[misc]
+        return [f.result() for f in futures]
+
+    # -- protocol ----------------------------------------------------------------
+
+    # Prompts are rendered, counted and truncated in the calling thread (tokenisers are
+    # not all thread-safe); only the HTTP round trips run in the pool.
+
+    def chat(self, requests: Sequence[ChatRequest]) -> list[Completion]:
+        return self._map(self._send_chat, [self._chat_body(r) for r in requests])
+
+    def _chat_body(self, r: ChatRequest) -> tuple[dict[str, Any], bool]:
+        tok = self.tokenizer
+        msgs, truncated = fit_messages(r.messages, lambda ms: tok.count(tok.render(ms)), self.n_ctx - r.max_tokens - MARGIN)
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": _dicts(msgs),
+            "temperature": r.temperature,
+            "top_p": r.top_p,
+            "max_tokens": r.max_tokens,
+            "seed": r.seed,
+        }
+        if r.stop:
+            body["stop"] = list(r.stop)
+        return body, truncated
+
+    def _send_chat(self, item: tuple[dict[str, Any], bool]) -> Completion:
+        body, truncated = item
+        t0 = time.perf_counter()
+        res = self._call("POST", "/chat/completions", body)
+        seconds = time.perf_counter() - t0
+        try:
+            choice = res["choices"][0]
+            usage = res.get("usage") or {}
+            return Completion(
+                text=(choice.get("message") or {}).get("content") or "",
+                tokens_in=int(usage.get("prompt_tokens") or 0),
+                tokens_out=int(usage.get("completion_tokens") or 0),
+                seconds=seconds,
+                finish_reason=choice.get("finish_reason") or "stop",
+                truncated=truncated,
+            )
+        except (KeyError, IndexError, TypeError, AttributeError) as e:
+            raise BackendError(f"{self.base_url}/chat/completions returned an unexpected body: {_one_line(json.dumps(res))}") from e
+
+    def next_token_logprobs(self, requests: Sequence[ScoreRequest]) -> list[Completion]:
+        return self._map(self._send_score, [self._score_body(r) for r in requests])
+
+    def _score_body(self, r: ScoreRequest) -> tuple[dict[str, Any], bool, tuple[str, ...]]:
+        tok = self.tokenizer
+        msgs, truncated = fit_messages(r.messages, lambda ms: tok.count(tok.render(ms) + r.prefix), self.n_ctx - 1 - MARGIN)
+        body = {
+            "model": self.model,
+            "prompt": tok.render(msgs) + r.prefix,
+            "max_tokens": 1,
+            "temperature": 0.0,
+            "logprobs": TOP_LOGPROBS,
+        }
+        return body, truncated, r.candidates
+
+    def _send_score(self, item: tuple[dict[str, Any], bool, tuple[str, ...]]) -> Completion:
+        body, truncated, candidates = item
+        t0 = time.perf_counter()
+        res = self._call("POST", "/completions", body)
+        seconds = time.perf_counter() - t0
+        try:
+            choice = res["choices"][0]
+        except (KeyError, IndexError, TypeError) as e:
+            raise BackendError(f"{self.base_url}/completions returned an unexpected body: {_one_line(json.dumps(res))}") from e
+        top = _top_logprobs(choice)
+        if not top:
+            raise BackendError(f"{self.base_url}/completions returned no logprobs; the server must support 'logprobs' on completions")
+        usage = res.get("usage") or {}
+        return Completion(
+            text="",
+            tokens_in=int(usage.get("prompt_tokens") or 0),
+            tokens_out=0,
+            seconds=seconds,
+            logprobs=match_candidates(top, candidates),
+            truncated=truncated,
+        )
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        closer = getattr(self._tokenizer, "close", None)
+        if closer:
+            closer()
+
+
+def tokenizer_loader(cfg: DictConfig) -> Callable[[], PromptTokenizer]:
+    """``backend.tokenizer``: ``gguf`` (model.gguf's template and vocabulary), ``hf``
+    (the HF tokenizer of model.hf_id@revision), or null: gguf when the model has one."""
+    choice = cfg.backend.get("tokenizer") or ("gguf" if cfg.model.get("gguf") else "hf")
+    if choice == "gguf":
+        if not cfg.model.get("gguf"):
+            raise BackendError(f"backend.tokenizer=gguf but model {cfg.model.name} has no model.gguf")
+        gguf = str(cfg.model.gguf)
+        return lambda: GGUFTokenizer(gguf)
+    if choice == "hf":
+        hf_id, revision = str(cfg.model.hf_id), str(cfg.model.revision)
+        return lambda: HFTokenizer(hf_id, revision)
+    raise BackendError(f"unknown backend.tokenizer '{choice}'; valid: gguf, hf (or null)")
+
+
+@BACKENDS.register("openai")
+def _openai(cfg: DictConfig) -> Backend:
+    b = cfg.backend
+    return OpenAIBackend(
+        base_url=b.base_url,
+        model=b.get("served_model_name") or cfg.model.hf_id,
+        tokenizer=tokenizer_loader(cfg),
+        n_ctx=b.n_ctx,
+        default_n_ctx=cfg.model.max_model_len,
+        api_key=os.environ.get(b.api_key_env) if b.api_key_env else None,
+        max_in_flight=b.max_in_flight,
+        retries=b.retries,
+        timeout_s=b.timeout_s,
+        batch_size=b.batch_size,
+    )

@@ -1,0 +1,221 @@
+"""vLLM backend (extra: vllm): the paper's setting, offline ``vllm.LLM`` on GPU.
+
+The engine is configured from the model config: ``hf_id`` at ``revision``, bf16,
+``max_model_len`` 4096, tensor parallelism, prefix caching on (the agents' system
+prompts are shared prefixes), the run's seed.
+
+* **chat**: ONE ``LLM.chat(conversations, sampling_params=[...])`` call per chunk, each
+  request with its own ``SamplingParams`` (temperature, top_p, max_tokens, seed, stop),
+  so a whole stage is scheduled by vLLM at once.
+* **scoring**: the prompt is the chat template rendered with the engine's tokenizer
+  (``add_generation_prompt=True``) followed by the assistant ``prefix``, tokenised as
+  ``LLM.chat`` does (``add_special_tokens=False``: the template carries BOS), and sent
+  as token ids through ONE ``LLM.generate`` call with ``max_tokens=1``, greedy,
+  ``allowed_token_ids`` = the candidates' first tokens and ``logprobs=20``. A
+  candidate's value is the log-probability vLLM reports for its first token, ``-inf``
+  when absent. What vLLM reports depends on its engine: V1 (``logprobs_mode``
+  ``raw_logprobs``, the default) gives full-vocabulary log-probabilities of the top 20
+  plus the sampled token (always the best candidate, thanks to ``allowed_token_ids``),
+  so a candidate outside the top 20 is ``-inf``; the V0 engine gives log-probabilities
+  renormalised over the allowed candidates. Scorers renormalise over the candidates
+  either way, so both give the same scores whenever every candidate is reported.
+* **truncation**: :func:`fit_messages` with token counts from the engine's tokenizer;
+  a truncated prompt is flagged, never an error.
+
+The wall time of one batched call is shared equally between its completions.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from omegaconf import DictConfig
+
+from madara_cli.backends import BACKENDS
+from madara_cli.backends.base import Backend, BackendError
+from madara_cli.backends.truncate import fit_messages
+from madara_cli.records import ChatRequest, Completion, Message, ScoreRequest
+
+# vLLM refuses more than ``max_logprobs`` (default 20) per position.
+TOP_LOGPROBS = 20
+# Room left for the template's own tokens that the count may miss (none, in practice).
+MARGIN = 8
+
+
+def _import_vllm() -> Any:
+    try:
+        import vllm
+    except ModuleNotFoundError as e:
+        if e.name is None or e.name.split(".")[0] == "vllm":
+            raise BackendError("vLLM is not installed: pip install -e '.[vllm]' (needs a CUDA GPU)") from None
+        raise BackendError(f"vLLM cannot be imported: {e}") from None
+    except ImportError as e:  # a broken install (CUDA libraries, torch mismatch)
+        raise BackendError(f"vLLM cannot be imported: {' '.join(str(e).split())}") from None
+    return vllm
+
+
+def _dicts(messages: Sequence[Message]) -> list[dict[str, str]]:
+    return [{"role": m.role, "content": m.content} for m in messages]
+
+
+class VLLMBackend:
+    name = "vllm"
+
+    def __init__(
+        self,
+        hf_id: str,
+        revision: str = "main",
+        dtype: str = "bfloat16",
+        max_model_len: int = 4096,
+        tensor_parallel_size: int = 1,
+        gpu_memory_utilization: float = 0.9,
+        enable_prefix_caching: bool = True,
+        seed: int = 0,
+        batch_size: int = 4096,
+        use_tqdm: bool = False,
+    ):
+        self._vllm = _import_vllm()
+        self.hf_id, self.revision = hf_id, revision
+        self.max_model_len = max_model_len
+        self.use_tqdm = use_tqdm
+        self._batch_size = batch_size
+        try:
+            self.llm = self._vllm.LLM(
+                model=hf_id,
+                revision=revision,
+                tokenizer_revision=revision,
+                dtype=dtype,
+                max_model_len=max_model_len,
+                tensor_parallel_size=tensor_parallel_size,
+                gpu_memory_utilization=gpu_memory_utilization,
+                enable_prefix_caching=enable_prefix_caching,
+                seed=seed,
+            )
+        except Exception as e:  # noqa: BLE001 - no GPU, OOM, gated or unknown model: the user's to fix
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise BackendError(f"vLLM could not load {hf_id}@{revision}: {first}") from e
+        self.tokenizer = self.llm.get_tokenizer()
+
+    @property
+    def fingerprint(self) -> str:
+        return f"hf:{self.hf_id}@{self.revision}"
+
+    @property
+    def batch_size(self) -> int:
+        return self._batch_size
+
+    # -- prompts ---------------------------------------------------------------
+
+    def _render(self, messages: Sequence[Message]) -> str:
+        return self.tokenizer.apply_chat_template(_dicts(messages), tokenize=False, add_generation_prompt=True)
+
+    def _encode(self, text: str) -> list[int]:
+        # The rendered template already holds BOS; LLM.chat encodes the same way.
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def _first_token(self, candidate: str) -> int | None:
+        """The candidate's first token, skipping a bare word-start marker that
+        SentencePiece tokenisers put before digits (``"3"`` -> ``["▁", "3"]``)."""
+        ids = self._encode(candidate)
+        for i in ids:
+            if self.tokenizer.decode([i]).strip():
+                return i
+        return ids[0] if ids else None
+
+    # -- protocol ----------------------------------------------------------------
+
+    def chat(self, requests: Sequence[ChatRequest]) -> list[Completion]:
+        if not requests:
+            return []
+        SamplingParams = self._vllm.SamplingParams
+        conversations, params, truncated = [], [], []
+        for r in requests:
+            msgs, cut = fit_messages(
+                r.messages, lambda ms: len(self._encode(self._render(ms))), self.max_model_len - r.max_tokens - MARGIN
+            )
+            conversations.append(_dicts(msgs))
+            params.append(
+                SamplingParams(
+                    temperature=r.temperature,
+                    top_p=r.top_p,
+                    max_tokens=r.max_tokens,
+                    seed=r.seed,
+                    stop=list(r.stop) or None,
+                )
+            )
+            truncated.append(cut)
+        t0 = time.perf_counter()
+        outputs = self.llm.chat(conversations, sampling_params=params, use_tqdm=self.use_tqdm)
+        share = (time.perf_counter() - t0) / len(requests)
+        out = []
+        for o, cut in zip(outputs, truncated, strict=True):
+            c = o.outputs[0]
+            out.append(
+                Completion(
+                    text=c.text,
+                    tokens_in=len(o.prompt_token_ids or ()),
+                    tokens_out=len(c.token_ids or ()),
+                    seconds=share,
+                    finish_reason=c.finish_reason or "stop",
+                    truncated=cut,
+                )
+            )
+        return out
+
+    def next_token_logprobs(self, requests: Sequence[ScoreRequest]) -> list[Completion]:
+        if not requests:
+            return []
+        SamplingParams = self._vllm.SamplingParams
+        prompts, params, firsts, truncated = [], [], [], []
+        for r in requests:
+            msgs, cut = fit_messages(
+                r.messages, lambda ms, prefix=r.prefix: len(self._encode(self._render(ms) + prefix)), self.max_model_len - MARGIN
+            )
+            first = {c: self._first_token(c) for c in r.candidates}
+            allowed = sorted({i for i in first.values() if i is not None})
+            prompts.append({"prompt_token_ids": self._encode(self._render(msgs) + r.prefix)})
+            params.append(SamplingParams(max_tokens=1, temperature=0.0, logprobs=TOP_LOGPROBS, allowed_token_ids=allowed or None))
+            firsts.append(first)
+            truncated.append(cut)
+        t0 = time.perf_counter()
+        outputs = self.llm.generate(prompts, sampling_params=params, use_tqdm=self.use_tqdm)
+        share = (time.perf_counter() - t0) / len(requests)
+        out = []
+        for o, prompt, first, cut in zip(outputs, prompts, firsts, truncated, strict=True):
+            steps = o.outputs[0].logprobs
+            top = steps[0] if steps else {}
+            scores = {c: (float(top[i].logprob) if i is not None and i in top else -math.inf) for c, i in first.items()}
+            out.append(
+                Completion(
+                    text="",
+                    tokens_in=len(prompt["prompt_token_ids"]),
+                    tokens_out=0,
+                    seconds=share,
+                    logprobs=scores,
+                    truncated=cut,
+                )
+            )
+        return out
+
+    def close(self) -> None:
+        # vLLM frees the GPU when the engine is garbage-collected; drop our references.
+        self.llm = None  # type: ignore[assignment]
+        self.tokenizer = None
+
+
+@BACKENDS.register("vllm")
+def _vllm(cfg: DictConfig) -> Backend:
+    return VLLMBackend(
+        hf_id=cfg.model.hf_id,
+        revision=cfg.model.revision,
+        dtype=cfg.model.dtype,
+        max_model_len=cfg.model.max_model_len,
+        tensor_parallel_size=cfg.backend.tensor_parallel_size,
+        gpu_memory_utilization=cfg.backend.gpu_memory_utilization,
+        enable_prefix_caching=cfg.backend.enable_prefix_caching,
+        seed=cfg.seed,
+        batch_size=cfg.backend.batch_size,
+    )

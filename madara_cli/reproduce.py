@@ -1,0 +1,65 @@
+"""``make reproduce``: every paper grid, then the tables, Figure 2 and the audit.
+
+The default engine is vLLM with the paper's models; ``--backend llamacpp --models
+smollm2-135m`` is the CPU version. Cells whose benchmark cannot be loaded (no hub,
+no local file) are reported and skipped, the rest run; everything finished stays
+on disk, so a rerun picks up where this one stopped.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from madara_cli.config import ConfigError, load_grid, options
+from madara_cli.grid import expand
+from madara_cli.runner import Failed, run_cells, run_probes
+
+PAPER_GRIDS = ("probes", "table1", "table2", "table6", "table7", "table15", "table16", "table18")
+
+
+@dataclass
+class ReproduceReport:
+    finished: int = 0
+    failed: list[Failed] = field(default_factory=list)
+    tables: list[Path] = field(default_factory=list)
+    figure: Path | None = None
+    audit: str = ""
+
+
+def check_backend(backend: str) -> None:
+    """Stop at once, with one line, when the engine cannot run here."""
+    if backend == "vllm" and importlib.util.find_spec("vllm") is None:
+        raise ConfigError(
+            "vLLM is not installed (pip install -e '.[vllm]' on a CUDA machine); "
+            "for the CPU version run: make reproduce BACKEND=llamacpp MODELS=smollm2-135m"
+        )
+    if backend not in options("backend"):
+        raise ConfigError(f"unknown backend '{backend}'; valid backends: {', '.join(options('backend'))}")
+
+
+def reproduce(backend: str, models: list[str], grids: list[str], results_dir: str = "results", progress=None, extra: list[str] | None = None) -> ReproduceReport:
+    from madara_cli.tables import figure2, format_audit, run_audit, write_tables
+
+    check_backend(backend)
+    bad = [m for m in models if m not in options("model")]
+    if bad:
+        raise ConfigError(f"unknown model(s) {', '.join(bad)}; valid models: {', '.join(options('model'))}")
+    for g in grids:
+        load_grid(g)  # fail before anything runs
+    report = ReproduceReport()
+    base = [f"backend={backend}", f"results_dir={results_dir}", *(extra or [])]
+    for g in grids:
+        cfgs = expand(g, base, axes={"model": models} if models else None)
+        if load_grid(g).kind == "probes":
+            done = run_probes(cfgs, progress, keep_going=True)
+        else:
+            done = run_cells(cfgs, progress, keep_going=True)
+        report.failed += [d for d in done if isinstance(d, Failed)]
+        report.finished += sum(1 for d in done if not isinstance(d, Failed))
+    out = Path(results_dir)
+    report.tables = write_tables(out, out / "tables")
+    report.figure = figure2(out)
+    report.audit = format_audit(run_audit(), only="discrepancy")
+    return report

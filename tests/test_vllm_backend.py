@@ -1,0 +1,295 @@
+"""vLLM backend: request building and output parsing, against a fake ``vllm`` module.
+
+vLLM needs a CUDA GPU, so these tests inject a stand-in ``vllm`` into ``sys.modules``
+whose ``LLM``, ``SamplingParams`` and output objects have the documented shapes
+(``RequestOutput.prompt_token_ids`` / ``.outputs``; ``CompletionOutput.text`` /
+``.token_ids`` / ``.finish_reason`` / ``.logprobs`` = one ``{token_id: Logprob}`` per
+generated position; ``Logprob.logprob`` / ``.rank`` / ``.decoded_token``), and assert
+exactly what the backend passes to ``LLM(...)``, ``chat(...)``, ``generate(...)`` and
+``SamplingParams(...)``.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import types
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from madara_cli.backends import make_backend
+from madara_cli.backends.base import BackendError
+from madara_cli.backends.cache import CachedLLM, ResponseCache
+from madara_cli.backends.vllm_backend import TOP_LOGPROBS, VLLMBackend
+from madara_cli.config import compose
+from madara_cli.records import ChatRequest, Message, ScoreRequest, messages
+
+MARKER = 0  # a SentencePiece-style bare word-start token; decodes to ""
+
+
+class FakeTokenizer:
+    """Character-level: token id = code point. With ``spm=True`` encoding a text
+    starts with the bare marker token, as SentencePiece does before digits."""
+
+    def __init__(self, spm: bool = False):
+        self.spm = spm
+
+    def apply_chat_template(self, conversation, tokenize=False, add_generation_prompt=False):
+        assert tokenize is False
+        text = "".join(f"<{m['role']}>{m['content']}\n" for m in conversation)
+        return text + ("<assistant>" if add_generation_prompt else "")
+
+    def encode(self, text, add_special_tokens=True):
+        assert add_special_tokens is False, "the template carries BOS; never add it twice"
+        return ([MARKER] if self.spm else []) + [ord(c) for c in text]
+
+    def decode(self, ids):
+        return "".join("" if i == MARKER else chr(i) for i in ids)
+
+
+@dataclass
+class Logprob:
+    logprob: float
+    rank: int | None = None
+    decoded_token: str | None = None
+
+
+@dataclass
+class CompletionOutput:
+    index: int
+    text: str
+    token_ids: list[int]
+    cumulative_logprob: float | None
+    logprobs: list[dict[int, Logprob]] | None
+    finish_reason: str | None = None
+
+
+@dataclass
+class RequestOutput:
+    request_id: str
+    prompt: str | None
+    prompt_token_ids: list[int]
+    outputs: list[CompletionOutput]
+    finished: bool = True
+
+
+class SamplingParams:
+    def __init__(self, **kwargs: Any):
+        self.kwargs = kwargs
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SamplingParams) and other.kwargs == self.kwargs
+
+    def __repr__(self) -> str:
+        return f"SamplingParams({self.kwargs})"
+
+
+@dataclass
+class FakeLLM:
+    """Records every call. ``next_logprobs`` maps token id -> logprob for the scoring
+    outputs (what vLLM V1 returns: the top ids plus the sampled one)."""
+
+    init_kwargs: dict[str, Any]
+    tokenizer: FakeTokenizer = field(default_factory=FakeTokenizer)
+    calls: list[tuple[str, tuple, dict]] = field(default_factory=list)
+    next_logprobs: dict[int, float] = field(default_factory=dict)
+
+    def get_tokenizer(self):
+        return self.tokenizer
+
+    def chat(self, messages, *args, **kwargs):
+        self.calls.append(("chat", (messages, *args), kwargs))
+        out = []
+        for i, conv in enumerate(messages):
+            ids = self.tokenizer.encode(self.tokenizer.apply_chat_template(conv, add_generation_prompt=True), add_special_tokens=False)
+            text = f"answer {i}: {conv[-1]['content'][:12]}"
+            out.append(RequestOutput(str(i), None, ids, [CompletionOutput(0, text, list(range(i + 2)), None, None, "length" if i == 1 else "stop")]))
+        return out
+
+    def generate(self, prompts, *args, **kwargs):
+        self.calls.append(("generate", (prompts, *args), kwargs))
+        out = []
+        for i, p in enumerate(prompts):
+            top = {t: Logprob(lp, rank=r + 1, decoded_token=chr(t)) for r, (t, lp) in enumerate(self.next_logprobs.items())}
+            best = max(self.next_logprobs, key=self.next_logprobs.get) if self.next_logprobs else 0
+            out.append(RequestOutput(str(i), None, p["prompt_token_ids"], [CompletionOutput(0, chr(best), [best], None, [top], "length")]))
+        return out
+
+
+@pytest.fixture
+def fake_vllm(monkeypatch):
+    """A ``vllm`` module whose LLM is a recording fake; ``mod.engines`` lists the LLMs built."""
+    mod = types.ModuleType("vllm")
+    mod.engines = []
+    mod.SamplingParams = SamplingParams
+
+    def LLM(**kwargs):
+        engine = FakeLLM(init_kwargs=kwargs)
+        mod.engines.append(engine)
+        return engine
+
+    mod.LLM = LLM
+    monkeypatch.setitem(sys.modules, "vllm", mod)
+    return mod
+
+
+def backend(**kw) -> VLLMBackend:
+    return VLLMBackend(hf_id=kw.pop("hf_id", "org/model"), **kw)
+
+
+def test_llm_is_configured_from_the_model_config(fake_vllm):
+    cfg = compose(["backend=vllm", "model=qwen2.5-7b", "backend.tensor_parallel_size=2", "backend.gpu_memory_utilization=0.85", "seed=7"])
+    b = make_backend(cfg)
+    assert isinstance(b, VLLMBackend)
+    assert fake_vllm.engines[0].init_kwargs == {
+        "model": "Qwen/Qwen2.5-7B-Instruct",
+        "revision": "main",
+        "tokenizer_revision": "main",
+        "dtype": "bfloat16",
+        "max_model_len": 4096,
+        "tensor_parallel_size": 2,
+        "gpu_memory_utilization": 0.85,
+        "enable_prefix_caching": True,
+        "seed": 7,
+    }
+    assert b.fingerprint == "hf:Qwen/Qwen2.5-7B-Instruct@main"
+    assert b.batch_size == 4096
+    assert b.name == "vllm"
+
+
+def test_chat_is_one_call_with_per_request_sampling_params(fake_vllm):
+    b = backend()
+    reqs = [
+        ChatRequest(messages("sys", "first question"), max_tokens=32, temperature=0.6, top_p=1.0, seed=0),
+        ChatRequest(messages("sys", "second question"), max_tokens=8, temperature=0.0, top_p=0.9, seed=3, stop=("\n", "Q:")),
+        ChatRequest((Message("user", "third"),), max_tokens=16, temperature=1.0, seed=5),
+    ]
+    out = b.chat(reqs)
+    engine = fake_vllm.engines[0]
+    assert len(engine.calls) == 1
+    kind, args, kwargs = engine.calls[0]
+    assert kind == "chat"
+    assert args == (
+        [
+            [{"role": "system", "content": "sys"}, {"role": "user", "content": "first question"}],
+            [{"role": "system", "content": "sys"}, {"role": "user", "content": "second question"}],
+            [{"role": "user", "content": "third"}],
+        ],
+    )
+    assert kwargs == {
+        "sampling_params": [
+            SamplingParams(temperature=0.6, top_p=1.0, max_tokens=32, seed=0, stop=None),
+            SamplingParams(temperature=0.0, top_p=0.9, max_tokens=8, seed=3, stop=["\n", "Q:"]),
+            SamplingParams(temperature=1.0, top_p=1.0, max_tokens=16, seed=5, stop=None),
+        ],
+        "use_tqdm": False,
+    }
+    assert [c.text for c in out] == ["answer 0: first questi", "answer 1: second quest", "answer 2: third"]
+    tok = engine.tokenizer
+    assert [c.tokens_in for c in out] == [
+        len(tok.encode(tok.apply_chat_template(conv, add_generation_prompt=True), add_special_tokens=False)) for conv in args[0]
+    ]
+    assert [c.tokens_out for c in out] == [2, 3, 4]
+    assert [c.finish_reason for c in out] == ["stop", "length", "stop"]
+    assert not any(c.truncated for c in out)
+    assert all(c.seconds >= 0 for c in out)
+
+
+def test_long_prompts_are_truncated_and_flagged_not_raised(fake_vllm):
+    b = backend(max_model_len=300)
+    long_docs = "Doc: " + "lorem ipsum " * 200 + "\nQuestion: who?"
+    out = b.chat([ChatRequest(messages("sys", long_docs), max_tokens=20), ChatRequest(messages("sys", "short"), max_tokens=20)])
+    [(_, (convs,), _)] = fake_vllm.engines[0].calls
+    tok = fake_vllm.engines[0].tokenizer
+    sent = tok.encode(tok.apply_chat_template(convs[0], add_generation_prompt=True), add_special_tokens=False)
+    assert len(sent) <= 300 - 20
+    assert "[...]" in convs[0][1]["content"] and convs[0][1]["content"].endswith("Question: who?")
+    assert [c.truncated for c in out] == [True, False]
+
+
+def test_scoring_renders_template_plus_prefix_and_restricts_to_candidates(fake_vllm):
+    b = backend()
+    engine = fake_vllm.engines[0]
+    # vLLM V1 reports the top ids of the full vocabulary plus the sampled one: "5" and
+    # "4" are absent here and must come back as -inf.
+    engine.next_logprobs = {ord("3"): -0.2, ord("x"): -1.0, ord("0"): -2.5, ord("1"): -3.0, ord("2"): -4.0}
+    reqs = [
+        ScoreRequest(messages("rate", "doc and question"), candidates=tuple("012345"), prefix='{"score": '),
+        ScoreRequest(messages("judge", "is it relevant?"), candidates=("Yes", "No"), prefix=""),
+    ]
+    out = b.next_token_logprobs(reqs)
+    assert len(engine.calls) == 1
+    kind, (prompts,), kwargs = engine.calls[0]
+    assert kind == "generate"
+    tok = engine.tokenizer
+    rendered = [tok.apply_chat_template([{"role": m.role, "content": m.content} for m in r.messages], add_generation_prompt=True) for r in reqs]
+    assert rendered[0].endswith("<assistant>")
+    assert prompts == [
+        {"prompt_token_ids": tok.encode(rendered[0] + '{"score": ', add_special_tokens=False)},
+        {"prompt_token_ids": tok.encode(rendered[1], add_special_tokens=False)},
+    ]
+    assert kwargs == {
+        "sampling_params": [
+            SamplingParams(max_tokens=1, temperature=0.0, logprobs=TOP_LOGPROBS, allowed_token_ids=[ord(c) for c in "012345"]),
+            SamplingParams(max_tokens=1, temperature=0.0, logprobs=TOP_LOGPROBS, allowed_token_ids=sorted([ord("Y"), ord("N")])),
+        ],
+        "use_tqdm": False,
+    }
+    assert out[0].logprobs == {"0": -2.5, "1": -3.0, "2": -4.0, "3": -0.2, "4": -math.inf, "5": -math.inf}
+    assert out[1].logprobs == {"Yes": -math.inf, "No": -math.inf}
+    assert out[0].text == "" and out[0].tokens_out == 0
+    assert out[0].tokens_in == len(prompts[0]["prompt_token_ids"])
+
+
+def test_candidate_token_skips_a_bare_sentencepiece_marker(fake_vllm, monkeypatch):
+    b = backend()
+    b.tokenizer = FakeTokenizer(spm=True)
+    fake_vllm.engines[0].tokenizer = b.tokenizer
+    fake_vllm.engines[0].next_logprobs = {ord("4"): -0.1, MARKER: -0.5}
+    [out] = b.next_token_logprobs([ScoreRequest(messages("s", "u"), candidates=("3", "4"))])
+    _, _, kwargs = fake_vllm.engines[0].calls[0]
+    assert kwargs["sampling_params"][0].kwargs["allowed_token_ids"] == [ord("3"), ord("4")]
+    assert out.logprobs == {"3": -math.inf, "4": -0.1}
+
+
+def test_long_score_prompts_are_truncated(fake_vllm):
+    b = backend(max_model_len=200)
+    [out] = b.next_token_logprobs([ScoreRequest(messages("s", "x " * 500 + "end"), candidates=("1",), prefix="Score: ")])
+    (_, (prompts,), _) = fake_vllm.engines[0].calls[0]
+    assert out.truncated and len(prompts[0]["prompt_token_ids"]) <= 200
+    assert FakeTokenizer().decode(prompts[0]["prompt_token_ids"]).endswith("end\n<assistant>Score: ")
+
+
+def test_empty_batches_do_not_call_the_engine(fake_vllm):
+    b = backend()
+    assert b.chat([]) == [] and b.next_token_logprobs([]) == []
+    assert fake_vllm.engines[0].calls == []
+
+
+def test_one_engine_call_per_cache_chunk(fake_vllm, tmp_path):
+    b = backend(batch_size=4)
+    llm = CachedLLM(b, ResponseCache(tmp_path / "cache.sqlite"))
+    reqs = [ChatRequest(messages("s", f"q{i}")) for i in range(10)]
+    out = llm.chat("generate", reqs)
+    assert len(out) == 10
+    assert [len(args[0]) for _, args, _ in fake_vllm.engines[0].calls] == [4, 4, 2]
+    llm.chat("generate", reqs)  # all cached now
+    assert len(fake_vllm.engines[0].calls) == 3
+
+
+def test_missing_vllm_is_a_one_line_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm -> ModuleNotFoundError
+    with pytest.raises(BackendError) as e:
+        make_backend(compose(["backend=vllm"]))
+    assert str(e.value) == "vLLM is not installed: pip install -e '.[vllm]' (needs a CUDA GPU)"
+
+
+def test_engine_load_failure_is_a_backend_error(fake_vllm):
+    def LLM(**kwargs):
+        raise RuntimeError("No CUDA GPUs are available\nlong traceback text")
+
+    fake_vllm.LLM = LLM
+    with pytest.raises(BackendError, match=r"^vLLM could not load org/model@main: No CUDA GPUs are available$"):
+        backend()
