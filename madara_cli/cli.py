@@ -117,6 +117,32 @@ def ls(what: Optional[str] = typer.Argument(None, help="models | backends | benc
 
 
 @app.command()
+def plan(
+    grid: str = typer.Option(..., "--grid", "-g", help="Grid to estimate (madara ls grids)"),
+    overrides: Optional[List[str]] = typer.Argument(None, help="Hydra overrides applied to every cell"),
+) -> None:
+    """Cells, calls and prompt tokens per strategy before a grid runs; measured numbers after."""
+    from madara_cli.config import load_grid
+    from madara_cli.grid import expand
+    from madara_cli.plan import plan_grid
+
+    if load_grid(grid).kind == "probes":
+        raise UserError(f"grid {grid} holds probes; plan estimates strategy grids")
+    p = plan_grid(grid, expand(grid, list(overrides or [])))
+    t = Table(title=f"plan: grid {grid} ({len(p.cells)} cells)")
+    for col in ("strategy", "cells", "requests", "engine calls", "already cached", "prompt tokens", "measured cells", "measured requests", "measured calls"):
+        t.add_column(col, justify="left" if col == "strategy" else "right")
+    rows = list(p.by_strategy.items()) + [("total", p.total())]
+    for name, s in rows:
+        t.add_row(name, str(s.cells), f"{s.requests:,}", f"{s.calls:,}", f"{s.cached:,}", f"{s.prompt_tokens:,}",
+                  str(s.measured_cells), f"{s.measured_requests:,}" if s.measured_cells else "—", f"{s.measured_calls:,}" if s.measured_cells else "—")
+    out.print(t)
+    out.print("[dim]engine calls count work shared through the response cache once; prompt tokens ≈ characters / 4[/dim]")
+    for n in p.notes:
+        out.print(f"[dim]{n}[/dim]", highlight=False)
+
+
+@app.command()
 def probe(
     model: str = typer.Option("smollm2-135m", "--model", "-m", help="Model config name (madara ls models)"),
     benchmark: str = typer.Option("mini", "--benchmark", "-b", help="Benchmark config name"),
