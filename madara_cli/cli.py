@@ -290,6 +290,25 @@ def reproduce(
     out.print(report.audit, markup=False, highlight=False)
 
 
+index_app = typer.Typer(help="Retrieval indexes.", no_args_is_help=True)
+app.add_typer(index_app, name="index")
+
+
+@index_app.command("build")
+def index_build(
+    corpus: Path = typer.Option(..., "--corpus", help="JSONL corpus: id + title/text, or FlashRAG's contents"),
+    out_dir: Path = typer.Option(Path("results/indexes"), "--out", help="Parent folder of the index"),
+    overrides: Optional[List[str]] = typer.Argument(None, help="retriever=bm25s|dense and its settings, e.g. retriever.k1=0.9"),
+) -> None:
+    """Build (or find) a saved index of CORPUS; use it with retriever.index=DIR."""
+    from madara_cli.config import compose
+    from madara_cli.data.index import build_index
+
+    cfg = compose(list(overrides or []))
+    path = build_index(corpus, out_dir, cfg.retriever, progress=True)
+    out.print(f"index ready: {path}\nuse it with: retriever={cfg.retriever.name} retriever.index={path}")
+
+
 def main() -> None:
     """Entry point: one clear line instead of a traceback for anything a user can fix."""
     from madara_cli.backends.base import BackendError

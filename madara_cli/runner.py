@@ -89,6 +89,22 @@ def prediction_rows(examples: list[Example], preds: list[Prediction]) -> tuple[l
     return rows, scores
 
 
+def reranker_engine(cfg: DictConfig, pool: EnginePool) -> CachedLLM | None:
+    """The engine a generative reranker needs (``retriever=rerank``): the model named by
+    ``retriever.model`` (the paper: Qwen3-0.6B), else the cell's own."""
+    if cfg.retriever.name != "rerank":
+        return None
+    if cfg.retriever.get("model"):
+        from madara_cli.config import compose
+
+        return pool.get(compose([f"model={cfg.retriever.model}", f"backend={_backend_name(cfg)}", f"seed={cfg.seed}"]))
+    return pool.get(cfg)
+
+
+def _backend_name(cfg: DictConfig) -> str:
+    return str(cfg.backend.name)
+
+
 def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None = None) -> CellResult:
     """Run one cell (or read it back if finished and not ``cfg.force``)."""
     cell = Cell.from_cfg(cfg)
@@ -102,7 +118,7 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
         examples = load_benchmark(cfg.benchmark, seed=int(cfg.seed))
         if cfg.limit is not None:
             examples = examples[: int(cfg.limit)]
-        examples = retrieve(examples, cfg)
+        examples = retrieve(examples, cfg, llm=reranker_engine(cfg, pool))
     llm = pool.get(cfg)
     with llm.fresh_accounting() as accounting:
         ctx = StrategyContext(llm=llm, cfg=cfg)

@@ -1,1 +1,439 @@
-"""Loaders of the paper's benchmarks (registered into data.loaders.LOADERS)."""
+"""Loaders of the paper's benchmarks (registered into data.loaders.LOADERS).
+
+Each loader turns the rows of one source format into :class:`Example` records, in
+source order, with every gold alias, the dataset's own documents when it ships
+them, and meta the analyses need (supporting document ids, hop counts,
+conflict labels). Rows come from :func:`read_rows`: the hub, or ``benchmark.path``.
+
+* ``conflicts`` - CONFLICTS (Cattan et al. 2025, "DRAGged into Conflicts",
+  github google-research-datasets/rag_conflicts, 458 queries): the count the
+  paper reports. Distributed on GitHub only, so it needs ``benchmark.path``.
+* ``conflictqa`` - ConflictQA (Xie et al. 2023, "Adaptive Chameleon or Stubborn
+  Sloth", HF ``osunlp/ConflictQA``): entity-substitution conflicts, the
+  construction the paper describes. popQA and strategyQA parts, one file per
+  generator model.
+* ``fever``, ``triviaqa``, ``musique`` - the paper's other benchmarks;
+  ``popqa``, ``arc_challenge``, ``asqa`` - MAIN-RAG's (ACL 2025).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from omegaconf import DictConfig
+
+from madara_cli.data.loaders import LOADERS, DataError, read_rows
+from madara_cli.records import Doc, Example
+
+
+def aliases(*values: Any) -> tuple[str, ...]:
+    """Flatten strings, lists and JSON-encoded lists into unique non-empty aliases,
+    first occurrence first."""
+    out: dict[str, None] = {}
+
+    def add(v: Any) -> None:
+        if v is None:
+            return
+        if isinstance(v, (list, tuple)):
+            for x in v:
+                add(x)
+            return
+        s = str(v).strip()
+        if s.startswith("[") and s.endswith("]"):
+            try:
+                add(json.loads(s))
+                return
+            except json.JSONDecodeError:
+                pass
+        if s:
+            out.setdefault(s, None)
+
+    for v in values:
+        add(v)
+    return tuple(out)
+
+
+def _require(rows: list[dict], fields: Iterable[str], cfg: DictConfig, hint: str) -> None:
+    if not rows:
+        return
+    missing = [f for f in fields if f not in rows[0]]
+    if missing:
+        raise DataError(f"benchmark {cfg.name}: rows lack field(s) {', '.join(missing)}; expected {hint}")
+
+
+# ---------------------------------------------------------------------------
+# CONFLICTS (Cattan et al. 2025)
+
+CONFLICTS_TEXT_FIELDS = ("short_text", "snippet", "response_str")
+CONFLICTS_MAX_WORDS = 400  # response_str can be a whole web page
+
+
+@LOADERS.register("conflicts")
+def load_conflicts(cfg: DictConfig) -> list[Example]:
+    """CONFLICTS rows: ``{question, correct_answer, conflict_type, source,
+    search_results: [{title, url, snippet, date, response_str, short_text}]}``
+    (5-20 results per query). Each search result becomes a document (text:
+    ``short_text``, else ``snippet``, else the first 400 words of ``response_str``;
+    the date, which freshness conflicts turn on, goes into the title). The conflict
+    category is kept in ``meta["conflict_type"]``. Most "Conflicting opinions" and
+    "Complementary information" rows have no ``correct_answer``; they are dropped
+    unless ``benchmark.require_answers=false``."""
+    if not cfg.get("path"):
+        raise DataError(
+            "benchmark conflicts (Cattan et al. 2025) is on GitHub, not the Hugging Face hub: download conflicts.jsonl "
+            "from https://github.com/google-research-datasets/rag_conflicts and pass benchmark.path=FILE"
+        )
+    rows = read_rows(cfg)
+    _require(rows, ("question", "search_results"), cfg, "CONFLICTS rows {question, correct_answer, conflict_type, search_results}")
+    examples = []
+    for i, row in enumerate(rows):
+        qid = f"{cfg.name}-{i:04d}"
+        docs = []
+        for j, r in enumerate(row.get("search_results") or []):
+            text = ""
+            for f in CONFLICTS_TEXT_FIELDS:
+                v = " ".join(str(r.get(f) or "").split())
+                if v:
+                    text = " ".join(v.split(" ")[:CONFLICTS_MAX_WORDS])
+                    break
+            if not text:
+                continue
+            title = str(r.get("title") or "").strip()
+            date = str(r.get("date") or "").strip()
+            if date and date.lower() not in ("na", "n/a", "none", "null", "unknown"):
+                title = f"{title} ({date})" if title else f"({date})"
+            docs.append(Doc(id=f"{qid}-d{j:02d}", text=text, title=title, meta={"url": r.get("url") or "", "date": date}))
+        examples.append(
+            Example(
+                id=qid,
+                question=str(row["question"]).strip(),
+                answers=aliases(row.get("correct_answer")),
+                docs=tuple(docs),
+                task="factoid",
+                meta={"conflict_type": row.get("conflict_type") or "", "source": row.get("source") or ""},
+            )
+        )
+    return examples
+
+
+# ---------------------------------------------------------------------------
+# ConflictQA (Xie et al. 2023)
+
+_BOOL_ALIASES = {"true": ("True", "yes"), "false": ("False", "no")}
+
+
+def _conflictqa_answers(ground_truth: Any) -> tuple[str, ...]:
+    """Alias list; strategyQA's ["True"]/["False"] also accept yes/no, the natural
+    answer to its yes/no questions."""
+    gt = aliases(ground_truth)
+    if len(gt) == 1 and gt[0].lower() in _BOOL_ALIASES:
+        return _BOOL_ALIASES[gt[0].lower()]
+    return gt
+
+
+def _mentions(text: str, answers: Iterable[str]) -> bool:
+    from madara_cli.metrics import normalize
+
+    t = f" {normalize(text)} "
+    return any(n and f" {n} " in t for n in (normalize(a) for a in answers))
+
+
+def _relation(target_answer: str, answers: tuple[str, ...]) -> str:
+    """supportive when the passage's target answer names a gold alias (the rule
+    ConflictQA's own ``ck_relation`` labels follow), conflicting when it does not;
+    unknown for yes/no questions, whose target answers are sentences."""
+    if not answers or answers[0] in ("True", "False"):
+        return "unknown"
+    return "supportive" if _mentions(target_answer, answers) else "conflicting"
+
+
+@LOADERS.register("conflictqa")
+def load_conflictqa(cfg: DictConfig) -> list[Example]:
+    """ConflictQA in either of two shapes (detected from the fields):
+
+    * raw (the hub's ``conflictQA-<part>-<model>.json``, one row per question):
+      ``question, ground_truth, memory_answer, counter_answer,
+      parametric_memory_aligned_evidence, counter_memory_aligned_evidence, popularity``;
+    * evidence rows (the shared popQA slice, SABER's reformatting): one row per
+      (question, evidence) with ``raw_idx, ck_text, ck_relation, ground_truth``,
+      grouped here by question.
+
+    Documents are the parametric-memory-aligned and counter-memory-aligned evidence
+    passages, marked ``meta["keep_docs"]`` so that retrieval keeps both and fills up
+    to k with BM25 distractors from ``benchmark.corpus`` when one is set.
+    ``meta["supporting"]``/``["conflicting"]`` name the evidence that agrees /
+    disagrees with the gold answer."""
+    data_files = None
+    if not cfg.get("path"):
+        if not cfg.get("hf_id") or not cfg.get("hf_config"):
+            raise DataError("benchmark conflictqa needs hf_id and hf_config (e.g. conflictQA-popQA-chatgpt), or benchmark.path=FILE")
+        data_files = f"hf://datasets/{cfg.hf_id}/{cfg.hf_config}.json"
+    rows = read_rows(cfg, data_files=data_files)
+    if rows and "ck_text" in rows[0]:
+        return _conflictqa_evidence_rows(rows, cfg)
+    _require(
+        rows,
+        ("question", "ground_truth", "parametric_memory_aligned_evidence", "counter_memory_aligned_evidence"),
+        cfg,
+        "ConflictQA rows (question, ground_truth, memory_answer, counter_answer, *_aligned_evidence) or SABER evidence rows (ck_text)",
+    )
+    examples = []
+    for i, row in enumerate(rows):
+        qid = f"{cfg.name}-{i:05d}"
+        answers = _conflictqa_answers(row.get("ground_truth"))
+        docs = []
+        for kind, field, target in (
+            ("param", "parametric_memory_aligned_evidence", row.get("memory_answer") or ""),
+            ("counter", "counter_memory_aligned_evidence", row.get("counter_answer") or ""),
+        ):
+            text = " ".join(str(row.get(field) or "").split())
+            if text:
+                docs.append(Doc(id=f"{qid}-{kind}", text=text, meta={"source_field": field, "target_answer": target, "relation": _relation(target, answers)}))
+        examples.append(_conflictqa_example(qid, str(row["question"]).strip(), answers, docs, row.get("popularity")))
+    return examples
+
+
+def _conflictqa_evidence_rows(rows: list[dict], cfg: DictConfig) -> list[Example]:
+    groups: dict[Any, list[dict]] = {}
+    for row in rows:
+        groups.setdefault((row.get("dataset"), row.get("raw_idx"), row["question"]), []).append(row)
+    examples = []
+    for (_, raw_idx, question), members in groups.items():
+        qid = f"{cfg.name}-{int(raw_idx):05d}" if raw_idx is not None else f"{cfg.name}-{len(examples):05d}"
+        answers = _conflictqa_answers(members[0].get("ground_truth"))
+        docs = []
+        for j, r in enumerate(members):
+            meta = r.get("metadata") or {}
+            field = meta.get("ck_source_field") or ""
+            kind = {"parametric_memory_aligned_evidence": "param", "counter_memory_aligned_evidence": "counter"}.get(field, f"e{j}")
+            docs.append(
+                Doc(
+                    id=f"{qid}-{kind}",
+                    text=" ".join(str(r.get("ck_text") or "").split()),
+                    meta={"source_field": field, "target_answer": r.get("ck_target_answer") or "", "relation": r.get("ck_relation") or "unknown"},
+                )
+            )
+        popularity = (members[0].get("metadata") or {}).get("popularity")
+        examples.append(_conflictqa_example(qid, str(question).strip(), answers, docs, popularity))
+    return examples
+
+
+def _conflictqa_example(qid: str, question: str, answers: tuple[str, ...], docs: list[Doc], popularity: Any) -> Example:
+    return Example(
+        id=qid,
+        question=question,
+        answers=answers,
+        docs=tuple(docs),
+        task="factoid",
+        meta={
+            "keep_docs": True,
+            "popularity": popularity,
+            "supporting": [d.id for d in docs if d.meta.get("relation") == "supportive"],
+            "conflicting": [d.id for d in docs if d.meta.get("relation") == "conflicting"],
+        },
+    )
+
+
+# ---------------------------------------------------------------------------
+# FEVER
+
+FEVER_LABELS = ("SUPPORTS", "REFUTES")
+
+
+def _fever_label(row: dict) -> str:
+    label = row.get("label")
+    if label is None and row.get("output"):  # KILT: output[{answer}]
+        label = (row["output"][0] or {}).get("answer")
+    if label is None and row.get("golden_answers"):  # FlashRAG
+        label = aliases(row["golden_answers"])[0]
+    if isinstance(label, int):  # integer-coded class labels
+        label = {0: "SUPPORTS", 1: "REFUTES"}.get(label, "NOT ENOUGH INFO")
+    return str(label or "").strip().upper()
+
+
+def _fever_pages(row: dict) -> list[str]:
+    pages: dict[str, None] = {}
+    ev = row.get("evidence")
+    if isinstance(ev, list):  # official: evidence sets of [annotation_id, evidence_id, wiki_page, sentence_id]
+        for group in ev:
+            for item in group or []:
+                if isinstance(item, (list, tuple)) and len(item) >= 3 and item[2]:
+                    pages.setdefault(str(item[2]), None)
+    if row.get("evidence_wiki_url"):  # HF fever/fever: one row per evidence sentence
+        pages.setdefault(str(row["evidence_wiki_url"]), None)
+    return list(pages)
+
+
+@LOADERS.register("fever")
+def load_fever(cfg: DictConfig) -> list[Example]:
+    """FEVER claims as ``task="fever"`` examples with the label as the answer
+    (SUPPORTS / REFUTES; NOT ENOUGH INFO is dropped, as in the paper's binary task).
+    Reads the official jsonl (``id, label, claim, evidence``), HF ``fever/fever``
+    (one row per evidence sentence, merged by id), KILT (``input, output``) and
+    FlashRAG (``question, golden_answers``) shapes. The gold evidence pages go into
+    ``meta["evidence_pages"]``. FEVER ships no passages: documents come from
+    ``benchmark.corpus`` (or a pyserini index)."""
+    rows = read_rows(cfg)
+    merged: dict[str, dict] = {}
+    for n, row in enumerate(rows):
+        claim = row.get("claim") or row.get("input") or row.get("question")
+        if not claim:
+            raise DataError(f"benchmark {cfg.name}: row {n} has no claim (expected fields id, label, claim)")
+        label = _fever_label(row)
+        if label not in FEVER_LABELS:
+            continue
+        key = str(row.get("id", n))
+        entry = merged.setdefault(key, {"claim": str(claim).strip(), "label": label, "pages": {}})
+        for p in _fever_pages(row):
+            entry["pages"].setdefault(p, None)
+    return [
+        Example(
+            id=f"{cfg.name}-{key}",
+            question=e["claim"],
+            answers=(e["label"],),
+            docs=None,
+            task="fever",
+            meta={"evidence_pages": list(e["pages"])},
+        )
+        for key, e in merged.items()
+    ]
+
+
+# ---------------------------------------------------------------------------
+# TriviaQA, PopQA (open-domain factoid QA over a corpus)
+
+
+@LOADERS.register("triviaqa")
+def load_triviaqa(cfg: DictConfig) -> list[Example]:
+    """TriviaQA with every alias: HF ``mandarjoshi/trivia_qa`` (``answer.aliases``,
+    ``normalized_aliases``, ``value``), the open-domain jsonl of the shared slice
+    (``answers``) and FlashRAG (``golden_answers``). No passages: documents come
+    from ``benchmark.corpus``."""
+    rows = read_rows(cfg)
+    examples = []
+    for n, row in enumerate(rows):
+        if not row.get("question"):
+            raise DataError(f"benchmark {cfg.name}: row {n} has no question")
+        ans = row.get("answer")
+        if isinstance(ans, dict):
+            answers = aliases(ans.get("value"), ans.get("aliases"), ans.get("normalized_value"), ans.get("normalized_aliases"))
+        else:
+            answers = aliases(row.get("answers"), row.get("golden_answers"), ans)
+        key = row.get("question_id") if row.get("id") is None else row.get("id")
+        examples.append(Example(id=f"{cfg.name}-{key if key is not None else n}", question=str(row["question"]).strip(), answers=answers))
+    return examples
+
+
+@LOADERS.register("popqa")
+def load_popqa(cfg: DictConfig) -> list[Example]:
+    """PopQA (``akariasai/PopQA``): ``question`` and ``possible_answers`` (a JSON
+    string on the hub); subject popularity and relation in meta."""
+    rows = read_rows(cfg)
+    _require(rows, ("question", "possible_answers"), cfg, "PopQA rows (id, question, possible_answers, s_pop, prop)")
+    return [
+        Example(
+            id=f"{cfg.name}-{row.get('id', n)}",
+            question=str(row["question"]).strip(),
+            answers=aliases(row["possible_answers"]),
+            meta={"s_pop": row.get("s_pop"), "prop": row.get("prop")},
+        )
+        for n, row in enumerate(rows)
+    ]
+
+
+# ---------------------------------------------------------------------------
+# MuSiQue (20 own paragraphs per question)
+
+_HOPS = re.compile(r"^(\d+)hop")
+
+
+@LOADERS.register("musique")
+def load_musique(cfg: DictConfig) -> list[Example]:
+    """MuSiQue-Ans: each question with its 20 paragraphs as documents (ids
+    ``<qid>-p<idx>``), ``meta["supporting"]`` = the paragraphs marked
+    ``is_supporting``, ``meta["hops"]`` from the id prefix (``2hop__``, ``3hop1__``,
+    ``4hop3__`` -> 2, 3, 4). Unanswerable questions (MuSiQue-Full) are dropped.
+    Retrieval ranks the 20 paragraphs and keeps the top k."""
+    rows = read_rows(cfg)
+    _require(rows, ("id", "question", "paragraphs", "answer"), cfg, "MuSiQue rows (id, question, paragraphs, answer, answer_aliases)")
+    examples = []
+    for row in rows:
+        if row.get("answerable") is False:
+            continue
+        qid = str(row["id"])
+        docs = tuple(
+            Doc(
+                id=f"{qid}-p{p.get('idx', j)}",
+                title=str(p.get("title") or ""),
+                text=" ".join(str(p.get("paragraph_text") or "").split()),
+                meta={"is_supporting": bool(p.get("is_supporting"))},
+            )
+            for j, p in enumerate(row["paragraphs"])
+        )
+        m = _HOPS.match(qid)
+        examples.append(
+            Example(
+                id=qid,
+                question=str(row["question"]).strip(),
+                answers=aliases(row.get("answer"), row.get("answer_aliases")),
+                docs=docs,
+                meta={
+                    "supporting": [d.id for d in docs if d.meta["is_supporting"]],
+                    "hops": int(m.group(1)) if m else None,
+                },
+            )
+        )
+    return examples
+
+
+# ---------------------------------------------------------------------------
+# ARC-Challenge, ASQA (MAIN-RAG)
+
+
+@LOADERS.register("arc_challenge")
+def load_arc(cfg: DictConfig) -> list[Example]:
+    """ARC-Challenge (``allenai/ai2_arc``): the question with its lettered choices;
+    the gold answers are the answer key and the choice's text. Retrieval uses the
+    bare question (``meta["query"]``)."""
+    rows = read_rows(cfg)
+    _require(rows, ("question", "choices", "answerKey"), cfg, "ARC rows (id, question, choices{text,label}, answerKey)")
+    examples = []
+    for n, row in enumerate(rows):
+        choices = row["choices"] or {}
+        labels, texts = list(choices.get("label") or []), list(choices.get("text") or [])
+        key = str(row["answerKey"]).strip()
+        options = "\n".join(f"{lab}: {txt}" for lab, txt in zip(labels, texts, strict=False))
+        gold = texts[labels.index(key)] if key in labels else None
+        examples.append(
+            Example(
+                id=f"{cfg.name}-{row.get('id', n)}",
+                question=f"{str(row['question']).strip()}\n{options}",
+                answers=aliases(key, gold),
+                meta={"query": str(row["question"]).strip(), "choices": dict(zip(labels, texts, strict=False))},
+            )
+        )
+    return examples
+
+
+@LOADERS.register("asqa")
+def load_asqa(cfg: DictConfig) -> list[Example]:
+    """ASQA (``din0s/asqa``): the ambiguous question; answers = every short answer of
+    its disambiguated QA pairs (``meta["qa_pairs"]`` keeps them per pair for
+    MAIN-RAG's str-em, ``meta["long_answers"]`` the references)."""
+    rows = read_rows(cfg)
+    _require(rows, ("ambiguous_question", "qa_pairs"), cfg, "ASQA rows (sample_id, ambiguous_question, qa_pairs, annotations)")
+    examples = []
+    for n, row in enumerate(rows):
+        pairs = [{"question": p.get("question", ""), "short_answers": list(aliases(p.get("short_answers")))} for p in row["qa_pairs"] or []]
+        examples.append(
+            Example(
+                id=f"{cfg.name}-{row.get('sample_id', n)}",
+                question=str(row["ambiguous_question"]).strip(),
+                answers=aliases([p["short_answers"] for p in pairs]),
+                meta={"qa_pairs": pairs, "long_answers": [a.get("long_answer", "") for a in row.get("annotations") or []]},
+            )
+        )
+    return examples

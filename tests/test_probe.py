@@ -1,0 +1,155 @@
+"""The RSC probe end to end: NF calibration, CoT chains, perturbed re-scoring,
+statistics, route and probe.json; strategy=madara reuses a finished probe."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from typing import Sequence
+
+import pytest
+
+from madara_cli.backends.cache import CachedLLM, ResponseCache
+from madara_cli.config import compose
+from madara_cli.probe import ProbeSpec, find_or_run_probe
+from madara_cli.records import ChatRequest, Completion, ScoreRequest
+from madara_cli.runner import EnginePool, run_cell
+from tests.conftest import ROOT
+
+PROBE_FIELDS = {
+    "model", "benchmark", "n", "rho", "p_values", "rho_star", "rho_bar", "rsc_class", "coupling", "per_query",
+    "bootstrap", "split_half", "subsets30", "degenerate", "entropy", "em_nf", "route", "reason",
+}
+
+
+_DOC = re.compile(r"Document to assess[^\n]*:\n(.*?)\n\n", re.DOTALL)
+_TAG = re.compile(r"Evidence tag (\d+)")
+
+
+def _sig(user: str) -> int:
+    return sum(map(ord, _DOC.search(user).group(1))) % 997
+
+
+class ScriptedBackend:
+    """Test double: scores a document by a rule over the prompt, so the probe's
+    arithmetic can be checked without a model. ``score_fn(user, sig)`` gets the
+    user turn and a signature of the assessed document; CoT chains carry that
+    signature as an "evidence tag", so a re-scoring can tell its own chain from a
+    random one."""
+
+    name = "scripted"
+
+    def __init__(self, score_fn):
+        self.score_fn = score_fn
+        self.calls = 0
+
+    fingerprint = "scripted:v1"
+    batch_size = 64
+
+    def chat(self, requests: Sequence[ChatRequest]) -> list[Completion]:
+        self.calls += len(requests)
+        out = []
+        for r in requests:
+            user = r.messages[-1].content
+            if "reasoning_steps" in r.messages[0].content:  # CoT scoring
+                sig = _sig(user)
+                steps = [f"Evidence tag {sig}.", "The document is relevant to the question.", "It names the answer."]
+                out.append(Completion(text=json.dumps({"reasoning_steps": steps, "confidence": 4, "score": self.score_fn(user, sig)})))
+            elif "score" in r.messages[0].content:  # score-only (re-scoring)
+                out.append(Completion(text=json.dumps({"score": self.score_fn(user, _sig(user))})))
+            else:  # generator
+                out.append(Completion(text="unknown"))
+        return out
+
+    def next_token_logprobs(self, requests: Sequence[ScoreRequest]) -> list[Completion]:
+        raise AssertionError("the probe scores by generation")
+
+    def close(self) -> None:
+        pass
+
+
+def _probe(tmp_path, score_fn, n=6):
+    cfg = compose(["benchmark=mini", f"results_dir={tmp_path}"])
+    backend = ScriptedBackend(score_fn)
+    llm = CachedLLM(backend, ResponseCache(tmp_path / "cache.sqlite"))
+    record, path, reused = find_or_run_probe(cfg, llm, n)
+    return record, path, reused, backend, llm, cfg
+
+
+def test_constant_scores_report_degenerate_not_nan(tmp_path):
+    record, path, reused, *_ = _probe(tmp_path, lambda user, sig: 0)
+    assert not reused and path.is_file()
+    saved = json.loads(path.read_text())  # strict JSON: no NaN anywhere
+    json.dumps(saved, allow_nan=False)
+    assert saved["rsc_class"] == "degenerate" and saved["rho"] is None
+    assert saved["degenerate"]["is_degenerate"] and saved["degenerate"]["floor_share"] == 1.0
+    assert PROBE_FIELDS <= set(saved)
+    assert saved["route"] == "pde"  # NF EM is 0 on the calibration set
+
+
+def test_reasoning_tracking_scores_are_quality_ordered_and_rerun_is_free(tmp_path):
+    # A model whose scores follow the reasoning it is handed: its own chain (shuffled)
+    # keeps the score, a contradicted chain blurs it, another pair's chain decides it.
+    def score(user: str, sig: int) -> int:
+        base = sig % 6
+        tag = _TAG.search(user)
+        if tag is None:  # normal CoT scoring
+            return base
+        if int(tag.group(1)) != sig:  # random chain: scored by what it describes
+            return int(tag.group(1)) % 6
+        if "irrelevant" in user:  # contradicted
+            return min(5, max(0, base + (sig // 7) % 3 - 1))
+        return base  # shuffled
+
+    record, path, _, backend, llm, cfg = _probe(tmp_path, score)
+    assert record["n"] == 6 and set(record) >= PROBE_FIELDS
+    r1, r2, r3 = record["rho"]
+    assert r1 == pytest.approx(1.0) and r1 > r2 > r3
+    assert record["rho_star"] == -1.0 and record["rsc_class"] == "quality-ordered" and record["coupling"] == "strong"
+    assert record["route"] == "pde"  # NF EM 0 < 30%: isolation first, whatever the scoring
+    assert record["scores"]["n_pairs"] == 60 and record["scores"]["parse_failures_normal"] == 0
+    stages = llm.accounting.by_stage
+    assert stages["generate"].requests == 6 and stages["rsc-cot"].requests == 60 and stages["rsc-rescore"].requests == 180
+
+    # Same probe again: read from disk; forced: every call from the cache.
+    again, _, reused = find_or_run_probe(cfg, llm, 6)
+    assert reused and again == json.loads(path.read_text())
+    calls = backend.calls
+    forced, _, reused = find_or_run_probe(cfg, llm, 6, force=True)
+    assert not reused and backend.calls == calls
+    assert forced["rho"] == record["rho"]
+
+
+def test_probe_key_ignores_strategy_and_limit():
+    a = ProbeSpec.from_cfg(compose(["strategy=nf", "limit=3"]), 10)
+    b = ProbeSpec.from_cfg(compose(["strategy=madara"]), 10)
+    c = ProbeSpec.from_cfg(compose(["seed=1"]), 10)
+    assert a.key == b.key != c.key
+
+
+@pytest.mark.llm
+def test_probe_cli_on_cpu_then_madara_reuses_it(tmp_path):
+    args = [
+        "probe", "--model", "smollm2-135m", "--benchmark", "mini", "--n", "3",
+        f"results_dir={tmp_path}", "generation.cot_max_tokens=96",
+    ]
+    r = subprocess.run([sys.executable, "-m", "madara_cli.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=1200)
+    assert r.returncode == 0, r.stderr
+    assert "route:" in r.stdout and re.search(r"class: \S+", r.stdout)
+    (path,) = list(tmp_path.glob("probes/*/probe.json"))
+    record = json.loads(path.read_text())
+    assert PROBE_FIELDS <= set(record) and record["n"] == 3
+    assert record["route"] in {"pde", "sda", "cot", "atf"}
+
+    # strategy=madara on the same settings finds this probe and runs its route.
+    cfg = compose(["strategy=madara", "limit=2", f"results_dir={tmp_path}", "generation.cot_max_tokens=96", "benchmark.calibration=3"])
+    pool = EnginePool()
+    try:
+        res = run_cell(cfg, pool)
+    finally:
+        pool.close()
+    m = res.metrics
+    assert m["madara"]["probe_reused"] and m["madara"]["route"] == record["route"]
+    assert "rsc-cot" not in m["accounting"]["by_stage"]
