@@ -138,8 +138,7 @@ class LlamaCppBackend:
             msgs, truncated = fit_messages(r.messages, lambda ms: self._count(self._render(ms) + r.prefix), self.n_ctx - 8)
             t0 = time.perf_counter()
             tokens = self.llm.tokenize((self._render(msgs) + r.prefix).encode("utf-8"), add_bos=False, special=True)
-            self.llm.reset()
-            self.llm.eval(tokens)
+            self._eval_reusing_prefix(tokens)
             n_vocab = self.llm.n_vocab()
             logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self.llm.ctx, -1), shape=(n_vocab,))
             logp = logits - np.logaddexp.reduce(logits)
@@ -151,6 +150,24 @@ class LlamaCppBackend:
                 Completion(text="", tokens_in=len(tokens), tokens_out=0, seconds=time.perf_counter() - t0, logprobs=scores, truncated=truncated)
             )
         return out
+
+    def _eval_reusing_prefix(self, tokens: list[int]) -> None:
+        """Evaluate ``tokens``, keeping the KV cache of the prefix they share with the
+        previous prompt (the agents' system prompts, the same question): requests of a
+        stage are ordered so that consecutive ones share most of their tokens. At
+        least the last token is always re-evaluated so its logits are fresh."""
+        previous = self.llm._input_ids
+        common = 0
+        for a, b in zip(previous, tokens):
+            if a != b:
+                break
+            common += 1
+        keep = min(common, len(tokens) - 1)
+        if keep > 0:
+            self.llm.n_tokens = keep  # eval() drops the KV cache from here on
+        else:
+            self.llm.reset()
+        self.llm.eval(tokens[keep:])
 
     def close(self) -> None:
         self.llm.close()

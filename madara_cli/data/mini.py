@@ -132,11 +132,12 @@ def generate(n_questions: int = 60, seed: int = 0, n_docs: int = 10) -> list[Exa
                 wrong = rel.answer(rng)
             docs.append(("conflicting", rng.choice(rel.statements)(subject, wrong)))
         while len(docs) < n_docs:
-            # Distractors: same relation about another subject (lexical overlap with the
-            # question), or another fact entirely.
+            # Distractors: a fact about another subject (often the same relation, so it
+            # shares words with the question); with too few facts, a fresh one.
             orel, osub, oans = facts[rng.randrange(len(facts))]
             if osub == subject:
-                continue
+                orel = _RELATIONS[rng.randrange(len(_RELATIONS))]
+                osub, oans = orel.subject(rng), orel.answer(rng)
             docs.append(("distractor", rng.choice(orel.statements)(osub, oans)))
         rng.shuffle(docs)
         pool = tuple(

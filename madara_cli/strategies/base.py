@@ -63,3 +63,34 @@ def generate_answers(ctx: StrategyContext, stage: str, examples: Sequence[Exampl
         Prediction(example_id=ex.id, answer=clean_answer(c.text, ex.task), raw=c.text, doc_ids=tuple(d.id for d in docs))
         for ex, docs, c in zip(examples, selections, outs)
     ]
+
+
+# --------------------------------------------------------------------------- #
+# Helpers shared by the assessment strategies
+# --------------------------------------------------------------------------- #
+
+
+def support_coverage(example: Example, doc_ids: Sequence[str]) -> dict[str, int]:
+    """``supporting_in_topk``: how many of the example's gold supporting documents
+    (``meta["supporting"]``, e.g. MuSiQue's annotated chain, Table 17) are among
+    ``doc_ids``; ``n_supporting``: how many there are. Empty without that meta."""
+    supporting = example.meta.get("supporting")
+    if supporting is None:
+        return {}
+    chosen = set(doc_ids)
+    return {"supporting_in_topk": sum(1 for d in supporting if d in chosen), "n_supporting": len(supporting)}
+
+
+def with_extra(pred: Prediction, **extra: Any) -> Prediction:
+    """``pred`` with ``extra`` merged into its ``extra`` dict."""
+    from dataclasses import replace
+
+    return replace(pred, extra={**pred.extra, **extra})
+
+
+def rounded(values: Sequence[float], digits: int = 4) -> list[float | None]:
+    """JSON-safe list: floats rounded, NaN/inf as None."""
+    import math
+
+    return [None if not math.isfinite(float(v)) else round(float(v), digits) for v in values]
+

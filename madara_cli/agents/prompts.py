@@ -1,0 +1,247 @@
+"""System prompts and user turns of the three document assessors and MAIN-RAG's judge.
+
+Written from the agent descriptions in the MADARA paper (Section 4 and Appendix N):
+one shared base model plays three structurally distinct roles, each scoring one
+retrieved document on a 0-5 guide and answering in JSON.
+
+* **Relevance Assessor** -- does *this* document help answer the question? Sees the
+  question and the one document.
+* **Consistency Verifier** -- does what the document says agree with the other
+  retrieved documents? Sees the document plus short excerpts of the others.
+* **Conflict Detector** -- is the document on the well-supported side of a
+  disagreement between documents, or part of a conflict? Sees the same context as
+  the verifier and reports an *adjustment* in -2..+2, not a 0-5 score
+  (:func:`madara_cli.agents.scoring.conflict_to_score` maps it into the matrix).
+
+The CoT variants (Section 4.1, "CoT De-Polarization") keep each role and its guide
+but require five named reasoning steps first, and add ``reasoning_steps`` (one string
+per step) and ``confidence`` (1-5) to the JSON, ahead of the score.
+
+``logprob`` scoring reads the next-token distribution after the assistant has
+written ``{"score": `` (one forward pass, no sampling). A negative adjustment
+cannot be read off a single next token (``-1`` and ``-2`` share the token ``-``),
+so in that mode the Conflict Detector gets :data:`CONFLICT_LOGPROB_SYSTEM`: the
+same judgement, asked directly on the 0-5 scale whose anchors are the images of the
+adjustments under the mapping (0 = -2, 2.5 = 0, 5 = +2).
+
+The other documents appear as excerpts (their first ~200 characters, cut at a word
+boundary) so that a ten-document context stays near 600 tokens; the document under
+assessment is always shown in full. Every user turn ends with a one-line reminder
+of the reply format: small models follow the last instruction they read far more
+often than the system prompt.
+
+For FEVER examples (``Example.task == "fever"``) the question is a claim to verify:
+the user turn labels it ``Claim:`` and the shared preamble and the relevance guide
+cover claims.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from madara_cli.records import Doc, Example, Message, messages
+
+RELEVANCE, CONSISTENCY, CONFLICT = "relevance", "consistency", "conflict"
+AGENTS: tuple[str, str, str] = (RELEVANCE, CONSISTENCY, CONFLICT)
+AGENT_TITLES = {RELEVANCE: "Relevance Assessor", CONSISTENCY: "Consistency Verifier", CONFLICT: "Conflict Detector"}
+
+EXCERPT_CHARS = 200
+
+_TEAM = (
+    "You are one of three reviewers who check retrieved documents before a question is answered "
+    "(or before a claim is verified). You review exactly one document, the one marked as the document to assess."
+)
+
+_JSON_SCORE = 'Respond with a single JSON object and nothing else: {"score": N} where N is an integer from 0 to 5.'
+_JSON_ADJ = 'Respond with a single JSON object and nothing else: {"adjustment": N} where N is an integer from -2 to 2.'
+
+
+def _cot_json(key: str, value: str) -> str:
+    return (
+        "Write your answer as a single JSON object and nothing else, with the fields in this order:\n"
+        '{"reasoning_steps": ["step 1 ...", "step 2 ...", "step 3 ...", "step 4 ...", "step 5 ..."], '
+        f'"confidence": C, "{key}": {value}}}\n'
+        "reasoning_steps holds one short sentence per step, five in total; confidence is an integer from 1 (guessing) "
+        "to 5 (certain) saying how sure you are of your judgement."
+    )
+
+
+_RELEVANCE_ROLE = (
+    "Your role: Relevance Assessor. Decide how useful the document is for answering the question, "
+    "judging this document on its own."
+)
+_RELEVANCE_GUIDE = (
+    "Scoring guide:\n"
+    "5 = the document states the answer (or the fact that settles the claim) explicitly.\n"
+    "4 = the document gives strong evidence; the answer follows with a small inference.\n"
+    "3 = the document has related facts that partly help, but not the answer itself.\n"
+    "2 = the document is about the same entity or topic but does not help answer.\n"
+    "1 = the document only shares a few words with the question.\n"
+    "0 = the document is unrelated to the question."
+)
+_RELEVANCE_STEPS = (
+    "Reason in five steps before scoring:\n"
+    "1. Identify the key entities of the question and what it asks for.\n"
+    "2. Check whether the document mentions those entities.\n"
+    "3. Assess whether the document gives direct evidence for an answer.\n"
+    "4. Consider whether that evidence applies to the right time and context.\n"
+    "5. Choose the score from the guide."
+)
+
+_CONSISTENCY_ROLE = (
+    "Your role: Consistency Verifier. Decide whether what the document says about the question agrees with "
+    "the other retrieved documents, which you see as short excerpts."
+)
+_CONSISTENCY_GUIDE = (
+    "Scoring guide:\n"
+    "5 = its statements about the question are confirmed by several other documents.\n"
+    "4 = confirmed by at least one other document and contradicted by none.\n"
+    "3 = the other documents neither confirm nor contradict it.\n"
+    "2 = partly at odds with other documents, or it says nothing that bears on the question.\n"
+    "1 = contradicted by most of the documents that address the same point.\n"
+    "0 = flatly contradicted by the other documents."
+)
+_CONSISTENCY_STEPS = (
+    "Reason in five steps before scoring:\n"
+    "1. Extract what the document claims that bears on the question.\n"
+    "2. Find the other documents that address the same point.\n"
+    "3. Note which of them agree and which disagree with the document.\n"
+    "4. Weigh how many documents agree or disagree, and how directly.\n"
+    "5. Choose the score from the guide."
+)
+
+_CONFLICT_ROLE = (
+    "Your role: Conflict Detector. Retrieved documents can disagree about the answer, and some may contain "
+    "altered facts (for example a name, place or date swapped for another). Decide whether the document sides "
+    "with the answer that is best supported across the documents, or takes part in a conflict. "
+    "You see the other documents as short excerpts."
+)
+_CONFLICT_GUIDE = (
+    "Adjustment guide:\n"
+    "+2 = it agrees with the answer most documents support, and no document contradicts it.\n"
+    "+1 = it leans towards the well-supported answer.\n"
+    " 0 = it takes no part in any disagreement about the answer (neutral or unrelated).\n"
+    "-1 = it disagrees with some documents about the answer and the support is unclear.\n"
+    "-2 = it contradicts the answer that most documents support; it is probably wrong or altered."
+)
+_CONFLICT_SCORE_GUIDE = (
+    "Scoring guide:\n"
+    "5 = it agrees with the answer most documents support, and no document contradicts it.\n"
+    "4 = it leans towards the well-supported answer.\n"
+    "2 or 3 = it takes no part in any disagreement about the answer (neutral or unrelated).\n"
+    "1 = it disagrees with some documents about the answer and the support is unclear.\n"
+    "0 = it contradicts the answer that most documents support; it is probably wrong or altered."
+)
+_CONFLICT_STEPS = (
+    "Reason in five steps before deciding:\n"
+    "1. List the candidate answers that the documents give.\n"
+    "2. Determine which candidate has the most support.\n"
+    "3. Identify which candidate this document supports, if any.\n"
+    "4. Judge whether this document is part of a contradiction.\n"
+    "5. Choose the adjustment from the guide."
+)
+
+
+def _join(*parts: str) -> str:
+    return "\n\n".join(parts)
+
+
+BASE_SYSTEM: dict[str, str] = {
+    RELEVANCE: _join(_TEAM, _RELEVANCE_ROLE, _RELEVANCE_GUIDE, _JSON_SCORE),
+    CONSISTENCY: _join(_TEAM, _CONSISTENCY_ROLE, _CONSISTENCY_GUIDE, _JSON_SCORE),
+    CONFLICT: _join(_TEAM, _CONFLICT_ROLE, _CONFLICT_GUIDE, _JSON_ADJ),
+}
+
+COT_SYSTEM: dict[str, str] = {
+    RELEVANCE: _join(_TEAM, _RELEVANCE_ROLE, _RELEVANCE_GUIDE, _RELEVANCE_STEPS, _cot_json("score", "N (integer 0-5)")),
+    CONSISTENCY: _join(_TEAM, _CONSISTENCY_ROLE, _CONSISTENCY_GUIDE, _CONSISTENCY_STEPS, _cot_json("score", "N (integer 0-5)")),
+    CONFLICT: _join(_TEAM, _CONFLICT_ROLE, _CONFLICT_GUIDE, _CONFLICT_STEPS, _cot_json("adjustment", "N (integer -2 to 2)")),
+}
+
+CONFLICT_LOGPROB_SYSTEM = _join(_TEAM, _CONFLICT_ROLE, _CONFLICT_SCORE_GUIDE, _JSON_SCORE)
+
+# The JSON field each agent's generated answer carries, and its valid range.
+SCORE_KEY: dict[str, str] = {RELEVANCE: "score", CONSISTENCY: "score", CONFLICT: "adjustment"}
+
+
+def system_prompt(agent: str, cot: bool = False, logprob: bool = False) -> str:
+    if agent not in AGENTS:
+        raise ValueError(f"unknown agent '{agent}'; valid: {', '.join(AGENTS)}")
+    if logprob:
+        if cot:
+            raise ValueError("logprob scoring has no CoT variant")
+        return CONFLICT_LOGPROB_SYSTEM if agent == CONFLICT else BASE_SYSTEM[agent]
+    return (COT_SYSTEM if cot else BASE_SYSTEM)[agent]
+
+
+def excerpt(doc: Doc, chars: int = EXCERPT_CHARS) -> str:
+    """The first ``chars`` characters of a document, cut at a word boundary."""
+    text = " ".join(doc.render().split())
+    if len(text) <= chars:
+        return text
+    cut = text[:chars]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > chars // 2 else cut).rstrip(" ,;:") + " ..."
+
+
+def _query_line(example: Example) -> str:
+    return f"Claim: {example.question}" if example.task == "fever" else f"Question: {example.question}"
+
+
+def _reminder(agent: str, cot: bool) -> str:
+    key, scale = (SCORE_KEY[agent], "-2 to 2") if agent == CONFLICT else ("score", "0 to 5")
+    if cot:
+        return f'Reply with the JSON object only: five reasoning_steps, then confidence (1 to 5), then "{key}" ({scale}).'
+    return f'Reply with the JSON object only: {{"{key}": N}} with N from {scale}.'
+
+
+def assessor_user(
+    example: Example, docs: Sequence[Doc], index: int, agent: str, cot: bool = False, logprob: bool = False, reasoning: Sequence[str] = ()
+) -> str:
+    """The user turn for ``agent`` assessing ``docs[index]``. The relevance assessor
+    sees the document alone; the other two also see excerpts of the rest, labelled by
+    retrieval rank. The turn ends with a one-line reminder of the reply format (small
+    models follow the last instruction they read far better than the system prompt)."""
+    doc = docs[index]
+    parts = [_query_line(example), f"Document to assess [{index + 1}]:\n{doc.render()}"]
+    if agent != RELEVANCE:
+        others = [f"[{j + 1}] {excerpt(d)}" for j, d in enumerate(docs) if j != index]
+        parts.append("Other retrieved documents (excerpts):\n" + ("\n".join(others) if others else "(none)"))
+    if reasoning:
+        chain = "\n".join(f"{i + 1}. {step.strip()}" for i, step in enumerate(reasoning))
+        parts.append(f"Reasoning steps already written for this document (copy them into reasoning_steps and base your {SCORE_KEY[agent]} on them):\n{chain}")
+    parts.append(_reminder(RELEVANCE if logprob else agent, cot))
+    return "\n\n".join(parts)
+
+
+def assessor_messages(example: Example, docs: Sequence[Doc], index: int, agent: str, cot: bool = False, logprob: bool = False) -> tuple[Message, ...]:
+    return messages(system_prompt(agent, cot=cot, logprob=logprob), assessor_user(example, docs, index, agent, cot=cot, logprob=logprob))
+
+
+def conditioned_messages(example: Example, docs: Sequence[Doc], index: int, agent: str, reasoning: Sequence[str] | str) -> tuple[Message, ...]:
+    """Score a document *given* a reasoning chain (the RSC probe's perturbed rescoring,
+    paper Section 3.1): the CoT prompt of ``agent`` and the usual user turn with the
+    chain to rely on inserted before the format reminder. The reply is parsed like a
+    CoT reply (its score field is what counts)."""
+    steps = [reasoning] if isinstance(reasoning, str) else list(reasoning)
+    steps = [s for s in steps if s and s.strip()] or ["(no reasoning)"]
+    return messages(system_prompt(agent, cot=True), assessor_user(example, docs, index, agent, cot=True, reasoning=steps))
+
+
+# --------------------------------------------------------------------------- #
+# MAIN-RAG judge (Chang et al., ACL 2025): Yes/No on (document, question, answer)
+# --------------------------------------------------------------------------- #
+
+JUDGE_SYSTEM = (
+    "You are a judge who checks retrieved evidence. You are given a document, a question (or a claim) and a "
+    "candidate answer produced from that document. Decide whether the document provides information that "
+    "supports answering the question with this answer. Reply with one word: Yes or No."
+)
+
+
+def judge_messages(example: Example, doc: Doc, answer: str) -> tuple[Message, ...]:
+    if example.task == "fever":
+        user = f"Document:\n{doc.render()}\n\nClaim: {example.question}\nCandidate verdict: {answer}\n\nDoes the document support this verdict? Yes or No?"
+    else:
+        user = f"Document:\n{doc.render()}\n\nQuestion: {example.question}\nCandidate answer: {answer}\n\nDoes the document support this answer? Yes or No?"
+    return messages(JUDGE_SYSTEM, user)

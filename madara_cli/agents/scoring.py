@@ -1,0 +1,476 @@
+"""The three-agent scorer (base and CoT), score parsing and the score matrix.
+
+Source: the MADARA paper, Section 4 (three-agent assessment, CoT de-polarization),
+Section 5.3 (weighted aggregation 0.4/0.3/0.3) and Appendix N (agent outputs).
+
+Every (document, agent) pair of every example of a cell is one request, and the
+whole cell is scored in ONE batched call (stage ``score``, ``score-cot`` or
+``score-logprob``), sent agent-major so that a sequential engine reuses each
+agent's system prompt from its KV cache. Code outside the strategies that wants
+the same cached scores (the RSC probe) builds its requests with :func:`agent_request`. Requests depend only on the example, its retrieved documents,
+the agent, the CoT flag, the scoring mode, the generation lengths, the model
+temperature and ``cfg.seed`` -- never on the strategy -- so 3-Agent, SDA, ATF, RRF
+and PDE read the same cached base scores, and CoT and SDA+CoT the same CoT scores.
+
+Cost: 3 agents x m documents calls per query (30 for the paper's top-10). The
+paper's Table 18 note says "3-Agent/CoT/SDA ~ 19" calls per query; that figure is
+not derivable from its description of the agents, so we do not try to match it.
+
+Two scoring modes (``strategy.scoring``):
+
+* ``generate`` -- the agent writes JSON at the model's temperature
+  (``generation.score_max_tokens``, or ``cot_max_tokens`` for CoT; base replies
+  stop at the first ``}``) and :func:`parse_completion` reads it.
+* ``logprob`` -- one forward pass after the assistant prefix ``{"score": ``; the
+  score is the expectation sum_i p_i * i over the candidates "0".."5", with the
+  probabilities renormalised over the candidates (:func:`expected_score`). CoT has
+  no logprob variant (its reasoning must be generated first).
+
+Conflict adjustments. The Conflict Detector reports an adjustment a in -2..+2.
+It enters the 0-5 matrix as ``2.5 + 1.25 * a`` (-2 -> 0, -1 -> 1.25, 0 -> 2.5,
++1 -> 3.75, +2 -> 5): a linear map that sends the neutral verdict to the middle of
+the scale and the two extremes to the scale's ends, so the detector weighs as much
+as the other agents in the weighted sum and in every rank-based aggregation. In
+logprob mode it answers on 0-5 directly with the same anchors (see prompts.py).
+
+Parsing (:func:`parse_score`), in order:
+
+1. JSON: the first ``{...}`` in the reply that decodes to an object holding the
+   agent's key (``score``; ``adjustment`` for the Conflict Detector). Code fences
+   and text before or after the object are ignored.
+2. Key regex: ``key"?\\s*[:=]\\s*"?([+-]?\\d+(\\.\\d+)?)`` anywhere in the reply
+   (single quotes, trailing commas, a cut-off CoT object whose score was written).
+3. A lone number: the reply is nothing but one number (give or take quotes,
+   fences and punctuation), or holds exactly one ``N/5`` / ``N out of 5``. A number
+   inside prose ("document [3] is ...") is never taken for a score.
+4. Otherwise a failure.
+
+A value outside the agent's range (0-5; -2..+2) is a **failure**, not clipped:
+an out-of-range number usually means the model used another scale (0-10, 1-100),
+and clipping it would manufacture exactly the 0/5 extremes whose rate we report.
+Failures are NaN in :attr:`ScoreMatrix.scores` with ``failed`` set and the reason
+kept (``empty``, ``no_score``, ``not_numeric``, ``out_of_range``, ``no_mass``);
+:meth:`ScoreMatrix.imputed` fills them with the example's mean for that agent (2.5
+when the agent failed on every document) for selection, and the failure rate is
+reported per cell in ``metrics.json`` under ``assessment``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from madara_cli.agents.prompts import AGENTS, CONFLICT, SCORE_KEY, assessor_messages
+from madara_cli.records import ChatRequest, Completion, Doc, Example, ScoreRequest
+
+DIGITS: tuple[str, ...] = ("0", "1", "2", "3", "4", "5")
+LOGPROB_PREFIX = '{"score": '
+NEUTRAL = 2.5  # imputation when an agent failed on every document of an example
+SCORING_MODES = ("generate", "logprob")
+# Base scoring stops at the first "}": {"score": N} is complete there, and a chatty
+# model's explanation after it would cost tokens on every one of the 3 m calls per
+# query. Engines drop the stop string, so _read puts the brace back before parsing.
+# CoT replies are not stopped: a model that writes its steps as objects
+# ([{"step": 1, ...}]) would be cut before its score.
+SCORE_STOP: tuple[str, ...] = ("}",)
+
+# Valid range of each agent's raw output (before mapping to 0-5).
+RANGE: dict[str, tuple[float, float]] = {"relevance": (0.0, 5.0), "consistency": (0.0, 5.0), "conflict": (-2.0, 2.0)}
+
+FAILURE_REASONS = ("empty", "no_score", "not_numeric", "out_of_range", "no_mass")
+
+
+def conflict_to_score(adjustment: float) -> float:
+    """Conflict Detector adjustment (-2..+2) -> 0-5 score: ``2.5 + 1.25 * a``."""
+    return NEUTRAL + 1.25 * float(adjustment)
+
+
+# --------------------------------------------------------------------------- #
+# Parsing
+# --------------------------------------------------------------------------- #
+
+
+@dataclass(frozen=True)
+class ParsedScore:
+    """One agent reply, read. ``value`` is on the 0-5 matrix scale (NaN on failure);
+    ``raw_value`` is what the agent wrote (an adjustment for the Conflict Detector)."""
+
+    value: float
+    raw_value: float | None = None
+    failure: str | None = None  # one of FAILURE_REASONS, None when valid
+    method: str | None = None  # json | regex | lone
+    reasoning: tuple[str, ...] = ()
+    confidence: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
+
+
+_NUM = r"[+-]?\d+(?:\.\d+)?"
+_LONE_OF_FIVE = re.compile(rf"(?<![\w.])({_NUM})\s*(?:/|out of)\s*5\b", re.IGNORECASE)
+_ONLY_NUMBER = re.compile(rf"^[\s`'\"*:(\[{{]*({_NUM})[\s`'\"*.!)\]}}]*$")
+_STEPS_START = re.compile(r"[\"']?reasoning_steps[\"']?\s*:\s*\[", re.IGNORECASE)
+_JSON_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
+_CONFIDENCE = re.compile(r"[\"']?confidence[\"']?\s*[:=]\s*\"?(\d+)", re.IGNORECASE)
+
+
+def _key_regex(key: str) -> re.Pattern[str]:
+    return re.compile(rf"[\"']?{key}[\"']?\s*[:=]\s*[\"']?({_NUM})", re.IGNORECASE)
+
+
+_KEY_RE = {k: _key_regex(k) for k in set(SCORE_KEY.values())}
+
+
+def _json_objects(text: str):
+    """Every JSON object that starts at some ``{`` of ``text``, in order."""
+    decoder = json.JSONDecoder()
+    for m in re.finditer(r"\{", text):
+        try:
+            obj, _ = decoder.raw_decode(text, m.start())
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            yield obj
+
+
+def _as_number(v: Any) -> float | None:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)):
+        return float(v)
+    if isinstance(v, str):
+        m = re.fullmatch(rf"\s*({_NUM})\s*", v)
+        if m:
+            return float(m.group(1))
+    return None
+
+
+def _steps_from(value: Any) -> tuple[str, ...]:
+    if isinstance(value, list):
+        return tuple(s if isinstance(s, str) else json.dumps(s, ensure_ascii=False) for s in value if s not in (None, ""))
+    if isinstance(value, str) and value.strip():
+        return (value.strip(),)
+    return ()
+
+
+def _steps_regex(text: str) -> tuple[str, ...]:
+    """Reasoning steps from a reply whose JSON does not decode (cut off, malformed):
+    the quoted strings after ``reasoning_steps: [`` up to ``]``."""
+    m = _STEPS_START.search(text)
+    if not m:
+        return ()
+    rest = text[m.end() :]
+    end = rest.find("]")
+    body = rest if end < 0 else rest[:end]
+    out = []
+    for s in _JSON_STRING.findall(body):
+        try:
+            out.append(json.loads(f'"{s}"'))
+        except ValueError:
+            out.append(s)
+    return tuple(s for s in out if s.strip())
+
+
+def _confidence(v: Any) -> int | None:
+    n = _as_number(v)
+    if n is None or not n.is_integer() or not 1 <= n <= 5:
+        return None
+    return int(n)
+
+
+def parse_score(text: str, agent: str) -> ParsedScore:
+    """Read one agent reply (see the module docstring for the rules)."""
+    if agent not in RANGE:
+        raise ValueError(f"unknown agent '{agent}'; valid: {', '.join(AGENTS)}")
+    key = SCORE_KEY[agent]
+    if not text or not text.strip():
+        return ParsedScore(math.nan, failure="empty")
+
+    raw: float | None = None
+    method: str | None = None
+    reasoning: tuple[str, ...] = ()
+    confidence: int | None = None
+    not_numeric = False
+    for obj in _json_objects(text):
+        if key not in obj:
+            continue
+        reasoning = _steps_from(obj.get("reasoning_steps"))
+        confidence = _confidence(obj.get("confidence"))
+        raw = _as_number(obj[key])
+        if raw is None:
+            not_numeric = True
+        method = "json"
+        break
+    if raw is None:
+        m = _KEY_RE[key].search(text)
+        if m:
+            raw, method, not_numeric = float(m.group(1)), "regex", False
+    if raw is None and not not_numeric:
+        only = _ONLY_NUMBER.match(text)
+        numbers = [only.group(1)] if only else (_LONE_OF_FIVE.findall(text) if agent != CONFLICT else [])
+        if len(numbers) == 1:
+            raw, method = float(numbers[0]), "lone"
+    if not reasoning:
+        reasoning = _steps_regex(text)
+    if confidence is None:
+        m = _CONFIDENCE.search(text)
+        confidence = _confidence(m.group(1)) if m else None
+    if raw is None:
+        return ParsedScore(math.nan, failure="not_numeric" if not_numeric else "no_score", reasoning=reasoning, confidence=confidence)
+    lo, hi = RANGE[agent]
+    if not (math.isfinite(raw) and lo <= raw <= hi):
+        return ParsedScore(math.nan, raw_value=raw, failure="out_of_range", method=method, reasoning=reasoning, confidence=confidence)
+    value = conflict_to_score(raw) if agent == CONFLICT else raw
+    return ParsedScore(value, raw_value=raw, method=method, reasoning=reasoning, confidence=confidence)
+
+
+def expected_score(logprobs: Mapping[str, float] | None, candidates: Sequence[str] = DIGITS) -> float:
+    """``sum_i p_i * value_i`` with ``p`` the candidates' probabilities renormalised
+    over the candidates (candidates with ``-inf`` get zero mass); NaN when no
+    candidate has any mass."""
+    if not logprobs:
+        return math.nan
+    values = np.array([float(c) for c in candidates])
+    lp = np.array([logprobs.get(c, -math.inf) for c in candidates], dtype=float)
+    finite = np.isfinite(lp)
+    if not finite.any():
+        return math.nan
+    p = np.zeros_like(lp)
+    p[finite] = np.exp(lp[finite] - lp[finite].max())
+    p /= p.sum()
+    return float(p @ values)
+
+
+# --------------------------------------------------------------------------- #
+# The score matrix
+# --------------------------------------------------------------------------- #
+
+
+@dataclass(frozen=True, eq=False)
+class ScoreMatrix:
+    """One example's assessment: m documents (rows, retrieval order) x A agents.
+
+    ``scores`` is on the 0-5 scale with NaN where ``failed``; ``raw`` holds each
+    agent's reply (for logprob mode, the candidates' log-probabilities as JSON);
+    ``reasoning`` and ``confidence`` are filled by CoT scoring.
+    """
+
+    example_id: str
+    doc_ids: tuple[str, ...]
+    agents: tuple[str, ...]
+    scores: np.ndarray  # (m, A) float
+    failed: np.ndarray  # (m, A) bool
+    failure_reasons: tuple[tuple[str | None, ...], ...]
+    raw: tuple[tuple[str, ...], ...]
+    reasoning: tuple[tuple[tuple[str, ...], ...], ...] = ()
+    confidence: tuple[tuple[int | None, ...], ...] = ()
+    hit_max_tokens: int = 0  # replies cut by the token limit
+
+    @property
+    def m(self) -> int:
+        return self.scores.shape[0]
+
+    def imputed(self) -> np.ndarray:
+        """Scores with each failure replaced by the example's mean for that agent
+        (:data:`NEUTRAL` when the agent failed on every document)."""
+        return impute(self.scores)
+
+    def to_json(self, digits: int = 3) -> list[list[float | None]]:
+        return [[None if math.isnan(v) else round(float(v), digits) for v in row] for row in self.scores]
+
+
+def impute(scores: np.ndarray) -> np.ndarray:
+    """Replace NaN by the mean of the finite entries of the same column (agent), or
+    :data:`NEUTRAL` for a column without any."""
+    s = np.array(scores, dtype=float, copy=True)
+    if s.ndim == 1:
+        s = s[:, None]
+    for j in range(s.shape[1]):
+        col = s[:, j]
+        bad = ~np.isfinite(col)
+        if bad.any():
+            good = col[~bad]
+            col[bad] = good.mean() if good.size else NEUTRAL
+    return s
+
+
+def _check_mode(mode: str, cot: bool) -> None:
+    from madara_cli.config import ConfigError  # a user-fixable setting: one line, exit 2
+
+    if mode not in SCORING_MODES:
+        raise ConfigError(f"unknown strategy.scoring '{mode}'; valid: {', '.join(SCORING_MODES)}")
+    if mode == "logprob" and cot:
+        raise ConfigError("strategy.scoring=logprob has no CoT variant (the reasoning must be generated); use scoring=generate with cot=true")
+
+
+def agent_request(
+    example: Example, docs: Sequence[Doc], index: int, agent: str, *, cot: bool, mode: str, max_tokens: int, temperature: float, seed: int
+) -> ChatRequest | ScoreRequest:
+    """The one request of ``agent`` assessing ``docs[index]``. Anything that wants to
+    share cached scores with the strategies (the RSC probe's normal CoT scores) must
+    build its requests here."""
+    _check_mode(mode, cot)
+    if mode == "logprob":
+        return ScoreRequest(messages=assessor_messages(example, docs, index, agent, logprob=True), candidates=DIGITS, prefix=LOGPROB_PREFIX)
+    return ChatRequest(
+        messages=assessor_messages(example, docs, index, agent, cot=cot),
+        max_tokens=max_tokens,
+        temperature=temperature,
+        seed=seed,
+        stop=() if cot else SCORE_STOP,
+    )
+
+
+def score_requests(
+    example: Example, *, cot: bool, mode: str, max_tokens: int, temperature: float, seed: int
+) -> list[ChatRequest | ScoreRequest]:
+    """The requests of one example, document-major: (doc 0, agent 0), (doc 0, agent 1), ..."""
+    _check_mode(mode, cot)
+    docs = example.docs or ()
+    return [
+        agent_request(example, docs, i, agent, cot=cot, mode=mode, max_tokens=max_tokens, temperature=temperature, seed=seed)
+        for i in range(len(docs))
+        for agent in AGENTS
+    ]
+
+
+def stage_name(cot: bool, mode: str) -> str:
+    return "score-logprob" if mode == "logprob" else ("score-cot" if cot else "score")
+
+
+def parse_completion(completion: Completion, agent: str, mode: str = "generate") -> ParsedScore:
+    """Read one agent completion (restoring the ``}`` the stop string removed)."""
+    return _read(completion, agent, mode)[0]
+
+
+def _read(completion: Completion, agent: str, mode: str) -> tuple[ParsedScore, str]:
+    if mode == "logprob":
+        lp = completion.logprobs or {}
+        value = expected_score(lp, DIGITS)
+        raw = json.dumps({c: (None if not math.isfinite(v) else round(v, 4)) for c, v in lp.items()})
+        if math.isnan(value):
+            return ParsedScore(math.nan, failure="no_mass"), raw
+        return ParsedScore(value, raw_value=value, method="logprob"), raw
+    text = completion.text
+    if completion.finish_reason == "stop" and text.count("{") > text.count("}"):
+        text += "}"
+    return parse_score(text, agent), text
+
+
+def build_matrix(example: Example, completions: Sequence[Completion], mode: str) -> ScoreMatrix:
+    """Assemble one example's matrix from its document-major completions."""
+    docs = example.docs or ()
+    m, a = len(docs), len(AGENTS)
+    scores = np.full((m, a), math.nan)
+    reasons: list[list[str | None]] = [[None] * a for _ in range(m)]
+    raw: list[list[str]] = [[""] * a for _ in range(m)]
+    reasoning: list[list[tuple[str, ...]]] = [[()] * a for _ in range(m)]
+    confidence: list[list[int | None]] = [[None] * a for _ in range(m)]
+    cut = 0
+    for n, c in enumerate(completions):
+        i, j = divmod(n, a)
+        parsed, raw[i][j] = _read(c, AGENTS[j], mode)
+        scores[i, j] = parsed.value
+        reasons[i][j] = parsed.failure
+        reasoning[i][j] = parsed.reasoning
+        confidence[i][j] = parsed.confidence
+        cut += int(c.finish_reason == "length")
+    return ScoreMatrix(
+        example_id=example.id,
+        doc_ids=tuple(d.id for d in docs),
+        agents=AGENTS,
+        scores=scores,
+        failed=np.array([[r is not None for r in row] for row in reasons], dtype=bool).reshape(m, a),
+        failure_reasons=tuple(tuple(r) for r in reasons),
+        raw=tuple(tuple(r) for r in raw),
+        reasoning=tuple(tuple(r) for r in reasoning),
+        confidence=tuple(tuple(r) for r in confidence),
+        hit_max_tokens=cut,
+    )
+
+
+def assess(ctx: Any, examples: Sequence[Example], cot: bool | None = None, mode: str | None = None) -> list[ScoreMatrix]:
+    """Score every document of every example with the three agents: ONE batched call.
+
+    ``ctx`` is a :class:`~madara_cli.strategies.base.StrategyContext`; ``cot`` and
+    ``mode`` default to ``ctx.strategy.cot`` and ``ctx.strategy.scoring``.
+    """
+    cot = bool(ctx.strategy.cot) if cot is None else cot
+    mode = str(ctx.strategy.scoring) if mode is None else mode
+    gen = ctx.cfg.generation
+    max_tokens = int(gen.cot_max_tokens if cot else gen.score_max_tokens)
+    per_example = [score_requests(ex, cot=cot, mode=mode, max_tokens=max_tokens, temperature=ctx.temperature, seed=ctx.seed) for ex in examples]
+    # Sent agent-major (every relevance request of the cell, then every consistency
+    # request, ...): consecutive prompts then share the agent's system prompt, which a
+    # sequential engine (llama.cpp) reuses from its KV cache. vLLM's prefix cache does
+    # not care about order. The cache key of a request does not depend on its position.
+    a = len(AGENTS)
+    order = [(e, n) for j in range(a) for e, reqs in enumerate(per_example) for n in range(j, len(reqs), a)]
+    flat = [per_example[e][n] for e, n in order]
+    stage = stage_name(cot, mode)
+    if mode == "logprob":
+        outs = ctx.llm.logprobs(stage, flat) if flat else []
+    else:
+        outs = ctx.llm.chat(stage, flat) if flat else []
+    back: list[list[Completion | None]] = [[None] * len(reqs) for reqs in per_example]
+    for (e, n), c in zip(order, outs):
+        back[e][n] = c
+    mats = [build_matrix(ex, comps, mode) for ex, comps in zip(examples, back)]
+    return mats
+
+
+# --------------------------------------------------------------------------- #
+# Cell report: failures and polarization (Section 4.1: 80.8% -> 3.5% extremes)
+# --------------------------------------------------------------------------- #
+
+
+def _stats(values: np.ndarray, failed: np.ndarray) -> dict[str, Any]:
+    n = int(failed.size)
+    valid = values[~failed]
+    extreme = np.isclose(valid, 0.0) | np.isclose(valid, 5.0)
+    return {
+        "n_scores": n,
+        "n_valid": int(valid.size),
+        "parse_failure_rate": float(failed.sum()) / n if n else 0.0,
+        "extreme_score_rate": float(extreme.mean()) if valid.size else None,
+        "mean_score": float(valid.mean()) if valid.size else None,
+    }
+
+
+def assessment_report(mats: Sequence[ScoreMatrix], cot: bool = False, mode: str = "generate") -> dict[str, Any]:
+    """Per-cell assessment statistics for ``metrics.json``.
+
+    ``parse_failure_rate``: failed / requested scores. ``extreme_score_rate``: share
+    of valid scores equal to 0 or 5 on the matrix scale (the paper's polarization;
+    a Conflict Detector adjustment of -2/+2 counts, as it maps to 0/5).
+    ``mean_score``: mean valid score. The same per agent under ``by_agent``, failure
+    reasons under ``failures``. JSON-safe (``None`` where undefined, never NaN).
+    """
+    agents = mats[0].agents if mats else AGENTS
+    if mats:
+        values = np.concatenate([m.scores for m in mats if m.m] or [np.empty((0, len(agents)))])
+        failed = np.concatenate([m.failed for m in mats if m.m] or [np.empty((0, len(agents)), dtype=bool)])
+    else:
+        values, failed = np.empty((0, len(agents))), np.empty((0, len(agents)), dtype=bool)
+    report: dict[str, Any] = {"mode": mode, "cot": bool(cot), **_stats(values, failed)}
+    reasons: dict[str, int] = {}
+    for m in mats:
+        for row in m.failure_reasons:
+            for r in row:
+                if r is not None:
+                    reasons[r] = reasons.get(r, 0) + 1
+    report["failures"] = dict(sorted(reasons.items()))
+    report["by_agent"] = {a: _stats(values[:, j], failed[:, j]) for j, a in enumerate(agents)}
+    if mode == "generate":
+        n = int(failed.size)
+        report["hit_max_tokens_rate"] = sum(m.hit_max_tokens for m in mats) / n if n else 0.0
+    if cot:
+        with_steps = sum(1 for m in mats for row in m.reasoning for steps in row if steps)
+        report["reasoning_rate"] = with_steps / failed.size if failed.size else 0.0
+    return report

@@ -1,0 +1,127 @@
+"""Scoring treatments: three-agent assessment, then rerank or filter, then one
+generation over the selected documents.
+
+Source: the MADARA paper, Section 5.3 and Appendices B-C.
+
+* ``three_agent`` -- 3-Agent baseline: weighted aggregate (0.4/0.3/0.3), top-k.
+* ``cot``         -- CoT de-polarization (Section 4.1): the same with CoT scores.
+* ``sda``         -- Score Distribution Alignment (Algorithm 1): per-agent percentile
+  ranks, uniform weights, x5, top-k.
+* ``sda_cot``     -- SDA over CoT scores.
+* ``atf``         -- Adaptive Threshold Filtering (Section 4.3): keep aggregate
+  scores >= mu - kappa*sigma, at least ``min_keep``, at most ``top_k``, descending.
+* ``rrf``         -- Reciprocal Rank Fusion of the agents' rankings, k = 60 (Appendix C).
+
+Each reads its settings from ``cfg.strategy`` (``cot``, ``weights``, ``top_k``,
+``kappa``, ``min_keep``, ``rrf_k``, ``scoring``); ``configs/strategy/<name>.yaml``
+holds the paper's values. All of them issue the same scoring requests (see
+:mod:`madara_cli.agents.scoring`), so after the first one the rest only pay for
+their final generation -- and not even that when their selection coincides.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+from madara_cli.agents.scoring import ScoreMatrix, assess, assessment_report
+from madara_cli.records import Example, Prediction
+from madara_cli.strategies.base import STRATEGIES, StrategyContext, generate_answers, rounded, support_coverage, with_extra
+from madara_cli.strategies.selection import atf_select, atf_threshold, rrf_fuse, sda_rank, top_k, weighted_aggregate
+
+
+def scored(ctx: StrategyContext, examples: Sequence[Example]) -> list[ScoreMatrix]:
+    """Run the three agents over the cell (one batched call) and record the
+    assessment statistics in ``ctx.report["assessment"]``."""
+    cot, mode = bool(ctx.strategy.cot), str(ctx.strategy.scoring)
+    mats = assess(ctx, examples, cot=cot, mode=mode)
+    ctx.report["assessment"] = assessment_report(mats, cot=cot, mode=mode)
+    return mats
+
+
+def selection_report(selections: Sequence[Sequence[int]]) -> dict:
+    sizes = [len(s) for s in selections]
+    return {"mean_selected": round(float(np.mean(sizes)), 4) if sizes else 0.0, "min_selected": min(sizes, default=0), "max_selected": max(sizes, default=0)}
+
+
+# A ranking: score matrix -> one value per document (higher = better), with its settings.
+Ranking = Callable[[StrategyContext, np.ndarray], np.ndarray]
+
+
+def _weighted(ctx: StrategyContext, s: np.ndarray) -> np.ndarray:
+    return weighted_aggregate(s, list(ctx.strategy.weights))
+
+
+def _sda(ctx: StrategyContext, s: np.ndarray) -> np.ndarray:
+    return sda_rank(s, list(ctx.strategy.weights))
+
+
+def _rrf(ctx: StrategyContext, s: np.ndarray) -> np.ndarray:
+    return rrf_fuse(s, k=int(ctx.strategy.rrf_k), weights=list(ctx.strategy.weights))
+
+
+def _select_and_generate(
+    ctx: StrategyContext,
+    examples: Sequence[Example],
+    ranking: Ranking,
+    select: Callable[[np.ndarray], list[int]],
+    describe: Callable[[np.ndarray], dict] | None = None,
+) -> list[Prediction]:
+    mats = scored(ctx, examples)
+    values = [ranking(ctx, m.scores) for m in mats]
+    picks = [select(v) for v in values]
+    selections = [[(ex.docs or ())[i] for i in idx] for ex, idx in zip(examples, picks)]
+    preds = generate_answers(ctx, "generate", examples, selections)
+    ctx.report["selection"] = selection_report(picks)
+    out = []
+    for ex, pred, m, v, idx in zip(examples, preds, mats, values, picks):
+        out.append(
+            with_extra(
+                pred,
+                scores=m.to_json(),
+                score_failures=int(m.failed.sum()),
+                ranking=rounded(v),
+                selected=idx,
+                **support_coverage(ex, pred.doc_ids),
+                **(describe(v) if describe else {}),
+            )
+        )
+    return out
+
+
+@STRATEGIES.register("three_agent")
+@STRATEGIES.register("cot")
+def weighted_rerank(ctx: StrategyContext, examples: Sequence[Example]) -> list[Prediction]:
+    """3-Agent baseline / CoT de-polarization: rerank by the weighted aggregate, top-k."""
+    k = int(ctx.strategy.top_k)
+    return _select_and_generate(ctx, examples, _weighted, lambda v: top_k(v, k))
+
+
+@STRATEGIES.register("sda")
+@STRATEGIES.register("sda_cot")
+def score_distribution_alignment(ctx: StrategyContext, examples: Sequence[Example]) -> list[Prediction]:
+    """SDA (Algorithm 1): rerank by the weighted mean of per-agent percentile ranks, top-k."""
+    k = int(ctx.strategy.top_k)
+    return _select_and_generate(ctx, examples, _sda, lambda v: top_k(v, k))
+
+
+@STRATEGIES.register("rrf")
+def reciprocal_rank_fusion(ctx: StrategyContext, examples: Sequence[Example]) -> list[Prediction]:
+    """RRF over the three agents' rankings (Appendix C), top-k."""
+    k = int(ctx.strategy.top_k)
+    return _select_and_generate(ctx, examples, _rrf, lambda v: top_k(v, k))
+
+
+@STRATEGIES.register("atf")
+def adaptive_threshold_filtering(ctx: StrategyContext, examples: Sequence[Example]) -> list[Prediction]:
+    """ATF (Section 4.3): filter the weighted aggregate at mu - kappa*sigma."""
+    st = ctx.strategy
+    kappa, lo, hi = float(st.kappa), int(st.min_keep), int(st.top_k)
+    return _select_and_generate(
+        ctx,
+        examples,
+        _weighted,
+        lambda v: atf_select(v, kappa=kappa, min_keep=lo, max_keep=hi),
+        lambda v: {"threshold": rounded([atf_threshold(v, kappa)])[0]},
+    )

@@ -1,0 +1,87 @@
+"""MAIN-RAG (Chang et al., ACL 2025; summarised in paper/002): the three-agent
+filtering pipeline the MADARA paper starts from.
+
+1. Predictor -- answers the question from each retrieved document alone. These are
+   exactly PDE's per-document extraction requests (stage ``pde-extract``), so PDE
+   and MAIN-RAG share them through the cache.
+2. Judge -- for each (document, question, answer) triple, one forward pass reads
+   the next-token log-probabilities of "Yes" and "No"; the document's score is
+   ``log P(Yes) - log P(No)`` (stage ``main-rag-judge``). A candidate the engine
+   gave no probability (``-inf``, possible with engines that return only a top-n
+   list) is floored at :data:`LOGPROB_FLOOR`; with neither, the score is NaN and
+   the document is dropped.
+3. Adaptive filter -- keep documents scoring at least ``mean - n * sigma`` over the
+   query's documents (``strategy.main_rag_n``, default 0: the mean), in descending
+   score order, with no cap at ``top_k`` (MAIN-RAG keeps every document above the
+   threshold).
+4. Final-Predictor -- the ordinary generator over the kept documents (stage ``generate``).
+
+Calls per query: m extraction + m judge + 1 generation.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+from madara_cli.agents.prompts import judge_messages
+from madara_cli.records import Completion, Example, Prediction, ScoreRequest
+from madara_cli.strategies.assessed import selection_report
+from madara_cli.strategies.base import STRATEGIES, StrategyContext, generate_answers, rounded, support_coverage, with_extra
+from madara_cli.strategies.pde import per_document_extraction
+from madara_cli.strategies.selection import main_rag_select
+
+JUDGE_CANDIDATES = ("Yes", "No")
+JUDGE_STAGE = "main-rag-judge"
+LOGPROB_FLOOR = -50.0
+
+
+def judge_score(completion: Completion) -> float:
+    """``log P(Yes) - log P(No)``; -inf floored at :data:`LOGPROB_FLOOR`; NaN if both missing."""
+    lp = completion.logprobs or {}
+    yes, no = lp.get("Yes", -math.inf), lp.get("No", -math.inf)
+    if not math.isfinite(yes) and not math.isfinite(no):
+        return math.nan
+    return max(yes, LOGPROB_FLOOR) - max(no, LOGPROB_FLOOR)
+
+
+@STRATEGIES.register("main_rag")
+def main_rag(ctx: StrategyContext, examples: Sequence[Example]) -> list[Prediction]:
+    n = float(ctx.strategy.main_rag_n)
+    picks = [list(range(len(ex.docs or ()))) for ex in examples]
+    answers = per_document_extraction(ctx, examples, picks)
+    reqs = [
+        ScoreRequest(messages=judge_messages(ex, doc, ans), candidates=JUDGE_CANDIDATES)
+        for ex, per_doc in zip(examples, answers)
+        for doc, (ans, _) in zip(ex.docs or (), per_doc)
+    ]
+    outs = ctx.llm.logprobs(JUDGE_STAGE, reqs) if reqs else []
+    judged, pos = [], 0
+    for ex in examples:
+        m = len(ex.docs or ())
+        judged.append(np.array([judge_score(c) for c in outs[pos : pos + m]], dtype=float))
+        pos += m
+    kept = [main_rag_select(s, n) for s in judged]
+    selections = [[(ex.docs or ())[i] for i in idx] for ex, idx in zip(examples, kept)]
+    preds = generate_answers(ctx, "generate", examples, selections)
+    n_failed = int(sum(np.isnan(s).sum() for s in judged))
+    n_total = int(sum(s.size for s in judged))
+    ctx.report["selection"] = selection_report(kept)
+    ctx.report["main_rag"] = {"n": n, "judge_failure_rate": round(n_failed / n_total, 6) if n_total else 0.0}
+    out = []
+    for ex, pred, s, idx, per_doc in zip(examples, preds, judged, kept, answers):
+        finite = s[np.isfinite(s)]
+        tau = float(finite.mean() - n * finite.std()) if finite.size else math.nan
+        out.append(
+            with_extra(
+                pred,
+                judge_scores=rounded(s),
+                threshold=rounded([tau])[0],
+                predictor_answers=[a for a, _ in per_doc],
+                selected=idx,
+                **support_coverage(ex, pred.doc_ids),
+            )
+        )
+    return out

@@ -1,0 +1,126 @@
+"""Per-Document Extraction (PDE) and its component ablation.
+
+Source: the MADARA paper, Section 4.4, Table 1 and Algorithm 2 (PDE mode).
+
+1. choose k documents -- ``selection: assessed`` takes the top-k by the weighted
+   three-agent aggregate (0.4/0.3/0.3); ``selection: random`` draws k documents
+   uniformly, seeded by ``cfg.seed`` and the example id, with no assessment call;
+2. answer from each chosen document alone with the factoid (or FEVER) generator --
+   one request per document, stage ``pde-extract``;
+3. vote -- answers are grouped by normalised string (:func:`metrics.normalize`);
+   ``vote: score`` sums each group's aggregate scores, ``vote: uniform`` counts
+   members. Ties go to the larger group, then to the group holding the
+   highest-ranked document (:func:`selection.pde_vote`). Random selections are
+   ranked in retrieval order. FEVER votes over the SUPPORTS/REFUTES labels.
+
+The strategies of Table 1:
+
+=============  =========  =======  ==========================================
+name           selection  vote     calls per query
+=============  =========  =======  ==========================================
+``pde``        assessed   score    3 m scoring + k extraction
+``pde_uniform`` assessed  uniform  3 m scoring + k extraction
+``pde_random`` random     uniform  k extraction (no assessment)
+=============  =========  =======  ==========================================
+
+A document's extraction request does not depend on how it was chosen, so the
+variants (and MAIN-RAG's Predictor) share per-document answers through the cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Sequence
+
+import numpy as np
+
+from madara_cli.agents.generator import clean_answer, generation_request
+from madara_cli.config import ConfigError
+from madara_cli.records import Example, Prediction
+from madara_cli.strategies.assessed import scored, selection_report
+from madara_cli.strategies.base import STRATEGIES, StrategyContext, rounded, support_coverage
+from madara_cli.strategies.selection import pde_vote, top_k, weighted_aggregate
+
+SELECTIONS = ("assessed", "random")
+VOTES = ("score", "uniform")
+EXTRACT_STAGE = "pde-extract"
+
+
+def per_document_extraction(
+    ctx: StrategyContext, examples: Sequence[Example], picks: Sequence[Sequence[int]], stage: str = EXTRACT_STAGE
+) -> list[list[tuple[str, str]]]:
+    """One generator call per (example, picked document), with that document alone,
+    batched into ONE stage call. Returns, per example, (clean answer, raw text) in
+    pick order."""
+    gen = ctx.cfg.generation
+    reqs = [
+        generation_request(ex, [(ex.docs or ())[i]], int(gen.max_tokens), ctx.temperature, ctx.seed)
+        for ex, idx in zip(examples, picks)
+        for i in idx
+    ]
+    outs = ctx.llm.chat(stage, reqs) if reqs else []
+    result, pos = [], 0
+    for ex, idx in zip(examples, picks):
+        result.append([(clean_answer(c.text, ex.task), c.text) for c in outs[pos : pos + len(idx)]])
+        pos += len(idx)
+    return result
+
+
+def random_documents(example: Example, k: int, seed: int) -> list[int]:
+    """``k`` distinct document indices drawn uniformly, seeded by ``seed`` and the
+    example id (stable across runs and machines), returned in retrieval order."""
+    m = len(example.docs or ())
+    digest = hashlib.sha256(f"{seed}:{example.id}".encode()).digest()
+    rng = np.random.default_rng(int.from_bytes(digest[:8], "little"))
+    return sorted(int(i) for i in rng.choice(m, size=min(k, m), replace=False)) if m else []
+
+
+@STRATEGIES.register("pde")
+@STRATEGIES.register("pde_uniform")
+@STRATEGIES.register("pde_random")
+def per_document(ctx: StrategyContext, examples: Sequence[Example]) -> list[Prediction]:
+    st = ctx.strategy
+    selection, vote = str(st.selection), str(st.vote)
+    if selection not in SELECTIONS:
+        raise ConfigError(f"unknown strategy.selection '{selection}'; valid: {', '.join(SELECTIONS)}")
+    if vote not in VOTES:
+        raise ConfigError(f"unknown strategy.vote '{vote}'; valid: {', '.join(VOTES)}")
+    k, weights = int(st.top_k), list(st.weights)
+    needs_scores = selection == "assessed" or vote == "score"
+    aggregates = [weighted_aggregate(m.scores, weights) for m in scored(ctx, examples)] if needs_scores else [None] * len(examples)
+    if selection == "assessed":
+        picks = [top_k(a, k) for a in aggregates]
+    else:
+        picks = [random_documents(ex, k, ctx.seed) for ex in examples]
+    answers = per_document_extraction(ctx, examples, picks)
+
+    preds, n_groups = [], []
+    for ex, idx, agg, ans in zip(examples, picks, aggregates, answers):
+        docs = ex.docs or ()
+        vote_weights = [float(agg[i]) for i in idx] if vote == "score" else None
+        result = pde_vote([a for a, _ in ans], vote_weights)
+        n_groups.append(len(result.totals))
+        doc_ids = tuple(docs[i].id for i in idx)
+        preds.append(
+            Prediction(
+                example_id=ex.id,
+                answer=result.answer,
+                raw=ans[result.winner][1] if result.winner is not None and ans else "",
+                doc_ids=doc_ids,
+                extra={
+                    "answers": [a for a, _ in ans],
+                    "vote_weights": rounded(vote_weights) if vote_weights is not None else None,
+                    "votes": {k_: round(v, 4) for k_, v in result.totals.items()},
+                    "winner_doc": doc_ids[result.winner] if result.winner is not None and doc_ids else None,
+                    "aggregate": rounded(agg) if agg is not None else None,
+                    **support_coverage(ex, doc_ids),
+                },
+            )
+        )
+    ctx.report["selection"] = selection_report(picks)
+    ctx.report["pde"] = {
+        "selection": selection,
+        "vote": vote,
+        "mean_answer_groups": round(float(np.mean(n_groups)), 4) if n_groups else 0.0,
+    }
+    return preds
