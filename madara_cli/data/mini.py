@@ -138,7 +138,9 @@ def generate(n_questions: int = 60, seed: int = 0, n_docs: int = 10) -> list[Exa
             if osub == subject:
                 orel = _RELATIONS[rng.randrange(len(_RELATIONS))]
                 osub, oans = orel.subject(rng), orel.answer(rng)
-            docs.append(("distractor", rng.choice(orel.statements)(osub, oans)))
+            text = rng.choice(orel.statements)(osub, oans)
+            if all(text != t for _, t in docs):  # a pool never holds the same passage twice
+                docs.append(("distractor", text))
         rng.shuffle(docs)
         pool = tuple(
             Doc(id=f"mini-{i:03d}-d{j}", title="", text=text, meta={"role": role}) for j, (role, text) in enumerate(docs)
