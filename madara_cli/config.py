@@ -110,6 +110,14 @@ class GenerationConfig:
 
 
 @dataclass
+class RSCConfig:
+    """The RSC probe (Section 3, Appendix F)."""
+
+    rescoring: str = "generate"  # generate (JSON score at the model's temperature) | logprob (expected digit)
+    bootstrap: int = 1000  # resamples over queries (Table 13)
+
+
+@dataclass
 class RootConfig:
     model: ModelConfig = MISSING
     backend: BackendConfig = MISSING
@@ -117,6 +125,7 @@ class RootConfig:
     retriever: RetrieverConfig = MISSING
     strategy: StrategyConfig = MISSING
     generation: GenerationConfig = field(default_factory=GenerationConfig)
+    rsc: RSCConfig = field(default_factory=RSCConfig)
     grid_name: str = "adhoc"  # results/<grid_name>/...; set by --grid
     limit: Optional[int] = None  # evaluate only the first N sampled queries
     seed: int = 0

@@ -2,9 +2,9 @@
 
 The estimate walks every cell's real strategy code on the real examples and
 retrieved documents, with the engine replaced by :class:`_Recorder`. The recorder
-answers each request with an empty reply (which the strategies treat like any
-malformed output) purely so the walk can continue; its replies are never stored,
-reported or cached anywhere a run can see. What it records are the requests
+answers each request with a placeholder reply derived from the request's hash (a
+parseable score, a distinct answer) purely so the walk can continue with realistic
+variety; its replies are never stored, reported or cached anywhere a run can see. What it records are the requests
 themselves, hashed exactly as the response cache hashes them, so the plan knows:
 
 * the requests each strategy makes (``requests``),
@@ -14,16 +14,15 @@ themselves, hashed exactly as the response cache hashes them, so the plan knows:
 * the prompt tokens (characters / 4, the usual rule of thumb for English BPE).
 
 Requests that depend on model outputs (the documents a filter keeps, the answers
-MAIN-RAG's judge sees) are counted with the placeholder outputs: their number is
-right, their content is not, so identical final prompts of different strategies
-may be counted once here and twice in a real run. Routed cells (``madara``) use a
+MAIN-RAG's judge sees, the RSC chains) are counted with the placeholder outputs:
+their number is right, their content is not, so whether two strategies happen to
+send an identical final prompt is only estimated. Routed cells (``madara``) use a
 finished probe when one exists, else the route the placeholder probe gives.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import shutil
 import tempfile
 from collections import defaultdict
@@ -55,19 +54,30 @@ class _Recorder:
     def batch_size(self) -> int:
         return 1 << 30
 
-    def _note(self, r: ChatRequest | ScoreRequest) -> None:
+    def _note(self, r: ChatRequest | ScoreRequest) -> str:
         chars = sum(len(m.content) for m in r.messages) + len(getattr(r, "prefix", ""))
-        self.seen.append((request_key(self._fingerprint, r), chars))
+        key = request_key(self._fingerprint, r)
+        self.seen.append((key, chars))
+        return key
 
     def chat(self, requests: Sequence[ChatRequest]) -> list[Completion]:
+        out = []
         for r in requests:
-            self._note(r)
-        return [Completion(text="") for _ in requests]
+            key = self._note(r)
+            h = int(key[:12], 16)
+            # Distinct per request, and readable as a score by every agent, so that
+            # downstream requests (selections, chains, answers) vary as they would in a
+            # run instead of collapsing into one.
+            steps = f'["The document is relevant ({key[:8]}).", "It is reliable.", "Score of {h % 6}."]'
+            out.append(Completion(text=f'{{"reasoning_steps": {steps}, "score": {h % 6}, "adjustment": {h % 5 - 2}}} placeholder {key[:8]}'))
+        return out
 
     def next_token_logprobs(self, requests: Sequence[ScoreRequest]) -> list[Completion]:
+        out = []
         for r in requests:
-            self._note(r)
-        return [Completion(text="", logprobs={c: math.log(1 / len(r.candidates)) for c in r.candidates}) for r in requests]
+            h = int(self._note(r)[:12], 16)
+            out.append(Completion(text="", logprobs={c: -float((h >> (3 * i)) % 7) for i, c in enumerate(r.candidates)}))
+        return out
 
     def close(self) -> None:
         pass

@@ -64,14 +64,19 @@ class ScriptedBackend:
         return out
 
     def next_token_logprobs(self, requests: Sequence[ScoreRequest]) -> list[Completion]:
-        raise AssertionError("the probe scores by generation")
+        self.calls += len(requests)
+        out = []
+        for r in requests:  # all mass on the scripted digit
+            s = self.score_fn(r.messages[-1].content, _sig(r.messages[-1].content))
+            out.append(Completion(text="", logprobs={c: (0.0 if int(c) == s else -30.0) for c in r.candidates}))
+        return out
 
     def close(self) -> None:
         pass
 
 
-def _probe(tmp_path, score_fn, n=6):
-    cfg = compose(["benchmark=mini", f"results_dir={tmp_path}"])
+def _probe(tmp_path, score_fn, n=6, *extra):
+    cfg = compose(["benchmark=mini", f"results_dir={tmp_path}", *extra])
     backend = ScriptedBackend(score_fn)
     llm = CachedLLM(backend, ResponseCache(tmp_path / "cache.sqlite"))
     record, path, reused = find_or_run_probe(cfg, llm, n)
@@ -120,6 +125,25 @@ def test_reasoning_tracking_scores_are_quality_ordered_and_rerun_is_free(tmp_pat
     forced, _, reused = find_or_run_probe(cfg, llm, 6, force=True)
     assert not reused and backend.calls == calls
     assert forced["rho"] == record["rho"]
+
+
+def _tracking(user: str, sig: int) -> int:
+    base = sig % 6
+    tag = _TAG.search(user)
+    if tag is None:
+        return base
+    if int(tag.group(1)) != sig:
+        return int(tag.group(1)) % 6
+    if "irrelevant" in user:
+        return min(5, max(0, base + (sig // 7) % 3 - 1))
+    return base
+
+
+def test_logprob_rescoring_gives_the_same_diagnosis(tmp_path):
+    gen, *_ = _probe(tmp_path / "g", _tracking)
+    lp, _, _, _, llm, _ = _probe(tmp_path / "l", _tracking, 6, "rsc.rescoring=logprob")
+    assert "rsc-rescore" in llm.accounting.by_stage and lp["rho"] == pytest.approx(gen["rho"])
+    assert lp["key"] != gen["key"]  # a different protocol is a different probe
 
 
 def test_probe_key_ignores_strategy_and_limit():

@@ -23,8 +23,18 @@ from madara_cli.strategies.base import STRATEGIES, StrategyContext
 
 
 def routed_config(cfg, strategy: str):
-    """The whole config with ``strategy`` swapped for the routed one's own config."""
+    """The whole config with ``strategy`` swapped for the routed one's own config.
+
+    Settings the user changed on the madara strategy (``strategy.scoring=logprob``,
+    ``strategy.top_k=3``, ...) carry over to the treatment, except ``scoring`` for the
+    CoT treatments, whose reasoning must be generated."""
     node = OmegaConf.merge(OmegaConf.structured(StrategyConfig), OmegaConf.load(config_dir() / "strategy" / f"{strategy}.yaml"))
+    defaults = OmegaConf.structured(StrategyConfig)
+    for key in StrategyConfig.__dataclass_fields__:
+        if key in ("name", "probe") or (key == "scoring" and node.cot):
+            continue
+        if key in cfg.strategy and cfg.strategy[key] != defaults[key]:
+            node[key] = cfg.strategy[key]
     new = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
     new.strategy = node
     return new
