@@ -256,3 +256,19 @@ def test_table17_with_counts_and_hop_prefixed_ids(tmp_path: Path):
     assert df.loc["Chain-complete†", "PDE"].startswith("60.0 / 34.8")
     assert df.loc["1 supporting in top-5", "n"].startswith("3 / n/a")
     assert df.loc["1 supporting in top-5", "3-Agent"].startswith("33.3 / 28.6")  # q2 of q2, q5, q6
+
+
+def test_models_and_benchmarks_outside_the_paper_get_their_own_rows(tmp_path: Path):
+    # What `make demo` leaves: the embedded model on the mini benchmark.
+    root = tmp_path / "results"
+    for strategy, correct in (("nf", [0]), ("pde", [0, 1, 2]), ("pde_random", [1])):
+        write_cell(root, "demo", "smollm2-135m", "mini", strategy, correct, n=4)
+    from madara_cli.tables import build_table
+
+    t1 = build_table("table1", root)
+    row = t1[t1["Model"] == "SmolLM2-135M"].iloc[0]
+    assert row["Task"] == "Mini" and row["NF"] == "25.0 / n/a" and row["Full"] == "75.0 / n/a"
+    assert row["Unif."].startswith("—")
+    assert t1[t1["Model"] == "Llama-3.1-8B"].iloc[0]["NF"] == "— / 13.9"
+    t2 = build_table("table2", root)
+    assert (t2["Model"] == "SmolLM2-135M").sum() == 1

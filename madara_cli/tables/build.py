@@ -283,6 +283,16 @@ def _finish(rows: list[dict[str, str]], name: str, notes: Iterable[str] = ()) ->
 # --- shared lookups ------------------------------------------------------------------------------
 
 
+def _pairs(res: Results, paper_pairs: Iterable[tuple[str, str]], strategies: Iterable[str]) -> list[tuple[str, str]]:
+    """The paper's (model, benchmark) rows, then any other pair our results hold for
+    these strategies (the embedded model on the mini benchmark, a new model): ours
+    are shown beside "n/a" for the paper."""
+    rows = list(dict.fromkeys(paper_pairs))
+    wanted = set(strategies)
+    extra = sorted({(c.model, c.benchmark) for c in res.cells if c.strategy in wanted} - set(rows))
+    return rows + extra
+
+
 def _em(res: Results, model: str, benchmark: str, strategy: str, grid: str | None, retrievers: Sequence[str] = SPARSE) -> float | None:
     """Our EM in % for a cell, or None when it has not run."""
     cell = res.find(model, benchmark, strategy, grid, retrievers)
@@ -364,11 +374,11 @@ def table1(results_dir: Path | Results) -> pd.DataFrame:
     labels = {"nf": "NF", "pde_random": "Rand.", "pde_uniform": "Unif.", "pde": "Full"}
     rows = []
     ratios: dict[str, list[float]] = {s: [] for s in pv.TABLE1_COLUMNS}
-    for model, benchmark in dict.fromkeys((m, b) for (m, b, _) in pv.TABLE1):
+    for model, benchmark in _pairs(res, ((m, b) for (m, b, _) in pv.TABLE1), pv.TABLE1_COLUMNS):
         row = {"Model": _model(model), "Task": _bench(benchmark)}
         nf_cell = res.find(model, benchmark, "nf", grid)
         for strategy in pv.TABLE1_COLUMNS:
-            row[labels[strategy]] = pair(_em(res, model, benchmark, strategy, grid), pv.TABLE1[(model, benchmark, strategy)])
+            row[labels[strategy]] = pair(_em(res, model, benchmark, strategy, grid), pv.TABLE1.get((model, benchmark, strategy)))
             cell = res.find(model, benchmark, strategy, grid)
             if cell and nf_cell and cell.calls_per_query() and nf_cell.calls_per_query():
                 ratios[strategy].append(cell.calls_per_query() / nf_cell.calls_per_query())
@@ -392,13 +402,14 @@ def table2(results_dir: Path | Results) -> pd.DataFrame:
     """Table 2: diagnostics, component EMs and the MADARA route with its EM and ΔNF (CONFLICTS, FEVER)."""
     res = _results(results_dir)
     grid = TABLES["table2"].grid
-    madara = {pair_key: _madara(res, *pair_key, grid) for pair_key in pv.ROUTING_PAIRS}
-    tests = _mcnemar_pairs({k: (madara[k][2], res.find(*k, "nf", grid)) for k in pv.ROUTING_PAIRS})
+    pairs = _pairs(res, pv.ROUTING_PAIRS, ("nf", "three_agent", "cot", "sda", "madara"))
+    madara = {pair_key: _madara(res, *pair_key, grid) for pair_key in pairs}
+    tests = _mcnemar_pairs({k: (madara[k][2], res.find(*k, "nf", grid)) for k in pairs})
     stars = _holm_stars(tests)
     rows = []
     ours_cols: dict[tuple[str, str], list[float | None]] = {}
-    for model, benchmark in pv.ROUTING_PAIRS:
-        get = partial(pv.lookup, pv.TABLE2, model, benchmark)
+    for model, benchmark in pairs:
+        get = lambda column, m=model, b=benchmark: pv.TABLE2.get((m, b, column))  # noqa: E731
         probe = res.probe(model, benchmark)
         route, em, _, _ = madara[(model, benchmark)]
         ems = {s: _em(res, model, benchmark, s, grid) for s in ("nf", "three_agent", "cot", "sda")}
@@ -418,6 +429,8 @@ def table2(results_dir: Path | Results) -> pd.DataFrame:
         )
         row["ΔNF"] = pair(delta, get("delta_nf"), signed=True)
         rows.append(row)
+        if (model, benchmark) not in pv.ROUTING_PAIRS:
+            continue  # the averages are over the paper's five models
         for column, value in (*ems.items(), ("madara", em), ("delta_nf", delta)):
             ours_cols.setdefault((benchmark, column), []).append(value)
     for benchmark in ("conflicts", "fever"):
@@ -763,6 +776,18 @@ def table7(results_dir: Path | Results) -> pd.DataFrame:
                 "Token F1": pair(None if cell is None else cell.f1, f1, digits=3),
             }
         )
+    for model, benchmark in _pairs(res, (), [s for (_, _, s) in pv.TABLE7]):
+        if (model, benchmark) == next(iter(pv.TABLE7))[:2]:
+            continue
+        for strategy in dict.fromkeys(s for (_, _, s) in pv.TABLE7):
+            cell = res.find(model, benchmark, strategy, grid)
+            rows.append(
+                {
+                    "Method": f"{_strategy(strategy)} — {_model(model)} × {_bench(benchmark)}",
+                    "EM (%)": pair(None if cell is None or cell.em is None else 100 * cell.em, None),
+                    "Token F1": pair(None if cell is None else cell.f1, None, digits=3),
+                }
+            )
     return _finish(rows, "table7", ["All four rows share the same underlying 3-agent scores (response cache)."])
 
 
@@ -1133,7 +1158,7 @@ def table_g1(results_dir: Path | Results) -> pd.DataFrame:
     grid = TABLES["table_g1"].grid
     strategies = ("nf", "three_agent", "cot", "sda", "sda_cot", "atf", "pde", "madara")
     rows = []
-    for model, benchmark in pv.ROUTING_PAIRS:
+    for model, benchmark in _pairs(res, pv.ROUTING_PAIRS, strategies):
         row = {"Model": _model(model), "Task": _bench(benchmark)}
         for s in strategies:
             cell = res.find(model, benchmark, s, grid)
