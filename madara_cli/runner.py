@@ -155,47 +155,40 @@ class Failed:
     reason: str
 
 
-def run_cells(cfgs: list[DictConfig], progress=None, keep_going: bool = False) -> list[CellResult | Failed]:
-    """Run cells in order with one engine per model. With ``keep_going``, a cell whose
-    data or engine is unavailable is reported and skipped instead of stopping the grid."""
+def _run_each(cfgs: list[DictConfig], work: Callable[[DictConfig, EnginePool], Any], label: Callable[[DictConfig], str], progress, keep_going: bool) -> list:
+    """Run ``work`` for each config with one shared engine pool. With ``keep_going``, a
+    config whose data or engine is unavailable is reported as :class:`Failed` and the
+    rest go on; anything else stops the run (finished work is already on disk)."""
     from madara_cli.backends.base import BackendError
     from madara_cli.data.loaders import DataError
 
     pool = EnginePool(progress=progress)
-    results: list[CellResult | Failed] = []
+    out: list = []
     try:
         for i, cfg in enumerate(cfgs, 1):
             if progress is not None:
-                progress.label = f"[{i}/{len(cfgs)}] {cfg.model.name}/{cfg.benchmark.name}/{cfg.strategy.name}"
+                progress.label = f"[{i}/{len(cfgs)}] {label(cfg)}"
             try:
-                results.append(run_cell(cfg, pool))
+                out.append(work(cfg, pool))
             except (DataError, BackendError) as e:
                 if not keep_going:
                     raise
-                results.append(Failed(f"{cfg.model.name}/{cfg.benchmark.name}/{cfg.strategy.name}", str(e)))
+                out.append(Failed(label(cfg), str(e)))
     finally:
         pool.close()
-    return results
+    return out
+
+
+def run_cells(cfgs: list[DictConfig], progress=None, keep_going: bool = False) -> list[CellResult | Failed]:
+    """Run cells in order, one engine per model (see :func:`_run_each`)."""
+    return _run_each(cfgs, run_cell, lambda c: f"{c.model.name}/{c.benchmark.name}/{c.strategy.name}", progress, keep_going)
 
 
 def run_probes(cfgs: list[DictConfig], progress=None, keep_going: bool = False, force: bool = False) -> list[tuple[dict, Path, bool] | Failed]:
     """One RSC probe per config (a ``kind: probes`` grid)."""
-    from madara_cli.backends.base import BackendError
-    from madara_cli.data.loaders import DataError
     from madara_cli.probe import find_or_run_probe
 
-    pool = EnginePool(progress=progress)
-    out: list[tuple[dict, Path, bool] | Failed] = []
-    try:
-        for i, cfg in enumerate(cfgs, 1):
-            if progress is not None:
-                progress.label = f"[{i}/{len(cfgs)}] probe {cfg.model.name}/{cfg.benchmark.name}"
-            try:
-                out.append(find_or_run_probe(cfg, pool.get(cfg), force=force))
-            except (DataError, BackendError) as e:
-                if not keep_going:
-                    raise
-                out.append(Failed(f"probe {cfg.model.name}/{cfg.benchmark.name}", str(e)))
-    finally:
-        pool.close()
-    return out
+    return _run_each(
+        cfgs, lambda cfg, pool: find_or_run_probe(cfg, pool.get(cfg), force=force),
+        lambda c: f"probe {c.model.name}/{c.benchmark.name}", progress, keep_going,
+    )

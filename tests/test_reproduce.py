@@ -1,0 +1,40 @@
+"""`make reproduce`: the vLLM default stops at once when vLLM is absent; the CPU
+version runs what it can, reports what it cannot, and writes tables and audit."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+
+import pytest
+
+from madara_cli.reproduce import reproduce
+from madara_cli.runner import Failed
+from tests.conftest import ROOT
+from tests.test_cli_e2e import madara
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed here")
+def test_vllm_default_stops_with_one_line():
+    r = madara("reproduce")
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "vLLM is not installed" in lines[0] and "BACKEND=llamacpp" in lines[0]
+
+
+@pytest.mark.llm
+def test_cpu_reproduce_runs_what_it_can(tmp_path, monkeypatch):
+    configs = tmp_path / "configs"
+    shutil.copytree(ROOT / "configs", configs)
+    (configs / "grid" / "mini-repro.yaml").write_text(
+        "name: mini-repro\naxes:\n  model: [llama-3.1-8b]\n  benchmark: [mini, conflicts]\n  strategy: [nf]\noverrides: [limit=2]\n"
+    )
+    monkeypatch.setenv("MADARA_CONFIGS", str(configs))
+    results = tmp_path / "results"
+    report = reproduce("llamacpp", ["smollm2-135m"], ["mini-repro"], str(results))
+    assert report.finished == 1
+    (failed,) = report.failed
+    assert isinstance(failed, Failed) and "conflicts" in failed.label and "benchmark.path" in failed.reason
+    assert any(p.name == "table1.md" for p in report.tables)
+    assert "discrepancy" in report.audit
+    assert list(results.glob("mini-repro/smollm2-135m__mini__nf__*/metrics.json"))
