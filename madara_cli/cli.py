@@ -28,19 +28,19 @@ class UserError(Exception):
 
 def _results_table(results, title: str) -> Table:
     t = Table(title=title)
-    for col in ("model", "benchmark", "strategy", "n", "EM %", "F1 %", "contains %", "calls", "cache hits", "engine s", "status"):
+    for col in ("model", "benchmark", "strategy", "n", "EM %", "F1 %", "contains %", "calls", "cache hits", "tokens in/out", "engine s", "status"):
         t.add_column(col, justify="right" if col not in ("model", "benchmark", "strategy", "status") else "left")
     from madara_cli.runner import Failed
 
     for r in results:
         if isinstance(r, Failed):
-            t.add_row(r.label, "", "", "", "", "", "", "", "", "", f"skipped: {r.reason}")
+            t.add_row(r.label, "", "", "", "", "", "", "", "", "", "", f"skipped: {r.reason}")
             continue
         m, a = r.metrics, r.metrics.get("accounting", {})
         t.add_row(
             r.cell.model, r.cell.benchmark, r.cell.strategy, str(m["n"]), f"{100 * m['em']:.1f}", f"{100 * m['f1']:.1f}",
             f"{100 * m['contains']:.1f}", str(a.get("calls_issued", 0)), str(a.get("cache_hits", 0)),
-            f"{a.get('seconds', 0):.1f}", "done earlier" if r.skipped else "ran",
+            f"{a.get('tokens_in', 0):,}/{a.get('tokens_out', 0):,}", f"{a.get('seconds', 0):.1f}", "done earlier" if r.skipped else "ran",
         )
     return t
 

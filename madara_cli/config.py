@@ -105,8 +105,8 @@ class StrategyConfig:
 @dataclass
 class GenerationConfig:
     max_tokens: int = 32  # answers are short; factoid and FEVER labels
-    score_max_tokens: int = 160  # agent JSON
-    cot_max_tokens: int = 384  # agent JSON with five reasoning steps
+    score_max_tokens: int = 64  # agent JSON: {"score": N} is ~8 tokens; slack for a preamble
+    cot_max_tokens: int = 256  # five short reasoning steps, confidence and score
 
 
 @dataclass

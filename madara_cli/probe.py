@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from madara_cli import metrics as M
 from madara_cli import router, rsc
@@ -70,14 +70,20 @@ class ProbeSpec:
     def from_cfg(cls, cfg: DictConfig, n: int | None = None) -> "ProbeSpec":
         plain = to_plain(cfg)
         semantic = {k: plain[k] for k in _PROBE_KEYS}
+        # The calibration split is the first n of the seeded order whatever the
+        # evaluated sample, so n (in the key) is all that matters of the split sizes.
+        semantic["benchmark"] = {k: v for k, v in semantic["benchmark"].items() if k not in ("calibration", "sample")}
         digest = hashlib.sha256(json.dumps(semantic, sort_keys=True).encode()).hexdigest()[:8]
         n = int(n if n is not None else cfg.benchmark.calibration)
         return cls(model=cfg.model.name, benchmark=cfg.benchmark.name, n=n, config_hash=digest)
 
 
 def calibration_examples(cfg: DictConfig, n: int, llm: CachedLLM | None = None) -> list[Example]:
-    examples = load_benchmark(cfg.benchmark, seed=int(cfg.seed), which="calibration")[:n]
-    return retrieve(examples, cfg)
+    """The first ``n`` queries of the seeded order: the calibration split of every cell
+    whose ``benchmark.calibration`` is ``n``, disjoint from its evaluated queries."""
+    bench = OmegaConf.merge(cfg.benchmark, {"calibration": n})
+    examples = load_benchmark(bench, seed=int(cfg.seed), which="calibration")
+    return retrieve(examples, cfg, llm=llm if cfg.retriever.name == "rerank" else None)
 
 
 def _cot_request(ex: Example, i: int, cfg: DictConfig) -> ChatRequest:
@@ -127,7 +133,7 @@ def run_probe(cfg: DictConfig, llm: CachedLLM, n: int | None = None, examples: S
 
     load_all()
     spec = ProbeSpec.from_cfg(cfg, n)
-    examples = list(examples) if examples is not None else calibration_examples(cfg, spec.n)
+    examples = list(examples) if examples is not None else calibration_examples(cfg, spec.n, llm)
     if len(examples) < 2:
         raise ValueError(f"the RSC probe needs at least 2 calibration queries, got {len(examples)}")
     ctx = StrategyContext(llm=llm, cfg=cfg)

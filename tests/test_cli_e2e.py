@@ -82,3 +82,28 @@ def test_user_errors_are_one_line_exit_2(args, needle):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], r.stderr
     assert "Traceback" not in r.stderr
+
+
+@pytest.mark.llm
+def test_joblib_launcher_matches_serial(tmp_path):
+    configs = tmp_path / "configs"
+    shutil.copytree(ROOT / "configs", configs)
+    (configs / "grid" / "pair.yaml").write_text(
+        "name: pair\naxes:\n  model: [smollm2-135m]\n  benchmark: [mini]\n  strategy: [nf, pde_random]\noverrides: [limit=2]\n"
+    )
+    env = {"MADARA_CONFIGS": str(configs)}
+    par, ser = tmp_path / "parallel", tmp_path / "serial"
+    p = madara("run", "--grid", "pair", "--launcher", "joblib", "-j", "2", f"results_dir={par}", "backend.n_threads=1", env=env)
+    assert p.returncode == 0, p.stderr
+    s = madara("run", "--grid", "pair", f"results_dir={ser}", "backend.n_threads=1", env=env)
+    assert s.returncode == 0, s.stderr
+
+    def outcome(root):
+        cells = {}
+        for m in root.glob("pair/*/metrics.json"):
+            data = json.loads(m.read_text())
+            preds = [json.loads(x)["raw"] for x in (m.parent / "predictions.jsonl").read_text().splitlines()]
+            cells[m.parent.name] = (data["em"], data["f1"], data["n"], preds)
+        return cells
+
+    assert outcome(par) == outcome(ser) and len(outcome(par)) == 2

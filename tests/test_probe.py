@@ -157,7 +157,7 @@ def test_probe_key_ignores_strategy_and_limit():
 def test_probe_cli_on_cpu_then_madara_reuses_it(tmp_path):
     args = [
         "probe", "--model", "smollm2-135m", "--benchmark", "mini", "--n", "3",
-        f"results_dir={tmp_path}", "generation.cot_max_tokens=96",
+        f"results_dir={tmp_path}", "generation.cot_max_tokens=96", "rsc.rescoring=logprob",
     ]
     r = subprocess.run([sys.executable, "-m", "madara_cli.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=1200)
     assert r.returncode == 0, r.stderr
@@ -168,7 +168,8 @@ def test_probe_cli_on_cpu_then_madara_reuses_it(tmp_path):
     assert record["route"] in {"pde", "sda", "cot", "atf"}
 
     # strategy=madara on the same settings finds this probe and runs its route.
-    cfg = compose(["strategy=madara", "limit=2", f"results_dir={tmp_path}", "generation.cot_max_tokens=96", "benchmark.calibration=3"])
+    cfg = compose(["strategy=madara", "limit=2", f"results_dir={tmp_path}", "generation.cot_max_tokens=96", "rsc.rescoring=logprob",
+                   "benchmark.calibration=3", "strategy.scoring=logprob"])
     pool = EnginePool()
     try:
         res = run_cell(cfg, pool)
