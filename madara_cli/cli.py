@@ -106,9 +106,9 @@ def _probes_table(probes, title: str) -> Table:
 @app.command("ls")
 def ls(what: Optional[str] = typer.Argument(None, help="models | backends | benchmarks | retrievers | strategies | grids")) -> None:
     """List the configs a run can name."""
-    from madara_cli.config import GROUPS, options
+    from madara_cli.config import GROUPS, options, plural
 
-    groups = {g + "s": g for g in (*GROUPS, "grid")}
+    groups = {plural(g): g for g in (*GROUPS, "grid")}
     if what and what not in groups:
         raise UserError(f"unknown list '{what}'; valid: {', '.join(groups)}")
     for plural, group in groups.items():

@@ -19,6 +19,10 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 GROUPS = ("model", "backend", "benchmark", "retriever", "strategy")
 
 
+def plural(group: str) -> str:
+    return "strategies" if group == "strategy" else f"{group}s"
+
+
 class ConfigError(ValueError):
     """A bad override or config a user can fix; printed as one line, exit 2."""
 
@@ -183,7 +187,7 @@ def validate_overrides(overrides: list[str]) -> None:
             value = o.value()
             valid = options(key)
             if value not in valid:
-                raise ConfigError(f"unknown {key} '{value}'; valid {key}s: {', '.join(valid)}")
+                raise ConfigError(f"unknown {key} '{value}'; valid {plural(key)}: {', '.join(valid)}")
 
 
 def compose(overrides: list[str] | None = None) -> DictConfig:
