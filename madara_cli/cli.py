@@ -192,6 +192,13 @@ def _print_probe(r: dict, path: Path, reused: bool) -> None:
     )
     if deg.get("is_degenerate"):
         out.print(f"[yellow]degenerate scoring:[/yellow] floor {f(deg.get('floor_share'), '{:.0%}')}, ceiling {f(deg.get('ceiling_share'), '{:.0%}')}, mean {f(deg.get('mean_score'))}/5 — {deg.get('reason', '')}")
+    sc = r.get("scores") or {}
+    if sc.get("n_pairs"):
+        hint = "  (unparseable replies are dropped; rsc.rescoring=logprob reads every re-score)" if sc.get("parse_failures_rescored") else ""
+        out.print(
+            f"parse failures: CoT {sc.get('parse_failures_normal', 0)}/{sc['n_pairs']}, "
+            f"re-scored {sc.get('parse_failures_rescored', 0)}/{3 * sc['n_pairs']}{hint}", highlight=False
+        )
     out.print(f"score entropy {f(r.get('entropy'))}   EM_NF {100 * r['em_nf']:.1f}%")
     out.print(f"[bold]route:[/bold] {r['route']} — {r['reason']}")
     out.print(f"[dim]{path}[/dim]")
