@@ -111,9 +111,9 @@ def ls(what: Optional[str] = typer.Argument(None, help="models | backends | benc
     groups = {plural(g): g for g in (*GROUPS, "grid")}
     if what and what not in groups:
         raise UserError(f"unknown list '{what}'; valid: {', '.join(groups)}")
-    for plural, group in groups.items():
-        if what in (None, plural):
-            out.print(f"[bold]{plural}[/bold]: {', '.join(options(group))}")
+    for name, group in groups.items():
+        if what in (None, name):
+            out.print(f"[bold]{name}[/bold]: {', '.join(options(group))}")
 
 
 @app.command()
@@ -343,7 +343,7 @@ def main() -> None:
             hint = "; valid commands: " + ", ".join(sorted(app_commands()))
         err.print(f"error: {e.format_message()}{hint}", markup=False, highlight=False)
         sys.exit(2)
-    except cx.Abort if hasattr(cx, "Abort") else typer.Abort:
+    except typer.Abort:
         err.print("interrupted: finished cells and cached completions are kept; rerun the same command to resume")
         sys.exit(130)
     except KeyboardInterrupt:

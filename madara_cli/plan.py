@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence

@@ -135,7 +135,7 @@ class LlamaCppBackend:
         llama_cpp = self._llama_cpp
         out = []
         for r in requests:
-            msgs, truncated = fit_messages(r.messages, lambda ms: self._count(self._render(ms) + r.prefix), self.n_ctx - 8)
+            msgs, truncated = fit_messages(r.messages, lambda ms, prefix=r.prefix: self._count(self._render(ms) + prefix), self.n_ctx - 8)
             t0 = time.perf_counter()
             tokens = self.llm.tokenize((self._render(msgs) + r.prefix).encode("utf-8"), add_bos=False, special=True)
             self._eval_reusing_prefix(tokens)
