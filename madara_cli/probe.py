@@ -40,8 +40,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from madara_cli import metrics as M
 from madara_cli import router, rsc
-from madara_cli.agents.prompts import RELEVANCE, assessor_messages, system_prompt
-from madara_cli.agents.scoring import DIGITS, LOGPROB_PREFIX, ParsedScore, expected_score, parse_score
+from madara_cli.agents.prompts import RELEVANCE, system_prompt
+from madara_cli.agents.scoring import DIGITS, LOGPROB_PREFIX, ParsedScore, agent_request, expected_score, parse_score
 from madara_cli.backends.cache import CachedLLM
 from madara_cli.config import to_plain
 from madara_cli.data.loaders import load_benchmark
@@ -87,11 +87,11 @@ def calibration_examples(cfg: DictConfig, n: int, llm: CachedLLM | None = None) 
 
 
 def _cot_request(ex: Example, i: int, cfg: DictConfig) -> ChatRequest:
-    return ChatRequest(
-        messages=assessor_messages(ex, ex.docs or (), i, RELEVANCE, cot=True),
-        max_tokens=int(cfg.generation.cot_max_tokens),
-        temperature=float(cfg.model.temperature),
-        seed=int(cfg.seed),
+    """The Relevance Assessor's CoT request, built where the strategies build theirs so
+    the probe and the ``cot`` strategy share cached chains."""
+    return agent_request(
+        ex, ex.docs or (), i, RELEVANCE, cot=True, mode="generate",
+        max_tokens=int(cfg.generation.cot_max_tokens), temperature=float(cfg.model.temperature), seed=int(cfg.seed),
     )
 
 

@@ -58,7 +58,9 @@ class EnginePool:
                 old.backend.close()
             self._engines.clear()
             cache_path = str(Path(cfg.cache).resolve())
-            cache = self._caches.get(cache_path) or self._caches.setdefault(cache_path, ResponseCache(cache_path))
+            if cache_path not in self._caches:
+                self._caches[cache_path] = ResponseCache(cache_path)
+            cache = self._caches[cache_path]
             self._engines[ident] = CachedLLM(self._factory(cfg), cache, self._progress)
         return self._engines[ident]
 
@@ -97,12 +99,8 @@ def reranker_engine(cfg: DictConfig, pool: EnginePool) -> CachedLLM | None:
     if cfg.retriever.get("model"):
         from madara_cli.config import compose
 
-        return pool.get(compose([f"model={cfg.retriever.model}", f"backend={_backend_name(cfg)}", f"seed={cfg.seed}"]))
+        return pool.get(compose([f"model={cfg.retriever.model}", f"backend={cfg.backend.name}", f"seed={cfg.seed}"]))
     return pool.get(cfg)
-
-
-def _backend_name(cfg: DictConfig) -> str:
-    return str(cfg.backend.name)
 
 
 def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None = None) -> CellResult:

@@ -34,3 +34,14 @@ def shared_data() -> Path:
 @pytest.fixture
 def results_dir(tmp_path: Path) -> Path:
     return tmp_path / "results"
+
+
+def configs_with_grid(tmp_path: Path, name: str, body: str) -> dict[str, str]:
+    """A copy of configs/ with one extra grid; returns the env that points madara at it."""
+    import shutil
+
+    configs = tmp_path / "configs"
+    if not configs.exists():
+        shutil.copytree(ROOT / "configs", configs)
+    (configs / "grid" / f"{name}.yaml").write_text(f"name: {name}\n{body}")
+    return {"MADARA_CONFIGS": str(configs)}

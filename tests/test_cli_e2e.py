@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, configs_with_grid
 
 
 def madara(*args: str, env: dict | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
@@ -55,12 +54,8 @@ def test_nf_cell_runs_and_rerun_is_free(results_dir):
 
 @pytest.mark.llm
 def test_grid_runs_every_cell(tmp_path, results_dir):
-    configs = tmp_path / "configs"
-    shutil.copytree(ROOT / "configs", configs)
-    (configs / "grid" / "tiny.yaml").write_text(
-        "name: tiny\naxes:\n  model: [smollm2-135m]\n  benchmark: [mini]\n  strategy: [nf]\noverrides: [limit=2]\n"
-    )
-    r = madara("run", "--grid", "tiny", f"results_dir={results_dir}", "seed=1", env={"MADARA_CONFIGS": str(configs)})
+    env = configs_with_grid(tmp_path, "tiny", "axes:\n  model: [smollm2-135m]\n  benchmark: [mini]\n  strategy: [nf]\noverrides: [limit=2]\n")
+    r = madara("run", "--grid", "tiny", f"results_dir={results_dir}", "seed=1", env=env)
     assert r.returncode == 0, r.stderr
     assert (only_cell(results_dir).parent.name) == "tiny"
 
@@ -86,12 +81,7 @@ def test_user_errors_are_one_line_exit_2(args, needle):
 
 @pytest.mark.llm
 def test_joblib_launcher_matches_serial(tmp_path):
-    configs = tmp_path / "configs"
-    shutil.copytree(ROOT / "configs", configs)
-    (configs / "grid" / "pair.yaml").write_text(
-        "name: pair\naxes:\n  model: [smollm2-135m]\n  benchmark: [mini]\n  strategy: [nf, pde_random]\noverrides: [limit=2]\n"
-    )
-    env = {"MADARA_CONFIGS": str(configs)}
+    env = configs_with_grid(tmp_path, "pair", "axes:\n  model: [smollm2-135m]\n  benchmark: [mini]\n  strategy: [nf, pde_random]\noverrides: [limit=2]\n")
     par, ser = tmp_path / "parallel", tmp_path / "serial"
     p = madara("run", "--grid", "pair", "--launcher", "joblib", "-j", "2", f"results_dir={par}", "backend.n_threads=1", env=env)
     assert p.returncode == 0, p.stderr

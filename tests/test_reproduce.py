@@ -4,13 +4,12 @@ version runs what it can, reports what it cannot, and writes tables and audit.""
 from __future__ import annotations
 
 import importlib.util
-import shutil
 
 import pytest
 
 from madara_cli.reproduce import reproduce
 from madara_cli.runner import Failed
-from tests.conftest import ROOT
+from tests.conftest import configs_with_grid
 from tests.test_cli_e2e import madara
 
 
@@ -24,12 +23,8 @@ def test_vllm_default_stops_with_one_line():
 
 @pytest.mark.llm
 def test_cpu_reproduce_runs_what_it_can(tmp_path, monkeypatch):
-    configs = tmp_path / "configs"
-    shutil.copytree(ROOT / "configs", configs)
-    (configs / "grid" / "mini-repro.yaml").write_text(
-        "name: mini-repro\naxes:\n  model: [llama-3.1-8b]\n  benchmark: [mini, conflicts]\n  strategy: [nf]\noverrides: [limit=2]\n"
-    )
-    monkeypatch.setenv("MADARA_CONFIGS", str(configs))
+    env = configs_with_grid(tmp_path, "mini-repro", "axes:\n  model: [llama-3.1-8b]\n  benchmark: [mini, conflicts]\n  strategy: [nf]\noverrides: [limit=2]\n")
+    monkeypatch.setenv("MADARA_CONFIGS", env["MADARA_CONFIGS"])
     results = tmp_path / "results"
     report = reproduce("llamacpp", ["smollm2-135m"], ["mini-repro"], str(results))
     assert report.finished == 1
