@@ -1,11 +1,18 @@
 """MADARA routing: from a model-task pair's diagnostics to one treatment.
 
-Source: the MADARA paper, Section 4.5 and Appendix E (Algorithm 2):
+Source: the MADARA paper, Section 4.5 and Appendix E (Algorithm 2), with Section
+6.2's rule for degenerate scoring:
 
     if EM_NF < tau_NF:      PDE  (weak baseline: isolate documents)
+    elif degenerate:        PDE  (no usable scores: "independently necessitates
+                                  per-document isolation", Section 6.2)
     elif rho* > -1.0:       SDA  (stochastic scoring: percentile-rank alignment)
     elif rho_1 < 0.5:       CoT  (weakly coupled: de-polarise with reasoning)
     else:                   ATF  (strongly coupled: filter at mu - 0.5 sigma)
+
+:func:`route` is the ONLY place in madara that maps diagnostics to a treatment:
+``madara route``, ``strategy=madara``, the probe, the paper tables (2, 8, 19), the
+Appendix D sweeps and the audit all call it.
 
 plus the baselines it is compared against -- NF-only routing (Table 19), entropy
 routing and binary RSC routing (Appendix I, Table 12) -- and the threshold sweeps
@@ -132,11 +139,10 @@ def _quality_ordered(diag: Diagnostics, thresholds: Thresholds) -> bool | None:
 def route(diag: Diagnostics, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> Route:
     """Algorithm 2 (Appendix E): PDE, SDA, CoT or ATF from NF EM, rho* and rho_1.
 
-    Degenerate scoring (no usable rho) with a strong NF baseline goes to SDA: the
-    scores carry no reasoning signal, which is the situation SDA is for, and
-    Algorithm 2's own test (rho* > -1 -> SDA) sends every pair that is not
-    quality-ordered there. With a weak baseline PDE applies as usual (the paper's
-    Llama-3.1 TriviaQA case).
+    Degenerate scoring (no usable rho: scores pinned at the floor) goes to PDE
+    whatever the NF baseline: Section 6.2 says such a failure "independently
+    necessitates per-document isolation" (the paper's Llama-3.1 TriviaQA case), and
+    Appendix D.2's tau_NF sweep changes 1 of 12 cells only under this reading.
 
     Raises:
         ValueError: quality-ordered without rho values, so rho_1 is unknown.
@@ -147,7 +153,7 @@ def route(diag: Diagnostics, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> Rou
     head = f"{nf} ≥ τ_NF {_num(thresholds.tau_nf)}%"
     ordered = _quality_ordered(diag, thresholds)
     if ordered is None:
-        return Route(SDA, f"{head}; degenerate scoring (no usable ρ̂) — scores carry no reasoning signal → {STRATEGY_LABELS[SDA]}")
+        return Route(PDE, f"{head}; degenerate scoring (no usable ρ̂): per-document isolation needs no scores (§6.2) → {STRATEGY_LABELS[PDE]}")
     star = _rho_star_text(diag)
     if not ordered:
         why = f"{star} > {_num(thresholds.rho_star)} (stochastic scoring)" if star else "stochastic scoring"

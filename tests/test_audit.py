@@ -7,8 +7,11 @@ import pytest
 from madara_cli.tables import paper_values as pv
 from madara_cli.tables.audit import (
     STATUSES,
+    audit_table2,
+    audit_table8,
+    audit_table9,
     format_audit,
-    route_from_diagnostics,
+    published_diagnostics,
     rsc_class,
     run_audit,
     summarize,
@@ -89,15 +92,34 @@ def test_format_audit_lists_both_values(rows):
     assert "[match]" not in only
 
 
-def test_router_rule_and_trend():
-    assert route_from_diagnostics(13.9, "quality-ordered", 0.76) == "pde"
-    assert route_from_diagnostics(60.8, "stochastic", 0.39) == "sda"
-    assert route_from_diagnostics(90.7, "quality-ordered", 0.28) == "cot"
-    assert route_from_diagnostics(88.7, "quality-ordered", 0.65) == "atf"
-    assert route_from_diagnostics(90.7, "quality-ordered", 0.28, tau_nf=95) == "pde"
+def test_trend_helpers():
     assert trend_coefficient([0.76, 0.43, 0.08]) == pytest.approx(-1.0)
     assert rsc_class(trend_coefficient([0.46, -0.26, 0.08])) == "stochastic"
     assert rsc_class(-1.0) == "quality-ordered"
+
+
+def _audit_row(rows, table, item_start):
+    matches = [r for r in rows if r.table == table and r.item.startswith(item_start)]
+    assert matches, f"no {table} row starting {item_start!r}"
+    return matches
+
+
+def test_the_one_router_reproduces_table2_table8_and_d2():
+    from madara_cli import router
+
+    # Table 2's ten routes, from the published diagnostics, by router.route itself.
+    diags = published_diagnostics()
+    assert {k: router.route(d).strategy for k, d in diags.items()} == {k: pv.TABLE2[(*k, "strategy")] for k in pv.ROUTING_PAIRS}
+    routes = _audit_row(audit_table2(), "Table 2", "")
+    assert sum(r.item.endswith("routed strategy") and r.status == "match" for r in routes) == 10
+    # Table 8's "Changed" column: 1, 2, 2, 3, 6, 7 of 10.
+    changed = [r for r in audit_table8() if "changed" in r.item]
+    assert [r.recomputed for r in changed] == [f"{c[0]}/{c[1]}" for c, _, _ in pv.TABLE8.values()]
+    assert all(r.status == "match" for r in changed)
+    # D.2: the tau_NF sweep over 12 cells changes exactly one (Mistral CONFLICTS at 15%, to CoT).
+    sweep = _audit_row(audit_table9(), "Table 9", "τ_NF sweep")[0]
+    assert (sweep.recomputed, sweep.status) == ("1/12", "match")
+    assert "Mistral-7B" in sweep.note and "15%" in sweep.note
 
 
 def test_paper_values_are_complete():

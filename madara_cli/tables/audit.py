@@ -14,9 +14,10 @@ Tolerances follow interval arithmetic on printed values with half-unit h (0.05 f
 decimal): a difference a − b printed separately is off by at most 3h, a mean of printed
 values by at most 2h.
 
-The MADARA routing rule (Algorithm 2) and the RSC trend coefficient ρ* (Eq. 2) are
-re-implemented here as tiny helpers on purpose, so the audit does not depend on the
-production router.
+Routing checks (Table 2's routes, Table 8's "Changed" column, Appendix D.2's τ_NF
+sweep) call the production router (:func:`madara_cli.router.route` and its sweeps) on
+the published diagnostics: there is one routing rule in madara, and the audit checks
+that it reproduces what the paper prints, or names the discrepancy with both values.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from madara_cli import router as routing
 from madara_cli import stats
 from madara_cli.tables import paper_values as pv
 
@@ -62,15 +64,23 @@ def rsc_class(rho_star: float) -> str:
     return "quality-ordered" if np.isfinite(rho_star) and abs(rho_star + 1.0) < 1e-9 else "stochastic"
 
 
-def route_from_diagnostics(nf_em: float, rsc: str, rho1: float, tau_nf: float = pv.TAU_NF, tau_rho1: float = pv.TAU_RHO1) -> str:
-    """MADARA routing (Algorithm 2): PDE if EM_NF < τ_NF, else SDA if stochastic,
-    else CoT if ρ̂1 < τ_ρ1, else ATF. ``nf_em`` in %. A degenerate scorer has no usable
-    scores, which the paper says "independently necessitates per-document isolation"."""
-    if nf_em < tau_nf or rsc == "degenerate":
-        return "pde"
-    if rsc != "quality-ordered":
-        return "sda"
-    return "cot" if rho1 < tau_rho1 else "atf"
+def published_diagnostics(triviaqa: bool = False) -> dict[tuple[str, str], routing.Diagnostics]:
+    """The router's inputs as the paper prints them: NF EM from Table 2 (Table 1 for
+    TriviaQA), ρ̂1..3 from Table 4, the class from Table 2 / Table 4 (explicit, since
+    rounded ρ̂ can tie). ``triviaqa`` adds the two TriviaQA cells Appendix D.2 routes
+    beside Table 2's ten (Mistral, quality-ordered; Llama, degenerate scoring): D.2's
+    "12 model–task cells"."""
+    out: dict[tuple[str, str], routing.Diagnostics] = {}
+    for model, benchmark in pv.ROUTING_PAIRS:
+        rho = tuple(pv.TABLE4[(model, benchmark, f"rho{k}")] for k in (1, 2, 3))
+        out[(model, benchmark)] = routing.Diagnostics(pv.TABLE2[(model, benchmark, "nf")], rho, pv.TABLE2[(model, benchmark, "rsc_class")])
+    if triviaqa:
+        mistral = ("mistral-7b", "triviaqa")
+        rho = tuple(pv.TABLE4[(*mistral, f"rho{k}")] for k in (1, 2, 3))
+        out[mistral] = routing.Diagnostics(pv.TABLE1[(*mistral, "nf")], rho, pv.TABLE4[(*mistral, "rsc_class")])
+        llama = ("llama-3.1-8b", "triviaqa")
+        out[llama] = routing.Diagnostics(pv.TABLE1[(*llama, "nf")], None)  # Table 4 ‡: degenerate scoring
+    return out
 
 
 # --- formatting and tolerance ------------------------------------------------------------------
@@ -306,10 +316,11 @@ def audit_table4() -> list[AuditRow]:
 
 def audit_table2() -> list[AuditRow]:
     rows: list[AuditRow] = []
+    diagnostics = published_diagnostics()
     for model, benchmark in pv.ROUTING_PAIRS:
         get = partial(pv.lookup, pv.TABLE2, model, benchmark)
-        route = route_from_diagnostics(get("nf"), get("rsc_class"), get("rho1"))
-        note = f"NF {get('nf')}, {get('rsc_class')}, ρ̂1 {get('rho1')}"
+        route = routing.route(diagnostics[(model, benchmark)]).strategy
+        note = f"router.route on NF {get('nf')}, {get('rsc_class')}, ρ̂ {diagnostics[(model, benchmark)].rho}"
         dagger = pv.TABLE2_DAGGER.get((model, benchmark, "strategy"))
         if dagger:
             note += f"; paper footnote †: {dagger}"
@@ -405,10 +416,10 @@ def audit_table12() -> list[AuditRow]:
                 "QO → CoT, stochastic → SDA; entropy > 0.7 → SDA else CoT",
             )
         )
-        for router, column in (("RSC", "em_rsc"), ("entropy", "em_entropy")):
-            strategy = get("rec_rsc" if router == "RSC" else "rec_entropy")
+        for policy, column in (("RSC", "em_rsc"), ("entropy", "em_entropy")):
+            strategy = get("rec_rsc" if policy == "RSC" else "rec_entropy")
             ref = _table2_em(model, benchmark, strategy)
-            rows.append(_row("Table 12", f"{label}: EM of {router} choice ({_strategy(strategy)}) vs Table 2", get(column), ref, 0.0))
+            rows.append(_row("Table 12", f"{label}: EM of {policy} choice ({_strategy(strategy)}) vs Table 2", get(column), ref, 0.0))
         known = {s: _table2_em(model, benchmark, s) for s in ("nf", "three_agent", "cot", "sda", "sda_cot")}
         known = {s: v for s, v in known.items() if v is not None}
         best = max(known.values())
@@ -820,17 +831,17 @@ def audit_table7() -> list[AuditRow]:
 
 def audit_table8() -> list[AuditRow]:
     rows: list[AuditRow] = []
-    qo = [(m, b) for m, b in pv.ROUTING_PAIRS if pv.TABLE4[(m, b, "rsc_class")] == "quality-ordered"]
+    points = {p.threshold: p for p in routing.sweep_rho1(published_diagnostics(), values=tuple(pv.TABLE8))}
     for tau, (changed, matches, gap) in pv.TABLE8.items():
-        k = sum(pv.TABLE4[(m, b, "rho1")] < tau for m, b in qo)
+        point = points[float(tau)]
         rows.append(
             AuditRow(
                 "Table 8",
                 f"τ = {tau}: changed (QO pairs routed to CoT)",
                 _count(*changed),
-                _count(k, 10),
-                "match" if k == changed[0] else "discrepancy",
-                "count of quality-ordered pairs with ρ̂1 < τ (Table 4)",
+                _count(point.n_cot, point.n_cells),
+                "match" if (point.n_cot, point.n_cells) == tuple(changed) else "discrepancy",
+                "router.sweep_rho1 on Table 2's NF and Table 4's ρ̂ (scoring arm, NF gate off as Table 8's counts require)",
             )
         )
         rows.append(
@@ -870,34 +881,22 @@ def audit_table9() -> list[AuditRow]:
             "over Table 2's ten routed cells",
         )
     )
-    # Appendix D.2 sweep: Table 2's ten cells plus the two TriviaQA cells Table 4 classifies.
-    cells = [(m, b, pv.TABLE2[(m, b, "nf")], pv.TABLE4[(m, b, "rsc_class")], pv.TABLE4[(m, b, "rho1")]) for m, b in pv.ROUTING_PAIRS]
-    cells.append(
-        (
-            "mistral-7b",
-            "triviaqa",
-            pv.TABLE1[("mistral-7b", "triviaqa", "nf")],
-            "quality-ordered",
-            pv.TABLE4[("mistral-7b", "triviaqa", "rho1")],
-        )
-    )
-    cells.append(("llama-3.1-8b", "triviaqa", pv.TABLE1[("llama-3.1-8b", "triviaqa", "nf")], "degenerate", math.nan))
-    flipped = set()
-    for tau in pv.TAU_NF_SWEEP["taus"]:
-        for m, b, nf, cls, rho1 in cells:
-            if route_from_diagnostics(nf, cls, rho1, tau_nf=tau) != route_from_diagnostics(nf, cls, rho1):
-                flipped.add((m, b, tau))
-    cells_flipped = sorted({(m, b) for m, b, _ in flipped})
+    # Appendix D.2 sweep: Table 2's ten cells plus the two TriviaQA cells, through the router.
+    cells = published_diagnostics(triviaqa=True)
+    names = {f"{m}/{b}": (m, b) for m, b in cells}
+    points = routing.sweep_tau_nf({name: cells[key] for name, key in names.items()}, values=pv.TAU_NF_SWEEP["taus"])
+    flipped = [(names[name], p.threshold, p.routes[name]) for p in points for name in p.changed]
+    n_flipped = len(routing.changed_cells(points))
     rows.append(
         AuditRow(
             "Table 9",
             "τ_NF sweep {15..45}%: cells whose route changes",
             _count(*pv.TAU_NF_SWEEP["flipped"]),
-            _count(len(cells_flipped), len(cells)),
-            "match" if len(cells_flipped) == pv.TAU_NF_SWEEP["flipped"][0] else "discrepancy",
-            "flips: "
-            + ", ".join(f"{_label(m, b)} at τ={t}%" for m, b, t in sorted(flipped))
-            + "; Llama TriviaQA (degenerate) routed to PDE",
+            _count(n_flipped, len(cells)),
+            "match" if (n_flipped, len(cells)) == tuple(pv.TAU_NF_SWEEP["flipped"]) else "discrepancy",
+            "router.sweep_tau_nf; flips: "
+            + (", ".join(f"{_label(m, b)} at τ={t:g}% → {_strategy(s)}" for (m, b), t, s in flipped) or "none")
+            + "; Llama TriviaQA (degenerate) stays on PDE at every τ (§6.2)",
         )
     )
     return rows
