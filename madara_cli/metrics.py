@@ -1,9 +1,21 @@
 """Answer metrics: exact match, token F1 and contains-match against every gold alias.
 
-Normalisation follows the paper (Section 5.4: whitespace normalisation and
-lower-casing) extended with the SQuAD convention of stripping punctuation and the
-articles a/an/the, which every open-domain QA evaluation since DPR uses; the
-``strict`` flag keeps the paper's minimal version for comparison.
+Every metric compares the *cleaned* answer (:func:`madara_cli.agents.generator.clean_answer`:
+first line, no ``Answer:`` lead-in, no wrapping quotes or final period) with each gold
+alias:
+
+* ``em`` -- the paper's EM (Section 5.4: "strictly matched after whitespace
+  normalization and lowercasing"): lower-case, collapse whitespace, compare. The paper
+  tables use it.
+* ``em_squad`` -- EM after the SQuAD normalisation (also drop punctuation and the
+  articles a/an/the), the convention of most open-domain QA papers since DPR.
+* ``f1`` -- token F1 (max over aliases) on SQuAD-normalised tokens; the paper defines
+  F1 only as the harmonic mean of token precision and recall, and SQuAD's tokens are
+  the standard reading.
+* ``contains`` -- a gold alias appears as whole SQuAD-normalised tokens in the answer.
+
+``METRIC_VERSION`` is part of every cell's key: a change to any definition here makes
+new cells instead of silently mixing old and new numbers.
 """
 
 from __future__ import annotations
@@ -27,9 +39,16 @@ def normalize(text: str, strict: bool = False) -> str:
     return " ".join(text.split())
 
 
-def exact_match(prediction: str, answers: Iterable[str]) -> bool:
-    p = normalize(prediction)
-    return any(p == normalize(a) for a in answers)
+METRIC_VERSION = 2  # 2: em is the paper's strict EM; em_squad added
+
+METRICS: tuple[str, ...] = ("em", "em_squad", "f1", "contains")
+
+
+def exact_match(prediction: str, answers: Iterable[str], squad: bool = False) -> bool:
+    """The paper's EM (lower-case + whitespace); ``squad=True`` also strips punctuation
+    and articles."""
+    p = normalize(prediction, strict=not squad)
+    return any(p == normalize(a, strict=not squad) for a in answers)
 
 
 def contains_match(prediction: str, answers: Iterable[str]) -> bool:
@@ -60,6 +79,7 @@ def token_f1(prediction: str, answers: Iterable[str]) -> float:
 @dataclass(frozen=True)
 class Scores:
     em: float
+    em_squad: float
     f1: float
     contains: float
 
@@ -67,6 +87,7 @@ class Scores:
 def score(prediction: str, answers: Sequence[str]) -> Scores:
     return Scores(
         em=float(exact_match(prediction, answers)),
+        em_squad=float(exact_match(prediction, answers, squad=True)),
         f1=token_f1(prediction, answers),
         contains=float(contains_match(prediction, answers)),
     )
@@ -75,11 +96,7 @@ def score(prediction: str, answers: Sequence[str]) -> Scores:
 def aggregate(per_example: Sequence[Scores]) -> dict[str, float]:
     """Means over examples, as fractions in [0, 1]."""
     n = len(per_example)
-    if n == 0:
-        return {"n": 0, "em": 0.0, "f1": 0.0, "contains": 0.0}
-    return {
-        "n": n,
-        "em": sum(s.em for s in per_example) / n,
-        "f1": sum(s.f1 for s in per_example) / n,
-        "contains": sum(s.contains for s in per_example) / n,
-    }
+    out: dict[str, float] = {"n": n}
+    for name in METRICS:
+        out[name] = sum(getattr(s, name) for s in per_example) / n if n else 0.0
+    return out

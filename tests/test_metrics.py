@@ -12,6 +12,17 @@ def test_em_against_every_alias():
     assert not exact_match("Gagarin was first", ["Gagarin"])
 
 
+def test_em_is_the_papers_strict_match_and_em_squad_the_lenient_one():
+    # Section 5.4: lower-casing and whitespace only; punctuation and articles count.
+    assert exact_match("  The   Eiffel  tower ", ["the eiffel Tower"])
+    assert not exact_match("Eiffel Tower", ["The Eiffel Tower"])
+    assert not exact_match("U.S.", ["US"])
+    assert exact_match("Eiffel Tower", ["The Eiffel Tower"], squad=True)
+    assert exact_match("U.S.", ["US"], squad=True)
+    s = score("Eiffel Tower", ["The Eiffel Tower"])
+    assert (s.em, s.em_squad, s.f1, s.contains) == (0.0, 1.0, 1.0, 1.0)
+
+
 def test_f1_and_contains():
     assert token_f1("Yuri Gagarin", ["Gagarin"]) == 2 * (0.5 * 1) / 1.5
     assert token_f1("", [""]) == 1.0
@@ -21,7 +32,8 @@ def test_f1_and_contains():
 
 def test_aggregate_is_mean_fraction():
     agg = aggregate([score("Paris", ["paris"]), score("Lyon", ["Paris"])])
-    assert agg == {"n": 2, "em": 0.5, "f1": 0.5, "contains": 0.5}
+    assert agg == {"n": 2, "em": 0.5, "em_squad": 0.5, "f1": 0.5, "contains": 0.5}
+    assert aggregate([score("the Paris", ["Paris"])]) == {"n": 1, "em": 0.0, "em_squad": 1.0, "f1": 1.0, "contains": 1.0}
 
 
 def test_answer_cleanup_is_shared_and_documented():
