@@ -68,7 +68,8 @@ class BenchmarkConfig:
     path: Optional[str] = None  # local JSON/JSONL file: bypasses the hub
     corpus: Optional[str] = None  # JSONL id/title/text corpus to retrieve from; None = own pool
     sample: Optional[int] = 1000  # evaluated queries, seeded sample (paper: ~1K)
-    calibration: int = 100  # calibration queries, disjoint from evaluated ones
+    calibration: int = 100  # calibration queries: the first N of the seeded order (RSC probe, NF calibration)
+    calibration_split: str = "nested"  # nested: evaluated set contains them (paper, Table 9) | disjoint: held out
     n_questions: int = 60  # mini benchmark only
     require_answers: bool = True  # drop examples with no gold answer (CONFLICTS opinion/complementary rows)
 

@@ -211,22 +211,37 @@ def test_missing_file_and_wrong_format_are_one_line(tmp_path):
 # Sampling
 
 
-def test_split_is_seeded_disjoint_and_nested(shared_data):
-    cfg = compose(["benchmark=fever", f"benchmark.path={shared_data / 'fever' / 'fever_paper_dev_sr_shared.jsonl'}", "benchmark.sample=200"])
+def test_split_is_seeded_and_nested_by_default(shared_data):
+    path = shared_data / "fever" / "fever_paper_dev_sr_shared.jsonl"
+    cfg = compose(["benchmark=fever", f"benchmark.path={path}", "benchmark.sample=200"])
     ev, cal = load_benchmark(cfg.benchmark, seed=0), load_benchmark(cfg.benchmark, seed=0, which="calibration")
-    assert (len(ev), len(cal)) == (200, 100) and not {e.id for e in ev} & {e.id for e in cal}
-    assert [e.id for e in ev] == [e.id for e in load_benchmark(cfg.benchmark, seed=0)]
+    # Paper reading: the calibration queries are the first 100 of the evaluated ones.
+    assert (len(ev), len(cal)) == (200, 100) and [e.id for e in cal] == [e.id for e in ev[:100]]
     assert [e.id for e in ev] != [e.id for e in load_benchmark(cfg.benchmark, seed=1)]
     small, _ = split(load_all_examples(cfg.benchmark), 50, 100, seed=0)
     assert [e.id for e in small] == [e.id for e in ev[:50]]  # a smaller sample is a prefix
 
 
-def test_split_keeps_calibration_when_the_source_is_small():
+def test_disjoint_split_holds_calibration_out(shared_data):
+    path = shared_data / "fever" / "fever_paper_dev_sr_shared.jsonl"
+    nested = compose(["benchmark=fever", f"benchmark.path={path}", "benchmark.sample=200"])
+    cfg = compose(["benchmark=fever", f"benchmark.path={path}", "benchmark.sample=200", "benchmark.calibration_split=disjoint"])
+    ev, cal = load_benchmark(cfg.benchmark, seed=0), load_benchmark(cfg.benchmark, seed=0, which="calibration")
+    assert (len(ev), len(cal)) == (200, 100) and not {e.id for e in ev} & {e.id for e in cal}
+    # One probe serves both modes: the calibration split is the same queries.
+    assert [e.id for e in cal] == [e.id for e in load_benchmark(nested.benchmark, seed=0, which="calibration")]
+
+
+def test_conflicts_sized_source_is_evaluated_whole_by_default():
     exs = [Example(id=str(i), question="q", answers=("a",)) for i in range(458)]  # CONFLICTS' size
     ev, cal = split(exs, 1000, 100, seed=0)
+    assert (len(ev), len(cal)) == (458, 100) and {e.id for e in cal} <= {e.id for e in ev}
+    ev, cal = split(exs, 1000, 100, seed=0, calibration_split="disjoint")
     assert (len(ev), len(cal)) == (358, 100) and not {e.id for e in ev} & {e.id for e in cal}
-    ev, cal = split(exs[:60], 1000, 100, seed=0)  # smaller than the calibration split: evaluate all
+    ev, cal = split(exs[:60], 1000, 100, seed=0, calibration_split="disjoint")  # smaller than the calibration split
     assert (len(ev), len(cal)) == (60, 0)
+    with pytest.raises(DataError, match="valid: nested, disjoint"):
+        split(exs, 10, 5, seed=0, calibration_split="overlap")
 
 
 # ---------------------------------------------------------------------------

@@ -191,22 +191,40 @@ def read_rows(cfg: DictConfig, data_files: str | None = None) -> list[dict[str, 
 # Sampling
 
 
-def split(examples: Sequence[Example], sample: int | None, calibration: int, seed: int) -> tuple[list[Example], list[Example]]:
-    """Seeded shuffle; the first ``calibration`` examples form the calibration split
-    (RSC probe and NF calibration), the next ``sample`` the evaluated set. The two
-    never overlap, and for a fixed seed a smaller ``sample`` is a prefix of a larger
-    one. When the source is smaller than calibration + sample, the calibration split
-    keeps its size and the evaluated set gets what is left (CONFLICTS: 458 queries ->
-    100 calibration + 358 evaluated); only a source of at most ``calibration``
-    examples leaves the calibration split empty, so that something is evaluated."""
+CALIBRATION_SPLITS = ("nested", "disjoint")
+
+
+def split(
+    examples: Sequence[Example], sample: int | None, calibration: int, seed: int, calibration_split: str = "nested"
+) -> tuple[list[Example], list[Example]]:
+    """(evaluated, calibration) examples from one seeded shuffle.
+
+    The calibration split (RSC probe and NF calibration) is always the first
+    ``calibration`` examples of the seeded order, so one probe serves every cell of a
+    benchmark whatever its evaluated sample. ``calibration_split`` decides where the
+    evaluated set starts:
+
+    * ``nested`` (default, the paper's reading): the evaluated set is the first
+      ``sample`` examples, so it contains the calibration queries. Appendix B evaluates
+      CONFLICTS on all 458 queries and Table 9's calibration NF equals Table 2's NF,
+      which only holds when calibration queries are part of what is evaluated.
+    * ``disjoint``: the evaluated set is the next ``sample`` examples after the
+      calibration split (held-out evaluation; CONFLICTS: 100 calibration + 358
+      evaluated). A source of at most ``calibration`` examples is then evaluated
+      whole with an empty calibration split, so that something is evaluated.
+
+    For a fixed seed a smaller ``sample`` is a prefix of a larger one in both modes.
+    """
+    if calibration_split not in CALIBRATION_SPLITS:
+        raise DataError(f"unknown benchmark.calibration_split '{calibration_split}'; valid: {', '.join(CALIBRATION_SPLITS)}")
     order = list(examples)
     random.Random(seed).shuffle(order)
-    n = len(order)
-    n_cal = calibration if n > calibration else 0
-    calib = order[:n_cal]
+    if calibration_split == "nested":
+        evaluated = order if sample is None else order[:sample]
+        return evaluated, order[:calibration]
+    n_cal = calibration if len(order) > calibration else 0
     rest = order[n_cal:]
-    evaluated = rest if sample is None else rest[:sample]
-    return evaluated, calib
+    return (rest if sample is None else rest[:sample]), order[:n_cal]
 
 
 def load_all_examples(cfg: DictConfig) -> list[Example]:
@@ -236,5 +254,5 @@ def load_benchmark(cfg: DictConfig, seed: int, which: str = "eval") -> list[Exam
     if which not in ("eval", "calibration"):
         raise ValueError(f"which must be 'eval' or 'calibration', not {which!r}")
     examples = load_all_examples(cfg)
-    evaluated, calib = split(examples, cfg.sample, cfg.calibration, seed)
+    evaluated, calib = split(examples, cfg.sample, cfg.calibration, seed, cfg.get("calibration_split", "nested"))
     return evaluated if which == "eval" else calib
