@@ -9,11 +9,14 @@ disjoint from the evaluated ones):
    strategy issues, so they are shared through the cache).
 3. **Perturb** each chain three ways (rsc.perturb_chains: shuffled, contradicted,
    random chain of another pair).
-4. **Re-score** each document given each perturbed chain, asking for the score
-   alone (:func:`rescoring_messages`; one batched stage over all three levels):
-   generated at the model's temperature (the paper's setting), or with
-   ``rsc.rescoring=logprob`` read as the expected digit after ``{"score": `` in one
-   forward pass (fast on CPU, and continuous, so fewer ties).
+4. **Re-score** each document given each perturbed chain: the normal CoT request
+   itself, with the perturbed chain written as the start of the model's own JSON
+   reply (``{"reasoning_steps": [...], "confidence": ``), so the chain is the only
+   thing that differs (F.1: "presented as-is to the scoring prompt";
+   :func:`madara_cli.agents.scoring.rescore_request`). Only the score is read: generated
+   at the model's temperature (the paper's setting), or with ``rsc.rescoring=logprob``
+   as the expected digit after ``"score": `` in one forward pass (fast on CPU, and
+   continuous, so fewer ties).
 5. **Statistics** (rsc.summarize_probe): pooled rho_1..3, rho*, class, coupling,
    rho-bar, per-query rho, bootstrap CIs and stability, split-half, 30-query
    subsets, degenerate scoring, score entropy; then the route (router.route).
@@ -40,13 +43,22 @@ from omegaconf import DictConfig, OmegaConf
 
 from madara_cli import metrics as M
 from madara_cli import router, rsc
-from madara_cli.agents.prompts import RELEVANCE, system_prompt
-from madara_cli.agents.scoring import DIGITS, LOGPROB_PREFIX, ParsedScore, agent_request, expected_score, parse_score
+from madara_cli.agents.prompts import RELEVANCE
+from madara_cli.agents.scoring import (
+    DIGITS,
+    SCORING_MODES,
+    ParsedScore,
+    agent_request,
+    expected_score,
+    parse_score,
+    read_rescore,
+    rescore_request,
+)
 from madara_cli.backends.cache import CachedLLM
-from madara_cli.config import to_plain
+from madara_cli.config import ConfigError, to_plain
 from madara_cli.data.loaders import load_benchmark
 from madara_cli.data.retrieval import retrieve
-from madara_cli.records import ChatRequest, Example, ScoreRequest, messages
+from madara_cli.records import ChatRequest, Example
 
 # What can change a probe's numbers; strategy, limit and output paths cannot.
 _PROBE_KEYS = ("model", "backend", "benchmark", "retriever", "generation", "rsc", "seed")
@@ -68,11 +80,18 @@ class ProbeSpec:
 
     @classmethod
     def from_cfg(cls, cfg: DictConfig, n: int | None = None) -> "ProbeSpec":
+        from madara_cli.agents.digest import prompt_digest
+        from madara_cli.grid import RUNTIME_ONLY
+        from madara_cli.metrics import METRIC_VERSION
+
         plain = to_plain(cfg)
         semantic = {k: plain[k] for k in _PROBE_KEYS}
+        semantic["backend"] = {k: v for k, v in semantic["backend"].items() if k not in RUNTIME_ONLY["backend"]}
         # The calibration split is the first n of the seeded order whatever the
         # evaluated sample, so n (in the key) is all that matters of the split sizes.
         semantic["benchmark"] = {k: v for k, v in semantic["benchmark"].items() if k not in ("calibration", "sample")}
+        semantic["prompts"] = {f: prompt_digest(f) for f in ("generator", "assessors")}
+        semantic["metric_version"] = METRIC_VERSION
         digest = hashlib.sha256(json.dumps(semantic, sort_keys=True).encode()).hexdigest()[:8]
         n = int(n if n is not None else cfg.benchmark.calibration)
         return cls(model=cfg.model.name, benchmark=cfg.benchmark.name, n=n, config_hash=digest)
@@ -80,7 +99,8 @@ class ProbeSpec:
 
 def calibration_examples(cfg: DictConfig, n: int, llm: CachedLLM | None = None) -> list[Example]:
     """The first ``n`` queries of the seeded order: the calibration split of every cell
-    whose ``benchmark.calibration`` is ``n``, disjoint from its evaluated queries."""
+    whose ``benchmark.calibration`` is ``n`` (inside its evaluated set by default,
+    ``benchmark.calibration_split=disjoint`` holds it out)."""
     bench = OmegaConf.merge(cfg.benchmark, {"calibration": n})
     examples = load_benchmark(bench, seed=int(cfg.seed), which="calibration")
     return retrieve(examples, cfg, llm=llm if cfg.retriever.name == "rerank" else None)
@@ -95,30 +115,6 @@ def _cot_request(ex: Example, i: int, cfg: DictConfig) -> ChatRequest:
     )
 
 
-def rescoring_messages(ex: Example, i: int, chain: str):
-    """Score a document *given* a reasoning chain (Section 3.1's perturbed re-scoring).
-    The chain is handed over as already-written reasoning and only the score is
-    asked for, so the reply is a short JSON object: the chain, not the model's own
-    new reasoning, is what the score can follow."""
-    doc = (ex.docs or ())[i]
-    head = f"Claim: {ex.question}" if ex.task == "fever" else f"Question: {ex.question}"
-    user = (
-        f"{head}\n\nDocument to assess:\n{doc.render()}\n\n"
-        f"An assessment of this document reasoned as follows:\n{chain.strip() or '(empty)'}\n\n"
-        'Following this reasoning, reply with {"score": N} only, N an integer from 0 to 5.'
-    )
-    return messages(system_prompt(RELEVANCE), user)
-
-
-def _rescore_request(ex: Example, i: int, chain: str, cfg: DictConfig) -> ChatRequest:
-    return ChatRequest(
-        messages=rescoring_messages(ex, i, chain),
-        max_tokens=int(cfg.generation.score_max_tokens),
-        temperature=float(cfg.model.temperature),
-        seed=int(cfg.seed),
-    )
-
-
 def _ragged(values: Sequence[float], lengths: Sequence[int]) -> list[list[float]]:
     out, pos = [], 0
     for n in lengths:
@@ -128,14 +124,24 @@ def _ragged(values: Sequence[float], lengths: Sequence[int]) -> list[list[float]
 
 
 def run_probe(cfg: DictConfig, llm: CachedLLM, n: int | None = None, examples: Sequence[Example] | None = None) -> dict[str, Any]:
-    """NF + RSC on the calibration split; returns the probe record (JSON-safe)."""
-    from madara_cli.strategies import STRATEGIES, StrategyContext, load_all
-
-    load_all()
+    """NF + RSC on the calibration split; returns the probe record (JSON-safe). Its
+    ``accounting`` counts this probe's calls alone, even when the engine is shared."""
+    if cfg.rsc.rescoring not in SCORING_MODES:
+        raise ConfigError(f"unknown rsc.rescoring '{cfg.rsc.rescoring}'; valid: {', '.join(SCORING_MODES)}")
     spec = ProbeSpec.from_cfg(cfg, n)
     examples = list(examples) if examples is not None else calibration_examples(cfg, spec.n, llm)
     if len(examples) < 2:
         raise ValueError(f"the RSC probe needs at least 2 calibration queries, got {len(examples)}")
+    with llm.fresh_accounting(propagate=True) as accounting:
+        record = _probe(cfg, llm, spec, examples)
+    record["accounting"] = accounting.to_dict()
+    return record
+
+
+def _probe(cfg: DictConfig, llm: CachedLLM, spec: ProbeSpec, examples: list[Example]) -> dict[str, Any]:
+    from madara_cli.strategies import STRATEGIES, StrategyContext, load_all
+
+    load_all()
     ctx = StrategyContext(llm=llm, cfg=cfg)
 
     # 1. No-Filter EM on the calibration queries.
@@ -145,27 +151,27 @@ def run_probe(cfg: DictConfig, llm: CachedLLM, n: int | None = None, examples: S
     # 2. Normal CoT relevance scores and their chains: one batched stage.
     pairs = [(ex, i) for ex in examples for i in range(len(ex.docs or ()))]
     lengths = [len(ex.docs or ()) for ex in examples]
-    outs = llm.chat("rsc-cot", [_cot_request(ex, i, cfg) for ex, i in pairs])
+    normal_requests = [_cot_request(ex, i, cfg) for ex, i in pairs]
+    outs = llm.chat("rsc-cot", normal_requests)
     parsed = [parse_score(c.text, RELEVANCE) for c in outs]
     chains = [list(p.reasoning) if p.reasoning else c.text.strip() for p, c in zip(parsed, outs)]
     from_raw = sum(1 for p in parsed if not p.reasoning)
     normal = [p.value for p in parsed]
 
-    # 3-4. Perturb and re-score, all three levels in one batched stage.
+    # 3-4. Perturb and re-score, all three levels in one batched stage: each perturbed
+    # chain goes as-is into the normal request's own prompt (F.1; scoring.rescore_request).
+    mode = str(cfg.rsc.rescoring)
     levels = rsc.perturb_chains(_ragged(chains, lengths), seed=int(cfg.seed)).by_level()
+    budget = int(cfg.generation.score_max_tokens)
     requests = [
-        _rescore_request(ex, i, level[q][i], cfg)
+        rescore_request(normal_requests[p], steps, mode=mode, max_tokens=budget, confidence=parsed[p].confidence)
         for level in levels
-        for q, ex in enumerate(examples)
-        for i in range(lengths[q])
+        for p, steps in enumerate(steps for row in level for steps in row)
     ]
-    if cfg.rsc.rescoring == "logprob":
-        logprob_requests = [ScoreRequest(messages=r.messages, candidates=DIGITS, prefix=LOGPROB_PREFIX) for r in requests]
-        rescored = [_from_logprobs(c.logprobs) for c in llm.logprobs("rsc-rescore", logprob_requests)]
-    elif cfg.rsc.rescoring == "generate":
-        rescored = [parse_score(c.text, RELEVANCE) for c in llm.chat("rsc-rescore", requests)]
+    if mode == "logprob":
+        rescored = [_from_logprobs(c.logprobs) for c in llm.logprobs("rsc-rescore", requests)]
     else:
-        raise ValueError(f"unknown rsc.rescoring '{cfg.rsc.rescoring}'; valid: generate, logprob")
+        rescored = [read_rescore(c, RELEVANCE) for c in llm.chat("rsc-rescore", requests)]
     per_level = [_ragged([p.value for p in rescored[k * len(pairs) : (k + 1) * len(pairs)]], lengths) for k in range(3)]
 
     # 5. Statistics and the route.
@@ -190,7 +196,11 @@ def run_probe(cfg: DictConfig, llm: CachedLLM, n: int | None = None, examples: S
             "n_pairs": len(pairs),
             "chains_from_raw_text": from_raw,
         },
-        "accounting": llm.accounting.to_dict(),
+        "calibration": {
+            "n": len(examples),
+            "split": str(cfg.benchmark.get("calibration_split", "nested")),
+            "rule": f"first {spec.n} queries of the seeded order (seed {int(cfg.seed)})",
+        },
     }
 
 

@@ -56,7 +56,11 @@ def messages(system: str, user: str) -> tuple[Message, ...]:
 class ChatRequest:
     """A chat generation request. Sampling parameters are part of the request so that
     each one maps onto vLLM's per-request ``SamplingParams`` and onto one
-    ``/v1/chat/completions`` body, and so that the cache key sees all of them."""
+    ``/v1/chat/completions`` body, and so that the cache key sees all of them.
+
+    ``prefix``, when set, is the start of the assistant turn: the model continues it
+    (the RSC probe hands the scoring prompt a perturbed chain this way) and the
+    completion's text is what comes after it."""
 
     messages: tuple[Message, ...]
     max_tokens: int = 64
@@ -64,9 +68,13 @@ class ChatRequest:
     top_p: float = 1.0
     seed: int = 0
     stop: tuple[str, ...] = ()
+    prefix: str = ""
 
     def canonical(self) -> dict[str, Any]:
-        return {"kind": "chat", **asdict(self)}
+        body = asdict(self)
+        if not body["prefix"]:
+            del body["prefix"]  # keys of plain chat requests stay what they were
+        return {"kind": "chat", **body}
 
 
 @dataclass(frozen=True)

@@ -58,18 +58,8 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\s*\n+\s*")
 _ENUMERATOR = re.compile(r"^(?:\(?\d{1,2}[.)]|\(?[A-Za-z][.)]|step\s*\d+[.:)]?)$", re.IGNORECASE)
 
 
-def split_sentences(reasoning: Reasoning) -> list[str]:
-    """Split a reasoning chain into sentences (F.1: "split by sentence boundaries").
-
-    A string is split after ``.``, ``!`` or ``?`` followed by whitespace, and at line
-    breaks; lone enumerators ("1.", "Step 2:") are glued to the next sentence. A
-    sequence of strings (the CoT prompt's ``reasoning_steps`` array) is taken as
-    already split: each non-empty step is one sentence. Abbreviations such as "e.g."
-    do split; that only makes a shuffle finer, never a no-op.
-    """
-    if not isinstance(reasoning, str):
-        return [s.strip() for s in reasoning if s and s.strip()]
-    pieces = [p.strip() for p in _SENTENCE_END.split(reasoning) if p and p.strip()]
+def _split_text(text: str) -> list[str]:
+    pieces = [p.strip() for p in _SENTENCE_END.split(text) if p and p.strip()]
     sentences: list[str] = []
     pending = ""
     for piece in pieces:
@@ -81,6 +71,28 @@ def split_sentences(reasoning: Reasoning) -> list[str]:
     if pending:
         sentences.append(pending)
     return sentences
+
+
+def split_sentences(reasoning: Reasoning) -> list[str]:
+    """Split a reasoning chain into sentences (F.1: "split by sentence boundaries").
+
+    A string is split after ``.``, ``!`` or ``?`` followed by whitespace, and at line
+    breaks; lone enumerators ("1.", "Step 2:") are glued to the next sentence. A
+    sequence of strings (the CoT prompt's ``reasoning_steps`` array) is split the same
+    way step by step, so a step of two sentences gives two. Abbreviations such as
+    "e.g." do split; that only makes a shuffle finer, never a no-op.
+    """
+    if isinstance(reasoning, str):
+        return _split_text(reasoning)
+    return [sentence for step in reasoning if step and step.strip() for sentence in _split_text(step)]
+
+
+def steps_of(reasoning: Reasoning) -> list[str]:
+    """A chain as the list of steps it is shown as: a string is one step, a sequence
+    keeps its non-empty steps."""
+    if isinstance(reasoning, str):
+        return [reasoning.strip()] if reasoning.strip() else []
+    return [s.strip() for s in reasoning if s and s.strip()]
 
 
 def render_reasoning(reasoning: Reasoning) -> str:
@@ -95,23 +107,29 @@ def _join(sentences: Sequence[str], like: Reasoning) -> str:
     return " ".join(sentences) if isinstance(like, str) else "\n".join(sentences)
 
 
-def shuffle_reasoning(reasoning: Reasoning, seed: Seed) -> str:
-    """Level 1 (Shuffled): permute the chain's sentences with a fixed seed (F.1).
+def shuffled_sentences(reasoning: Reasoning, seed: Seed) -> list[str]:
+    """Level 1 (Shuffled) as a list: the chain's sentences permuted with a fixed seed.
 
-    ``R' = permute(R)`` with ``numpy.random.default_rng(seed)``. When the drawn
-    permutation is the identity and there are at least two sentences, the chain is
-    rotated by one instead, so the perturbation is never a silent no-op (with 2
-    sentences the identity is drawn half the time). A chain of identical sentences
-    can still read the same after shuffling; nothing can be done about that.
+    ``R' = permute(R)`` with ``numpy.random.default_rng(seed)`` over the sentences of
+    every step (F.1). When the drawn permutation is the identity and there are at
+    least two sentences, the chain is rotated by one instead, so the perturbation is
+    never a silent no-op (with 2 sentences the identity is drawn half the time). A
+    chain of identical sentences can still read the same after shuffling.
     """
     sentences = split_sentences(reasoning)
     n = len(sentences)
     if n < 2:
-        return _join(sentences, reasoning)
+        return sentences
     order = np.random.default_rng(seed).permutation(n)
     if np.array_equal(order, np.arange(n)):
         order = np.roll(order, -1)
-    return _join([sentences[i] for i in order], reasoning)
+    return [sentences[i] for i in order]
+
+
+def shuffle_reasoning(reasoning: Reasoning, seed: Seed) -> str:
+    """Level 1 (Shuffled) as text (see :func:`shuffled_sentences`): prose stays prose,
+    a list of steps becomes one sentence per line."""
+    return _join(shuffled_sentences(reasoning, seed), reasoning)
 
 
 _WORD_ANTONYMS: dict[str, str] = {
@@ -217,13 +235,14 @@ def random_reasoning(chains: Sequence[Sequence[T]], seed: Seed) -> list[list[T]]
 
 @dataclass(frozen=True)
 class PerturbedChains:
-    """The three perturbed versions of a probe's chains, each ``[query][doc] -> text``."""
+    """The three perturbed versions of a probe's chains, each ``[query][doc] -> steps``
+    (the list of strings the scoring prompt's ``reasoning_steps`` array is given)."""
 
-    shuffled: list[list[str]]
-    contradicted: list[list[str]]
-    random: list[list[str]]
+    shuffled: list[list[list[str]]]
+    contradicted: list[list[list[str]]]
+    random: list[list[list[str]]]
 
-    def by_level(self) -> tuple[list[list[str]], list[list[str]], list[list[str]]]:
+    def by_level(self) -> tuple[list[list[list[str]]], list[list[list[str]]], list[list[list[str]]]]:
         return (self.shuffled, self.contradicted, self.random)
 
 
@@ -232,16 +251,14 @@ def perturb_chains(chains: Sequence[Sequence[Reasoning]], seed: int = 0) -> Pert
 
     The shuffle of pair (j, i) uses ``default_rng([seed, j, i])`` so each chain's
     permutation is fixed by the seed and its position alone, independent of how many
-    chains come before it. Every output is rendered text (steps one per line).
+    chains come before it. Shuffled chains are lists of sentences; contradicted ones
+    keep the chain's steps, each with its quality cues negated; a random chain is the
+    donor pair's steps as they are.
     """
-    shuffled = [[shuffle_reasoning(c, (seed, j, i)) for i, c in enumerate(row)] for j, row in enumerate(chains)]
-    contradicted = [[contradict_reasoning(c) for c in row] for row in chains]
+    shuffled = [[shuffled_sentences(c, (seed, j, i)) for i, c in enumerate(row)] for j, row in enumerate(chains)]
+    contradicted = [[[contradict_text(step) for step in steps_of(c)] for c in row] for row in chains]
     donors = random_reasoning(chains, seed)
-    return PerturbedChains(
-        shuffled=shuffled,
-        contradicted=contradicted,
-        random=[[render_reasoning(c) for c in row] for row in donors],
-    )
+    return PerturbedChains(shuffled=shuffled, contradicted=contradicted, random=[[steps_of(c) for c in row] for row in donors])
 
 
 # --------------------------------------------------------------------------- #

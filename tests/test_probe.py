@@ -44,30 +44,35 @@ class ScriptedBackend:
     def __init__(self, score_fn):
         self.score_fn = score_fn
         self.calls = 0
+        self.requests: list = []
 
     fingerprint = "scripted:v1"
     batch_size = 64
 
     def chat(self, requests: Sequence[ChatRequest]) -> list[Completion]:
         self.calls += len(requests)
+        self.requests.extend(requests)
         out = []
         for r in requests:
             user = r.messages[-1].content
-            if "reasoning_steps" in r.messages[0].content:  # CoT scoring
+            if r.prefix:  # re-scoring: continue the JSON the perturbed chain began
+                score = self.score_fn(user + "\n" + r.prefix, _sig(user))
+                out.append(Completion(text=f'3, "score": {score}', finish_reason="stop"))
+            elif "reasoning_steps" in r.messages[0].content:  # CoT scoring
                 sig = _sig(user)
                 steps = [f"Evidence tag {sig}.", "The document is relevant to the question.", "It names the answer."]
                 out.append(Completion(text=json.dumps({"reasoning_steps": steps, "confidence": 4, "score": self.score_fn(user, sig)})))
-            elif "score" in r.messages[0].content:  # score-only (re-scoring)
-                out.append(Completion(text=json.dumps({"score": self.score_fn(user, _sig(user))})))
             else:  # generator
                 out.append(Completion(text="unknown"))
         return out
 
     def next_token_logprobs(self, requests: Sequence[ScoreRequest]) -> list[Completion]:
         self.calls += len(requests)
+        self.requests.extend(requests)
         out = []
         for r in requests:  # all mass on the scripted digit
-            s = self.score_fn(r.messages[-1].content, _sig(r.messages[-1].content))
+            user = r.messages[-1].content
+            s = self.score_fn(user + "\n" + r.prefix, _sig(user))
             out.append(Completion(text="", logprobs={c: (0.0 if int(c) == s else -30.0) for c in r.candidates}))
         return out
 
@@ -115,8 +120,8 @@ def test_reasoning_tracking_scores_are_quality_ordered_and_rerun_is_free(tmp_pat
     assert record["rho_star"] == -1.0 and record["rsc_class"] == "quality-ordered" and record["coupling"] == "strong"
     assert record["route"] == "pde"  # NF EM 0 < 30%: isolation first, whatever the scoring
     assert record["scores"]["n_pairs"] == 60 and record["scores"]["parse_failures_normal"] == 0
-    stages = llm.accounting.by_stage
-    assert stages["generate"].requests == 6 and stages["rsc-cot"].requests == 60 and stages["rsc-rescore"].requests == 180
+    stages = record["accounting"]["by_stage"]
+    assert stages["generate"]["requests"] == 6 and stages["rsc-cot"]["requests"] == 60 and stages["rsc-rescore"]["requests"] == 180
 
     # Same probe again: read from disk; forced: every call from the cache.
     again, _, reused = find_or_run_probe(cfg, llm, 6)
@@ -125,6 +130,32 @@ def test_reasoning_tracking_scores_are_quality_ordered_and_rerun_is_free(tmp_pat
     forced, _, reused = find_or_run_probe(cfg, llm, 6, force=True)
     assert not reused and backend.calls == calls
     assert forced["rho"] == record["rho"]
+    # Accounting is per probe: the forced rerun reports its own requests (all cache hits).
+    forced_total = forced["accounting"]
+    assert forced_total["requests"] == record["accounting"]["requests"] and forced_total["calls_issued"] == 0
+
+
+def test_rescore_request_differs_from_the_normal_one_only_in_the_chain(tmp_path):
+    """F.1: the perturbed chain "is presented as-is to the scoring prompt"."""
+    from madara_cli import rsc
+
+    record, _, _, backend, _, _ = _probe(tmp_path, _tracking)
+    normal = [r for r in backend.requests if isinstance(r, ChatRequest) and not r.prefix and "reasoning_steps" in r.messages[0].content]
+    rescore = [r for r in backend.requests if isinstance(r, ChatRequest) and r.prefix]
+    assert len(normal) == 60 and len(rescore) == 180
+    by_messages = {r.messages: r for r in normal}
+    for k, r in enumerate(rescore):
+        twin = by_messages[r.messages]  # the very prompt that produced the normal score
+        assert (r.temperature, r.top_p, r.seed) == (twin.temperature, twin.top_p, twin.seed)
+        chain = json.loads(r.prefix + '3, "score": 0}')["reasoning_steps"]
+        own = [f"Evidence tag {_sig(r.messages[-1].content)}.", "The document is relevant to the question.", "It names the answer."]
+        level = k // 60
+        if level == 0:  # shuffled: the same sentences, another order
+            assert sorted(chain) == sorted(own) and chain != own
+        elif level == 1:  # contradicted: quality cues negated, step by step
+            assert chain == [rsc.contradict_text(s) for s in own]
+        else:  # random: another pair's chain, as it was written
+            assert chain != own and len(chain) == 3
 
 
 def _tracking(user: str, sig: int) -> int:
@@ -142,7 +173,7 @@ def _tracking(user: str, sig: int) -> int:
 def test_logprob_rescoring_gives_the_same_diagnosis(tmp_path):
     gen, *_ = _probe(tmp_path / "g", _tracking)
     lp, _, _, _, llm, _ = _probe(tmp_path / "l", _tracking, 6, "rsc.rescoring=logprob")
-    assert "rsc-rescore" in llm.accounting.by_stage and lp["rho"] == pytest.approx(gen["rho"])
+    assert "rsc-rescore" in lp["accounting"]["by_stage"] and lp["rho"] == pytest.approx(gen["rho"])
     assert lp["key"] != gen["key"]  # a different protocol is a different probe
 
 

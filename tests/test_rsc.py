@@ -152,14 +152,24 @@ def test_random_draws_every_other_pair():
     assert donors == {"b", "c", "d"}
 
 
-def test_perturb_chains_renders_all_levels():
+def test_perturb_chains_gives_step_lists_for_every_level():
     chains = [[["step one", "step two", "score of 4"], "Relevant. Accurate."], [["x", "y"], "It supports."]]
     out = rsc.perturb_chains(chains, seed=1)
-    assert out.contradicted[0][0] == "step one\nstep two\nscore of 1"
-    assert out.contradicted[1][1] == "It contradicts."
-    assert out.shuffled[0][1] == "Accurate. Relevant."
-    assert all(isinstance(c, str) for level in out.by_level() for row in level for c in row)
+    assert out.contradicted[0][0] == ["step one", "step two", "score of 1"]
+    assert out.contradicted[1][1] == ["It contradicts."]
+    assert out.shuffled[0][1] == ["Accurate.", "Relevant."]
+    assert all(isinstance(c, list) and all(isinstance(s, str) for s in c) for level in out.by_level() for row in level for c in row)
     assert out == rsc.perturb_chains(chains, seed=1)
+
+
+def test_shuffle_splits_steps_at_sentence_boundaries():
+    # F.1: R = [r1..rn] split by sentence boundaries, so a two-sentence step is two units.
+    steps = ["The document names Paris. It gives the population.", "So it is relevant."]
+    assert rsc.split_sentences(steps) == ["The document names Paris.", "It gives the population.", "So it is relevant."]
+    shuffled = rsc.shuffled_sentences(steps, 0)
+    assert sorted(shuffled) == sorted(rsc.split_sentences(steps)) and shuffled != rsc.split_sentences(steps)
+    # One step with several sentences is still perturbed (not a no-op, as whole-step shuffling would be).
+    assert rsc.shuffled_sentences(["First. Second. Third."], 3) != ["First.", "Second.", "Third."]
 
 
 # --------------------------------------------------------------------------- #

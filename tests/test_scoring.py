@@ -280,9 +280,25 @@ def test_parse_completion_restores_the_stop_brace():
     assert p.value == 5.0
 
 
-def test_conditioned_messages_carry_the_chain(example):
-    msgs = prompts.conditioned_messages(example, example.docs, 2, "relevance", ["first step", "", "second step"])
-    assert msgs[0].content == prompts.COT_SYSTEM["relevance"]
-    user = msgs[1].content
-    assert "1. first step\n2. second step" in user
-    assert user.index("second step") < user.index("Reply with the JSON object only")
+def test_rescore_request_is_the_normal_request_plus_the_chain(example):
+    """Appendix F.1: the perturbed chain is presented as-is to the same scoring prompt."""
+    from madara_cli.agents.scoring import agent_request, read_rescore, rescore_request
+
+    normal = agent_request(example, example.docs, 2, "relevance", cot=True, mode="generate", max_tokens=256, temperature=0.6, seed=3)
+    steps = ["Second sentence.", "First sentence, with \"quotes\"."]
+    gen = rescore_request(normal, steps, mode="generate", max_tokens=64, confidence=4)
+    assert gen.messages == normal.messages  # same system prompt, same user turn
+    assert (gen.temperature, gen.top_p, gen.seed) == (normal.temperature, normal.top_p, normal.seed)
+    assert gen.prefix == '{"reasoning_steps": ["Second sentence.", "First sentence, with \\"quotes\\"."], "confidence": '
+    assert json.loads(gen.prefix + '4, "score": 2}')["reasoning_steps"] == steps  # the chain, verbatim
+    lp = rescore_request(normal, steps, mode="logprob", max_tokens=64, confidence=4)
+    assert isinstance(lp, ScoreRequest) and lp.messages == normal.messages
+    assert lp.prefix.endswith('"confidence": 4, "score": ') and lp.candidates == tuple("012345")
+    no_conf = rescore_request(normal, steps, mode="logprob", max_tokens=64).prefix
+    assert '"confidence"' not in no_conf and no_conf.endswith('."], "score": ')
+    # Only the continuation is read: a score mentioned inside the chain never counts.
+    p = read_rescore(Completion(text='2, "score": 1', finish_reason="stop"))
+    assert (p.value, p.confidence, p.ok) == (1.0, 2, True)
+    assert not read_rescore(Completion(text="I think so", finish_reason="stop")).ok
+    with pytest.raises(ValueError, match="valid: generate, logprob"):
+        rescore_request(normal, steps, mode="bogus", max_tokens=64)

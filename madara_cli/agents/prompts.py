@@ -195,9 +195,7 @@ def _reminder(agent: str, cot: bool) -> str:
     return f'Reply with the JSON object only: {{"{key}": N}} with N from {scale}.'
 
 
-def assessor_user(
-    example: Example, docs: Sequence[Doc], index: int, agent: str, cot: bool = False, logprob: bool = False, reasoning: Sequence[str] = ()
-) -> str:
+def assessor_user(example: Example, docs: Sequence[Doc], index: int, agent: str, cot: bool = False, logprob: bool = False) -> str:
     """The user turn for ``agent`` assessing ``docs[index]``. The relevance assessor
     sees the document alone; the other two also see excerpts of the rest, labelled by
     retrieval rank. The turn ends with a one-line reminder of the reply format (small
@@ -207,25 +205,12 @@ def assessor_user(
     if agent != RELEVANCE:
         others = [f"[{j + 1}] {excerpt(d)}" for j, d in enumerate(docs) if j != index]
         parts.append("Other retrieved documents (excerpts):\n" + ("\n".join(others) if others else "(none)"))
-    if reasoning:
-        chain = "\n".join(f"{i + 1}. {step.strip()}" for i, step in enumerate(reasoning))
-        parts.append(f"Reasoning steps already written for this document (copy them into reasoning_steps and base your {SCORE_KEY[agent]} on them):\n{chain}")
     parts.append(_reminder(RELEVANCE if logprob else agent, cot))
     return "\n\n".join(parts)
 
 
 def assessor_messages(example: Example, docs: Sequence[Doc], index: int, agent: str, cot: bool = False, logprob: bool = False) -> tuple[Message, ...]:
     return messages(system_prompt(agent, cot=cot, logprob=logprob), assessor_user(example, docs, index, agent, cot=cot, logprob=logprob))
-
-
-def conditioned_messages(example: Example, docs: Sequence[Doc], index: int, agent: str, reasoning: Sequence[str] | str) -> tuple[Message, ...]:
-    """Score a document *given* a reasoning chain (the RSC probe's perturbed rescoring,
-    paper Section 3.1): the CoT prompt of ``agent`` and the usual user turn with the
-    chain to rely on inserted before the format reminder. The reply is parsed like a
-    CoT reply (its score field is what counts)."""
-    steps = [reasoning] if isinstance(reasoning, str) else list(reasoning)
-    steps = [s for s in steps if s and s.strip()] or ["(no reasoning)"]
-    return messages(system_prompt(agent, cot=True), assessor_user(example, docs, index, agent, cot=True, reasoning=steps))
 
 
 # --------------------------------------------------------------------------- #

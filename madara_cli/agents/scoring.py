@@ -349,6 +349,46 @@ def parse_completion(completion: Completion, agent: str, mode: str = "generate")
     return _read(completion, agent, mode)[0]
 
 
+def rescore_request(normal: ChatRequest, steps: Sequence[str], *, mode: str, max_tokens: int, confidence: int | None = None) -> ChatRequest | ScoreRequest:
+    """The RSC probe's re-scoring request (Appendix F.1: the perturbed chain "is
+    presented as-is to the scoring prompt").
+
+    The request is the ``normal`` CoT scoring request itself -- same system prompt,
+    same user turn, same sampling -- with the assistant turn already begun with the
+    perturbed chain, written where the model wrote its own: ``{"reasoning_steps":
+    [...steps...], "confidence": ``. Only the score that follows is read, so the
+    perturbation is the one thing that differs from the normal score's request.
+
+    ``mode="generate"``: the model continues (confidence, then the score) and stops
+    at the closing brace; read the reply with :func:`read_rescore`.
+    ``mode="logprob"``: the prefix runs on to ``"score": `` -- the confidence the model
+    gave with its own chain is kept (omitted when it gave none) -- and the expected
+    digit is read from the next-token distribution.
+    """
+    chain = json.dumps([str(s) for s in steps], ensure_ascii=False)
+    head = '{"reasoning_steps": ' + chain + ", "
+    if mode == "generate":
+        return ChatRequest(
+            messages=normal.messages, max_tokens=max_tokens, temperature=normal.temperature, top_p=normal.top_p,
+            seed=normal.seed, stop=SCORE_STOP, prefix=head + '"confidence": ',
+        )
+    if mode == "logprob":
+        conf = "" if confidence is None else f'"confidence": {int(confidence)}, '
+        return ScoreRequest(messages=normal.messages, candidates=DIGITS, prefix=head + conf + '"score": ')
+    raise ValueError(f"unknown rescoring mode '{mode}'; valid: {', '.join(SCORING_MODES)}")
+
+
+def read_rescore(completion: Completion, agent: str = "relevance") -> ParsedScore:
+    """The score of a generated re-score reply: only the continuation is read (the chain
+    in the prefix may itself mention scores), as the rest of a ``{"confidence": ...``
+    object."""
+    text = '{"confidence": ' + completion.text
+    if completion.finish_reason == "stop" and text.count("{") > text.count("}"):
+        text += "}"
+    parsed = parse_score(text, agent)
+    return ParsedScore(parsed.value, parsed.raw_value, parsed.failure, parsed.method, (), parsed.confidence)
+
+
 def _read(completion: Completion, agent: str, mode: str) -> tuple[ParsedScore, str]:
     if mode == "logprob":
         lp = completion.logprobs or {}

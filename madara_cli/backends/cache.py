@@ -151,13 +151,20 @@ class CachedLLM:
         self.accounting = Accounting()
 
     @contextmanager
-    def fresh_accounting(self) -> Iterator[Accounting]:
-        """Account the calls of one cell separately (the backend is shared across cells)."""
+    def fresh_accounting(self, propagate: bool = False) -> Iterator[Accounting]:
+        """Account the calls of one cell (or probe) separately: the backend is shared
+        across cells. With ``propagate``, the calls also count in the enclosing
+        accounting when the block ends (a probe run inside a ``madara`` cell is part of
+        that cell's cost, and its own record still shows it alone)."""
         saved, self.accounting = self.accounting, Accounting()
+        inner = self.accounting
         try:
-            yield self.accounting
+            yield inner
         finally:
             self.accounting = saved
+            if propagate:
+                for name, stats in inner.by_stage.items():
+                    saved.stage(name).add(stats)
 
     def chat(self, stage: str, requests: Sequence[ChatRequest]) -> list[Completion]:
         return self._run(stage, "chat", requests, self.backend.chat)

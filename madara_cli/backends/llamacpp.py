@@ -93,7 +93,10 @@ class LlamaCppBackend:
 
     @property
     def fingerprint(self) -> str:
-        return self._fingerprint
+        """The GGUF file's hash (weights and quantisation), the context size (truncation)
+        and the llama.cpp binding's release (kernels and sampling can change outputs)."""
+        version = getattr(self._llama_cpp, "__version__", "unknown")
+        return f"{self._fingerprint}:ctx{self.n_ctx}:llama-cpp-{version}"
 
     @property
     def batch_size(self) -> int:
@@ -108,6 +111,9 @@ class LlamaCppBackend:
     def chat(self, requests: Sequence[ChatRequest]) -> list[Completion]:
         out = []
         for r in requests:
+            if r.prefix:
+                out.append(self._continue(r))
+                continue
             msgs, truncated = fit_messages(r.messages, lambda ms: self._count(self._render(ms)), self.n_ctx - r.max_tokens - 8)
             t0 = time.perf_counter()
             res = self.llm.create_chat_completion(
@@ -130,6 +136,31 @@ class LlamaCppBackend:
                 )
             )
         return out
+
+    def _continue(self, r: ChatRequest) -> Completion:
+        """Generate after an assistant ``prefix``: the rendered chat (generation prompt
+        included) plus the prefix, as tokens, completed as plain text."""
+        budget = self.n_ctx - r.max_tokens - 8
+        msgs, truncated = fit_messages(r.messages, lambda ms: self._count(self._render(ms) + r.prefix), budget)
+        tokens = self.llm.tokenize((self._render(msgs) + r.prefix).encode("utf-8"), add_bos=False, special=True)
+        t0 = time.perf_counter()
+        res = self.llm.create_completion(
+            prompt=tokens,
+            temperature=r.temperature,
+            top_p=r.top_p,
+            max_tokens=r.max_tokens,
+            seed=r.seed,
+            stop=list(r.stop) or None,
+        )
+        choice, usage = res["choices"][0], res["usage"]
+        return Completion(
+            text=choice["text"] or "",
+            tokens_in=usage["prompt_tokens"],
+            tokens_out=usage["completion_tokens"],
+            seconds=time.perf_counter() - t0,
+            finish_reason=choice.get("finish_reason") or "stop",
+            truncated=truncated,
+        )
 
     def next_token_logprobs(self, requests: Sequence[ScoreRequest]) -> list[Completion]:
         llama_cpp = self._llama_cpp

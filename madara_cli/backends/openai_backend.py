@@ -348,29 +348,31 @@ class OpenAIBackend:
 
     def _chat_body(self, r: ChatRequest) -> tuple[dict[str, Any], bool]:
         tok = self.tokenizer
-        msgs, truncated = fit_messages(r.messages, lambda ms: tok.count(tok.render(ms)), self.n_ctx - r.max_tokens - MARGIN)
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": _dicts(msgs),
-            "temperature": r.temperature,
-            "top_p": r.top_p,
-            "max_tokens": r.max_tokens,
-            "seed": r.seed,
-        }
+        if r.prefix:
+            # An assistant prefix cannot portably be continued through /chat/completions
+            # (see the module docstring): a /completions body on the client-side rendering.
+            msgs, truncated = fit_messages(r.messages, lambda ms: tok.count(tok.render(ms) + r.prefix), self.n_ctx - r.max_tokens - MARGIN)
+            body: dict[str, Any] = {"model": self.model, "prompt": tok.render(msgs) + r.prefix}
+        else:
+            msgs, truncated = fit_messages(r.messages, lambda ms: tok.count(tok.render(ms)), self.n_ctx - r.max_tokens - MARGIN)
+            body = {"model": self.model, "messages": _dicts(msgs)}
+        body.update(temperature=r.temperature, top_p=r.top_p, max_tokens=r.max_tokens, seed=r.seed)
         if r.stop:
             body["stop"] = list(r.stop)
         return body, truncated
 
     def _send_chat(self, item: tuple[dict[str, Any], bool]) -> Completion:
         body, truncated = item
+        path = "/completions" if "prompt" in body else "/chat/completions"
         t0 = time.perf_counter()
-        res = self._call("POST", "/chat/completions", body)
+        res = self._call("POST", path, body)
         seconds = time.perf_counter() - t0
         try:
             choice = res["choices"][0]
             usage = res.get("usage") or {}
+            text = choice.get("text") if path == "/completions" else (choice.get("message") or {}).get("content")
             return Completion(
-                text=(choice.get("message") or {}).get("content") or "",
+                text=text or "",
                 tokens_in=int(usage.get("prompt_tokens") or 0),
                 tokens_out=int(usage.get("completion_tokens") or 0),
                 seconds=seconds,
@@ -378,7 +380,7 @@ class OpenAIBackend:
                 truncated=truncated,
             )
         except (KeyError, IndexError, TypeError, AttributeError) as e:
-            raise BackendError(f"{self.base_url}/chat/completions returned an unexpected body: {_one_line(json.dumps(res))}") from e
+            raise BackendError(f"{self.base_url}{path} returned an unexpected body: {_one_line(json.dumps(res))}") from e
 
     def next_token_logprobs(self, requests: Sequence[ScoreRequest]) -> list[Completion]:
         return self._map(self._send_score, [self._score_body(r) for r in requests])
