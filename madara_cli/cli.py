@@ -56,7 +56,7 @@ def run(
     from madara_cli.config import compose, load_grid
     from madara_cli.grid import expand
     from madara_cli.progress import StageProgress
-    from madara_cli.runner import EnginePool, run_cell, run_cells, run_probes
+    from madara_cli.runner import finished_cell, run_cells, run_probes
 
     overrides = list(overrides or [])
     if launcher:
@@ -66,11 +66,13 @@ def run(
 
         multirun(grid, overrides, launcher, jobs)
         launched = expand(grid, overrides)
-        with StageProgress(err):
-            pool = EnginePool()  # every cell is finished now: this only reads them back
-            results = [run_cell(cfg, pool) for cfg in launched]
-            pool.close()
+        # Read back what the workers wrote; nothing runs here (a missing cell is reported).
+        found = [(cfg, finished_cell(cfg)) for cfg in launched]
+        results = [r for _, r in found if r is not None]
         out.print(_results_table(results, f"grid {grid} ({launcher})"))
+        missing = [f"{c.model.name}/{c.benchmark.name}/{c.strategy.name}" for c, r in found if r is None]
+        if missing:
+            raise UserError(f"{len(missing)} cell(s) did not finish under the {launcher} launcher ({', '.join(missing)}); rerun to resume")
         return
     if grid and load_grid(grid).kind == "probes":
         with StageProgress(err) as progress:
@@ -204,18 +206,45 @@ def _print_probe(r: dict, path: Path, reused: bool) -> None:
     out.print(f"[dim]{path}[/dim]")
 
 
+def _route_published(thresholds) -> None:
+    from madara_cli import router
+    from madara_cli.tables import paper_values as pv
+    from madara_cli.tables.audit import published_diagnostics
+
+    t = Table(title="router.route on the paper's published diagnostics")
+    for col in ("model", "task", "NF %", "ρ̂1 ρ̂2 ρ̂3", "class", "route", "paper (Table 2)", "reason"):
+        t.add_column(col)
+    agree = total = 0
+    for (model, benchmark), diag in published_diagnostics(triviaqa=True).items():
+        decision = router.route(diag, thresholds)
+        paper = pv.TABLE2.get((model, benchmark, "strategy"))
+        if paper:
+            total += 1
+            agree += paper == decision.strategy
+        rho = " ".join(f"{r:.2f}" for r in diag.rho) if diag.rho else "—"
+        t.add_row(model, benchmark, f"{diag.em_nf:g}", rho, str(diag.rsc_class), decision.strategy, paper or "n/a", decision.reason)
+    out.print(t)
+    out.print(f"{agree}/{total} of Table 2's routes reproduced")
+
+
 @app.command()
 def route(
-    nf: float = typer.Option(..., "--nf", help="No-Filter EM on the calibration set, in percent"),
+    nf: Optional[float] = typer.Option(None, "--nf", help="No-Filter EM on the calibration set, in percent"),
     rho: Optional[Tuple[float, float, float]] = typer.Option(None, "--rho", help="rho_1 rho_2 rho_3 (shuffled, contradicted, random); omit for degenerate scoring"),
     rsc_class: Optional[str] = typer.Option(None, "--class", help="quality-ordered | stochastic | degenerate (derived from --rho when omitted)"),
     entropy: Optional[float] = typer.Option(None, "--entropy", help="normalised score entropy (for the entropy policy)"),
     tau_nf: float = typer.Option(30.0, "--tau-nf", help="NF threshold (percent)"),
     rho1: float = typer.Option(0.5, "--rho1", help="rho_1 threshold between weak and strong coupling"),
+    published: bool = typer.Option(False, "--published", help="Route the paper's own diagnostics (Table 2's ten pairs + D.2's two TriviaQA cells)"),
 ) -> None:
     """What MADARA would route to, and why, from diagnostics alone (runs nothing)."""
     from madara_cli import router
 
+    if published:
+        _route_published(router.Thresholds(tau_nf=tau_nf, rho1=rho1))
+        return
+    if nf is None:
+        raise UserError("route needs --nf PERCENT (and --rho R1 R2 R3), or --published")
     try:
         diag = router.Diagnostics(em_nf=nf, rho=tuple(rho) if rho else None, rsc_class=rsc_class, entropy=entropy)
     except ValueError as e:
@@ -233,12 +262,15 @@ def tables(
     format: str = typer.Option("md,tex,csv", "--format", "-f", help="Comma-separated: md, tex, csv"),
     results_dir: Path = typer.Option(Path("results"), "--results", help="Results folder to read"),
     out_dir: Optional[Path] = typer.Option(None, "--out", help="Where to write (default: RESULTS/tables)"),
+    metric: str = typer.Option("em", "--metric", help="What our cells show: em (the paper's EM), em_squad, f1, contains"),
 ) -> None:
     """Write every paper table (ours beside the paper's) from the results on disk; never runs anything."""
     from madara_cli.tables import figure2, write_tables
 
     try:
-        paths = write_tables(results_dir, out_dir or results_dir / "tables", only=only.split(",") if only else None, formats=tuple(format.split(",")))
+        paths = write_tables(
+            results_dir, out_dir or results_dir / "tables", only=only.split(",") if only else None, formats=tuple(format.split(",")), metric=metric
+        )
     except ValueError as e:
         raise UserError(str(e)) from None
     for p in paths:

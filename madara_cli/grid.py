@@ -2,8 +2,12 @@
 
 A cell is one (model, benchmark, strategy, retriever, k, seed, limit) measurement.
 Its canonical ``key`` names its results folder; the key ends with a short hash of
-every other setting that can change the numbers (strategy parameters, generation
-lengths, backend), so a changed setting never silently reuses old results.
+exactly what can change its numbers (:func:`semantic_config`): the model, engine,
+benchmark, retrieval, strategy and generation settings, the limit and seed, the
+metric definitions' version and a digest of every prompt template the strategy
+sends. Settings that only change speed or placement (threads, batch sizes,
+timeouts, GPU memory share, tensor parallelism, server address, output paths) are
+left out, so a parallel run that sets threads finds the cells a serial run wrote.
 """
 
 from __future__ import annotations
@@ -18,8 +22,33 @@ from omegaconf import DictConfig
 
 from madara_cli.config import GridConfig, compose, load_grid, to_plain
 
-# Settings that say where things go, not what is measured.
-_NOT_SEMANTIC = ("results_dir", "cache", "force", "grid_name")
+# Root groups whose settings can change a cell's numbers.
+_SEMANTIC_GROUPS = ("model", "backend", "benchmark", "retriever", "strategy", "generation")
+# Settings inside those groups that only change speed or placement.
+RUNTIME_ONLY: dict[str, tuple[str, ...]] = {
+    "backend": (
+        "batch_size", "n_threads", "tensor_parallel_size", "gpu_memory_utilization", "enable_prefix_caching",
+        "base_url", "api_key_env", "max_in_flight", "retries", "timeout_s",
+    ),
+}
+
+
+def semantic_config(cfg: DictConfig) -> dict:
+    """What a cell's hash covers (see the module docstring)."""
+    from madara_cli.agents.digest import prompt_digests
+    from madara_cli.metrics import METRIC_VERSION
+
+    plain = to_plain(cfg)
+    out: dict = {}
+    for group in _SEMANTIC_GROUPS:
+        skip = RUNTIME_ONLY.get(group, ())
+        out[group] = {k: v for k, v in plain[group].items() if k not in skip}
+    out["limit"], out["seed"] = plain.get("limit"), plain.get("seed")
+    if cfg.strategy.name == "madara":
+        out["rsc"] = plain.get("rsc")  # the probe behind the route
+    out["metric_version"] = METRIC_VERSION
+    out["prompts"] = prompt_digests(str(cfg.strategy.name), str(cfg.retriever.name))
+    return out
 
 
 @dataclass(frozen=True)
@@ -47,8 +76,7 @@ class Cell:
 
     @classmethod
     def from_cfg(cls, cfg: DictConfig) -> "Cell":
-        semantic = {k: v for k, v in to_plain(cfg).items() if k not in _NOT_SEMANTIC}
-        digest = hashlib.sha256(json.dumps(semantic, sort_keys=True).encode()).hexdigest()[:8]
+        digest = hashlib.sha256(json.dumps(semantic_config(cfg), sort_keys=True).encode()).hexdigest()[:8]
         return cls(
             grid=cfg.grid_name, model=cfg.model.name, benchmark=cfg.benchmark.name, strategy=cfg.strategy.name,
             retriever=cfg.retriever.name, k=int(cfg.retriever.k), seed=int(cfg.seed), limit=cfg.limit, config_hash=digest,

@@ -86,9 +86,23 @@ def prediction_rows(examples: list[Example], preds: list[Prediction]) -> tuple[l
         scores.append(s)
         rows.append({
             "id": ex.id, "question": ex.question, "answers": list(ex.answers), "prediction": p.answer, "raw": p.raw,
-            "em": int(s.em), "f1": round(s.f1, 4), "contains": int(s.contains), "doc_ids": list(p.doc_ids), "extra": p.extra,
+            "em": int(s.em), "em_squad": int(s.em_squad), "f1": round(s.f1, 4), "contains": int(s.contains), "doc_ids": list(p.doc_ids), "extra": p.extra,
         })
     return rows, scores
+
+
+def evaluated_set_info(cfg: DictConfig, examples: list[Example]) -> dict[str, Any]:
+    """How the evaluated queries relate to the calibration split (recorded per cell;
+    tables footnote it): the split mode, the calibration size, and how many of this
+    cell's queries are calibration queries."""
+    split = str(cfg.benchmark.get("calibration_split", "nested"))
+    info: dict[str, Any] = {"calibration_split": split, "calibration": int(cfg.benchmark.calibration), "metric_version": M.METRIC_VERSION}
+    try:
+        calibration = {ex.id for ex in load_benchmark(cfg.benchmark, seed=int(cfg.seed), which="calibration")}
+    except Exception:  # noqa: BLE001 - the record is informative; the cell itself already loaded
+        return info
+    info["calibration_in_evaluated"] = sum(ex.id in calibration for ex in examples)
+    return info
 
 
 def reranker_engine(cfg: DictConfig, pool: EnginePool) -> CachedLLM | None:
@@ -103,12 +117,21 @@ def reranker_engine(cfg: DictConfig, pool: EnginePool) -> CachedLLM | None:
     return pool.get(cfg)
 
 
+def finished_cell(cfg: DictConfig) -> CellResult | None:
+    """The cell's finished result on disk, or None when it has not finished."""
+    cell = Cell.from_cfg(cfg)
+    folder = cell.folder(cfg.results_dir)
+    if not (folder / "metrics.json").is_file():
+        return None
+    return CellResult(cell, folder, json.loads((folder / "metrics.json").read_text()), skipped=True)
+
+
 def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None = None) -> CellResult:
     """Run one cell (or read it back if finished and not ``cfg.force``)."""
     cell = Cell.from_cfg(cfg)
     folder = cell.folder(cfg.results_dir)
-    if (folder / "metrics.json").is_file() and not cfg.force:
-        return CellResult(cell, folder, json.loads((folder / "metrics.json").read_text()), skipped=True)
+    if not cfg.force and (done := finished_cell(cfg)) is not None:
+        return done
     load_all()
     strategy = STRATEGIES.get(cfg.strategy.name)
     t0 = time.perf_counter()
@@ -117,6 +140,7 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
         if cfg.limit is not None:
             examples = examples[: int(cfg.limit)]
         examples = retrieve(examples, cfg, llm=reranker_engine(cfg, pool))
+    evaluated_set = evaluated_set_info(cfg, examples)
     llm = pool.get(cfg)
     with llm.fresh_accounting() as accounting:
         ctx = StrategyContext(llm=llm, cfg=cfg)
@@ -125,6 +149,7 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
     metrics = {
         "cell": cell.to_dict(),
         **M.aggregate(scores),
+        "evaluated_set": evaluated_set,
         **ctx.report,
         "accounting": accounting.to_dict(),
         "wall_seconds": round(time.perf_counter() - t0, 3),

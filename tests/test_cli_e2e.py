@@ -83,10 +83,14 @@ def test_user_errors_are_one_line_exit_2(args, needle):
 def test_joblib_launcher_matches_serial(tmp_path):
     env = configs_with_grid(tmp_path, "pair", "axes:\n  model: [smollm2-135m]\n  benchmark: [mini]\n  strategy: [nf, pde_random]\noverrides: [limit=2]\n")
     par, ser = tmp_path / "parallel", tmp_path / "serial"
-    p = madara("run", "--grid", "pair", "--launcher", "joblib", "-j", "2", f"results_dir={par}", "backend.n_threads=1", env=env)
+    # No backend.n_threads here: the launcher sets it per worker, and a thread count
+    # must not change cell identity, or the read-back would not find the workers' cells.
+    p = madara("run", "--grid", "pair", "--launcher", "joblib", "-j", "2", f"results_dir={par}", env=env)
     assert p.returncode == 0, p.stderr
+    assert len(list(par.glob("pair/*/metrics.json"))) == 2  # exactly the serial run's folders, none twice
     s = madara("run", "--grid", "pair", f"results_dir={ser}", "backend.n_threads=1", env=env)
     assert s.returncode == 0, s.stderr
+    assert sorted(p.name for p in par.glob("pair/*")) == sorted(p.name for p in ser.glob("pair/*"))
 
     def outcome(root):
         cells = {}

@@ -154,7 +154,11 @@ def test_llm_is_configured_from_the_model_config(fake_vllm):
         "enable_prefix_caching": True,
         "seed": 7,
     }
-    assert b.fingerprint == "hf:Qwen/Qwen2.5-7B-Instruct@main"
+    fake_vllm.__version__ = "0.9.9"
+    assert b.fingerprint == "hf:Qwen/Qwen2.5-7B-Instruct@main:bfloat16:len4096:vllm-0.9.9"
+    # dtype, context length and engine release change outputs: none may share the cache.
+    other = make_backend(compose(["backend=vllm", "model=qwen2.5-7b", "model.dtype=float16"]))
+    assert other.fingerprint != b.fingerprint
     assert b.batch_size == 4096
     assert b.name == "vllm"
 

@@ -78,7 +78,7 @@ class VLLMBackend:
         use_tqdm: bool = False,
     ):
         self._vllm = _import_vllm()
-        self.hf_id, self.revision = hf_id, revision
+        self.hf_id, self.revision, self.dtype = hf_id, revision, dtype
         self.max_model_len = max_model_len
         self.use_tqdm = use_tqdm
         self._batch_size = batch_size
@@ -101,7 +101,10 @@ class VLLMBackend:
 
     @property
     def fingerprint(self) -> str:
-        return f"hf:{self.hf_id}@{self.revision}"
+        """Weights, numerics and engine: a different dtype, context length or vLLM release
+        can change outputs, so none of them may share cached completions."""
+        version = getattr(self._vllm, "__version__", "unknown")
+        return f"hf:{self.hf_id}@{self.revision}:{self.dtype}:len{self.max_model_len}:vllm-{version}"
 
     @property
     def batch_size(self) -> int:
@@ -130,26 +133,25 @@ class VLLMBackend:
     def chat(self, requests: Sequence[ChatRequest]) -> list[Completion]:
         if not requests:
             return []
-        SamplingParams = self._vllm.SamplingParams
-        conversations, params, truncated = [], [], []
-        for r in requests:
-            msgs, cut = fit_messages(
-                r.messages, lambda ms: len(self._encode(self._render(ms))), self.max_model_len - r.max_tokens - MARGIN
-            )
-            conversations.append(_dicts(msgs))
-            params.append(
-                SamplingParams(
-                    temperature=r.temperature,
-                    top_p=r.top_p,
-                    max_tokens=r.max_tokens,
-                    seed=r.seed,
-                    stop=list(r.stop) or None,
-                )
-            )
-            truncated.append(cut)
-        t0 = time.perf_counter()
-        outputs = self.llm.chat(conversations, sampling_params=params, use_tqdm=self.use_tqdm)
-        share = (time.perf_counter() - t0) / len(requests)
+        plain = [i for i, r in enumerate(requests) if not r.prefix]
+        prefixed = [i for i, r in enumerate(requests) if r.prefix]
+        out: list[Completion | None] = [None] * len(requests)
+        for i, c in zip(plain, self._chat([requests[i] for i in plain])):
+            out[i] = c
+        for i, c in zip(prefixed, self._continue([requests[i] for i in prefixed])):
+            out[i] = c
+        return out  # type: ignore[return-value]
+
+    def _sampling(self, r: ChatRequest) -> Any:
+        return self._vllm.SamplingParams(
+            temperature=r.temperature,
+            top_p=r.top_p,
+            max_tokens=r.max_tokens,
+            seed=r.seed,
+            stop=list(r.stop) or None,
+        )
+
+    def _completions(self, outputs: Sequence[Any], truncated: Sequence[bool], seconds: float) -> list[Completion]:
         out = []
         for o, cut in zip(outputs, truncated, strict=True):
             c = o.outputs[0]
@@ -158,12 +160,46 @@ class VLLMBackend:
                     text=c.text,
                     tokens_in=len(o.prompt_token_ids or ()),
                     tokens_out=len(c.token_ids or ()),
-                    seconds=share,
+                    seconds=seconds,
                     finish_reason=c.finish_reason or "stop",
                     truncated=cut,
                 )
             )
         return out
+
+    def _chat(self, requests: Sequence[ChatRequest]) -> list[Completion]:
+        if not requests:
+            return []
+        conversations, params, truncated = [], [], []
+        for r in requests:
+            msgs, cut = fit_messages(
+                r.messages, lambda ms: len(self._encode(self._render(ms))), self.max_model_len - r.max_tokens - MARGIN
+            )
+            conversations.append(_dicts(msgs))
+            params.append(self._sampling(r))
+            truncated.append(cut)
+        t0 = time.perf_counter()
+        outputs = self.llm.chat(conversations, sampling_params=params, use_tqdm=self.use_tqdm)
+        return self._completions(outputs, truncated, (time.perf_counter() - t0) / len(requests))
+
+    def _continue(self, requests: Sequence[ChatRequest]) -> list[Completion]:
+        """Requests with an assistant ``prefix``: the rendered chat plus the prefix as
+        token ids through ONE ``LLM.generate`` call (as scoring does)."""
+        if not requests:
+            return []
+        prompts, params, truncated = [], [], []
+        for r in requests:
+            msgs, cut = fit_messages(
+                r.messages,
+                lambda ms, prefix=r.prefix: len(self._encode(self._render(ms) + prefix)),
+                self.max_model_len - r.max_tokens - MARGIN,
+            )
+            prompts.append({"prompt_token_ids": self._encode(self._render(msgs) + r.prefix)})
+            params.append(self._sampling(r))
+            truncated.append(cut)
+        t0 = time.perf_counter()
+        outputs = self.llm.generate(prompts, sampling_params=params, use_tqdm=self.use_tqdm)
+        return self._completions(outputs, truncated, (time.perf_counter() - t0) / len(requests))
 
     def next_token_logprobs(self, requests: Sequence[ScoreRequest]) -> list[Completion]:
         if not requests:

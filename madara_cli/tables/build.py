@@ -26,11 +26,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from madara_cli import stats
+from madara_cli import router, rsc, stats
 from madara_cli.tables import paper_values as pv
-from madara_cli.tables.audit import route_from_diagnostics
 from madara_cli.tables.compare import load_predictions, paired_outcomes
 
+TABLE_METRICS = ("em", "em_squad", "f1", "contains")
+BINARY_METRICS = ("em", "em_squad", "contains")
 MISSING = "—"
 NOT_REPORTED = "n/a"
 SPARSE = ("bm25s", "pyserini")
@@ -63,6 +64,13 @@ class StoredCell:
     contains: float | None
     accounting: dict[str, Any] = field(compare=False, hash=False)
     path: Path = field(compare=False, hash=False)
+    metric: str = "em"  # which metric ``em`` holds (``madara tables --metric``)
+    calibration_split: str | None = None  # how the evaluated set relates to the calibration queries
+
+    @property
+    def outcome_metric(self) -> str:
+        """The per-query 0/1 outcome paired tests use: the table metric when binary, else EM."""
+        return self.metric if self.metric in BINARY_METRICS else "em"
 
     def predictions(self) -> tuple[dict[str, Any], ...] | None:
         try:
@@ -146,7 +154,7 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _stored_cell(cell_dir: Path, grid_name: str, metrics: dict[str, Any]) -> StoredCell | None:
+def _stored_cell(cell_dir: Path, grid_name: str, metrics: dict[str, Any], metric: str = "em") -> StoredCell | None:
     cell = metrics.get("cell") or {}
     if not all(cell.get(k) for k in ("model", "benchmark", "strategy")):
         return None
@@ -161,20 +169,27 @@ def _stored_cell(cell_dir: Path, grid_name: str, metrics: dict[str, Any]) -> Sto
         limit=cell.get("limit"),
         key=str(cell.get("key") or cell_dir.name),
         n=int(metrics.get("n") or 0),
-        em=_num(metrics.get("em")),
+        em=_num(metrics.get(metric)),
         f1=_num(metrics.get("f1")),
         contains=_num(metrics.get("contains")),
         accounting=dict(metrics.get("accounting") or {}),
         path=cell_dir,
+        metric=metric,
+        calibration_split=(metrics.get("evaluated_set") or {}).get("calibration_split"),
     )
 
 
-def load_results(results_dir: Path | str) -> Results:
+def load_results(results_dir: Path | str, metric: str = "em") -> Results:
     """Scan ``results/<grid>/<cell>/metrics.json`` and ``results/probes/*/probe.json``.
+
+    ``metric`` picks what the tables show as each cell's score (``em``, the paper's
+    EM, by default; ``em_squad``, ``f1`` or ``contains``).
 
     Folders starting with ``.tmp`` (unfinished cells) or ``.`` are ignored; unreadable
     files are listed in ``skipped`` rather than aborting the whole table run.
     """
+    if metric not in TABLE_METRICS:
+        raise ValueError(f"unknown metric '{metric}'; valid: {', '.join(TABLE_METRICS)}")
     root = Path(results_dir)
     cells: list[StoredCell] = []
     probes: list[StoredProbe] = []
@@ -193,7 +208,7 @@ def load_results(results_dir: Path | str) -> Results:
             if not (sub / "metrics.json").is_file():
                 continue
             metrics = _read_json(sub / "metrics.json")
-            stored = _stored_cell(sub, grid_dir.name, metrics) if metrics else None
+            stored = _stored_cell(sub, grid_dir.name, metrics, metric) if metrics else None
             if stored is None:
                 skipped.append(str(sub))
             else:
@@ -329,7 +344,7 @@ def _mcnemar_pairs(cells: dict[Any, tuple[StoredCell | None, StoredCell | None]]
         pm, pb = method.predictions(), base.predictions()
         if not pm or not pb:
             continue
-        ids, a, b = paired_outcomes(pm, pb)
+        ids, a, b = paired_outcomes(pm, pb, method.outcome_metric)
         if not ids:
             continue
         bb, cc = stats.discordant(a > 0.5, b > 0.5)
@@ -362,6 +377,21 @@ def _nf_for_routing(res: Results, model: str, benchmark: str, grid: str) -> floa
         em_nf = _num(_probe_value(res.probe(model, benchmark), "em_nf"))
         nf = None if em_nf is None else 100.0 * em_nf
     return nf
+
+
+def _router_diagnostics(res: Results, model: str, benchmark: str, grid: str) -> router.Diagnostics | None:
+    """What the router reads for a pair: NF EM (NF cell, else the probe's calibration NF)
+    and the probe's ρ̂1..3 and class; None until both exist."""
+    probe = res.probe(model, benchmark)
+    nf = _nf_for_routing(res, model, benchmark, grid)
+    cls = _probe_value(probe, "rsc_class")
+    if probe is None or nf is None or cls not in rsc.RSC_CLASSES:
+        return None
+    rho = tuple(probe.rho(k) for k in range(3))
+    usable = None if cls == rsc.DEGENERATE or any(r is None for r in rho) else rho
+    if usable is None and cls != rsc.DEGENERATE:
+        return None
+    return router.Diagnostics(em_nf=min(100.0, max(0.0, nf)), rho=usable, rsc_class=cls, entropy=_num(_probe_value(probe, "entropy")))
 
 
 # --- Table 1 ---------------------------------------------------------------------------------------
@@ -479,8 +509,9 @@ def _binary_routing(res: Results, model: str, benchmark: str, grid: str) -> _Bin
     probe = res.probe(model, benchmark)
     cls = _probe_value(probe, "rsc_class")
     entropy = _num(_probe_value(probe, "entropy"))
-    rec_rsc = None if cls is None else ("cot" if cls == "quality-ordered" else "sda")
-    rec_entropy = None if entropy is None else ("sda" if entropy > pv.ENTROPY_THRESHOLD else "cot")
+    diag = router.Diagnostics(em_nf=100.0, rho=None, rsc_class=cls, entropy=entropy) if cls in rsc.RSC_CLASSES else None
+    rec_rsc = None if diag is None else router.route_binary_rsc(diag).strategy
+    rec_entropy = None if diag is None or entropy is None else router.route_entropy(diag, pv.ENTROPY_THRESHOLD).strategy
     ems = {s: _em(res, model, benchmark, s, grid) for s in BINARY_ORACLE}
     known = {s: v for s, v in ems.items() if v is not None}
     oracle = max(known, key=known.get) if known else None
@@ -509,11 +540,11 @@ def _tally(routes: Sequence[_BinaryRouting], router: str, reference: str, beats:
 def _binary_counts(routes: Sequence[_BinaryRouting]) -> dict[str, dict[str, tuple[int, int]]]:
     """beats NF / beats 3-Agent / matches oracle per router, over pairs where the inputs exist."""
     out: dict[str, dict[str, tuple[int, int]]] = {}
-    for router in ("rsc", "entropy"):
-        out[router] = {
-            "beats_nf": _tally(routes, router, "nf", beats=True),
-            "beats_three_agent": _tally(routes, router, "three_agent", beats=True),
-            "matches_oracle": _tally(routes, router, "oracle_em", beats=False),
+    for policy in ("rsc", "entropy"):
+        out[policy] = {
+            "beats_nf": _tally(routes, policy, "nf", beats=True),
+            "beats_three_agent": _tally(routes, policy, "three_agent", beats=True),
+            "matches_oracle": _tally(routes, policy, "oracle_em", beats=False),
         }
     both = [r for r in routes if r.rec_rsc and r.rec_entropy]
     out["agreement"] = {"agreement": (sum(r.rec_rsc == r.rec_entropy for r in both), len(both))}
@@ -820,42 +851,29 @@ def _oracle(res: Results, model: str, benchmark: str, grid: str) -> tuple[str | 
     return best, known[best], known
 
 
-def _diagnostics(res: Results, model: str, benchmark: str, grid: str) -> tuple[float | None, str | None, float | None]:
-    probe = res.probe(model, benchmark)
-    return _nf_for_routing(res, model, benchmark, grid), _probe_value(probe, "rsc_class"), probe.rho(0) if probe else None
-
-
 def table8(results_dir: Path | Results) -> pd.DataFrame:
     """Table 8: ρ̂1 threshold sweep over the 10 CFL+FVR pairs: pairs routed to CoT, oracle matches, mean gap."""
     res = _results(results_dir)
     grid = TABLES["table8"].grid
-    diag = {k: _diagnostics(res, *k, grid) for k in pv.ROUTING_PAIRS}
-    oracles = {k: _oracle(res, *k, grid) for k in pv.ROUTING_PAIRS}
+    diags = {k: d for k in pv.ROUTING_PAIRS if (d := _router_diagnostics(res, *k, grid)) is not None}
+    oracles = {k: _oracle(res, *k, grid)[2] for k in diags}
+    points = {p.threshold: p for p in router.sweep_rho1(diags, values=tuple(pv.TABLE8), ems=oracles)} if diags else {}
     rows = []
     for tau, (changed, matches, gap) in pv.TABLE8.items():
-        probed = [k for k, (_, cls, rho1) in diag.items() if cls is not None and rho1 is not None]
-        n_changed = sum(diag[k][1] == "quality-ordered" and diag[k][2] < tau for k in probed)
-        gaps = []
-        for k in probed:
-            nf, cls, rho1 = diag[k]
-            if nf is None:
-                continue
-            choice = route_from_diagnostics(nf, cls, rho1, tau_rho1=tau)
-            best, best_em, known = oracles[k]
-            if choice in known:
-                gaps.append(best_em - known[choice])
+        point = points.get(float(tau))
+        evaluated = point.n_evaluated if point else 0
         rows.append(
             {
                 "Threshold (τ)": f"{tau:.1f}",
-                "Changed": pair_count((n_changed, len(probed)) if probed else None, changed),
-                "Oracle Matches": pair_count((sum(g < 1e-9 for g in gaps), len(gaps)) if gaps else None, matches),
-                "Mean Gap (pp)": pair(float(np.mean(gaps)) if gaps else None, gap, digits=2),
+                "Changed": pair_count((point.n_cot, point.n_cells) if point else None, changed),
+                "Oracle Matches": pair_count((point.oracle_matches, evaluated) if evaluated else None, matches),
+                "Mean Gap (pp)": pair(point.mean_gap if evaluated else None, gap, digits=2),
             }
         )
     notes = [
-        "Changed = quality-ordered pairs with ρ̂1 < τ (routed to CoT instead of the default).",
-        "Ours routes with the full MADARA rule at ρ̂1 threshold τ (NF from the NF cell, else the probe's calibration NF); "
-        "oracle = best of NF, 3-Agent, CoT, SDA, SDA+CoT, ATF, PDE cells on disk. The paper does not state its oracle set; "
+        "Changed = quality-ordered pairs routed to CoT at ρ̂1 threshold τ (router.sweep_rho1, the scoring arm with the NF gate off, "
+        "as the paper's counts require; diagnostics from our probes, NF from the NF cell, else the probe's calibration NF).",
+        "Oracle = best of NF, 3-Agent, CoT, SDA, SDA+CoT, ATF, PDE cells on disk. The paper does not state its oracle set; "
         "its τ = 0.5 gap (0.07pp) differs from Table 19's 0.45pp for the same rule.",
     ]
     return _finish(rows, "table8", notes)
@@ -868,13 +886,13 @@ def table19(results_dir: Path | Results) -> pd.DataFrame:
     rows = []
     gaps: dict[tuple[str, str], tuple[float | None, float | None]] = {}
     for model, benchmark in pv.ROUTING_PAIRS:
-        nf, cls, rho1 = _diagnostics(res, model, benchmark, grid)
+        nf = _nf_for_routing(res, model, benchmark, grid)
         best, best_em, known = _oracle(res, model, benchmark, grid)
         route, madara_em, _, _ = _madara(res, model, benchmark, grid)
         if madara_em is not None:
             # The MADARA cell is itself a candidate: its run may beat the standalone strategy cells.
             best_em = madara_em if best_em is None else max(best_em, madara_em)
-        nf_only = None if nf is None else ("pde" if nf < pv.TAU_NF else "three_agent")
+        nf_only = None if nf is None else router.route_nf_only(router.Diagnostics(min(100.0, max(0.0, nf)), None), pv.TAU_NF).strategy
         nf_gap = best_em - known[nf_only] if nf_only in known else None
         rsc_gap = best_em - madara_em if madara_em is not None else None
         gaps[(model, benchmark)] = (nf_gap, rsc_gap)
@@ -1066,7 +1084,8 @@ def table17(results_dir: Path | Results) -> pd.DataFrame:
         rows_ = preds.get(strategy)
         if not rows_:
             return None
-        chosen = [float(p.get("em", 0) or 0) for p in rows_ if ids is None or str(p["id"]) in ids]
+        outcome = cells[strategy].outcome_metric if cells[strategy] else "em"
+        chosen = [float(p.get(outcome, 0) or 0) for p in rows_ if ids is None or str(p["id"]) in ids]
         return (len(chosen), 100 * float(np.mean(chosen))) if chosen else None
 
     complete = {i for i, (_, ok) in support.items() if ok is True}

@@ -125,28 +125,49 @@ def to_csv(df: pd.DataFrame) -> str:
 RENDERERS: dict[str, Callable[[pd.DataFrame], str]] = {"md": to_markdown, "tex": to_latex, "csv": to_csv}
 
 
+def results_notes(results, metric: str) -> list[str]:
+    """Footnotes every table carries about what its numbers are: the metric shown and
+    how the evaluated sets relate to the calibration queries."""
+    notes = []
+    if metric != "em":
+        notes.append(f"Ours show {metric} (`madara tables --metric {metric}`); the paper's values are EM as printed.")
+    splits = sorted({c.calibration_split for c in results.cells if c.calibration_split})
+    if splits == ["nested"]:
+        notes.append("Evaluated sets contain the calibration queries (benchmark.calibration_split=nested, the paper's reading: Appendix B, Table 9).")
+    elif splits == ["disjoint"]:
+        notes.append("Evaluated sets exclude the calibration queries (benchmark.calibration_split=disjoint; the paper's reading is nested).")
+    elif splits:
+        notes.append("Cells mix calibration splits (" + ", ".join(splits) + "): compare like with like.")
+    return notes
+
+
 def write_tables(
     results_dir: Path,
     out_dir: Path,
     only: Sequence[str] | None = None,
     formats: Iterable[str] = FORMATS,
+    metric: str = "em",
 ) -> list[Path]:
     """Build the requested tables from ``results_dir`` and write ``out_dir/<table>.<fmt>``.
 
-    ``only`` takes table names ("table2", "2", "g1", ...); an unknown name or format
-    raises ValueError listing the valid ones. Returns the written paths in order.
+    ``only`` takes table names ("table2", "2", "g1", ...); an unknown name, format or
+    metric raises ValueError listing the valid ones. ``metric`` is what our cells show
+    (``em``, the paper's EM, by default). Returns the written paths in order.
     """
     formats = tuple(formats)
     bad = [f for f in formats if f not in RENDERERS]
     if bad:
         raise ValueError(f"unknown format(s) {', '.join(bad)}; valid: {', '.join(RENDERERS)}")
     names = [resolve_table_name(n) for n in only] if only else list(TABLES)
-    results = load_results(results_dir)
+    results = load_results(results_dir, metric)
+    extra_notes = results_notes(results, metric)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     for name in dict.fromkeys(names):
         df = TABLES[name].builder(results)
+        if extra_notes:
+            df.attrs["notes"] = [*df.attrs.get("notes", []), *extra_notes]
         for fmt in formats:
             path = out / f"{name}.{fmt}"
             tmp = path.with_name(f".{path.name}.tmp")

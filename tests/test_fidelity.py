@@ -1,0 +1,103 @@
+"""Numbers that mean what the paper's mean: EM as Section 5.4 defines it, the evaluated
+set of Appendix B, cell identity that tracks exactly what can change a number, and
+the one routing rule seen from the command line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from madara_cli.agents import digest, generator, prompts
+from madara_cli.config import compose
+from madara_cli.grid import Cell
+from madara_cli.runner import EnginePool, run_cell
+from tests.test_cli_e2e import madara
+from tests.test_strategies_e2e import FakeBackend
+
+
+def _key(*overrides: str) -> str:
+    return Cell.from_cfg(compose(list(overrides))).key
+
+
+# --- cell identity ------------------------------------------------------------------------
+
+
+def test_speed_and_placement_settings_do_not_change_a_cell_key():
+    base = _key("strategy=nf")
+    for runtime in ("backend.n_threads=1", "backend.batch_size=64", "backend.timeout_s=5", "results_dir=/elsewhere", "grid_name=g"):
+        assert _key("strategy=nf", runtime).split("__")[-1] == base.split("__")[-1], runtime
+    vllm = _key("strategy=nf", "backend=vllm")
+    for runtime in ("backend.gpu_memory_utilization=0.5", "backend.tensor_parallel_size=4", "backend.enable_prefix_caching=false"):
+        assert _key("strategy=nf", "backend=vllm", runtime) == vllm, runtime
+
+
+def test_settings_that_change_numbers_change_the_key():
+    base = _key("strategy=three_agent")
+    for semantic in ("model.temperature=0.1", "generation.max_tokens=16", "strategy.top_k=3", "retriever.k=20",
+                     "benchmark.calibration_split=disjoint", "seed=1", "limit=5", "backend.n_ctx=2048"):
+        assert _key("strategy=three_agent", semantic) != base, semantic
+
+
+def test_editing_a_prompt_template_changes_the_affected_cells_keys(monkeypatch):
+    before = {s: _key(f"strategy={s}") for s in ("nf", "three_agent", "main_rag")}
+    monkeypatch.setitem(prompts.BASE_SYSTEM, "relevance", prompts.BASE_SYSTEM["relevance"] + " Be strict.")
+    digest.prompt_digest.cache_clear()
+    try:
+        after = {s: _key(f"strategy={s}") for s in before}
+        assert after["three_agent"] != before["three_agent"]  # it sends the relevance prompt
+        assert after["nf"] == before["nf"]  # NF sends the generator prompt only
+        monkeypatch.setattr(generator, "FACTOID_SYSTEM", generator.FACTOID_SYSTEM + " Be brief.")
+        digest.prompt_digest.cache_clear()
+        assert all(_key(f"strategy={s}") != after[s] for s in before)  # every strategy generates
+    finally:
+        digest.prompt_digest.cache_clear()
+
+
+# --- EM and the evaluated set ---------------------------------------------------------------
+
+
+def test_conflictqa_cell_reports_every_metric_on_the_whole_slice(shared_data, tmp_path):
+    path = shared_data / "conflicts" / "conflictqa_popqa_llama2-7b_saber_shared.jsonl"
+    rows = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+    cfg = compose(["benchmark=conflictqa", f"benchmark.path={path}", "strategy=nf", f"results_dir={tmp_path}"])
+    res = run_cell(cfg, EnginePool(factory=lambda cfg: FakeBackend()))
+    m = res.metrics
+    assert {"em", "em_squad", "f1", "contains"} <= set(m)
+    # No benchmark.sample: the whole slice is evaluated, calibration queries included.
+    from madara_cli.data.loaders import load_all_examples
+
+    assert m["n"] == len(load_all_examples(cfg.benchmark)) > 0 and m["n"] <= len(rows)
+    assert m["evaluated_set"]["calibration_split"] == "nested"
+    assert m["evaluated_set"]["calibration_in_evaluated"] == min(m["n"], int(cfg.benchmark.calibration))
+    pred = json.loads((res.folder / "predictions.jsonl").read_text().splitlines()[0])
+    assert {"em", "em_squad", "f1", "contains"} <= set(pred)
+    disjoint = run_cell(compose([*map(str, ["benchmark=conflictqa", f"benchmark.path={path}", "strategy=nf", f"results_dir={tmp_path}",
+                                            "benchmark.calibration=10", "benchmark.calibration_split=disjoint"])]),
+                        EnginePool(factory=lambda cfg: FakeBackend()))
+    assert disjoint.metrics["n"] == m["n"] - 10 and disjoint.metrics["evaluated_set"]["calibration_in_evaluated"] == 0
+
+
+def test_tables_render_any_metric_and_footnote_the_split(tmp_path):
+    from madara_cli.tables import write_tables
+
+    cfg = compose(["strategy=nf", "limit=3", f"results_dir={tmp_path}"])
+    run_cell(cfg, EnginePool(factory=lambda cfg: FakeBackend()))
+    for metric in ("em", "em_squad", "f1", "contains"):
+        (md,) = write_tables(tmp_path, tmp_path / metric, only=["table1"], formats=("md",), metric=metric)
+        text = md.read_text()
+        assert "calibration_split=nested" in text
+        assert (f"--metric {metric}" in text) == (metric != "em")
+    with pytest.raises(ValueError, match="valid: em, em_squad, f1, contains"):
+        write_tables(tmp_path, tmp_path / "x", metric="accuracy")
+
+
+# --- one routing rule ---------------------------------------------------------------------
+
+
+def test_route_published_reproduces_table2_from_the_command_line():
+    r = madara("route", "--published")
+    assert r.returncode == 0, r.stderr
+    assert "10/10 of Table 2's routes reproduced" in r.stdout
+    bad = madara("tables", "--metric", "accuracy")
+    assert bad.returncode == 2 and "valid: em, em_squad, f1, contains" in bad.stderr
