@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 EXTRAS ?= cpu,dev,server
 BACKEND ?= vllm
 MODELS ?= llama-3.1-8b,mistral-7b,qwen3-8b,qwen2.5-7b,gemma-2-9b
-GRIDS ?= table1 table2 table6 table7 table15 table16 table18
+GRIDS ?= table1 table2 table6 table7 table15 table16 table18 floor
 
 .DEFAULT_GOAL := help
 .PHONY: help setup demo test test-fast lint reproduce tables audit clean

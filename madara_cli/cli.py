@@ -311,17 +311,18 @@ def audit(
 def reproduce(
     backend: str = typer.Option("vllm", "--backend", help="vllm (the paper's setting) | llamacpp (CPU) | openai"),
     models: str = typer.Option("llama-3.1-8b,mistral-7b,qwen3-8b,qwen2.5-7b,gemma-2-9b", "--models", help="Comma-separated model configs (replaces each grid's model axis)"),
-    grids: str = typer.Option(" ".join(("probes", "table1", "table2", "table6", "table7", "table15", "table16", "table18")), "--grids", help="Space- or comma-separated grids"),
+    grids: Optional[str] = typer.Option(None, "--grids", help="Space- or comma-separated grids (default: every paper grid)"),
     results_dir: str = typer.Option("results", "--results"),
     overrides: Optional[List[str]] = typer.Argument(None, help="Hydra overrides for every cell, e.g. benchmark.path=FILE"),
 ) -> None:
     """Every paper grid, then all tables, Figure 2 and the audit."""
     from madara_cli.progress import StageProgress
+    from madara_cli.reproduce import PAPER_GRIDS
     from madara_cli.reproduce import reproduce as run_all
 
+    names = [g for g in grids.replace(",", " ").split() if g] if grids else list(PAPER_GRIDS)
     with StageProgress(err) as progress:
-        report = run_all(backend, [m for m in models.replace(" ", ",").split(",") if m],
-                         [g for g in grids.replace(",", " ").split() if g], results_dir, progress, list(overrides or []))
+        report = run_all(backend, [m for m in models.replace(" ", ",").split(",") if m], names, results_dir, progress, list(overrides or []))
     out.print(f"finished cells and probes: {report.finished}; skipped: {len(report.failed)}")
     for f in report.failed:
         out.print(f"  skipped {f.label}: {f.reason}", markup=False, highlight=False)

@@ -16,7 +16,7 @@ from madara_cli.config import ConfigError, load_grid, options
 from madara_cli.grid import expand
 from madara_cli.runner import Failed, run_cells, run_probes
 
-PAPER_GRIDS = ("probes", "table1", "table2", "table6", "table7", "table15", "table16", "table18")
+PAPER_GRIDS = ("probes", "table1", "table2", "table6", "table7", "table15", "table16", "table18", "floor")
 
 
 @dataclass

@@ -65,6 +65,7 @@ class StoredCell:
     accounting: dict[str, Any] = field(compare=False, hash=False)
     path: Path = field(compare=False, hash=False)
     metric: str = "em"  # which metric ``em`` holds (``madara tables --metric``)
+    assessment: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)  # metrics.json "assessment"
     calibration_split: str | None = None  # how the evaluated set relates to the calibration queries
 
     @property
@@ -175,6 +176,7 @@ def _stored_cell(cell_dir: Path, grid_name: str, metrics: dict[str, Any], metric
         accounting=dict(metrics.get("accounting") or {}),
         path=cell_dir,
         metric=metric,
+        assessment=dict(metrics.get("assessment") or {}),
         calibration_split=(metrics.get("evaluated_set") or {}).get("calibration_split"),
     )
 
@@ -1190,6 +1192,102 @@ def table_g1(results_dir: Path | Results) -> pd.DataFrame:
     return _finish(rows, "table_g1", notes)
 
 
+# --- Analyses the paper prints in its text (§4.1, App. B, H, J) ------------------------------------
+
+
+def table_polarization(results_dir: Path | Results) -> pd.DataFrame:
+    """§4.1: share of agent scores at the extremes (0 or 5), base prompts (3-Agent) vs CoT prompts."""
+    res = _results(results_dir)
+    grid = TABLES["table_polarization"].grid
+    rows = []
+    for model, benchmark in _pairs(res, pv.POLARIZATION, ("three_agent", "cot")):
+        paper = pv.POLARIZATION.get((model, benchmark), (None, None))
+        rates = []
+        for strategy in ("three_agent", "cot"):
+            cell = res.find(model, benchmark, strategy, grid)
+            rate = _num((cell.assessment if cell else {}).get("extreme_score_rate"))
+            rates.append(None if rate is None else 100.0 * rate)
+        drop = rates[0] - rates[1] if None not in rates else None
+        printed_drop = paper[0] - paper[1] if None not in paper else None
+        rows.append({
+            "Model": _model(model), "Task": _bench(benchmark),
+            "Extreme scores, base (%)": pair(rates[0], paper[0]), "Extreme scores, CoT (%)": pair(rates[1], paper[1]),
+            "Drop (pp)": pair(drop, printed_drop),
+        })
+    notes = ["Share of valid agent scores equal to 0 or 5 (a Conflict Detector adjustment of ±2 counts), from each cell's "
+             "`assessment.extreme_score_rate`: base = the 3-Agent cell, CoT = the cot cell. Paper: Mistral-7B CONFLICTS, §4.1."]
+    return _finish(rows, "table_polarization", notes)
+
+
+def table_b_atf(results_dir: Path | Results) -> pd.DataFrame:
+    """Appendix B: ATF's filtering behaviour (share of queries keeping all top-k, mean μ, mean documents kept)."""
+    res = _results(results_dir)
+    grid = TABLES["table_b_atf"].grid
+    rows = []
+    for model, benchmark in _pairs(res, pv.ATF_BEHAVIOUR, ("atf",)):
+        paper = pv.ATF_BEHAVIOUR.get((model, benchmark), {})
+        cell = res.find(model, benchmark, "atf", grid)
+        preds = (cell.predictions() if cell else None) or ()
+        kept = [len(p.get("doc_ids") or ()) for p in preds]
+        mus = [m for p in preds if (m := _num((p.get("extra") or {}).get("mu"))) is not None]
+        top_k = max(kept) if kept else None
+        keep_all = 100.0 * float(np.mean([k == top_k for k in kept])) if kept else None
+        rows.append({
+            "Model": _model(model), "Task": _bench(benchmark),
+            "n": pair(float(len(kept)) if kept else None, paper.get("n"), digits=0),
+            "Keeps all top-5 (%)": pair(keep_all, paper.get("keep_all_pct")),
+            "Mean μ": pair(float(np.mean(mus)) if mus else None, paper.get("mu"), digits=2),
+            "Mean docs kept": pair(float(np.mean(kept)) if kept else None, paper.get("mean_kept")),
+        })
+    notes = ["From the ATF cell's predictions: documents kept (doc_ids), and μ = mean of the weighted aggregate over the "
+             "example's documents (`extra.mu`; the threshold μ − κσ is `extra.threshold`). Paper: Qwen2.5-7B CONFLICTS, Appendix B."]
+    return _finish(rows, "table_b_atf", notes)
+
+
+def table_h_floor(results_dir: Path | Results) -> pd.DataFrame:
+    """Appendix H: the absolute capability floor (an older model: NF and PDE EM)."""
+    res = _results(results_dir)
+    grid = TABLES["table_h_floor"].grid
+    rows = []
+    for model, benchmark in _pairs(res, pv.CAPABILITY_FLOOR, ()):
+        paper = pv.CAPABILITY_FLOOR[(model, benchmark)]
+        nf, pde = _em(res, model, benchmark, "nf", grid), _em(res, model, benchmark, "pde", grid)
+        rows.append({
+            "Model": _model(model), "Task": _bench(benchmark), "NF": pair(nf, paper["nf"]), "PDE": pair(pde, paper["pde"]),
+            "PDE − NF": pair(pde - nf if None not in (nf, pde) else None, paper["pde"] - paper["nf"], signed=True),
+        })
+    notes = ["The paper reports these from 'preliminary tests' without naming the benchmark or the checkpoint; "
+             "madara runs Llama-2-13b-chat on CONFLICTS (`madara run --grid floor`)."]
+    return _finish(rows, "table_h_floor", notes)
+
+
+def table_j_hops(results_dir: Path | Results) -> pd.DataFrame:
+    """Appendix J: share of gold supporting paragraphs in PDE's selected top-5, by hop count (MuSiQue)."""
+    res = _results(results_dir)
+    grid = TABLES["table_j_hops"].grid
+    rows = []
+    for model, benchmark in _pairs(res, pv.HOP_SUPPORT, ("pde",)):
+        paper = pv.HOP_SUPPORT.get((model, benchmark), {})
+        cell = res.find(model, benchmark, "pde", grid)
+        by_hops: dict[int, list[float]] = {}
+        for p in (cell.predictions() if cell else None) or ():
+            extra = p.get("extra") or {}
+            found, total = extra.get("supporting_in_topk"), extra.get("n_supporting")
+            match = _HOPS.match(str(p.get("id")))
+            if match and isinstance(found, int) and not isinstance(found, bool) and total:
+                by_hops.setdefault(int(match.group(1)), []).append(found / float(total))
+        row = {"Model": _model(model), "Task": _bench(benchmark)}
+        for hops in (2, 3, 4):
+            values = by_hops.get(hops)
+            row[f"{hops}-hop"] = pair(float(np.mean(values)) if values else None, paper.get(hops), digits=2)
+            row[f"n {hops}-hop"] = str(len(values)) if values else MISSING
+        rows.append(row)
+    notes = ["Per PDE prediction: gold supporting paragraphs among the selected documents / supporting paragraphs "
+             "(`extra.supporting_in_topk`, `extra.n_supporting`), averaged by the hop count in MuSiQue's id. "
+             "The paper prints the 2-hop and 4-hop values only (Qwen2.5-7B)."]
+    return _finish(rows, "table_j_hops", notes)
+
+
 # --- registry ---------------------------------------------------------------------------------------
 
 
@@ -1232,6 +1330,10 @@ TABLES: dict[str, TableSpec] = dict(
         _spec("table18", "Table 18: Cross-encoder reranking vs NF and LLM call costs", table18, "table18"),
         _spec("table19", "Table 19: Oracle gap of NF-only vs RSC-based routing (pp)", table19, "table2", (PROBES_GRID,)),
         _spec("table_g1", "Table G.1: Token F1 (paper values not in the text)", table_g1, "table2"),
+        _spec("table_polarization", "§4.1: Score polarization, base vs CoT prompts (extreme-score rate)", table_polarization, "table2"),
+        _spec("table_b_atf", "Appendix B: ATF filtering behaviour", table_b_atf, "table2"),
+        _spec("table_h_floor", "Appendix H: the absolute capability floor", table_h_floor, "floor"),
+        _spec("table_j_hops", "Appendix J: supporting paragraphs in PDE's top-5 by hop count (MuSiQue)", table_j_hops, "table6"),
     ]
 )
 
@@ -1240,7 +1342,7 @@ def resolve_table_name(name: str) -> str:
     """Accept 'table2', '2', 'Table 2', 'g1', 'G.1', 'table_g1'; raise ValueError listing valid names."""
     key = name.strip().lower().replace(" ", "").replace(".", "")
     key = key.removeprefix("table").lstrip("_")
-    candidate = f"table_{key}" if key.startswith("g") else f"table{key}"
+    candidate = f"table{key}" if key[:1].isdigit() else f"table_{key}"
     if candidate not in TABLES:
         raise ValueError(f"unknown table {name!r}; valid: {', '.join(TABLES)}")
     return candidate

@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 # --- names -----------------------------------------------------------------------------
 
 MODEL_LABELS: dict[str, str] = {
+    "llama-2-13b": "Llama-2-13B",
     "llama-3.1-8b": "Llama-3.1-8B",
     "mistral-7b": "Mistral-7B-v0.3",
     "qwen3-8b": "Qwen3-8B",
@@ -506,3 +507,19 @@ TABLE19_MEANS = {"conflicts": (0.18, 0.44), "fever": (1.40, 0.46), "overall": (0
 # --- Appendix M: Token F1 quoted in the text (Table G.1 itself is not in the text) --------
 APPENDIX_M_F1 = {("llama-3.1-8b", "nf"): 0.256, ("llama-3.1-8b", "pde"): 0.560}
 APPENDIX_M_SELF_CONSISTENCY = (-8.6, -12.7)  # pp range on CONFLICTS
+
+
+# --- Appendix analyses printed in the text (not in numbered tables) ------------------------
+
+# §4.1 / Appendix N: share of agent scores at 0 or 5 (%), base prompts vs CoT prompts.
+POLARIZATION = {("mistral-7b", "conflicts"): (80.8, 3.5)}
+
+# Appendix B, "ATF filtering behavior": Qwen2.5-7B on CONFLICTS (458 queries).
+ATF_BEHAVIOUR = {("qwen2.5-7b", "conflicts"): {"keep_all_pct": 83.6, "mu": 2.38, "mean_kept": 4.8, "n": 458}}
+
+# Appendix H, "The Absolute Capability Floor": Llama-2-13b (preliminary tests; CONFLICTS assumed).
+CAPABILITY_FLOOR = {("llama-2-13b", "conflicts"): {"nf": 2.1, "pde": 7.6}}
+
+# Appendix J: fraction of gold supporting paragraphs in PDE's selected top-5 by hop count
+# (Qwen2.5-7B, 100 MuSiQue queries); the text prints the 2-hop and 4-hop ends only.
+HOP_SUPPORT = {("qwen2.5-7b", "musique"): {2: 0.57, 3: None, 4: 0.33}}
