@@ -8,6 +8,18 @@ BACKEND ?= vllm
 MODELS ?= llama-3.1-8b,mistral-7b,qwen3-8b,qwen2.5-7b,gemma-2-9b
 GRIDS ?= table1 table2 table6 table7 table15 table16 table18 floor
 
+# llama.cpp is compiled once per machine into a wheelhouse, for a portable x86-64 target
+# (AVX2/FMA/F16C) rather than -march=native: the native build's AMX kernels crash
+# (SIGSEGV in llama_decode) on the Sapphire Rapids VMs this project runs on. Override
+# LLAMA_CMAKE_ARGS (e.g. to "-DGGML_NATIVE=ON") on a machine where native works.
+LLAMA_CPP_VERSION ?= 0.3.36
+ifeq ($(shell uname -m),x86_64)
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+else
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF
+endif
+LLAMA_WHEELS ?= $(HOME)/.cache/madara/llama-wheels/$(shell echo '$(LLAMA_CPP_VERSION) $(LLAMA_CMAKE_ARGS)' | sha1sum | cut -c1-12)
+
 .DEFAULT_GOAL := help
 .PHONY: help setup demo test test-fast lint reproduce tables audit clean
 
@@ -17,7 +29,11 @@ help: ## List the targets
 $(BIN)/madara: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e ".[$(EXTRAS)]"
+	@if ! ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1; then \
+	  echo "building llama-cpp-python $(LLAMA_CPP_VERSION) ($(LLAMA_CMAKE_ARGS)): about 7 minutes on 2 cores, once per machine"; \
+	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip wheel -q --no-deps --no-cache-dir -w $(LLAMA_WHEELS) "llama-cpp-python==$(LLAMA_CPP_VERSION)"; \
+	fi
+	$(BIN)/pip install -q --find-links $(LLAMA_WHEELS) -e ".[$(EXTRAS)]" "llama-cpp-python==$(LLAMA_CPP_VERSION)"
 	@touch $@
 
 setup: $(BIN)/madara ## Create .venv and install madara with the CPU engine (llama.cpp + SmolLM2) and test tools

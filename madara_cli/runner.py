@@ -25,7 +25,7 @@ from madara_cli.backends import make_backend
 from madara_cli.backends.base import Backend
 from madara_cli.backends.cache import CachedLLM, ProgressFn, ResponseCache
 from madara_cli.config import to_plain
-from madara_cli.data.loaders import load_benchmark
+from madara_cli.data.loaders import load_splits
 from madara_cli.data.retrieval import retrieve
 from madara_cli.grid import Cell
 from madara_cli.records import Example, Prediction
@@ -91,17 +91,15 @@ def prediction_rows(examples: list[Example], preds: list[Prediction]) -> tuple[l
     return rows, scores
 
 
-def evaluated_set_info(cfg: DictConfig, examples: list[Example]) -> dict[str, Any]:
+def evaluated_set_info(cfg: DictConfig, examples: list[Example], calibration: list[Example] | None) -> dict[str, Any]:
     """How the evaluated queries relate to the calibration split (recorded per cell;
     tables footnote it): the split mode, the calibration size, and how many of this
-    cell's queries are calibration queries."""
+    cell's queries are calibration queries (when the cell loaded its own data)."""
     split = str(cfg.benchmark.get("calibration_split", "nested"))
     info: dict[str, Any] = {"calibration_split": split, "calibration": int(cfg.benchmark.calibration), "metric_version": M.METRIC_VERSION}
-    try:
-        calibration = {ex.id for ex in load_benchmark(cfg.benchmark, seed=int(cfg.seed), which="calibration")}
-    except Exception:  # noqa: BLE001 - the record is informative; the cell itself already loaded
-        return info
-    info["calibration_in_evaluated"] = sum(ex.id in calibration for ex in examples)
+    if calibration is not None:
+        ids = {ex.id for ex in calibration}
+        info["calibration_in_evaluated"] = sum(ex.id in ids for ex in examples)
     return info
 
 
@@ -135,12 +133,13 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
     load_all()
     strategy = STRATEGIES.get(cfg.strategy.name)
     t0 = time.perf_counter()
+    calibration: list[Example] | None = None
     if examples is None:
-        examples = load_benchmark(cfg.benchmark, seed=int(cfg.seed))
+        examples, calibration = load_splits(cfg.benchmark, seed=int(cfg.seed))
         if cfg.limit is not None:
             examples = examples[: int(cfg.limit)]
         examples = retrieve(examples, cfg, llm=reranker_engine(cfg, pool))
-    evaluated_set = evaluated_set_info(cfg, examples)
+    evaluated_set = evaluated_set_info(cfg, examples, calibration)
     llm = pool.get(cfg)
     with llm.fresh_accounting() as accounting:
         ctx = StrategyContext(llm=llm, cfg=cfg)

@@ -109,52 +109,26 @@ class LlamaCppBackend:
         return len(self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
     def chat(self, requests: Sequence[ChatRequest]) -> list[Completion]:
-        out = []
-        for r in requests:
-            if r.prefix:
-                out.append(self._continue(r))
-                continue
-            msgs, truncated = fit_messages(r.messages, lambda ms: self._count(self._render(ms)), self.n_ctx - r.max_tokens - 8)
-            t0 = time.perf_counter()
-            res = self.llm.create_chat_completion(
-                messages=[{"role": m.role, "content": m.content} for m in msgs],
-                temperature=r.temperature,
-                top_p=r.top_p,
-                max_tokens=r.max_tokens,
-                seed=r.seed,
-                stop=list(r.stop) or None,
-            )
-            choice, usage = res["choices"][0], res["usage"]
-            out.append(
-                Completion(
-                    text=choice["message"]["content"] or "",
-                    tokens_in=usage["prompt_tokens"],
-                    tokens_out=usage["completion_tokens"],
-                    seconds=time.perf_counter() - t0,
-                    finish_reason=choice.get("finish_reason") or "stop",
-                    truncated=truncated,
-                )
-            )
-        return out
+        return [self._generate(r) for r in requests]
 
-    def _continue(self, r: ChatRequest) -> Completion:
-        """Generate after an assistant ``prefix``: the rendered chat (generation prompt
-        included) plus the prefix, as tokens, completed as plain text."""
+    def _generate(self, r: ChatRequest) -> Completion:
+        """One generation. With an assistant ``prefix`` the rendered chat (generation
+        prompt included) plus the prefix goes in as tokens and is continued as plain
+        text; otherwise llama.cpp applies the chat template itself."""
         budget = self.n_ctx - r.max_tokens - 8
         msgs, truncated = fit_messages(r.messages, lambda ms: self._count(self._render(ms) + r.prefix), budget)
-        tokens = self.llm.tokenize((self._render(msgs) + r.prefix).encode("utf-8"), add_bos=False, special=True)
+        sampling = dict(temperature=r.temperature, top_p=r.top_p, max_tokens=r.max_tokens, seed=r.seed, stop=list(r.stop) or None)
         t0 = time.perf_counter()
-        res = self.llm.create_completion(
-            prompt=tokens,
-            temperature=r.temperature,
-            top_p=r.top_p,
-            max_tokens=r.max_tokens,
-            seed=r.seed,
-            stop=list(r.stop) or None,
-        )
+        if r.prefix:
+            tokens = self.llm.tokenize((self._render(msgs) + r.prefix).encode("utf-8"), add_bos=False, special=True)
+            res = self.llm.create_completion(prompt=tokens, **sampling)
+            text = res["choices"][0]["text"]
+        else:
+            res = self.llm.create_chat_completion(messages=[{"role": m.role, "content": m.content} for m in msgs], **sampling)
+            text = res["choices"][0]["message"]["content"]
         choice, usage = res["choices"][0], res["usage"]
         return Completion(
-            text=choice["text"] or "",
+            text=text or "",
             tokens_in=usage["prompt_tokens"],
             tokens_out=usage["completion_tokens"],
             seconds=time.perf_counter() - t0,

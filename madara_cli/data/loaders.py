@@ -249,10 +249,14 @@ def load_all_examples(cfg: DictConfig) -> list[Example]:
     return examples
 
 
+def load_splits(cfg: DictConfig, seed: int) -> tuple[list[Example], list[Example]]:
+    """(evaluated, calibration) examples, from one load of the source."""
+    return split(load_all_examples(cfg), cfg.sample, cfg.calibration, seed, cfg.get("calibration_split", "nested"))
+
+
 def load_benchmark(cfg: DictConfig, seed: int, which: str = "eval") -> list[Example]:
     """The evaluated (``which="eval"``) or calibration (``"calibration"``) examples."""
     if which not in ("eval", "calibration"):
         raise ValueError(f"which must be 'eval' or 'calibration', not {which!r}")
-    examples = load_all_examples(cfg)
-    evaluated, calib = split(examples, cfg.sample, cfg.calibration, seed, cfg.get("calibration_split", "nested"))
+    evaluated, calib = load_splits(cfg, seed)
     return evaluated if which == "eval" else calib
