@@ -198,8 +198,11 @@ def compose(overrides: list[str] | None = None) -> DictConfig:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
+    from madara_cli.validate import check_override_types, validate_config
+
     overrides = list(overrides or [])
     validate_overrides(overrides)
+    check_override_types(overrides, RootConfig, ConfigError)
     register_schemas()
     GlobalHydra.instance().clear()
     try:
@@ -209,6 +212,7 @@ def compose(overrides: list[str] | None = None) -> DictConfig:
     except (HydraException, OmegaConfBaseException) as e:
         msg = " ".join(str(e).split("\n")[0].split())
         raise ConfigError(f"bad config: {msg} (keys: {', '.join(RootConfig.__dataclass_fields__)})") from None
+    validate_config(cfg, ConfigError)  # ranges and choices, before any data or model loads
     return cfg
 
 
