@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -129,9 +130,11 @@ def _ragged(values: Sequence[float], lengths: Sequence[int]) -> list[list[float]
 
 def run_probe(cfg: DictConfig, llm: CachedLLM, n: int | None = None, examples: Sequence[Example] | None = None) -> dict[str, Any]:
     """NF + RSC on the calibration split; returns the probe record (JSON-safe)."""
+    from madara_cli.runner import timing_section
     from madara_cli.strategies import STRATEGIES, StrategyContext, load_all
 
     load_all()
+    t0 = time.perf_counter()
     spec = ProbeSpec.from_cfg(cfg, n)
     examples = list(examples) if examples is not None else calibration_examples(cfg, spec.n, llm)
     if len(examples) < 2:
@@ -190,7 +193,8 @@ def run_probe(cfg: DictConfig, llm: CachedLLM, n: int | None = None, examples: S
             "n_pairs": len(pairs),
             "chains_from_raw_text": from_raw,
         },
-        "accounting": llm.accounting.to_dict(),
+        "accounting": (acct := llm.accounting.to_dict()),
+        "timing": timing_section(acct, time.perf_counter() - t0),  # apart, so the rest compares byte for byte
     }
 
 
