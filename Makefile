@@ -9,7 +9,7 @@ MODELS ?= llama-3.1-8b,mistral-7b,qwen3-8b,qwen2.5-7b,gemma-2-9b
 GRIDS ?= table1 table2 table6 table7 table15 table16 table18
 
 .DEFAULT_GOAL := help
-.PHONY: help setup demo test test-fast lint reproduce tables audit clean
+.PHONY: help setup demo test test-fast lint bench reproduce tables audit clean
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  \033[1m%-12s\033[0m %s\n", $$1, $$2}'
@@ -34,6 +34,9 @@ test-fast: setup ## Run the tests that need no model
 
 lint: setup ## Ruff lint
 	$(BIN)/ruff check madara_cli tests scripts
+
+bench: setup ## Measure call economy, orchestration overhead, scoring cost, bootstrap and stage times side by side (results/bench/*.json; BENCH_ARGS="--limit 10")
+	$(BIN)/madara bench $(BENCH_ARGS)
 
 reproduce: setup ## Every paper grid, then tables, figures and audit (BACKEND=vllm MODELS=...; CPU: BACKEND=llamacpp MODELS=smollm2-135m)
 	$(BIN)/madara reproduce --backend $(BACKEND) --models $(MODELS) --grids "$(GRIDS)"
