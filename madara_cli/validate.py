@@ -137,6 +137,9 @@ def validate_config(cfg: DictConfig, error: type[Exception]) -> None:
         p = Path(str(probe)).expanduser()
         if not p.is_file():
             raise error(f"strategy.probe: no probe file at {p} (run 'madara probe' first, or unset strategy.probe)")
+    present, name = _get(cfg, "retriever.name")
+    if present and name == "rerank" and int(cfg.retriever.candidates) < int(cfg.retriever.k):
+        raise error(f"retriever.candidates={cfg.retriever.candidates} is below retriever.k={cfg.retriever.k}: the reranker must see at least k documents")
     present, mode = _get(cfg, "strategy.scoring")
     if present and mode == "logprob" and bool(cfg.strategy.get("cot")):
         raise error("strategy.scoring=logprob with strategy.cot=true: CoT scores are generated text; use strategy.scoring=generate")
@@ -198,7 +201,7 @@ def check_override_types(overrides: list[str], root: type, error: type[Exception
     groups = {"model", "backend", "benchmark", "retriever", "strategy", "grid"}
     for o in OverridesParser.create().parse_overrides(overrides):
         key = o.key_or_group
-        if o.package or key in groups or o.is_sweep_override() or o.is_delete() or o.is_add() or o.is_force_add():
+        if o.package or key in groups or key.split(".")[0] == "hydra" or o.is_sweep_override() or o.is_delete() or o.is_add() or o.is_force_add():
             continue
         found = _schema_field(root, key)
         if found is None:
@@ -209,6 +212,8 @@ def check_override_types(overrides: list[str], root: type, error: type[Exception
             parent = key.rsplit(".", 1)[0] + " " if "." in key else ""
             raise error(f"unknown key '{key}'; valid {parent}keys: {valid}")
         v = o.value()
+        if isinstance(v, str) and "${" in v:  # an interpolation: checked once resolved (validate_config)
+            continue
         ok, desc = _type_ok(t, v)
         if not ok:
             if v == "":
