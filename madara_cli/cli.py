@@ -319,9 +319,11 @@ def reproduce(
 @app.command()
 def bench(
     only: str = typer.Option("calls,overhead,scoring,stats,stages", "--only", help="Sections: calls, overhead, scoring, stats, stages, threads"),
-    limit: int = typer.Option(2, "--limit", min=1, help="Queries per cell and section (scale up for steadier figures)"),
-    prompts: int = typer.Option(4, "--prompts", min=1, help="overhead: prompts per pass"),
-    questions: int = typer.Option(1, "--questions", min=1, help="scoring: questions (30 scores each)"),
+    limit: int = typer.Option(2, "--limit", min=1, help="calls: queries per cell of the plan (needs no model)"),
+    stage_limit: int = typer.Option(1, "--stage-limit", min=1, help="stages: queries per cell"),
+    prompts: int = typer.Option(4, "--prompts", min=1, help="overhead: prompts"),
+    questions: int = typer.Option(1, "--questions", min=1, help="scoring: questions"),
+    docs: int = typer.Option(4, "--docs", min=1, help="scoring: documents per question (3 agents each)"),
     n_threads: Optional[int] = typer.Option(1, "--threads", min=1, help="llama.cpp threads for the model sections"),
     out_dir: Path = typer.Option(Path("results/bench"), "--out", help="Where the JSON files go"),
     overrides: Optional[List[str]] = typer.Argument(None, help="Hydra overrides, e.g. model=qwen3-0.6b"),
@@ -329,7 +331,8 @@ def bench(
     """Measure, side by side in one run: call economy, orchestration overhead, scoring cost, statistics, stage times."""
     from madara_cli.bench import BenchOptions, run_bench, summary_rows
 
-    opts = BenchOptions(limit=limit, prompts=prompts, score_questions=questions, n_threads=n_threads, overrides=list(overrides or []), out_dir=out_dir)
+    opts = BenchOptions(limit=limit, stage_limit=stage_limit, prompts=prompts, score_questions=questions, score_docs=docs, n_threads=n_threads,
+                        overrides=list(overrides or []), out_dir=out_dir)
     results = run_bench(opts, tuple(x for x in only.split(",") if x), say=lambda m: err.print(m, style="dim"))
     t = Table(title="madara bench (ratios measured side by side in one run)")
     for col in ("section", "measure", "ratio"):
