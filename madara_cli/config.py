@@ -43,7 +43,7 @@ class ModelConfig:
 class BackendConfig:
     name: str = MISSING  # llamacpp | vllm | openai
     batch_size: int = 8  # requests per cache commit (see Backend.batch_size)
-    n_threads: Optional[int] = None  # llama.cpp: None = all cores
+    n_threads: Optional[int] = None  # llama.cpp: None = the physical cores other processes leave free (backends/llamacpp.py)
     n_ctx: Optional[int] = None  # llama.cpp, openai: None = model.max_model_len (openai: the server's, if it reports one)
     tensor_parallel_size: int = 1  # vLLM
     gpu_memory_utilization: float = 0.9  # vLLM

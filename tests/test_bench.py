@@ -38,6 +38,18 @@ def test_physical_cores_is_at_least_one():
     assert physical_cores() >= 1
 
 
+def test_thread_default_leaves_busy_cores_alone(monkeypatch):
+    from madara_cli.backends import llamacpp
+
+    monkeypatch.setattr(llamacpp, "physical_cores", lambda: 8)
+    monkeypatch.setattr(llamacpp.os, "getloadavg", lambda: (0.2, 0.0, 0.0))
+    assert llamacpp.default_threads() == 8  # idle: every physical core
+    monkeypatch.setattr(llamacpp.os, "getloadavg", lambda: (3.0, 0.0, 0.0))
+    assert llamacpp.default_threads() == 5  # three cores taken by others
+    monkeypatch.setattr(llamacpp.os, "getloadavg", lambda: (40.0, 0.0, 0.0))
+    assert llamacpp.default_threads() == 1  # oversubscribed: one thread, never zero
+
+
 @pytest.mark.llm
 def test_model_sections_run_on_the_embedded_model(tmp_path):
     opts = BenchOptions(limit=1, stage_limit=1, prompts=2, score_questions=1, score_docs=2, n_threads=1, out_dir=tmp_path)
