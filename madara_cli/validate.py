@@ -210,7 +210,7 @@ def check_override_types(overrides: list[str], root: type, error: type[Exception
         if status == "unknown":
             valid = ", ".join(f.name for f in dataclasses.fields(t))
             parent = key.rsplit(".", 1)[0] + " " if "." in key else ""
-            raise error(f"unknown key '{key}'; valid {parent}keys: {valid}")
+            raise error(f"bad config: unknown key '{key}'; valid {parent}keys: {valid}")
         v = o.value()
         if isinstance(v, str) and "${" in v:  # an interpolation: checked once resolved (validate_config)
             continue
