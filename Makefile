@@ -21,7 +21,7 @@ endif
 LLAMA_WHEELS ?= $(HOME)/.cache/madara/llama-wheels/$(shell echo '$(LLAMA_CPP_VERSION) $(LLAMA_CMAKE_ARGS)' | sha1sum | cut -c1-12)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup demo test test-fast lint reproduce tables audit clean
+.PHONY: help setup demo test test-fast lint bench reproduce tables audit clean
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  \033[1m%-12s\033[0m %s\n", $$1, $$2}'
@@ -50,6 +50,9 @@ test-fast: setup ## Run the tests that need no model
 
 lint: setup ## Ruff lint
 	$(BIN)/ruff check madara_cli tests scripts
+
+bench: setup ## Measure call economy, orchestration overhead, scoring cost, bootstrap and stage times side by side (results/bench/*.json; BENCH_ARGS="--limit 10")
+	$(BIN)/madara bench $(BENCH_ARGS)
 
 reproduce: setup ## Every paper grid, then tables, figures and audit (BACKEND=vllm MODELS=...; CPU: BACKEND=llamacpp MODELS=smollm2-135m)
 	$(BIN)/madara reproduce --backend $(BACKEND) --models $(MODELS) --grids "$(GRIDS)"

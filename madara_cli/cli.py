@@ -3,6 +3,7 @@ function; errors a user can cause end with one line on stderr and exit 2."""
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 from typing import List, Optional, Tuple
@@ -40,7 +41,7 @@ def _results_table(results, title: str) -> Table:
         t.add_row(
             r.cell.model, r.cell.benchmark, r.cell.strategy, str(m["n"]), f"{100 * m['em']:.1f}", f"{100 * m['f1']:.1f}",
             f"{100 * m['contains']:.1f}", str(a.get("calls_issued", 0)), str(a.get("cache_hits", 0)),
-            f"{a.get('tokens_in', 0):,}/{a.get('tokens_out', 0):,}", f"{a.get('seconds', 0):.1f}", "done earlier" if r.skipped else "ran",
+            f"{a.get('tokens_in', 0):,}/{a.get('tokens_out', 0):,}", f"{m.get('timing', {}).get('engine_seconds', a.get('seconds', 0)):.1f}", "done earlier" if r.skipped else "ran",
         )
     return t
 
@@ -148,7 +149,7 @@ def plan(
 def probe(
     model: str = typer.Option("smollm2-135m", "--model", "-m", help="Model config name (madara ls models)"),
     benchmark: str = typer.Option("mini", "--benchmark", "-b", help="Benchmark config name"),
-    n: Optional[int] = typer.Option(None, "--n", help="Calibration queries (default: benchmark.calibration, 100 for the paper's benchmarks)"),
+    n: Optional[int] = typer.Option(None, "--n", min=1, help="Calibration queries (default: benchmark.calibration, 100 for the paper's benchmarks)"),
     force: bool = typer.Option(False, "--force", help="Recompute even if a finished probe exists (completions still come from the cache)"),
     overrides: Optional[List[str]] = typer.Argument(None, help="Hydra overrides, e.g. backend=vllm benchmark.path=FILE"),
 ) -> None:
@@ -245,6 +246,11 @@ def route(
         return
     if nf is None:
         raise UserError("route needs --nf PERCENT (and --rho R1 R2 R3), or --published")
+    bad = [x for x in (rho or ()) if not -1.0 <= x <= 1.0]
+    if bad:
+        raise UserError(f"--rho values are Spearman correlations in [-1, 1]; got {' '.join(f'{x:g}' for x in rho)}")
+    if not 0.0 <= nf <= 100.0:
+        raise UserError(f"--nf is an EM percentage in [0, 100]; got {nf:g}")
     try:
         diag = router.Diagnostics(em_nf=nf, rho=tuple(rho) if rho else None, rsc_class=rsc_class, entropy=entropy)
     except ValueError as e:
@@ -273,6 +279,7 @@ def tables(
         )
     except ValueError as e:
         raise UserError(str(e)) from None
+    _warn_unreadable(results_dir)
     for p in paths:
         if p.suffix == ".md" and only:
             out.print(p.read_text(encoding="utf-8"), markup=False, highlight=False)
@@ -280,11 +287,23 @@ def tables(
     out.print(f"wrote {len(paths)} files under {(out_dir or results_dir / 'tables')}" + (f"; figure {fig}" if fig else ""))
 
 
+def _warn_unreadable(results_dir: Path) -> None:
+    from madara_cli.tables.build import load_results
+
+    skipped = load_results(results_dir).skipped
+    if skipped:
+        err.print(
+            f"warning: {len(skipped)} result folder(s) have an unreadable or incomplete metrics.json/probe.json and were left out: "
+            f"{', '.join(skipped[:3])}{', ...' if len(skipped) > 3 else ''} (rerun them with force=true, or delete them)",
+            markup=False, highlight=False, soft_wrap=True,
+        )
+
+
 @app.command()
 def compare(
     run_a: Path = typer.Argument(..., help="A finished cell folder (results/<grid>/<key>)"),
     run_b: Path = typer.Argument(..., help="Another finished cell folder"),
-    resamples: int = typer.Option(10_000, "--resamples", help="Paired bootstrap resamples"),
+    resamples: int = typer.Option(10_000, "--resamples", min=1, help="Paired bootstrap resamples"),
     seed: int = typer.Option(0, "--seed"),
 ) -> None:
     """Paired comparison of two cells on their shared examples: EM, b, c, McNemar, bootstrap CI."""
@@ -330,6 +349,33 @@ def reproduce(
     out.print(report.audit, markup=False, highlight=False)
 
 
+@app.command()
+def bench(
+    only: str = typer.Option("calls,overhead,scoring,stats,stages", "--only", help="Sections: calls, overhead, scoring, stats, stages, threads"),
+    limit: int = typer.Option(2, "--limit", min=1, help="calls: queries per cell of the plan (needs no model)"),
+    stage_limit: int = typer.Option(1, "--stage-limit", min=1, help="stages: queries per cell"),
+    prompts: int = typer.Option(4, "--prompts", min=1, help="overhead: prompts"),
+    questions: int = typer.Option(1, "--questions", min=1, help="scoring: questions"),
+    docs: int = typer.Option(4, "--docs", min=1, help="scoring: documents per question (3 agents each)"),
+    n_threads: Optional[int] = typer.Option(1, "--threads", min=1, help="llama.cpp threads for the model sections"),
+    out_dir: Path = typer.Option(Path("results/bench"), "--out", help="Where the JSON files go"),
+    overrides: Optional[List[str]] = typer.Argument(None, help="Hydra overrides, e.g. model=qwen3-0.6b"),
+) -> None:
+    """Measure, side by side in one run: call economy, orchestration overhead, scoring cost, statistics, stage times."""
+    from madara_cli.bench import BenchOptions, run_bench, summary_rows
+
+    opts = BenchOptions(limit=limit, stage_limit=stage_limit, prompts=prompts, score_questions=questions, score_docs=docs, n_threads=n_threads,
+                        overrides=list(overrides or []), out_dir=out_dir)
+    results = run_bench(opts, tuple(x for x in only.split(",") if x), say=lambda m: err.print(m, style="dim"))
+    t = Table(title="madara bench (ratios measured side by side in one run)")
+    for col in ("section", "measure", "ratio"):
+        t.add_column(col, justify="right" if col == "ratio" else "left")
+    for row in summary_rows(results):
+        t.add_row(*row)
+    out.print(t)
+    out.print(f"[dim]{out_dir}/*.json[/dim]")
+
+
 index_app = typer.Typer(help="Retrieval indexes.", no_args_is_help=True)
 app.add_typer(index_app, name="index")
 
@@ -349,6 +395,21 @@ def index_build(
     out.print(f"index ready: {path}\nuse it with: retriever={cfg.retriever.name} retriever.index={path}")
 
 
+RESUME_HINT = "finished cells and cached completions are kept; rerun the same command to resume"
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM during a command (a BaseException, like KeyboardInterrupt)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _interrupt(signum, frame) -> None:
+    raise Interrupted(signum)
+
+
 def main() -> None:
     """Entry point: one clear line instead of a traceback for anything a user can fix."""
     from madara_cli.backends.base import BackendError
@@ -360,30 +421,40 @@ def main() -> None:
     except ImportError:  # pragma: no cover
         from click import exceptions as cx
 
+    # typer turns KeyboardInterrupt into a silent exit 130 before it reaches us, so
+    # SIGINT (and SIGTERM) raise an exception of our own that passes through it (and
+    # through every `except Exception`), unwinding the finally blocks that close the
+    # engine and the cache.
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         rv = app(standalone_mode=False)
+    except Interrupted as e:
+        err.print(f"{'interrupted' if e.signum == signal.SIGINT else 'terminated'}: {RESUME_HINT}", markup=False, highlight=False, soft_wrap=True)
+        sys.exit(128 + e.signum)
     except cx.NoSuchOption as e:
         cmd = e.ctx.command if e.ctx else None
         valid = sorted(o for p in (cmd.params if cmd else []) for o in p.opts if o.startswith("-")) + ["--help"]
-        err.print(f"error: no such option {e.option_name}; valid options: {', '.join(valid)}", markup=False, highlight=False)
+        err.print(f"error: no such option {e.option_name}; valid options: {', '.join(valid)}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(2)
     except cx.UsageError as e:
         if type(e).__name__ == "NoArgsIsHelpError":
-            err.print(e.format_message(), highlight=False)
+            err.print(e.format_message(), highlight=False, soft_wrap=True)
             sys.exit(0)
         hint = ""
         if "No such command" in e.format_message():
             hint = "; valid commands: " + ", ".join(sorted(app_commands()))
-        err.print(f"error: {e.format_message()}{hint}", markup=False, highlight=False)
+        err.print(f"error: {e.format_message()}{hint}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(2)
-    except typer.Abort:
-        err.print("interrupted: finished cells and cached completions are kept; rerun the same command to resume")
-        sys.exit(130)
-    except KeyboardInterrupt:
-        err.print("interrupted: finished cells and cached completions are kept; rerun the same command to resume")
+    except (typer.Abort, KeyboardInterrupt):
+        err.print(f"interrupted: {RESUME_HINT}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(130)
     except (UserError, ConfigError, DataError, BackendError) as e:
         err.print(f"error: {e}", markup=False, highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except OSError as e:  # a folder that cannot be written, a full disk: one line, finished work stays
+        what = f"cannot use {e.filename}: {e.strerror or e}" if e.filename else str(e)
+        err.print(f"error: {what} (finished cells and cached completions are kept)", markup=False, highlight=False, soft_wrap=True)
         sys.exit(2)
     sys.exit(rv if isinstance(rv, int) else 0)
 

@@ -43,7 +43,7 @@ class ModelConfig:
 class BackendConfig:
     name: str = MISSING  # llamacpp | vllm | openai
     batch_size: int = 8  # requests per cache commit (see Backend.batch_size)
-    n_threads: Optional[int] = None  # llama.cpp: None = all cores
+    n_threads: Optional[int] = None  # llama.cpp: None = the physical cores other processes leave free (backends/llamacpp.py)
     n_ctx: Optional[int] = None  # llama.cpp, openai: None = model.max_model_len (openai: the server's, if it reports one)
     tensor_parallel_size: int = 1  # vLLM
     gpu_memory_utilization: float = 0.9  # vLLM
@@ -199,8 +199,11 @@ def compose(overrides: list[str] | None = None) -> DictConfig:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
+    from madara_cli.validate import check_override_types, validate_config
+
     overrides = list(overrides or [])
     validate_overrides(overrides)
+    check_override_types(overrides, RootConfig, ConfigError)
     register_schemas()
     GlobalHydra.instance().clear()
     try:
@@ -210,6 +213,7 @@ def compose(overrides: list[str] | None = None) -> DictConfig:
     except (HydraException, OmegaConfBaseException) as e:
         msg = " ".join(str(e).split("\n")[0].split())
         raise ConfigError(f"bad config: {msg} (keys: {', '.join(RootConfig.__dataclass_fields__)})") from None
+    validate_config(cfg, ConfigError)  # ranges and choices, before any data or model loads
     return cfg
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -126,8 +127,11 @@ def _ragged(values: Sequence[float], lengths: Sequence[int]) -> list[list[float]
 def run_probe(cfg: DictConfig, llm: CachedLLM, n: int | None = None, examples: Sequence[Example] | None = None) -> dict[str, Any]:
     """NF + RSC on the calibration split; returns the probe record (JSON-safe). Its
     ``accounting`` counts this probe's calls alone, even when the engine is shared."""
+    from madara_cli.runner import timing_section
+
     if cfg.rsc.rescoring not in SCORING_MODES:
         raise ConfigError(f"unknown rsc.rescoring '{cfg.rsc.rescoring}'; valid: {', '.join(SCORING_MODES)}")
+    t0 = time.perf_counter()
     spec = ProbeSpec.from_cfg(cfg, n)
     examples = list(examples) if examples is not None else calibration_examples(cfg, spec.n, llm)
     if len(examples) < 2:
@@ -135,6 +139,8 @@ def run_probe(cfg: DictConfig, llm: CachedLLM, n: int | None = None, examples: S
     with llm.fresh_accounting(propagate=True) as accounting:
         record = _probe(cfg, llm, spec, examples)
     record["accounting"] = accounting.to_dict()
+    # Timing apart, so the rest of probe.json compares byte for byte between runs.
+    record["timing"] = timing_section(record["accounting"], time.perf_counter() - t0)
     return record
 
 

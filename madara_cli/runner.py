@@ -10,6 +10,7 @@ resumes.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -77,6 +78,20 @@ def _write_json(path: Path, obj: Any) -> None:
     path.write_text(json.dumps(obj, indent=2, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8")
 
 
+def ensure_writable(folder: Path) -> None:
+    """Create ``folder`` and make sure files can be written in it; else an OSError
+    naming it (the CLI prints one line)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise PermissionError(errno.EACCES, "results folder is not writable", str(folder))
+
+
+def timing_section(accounting: dict[str, Any], wall_seconds: float) -> dict[str, Any]:
+    """Move the engine seconds out of ``accounting`` (in place) into a timing section."""
+    by_stage = {name: st.pop("seconds", 0.0) for name, st in accounting.get("by_stage", {}).items()}
+    return {"wall_seconds": round(wall_seconds, 3), "engine_seconds": accounting.pop("seconds", 0.0), "engine_seconds_by_stage": by_stage}
+
+
 def prediction_rows(examples: list[Example], preds: list[Prediction]) -> tuple[list[dict], list[M.Scores]]:
     by_id = {p.example_id: p for p in preds}
     rows, scores = [], []
@@ -132,10 +147,15 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
         return done
     load_all()
     strategy = STRATEGIES.get(cfg.strategy.name)
+    ensure_writable(folder.parent)  # before any work, not after it
     t0 = time.perf_counter()
     calibration: list[Example] | None = None
+    data_report: dict[str, Any] | None = None
     if examples is None:
+        from madara_cli.data import loaders
+
         examples, calibration = load_splits(cfg.benchmark, seed=int(cfg.seed))
+        data_report = loaders.LAST_LOAD.to_dict()
         if cfg.limit is not None:
             examples = examples[: int(cfg.limit)]
         examples = retrieve(examples, cfg, llm=reranker_engine(cfg, pool))
@@ -145,13 +165,25 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
         ctx = StrategyContext(llm=llm, cfg=cfg)
         preds = strategy(ctx, examples)
     rows, scores = prediction_rows(examples, preds)
+    acct = accounting.to_dict()
+    if acct.get("truncated"):
+        from madara_cli.data.loaders import warn
+
+        warn(
+            f"{cell.key}: {acct['truncated']} of {acct['requests']} prompts were longer than the context and were cut in "
+            "the middle (accounting.truncated in metrics.json); raise backend.n_ctx or lower retriever.k"
+        )
     metrics = {
         "cell": cell.to_dict(),
         **M.aggregate(scores),
         "evaluated_set": evaluated_set,
+        "empty_answers": sum(1 for r in rows if not str(r["prediction"]).strip()),  # empty generations score 0, counted here
         **ctx.report,
-        "accounting": accounting.to_dict(),
-        "wall_seconds": round(time.perf_counter() - t0, 3),
+        **({"data": data_report} if data_report is not None else {}),
+        "accounting": acct,
+        # Everything above is a function of the config, the data and the seed; timing
+        # lives in its own section so two runs compare byte for byte without it.
+        "timing": timing_section(acct, time.perf_counter() - t0),
     }
     tmp = folder.parent / f".tmp-{folder.name}-{os.getpid()}"
     if tmp.exists():

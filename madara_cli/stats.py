@@ -95,17 +95,37 @@ class BootstrapResult:
     seed: int
 
 
+BOOTSTRAP_METHODS = ("auto", "counts", "resample")
+# Above this many distinct paired differences the counts path stops paying off.
+MAX_DISTINCT_FOR_COUNTS = 64
+
+
 def paired_bootstrap(
     a: Sequence[float] | np.ndarray,
     b: Sequence[float] | np.ndarray,
     n_resamples: int = 10_000,
     seed: int = 0,
     confidence: float = 0.95,
+    method: str = "auto",
 ) -> BootstrapResult:
     """Paired (query-level) bootstrap of the mean difference mean(a − b) (Efron & Tibshirani 1993, ch. 13, 16).
 
     Queries are resampled with replacement ``n_resamples`` times from
     ``numpy.random.default_rng(seed)``; the CI is the percentile interval.
+
+    Two ways to draw the same bootstrap distribution (``method``):
+
+    - ``"resample"``: draw n query indices per resample and average their differences
+      (O(n) per resample).
+    - ``"counts"``: the exact fast path for discrete outcomes. A resample's mean
+      difference depends only on how many times each *distinct* difference value was
+      drawn, and those counts are Multinomial(n, value shares); for 0/1 outcomes (EM)
+      the values are −1, 0, +1 (loss, tie, win), so one resample is one multinomial
+      draw of three counts (O(distinct values) per resample). The resampled means
+      have exactly the distribution of the ``"resample"`` path; only the random
+      stream differs, so for one seed the two agree within Monte Carlo error.
+    - ``"auto"`` (default): ``"counts"`` when the differences take at most
+      ``MAX_DISTINCT_FOR_COUNTS`` distinct values, else ``"resample"``.
 
     p-value rule: the share of resampled mean differences that fall on the other side
     of 0 from the observed difference (0 itself counts as the other side), times 2,
@@ -120,9 +140,29 @@ def paired_bootstrap(
         raise ValueError("paired_bootstrap needs at least one pair")
     if n_resamples < 1:
         raise ValueError("n_resamples must be >= 1")
+    if method not in BOOTSTRAP_METHODS:
+        raise ValueError(f"unknown bootstrap method {method!r}; valid: {', '.join(BOOTSTRAP_METHODS)}")
     diff = x - y
-    n = diff.size
     observed = float(diff.mean())
+    values, counts = np.unique(diff, return_counts=True)
+    if method == "counts" or (method == "auto" and values.size <= MAX_DISTINCT_FOR_COUNTS):
+        means = bootstrap_means_counts(values, counts, n_resamples, seed)
+    else:
+        means = bootstrap_means_resample(diff, n_resamples, seed)
+    alpha = 1.0 - confidence
+    lo, hi = np.quantile(means, [alpha / 2, 1 - alpha / 2])
+    if observed > 0:
+        p = 2.0 * float(np.mean(means <= 0))
+    elif observed < 0:
+        p = 2.0 * float(np.mean(means >= 0))
+    else:
+        p = 1.0
+    return BootstrapResult(observed, float(lo), float(hi), min(p, 1.0), int(diff.size), n_resamples, seed)
+
+
+def bootstrap_means_resample(diff: np.ndarray, n_resamples: int, seed: int) -> np.ndarray:
+    """Resampled means of ``diff`` by drawing query indices (the general path)."""
+    n = diff.size
     rng = np.random.default_rng(seed)
     # Resample in fixed-size chunks so memory stays bounded for large cells; the chunk
     # size is constant, so the result depends only on the seed.
@@ -132,15 +172,19 @@ def paired_bootstrap(
         stop = min(start + chunk, n_resamples)
         idx = rng.integers(0, n, size=(stop - start, n))
         means[start:stop] = diff[idx].mean(axis=1)
-    alpha = 1.0 - confidence
-    lo, hi = np.quantile(means, [alpha / 2, 1 - alpha / 2])
-    if observed > 0:
-        p = 2.0 * float(np.mean(means <= 0))
-    elif observed < 0:
-        p = 2.0 * float(np.mean(means >= 0))
-    else:
-        p = 1.0
-    return BootstrapResult(observed, float(lo), float(hi), min(p, 1.0), n, n_resamples, seed)
+    return means
+
+
+def bootstrap_means_counts(values: np.ndarray, counts: np.ndarray, n_resamples: int, seed: int) -> np.ndarray:
+    """Resampled means from multinomial counts of the distinct values (the exact
+    fast path for discrete outcomes; see :func:`paired_bootstrap`)."""
+    values = np.asarray(values, dtype=float)
+    counts = np.asarray(counts, dtype=np.int64)
+    n = int(counts.sum())
+    rng = np.random.default_rng(seed)
+    draws = rng.multinomial(n, counts / n, size=n_resamples)  # (B, distinct values)
+    # Integer-valued differences (EM: -1, 0, +1) sum exactly; the division is the only rounding.
+    return (draws @ values) / n
 
 
 def spearman(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> tuple[float, float]:

@@ -337,8 +337,10 @@ def test_api_key_and_served_model_name_come_from_the_config(fake_server, monkeyp
 
 
 def test_unknown_tokenizer_choice_is_a_clear_error(fake_server):
-    with pytest.raises(BackendError, match="unknown backend.tokenizer 'spm'; valid: gguf, hf"):
-        make_backend(compose(["backend=openai", f"backend.base_url={fake_server.base_url}", "backend.tokenizer=spm"]))
+    from madara_cli.config import ConfigError
+
+    with pytest.raises(ConfigError, match="backend.tokenizer='spm' is not a valid choice; valid: null, gguf, hf"):
+        compose(["backend=openai", f"backend.base_url={fake_server.base_url}", "backend.tokenizer=spm"])  # refused before any engine starts
     with pytest.raises(BackendError, match="has no model.gguf"):
         make_backend(compose(["backend=openai", f"backend.base_url={fake_server.base_url}", "backend.tokenizer=gguf", "model=qwen2.5-7b"]))
 

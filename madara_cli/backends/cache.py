@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, Sequence, TypeVar
 
-from madara_cli.backends.base import Backend
+from madara_cli.backends.base import Backend, BackendError
 from madara_cli.records import ChatRequest, Completion, ScoreRequest, request_key
 
 R = TypeVar("R", ChatRequest, ScoreRequest)
@@ -53,6 +53,29 @@ def _decode(s: str) -> Completion:
     return Completion(**d, cached=True)
 
 
+class CacheError(BackendError):
+    """The response cache cannot be used (damaged file, not a database, no access);
+    printed as one line naming the file and what to do."""
+
+
+def _cache_error(path: Path, e: sqlite3.Error) -> CacheError:
+    text = " ".join(str(e).split())
+    if any(s in text for s in ("not a database", "malformed", "corrupt", "disk I/O error")):
+        return CacheError(
+            f"response cache {path} is damaged ({text}); move it aside and rerun: mv '{path}' '{path}.broken' "
+            "(finished cells are kept; only cached completions are recomputed)"
+        )
+    return CacheError(f"cannot use response cache {path}: {text} (set cache=PATH for another file)")
+
+
+@contextmanager
+def _guard(path: Path) -> Iterator[None]:
+    try:
+        yield
+    except sqlite3.Error as e:
+        raise _cache_error(path, e) from None
+
+
 class ResponseCache:
     """SQLite store of completions keyed by :func:`request_key`. Safe to share between
     processes (WAL journal, short transactions)."""
@@ -61,15 +84,16 @@ class ResponseCache:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, timeout=60, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute(_SCHEMA)
-        self._db.commit()
+        with _guard(self.path):
+            self._db = sqlite3.connect(self.path, timeout=60, check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute(_SCHEMA)
+            self._db.commit()
 
     def get_many(self, keys: Sequence[str]) -> dict[str, Completion]:
         found: dict[str, Completion] = {}
-        with self._lock:
+        with self._lock, _guard(self.path):
             for i in range(0, len(keys), 500):
                 chunk = list(keys[i : i + 500])
                 marks = ",".join("?" * len(chunk))
@@ -81,7 +105,7 @@ class ResponseCache:
 
     def put_many(self, fingerprint: str, kind: str, items: Sequence[tuple[str, Completion]]) -> None:
         now = time.time()
-        with self._lock:
+        with self._lock, _guard(self.path):
             self._db.executemany(
                 "INSERT OR REPLACE INTO completions VALUES (?, ?, ?, ?, ?)",
                 [(k, fingerprint, kind, _encode(c), now) for k, c in items],

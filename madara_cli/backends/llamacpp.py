@@ -60,6 +60,43 @@ def file_fingerprint(path: Path) -> str:
 _FP_MEMO: dict[tuple[str, int, float], str] = {}
 
 
+def physical_cores() -> int:
+    """Physical cores (not SMT siblings) this process may use."""
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - macOS
+        usable = os.cpu_count() or 1
+    cores: set[tuple[str, str]] = set()
+    try:
+        phys = ""
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("physical id"):
+                phys = line.split(":")[1].strip()
+            elif line.startswith("core id"):
+                cores.add((phys, line.split(":")[1].strip()))
+    except OSError:
+        pass
+    return max(1, min(usable, len(cores) or usable))
+
+
+def default_threads() -> int:
+    """``backend.n_threads: null``: the physical cores other processes leave free.
+
+    Measured with ``madara bench --only threads`` (README): llama.cpp's threads spin
+    while they wait for each other, so a thread whose core another process holds stalls
+    the whole pool -- on 2 shared cores 2 threads gave 10 tokens/s where 1 thread gave
+    15 (and issue 13 saw a cell run 7x slower with all cores than with one). SMT siblings add nothing
+    to its matrix kernels. So: physical cores minus the runnable processes already
+    there (1-minute load average), at least 1. The thread count does not change the
+    numbers (same text and logits with 1 or 2 threads), only the speed."""
+    cores = physical_cores()
+    try:
+        busy = os.getloadavg()[0]
+    except OSError:  # pragma: no cover - no load average on this platform
+        busy = 0.0
+    return max(1, min(cores, int(cores - busy + 0.5)))
+
+
 class LlamaCppBackend:
     name = "llamacpp"
 
@@ -77,7 +114,7 @@ class LlamaCppBackend:
         self.llm = llama_cpp.Llama(
             model_path=str(path),
             n_ctx=n_ctx,
-            n_threads=n_threads or os.cpu_count(),
+            n_threads=n_threads or default_threads(),
             seed=seed,
             verbose=False,
         )

@@ -18,8 +18,10 @@ import hashlib
 import os
 import random
 import socket
+import sys
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -94,14 +96,55 @@ def read_local(path: str | Path) -> list[dict[str, Any]]:
     if builder is None:
         raise DataError(f"{p}: unsupported file type '{p.suffix}'; use .json, .jsonl, .parquet, .csv or .tsv")
     kwargs: dict[str, Any] = {"sep": "\t"} if p.suffix.lower() == ".tsv" else {}
+    if builder in ("json", "csv") and not _has_content(p):
+        raise DataError(f"{p}: the file is empty (no rows)")
     import datasets
 
     datasets.disable_progress_bars()
+    level = datasets.logging.get_verbosity()
+    datasets.logging.set_verbosity(datasets.logging.CRITICAL)  # its parse errors become our one line below
     try:
         ds = datasets.load_dataset(builder, data_files=str(p.resolve()), split="train", **kwargs)
     except Exception as e:  # noqa: BLE001 - any parse failure is the user's file to fix
-        raise DataError(f"{p}: cannot read as {builder}: {_first_line(e)}") from None
-    return list(ds)
+        where = _bad_json_line(p) if builder == "json" else None
+        raise DataError(f"{p}: cannot read as {builder}: {where or _first_line(e)}") from None
+    finally:
+        datasets.logging.set_verbosity(level)
+    rows = list(ds)
+    if not rows:
+        raise DataError(f"{p}: the file holds no rows")
+    return rows
+
+
+def _has_content(p: Path) -> bool:
+    with p.open("rb") as f:
+        for line in f:
+            if line.strip():
+                return True
+    return False
+
+
+def _bad_json_line(p: Path) -> str | None:
+    """Where a JSON Lines file stops parsing ("line 3: Expecting value ..."), or None
+    when the whole file is one JSON document (or every line parses)."""
+    import json
+
+    text = p.read_text(encoding="utf-8", errors="replace")
+    try:
+        json.loads(text)
+        return None
+    except ValueError:
+        pass
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError as e:
+            return f"line {n} is not valid JSON ({e.msg} at column {e.colno})"
+        if not isinstance(obj, dict):
+            return f"line {n} is not a JSON object (got {type(obj).__name__})"
+    return None
 
 
 def _first_line(e: BaseException) -> str:
@@ -188,6 +231,51 @@ def read_rows(cfg: DictConfig, data_files: str | None = None) -> list[dict[str, 
 
 
 # ---------------------------------------------------------------------------
+# Dropped rows: counted, named in one warning line, recorded in metrics.json
+
+
+@dataclass
+class LoadReport:
+    """What :func:`load_all_examples` kept and dropped (the runner copies it into
+    ``metrics.json`` under ``data``)."""
+
+    loaded: int = 0
+    kept: int = 0
+    dropped: dict[str, list[str]] = field(default_factory=dict)  # reason -> example ids
+
+    def drop(self, reason: str, example_id: str) -> None:
+        self.dropped.setdefault(reason, []).append(example_id)
+
+    @property
+    def n_dropped(self) -> int:
+        return sum(len(v) for v in self.dropped.values())
+
+    def summary(self) -> str:
+        return "; ".join(f"{len(ids)} with {reason}" for reason, ids in self.dropped.items())
+
+    def warning(self, name: str, require_answers: bool) -> str:
+        parts = [f"{len(ids)} with {reason} ({', '.join(ids[:3])}{', ...' if len(ids) > 3 else ''})" for reason, ids in self.dropped.items()]
+        hint = "; benchmark.require_answers=false keeps rows without answers" if require_answers and "no gold answer" in self.dropped else ""
+        return f"benchmark {name}: dropped {self.n_dropped} of {self.loaded} rows: {'; '.join(parts)}{hint}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"loaded": self.loaded, "kept": self.kept, "dropped": self.n_dropped, "dropped_ids": {r: list(ids) for r, ids in self.dropped.items()}}
+
+
+LAST_LOAD = LoadReport()
+
+
+_WARNED: set[str] = set()
+
+
+def warn(message: str) -> None:
+    """One ``warning:`` line on stderr (above any progress bar), once per process."""
+    if message not in _WARNED:
+        _WARNED.add(message)
+        print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------
 # Sampling
 
 
@@ -236,11 +324,24 @@ def load_all_examples(cfg: DictConfig) -> list[Example]:
         loader = LOADERS.get(cfg.loader)
     except KeyError as e:
         raise DataError(str(e.args[0])) from None
+    global LAST_LOAD
     examples = loader(cfg)
-    if cfg.get("require_answers", True):
-        examples = [ex for ex in examples if any(a.strip() for a in ex.answers)]
+    report = LoadReport(loaded=len(examples))
+    kept = []
+    for ex in examples:
+        if not ex.question.strip():
+            report.drop("empty question", ex.id)
+        elif cfg.get("require_answers", True) and not any(a.strip() for a in ex.answers):
+            report.drop("no gold answer", ex.id)
+        else:
+            kept.append(ex)
+    examples = kept
+    report.kept = len(examples)
+    LAST_LOAD = report
+    if report.dropped:
+        warn(report.warning(str(cfg.name), bool(cfg.get("require_answers", True))))
     if not examples:
-        raise DataError(f"benchmark {cfg.name}: no examples loaded")
+        raise DataError(f"benchmark {cfg.name}: no examples loaded" + (f" ({report.summary()})" if report.dropped else ""))
     seen: set[str] = set()
     for ex in examples:
         if ex.id in seen:

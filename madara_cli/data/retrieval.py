@@ -373,6 +373,12 @@ def retrieve_fresh(examples: Sequence[Example], retriever: Retriever, k: int, ct
         ranked = retriever.rank_pools([_query(examples[i]) for i in pooled], [examples[i].docs for i in pooled])
         for i, r in zip(pooled, ranked, strict=False):
             out[i] = _scored(r[:k], name)
+    if searched and pooled and not ctx.has_corpus and ctx.retriever.name != "pyserini":
+        ids = [examples[i].id for i in searched]
+        raise DataError(
+            f"benchmark {ctx.cfg.benchmark.name}: {len(ids)} example(s) have no documents while the others ship theirs "
+            f"({', '.join(ids[:5])}{', ...' if len(ids) > 5 else ''}); fix those rows, or pass benchmark.corpus=FILE to retrieve for them"
+        )
     if searched:  # each retriever raises its own one-line error when it has no corpus
         ranked = retriever.search([_query(examples[i]) for i in searched], k)
         for i, r in zip(searched, ranked, strict=False):

@@ -45,10 +45,7 @@ def madara(ctx: StrategyContext, examples: Sequence[Example]) -> list[Prediction
     from madara_cli.probe import find_or_run_probe
 
     if ctx.strategy.probe:
-        path = Path(ctx.strategy.probe)
-        if not path.is_file():
-            raise ValueError(f"strategy.probe: no probe file at {path}")
-        record, reused = json.loads(path.read_text()), True
+        record, path, reused = read_probe(Path(ctx.strategy.probe)), Path(ctx.strategy.probe), True
     else:
         record, path, reused = find_or_run_probe(ctx.cfg, ctx.llm)
     route = record["route"]
@@ -58,10 +55,38 @@ def madara(ctx: StrategyContext, examples: Sequence[Example]) -> list[Prediction
     ctx.report["madara"] = {
         "route": route,
         "reason": record["reason"],
-        "probe": str(path),
+        "probe": _relative(path, ctx.cfg.results_dir),
         "probe_reused": reused,
         "em_nf_calibration": record["em_nf"],
         "rsc_class": record["rsc_class"],
         "rho": record.get("rho"),
     }
     return [replace(p, extra={**p.extra, "route": route}) for p in preds]
+
+
+def read_probe(path: Path) -> dict:
+    """A finished probe.json named by ``strategy.probe``; one-line errors otherwise."""
+    from madara_cli.config import ConfigError
+    from madara_cli.data.loaders import DataError
+
+    if not path.is_file():
+        raise ConfigError(f"strategy.probe: no probe file at {path}")
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise DataError(f"strategy.probe: {path} is not a readable probe.json ({' '.join(str(e).split())})") from None
+    missing = [k for k in ("route", "reason", "em_nf", "rsc_class") if not isinstance(record, dict) or k not in record]
+    if missing:
+        raise DataError(f"strategy.probe: {path} lacks {', '.join(missing)}; point it at a probe.json written by 'madara probe'")
+    if record["route"] not in STRATEGIES:
+        raise DataError(f"strategy.probe: {path} routes to unknown strategy '{record['route']}'")
+    return record
+
+
+def _relative(path: Path, results_dir) -> str:
+    """The probe's path relative to the results folder when inside it, so metrics.json
+    does not depend on where the results folder lives."""
+    try:
+        return str(Path(path).resolve().relative_to(Path(str(results_dir)).resolve()))
+    except ValueError:
+        return str(path)

@@ -1,0 +1,223 @@
+"""Validation before work: every setting is checked when the config is composed,
+before any data loads or any model starts, and a bad one ends in one line that
+names the key, what it got and what it accepts.
+
+Two passes, both called from :func:`madara_cli.config.compose`:
+
+* :func:`check_override_types` reads each ``key=value`` override against the
+  dataclass schemas (``limit=abc`` -> "limit: expected an integer or null, got
+  'abc'") before Hydra merges it, so the message names the key and its type
+  instead of Hydra's "Error merging override" with an unrelated key list;
+* :func:`validate_config` checks ranges and choices of the composed config
+  (``strategy.top_k >= 1``, ``limit >= 1`` or null, weights matching the three
+  agents, ``rsc.rescoring`` in generate | logprob, ...).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import typing
+from pathlib import Path
+from typing import Any, Callable
+
+from omegaconf import DictConfig
+
+# Valid values of the choice fields (one place; the modules that read them agree).
+CHOICES: dict[str, tuple[Any, ...]] = {
+    "strategy.scoring": ("generate", "logprob"),
+    "strategy.vote": ("score", "uniform"),
+    "strategy.selection": ("assessed", "random"),
+    "rsc.rescoring": ("generate", "logprob"),
+    "benchmark.task": ("factoid", "fever"),
+    "benchmark.calibration_split": ("nested", "disjoint"),
+    "retriever.first_stage": ("bm25s", "pyserini", "dense"),
+    "backend.tokenizer": (None, "gguf", "hf"),
+    "model.dtype": ("auto", "bfloat16", "float16", "half", "float32", "float"),
+}
+
+N_AGENTS = 3  # relevance, consistency, conflict (strategy.weights)
+
+
+def _int(lo: int | None = None, hi: int | None = None, optional: bool = False) -> tuple[Callable[[Any], bool], str]:
+    def ok(v: Any) -> bool:
+        if v is None:
+            return optional
+        return isinstance(v, int) and not isinstance(v, bool) and (lo is None or v >= lo) and (hi is None or v <= hi)
+
+    rng = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
+    return ok, f"an integer {rng}" + (" or null" if optional else "")
+
+
+def _num(lo: float | None = None, hi: float | None = None, optional: bool = False, lo_open: bool = False) -> tuple[Callable[[Any], bool], str]:
+    def ok(v: Any) -> bool:
+        if v is None:
+            return optional
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            return False
+        if lo is not None and (v <= lo if lo_open else v < lo):
+            return False
+        return hi is None or v <= hi
+
+    if lo is None and hi is None:
+        rng = "a finite number"
+    elif hi is None:
+        rng = f"a number {'>' if lo_open else '>='} {lo:g}"
+    else:
+        rng = f"a number in {'(' if lo_open else '['}{lo:g}, {hi:g}]"
+    return ok, rng + (" or null" if optional else "")
+
+
+# Ranges of the numeric settings, by dotted key.
+RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "limit": _int(1, optional=True),
+    "seed": _int(0),
+    "model.max_model_len": _int(1),
+    "model.temperature": _num(0.0),
+    "model.params_b": _num(0.0, optional=True, lo_open=True),
+    "backend.batch_size": _int(1),
+    "backend.n_threads": _int(1, optional=True),
+    "backend.n_ctx": _int(1, optional=True),
+    "backend.tensor_parallel_size": _int(1),
+    "backend.gpu_memory_utilization": _num(0.0, 1.0, lo_open=True),
+    "backend.max_in_flight": _int(1),
+    "backend.retries": _int(0),
+    "backend.timeout_s": _num(0.0, lo_open=True),
+    "benchmark.sample": _int(1, optional=True),
+    "benchmark.calibration": _int(0),
+    "benchmark.n_questions": _int(1),
+    "retriever.k": _int(1),
+    "retriever.k1": _num(0.0),
+    "retriever.b": _num(0.0, 1.0),
+    "retriever.candidates": _int(1),
+    "strategy.top_k": _int(1),
+    "strategy.kappa": _num(0.0),
+    "strategy.min_keep": _int(0),
+    "strategy.rrf_k": _int(0),
+    "strategy.n_samples": _int(1),
+    "strategy.main_rag_n": _num(),
+    "generation.max_tokens": _int(1),
+    "generation.score_max_tokens": _int(1),
+    "generation.cot_max_tokens": _int(1),
+    "rsc.bootstrap": _int(1),
+}
+
+
+def _get(cfg: DictConfig, dotted: str) -> tuple[bool, Any]:
+    node: Any = cfg
+    for part in dotted.split("."):
+        if not isinstance(node, DictConfig) or part not in node:
+            return False, None
+        node = node[part]
+    return True, node
+
+
+def _show(v: Any) -> str:
+    return "null" if v is None else repr(v) if isinstance(v, str) else str(v)
+
+
+def validate_config(cfg: DictConfig, error: type[Exception]) -> None:
+    """Raise ``error`` (one line) on the first setting outside its range or choices."""
+    for key, (ok, desc) in RANGES.items():
+        present, v = _get(cfg, key)
+        if present and not ok(v):
+            raise error(f"{key}={_show(v)} is out of range: expected {desc}")
+    for key, valid in CHOICES.items():
+        present, v = _get(cfg, key)
+        if present and v not in valid:
+            raise error(f"{key}={_show(v)} is not a valid choice; valid: {', '.join('null' if x is None else str(x) for x in valid)}")
+    present, w = _get(cfg, "strategy.weights")
+    if present:
+        w = list(w)
+        if len(w) != N_AGENTS:
+            raise error(f"strategy.weights has {len(w)} value(s); expected {N_AGENTS} (relevance, consistency, conflict), e.g. strategy.weights=[0.4,0.3,0.3]")
+        if any(isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0 for x in w) or not any(w):
+            raise error(f"strategy.weights={w}: expected {N_AGENTS} non-negative numbers, not all zero")
+    present, probe = _get(cfg, "strategy.probe")
+    if present and probe:
+        p = Path(str(probe)).expanduser()
+        if not p.is_file():
+            raise error(f"strategy.probe: no probe file at {p} (run 'madara probe' first, or unset strategy.probe)")
+    present, name = _get(cfg, "retriever.name")
+    if present and name == "rerank" and int(cfg.retriever.candidates) < int(cfg.retriever.k):
+        raise error(f"retriever.candidates={cfg.retriever.candidates} is below retriever.k={cfg.retriever.k}: the reranker must see at least k documents")
+    present, mode = _get(cfg, "strategy.scoring")
+    if present and mode == "logprob" and bool(cfg.strategy.get("cot")):
+        raise error("strategy.scoring=logprob with strategy.cot=true: CoT scores are generated text; use strategy.scoring=generate")
+
+
+# --------------------------------------------------------------------------- #
+# Override types
+# --------------------------------------------------------------------------- #
+
+
+def _schema_field(root: type, dotted: str) -> tuple[str, Any] | None:
+    """(status, type) of ``dotted`` in the dataclass schema: ("ok", type), or
+    ("unknown", parent class) when the last part is not a field, or None when the
+    key is outside the schema (a group's free-form node)."""
+    cls = root
+    parts = dotted.split(".")
+    for i, part in enumerate(parts):
+        hints = typing.get_type_hints(cls)
+        if part not in hints:
+            return ("unknown", cls)
+        t = hints[part]
+        if i == len(parts) - 1:
+            return ("ok", t)
+        if not (isinstance(t, type) and dataclasses.is_dataclass(t)):
+            return None
+        cls = t
+    return None
+
+
+def _type_ok(t: Any, v: Any) -> tuple[bool, str]:
+    origin, args = typing.get_origin(t), typing.get_args(t)
+    if origin is typing.Union:  # Optional[X]
+        inner = [a for a in args if a is not type(None)]
+        if v is None:
+            return True, ""
+        ok, desc = _type_ok(inner[0], v)
+        return ok, f"{desc} or null"
+    if t is bool:
+        return isinstance(v, bool), "true or false"
+    if t is int:
+        return isinstance(v, int) and not isinstance(v, bool), "an integer"
+    if t is float:
+        return isinstance(v, (int, float)) and not isinstance(v, bool), "a number"
+    if t is str:
+        return v is not None and not isinstance(v, (list, dict)), "a string"
+    if origin is list:
+        if not isinstance(v, list):
+            return False, "a list, e.g. [0.4,0.3,0.3]"
+        item = args[0] if args else Any
+        return all(_type_ok(item, x)[0] for x in v) if item is not Any else True, "a list of " + _type_ok(item, 0)[1].removeprefix("an ").removeprefix("a ") + "s"
+    return True, ""
+
+
+def check_override_types(overrides: list[str], root: type, error: type[Exception]) -> None:
+    """Check every plain ``key=value`` override against the schema's type; unknown
+    keys name the valid ones of their node."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    groups = {"model", "backend", "benchmark", "retriever", "strategy", "grid"}
+    for o in OverridesParser.create().parse_overrides(overrides):
+        key = o.key_or_group
+        if o.package or key in groups or key.split(".")[0] == "hydra" or o.is_sweep_override() or o.is_delete() or o.is_add() or o.is_force_add():
+            continue
+        found = _schema_field(root, key)
+        if found is None:
+            continue
+        status, t = found
+        if status == "unknown":
+            valid = ", ".join(f.name for f in dataclasses.fields(t))
+            parent = key.rsplit(".", 1)[0] + " " if "." in key else ""
+            raise error(f"bad config: unknown key '{key}'; valid {parent}keys: {valid}")
+        v = o.value()
+        if isinstance(v, str) and "${" in v:  # an interpolation: checked once resolved (validate_config)
+            continue
+        ok, desc = _type_ok(t, v)
+        if not ok:
+            if v == "":
+                raise error(f"{key}= has no value: expected {desc}" + (f" (write {key}=null to unset it)" if "null" in desc else ""))
+            shown = o.input_line.split("=", 1)[1] if o.input_line and "=" in o.input_line else _show(v)
+            raise error(f"{key}: expected {desc}, got '{shown}'")

@@ -1,0 +1,521 @@
+"""Bad input, as a new user would type it: each case ends in ONE clear line and a
+non-zero exit (or a counted fallback), before any model loads where the input can be
+checked up front, and never loses work that had finished.
+
+Most cases go through the real entry point (:func:`madara_cli.cli.main`, in process,
+with ``sys.argv`` set); the cases that need an engine use the deterministic fake
+engine of the strategy tests. SIGKILL mid-stage is tests/test_resume.py; SIGINT is
+tested here both on the entry point and (marked ``llm``) on a real run.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from madara_cli.backends.cache import CachedLLM, CacheError, ResponseCache
+from madara_cli.config import ConfigError, compose
+from madara_cli.data.loaders import DataError
+from madara_cli.records import ChatRequest, Completion, Message
+from madara_cli.runner import EnginePool, run_cell
+from tests.conftest import ROOT
+from tests.test_strategies_e2e import FakeBackend
+
+
+def madara(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
+    """Run the CLI entry point in process; (exit code, stdout, stderr)."""
+    from madara_cli import cli
+
+    monkeypatch.setattr(sys, "argv", ["madara", *args])
+    with pytest.raises(SystemExit) as e:
+        cli.main()
+    cap = capsys.readouterr()
+    return int(e.value.code or 0), cap.out, cap.err
+
+
+def one_line_error(code: int, err: str, *needles: str) -> str:
+    assert code != 0, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1, f"expected one line, got:\n{err}"
+    assert "Traceback" not in err
+    for n in needles:
+        assert n in lines[0], (n, lines[0])
+    return lines[0]
+
+
+@pytest.fixture
+def no_engine(monkeypatch):
+    """Fail the test if anything tries to load a model: the check must come first."""
+    from madara_cli.backends.llamacpp import LlamaCppBackend
+
+    def refuse(self, *args, **kwargs):
+        raise AssertionError("a model was loaded before the bad input was reported")
+
+    monkeypatch.setattr(LlamaCppBackend, "__init__", refuse)
+
+
+# --------------------------------------------------------------------------- #
+# Unknown names
+
+
+@pytest.mark.parametrize(
+    "override,needle",
+    [
+        ("model=no-such-model", "valid models: "),
+        ("benchmark=nope", "valid benchmarks: "),
+        ("strategy=nope", "valid strategies: "),
+        ("backend=tpu", "valid backends: "),
+        ("retriever=grep", "valid retrievers: "),
+    ],
+)
+def test_unknown_group_option_names_the_valid_ones(monkeypatch, capsys, no_engine, tmp_path, override, needle):
+    code, _, err = madara(monkeypatch, capsys, "run", override, f"results_dir={tmp_path / 'r'}")
+    one_line_error(code, err, needle)
+    assert not (tmp_path / "r").exists()
+
+
+def test_unknown_grid_and_command(monkeypatch, capsys, no_engine):
+    code, _, err = madara(monkeypatch, capsys, "run", "--grid", "nope")
+    one_line_error(code, err, "unknown grid 'nope'", "demo")
+    code, _, err = madara(monkeypatch, capsys, "rnu")
+    one_line_error(code, err, "valid commands:", "run")
+
+
+# --------------------------------------------------------------------------- #
+# Malformed overrides and types
+
+
+@pytest.mark.parametrize(
+    "override,needles",
+    [
+        ("limit=abc", ("limit: expected an integer or null", "'abc'")),
+        ("seed=", ("seed= has no value", "an integer")),
+        ("model.temperature=hot", ("model.temperature: expected a number", "'hot'")),
+        ("strategy.cot=maybe", ("strategy.cot: expected true or false",)),
+        ("strategy.weights=[a,b,c]", ("strategy.weights: expected a list of numbers",)),
+        ("limt=3", ("unknown key 'limt'", "limit")),
+        ("strategy.top_kk=3", ("unknown key 'strategy.top_kk'", "top_k")),
+        ("model=[", ("malformed override",)),
+    ],
+)
+def test_malformed_overrides_name_key_and_type(monkeypatch, capsys, no_engine, override, needles):
+    code, _, err = madara(monkeypatch, capsys, "run", override)
+    line = one_line_error(code, err, *needles)
+    assert "Error merging override" not in line
+
+
+# --------------------------------------------------------------------------- #
+# Ranges and choices, checked at compose time (before any data or model)
+
+
+@pytest.mark.parametrize(
+    "override,needle",
+    [
+        ("strategy.top_k=-3", "strategy.top_k=-3 is out of range: expected an integer >= 1"),
+        ("strategy.top_k=0", "expected an integer >= 1"),
+        ("limit=0", "limit=0 is out of range: expected an integer >= 1 or null"),
+        ("limit=-1", "limit=-1 is out of range"),
+        ("seed=-1", "seed=-1 is out of range"),
+        ("retriever.k=0", "retriever.k=0"),
+        ("strategy.weights=[1]", "strategy.weights has 1 value(s); expected 3"),
+        ("strategy.weights=[0,0,0]", "not all zero"),
+        ("strategy.kappa=-1", "strategy.kappa=-1"),
+        ("strategy.min_keep=-2", "strategy.min_keep=-2"),
+        ("rsc.rescoring=bogus", "rsc.rescoring='bogus' is not a valid choice; valid: generate, logprob"),
+        ("strategy.scoring=json", "valid: generate, logprob"),
+        ("strategy.vote=majority", "valid: score, uniform"),
+        ("strategy.selection=best", "valid: assessed, random"),
+        ("model.temperature=-0.5", "model.temperature=-0.5"),
+        ("backend.n_threads=0", "backend.n_threads=0"),
+    ],
+)
+def test_out_of_range_settings_fail_before_any_work(monkeypatch, capsys, no_engine, tmp_path, override, needle):
+    code, _, err = madara(monkeypatch, capsys, "run", "strategy=pde", override, f"results_dir={tmp_path / 'r'}")
+    one_line_error(code, err, needle)
+    assert not (tmp_path / "r").exists(), "nothing may be written for a refused config"
+
+
+def test_every_shipped_config_passes_validation():
+    from madara_cli.config import GROUPS, options
+
+    for group in GROUPS:
+        for name in options(group):
+            compose([f"{group}={name}"])
+
+
+def test_probe_and_route_and_compare_ranges(monkeypatch, capsys, no_engine):
+    code, _, err = madara(monkeypatch, capsys, "probe", "--n", "-1")
+    one_line_error(code, err, "--n")
+    code, _, err = madara(monkeypatch, capsys, "probe", "rsc.rescoring=bogus")
+    one_line_error(code, err, "rsc.rescoring='bogus'")
+    code, out, err = madara(monkeypatch, capsys, "route", "--nf", "20", "--rho", "5", "-7", "2")
+    one_line_error(code, err, "[-1, 1]", "5 -7 2")
+    assert "route:" not in out
+    code, _, err = madara(monkeypatch, capsys, "compare", "a", "b", "--resamples", "0")
+    one_line_error(code, err, "--resamples")
+
+
+def test_missing_probe_file_for_madara(monkeypatch, capsys, no_engine, tmp_path):
+    code, _, err = madara(monkeypatch, capsys, "run", "strategy=madara", f"strategy.probe={tmp_path / 'nope.json'}")
+    one_line_error(code, err, "strategy.probe: no probe file at")
+
+
+@pytest.mark.parametrize("body,needle", [("{not json", "not a readable probe.json"), ('{"route": "pde"}', "lacks reason"),
+                                         ('{"route": "teleport", "reason": "", "em_nf": 0, "rsc_class": "x"}', "unknown strategy 'teleport'")])
+def test_malformed_probe_file_is_one_line(tmp_path, body, needle):
+    from madara_cli.strategies.madara import read_probe
+
+    path = tmp_path / "probe.json"
+    path.write_text(body)
+    with pytest.raises((DataError, ConfigError), match=needle) as e:
+        read_probe(path)
+    assert "\n" not in str(e.value)
+
+
+# --------------------------------------------------------------------------- #
+# benchmark.path files
+
+
+def _run_file(monkeypatch, capsys, tmp_path, body: str | None, name: str = "bench.jsonl", benchmark: str = "musique"):
+    path = tmp_path / name
+    if body is not None:
+        path.write_text(body)
+    return madara(monkeypatch, capsys, "run", f"benchmark={benchmark}", f"benchmark.path={path}", f"results_dir={tmp_path / 'r'}")
+
+
+def test_missing_benchmark_file(monkeypatch, capsys, no_engine, tmp_path):
+    code, _, err = _run_file(monkeypatch, capsys, tmp_path, None)
+    one_line_error(code, err, "not found", "bench.jsonl")
+
+
+def test_empty_jsonl_says_empty_not_stopiteration(monkeypatch, capsys, no_engine, tmp_path):
+    code, _, err = _run_file(monkeypatch, capsys, tmp_path, "\n\n")
+    line = one_line_error(code, err, "empty")
+    assert "StopIteration" not in line
+
+
+def test_malformed_jsonl_names_the_line(monkeypatch, capsys, no_engine, tmp_path):
+    good = json.dumps(_musique_row("2hop__1"))
+    code, _, err = _run_file(monkeypatch, capsys, tmp_path, f"{good}\n{{oops\n{good}\n")
+    one_line_error(code, err, "line 2 is not valid JSON")
+
+
+def test_unsupported_file_type(monkeypatch, capsys, no_engine, tmp_path):
+    code, _, err = _run_file(monkeypatch, capsys, tmp_path, "x", name="bench.xml")
+    one_line_error(code, err, "unsupported file type '.xml'")
+
+
+def test_rows_missing_required_fields(monkeypatch, capsys, no_engine, tmp_path):
+    code, _, err = _run_file(monkeypatch, capsys, tmp_path, json.dumps({"question": "q?"}) + "\n")
+    one_line_error(code, err, "rows lack field(s)", "paragraphs")
+
+
+def _musique_row(qid: str, answer: str = "Paris", paragraphs: int = 3, question: str = "Where is the tower?") -> dict:
+    return {
+        "id": qid, "question": question, "answer": answer, "answer_aliases": [],
+        "paragraphs": [{"idx": i, "title": f"T{i}", "paragraph_text": f"The tower {i} is in Paris, says source {i}.", "is_supporting": i == 0}
+                       for i in range(paragraphs)],
+    }
+
+
+def _fake_pool() -> EnginePool:
+    return EnginePool(factory=lambda cfg: FakeBackend())
+
+
+def test_rows_without_answers_or_question_are_counted_named_and_recorded(tmp_path, capsys):
+    rows = [_musique_row("2hop__1"), _musique_row("2hop__2", answer=""), _musique_row("2hop__3"), _musique_row("2hop__4", question="  ")]
+    path = tmp_path / "m.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cfg = compose(["benchmark=musique", f"benchmark.path={path}", "benchmark.calibration=0", f"results_dir={tmp_path / 'r'}"])
+    pool = _fake_pool()
+    try:
+        res = run_cell(cfg, pool)
+    finally:
+        pool.close()
+    warning = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("warning:")]
+    assert len(warning) == 1
+    assert "dropped 2 of 4 rows" in warning[0] and "2hop__2" in warning[0] and "2hop__4" in warning[0]
+    assert res.metrics["n"] == 2
+    data = json.loads((res.folder / "metrics.json").read_text())["data"]
+    assert data["loaded"] == 4 and data["kept"] == 2 and data["dropped"] == 2
+    assert data["dropped_ids"] == {"no gold answer": ["2hop__2"], "empty question": ["2hop__4"]}
+
+
+def test_a_row_without_documents_is_named(tmp_path):
+    rows = [_musique_row("2hop__1"), _musique_row("2hop__2", paragraphs=0), _musique_row("2hop__3")]
+    path = tmp_path / "m.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cfg = compose(["benchmark=musique", f"benchmark.path={path}", "benchmark.calibration=0", f"results_dir={tmp_path / 'r'}"])
+    pool = _fake_pool()
+    try:
+        with pytest.raises(DataError, match=r"1 example\(s\) have no documents.*2hop__2") as e:
+            run_cell(cfg, pool)
+    finally:
+        pool.close()
+    assert "\n" not in str(e.value)
+
+
+# --------------------------------------------------------------------------- #
+# Engine output: long documents, broken agent replies, empty generations
+
+
+class _Truncating(FakeBackend):
+    """Flags prompts over 2,000 characters as cut to fit (what a real engine does)."""
+
+    def chat(self, requests):
+        out = super().chat(requests)
+        return [Completion(**{**c.__dict__, "truncated": sum(len(m.content) for m in r.messages) > 2000}) for c, r in zip(out, requests)]
+
+
+def test_document_longer_than_the_context_is_counted_and_warned(tmp_path, capsys):
+    from madara_cli.data.mini import generate
+    from madara_cli.records import Doc
+
+    exs = generate(3)
+    long_doc = Doc(id="huge", text="word " * 50_000)
+    exs = [exs[0].__class__(**{**exs[0].__dict__, "docs": (long_doc, *exs[0].docs[1:])}), *exs[1:]]
+    cfg = compose(["strategy=nf", f"results_dir={tmp_path}"])
+    pool = EnginePool(factory=lambda cfg: _Truncating())
+    try:
+        res = run_cell(cfg, pool, examples=exs)
+    finally:
+        pool.close()
+    assert res.metrics["accounting"]["truncated"] >= 1
+    warning = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("warning:")]
+    assert len(warning) == 1 and "longer than the context" in warning[0] and "backend.n_ctx" in warning[0]
+
+
+def test_unparseable_and_out_of_range_agent_output_is_a_counted_fallback(tmp_path):
+    from madara_cli.data.mini import generate
+
+    backend = FakeBackend(malformed=True)
+    pool = EnginePool(factory=lambda cfg: backend)
+    try:
+        res = run_cell(compose(["strategy=three_agent", f"results_dir={tmp_path}"]), pool, examples=generate(3))
+    finally:
+        pool.close()
+    a = res.metrics["assessment"]
+    assert backend.broken > 0 and a["parse_failure_rate"] == pytest.approx(backend.broken / backend.agent_replies)
+    assert {"no_score", "out_of_range", "empty"} <= set(a["failures"])
+    assert res.metrics["n"] == 3
+
+
+class _Silent(FakeBackend):
+    """Answers every generation with nothing at all."""
+
+    def chat(self, requests):
+        return [Completion(text="", tokens_in=5, tokens_out=0) for _ in requests]
+
+
+def test_empty_generation_is_counted_not_fatal(tmp_path):
+    from madara_cli.data.mini import generate
+
+    pool = EnginePool(factory=lambda cfg: _Silent())
+    try:
+        res = run_cell(compose(["strategy=nf", f"results_dir={tmp_path}"]), pool, examples=generate(4))
+    finally:
+        pool.close()
+    assert res.metrics["n"] == 4 and res.metrics["em"] == 0.0
+    assert res.metrics["empty_answers"] == 4
+
+
+# --------------------------------------------------------------------------- #
+# The response cache
+
+
+def test_cache_file_that_is_not_a_database(monkeypatch, capsys, no_engine, tmp_path):
+    results = tmp_path / "r"
+    results.mkdir()
+    (results / "cache.sqlite").write_bytes(b"this is not sqlite at all " * 100)
+    code, _, err = madara(monkeypatch, capsys, "run", "limit=1", f"results_dir={results}")
+    line = one_line_error(code, err, str(results / "cache.sqlite"), "mv ")
+    assert "damaged" in line
+
+
+def test_cache_with_damaged_pages_names_the_file(tmp_path):
+    path = tmp_path / "cache.sqlite"
+    cache = ResponseCache(path)
+    cache.put_many("fp", "chat", [(f"k{i}", Completion(text="x" * 500)) for i in range(400)])
+    cache.close()
+    for suffix in ("-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    raw = bytearray(path.read_bytes())
+    raw[4096 * 3 : 4096 * 40] = b"\xff" * (4096 * 37)  # trash the b-tree pages, keep the header
+    path.write_bytes(bytes(raw))
+    with pytest.raises(CacheError) as e:
+        c = ResponseCache(path)
+        c.get_many([f"k{i}" for i in range(400)])
+    assert str(path) in str(e.value) and "mv " in str(e.value) and "\n" not in str(e.value)
+
+
+def _writer(path: str, start: int) -> None:
+    cache = ResponseCache(path)
+    for i in range(start, start + 60):
+        cache.put_many("fp", "chat", [(f"k{i}", Completion(text=str(i)))])
+    cache.close()
+
+
+def test_two_processes_share_one_cache(tmp_path):
+    path = str(tmp_path / "cache.sqlite")
+    ResponseCache(path).close()
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(path, s)) for s in (0, 30)]  # overlapping keys
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0, 0]
+    cache = ResponseCache(path)
+    got = cache.get_many([f"k{i}" for i in range(90)])
+    assert len(cache) == 90 and all(got[f"k{i}"].text == str(i) for i in range(90))
+    cache.close()
+
+
+def test_cache_hits_do_not_call_the_engine(tmp_path):
+    backend = FakeBackend()
+    llm = CachedLLM(backend, ResponseCache(tmp_path / "c.sqlite"))
+    reqs = [ChatRequest(messages=(Message("user", f"q{i}"),)) for i in range(5)]
+    llm.chat("s", reqs)
+    calls = backend.chat_calls
+    llm.chat("s", reqs)
+    assert backend.chat_calls == calls
+
+
+# --------------------------------------------------------------------------- #
+# Results folders
+
+
+def test_results_folder_not_writable(monkeypatch, capsys, no_engine, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    code, _, err = madara(monkeypatch, capsys, "run", "limit=1", f"results_dir={blocker / 'results'}")
+    one_line_error(code, err, "cannot use", str(blocker))
+    code, _, err = madara(monkeypatch, capsys, "tables", "--results", str(tmp_path), "--out", str(blocker / "tables"))
+    one_line_error(code, err, "cannot use", str(blocker))
+
+
+def test_results_folder_checked_before_work(tmp_path, monkeypatch):
+    from madara_cli.data.mini import generate
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    cfg = compose(["strategy=nf", f"results_dir={blocker / 'r'}", f"cache={tmp_path / 'c.sqlite'}"])
+    backend = FakeBackend()
+    pool = EnginePool(factory=lambda cfg: backend)
+    try:
+        with pytest.raises(OSError):
+            run_cell(cfg, pool, examples=generate(2))
+    finally:
+        pool.close()
+    assert backend.chat_calls == 0
+
+
+def test_truncated_metrics_json_is_reported_by_tables(monkeypatch, capsys, tmp_path):
+    from madara_cli.data.mini import generate
+
+    results = tmp_path / "r"
+    pool = _fake_pool()
+    try:
+        res = run_cell(compose(["strategy=nf", f"results_dir={results}"]), pool, examples=generate(2))
+    finally:
+        pool.close()
+    text = (res.folder / "metrics.json").read_text()
+    (res.folder / "metrics.json").write_text(text[: len(text) // 2])
+    code, out, err = madara(monkeypatch, capsys, "tables", "--results", str(results))
+    assert code == 0
+    warning = [ln for ln in err.splitlines() if ln.startswith("warning:")]
+    assert len(warning) == 1 and res.folder.name in warning[0]
+
+
+def test_finished_cell_survives_a_failed_forced_rerun(tmp_path):
+    from madara_cli.backends.base import BackendError
+    from madara_cli.data.mini import generate
+
+    class Dying(FakeBackend):
+        def chat(self, requests):
+            raise BackendError("the server went away")
+
+    cfg = compose(["strategy=nf", f"results_dir={tmp_path}"])
+    pool = _fake_pool()
+    try:
+        res = run_cell(cfg, pool, examples=generate(2))
+    finally:
+        pool.close()
+    before = (res.folder / "metrics.json").read_bytes()
+    pool = EnginePool(factory=lambda cfg: Dying())
+    try:
+        with pytest.raises(BackendError):
+            run_cell(compose(["strategy=nf", f"results_dir={tmp_path}", "force=true", "cache=" + str(tmp_path / "other.sqlite")]), pool, examples=generate(2))
+    finally:
+        pool.close()
+    assert (res.folder / "metrics.json").read_bytes() == before
+
+
+# --------------------------------------------------------------------------- #
+# Interrupts
+
+
+_NAP = """
+import sys, time
+from madara_cli import cli
+
+@cli.app.command("nap")
+def nap():
+    print("ready", flush=True)
+    time.sleep(120)
+
+sys.argv = ["madara", "nap"]
+cli.main()
+"""
+
+
+@pytest.mark.parametrize("sig,code,word", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")])
+def test_interrupt_prints_one_line_and_exits_128_plus_signal(sig, code, word):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-c", _NAP], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == code
+    one_line_error(proc.returncode, err, f"{word}:", "rerun the same command to resume")
+
+
+def _cached(path: Path) -> int:
+    if not path.exists():
+        return 0
+    try:
+        with sqlite3.connect(path, timeout=5) as db:
+            return db.execute("SELECT COUNT(*) FROM completions").fetchone()[0]
+    except sqlite3.OperationalError:
+        return 0
+
+
+@pytest.mark.llm
+def test_sigint_mid_stage_keeps_the_cache_and_resumes(tmp_path):
+    n = 10
+    cmd = [sys.executable, "-m", "madara_cli.cli", "run", "strategy=nf", f"limit={n}", "backend.batch_size=1", "backend.n_threads=1", f"results_dir={tmp_path}"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while _cached(tmp_path / "cache.sqlite") < 2 and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "interrupted:" in err and "rerun the same command to resume" in err
+    done = _cached(tmp_path / "cache.sqlite")
+    assert 2 <= done < n
+    assert not list(tmp_path.glob("adhoc/*/metrics.json"))
+    resumed = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr
+    (m,) = list(tmp_path.glob("adhoc/*/metrics.json"))
+    acct = json.loads(m.read_text())["accounting"]
+    assert acct["cache_hits"] == done and acct["calls_issued"] == n - done

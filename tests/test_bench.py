@@ -1,0 +1,59 @@
+"""`madara bench`: the sections that need no model run end to end and write their
+JSON; the model sections are exercised under the ``llm`` marker. No timed assertions:
+the figures are what the command reports, not what the tests require."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from madara_cli.bench import BenchOptions, physical_cores, run_bench, summary_rows
+from madara_cli.config import ConfigError
+
+
+def test_calls_and_stats_sections_write_json(tmp_path):
+    opts = BenchOptions(limit=2, stat_queries=200, stat_resamples=500, out_dir=tmp_path / "bench")
+    res = run_bench(opts, ("calls", "stats"), say=lambda m: None)
+    for name in ("calls", "stats", "summary"):
+        assert json.loads((tmp_path / "bench" / f"{name}.json").read_text())
+    c = res["calls"]
+    # The shared cache makes the unique calls fewer than the strategies' own requests.
+    assert 0 < c["unique_calls"] < c["sum_own_requests"]
+    assert c["ratio_unique_vs_own_requests"] == pytest.approx(c["unique_calls"] / c["sum_own_requests"], abs=1e-3)
+    assert c["by_strategy"]["nf"] == {"requests": 2, "new_unique_calls": 2, "paper_calls": 2}
+    assert c["by_strategy"]["pde"]["new_unique_calls"] == 0  # PDE reuses PDE-Uniform's scores and answers
+    s = res["stats"]
+    assert set(s["seconds"]) == {"counts", "vectorised", "loop"}
+    assert s["results"]["counts"]["ci"][0] < s["results"]["counts"]["ci"][1]
+    assert any(r[0] == "calls" for r in summary_rows(res))
+
+
+def test_unknown_section_is_one_line(tmp_path):
+    with pytest.raises(ConfigError, match="valid: calls, overhead"):
+        run_bench(BenchOptions(out_dir=tmp_path), ("calls", "speed"))
+
+
+def test_physical_cores_is_at_least_one():
+    assert physical_cores() >= 1
+
+
+def test_thread_default_leaves_busy_cores_alone(monkeypatch):
+    from madara_cli.backends import llamacpp
+
+    monkeypatch.setattr(llamacpp, "physical_cores", lambda: 8)
+    monkeypatch.setattr(llamacpp.os, "getloadavg", lambda: (0.2, 0.0, 0.0))
+    assert llamacpp.default_threads() == 8  # idle: every physical core
+    monkeypatch.setattr(llamacpp.os, "getloadavg", lambda: (3.0, 0.0, 0.0))
+    assert llamacpp.default_threads() == 5  # three cores taken by others
+    monkeypatch.setattr(llamacpp.os, "getloadavg", lambda: (40.0, 0.0, 0.0))
+    assert llamacpp.default_threads() == 1  # oversubscribed: one thread, never zero
+
+
+@pytest.mark.llm
+def test_model_sections_run_on_the_embedded_model(tmp_path):
+    opts = BenchOptions(limit=1, stage_limit=1, prompts=2, score_questions=1, score_docs=2, n_threads=1, out_dir=tmp_path)
+    res = run_bench(opts, ("overhead", "scoring", "stages"), say=lambda m: None)
+    assert res["overhead"]["ratio_madara_vs_raw"] > 0
+    assert res["scoring"]["logprob"]["scores"] == res["scoring"]["generate"]["scores"] == 6
+    assert res["stages"]["calls_issued"] > 0 and set(res["stages"]["cells"]) == {"nf", "pde_random", "three_agent", "pde"}

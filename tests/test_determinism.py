@@ -1,0 +1,80 @@
+"""Two runs of one seed in two fresh folders give byte-identical predictions, tables
+and metrics apart from the ``timing`` section of metrics.json."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from madara_cli.config import compose
+from madara_cli.runner import EnginePool, run_cell
+from madara_cli.tables import write_tables
+from tests.conftest import ROOT
+from tests.test_strategies_e2e import FakeBackend
+
+STRATEGIES = ("nf", "three_agent", "pde", "pde_random", "atf")
+
+
+def _without_timing(path: Path) -> str:
+    text = path.read_text(encoding="utf-8")
+    data = json.loads(text)
+    assert list(data)[-1] == "timing", "timing must be the last section of metrics.json"
+    assert set(data["timing"]) >= {"wall_seconds", "engine_seconds", "engine_seconds_by_stage"}
+    head = text[: text.rindex('"timing"')]
+    assert "seconds" not in head, "no timing may leak outside the timing section"
+    return head
+
+
+def _run_all(results: Path) -> None:
+    pool = EnginePool(factory=lambda cfg: FakeBackend())
+    try:
+        for s in STRATEGIES:
+            run_cell(compose([f"strategy={s}", "limit=4", "seed=3", f"results_dir={results}", "grid_name=demo"]), pool)
+    finally:
+        pool.close()
+    write_tables(results, results / "tables", formats=("md", "csv", "tex"))
+
+
+def _files(results: Path, pattern: str) -> dict[str, Path]:
+    return {str(p.relative_to(results)): p for p in sorted(results.glob(pattern))}
+
+
+def test_two_fresh_runs_are_byte_identical_apart_from_timing(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    _run_all(a)
+    _run_all(b)
+    for pattern in ("demo/*/predictions.jsonl", "tables/*.md", "tables/*.csv", "tables/*.tex"):
+        fa, fb = _files(a, pattern), _files(b, pattern)
+        assert fa and list(fa) == list(fb), pattern
+        for name in fa:
+            assert fa[name].read_bytes() == fb[name].read_bytes(), name
+    ma, mb = _files(a, "demo/*/metrics.json"), _files(b, "demo/*/metrics.json")
+    assert len(ma) == len(STRATEGIES) and list(ma) == list(mb)
+    for name in ma:
+        assert _without_timing(ma[name]) == _without_timing(mb[name]), name
+
+
+def test_a_different_seed_changes_the_predictions(tmp_path):
+    pool = EnginePool(factory=lambda cfg: FakeBackend())
+    try:
+        r0 = run_cell(compose(["strategy=pde_random", "limit=4", "seed=0", f"results_dir={tmp_path}"]), pool)
+        r1 = run_cell(compose(["strategy=pde_random", "limit=4", "seed=1", f"results_dir={tmp_path}"]), pool)
+    finally:
+        pool.close()
+    assert (r0.folder / "predictions.jsonl").read_bytes() != (r1.folder / "predictions.jsonl").read_bytes()
+
+
+@pytest.mark.llm
+def test_real_engine_runs_are_byte_identical(tmp_path):
+    heads, preds = [], []
+    for name in ("a", "b"):
+        cmd = [sys.executable, "-m", "madara_cli.cli", "run", "strategy=nf", "limit=3", "backend.n_threads=1", f"results_dir={tmp_path / name}"]
+        subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, timeout=600)
+        (m,) = list((tmp_path / name).glob("adhoc/*/metrics.json"))
+        heads.append(_without_timing(m))
+        preds.append((m.parent / "predictions.jsonl").read_bytes())
+    assert heads[0] == heads[1] and preds[0] == preds[1]
