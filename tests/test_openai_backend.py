@@ -87,22 +87,24 @@ def fake_server():
                 time.sleep(script.delay)
                 responder = script.responders.get(self.path)
                 answer = responder(body) if responder else (404, {"detail": "Not Found"}, {})
-                if answer == "reset":
-                    self.close_connection = True
-                    self.connection.shutdown(socket.SHUT_RDWR)
-                    return
-                status, payload, headers = answer
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                for k, v in headers.items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(data)
             finally:
+                # Leave the in-flight count before answering: once the client has the
+                # answer it may send its next request, which must not count twice.
                 with script.lock:
                     script.in_flight -= 1
+            if answer == "reset":
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
+                return
+            status, payload, headers = answer
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for k, v in headers.items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(data)
 
         def do_GET(self):
             self._handle("GET")
