@@ -16,10 +16,10 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from madara_cli.config import GridConfig, compose, load_grid, to_plain
+from madara_cli.config import GridConfig, compose, hash_neutral, load_grid, to_plain
 
 # Settings that say where things go, not what is measured.
-_NOT_SEMANTIC = ("results_dir", "cache", "force", "grid_name")
+_NOT_SEMANTIC = ("results_dir", "cache", "force", "grid_name", "log_samples", "overrides")
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class Cell:
 
     @classmethod
     def from_cfg(cls, cfg: DictConfig) -> "Cell":
-        semantic = {k: v for k, v in to_plain(cfg).items() if k not in _NOT_SEMANTIC}
+        semantic = hash_neutral({k: v for k, v in to_plain(cfg).items() if k not in _NOT_SEMANTIC})
         digest = hashlib.sha256(json.dumps(semantic, sort_keys=True).encode()).hexdigest()[:8]
         return cls(
             grid=cfg.grid_name, model=cfg.model.name, benchmark=cfg.benchmark.name, strategy=cfg.strategy.name,
@@ -92,3 +92,16 @@ def expand(grid_name: str, extra: list[str] | None = None, axes: dict[str, list[
     if axes:
         grid.axes = {**grid.axes, **axes}
     return [compose(o) for o in grid_overrides(grid, list(extra or []))]
+
+
+def has_sweep(overrides: list[str]) -> bool:
+    """Whether any override sweeps (``key=a,b``, ``key=range(...)``)."""
+    return bool(_split_sweeps(list(overrides))[1])
+
+
+def expand_sweep(overrides: list[str]) -> list[DictConfig]:
+    """``madara run -m key=a,b ...``: the cross product of the sweeps as an ad-hoc grid
+    (``results/<grid_name>/``, ``adhoc`` unless ``grid_name=`` says otherwise)."""
+    fixed, _ = _split_sweeps(list(overrides))
+    name = next((o.split("=", 1)[1] for o in fixed if o.startswith("grid_name=")), "adhoc")
+    return [compose(o) for o in grid_overrides(GridConfig(name=name), list(overrides))]

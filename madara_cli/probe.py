@@ -43,7 +43,7 @@ from madara_cli import router, rsc
 from madara_cli.agents.prompts import RELEVANCE, system_prompt
 from madara_cli.agents.scoring import DIGITS, LOGPROB_PREFIX, ParsedScore, agent_request, expected_score, parse_score
 from madara_cli.backends.cache import CachedLLM
-from madara_cli.config import to_plain
+from madara_cli.config import hash_neutral, to_plain
 from madara_cli.data.loaders import load_benchmark
 from madara_cli.data.retrieval import retrieve
 from madara_cli.records import ChatRequest, Example, ScoreRequest, messages
@@ -68,7 +68,7 @@ class ProbeSpec:
 
     @classmethod
     def from_cfg(cls, cfg: DictConfig, n: int | None = None) -> "ProbeSpec":
-        plain = to_plain(cfg)
+        plain = hash_neutral(to_plain(cfg))
         semantic = {k: plain[k] for k in _PROBE_KEYS}
         # The calibration split is the first n of the seeded order whatever the
         # evaluated sample, so n (in the key) is all that matters of the split sizes.
@@ -210,8 +210,17 @@ def find_or_run_probe(cfg: DictConfig, llm: CachedLLM, n: int | None = None, for
     path = spec.folder(cfg.results_dir) / "probe.json"
     if path.is_file() and not force:
         return json.loads(path.read_text()), path, True
-    record = run_probe(cfg, llm, n)
+    import time
+
+    from madara_cli import results_store as store
+
+    t0, started = time.perf_counter(), store.now_iso()
+    with llm.logging_samples(bool(cfg.get("log_samples", True))) as samples:
+        record = run_probe(cfg, llm, n)
+    record["provenance"] = store.provenance(cfg, started, store.now_iso(), time.perf_counter() - t0)
     path.parent.mkdir(parents=True, exist_ok=True)
+    if cfg.get("log_samples", True):
+        store.write_prompts(path.parent, samples)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(record, indent=2, allow_nan=False) + "\n", encoding="utf-8")
     tmp.replace(path)

@@ -21,6 +21,7 @@ from typing import Any, Callable
 from omegaconf import DictConfig, OmegaConf
 
 from madara_cli import metrics as M
+from madara_cli import results_store as store
 from madara_cli.backends import make_backend
 from madara_cli.backends.base import Backend
 from madara_cli.backends.cache import CachedLLM, ProgressFn, ResponseCache
@@ -111,14 +112,14 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
         return CellResult(cell, folder, json.loads((folder / "metrics.json").read_text()), skipped=True)
     load_all()
     strategy = STRATEGIES.get(cfg.strategy.name)
-    t0 = time.perf_counter()
+    t0, started = time.perf_counter(), store.now_iso()
     if examples is None:
         examples = load_benchmark(cfg.benchmark, seed=int(cfg.seed))
         if cfg.limit is not None:
             examples = examples[: int(cfg.limit)]
         examples = retrieve(examples, cfg, llm=reranker_engine(cfg, pool))
     llm = pool.get(cfg)
-    with llm.fresh_accounting() as accounting:
+    with llm.fresh_accounting() as accounting, llm.logging_samples(bool(cfg.get("log_samples", True))) as samples:
         ctx = StrategyContext(llm=llm, cfg=cfg)
         preds = strategy(ctx, examples)
     rows, scores = prediction_rows(examples, preds)
@@ -128,6 +129,7 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
         **ctx.report,
         "accounting": accounting.to_dict(),
         "wall_seconds": round(time.perf_counter() - t0, 3),
+        "provenance": store.provenance(cfg, started, store.now_iso(), time.perf_counter() - t0),
     }
     tmp = folder.parent / f".tmp-{folder.name}-{os.getpid()}"
     if tmp.exists():
@@ -137,6 +139,8 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
     with (tmp / "predictions.jsonl").open("w", encoding="utf-8") as f:
         for r in rows:
             f.write(json.dumps(r, ensure_ascii=False) + "\n")
+    if cfg.get("log_samples", True):
+        store.write_prompts(tmp, samples)
     _write_json(tmp / "metrics.json", metrics)
     if folder.exists():  # --force: replace the old result only once the new one is complete
         shutil.rmtree(folder)
