@@ -243,3 +243,32 @@ def test_plan_estimates_cells_whose_data_is_not_here(tmp_path, monkeypatch):
     big = plan_grid("table2", expand("table2", [f"results_dir={tmp_path}", "limit=200", "backend=vllm", "strategy=nf"], axes={"model": ["qwen2.5-7b"]})[:1])
     assert big.by_strategy["nf"].requests == 200  # walked on 20 placeholders, scaled to the size asked for
     assert any("placeholder" in n for n in p.notes)
+
+
+def test_oneshot_style_adds_one_worked_example_turn():
+    from madara_cli.agents.generator import ONESHOT_FACTOID, generation_request
+    from madara_cli.data.mini import generate
+
+    ex = generate(3)[0]
+    zero = generation_request(ex, ex.docs[:2], 32, 0.0, 0)
+    one = generation_request(ex, ex.docs[:2], 32, 0.0, 0, style="oneshot")
+    assert [m.role for m in zero.messages] == ["system", "user"]
+    assert [m.role for m in one.messages] == ["system", "user", "assistant", "user"]
+    assert one.messages[0] == zero.messages[0] and one.messages[-1] == zero.messages[-1]
+    assert ONESHOT_FACTOID[1] in one.messages[1].content and one.messages[2].content == ONESHOT_FACTOID[2]
+    # The worked example's entity is not one the mini benchmark can generate.
+    assert all("Ombrewick" not in d.text for e in generate(60) for d in e.docs)
+    with pytest.raises(ValueError):
+        generation_request(ex, ex.docs[:2], 32, 0.0, 0, style="fewshot")
+    assert "generation.style=oneshot" in (ROOT / "configs" / "grid" / "demo.yaml").read_text()
+    assert all("style" not in (ROOT / "configs" / "grid" / f"{g}.yaml").read_text() for g in ("table1", "table2", "table6", "table7"))
+
+
+def test_rows_below_the_floor_show_f1_and_contains():
+    from madara_cli.tables.build import FLOOR_NOTE, Measured, pair
+
+    low = pair(Measured(10.0, 10, f1=0.35, contains=0.6), None)
+    assert str(low) == "10.0 (F1 35.0, cont. 60.0) / n/a" and low.ours == 10.0
+    assert str(pair(Measured(40.0, 10, f1=0.5, contains=0.6), None)) == "40.0 / n/a"
+    assert str(pair(Measured(10.0, 10, f1=0.35, contains=0.6), 12.0)) == "10.0 / 12.0 (−2.0)"
+    assert "F1" in FLOOR_NOTE

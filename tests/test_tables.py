@@ -267,7 +267,7 @@ def test_models_and_benchmarks_outside_the_paper_get_their_own_rows(tmp_path: Pa
 
     t1 = build_table("table1", root)
     row = t1[t1["Model"] == "SmolLM2-135M"].iloc[0]
-    assert row["Task"] == "Mini" and row["NF"] == "25.0 / n/a" and row["Full"] == "75.0 / n/a"
+    assert row["Task"] == "Mini" and row["NF"] == "25.0 (F1 25.0, cont. 25.0) / n/a" and row["Full"] == "75.0 / n/a"
     assert row["Unif."].startswith("—")
     assert t1[t1["Model"] == "Llama-3.1-8B"].iloc[0]["NF"] == "— / 13.9"
     t2 = build_table("table2", root)

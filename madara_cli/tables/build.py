@@ -216,14 +216,23 @@ def _fmt(x: float | None, digits: int = 1, signed: bool = False) -> str:
 
 
 class Measured(float):
-    """A value of ours that knows how many queries it was measured on."""
+    """An EM of ours (in %) that knows how many queries it was measured on, and the
+    cell's F1 and contains (fractions)."""
 
     n: int | None
+    f1: float | None
+    contains: float | None
 
-    def __new__(cls, value: float, n: int | None = None) -> "Measured":
+    def __new__(cls, value: float, n: int | None = None, f1: float | None = None, contains: float | None = None) -> "Measured":
         obj = super().__new__(cls, value)
-        obj.n = n
+        obj.n, obj.f1, obj.contains = n, f1, contains
         return obj
+
+
+# Below this EM (%) exact match says little about a model (the routing's NF floor,
+# tau_NF = 30): our own rows without a paper value then show F1 and contains too.
+CAPABILITY_FLOOR = 30.0
+FLOOR_NOTE = f"Rows below the capability floor (EM < {CAPABILITY_FLOOR:.0f}%) without a paper value show F1 and contains (%) beside EM."
 
 
 class Pair(str):
@@ -257,6 +266,9 @@ def pair(
     o = _fmt(ours, digits, signed) + (ours_mark if ours is not None else "")
     p = NOT_REPORTED if paper is None else _fmt(paper, digits, signed) + paper_mark
     n = getattr(ours, "n", None)
+    f1, contains = getattr(ours, "f1", None), getattr(ours, "contains", None)
+    if paper is None and ours is not None and ours < CAPABILITY_FLOOR and f1 is not None and contains is not None:
+        o += f" (F1 {_fmt(100 * f1, digits)}, cont. {_fmt(100 * contains, digits)})"
     if ours is None or paper is None:
         return Pair(f"{o} / {p}", ours, paper, n)
     return Pair(f"{o} / {p} ({_fmt(round(ours - paper, digits + 2), digits, signed=True)})", ours, paper, n)
@@ -302,6 +314,8 @@ def _finish(rows: list[dict[str, str]], name: str, notes: Iterable[str] = ()) ->
     missing = int(sum(str(v).startswith(MISSING) for v in df.to_numpy().ravel()))
     footer = ["Cells read ours / paper (Δ = ours − paper); — = not run yet; n/a = not printed in the paper."]
     footer.extend(n for n in notes if n)
+    if any(" (F1 " in str(v) for v in df.to_numpy().ravel()):
+        footer.append(FLOOR_NOTE)
     grids = " and ".join(f"`madara run --grid {g}`" for g in (spec.grid, *spec.also))
     if missing:
         footer.append(f"{missing} cell(s) not run yet (—): produce them with {grids}.")
@@ -327,7 +341,7 @@ def _pairs(res: Results, paper_pairs: Iterable[tuple[str, str]], strategies: Ite
 def _em(res: Results, model: str, benchmark: str, strategy: str, grid: str | None, retrievers: Sequence[str] = SPARSE) -> float | None:
     """Our EM in % for a cell, or None when it has not run."""
     cell = res.find(model, benchmark, strategy, grid, retrievers)
-    return None if cell is None or cell.em is None else Measured(100.0 * cell.em, cell.n)
+    return None if cell is None or cell.em is None else Measured(100.0 * cell.em, cell.n, cell.f1, cell.contains)
 
 
 def _madara(res: Results, model: str, benchmark: str, grid: str) -> tuple[str | None, float | None, StoredCell | None, str]:
