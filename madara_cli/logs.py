@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.logging import RichHandler
 
 _CONFIGURED = False
+LOGGERS = ("madara_cli", "madara")  # madara.retrieval and friends log under the short name
 
 
 def setup_logging(verbose: int = 0, console: Console | None = None) -> None:
@@ -20,14 +21,16 @@ def setup_logging(verbose: int = 0, console: Console | None = None) -> None:
     ``madara_cli.progress`` always logs at INFO (it is the run's heartbeat on a non-terminal)."""
     global _CONFIGURED
     level = logging.DEBUG if verbose >= 2 else logging.INFO if verbose == 1 else logging.WARNING
-    root = logging.getLogger("madara_cli")
+    roots = [logging.getLogger(name) for name in LOGGERS]
     if not _CONFIGURED:
         console = console or Console(stderr=True)
         handler = RichHandler(console=console, show_path=verbose >= 2, rich_tracebacks=False, markup=False,
                               show_time=True, omit_repeated_times=False, log_time_format="%H:%M:%S")
         handler.setFormatter(logging.Formatter("%(message)s"))
-        root.addHandler(handler)
-        root.propagate = False
+        for root in roots:
+            root.addHandler(handler)
+            root.propagate = False
         _CONFIGURED = True
-    root.setLevel(level)
+    for root in roots:
+        root.setLevel(level)
     logging.getLogger("madara_cli.progress").setLevel(min(level, logging.INFO))

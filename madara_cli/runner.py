@@ -11,6 +11,7 @@ resumes.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import time
@@ -31,6 +32,8 @@ from madara_cli.data.retrieval import retrieve
 from madara_cli.grid import Cell
 from madara_cli.records import Example, Prediction
 from madara_cli.strategies import STRATEGIES, StrategyContext, load_all
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -109,6 +112,7 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
     cell = Cell.from_cfg(cfg)
     folder = cell.folder(cfg.results_dir)
     if (folder / "metrics.json").is_file() and not cfg.force:
+        log.info("%s: finished earlier, read back from %s", cell.key, folder)
         return CellResult(cell, folder, json.loads((folder / "metrics.json").read_text()), skipped=True)
     load_all()
     strategy = STRATEGIES.get(cfg.strategy.name)
@@ -145,6 +149,8 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
     if folder.exists():  # --force: replace the old result only once the new one is complete
         shutil.rmtree(folder)
     tmp.rename(folder)
+    log.info("%s: n=%d EM %.1f%% F1 %.1f%% contains %.1f%%, %d engine calls -> %s", cell.key, metrics["n"], 100 * metrics["em"],
+             100 * metrics["f1"], 100 * metrics["contains"], accounting.to_dict().get("calls_issued", 0), folder)
     return CellResult(cell, folder, metrics)
 
 

@@ -272,3 +272,41 @@ def test_rows_below_the_floor_show_f1_and_contains():
     assert str(pair(Measured(40.0, 10, f1=0.5, contains=0.6), None)) == "40.0 / n/a"
     assert str(pair(Measured(10.0, 10, f1=0.35, contains=0.6), 12.0)) == "10.0 / 12.0 (−2.0)"
     assert "F1" in FLOOR_NOTE
+
+
+def test_reproduce_exits_non_zero_and_lists_what_was_skipped(tmp_path):
+    from tests.conftest import configs_with_grid
+
+    env = configs_with_grid(tmp_path, "skip-repro", "axes:\n  model: [llama-3.1-8b]\n  benchmark: [conflicts]\n  strategy: [nf]\noverrides: [limit=2]\n")
+    res = madara("reproduce", "--backend", "llamacpp", "--models", "smollm2-135m", "--grids", "skip-repro",
+                 "--results", str(tmp_path / "results"), env=env)
+    assert res.returncode == 1, res.stderr
+    assert "skipped smollm2-135m/conflicts/nf" in res.stdout and "benchmark.path" in res.stdout
+    assert "reproduce incomplete: 1" in res.stderr
+    assert (tmp_path / "results" / "tables" / "table1.md").is_file()  # what could be written still is
+
+
+def test_verbose_shows_info_lines(results_dir, capsys):
+    import io
+
+    from rich.console import Console
+
+    from madara_cli import logs
+
+    buf = io.StringIO()
+    monkey_saved = logs._CONFIGURED
+    logs._CONFIGURED = False
+    handlers = {n: list(logging.getLogger(n).handlers) for n in logs.LOGGERS}
+    try:
+        logs.setup_logging(1, Console(file=buf, width=200))
+        _cell(results_dir, "strategy=nf")
+        assert "__mini__nf__" in buf.getvalue() and "EM" in buf.getvalue()
+        logs.setup_logging(0)
+        _cell(results_dir / "quiet", "strategy=nf")
+        assert "quiet" not in buf.getvalue()
+    finally:
+        for n, hs in handlers.items():
+            logging.getLogger(n).handlers = hs
+        logs._CONFIGURED = monkey_saved
+    res = madara("-v", "ls", "grids")
+    assert res.returncode == 0 and "table2" in res.stdout
