@@ -310,3 +310,14 @@ def test_verbose_shows_info_lines(results_dir, capsys):
         logs._CONFIGURED = monkey_saved
     res = madara("-v", "ls", "grids")
     assert res.returncode == 0 and "table2" in res.stdout
+
+
+def test_probe_records_provenance_and_prompts(tmp_path):
+    from tests.test_probe import _probe
+
+    record, path, *_ = _probe(tmp_path, lambda user, sig: sig % 6)
+    saved = json.loads(path.read_text())
+    assert saved["provenance"]["overrides"] == ["benchmark=mini", f"results_dir={tmp_path}"]
+    assert saved["provenance"]["madara_version"] and record["provenance"] == saved["provenance"]
+    stages = {json.loads(x)["stage"] for x in (path.parent / "prompts.jsonl").read_text().splitlines()}
+    assert {"generate", "rsc-cot", "rsc-rescore"} <= stages
