@@ -220,7 +220,7 @@ def find_or_run_probe(cfg: DictConfig, llm: CachedLLM, n: int | None = None, for
     record["provenance"] = store.provenance(cfg, started, store.now_iso(), time.perf_counter() - t0)
     path.parent.mkdir(parents=True, exist_ok=True)
     if cfg.get("log_samples", True):
-        store.write_prompts(path.parent, samples)
+        store.write_prompts(path.parent, samples, store.prompt_renderer(llm.backend))
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(record, indent=2, allow_nan=False) + "\n", encoding="utf-8")
     tmp.replace(path)

@@ -144,7 +144,7 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
         for r in rows:
             f.write(json.dumps(r, ensure_ascii=False) + "\n")
     if cfg.get("log_samples", True):
-        store.write_prompts(tmp, samples)
+        store.write_prompts(tmp, samples, store.prompt_renderer(llm.backend))
     _write_json(tmp / "metrics.json", metrics)
     if folder.exists():  # --force: replace the old result only once the new one is complete
         shutil.rmtree(folder)

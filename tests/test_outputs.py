@@ -321,3 +321,18 @@ def test_probe_records_provenance_and_prompts(tmp_path):
     assert saved["provenance"]["madara_version"] and record["provenance"] == saved["provenance"]
     stages = {json.loads(x)["stage"] for x in (path.parent / "prompts.jsonl").read_text().splitlines()}
     assert {"generate", "rsc-cot", "rsc-rescore"} <= stages
+
+
+def test_prompts_carry_the_engines_rendered_template(results_dir):
+    class Rendering(FakeBackend):
+        def _render(self, messages):
+            return "".join(f"<{m.role}>{m.content}" for m in messages) + "<assistant>"
+
+    cfg = compose(["limit=2", f"results_dir={results_dir}", "strategy=nf"])
+    pool = EnginePool(factory=lambda c: Rendering())
+    try:
+        r = run_cell(cfg, pool)
+    finally:
+        pool.close()
+    (row, *_) = [json.loads(x) for x in (r.folder / "prompts.jsonl").read_text().splitlines()]
+    assert row["rendered"].startswith("<system>") and row["rendered"].endswith("Answer:<assistant>")
