@@ -336,3 +336,19 @@ def test_prompts_carry_the_engines_rendered_template(results_dir):
         pool.close()
     (row, *_) = [json.loads(x) for x in (r.folder / "prompts.jsonl").read_text().splitlines()]
     assert row["rendered"].startswith("<system>") and row["rendered"].endswith("Answer:<assistant>")
+
+
+def test_config_dir_adds_and_replaces_group_options(tmp_path):
+    user = tmp_path / "mine"
+    (user / "strategy").mkdir(parents=True)
+    (user / "strategy" / "nf_top3.yaml").write_text("name: nf\ntop_k: 3\n")
+    (user / "strategy" / "pde.yaml").write_text("name: pde\ntop_k: 4\n")  # replaces the shipped pde
+    ls = madara("--config-dir", str(user), "ls", "strategies")
+    assert ls.returncode == 0 and "nf_top3" in ls.stdout and "three_agent" in ls.stdout
+    mine = yaml.safe_load(madara("--config-dir", str(user), "run", "--cfg", "job", "strategy=nf_top3").stdout)
+    assert mine["strategy"]["name"] == "nf" and mine["strategy"]["top_k"] == 3
+    pde = yaml.safe_load(madara("--config-dir", str(user), "run", "--cfg", "job", "strategy=pde").stdout)
+    assert pde["strategy"]["top_k"] == 4
+    assert yaml.safe_load(madara("run", "--cfg", "job", "strategy=pde").stdout)["strategy"]["top_k"] == 5
+    missing = madara("--config-dir", str(tmp_path / "nope"), "ls")
+    assert missing.returncode == 2 and "no such folder" in missing.stderr
