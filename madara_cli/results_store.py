@@ -72,16 +72,32 @@ def git_commit() -> dict[str, Any] | None:
     return {"commit": head.stdout.strip(), "dirty": bool(dirty.stdout.strip()) if dirty.returncode == 0 else None}
 
 
-@lru_cache(maxsize=1)
+# Import names whose loaded module's own version wins over the installed metadata
+# (a binding found through PYTHONPATH or a vendored copy is what actually ran).
+MODULES = {"llama-cpp-python": "llama_cpp", "vllm": "vllm", "torch": "torch", "transformers": "transformers", "openai": "openai",
+           "sentence-transformers": "sentence_transformers", "datasets": "datasets", "numpy": "numpy", "scipy": "scipy", "pandas": "pandas"}
+
+
 def package_versions() -> dict[str, str]:
-    """Installed versions of :data:`PACKAGES` (absent ones are left out)."""
+    """Versions of :data:`PACKAGES`: the imported module's ``__version__`` when it is
+    loaded, else the installed distribution's (absent ones are left out)."""
     out = {}
     for name in PACKAGES:
-        try:
-            out[name] = _md.version(name)
-        except _md.PackageNotFoundError:
-            continue
+        module = sys.modules.get(MODULES.get(name, ""))
+        version = getattr(module, "__version__", None) if module is not None else None
+        if version is None:
+            version = _installed_version(name)
+        if version is not None:
+            out[name] = str(version)
     return out
+
+
+@lru_cache(maxsize=64)
+def _installed_version(name: str) -> str | None:
+    try:
+        return _md.version(name)
+    except _md.PackageNotFoundError:
+        return None
 
 
 def madara_version() -> str:

@@ -352,3 +352,12 @@ def test_config_dir_adds_and_replaces_group_options(tmp_path):
     assert yaml.safe_load(madara("run", "--cfg", "job", "strategy=pde").stdout)["strategy"]["top_k"] == 5
     missing = madara("--config-dir", str(tmp_path / "nope"), "ls")
     assert missing.returncode == 2 and "no such folder" in missing.stderr
+
+
+def test_versions_are_those_of_the_modules_that_ran(monkeypatch):
+    import types
+
+    monkeypatch.setitem(sys.modules, "llama_cpp", types.SimpleNamespace(__version__="9.9.9"))
+    assert store.package_versions()["llama-cpp-python"] == "9.9.9"
+    cfg = compose([])
+    assert store.provenance(cfg, "a", "b")["engine"] == {"backend": "llamacpp", "package": "llama-cpp-python", "version": "9.9.9"}
