@@ -259,6 +259,16 @@ def validate_overrides(overrides: list[str]) -> None:
                 raise ConfigError(f"unknown {key} '{value}'; valid {plural(key)}: {', '.join(valid)}")
 
 
+def _no_sweeps(overrides: list[str]) -> None:
+    """One config at a time: a sweep (``key=a,b``) here gets a hint instead of Hydra's
+    multi-line "Ambiguous value"."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    for text, o in zip(overrides, OverridesParser.create().parse_overrides(overrides)):
+        if o.is_sweep_override():
+            raise ConfigError(f"'{text}' is a sweep: run it with madara run -m {text} (or --grid); for a list value write {o.key_or_group}=[...]")
+
+
 _PRIMARY_COPIES: dict[str, str] = {}
 
 
@@ -292,6 +302,7 @@ def compose(overrides: list[str] | None = None) -> DictConfig:
 
     overrides = list(overrides or [])
     validate_overrides(overrides)
+    _no_sweeps(overrides)
     register_schemas()
     GlobalHydra.instance().clear()
     try:

@@ -361,3 +361,11 @@ def test_versions_are_those_of_the_modules_that_ran(monkeypatch):
     assert store.package_versions()["llama-cpp-python"] == "9.9.9"
     cfg = compose([])
     assert store.provenance(cfg, "a", "b")["engine"] == {"backend": "llamacpp", "package": "llama-cpp-python", "version": "9.9.9"}
+
+
+def test_a_sweep_outside_run_m_is_one_line_with_the_hint():
+    from madara_cli.config import ConfigError
+
+    with pytest.raises(ConfigError) as e:
+        compose(["seed=0,1"])
+    assert "\n" not in str(e.value) and "madara run -m seed=0,1" in str(e.value)
