@@ -42,15 +42,15 @@ def _user_turn(task: str, docs: Sequence[Doc], question: str) -> str:
 # reply. Tiny models (SmolLM2-135M) otherwise answer in sentences or echo the rules.
 ONESHOT_FACTOID = (
     (
-        Doc(id="oneshot-1", title="Tessaly Ombrewick", text="Tessaly Ombrewick founded the Harrowgate Glassworks in 1974 and ran it for three decades."),
-        Doc(id="oneshot-2", title="Harrowgate", text="Harrowgate is a river town known for its weekly fish market."),
+        Doc(id="oneshot-1", title="", text="Tessaly Ombrewick opened her first glass workshop in Harrowgate."),
+        Doc(id="oneshot-2", title="", text="The Orlen Prize is awarded every spring to a young painter."),
     ),
-    "In which year did Tessaly Ombrewick found the Harrowgate Glassworks?",
-    "1974",
+    "Where did Tessaly Ombrewick open her first glass workshop?",
+    "Harrowgate",
 )
 ONESHOT_FEVER = (
-    (Doc(id="oneshot-1", title="Tessaly Ombrewick", text="Tessaly Ombrewick founded the Harrowgate Glassworks in 1974 and ran it for three decades."),),
-    "Tessaly Ombrewick founded the Harrowgate Glassworks in 1990.",
+    (Doc(id="oneshot-1", title="", text="Tessaly Ombrewick opened her first glass workshop in Harrowgate."),),
+    "Tessaly Ombrewick opened her first glass workshop in Lisbon.",
     "REFUTES",
 )
 STYLES = ("zeroshot", "oneshot")
