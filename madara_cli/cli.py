@@ -27,6 +27,37 @@ class UserError(Exception):
     """Printed as one line, exit 2."""
 
 
+def _results_option(default: Optional[Path] = None):
+    """The one results-folder option every verb takes (``results_dir=DIR`` is the same
+    setting as an override)."""
+    return typer.Option(default, "--results", envvar="MADARA_RESULTS", help="Results folder (same as the results_dir=DIR override; env MADARA_RESULTS)")
+
+
+def _with_results(overrides: list[str], results: Optional[Path]) -> list[str]:
+    """``--results DIR`` as the ``results_dir=`` override; an explicit override wins."""
+    if results is None or any(o.split("=", 1)[0].lstrip("+~") == "results_dir" for o in overrides):
+        return overrides
+    return [f"results_dir={results}", *overrides]
+
+
+def _results_dir(results: Optional[Path]) -> Path:
+    return results if results is not None else Path("results")
+
+
+@app.callback()
+def _global(
+    config_dir: Optional[List[Path]] = typer.Option(None, "--config-dir", help="Extra config folder (Hydra's convention): its group options add to or replace the shipped ones; repeatable"),
+    verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="Log what happens (-v info, -vv debug)"),
+) -> None:
+    """Options every verb shares."""
+    from madara_cli.config import add_config_dir
+    from madara_cli.logs import setup_logging
+
+    for d in config_dir or []:
+        add_config_dir(d)
+    setup_logging(verbose, err)
+
+
 def _results_table(results, title: str) -> Table:
     t = Table(title=title)
     for col in ("model", "benchmark", "strategy", "n", "EM %", "F1 %", "contains %", "calls", "cache hits", "tokens in/out", "engine s", "status"):
@@ -50,22 +81,37 @@ def _results_table(results, title: str) -> Table:
 def run(
     overrides: Optional[List[str]] = typer.Argument(None, help="Hydra overrides, e.g. model=smollm2-135m strategy=nf limit=20"),
     grid: Optional[str] = typer.Option(None, "--grid", "-g", help="Run every cell of configs/grid/NAME.yaml"),
+    multirun: bool = typer.Option(False, "--multirun", "-m", help="Sweep comma-separated overrides (strategy=nf,pde seed=0,1) like Hydra's multirun"),
+    cfg_print: Optional[str] = typer.Option(None, "--cfg", help="job: print the composed config of each cell as YAML and exit"),
+    results: Optional[Path] = _results_option(),
     launcher: Optional[str] = typer.Option(None, "--launcher", help="Run the grid's cells through a Hydra launcher: joblib | submitit_slurm | submitit_local | ray"),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Parallel processes for --launcher joblib"),
 ) -> None:
-    """Run one cell (overrides) or a whole grid (--grid NAME); finished cells are skipped."""
+    """Run one cell (overrides), a sweep (-m key=a,b) or a whole grid (--grid NAME); finished cells are skipped."""
     from madara_cli.config import compose, load_grid
-    from madara_cli.grid import expand
+    from madara_cli.grid import expand, expand_sweep, has_sweep
     from madara_cli.progress import StageProgress
+    from madara_cli.results_store import write_summary
     from madara_cli.runner import finished_cell, run_cells, run_probes
 
-    overrides = list(overrides or [])
+    overrides = _with_results(list(overrides or []), results)
+    if cfg_print is not None:
+        if cfg_print != "job":
+            raise UserError(f"--cfg {cfg_print}: only --cfg job is supported (the composed config of each cell)")
+        from omegaconf import OmegaConf
+
+        cfgs = expand(grid, overrides) if grid else expand_sweep(overrides) if multirun else [compose(overrides)]
+        print("---\n".join(OmegaConf.to_yaml(c) for c in cfgs), end="")
+        return
+    if not grid and not multirun and has_sweep(overrides):
+        raise UserError("comma-separated values sweep: add -m/--multirun (madara run -m strategy=nf,pde), "
+                        "or quote a literal list as key=[a,b]")
     if launcher:
         if not grid:
             raise UserError("--launcher needs --grid NAME")
-        from madara_cli.launch import multirun
+        from madara_cli.launch import multirun as launch_multirun
 
-        multirun(grid, overrides, launcher, jobs)
+        launch_multirun(grid, overrides, launcher, jobs)
         launched = expand(grid, overrides)
         # Read back what the workers wrote; nothing runs here (a missing cell is reported).
         found = [(cfg, finished_cell(cfg)) for cfg in launched]
@@ -74,18 +120,26 @@ def run(
         missing = [f"{c.model.name}/{c.benchmark.name}/{c.strategy.name}" for c, r in found if r is None]
         if missing:
             raise UserError(f"{len(missing)} cell(s) did not finish under the {launcher} launcher ({', '.join(missing)}); rerun to resume")
+        _write_summaries(launched, write_summary)
         return
     if grid and load_grid(grid).kind == "probes":
         with StageProgress(err) as progress:
             probes = run_probes(expand(grid, overrides), progress)
         out.print(_probes_table(probes, f"grid {grid}"))
         return
-    cfgs = expand(grid, overrides) if grid else [compose(overrides)]
+    cfgs = expand(grid, overrides) if grid else expand_sweep(overrides) if multirun else [compose(overrides)]
     with StageProgress(err) as progress:
-        results = run_cells(cfgs, progress)
-    out.print(_results_table(results, f"grid {grid}" if grid else "cell"))
-    for r in results:
+        results_ = run_cells(cfgs, progress)
+    title = f"grid {grid}" if grid else f"sweep ({len(cfgs)} cells)" if multirun else "cell"
+    out.print(_results_table(results_, title))
+    for r in results_:
         out.print(f"[dim]{r.folder}[/dim]")
+    _write_summaries(cfgs, write_summary)
+
+
+def _write_summaries(cfgs, write_summary) -> None:
+    for d in dict.fromkeys(str(c.results_dir) for c in cfgs):
+        write_summary(d)
 
 
 def _probes_table(probes, title: str) -> Table:
@@ -123,6 +177,7 @@ def ls(what: Optional[str] = typer.Argument(None, help="models | backends | benc
 def plan(
     grid: str = typer.Option(..., "--grid", "-g", help="Grid to estimate (madara ls grids)"),
     overrides: Optional[List[str]] = typer.Argument(None, help="Hydra overrides applied to every cell"),
+    results: Optional[Path] = _results_option(),
 ) -> None:
     """Cells, calls and prompt tokens per strategy before a grid runs; measured numbers after."""
     from madara_cli.config import load_grid
@@ -131,27 +186,32 @@ def plan(
 
     if load_grid(grid).kind == "probes":
         raise UserError(f"grid {grid} holds probes; plan estimates strategy grids")
-    p = plan_grid(grid, expand(grid, list(overrides or [])))
+    p = plan_grid(grid, expand(grid, _with_results(list(overrides or []), results)))
     t = Table(title=f"plan: grid {grid} ({len(p.cells)} cells)")
     for col in ("strategy", "cells", "requests", "engine calls", "already cached", "prompt tokens", "measured cells", "measured requests", "measured calls"):
         t.add_column(col, justify="left" if col == "strategy" else "right")
     rows = list(p.by_strategy.items()) + [("total", p.total())]
     for name, s in rows:
-        t.add_row(name, str(s.cells), f"{s.requests:,}", f"{s.calls:,}", f"{s.cached:,}", f"{s.prompt_tokens:,}",
+        est = f" ({s.estimated_cells} est.)" if s.estimated_cells else ""
+        t.add_row(name, f"{s.cells}{est}", f"{s.requests:,}", f"{s.calls:,}", f"{s.cached:,}", f"{s.prompt_tokens:,}",
                   str(s.measured_cells), f"{s.measured_requests:,}" if s.measured_cells else "—", f"{s.measured_calls:,}" if s.measured_cells else "—")
     out.print(t)
     out.print("[dim]engine calls count work shared through the response cache once; prompt tokens ≈ characters / 4[/dim]")
+    if p.total().estimated_cells:
+        out.print(f"[yellow]{p.total().estimated_cells} cell(s) are estimates[/yellow]: their data is not here yet, so they were counted "
+                  "on placeholder queries (limit or benchmark.sample of them, k passages each)", highlight=False)
     for n in p.notes:
         out.print(f"[dim]{n}[/dim]", highlight=False)
 
 
 @app.command()
 def probe(
-    model: str = typer.Option("smollm2-135m", "--model", "-m", help="Model config name (madara ls models)"),
+    model: str = typer.Option("smollm2-135m", "--model", help="Model config name (madara ls models)"),
     benchmark: str = typer.Option("mini", "--benchmark", "-b", help="Benchmark config name"),
     n: Optional[int] = typer.Option(None, "--n", min=1, help="Calibration queries (default: benchmark.calibration, 100 for the paper's benchmarks)"),
     force: bool = typer.Option(False, "--force", help="Recompute even if a finished probe exists (completions still come from the cache)"),
     overrides: Optional[List[str]] = typer.Argument(None, help="Hydra overrides, e.g. backend=vllm benchmark.path=FILE"),
+    results: Optional[Path] = _results_option(),
 ) -> None:
     """Diagnose a model-task pair: NF baseline + RSC probe -> route; writes probe.json."""
     from madara_cli.config import compose
@@ -159,7 +219,7 @@ def probe(
     from madara_cli.progress import StageProgress
     from madara_cli.runner import EnginePool
 
-    cfg = compose([f"model={model}", f"benchmark={benchmark}", *(overrides or [])])
+    cfg = compose(_with_results([f"model={model}", f"benchmark={benchmark}", *(overrides or [])], results))
     with StageProgress(err) as progress:
         progress.label = f"probe {model}/{benchmark}"
         pool = EnginePool(progress=progress)
@@ -265,14 +325,15 @@ def route(
 @app.command()
 def tables(
     only: Optional[str] = typer.Option(None, "--only", help="Comma-separated tables, e.g. table2,table4 (default: all)"),
-    format: str = typer.Option("md,tex,csv", "--format", "-f", help="Comma-separated: md, tex, csv"),
-    results_dir: Path = typer.Option(Path("results"), "--results", help="Results folder to read"),
+    format: str = typer.Option("md,tex,csv,long", "--format", "-f", help="Comma-separated: md, tex, csv, long (tidy numeric CSV)"),
+    results: Optional[Path] = _results_option(),
     out_dir: Optional[Path] = typer.Option(None, "--out", help="Where to write (default: RESULTS/tables)"),
     metric: str = typer.Option("em", "--metric", help="What our cells show: em (the paper's EM), em_squad, f1, contains"),
 ) -> None:
     """Write every paper table (ours beside the paper's) from the results on disk; never runs anything."""
     from madara_cli.tables import figure2, write_tables
 
+    results_dir = _results_dir(results)
     try:
         paths = write_tables(
             results_dir, out_dir or results_dir / "tables", only=only.split(",") if only else None, formats=tuple(format.split(",")), metric=metric
@@ -305,6 +366,7 @@ def compare(
     run_b: Path = typer.Argument(..., help="Another finished cell folder"),
     resamples: int = typer.Option(10_000, "--resamples", min=1, help="Paired bootstrap resamples"),
     seed: int = typer.Option(0, "--seed"),
+    as_json: bool = typer.Option(False, "--json", help="Print the comparison as one JSON object"),
 ) -> None:
     """Paired comparison of two cells on their shared examples: EM, b, c, McNemar, bootstrap CI."""
     from madara_cli.tables import compare_cells, format_comparison
@@ -313,6 +375,11 @@ def compare(
         result = compare_cells(run_a, run_b, n_resamples=resamples, seed=seed)
     except ValueError as e:
         raise UserError(str(e)) from None
+    if as_json:
+        import json
+
+        print(json.dumps(result, indent=2, allow_nan=False))
+        return
     out.print(format_comparison(result), markup=False, highlight=False)
 
 
@@ -331,22 +398,76 @@ def reproduce(
     backend: str = typer.Option("vllm", "--backend", help="vllm (the paper's setting) | llamacpp (CPU) | openai"),
     models: str = typer.Option("llama-3.1-8b,mistral-7b,qwen3-8b,qwen2.5-7b,gemma-2-9b", "--models", help="Comma-separated model configs (replaces each grid's model axis)"),
     grids: Optional[str] = typer.Option(None, "--grids", help="Space- or comma-separated grids (default: every paper grid)"),
-    results_dir: str = typer.Option("results", "--results"),
+    results: Optional[Path] = _results_option(),
     overrides: Optional[List[str]] = typer.Argument(None, help="Hydra overrides for every cell, e.g. benchmark.path=FILE"),
 ) -> None:
-    """Every paper grid, then all tables, Figure 2 and the audit."""
+    """Every paper grid, then all tables, Figure 2 and the audit; exits 1 when any cell or probe was skipped."""
     from madara_cli.progress import StageProgress
     from madara_cli.reproduce import PAPER_GRIDS
     from madara_cli.reproduce import reproduce as run_all
 
+    overrides = list(overrides or [])
+    given = [o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == "results_dir"]
+    results_dir = given[-1] if given else str(_results_dir(results))
+    overrides = [o for o in overrides if o.split("=", 1)[0] != "results_dir"]
     names = [g for g in grids.replace(",", " ").split() if g] if grids else list(PAPER_GRIDS)
     with StageProgress(err) as progress:
-        report = run_all(backend, [m for m in models.replace(" ", ",").split(",") if m], names, results_dir, progress, list(overrides or []))
+        report = run_all(backend, [m for m in models.replace(" ", ",").split(",") if m], names, results_dir, progress, overrides)
     out.print(f"finished cells and probes: {report.finished}; skipped: {len(report.failed)}")
     for f in report.failed:
         out.print(f"  skipped {f.label}: {f.reason}", markup=False, highlight=False)
     out.print(f"tables: {len(report.tables)} files under {results_dir}/tables" + (f"; figure: {report.figure}" if report.figure else ""))
     out.print(report.audit, markup=False, highlight=False)
+    if report.failed:
+        err.print(f"reproduce incomplete: {len(report.failed)} cell(s)/probe(s) skipped: " + "; ".join(f.label for f in report.failed),
+                  markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(1)
+
+
+@app.command()
+def show(
+    cell: str = typer.Argument(..., help="A finished cell or probe folder, or its key (a unique part of it is enough)"),
+    results: Optional[Path] = _results_option(),
+    as_json: bool = typer.Option(False, "--json", help="Print metrics.json / probe.json as stored"),
+) -> None:
+    """A finished cell's metrics with its provenance: versions, commit, overrides, times, host."""
+    import json
+
+    from madara_cli.results_store import find_cell, flat_items, read_record
+
+    try:
+        folder = find_cell(_results_dir(results), cell)
+        fname, record = read_record(folder)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    if as_json:
+        print(json.dumps(record, indent=2, ensure_ascii=False))
+        return
+    prov = record.get("provenance") or {}
+    t = Table(title=f"{folder.name} ({fname})", show_header=False)
+    t.add_column("key", style="bold")
+    t.add_column("value", overflow="fold")
+    skip = {"provenance", "scores", "per_query", "bootstrap"}
+    for k, v in flat_items({k: v for k, v in record.items() if k not in skip}):
+        if isinstance(v, list) and len(v) > 8:
+            v = f"[{len(v)} values]"
+        t.add_row(k, "" if v is None else str(v))
+    out.print(t)
+    if not prov:
+        out.print("[yellow]no provenance recorded[/yellow] (written by a madara older than 0.2)")
+    else:
+        p = Table(title="provenance", show_header=False)
+        p.add_column("key", style="bold")
+        p.add_column("value", overflow="fold")
+        for k in ("madara_version", "git_commit", "git_dirty", "python", "platform", "host", "started", "ended", "seconds"):
+            p.add_row(k, str(prov.get(k)))
+        engine = prov.get("engine") or {}
+        p.add_row("engine", f"{engine.get('backend')} ({engine.get('package') or '-'} {engine.get('version') or ''})".strip())
+        p.add_row("overrides", " ".join(prov.get("overrides") or []) or "(none)")
+        p.add_row("command", "madara " + " ".join(prov.get("argv") or []))
+        p.add_row("packages", ", ".join(f"{k} {v}" for k, v in (prov.get("packages") or {}).items()))
+        out.print(p)
+    out.print(f"[dim]{folder}[/dim]")
 
 
 @app.command()

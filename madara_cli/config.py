@@ -65,6 +65,7 @@ class BenchmarkConfig:
     hf_id: Optional[str] = None
     hf_config: Optional[str] = None
     split: str = "test"
+    revision: Optional[str] = None  # hub dataset revision (branch, tag or commit); None = the default branch
     path: Optional[str] = None  # local JSON/JSONL file: bypasses the hub
     corpus: Optional[str] = None  # JSONL id/title/text corpus to retrieve from; None = own pool
     sample: Optional[int] = 1000  # evaluated queries, seeded sample (paper: ~1K)
@@ -112,6 +113,7 @@ class GenerationConfig:
     max_tokens: int = 32  # answers are short; factoid and FEVER labels
     score_max_tokens: int = 64  # agent JSON: {"score": N} is ~8 tokens; slack for a preamble
     cot_max_tokens: int = 256  # five short reasoning steps, confidence and score
+    style: str = "zeroshot"  # generator prompt: zeroshot (the paper's) | oneshot (one worked example first; tiny models)
 
 
 @dataclass
@@ -137,6 +139,8 @@ class RootConfig:
     results_dir: str = "results"
     cache: str = "${results_dir}/cache.sqlite"
     force: bool = False  # re-run a finished cell (completions still come from the cache)
+    log_samples: bool = True  # write each request (messages, sampling, reply) to the cell's prompts.jsonl
+    overrides: list[str] = field(default_factory=list)  # set by compose: the overrides as given (provenance)
 
 
 @dataclass
@@ -149,25 +153,90 @@ class GridConfig:
     kind: str = "cells"  # cells: strategy cells; probes: one RSC probe per (model, benchmark)
 
 
+# Settings added after results existed: at their default they are left out of cell and
+# probe hashes, so adding them did not rename any finished cell.
+HASH_NEUTRAL = {("generation", "style"): "zeroshot", ("benchmark", "revision"): None}
+
+
+def hash_neutral(plain: dict[str, Any]) -> dict[str, Any]:
+    """``plain`` without the :data:`HASH_NEUTRAL` settings that sit at their default."""
+    out = dict(plain)
+    for (group, key), default in HASH_NEUTRAL.items():
+        node = out.get(group)
+        if isinstance(node, dict) and key in node and node[key] == default:
+            out[group] = {k: v for k, v in node.items() if k != key}
+    return out
+
+
 def register_schemas() -> None:
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=RootConfig)
     cs.store(group="grid", name="schema", node=GridConfig)
 
 
+def _packaged_configs() -> Path | None:
+    """The copy of ``configs/`` that ships inside the wheel (``madara_cli/configs``)."""
+    from importlib.resources import files
+
+    try:
+        d = Path(str(files("madara_cli") / "configs"))
+    except (ModuleNotFoundError, TypeError):  # pragma: no cover - zipped installs
+        return None
+    return d if (d / "config.yaml").is_file() else None
+
+
 def config_dir() -> Path:
-    """``configs/`` at the project root (the package is installed editable), or
-    ``$MADARA_CONFIGS``."""
+    """The shipped configs, first of: ``$MADARA_CONFIGS``, the checkout's ``configs/``
+    (editable installs, ``PYTHONPATH=.``), the copy packaged in the wheel."""
     env = os.environ.get("MADARA_CONFIGS")
-    d = Path(env) if env else Path(__file__).resolve().parent.parent / "configs"
-    if not (d / "config.yaml").is_file():
-        raise ConfigError(f"no configs found at {d} (set MADARA_CONFIGS to the configs/ folder)")
-    return d
+    if env:
+        d = Path(env).expanduser()
+        if not (d / "config.yaml").is_file():
+            raise ConfigError(f"MADARA_CONFIGS={env} has no config.yaml (point it at a configs/ folder)")
+        return d
+    checkout = Path(__file__).resolve().parent.parent / "configs"
+    if (checkout / "config.yaml").is_file():
+        return checkout
+    packaged = _packaged_configs()
+    if packaged is None:
+        raise ConfigError(f"no configs found at {checkout} nor in the installed package (set MADARA_CONFIGS to a configs/ folder)")
+    return packaged
+
+
+def user_config_dirs() -> list[Path]:
+    """Folders added with ``--config-dir DIR`` (``$MADARA_CONFIG_DIR``, ``os.pathsep``-separated),
+    searched before the shipped configs: their group options add to or replace the shipped ones."""
+    dirs = [Path(p).expanduser() for p in os.environ.get("MADARA_CONFIG_DIR", "").split(os.pathsep) if p.strip()]
+    for d in dirs:
+        if not d.is_dir():
+            raise ConfigError(f"--config-dir {d}: no such folder")
+    return dirs
+
+
+def add_config_dir(path: str | Path) -> None:
+    """``--config-dir DIR``: kept in the environment so launcher workers see it too."""
+    d = Path(path).expanduser().resolve()
+    if not d.is_dir():
+        raise ConfigError(f"--config-dir {path}: no such folder")
+    current = [p for p in os.environ.get("MADARA_CONFIG_DIR", "").split(os.pathsep) if p]
+    os.environ["MADARA_CONFIG_DIR"] = os.pathsep.join([*current, str(d)])
+
+
+def search_dirs() -> list[Path]:
+    """User config folders first, then the shipped configs."""
+    return [*user_config_dirs(), config_dir()]
+
+
+def find_config(group: str, name: str) -> Path | None:
+    """``<group>/<name>.yaml`` from the first search folder that has it."""
+    for d in search_dirs():
+        if (d / group / f"{name}.yaml").is_file():
+            return d / group / f"{name}.yaml"
+    return None
 
 
 def options(group: str) -> list[str]:
-    d = config_dir() / group
-    return sorted(p.stem for p in d.glob("*.yaml")) if d.is_dir() else []
+    return sorted({p.stem for d in search_dirs() if (d / group).is_dir() for p in (d / group).glob("*.yaml")})
 
 
 def validate_overrides(overrides: list[str]) -> None:
@@ -191,6 +260,39 @@ def validate_overrides(overrides: list[str]) -> None:
                 raise ConfigError(f"unknown {key} '{value}'; valid {plural(key)}: {', '.join(valid)}")
 
 
+def _no_sweeps(overrides: list[str]) -> None:
+    """One config at a time: a sweep (``key=a,b``) here gets a hint instead of Hydra's
+    multi-line "Ambiguous value"."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    for text, o in zip(overrides, OverridesParser.create().parse_overrides(overrides)):
+        if o.is_sweep_override():
+            raise ConfigError(f"'{text}' is a sweep: run it with madara run -m {text} (or --grid); for a list value write {o.key_or_group}=[...]")
+
+
+_PRIMARY_COPIES: dict[str, str] = {}
+
+
+def _primary_and_searchpath() -> tuple[str, list[str]]:
+    """Hydra's primary config folder and the ``hydra.searchpath`` override that puts the
+    ``--config-dir`` folders ahead of the shipped configs. Hydra remembers a primary
+    config it did not find before the search path grew, so with user folders the
+    primary is a scratch folder holding only the first ``config.yaml`` found."""
+    users = user_config_dirs()
+    if not users:
+        return str(config_dir().resolve()), []
+    root = next(d for d in search_dirs() if (d / "config.yaml").is_file()) / "config.yaml"
+    key = str(root.resolve())
+    if key not in _PRIMARY_COPIES or not Path(_PRIMARY_COPIES[key], "config.yaml").is_file():
+        import tempfile
+
+        tmp = tempfile.mkdtemp(prefix="madara-configs-")
+        Path(tmp, "config.yaml").write_text(root.read_text(encoding="utf-8"), encoding="utf-8")
+        _PRIMARY_COPIES[key] = tmp
+    paths = ",".join("file://" + str(d.resolve()) for d in search_dirs())
+    return _PRIMARY_COPIES[key], [f"hydra.searchpath=[{paths}]"]
+
+
 def compose(overrides: list[str] | None = None) -> DictConfig:
     """Compose ``configs/config.yaml`` with Hydra overrides, validated and resolved."""
     from hydra import compose as hydra_compose
@@ -204,12 +306,15 @@ def compose(overrides: list[str] | None = None) -> DictConfig:
     overrides = list(overrides or [])
     validate_overrides(overrides)
     check_override_types(overrides, RootConfig, ConfigError)
+    _no_sweeps(overrides)
     register_schemas()
     GlobalHydra.instance().clear()
     try:
-        with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
-            cfg = hydra_compose(config_name="config", overrides=overrides)
+        primary, extra = _primary_and_searchpath()
+        with initialize_config_dir(config_dir=primary, version_base="1.3"):
+            cfg = hydra_compose(config_name="config", overrides=[*extra, *overrides])
         OmegaConf.resolve(cfg)
+        cfg.overrides = list(overrides)
     except (HydraException, OmegaConfBaseException) as e:
         msg = " ".join(str(e).split("\n")[0].split())
         raise ConfigError(f"bad config: {msg} (keys: {', '.join(RootConfig.__dataclass_fields__)})") from None
@@ -218,8 +323,8 @@ def compose(overrides: list[str] | None = None) -> DictConfig:
 
 
 def load_grid(name: str) -> GridConfig:
-    path = config_dir() / "grid" / f"{name}.yaml"
-    if not path.is_file():
+    path = find_config("grid", name)
+    if path is None:
         raise ConfigError(f"unknown grid '{name}'; valid grids: {', '.join(options('grid'))}")
     try:
         merged = OmegaConf.merge(OmegaConf.structured(GridConfig), OmegaConf.load(path))

@@ -120,3 +120,16 @@ def expand(grid_name: str, extra: list[str] | None = None, axes: dict[str, list[
     if axes:
         grid.axes = {**grid.axes, **axes}
     return [compose(o) for o in grid_overrides(grid, list(extra or []))]
+
+
+def has_sweep(overrides: list[str]) -> bool:
+    """Whether any override sweeps (``key=a,b``, ``key=range(...)``)."""
+    return bool(_split_sweeps(list(overrides))[1])
+
+
+def expand_sweep(overrides: list[str]) -> list[DictConfig]:
+    """``madara run -m key=a,b ...``: the cross product of the sweeps as an ad-hoc grid
+    (``results/<grid_name>/``, ``adhoc`` unless ``grid_name=`` says otherwise)."""
+    fixed, _ = _split_sweeps(list(overrides))
+    name = next((o.split("=", 1)[1] for o in fixed if o.startswith("grid_name=")), "adhoc")
+    return [compose(o) for o in grid_overrides(GridConfig(name=name), list(overrides))]

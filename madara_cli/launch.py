@@ -51,7 +51,7 @@ def sweep_overrides(grid_name: str, extra: list[str], launcher: str, n_jobs: int
     validate_overrides(list(grid.overrides) + list(extra))
     args = [f"{axis}={','.join(values)}" for axis, values in grid.axes.items()]
     args += list(grid.overrides) + [f"grid_name={grid.name}"] + list(extra)
-    runs = Path("results") / ".hydra" / grid.name
+    runs = Path(next((e.split("=", 1)[1] for e in reversed(extra) if e.startswith("results_dir=")), "results")) / ".hydra" / grid.name
     args += [
         f"hydra/launcher={launcher}",
         f"hydra.sweep.dir={runs}",

@@ -226,8 +226,17 @@ def find_or_run_probe(cfg: DictConfig, llm: CachedLLM, n: int | None = None, for
     path = spec.folder(cfg.results_dir) / "probe.json"
     if path.is_file() and not force:
         return json.loads(path.read_text()), path, True
-    record = run_probe(cfg, llm, n)
+    import time
+
+    from madara_cli import results_store as store
+
+    t0, started = time.perf_counter(), store.now_iso()
+    with llm.logging_samples(bool(cfg.get("log_samples", True))) as samples:
+        record = run_probe(cfg, llm, n)
+    record["provenance"] = store.provenance(cfg, started, store.now_iso(), time.perf_counter() - t0)
     path.parent.mkdir(parents=True, exist_ok=True)
+    if cfg.get("log_samples", True):
+        store.write_prompts(path.parent, samples, store.prompt_renderer(llm.backend))
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(record, indent=2, allow_nan=False) + "\n", encoding="utf-8")
     tmp.replace(path)

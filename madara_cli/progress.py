@@ -1,22 +1,41 @@
-"""Rich progress for long stages: calls done/total, calls/s and ETA per stage."""
+"""Progress for long stages: calls done/total, calls/s and ETA per stage.
+
+On a terminal: one rich bar per stage. On a non-terminal (CI logs, SLURM logs,
+``make demo | tee``): log lines (``madara_cli.progress`` at INFO) for each stage's
+start, every tenth of it or 30 seconds, and its end.
+"""
 
 from __future__ import annotations
+
+import logging
+import time
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+log = logging.getLogger("madara_cli.progress")
+
+LOG_EVERY_S = 30.0
+LOG_EVERY_FRACTION = 0.1
+
+
+def _duration(s: float) -> str:
+    s = int(round(s))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
+
 
 class StageProgress:
-    """A ``ProgressFn`` (stage, done, total) backed by one rich bar per stage.
-    Silent when stderr is not a terminal unless ``force``."""
+    """A ``ProgressFn`` (stage, done, total): rich bars on a terminal, log lines elsewhere
+    (``log_lines`` forces either)."""
 
-    def __init__(self, console: Console | None = None):
+    def __init__(self, console: Console | None = None, log_lines: bool | None = None):
         self.console = console or Console(stderr=True)
+        self.log_lines = (not self.console.is_terminal) if log_lines is None else log_lines
         self._progress = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
-            TextColumn("{task.speed:>5.1f} calls/s" if False else "{task.fields[rate]}"),
+            TextColumn("{task.fields[rate]}"),
             TimeElapsedColumn(),
             TextColumn("ETA"),
             TimeRemainingColumn(),
@@ -24,17 +43,23 @@ class StageProgress:
             transient=True,
         )
         self._tasks: dict[str, int] = {}
+        self._started: dict[str, tuple[float, float, int]] = {}  # name -> (start, last log time, last logged done)
         self.label = ""
 
     def __enter__(self) -> "StageProgress":
-        self._progress.start()
+        if not self.log_lines:
+            self._progress.start()
         return self
 
     def __exit__(self, *exc) -> None:
-        self._progress.stop()
+        if not self.log_lines:
+            self._progress.stop()
 
     def __call__(self, stage: str, done: int, total: int) -> None:
         name = f"{self.label} {stage}".strip()
+        if self.log_lines:
+            self._log(name, done, total)
+            return
         if name not in self._tasks or done == 0:
             if name in self._tasks:
                 self._progress.remove_task(self._tasks[name])
@@ -44,3 +69,21 @@ class StageProgress:
         task = self._progress.tasks[[t.id for t in self._progress.tasks].index(tid)]
         speed = task.speed
         self._progress.update(tid, rate=f"{speed:.1f} calls/s" if speed else "")
+
+    def _log(self, name: str, done: int, total: int, now: float | None = None) -> None:
+        """One line: stage, done/total, rate, ETA; throttled to every tenth or 30 s."""
+        now = time.monotonic() if now is None else now
+        if name not in self._started or done == 0:
+            self._started[name] = (now, now, 0)
+            log.info("%s: 0/%d calls", name, total)
+            return
+        start, last_t, last_done = self._started[name]
+        step = max(1, int(total * LOG_EVERY_FRACTION))
+        if done < total and done - last_done < step and now - last_t < LOG_EVERY_S:
+            return
+        self._started[name] = (start, now, done)
+        elapsed = max(now - start, 1e-9)
+        rate = done / elapsed
+        eta = (total - done) / rate if rate > 0 else float("inf")
+        log.info("%s: %d/%d calls, %.2f calls/s, %s", name, done, total, rate,
+                 f"done in {_duration(elapsed)}" if done >= total else f"ETA {_duration(eta)}")

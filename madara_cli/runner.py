@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import json
+import logging
 import os
 import shutil
 import time
@@ -22,6 +23,7 @@ from typing import Any, Callable
 from omegaconf import DictConfig, OmegaConf
 
 from madara_cli import metrics as M
+from madara_cli import results_store as store
 from madara_cli.backends import make_backend
 from madara_cli.backends.base import Backend
 from madara_cli.backends.cache import CachedLLM, ProgressFn, ResponseCache
@@ -31,6 +33,8 @@ from madara_cli.data.retrieval import retrieve
 from madara_cli.grid import Cell
 from madara_cli.records import Example, Prediction
 from madara_cli.strategies import STRATEGIES, StrategyContext, load_all
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -144,11 +148,12 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
     cell = Cell.from_cfg(cfg)
     folder = cell.folder(cfg.results_dir)
     if not cfg.force and (done := finished_cell(cfg)) is not None:
+        log.info("%s: finished earlier, read back from %s", cell.key, folder)
         return done
     load_all()
     strategy = STRATEGIES.get(cfg.strategy.name)
     ensure_writable(folder.parent)  # before any work, not after it
-    t0 = time.perf_counter()
+    t0, started = time.perf_counter(), store.now_iso()
     calibration: list[Example] | None = None
     data_report: dict[str, Any] | None = None
     if examples is None:
@@ -161,7 +166,7 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
         examples = retrieve(examples, cfg, llm=reranker_engine(cfg, pool))
     evaluated_set = evaluated_set_info(cfg, examples, calibration)
     llm = pool.get(cfg)
-    with llm.fresh_accounting() as accounting:
+    with llm.fresh_accounting() as accounting, llm.logging_samples(bool(cfg.get("log_samples", True))) as samples:
         ctx = StrategyContext(llm=llm, cfg=cfg)
         preds = strategy(ctx, examples)
     rows, scores = prediction_rows(examples, preds)
@@ -181,9 +186,10 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
         **ctx.report,
         **({"data": data_report} if data_report is not None else {}),
         "accounting": acct,
-        # Everything above is a function of the config, the data and the seed; timing
-        # lives in its own section so two runs compare byte for byte without it.
+        # Everything above is a function of the config, the data and the seed; timing and
+        # provenance (versions, host, start/end) live apart, so two runs compare byte for byte without them.
         "timing": timing_section(acct, time.perf_counter() - t0),
+        "provenance": store.provenance(cfg, started, store.now_iso(), time.perf_counter() - t0),
     }
     tmp = folder.parent / f".tmp-{folder.name}-{os.getpid()}"
     if tmp.exists():
@@ -193,10 +199,14 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
     with (tmp / "predictions.jsonl").open("w", encoding="utf-8") as f:
         for r in rows:
             f.write(json.dumps(r, ensure_ascii=False) + "\n")
+    if cfg.get("log_samples", True):
+        store.write_prompts(tmp, samples, store.prompt_renderer(llm.backend))
     _write_json(tmp / "metrics.json", metrics)
     if folder.exists():  # --force: replace the old result only once the new one is complete
         shutil.rmtree(folder)
     tmp.rename(folder)
+    log.info("%s: n=%d EM %.1f%% F1 %.1f%% contains %.1f%%, %d engine calls -> %s", cell.key, metrics["n"], 100 * metrics["em"],
+             100 * metrics["f1"], 100 * metrics["contains"], accounting.to_dict().get("calls_issued", 0), folder)
     return CellResult(cell, folder, metrics)
 
 

@@ -247,7 +247,10 @@ def test_conflicts_sized_source_is_evaluated_whole_by_default():
 # ---------------------------------------------------------------------------
 # The hub, unreachable
 
-HUB_LINE = "cannot reach the Hugging Face hub for mandarjoshi/trivia_qa; download it elsewhere and pass benchmark.path=FILE"
+HUB_LINE = (
+    "cannot reach the Hugging Face hub for mandarjoshi/trivia_qa and it is not in the local datasets cache; download it elsewhere "
+    "and pass benchmark.path=FILE (a warm cache is read offline by itself; HF_HUB_OFFLINE=1 skips the hub check)"
+)
 
 
 def test_unreachable_hub_is_one_line_and_fast(monkeypatch):

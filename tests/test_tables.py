@@ -123,10 +123,10 @@ def results(tmp_path: Path) -> Path:
 def test_every_table_is_written_in_every_format(results: Path, tmp_path: Path):
     out = tmp_path / "tables"
     written = write_tables(results, out)
-    assert len(written) == len(TABLES) * len(FORMATS)
+    assert len(written) == len(TABLES) * len(FORMATS) + 1  # + all.long.csv
     for name in TABLES:
         for fmt in FORMATS:
-            path = out / f"{name}.{fmt}"
+            path = out / f"{name}.{'long.csv' if fmt == 'long' else fmt}"
             assert path.is_file() and path.stat().st_size > 0, path
     assert "\\begin{tabular}" in (out / "table2.tex").read_text()
     assert (out / "table2.csv").read_text().startswith("Model,Task,RSC")
@@ -267,7 +267,7 @@ def test_models_and_benchmarks_outside_the_paper_get_their_own_rows(tmp_path: Pa
 
     t1 = build_table("table1", root)
     row = t1[t1["Model"] == "SmolLM2-135M"].iloc[0]
-    assert row["Task"] == "Mini" and row["NF"] == "25.0 / n/a" and row["Full"] == "75.0 / n/a"
+    assert row["Task"] == "Mini" and row["NF"] == "25.0 (F1 25.0, cont. 25.0) / n/a" and row["Full"] == "75.0 / n/a"
     assert row["Unif."].startswith("—")
     assert t1[t1["Model"] == "Llama-3.1-8B"].iloc[0]["NF"] == "— / 13.9"
     t2 = build_table("table2", root)

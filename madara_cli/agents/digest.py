@@ -48,7 +48,12 @@ def _render(family: str) -> list[ChatRequest | ScoreRequest]:
     if family == "generator":
         from madara_cli.agents.generator import generation_request
 
-        return [generation_request(ex, _DOCS, 32, 0.0, 0) for ex in _EXAMPLES] + [generation_request(ex, _DOCS[:1], 32, 0.0, 0) for ex in _EXAMPLES]
+        return [
+            generation_request(ex, docs, 32, 0.0, 0, style=style)
+            for style in ("zeroshot", "oneshot")
+            for docs in (_DOCS, _DOCS[:1])
+            for ex in _EXAMPLES
+        ]
     if family == "assessors":
         from madara_cli.agents.prompts import AGENTS
         from madara_cli.agents.scoring import agent_request, rescore_request

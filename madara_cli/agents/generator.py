@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from madara_cli.records import ChatRequest, Doc, Example, messages
+from madara_cli.records import ChatRequest, Doc, Example, Message, messages
 
 FACTOID_SYSTEM = (
     "You answer questions using the documents you are given. "
@@ -31,16 +31,45 @@ def render_docs(docs: Sequence[Doc]) -> str:
     return "\n\n".join(f"[{i + 1}] {d.render()}" for i, d in enumerate(docs))
 
 
-def generation_request(example: Example, docs: Sequence[Doc], max_tokens: int, temperature: float, seed: int) -> ChatRequest:
+def _user_turn(task: str, docs: Sequence[Doc], question: str) -> str:
+    if task == "fever":
+        return f"Documents:\n{render_docs(docs)}\n\nClaim: {question}\nLabel:"
+    return f"Documents:\n{render_docs(docs)}\n\nQuestion: {question}\nAnswer:"
+
+
+# ``generation.style=oneshot``: one worked example as an earlier user/assistant turn,
+# about an invented entity of its own (so it leaks no answer), showing a bare-phrase
+# reply. Tiny models (SmolLM2-135M) otherwise answer in sentences or echo the rules.
+ONESHOT_FACTOID = (
+    (
+        Doc(id="oneshot-1", title="", text="Tessaly Ombrewick opened her first glass workshop in Harrowgate."),
+        Doc(id="oneshot-2", title="", text="The Orlen Prize is awarded every spring to a young painter."),
+    ),
+    "Where did Tessaly Ombrewick open her first glass workshop?",
+    "Harrowgate",
+)
+ONESHOT_FEVER = (
+    (Doc(id="oneshot-1", title="", text="Tessaly Ombrewick opened her first glass workshop in Harrowgate."),),
+    "Tessaly Ombrewick opened her first glass workshop in Lisbon.",
+    "REFUTES",
+)
+STYLES = ("zeroshot", "oneshot")
+
+
+def generation_request(example: Example, docs: Sequence[Doc], max_tokens: int, temperature: float, seed: int, style: str = "zeroshot") -> ChatRequest:
     """One generator call over ``docs`` (all of them for NF, the selection for
-    filtering strategies, a single one for PDE)."""
-    if example.task == "fever":
-        user = f"Documents:\n{render_docs(docs)}\n\nClaim: {example.question}\nLabel:"
-        system = FEVER_SYSTEM
+    filtering strategies, a single one for PDE). ``style`` is ``zeroshot`` (the
+    paper's) or ``oneshot`` (:data:`ONESHOT_FACTOID` / :data:`ONESHOT_FEVER` first)."""
+    system = FEVER_SYSTEM if example.task == "fever" else FACTOID_SYSTEM
+    user = _user_turn(example.task, docs, example.question)
+    if style == "zeroshot":
+        msgs = messages(system, user)
+    elif style == "oneshot":
+        shot_docs, shot_q, shot_a = ONESHOT_FEVER if example.task == "fever" else ONESHOT_FACTOID
+        msgs = (Message("system", system), Message("user", _user_turn(example.task, shot_docs, shot_q)), Message("assistant", shot_a), Message("user", user))
     else:
-        user = f"Documents:\n{render_docs(docs)}\n\nQuestion: {example.question}\nAnswer:"
-        system = FACTOID_SYSTEM
-    return ChatRequest(messages=messages(system, user), max_tokens=max_tokens, temperature=temperature, seed=seed)
+        raise ValueError(f"unknown generation.style '{style}'; valid: {', '.join(STYLES)}")
+    return ChatRequest(messages=msgs, max_tokens=max_tokens, temperature=temperature, seed=seed)
 
 
 _PREFIX = re.compile(r"^\s*(final answer|answer|the answer is|label|a)\s*[:\-]\s*", re.IGNORECASE)

@@ -173,6 +173,16 @@ class CachedLLM:
         self.cache = cache
         self.progress = progress
         self.accounting = Accounting()
+        self.samples: dict[str, tuple] | None = None  # digest -> (stage, kind, request, completion) while logging
+
+    @contextmanager
+    def logging_samples(self, on: bool = True) -> Iterator[dict[str, tuple]]:
+        """Record every request made inside the block (``log_samples``), keyed by its cache digest."""
+        saved, self.samples = self.samples, ({} if on else None)
+        try:
+            yield self.samples if self.samples is not None else {}
+        finally:
+            self.samples = saved
 
     @contextmanager
     def fresh_accounting(self, propagate: bool = False) -> Iterator[Accounting]:
@@ -229,4 +239,7 @@ class CachedLLM:
             done += len(chunk)
             if self.progress:
                 self.progress(stage, done, total)
+        if self.samples is not None:
+            for k, r in zip(keys, requests):
+                self.samples.setdefault(k, (stage, kind, r, results[k]))
         return [results[k] for k in keys]

@@ -15,12 +15,14 @@ line naming the dataset and the ``benchmark.path=`` override, within seconds.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import random
 import socket
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,8 @@ from omegaconf import DictConfig
 
 from madara_cli.records import Example
 from madara_cli.registry import Registry
+
+log = logging.getLogger(__name__)
 
 
 class DataError(ValueError):
@@ -80,7 +84,8 @@ def source_fingerprint(cfg: DictConfig) -> str:
         return f"file:sha256:{file_sha256(p)}"
     if cfg.loader == "mini":
         return f"mini:n{cfg.n_questions}"
-    return f"hub:{cfg.hf_id}:{cfg.hf_config}:{cfg.split}"
+    rev = f"@{cfg.revision}" if cfg.get("revision") else ""
+    return f"hub:{cfg.hf_id}:{cfg.hf_config}:{cfg.split}{rev}"
 
 
 _FORMATS = {".json": "json", ".jsonl": "json", ".parquet": "parquet", ".csv": "csv", ".tsv": "csv"}
@@ -184,31 +189,75 @@ def hub_reachable(timeout: float = HUB_PROBE_TIMEOUT_S) -> bool:
 
 
 def unreachable(hf_id: str) -> DataError:
-    return DataError(f"cannot reach the Hugging Face hub for {hf_id}; download it elsewhere and pass benchmark.path=FILE")
+    return DataError(
+        f"cannot reach the Hugging Face hub for {hf_id} and it is not in the local datasets cache; "
+        "download it elsewhere and pass benchmark.path=FILE (a warm cache is read offline by itself; HF_HUB_OFFLINE=1 skips the hub check)"
+    )
 
 
-def read_hub(hf_id: str, config: str | None = None, split: str = "test", data_files: str | None = None) -> list[dict[str, Any]]:
-    """Rows of a hub dataset (or of one raw file in a hub repo, ``data_files=hf://...``).
+@contextmanager
+def offline_mode() -> Iterator[None]:
+    """``datasets`` and ``huggingface_hub`` read ``HF_HUB_OFFLINE`` once, at import:
+    set the variables and the libraries' copies of them for the block, then restore."""
+    import datasets.config as dcfg
+
+    try:
+        import huggingface_hub.constants as hcfg
+    except ImportError:  # pragma: no cover
+        hcfg = None
+    names = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
+    saved_env = {n: os.environ.get(n) for n in names}
+    saved_attrs = [(mod, n, getattr(mod, n)) for mod in (dcfg, hcfg) if mod is not None for n in names if hasattr(mod, n)]
+    os.environ.update({n: "1" for n in names})
+    for mod, n, _ in saved_attrs:
+        setattr(mod, n, True)
+    try:
+        yield
+    finally:
+        for n, v in saved_env.items():
+            if v is None:
+                os.environ.pop(n, None)
+            else:
+                os.environ[n] = v
+        for mod, n, v in saved_attrs:
+            setattr(mod, n, v)
+
+
+def _load_hub(hf_id: str, config: str | None, split: str, data_files: str | None, revision: str | None):
+    import datasets
+
+    if data_files:
+        return datasets.load_dataset("json", data_files=data_files, split="train")
+    return datasets.load_dataset(hf_id, config, split=split, **({"revision": revision} if revision else {}))
+
+
+def read_hub(hf_id: str, config: str | None = None, split: str = "test", data_files: str | None = None,
+             revision: str | None = None) -> list[dict[str, Any]]:
+    """Rows of a hub dataset (or of one raw file in a hub repo, ``data_files=hf://...``),
+    at ``revision`` when given.
 
     Fails fast when the hub is unreachable: a 3-second probe first, instead of the
-    ~25 s of retries ``datasets`` spends; ``HF_HUB_OFFLINE=1`` skips the probe and
-    reads the local cache only."""
-    if not _hub_offline_requested() and not hub_reachable():
-        raise unreachable(hf_id)
+    ~25 s of retries ``datasets`` spends. Without the hub, a warm local cache is read in
+    offline mode (no variable needed); ``HF_HUB_OFFLINE=1`` skips the probe."""
     import datasets
 
     datasets.disable_progress_bars()
+    if not _hub_offline_requested() and not hub_reachable():
+        try:
+            with offline_mode():
+                ds = _load_hub(hf_id, config, split, data_files, revision)
+        except Exception:  # noqa: BLE001 - not cached (or not cached at this revision)
+            raise unreachable(hf_id) from None
+        log.info("hub unreachable: read %s from the local datasets cache", hf_id)
+        return list(ds)
     try:
-        if data_files:
-            ds = datasets.load_dataset("json", data_files=data_files, split="train")
-        else:
-            ds = datasets.load_dataset(hf_id, config, split=split)
+        ds = _load_hub(hf_id, config, split, data_files, revision)
     except Exception as e:  # noqa: BLE001 - classified below into one line
         if _is_connectivity_error(e):
             raise unreachable(hf_id) from None
         raise DataError(
-            f"cannot load {hf_id} (config {config}, split {split}) from the Hugging Face hub: {_first_line(e)}; "
-            "download it elsewhere and pass benchmark.path=FILE"
+            f"cannot load {hf_id} (config {config}, split {split}{f', revision {revision}' if revision else ''}) from the Hugging Face hub: "
+            f"{_first_line(e)}; download it elsewhere and pass benchmark.path=FILE"
         ) from None
     return list(ds)
 
@@ -227,7 +276,7 @@ def read_rows(cfg: DictConfig, data_files: str | None = None) -> list[dict[str, 
         return read_local(cfg.path)
     if not cfg.get("hf_id"):
         raise DataError(f"benchmark {cfg.name} has no hub source; pass benchmark.path=FILE")
-    return read_hub(cfg.hf_id, cfg.get("hf_config"), cfg.get("split") or "test", data_files=data_files)
+    return read_hub(cfg.hf_id, cfg.get("hf_config"), cfg.get("split") or "test", data_files=data_files, revision=cfg.get("revision"))
 
 
 # ---------------------------------------------------------------------------

@@ -57,7 +57,7 @@ def generate_answers(ctx: StrategyContext, stage: str, examples: Sequence[Exampl
     from madara_cli.agents.generator import clean_answer, generation_request
 
     gen = ctx.cfg.generation
-    reqs = [generation_request(ex, docs, gen.max_tokens, ctx.temperature, ctx.seed) for ex, docs in zip(examples, selections)]
+    reqs = [generation_request(ex, docs, gen.max_tokens, ctx.temperature, ctx.seed, gen.get("style", "zeroshot")) for ex, docs in zip(examples, selections)]
     outs = ctx.llm.chat(stage, reqs)
     return [
         Prediction(example_id=ex.id, answer=clean_answer(c.text, ex.task), raw=c.text, doc_ids=tuple(d.id for d in docs))

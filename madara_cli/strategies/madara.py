@@ -17,7 +17,7 @@ from typing import Sequence
 
 from omegaconf import OmegaConf
 
-from madara_cli.config import StrategyConfig, config_dir
+from madara_cli.config import StrategyConfig, find_config
 from madara_cli.records import Example, Prediction
 from madara_cli.strategies.base import STRATEGIES, StrategyContext
 
@@ -28,7 +28,7 @@ def routed_config(cfg, strategy: str):
     Settings the user changed on the madara strategy (``strategy.scoring=logprob``,
     ``strategy.top_k=3``, ...) carry over to the treatment, except ``scoring`` for the
     CoT treatments, whose reasoning must be generated."""
-    node = OmegaConf.merge(OmegaConf.structured(StrategyConfig), OmegaConf.load(config_dir() / "strategy" / f"{strategy}.yaml"))
+    node = OmegaConf.merge(OmegaConf.structured(StrategyConfig), OmegaConf.load(find_config("strategy", strategy)))
     defaults = OmegaConf.structured(StrategyConfig)
     for key in StrategyConfig.__dataclass_fields__:
         if key in ("name", "probe") or (key == "scoring" and node.cot):

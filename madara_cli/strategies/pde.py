@@ -54,7 +54,7 @@ def per_document_extraction(
     pick order."""
     gen = ctx.cfg.generation
     reqs = [
-        generation_request(ex, [(ex.docs or ())[i]], int(gen.max_tokens), ctx.temperature, ctx.seed)
+        generation_request(ex, [(ex.docs or ())[i]], int(gen.max_tokens), ctx.temperature, ctx.seed, gen.get("style", "zeroshot"))
         for ex, idx in zip(examples, picks)
         for i in idx
     ]

@@ -27,7 +27,7 @@ def self_consistency(ctx: StrategyContext, examples: Sequence[Example]) -> list[
         raise ValueError(f"strategy.n_samples must be >= 1, got {n}")
     gen = ctx.cfg.generation
     reqs = [
-        generation_request(ex, ex.docs or (), int(gen.max_tokens), ctx.temperature, ctx.seed + i)
+        generation_request(ex, ex.docs or (), int(gen.max_tokens), ctx.temperature, ctx.seed + i, gen.get("style", "zeroshot"))
         for ex in examples
         for i in range(n)
     ]

@@ -1,7 +1,8 @@
 """Render table DataFrames as Markdown, LaTeX and CSV, and write them all at once.
 
-The renderers are deliberately tiny and dependency-free (no ``tabulate``, no jinja2):
-a table here is a header row, string cells and a list of footnotes in ``df.attrs``.
+A table here is a header row, string cells and a list of footnotes in ``df.attrs``;
+Markdown is rendered here, LaTeX through pandas' Styler (jinja2), and ``long`` is the
+tidy numeric CSV (``<table>.long.csv`` and all tables in ``all.long.csv``).
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from madara_cli.results_store import long_table, write_summary
 from madara_cli.tables.build import TABLES, load_results, resolve_table_name
 
-FORMATS = ("md", "tex", "csv")
+FORMATS = ("md", "tex", "csv", "long")
 
 
 def _cells(df: pd.DataFrame) -> list[list[str]]:
@@ -98,23 +100,23 @@ def latex_escape(text: str) -> str:
 
 
 def to_latex(df: pd.DataFrame) -> str:
-    """A ``table`` environment with a booktabs ``tabular`` and the notes under it."""
-    cols = "l" * len(df.columns)
-    lines = [r"\begin{table}[t]", r"\centering", r"\scriptsize"]
-    if df.attrs.get("title"):
-        lines.append(rf"\caption{{{latex_escape(df.attrs['title'])}}}")
-    if df.attrs.get("name"):
-        lines.append(rf"\label{{tab:madara-{df.attrs['name']}}}")
-    lines += [rf"\begin{{tabular}}{{{cols}}}", r"\toprule"]
-    lines.append(" & ".join(latex_escape(c) for c in df.columns) + r" \\")
-    lines.append(r"\midrule")
-    for row in _cells(df):
-        lines.append(" & ".join(latex_escape(c) for c in row) + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}"]
-    for note in df.attrs.get("notes") or []:
-        lines.append(rf"\par\smallskip\parbox{{\linewidth}}{{\tiny {latex_escape(note)}}}")
-    lines.append(r"\end{table}")
-    return "\n".join(lines) + "\n"
+    """A ``table`` environment with a booktabs ``tabular`` (through pandas' Styler) and
+    the notes under it."""
+    body = df.copy()
+    body.columns = [latex_escape(c) for c in df.columns]
+    styler = body.style.hide(axis="index").format(lambda v: latex_escape("" if v is None else str(v)))
+    text = styler.to_latex(
+        column_format="l" * len(df.columns),
+        position="t",
+        position_float="centering",
+        hrules=True,
+        caption=latex_escape(df.attrs["title"]) if df.attrs.get("title") else None,
+        label=f"tab:madara-{df.attrs['name']}" if df.attrs.get("name") else None,
+    )
+    text = text.replace("\\centering\n", "\\centering\n\\scriptsize\n", 1)
+    notes = "".join(rf"\par\smallskip\parbox{{\linewidth}}{{\tiny {latex_escape(note)}}}" + "\n" for note in df.attrs.get("notes") or [])
+    head, sep, tail = text.rpartition("\\end{table}")
+    return head + notes + sep + tail
 
 
 def to_csv(df: pd.DataFrame) -> str:
@@ -122,7 +124,15 @@ def to_csv(df: pd.DataFrame) -> str:
     return df.to_csv(index=False)
 
 
-RENDERERS: dict[str, Callable[[pd.DataFrame], str]] = {"md": to_markdown, "tex": to_latex, "csv": to_csv}
+def to_long_csv(df: pd.DataFrame) -> str:
+    """Tidy numeric CSV: table, row, column, ours, paper, delta, n, p (one line per number)."""
+    from madara_cli.results_store import long_table
+
+    return long_table(df).to_csv(index=False)
+
+
+RENDERERS: dict[str, Callable[[pd.DataFrame], str]] = {"md": to_markdown, "tex": to_latex, "csv": to_csv, "long": to_long_csv}
+SUFFIX = {"long": "long.csv"}
 
 
 def results_notes(results, metric: str) -> list[str]:
@@ -164,14 +174,22 @@ def write_tables(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
+    longs: list[pd.DataFrame] = []
     for name in dict.fromkeys(names):
         df = TABLES[name].builder(results)
         if extra_notes:
             df.attrs["notes"] = [*df.attrs.get("notes", []), *extra_notes]
         for fmt in formats:
-            path = out / f"{name}.{fmt}"
+            path = out / f"{name}.{SUFFIX.get(fmt, fmt)}"
             tmp = path.with_name(f".{path.name}.tmp")
             tmp.write_text(RENDERERS[fmt](df), encoding="utf-8")
             tmp.replace(path)
             written.append(path)
+        if "long" in formats:
+            longs.append(long_table(df, name))
+    if longs:  # every table's numbers in one tidy file
+        path = out / "all.long.csv"
+        pd.concat(longs, ignore_index=True).to_csv(path, index=False)
+        written.append(path)
+    write_summary(results_dir)
     return written

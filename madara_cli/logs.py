@@ -1,0 +1,36 @@
+"""Logging: ``-v``/``--verbose`` turns on rich-formatted log lines on stderr.
+
+Without ``-v`` only warnings are shown; on a terminal the progress bars carry the
+run, on a non-terminal (CI, SLURM logs, ``| tee``) :mod:`madara_cli.progress` writes
+one INFO line per stage step, so those are shown at the default level too.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from rich.console import Console
+from rich.logging import RichHandler
+
+_CONFIGURED = False
+LOGGERS = ("madara_cli", "madara")  # madara.retrieval and friends log under the short name
+
+
+def setup_logging(verbose: int = 0, console: Console | None = None) -> None:
+    """Configure the ``madara_cli`` loggers once: WARNING, or INFO with ``-v``, DEBUG with ``-vv``.
+    ``madara_cli.progress`` always logs at INFO (it is the run's heartbeat on a non-terminal)."""
+    global _CONFIGURED
+    level = logging.DEBUG if verbose >= 2 else logging.INFO if verbose == 1 else logging.WARNING
+    roots = [logging.getLogger(name) for name in LOGGERS]
+    if not _CONFIGURED:
+        console = console or Console(stderr=True)
+        handler = RichHandler(console=console, show_path=verbose >= 2, rich_tracebacks=False, markup=False,
+                              show_time=True, omit_repeated_times=False, log_time_format="%H:%M:%S")
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        for root in roots:
+            root.addHandler(handler)
+            root.propagate = False
+        _CONFIGURED = True
+    for root in roots:
+        root.setLevel(level)
+    logging.getLogger("madara_cli.progress").setLevel(min(level, logging.INFO))

