@@ -98,13 +98,13 @@ def find_java_home() -> Path:
 
 def start() -> Any:
     """Start the JVM (once per process) and return pyserini's ``LuceneSearcher`` class."""
-    if "searcher" in _STARTED:
-        return _STARTED["searcher"]
     try:
         import jnius_config  # pyjnius, a pyserini dependency
         import pyserini  # noqa: F401 - its presence, before looking for a Java
     except ImportError:
         raise DataError(EXTRA_HINT) from None
+    if "searcher" in _STARTED:
+        return _STARTED["searcher"]
     home = find_java_home()
     if not jnius_config.vm_running:
         os.environ["JAVA_HOME"] = str(home)  # pyjnius loads libjvm from JAVA_HOME
