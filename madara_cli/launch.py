@@ -88,6 +88,8 @@ def sweep_overrides(grid_name: str, extra: list[str], launcher: str, n_jobs: int
             f"+hydra.launcher.ray.init.num_cpus={n_jobs or os.cpu_count() or 1}",
             "+hydra.launcher.ray.init.include_dashboard=false",
             "+hydra.launcher.ray.init._node_ip_address=127.0.0.1",
+            # The launcher would add this key itself, which a struct config refuses.
+            "+hydra.launcher.ray.init.object_store_memory=100000000",
         ]
     return args
 
