@@ -82,15 +82,20 @@ def sweep_overrides(grid_name: str, extra: list[str], launcher: str, n_jobs: int
         if not any(e.startswith("backend.n_threads=") for e in extra):
             # llama.cpp takes every core by default: split them between the workers.
             args.append(f"backend.n_threads={max(1, (os.cpu_count() or 1) // n_jobs)}")
-    if launcher == "ray" and not any(e.startswith(("hydra.launcher.ray.init.address=", "+hydra.launcher.ray.init.address=")) for e in extra):
-        # No cluster address: Ray starts a local one, bounded to n_jobs CPUs and loopback.
-        args += [
-            f"+hydra.launcher.ray.init.num_cpus={n_jobs or os.cpu_count() or 1}",
-            "+hydra.launcher.ray.init.include_dashboard=false",
-            "+hydra.launcher.ray.init._node_ip_address=127.0.0.1",
-            # The launcher would add this key itself, which a struct config refuses.
-            "+hydra.launcher.ray.init.object_store_memory=100000000",
-        ]
+    if launcher == "ray":
+        given = {e.lstrip("+").split("=", 1)[0] for e in extra}
+        init = "hydra.launcher.ray.init."
+        if init + "address" not in given:
+            # No cluster address: Ray starts a local one, bounded to n_jobs CPUs, on loopback.
+            args += [
+                f"+{init}num_cpus={n_jobs or os.cpu_count() or 1}",
+                f"+{init}include_dashboard=false",
+                f"+{init}_node_ip_address=127.0.0.1",
+            ]
+        if init + "object_store_memory" not in given:
+            # The launcher would add this key itself, which a struct config refuses; an
+            # existing cluster must not be given one at all (null).
+            args.append(f"+{init}object_store_memory=" + ("null" if init + "address" in given else "100000000"))
     return args
 
 
@@ -122,7 +127,9 @@ def multirun(grid_name: str, extra: list[str], launcher: str = "joblib", n_jobs:
         if cache is not None:
             from madara_cli.backends.shards import merge_shards
 
-            merge_shards(cache)
+            report = merge_shards(cache)
+            for f in report.failed:  # kept on disk: `madara cache merge` retries them
+                print(f"warning: cache shard not merged: {f}", file=sys.stderr)
 
 
 def _cache_path(grid_name: str, extra: list[str]) -> Path:

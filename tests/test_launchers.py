@@ -74,3 +74,17 @@ def test_ray_local_cluster_grid_matches_serial(tmp_path, serial):
     assert r.returncode == 0, r.stderr
     assert "grid pair (ray)" in r.stdout
     check_like_serial(results, serial)
+
+
+def test_ray_arguments_local_cluster_or_an_address(monkeypatch, tmp_path):
+    from madara_cli import launch
+
+    monkeypatch.setitem(launch.LAUNCHERS, "ray", None)  # the plugin need not be installed to build arguments
+    monkeypatch.setenv("MADARA_CONFIGS", configs_with_grid(tmp_path, "pair", GRID)["MADARA_CONFIGS"])
+    local = launch.sweep_overrides("pair", [], "ray", 2)
+    assert {"+hydra.launcher.ray.init.num_cpus=2", "+hydra.launcher.ray.init._node_ip_address=127.0.0.1",
+            "+hydra.launcher.ray.init.include_dashboard=false", "+hydra.launcher.ray.init.object_store_memory=100000000"} <= set(local)
+    assert "hydra.sweep.dir=${results_dir}/.hydra/pair" in local and "strategy=nf,pde_random" in local
+    remote = launch.sweep_overrides("pair", ["hydra.launcher.ray.init.address=127.0.0.1:6379"], "ray", None)
+    assert not any("num_cpus" in a or "_node_ip_address" in a for a in remote)
+    assert "+hydra.launcher.ray.init.object_store_memory=null" in remote  # an existing cluster refuses one
