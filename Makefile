@@ -21,7 +21,7 @@ endif
 LLAMA_WHEELS ?= $(HOME)/.cache/madara/llama-wheels/$(shell echo '$(LLAMA_CPP_VERSION) $(LLAMA_CMAKE_ARGS)' | sha1sum | cut -c1-12)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup demo test test-fast lint bench reproduce tables audit clean
+.PHONY: help setup demo test test-fast test-vllm-api lint bench reproduce tables audit clean
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  \033[1m%-12s\033[0m %s\n", $$1, $$2}'
@@ -47,6 +47,12 @@ test: setup ## Run the test suite (includes real llama.cpp runs on CPU)
 
 test-fast: setup ## Run the tests that need no model
 	$(BIN)/pytest -q -m "not llm and not slow"
+
+VLLM_VENV ?= .venv-vllm
+test-vllm-api: ## vLLM contract tests against the real vllm wheel, in its own venv (~9 GB with CUDA torch; no GPU needed)
+	test -x $(VLLM_VENV)/bin/python || $(PY) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install -q -e ".[vllm]" pytest
+	$(VLLM_VENV)/bin/pytest -q -m vllm_api tests/test_vllm_api.py
 
 lint: setup ## Ruff lint
 	$(BIN)/ruff check madara_cli tests scripts

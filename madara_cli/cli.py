@@ -505,13 +505,14 @@ app.add_typer(index_app, name="index")
 def index_build(
     corpus: Path = typer.Option(..., "--corpus", help="JSONL corpus: id + title/text, or FlashRAG's contents"),
     out_dir: Path = typer.Option(Path("results/indexes"), "--out", help="Parent folder of the index"),
-    overrides: Optional[List[str]] = typer.Argument(None, help="retriever=bm25s|dense and its settings, e.g. retriever.k1=0.9"),
+    engine: Optional[str] = typer.Option(None, "--engine", help="bm25s | dense | pyserini (Lucene); same as retriever=NAME"),
+    overrides: Optional[List[str]] = typer.Argument(None, help="retriever=bm25s|dense|pyserini and its settings, e.g. retriever.k1=0.9"),
 ) -> None:
     """Build (or find) a saved index of CORPUS; use it with retriever.index=DIR."""
     from madara_cli.config import compose
     from madara_cli.data.index import build_index
 
-    cfg = compose(list(overrides or []))
+    cfg = compose(([f"retriever={engine}"] if engine else []) + list(overrides or []))
     path = build_index(corpus, out_dir, cfg.retriever, progress=True)
     out.print(f"index ready: {path}\nuse it with: retriever={cfg.retriever.name} retriever.index={path}")
 
@@ -529,6 +530,24 @@ class Interrupted(BaseException):
 
 def _interrupt(signum, frame) -> None:
     raise Interrupted(signum)
+
+
+cache_app = typer.Typer(help="The response cache.", no_args_is_help=True)
+app.add_typer(cache_app, name="cache")
+
+
+@cache_app.command("merge")
+def cache_merge(
+    cache: Path = typer.Option(Path("results/cache.sqlite"), "--cache", help="The cache; its shards are in CACHE-shards/"),
+    keep: bool = typer.Option(False, "--keep", help="Keep the shards after merging"),
+) -> None:
+    """Fold the per-worker cache shards of cluster jobs into the cache (idempotent)."""
+    from madara_cli.backends.shards import merge_shards, shard_dir
+
+    r = merge_shards(cache, keep=keep)
+    out.print(f"merged {r.shards} shards from {shard_dir(cache)}: {r.rows} entries, {r.added} new to {cache}", markup=False, highlight=False)
+    if r.failed:
+        raise UserError("shards not merged (kept): " + "; ".join(r.failed))
 
 
 def main() -> None:

@@ -25,7 +25,20 @@ LAUNCHERS = {
     "ray": "hydra_plugins.hydra_ray_launcher",
 }
 
+# Launchers whose jobs may run on other nodes: each job writes its own cache shard
+# (SQLite must not be shared over NFS), folded into the cache when the sweep ends.
+CLUSTER = ("submitit_slurm", "submitit_local", "ray")
+
 _POOL = None  # one engine pool per worker process: a model loads once per worker
+
+
+def _launcher_choice() -> str | None:
+    from hydra.core.hydra_config import HydraConfig
+
+    try:
+        return HydraConfig.get().runtime.choices.get("hydra/launcher")
+    except ValueError:  # not inside a Hydra job
+        return None
 
 
 def _task(cfg) -> None:
@@ -33,7 +46,12 @@ def _task(cfg) -> None:
     from madara_cli.runner import EnginePool, run_cell
 
     if _POOL is None:
-        _POOL = EnginePool()
+        if _launcher_choice() in CLUSTER:
+            from madara_cli.backends.shards import ShardedCache
+
+            _POOL = EnginePool(cache_factory=ShardedCache)
+        else:
+            _POOL = EnginePool()
     run_cell(cfg, _POOL)
 
 
@@ -51,7 +69,7 @@ def sweep_overrides(grid_name: str, extra: list[str], launcher: str, n_jobs: int
     validate_overrides(list(grid.overrides) + list(extra))
     args = [f"{axis}={','.join(values)}" for axis, values in grid.axes.items()]
     args += list(grid.overrides) + [f"grid_name={grid.name}"] + list(extra)
-    runs = Path(next((e.split("=", 1)[1] for e in reversed(extra) if e.startswith("results_dir=")), "results")) / ".hydra" / grid.name
+    runs = "${results_dir}/.hydra/" + grid.name  # job folders (submitit's too) beside the results
     args += [
         f"hydra/launcher={launcher}",
         f"hydra.sweep.dir={runs}",
@@ -64,6 +82,20 @@ def sweep_overrides(grid_name: str, extra: list[str], launcher: str, n_jobs: int
         if not any(e.startswith("backend.n_threads=") for e in extra):
             # llama.cpp takes every core by default: split them between the workers.
             args.append(f"backend.n_threads={max(1, (os.cpu_count() or 1) // n_jobs)}")
+    if launcher == "ray":
+        given = {e.lstrip("+").split("=", 1)[0] for e in extra}
+        init = "hydra.launcher.ray.init."
+        if init + "address" not in given:
+            # No cluster address: Ray starts a local one, bounded to n_jobs CPUs, on loopback.
+            args += [
+                f"+{init}num_cpus={n_jobs or os.cpu_count() or 1}",
+                f"+{init}include_dashboard=false",
+                f"+{init}_node_ip_address=127.0.0.1",
+            ]
+        if init + "object_store_memory" not in given:
+            # The launcher would add this key itself, which a struct config refuses; an
+            # existing cluster must not be given one at all (null).
+            args.append(f"+{init}object_store_memory=" + ("null" if init + "address" in given else "100000000"))
     return args
 
 
@@ -72,6 +104,13 @@ def multirun(grid_name: str, extra: list[str], launcher: str = "joblib", n_jobs:
     import hydra
 
     args = sweep_overrides(grid_name, extra, launcher, n_jobs)
+    cache = _cache_path(grid_name, extra) if launcher in CLUSTER else None
+    if cache is not None:
+        from madara_cli.backends.shards import checkpoint
+
+        checkpoint(cache)  # the jobs read it as an immutable file
+    if launcher == "ray":
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     register_schemas()
     main = hydra.main(config_path=str(config_dir()), config_name="config", version_base="1.3")(_task)
     saved = sys.argv
@@ -80,3 +119,22 @@ def multirun(grid_name: str, extra: list[str], launcher: str = "joblib", n_jobs:
         main()
     finally:
         sys.argv = saved
+        if launcher == "ray":
+            import ray
+
+            if ray.is_initialized():
+                ray.shutdown()
+        if cache is not None:
+            from madara_cli.backends.shards import merge_shards
+
+            report = merge_shards(cache)
+            for f in report.failed:  # kept on disk: `madara cache merge` retries them
+                print(f"warning: cache shard not merged: {f}", file=sys.stderr)
+
+
+def _cache_path(grid_name: str, extra: list[str]) -> Path:
+    """The cache the sweep's jobs share (only ``results_dir`` and ``cache`` decide it)."""
+    from madara_cli.config import compose
+
+    given = [o for o in list(load_grid(grid_name).overrides) + list(extra) if o.split("=", 1)[0].lstrip("+~") in ("results_dir", "cache")]
+    return Path(compose(given).cache)

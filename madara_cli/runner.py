@@ -48,11 +48,13 @@ class CellResult:
 class EnginePool:
     """Engines keyed by (model, backend) plus one shared response cache per path."""
 
-    def __init__(self, progress: ProgressFn | None = None, factory: Callable[[DictConfig], Backend] = make_backend):
+    def __init__(self, progress: ProgressFn | None = None, factory: Callable[[DictConfig], Backend] = make_backend,
+                 cache_factory: Callable[[str], ResponseCache] = ResponseCache):
         self._engines: dict[tuple, CachedLLM] = {}
         self._caches: dict[str, ResponseCache] = {}
         self._progress = progress
         self._factory = factory
+        self._cache_factory = cache_factory  # launch.py: per-worker shards on cluster launchers
 
     def get(self, cfg: DictConfig) -> CachedLLM:
         ident = (json.dumps(to_plain(cfg.model), sort_keys=True), json.dumps(to_plain(cfg.backend), sort_keys=True), int(cfg.seed))
@@ -64,7 +66,7 @@ class EnginePool:
             self._engines.clear()
             cache_path = str(Path(cfg.cache).resolve())
             if cache_path not in self._caches:
-                self._caches[cache_path] = ResponseCache(cache_path)
+                self._caches[cache_path] = self._cache_factory(cache_path)
             cache = self._caches[cache_path]
             self._engines[ident] = CachedLLM(self._factory(cfg), cache, self._progress)
         return self._engines[ident]

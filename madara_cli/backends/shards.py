@@ -1,0 +1,147 @@
+"""Per-worker cache shards for cluster launchers, and folding them back.
+
+SQLite's WAL journal needs memory shared between the processes that use a database,
+so a ``cache.sqlite`` on a network file system must not be written by jobs on several
+nodes. A job launched by ``submitit`` or ``ray`` therefore writes its completions to
+its own shard, ``<cache>-shards/<host>-<pid>.sqlite`` beside the cache (one writer, a
+rollback journal), and reads the main cache read-only as it was when the sweep
+started. :func:`merge_shards` (``madara cache merge``, and ``madara run --launcher``
+once every job has ended) folds the shards into the main cache: every entry of a
+shard is in the cache before that shard is deleted, and merging again changes nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sqlite3
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from madara_cli.backends.cache import ResponseCache, _decode
+from madara_cli.records import Completion
+
+
+def shard_dir(cache_path: str | Path) -> Path:
+    """Where the shards of ``cache_path`` live (kept by ``make clean``, as the cache)."""
+    p = Path(cache_path)
+    return p.with_name(p.name + "-shards")
+
+
+def checkpoint(cache_path: str | Path) -> None:
+    """Move the WAL's pages into the database file, so that readers opening it as an
+    immutable file (the workers) see every entry."""
+    p = Path(cache_path)
+    if not p.is_file():
+        return
+    db = sqlite3.connect(p, timeout=60)
+    try:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        db.close()
+
+
+class ShardedCache:
+    """The cache a cluster job uses: its own shard for writes; reads from the shard,
+    then from the main cache opened read-only (nothing writes it during a sweep)."""
+
+    def __init__(self, cache_path: str | Path, worker: str | None = None):
+        self.base_path = Path(cache_path)
+        name = worker or f"{socket.gethostname()}-{os.getpid()}"
+        self.path = shard_dir(self.base_path) / f"{name}.sqlite"
+        self.shard = ResponseCache(self.path, wal=False)
+        self._lock = threading.Lock()
+        self._base: sqlite3.Connection | None = None
+        if self.base_path.is_file():
+            uri = f"{self.base_path.resolve().as_uri()}?mode=ro&immutable=1"
+            self._base = sqlite3.connect(uri, uri=True, check_same_thread=False)
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, Completion]:
+        found = self.shard.get_many(keys)
+        missing = [k for k in keys if k not in found]
+        if self._base is None or not missing:
+            return found
+        with self._lock:
+            for i in range(0, len(missing), 500):
+                chunk = missing[i : i + 500]
+                marks = ",".join("?" * len(chunk))
+                rows = self._base.execute(f"SELECT key, completion FROM completions WHERE key IN ({marks})", chunk).fetchall()
+                found.update((k, _decode(v)) for k, v in rows)
+        return found
+
+    def put_many(self, fingerprint: str, kind: str, items: Sequence[tuple[str, Completion]]) -> None:
+        self.shard.put_many(fingerprint, kind, items)
+
+    def __len__(self) -> int:
+        n = len(self.shard)
+        if self._base is not None:
+            with self._lock:
+                n += self._base.execute("SELECT COUNT(*) FROM completions").fetchone()[0]
+        return n
+
+    def close(self) -> None:
+        self.shard.close()
+        if self._base is not None:
+            with self._lock:
+                self._base.close()
+            self._base = None
+
+
+@dataclass
+class MergeReport:
+    cache: Path
+    shards: int = 0
+    rows: int = 0  # entries read from the shards
+    added: int = 0  # of which new to the cache
+    failed: list[str] = field(default_factory=list)  # "shard: reason"; such shards are kept
+
+
+def merge_shards(cache_path: str | Path, keep: bool = False) -> MergeReport:
+    """Fold every shard of ``cache_path`` into it. A shard is deleted (unless ``keep``)
+    only after each of its keys is found in the cache; an entry already in the cache
+    stays as it is. Run it when no job is writing shards."""
+    cache_path = Path(cache_path)
+    report = MergeReport(cache_path)
+    folder = shard_dir(cache_path)
+    shards = sorted(folder.glob("*.sqlite")) if folder.is_dir() else []
+    if not shards:
+        return report
+    ResponseCache(cache_path).close()  # creates the cache and its table if absent
+    db = sqlite3.connect(cache_path, timeout=60)
+    try:
+        for shard in shards:
+            try:
+                db.execute("ATTACH DATABASE ? AS shard", (str(shard),))
+            except sqlite3.Error as e:
+                report.failed.append(f"{shard.name}: {e}")
+                continue
+            try:
+                with db:
+                    before = db.execute("SELECT COUNT(*) FROM main.completions").fetchone()[0]
+                    rows = db.execute("SELECT COUNT(*) FROM shard.completions").fetchone()[0]
+                    db.execute("INSERT OR IGNORE INTO main.completions SELECT key, fingerprint, kind, completion, created FROM shard.completions")
+                    after = db.execute("SELECT COUNT(*) FROM main.completions").fetchone()[0]
+                lost = db.execute(
+                    "SELECT COUNT(*) FROM shard.completions s WHERE NOT EXISTS (SELECT 1 FROM main.completions m WHERE m.key = s.key)"
+                ).fetchone()[0]
+            except sqlite3.Error as e:
+                report.failed.append(f"{shard.name}: {e}")
+                db.execute("DETACH DATABASE shard")
+                continue
+            db.execute("DETACH DATABASE shard")
+            if lost:
+                report.failed.append(f"{shard.name}: {lost} entries did not reach the cache")
+                continue
+            report.shards += 1
+            report.rows += rows
+            report.added += after - before
+            if not keep:
+                for p in (shard, shard.with_name(shard.name + "-journal")):
+                    p.unlink(missing_ok=True)
+    finally:
+        db.close()
+    if not keep and folder.is_dir() and not any(folder.iterdir()):
+        folder.rmdir()
+    return report

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# GPU smoke run (needs a CUDA GPU, the vllm extra and the model's weights from the
+# Hugging Face hub or HF_HOME): one ~0.5B instruct model through vLLM on the mini
+# benchmark -- NF, PDE with logprob scoring, a 10-query RSC probe -- then calls/s and
+# tokens/s of madara's NF cell beside vLLM's own offline throughput on the same prompts.
+#
+#   pip install -e '.[vllm]'        # CUDA torch, ~9 GB
+#   bash scripts/gpu_smoke.sh       # MODEL=qwen2.5-0.5b LIMIT=60 RESULTS=results/gpu-smoke
+set -euo pipefail
+cd "$(dirname "$0")/.."
+MODEL=${MODEL:-qwen2.5-0.5b}
+LIMIT=${LIMIT:-60}
+RESULTS=${RESULTS:-results/gpu-smoke}
+PY=${PY:-python}
+if ! "$PY" -c 'import vllm' 2>/dev/null; then
+  echo "vllm is not importable by $PY: pip install -e '.[vllm]' (needs a CUDA GPU)" >&2
+  exit 2
+fi
+if command -v nvidia-smi >/dev/null; then nvidia-smi --query-gpu=name,memory.total --format=csv,noheader; fi
+common=(model="$MODEL" backend=vllm benchmark=mini limit="$LIMIT" results_dir="$RESULTS")
+set -x
+"$PY" -m madara_cli.cli run "${common[@]}" strategy=nf
+"$PY" -m madara_cli.cli run "${common[@]}" strategy=pde strategy.scoring=logprob
+"$PY" -m madara_cli.cli probe --model "$MODEL" --benchmark mini --n 10 backend=vllm results_dir="$RESULTS"
+"$PY" scripts/gpu_throughput.py --model "$MODEL" --limit "$LIMIT"
