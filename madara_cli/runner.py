@@ -190,8 +190,8 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
         "accounting": acct,
         # Everything above is a function of the config, the data and the seed; timing and
         # provenance (versions, host, start/end) live apart, so two runs compare byte for byte without them.
-        "timing": timing_section(acct, time.perf_counter() - t0),
         "provenance": store.provenance(cfg, started, store.now_iso(), time.perf_counter() - t0),
+        "timing": timing_section(acct, time.perf_counter() - t0),
     }
     tmp = folder.parent / f".tmp-{folder.name}-{os.getpid()}"
     if tmp.exists():

@@ -20,11 +20,13 @@ STRATEGIES = ("nf", "three_agent", "pde", "pde_random", "atf")
 
 
 def _without_timing(path: Path) -> str:
+    """metrics.json up to its run-dependent tail: provenance (versions, host, start/end),
+    then timing, the last two sections."""
     text = path.read_text(encoding="utf-8")
     data = json.loads(text)
-    assert list(data)[-1] == "timing", "timing must be the last section of metrics.json"
+    assert list(data)[-2:] == ["provenance", "timing"], "provenance then timing must close metrics.json"
     assert set(data["timing"]) >= {"wall_seconds", "engine_seconds", "engine_seconds_by_stage"}
-    head = text[: text.rindex('"timing"')]
+    head = text[: text.rindex('"provenance"')]
     assert "seconds" not in head, "no timing may leak outside the timing section"
     return head
 
