@@ -153,21 +153,6 @@ class GridConfig:
     kind: str = "cells"  # cells: strategy cells; probes: one RSC probe per (model, benchmark)
 
 
-# Settings added after results existed: at their default they are left out of cell and
-# probe hashes, so adding them did not rename any finished cell.
-HASH_NEUTRAL = {("generation", "style"): "zeroshot", ("benchmark", "revision"): None}
-
-
-def hash_neutral(plain: dict[str, Any]) -> dict[str, Any]:
-    """``plain`` without the :data:`HASH_NEUTRAL` settings that sit at their default."""
-    out = dict(plain)
-    for (group, key), default in HASH_NEUTRAL.items():
-        node = out.get(group)
-        if isinstance(node, dict) and key in node and node[key] == default:
-            out[group] = {k: v for k, v in node.items() if k != key}
-    return out
-
-
 def register_schemas() -> None:
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=RootConfig)

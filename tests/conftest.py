@@ -46,3 +46,16 @@ def configs_with_grid(tmp_path: Path, name: str, body: str) -> dict[str, str]:
         shutil.copytree(ROOT / "configs", configs)
     (configs / "grid" / f"{name}.yaml").write_text(f"name: {name}\n{body}")
     return {"MADARA_CONFIGS": str(configs)}
+
+
+def grid_outcome(results: Path, grid: str = "pair") -> dict[str, tuple]:
+    """Each finished cell of ``grid`` under ``results``: (em, f1, n, raw predictions),
+    by folder name, to compare a launcher's run with a serial one."""
+    import json
+
+    cells = {}
+    for m in results.glob(f"{grid}/*/metrics.json"):
+        data = json.loads(m.read_text())
+        preds = [json.loads(x)["raw"] for x in (m.parent / "predictions.jsonl").read_text().splitlines()]
+        cells[m.parent.name] = (data["em"], data["f1"], data["n"], preds)
+    return cells

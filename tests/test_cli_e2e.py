@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, configs_with_grid
+from tests.conftest import ROOT, configs_with_grid, grid_outcome
 
 
 def madara(*args: str, env: dict | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
@@ -92,12 +92,4 @@ def test_joblib_launcher_matches_serial(tmp_path):
     assert s.returncode == 0, s.stderr
     assert sorted(p.name for p in par.glob("pair/*")) == sorted(p.name for p in ser.glob("pair/*"))
 
-    def outcome(root):
-        cells = {}
-        for m in root.glob("pair/*/metrics.json"):
-            data = json.loads(m.read_text())
-            preds = [json.loads(x)["raw"] for x in (m.parent / "predictions.jsonl").read_text().splitlines()]
-            cells[m.parent.name] = (data["em"], data["f1"], data["n"], preds)
-        return cells
-
-    assert outcome(par) == outcome(ser) and len(outcome(par)) == 2
+    assert grid_outcome(par) == grid_outcome(ser) and len(grid_outcome(par)) == 2

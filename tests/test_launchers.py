@@ -12,19 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import configs_with_grid, have
+from tests.conftest import configs_with_grid, grid_outcome, have
 from tests.test_cli_e2e import madara
 
 GRID = "axes:\n  model: [smollm2-135m]\n  benchmark: [mini]\n  strategy: [nf, pde_random]\noverrides: [limit=2]\n"
-
-
-def outcome(root: Path) -> dict:
-    cells = {}
-    for m in root.glob("pair/*/metrics.json"):
-        data = json.loads(m.read_text())
-        preds = [json.loads(x)["raw"] for x in (m.parent / "predictions.jsonl").read_text().splitlines()]
-        cells[m.parent.name] = (data["em"], data["f1"], data["n"], preds)
-    return cells
 
 
 def cache_rows(root: Path) -> dict[str, dict]:
@@ -47,7 +38,7 @@ def serial(tmp_path_factory):
 
 
 def check_like_serial(results: Path, serial: Path) -> None:
-    assert len(outcome(serial)) == 2 and outcome(results) == outcome(serial)
+    assert len(grid_outcome(serial)) == 2 and grid_outcome(results) == grid_outcome(serial)
     assert not (results / "cache.sqlite-shards").exists()  # folded in by the run
     assert cache_rows(results) == cache_rows(serial)
 
