@@ -5,7 +5,7 @@ Sections (``--only`` picks some):
 
 * ``calls`` -- call economy. The unique engine calls needed to produce the strategy
   cells of Tables 1 and 2 for one model x benchmark (work shared through the response
-  cache counted once; :func:`madara_cli.plan.plan_grid` walks the real strategy code
+  cache counted once; :func:`madara_cli.experiment.plan.plan_grid` walks the real strategy code
   with a recording engine) divided by (a) the sum of each strategy's own requests
   (what a runner without a shared cache pays) and (b) the sum of the paper's
   per-strategy calls per query (Table 18 notes) times the queries. Needs no model.
@@ -89,7 +89,7 @@ def _examples(cfg, n: int):
 
 
 def bench_calls(opts: BenchOptions, scratch: Path) -> dict[str, Any]:
-    from madara_cli.plan import plan_grid
+    from madara_cli.experiment.plan import plan_grid
     from madara_cli.tables.paper_values import TABLE18_CALLS
 
     cfgs = [_cfg(opts, f"strategy={s}", f"limit={opts.limit}", f"results_dir={scratch / 'plan'}", "grid_name=bench") for s in TABLE_STRATEGIES]
@@ -254,7 +254,7 @@ def bench_stats(opts: BenchOptions, scratch: Path) -> dict[str, Any]:
 
 
 def bench_stages(opts: BenchOptions, scratch: Path, engine) -> dict[str, Any]:
-    from madara_cli.runner import EnginePool, run_cell
+    from madara_cli.experiment.runner import EnginePool, run_cell
 
     cfg0, backend = engine
     results = scratch / "stages"
@@ -368,7 +368,7 @@ def run_bench(opts: BenchOptions, only: tuple[str, ...] = DEFAULT_SECTIONS, say:
         from madara_cli.config import ConfigError
 
         raise ConfigError(f"unknown bench section(s) {', '.join(bad)}; valid: {', '.join(SECTIONS)}")
-    from madara_cli.runner import ensure_writable
+    from madara_cli.experiment.runner import ensure_writable
 
     ensure_writable(opts.out_dir)
     scratch = Path(tempfile.mkdtemp(prefix="madara-bench-"))

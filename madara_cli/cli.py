@@ -62,7 +62,7 @@ def _results_table(results, title: str) -> Table:
     t = Table(title=title)
     for col in ("model", "benchmark", "strategy", "n", "EM %", "F1 %", "contains %", "calls", "cache hits", "tokens in/out", "engine s", "status"):
         t.add_column(col, justify="right" if col not in ("model", "benchmark", "strategy", "status") else "left")
-    from madara_cli.runner import Failed
+    from madara_cli.experiment.runner import Failed
 
     for r in results:
         if isinstance(r, Failed):
@@ -89,10 +89,10 @@ def run(
 ) -> None:
     """Run one cell (overrides), a sweep (-m key=a,b) or a whole grid (--grid NAME); finished cells are skipped."""
     from madara_cli.config import compose, load_grid
-    from madara_cli.grid import expand, expand_sweep, has_sweep
+    from madara_cli.experiment.grid import expand, expand_sweep, has_sweep
     from madara_cli.progress import StageProgress
-    from madara_cli.results_store import write_summary
-    from madara_cli.runner import finished_cell, run_cells, run_probes
+    from madara_cli.results.store import write_summary
+    from madara_cli.experiment.runner import finished_cell, run_cells, run_probes
 
     overrides = _with_results(list(overrides or []), results)
     if cfg_print is not None:
@@ -109,7 +109,7 @@ def run(
     if launcher:
         if not grid:
             raise UserError("--launcher needs --grid NAME")
-        from madara_cli.launch import multirun as launch_multirun
+        from madara_cli.experiment.launch import multirun as launch_multirun
 
         launch_multirun(grid, overrides, launcher, jobs)
         launched = expand(grid, overrides)
@@ -143,7 +143,7 @@ def _write_summaries(cfgs, write_summary) -> None:
 
 
 def _probes_table(probes, title: str) -> Table:
-    from madara_cli.runner import Failed
+    from madara_cli.experiment.runner import Failed
 
     t = Table(title=title)
     for col in ("model", "benchmark", "n", "ρ̂1", "ρ̂2", "ρ̂3", "ρ*", "class", "EM_NF %", "route", "status"):
@@ -181,8 +181,8 @@ def plan(
 ) -> None:
     """Cells, calls and prompt tokens per strategy before a grid runs; measured numbers after."""
     from madara_cli.config import load_grid
-    from madara_cli.grid import expand
-    from madara_cli.plan import plan_grid
+    from madara_cli.experiment.grid import expand
+    from madara_cli.experiment.plan import plan_grid
 
     if load_grid(grid).kind == "probes":
         raise UserError(f"grid {grid} holds probes; plan estimates strategy grids")
@@ -215,9 +215,9 @@ def probe(
 ) -> None:
     """Diagnose a model-task pair: NF baseline + RSC probe -> route; writes probe.json."""
     from madara_cli.config import compose
-    from madara_cli.probe import find_or_run_probe
+    from madara_cli.diagnose.probe import find_or_run_probe
     from madara_cli.progress import StageProgress
-    from madara_cli.runner import EnginePool
+    from madara_cli.experiment.runner import EnginePool
 
     cfg = compose(_with_results([f"model={model}", f"benchmark={benchmark}", *(overrides or [])], results))
     with StageProgress(err) as progress:
@@ -268,9 +268,9 @@ def _print_probe(r: dict, path: Path, reused: bool) -> None:
 
 
 def _route_published(thresholds) -> None:
-    from madara_cli import router
+    from madara_cli.diagnose import router
     from madara_cli.tables import paper_values as pv
-    from madara_cli.tables.audit import published_diagnostics
+    from madara_cli.audit import published_diagnostics
 
     t = Table(title="router.route on the paper's published diagnostics")
     for col in ("model", "task", "NF %", "ρ̂1 ρ̂2 ρ̂3", "class", "route", "paper (Table 2)", "reason"):
@@ -299,7 +299,7 @@ def route(
     published: bool = typer.Option(False, "--published", help="Route the paper's own diagnostics (Table 2's ten pairs + D.2's two TriviaQA cells)"),
 ) -> None:
     """What MADARA would route to, and why, from diagnostics alone (runs nothing)."""
-    from madara_cli import router
+    from madara_cli.diagnose import router
 
     if published:
         _route_published(router.Thresholds(tau_nf=tau_nf, rho1=rho1))
@@ -388,7 +388,7 @@ def audit(
     only: Optional[str] = typer.Option(None, "--only", help="Show only 'match', 'discrepancy' or 'not derivable' rows"),
 ) -> None:
     """Recompute every number the paper derives from its other published numbers."""
-    from madara_cli.tables import format_audit, run_audit
+    from madara_cli.audit import format_audit, run_audit
 
     out.print(format_audit(run_audit(), only=only), markup=False, highlight=False)
 
@@ -403,8 +403,8 @@ def reproduce(
 ) -> None:
     """Every paper grid, then all tables, Figure 2 and the audit; exits 1 when any cell or probe was skipped."""
     from madara_cli.progress import StageProgress
-    from madara_cli.reproduce import PAPER_GRIDS
-    from madara_cli.reproduce import reproduce as run_all
+    from madara_cli.experiment.reproduce import PAPER_GRIDS
+    from madara_cli.experiment.reproduce import reproduce as run_all
 
     overrides = list(overrides or [])
     given = [o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == "results_dir"]
@@ -433,7 +433,7 @@ def show(
     """A finished cell's metrics with its provenance: versions, commit, overrides, times, host."""
     import json
 
-    from madara_cli.results_store import find_cell, flat_items, read_record
+    from madara_cli.results.store import find_cell, flat_items, read_record
 
     try:
         folder = find_cell(_results_dir(results), cell)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from madara_cli.tables import paper_values as pv
-from madara_cli.tables.audit import (
+from madara_cli.audit.checks import (
     STATUSES,
     audit_table2,
     audit_table8,
@@ -105,7 +105,7 @@ def _audit_row(rows, table, item_start):
 
 
 def test_the_one_router_reproduces_table2_table8_and_d2():
-    from madara_cli import router
+    from madara_cli.diagnose import router
 
     # Table 2's ten routes, from the published diagnostics, by router.route itself.
     diags = published_diagnostics()

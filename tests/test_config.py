@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from madara_cli.config import GROUPS, ConfigError, compose, load_grid, options
-from madara_cli.grid import Cell, grid_overrides
+from madara_cli.experiment.grid import Cell, grid_overrides
 
 
 @pytest.mark.parametrize("group", GROUPS)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from madara_cli.config import compose
-from madara_cli.runner import EnginePool, run_cell
+from madara_cli.experiment.runner import EnginePool, run_cell
 from madara_cli.tables import write_tables
 from tests.conftest import ROOT
 from tests.test_strategies_e2e import FakeBackend

@@ -68,7 +68,7 @@ def test_ray_local_cluster_grid_matches_serial(tmp_path, serial):
 
 
 def test_ray_arguments_local_cluster_or_an_address(monkeypatch, tmp_path):
-    from madara_cli import launch
+    from madara_cli.experiment import launch
 
     monkeypatch.setitem(launch.LAUNCHERS, "ray", None)  # the plugin need not be installed to build arguments
     monkeypatch.setenv("MADARA_CONFIGS", configs_with_grid(tmp_path, "pair", GRID)["MADARA_CONFIGS"])

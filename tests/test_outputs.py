@@ -15,10 +15,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from madara_cli import results_store as store
+from madara_cli.results import store
 from madara_cli.config import compose
-from madara_cli.grid import Cell, expand_sweep, has_sweep
-from madara_cli.runner import EnginePool, run_cell
+from madara_cli.experiment.grid import Cell, expand_sweep, has_sweep
+from madara_cli.experiment.runner import EnginePool, run_cell
 from tests.conftest import ROOT
 from tests.test_strategies_e2e import FakeBackend
 
@@ -177,7 +177,7 @@ def test_results_option_is_the_results_dir_override(tmp_path):
 
 def test_launcher_sweep_folder_is_under_the_results_folder(tmp_path):
     pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
-    from madara_cli.launch import sweep_overrides
+    from madara_cli.experiment.launch import sweep_overrides
 
     args = sweep_overrides("demo", [f"results_dir={tmp_path}"], "joblib", None)
     # Resolved by Hydra in each job from the cell's own results_dir.
@@ -235,8 +235,8 @@ def test_warm_cache_is_read_offline_without_variables(monkeypatch):
 def test_plan_estimates_cells_whose_data_is_not_here(tmp_path, monkeypatch):
     """table2 before anything is downloaded: cells are counted on placeholder queries."""
     from madara_cli.data import loaders
-    from madara_cli.grid import expand
-    from madara_cli.plan import plan_grid
+    from madara_cli.experiment.grid import expand
+    from madara_cli.experiment.plan import plan_grid
 
     monkeypatch.setattr(loaders, "hub_reachable", lambda *a, **k: False)
     monkeypatch.setattr(loaders, "_load_hub", lambda *a, **k: (_ for _ in ()).throw(FileNotFoundError("cold")))

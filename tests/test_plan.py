@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from madara_cli.grid import expand
-from madara_cli.plan import plan_grid, within
-from madara_cli.runner import EnginePool, run_cell
+from madara_cli.experiment.grid import expand
+from madara_cli.experiment.plan import plan_grid, within
+from madara_cli.experiment.runner import EnginePool, run_cell
 from tests.test_strategies_e2e import FakeBackend
 
 

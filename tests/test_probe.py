@@ -13,9 +13,9 @@ import pytest
 
 from madara_cli.backends.cache import CachedLLM, ResponseCache
 from madara_cli.config import compose
-from madara_cli.probe import ProbeSpec, find_or_run_probe
+from madara_cli.diagnose.probe import ProbeSpec, find_or_run_probe
 from madara_cli.records import ChatRequest, Completion, ScoreRequest
-from madara_cli.runner import EnginePool, run_cell
+from madara_cli.experiment.runner import EnginePool, run_cell
 from tests.conftest import ROOT
 
 PROBE_FIELDS = {
@@ -137,7 +137,7 @@ def test_reasoning_tracking_scores_are_quality_ordered_and_rerun_is_free(tmp_pat
 
 def test_rescore_request_differs_from_the_normal_one_only_in_the_chain(tmp_path):
     """F.1: the perturbed chain "is presented as-is to the scoring prompt"."""
-    from madara_cli import rsc
+    from madara_cli.diagnose import rsc
 
     record, _, _, backend, _, _ = _probe(tmp_path, _tracking)
     normal = [r for r in backend.requests if isinstance(r, ChatRequest) and not r.prefix and "reasoning_steps" in r.messages[0].content]

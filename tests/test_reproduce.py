@@ -7,8 +7,8 @@ import importlib.util
 
 import pytest
 
-from madara_cli.reproduce import reproduce
-from madara_cli.runner import Failed
+from madara_cli.experiment.reproduce import reproduce
+from madara_cli.experiment.runner import Failed
 from tests.conftest import configs_with_grid
 from tests.test_cli_e2e import madara
 

@@ -1,11 +1,11 @@
-"""Tests of MADARA routing (madara_cli.router) against the paper's Tables 2, 8, 12, 19."""
+"""Tests of MADARA routing (madara_cli.diagnose.router) against the paper's Tables 2, 8, 12, 19."""
 
 from __future__ import annotations
 
 import pytest
 
-from madara_cli import router
-from madara_cli.router import Diagnostics, Thresholds
+from madara_cli.diagnose import router
+from madara_cli.diagnose.router import Diagnostics, Thresholds
 
 # Table 2 diagnostics: NF EM (%) and Table 4's rho row, with Table 2's RSC class,
 # and Table 2's MADARA strategy.
@@ -174,7 +174,7 @@ def test_oracle_gap_on_table2():
 def test_from_probe():
     import numpy as np
 
-    from madara_cli import rsc
+    from madara_cli.diagnose import rsc
 
     rng = np.random.default_rng(0)
     latent = rng.normal(size=(40, 10))

@@ -1,4 +1,4 @@
-"""Tests of the RSC probe's perturbations and statistics (madara_cli.rsc)."""
+"""Tests of the RSC probe's perturbations and statistics (madara_cli.diagnose.rsc)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from madara_cli import rsc
+from madara_cli.diagnose import rsc
 
 # Table 4: (model, task) -> (rho_1, rho_2, rho_3, paper rho*, paper class).
 TABLE4 = {

@@ -42,7 +42,7 @@ def routed_config(cfg, strategy: str):
 
 @STRATEGIES.register("madara")
 def madara(ctx: StrategyContext, examples: Sequence[Example]) -> list[Prediction]:
-    from madara_cli.probe import find_or_run_probe
+    from madara_cli.diagnose.probe import find_or_run_probe
 
     if ctx.strategy.probe:
         record, path, reused = read_probe(Path(ctx.strategy.probe)), Path(ctx.strategy.probe), True

@@ -1,29 +1,24 @@
-"""Paper tables from results on disk: builders, renderers, the self-audit, Figure 2 and cell comparison.
+"""Paper tables from results on disk: builders, renderers, Figure 2 and cell comparison.
 
 Public entry points (the CLI verbs call these):
 
 - ``write_tables(results_dir, out_dir, only=None, formats=("md", "tex", "csv"))`` — ``madara tables``
 - ``compare_cells(dir_a, dir_b, n_resamples=10_000, seed=0)`` / ``format_comparison`` — ``madara compare``
-- ``run_audit()`` / ``format_audit(rows)`` — ``madara audit``
 - ``figure2(results_dir, out_dir=None)`` — Figure 2 violins
 """
 
-from madara_cli.tables.audit import AuditRow, format_audit, run_audit
 from madara_cli.tables.build import TABLES, build_table, load_results
 from madara_cli.tables.compare import compare_cells, format_comparison
 from madara_cli.tables.figure import figure2
 from madara_cli.tables.render import FORMATS, write_tables
 
 __all__ = [
-    "AuditRow",
     "FORMATS",
     "TABLES",
     "build_table",
     "compare_cells",
     "figure2",
-    "format_audit",
     "format_comparison",
     "load_results",
-    "run_audit",
     "write_tables",
 ]

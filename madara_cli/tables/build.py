@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from madara_cli import router, rsc, stats
+from madara_cli.diagnose import router, rsc
+from madara_cli import stats
 from madara_cli.tables import paper_values as pv
 from madara_cli.tables.compare import load_predictions, paired_outcomes
 
@@ -254,7 +255,7 @@ FLOOR_NOTE = f"Rows below the capability floor (EM < {CAPABILITY_FLOOR:.0f}%) wi
 
 class Pair(str):
     """The text of an ``ours / paper (Δ)`` cell that keeps its numbers, so the tidy
-    long-format CSV (:func:`madara_cli.results_store.long_table`) never re-parses text."""
+    long-format CSV (:func:`madara_cli.results.store.long_table`) never re-parses text."""
 
     ours: float | None
     paper: float | None

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from madara_cli.results_store import long_table, write_summary
+from madara_cli.results.store import long_table, write_summary
 from madara_cli.tables.build import TABLES, load_results, resolve_table_name
 
 FORMATS = ("md", "tex", "csv", "long")
@@ -126,7 +126,7 @@ def to_csv(df: pd.DataFrame) -> str:
 
 def to_long_csv(df: pd.DataFrame) -> str:
     """Tidy numeric CSV: table, row, column, ours, paper, delta, n, p (one line per number)."""
-    from madara_cli.results_store import long_table
+    from madara_cli.results.store import long_table
 
     return long_table(df).to_csv(index=False)
 

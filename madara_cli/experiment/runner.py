@@ -23,14 +23,14 @@ from typing import Any, Callable
 from omegaconf import DictConfig, OmegaConf
 
 from madara_cli import metrics as M
-from madara_cli import results_store as store
+from madara_cli.results import store
 from madara_cli.backends import make_backend
 from madara_cli.backends.base import Backend
 from madara_cli.backends.cache import CachedLLM, ProgressFn, ResponseCache
 from madara_cli.config import to_plain
 from madara_cli.data.loaders import load_splits
 from madara_cli.data.retrieval import retrieve
-from madara_cli.grid import Cell
+from madara_cli.experiment.grid import Cell
 from madara_cli.records import Example, Prediction
 from madara_cli.strategies import STRATEGIES, StrategyContext, load_all
 
@@ -252,7 +252,7 @@ def run_cells(cfgs: list[DictConfig], progress=None, keep_going: bool = False) -
 
 def run_probes(cfgs: list[DictConfig], progress=None, keep_going: bool = False, force: bool = False) -> list[tuple[dict, Path, bool] | Failed]:
     """One RSC probe per config (a ``kind: probes`` grid)."""
-    from madara_cli.probe import find_or_run_probe
+    from madara_cli.diagnose.probe import find_or_run_probe
 
     return _run_each(
         cfgs, lambda cfg, pool: find_or_run_probe(cfg, pool.get(cfg), force=force),

@@ -43,7 +43,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from madara_cli import metrics as M
-from madara_cli import router, rsc
+from madara_cli.diagnose import router, rsc
 from madara_cli.agents.prompts import RELEVANCE
 from madara_cli.agents.scoring import (
     DIGITS,
@@ -82,7 +82,7 @@ class ProbeSpec:
     @classmethod
     def from_cfg(cls, cfg: DictConfig, n: int | None = None) -> "ProbeSpec":
         from madara_cli.agents.digest import prompt_digest
-        from madara_cli.grid import RUNTIME_ONLY
+        from madara_cli.experiment.grid import RUNTIME_ONLY
         from madara_cli.metrics import METRIC_VERSION
 
         plain = to_plain(cfg)
@@ -127,7 +127,7 @@ def _ragged(values: Sequence[float], lengths: Sequence[int]) -> list[list[float]
 def run_probe(cfg: DictConfig, llm: CachedLLM, n: int | None = None, examples: Sequence[Example] | None = None) -> dict[str, Any]:
     """NF + RSC on the calibration split; returns the probe record (JSON-safe). Its
     ``accounting`` counts this probe's calls alone, even when the engine is shared."""
-    from madara_cli.runner import timing_section
+    from madara_cli.experiment.runner import timing_section
 
     if cfg.rsc.rescoring not in SCORING_MODES:
         raise ConfigError(f"unknown rsc.rescoring '{cfg.rsc.rescoring}'; valid: {', '.join(SCORING_MODES)}")
@@ -228,7 +228,7 @@ def find_or_run_probe(cfg: DictConfig, llm: CachedLLM, n: int | None = None, for
         return json.loads(path.read_text()), path, True
     import time
 
-    from madara_cli import results_store as store
+    from madara_cli.results import store
 
     t0, started = time.perf_counter(), store.now_iso()
     with llm.logging_samples(bool(cfg.get("log_samples", True))) as samples:

@@ -15,7 +15,7 @@ decimal): a difference a − b printed separately is off by at most 3h, a mean o
 values by at most 2h.
 
 Routing checks (Table 2's routes, Table 8's "Changed" column, Appendix D.2's τ_NF
-sweep) call the production router (:func:`madara_cli.router.route` and its sweeps) on
+sweep) call the production router (:func:`madara_cli.diagnose.router.route` and its sweeps) on
 the published diagnostics: there is one routing rule in madara, and the audit checks
 that it reproduces what the paper prints, or names the discrepancy with both values.
 """
@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from madara_cli import router as routing
+from madara_cli.diagnose import router as routing
 from madara_cli import stats
 from madara_cli.tables import paper_values as pv
 

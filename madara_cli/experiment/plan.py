@@ -33,7 +33,7 @@ from typing import Sequence
 from omegaconf import DictConfig, OmegaConf
 
 from madara_cli.backends.cache import CachedLLM, ResponseCache
-from madara_cli.grid import Cell
+from madara_cli.experiment.grid import Cell
 from madara_cli.records import ChatRequest, Completion, ScoreRequest, request_key
 
 

@@ -27,7 +27,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from madara_cli import rsc
+from madara_cli.diagnose import rsc
 
 PDE, SDA, COT, ATF, THREE_AGENT = "pde", "sda", "cot", "atf", "three_agent"
 STRATEGY_LABELS = {

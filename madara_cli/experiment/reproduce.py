@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from madara_cli.config import ConfigError, load_grid, options
-from madara_cli.grid import expand
-from madara_cli.runner import Failed, run_cells, run_probes
+from madara_cli.experiment.grid import expand
+from madara_cli.experiment.runner import Failed, run_cells, run_probes
 
 PAPER_GRIDS = ("probes", "table1", "table2", "table6", "table7", "table15", "table16", "table18", "floor")
 
@@ -40,7 +40,8 @@ def check_backend(backend: str) -> None:
 
 
 def reproduce(backend: str, models: list[str], grids: list[str], results_dir: str = "results", progress=None, extra: list[str] | None = None) -> ReproduceReport:
-    from madara_cli.tables import figure2, format_audit, run_audit, write_tables
+    from madara_cli.audit import format_audit, run_audit
+    from madara_cli.tables import figure2, write_tables
 
     check_backend(backend)
     bad = [m for m in models if m not in options("model")]

@@ -4,7 +4,7 @@
 overrides after ``--launcher``) turns the grid's axes into a Hydra sweep
 (``strategy=nf,pde,...``) and hands it to Hydra: ``joblib`` runs cells in parallel
 processes on this machine, ``submitit_slurm`` submits them to SLURM, ``ray`` to a Ray
-cluster. Every job runs exactly :func:`madara_cli.runner.run_cell`, writes the same
+cluster. Every job runs exactly :func:`madara_cli.experiment.runner.run_cell`, writes the same
 results folder and shares the same SQLite response cache, so parallel and serial
 runs produce the same results and a killed sweep resumes from the cache.
 """
@@ -43,7 +43,7 @@ def _launcher_choice() -> str | None:
 
 def _task(cfg) -> None:
     global _POOL
-    from madara_cli.runner import EnginePool, run_cell
+    from madara_cli.experiment.runner import EnginePool, run_cell
 
     if _POOL is None:
         if _launcher_choice() in CLUSTER:

@@ -59,7 +59,7 @@ def now_iso() -> str:
 def git_commit() -> dict[str, Any] | None:
     """Commit (and whether the tree is dirty) of the checkout madara runs from; None when
     madara is installed from a wheel or git is absent."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     if not (root / ".git").exists():
         return None
     try:

@@ -1,0 +1,1 @@
+"""Everything madara writes under ``results/`` and reads back (:mod:`.store`)."""
