@@ -90,9 +90,9 @@ def run(
     """Run one cell (overrides), a sweep (-m key=a,b) or a whole grid (--grid NAME); finished cells are skipped."""
     from madara_cli.config import compose, load_grid
     from madara_cli.experiment.grid import expand, expand_sweep, has_sweep
+    from madara_cli.experiment.runner import finished_cell, run_cells, run_probes
     from madara_cli.progress import StageProgress
     from madara_cli.results.store import write_summary
-    from madara_cli.experiment.runner import finished_cell, run_cells, run_probes
 
     overrides = _with_results(list(overrides or []), results)
     if cfg_print is not None:
@@ -216,8 +216,8 @@ def probe(
     """Diagnose a model-task pair: NF baseline + RSC probe -> route; writes probe.json."""
     from madara_cli.config import compose
     from madara_cli.diagnose.probe import find_or_run_probe
-    from madara_cli.progress import StageProgress
     from madara_cli.experiment.runner import EnginePool
+    from madara_cli.progress import StageProgress
 
     cfg = compose(_with_results([f"model={model}", f"benchmark={benchmark}", *(overrides or [])], results))
     with StageProgress(err) as progress:
@@ -268,9 +268,9 @@ def _print_probe(r: dict, path: Path, reused: bool) -> None:
 
 
 def _route_published(thresholds) -> None:
+    from madara_cli.audit import published_diagnostics
     from madara_cli.diagnose import router
     from madara_cli.tables import paper_values as pv
-    from madara_cli.audit import published_diagnostics
 
     t = Table(title="router.route on the paper's published diagnostics")
     for col in ("model", "task", "NF %", "ρ̂1 ρ̂2 ρ̂3", "class", "route", "paper (Table 2)", "reason"):
@@ -402,9 +402,9 @@ def reproduce(
     overrides: Optional[List[str]] = typer.Argument(None, help="Hydra overrides for every cell, e.g. benchmark.path=FILE"),
 ) -> None:
     """Every paper grid, then all tables, Figure 2 and the audit; exits 1 when any cell or probe was skipped."""
-    from madara_cli.progress import StageProgress
     from madara_cli.experiment.reproduce import PAPER_GRIDS
     from madara_cli.experiment.reproduce import reproduce as run_all
+    from madara_cli.progress import StageProgress
 
     overrides = list(overrides or [])
     given = [o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == "results_dir"]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from madara_cli.tables import paper_values as pv
 from madara_cli.audit.checks import (
     STATUSES,
     audit_table2,
@@ -17,6 +16,7 @@ from madara_cli.audit.checks import (
     summarize,
     trend_coefficient,
 )
+from madara_cli.tables import paper_values as pv
 
 
 @pytest.fixture(scope="module")

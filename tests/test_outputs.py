@@ -15,10 +15,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from madara_cli.results import store
 from madara_cli.config import compose
 from madara_cli.experiment.grid import Cell, expand_sweep, has_sweep
 from madara_cli.experiment.runner import EnginePool, run_cell
+from madara_cli.results import store
 from tests.conftest import ROOT
 from tests.test_strategies_e2e import FakeBackend
 

@@ -14,8 +14,8 @@ import pytest
 from madara_cli.backends.cache import CachedLLM, ResponseCache
 from madara_cli.config import compose
 from madara_cli.diagnose.probe import ProbeSpec, find_or_run_probe
-from madara_cli.records import ChatRequest, Completion, ScoreRequest
 from madara_cli.experiment.runner import EnginePool, run_cell
+from madara_cli.records import ChatRequest, Completion, ScoreRequest
 from tests.conftest import ROOT
 
 PROBE_FIELDS = {

@@ -15,8 +15,8 @@ from madara_cli.backends.base import Backend, BackendError
 from madara_cli.backends.cache import CachedLLM, ResponseCache
 from madara_cli.config import compose
 from madara_cli.data.mini import generate
-from madara_cli.records import ChatRequest, Completion, ScoreRequest
 from madara_cli.experiment.runner import EnginePool, run_cell
+from madara_cli.records import ChatRequest, Completion, ScoreRequest
 from madara_cli.strategies import STRATEGIES, StrategyContext, load_all
 
 load_all()

@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from madara_cli.diagnose import router as routing
 from madara_cli import stats
+from madara_cli.diagnose import router as routing
 from madara_cli.tables import paper_values as pv
 
 H = 0.05  # half a unit of the last printed digit for one-decimal values

@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from madara_cli.config.schema import GROUPS, ConfigError, GridConfig, RootConfig, plural, register_schemas
 
+
 def _packaged_configs() -> Path | None:
     """The copy of ``configs/`` that ships inside the wheel (``madara_cli/configs``)."""
     from importlib.resources import files

@@ -43,7 +43,6 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from madara_cli import metrics as M
-from madara_cli.diagnose import router, rsc
 from madara_cli.agents.prompts import RELEVANCE
 from madara_cli.agents.scoring import (
     DIGITS,
@@ -59,6 +58,7 @@ from madara_cli.backends.cache import CachedLLM
 from madara_cli.config import ConfigError, to_plain
 from madara_cli.data.loaders import load_benchmark
 from madara_cli.data.retrieval import retrieve
+from madara_cli.diagnose import router, rsc
 from madara_cli.records import ChatRequest, Example
 
 # What can change a probe's numbers; strategy, limit and output paths cannot.

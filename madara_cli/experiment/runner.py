@@ -23,7 +23,6 @@ from typing import Any, Callable
 from omegaconf import DictConfig, OmegaConf
 
 from madara_cli import metrics as M
-from madara_cli.results import store
 from madara_cli.backends import make_backend
 from madara_cli.backends.base import Backend
 from madara_cli.backends.cache import CachedLLM, ProgressFn, ResponseCache
@@ -32,6 +31,7 @@ from madara_cli.data.loaders import load_splits
 from madara_cli.data.retrieval import retrieve
 from madara_cli.experiment.grid import Cell
 from madara_cli.records import Example, Prediction
+from madara_cli.results import store
 from madara_cli.strategies import STRATEGIES, StrategyContext, load_all
 
 log = logging.getLogger(__name__)

@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from madara_cli.diagnose import router, rsc
 from madara_cli import stats
+from madara_cli.diagnose import router, rsc
 from madara_cli.tables import paper_values as pv
 from madara_cli.tables.compare import load_predictions, paired_outcomes
 
