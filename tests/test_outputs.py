@@ -323,7 +323,7 @@ def test_probe_records_provenance_and_prompts(tmp_path):
     record, path, *_ = _probe(tmp_path, lambda user, sig: sig % 6)
     saved = json.loads(path.read_text())
     assert saved["provenance"]["overrides"] == ["benchmark=mini", f"results_dir={tmp_path}"]
-    assert saved["provenance"]["madara_version"] and record["provenance"] == saved["provenance"]
+    assert saved["provenance"]["madara_version"] and record.provenance == saved["provenance"]
     stages = {json.loads(x)["stage"] for x in (path.parent / "prompts.jsonl").read_text().splitlines()}
     assert {"generate", "rsc-cot", "rsc-rescore"} <= stages
 
