@@ -191,3 +191,20 @@ def test_cell_identity_is_the_grid_cell():
     cell = Cell("g", "m", "b", "nf", "bm25s", 5, 0, 3, "deadbeef")
     rec = CellRecord(cell=cell, n=3, em=1.0)
     assert CellRecord.from_dict(rec.to_dict()).cell == cell
+
+
+def test_support_in_topk_reads_the_canonical_form_and_every_older_one():
+    from madara_cli.results.store import Support, support_in_topk
+
+    def row(value, id_="q", **extra):
+        return {"id": id_, "extra": {"supporting_in_topk": value, **extra}}
+
+    assert support_in_topk(row(2, n_supporting=3)) == Support(2, False)  # what madara writes
+    assert support_in_topk(row(3, n_supporting=3)) == Support(3, True)
+    assert support_in_topk(row(True)) == Support(None, True)
+    assert support_in_topk(row(2, "2hop__123_456")) == Support(2, True)
+    assert support_in_topk(row(2, "3hop1__1_2_3")) == Support(2, False)
+    assert support_in_topk(row(None, "2hop__1")) == Support(None, None)
+    assert support_in_topk(row([True, False])) == Support(1, False)
+    assert support_in_topk(row(0.5, n_supporting=4)) == Support(2, False)
+    assert support_in_topk({"id": "q"}) == Support(None, None)

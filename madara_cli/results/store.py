@@ -41,13 +41,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from madara_cli.results.records import METRICS, SCHEMA_VERSION, CellRecord, ProbeRecord, RecordError, _num
 
 __all__ = [
     "METRICS", "SCHEMA_VERSION", "CellRecord", "ProbeRecord", "RecordError", "Results", "StoredCell", "StoredProbe",
-    "write_cell", "read_cell", "read_predictions", "write_probe", "read_probe", "find_cell", "read_record", "load_results",
+    "write_cell", "read_cell", "read_predictions", "support_in_topk", "write_probe", "read_probe", "find_cell", "read_record", "load_results",
     "provenance", "write_prompts", "write_summary", "summary_frame", "cell_rows", "long_table",
 ]
 
@@ -276,6 +276,41 @@ def read_predictions(folder: Path | str) -> tuple[dict[str, Any], ...]:
     if not path.is_file():
         raise ValueError(f"no {PREDICTIONS} in {folder}: is it a finished cell folder (results/<grid>/<cell>)?")
     return _read_predictions(str(path), path.stat().st_mtime_ns)
+
+
+_HOPS = re.compile(r"^(\d+)hop")
+
+
+class Support(NamedTuple):
+    """How much of a query's gold supporting chain a strategy kept (Table 17, App. J)."""
+
+    found: int | None  # supporting documents among the kept ones
+    complete: bool | None  # whether the whole chain was kept
+
+
+def support_in_topk(row: Mapping[str, Any]) -> Support:
+    """The one reading of a prediction row's ``extra.supporting_in_topk``.
+
+    madara writes a count with ``extra.n_supporting`` beside it
+    (:func:`madara_cli.strategies.base.support_coverage`); rows written before also hold a
+    bool (chain complete), a list of booleans (one per supporting paragraph), a count
+    without a total, or a fraction in [0, 1]. A count without a total takes the chain
+    length from MuSiQue's id prefix (``2hop__``, ``3hop1__``: one paragraph per hop,
+    the loader's ``meta["hops"]`` convention)."""
+    extra = row.get("extra") or {}
+    value = extra.get("supporting_in_topk")
+    total = extra.get("n_supporting", extra.get("supporting_total"))
+    if total is None and (match := _HOPS.match(str(row.get("id", "")))):
+        total = int(match.group(1))
+    if isinstance(value, bool):
+        return Support(None, value)
+    if isinstance(value, (list, tuple)):
+        return Support(sum(bool(v) for v in value), all(bool(v) for v in value) and len(value) > 0)
+    if isinstance(value, int):
+        return Support(value, (value >= int(total)) if total else None)
+    if isinstance(value, float):
+        return Support(round(value * total) if total else None, value >= 1.0 - 1e-9)
+    return Support(None, None)
 
 
 def probe_path(folder: Path | str) -> Path:
