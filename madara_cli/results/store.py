@@ -255,7 +255,7 @@ def read_cell(folder: Path | str, grid: str | None = None) -> CellRecord | None:
 
 
 @lru_cache(maxsize=256)
-def _read_predictions(path: str, mtime_ns: int) -> tuple[dict[str, Any], ...]:
+def _read_predictions(path: str, stamp: tuple[int, int, int]) -> tuple[dict[str, Any], ...]:
     rows = []
     with open(path, encoding="utf-8") as handle:
         for line_no, line in enumerate(handle, start=1):
@@ -270,12 +270,14 @@ def _read_predictions(path: str, mtime_ns: int) -> tuple[dict[str, Any], ...]:
 
 
 def read_predictions(folder: Path | str) -> tuple[dict[str, Any], ...]:
-    """The per-example rows of a finished cell, cached by mtime (the same tuple until the
-    file changes: do not edit the rows). ValueError when the folder has none."""
+    """The per-example rows of a finished cell, cached until the file changes (its
+    inode, size or mtime: a rewritten cell is a new file even within one clock tick).
+    The rows are shared: do not edit them. ValueError when the folder has none."""
     path = Path(folder) / PREDICTIONS
     if not path.is_file():
         raise ValueError(f"no {PREDICTIONS} in {folder}: is it a finished cell folder (results/<grid>/<cell>)?")
-    return _read_predictions(str(path), path.stat().st_mtime_ns)
+    st = path.stat()
+    return _read_predictions(str(path), (st.st_ino, st.st_size, st.st_mtime_ns))
 
 
 _HOPS = re.compile(r"^(\d+)hop")
