@@ -33,7 +33,6 @@ def _code_strings(tree: ast.AST) -> list[tuple[int, str]]:
             if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings]
 
 
-@pytest.mark.xfail(strict=True, reason="tables/ still reads its own index; migrated in the next commit")
 def test_only_the_results_store_names_results_files():
     package = ROOT / "madara_cli"
     offenders = []

@@ -15,9 +15,6 @@ import numpy as np
 from madara_cli import stats
 from madara_cli.results.store import read_predictions
 
-# The per-example rows of a finished cell (the results store reads them, cached by mtime).
-load_predictions = read_predictions
-
 
 def paired_outcomes(
     preds_a: tuple[dict[str, Any], ...], preds_b: tuple[dict[str, Any], ...], metric: str = "em"
@@ -39,7 +36,7 @@ def compare_cells(dir_a: Path, dir_b: Path, n_resamples: int = 10_000, seed: int
     correction) and a seeded paired bootstrap of mean EM(A) − EM(B) with its 95% CI and
     two-sided p. Raises ValueError when a folder has no predictions or no ids are shared.
     """
-    preds_a, preds_b = load_predictions(Path(dir_a)), load_predictions(Path(dir_b))
+    preds_a, preds_b = read_predictions(Path(dir_a)), read_predictions(Path(dir_b))
     ids, em_a, em_b = paired_outcomes(preds_a, preds_b, "em")
     if not ids:
         raise ValueError(f"{dir_a} and {dir_b} share no example ids: were they run on the same benchmark and limit?")
