@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from madara_cli.config.schema import (
     GROUPS,
@@ -147,7 +148,7 @@ def option_schema(option: str) -> type[StrategyConfig] | None:
 def option_settings(option: str) -> list[str]:
     """The settings strategy option ``option`` reads (``name`` first)."""
     schema = option_schema(option)
-    return [f for f in schema.__dataclass_fields__] if schema else ["name"]
+    return list(schema.__dataclass_fields__) if schema else ["name"]
 
 
 def strategy_node(option: str) -> DictConfig:
@@ -258,8 +259,6 @@ def _typed_strategy(cfg: DictConfig, option: str) -> None:
     if extra:
         raise ConfigError(f"strategy {option}: strategy.{extra[0]} does not apply to strategy {cfg.strategy.get('name', option)}; "
                           f"its settings: {', '.join(settings)}")
-    from omegaconf.errors import OmegaConfBaseException
-
     try:
         cfg.strategy = OmegaConf.merge(OmegaConf.structured(schema), cfg.strategy)
     except OmegaConfBaseException as e:
@@ -273,7 +272,6 @@ def compose(overrides: list[str] | None = None) -> DictConfig:
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
 
     from madara_cli.config.validate import check_override_types, validate_config
 
@@ -314,14 +312,12 @@ def load_grid(name: str) -> GridConfig:
         raise ConfigError(f"unknown grid '{name}'; valid grids: {', '.join(options('grid'))}")
     try:
         raw = OmegaConf.load(path)
-        kind = raw.get("kind", "cells") if isinstance(raw, DictConfig) else "cells"
-        if kind not in GridKind.__members__:
-            raise ConfigError(f"grid {name}: unknown kind '{kind}'; valid kinds: {', '.join(GridKind.__members__)}")
-        merged = OmegaConf.merge(OmegaConf.structured(GridConfig), raw)
-    except ConfigError:
-        raise
+        kind = str(raw.get("kind", GridKind.cells)) if isinstance(raw, DictConfig) else str(GridKind.cells)
+        merged = OmegaConf.merge(OmegaConf.structured(GridConfig), raw) if kind in GridKind.__members__ else None
     except Exception as e:  # noqa: BLE001 - any YAML/schema error is the user's to fix
         raise ConfigError(f"bad grid {path.name}: {' '.join(str(e).split())}") from None
+    if merged is None:
+        raise ConfigError(f"grid {name}: unknown kind '{kind}'; valid kinds: {', '.join(GridKind.__members__)}")
     grid: GridConfig = OmegaConf.to_object(merged)  # type: ignore[assignment]
     for group, values in grid.axes.items():
         if group not in GROUPS:

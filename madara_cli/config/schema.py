@@ -227,7 +227,8 @@ class CrossEncoderConfig(StrategyConfig):
 class MadaraConfig(StrategyConfig):
     """MADARA: the probe, then the routed treatment (PDE, SDA, CoT or ATF) with its own
     config. The treatments' settings are here so they can be set on a madara cell; one
-    that differs from the default below carries over to the routed treatment."""
+    the user set carries over to the routed treatment when that treatment has it
+    (``scoring`` not to CoT, whose reasoning is generated)."""
 
     probe: Optional[str] = None  # path to a finished probe.json to reuse
     top_k: int = 5
