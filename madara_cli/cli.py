@@ -215,21 +215,17 @@ def probe(
 ) -> None:
     """Diagnose a model-task pair: NF baseline + RSC probe -> route; writes probe.json."""
     from madara_cli.config import compose
-    from madara_cli.diagnose.probe import find_or_run_probe
     from madara_cli.experiment.runner import EnginePool
+    from madara_cli.experiment.treat import ensure_probe
     from madara_cli.progress import StageProgress
 
     cfg = compose(_with_results([f"model={model}", f"benchmark={benchmark}", *(overrides or [])], results))
-    with StageProgress(err) as progress:
+    with StageProgress(err) as progress, EnginePool(progress=progress) as pool:
         progress.label = f"probe {model}/{benchmark}"
-        pool = EnginePool(progress=progress)
         try:
-            try:
-                record, path, reused = find_or_run_probe(cfg, pool.get(cfg), n, force=force)
-            except ValueError as e:
-                raise UserError(str(e)) from None
-        finally:
-            pool.close()
+            record, path, reused = ensure_probe(cfg, pool, n, force=force)
+        except ValueError as e:
+            raise UserError(str(e)) from None
     _print_probe(record, path, reused)
 
 

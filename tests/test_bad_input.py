@@ -172,7 +172,7 @@ def test_missing_probe_file_for_madara(monkeypatch, capsys, no_engine, tmp_path)
 @pytest.mark.parametrize("body,needle", [("{not json", "not a readable probe.json"), ('{"route": "pde"}', "lacks reason"),
                                          ('{"route": "teleport", "reason": "", "em_nf": 0, "rsc_class": "x"}', "unknown strategy 'teleport'")])
 def test_malformed_probe_file_is_one_line(tmp_path, body, needle):
-    from madara_cli.strategies.madara import read_probe
+    from madara_cli.experiment.treat import read_probe
 
     path = tmp_path / "probe.json"
     path.write_text(body)
