@@ -9,6 +9,7 @@ from madara_cli.config.compose import (
     find_config,
     load_grid,
     options,
+    paper_grids,
     search_dirs,
     to_plain,
     user_config_dirs,
@@ -33,6 +34,6 @@ from madara_cli.config.schema import (
 __all__ = [
     "GROUPS", "BackendConfig", "BenchmarkConfig", "ConfigError", "GenerationConfig", "GridConfig", "ModelConfig",
     "RSCConfig", "RetrieverConfig", "RootConfig", "StrategyConfig", "add_config_dir", "compose", "config_dir",
-    "find_config", "load_grid", "options", "plural", "register_schemas", "search_dirs", "to_plain",
+    "find_config", "load_grid", "options", "paper_grids", "plural", "register_schemas", "search_dirs", "to_plain",
     "user_config_dirs", "validate_overrides",
 ]
