@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 EXTRAS ?= cpu,dev,server
 BACKEND ?= vllm
 MODELS ?= llama-3.1-8b,mistral-7b,qwen3-8b,qwen2.5-7b,gemma-2-9b
-GRIDS ?= table1 table2 table6 table7 table15 table16 table18 floor
+GRIDS ?= # empty: every paper grid (madara ls grids --paper: the grids whose produces: names paper tables)
 
 # llama.cpp is compiled once per machine into a wheelhouse, for a portable x86-64 target
 # (AVX2/FMA/F16C) rather than -march=native: the native build's AMX kernels crash
@@ -61,7 +61,7 @@ bench: setup ## Measure call economy, orchestration overhead, scoring cost, boot
 	$(BIN)/madara bench $(BENCH_ARGS)
 
 reproduce: setup ## Every paper grid, then tables, figures and audit (BACKEND=vllm MODELS=...; CPU: BACKEND=llamacpp MODELS=smollm2-135m)
-	$(BIN)/madara reproduce --backend $(BACKEND) --models $(MODELS) --grids "$(GRIDS)"
+	$(BIN)/madara reproduce --backend $(BACKEND) --models $(MODELS) $(if $(strip $(GRIDS)),--grids "$(GRIDS)")
 
 tables: setup ## Regenerate every paper table from results/ (Markdown, LaTeX, CSV)
 	$(BIN)/madara tables

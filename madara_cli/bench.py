@@ -78,10 +78,11 @@ def _cfg(opts: BenchOptions, *extra: str):
 
 
 def _examples(cfg, n: int):
-    from madara_cli.data.loaders import load_benchmark
-    from madara_cli.data.retrieval import retrieve
+    from omegaconf import OmegaConf
 
-    return retrieve(load_benchmark(cfg.benchmark, seed=int(cfg.seed))[:n], cfg)
+    from madara_cli.experiment.cells import cell_examples
+
+    return cell_examples(OmegaConf.merge(cfg, {"limit": n}), None).examples
 
 
 # --------------------------------------------------------------------------- #
@@ -263,11 +264,8 @@ def bench_stages(opts: BenchOptions, scratch: Path, engine) -> dict[str, Any]:
                  *(["strategy.scoring=logprob"] if "scoring" in strategy_settings(s) else []))
             for s in ("nf", "pde_random", "three_agent", "pde")]
     t0 = time.perf_counter()
-    pool = EnginePool(factory=_ReuseEngine(backend))  # the loaded engine is lent: no load time is counted
-    try:
+    with EnginePool(factory=_ReuseEngine(backend)) as pool:  # the loaded engine is lent: no load time is counted
         cells = [run_cell(cfg, pool) for cfg in cfgs]
-    finally:
-        pool.close()
     total = time.perf_counter() - t0
     by_stage: dict[str, float] = {}
     out_cells = {}

@@ -165,13 +165,21 @@ def _probes_table(probes, title: str) -> Table:
 
 
 @app.command("ls")
-def ls(what: Optional[str] = typer.Argument(None, help="models | backends | benchmarks | retrievers | strategies | grids")) -> None:
+def ls(
+    what: Optional[str] = typer.Argument(None, help="models | backends | benchmarks | retrievers | strategies | grids"),
+    paper: bool = typer.Option(False, "--paper", help="grids: only the paper grids, in the order madara reproduce runs them, one per line"),
+) -> None:
     """List the configs a run can name."""
-    from madara_cli.config import GROUPS, options, plural
+    from madara_cli.config import GROUPS, options, paper_grids, plural
 
     groups = {plural(g): g for g in (*GROUPS, "grid")}
     if what and what not in groups:
         raise UserError(f"unknown list '{what}'; valid: {', '.join(groups)}")
+    if paper:
+        if what != "grids":
+            raise UserError("--paper lists grids: madara ls grids --paper")
+        print("\n".join(paper_grids()))
+        return
     for name, group in groups.items():
         if what in (None, name):
             out.print(f"[bold]{name}[/bold]: {', '.join(options(group))}")
@@ -219,21 +227,17 @@ def probe(
 ) -> None:
     """Diagnose a model-task pair: NF baseline + RSC probe -> route; writes results/probes/<key>/."""
     from madara_cli.config import compose
-    from madara_cli.diagnose.probe import find_or_run_probe
     from madara_cli.experiment.runner import EnginePool
+    from madara_cli.experiment.treat import ensure_probe
     from madara_cli.progress import StageProgress
 
     cfg = compose(_with_results([f"model={model}", f"benchmark={benchmark}", *(overrides or [])], results))
-    with StageProgress(err) as progress:
+    with StageProgress(err) as progress, EnginePool(progress=progress) as pool:
         progress.label = f"probe {model}/{benchmark}"
-        pool = EnginePool(progress=progress)
         try:
-            try:
-                record, path, reused = find_or_run_probe(cfg, pool.get(cfg), n, force=force)
-            except ValueError as e:
-                raise UserError(str(e)) from None
-        finally:
-            pool.close()
+            record, path, reused = ensure_probe(cfg, pool, n, force=force)
+        except ValueError as e:
+            raise UserError(str(e)) from None
     _print_probe(record, path, reused)
 
 
@@ -405,7 +409,7 @@ def reproduce(
     overrides: Optional[List[str]] = typer.Argument(None, help="Hydra overrides for every cell, e.g. benchmark.path=FILE"),
 ) -> None:
     """Every paper grid, then all tables, Figure 2 and the audit; exits 1 when any cell or probe was skipped."""
-    from madara_cli.experiment.reproduce import PAPER_GRIDS
+    from madara_cli.config import paper_grids
     from madara_cli.experiment.reproduce import reproduce as run_all
     from madara_cli.progress import StageProgress
 
@@ -413,7 +417,7 @@ def reproduce(
     given = [o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == "results_dir"]
     results_dir = given[-1] if given else str(_results_dir(results))
     overrides = [o for o in overrides if o.split("=", 1)[0] != "results_dir"]
-    names = [g for g in grids.replace(",", " ").split() if g] if grids else list(PAPER_GRIDS)
+    names = [g for g in grids.replace(",", " ").split() if g] if grids else paper_grids()
     with StageProgress(err) as progress:
         report = run_all(backend, [m for m in models.replace(" ", ",").split(",") if m], names, results_dir, progress, overrides)
     out.print(f"finished cells and probes: {report.finished}; skipped: {len(report.failed)}")

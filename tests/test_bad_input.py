@@ -199,7 +199,7 @@ def test_missing_probe_file_for_madara(monkeypatch, capsys, no_engine, tmp_path)
 @pytest.mark.parametrize("body,needle", [("{not json", "not a readable probe.json"), ('{"route": "pde"}', "lacks reason"),
                                          ('{"route": "teleport", "reason": "", "em_nf": 0, "rsc_class": "x"}', "unknown strategy 'teleport'")])
 def test_malformed_probe_file_is_one_line(tmp_path, body, needle):
-    from madara_cli.strategies.madara import read_probe
+    from madara_cli.experiment.treat import read_probe
 
     path = tmp_path / "probe.json"
     path.write_text(body)
@@ -263,11 +263,8 @@ def test_rows_without_answers_or_question_are_counted_named_and_recorded(tmp_pat
     path = tmp_path / "m.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     cfg = compose(["benchmark=musique", f"benchmark.path={path}", "benchmark.calibration=0", f"results_dir={tmp_path / 'r'}"])
-    pool = _fake_pool()
-    try:
+    with _fake_pool() as pool:
         res = run_cell(cfg, pool)
-    finally:
-        pool.close()
     warning = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("warning:")]
     assert len(warning) == 1
     assert "dropped 2 of 4 rows" in warning[0] and "2hop__2" in warning[0] and "2hop__4" in warning[0]
@@ -282,12 +279,9 @@ def test_a_row_without_documents_is_named(tmp_path):
     path = tmp_path / "m.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     cfg = compose(["benchmark=musique", f"benchmark.path={path}", "benchmark.calibration=0", f"results_dir={tmp_path / 'r'}"])
-    pool = _fake_pool()
-    try:
+    with _fake_pool() as pool:
         with pytest.raises(DataError, match=r"1 example\(s\) have no documents.*2hop__2") as e:
             run_cell(cfg, pool)
-    finally:
-        pool.close()
     assert "\n" not in str(e.value)
 
 
@@ -311,11 +305,8 @@ def test_document_longer_than_the_context_is_counted_and_warned(tmp_path, capsys
     long_doc = Doc(id="huge", text="word " * 50_000)
     exs = [exs[0].__class__(**{**exs[0].__dict__, "docs": (long_doc, *exs[0].docs[1:])}), *exs[1:]]
     cfg = compose(["strategy=nf", f"results_dir={tmp_path}"])
-    pool = EnginePool(factory=lambda cfg: _Truncating())
-    try:
+    with EnginePool(factory=lambda cfg: _Truncating()) as pool:
         res = run_cell(cfg, pool, examples=exs)
-    finally:
-        pool.close()
     assert res.metrics["accounting"]["truncated"] >= 1
     warning = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("warning:")]
     assert len(warning) == 1 and "longer than the context" in warning[0] and "backend.n_ctx" in warning[0]
@@ -325,11 +316,8 @@ def test_unparseable_and_out_of_range_agent_output_is_a_counted_fallback(tmp_pat
     from madara_cli.data.mini import generate
 
     backend = FakeBackend(malformed=True)
-    pool = EnginePool(factory=lambda cfg: backend)
-    try:
+    with EnginePool(factory=lambda cfg: backend) as pool:
         res = run_cell(compose(["strategy=three_agent", f"results_dir={tmp_path}"]), pool, examples=generate(3))
-    finally:
-        pool.close()
     a = res.metrics["assessment"]
     assert backend.broken > 0 and a["parse_failure_rate"] == pytest.approx(backend.broken / backend.agent_replies)
     assert {"no_score", "out_of_range", "empty"} <= set(a["failures"])
@@ -346,11 +334,8 @@ class _Silent(FakeBackend):
 def test_empty_generation_is_counted_not_fatal(tmp_path):
     from madara_cli.data.mini import generate
 
-    pool = EnginePool(factory=lambda cfg: _Silent())
-    try:
+    with EnginePool(factory=lambda cfg: _Silent()) as pool:
         res = run_cell(compose(["strategy=nf", f"results_dir={tmp_path}"]), pool, examples=generate(4))
-    finally:
-        pool.close()
     assert res.metrics["n"] == 4 and res.metrics["em"] == 0.0
     assert res.metrics["empty_answers"] == 4
 
@@ -437,12 +422,9 @@ def test_results_folder_checked_before_work(tmp_path, monkeypatch):
     blocker.write_text("")
     cfg = compose(["strategy=nf", f"results_dir={blocker / 'r'}", f"cache={tmp_path / 'c.sqlite'}"])
     backend = FakeBackend()
-    pool = EnginePool(factory=lambda cfg: backend)
-    try:
+    with EnginePool(factory=lambda cfg: backend) as pool:
         with pytest.raises(OSError):
             run_cell(cfg, pool, examples=generate(2))
-    finally:
-        pool.close()
     assert backend.chat_calls == 0
 
 
@@ -450,11 +432,8 @@ def test_truncated_metrics_json_is_reported_by_tables(monkeypatch, capsys, tmp_p
     from madara_cli.data.mini import generate
 
     results = tmp_path / "r"
-    pool = _fake_pool()
-    try:
+    with _fake_pool() as pool:
         res = run_cell(compose(["strategy=nf", f"results_dir={results}"]), pool, examples=generate(2))
-    finally:
-        pool.close()
     text = (res.folder / "metrics.json").read_text()
     (res.folder / "metrics.json").write_text(text[: len(text) // 2])
     code, out, err = madara(monkeypatch, capsys, "tables", "--results", str(results))
@@ -472,18 +451,12 @@ def test_finished_cell_survives_a_failed_forced_rerun(tmp_path):
             raise BackendError("the server went away")
 
     cfg = compose(["strategy=nf", f"results_dir={tmp_path}"])
-    pool = _fake_pool()
-    try:
+    with _fake_pool() as pool:
         res = run_cell(cfg, pool, examples=generate(2))
-    finally:
-        pool.close()
     before = (res.folder / "metrics.json").read_bytes()
-    pool = EnginePool(factory=lambda cfg: Dying())
-    try:
+    with EnginePool(factory=lambda cfg: Dying()) as pool:
         with pytest.raises(BackendError):
             run_cell(compose(["strategy=nf", f"results_dir={tmp_path}", "force=true", "cache=" + str(tmp_path / "other.sqlite")]), pool, examples=generate(2))
-    finally:
-        pool.close()
     assert (res.folder / "metrics.json").read_bytes() == before
 
 

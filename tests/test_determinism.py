@@ -32,12 +32,9 @@ def _without_timing(path: Path) -> str:
 
 
 def _run_all(results: Path) -> None:
-    pool = EnginePool(factory=lambda cfg: FakeBackend())
-    try:
+    with EnginePool(factory=lambda cfg: FakeBackend()) as pool:
         for s in STRATEGIES:
             run_cell(compose([f"strategy={s}", "limit=4", "seed=3", f"results_dir={results}", "grid_name=demo"]), pool)
-    finally:
-        pool.close()
     write_tables(results, results / "tables", formats=("md", "csv", "tex"))
 
 
@@ -61,12 +58,9 @@ def test_two_fresh_runs_are_byte_identical_apart_from_timing(tmp_path):
 
 
 def test_a_different_seed_changes_the_predictions(tmp_path):
-    pool = EnginePool(factory=lambda cfg: FakeBackend())
-    try:
+    with EnginePool(factory=lambda cfg: FakeBackend()) as pool:
         r0 = run_cell(compose(["strategy=pde_random", "limit=4", "seed=0", f"results_dir={tmp_path}"]), pool)
         r1 = run_cell(compose(["strategy=pde_random", "limit=4", "seed=1", f"results_dir={tmp_path}"]), pool)
-    finally:
-        pool.close()
     assert (r0.folder / "predictions.jsonl").read_bytes() != (r1.folder / "predictions.jsonl").read_bytes()
 
 

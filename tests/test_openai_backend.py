@@ -529,11 +529,8 @@ def test_real_nf_cell_through_the_runner(llama_server, tmp_path):
     from madara_cli.experiment.runner import EnginePool, run_cell
 
     cfg = compose(["backend=openai", f"backend.base_url={llama_server}", "limit=3", f"results_dir={tmp_path}"])
-    pool = EnginePool()
-    try:
+    with EnginePool() as pool:
         res = run_cell(cfg, pool)
-    finally:
-        pool.close()
     assert (res.folder / "metrics.json").is_file()
     metrics = json.loads((res.folder / "metrics.json").read_text())
     assert metrics["n"] == 3

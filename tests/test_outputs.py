@@ -30,11 +30,8 @@ def madara(*args: str, cwd: Path = ROOT, env: dict | None = None) -> subprocess.
 
 def _cell(results: Path, *overrides: str):
     cfg = compose(["limit=4", f"results_dir={results}", *overrides])
-    pool = EnginePool(factory=lambda c: FakeBackend())
-    try:
+    with EnginePool(factory=lambda c: FakeBackend()) as pool:
         return cfg, run_cell(cfg, pool)
-    finally:
-        pool.close()
 
 
 def test_cell_records_provenance_and_prompts(results_dir):
@@ -338,11 +335,8 @@ def test_prompts_carry_the_engines_rendered_template(results_dir):
             return "".join(f"<{m.role}>{m.content}" for m in messages) + "<assistant>"
 
     cfg = compose(["limit=2", f"results_dir={results_dir}", "strategy=nf"])
-    pool = EnginePool(factory=lambda c: Rendering())
-    try:
+    with EnginePool(factory=lambda c: Rendering()) as pool:
         r = run_cell(cfg, pool)
-    finally:
-        pool.close()
     (row, *_) = [json.loads(x) for x in (r.folder / "prompts.jsonl").read_text().splitlines()]
     assert row["rendered"].startswith("<system>") and row["rendered"].endswith("Answer:<assistant>")
 

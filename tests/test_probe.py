@@ -11,10 +11,10 @@ from typing import Sequence
 
 import pytest
 
-from madara_cli.backends.cache import CachedLLM, ResponseCache
 from madara_cli.config import compose
-from madara_cli.diagnose.probe import ProbeSpec, find_or_run_probe
+from madara_cli.diagnose.probe import ProbeSpec
 from madara_cli.experiment.runner import EnginePool, run_cell
+from madara_cli.experiment.treat import ensure_probe
 from madara_cli.records import ChatRequest, Completion, ScoreRequest
 from tests.conftest import ROOT
 
@@ -83,9 +83,9 @@ class ScriptedBackend:
 def _probe(tmp_path, score_fn, n=6, *extra):
     cfg = compose(["benchmark=mini", f"results_dir={tmp_path}", *extra])
     backend = ScriptedBackend(score_fn)
-    llm = CachedLLM(backend, ResponseCache(tmp_path / "cache.sqlite"))
-    record, path, reused = find_or_run_probe(cfg, llm, n)
-    return record, path, reused, backend, llm, cfg
+    pool = EnginePool(factory=lambda c: backend)
+    record, path, reused = ensure_probe(cfg, pool, n)
+    return record, path, reused, backend, pool, cfg
 
 
 def test_constant_scores_report_degenerate_not_nan(tmp_path):
@@ -113,7 +113,7 @@ def test_reasoning_tracking_scores_are_quality_ordered_and_rerun_is_free(tmp_pat
             return min(5, max(0, base + (sig // 7) % 3 - 1))
         return base  # shuffled
 
-    record, path, _, backend, llm, cfg = _probe(tmp_path, score)
+    record, path, _, backend, pool, cfg = _probe(tmp_path, score)
     assert record.n == 6 and set(record.to_dict()) >= PROBE_FIELDS
     r1, r2, r3 = record.rho
     assert r1 == pytest.approx(1.0) and r1 > r2 > r3
@@ -124,10 +124,10 @@ def test_reasoning_tracking_scores_are_quality_ordered_and_rerun_is_free(tmp_pat
     assert stages["generate"]["requests"] == 6 and stages["rsc-cot"]["requests"] == 60 and stages["rsc-rescore"]["requests"] == 180
 
     # Same probe again: read from disk; forced: every call from the cache.
-    again, _, reused = find_or_run_probe(cfg, llm, 6)
+    again, _, reused = ensure_probe(cfg, pool, 6)
     assert reused and again == record and again.to_dict() == json.loads(path.read_text())
     calls = backend.calls
-    forced, _, reused = find_or_run_probe(cfg, llm, 6, force=True)
+    forced, _, reused = ensure_probe(cfg, pool, 6, force=True)
     assert not reused and backend.calls == calls
     assert forced.rho == record.rho
     # Accounting is per probe: the forced rerun reports its own requests (all cache hits).
@@ -172,7 +172,7 @@ def _tracking(user: str, sig: int) -> int:
 
 def test_logprob_rescoring_gives_the_same_diagnosis(tmp_path):
     gen, *_ = _probe(tmp_path / "g", _tracking)
-    lp, _, _, _, llm, _ = _probe(tmp_path / "l", _tracking, 6, "rsc.rescoring=logprob")
+    lp, *_ = _probe(tmp_path / "l", _tracking, 6, "rsc.rescoring=logprob")
     assert "rsc-rescore" in lp.accounting["by_stage"] and lp.rho == pytest.approx(gen.rho)
     assert lp.key != gen.key  # a different protocol is a different probe
 
@@ -201,11 +201,8 @@ def test_probe_cli_on_cpu_then_madara_reuses_it(tmp_path):
     # strategy=madara on the same settings finds this probe and runs its route.
     cfg = compose(["strategy=madara", "limit=2", f"results_dir={tmp_path}", "generation.cot_max_tokens=96", "rsc.rescoring=logprob",
                    "benchmark.calibration=3", "strategy.scoring=logprob"])
-    pool = EnginePool()
-    try:
+    with EnginePool() as pool:
         res = run_cell(cfg, pool)
-    finally:
-        pool.close()
     m = res.metrics
     assert m["madara"]["probe_reused"] and m["madara"]["route"] == record["route"]
     assert "rsc-cot" not in m["accounting"]["by_stage"]

@@ -15,8 +15,8 @@ import pytest
 
 from madara_cli.config import compose
 from madara_cli.data import index as index_mod
-from madara_cli.data import retrieval, snapshots
-from madara_cli.data.index import build_index, read_meta
+from madara_cli.data import retrieval
+from madara_cli.data.index import build_index, ensure_index, read_meta
 from madara_cli.data.loaders import DataError, load_all_examples
 from madara_cli.data.retrieval import relevance, retrieve
 from madara_cli.records import Completion
@@ -32,8 +32,9 @@ def setup(name: str, path: Path, results: Path, *extra: str):
     return cfg, load_all_examples(cfg.benchmark)
 
 
-def counters() -> tuple[int, int, int]:
-    return snapshots.STATS.retrieved, snapshots.STATS.reused, index_mod.STATS.builds
+def counts(out) -> tuple[int, int, int]:
+    """What one retrieve call did: (retrieved now, served from the snapshot, indexes built)."""
+    return out.report.retrieved, out.report.reused, out.report.indexes_built
 
 
 def supporting_recall(examples) -> tuple[float, int]:
@@ -107,36 +108,34 @@ def test_second_retrieval_reuses_the_snapshot(shared_data, corpus, tmp_path):
     cfg, exs = setup("triviaqa", shared_data / "triviaqa" / "triviaqa_test_shared.jsonl", tmp_path, f"benchmark.corpus={corpus}")
     exs = exs[:30]
     first = retrieve(exs, cfg)
-    retrieved, reused, builds = counters()
+    assert counts(first) == (30, 0, 1)  # the corpus index is built on first use
     (snap,) = (tmp_path / "snapshots").glob("*.jsonl")
     size = snap.stat().st_size
     # Same examples (any strategy, any model): nothing retrieved, no index touched.
     again = retrieve(exs, cfg)
-    assert counters() == (retrieved, reused + 30, builds)
+    assert counts(again) == (0, 30, 0)
     assert [[(d.id, d.text) for d in ex.docs] for ex in again] == [[(d.id, d.text) for d in ex.docs] for ex in first]
     assert snap.stat().st_size == size
     # A subset (a smaller limit, the calibration split) is served from the same file;
     # new examples are appended, not re-retrieved with the old ones.
-    retrieve(exs[:10], cfg)
-    assert counters()[0] == retrieved
+    assert counts(retrieve(exs[:10], cfg)) == (0, 10, 0)
     _, all_exs = setup("triviaqa", shared_data / "triviaqa" / "triviaqa_test_shared.jsonl", tmp_path, f"benchmark.corpus={corpus}")
-    retrieve(all_exs[:35], cfg)
-    assert counters()[0] == retrieved + 5
+    more = retrieve(all_exs[:35], cfg)
+    assert counts(more) == (5, 30, 0)
     assert len(list((tmp_path / "snapshots").glob("*.jsonl"))) == 1
-    assert retrieval.LAST_REPORT.reused == 30 and retrieval.LAST_REPORT.retrieved == 5
+    assert more.report.snapshot == str(snap)
 
 
 def test_changed_k_or_corpus_makes_a_new_snapshot(shared_data, corpus, tmp_path):
     path = shared_data / "triviaqa" / "triviaqa_test_shared.jsonl"
     cfg, exs = setup("triviaqa", path, tmp_path, f"benchmark.corpus={corpus}")
     exs = exs[:8]
-    retrieve(exs, cfg)
-    retrieved, _, builds = counters()
+    assert counts(retrieve(exs, cfg)) == (8, 0, 1)
 
     cfg5, _ = setup("triviaqa", path, tmp_path, f"benchmark.corpus={corpus}", "retriever.k=5")
     out5 = retrieve(exs, cfg5)
     assert all(len(ex.docs) == 5 for ex in out5)
-    assert counters()[0] == retrieved + 8 and counters()[2] == builds  # same corpus index, new snapshot
+    assert counts(out5) == (8, 0, 0)  # same corpus index, new snapshot
 
     # The same file name with one changed passage is another corpus.
     changed = tmp_path / "wiki_sample_corpus.jsonl"
@@ -144,8 +143,7 @@ def test_changed_k_or_corpus_makes_a_new_snapshot(shared_data, corpus, tmp_path)
     rows[0] = json.dumps({"id": "0", "contents": '"Changed"\nA passage that was edited.'})
     changed.write_text("\n".join(rows) + "\n", encoding="utf-8")
     cfg_c, _ = setup("triviaqa", path, tmp_path, f"benchmark.corpus={changed}")
-    retrieve(exs, cfg_c)
-    assert counters()[0] == retrieved + 16 and counters()[2] == builds + 1
+    assert counts(retrieve(exs, cfg_c)) == (8, 0, 1)
     assert len(list((tmp_path / "snapshots").glob("*.jsonl"))) == 3
     metas = [json.loads(p.read_text()) for p in (tmp_path / "snapshots").glob("*.meta.json")]
     assert len({json.dumps(m, sort_keys=True) for m in metas}) == 3
@@ -157,10 +155,9 @@ def test_changed_question_is_retrieved_again(shared_data, tmp_path):
 
     cfg, exs = setup("musique", shared_data / "musique" / "musique_ans_migres_shared.jsonl", tmp_path)
     retrieve(exs[:3], cfg)
-    retrieved = counters()[0]
     edited = [replace(exs[0], question="Who designed the Mountrail County Courthouse?")] + exs[1:3]
     out = retrieve(edited, cfg)
-    assert counters()[0] == retrieved + 1
+    assert counts(out)[:2] == (1, 2)
     assert out[0].docs[0].title == "Mountrail County Courthouse"
 
 
@@ -170,11 +167,8 @@ def test_torn_snapshot_line_is_ignored_and_healed(shared_data, tmp_path):
     (snap,) = (tmp_path / "snapshots").glob("*.jsonl")
     with snap.open("a") as f:
         f.write('{"id": "3hop1__x", "q": "tor')  # a writer killed mid-line
-    retrieved = counters()[0]
-    retrieve(exs[:4], cfg)
-    assert counters()[0] == retrieved + 2
-    retrieve(exs[:4], cfg)
-    assert counters()[0] == retrieved + 2
+    assert counts(retrieve(exs[:4], cfg))[:2] == (2, 2)
+    assert counts(retrieve(exs[:4], cfg))[:2] == (0, 4)
 
 
 # ---------------------------------------------------------------------------
@@ -183,10 +177,9 @@ def test_torn_snapshot_line_is_ignored_and_healed(shared_data, tmp_path):
 
 def test_build_index_once_and_use_it_without_the_corpus(shared_data, corpus, tmp_path):
     rcfg = compose(["retriever=bm25s"]).retriever
-    builds = index_mod.STATS.builds
-    d = build_index(corpus, tmp_path / "idx", rcfg, progress=False)
+    d, built = ensure_index(corpus, tmp_path / "idx", rcfg, progress=False)
+    assert built and ensure_index(corpus, tmp_path / "idx", rcfg, progress=False) == (d, False)
     assert build_index(corpus, tmp_path / "idx", rcfg, progress=False) == d
-    assert index_mod.STATS.builds == builds + 1
     meta = read_meta(d)
     assert meta["n_docs"] == 1000 and meta["settings"]["k1"] == 0.9 and d.name.startswith("bm25s-" + meta["corpus_sha256"][:16])
 
@@ -356,9 +349,6 @@ def test_rerank_with_the_embedded_model(shared_data, tmp_path):
 
     path = shared_data / "musique" / "musique_ans_migres_shared.jsonl"
     cfg, exs = setup("musique", path, tmp_path, "retriever=rerank", "retriever.candidates=4", "retriever.k=2", "model=smollm2-135m")
-    pool = EnginePool()
-    try:
+    with EnginePool() as pool:
         out = retrieve(exs[:1], cfg, llm=pool.get(cfg))
-    finally:
-        pool.close()
     assert len(out[0].docs) == 2 and all(0.0 <= d.meta["score"] <= 1.0 for d in out[0].docs)

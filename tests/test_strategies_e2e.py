@@ -329,12 +329,9 @@ def test_cross_encoder_reranks_by_its_scores(monkeypatch, llm, examples):
 
 @pytest.mark.parametrize("name", ["three_agent", "pde", "main_rag", "atf"])
 def test_run_cell_writes_metrics(tmp_path, name):
-    pool = EnginePool(factory=lambda cfg: FakeBackend())
-    try:
+    with EnginePool(factory=lambda cfg: FakeBackend()) as pool:
         cfg = compose([f"strategy={name}", "limit=4", f"results_dir={tmp_path}"])
         res = run_cell(cfg, pool, examples=generate(4))
-    finally:
-        pool.close()
     metrics = json.loads((res.folder / "metrics.json").read_text())
     assert metrics["n"] == 4
     rows = [json.loads(line) for line in (res.folder / "predictions.jsonl").read_text().splitlines()]
@@ -359,9 +356,8 @@ FAST = ["limit=3", "retriever.k=5", "strategy.top_k=3", "generation.score_max_to
 def real_pool(tmp_path_factory):
     pytest.importorskip("llama_cpp")
     root = tmp_path_factory.mktemp("real")
-    pool = EnginePool()
-    yield pool, root
-    pool.close()
+    with EnginePool() as pool:
+        yield pool, root
 
 
 @pytest.mark.llm

@@ -15,6 +15,7 @@ from madara_cli.config.compose import (
     option_schema,
     option_settings,
     options,
+    paper_grids,
     search_dirs,
     strategy_node,
     to_plain,
@@ -56,6 +57,6 @@ __all__ = [
     "FirstStage", "GenerationConfig", "GridConfig", "GridKind", "ModelConfig", "RSCConfig", "RetrieverConfig", "RootConfig", "Scoring",
     "Selection", "StrategyConfig", "Style", "Task", "Tokenizer", "Vote", "add_config_dir", "chosen_strategy", "compose",
     "config_dir", "default_strategy", "find_config", "inapplicable_strategy_overrides", "load_grid", "option_schema",
-    "option_settings", "options", "plural", "register_schemas", "search_dirs", "strategy_node", "strategy_schema",
+    "option_settings", "options", "paper_grids", "plural", "register_schemas", "search_dirs", "strategy_node", "strategy_schema",
     "strategy_settings", "to_plain", "user_config_dirs", "validate_overrides",
 ]

@@ -328,5 +328,20 @@ def load_grid(name: str) -> GridConfig:
     return grid
 
 
+def paper_grids() -> list[str]:
+    """The grids ``madara reproduce`` runs: every grid whose ``produces:`` names a paper
+    table, in run order: probe grids first (the routed ``madara`` cells reuse their
+    probes), then ``tableN`` grids by N, then the rest by name."""
+    import re
+
+    grids = [load_grid(g) for g in options("grid")]
+
+    def order(g: GridConfig) -> tuple:
+        m = re.fullmatch(r"table(\d+)", g.name)
+        return (g.kind != "probes", m is None, int(m.group(1)) if m else 0, g.name)
+
+    return [g.name for g in sorted((g for g in grids if g.produces), key=order)]
+
+
 def to_plain(cfg: DictConfig) -> dict[str, Any]:
     return OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)  # type: ignore[return-value]

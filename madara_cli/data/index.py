@@ -46,7 +46,6 @@ import os
 import shutil
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -62,17 +61,6 @@ logging.getLogger("bm25s").setLevel(logging.WARNING)
 INDEX_META = "madara_index.json"
 INDEX_FORMAT = 1
 INDEX_KINDS = ("bm25s", "dense", "lucene")
-
-
-@dataclass
-class IndexStats:
-    """Process-wide counters: tests use them to see that nothing was rebuilt."""
-
-    builds: int = 0
-    loads: int = 0
-
-
-STATS = IndexStats()
 
 
 # ---------------------------------------------------------------------------
@@ -196,10 +184,15 @@ def check_index(index_dir: str | Path, settings: dict[str, Any], corpus_hash: st
 
 
 def build_index(corpus_path: str | Path, out_dir: str | Path, cfg: DictConfig, progress: bool = True) -> Path:
+    """The folder of the index of ``corpus_path`` for ``cfg``, built now if needed (:func:`ensure_index`)."""
+    return ensure_index(corpus_path, out_dir, cfg, progress)[0]
+
+
+def ensure_index(corpus_path: str | Path, out_dir: str | Path, cfg: DictConfig, progress: bool = True) -> tuple[Path, bool]:
     """Build (or find) the index of ``corpus_path`` for retriever config ``cfg``
     (``configs/retriever/<name>.yaml``: bm25s, dense, or rerank/pyserini over bm25s)
-    under ``out_dir`` and return its folder, ``out_dir/<kind>-<corpus hash>-<settings
-    hash>``. An existing complete index with the same corpus hash and settings is
+    under ``out_dir``; returns its folder, ``out_dir/<kind>-<corpus hash>-<settings
+    hash>``, and whether it was built by this call. An existing complete index with the same corpus hash and settings is
     returned as is. The folder is written under a temporary name and renamed when
     complete, so a killed build leaves nothing that looks finished."""
     corpus_path = Path(corpus_path).expanduser()
@@ -209,7 +202,7 @@ def build_index(corpus_path: str | Path, out_dir: str | Path, cfg: DictConfig, p
     final = out_dir / index_name(settings, sha)
     if (final / INDEX_META).is_file():
         check_index(final, settings, sha)
-        return final
+        return final, False
     out_dir.mkdir(parents=True, exist_ok=True)
     tmp = out_dir / f".tmp-{final.name}-{os.getpid()}"
     if tmp.exists():
@@ -241,8 +234,7 @@ def build_index(corpus_path: str | Path, out_dir: str | Path, cfg: DictConfig, p
         tmp.rename(final)
     except OSError:  # another worker finished the same index first
         shutil.rmtree(tmp, ignore_errors=True)
-    STATS.builds += 1
-    return final
+    return final, True
 
 
 def _normalised_texts(corpus_path: Path, out: Path, total: int | None, progress: bool, label: str) -> Iterator[str]:
@@ -335,7 +327,6 @@ class BM25sIndex:
         self._stopwords = settings["stopwords"]
         self.model = bm25s.BM25.load(str(self.dir), mmap=True, load_corpus=False, show_progress=False, verbosity=0)
         self.corpus = CorpusFile(self.dir / "corpus.jsonl")
-        STATS.loads += 1
 
     def search(self, queries: Sequence[str], k: int) -> list[list[tuple[Doc, float]]]:
         k = min(k, len(self.corpus))
@@ -362,7 +353,6 @@ class DenseIndex:
             self._faiss = index
         except ImportError:
             pass
-        STATS.loads += 1
 
     def search(self, queries: Sequence[str], k: int) -> list[list[tuple[Doc, float]]]:
         k = min(k, len(self.corpus))

@@ -285,8 +285,8 @@ def read_rows(cfg: DictConfig, data_files: str | None = None) -> list[dict[str, 
 
 @dataclass
 class LoadReport:
-    """What :func:`load_all_examples` kept and dropped (the runner copies it into
-    ``metrics.json`` under ``data``)."""
+    """What one load kept and dropped (:func:`load_splits` returns it; the runner copies
+    it into ``metrics.json`` under ``data``)."""
 
     loaded: int = 0
     kept: int = 0
@@ -309,9 +309,6 @@ class LoadReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"loaded": self.loaded, "kept": self.kept, "dropped": self.n_dropped, "dropped_ids": {r: list(ids) for r, ids in self.dropped.items()}}
-
-
-LAST_LOAD = LoadReport()
 
 
 _WARNED: set[str] = set()
@@ -367,13 +364,17 @@ def split(
 def load_all_examples(cfg: DictConfig) -> list[Example]:
     """Every example of the source split, after the loader and the answer filter, in
     source order (no sampling)."""
+    return load_with_report(cfg)[0]
+
+
+def load_with_report(cfg: DictConfig) -> tuple[list[Example], LoadReport]:
+    """:func:`load_all_examples` plus the report of what was kept and dropped."""
     import madara_cli.data.benchmarks  # noqa: F401  (registers the real loaders)
 
     try:
         loader = LOADERS.get(cfg.loader)
     except KeyError as e:
         raise DataError(str(e.args[0])) from None
-    global LAST_LOAD
     examples = loader(cfg)
     report = LoadReport(loaded=len(examples))
     kept = []
@@ -386,7 +387,6 @@ def load_all_examples(cfg: DictConfig) -> list[Example]:
             kept.append(ex)
     examples = kept
     report.kept = len(examples)
-    LAST_LOAD = report
     if report.dropped:
         warn(report.warning(str(cfg.name), bool(cfg.get("require_answers", True))))
     if not examples:
@@ -396,17 +396,29 @@ def load_all_examples(cfg: DictConfig) -> list[Example]:
         if ex.id in seen:
             raise DataError(f"benchmark {cfg.name}: duplicate example id '{ex.id}'")
         seen.add(ex.id)
-    return examples
+    return examples, report
 
 
-def load_splits(cfg: DictConfig, seed: int) -> tuple[list[Example], list[Example]]:
+@dataclass
+class Splits:
+    """One load of a benchmark: the evaluated and calibration examples (see :func:`split`)
+    and what the load kept and dropped."""
+
+    evaluated: list[Example]
+    calibration: list[Example]
+    report: LoadReport
+
+
+def load_splits(cfg: DictConfig, seed: int) -> Splits:
     """(evaluated, calibration) examples, from one load of the source."""
-    return split(load_all_examples(cfg), cfg.sample, cfg.calibration, seed, cfg.get("calibration_split", "nested"))
+    examples, report = load_with_report(cfg)
+    evaluated, calibration = split(examples, cfg.sample, cfg.calibration, seed, cfg.get("calibration_split", "nested"))
+    return Splits(evaluated, calibration, report)
 
 
 def load_benchmark(cfg: DictConfig, seed: int, which: str = "eval") -> list[Example]:
     """The evaluated (``which="eval"``) or calibration (``"calibration"``) examples."""
     if which not in ("eval", "calibration"):
         raise ValueError(f"which must be 'eval' or 'calibration', not {which!r}")
-    evaluated, calib = load_splits(cfg, seed)
-    return evaluated if which == "eval" else calib
+    splits = load_splits(cfg, seed)
+    return splits.evaluated if which == "eval" else splits.calibration

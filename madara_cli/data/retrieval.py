@@ -36,8 +36,8 @@ import json
 import logging
 import math
 import os
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -49,9 +49,9 @@ from madara_cli.data.index import (
     INDEX_META,
     BM25sIndex,
     DenseIndex,
-    build_index,
     check_index,
     corpus_sha256,
+    ensure_index,
     index_settings,
     iter_corpus,
     load_encoder,
@@ -84,6 +84,7 @@ class RetrievalContext:
     indexes_dir: Path  # where corpus indexes are built and found
     corpus_path: Path | None  # benchmark.corpus
     corpus_sha: str | None
+    built: list[Path] = field(default_factory=list)  # indexes this retrieval had to build
 
     @property
     def retriever(self) -> DictConfig:
@@ -169,7 +170,10 @@ def corpus_index_dir(rcfg: DictConfig, ctx: RetrievalContext) -> Path:
         return d
     if ctx.corpus_path is None:
         raise _no_corpus(ctx)
-    return build_index(ctx.corpus_path, ctx.indexes_dir, rcfg, progress=False)
+    path, built = ensure_index(ctx.corpus_path, ctx.indexes_dir, rcfg, progress=False)
+    if built:
+        ctx.built.append(path)
+    return path
 
 
 @RETRIEVERS.register("bm25s")
@@ -404,14 +408,20 @@ def retrieve_fresh(examples: Sequence[Example], retriever: Retriever, k: int, ct
 
 @dataclass
 class RetrievalReport:
-    """What the last :func:`retrieve` call did (the runner may copy it into metrics)."""
+    """What one :func:`retrieve` call did (``Retrieved.report``)."""
 
     snapshot: str = ""
     reused: int = 0  # examples served from the snapshot
     retrieved: int = 0  # examples retrieved now and appended
+    indexes_built: int = 0  # corpus indexes built for them (0 when an existing one served)
 
 
-LAST_REPORT = RetrievalReport()
+class Retrieved(list):
+    """The examples :func:`retrieve` returns (a list), with the call's :class:`RetrievalReport`."""
+
+    def __init__(self, examples: Iterable[Example] = (), report: RetrievalReport | None = None):
+        super().__init__(examples)
+        self.report = report if report is not None else RetrievalReport()
 
 
 def _corpus_identity(cfg: DictConfig, ctx: RetrievalContext) -> dict[str, Any] | None:
@@ -429,17 +439,17 @@ def _corpus_identity(cfg: DictConfig, ctx: RetrievalContext) -> dict[str, Any] |
     return ident or None
 
 
-def retrieve(examples: Sequence[Example], cfg: DictConfig, llm: Any | None = None) -> list[Example]:
+def retrieve(examples: Sequence[Example], cfg: DictConfig, llm: Any | None = None) -> Retrieved:
     """Top-``cfg.retriever.k`` documents for each example (rank order in ``docs``),
     read from / appended to the frozen snapshot under ``<results_dir>/snapshots``.
 
     ``llm`` (a :class:`~madara_cli.backends.cache.CachedLLM`) is needed only by
     ``retriever=rerank``, and only for examples not yet in the snapshot: the engine of
-    ``retriever.model`` when that is set, else the cell's own."""
-    global LAST_REPORT
+    ``retriever.model`` when that is set, else the cell's own. The returned list's
+    ``report`` says how many examples came from the snapshot and how many were retrieved."""
     examples = list(examples)
     if not examples:
-        return []
+        return Retrieved()
     rcfg = cfg.retriever
     results_dir = Path(str(cfg.get("results_dir") or "results"))
     indexes_dir = results_dir / "indexes"
@@ -490,11 +500,9 @@ def retrieve(examples: Sequence[Example], cfg: DictConfig, llm: Any | None = Non
         for ex, d in zip(pending, fresh, strict=False):
             docs[ex.id] = d
     n_reused = sum(1 for ex in examples if ex.id not in todo)
-    snapshots.STATS.reused += n_reused
-    snapshots.STATS.retrieved += len(todo)
-    LAST_REPORT = RetrievalReport(snapshot=str(snap.path), reused=n_reused, retrieved=len(todo))
+    report = RetrievalReport(snapshot=str(snap.path), reused=n_reused, retrieved=len(todo), indexes_built=len(ctx.built))
     log.info("retrieval snapshot %s: %d reused, %d retrieved", snap.path.name, n_reused, len(todo))
-    return [replace(ex, docs=docs[ex.id]) for ex in examples]
+    return Retrieved((replace(ex, docs=docs[ex.id]) for ex in examples), report)
 
 
 def load_corpus(path: str) -> list[Doc]:

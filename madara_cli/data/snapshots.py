@@ -25,7 +25,6 @@ import hashlib
 import json
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,18 +32,6 @@ from madara_cli.records import Doc, Example
 
 SNAPSHOT_FORMAT = 1
 _BENCHMARK_NOT_SEMANTIC = ("sample", "calibration", "path", "corpus")
-
-
-@dataclass
-class SnapshotStats:
-    """Process-wide counters (tests read them to see that nothing was re-retrieved)."""
-
-    reused: int = 0  # examples served from a snapshot
-    retrieved: int = 0  # examples retrieved and appended
-    snapshots_created: int = 0
-
-
-STATS = SnapshotStats()
 
 
 def question_hash(ex: Example) -> str:
@@ -112,7 +99,6 @@ class Snapshot:
             tmp = self.meta_path.with_suffix(f".{os.getpid()}.tmp")
             tmp.write_text(json.dumps(self.key, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
             tmp.replace(self.meta_path)
-            STATS.snapshots_created += 1
         with self.path.open("ab+") as f:
             fcntl.flock(f, fcntl.LOCK_EX)
             try:

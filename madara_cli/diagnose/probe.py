@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from madara_cli import metrics as M
 from madara_cli.agents.prompts import RELEVANCE
@@ -56,8 +56,6 @@ from madara_cli.agents.scoring import (
 )
 from madara_cli.backends.cache import CachedLLM
 from madara_cli.config import ConfigError, to_plain
-from madara_cli.data.loaders import load_benchmark
-from madara_cli.data.retrieval import retrieve
 from madara_cli.diagnose import router, rsc
 from madara_cli.records import ChatRequest, Example
 from madara_cli.results.records import ProbeRecord
@@ -99,15 +97,6 @@ class ProbeSpec:
         return cls(model=cfg.model.name, benchmark=cfg.benchmark.name, n=n, config_hash=digest)
 
 
-def calibration_examples(cfg: DictConfig, n: int, llm: CachedLLM | None = None) -> list[Example]:
-    """The first ``n`` queries of the seeded order: the calibration split of every cell
-    whose ``benchmark.calibration`` is ``n`` (inside its evaluated set by default,
-    ``benchmark.calibration_split=disjoint`` holds it out)."""
-    bench = OmegaConf.merge(cfg.benchmark, {"calibration": n})
-    examples = load_benchmark(bench, seed=int(cfg.seed), which="calibration")
-    return retrieve(examples, cfg, llm=llm if cfg.retriever.name == "rerank" else None)
-
-
 def _cot_request(ex: Example, i: int, cfg: DictConfig) -> ChatRequest:
     """The Relevance Assessor's CoT request, built where the strategies build theirs so
     the probe and the ``cot`` strategy share cached chains."""
@@ -126,15 +115,19 @@ def _ragged(values: Sequence[float], lengths: Sequence[int]) -> list[list[float]
 
 
 def run_probe(cfg: DictConfig, llm: CachedLLM, n: int | None = None, examples: Sequence[Example] | None = None) -> dict[str, Any]:
-    """NF + RSC on the calibration split; returns the probe record (JSON-safe). Its
-    ``accounting`` counts this probe's calls alone, even when the engine is shared."""
+    """NF + RSC on the calibration split ``examples`` (retrieved: the first ``n`` queries
+    of the seeded order, :func:`madara_cli.experiment.cells.cell_examples` with
+    ``split="calibration"``); returns the probe record (JSON-safe). Its ``accounting``
+    counts this probe's calls alone, even when the engine is shared."""
     from madara_cli.experiment.runner import timing_section
 
     if cfg.rsc.rescoring not in SCORING_MODES:
         raise ConfigError(f"unknown rsc.rescoring '{cfg.rsc.rescoring}'; valid: {', '.join(SCORING_MODES)}")
     t0 = time.perf_counter()
     spec = ProbeSpec.from_cfg(cfg, n)
-    examples = list(examples) if examples is not None else calibration_examples(cfg, spec.n, llm)
+    if examples is None:
+        raise TypeError("run_probe needs the calibration examples (experiment.cells.cell_examples(cfg, pool, 'calibration'))")
+    examples = list(examples)
     if len(examples) < 2:
         raise ValueError(f"the RSC probe needs at least 2 calibration queries, got {len(examples)}")
     with llm.fresh_accounting(propagate=True) as accounting:
@@ -220,9 +213,12 @@ def _json_floats(values: Sequence[float]) -> list[float | None]:
     return [None if (v is None or math.isnan(v)) else round(float(v), 4) for v in values]
 
 
-def find_or_run_probe(cfg: DictConfig, llm: CachedLLM, n: int | None = None, force: bool = False) -> tuple[ProbeRecord, Path, bool]:
-    """The finished probe for this (model, benchmark, n, settings), or run it now.
-    Returns (record, path of its file, reused)."""
+def find_or_run_probe(
+    cfg: DictConfig, llm: CachedLLM, n: int | None = None, force: bool = False, examples: Sequence[Example] | None = None
+) -> tuple[ProbeRecord, Path, bool]:
+    """The finished probe for this (model, benchmark, n, settings), or run it now on
+    the calibration ``examples`` (:func:`madara_cli.experiment.treat.ensure_probe`
+    loads them). Returns (record, path of its file, reused)."""
     from madara_cli.results import store
 
     spec = ProbeSpec.from_cfg(cfg, n)
@@ -231,7 +227,7 @@ def find_or_run_probe(cfg: DictConfig, llm: CachedLLM, n: int | None = None, for
         return done, store.probe_path(folder), True
     t0, started = time.perf_counter(), store.now_iso()
     with llm.logging_samples(bool(cfg.get("log_samples", True))) as samples:
-        record = run_probe(cfg, llm, n)
+        record = run_probe(cfg, llm, n, examples)
     record["provenance"] = store.provenance(cfg, started, store.now_iso(), time.perf_counter() - t0)
     folder.mkdir(parents=True, exist_ok=True)
     if cfg.get("log_samples", True):

@@ -11,6 +11,7 @@ runs produce the same results and a killed sweep resumes from the cache.
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 from pathlib import Path
@@ -52,6 +53,10 @@ def _task(cfg) -> None:
             _POOL = EnginePool(cache_factory=ShardedCache)
         else:
             _POOL = EnginePool()
+        # The pool outlives each job (the next job of this worker reuses the loaded
+        # model), so no ``with`` block fits; it is closed when the worker exits.
+        # A killed worker skips this, and loses nothing: the cache commits every chunk.
+        atexit.register(_POOL.close)
     run_cell(cfg, _POOL)
 
 

@@ -17,7 +17,9 @@ Requests that depend on model outputs (the documents a filter keeps, the answers
 MAIN-RAG's judge sees, the RSC chains) are counted with the placeholder outputs:
 their number is right, their content is not, so whether two strategies happen to
 send an identical final prompt is only estimated. Routed cells (``madara``) use a
-finished probe when one exists, else the route the placeholder probe gives.
+finished probe when one exists, else the route the placeholder probe gives. Examples
+come from :func:`madara_cli.experiment.cells.cell_examples`' own steps, without an
+engine: a reranking retriever's first stage stands in for it.
 """
 
 from __future__ import annotations
@@ -125,8 +127,10 @@ def _fingerprint(cfg: DictConfig) -> str:
 
 def plan_grid(grid_name: str, cfgs: list[DictConfig]) -> Plan:
     """Estimate every cell of a grid; add measured numbers for finished cells."""
-    from madara_cli.data.loaders import DataError, load_benchmark
-    from madara_cli.data.retrieval import retrieve
+    from madara_cli.data.loaders import DataError
+    from madara_cli.experiment.cells import load_cell, retrieve_for
+    from madara_cli.experiment.runner import ROUTED
+    from madara_cli.experiment.treat import Treatment
     from madara_cli.strategies import STRATEGIES, StrategyContext, load_all
 
     load_all()
@@ -135,6 +139,7 @@ def plan_grid(grid_name: str, cfgs: list[DictConfig]) -> Plan:
     recorders: dict[str, CachedLLM] = {}
     real_caches: dict[str, ResponseCache] = {}
     examples_memo: dict[str, list] = {}
+    calibration_memo: dict[str, list] = {}  # the calibration split a routed cell probes on
     estimated: set[str] = set()
     scales: dict[str, float] = {}
     scratch = Path(tempfile.mkdtemp(prefix="madara-plan-"))
@@ -158,7 +163,7 @@ def plan_grid(grid_name: str, cfgs: list[DictConfig]) -> Plan:
             retr_key = json.dumps([OmegaConf.to_container(cfg.benchmark), OmegaConf.to_container(cfg.retriever), cfg.seed, cfg.limit], sort_keys=True, default=str)
             if retr_key not in examples_memo:
                 try:
-                    exs = load_benchmark(cfg.benchmark, seed=int(cfg.seed))
+                    loaded = load_cell(cfg)
                 except DataError as e:
                     exs = placeholder_examples(cfg)
                     if exs is None:
@@ -174,14 +179,10 @@ def plan_grid(grid_name: str, cfgs: list[DictConfig]) -> Plan:
             if retr_key in estimated:
                 sp.estimated_cells += 1
             elif retr_key not in examples_memo:
-                exs = exs[: int(cfg.limit)] if cfg.limit is not None else exs
                 if cfg.retriever.name == "rerank":
-                    first = OmegaConf.merge(cfg, {"retriever": {"name": cfg.retriever.first_stage}})
                     plan.notes.append(f"{cell.key}: reranking adds {cfg.retriever.candidates} judge calls per query on first retrieval (not counted)")
-                    exs = retrieve(exs, first)
-                else:
-                    exs = retrieve(exs, cfg)
-                examples_memo[retr_key] = exs
+                examples_memo[retr_key] = retrieve_for(cfg, loaded.examples, None)
+                calibration_memo[retr_key] = loaded.calibration
             examples = examples_memo[retr_key]
 
             fp = _fingerprint(cfg)
@@ -198,7 +199,11 @@ def plan_grid(grid_name: str, cfgs: list[DictConfig]) -> Plan:
             start = len(rec.seen)
             with llm.fresh_accounting() as acct:
                 try:
-                    STRATEGIES.get(cfg.strategy.name)(StrategyContext(llm=llm, cfg=walk_cfg), examples)
+                    if cfg.strategy.name == ROUTED:
+                        strategy = Treatment.prepare(walk_cfg, None, calibration_memo.get(retr_key)).run
+                    else:
+                        strategy = STRATEGIES.get(cfg.strategy.name)
+                    strategy(StrategyContext(llm=llm, cfg=walk_cfg), examples)
                 except DataError:
                     if retr_key not in estimated:
                         raise

@@ -1,4 +1,5 @@
-"""``make reproduce``: every paper grid, then the tables, Figure 2 and the audit.
+"""``make reproduce``: every paper grid (:func:`madara_cli.config.paper_grids`: the grids
+whose ``produces:`` names paper tables, probes first), then the tables, Figure 2 and the audit.
 
 The default engine is vLLM with the paper's models; ``--backend llamacpp --models
 smollm2-135m`` is the CPU version. Cells whose benchmark cannot be loaded (no hub,
@@ -15,8 +16,6 @@ from pathlib import Path
 from madara_cli.config import ConfigError, load_grid, options
 from madara_cli.experiment.grid import expand
 from madara_cli.experiment.runner import Failed, run_cells, run_probes
-
-PAPER_GRIDS = ("probes", "table1", "table2", "table6", "table7", "table15", "table16", "table18", "floor")
 
 
 @dataclass

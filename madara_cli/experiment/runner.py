@@ -1,11 +1,13 @@
-"""Executes cells: load -> retrieve -> strategy -> metrics -> results folder.
+"""Executes cells: load -> retrieve (:func:`madara_cli.experiment.cells.cell_examples`)
+-> strategy -> metrics -> results folder. A ``madara`` cell probes and routes first
+(:mod:`madara_cli.experiment.treat`), then runs the routed strategy.
 
-One engine per model is kept open in a :class:`EnginePool`, so the cells of one
-model (which a grid runs back to back) load the weights once. A cell's folder is
-written by the results store under a temporary name and renamed when complete
-(:func:`madara_cli.results.store.write_cell`): a folder with a metrics record is
-always a finished cell, and a killed run leaves only a ``.tmp-*`` folder plus the
-completions already in the cache, from which the rerun resumes.
+One engine per model is kept open in a :class:`EnginePool` (a context manager that
+closes them), so the cells of one model (which a grid runs back to back) load the
+weights once. A cell's folder is written by the results store under a temporary name
+and renamed when complete (:func:`madara_cli.results.store.write_cell`): a folder with
+a metrics record is always a finished cell, and a killed run leaves only a ``.tmp-*``
+folder plus the completions already in the cache, from which the rerun resumes.
 """
 
 from __future__ import annotations
@@ -26,8 +28,7 @@ from madara_cli.backends import make_backend
 from madara_cli.backends.base import Backend
 from madara_cli.backends.cache import CachedLLM, ProgressFn, ResponseCache
 from madara_cli.config import to_plain
-from madara_cli.data.loaders import load_splits
-from madara_cli.data.retrieval import retrieve
+from madara_cli.experiment.cells import cell_examples
 from madara_cli.experiment.grid import Cell
 from madara_cli.records import Example, Prediction
 from madara_cli.results import store
@@ -35,6 +36,8 @@ from madara_cli.results.records import CellRecord
 from madara_cli.strategies import STRATEGIES, StrategyContext, load_all
 
 log = logging.getLogger(__name__)
+
+ROUTED = "madara"  # strategy=madara: Algorithm 2 (experiment/treat.py), not a strategies/ function
 
 
 @dataclass
@@ -51,7 +54,8 @@ class CellResult:
 
 
 class EnginePool:
-    """Engines keyed by (model, backend) plus one shared response cache per path."""
+    """Engines keyed by (model, backend) plus one shared response cache per path.
+    ``with EnginePool(progress) as pool:`` closes every engine and cache on the way out."""
 
     def __init__(self, progress: ProgressFn | None = None, factory: Callable[[DictConfig], Backend] = make_backend,
                  cache_factory: Callable[[str], ResponseCache] = ResponseCache):
@@ -83,6 +87,12 @@ class EnginePool:
             cache.close()
         self._engines.clear()
         self._caches.clear()
+
+    def __enter__(self) -> "EnginePool":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def ensure_writable(folder: Path) -> None:
@@ -125,18 +135,6 @@ def evaluated_set_info(cfg: DictConfig, examples: list[Example], calibration: li
     return info
 
 
-def reranker_engine(cfg: DictConfig, pool: EnginePool) -> CachedLLM | None:
-    """The engine a generative reranker needs (``retriever=rerank``): the model named by
-    ``retriever.model`` (the paper: Qwen3-0.6B), else the cell's own."""
-    if cfg.retriever.name != "rerank":
-        return None
-    if cfg.retriever.get("model"):
-        from madara_cli.config import compose
-
-        return pool.get(compose([f"model={cfg.retriever.model}", f"backend={cfg.backend.name}", f"seed={cfg.seed}"]))
-    return pool.get(cfg)
-
-
 def finished_cell(cfg: DictConfig) -> CellResult | None:
     """The cell's finished result on disk, or None when it has not finished."""
     cell = Cell.from_cfg(cfg)
@@ -153,20 +151,20 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
         log.info("%s: finished earlier, read back from %s", cell.key, folder)
         return done
     load_all()
-    strategy = STRATEGIES.get(cfg.strategy.name)
+    routed = cfg.strategy.name == ROUTED
+    strategy = None if routed else STRATEGIES.get(cfg.strategy.name)
     ensure_writable(folder.parent)  # before any work, not after it
     t0, started = time.perf_counter(), store.now_iso()
     calibration: list[Example] | None = None
     data_report: dict[str, Any] | None = None
     if examples is None:
-        from madara_cli.data import loaders
-
-        examples, calibration = load_splits(cfg.benchmark, seed=int(cfg.seed))
-        data_report = loaders.LAST_LOAD.to_dict()
-        if cfg.limit is not None:
-            examples = examples[: int(cfg.limit)]
-        examples = retrieve(examples, cfg, llm=reranker_engine(cfg, pool))
+        data = cell_examples(cfg, pool)
+        examples, calibration, data_report = data.examples, data.calibration, data.load.to_dict()
     evaluated_set = evaluated_set_info(cfg, examples, calibration)
+    if routed:  # probe -> route -> routed strategy; the probe's data is ready before the engine is taken
+        from madara_cli.experiment.treat import Treatment
+
+        strategy = Treatment.prepare(cfg, pool, calibration).run
     llm = pool.get(cfg)
     with llm.fresh_accounting() as accounting, llm.logging_samples(bool(cfg.get("log_samples", True))) as samples:
         ctx = StrategyContext(llm=llm, cfg=cfg)
@@ -217,9 +215,8 @@ def _run_each(cfgs: list[DictConfig], work: Callable[[DictConfig, EnginePool], A
     from madara_cli.backends.base import BackendError
     from madara_cli.data.loaders import DataError
 
-    pool = EnginePool(progress=progress)
     out: list = []
-    try:
+    with EnginePool(progress=progress) as pool:
         for i, cfg in enumerate(cfgs, 1):
             if progress is not None:
                 progress.label = f"[{i}/{len(cfgs)}] {label(cfg)}"
@@ -229,8 +226,6 @@ def _run_each(cfgs: list[DictConfig], work: Callable[[DictConfig, EnginePool], A
                 if not keep_going:
                     raise
                 out.append(Failed(label(cfg), str(e)))
-    finally:
-        pool.close()
     return out
 
 
@@ -241,9 +236,9 @@ def run_cells(cfgs: list[DictConfig], progress=None, keep_going: bool = False) -
 
 def run_probes(cfgs: list[DictConfig], progress=None, keep_going: bool = False, force: bool = False) -> list[tuple[dict, Path, bool] | Failed]:
     """One RSC probe per config (a ``kind: probes`` grid)."""
-    from madara_cli.diagnose.probe import find_or_run_probe
+    from madara_cli.experiment.treat import ensure_probe
 
     return _run_each(
-        cfgs, lambda cfg, pool: find_or_run_probe(cfg, pool.get(cfg), force=force),
+        cfgs, lambda cfg, pool: ensure_probe(cfg, pool, force=force),
         lambda c: f"probe {c.model.name}/{c.benchmark.name}", progress, keep_going,
     )

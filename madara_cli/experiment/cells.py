@@ -1,0 +1,84 @@
+"""What a cell runs on: load -> limit -> retrieve, written once for ``madara run``
+(:func:`madara_cli.experiment.runner.run_cell`), ``madara plan`` and the RSC probe.
+
+The benchmark is loaded once and split by :func:`madara_cli.data.loaders.load_splits`
+(the seeded order; ``benchmark.calibration_split`` nested | disjoint); the evaluated
+queries are cut to ``limit``, or the calibration split is taken whole, and then get
+their top-k documents from the frozen snapshot. A generative reranker
+(``retriever=rerank``) ranks with the engine of ``retriever.model`` when that is set,
+else with the cell's own model, whoever asks (:func:`reranker_engine`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from omegaconf import DictConfig, OmegaConf
+
+from madara_cli.data.loaders import LoadReport, load_splits
+from madara_cli.data.retrieval import retrieve
+from madara_cli.records import Example
+
+if TYPE_CHECKING:
+    from madara_cli.backends.cache import CachedLLM
+    from madara_cli.experiment.runner import EnginePool
+
+SPLITS = ("eval", "calibration")
+
+
+@dataclass
+class CellExamples:
+    """One load of a cell's benchmark.
+
+    ``examples``: the queries asked for (evaluated cut to ``limit``, or the calibration
+    split), retrieved. ``calibration``: the calibration split as loaded, not retrieved
+    (how the evaluated set relates to it is recorded per cell; a ``madara`` cell
+    probes on it). ``load``: what the loader kept and dropped."""
+
+    examples: list[Example]
+    calibration: list[Example]
+    load: LoadReport
+
+
+def reranker_engine(cfg: DictConfig, pool: EnginePool) -> CachedLLM | None:
+    """The engine a generative reranker needs (``retriever=rerank``): the model named by
+    ``retriever.model`` (the paper: Qwen3-0.6B), else the cell's own."""
+    if cfg.retriever.name != "rerank":
+        return None
+    if cfg.retriever.get("model"):
+        from madara_cli.config import compose
+
+        return pool.get(compose([f"model={cfg.retriever.model}", f"backend={cfg.backend.name}", f"seed={cfg.seed}"]))
+    return pool.get(cfg)
+
+
+def retrieve_for(cfg: DictConfig, examples: list[Example], pool: EnginePool | None) -> list[Example]:
+    """``examples`` with the cell's top-k documents. Without a pool (``madara plan``,
+    which loads no engine) a reranking retriever's first stage stands in for it."""
+    if pool is None and cfg.retriever.name == "rerank":
+        return retrieve(examples, OmegaConf.merge(cfg, {"retriever": {"name": cfg.retriever.first_stage}}))
+    return retrieve(examples, cfg, llm=reranker_engine(cfg, pool) if pool is not None else None)
+
+
+def cell_examples(cfg: DictConfig, pool: EnginePool | None, split: str = "eval", n: int | None = None) -> CellExamples:
+    """Load -> limit -> retrieve for the cell ``cfg`` (see the module docstring).
+
+    ``split="eval"``: the evaluated queries, the first ``limit`` of them when set.
+    ``split="calibration"``: the calibration split of ``n`` queries (default
+    ``benchmark.calibration``), the same queries whatever the cell's sample or limit."""
+    loaded = load_cell(cfg, split, n)
+    return replace(loaded, examples=retrieve_for(cfg, loaded.examples, pool))
+
+
+def load_cell(cfg: DictConfig, split: str = "eval", n: int | None = None) -> CellExamples:
+    """The load and limit steps of :func:`cell_examples`: its examples not yet retrieved."""
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, not {split!r}")
+    bench = cfg.benchmark if n is None else OmegaConf.merge(cfg.benchmark, {"calibration": int(n)})
+    loaded = load_splits(bench, seed=int(cfg.seed))
+    if split == "eval":
+        chosen = loaded.evaluated[: int(cfg.limit)] if cfg.limit is not None else loaded.evaluated
+    else:
+        chosen = loaded.calibration
+    return CellExamples(chosen, loaded.calibration, loaded.report)

@@ -1,0 +1,160 @@
+"""MADARA (Algorithm 2): diagnose, route, treat; what ``strategy=madara`` runs.
+
+1. **Probe**: the finished RSC probe of this (model, benchmark, calibration size,
+   settings) is reused, or run now on the calibration split
+   (:func:`madara_cli.experiment.cells.cell_examples` with ``split="calibration"``:
+   the first ``benchmark.calibration`` queries of the seeded order, nested in or
+   disjoint from the evaluated ones); ``strategy.probe=PATH`` pins a finished probe.
+2. **Route**: the probe's route (:mod:`madara_cli.diagnose.router`, the only routing rule).
+3. **Treat**: the routed strategy (PDE, SDA, CoT or ATF) from the strategy registry, with
+   its own ``configs/strategy`` settings composed by Hydra (:func:`routed_config`), on
+   every evaluated query.
+
+The route and its reason go into the cell's record (``madara``) and each prediction's
+``extra["route"]``. The runner calls :meth:`Treatment.prepare` before it takes the
+cell's engine (the calibration split may need the reranker's engine) and runs
+:meth:`Treatment.run` inside the cell's accounting, so a probe run for the cell counts
+in its cost. Strategies never call up here: ``strategies/`` is pure treatments.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
+
+from omegaconf import DictConfig, OmegaConf
+
+from madara_cli.diagnose.probe import ProbeSpec, find_or_run_probe
+from madara_cli.experiment.cells import cell_examples, retrieve_for
+from madara_cli.records import Example, Prediction
+from madara_cli.results import store
+from madara_cli.results.records import ROUTE_FIELDS, ProbeRecord
+from madara_cli.strategies import STRATEGIES, StrategyContext, load_all
+
+if TYPE_CHECKING:
+    from madara_cli.experiment.runner import EnginePool
+
+# Settings of the madara node itself, never carried to the treatment.
+_OWN = ("name", "probe")
+
+
+def _probe_done(cfg: DictConfig, n: int | None = None) -> bool:
+    return store.probe_path(ProbeSpec.from_cfg(cfg, n).folder(cfg.results_dir)).is_file()
+
+
+def ensure_probe(cfg: DictConfig, pool: EnginePool, n: int | None = None, force: bool = False) -> tuple[ProbeRecord, Path, bool]:
+    """The finished probe of ``cfg`` (``madara probe``, a ``kind: probes`` grid), or run
+    it now: the calibration split is loaded and retrieved first (a reranker may need
+    its own engine), then the probed model's engine is taken. Returns (record, path, reused)."""
+    examples = None
+    if force or not _probe_done(cfg, n):
+        examples = cell_examples(cfg, pool, split="calibration", n=n).examples
+    return find_or_run_probe(cfg, pool.get(cfg), n, force=force, examples=examples)
+
+
+def user_strategy_keys(cfg: DictConfig) -> set[str]:
+    """The ``strategy.X`` settings the user changed on the madara cell: those differing
+    from madara's own composed node. (A setting spelt out at its default changes neither
+    the cell's key nor, so, what it may run.)"""
+    from madara_cli.config import compose
+
+    base = compose([f"strategy={cfg.strategy.name}"]).strategy
+    return {k for k in cfg.strategy if k not in base or cfg.strategy[k] != base[k]} - set(_OWN)
+
+
+def routed_config(cfg: DictConfig, route: str) -> DictConfig:
+    """The cell's config with its strategy node replaced by the routed strategy's, composed
+    by Hydra from the cell's own overrides with ``strategy=`` set to ``route``.
+
+    ``strategy.X`` settings the user set on the madara cell (``strategy.scoring=logprob``,
+    ``strategy.top_k=3``, ...) carry over when the routed strategy has them (its composed
+    node's keys), except ``scoring`` for the CoT treatments, whose reasoning must be
+    generated. Everything outside ``strategy`` is the cell's, as it stands."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from madara_cli.config import compose
+
+    overrides = [str(o) for o in cfg.get("overrides") or []]
+    parsed = OverridesParser.create().parse_overrides(overrides) if overrides else []
+    others = [text for text, o in zip(overrides, parsed) if not (o.key_or_group == "strategy" or o.key_or_group.startswith("strategy."))]
+    node = compose([*others, f"strategy={route}"]).strategy
+    for key in sorted(user_strategy_keys(cfg)):
+        if key not in node or key not in cfg.strategy or (key == "scoring" and node.get("cot")):
+            continue
+        node[key] = cfg.strategy[key]
+    new = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    new.strategy = node
+    return new
+
+
+@dataclass
+class Treatment:
+    """One ``madara`` cell's probe, ready to route: a pinned probe (``strategy.probe``),
+    or the calibration examples to run it on when it is not on disk yet (else None:
+    the finished probe is read when the cell runs)."""
+
+    pinned: tuple[ProbeRecord, Path] | None = None
+    calibration: list[Example] | None = None
+
+    @classmethod
+    def prepare(cls, cfg: DictConfig, pool: EnginePool | None, calibration: list[Example] | None = None) -> "Treatment":
+        """Before the cell's engine is taken: read a pinned probe, or, when the probe must
+        still run, retrieve its calibration split (``calibration``: the split as the cell
+        loaded it, the same queries the probe's own load gives; None loads it)."""
+        if cfg.strategy.get("probe"):
+            path = Path(str(cfg.strategy.probe))
+            record = read_probe(path)
+            return cls(pinned=(record, record.path or path))
+        if _probe_done(cfg):
+            return cls()
+        if calibration is None:
+            return cls(calibration=cell_examples(cfg, pool, split="calibration").examples)
+        return cls(calibration=retrieve_for(cfg, calibration, pool))
+
+    def run(self, ctx: StrategyContext, examples: Sequence[Example]) -> list[Prediction]:
+        """Probe (or reuse), route, and run the routed strategy: a strategy's signature."""
+        if self.pinned is not None:
+            (record, path), reused = self.pinned, True
+        else:
+            record, path, reused = find_or_run_probe(ctx.cfg, ctx.llm, examples=self.calibration)
+        route = record.route
+        sub = StrategyContext(llm=ctx.llm, cfg=routed_config(ctx.cfg, route))
+        preds = STRATEGIES.get(route)(sub, examples)
+        ctx.report.update(sub.report)
+        ctx.report["madara"] = {
+            "route": route,
+            "reason": record.reason,
+            "probe": _relative(path, ctx.cfg.results_dir),
+            "probe_reused": reused,
+            "em_nf_calibration": record.em_nf,
+            "rsc_class": record.rsc_class,
+            "rho": record.rho,
+        }
+        return [replace(p, extra={**p.extra, "route": route}) for p in preds]
+
+
+def read_probe(path: Path) -> ProbeRecord:
+    """The finished probe named by ``strategy.probe`` (its folder or its file); one-line errors otherwise."""
+    from madara_cli.config import ConfigError
+    from madara_cli.data.loaders import DataError
+
+    try:
+        record = store.read_probe(path, require=ROUTE_FIELDS)
+    except store.RecordError as e:
+        raise DataError(f"strategy.probe: {e}") from None
+    if record is None:
+        raise ConfigError(f"strategy.probe: no probe file at {path}")
+    load_all()
+    if record.route not in STRATEGIES:
+        raise DataError(f"strategy.probe: {path} routes to unknown strategy '{record.route}'")
+    return record
+
+
+def _relative(path: Path, results_dir) -> str:
+    """The probe's path relative to the results folder when inside it, so the cell's
+    record does not depend on where the results folder lives."""
+    try:
+        return str(Path(path).resolve().relative_to(Path(str(results_dir)).resolve()))
+    except ValueError:
+        return str(path)
