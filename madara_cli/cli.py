@@ -349,7 +349,7 @@ def tables(
 
 
 def _warn_unreadable(results_dir: Path) -> None:
-    from madara_cli.tables.build import load_results
+    from madara_cli.tables.index import load_results
 
     skipped = load_results(results_dir).skipped
     if skipped:

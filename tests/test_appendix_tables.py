@@ -4,33 +4,18 @@ checked against values computed by hand."""
 
 from __future__ import annotations
 
-import json
-
 from madara_cli.tables import load_results
-from madara_cli.tables.build import resolve_table_name, table_b_atf, table_h_floor, table_j_hops, table_polarization
-from tests.test_tables import write_cell
-
-
-def _set(cell_dir, **fields):
-    path = cell_dir / "metrics.json"
-    data = json.loads(path.read_text())
-    data.update(fields)
-    path.write_text(json.dumps(data))
-
-
-def _set_preds(cell_dir, edit):
-    path = cell_dir / "predictions.jsonl"
-    rows = [json.loads(x) for x in path.read_text().splitlines()]
-    for i, row in enumerate(rows):
-        edit(i, row)
-    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+from madara_cli.tables.builders.appendix import table_b_atf, table_h_floor, table_polarization
+from madara_cli.tables.builders.musique import table_j_hops
+from madara_cli.tables.registry import resolve_table_name
+from tests.results_fixtures import update_cell, update_predictions, write_cell
 
 
 def test_polarization_reads_each_cells_extreme_rate(tmp_path):
     base = write_cell(tmp_path, "table2", "mistral-7b", "conflicts", "three_agent", [0])
     cot = write_cell(tmp_path, "table2", "mistral-7b", "conflicts", "cot", [0])
-    _set(base, assessment={"extreme_score_rate": 0.75})
-    _set(cot, assessment={"extreme_score_rate": 0.05})
+    update_cell(base, assessment={"extreme_score_rate": 0.75})
+    update_cell(cot, assessment={"extreme_score_rate": 0.05})
     row = table_polarization(load_results(tmp_path)).iloc[0]
     assert row["Extreme scores, base (%)"] == "75.0 / 80.8 (−5.8)"
     assert row["Extreme scores, CoT (%)"] == "5.0 / 3.5 (+1.5)"
@@ -41,7 +26,7 @@ def test_atf_behaviour_from_predictions(tmp_path):
     cell = write_cell(tmp_path, "table2", "qwen2.5-7b", "conflicts", "atf", [0], n=4)
     kept = [5, 5, 5, 3]  # 3 of 4 keep all top-5: 75%; mean kept 4.5
     mus = [2.0, 2.5, 3.0, 2.5]  # mean 2.5
-    _set_preds(cell, lambda i, r: r.update(doc_ids=[f"d{j}" for j in range(kept[i])], extra={"mu": mus[i], "threshold": mus[i] - 0.5}))
+    update_predictions(cell, lambda i, r: r.update(doc_ids=[f"d{j}" for j in range(kept[i])], extra={"mu": mus[i], "threshold": mus[i] - 0.5}))
     row = table_b_atf(load_results(tmp_path)).iloc[0]
     assert row["Keeps all top-5 (%)"] == "75.0 / 83.6 (−8.6)"
     assert row["Mean μ"] == "2.50 / 2.38 (+0.12)"
@@ -60,7 +45,7 @@ def test_hop_support_by_hop_count(tmp_path):
     cell = write_cell(tmp_path, "table6", "qwen2.5-7b", "musique", "pde", [0], n=4)
     ids = ["2hop__1", "2hop__2", "3hop1__3", "4hop2__4"]
     found = [(1, 2), (2, 2), (1, 3), (1, 4)]  # 2-hop mean (0.5 + 1) / 2 = 0.75; 3-hop 1/3; 4-hop 0.25
-    _set_preds(cell, lambda i, r: r.update(id=ids[i], extra={"supporting_in_topk": found[i][0], "n_supporting": found[i][1]}))
+    update_predictions(cell, lambda i, r: r.update(id=ids[i], extra={"supporting_in_topk": found[i][0], "n_supporting": found[i][1]}))
     row = table_j_hops(load_results(tmp_path)).iloc[0]
     assert row["2-hop"] == "0.75 / 0.57 (+0.18)"
     assert row["3-hop"] == "0.33 / n/a"

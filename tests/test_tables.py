@@ -2,101 +2,18 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from madara_cli.tables import TABLES, compare_cells, figure2, load_results, write_tables
-from madara_cli.tables.build import table2, table4, table14, table17
+from madara_cli.tables.builders.main import table2
+from madara_cli.tables.builders.musique import table17
+from madara_cli.tables.builders.rsc import table4
+from madara_cli.tables.builders.stats import table14
 from madara_cli.tables.compare import format_comparison
 from madara_cli.tables.render import FORMATS, to_latex, to_markdown
-
-
-def write_cell(
-    root: Path,
-    grid: str,
-    model: str,
-    benchmark: str,
-    strategy: str,
-    correct: list[int],
-    n: int = 10,
-    retriever: str = "bm25s",
-    folder: str | None = None,
-    extra: dict | None = None,
-    calls: int | None = None,
-) -> Path:
-    """A finished cell: metrics.json plus predictions.jsonl with EM 1 on the ``correct`` ids."""
-    key = folder or f"{model}__{benchmark}__{strategy}__{retriever}"
-    cell_dir = root / grid / key
-    cell_dir.mkdir(parents=True)
-    preds = []
-    for i in range(n):
-        em = int(i in correct)
-        preds.append(
-            {
-                "id": f"q{i}",
-                "question": f"question {i}",
-                "answers": ["x"],
-                "prediction": "x" if em else "y",
-                "em": em,
-                "f1": float(em),
-                "contains": em,
-                "doc_ids": [],
-                "extra": dict((extra or {}).get(i, {})),
-            }
-        )
-    accounting = {"calls_issued": calls if calls is not None else n, "cache_hits": 0, "tokens_in": 0, "tokens_out": 0, "seconds": 0.1}
-    metrics = {
-        "cell": {
-            "grid": grid,
-            "model": model,
-            "benchmark": benchmark,
-            "strategy": strategy,
-            "retriever": retriever,
-            "k": 10,
-            "seed": 0,
-            "limit": None,
-            "key": key,
-        },
-        "n": n,
-        "em": len(correct) / n,
-        "f1": len(correct) / n,
-        "contains": len(correct) / n,
-        "assessment": {"parse_failure_rate": 0.0, "extreme_score_rate": 0.0},
-        "accounting": accounting,
-    }
-    (cell_dir / "metrics.json").write_text(json.dumps(metrics))
-    (cell_dir / "predictions.jsonl").write_text("\n".join(json.dumps(p) for p in preds) + "\n")
-    return cell_dir
-
-
-def write_probe(root: Path, model: str, benchmark: str, rho: list[float], cls: str, route: str, n: int = 100) -> Path:
-    probe_dir = root / "probes" / f"{model}__{benchmark}__n{n}"
-    probe_dir.mkdir(parents=True)
-    values = [[0.8, 0.7, 0.6, 0.9], [0.4, 0.3, 0.5, 0.2], [0.0, 0.1, -0.1, 0.05]]
-    data = {
-        "model": model,
-        "benchmark": benchmark,
-        "n": n,
-        "rho": rho,
-        "p_values": [1e-5, 1e-4, 0.3],
-        "rho_star": -1.0 if cls == "quality-ordered" else -0.5,
-        "rho_bar": sum(rho) / 3,
-        "rsc_class": cls,
-        "coupling": "strong",
-        "per_query": {"mean": [0.75, 0.35, 0.01], "std": [0.1, 0.12, 0.08], "values": values},
-        "bootstrap": {"ci": [[0.6, 0.8], [0.3, 0.5], [0.0, 0.2]], "stability": 0.95},
-        "split_half": {"first": cls, "last": cls},
-        "subsets30": {"quality-ordered": 90, "stochastic": 10},
-        "degenerate": {"is_degenerate": False, "floor_share": 0.1, "ceiling_share": 0.1, "mean_score": 2.5},
-        "entropy": 0.8,
-        "em_nf": 0.3,
-        "route": route,
-        "reason": "test",
-    }
-    (probe_dir / "probe.json").write_text(json.dumps(data))
-    return probe_dir
+from tests.results_fixtures import read_predictions, write_cell, write_predictions, write_probe
 
 
 @pytest.fixture
@@ -205,7 +122,7 @@ def test_compare_cells_errors(results: Path, tmp_path: Path):
     with pytest.raises(ValueError, match="no predictions.jsonl"):
         compare_cells(nf, empty)
     other = results / "table6" / "qwen2.5-7b__musique__nf__bm25s"
-    (other / "predictions.jsonl").write_text(json.dumps({"id": "zz", "em": 1}) + "\n")
+    write_predictions(other, [{"id": "zz", "em": 1}])
     with pytest.raises(ValueError, match="share no example ids"):
         compare_cells(nf, other)
 
@@ -227,7 +144,7 @@ def test_figure2(results: Path, tmp_path: Path):
 
 
 def test_support_info_accepts_every_recorded_form():
-    from madara_cli.tables.build import _support_info
+    from madara_cli.tables.index import _support_info
 
     assert _support_info({"supporting_in_topk": True}) == (None, True)
     assert _support_info({"supporting_in_topk": 2, "n_supporting": 3}) == (2, False)
@@ -244,12 +161,9 @@ def test_table17_with_counts_and_hop_prefixed_ids(tmp_path: Path):
     ids = [f"2hop__{i}" for i in range(10)]
     for strategy, correct in (("pde", [0, 1, 2, 4]), ("nf", [0]), ("three_agent", [0, 1, 2, 3])):
         cell = write_cell(
-            root, "table6", "qwen2.5-7b", "musique", strategy, correct, extra={i: {"supporting_in_topk": counts[i]} for i in range(10)}
+            root, "table6", "qwen2.5-7b", "musique", strategy, correct, ids=ids, extra={i: {"supporting_in_topk": counts[i]} for i in range(10)}
         )
-        rows = [json.loads(x) for x in (cell / "predictions.jsonl").read_text().splitlines()]
-        for row, new_id in zip(rows, ids, strict=True):
-            row["id"] = new_id
-        (cell / "predictions.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+        assert [r["id"] for r in read_predictions(cell)] == ids
     df = table17(root).set_index("Subset")
     # Complete chains (count 2): q0, q1, q4, q7, q9 -> PDE right on q0, q1, q4.
     assert df.loc["Chain-complete†", "n"].startswith("5 / 23")

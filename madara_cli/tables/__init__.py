@@ -1,5 +1,9 @@
 """Paper tables from results on disk: builders, renderers, Figure 2 and cell comparison.
 
+Layout: ``index`` (the results on disk), ``cells`` (formatting), ``specs`` (what each
+table is), ``builders/`` (one function per table, by topic), ``registry`` (name → table),
+``render`` (Markdown, LaTeX, CSV), ``figure`` (Figure 2), ``compare``, ``paper_values``.
+
 Public entry points (the CLI verbs call these):
 
 - ``write_tables(results_dir, out_dir, only=None, formats=("md", "tex", "csv"))`` — ``madara tables``
@@ -7,9 +11,10 @@ Public entry points (the CLI verbs call these):
 - ``figure2(results_dir, out_dir=None)`` — Figure 2 violins
 """
 
-from madara_cli.tables.build import TABLES, build_table, load_results
 from madara_cli.tables.compare import compare_cells, format_comparison
 from madara_cli.tables.figure import figure2
+from madara_cli.tables.index import load_results
+from madara_cli.tables.registry import TABLES, build_table
 from madara_cli.tables.render import FORMATS, write_tables
 
 __all__ = [

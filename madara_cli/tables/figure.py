@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from madara_cli.tables import paper_values as pv
-from madara_cli.tables.build import load_results
+from madara_cli.tables.index import load_results
 
 LEVELS = ("Shuffled", "Contra.", "Random")
 

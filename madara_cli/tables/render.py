@@ -13,7 +13,8 @@ from pathlib import Path
 import pandas as pd
 
 from madara_cli.results.store import long_table, write_summary
-from madara_cli.tables.build import TABLES, load_results, resolve_table_name
+from madara_cli.tables.index import load_results
+from madara_cli.tables.registry import TABLES, resolve_table_name
 
 FORMATS = ("md", "tex", "csv", "long")
 

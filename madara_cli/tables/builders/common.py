@@ -1,0 +1,73 @@
+"""Lookups several builders share: the rows a table shows, our EM for a cell, the MADARA
+route and EM, and McNemar tests with Holm stars."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from madara_cli import stats
+from madara_cli.tables.cells import Measured
+from madara_cli.tables.compare import paired_outcomes
+from madara_cli.tables.index import SPARSE, Results, StoredCell
+
+
+def _pairs(res: Results, paper_pairs: Iterable[tuple[str, str]], strategies: Iterable[str]) -> list[tuple[str, str]]:
+    """The paper's (model, benchmark) rows, then any other pair our results hold for
+    these strategies (the embedded model on the mini benchmark, a new model): ours
+    are shown beside "n/a" for the paper."""
+    rows = list(dict.fromkeys(paper_pairs))
+    wanted = set(strategies)
+    extra = sorted({(c.model, c.benchmark) for c in res.cells if c.strategy in wanted} - set(rows))
+    return rows + extra
+
+
+def _em(res: Results, model: str, benchmark: str, strategy: str, grid: str | None, retrievers: Sequence[str] = SPARSE) -> float | None:
+    """Our EM in % for a cell, or None when it has not run."""
+    cell = res.find(model, benchmark, strategy, grid, retrievers)
+    return None if cell is None or cell.em is None else Measured(100.0 * cell.em, cell.n, cell.f1, cell.contains)
+
+
+def _madara(res: Results, model: str, benchmark: str, grid: str) -> tuple[str | None, float | None, StoredCell | None, str]:
+    """Our routed strategy and MADARA EM: the ``madara`` cell if it ran, else the routed treatment's cell."""
+    cell = res.find(model, benchmark, "madara", grid)
+    probe = res.probe(model, benchmark)
+    route = None
+    if cell is not None:
+        preds = cell.predictions() or ()
+        routes = Counter(str(p.get("extra", {}).get("route")) for p in preds if p.get("extra", {}).get("route"))
+        route = routes.most_common(1)[0][0] if routes else None
+    if route is None and probe is not None:
+        route = probe.data.get("route")
+    route = route.lower() if isinstance(route, str) else None
+    if cell is not None and cell.em is not None:
+        return route, 100.0 * cell.em, cell, "madara cell"
+    if route:
+        routed = res.find(model, benchmark, route, grid)
+        if routed is not None and routed.em is not None:
+            return route, 100.0 * routed.em, routed, f"{route} cell (routed)"
+    return route, None, None, ""
+
+
+def _mcnemar_pairs(cells: dict[Any, tuple[StoredCell | None, StoredCell | None]]) -> dict[Any, tuple[int, int, float]]:
+    """(b, c, exact p) for each (method cell, base cell) pair whose predictions are both on disk."""
+    out: dict[Any, tuple[int, int, float]] = {}
+    for key, (method, base) in cells.items():
+        if method is None or base is None:
+            continue
+        pm, pb = method.predictions(), base.predictions()
+        if not pm or not pb:
+            continue
+        ids, a, b = paired_outcomes(pm, pb, method.outcome_metric)
+        if not ids:
+            continue
+        bb, cc = stats.discordant(a > 0.5, b > 0.5)
+        out[key] = (bb, cc, stats.mcnemar(bb, cc, "exact"))
+    return out
+
+
+def _holm_stars(tests: dict[Any, tuple[int, int, float]]) -> dict[Any, str]:
+    keys = list(tests)
+    adjusted = stats.holm([tests[k][2] for k in keys]) if keys else []
+    return {k: stats.significance_stars(p) for k, p in zip(keys, adjusted, strict=True)}

@@ -1,0 +1,50 @@
+"""Cost: cross-encoder reranking vs NF and LLM calls per query (Table 18)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from madara_cli.tables import paper_values as pv
+from madara_cli.tables.builders.common import _em
+from madara_cli.tables.cells import MISSING, _finish, _model, _strategy, pair
+from madara_cli.tables.index import Results, _results
+from madara_cli.tables.specs import SPECS
+
+
+def table18(results_dir: Path | Results) -> pd.DataFrame:
+    """Table 18: cross-encoder reranking vs NF on CONFLICTS and FEVER, plus LLM calls per query."""
+    res = _results(results_dir)
+    grid = SPECS["table18"].grid
+    rows = []
+    collected: dict[tuple[str, str], list[float | None]] = {}
+    for model in pv.TABLE18_MODELS:
+        row = {"Model": _model(model)}
+        for benchmark, short in (("conflicts", "CFL"), ("fever", "FVR")):
+            nf = _em(res, model, benchmark, "nf", grid)
+            ce = _em(res, model, benchmark, "cross_encoder", grid)
+            delta = ce - nf if ce is not None and nf is not None else None
+            for column, value in (("nf", nf), ("cross_encoder", ce), ("delta", delta)):
+                label = f"{short} {'CE' if column == 'cross_encoder' else ('Δ' if column == 'delta' else 'NF')}"
+                row[label] = pair(value, pv.TABLE18[(model, benchmark, column)], signed=column == "delta")
+                collected.setdefault((benchmark, column), []).append(value)
+        rows.append(row)
+    avg = {"Model": "Avg."}
+    for (benchmark, column), values in collected.items():
+        short = "CFL" if benchmark == "conflicts" else "FVR"
+        label = f"{short} {'CE' if column == 'cross_encoder' else ('Δ' if column == 'delta' else 'NF')}"
+        ours = float(np.mean(values)) if all(v is not None for v in values) else None
+        avg[label] = pair(ours, pv.TABLE18_AVERAGE[(benchmark, column)], signed=column == "delta")
+    rows.append(avg)
+    calls = []
+    for strategy, printed in pv.TABLE18_CALLS_PRINTED.items():
+        measured = [c.calls_per_query() for c in res.cells if c.strategy == strategy and c.calls_per_query() is not None]
+        ours = f"{np.mean(measured):.1f}" if measured else MISSING
+        calls.append(f"{_strategy(strategy)} {ours} / {printed}")
+    notes = [
+        "CE = ms-marco-MiniLM-L-12-v2 reranking then generation (strategy `cross_encoder`).",
+        "LLM calls/query, ours (mean requests per query over all cells on disk, cached or not) / paper: " + "; ".join(calls) + ".",
+    ]
+    return _finish(rows, "table18", notes)

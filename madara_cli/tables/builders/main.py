@@ -1,0 +1,169 @@
+"""The paper's main-body EM tables: PDE ablation (1), MADARA routing (2), retriever
+quality (5), SDA vs RRF (7) and per-model calibration NF (9)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from madara_cli.tables import paper_values as pv
+from madara_cli.tables.builders.common import _em, _holm_stars, _madara, _mcnemar_pairs, _pairs
+from madara_cli.tables.cells import MISSING, _bench, _class, _finish, _model, _strategy, pair, pair_text
+from madara_cli.tables.index import DENSE, RERANK, SPARSE, Results, _probe_value, _results
+from madara_cli.tables.specs import SPECS
+
+
+def table1(results_dir: Path | Results) -> pd.DataFrame:
+    """Table 1: PDE component ablation (EM %), NF / PDE-Random / PDE-Uniform / PDE, with cost multipliers."""
+    res = _results(results_dir)
+    grid = SPECS["table1"].grid
+    labels = {"nf": "NF", "pde_random": "Rand.", "pde_uniform": "Unif.", "pde": "Full"}
+    rows = []
+    ratios: dict[str, list[float]] = {s: [] for s in pv.TABLE1_COLUMNS}
+    for model, benchmark in _pairs(res, ((m, b) for (m, b, _) in pv.TABLE1), pv.TABLE1_COLUMNS):
+        row = {"Model": _model(model), "Task": _bench(benchmark)}
+        nf_cell = res.find(model, benchmark, "nf", grid)
+        for strategy in pv.TABLE1_COLUMNS:
+            row[labels[strategy]] = pair(_em(res, model, benchmark, strategy, grid), pv.TABLE1.get((model, benchmark, strategy)))
+            cell = res.find(model, benchmark, strategy, grid)
+            if cell and nf_cell and cell.calls_per_query() and nf_cell.calls_per_query():
+                ratios[strategy].append(cell.calls_per_query() / nf_cell.calls_per_query())
+        rows.append(row)
+    cost = {"Model": "Cost (LLM calls ÷ NF)", "Task": ""}
+    for strategy in pv.TABLE1_COLUMNS:
+        ours = f"{np.mean(ratios[strategy]):.1f}×" if ratios[strategy] else MISSING
+        cost[labels[strategy]] = f"{ours} / {pv.TABLE1_COST[strategy]}"
+    rows.append(cost)
+    notes = [
+        "Cost: our mean LLM requests per query (cached or not) relative to NF over the rows run; the paper prints 1× / ≈4×, "
+        "while its own Table 18 call counts give NF 1, PDE-Random d = 10, PDE ≈ 19 + 10 (see `madara audit`)."
+    ]
+    return _finish(rows, "table1", notes)
+
+
+# --- Table 2 ---------------------------------------------------------------------------------------
+
+
+def table2(results_dir: Path | Results) -> pd.DataFrame:
+    """Table 2: diagnostics, component EMs and the MADARA route with its EM and ΔNF (CONFLICTS, FEVER)."""
+    res = _results(results_dir)
+    grid = SPECS["table2"].grid
+    pairs = _pairs(res, pv.ROUTING_PAIRS, ("nf", "three_agent", "cot", "sda", "madara"))
+    madara = {pair_key: _madara(res, *pair_key, grid) for pair_key in pairs}
+    tests = _mcnemar_pairs({k: (madara[k][2], res.find(*k, "nf", grid)) for k in pairs})
+    stars = _holm_stars(tests)
+    rows = []
+    ours_cols: dict[tuple[str, str], list[float | None]] = {}
+    for model, benchmark in pairs:
+        get = lambda column, m=model, b=benchmark: pv.TABLE2.get((m, b, column))  # noqa: E731
+        probe = res.probe(model, benchmark)
+        route, em, _, _ = madara[(model, benchmark)]
+        ems = {s: _em(res, model, benchmark, s, grid) for s in ("nf", "three_agent", "cot", "sda")}
+        delta = em - ems["nf"] if em is not None and ems["nf"] is not None else None
+        row = {
+            "Model": _model(model),
+            "Task": _bench(benchmark),
+            "RSC": pair_text(_class(_probe_value(probe, "rsc_class")), _class(get("rsc_class"))),
+            "ρ̂1": pair(probe.rho(0) if probe else None, get("rho1"), digits=2),
+        }
+        for s in ("nf", "three_agent", "cot", "sda"):
+            row[_strategy(s)] = pair(ems[s], get(s), paper_mark=pv.TABLE2_STARS.get((model, benchmark, s), ""))
+        dagger = "†" if (model, benchmark, "strategy") in pv.TABLE2_DAGGER else ""
+        row["Strategy"] = pair_text(_strategy(route), (_strategy(get("strategy")) or "") + dagger)
+        row["MADARA EM"] = pair(
+            em, get("madara"), ours_mark=stars.get((model, benchmark), ""), paper_mark=pv.TABLE2_STARS.get((model, benchmark, "madara"), "")
+        )
+        row["ΔNF"] = pair(delta, get("delta_nf"), signed=True)
+        rows.append(row)
+        if (model, benchmark) not in pv.ROUTING_PAIRS:
+            continue  # the averages are over the paper's five models
+        for column, value in (*ems.items(), ("madara", em), ("delta_nf", delta)):
+            ours_cols.setdefault((benchmark, column), []).append(value)
+    for benchmark in ("conflicts", "fever"):
+        row = {"Model": f"Average {_bench(benchmark)}", "Task": "", "RSC": "", "ρ̂1": ""}
+        for column, label in (
+            ("nf", "NF"),
+            ("three_agent", "3-Agent"),
+            ("cot", "CoT"),
+            ("sda", "SDA"),
+            ("madara", "MADARA EM"),
+            ("delta_nf", "ΔNF"),
+        ):
+            values = ours_cols[(benchmark, column)]
+            ours = float(np.mean(values)) if all(v is not None for v in values) else None
+            row[label] = pair(ours, pv.TABLE2_AVERAGES[(benchmark, column)], signed=column == "delta_nf")
+        row["Strategy"] = "–"
+        rows.append(row)
+    notes = [
+        "Our RSC class, ρ̂1 and route come from the probe (results/probes); MADARA EM from the `madara` cell, or the routed strategy's cell when that has not run.",
+        f"Stars (ours): exact McNemar vs NF on per-query predictions, Holm over the {len(tests)} pair(s) available; paper stars as printed.",
+        "† " + next(iter(pv.TABLE2_DAGGER.values())),
+        "Averages (ours) need all five models.",
+    ]
+    return _finish(rows, "table2", notes)
+
+
+def table5(results_dir: Path | Results) -> pd.DataFrame:
+    """Table 5: TriviaQA PDE gain (EM pp vs NF) under BM25, Contriever and a Qwen3-0.6B reranker."""
+    res = _results(results_dir)
+    grid = SPECS["table5"].grid
+    groups = {"bm25s": SPARSE, "dense": DENSE, "rerank": RERANK}
+    labels = {"bm25s": "BM25 (Sparse)", "dense": "Contriever (Dense)", "rerank": "Qwen3-0.6B (Reranker)"}
+    rows = []
+    for model in ("llama-3.1-8b", "qwen2.5-7b", "gemma-2-9b"):
+        row = {"Model": _model(model), "Capacity (paper)": "Weak" if model == "llama-3.1-8b" else "Strong"}
+        for retriever, label in labels.items():
+            pde = _em(res, model, "triviaqa", "pde", grid, groups[retriever])
+            nf = _em(res, model, "triviaqa", "nf", grid, groups[retriever])
+            gain = pde - nf if pde is not None and nf is not None else None
+            row[label] = pair(gain, pv.TABLE5[(model, "triviaqa", retriever)], signed=True)
+        rows.append(row)
+    return _finish(rows, "table5", ["Gain = PDE EM − NF EM on TriviaQA with the same retriever (cell field `retriever`)."])
+
+
+def table7(results_dir: Path | Results) -> pd.DataFrame:
+    """Table 7: SDA vs RRF aggregation on Qwen3-8B × CONFLICTS (EM %, Token F1)."""
+    res = _results(results_dir)
+    grid = SPECS["table7"].grid
+    rows = []
+    for (model, benchmark, strategy), (em, f1) in pv.TABLE7.items():
+        cell = res.find(model, benchmark, strategy, grid)
+        rows.append(
+            {
+                "Method": _strategy(strategy) + (" (k=60)" if strategy == "rrf" else ""),
+                "EM (%)": pair(None if cell is None or cell.em is None else 100 * cell.em, em),
+                "Token F1": pair(None if cell is None else cell.f1, f1, digits=3),
+            }
+        )
+    for model, benchmark in _pairs(res, (), [s for (_, _, s) in pv.TABLE7]):
+        if (model, benchmark) == next(iter(pv.TABLE7))[:2]:
+            continue
+        for strategy in dict.fromkeys(s for (_, _, s) in pv.TABLE7):
+            cell = res.find(model, benchmark, strategy, grid)
+            rows.append(
+                {
+                    "Method": f"{_strategy(strategy)} — {_model(model)} × {_bench(benchmark)}",
+                    "EM (%)": pair(None if cell is None or cell.em is None else 100 * cell.em, None),
+                    "Token F1": pair(None if cell is None else cell.f1, None, digits=3),
+                }
+            )
+    return _finish(rows, "table7", ["All four rows share the same underlying 3-agent scores (response cache)."])
+
+
+def table9(results_dir: Path | Results) -> pd.DataFrame:
+    """Table 9: per-model calibration NF (CFL / FVR / TQA) vs the static threshold τ = 30%."""
+    res = _results(results_dir)
+    grid = SPECS["table9"].grid
+    rows = []
+    for model in pv.CORE_MODELS:
+        row = {"Model": _model(model)}
+        for benchmark, label in (("conflicts", "NF CFL"), ("fever", "NF FVR"), ("triviaqa", "NF TQA")):
+            row[label] = pair(_em(res, model, benchmark, "nf", grid), pv.TABLE9[(model, benchmark, "nf")])
+        row["τ_static"] = pair(pv.TAU_NF, pv.TABLE9_TAU_STATIC)
+        rows.append(row)
+    notes = [
+        "The paper prints a dash for strong models' TriviaQA NF (shown n/a): the routing rule does not use it. τ_static (ours) is the router default."
+    ]
+    return _finish(rows, "table9", notes)
