@@ -7,6 +7,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import numpy as np
+
 from madara_cli import stats
 from madara_cli.tables.cells import Measured
 from madara_cli.tables.compare import paired_outcomes
@@ -27,6 +29,16 @@ def _em(res: Results, model: str, benchmark: str, strategy: str, grid: str | Non
     """Our EM in % for a cell, or None when it has not run."""
     cell = res.find(model, benchmark, strategy, grid, retrievers)
     return None if cell is None or cell.em is None else Measured(100.0 * cell.em, cell.n, cell.f1, cell.contains)
+
+
+def _percent(cell: StoredCell | None) -> float | None:
+    """A cell's score in %, as a plain number (unlike :func:`_em`, no F1 and contains beside a low one)."""
+    return None if cell is None or cell.em is None else 100 * cell.em
+
+
+def _mean_of_all(values: Sequence[float | None]) -> float | None:
+    """The mean of an average row: only when every row it averages has a value."""
+    return float(np.mean(values)) if all(v is not None for v in values) else None
 
 
 def _madara(res: Results, model: str, benchmark: str, grid: str) -> tuple[str | None, float | None, StoredCell | None, str]:

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from madara_cli.tables import paper_values as pv
-from madara_cli.tables.builders.common import _em
+from madara_cli.tables.builders.common import _em, _mean_of_all
 from madara_cli.tables.cells import MISSING, _finish, _model, _strategy, pair
 from madara_cli.tables.index import Results, _results
 from madara_cli.tables.specs import SPECS
@@ -35,7 +35,7 @@ def table18(results_dir: Path | Results) -> pd.DataFrame:
     for (benchmark, column), values in collected.items():
         short = "CFL" if benchmark == "conflicts" else "FVR"
         label = f"{short} {'CE' if column == 'cross_encoder' else ('Δ' if column == 'delta' else 'NF')}"
-        ours = float(np.mean(values)) if all(v is not None for v in values) else None
+        ours = _mean_of_all(values)
         avg[label] = pair(ours, pv.TABLE18_AVERAGE[(benchmark, column)], signed=column == "delta")
     rows.append(avg)
     calls = []

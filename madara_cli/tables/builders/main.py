@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from madara_cli.tables import paper_values as pv
-from madara_cli.tables.builders.common import _em, _holm_stars, _madara, _mcnemar_pairs, _pairs
+from madara_cli.tables.builders.common import _em, _holm_stars, _madara, _mcnemar_pairs, _mean_of_all, _pairs, _percent
 from madara_cli.tables.cells import MISSING, _bench, _class, _finish, _model, _strategy, pair, pair_text
 from madara_cli.tables.index import DENSE, RERANK, SPARSE, Results, _probe_value, _results
 from madara_cli.tables.specs import SPECS
@@ -92,7 +92,7 @@ def table2(results_dir: Path | Results) -> pd.DataFrame:
             ("delta_nf", "ΔNF"),
         ):
             values = ours_cols[(benchmark, column)]
-            ours = float(np.mean(values)) if all(v is not None for v in values) else None
+            ours = _mean_of_all(values)
             row[label] = pair(ours, pv.TABLE2_AVERAGES[(benchmark, column)], signed=column == "delta_nf")
         row["Strategy"] = "–"
         rows.append(row)
@@ -133,7 +133,7 @@ def table7(results_dir: Path | Results) -> pd.DataFrame:
         rows.append(
             {
                 "Method": _strategy(strategy) + (" (k=60)" if strategy == "rrf" else ""),
-                "EM (%)": pair(None if cell is None or cell.em is None else 100 * cell.em, em),
+                "EM (%)": pair(_percent(cell), em),
                 "Token F1": pair(None if cell is None else cell.f1, f1, digits=3),
             }
         )
@@ -145,7 +145,7 @@ def table7(results_dir: Path | Results) -> pd.DataFrame:
             rows.append(
                 {
                     "Method": f"{_strategy(strategy)} — {_model(model)} × {_bench(benchmark)}",
-                    "EM (%)": pair(None if cell is None or cell.em is None else 100 * cell.em, None),
+                    "EM (%)": pair(_percent(cell), None),
                     "Token F1": pair(None if cell is None else cell.f1, None, digits=3),
                 }
             )

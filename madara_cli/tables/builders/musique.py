@@ -10,7 +10,7 @@ import pandas as pd
 
 from madara_cli import stats
 from madara_cli.tables import paper_values as pv
-from madara_cli.tables.builders.common import _pairs
+from madara_cli.tables.builders.common import _pairs, _percent
 from madara_cli.tables.cells import MISSING, _bench, _finish, _model, _strategy, pair
 from madara_cli.tables.compare import paired_outcomes
 from madara_cli.tables.index import _HOPS, Results, _results, _support_info
@@ -23,11 +23,11 @@ def table6(results_dir: Path | Results) -> pd.DataFrame:
     grid = SPECS["table6"].grid
     model, benchmark = "qwen2.5-7b", "musique"
     nf_cell = res.find(model, benchmark, "nf", grid)
-    nf_em = None if nf_cell is None or nf_cell.em is None else 100 * nf_cell.em
+    nf_em = _percent(nf_cell)
     rows = []
     for (_, _, strategy), (em, f1, delta) in pv.TABLE6.items():
         cell = res.find(model, benchmark, strategy, grid)
-        ours_em = None if cell is None or cell.em is None else 100 * cell.em
+        ours_em = _percent(cell)
         ours_f1 = None if cell is None or cell.f1 is None else 100 * cell.f1
         ours_delta = ours_em - nf_em if ours_em is not None and nf_em is not None and strategy != "nf" else None
         rows.append(

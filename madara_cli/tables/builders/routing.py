@@ -8,12 +8,11 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from madara_cli.diagnose import router, rsc
 from madara_cli.tables import paper_values as pv
-from madara_cli.tables.builders.common import _em, _madara
+from madara_cli.tables.builders.common import _em, _madara, _mean_of_all
 from madara_cli.tables.cells import _bench, _class, _finish, _fmt, _model, _strategy, pair, pair_count, pair_text
 from madara_cli.tables.index import Results, _num, _probe_value, _results
 from madara_cli.tables.specs import SPECS
@@ -243,7 +242,7 @@ def table19(results_dir: Path | Results) -> pd.DataFrame:
         row = {"Model": f"Mean Gap: {'Overall' if scope == 'overall' else _bench(scope)}", "Task": ""}
         for i, label in enumerate(("NF-Only", "RSC-Based")):
             values = [gaps[(m, b)][i] for m in pv.CORE_MODELS for b in benchmarks]
-            ours = float(np.mean(values)) if all(v is not None for v in values) else None
+            ours = _mean_of_all(values)
             row[label] = pair(ours, pv.TABLE19_MEANS[scope][i], digits=2)
         rows.append(row)
     notes = [

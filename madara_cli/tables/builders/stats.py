@@ -6,12 +6,11 @@ from __future__ import annotations
 from functools import partial
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from madara_cli import stats
 from madara_cli.tables import paper_values as pv
-from madara_cli.tables.builders.common import _em, _holm_stars, _mcnemar_pairs
+from madara_cli.tables.builders.common import _em, _holm_stars, _mcnemar_pairs, _mean_of_all, _percent
 from madara_cli.tables.cells import MISSING, _bench, _finish, _model, _strategy, pair
 from madara_cli.tables.index import DENSE, Results, _results
 from madara_cli.tables.specs import SPECS
@@ -38,8 +37,8 @@ def table14(results_dir: Path | Results) -> pd.DataFrame:
                 "Model": _model(r.model),
                 "Task": _bench(r.benchmark),
                 "Comparison": f"{_strategy(r.method)} vs {_strategy(r.base)}",
-                "Method EM": pair(None if method is None or method.em is None else 100 * method.em, r.method_em),
-                "Base EM": pair(None if base is None or base.em is None else 100 * base.em, r.base_em),
+                "Method EM": pair(_percent(method), r.method_em),
+                "Base EM": pair(_percent(base), r.base_em),
                 "b": pair(test[0] if test else None, r.b, digits=0),
                 "c": pair(test[1] if test else None, r.c, digits=0),
                 "p (exact)": f"{_p(p_exact)} / {r.p_value}",
@@ -72,8 +71,8 @@ def table15(results_dir: Path | Results) -> pd.DataFrame:
         for model in members:
             get = partial(pv.lookup, pv.TABLE15, model, "conflicts")
             pde_cell, nf_cell = cells[model]
-            nf = None if nf_cell is None or nf_cell.em is None else 100 * nf_cell.em
-            pde = None if pde_cell is None or pde_cell.em is None else 100 * pde_cell.em
+            nf = _percent(nf_cell)
+            pde = _percent(pde_cell)
             gain = pde - nf if pde is not None and nf is not None else None
             ours_values.append((nf, pde, gain))
             rows.append(
@@ -89,7 +88,7 @@ def table15(results_dir: Path | Results) -> pd.DataFrame:
         avg = {}
         for i, label in enumerate(("NF", "PDE", "Gain (Δ)")):
             values = [v[i] for v in ours_values]
-            ours = float(np.mean(values)) if all(v is not None for v in values) else None
+            ours = _mean_of_all(values)
             avg[label] = pair(ours, pv.TABLE15_AVERAGES[group][i], signed=label.startswith("Gain"))
         rows.append({"Group": heading, "Model": f"Avg ({group.capitalize()})", "Params": "–", **avg})
     notes = [
@@ -121,7 +120,7 @@ def table16(results_dir: Path | Results) -> pd.DataFrame:
     avg = {"Model": "Average"}
     for i, (column, label) in enumerate((("nf", "NF"), ("pde", "PDE"), ("gain", "Gain (Δ)"))):
         values = [v[i] for v in ours_values]
-        ours = float(np.mean(values)) if all(v is not None for v in values) else None
+        ours = _mean_of_all(values)
         avg[label] = pair(ours, pv.TABLE16_AVERAGE[column], signed=column == "gain")
     rows.append(avg)
     complete = [v for v in ours_values if v[2] is not None]
