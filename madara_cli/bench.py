@@ -270,12 +270,12 @@ def bench_stages(opts: BenchOptions, scratch: Path, engine) -> dict[str, Any]:
     by_stage: dict[str, float] = {}
     out_cells = {}
     for c in cells:
-        m = c.metrics
-        tm = m.get("timing", {})
+        rec = c.record
+        tm = rec.timing or {}
         for st, s in tm.get("engine_seconds_by_stage", {}).items():
             by_stage[st] = by_stage.get(st, 0.0) + s
         out_cells[c.cell.strategy] = {"wall_seconds": tm.get("wall_seconds"), "engine_seconds": tm.get("engine_seconds"),
-                                      "calls_issued": m["accounting"]["calls_issued"], "cache_hits": m["accounting"]["cache_hits"]}
+                                      "calls_issued": rec.accounting["calls_issued"], "cache_hits": rec.accounting["cache_hits"]}
     engine_total = sum(by_stage.values())
     return {
         "queries": opts.stage_limit, "cells": out_cells, "engine_seconds_by_stage": {k: round(v, 3) for k, v in by_stage.items()},

@@ -68,11 +68,16 @@ def _results_table(results, title: str) -> Table:
         if isinstance(r, Failed):
             t.add_row(r.label, "", "", "", "", "", "", "", "", "", "", f"skipped: {r.reason}")
             continue
-        m, a = r.metrics, r.metrics.get("accounting", {})
+        m = r.record
+        a = m.accounting
+
+        def pct(x):
+            return "—" if x is None else f"{100 * x:.1f}"
+
         t.add_row(
-            r.cell.model, r.cell.benchmark, r.cell.strategy, str(m["n"]), f"{100 * m['em']:.1f}", f"{100 * m['f1']:.1f}",
-            f"{100 * m['contains']:.1f}", str(a.get("calls_issued", 0)), str(a.get("cache_hits", 0)),
-            f"{a.get('tokens_in', 0):,}/{a.get('tokens_out', 0):,}", f"{m.get('timing', {}).get('engine_seconds', a.get('seconds', 0)):.1f}", "done earlier" if r.skipped else "ran",
+            r.cell.model, r.cell.benchmark, r.cell.strategy, str(m.n), pct(m.em), pct(m.f1), pct(m.contains),
+            str(a.get("calls_issued", 0)), str(a.get("cache_hits", 0)),
+            f"{a.get('tokens_in', 0):,}/{a.get('tokens_out', 0):,}", f"{m.engine_seconds:.1f}", "done earlier" if r.skipped else "ran",
         )
     return t
 
@@ -153,10 +158,9 @@ def _probes_table(probes, title: str) -> Table:
             t.add_row(p.label, "", "", "", "", "", "", "", "", "", f"skipped: {p.reason}")
             continue
         r, _, reused = p
-        rho = r.get("rho") or [None] * 3
         fmt = lambda x: "—" if x is None else f"{x:.2f}"  # noqa: E731
-        t.add_row(r["model"], r["benchmark"], str(r["n"]), *map(fmt, rho), fmt(r.get("rho_star")), r["rsc_class"],
-                  f"{100 * r['em_nf']:.1f}", r["route"], "done earlier" if reused else "ran")
+        t.add_row(r.model, r.benchmark, str(r.n), *(fmt(r.rho_at(k)) for k in range(3)), fmt(r.rho_star), str(r.rsc_class),
+                  "—" if r.em_nf is None else f"{100 * r.em_nf:.1f}", str(r.route), "done earlier" if reused else "ran")
     return t
 
 
@@ -213,7 +217,7 @@ def probe(
     overrides: Optional[List[str]] = typer.Argument(None, help="Hydra overrides, e.g. backend=vllm benchmark.path=FILE"),
     results: Optional[Path] = _results_option(),
 ) -> None:
-    """Diagnose a model-task pair: NF baseline + RSC probe -> route; writes probe.json."""
+    """Diagnose a model-task pair: NF baseline + RSC probe -> route; writes results/probes/<key>/."""
     from madara_cli.config import compose
     from madara_cli.diagnose.probe import find_or_run_probe
     from madara_cli.experiment.runner import EnginePool
@@ -233,37 +237,36 @@ def probe(
     _print_probe(record, path, reused)
 
 
-def _print_probe(r: dict, path: Path, reused: bool) -> None:
+def _print_probe(r, path: Path, reused: bool) -> None:
+    """A probe record (:class:`madara_cli.results.records.ProbeRecord`) as a table and notes."""
     def f(x, fmt="{:.2f}"):
         return "—" if x is None else fmt.format(x)
 
-    t = Table(title=f"RSC probe: {r['model']} on {r['benchmark']} (n={r['n']}){' — reused' if reused else ''}")
+    t = Table(title=f"RSC probe: {r.model} on {r.benchmark} (n={r.n}){' — reused' if reused else ''}")
     for col in ("level", "ρ̂ (pooled)", "p", "95% CI", "per-query mean ± std"):
         t.add_column(col)
-    boot, pq = r.get("bootstrap") or {}, r.get("per_query") or {}
     for k, level in enumerate(("shuffled", "contradicted", "random")):
-        rho = (r.get("rho") or [None] * 3)[k]
-        p = (r.get("p_values") or [None] * 3)[k]
-        ci = (boot.get("ci") or [None] * 3)[k]
-        mean, std = (pq.get("mean") or [None] * 3)[k], (pq.get("std") or [None] * 3)[k]
-        t.add_row(level, f(rho), f(p, "{:.1e}"), "—" if not ci else f"[{f(ci[0])}, {f(ci[1])}]", f"{f(mean)} ± {f(std)}")
+        ci = r.ci_at(k)
+        mean, std = r.per_query_at(k)
+        t.add_row(level, f(r.rho_at(k)), f(r.p_value_at(k), "{:.1e}"), "—" if not ci else f"[{f(ci[0])}, {f(ci[1])}]", f"{f(mean)} ± {f(std)}")
     out.print(t)
-    deg = r.get("degenerate") or {}
     out.print(
-        f"ρ* = {f(r.get('rho_star'))}   ρ̄ = {f(r.get('rho_bar'))}   class: [bold]{r['rsc_class']}[/bold]"
-        f"   coupling: {r.get('coupling') or '—'}   bootstrap stability: {f(boot.get('stability'), '{:.0%}')}"
+        f"ρ* = {f(r.rho_star)}   ρ̄ = {f(r.rho_bar)}   class: [bold]{r.rsc_class}[/bold]"
+        f"   coupling: {r.coupling or '—'}   bootstrap stability: {f(r.stability, '{:.0%}')}"
     )
-    if deg.get("is_degenerate"):
-        out.print(f"[yellow]degenerate scoring:[/yellow] floor {f(deg.get('floor_share'), '{:.0%}')}, ceiling {f(deg.get('ceiling_share'), '{:.0%}')}, mean {f(deg.get('mean_score'))}/5 — {deg.get('reason', '')}")
-    sc = r.get("scores") or {}
-    if sc.get("n_pairs"):
-        hint = "  (unparseable replies are dropped; rsc.rescoring=logprob reads every re-score)" if sc.get("parse_failures_rescored") else ""
+    if r.is_degenerate:
+        deg = r.degenerate
+        out.print(f"[yellow]degenerate scoring:[/yellow] floor {f(deg.floor_share, '{:.0%}')}, ceiling {f(deg.ceiling_share, '{:.0%}')}, "
+                  f"mean {f(deg.mean_score)}/5 — {deg.reason or ''}")
+    sc = r.scores
+    if sc is not None and sc.n_pairs:
+        hint = "  (unparseable replies are dropped; rsc.rescoring=logprob reads every re-score)" if sc.parse_failures_rescored else ""
         out.print(
-            f"parse failures: CoT {sc.get('parse_failures_normal', 0)}/{sc['n_pairs']}, "
-            f"re-scored {sc.get('parse_failures_rescored', 0)}/{3 * sc['n_pairs']}{hint}", highlight=False
+            f"parse failures: CoT {sc.parse_failures_normal or 0}/{sc.n_pairs}, "
+            f"re-scored {sc.parse_failures_rescored or 0}/{3 * sc.n_pairs}{hint}", highlight=False
         )
-    out.print(f"score entropy {f(r.get('entropy'))}   EM_NF {100 * r['em_nf']:.1f}%")
-    out.print(f"[bold]route:[/bold] {r['route']} — {r['reason']}")
+    out.print(f"score entropy {f(r.entropy)}   EM_NF {f(None if r.em_nf is None else 100 * r.em_nf, '{:.1f}')}%")
+    out.print(f"[bold]route:[/bold] {r.route} — {r.reason}")
     out.print(f"[dim]{path}[/dim]")
 
 
@@ -349,12 +352,12 @@ def tables(
 
 
 def _warn_unreadable(results_dir: Path) -> None:
-    from madara_cli.tables.index import load_results
+    from madara_cli.results.store import load_results
 
     skipped = load_results(results_dir).skipped
     if skipped:
         err.print(
-            f"warning: {len(skipped)} result folder(s) have an unreadable or incomplete metrics.json/probe.json and were left out: "
+            f"warning: {len(skipped)} result folder(s) have an unreadable or incomplete cell or probe record and were left out: "
             f"{', '.join(skipped[:3])}{', ...' if len(skipped) > 3 else ''} (rerun them with force=true, or delete them)",
             markup=False, highlight=False, soft_wrap=True,
         )
@@ -428,7 +431,7 @@ def reproduce(
 def show(
     cell: str = typer.Argument(..., help="A finished cell or probe folder, or its key (a unique part of it is enough)"),
     results: Optional[Path] = _results_option(),
-    as_json: bool = typer.Option(False, "--json", help="Print metrics.json / probe.json as stored"),
+    as_json: bool = typer.Option(False, "--json", help="Print the cell's or probe's record as JSON"),
 ) -> None:
     """A finished cell's metrics with its provenance: versions, commit, overrides, times, host."""
     import json
@@ -437,13 +440,14 @@ def show(
 
     try:
         folder = find_cell(_results_dir(results), cell)
-        fname, record = read_record(folder)
+        fname, typed = read_record(folder)
     except ValueError as e:
         raise UserError(str(e)) from None
+    record = typed.to_dict()
     if as_json:
         print(json.dumps(record, indent=2, ensure_ascii=False))
         return
-    prov = record.get("provenance") or {}
+    prov = typed.provenance or {}
     t = Table(title=f"{folder.name} ({fname})", show_header=False)
     t.add_column("key", style="bold")
     t.add_column("value", overflow="fold")

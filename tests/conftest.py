@@ -51,11 +51,11 @@ def configs_with_grid(tmp_path: Path, name: str, body: str) -> dict[str, str]:
 def grid_outcome(results: Path, grid: str = "pair") -> dict[str, tuple]:
     """Each finished cell of ``grid`` under ``results``: (em, f1, n, raw predictions),
     by folder name, to compare a launcher's run with a serial one."""
-    import json
+    from madara_cli.results import store
 
     cells = {}
-    for m in results.glob(f"{grid}/*/metrics.json"):
-        data = json.loads(m.read_text())
-        preds = [json.loads(x)["raw"] for x in (m.parent / "predictions.jsonl").read_text().splitlines()]
-        cells[m.parent.name] = (data["em"], data["f1"], data["n"], preds)
+    for folder in sorted((results / grid).glob("*/")):
+        record = store.read_cell(folder)
+        if record is not None:
+            cells[folder.name] = (record.em, record.f1, record.n, [p["raw"] for p in store.read_predictions(folder)])
     return cells

@@ -1,26 +1,30 @@
-"""Finished cells and probes for table tests, written in today's on-disk formats.
+"""Finished cells and probes for table tests, written by the results store.
 
 Every test that needs a results folder builds it through :func:`write_cell` and
 :func:`write_probe` (and edits one through :func:`update_cell` / :func:`update_predictions`),
-never by writing JSON itself, so the formats live in one place: when the results
-store changes, this module changes and the tests do not.
+never by writing JSON itself: the records go through
+:class:`~madara_cli.results.records.CellRecord` / :class:`~madara_cli.results.records.ProbeRecord`
+and :mod:`madara_cli.results.store`, the runner's own writer.
 
-- ``write_cell`` writes ``<results>/<grid>/<key>/metrics.json`` and ``predictions.jsonl``
-  the way the runner does: one prediction per query (``id``, ``em``, ``f1``,
-  ``contains``, ``doc_ids``, ``extra``), metrics as the means over them unless given.
-- ``write_probe`` writes ``<results>/probes/<model>__<benchmark>__n<N>/probe.json``
-  with every section the probe records (rho, per_query, bootstrap, split_half,
-  subsets30, degenerate, entropy, em_nf, route).
+- ``write_cell`` writes a finished cell folder ``<results>/<grid>/<key>/`` the way the
+  runner does: one prediction per query (``id``, ``em``, ``f1``, ``contains``,
+  ``doc_ids``, ``extra``), metrics as the means over them unless given.
+- ``write_probe`` writes ``<results>/probes/<model>__<benchmark>__n<N>/`` with every
+  section the probe records (rho, per_query, bootstrap, split_half, subsets30,
+  degenerate, entropy, em_nf, route).
 """
 
 from __future__ import annotations
 
-import json
+import copy
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-PROBES_GRID = "probes"
+from madara_cli.results import store
+from madara_cli.results.records import CellRecord, ProbeRecord
+
+PROBES_GRID = store.PROBES_GRID
 
 
 def _prediction(i: int, em: int) -> dict[str, Any]:
@@ -74,8 +78,8 @@ def write_cell(
     index, so ``n`` becomes their count), ``ids`` renames the queries. ``em``/``f1``/
     ``contains`` override the cell's metrics (default: the mean over the predictions).
     ``calls`` is ``calls_issued`` (default n); ``accounting`` replaces the whole block.
-    Further keyword arguments become top-level sections of metrics.json
-    (``evaluated_set={...}``, ``em_squad=0.5``, ...).
+    Further keyword arguments become top-level sections of the cell's record
+    (``evaluated_set={...}``, ``em_squad=0.5``, a strategy's report section, ...).
     """
     if predictions is not None:
         n = len(predictions)
@@ -88,7 +92,8 @@ def write_cell(
         rows[i]["id"] = new_id
     key = folder or f"{model}__{benchmark}__{strategy}__{retriever}"
     cell_dir = Path(results_dir) / grid / key
-    cell_dir.mkdir(parents=True)
+    if cell_dir.exists():
+        raise FileExistsError(cell_dir)
     metrics: dict[str, Any] = {
         "cell": {
             "grid": grid,
@@ -111,41 +116,44 @@ def write_cell(
         else {"calls_issued": calls if calls is not None else n, "cache_hits": 0, "tokens_in": 0, "tokens_out": 0, "seconds": 0.1},
     }
     metrics.update(sections)
-    (cell_dir / "metrics.json").write_text(json.dumps(metrics))
-    (cell_dir / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    store.write_cell(cell_dir, CellRecord.from_dict(metrics, grid, key), "", rows)
     return cell_dir
 
 
+def _rewrite(cell_dir: Path, record: CellRecord | None = None, rows: Sequence[Mapping[str, Any]] | None = None) -> None:
+    cell_dir = Path(cell_dir)
+    record = record if record is not None else store.read_cell(cell_dir)
+    rows = rows if rows is not None else store.read_predictions(cell_dir)
+    store.write_cell(cell_dir, record, (cell_dir / store.CONFIG_FILE).read_text(encoding="utf-8"), [dict(r) for r in rows])
+
+
 def update_cell(cell_dir: Path, **sections: Any) -> None:
-    """Replace top-level sections of a written cell's metrics.json."""
-    path = Path(cell_dir) / "metrics.json"
-    data = json.loads(path.read_text())
-    data.update(sections)
-    path.write_text(json.dumps(data))
+    """Replace top-level sections of a written cell's record."""
+    data = {**store.read_cell(cell_dir).to_dict(), **sections}
+    _rewrite(cell_dir, CellRecord.from_dict(data, Path(cell_dir).parent.name, Path(cell_dir).name))
 
 
 def update_predictions(cell_dir: Path, edit: Callable[[int, dict[str, Any]], None]) -> None:
-    """Edit a written cell's predictions in place: ``edit(index, row)`` per row."""
-    path = Path(cell_dir) / "predictions.jsonl"
-    rows = [json.loads(x) for x in path.read_text().splitlines()]
+    """Edit a written cell's predictions: ``edit(index, row)`` per row."""
+    rows = read_predictions(cell_dir)
     for i, row in enumerate(rows):
         edit(i, row)
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    _rewrite(cell_dir, rows=rows)
 
 
 def write_predictions(cell_dir: Path, rows: Sequence[Mapping[str, Any]]) -> None:
-    """Replace a written cell's predictions.jsonl with ``rows`` as given (no defaults filled in)."""
-    (Path(cell_dir) / "predictions.jsonl").write_text("".join(json.dumps(dict(r)) + "\n" for r in rows))
+    """Replace a written cell's predictions with ``rows`` as given (no defaults filled in)."""
+    _rewrite(cell_dir, rows=rows)
 
 
 def read_predictions(cell_dir: Path) -> list[dict[str, Any]]:
-    """A written cell's predictions, in order."""
-    return [json.loads(x) for x in (Path(cell_dir) / "predictions.jsonl").read_text().splitlines()]
+    """A written cell's predictions, in order (copies: editing them changes nothing on disk)."""
+    return [copy.deepcopy(r) for r in store.read_predictions(cell_dir)]
 
 
 def corrupt_cell(cell_dir: Path, text: str = "{not json") -> None:
-    """Make a cell's metrics.json unreadable (as a crash mid-write would)."""
-    (Path(cell_dir) / "metrics.json").write_text(text)
+    """Make a cell's record unreadable (as a crash mid-write would)."""
+    (Path(cell_dir) / store.METRICS_FILE).write_text(text)
 
 
 def write_probe(
@@ -161,7 +169,8 @@ def write_probe(
     """A finished RSC probe; returns its folder. Keyword arguments replace sections
     (``per_query={...}``, ``bootstrap={...}``, ``entropy=0.5``, ``em_nf=0.2``, ...)."""
     probe_dir = Path(results_dir) / PROBES_GRID / f"{model}__{benchmark}__n{n}"
-    probe_dir.mkdir(parents=True)
+    if probe_dir.exists():
+        raise FileExistsError(probe_dir)
     values = [[0.8, 0.7, 0.6, 0.9], [0.4, 0.3, 0.5, 0.2], [0.0, 0.1, -0.1, 0.05]]
     data: dict[str, Any] = {
         "model": model,
@@ -184,5 +193,5 @@ def write_probe(
         "reason": "test",
     }
     data.update(fields)
-    (probe_dir / "probe.json").write_text(json.dumps(data))
+    store.write_probe(probe_dir, ProbeRecord.from_dict(data))
     return probe_dir

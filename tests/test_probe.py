@@ -114,25 +114,25 @@ def test_reasoning_tracking_scores_are_quality_ordered_and_rerun_is_free(tmp_pat
         return base  # shuffled
 
     record, path, _, backend, llm, cfg = _probe(tmp_path, score)
-    assert record["n"] == 6 and set(record) >= PROBE_FIELDS
-    r1, r2, r3 = record["rho"]
+    assert record.n == 6 and set(record.to_dict()) >= PROBE_FIELDS
+    r1, r2, r3 = record.rho
     assert r1 == pytest.approx(1.0) and r1 > r2 > r3
-    assert record["rho_star"] == -1.0 and record["rsc_class"] == "quality-ordered" and record["coupling"] == "strong"
-    assert record["route"] == "pde"  # NF EM 0 < 30%: isolation first, whatever the scoring
-    assert record["scores"]["n_pairs"] == 60 and record["scores"]["parse_failures_normal"] == 0
-    stages = record["accounting"]["by_stage"]
+    assert record.rho_star == -1.0 and record.rsc_class == "quality-ordered" and record.coupling == "strong"
+    assert record.route == "pde"  # NF EM 0 < 30%: isolation first, whatever the scoring
+    assert record.scores.n_pairs == 60 and record.scores.parse_failures_normal == 0
+    stages = record.accounting["by_stage"]
     assert stages["generate"]["requests"] == 6 and stages["rsc-cot"]["requests"] == 60 and stages["rsc-rescore"]["requests"] == 180
 
     # Same probe again: read from disk; forced: every call from the cache.
     again, _, reused = find_or_run_probe(cfg, llm, 6)
-    assert reused and again == json.loads(path.read_text())
+    assert reused and again == record and again.to_dict() == json.loads(path.read_text())
     calls = backend.calls
     forced, _, reused = find_or_run_probe(cfg, llm, 6, force=True)
     assert not reused and backend.calls == calls
-    assert forced["rho"] == record["rho"]
+    assert forced.rho == record.rho
     # Accounting is per probe: the forced rerun reports its own requests (all cache hits).
-    forced_total = forced["accounting"]
-    assert forced_total["requests"] == record["accounting"]["requests"] and forced_total["calls_issued"] == 0
+    forced_total = forced.accounting
+    assert forced_total["requests"] == record.accounting["requests"] and forced_total["calls_issued"] == 0
 
 
 def test_rescore_request_differs_from_the_normal_one_only_in_the_chain(tmp_path):
@@ -173,8 +173,8 @@ def _tracking(user: str, sig: int) -> int:
 def test_logprob_rescoring_gives_the_same_diagnosis(tmp_path):
     gen, *_ = _probe(tmp_path / "g", _tracking)
     lp, _, _, _, llm, _ = _probe(tmp_path / "l", _tracking, 6, "rsc.rescoring=logprob")
-    assert "rsc-rescore" in lp["accounting"]["by_stage"] and lp["rho"] == pytest.approx(gen["rho"])
-    assert lp["key"] != gen["key"]  # a different protocol is a different probe
+    assert "rsc-rescore" in lp.accounting["by_stage"] and lp.rho == pytest.approx(gen.rho)
+    assert lp.key != gen.key  # a different protocol is a different probe
 
 
 def test_probe_key_ignores_strategy_and_limit():

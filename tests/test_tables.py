@@ -143,17 +143,6 @@ def test_figure2(results: Path, tmp_path: Path):
     assert path is not None and path.name == "figure2.png" and path.stat().st_size > 1000
 
 
-def test_support_info_accepts_every_recorded_form():
-    from madara_cli.tables.index import _support_info
-
-    assert _support_info({"supporting_in_topk": True}) == (None, True)
-    assert _support_info({"supporting_in_topk": 2, "n_supporting": 3}) == (2, False)
-    assert _support_info({"supporting_in_topk": 2}, "2hop__123_456") == (2, True)
-    assert _support_info({"supporting_in_topk": 2}, "3hop1__1_2_3") == (2, False)
-    assert _support_info({"supporting_in_topk": None}, "2hop__1") == (None, None)
-    assert _support_info({"supporting_in_topk": [True, False]}) == (1, False)
-
-
 def test_table17_with_counts_and_hop_prefixed_ids(tmp_path: Path):
     root = tmp_path / "results"
     # The runner writes MuSiQue ids like "2hop__..." and supporting_in_topk as a count.

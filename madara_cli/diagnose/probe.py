@@ -26,7 +26,7 @@ text serves as the chain, so every pair still gets perturbed and re-scored; how 
 chains fell back is reported as ``chains_from_raw_text``.
 
 Everything goes through the response cache, so re-probing is free, and a probe is
-written once to ``results/probes/<model>__<benchmark>__n<N>__<hash>/probe.json``.
+written once (by the results store) to ``results/probes/<model>__<benchmark>__n<N>__<hash>/``.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import hashlib
 import json
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -60,6 +60,7 @@ from madara_cli.data.loaders import load_benchmark
 from madara_cli.data.retrieval import retrieve
 from madara_cli.diagnose import router, rsc
 from madara_cli.records import ChatRequest, Example
+from madara_cli.results.records import ProbeRecord
 
 # What can change a probe's numbers; strategy, limit and output paths cannot.
 _PROBE_KEYS = ("model", "backend", "benchmark", "retriever", "generation", "rsc", "seed")
@@ -139,7 +140,7 @@ def run_probe(cfg: DictConfig, llm: CachedLLM, n: int | None = None, examples: S
     with llm.fresh_accounting(propagate=True) as accounting:
         record = _probe(cfg, llm, spec, examples)
     record["accounting"] = accounting.to_dict()
-    # Timing apart, so the rest of probe.json compares byte for byte between runs.
+    # Timing apart, so the rest of the probe record compares byte for byte between runs.
     record["timing"] = timing_section(record["accounting"], time.perf_counter() - t0)
     return record
 
@@ -219,25 +220,22 @@ def _json_floats(values: Sequence[float]) -> list[float | None]:
     return [None if (v is None or math.isnan(v)) else round(float(v), 4) for v in values]
 
 
-def find_or_run_probe(cfg: DictConfig, llm: CachedLLM, n: int | None = None, force: bool = False) -> tuple[dict[str, Any], Path, bool]:
+def find_or_run_probe(cfg: DictConfig, llm: CachedLLM, n: int | None = None, force: bool = False) -> tuple[ProbeRecord, Path, bool]:
     """The finished probe for this (model, benchmark, n, settings), or run it now.
-    Returns (record, path, reused)."""
-    spec = ProbeSpec.from_cfg(cfg, n)
-    path = spec.folder(cfg.results_dir) / "probe.json"
-    if path.is_file() and not force:
-        return json.loads(path.read_text()), path, True
-    import time
-
+    Returns (record, path of its file, reused)."""
     from madara_cli.results import store
 
+    spec = ProbeSpec.from_cfg(cfg, n)
+    folder = spec.folder(cfg.results_dir)
+    if not force and (done := store.read_probe(folder)) is not None:
+        return done, store.probe_path(folder), True
     t0, started = time.perf_counter(), store.now_iso()
     with llm.logging_samples(bool(cfg.get("log_samples", True))) as samples:
         record = run_probe(cfg, llm, n)
     record["provenance"] = store.provenance(cfg, started, store.now_iso(), time.perf_counter() - t0)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(parents=True, exist_ok=True)
     if cfg.get("log_samples", True):
-        store.write_prompts(path.parent, samples, store.prompt_renderer(llm.backend))
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record, indent=2, allow_nan=False) + "\n", encoding="utf-8")
-    tmp.replace(path)
-    return record, path, False
+        store.write_prompts(folder, samples, store.prompt_renderer(llm.backend))
+    probe = replace(ProbeRecord.from_dict(record), schema_version=store.SCHEMA_VERSION)
+    path = store.write_probe(folder, probe)
+    return replace(probe, path=path), path, False

@@ -35,6 +35,7 @@ from omegaconf import DictConfig, OmegaConf
 from madara_cli.backends.cache import CachedLLM, ResponseCache
 from madara_cli.experiment.grid import Cell
 from madara_cli.records import ChatRequest, Completion, ScoreRequest, request_key
+from madara_cli.results import store
 
 
 class _Recorder:
@@ -143,9 +144,12 @@ def plan_grid(grid_name: str, cfgs: list[DictConfig]) -> Plan:
             plan.cells.append(cell)
             sp = plan.by_strategy.setdefault(cell.strategy, StrategyPlan())
             sp.cells += 1
-            done = cell.folder(cfg.results_dir) / "metrics.json"
-            if done.is_file():
-                acct = json.loads(done.read_text()).get("accounting", {})
+            try:
+                done = store.read_cell(cell.folder(cfg.results_dir))
+            except store.RecordError:
+                done = None  # unreadable: estimated like an unfinished cell
+            if done is not None:
+                acct = done.accounting
                 sp.measured_cells += 1
                 sp.measured_requests += int(acct.get("requests", 0))
                 sp.measured_calls += int(acct.get("calls_issued", 0))

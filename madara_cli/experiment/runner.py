@@ -2,10 +2,10 @@
 
 One engine per model is kept open in a :class:`EnginePool`, so the cells of one
 model (which a grid runs back to back) load the weights once. A cell's folder is
-written under a temporary name and renamed when complete: a folder with
-``metrics.json`` is always a finished cell, and a killed run leaves only a
-``.tmp-*`` folder plus the completions already in the cache, from which the rerun
-resumes.
+written by the results store under a temporary name and renamed when complete
+(:func:`madara_cli.results.store.write_cell`): a folder with a metrics record is
+always a finished cell, and a killed run leaves only a ``.tmp-*`` folder plus the
+completions already in the cache, from which the rerun resumes.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import errno
 import json
 import logging
 import os
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +31,7 @@ from madara_cli.data.retrieval import retrieve
 from madara_cli.experiment.grid import Cell
 from madara_cli.records import Example, Prediction
 from madara_cli.results import store
+from madara_cli.results.records import CellRecord
 from madara_cli.strategies import STRATEGIES, StrategyContext, load_all
 
 log = logging.getLogger(__name__)
@@ -41,8 +41,13 @@ log = logging.getLogger(__name__)
 class CellResult:
     cell: Cell
     folder: Path
-    metrics: dict[str, Any]
+    record: CellRecord
     skipped: bool = False  # finished earlier; read from disk
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        """The record as it is stored (a plain dict)."""
+        return self.record.to_dict()
 
 
 class EnginePool:
@@ -78,10 +83,6 @@ class EnginePool:
             cache.close()
         self._engines.clear()
         self._caches.clear()
-
-
-def _write_json(path: Path, obj: Any) -> None:
-    path.write_text(json.dumps(obj, indent=2, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8")
 
 
 def ensure_writable(folder: Path) -> None:
@@ -140,9 +141,8 @@ def finished_cell(cfg: DictConfig) -> CellResult | None:
     """The cell's finished result on disk, or None when it has not finished."""
     cell = Cell.from_cfg(cfg)
     folder = cell.folder(cfg.results_dir)
-    if not (folder / "metrics.json").is_file():
-        return None
-    return CellResult(cell, folder, json.loads((folder / "metrics.json").read_text()), skipped=True)
+    record = store.read_cell(folder)
+    return None if record is None else CellResult(cell, folder, record, skipped=True)
 
 
 def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None = None) -> CellResult:
@@ -178,38 +178,27 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
 
         warn(
             f"{cell.key}: {acct['truncated']} of {acct['requests']} prompts were longer than the context and were cut in "
-            "the middle (accounting.truncated in metrics.json); raise backend.n_ctx or lower retriever.k"
+            "the middle (accounting.truncated in the cell's metrics); raise backend.n_ctx or lower retriever.k"
         )
-    metrics = {
-        "cell": cell.to_dict(),
+    record = CellRecord(
+        cell=cell,
         **M.aggregate(scores),
-        "evaluated_set": evaluated_set,
-        "empty_answers": sum(1 for r in rows if not str(r["prediction"]).strip()),  # empty generations score 0, counted here
-        **ctx.report,
-        **({"data": data_report} if data_report is not None else {}),
-        "accounting": acct,
+        evaluated_set=evaluated_set,
+        empty_answers=sum(1 for r in rows if not str(r["prediction"]).strip()),  # empty generations score 0, counted here
+        report=dict(ctx.report),
+        data=data_report,
+        accounting=acct,
         # Everything above is a function of the config, the data and the seed; timing and
         # provenance (versions, host, start/end) live apart, so two runs compare byte for byte without them.
-        "provenance": store.provenance(cfg, started, store.now_iso(), time.perf_counter() - t0),
-        "timing": timing_section(acct, time.perf_counter() - t0),
-    }
-    tmp = folder.parent / f".tmp-{folder.name}-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
-    (tmp / "config.yaml").write_text(OmegaConf.to_yaml(cfg), encoding="utf-8")
-    with (tmp / "predictions.jsonl").open("w", encoding="utf-8") as f:
-        for r in rows:
-            f.write(json.dumps(r, ensure_ascii=False) + "\n")
-    if cfg.get("log_samples", True):
-        store.write_prompts(tmp, samples, store.prompt_renderer(llm.backend))
-    _write_json(tmp / "metrics.json", metrics)
-    if folder.exists():  # --force: replace the old result only once the new one is complete
-        shutil.rmtree(folder)
-    tmp.rename(folder)
-    log.info("%s: n=%d EM %.1f%% F1 %.1f%% contains %.1f%%, %d engine calls -> %s", cell.key, metrics["n"], 100 * metrics["em"],
-             100 * metrics["f1"], 100 * metrics["contains"], accounting.to_dict().get("calls_issued", 0), folder)
-    return CellResult(cell, folder, metrics)
+        provenance=store.provenance(cfg, started, store.now_iso(), time.perf_counter() - t0),
+        timing=timing_section(acct, time.perf_counter() - t0),
+    )
+    log_samples = bool(cfg.get("log_samples", True))
+    store.write_cell(folder, record, OmegaConf.to_yaml(cfg), rows, samples if log_samples else None,
+                     store.prompt_renderer(llm.backend) if log_samples else None)
+    log.info("%s: n=%d EM %.1f%% F1 %.1f%% contains %.1f%%, %d engine calls -> %s", cell.key, record.n, 100 * record.em,
+             100 * record.f1, 100 * record.contains, accounting.to_dict().get("calls_issued", 0), folder)
+    return CellResult(cell, folder, record)
 
 
 @dataclass

@@ -1,14 +1,20 @@
-"""What madara writes beside the numbers and reads back for people and programs:
-provenance of a cell or probe, the logged prompts, the tidy ``summary.csv`` and the
-long-format numeric tables.
+"""The results store: everything madara writes under ``results/`` and reads back.
 
-Kept in one module so that the results store (one reader/writer for everything under
-``results/``) can absorb it whole.
+Nothing else opens a results file. A cell folder ``<grid>/<key>/`` holds
+``config.yaml``, ``predictions.jsonl`` (one row per query), ``prompts.jsonl`` (the
+logged requests) and ``metrics.json`` (a :class:`~madara_cli.results.records.CellRecord`),
+written under a temporary name and renamed into place once complete; a probe folder
+``probes/<key>/`` holds ``probe.json`` (a :class:`~madara_cli.results.records.ProbeRecord`)
+and its ``prompts.jsonl``.
 
+- ``write_cell`` / ``read_cell`` / ``read_predictions``, ``write_probe`` / ``read_probe``,
+  ``find_cell`` / ``read_record`` (``madara show``).
+- ``load_results(results_dir, metric)``: the index the tables read (:class:`Results` of
+  :class:`StoredCell` and probe records).
 - ``provenance(cfg, started, ended)``: madara version, git commit of the checkout,
   Python, platform, host, the engine and library versions and the exact overrides;
-  stored under ``"provenance"`` in ``metrics.json`` / ``probe.json`` (timing lives
-  there too, so the rest of ``metrics.json`` depends only on what was measured).
+  stored under ``"provenance"`` in each record (timing lives apart too, so the rest of
+  a record depends only on what was measured).
 - ``write_prompts(folder, samples)``: ``prompts.jsonl``, one line per distinct request
   (its cache digest, stage, messages, sampling parameters and the reply text).
 - ``summary_frame(results_dir)`` / ``write_summary(results_dir)``: one row per
@@ -27,13 +33,23 @@ import math
 import os
 import platform
 import re
+import shutil
 import socket
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
+
+from madara_cli.results.records import METRICS, SCHEMA_VERSION, CellRecord, ProbeRecord, RecordError, _num
+
+__all__ = [
+    "METRICS", "SCHEMA_VERSION", "CellRecord", "ProbeRecord", "RecordError", "Results", "StoredCell", "StoredProbe",
+    "write_cell", "read_cell", "read_predictions", "support_in_topk", "write_probe", "read_probe", "find_cell", "read_record", "load_results",
+    "provenance", "write_prompts", "write_summary", "summary_frame", "cell_rows", "long_table",
+]
 
 SUMMARY_CSV = "summary.csv"
 SUMMARY_PARQUET = "summary.parquet"
@@ -183,10 +199,324 @@ def write_prompts(folder: Path, samples: Mapping[str, tuple[str, str, Any, Any]]
     return len(samples)
 
 
+# --- the files of a cell and a probe ----------------------------------------------------------
+#
+# The only code that opens metrics.json, probe.json or predictions.jsonl.
+
+METRICS_FILE = "metrics.json"
+PROBE_FILE = "probe.json"
+PREDICTIONS = "predictions.jsonl"
+CONFIG_FILE = "config.yaml"
+PROBES_GRID = "probes"
+
+
+def is_finished_cell(folder: Path | str) -> bool:
+    """A folder holding a metrics record is a finished cell (it is renamed into place
+    only once complete)."""
+    return (Path(folder) / METRICS_FILE).is_file()
+
+
+def write_cell(folder: Path | str, record: CellRecord, config_yaml: str, predictions: Iterable[Mapping[str, Any]],
+               samples: Mapping[str, tuple[str, str, Any, Any]] | None = None, render=None) -> Path:
+    """Write a finished cell atomically: everything goes into ``.tmp-<key>-<pid>`` beside
+    ``folder`` (config, predictions, logged prompts when ``samples`` is given, metrics
+    last), which then replaces ``folder``. A killed run leaves only the ``.tmp-*``
+    folder, and an older result is removed only once the new one is complete."""
+    folder = Path(folder)
+    tmp = folder.parent / f".tmp-{folder.name}-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    (tmp / CONFIG_FILE).write_text(config_yaml, encoding="utf-8")
+    with (tmp / PREDICTIONS).open("w", encoding="utf-8") as f:
+        for r in predictions:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+    if samples is not None:
+        write_prompts(tmp, samples, render)
+    (tmp / METRICS_FILE).write_text(record.to_json(), encoding="utf-8")
+    if folder.exists():  # --force: replace the old result only once the new one is complete
+        shutil.rmtree(folder)
+    tmp.rename(folder)
+    return folder
+
+
+def read_cell(folder: Path | str, grid: str | None = None) -> CellRecord | None:
+    """The record of a finished cell folder, None when it has not finished. Raises
+    :class:`RecordError` (one line) when the record is unreadable."""
+    folder = Path(folder)
+    path = folder / METRICS_FILE
+    if not path.is_file():
+        return None
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise RecordError(f"{path}: {e.strerror or e}") from None
+    return CellRecord.from_json(text, grid=folder.parent.name if grid is None else grid, key=folder.name, path=path)
+
+
+@lru_cache(maxsize=256)
+def _read_predictions(path: str, stamp: tuple[int, int, int]) -> tuple[dict[str, Any], ...]:
+    rows = []
+    with open(path, encoding="utf-8") as handle:
+        for line_no, line in enumerate(handle, start=1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{path}:{line_no}: not valid JSON ({err.msg})") from None
+    return tuple(rows)
+
+
+def read_predictions(folder: Path | str) -> tuple[dict[str, Any], ...]:
+    """The per-example rows of a finished cell, cached until the file changes (its
+    inode, size or mtime: a rewritten cell is a new file even within one clock tick).
+    The rows are shared: do not edit them. ValueError when the folder has none."""
+    path = Path(folder) / PREDICTIONS
+    if not path.is_file():
+        raise ValueError(f"no {PREDICTIONS} in {folder}: is it a finished cell folder (results/<grid>/<cell>)?")
+    st = path.stat()
+    return _read_predictions(str(path), (st.st_ino, st.st_size, st.st_mtime_ns))
+
+
+_HOPS = re.compile(r"^(\d+)hop")
+
+
+class Support(NamedTuple):
+    """How much of a query's gold supporting chain a strategy kept (Table 17, App. J)."""
+
+    found: int | None  # supporting documents among the kept ones
+    complete: bool | None  # whether the whole chain was kept
+
+
+def support_in_topk(row: Mapping[str, Any]) -> Support:
+    """The one reading of a prediction row's ``extra.supporting_in_topk``.
+
+    madara writes a count with ``extra.n_supporting`` beside it
+    (:func:`madara_cli.strategies.base.support_coverage`); rows written before also hold a
+    bool (chain complete), a list of booleans (one per supporting paragraph), a count
+    without a total, or a fraction in [0, 1]. A count without a total takes the chain
+    length from MuSiQue's id prefix (``2hop__``, ``3hop1__``: one paragraph per hop,
+    the loader's ``meta["hops"]`` convention)."""
+    extra = row.get("extra") or {}
+    value = extra.get("supporting_in_topk")
+    total = extra.get("n_supporting", extra.get("supporting_total"))
+    if total is None and (match := _HOPS.match(str(row.get("id", "")))):
+        total = int(match.group(1))
+    if isinstance(value, bool):
+        return Support(None, value)
+    if isinstance(value, (list, tuple)):
+        return Support(sum(bool(v) for v in value), all(bool(v) for v in value) and len(value) > 0)
+    if isinstance(value, int):
+        return Support(value, (value >= int(total)) if total else None)
+    if isinstance(value, float):
+        return Support(round(value * total) if total else None, value >= 1.0 - 1e-9)
+    return Support(None, None)
+
+
+def probe_path(folder: Path | str) -> Path:
+    return Path(folder) / PROBE_FILE
+
+
+def write_probe(folder: Path | str, record: ProbeRecord) -> Path:
+    """Write a probe record into ``folder`` (created), atomically; returns its path."""
+    path = probe_path(folder)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(record.to_json(), encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def read_probe(path: Path | str, require: tuple[str, ...] = ()) -> ProbeRecord | None:
+    """A probe record from its folder or its file; None when there is none. Raises
+    :class:`RecordError` (one line) when it is unreadable or lacks a ``require``d field."""
+    path = Path(path)
+    if path.is_dir():
+        path = probe_path(path)
+    if not path.is_file():
+        return None
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise RecordError(f"{path} is not a readable {PROBE_FILE} ({e.strerror or e})") from None
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise RecordError(f"{path} is not a readable {PROBE_FILE} ({' '.join(str(e).split())})") from None
+    record = ProbeRecord.from_dict(data if isinstance(data, dict) else {}, path)
+    missing = record.missing(require) if isinstance(data, dict) else list(require)
+    if missing:
+        raise RecordError(f"{path} lacks {', '.join(missing)}; point it at a {PROBE_FILE} written by 'madara probe'")
+    return record
+
+
+def _record_folders(root: Path) -> list[Path]:
+    return sorted({f.parent for pattern in (f"*/*/{METRICS_FILE}", f"{PROBES_GRID}/*/{PROBE_FILE}") for f in root.glob(pattern)
+                   if not any(part.startswith(".") for part in f.relative_to(root).parts)})
+
+
+def find_cell(results_dir: Path | str, name: str) -> Path:
+    """A cell (or probe) folder from a path or a key (or a unique key prefix/substring)."""
+    p = Path(name)
+    if is_finished_cell(p) or probe_path(p).is_file():
+        return p
+    root = Path(results_dir)
+    hits = _record_folders(root)
+    exact = [h for h in hits if h.name == name]
+    if exact:
+        return exact[0]
+    partial = [h for h in hits if name in h.name]
+    if len(partial) == 1:
+        return partial[0]
+    if partial:
+        raise ValueError(f"'{name}' matches {len(partial)} folders under {root}: " + ", ".join(h.name for h in partial[:5]) + (" ..." if len(partial) > 5 else ""))
+    raise ValueError(f"no finished cell or probe '{name}' under {root} (pass a folder or a key; `ls {root}/*/`)")
+
+
+def read_record(folder: Path) -> tuple[str, CellRecord | ProbeRecord]:
+    """The record of a cell or probe folder and the name of its file."""
+    cell = read_cell(folder)
+    if cell is not None:
+        return METRICS_FILE, cell
+    probe = read_probe(folder)
+    if probe is not None:
+        return PROBE_FILE, probe
+    raise ValueError(f"{folder} has no {METRICS_FILE} or {PROBE_FILE}")
+
+
+# --- the results index ----------------------------------------------------------------------------
+
+TABLE_METRICS = METRICS
+BINARY_METRICS = ("em", "em_squad", "contains")
+
+
+@dataclass(frozen=True, eq=False)
+class StoredCell:
+    """A finished cell as the tables see it: its record, its folder, and which metric
+    ``em`` holds (``madara tables --metric``)."""
+
+    record: CellRecord = field(compare=False, hash=False)
+    path: Path = field(compare=False, hash=False)
+    metric: str = "em"
+
+    grid = property(lambda self: self.record.grid)
+    model = property(lambda self: self.record.model)
+    benchmark = property(lambda self: self.record.benchmark)
+    strategy = property(lambda self: self.record.strategy)
+    retriever = property(lambda self: self.record.retriever)
+    k = property(lambda self: self.record.k)
+    seed = property(lambda self: self.record.seed)
+    limit = property(lambda self: self.record.limit)
+    key = property(lambda self: self.record.key)
+    n = property(lambda self: self.record.n)
+    accounting = property(lambda self: self.record.accounting)
+    assessment = property(lambda self: self.record.assessment)
+    calibration_split = property(lambda self: self.record.calibration_split)
+
+    @property
+    def em(self) -> float | None:
+        """The table metric (``metric``; EM by default), a fraction."""
+        return _num(self.record.metric(self.metric))
+
+    @property
+    def f1(self) -> float | None:
+        return _num(self.record.f1)
+
+    @property
+    def contains(self) -> float | None:
+        return _num(self.record.contains)
+
+    @property
+    def outcome_metric(self) -> str:
+        """The per-query 0/1 outcome paired tests use: the table metric when binary, else EM."""
+        return self.metric if self.metric in BINARY_METRICS else "em"
+
+    def predictions(self) -> tuple[dict[str, Any], ...] | None:
+        try:
+            return read_predictions(self.path)
+        except ValueError:
+            return None
+
+    def calls_per_query(self) -> float | None:
+        return self.record.calls_per_query()
+
+
+StoredProbe = ProbeRecord  # a probe as the tables see it: its record, with ``path``
+
+
+@dataclass(frozen=True)
+class Results:
+    """Index over a results folder: finished cells and probes."""
+
+    root: Path
+    cells: tuple[StoredCell, ...]
+    probes: tuple[ProbeRecord, ...]
+    skipped: tuple[str, ...] = ()
+
+    def find(self, model: str, benchmark: str, strategy: str, grid: str | None = None,
+             retrievers: Sequence[str] = ("bm25s", "pyserini")) -> StoredCell | None:
+        """Best matching cell: own grid first, then full runs, then largest n, then seed 0."""
+        matches = [
+            c for c in self.cells if (c.model, c.benchmark, c.strategy) == (model, benchmark, strategy) and c.retriever in retrievers
+        ]
+        if not matches:
+            return None
+        return min(matches, key=lambda c: (c.grid != grid, c.limit is not None, -c.n, c.seed or 0, c.key))
+
+    def probe(self, model: str, benchmark: str, n_preferred: int = 100) -> ProbeRecord | None:
+        """The probe for a pair, preferring the paper's n = 100, then the largest n."""
+        matches = [p for p in self.probes if (p.model, p.benchmark) == (model, benchmark)]
+        if not matches:
+            return None
+        return min(matches, key=lambda p: (p.n != n_preferred, -p.n))
+
+
+def load_results(results_dir: Path | str, metric: str = "em") -> Results:
+    """Scan ``results/<grid>/<cell>/`` and ``results/probes/*/`` for finished records.
+
+    ``metric`` picks what the tables show as each cell's score (``em``, the paper's
+    EM, by default; ``em_squad``, ``f1`` or ``contains``).
+
+    Folders starting with ``.`` (``.tmp-*``: unfinished cells) are ignored; unreadable
+    records are listed in ``skipped`` rather than aborting the whole table run.
+    """
+    if metric not in TABLE_METRICS:
+        raise ValueError(f"unknown metric '{metric}'; valid: {', '.join(TABLE_METRICS)}")
+    root = Path(results_dir)
+    cells: list[StoredCell] = []
+    probes: list[ProbeRecord] = []
+    skipped: list[str] = []
+    if not root.is_dir():
+        return Results(root, (), (), ())
+    for grid_dir in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        for sub in sorted(p for p in grid_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
+            if grid_dir.name == PROBES_GRID:
+                try:
+                    probe = read_probe(sub, require=("model", "benchmark"))
+                except RecordError:
+                    probe = None
+                if probe is None:
+                    skipped.append(str(sub))
+                else:
+                    probes.append(probe)
+                continue
+            if not is_finished_cell(sub):
+                continue
+            try:
+                record = read_cell(sub, grid_dir.name)
+            except RecordError:
+                skipped.append(str(sub))
+                continue
+            cells.append(StoredCell(record, sub, metric))
+    return Results(root, tuple(cells), tuple(probes), tuple(skipped))
+
+
 # --- summary.csv ----------------------------------------------------------------------------------
 
 KEY_COLUMNS = ("grid", "model", "benchmark", "strategy", "retriever", "k", "seed", "limit", "key")
-_NOT_METRICS = {"cell", "accounting", "provenance", "timing", "n"}
+_NOT_METRICS = {"schema_version", "cell", "accounting", "provenance", "timing", "n"}
 
 
 def _is_number(v: Any) -> bool:
@@ -194,35 +524,34 @@ def _is_number(v: Any) -> bool:
 
 
 def cell_rows(results_dir: Path | str) -> list[dict[str, Any]]:
-    """One flat row per finished cell folder (``<grid>/<key>/metrics.json``)."""
+    """One flat row per finished cell folder (``<grid>/<key>/``); unreadable ones are left out."""
     root = Path(results_dir)
     rows = []
     if not root.is_dir():
         return rows
-    for metrics_path in sorted(root.glob("*/*/metrics.json")):
+    for metrics_path in sorted(root.glob(f"*/*/{METRICS_FILE}")):
         if any(part.startswith(".") for part in metrics_path.relative_to(root).parts[:-1]):
             continue
         try:
-            m = json.loads(metrics_path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
+            record = read_cell(metrics_path.parent)
+        except RecordError:
             continue
-        cell = m.get("cell") or {}
-        if not isinstance(m, dict) or not cell.get("strategy"):
+        if record is None:
             continue
-        row: dict[str, Any] = {k: cell.get(k) for k in KEY_COLUMNS}
-        row["n"] = m.get("n")
-        for k, v in m.items():  # every numeric metric the cell reports, whatever its name
+        row: dict[str, Any] = {k: getattr(record, k) for k in KEY_COLUMNS}
+        row["n"] = record.n
+        for k, v in record.to_dict().items():  # every numeric metric the cell reports, whatever its name
             if k not in _NOT_METRICS and _is_number(v):
                 row[k] = v
-        acc = m.get("accounting") or {}
+        acc = record.accounting
         row["requests"] = acc.get("requests")
         row["calls"] = acc.get("calls_issued")
         row["cache_hits"] = acc.get("cache_hits")
         row["tokens_in"] = acc.get("tokens_in")
         row["tokens_out"] = acc.get("tokens_out")
         row["engine_seconds"] = acc.get("seconds")
-        prov = m.get("provenance") or {}
-        row["seconds"] = prov.get("seconds", m.get("wall_seconds"))
+        prov = record.provenance or {}
+        row["seconds"] = record.seconds
         row["madara_version"] = prov.get("madara_version")
         row["git_commit"] = prov.get("git_commit")
         row["path"] = str(metrics_path.parent)
@@ -331,32 +660,6 @@ def _label_like(cell: Any) -> bool:
 
 
 # --- reading one cell back ------------------------------------------------------------------------------
-
-
-def find_cell(results_dir: Path | str, name: str) -> Path:
-    """A cell (or probe) folder from a path or a key (or a unique key prefix/substring)."""
-    p = Path(name)
-    if (p / "metrics.json").is_file() or (p / "probe.json").is_file():
-        return p
-    root = Path(results_dir)
-    hits = sorted({f.parent for pattern in ("*/*/metrics.json", "probes/*/probe.json") for f in root.glob(pattern)
-                   if not any(part.startswith(".") for part in f.relative_to(root).parts)})
-    exact = [h for h in hits if h.name == name]
-    if exact:
-        return exact[0]
-    partial = [h for h in hits if name in h.name]
-    if len(partial) == 1:
-        return partial[0]
-    if partial:
-        raise ValueError(f"'{name}' matches {len(partial)} folders under {root}: " + ", ".join(h.name for h in partial[:5]) + (" ..." if len(partial) > 5 else ""))
-    raise ValueError(f"no finished cell or probe '{name}' under {root} (pass a folder or a key; `ls {root}/*/`)")
-
-
-def read_record(folder: Path) -> tuple[str, dict[str, Any]]:
-    for fname in ("metrics.json", "probe.json"):
-        if (folder / fname).is_file():
-            return fname, json.loads((folder / fname).read_text(encoding="utf-8"))
-    raise ValueError(f"{folder} has no metrics.json or probe.json")
 
 
 def flat_items(d: Mapping[str, Any], prefix: str = "") -> Iterable[tuple[str, Any]]:

@@ -2,15 +2,14 @@
 
 Phase 1 reuses the finished probe of this (model, benchmark, calibration size,
 settings) or runs it now on the calibration split (disjoint from the evaluated
-queries); ``strategy.probe=PATH`` pins a specific probe.json. Phase 2 runs the
-routed treatment (PDE, SDA, CoT or ATF, with its own ``configs/strategy`` settings)
-on every evaluated query. The route and its reason go into ``metrics.json``
-(``madara``) and each prediction's ``extra``.
+queries); ``strategy.probe=PATH`` pins a specific probe record (``madara probe``
+writes them). Phase 2 runs the routed treatment (PDE, SDA, CoT or ATF, with its own
+``configs/strategy`` settings) on every evaluated query. The route and its reason go
+into the cell's report (``madara``) and each prediction's ``extra``.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
@@ -19,6 +18,7 @@ from omegaconf import OmegaConf
 
 from madara_cli.config import StrategyConfig, find_config
 from madara_cli.records import Example, Prediction
+from madara_cli.results.records import ROUTE_FIELDS, ProbeRecord
 from madara_cli.strategies.base import STRATEGIES, StrategyContext
 
 
@@ -45,47 +45,46 @@ def madara(ctx: StrategyContext, examples: Sequence[Example]) -> list[Prediction
     from madara_cli.diagnose.probe import find_or_run_probe
 
     if ctx.strategy.probe:
-        record, path, reused = read_probe(Path(ctx.strategy.probe)), Path(ctx.strategy.probe), True
+        record = read_probe(Path(ctx.strategy.probe))
+        path, reused = record.path or Path(ctx.strategy.probe), True
     else:
         record, path, reused = find_or_run_probe(ctx.cfg, ctx.llm)
-    route = record["route"]
+    route = record.route
     sub = StrategyContext(llm=ctx.llm, cfg=routed_config(ctx.cfg, route))
     preds = STRATEGIES.get(route)(sub, examples)
     ctx.report.update(sub.report)
     ctx.report["madara"] = {
         "route": route,
-        "reason": record["reason"],
+        "reason": record.reason,
         "probe": _relative(path, ctx.cfg.results_dir),
         "probe_reused": reused,
-        "em_nf_calibration": record["em_nf"],
-        "rsc_class": record["rsc_class"],
-        "rho": record.get("rho"),
+        "em_nf_calibration": record.em_nf,
+        "rsc_class": record.rsc_class,
+        "rho": record.rho,
     }
     return [replace(p, extra={**p.extra, "route": route}) for p in preds]
 
 
-def read_probe(path: Path) -> dict:
-    """A finished probe.json named by ``strategy.probe``; one-line errors otherwise."""
+def read_probe(path: Path) -> ProbeRecord:
+    """The finished probe named by ``strategy.probe`` (its folder or its file); one-line errors otherwise."""
     from madara_cli.config import ConfigError
     from madara_cli.data.loaders import DataError
+    from madara_cli.results import store
 
-    if not path.is_file():
-        raise ConfigError(f"strategy.probe: no probe file at {path}")
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise DataError(f"strategy.probe: {path} is not a readable probe.json ({' '.join(str(e).split())})") from None
-    missing = [k for k in ("route", "reason", "em_nf", "rsc_class") if not isinstance(record, dict) or k not in record]
-    if missing:
-        raise DataError(f"strategy.probe: {path} lacks {', '.join(missing)}; point it at a probe.json written by 'madara probe'")
-    if record["route"] not in STRATEGIES:
-        raise DataError(f"strategy.probe: {path} routes to unknown strategy '{record['route']}'")
+        record = store.read_probe(path, require=ROUTE_FIELDS)  # a probe folder or its file
+    except store.RecordError as e:
+        raise DataError(f"strategy.probe: {e}") from None
+    if record is None:
+        raise ConfigError(f"strategy.probe: no probe file at {path}")
+    if record.route not in STRATEGIES:
+        raise DataError(f"strategy.probe: {path} routes to unknown strategy '{record.route}'")
     return record
 
 
 def _relative(path: Path, results_dir) -> str:
-    """The probe's path relative to the results folder when inside it, so metrics.json
-    does not depend on where the results folder lives."""
+    """The probe's path relative to the results folder when inside it, so the cell's
+    record does not depend on where the results folder lives."""
     try:
         return str(Path(path).resolve().relative_to(Path(str(results_dir)).resolve()))
     except ValueError:

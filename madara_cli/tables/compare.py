@@ -7,39 +7,13 @@ does both for any two result folders, pairing on the example ids they share.
 
 from __future__ import annotations
 
-import json
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from madara_cli import stats
-
-PREDICTIONS = "predictions.jsonl"
-
-
-@lru_cache(maxsize=256)
-def _read_predictions(path: str, mtime_ns: int) -> tuple[dict[str, Any], ...]:
-    rows = []
-    with open(path, encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, start=1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path}:{line_no}: not valid JSON ({err.msg})") from None
-    return tuple(rows)
-
-
-def load_predictions(cell_dir: Path) -> tuple[dict[str, Any], ...]:
-    """The per-example records of a finished cell (``predictions.jsonl``), cached by mtime."""
-    path = Path(cell_dir) / PREDICTIONS
-    if not path.is_file():
-        raise ValueError(f"no {PREDICTIONS} in {cell_dir}: is it a finished cell folder (results/<grid>/<cell>)?")
-    return _read_predictions(str(path), path.stat().st_mtime_ns)
+from madara_cli.results.store import read_predictions
 
 
 def paired_outcomes(
@@ -62,7 +36,7 @@ def compare_cells(dir_a: Path, dir_b: Path, n_resamples: int = 10_000, seed: int
     correction) and a seeded paired bootstrap of mean EM(A) − EM(B) with its 95% CI and
     two-sided p. Raises ValueError when a folder has no predictions or no ids are shared.
     """
-    preds_a, preds_b = load_predictions(Path(dir_a)), load_predictions(Path(dir_b))
+    preds_a, preds_b = read_predictions(Path(dir_a)), read_predictions(Path(dir_b))
     ids, em_a, em_b = paired_outcomes(preds_a, preds_b, "em")
     if not ids:
         raise ValueError(f"{dir_a} and {dir_b} share no example ids: were they run on the same benchmark and limit?")

@@ -1,7 +1,7 @@
 """Figure 2: per-query Spearman ρ distributions on CONFLICTS, one violin per model and perturbation level.
 
 Reads ``per_query.values`` (three lists of per-query ρ, one per level) from each probe's
-``probe.json`` (paper Appendix F.2). Violins are green for quality-ordered probes
+record (paper Appendix F.2). Violins are green for quality-ordered probes
 (ρ* = −1.0) and red otherwise, with the mean written under each violin.
 """
 
@@ -25,7 +25,7 @@ def figure2(results_dir: Path, out_dir: Path | None = None, benchmark: str = "co
     probes = [results.probe(m, benchmark) for m in models]
     panels = []
     for probe in probes:
-        values = (probe.data.get("per_query") or {}).get("values") or []
+        values = probe.per_query_values()
         levels = [np.asarray([v for v in level if v is not None], dtype=float) for level in values[:3]]
         levels = [lvl[np.isfinite(lvl)] for lvl in levels]
         if len(levels) == 3 and all(lvl.size for lvl in levels):
@@ -45,7 +45,7 @@ def figure2(results_dir: Path, out_dir: Path | None = None, benchmark: str = "co
 
     fig, axes = plt.subplots(1, len(panels), figsize=(3.2 * len(panels), 3.4), sharey=True, squeeze=False)
     for ax, (probe, levels) in zip(axes[0], panels, strict=True):
-        quality_ordered = probe.data.get("rsc_class") == "quality-ordered"
+        quality_ordered = probe.rsc_class == "quality-ordered"
         colour = "#2e7d32" if quality_ordered else "#c62828"
         parts = ax.violinplot(levels, showmedians=True, showextrema=False)
         for body in parts["bodies"]:
@@ -58,7 +58,7 @@ def figure2(results_dir: Path, out_dir: Path | None = None, benchmark: str = "co
         ax.set_ylim(-1.35, 1.05)
         ax.axhline(0, color="grey", lw=0.5, ls=":")
         ax.set_title(
-            f"{pv.MODEL_LABELS.get(probe.model, probe.model)}\n{pv.CLASS_LABELS.get(probe.data.get('rsc_class'), '?')}", fontsize=9
+            f"{pv.MODEL_LABELS.get(probe.model, probe.model)}\n{pv.CLASS_LABELS.get(probe.rsc_class, '?')}", fontsize=9
         )
         for spine in ax.spines.values():
             spine.set_edgecolor(colour)

@@ -51,7 +51,7 @@ def _madara(res: Results, model: str, benchmark: str, grid: str) -> tuple[str | 
         routes = Counter(str(p.get("extra", {}).get("route")) for p in preds if p.get("extra", {}).get("route"))
         route = routes.most_common(1)[0][0] if routes else None
     if route is None and probe is not None:
-        route = probe.data.get("route")
+        route = probe.route
     route = route.lower() if isinstance(route, str) else None
     if cell is not None and cell.em is not None:
         return route, 100.0 * cell.em, cell, "madara cell"

@@ -11,7 +11,7 @@ import pandas as pd
 from madara_cli.tables import paper_values as pv
 from madara_cli.tables.builders.common import _em, _holm_stars, _madara, _mcnemar_pairs, _mean_of_all, _pairs, _percent
 from madara_cli.tables.cells import MISSING, _bench, _class, _finish, _model, _strategy, pair, pair_text
-from madara_cli.tables.index import DENSE, RERANK, SPARSE, Results, _probe_value, _results
+from madara_cli.tables.index import DENSE, RERANK, SPARSE, Results, _results
 from madara_cli.tables.specs import SPECS
 
 
@@ -65,8 +65,8 @@ def table2(results_dir: Path | Results) -> pd.DataFrame:
         row = {
             "Model": _model(model),
             "Task": _bench(benchmark),
-            "RSC": pair_text(_class(_probe_value(probe, "rsc_class")), _class(get("rsc_class"))),
-            "ρ̂1": pair(probe.rho(0) if probe else None, get("rho1"), digits=2),
+            "RSC": pair_text(_class(probe.rsc_class if probe else None), _class(get("rsc_class"))),
+            "ρ̂1": pair(probe.rho_at(0) if probe else None, get("rho1"), digits=2),
         }
         for s in ("nf", "three_agent", "cot", "sda"):
             row[_strategy(s)] = pair(ems[s], get(s), paper_mark=pv.TABLE2_STARS.get((model, benchmark, s), ""))

@@ -13,7 +13,7 @@ from madara_cli.tables import paper_values as pv
 from madara_cli.tables.builders.common import _pairs, _percent
 from madara_cli.tables.cells import MISSING, _bench, _finish, _model, _strategy, pair
 from madara_cli.tables.compare import paired_outcomes
-from madara_cli.tables.index import _HOPS, Results, _results, _support_info
+from madara_cli.tables.index import _HOPS, Results, _results, support_in_topk
 from madara_cli.tables.specs import SPECS
 
 
@@ -60,7 +60,7 @@ def table17(results_dir: Path | Results) -> pd.DataFrame:
     preds = {s: cell.predictions() if cell else None for s, cell in cells.items()}
     support: dict[str, tuple[int | None, bool | None]] = {}
     if preds["pde"]:
-        support = {str(p["id"]): _support_info(p.get("extra") or {}, str(p["id"])) for p in preds["pde"]}
+        support = {str(p["id"]): support_in_topk(p) for p in preds["pde"]}
 
     def subset_em(strategy: str, ids: set[str] | None) -> tuple[int, float] | None:
         rows_ = preds.get(strategy)

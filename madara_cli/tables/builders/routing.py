@@ -14,7 +14,7 @@ from madara_cli.diagnose import router, rsc
 from madara_cli.tables import paper_values as pv
 from madara_cli.tables.builders.common import _em, _madara, _mean_of_all
 from madara_cli.tables.cells import _bench, _class, _finish, _fmt, _model, _strategy, pair, pair_count, pair_text
-from madara_cli.tables.index import Results, _num, _probe_value, _results
+from madara_cli.tables.index import Results, _num, _results
 from madara_cli.tables.specs import SPECS
 
 ORACLE_STRATEGIES = ("nf", "three_agent", "cot", "sda", "sda_cot", "atf", "pde")
@@ -25,7 +25,8 @@ def _nf_for_routing(res: Results, model: str, benchmark: str, grid: str) -> floa
     """NF EM (%) used by the router: the NF cell when run, else the probe's calibration NF."""
     nf = _em(res, model, benchmark, "nf", grid)
     if nf is None:
-        em_nf = _num(_probe_value(res.probe(model, benchmark), "em_nf"))
+        probe = res.probe(model, benchmark)
+        em_nf = _num(probe.em_nf) if probe else None
         nf = None if em_nf is None else 100.0 * em_nf
     return nf
 
@@ -35,14 +36,14 @@ def _router_diagnostics(res: Results, model: str, benchmark: str, grid: str) -> 
     and the probe's ρ̂1..3 and class; None until both exist."""
     probe = res.probe(model, benchmark)
     nf = _nf_for_routing(res, model, benchmark, grid)
-    cls = _probe_value(probe, "rsc_class")
+    cls = probe.rsc_class if probe else None
     if probe is None or nf is None or cls not in rsc.RSC_CLASSES:
         return None
-    rho = tuple(probe.rho(k) for k in range(3))
+    rho = tuple(probe.rho_at(k) for k in range(3))
     usable = None if cls == rsc.DEGENERATE or any(r is None for r in rho) else rho
     if usable is None and cls != rsc.DEGENERATE:
         return None
-    return router.Diagnostics(em_nf=min(100.0, max(0.0, nf)), rho=usable, rsc_class=cls, entropy=_num(_probe_value(probe, "entropy")))
+    return router.Diagnostics(em_nf=min(100.0, max(0.0, nf)), rho=usable, rsc_class=cls, entropy=_num(probe.entropy))
 
 
 @dataclass(frozen=True)
@@ -62,8 +63,8 @@ class _BinaryRouting:
 def _binary_routing(res: Results, model: str, benchmark: str, grid: str) -> _BinaryRouting:
     """Appendix I's simplified routing: quality-ordered → CoT, stochastic → SDA; entropy > 0.7 → SDA."""
     probe = res.probe(model, benchmark)
-    cls = _probe_value(probe, "rsc_class")
-    entropy = _num(_probe_value(probe, "entropy"))
+    cls = probe.rsc_class if probe else None
+    entropy = _num(probe.entropy) if probe else None
     diag = router.Diagnostics(em_nf=100.0, rho=None, rsc_class=cls, entropy=entropy) if cls in rsc.RSC_CLASSES else None
     rec_rsc = None if diag is None else router.route_binary_rsc(diag).strategy
     rec_entropy = None if diag is None or entropy is None else router.route_entropy(diag, pv.ENTROPY_THRESHOLD).strategy

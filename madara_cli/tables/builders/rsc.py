@@ -10,7 +10,7 @@ import pandas as pd
 
 from madara_cli.tables import paper_values as pv
 from madara_cli.tables.cells import MISSING, _bench, _class, _finish, _fmt, _model, pair, pair_text
-from madara_cli.tables.index import Results, _num, _probe_value, _results
+from madara_cli.tables.index import PROBE_FILE, Results, _num, _results
 
 
 def table4(results_dir: Path | Results) -> pd.DataFrame:
@@ -26,12 +26,11 @@ def table4(results_dir: Path | Results) -> pd.DataFrame:
             row = {"Model": _model(model), "Task": _bench(benchmark)}
             for i, label in enumerate(("Shuffled", "Contra.", "Random")):
                 paper = pv.TABLE4.get((model, benchmark, f"rho{i + 1}"))
-                row[label] = pair(probe.rho(i) if probe else None, paper, digits=2)
-            row["Trend (ρ*)"] = pair(_num(_probe_value(probe, "rho_star")), pv.TABLE4.get((model, benchmark, "rho_star")), digits=2)
-            ours_class = _class(_probe_value(probe, "rsc_class"))
-            if _probe_value(probe, "degenerate", "is_degenerate"):
-                mean = _num(_probe_value(probe, "degenerate", "mean_score"))
-                floor = _num(_probe_value(probe, "degenerate", "floor_share"))
+                row[label] = pair(probe.rho_at(i) if probe else None, paper, digits=2)
+            row["Trend (ρ*)"] = pair(_num(probe.rho_star) if probe else None, pv.TABLE4.get((model, benchmark, "rho_star")), digits=2)
+            ours_class = _class(probe.rsc_class if probe else None)
+            if probe is not None and probe.is_degenerate:
+                mean, floor = _num(probe.degenerate.mean_score), _num(probe.degenerate.floor_share)
                 ours_class = f"Degenerate (mean={_fmt(mean, 2)}/5.0, {_fmt(None if floor is None else 100 * floor, 0)}% floor)"
             if degenerate:
                 paper_class = f"Degenerate (mean={degenerate['mean_score']}/5.0, {degenerate['floor_share_pct']}% floor)‡"
@@ -58,14 +57,13 @@ def table10(results_dir: Path | Results) -> pd.DataFrame:
         row = {"Model": _model(model) + ("†" if model == "gemma-2-9b" else ""), "Group (paper)": _class(pv.TABLE10_GROUPS[model])}
         for i, (column, label) in enumerate(zip(pv.TABLE10_COLUMNS, ("Shuffled", "Contradicted", "Random"), strict=True)):
             paper_mean, paper_std = pv.TABLE10[(model, "conflicts", column)]
-            mean = _num(_probe_value(probe, "per_query", "mean", i))
-            std = _num(_probe_value(probe, "per_query", "std", i))
+            mean, std = probe.per_query_at(i) if probe else (None, None)
             delta = f" ({_fmt(round(mean - paper_mean, 4), 2, signed=True)})" if mean is not None else ""
             row[label] = f"{_mean_std(mean, std)} / {_mean_std(paper_mean, paper_std)}{delta}"
         rows.append(row)
     notes = [
         "† Gemma-2: per-query means decrease monotonically but the pooled ρ̂ (Table 4) does not, hence Stochastic.",
-        "Ours: mean ± std of the probe's per-query Spearman ρ (probe.json per_query).",
+        f"Ours: mean ± std of the probe's per-query Spearman ρ ({PROBE_FILE} per_query).",
     ]
     return _finish(rows, "table10", notes)
 
@@ -76,17 +74,16 @@ def table11(results_dir: Path | Results) -> pd.DataFrame:
     rows = []
     for model, benchmark in dict.fromkeys((m, b) for (m, b, _) in pv.TABLE11):
         probe = res.probe(model, benchmark)
+        halves, subsets = (probe.split_half, probe.subsets30) if probe else (None, None)
         get = partial(pv.lookup, pv.TABLE11, model, benchmark)
         rows.append(
             {
                 "Model": _model(model),
                 "Task": _bench(benchmark),
-                "First 50": pair_text(_class(_probe_value(probe, "split_half", "first")), _class(get("first_half"))),
-                "Last 50": pair_text(_class(_probe_value(probe, "split_half", "last")), _class(get("last_half"))),
-                "30-query QO (%)": pair(
-                    _num(_probe_value(probe, "subsets30", "quality-ordered")), get("subsets_quality_ordered_pct"), digits=0
-                ),
-                "30-query Stoch. (%)": pair(_num(_probe_value(probe, "subsets30", "stochastic")), get("subsets_stochastic_pct"), digits=0),
+                "First 50": pair_text(_class(halves.first if halves else None), _class(get("first_half"))),
+                "Last 50": pair_text(_class(halves.last if halves else None), _class(get("last_half"))),
+                "30-query QO (%)": pair(_num(subsets.quality_ordered) if subsets else None, get("subsets_quality_ordered_pct"), digits=0),
+                "30-query Stoch. (%)": pair(_num(subsets.stochastic) if subsets else None, get("subsets_stochastic_pct"), digits=0),
             }
         )
     return _finish(rows, "table11", ["30-query columns: % of 100 random 30-query subsets yielding each class."])
@@ -108,11 +105,11 @@ def table13(results_dir: Path | Results) -> pd.DataFrame:
         row = {"Model": _model(model), "Task": _bench(benchmark)}
         for i, label in enumerate(("Shuffled (ρ̂1)", "Contradicted (ρ̂2)", "Random (ρ̂3)")):
             point, lo, hi = pv.TABLE13[(model, benchmark, f"rho{i + 1}")]
-            ours = probe.rho(i) if probe else None
-            ci = _probe_value(probe, "bootstrap", "ci", i) or (None, None)
+            ours = probe.rho_at(i) if probe else None
+            ci = (probe.ci_at(i) if probe else None) or (None, None)
             delta = f" ({_fmt(round(ours - point, 4), 2, signed=True)})" if ours is not None else ""
             row[label] = f"{_ci_text(ours, _num(ci[0]), _num(ci[1]))} / {_ci_text(point, lo, hi)}{delta}"
-        stability = _num(_probe_value(probe, "bootstrap", "stability"))
+        stability = probe.stability if probe else None
         row["Stability (%)"] = pair(
             None if stability is None else 100 * stability,
             pv.TABLE13[(model, benchmark, "stability")],

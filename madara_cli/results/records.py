@@ -1,0 +1,458 @@
+"""The two records madara keeps under ``results/``, typed.
+
+- :class:`CellRecord`: one finished cell (``<grid>/<key>/metrics.json``): the cell's
+  identity (:class:`madara_cli.experiment.grid.Cell`), its metrics, how the evaluated
+  set relates to the calibration queries, the strategy's own report sections, the data
+  report, the engine accounting, provenance and timing.
+- :class:`ProbeRecord`: one RSC probe (``probes/<key>/probe.json``): the statistics of
+  :func:`madara_cli.diagnose.rsc.summarize_probe`, EM_NF, the route, the score and
+  calibration notes, accounting, timing and provenance.
+
+``to_dict()`` lays a record out exactly as madara has always written it (so two runs
+still compare byte for byte), with ``schema_version`` as its first key;
+``from_dict()`` reads every version written so far (a file without
+``schema_version`` is version 1, identical otherwise). Keys a record does not know are
+kept (``report`` for a cell, ``extra`` for a probe) and written back where they were.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, ClassVar, Mapping
+
+from madara_cli.data.loaders import DataError
+from madara_cli.experiment.grid import Cell
+
+# 1: files written before the results store (no ``schema_version`` key); 2: the same
+# layout with ``schema_version`` first.
+SCHEMA_VERSION = 2
+
+METRICS = ("em", "em_squad", "f1", "contains")
+
+
+class RecordError(DataError):
+    """A results file that cannot be read as its record (printed as one line)."""
+
+
+def to_json(obj: Mapping[str, Any], ensure_ascii: bool = False) -> str:
+    """The text madara writes for a record: indented, strict JSON (no NaN), one final
+    newline (cells keep non-ASCII text as is, probes have always escaped it)."""
+    return json.dumps(obj, indent=2, ensure_ascii=ensure_ascii, allow_nan=False) + "\n"
+
+
+def _num(x: Any) -> float | None:
+    if isinstance(x, bool):
+        return float(x)
+    try:
+        value = float(x)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(value) else value
+
+
+def _version(data: Mapping[str, Any], path: Path | str | None) -> int:
+    version = data.get("schema_version", 1)
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise RecordError(f"{path or 'record'}: schema_version {version!r} is not a version number")
+    if version > SCHEMA_VERSION:
+        raise RecordError(f"{path or 'record'}: written by a newer madara (schema_version {version}; this one reads up to {SCHEMA_VERSION})")
+    return version
+
+
+# --- a cell -----------------------------------------------------------------------------------
+
+# Sections of metrics.json that are not the strategy's report.
+_CELL_KEYS = ("schema_version", "cell", "n", *METRICS, "evaluated_set", "empty_answers", "data", "accounting", "provenance", "timing")
+
+
+def cell_from_dict(d: Mapping[str, Any], grid: str = "", key: str = "") -> tuple[Cell, str]:
+    """A :class:`Cell` from a stored ``cell`` section, and the key it was stored under
+    (older folders may hold a key the current hash would not give)."""
+    key = str(d.get("key") or key)
+    config_hash = key.rsplit("__", 1)[-1] if "__" in key else ""
+    cell = Cell(
+        grid=str(d.get("grid") or grid), model=str(d.get("model") or ""), benchmark=str(d.get("benchmark") or ""),
+        strategy=str(d.get("strategy") or ""), retriever=str(d.get("retriever") or "bm25s"),
+        k=d.get("k"), seed=d.get("seed"), limit=d.get("limit"), config_hash=config_hash,
+    )
+    return cell, key or cell.key
+
+
+@dataclass(frozen=True)
+class CellRecord:
+    """A finished cell. ``report`` holds the strategy's own sections (``assessment``,
+    ``selection``, ``pde``, ``madara``, ...) in the order the strategy wrote them."""
+
+    cell: Cell
+    n: int
+    em: float | None
+    em_squad: float | None = None
+    f1: float | None = None
+    contains: float | None = None
+    evaluated_set: dict[str, Any] | None = None
+    empty_answers: int | None = None
+    report: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, Any] | None = None
+    accounting: dict[str, Any] = field(default_factory=dict)
+    provenance: dict[str, Any] | None = None
+    timing: dict[str, Any] | None = None
+    stored_key: str | None = None  # set only when the stored key differs from cell.key
+    schema_version: int = field(default=SCHEMA_VERSION, compare=False)  # the version it was read as; written as SCHEMA_VERSION
+
+    # --- identity, as the tables name it
+    @property
+    def key(self) -> str:
+        return self.stored_key or self.cell.key
+
+    @property
+    def grid(self) -> str:
+        return self.cell.grid
+
+    @property
+    def model(self) -> str:
+        return self.cell.model
+
+    @property
+    def benchmark(self) -> str:
+        return self.cell.benchmark
+
+    @property
+    def strategy(self) -> str:
+        return self.cell.strategy
+
+    @property
+    def retriever(self) -> str:
+        return self.cell.retriever
+
+    @property
+    def k(self) -> int | None:
+        return self.cell.k
+
+    @property
+    def seed(self) -> int | None:
+        return self.cell.seed
+
+    @property
+    def limit(self) -> int | None:
+        return self.cell.limit
+
+    # --- typed views of sections
+    def metric(self, name: str) -> float | None:
+        if name not in METRICS:
+            raise ValueError(f"unknown metric '{name}'; valid: {', '.join(METRICS)}")
+        return getattr(self, name)
+
+    @property
+    def assessment(self) -> dict[str, Any]:
+        value = self.report.get("assessment")
+        return dict(value) if isinstance(value, Mapping) else {}
+
+    @property
+    def madara(self) -> dict[str, Any]:
+        value = self.report.get("madara")
+        return dict(value) if isinstance(value, Mapping) else {}
+
+    @property
+    def calibration_split(self) -> str | None:
+        return (self.evaluated_set or {}).get("calibration_split")
+
+    @property
+    def engine_seconds(self) -> float:
+        """Engine seconds: the timing section's, else (older records) the accounting's."""
+        if self.timing and "engine_seconds" in self.timing:
+            return float(self.timing["engine_seconds"])
+        return float(self.accounting.get("seconds", 0) or 0)
+
+    @property
+    def seconds(self) -> float | None:
+        """Wall seconds of the run: provenance's, else an older record's ``wall_seconds``."""
+        if self.provenance and "seconds" in self.provenance:
+            return self.provenance["seconds"]
+        return self.report.get("wall_seconds")
+
+    def calls_per_query(self) -> float | None:
+        """LLM calls the strategy needs per query, cached or not: a cache hit is a call
+        another cell happened to pay for. Uses ``requests`` when the accounting has it,
+        else ``calls_issued + cache_hits``."""
+        acc = self.accounting or {}
+        if not self.n or not ({"requests", "calls_issued"} & set(acc)):
+            return None
+        total = acc["requests"] if "requests" in acc else float(acc.get("calls_issued", 0)) + float(acc.get("cache_hits", 0))
+        return float(total) / self.n
+
+    # --- JSON
+    def to_dict(self) -> dict[str, Any]:
+        cell = self.cell.to_dict()
+        cell["key"] = self.key
+        out: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "cell": cell, "n": self.n}
+        for name in METRICS:
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        for name in ("evaluated_set", "empty_answers"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        out.update(self.report)
+        if self.data is not None:
+            out["data"] = self.data
+        out["accounting"] = self.accounting
+        # Everything above is a function of the config, the data and the seed; provenance
+        # and timing close the record, so two runs compare byte for byte without them.
+        if self.provenance is not None:
+            out["provenance"] = self.provenance
+        if self.timing is not None:
+            out["timing"] = self.timing
+        return out
+
+    def to_json(self) -> str:
+        return to_json(self.to_dict())
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], grid: str = "", key: str = "", path: Path | str | None = None) -> "CellRecord":
+        """Read a stored record (any schema version). ``grid``/``key`` fill a ``cell``
+        section that lacks them (the folder names). Raises :class:`RecordError` when
+        the record names no model, benchmark and strategy."""
+        if not isinstance(d, Mapping):
+            raise RecordError(f"{path or 'record'}: not a JSON object")
+        version = _version(d, path)
+        section = d.get("cell")
+        if not isinstance(section, Mapping) or not all(section.get(k) for k in ("model", "benchmark", "strategy")):
+            raise RecordError(f"{path or 'record'}: no cell section naming model, benchmark and strategy")
+        cell, stored = cell_from_dict(section, grid, key)
+        n = d.get("n")
+        return cls(
+            cell=cell,
+            n=int(n) if isinstance(n, (int, float)) and not isinstance(n, bool) else 0,
+            **{name: d.get(name) for name in METRICS},
+            evaluated_set=d.get("evaluated_set") if isinstance(d.get("evaluated_set"), Mapping) else None,
+            empty_answers=d.get("empty_answers"),
+            report={k: v for k, v in d.items() if k not in _CELL_KEYS},
+            data=d.get("data") if isinstance(d.get("data"), Mapping) else None,
+            accounting=dict(d.get("accounting") or {}),
+            provenance=d.get("provenance") if isinstance(d.get("provenance"), Mapping) else None,
+            timing=d.get("timing") if isinstance(d.get("timing"), Mapping) else None,
+            stored_key=None if stored == cell.key else stored,
+            schema_version=version,
+        )
+
+    @classmethod
+    def from_json(cls, text: str, grid: str = "", key: str = "", path: Path | str | None = None) -> "CellRecord":
+        return cls.from_dict(_loads(text, path), grid, key, path)
+
+
+def _loads(text: str, path: Path | str | None) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise RecordError(f"{path or 'record'} is not readable JSON ({' '.join(str(e).split())})") from None
+
+
+# --- a probe ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Section:
+    """A nested section of a probe: known keys as fields (in the order they are
+    written), anything else kept in ``extra``."""
+
+    JSON_NAMES: ClassVar[dict[str, str]] = {}
+
+    @classmethod
+    def from_dict(cls, d: Any):
+        if not isinstance(d, Mapping):
+            return None
+        names = [f.name for f in fields(cls) if f.name != "extra"]
+        json_names = {n: cls.JSON_NAMES.get(n, n) for n in names}
+        known = set(json_names.values())
+        return cls(**{n: d.get(j) for n, j in json_names.items()}, extra={k: v for k, v in d.items() if k not in known})
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {self.JSON_NAMES.get(f.name, f.name): getattr(self, f.name) for f in fields(self) if f.name != "extra"}
+        out.update(self.extra)
+        return out
+
+
+@dataclass(frozen=True)
+class PerQuery(_Section):
+    mean: list | None = None  # per level: mean per-query rho
+    std: list | None = None
+    values: list | None = None  # per level: the per-query rho values
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Bootstrap(_Section):
+    ci: list | None = None  # per level: [low, high]
+    stability: float | None = None
+    class_shares: dict | None = None
+    n_resamples: int | None = None
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SplitHalf(_Section):
+    first: str | None = None
+    last: str | None = None
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Subsets(_Section):
+    JSON_NAMES: ClassVar[dict[str, str]] = {"quality_ordered": "quality-ordered"}
+    quality_ordered: float | None = None  # % of random 30-query subsets in each class
+    stochastic: float | None = None
+    degenerate: float | None = None
+    size: int | None = None
+    n_subsets: int | None = None
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Degeneracy(_Section):
+    is_degenerate: bool | None = None
+    floor_share: float | None = None
+    ceiling_share: float | None = None
+    mean_score: float | None = None
+    reason: str | None = None
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ProbeScores(_Section):
+    normal: list | None = None
+    parse_failures_normal: int | None = None
+    parse_failures_rescored: int | None = None
+    n_pairs: int | None = None
+    chains_from_raw_text: int | None = None
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Calibration(_Section):
+    n: int | None = None
+    split: str | None = None
+    rule: str | None = None
+    extra: dict = field(default_factory=dict)
+
+
+_SECTIONS: dict[str, type[_Section]] = {
+    "per_query": PerQuery, "bootstrap": Bootstrap, "split_half": SplitHalf, "subsets30": Subsets,
+    "degenerate": Degeneracy, "scores": ProbeScores, "calibration": Calibration,
+}
+# What strategy=madara needs of a probe.
+ROUTE_FIELDS = ("route", "reason", "em_nf", "rsc_class")
+
+
+def _at(values: Any, i: int) -> Any:
+    return values[i] if isinstance(values, (list, tuple)) and 0 <= i < len(values) else None
+
+
+@dataclass(frozen=True)
+class ProbeRecord:
+    """An RSC probe, as :func:`madara_cli.diagnose.probe.run_probe` computes it."""
+
+    model: str
+    benchmark: str
+    n: int
+    key: str | None = None
+    config_hash: str | None = None
+    # rsc.ProbeStats.to_dict()
+    rho: list | None = None  # pooled rho_1..3 (shuffled, contradicted, random)
+    p_values: list | None = None
+    rho_star: float | None = None
+    rho_bar: float | None = None
+    rsc_class: str | None = None
+    coupling: str | None = None
+    per_query: PerQuery | None = None
+    bootstrap: Bootstrap | None = None
+    split_half: SplitHalf | None = None
+    subsets30: Subsets | None = None
+    degenerate: Degeneracy | None = None
+    entropy: float | None = None
+    n_queries: int | None = None
+    n_pairs: int | None = None
+    seed: int | None = None
+    # the Diagnose arm
+    em_nf: float | None = None  # fraction
+    route: str | None = None
+    reason: str | None = None
+    scores: ProbeScores | None = None
+    calibration: Calibration | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # keys this madara does not know
+    accounting: dict[str, Any] | None = None
+    timing: dict[str, Any] | None = None
+    provenance: dict[str, Any] | None = None
+    schema_version: int = field(default=SCHEMA_VERSION, compare=False)  # the version it was read as; written as SCHEMA_VERSION
+    path: Path | None = field(default=None, compare=False)  # where it was read from; never written
+
+    # --- typed, None-safe lookups the tables and the CLI use
+    def rho_at(self, level: int) -> float | None:
+        return _num(_at(self.rho, level))
+
+    def p_value_at(self, level: int) -> float | None:
+        return _num(_at(self.p_values, level))
+
+    def ci_at(self, level: int) -> tuple[float | None, float | None] | None:
+        ci = _at(self.bootstrap.ci if self.bootstrap else None, level)
+        return (_num(ci[0]), _num(ci[1])) if isinstance(ci, (list, tuple)) and len(ci) == 2 else None
+
+    def per_query_at(self, level: int) -> tuple[float | None, float | None]:
+        """(mean, std) of the per-query rho at a level."""
+        pq = self.per_query
+        return (_num(_at(pq.mean, level)), _num(_at(pq.std, level))) if pq else (None, None)
+
+    def per_query_values(self) -> list:
+        return list(self.per_query.values or []) if self.per_query else []
+
+    @property
+    def is_degenerate(self) -> bool:
+        return bool(self.degenerate and self.degenerate.is_degenerate)
+
+    @property
+    def stability(self) -> float | None:
+        return _num(self.bootstrap.stability) if self.bootstrap else None
+
+    def missing(self, names: tuple[str, ...] = ROUTE_FIELDS) -> list[str]:
+        """The fields among ``names`` the record lacks (an empty model or benchmark counts)."""
+        return [k for k in names if getattr(self, k) is None or (k in ("model", "benchmark") and not getattr(self, k))]
+
+    # --- JSON
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"schema_version": SCHEMA_VERSION}
+        for f in fields(self):
+            if f.name in ("schema_version", "path", "extra", "accounting", "timing", "provenance"):
+                continue
+            value = getattr(self, f.name)
+            out[f.name] = value.to_dict() if isinstance(value, _Section) else value
+        out.update(self.extra)
+        for name in ("accounting", "timing", "provenance"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        return out
+
+    def to_json(self) -> str:
+        return to_json(self.to_dict(), ensure_ascii=True)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], path: Path | None = None) -> "ProbeRecord":
+        """Read a stored probe (any schema version); absent fields are None (see
+        :meth:`missing`). Raises :class:`RecordError` when it is not an object."""
+        if not isinstance(d, Mapping):
+            raise RecordError(f"{path or 'probe'}: not a JSON object")
+        version = _version(d, path)
+        names = {f.name for f in fields(cls)} - {"path", "extra", "schema_version"}
+        kw: dict[str, Any] = {}
+        for name in names:
+            value = d.get(name)
+            kw[name] = _SECTIONS[name].from_dict(value) if name in _SECTIONS else value
+        n = d.get("n")
+        kw["model"], kw["benchmark"] = str(d.get("model") or ""), str(d.get("benchmark") or "")
+        kw["n"] = int(n) if isinstance(n, (int, float)) and not isinstance(n, bool) else 0
+        extra = {k: v for k, v in d.items() if k not in names and k != "schema_version"}
+        return cls(**kw, extra=extra, schema_version=version, path=path)
+
+    @classmethod
+    def from_json(cls, text: str, path: Path | None = None) -> "ProbeRecord":
+        return cls.from_dict(_loads(text, path), path)
