@@ -254,11 +254,13 @@ def bench_stats(opts: BenchOptions, scratch: Path) -> dict[str, Any]:
 
 
 def bench_stages(opts: BenchOptions, scratch: Path, engine) -> dict[str, Any]:
+    from madara_cli.config import strategy_settings
     from madara_cli.experiment.runner import EnginePool, run_cell
 
     cfg0, backend = engine
     results = scratch / "stages"
-    cfgs = [_cfg(opts, f"strategy={s}", f"limit={opts.stage_limit}", f"results_dir={results}", "grid_name=bench", "strategy.scoring=logprob")
+    cfgs = [_cfg(opts, f"strategy={s}", f"limit={opts.stage_limit}", f"results_dir={results}", "grid_name=bench",
+                 *(["strategy.scoring=logprob"] if "scoring" in strategy_settings(s) else []))
             for s in ("nf", "pde_random", "three_agent", "pde")]
     t0 = time.perf_counter()
     pool = EnginePool(factory=_ReuseEngine(backend))  # the loaded engine is lent: no load time is counted

@@ -108,7 +108,7 @@ def test_unknown_grid_and_command(monkeypatch, capsys, no_engine):
     ],
 )
 def test_malformed_overrides_name_key_and_type(monkeypatch, capsys, no_engine, override, needles):
-    code, _, err = madara(monkeypatch, capsys, "run", override)
+    code, _, err = madara(monkeypatch, capsys, "run", "strategy=three_agent", override)
     line = one_line_error(code, err, *needles)
     assert "Error merging override" not in line
 
@@ -128,8 +128,8 @@ def test_malformed_overrides_name_key_and_type(monkeypatch, capsys, no_engine, o
         ("retriever.k=0", "retriever.k=0"),
         ("strategy.weights=[1]", "strategy.weights has 1 value(s); expected 3"),
         ("strategy.weights=[0,0,0]", "not all zero"),
-        ("strategy.kappa=-1", "strategy.kappa=-1"),
-        ("strategy.min_keep=-2", "strategy.min_keep=-2"),
+        ("strategy=atf strategy.kappa=-1", "strategy.kappa=-1"),
+        ("strategy=atf strategy.min_keep=-2", "strategy.min_keep=-2"),
         ("rsc.rescoring=bogus", "rsc.rescoring='bogus' is not a valid choice; valid: generate, logprob"),
         ("strategy.scoring=json", "valid: generate, logprob"),
         ("strategy.vote=majority", "valid: score, uniform"),
@@ -139,9 +139,36 @@ def test_malformed_overrides_name_key_and_type(monkeypatch, capsys, no_engine, o
     ],
 )
 def test_out_of_range_settings_fail_before_any_work(monkeypatch, capsys, no_engine, tmp_path, override, needle):
-    code, _, err = madara(monkeypatch, capsys, "run", "strategy=pde", override, f"results_dir={tmp_path / 'r'}")
+    overrides = override.split() if override.startswith("strategy=") else ["strategy=pde", override]
+    code, _, err = madara(monkeypatch, capsys, "run", *overrides, f"results_dir={tmp_path / 'r'}")
     one_line_error(code, err, needle)
     assert not (tmp_path / "r").exists(), "nothing may be written for a refused config"
+
+
+@pytest.mark.parametrize(
+    "overrides,needle",
+    [
+        (["strategy=sda", "strategy.kappa=0.9"], "strategy.kappa does not apply to strategy sda; its settings: name, top_k, weights, scoring, cot"),
+        (["strategy.top_k=3"], "strategy.top_k does not apply to strategy nf; its settings: name"),
+        (["strategy=pde_random", "strategy.n_samples=3"], "strategy.n_samples does not apply to strategy pde_random; its settings: name, top_k"),
+        (["-m", "strategy=nf,sda", "strategy.kappa=0.9"], "strategy.kappa does not apply to any strategy of grid adhoc (nf, sda)"),
+        (["rsc.rescoring=bogus"], "rsc.rescoring='bogus' is not a valid choice; valid: generate, logprob"),
+        (["strategy=three_agent", "strategy.scoring=bogus"], "strategy.scoring='bogus' is not a valid choice; valid: generate, logprob"),
+    ],
+)
+def test_a_setting_of_another_strategy_or_a_bad_choice_stops_before_any_work(monkeypatch, capsys, no_engine, tmp_path, overrides, needle):
+    code, _, err = madara(monkeypatch, capsys, "run", *overrides, f"results_dir={tmp_path / 'r'}")
+    one_line_error(code, err, needle)
+    assert code == 2
+    assert not (tmp_path / "r").exists(), "nothing may be written for a refused config"
+
+
+def test_a_grid_setting_that_fits_none_of_its_strategies_stops_before_any_work(monkeypatch, capsys, no_engine, tmp_path):
+    code, _, err = madara(monkeypatch, capsys, "run", "--grid", "demo", "strategy.rrf_kk=3", f"results_dir={tmp_path / 'r'}")
+    one_line_error(code, err, "unknown key 'strategy.rrf_kk'")
+    code, _, err = madara(monkeypatch, capsys, "run", "--grid", "table16", "strategy.kappa=0.9", f"results_dir={tmp_path / 'r'}")
+    one_line_error(code, err, "strategy.kappa does not apply to")
+    assert code == 2 and not (tmp_path / "r").exists()
 
 
 def test_every_shipped_config_passes_validation():

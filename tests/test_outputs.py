@@ -350,14 +350,19 @@ def test_prompts_carry_the_engines_rendered_template(results_dir):
 def test_config_dir_adds_and_replaces_group_options(tmp_path):
     user = tmp_path / "mine"
     (user / "strategy").mkdir(parents=True)
-    (user / "strategy" / "nf_top3.yaml").write_text("name: nf\ntop_k: 3\n")
+    (user / "strategy" / "sda_top3.yaml").write_text("name: sda\ntop_k: 3\n")  # no defaults list: sda's schema by name
     (user / "strategy" / "pde.yaml").write_text("name: pde\ntop_k: 4\n")  # replaces the shipped pde
+    (user / "strategy" / "nf_top3.yaml").write_text("name: nf\ntop_k: 3\n")  # NF keeps every document: no top_k
     ls = madara("--config-dir", str(user), "ls", "strategies")
-    assert ls.returncode == 0 and "nf_top3" in ls.stdout and "three_agent" in ls.stdout
-    mine = yaml.safe_load(madara("--config-dir", str(user), "run", "--cfg", "job", "strategy=nf_top3").stdout)
-    assert mine["strategy"]["name"] == "nf" and mine["strategy"]["top_k"] == 3
-    pde = yaml.safe_load(madara("--config-dir", str(user), "run", "--cfg", "job", "strategy=pde").stdout)
-    assert pde["strategy"]["top_k"] == 4
+    assert ls.returncode == 0 and "sda_top3" in ls.stdout and "three_agent" in ls.stdout
+    mine = yaml.safe_load(madara("--config-dir", str(user), "run", "--cfg", "job", "strategy=sda_top3", "strategy.scoring=logprob").stdout)
+    assert mine["strategy"] == {"name": "sda", "top_k": 3, "weights": [0.4, 0.3, 0.3], "scoring": "logprob", "cot": False}
+    pde = yaml.safe_load(madara("--config-dir", str(user), "run", "--cfg", "job", "strategy=pde", "strategy.vote=uniform").stdout)
+    assert pde["strategy"]["top_k"] == 4 and pde["strategy"]["vote"] == "uniform"
+    nf = madara("--config-dir", str(user), "run", "--cfg", "job", "strategy=nf_top3")
+    assert nf.returncode == 2 and "strategy.top_k does not apply to strategy nf; its settings: name" in nf.stderr
+    bad = madara("--config-dir", str(user), "run", "--cfg", "job", "strategy=sda_top3", "strategy.kappa=1")
+    assert bad.returncode == 2 and "strategy.kappa does not apply to strategy sda_top3" in bad.stderr
     assert yaml.safe_load(madara("run", "--cfg", "job", "strategy=pde").stdout)["strategy"]["top_k"] == 5
     missing = madara("--config-dir", str(tmp_path / "nope"), "ls")
     assert missing.returncode == 2 and "no such folder" in missing.stderr

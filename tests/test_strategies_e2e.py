@@ -13,7 +13,7 @@ import pytest
 
 from madara_cli.backends.base import Backend, BackendError
 from madara_cli.backends.cache import CachedLLM, ResponseCache
-from madara_cli.config import compose
+from madara_cli.config import compose, strategy_settings
 from madara_cli.data.mini import generate
 from madara_cli.experiment.runner import EnginePool, run_cell
 from madara_cli.records import ChatRequest, Completion, ScoreRequest
@@ -375,7 +375,9 @@ def test_real_model_end_to_end(real_pool, name):
         # Never download in a test: without cached weights, skip at once.
         if not isinstance(try_to_load_from_cache(str(compose(["strategy=cross_encoder"]).strategy.cross_encoder), "config.json"), str):
             pytest.skip("cross-encoder weights are not in the local Hugging Face cache")
-    cfg = compose([f"strategy={name}", f"results_dir={root}", *FAST])
+    # strategy.top_k only where the strategy keeps a top-k (self-consistency and MAIN-RAG do not)
+    fast = [o for o in FAST if not o.startswith("strategy.") or o.split("=")[0].split(".")[1] in strategy_settings(name)]
+    cfg = compose([f"strategy={name}", f"results_dir={root}", *fast])
     try:
         res = run_cell(cfg, pool)
     except BackendError as e:

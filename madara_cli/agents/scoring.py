@@ -66,12 +66,13 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from madara_cli.agents.prompts import AGENTS, CONFLICT, SCORE_KEY, assessor_messages
+from madara_cli.config.schema import Scoring
 from madara_cli.records import ChatRequest, Completion, Doc, Example, ScoreRequest
 
 DIGITS: tuple[str, ...] = ("0", "1", "2", "3", "4", "5")
 LOGPROB_PREFIX = '{"score": '
 NEUTRAL = 2.5  # imputation when an agent failed on every document of an example
-SCORING_MODES = ("generate", "logprob")
+SCORING_MODES = tuple(Scoring.__members__)  # generate, logprob (strategy.scoring, rsc.rescoring)
 # Base scoring stops at the first "}": {"score": N} is complete there, and a chatty
 # model's explanation after it would cost tokens on every one of the 3 m calls per
 # query. Engines drop the stop string, so _read puts the brace back before parsing.

@@ -1,38 +1,61 @@
-"""Configuration: dataclass schemas (:mod:`.schema`), composition and the config search
-path (:mod:`.compose`), and the checks that run before any data or model loads
-(:mod:`.validate`). The names most code needs are re-exported here."""
+"""Configuration: dataclass schemas (:mod:`.schema`: one per group, one per strategy,
+Enum choices), composition and the config search path (:mod:`.compose`), and the
+checks that run before any data or model loads (:mod:`.validate`). The names most
+code needs are re-exported here."""
 
 from madara_cli.config.compose import (
     add_config_dir,
+    chosen_strategy,
     compose,
     config_dir,
+    default_strategy,
     find_config,
+    inapplicable_strategy_overrides,
     load_grid,
+    option_schema,
+    option_settings,
     options,
     search_dirs,
+    strategy_node,
     to_plain,
     user_config_dirs,
     validate_overrides,
 )
 from madara_cli.config.schema import (
     GROUPS,
+    STRATEGY_SCHEMAS,
     BackendConfig,
     BenchmarkConfig,
+    CalibrationSplit,
+    Choice,
     ConfigError,
+    DType,
+    FirstStage,
     GenerationConfig,
     GridConfig,
+    GridKind,
     ModelConfig,
     RetrieverConfig,
     RootConfig,
     RSCConfig,
+    Scoring,
+    Selection,
     StrategyConfig,
+    Style,
+    Task,
+    Tokenizer,
+    Vote,
     plural,
     register_schemas,
+    strategy_schema,
+    strategy_settings,
 )
 
 __all__ = [
-    "GROUPS", "BackendConfig", "BenchmarkConfig", "ConfigError", "GenerationConfig", "GridConfig", "ModelConfig",
-    "RSCConfig", "RetrieverConfig", "RootConfig", "StrategyConfig", "add_config_dir", "compose", "config_dir",
-    "find_config", "load_grid", "options", "plural", "register_schemas", "search_dirs", "to_plain",
-    "user_config_dirs", "validate_overrides",
+    "GROUPS", "STRATEGY_SCHEMAS", "BackendConfig", "BenchmarkConfig", "CalibrationSplit", "Choice", "ConfigError", "DType",
+    "FirstStage", "GenerationConfig", "GridConfig", "GridKind", "ModelConfig", "RSCConfig", "RetrieverConfig", "RootConfig", "Scoring",
+    "Selection", "StrategyConfig", "Style", "Task", "Tokenizer", "Vote", "add_config_dir", "chosen_strategy", "compose",
+    "config_dir", "default_strategy", "find_config", "inapplicable_strategy_overrides", "load_grid", "option_schema",
+    "option_settings", "options", "plural", "register_schemas", "search_dirs", "strategy_node", "strategy_schema",
+    "strategy_settings", "to_plain", "user_config_dirs", "validate_overrides",
 ]

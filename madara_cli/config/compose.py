@@ -2,8 +2,11 @@
 folders), override checks, :func:`compose` and :func:`load_grid`.
 
 ``configs/config.yaml`` starts its defaults list with ``base_config`` (the
-:class:`~madara_cli.config.schema.RootConfig` schema), so composition validates
-every group option; :mod:`madara_cli.config.validate` then checks ranges and choices.
+:class:`~madara_cli.config.schema.RootConfig` schema), and each
+``configs/strategy/<name>.yaml`` with ``<name>_schema`` (that strategy's own
+schema), so composition validates every group option and every choice (Enum)
+setting; :mod:`madara_cli.config.validate` checks overrides first and ranges after.
+The composed config holds plain strings for the choices.
 """
 
 from __future__ import annotations
@@ -13,8 +16,21 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
-from madara_cli.config.schema import GROUPS, ConfigError, GridConfig, RootConfig, plural, register_schemas
+from madara_cli.config.schema import (
+    GROUPS,
+    SCHEMA_SUFFIX,
+    STRATEGY_SCHEMAS,
+    ConfigError,
+    GridConfig,
+    GridKind,
+    RootConfig,
+    StrategyConfig,
+    plural,
+    register_schemas,
+    strategy_schema,
+)
 
 
 def _packaged_configs() -> Path | None:
@@ -82,6 +98,84 @@ def options(group: str) -> list[str]:
     return sorted({p.stem for d in search_dirs() if (d / group).is_dir() for p in (d / group).glob("*.yaml")})
 
 
+def default_strategy() -> str:
+    """The strategy option the root ``config.yaml``'s defaults list picks."""
+    root = next(d for d in search_dirs() if (d / "config.yaml").is_file()) / "config.yaml"
+    for entry in OmegaConf.load(root).get("defaults", []):
+        if isinstance(entry, DictConfig) and "strategy" in entry:
+            return str(entry["strategy"])
+    raise ConfigError(f"{root}: its defaults list picks no strategy")
+
+
+def chosen_strategy(overrides: list[str]) -> str:
+    """The strategy option of a cell: its last ``strategy=NAME``, else the default."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    chosen = None
+    for o in OverridesParser.create().parse_overrides(list(overrides)):
+        if o.key_or_group == "strategy" and not o.is_sweep_override() and not o.package:
+            chosen = str(o.value())
+    return chosen or default_strategy()
+
+
+def _option_yaml(option: str) -> DictConfig | None:
+    path = find_config("strategy", option)
+    if path is None:
+        return None
+    node = OmegaConf.load(path)
+    return node if isinstance(node, DictConfig) else None
+
+
+def _schema_default(node: DictConfig) -> str | None:
+    """The ``<name>_schema`` entry of a strategy yaml's defaults list, if it has one."""
+    for entry in node.get("defaults", []):
+        if isinstance(entry, str) and entry.endswith(SCHEMA_SUFFIX) and entry[: -len(SCHEMA_SUFFIX)] in STRATEGY_SCHEMAS:
+            return entry[: -len(SCHEMA_SUFFIX)]
+    return None
+
+
+def option_schema(option: str) -> type[StrategyConfig] | None:
+    """The schema of strategy option ``option`` (a ``configs/strategy/<option>.yaml``):
+    the one its defaults list names, else the one of the strategy its ``name`` runs
+    (a user config without a defaults list); None for a strategy madara does not ship."""
+    node = _option_yaml(option)
+    if node is None:
+        return strategy_schema(option)
+    named = _schema_default(node)
+    return strategy_schema(named if named else str(node.get("name", option)))
+
+
+def option_settings(option: str) -> list[str]:
+    """The settings strategy option ``option`` reads (``name`` first)."""
+    schema = option_schema(option)
+    return list(schema.__dataclass_fields__) if schema else ["name"]
+
+
+def strategy_node(option: str) -> DictConfig:
+    """Strategy option ``option``'s settings as a composed config would hold them (its
+    schema's defaults and its yaml), plain strings for the choices."""
+    return compose([f"strategy={option}"]).strategy
+
+
+def inapplicable_strategy_overrides(overrides: list[str]) -> list[str]:
+    """The ``strategy.X=...`` overrides whose setting X the cell's strategy lacks but
+    another strategy has (a misspelt X is not one: compose names it)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    schema = option_schema(chosen_strategy(overrides))
+    if schema is None:
+        return []
+    known = {f for s in STRATEGY_SCHEMAS.values() for f in s.__dataclass_fields__}
+    out = []
+    for text, o in zip(overrides, OverridesParser.create().parse_overrides(list(overrides))):
+        parts = o.key_or_group.split(".")
+        if o.package or parts[0] != "strategy" or len(parts) != 2:
+            continue
+        if parts[1] in known and parts[1] not in schema.__dataclass_fields__:
+            out.append(text)
+    return out
+
+
 def validate_overrides(overrides: list[str]) -> None:
     """Fail with one line on a malformed override or an unknown group option."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -136,33 +230,80 @@ def primary_and_searchpath() -> tuple[str, list[str]]:
     return _PRIMARY_COPIES[key], [f"hydra.searchpath=[{paths}]"]
 
 
+def _force_add_strategy_settings(overrides: list[str], option: str) -> list[str]:
+    """A user strategy yaml without a ``<name>_schema`` defaults entry composes as a
+    free node holding only its own keys; its schema is laid over it after
+    composition, so an override of a schema setting the yaml leaves out is passed as
+    ``++strategy.X`` (set or add) instead of failing as an unknown key."""
+    node = _option_yaml(option)
+    if node is None or _schema_default(node) is not None or option_schema(option) is None:
+        return overrides
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    out = []
+    for text, o in zip(overrides, OverridesParser.create().parse_overrides(list(overrides))):
+        plain = not (o.package or o.is_add() or o.is_force_add() or o.is_delete())
+        out.append("++" + text if plain and o.key_or_group.startswith("strategy.") else text)
+    return out
+
+
+def _typed_strategy(cfg: DictConfig, option: str) -> None:
+    """Lay the strategy's schema over a node composed without it (see above)."""
+    if OmegaConf.get_type(cfg.strategy) is not dict:
+        return
+    schema = option_schema(option)
+    if schema is None:
+        return
+    settings = list(schema.__dataclass_fields__)
+    extra = [k for k in cfg.strategy if k not in settings]
+    if extra:
+        raise ConfigError(f"strategy {option}: strategy.{extra[0]} does not apply to strategy {cfg.strategy.get('name', option)}; "
+                          f"its settings: {', '.join(settings)}")
+    try:
+        cfg.strategy = OmegaConf.merge(OmegaConf.structured(schema), cfg.strategy)
+    except OmegaConfBaseException as e:
+        raise ConfigError(f"strategy {option}: strategy.{getattr(e, 'key', '?')}: {_first_lines(e)}") from None
+
+
 def compose(overrides: list[str] | None = None) -> DictConfig:
-    """Compose ``configs/config.yaml`` with Hydra overrides, validated and resolved."""
+    """Compose ``configs/config.yaml`` with Hydra overrides, validated and resolved;
+    choice settings come back as plain strings."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
 
     from madara_cli.config.validate import check_override_types, validate_config
 
     overrides = list(overrides or [])
     validate_overrides(overrides)
-    check_override_types(overrides, RootConfig, ConfigError)
+    option = chosen_strategy(overrides)
+    check_override_types(overrides, RootConfig, ConfigError, strategy=(option, option_schema(option)))
     _no_sweeps(overrides)
     register_schemas()
     GlobalHydra.instance().clear()
     try:
         primary, extra = primary_and_searchpath()
         with initialize_config_dir(config_dir=primary, version_base="1.3"):
-            cfg = hydra_compose(config_name="config", overrides=[*extra, *overrides])
+            cfg = hydra_compose(config_name="config", overrides=[*extra, *_force_add_strategy_settings(overrides, option)])
+        _typed_strategy(cfg, option)
         OmegaConf.resolve(cfg)
         cfg.overrides = list(overrides)
+        cfg = OmegaConf.create(OmegaConf.to_container(cfg, enum_to_str=True))
+        OmegaConf.set_struct(cfg, True)
     except (HydraException, OmegaConfBaseException) as e:
-        msg = " ".join(str(e).split("\n")[0].split())
-        raise ConfigError(f"bad config: {msg} (keys: {', '.join(RootConfig.__dataclass_fields__)})") from None
-    validate_config(cfg, ConfigError)  # ranges and choices, before any data or model loads
+        raise ConfigError(f"bad config: {_first_lines(e)} (keys: {', '.join(RootConfig.__dataclass_fields__)})") from None
+    validate_config(cfg, ConfigError)  # ranges, before any data or model loads
     return cfg
+
+
+def _first_lines(e: Exception) -> str:
+    """Hydra's message on one line: its first line, and the next when the first only
+    says where ("In 'strategy/x': ValidationError raised while composing config:")."""
+    lines = [" ".join(x.split()) for x in str(e).split("\n") if x.strip()]
+    if len(lines) > 1 and lines[0].endswith(":"):
+        return f"{lines[0]} {lines[1]}"
+    return lines[0] if lines else type(e).__name__
 
 
 def load_grid(name: str) -> GridConfig:
@@ -170,12 +311,14 @@ def load_grid(name: str) -> GridConfig:
     if path is None:
         raise ConfigError(f"unknown grid '{name}'; valid grids: {', '.join(options('grid'))}")
     try:
-        merged = OmegaConf.merge(OmegaConf.structured(GridConfig), OmegaConf.load(path))
+        raw = OmegaConf.load(path)
+        kind = str(raw.get("kind", GridKind.cells)) if isinstance(raw, DictConfig) else str(GridKind.cells)
+        merged = OmegaConf.merge(OmegaConf.structured(GridConfig), raw) if kind in GridKind.__members__ else None
     except Exception as e:  # noqa: BLE001 - any YAML/schema error is the user's to fix
         raise ConfigError(f"bad grid {path.name}: {' '.join(str(e).split())}") from None
+    if merged is None:
+        raise ConfigError(f"grid {name}: unknown kind '{kind}'; valid kinds: {', '.join(GridKind.__members__)}")
     grid: GridConfig = OmegaConf.to_object(merged)  # type: ignore[assignment]
-    if grid.kind not in ("cells", "probes"):
-        raise ConfigError(f"grid {name}: unknown kind '{grid.kind}'; valid kinds: cells, probes")
     for group, values in grid.axes.items():
         if group not in GROUPS:
             raise ConfigError(f"grid {name}: unknown axis '{group}'; valid axes: {', '.join(GROUPS)}")
@@ -186,4 +329,4 @@ def load_grid(name: str) -> GridConfig:
 
 
 def to_plain(cfg: DictConfig) -> dict[str, Any]:
-    return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+    return OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)  # type: ignore[return-value]

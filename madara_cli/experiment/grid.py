@@ -20,7 +20,17 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from madara_cli.config import GridConfig, compose, load_grid, to_plain
+from madara_cli.config import (
+    ConfigError,
+    GridConfig,
+    chosen_strategy,
+    compose,
+    inapplicable_strategy_overrides,
+    load_grid,
+    option_settings,
+    to_plain,
+)
+from madara_cli.config.validate import not_applicable
 
 # Root groups whose settings can change a cell's numbers.
 _SEMANTIC_GROUPS = ("model", "backend", "benchmark", "retriever", "strategy", "generation")
@@ -30,6 +40,15 @@ RUNTIME_ONLY: dict[str, tuple[str, ...]] = {
         "batch_size", "n_threads", "tensor_parallel_size", "gpu_memory_utilization", "enable_prefix_caching",
         "base_url", "api_key_env", "max_in_flight", "retries", "timeout_s",
     ),
+}
+# Before each strategy had its own schema, every strategy node carried every setting
+# at these defaults, and cells were hashed so. A node is laid over them, so cells
+# finished then keep their keys; being constants, they cannot move a strategy's key
+# (a setting that does not apply to it fails at compose).
+_FLAT_STRATEGY_DEFAULTS: dict = {
+    "top_k": 5, "weights": [0.4, 0.3, 0.3], "scoring": "generate", "cot": False, "kappa": 0.5, "min_keep": 2, "rrf_k": 60,
+    "vote": "score", "selection": "assessed", "n_samples": 5, "main_rag_n": 0.0, "probe": None,
+    "cross_encoder": "cross-encoder/ms-marco-MiniLM-L-12-v2",
 }
 
 
@@ -43,6 +62,7 @@ def semantic_config(cfg: DictConfig) -> dict:
     for group in _SEMANTIC_GROUPS:
         skip = RUNTIME_ONLY.get(group, ())
         out[group] = {k: v for k, v in plain[group].items() if k not in skip}
+    out["strategy"] = {**_FLAT_STRATEGY_DEFAULTS, **out["strategy"]}
     out["limit"], out["seed"] = plain.get("limit"), plain.get("seed")
     if cfg.strategy.name == "madara":
         out["rsc"] = plain.get("rsc")  # the probe behind the route
@@ -95,7 +115,37 @@ def grid_overrides(grid: GridConfig, extra: list[str]) -> list[list[str]]:
     cells = []
     for combo in itertools.product(*[v for _, v in axes], *[v for _, v in swept]):
         cells.append([f"{n}={v}" for n, v in zip(names, combo)] + list(grid.overrides) + [f"grid_name={grid.name}"] + fixed)
-    return cells
+    return _strategy_settings_where_they_apply(grid.name, cells)
+
+
+def _strategy_settings_where_they_apply(grid_name: str, cells: list[list[str]]) -> list[list[str]]:
+    """A grid-wide ``strategy.X=...`` (the grid's overrides, the command line's) goes to
+    the cells whose strategy has setting X, so ``strategy.scoring=logprob`` over
+    [nf, sda] scores sda by logprob and leaves nf alone; one that fits none of the
+    grid's strategies is the same one-line error as on a single cell. Cells that come
+    out identical (a swept setting their strategy lacks) are kept once."""
+    out: list[list[str]] = []
+    dropped_from: dict[str, set[str]] = {}
+    kept_somewhere: set[str] = set()
+    for cell in cells:
+        drop = set(inapplicable_strategy_overrides(cell))
+        strategy = chosen_strategy(cell)
+        for text in cell:
+            if text in drop:
+                dropped_from.setdefault(text, set()).add(strategy)
+            else:
+                kept_somewhere.add(text)
+        kept = [o for o in cell if o not in drop]
+        if kept not in out:
+            out.append(kept)
+    for text, strategies in dropped_from.items():
+        if text not in kept_somewhere:
+            key = text.split("=", 1)[0].lstrip("+")
+            if len(strategies) == 1:
+                (only,) = strategies
+                raise ConfigError(not_applicable(key, only, option_settings(only)))
+            raise ConfigError(f"{key} does not apply to any strategy of grid {grid_name} ({', '.join(sorted(strategies))})")
+    return out
 
 
 def _split_sweeps(overrides: list[str]) -> tuple[list[str], list[tuple[str, list[str]]]]:

@@ -16,7 +16,7 @@ from typing import Sequence
 
 from omegaconf import OmegaConf
 
-from madara_cli.config import StrategyConfig, find_config
+from madara_cli.config import strategy_node, strategy_schema
 from madara_cli.records import Example, Prediction
 from madara_cli.results.records import ROUTE_FIELDS, ProbeRecord
 from madara_cli.strategies.base import STRATEGIES, StrategyContext
@@ -28,10 +28,10 @@ def routed_config(cfg, strategy: str):
     Settings the user changed on the madara strategy (``strategy.scoring=logprob``,
     ``strategy.top_k=3``, ...) carry over to the treatment, except ``scoring`` for the
     CoT treatments, whose reasoning must be generated."""
-    node = OmegaConf.merge(OmegaConf.structured(StrategyConfig), OmegaConf.load(find_config("strategy", strategy)))
-    defaults = OmegaConf.structured(StrategyConfig)
-    for key in StrategyConfig.__dataclass_fields__:
-        if key in ("name", "probe") or (key == "scoring" and node.cot):
+    node = strategy_node(strategy)
+    defaults = OmegaConf.structured(strategy_schema("madara"))
+    for key in defaults:
+        if key in ("name", "probe") or key not in node or (key == "scoring" and node.cot):
             continue
         if key in cfg.strategy and cfg.strategy[key] != defaults[key]:
             node[key] = cfg.strategy[key]

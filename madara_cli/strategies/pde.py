@@ -35,14 +35,14 @@ from typing import Sequence
 import numpy as np
 
 from madara_cli.agents.generator import clean_answer, generation_request
-from madara_cli.config import ConfigError
+from madara_cli.config import ConfigError, Selection, Vote
 from madara_cli.records import Example, Prediction
 from madara_cli.strategies.assessed import scored, selection_report
 from madara_cli.strategies.base import STRATEGIES, StrategyContext, rounded, support_coverage
 from madara_cli.strategies.selection import pde_vote, top_k, weighted_aggregate
 
-SELECTIONS = ("assessed", "random")
-VOTES = ("score", "uniform")
+SELECTIONS = tuple(Selection.__members__)  # assessed, random
+VOTES = tuple(Vote.__members__)  # score, uniform
 EXTRACT_STAGE = "pde-extract"
 
 
