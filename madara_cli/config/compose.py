@@ -210,7 +210,7 @@ def _no_sweeps(overrides: list[str]) -> None:
 _PRIMARY_COPIES: dict[str, str] = {}
 
 
-def _primary_and_searchpath() -> tuple[str, list[str]]:
+def primary_and_searchpath() -> tuple[str, list[str]]:
     """Hydra's primary config folder and the ``hydra.searchpath`` override that puts the
     ``--config-dir`` folders ahead of the shipped configs. Hydra remembers a primary
     config it did not find before the search path grew, so with user folders the
@@ -283,7 +283,7 @@ def compose(overrides: list[str] | None = None) -> DictConfig:
     register_schemas()
     GlobalHydra.instance().clear()
     try:
-        primary, extra = _primary_and_searchpath()
+        primary, extra = primary_and_searchpath()
         with initialize_config_dir(config_dir=primary, version_base="1.3"):
             cfg = hydra_compose(config_name="config", overrides=[*extra, *_force_add_strategy_settings(overrides, option)])
         _typed_strategy(cfg, option)

@@ -16,7 +16,8 @@ import os
 import sys
 from pathlib import Path
 
-from madara_cli.config import ConfigError, config_dir, load_grid, register_schemas, validate_overrides
+from madara_cli.config import ConfigError, load_grid, register_schemas, validate_overrides
+from madara_cli.config.compose import primary_and_searchpath
 
 LAUNCHERS = {
     "basic": None,
@@ -117,9 +118,12 @@ def multirun(grid_name: str, extra: list[str], launcher: str = "joblib", n_jobs:
     if launcher == "ray":
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     register_schemas()
-    main = hydra.main(config_path=str(config_dir()), config_name="config", version_base="1.3")(_task)
+    # --config-dir folders go on Hydra's search path here too, so the sweep composes each
+    # job from the same options `madara run` sees (the workers inherit MADARA_CONFIG_DIR).
+    primary, searchpath = primary_and_searchpath()
+    main = hydra.main(config_path=primary, config_name="config", version_base="1.3")(_task)
     saved = sys.argv
-    sys.argv = ["madara", "--multirun", *args]
+    sys.argv = ["madara", "--multirun", *searchpath, *args]
     try:
         main()
     finally:
