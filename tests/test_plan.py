@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from madara_cli.experiment.grid import expand
 from madara_cli.experiment.plan import plan_grid, within
 from madara_cli.experiment.runner import EnginePool, run_cell
@@ -31,3 +33,20 @@ def test_demo_plan_is_within_10_percent_of_calls_issued(tmp_path):
     # Planning never writes where runs look (no probe or cell from placeholder replies).
     assert all(json.loads(p.read_text())["accounting"]["calls_issued"] >= 0 for p in tmp_path.glob("demo/*/metrics.json"))
     assert len(list(tmp_path.glob("demo/*/metrics.json"))) == len(cfgs)
+
+
+@pytest.mark.llm
+def test_plan_computes_the_engine_fingerprint_without_loading_it():
+    """`already cached` looks up the real cache, so the plan's fingerprint must be the one
+    the loaded engine puts in every cache key."""
+    pytest.importorskip("llama_cpp")
+    from madara_cli.backends import make_backend
+    from madara_cli.config import compose
+    from madara_cli.experiment.plan import _fingerprint
+
+    cfg = compose(["backend.n_threads=1", "backend.n_ctx=1024"])
+    backend = make_backend(cfg)
+    try:
+        assert _fingerprint(cfg) == backend.fingerprint
+    finally:
+        backend.close()

@@ -62,6 +62,14 @@ def file_fingerprint(path: Path) -> str:
 _FP_MEMO: dict[tuple[str, int, float], str] = {}
 
 
+def engine_fingerprint(file_fp: str, n_ctx: int, version: str) -> str:
+    """The cache's model identity (also computed by ``madara plan`` without loading the
+    model). "split": prompts are evaluated as system turn + rest (see
+    ``LlamaCppBackend.reuse_prefix``), which rounds differently from a whole-prompt
+    evaluation, so entries from before do not match."""
+    return f"{file_fp}:ctx{n_ctx}:llama-cpp-{version}:split"
+
+
 def physical_cores() -> int:
     """Physical cores (not SMT siblings) this process may use."""
     try:
@@ -146,10 +154,7 @@ class LlamaCppBackend:
     def fingerprint(self) -> str:
         """The GGUF file's hash (weights and quantisation), the context size (truncation)
         and the llama.cpp binding's release (kernels and sampling can change outputs)."""
-        version = getattr(self._llama_cpp, "__version__", "unknown")
-        # "split": prompts are evaluated as system turn + rest (see reuse_prefix); the
-        # rounding differs from a whole-prompt evaluation, so older cache entries do not match.
-        return f"{self._fingerprint}:ctx{self.n_ctx}:llama-cpp-{version}:split"
+        return engine_fingerprint(self._fingerprint, self.n_ctx, getattr(self._llama_cpp, "__version__", "unknown"))
 
     @property
     def batch_size(self) -> int:

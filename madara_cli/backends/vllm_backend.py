@@ -61,6 +61,11 @@ def _dicts(messages: Sequence[Message]) -> list[dict[str, str]]:
     return [{"role": m.role, "content": m.content} for m in messages]
 
 
+
+def engine_fingerprint(hf_id: str, revision: str, dtype: str, max_model_len: int, version: str) -> str:
+    """The cache's model identity (also computed by ``madara plan`` without vLLM)."""
+    return f"hf:{hf_id}@{revision}:{dtype}:len{max_model_len}:vllm-{version}"
+
 class VLLMBackend:
     name = "vllm"
 
@@ -103,8 +108,7 @@ class VLLMBackend:
     def fingerprint(self) -> str:
         """Weights, numerics and engine: a different dtype, context length or vLLM release
         can change outputs, so none of them may share cached completions."""
-        version = getattr(self._vllm, "__version__", "unknown")
-        return f"hf:{self.hf_id}@{self.revision}:{self.dtype}:len{self.max_model_len}:vllm-{version}"
+        return engine_fingerprint(self.hf_id, self.revision, self.dtype, self.max_model_len, getattr(self._vllm, "__version__", "unknown"))
 
     @property
     def batch_size(self) -> int:

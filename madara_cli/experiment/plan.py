@@ -115,13 +115,25 @@ class Plan:
 
 
 def _fingerprint(cfg: DictConfig) -> str:
-    """The fingerprint the real engine would use, without loading it when possible."""
-    if cfg.backend.name == "llamacpp" and cfg.model.gguf:
-        from madara_cli.backends.llamacpp import file_fingerprint, resolve_gguf
+    """The fingerprint the real engine would use, without loading it (so ``cached``
+    counts what the real response cache holds)."""
+    from importlib.metadata import PackageNotFoundError, version
 
-        return file_fingerprint(resolve_gguf(cfg.model.gguf))
+    def installed(dist: str) -> str:
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            return "unknown"
+
+    if cfg.backend.name == "llamacpp" and cfg.model.gguf:
+        from madara_cli.backends.llamacpp import engine_fingerprint, file_fingerprint, resolve_gguf
+
+        n_ctx = int(cfg.backend.n_ctx or cfg.model.max_model_len)
+        return engine_fingerprint(file_fingerprint(resolve_gguf(cfg.model.gguf)), n_ctx, installed("llama-cpp-python"))
     if cfg.backend.name == "vllm":
-        return f"hf:{cfg.model.hf_id}@{cfg.model.revision}"
+        from madara_cli.backends.vllm_backend import engine_fingerprint
+
+        return engine_fingerprint(cfg.model.hf_id, cfg.model.revision, cfg.model.dtype, int(cfg.model.max_model_len), installed("vllm"))
     return f"{cfg.backend.name}:{cfg.model.hf_id}"  # openai: known only to the server; cache matches are a lower bound
 
 
