@@ -614,7 +614,7 @@ def parse_number(text: Any) -> float | None:
 def split_pair(cell: Any) -> tuple[float | None, float | None, float | None, int | None, float | None] | None:
     """(ours, paper, delta, n, p) of a table cell, or None when it holds no number."""
     ours = getattr(cell, "ours", None)
-    if ours is not None or getattr(cell, "paper", None) is not None:  # a tables.build.Pair
+    if ours is not None or getattr(cell, "paper", None) is not None:  # a tables.cells.Pair
         return (ours, cell.paper, cell.delta, cell.n, cell.p)
     text = str(cell or "")
     if " / " in text:
