@@ -14,11 +14,14 @@ from typing import Sequence
 from madara_cli.metrics import tidy_answer
 from madara_cli.records import ChatRequest, Doc, Example, Message, messages
 
+# Appendix N's description of the factoid generator, nothing more: documents, question,
+# and the answer alone (a name, number, date or short phrase; no sentence, no
+# explanation). Nothing about disagreeing documents: that would aim the NF baseline,
+# which every routing decision starts from, at CONFLICTS.
 FACTOID_SYSTEM = (
     "You answer questions using the documents you are given. "
-    "Reply with the answer only: a short phrase of at most five words, usually a name, "
-    "place, date or number. Do not explain and do not write a full sentence. "
-    "If the documents disagree, give the answer that the most reliable evidence supports."
+    "Reply with nothing but the answer: a name, a number, a date or a short phrase. "
+    "Do not write a sentence and do not explain."
 )
 
 FEVER_SYSTEM = (
