@@ -148,8 +148,8 @@ def results_notes(results, metric: str) -> list[str]:
         notes.append("Ours show EM as the authors' code computes it (SQuAD normalisation: lower-case, no punctuation, no articles); "
                      "Section 5.4's literal lower-case + whitespace match is `madara tables --metric em_strict`.")
     else:
-        what = " (Section 5.4's literal reading: lower-case + whitespace only)" if metric == "em_strict" else ""
-        notes.append(f"Ours show {metric}{what} (`madara tables --metric {metric}`); the paper's values are EM as printed.")
+        what = ", Section 5.4's literal reading (lower-case + whitespace only)" if metric == "em_strict" else ""
+        notes.append(f"Ours show {metric}{what}: `madara tables --metric {metric}`; the paper's values are EM as printed.")
     splits = sorted({c.calibration_split for c in results.cells if c.calibration_split})
     if splits == ["nested"]:
         notes.append("Evaluated sets contain the calibration queries (benchmark.calibration_split=nested, the paper's reading: Appendix B, Table 9).")
