@@ -335,7 +335,7 @@ def tables(
     format: str = typer.Option("md,tex,csv,long", "--format", "-f", help="Comma-separated: md, tex, csv, long (tidy numeric CSV)"),
     results: Optional[Path] = _results_option(),
     out_dir: Optional[Path] = typer.Option(None, "--out", help="Where to write (default: RESULTS/tables)"),
-    metric: str = typer.Option("em", "--metric", help="What our cells show: em (the paper's EM), em_squad, f1, contains"),
+    metric: str = typer.Option("em", "--metric", help="What our cells show: em (EM as the paper's authors compute it: SQuAD normalisation), em_strict (Section 5.4's literal lower-case + whitespace), f1, contains"),
 ) -> None:
     """Write every paper table (ours beside the paper's) from the results on disk; never runs anything."""
     from madara_cli.tables import figure2, write_tables

@@ -118,7 +118,7 @@ def prediction_rows(examples: list[Example], preds: list[Prediction]) -> tuple[l
         scores.append(s)
         rows.append({
             "id": ex.id, "question": ex.question, "answers": list(ex.answers), "prediction": p.answer, "raw": p.raw,
-            "em": int(s.em), "em_squad": int(s.em_squad), "f1": round(s.f1, 4), "contains": int(s.contains), "doc_ids": list(p.doc_ids), "extra": p.extra,
+            "em": int(s.em), "em_strict": int(s.em_strict), "f1": round(s.f1, 4), "contains": int(s.contains), "doc_ids": list(p.doc_ids), "extra": p.extra,
         })
     return rows, scores
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
+from madara_cli import metrics as M
 from madara_cli.data.loaders import DataError
 from madara_cli.experiment.grid import Cell
 
@@ -30,7 +31,7 @@ from madara_cli.experiment.grid import Cell
 # layout with ``schema_version`` first.
 SCHEMA_VERSION = 2
 
-METRICS = ("em", "em_squad", "f1", "contains")
+METRICS = M.METRICS
 
 
 class RecordError(DataError):
@@ -89,7 +90,7 @@ class CellRecord:
     cell: Cell
     n: int
     em: float | None
-    em_squad: float | None = None
+    em_strict: float | None = None
     f1: float | None = None
     contains: float | None = None
     evaluated_set: dict[str, Any] | None = None
@@ -141,9 +142,9 @@ class CellRecord:
 
     # --- typed views of sections
     def metric(self, name: str) -> float | None:
-        if name not in METRICS:
-            raise ValueError(f"unknown metric '{name}'; valid: {', '.join(METRICS)}")
-        return getattr(self, name)
+        """A metric by name (``em_squad``, the name results before METRIC_VERSION 3
+        used, is ``em``); ValueError for an unknown one."""
+        return getattr(self, M.metric_name(name))
 
     @property
     def assessment(self) -> dict[str, Any]:
@@ -222,13 +223,14 @@ class CellRecord:
             raise RecordError(f"{path or 'record'}: no cell section naming model, benchmark and strategy")
         cell, stored = cell_from_dict(section, grid, key)
         n = d.get("n")
+        metric_values = _metric_values(d)
         return cls(
             cell=cell,
             n=int(n) if isinstance(n, (int, float)) and not isinstance(n, bool) else 0,
-            **{name: d.get(name) for name in METRICS},
+            **metric_values,
             evaluated_set=d.get("evaluated_set") if isinstance(d.get("evaluated_set"), Mapping) else None,
             empty_answers=d.get("empty_answers"),
-            report={k: v for k, v in d.items() if k not in _CELL_KEYS},
+            report={k: v for k, v in d.items() if k not in _CELL_KEYS and k not in M.METRIC_ALIASES},
             data=d.get("data") if isinstance(d.get("data"), Mapping) else None,
             accounting=dict(d.get("accounting") or {}),
             provenance=d.get("provenance") if isinstance(d.get("provenance"), Mapping) else None,
@@ -240,6 +242,17 @@ class CellRecord:
     @classmethod
     def from_json(cls, text: str, grid: str = "", key: str = "", path: Path | str | None = None) -> "CellRecord":
         return cls.from_dict(_loads(text, path), grid, key, path)
+
+
+def _metric_values(d: Mapping[str, Any]) -> dict[str, Any]:
+    """The metrics of a stored cell under today's names. Cells written with
+    METRIC_VERSION 2 hold ``em`` = the strict match and ``em_squad`` = the SQuAD one:
+    read as ``em_strict`` and ``em``, so a table never mixes the two under one name.
+    (METRIC_VERSION 1 cells hold ``em`` = the SQuAD match alone, which is ``em``.)"""
+    values = {name: d.get(name) for name in METRICS}
+    if "em_squad" in d and "em_strict" not in d:
+        values["em"], values["em_strict"] = d.get("em_squad"), d.get("em")
+    return values
 
 
 def _loads(text: str, path: Path | str | None) -> Any:

@@ -43,6 +43,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from madara_cli.metrics import metric_name
 from madara_cli.results.records import METRICS, SCHEMA_VERSION, CellRecord, ProbeRecord, RecordError, _num
 
 __all__ = [
@@ -263,9 +264,15 @@ def _read_predictions(path: str, stamp: tuple[int, int, int]) -> tuple[dict[str,
             if not line:
                 continue
             try:
-                rows.append(json.loads(line))
+                row = json.loads(line)
             except json.JSONDecodeError as err:
                 raise ValueError(f"{path}:{line_no}: not valid JSON ({err.msg})") from None
+            if isinstance(row, dict) and "em_squad" in row and "em_strict" not in row:
+                # METRIC_VERSION 2 rows: em was the strict match, em_squad the SQuAD one
+                # (today's em), as the cell's record is read (records._metric_values).
+                row = {**row, "em": row["em_squad"], "em_strict": row.get("em")}
+                del row["em_squad"]
+            rows.append(row)
     return tuple(rows)
 
 
@@ -389,7 +396,7 @@ def read_record(folder: Path) -> tuple[str, CellRecord | ProbeRecord]:
 # --- the results index ----------------------------------------------------------------------------
 
 TABLE_METRICS = METRICS
-BINARY_METRICS = ("em", "em_squad", "contains")
+BINARY_METRICS = ("em", "em_strict", "contains")
 
 
 @dataclass(frozen=True, eq=False)
@@ -476,14 +483,14 @@ class Results:
 def load_results(results_dir: Path | str, metric: str = "em") -> Results:
     """Scan ``results/<grid>/<cell>/`` and ``results/probes/*/`` for finished records.
 
-    ``metric`` picks what the tables show as each cell's score (``em``, the paper's
-    EM, by default; ``em_squad``, ``f1`` or ``contains``).
+    ``metric`` picks what the tables show as each cell's score (``em``, EM as the
+    authors compute it, by default; ``em_strict``, ``f1`` or ``contains``; the older
+    name ``em_squad`` means ``em``).
 
     Folders starting with ``.`` (``.tmp-*``: unfinished cells) are ignored; unreadable
     records are listed in ``skipped`` rather than aborting the whole table run.
     """
-    if metric not in TABLE_METRICS:
-        raise ValueError(f"unknown metric '{metric}'; valid: {', '.join(TABLE_METRICS)}")
+    metric = metric_name(metric)
     root = Path(results_dir)
     cells: list[StoredCell] = []
     probes: list[ProbeRecord] = []
