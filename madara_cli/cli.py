@@ -374,12 +374,14 @@ def compare(
     resamples: int = typer.Option(10_000, "--resamples", min=1, help="Paired bootstrap resamples"),
     seed: int = typer.Option(0, "--seed"),
     as_json: bool = typer.Option(False, "--json", help="Print the comparison as one JSON object"),
+    min_pairs: int = typer.Option(10, "--min-pairs", min=1, help="Fewest shared examples for which a bootstrap CI is shown (below it: the exact McNemar test only)"),
 ) -> None:
-    """Paired comparison of two cells on their shared examples: EM, b, c, McNemar, bootstrap CI."""
+    """Paired comparison of two cells on their shared examples: EM, b, c, McNemar, bootstrap CI.
+    Cells of different benchmarks or questions, or with an id twice, are refused."""
     from madara_cli.tables import compare_cells, format_comparison
 
     try:
-        result = compare_cells(run_a, run_b, n_resamples=resamples, seed=seed)
+        result = compare_cells(run_a, run_b, n_resamples=resamples, seed=seed, min_pairs=min_pairs)
     except ValueError as e:
         raise UserError(str(e)) from None
     if as_json:

@@ -4,6 +4,7 @@ and clipped in the key, and token counts do not depend on what the cache held.""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,8 @@ import pytest
 from madara_cli.backends.base import BackendError
 from madara_cli.config import compose
 from madara_cli.experiment.runner import EnginePool, run_cell
+from madara_cli.tables import compare_cells, format_comparison
+from tests.results_fixtures import write_cell
 from tests.test_bad_input import madara, no_engine, one_line_error  # noqa: F401  (no_engine: a fixture, used by name)
 from tests.test_strategies_e2e import FakeBackend
 
@@ -65,3 +68,64 @@ def test_a_resumed_cell_reports_the_tokens_of_a_clean_run(tmp_path):
         again = run_cell(_pde(resumed_dir, "force=true"), pool).record.accounting
     assert (again["tokens_in"], again["tokens_out"]) == (clean["tokens_in"], clean["tokens_out"])
     assert (again["calls_issued"], again["issued_tokens_in"], again["issued_tokens_out"]) == (0, 0, 0)
+
+
+# --------------------------------------------------------------------------- #
+# compare refuses what it cannot pair
+
+
+def test_compare_refuses_cells_of_different_benchmarks(monkeypatch, capsys, tmp_path):
+    a = write_cell(tmp_path, "g", "m", "conflicts", "pde", correct=range(8))
+    b = write_cell(tmp_path, "g", "m", "musique", "nf", correct=range(3))  # the same ids q0..q9, other questions
+    with pytest.raises(ValueError, match="A ran on benchmark conflicts, B on musique"):
+        compare_cells(a, b)
+    code, out, err = madara(monkeypatch, capsys, "compare", str(a), str(b))
+    one_line_error(code, err, "cannot be paired")
+    assert "McNemar" not in out
+
+
+def test_compare_refuses_other_questions_under_the_same_ids(tmp_path):
+    a = write_cell(tmp_path, "g", "m", "musique", "pde", correct=range(8))
+    b = write_cell(tmp_path, "g2", "m", "musique", "nf", predictions=[{"question": f"another question {i}"} for i in range(10)])
+    with pytest.raises(ValueError, match=r"10 of 10 shared ids hold different questions .*first: q0"):
+        compare_cells(a, b)
+
+
+def test_compare_refuses_a_duplicate_id(monkeypatch, capsys, tmp_path):
+    a = write_cell(tmp_path, "g", "m", "musique", "pde", correct=range(8))
+    b = write_cell(tmp_path, "g", "m", "musique", "nf", ids=["q0", "q1", "q1"] + [f"q{i}" for i in range(3, 10)])
+    code, _, err = madara(monkeypatch, capsys, "compare", str(a), str(b))
+    one_line_error(code, err, "1 example id(s) occur more than once (q1)", str(b))
+
+
+def test_compare_refuses_a_half_written_cell(tmp_path):
+    a = write_cell(tmp_path, "g", "m", "musique", "pde", correct=range(8))
+    b = write_cell(tmp_path, "g", "m", "musique", "nf", correct=range(3))
+    (b / "metrics.json").unlink()
+    with pytest.raises(ValueError, match="not a finished cell"):
+        compare_cells(a, b)
+
+
+def test_compare_at_two_pairs_gives_the_exact_mcnemar_and_no_interval(monkeypatch, capsys, tmp_path):
+    a = write_cell(tmp_path, "g", "m", "musique", "pde", correct=(0, 1), n=2)
+    b = write_cell(tmp_path, "g", "m", "musique", "nf", correct=(), n=2)
+    r = compare_cells(a, b)
+    assert (r["n"], r["b"], r["c"]) == (2, 2, 0)
+    assert r["p_mcnemar_exact"] == pytest.approx(0.5)
+    assert (r["ci_low"], r["ci_high"], r["p_bootstrap"]) == (None, None, None)
+    assert "n = 2 pairs is below 10" in r["no_ci_reason"]
+    text = format_comparison(r)
+    assert "exact 0.5" in text and "no CI shown" in text and "CI [" not in text and "p = 0" not in text
+    code, out, _ = madara(monkeypatch, capsys, "compare", str(a), str(b), "--json")
+    assert code == 0 and json.loads(out)["ci_low"] is None
+
+
+def test_compare_says_why_a_degenerate_bootstrap_shows_no_interval(tmp_path):
+    a = write_cell(tmp_path, "g", "m", "musique", "pde", correct=range(12), n=12)
+    b = write_cell(tmp_path, "g", "m", "musique", "nf", correct=(), n=12)
+    r = compare_cells(a, b)
+    assert r["ci_low"] is None and "every pair differs by the same +100pp" in r["no_ci_reason"]
+    assert r["p_mcnemar_exact"] == pytest.approx(2 * 0.5**12)
+    c = write_cell(tmp_path, "g", "m", "musique", "atf", correct=range(6), n=12)
+    shown = compare_cells(a, c)  # mixed differences: the interval is shown
+    assert shown["no_ci_reason"] is None and shown["ci_low"] <= shown["mean_diff"] <= shown["ci_high"]
