@@ -337,34 +337,47 @@ def tables(
     out_dir: Optional[Path] = typer.Option(None, "--out", help="Where to write (default: RESULTS/tables)"),
     metric: str = typer.Option("em", "--metric", help="What our cells show: em (the paper's EM), em_squad, f1, contains"),
 ) -> None:
-    """Write every paper table (ours beside the paper's) from the results on disk; never runs anything."""
+    """Write every paper table (ours beside the paper's) from the results on disk; never runs anything.
+
+    Result folders that cannot be read are named and left out; the other tables are
+    written, and the exit status is 1 so that a script notices the gap."""
+    from madara_cli.results.store import TABLE_METRICS, load_results
     from madara_cli.tables import figure2, write_tables
 
+    if metric not in TABLE_METRICS:
+        raise UserError(f"unknown metric '{metric}'; valid: {', '.join(TABLE_METRICS)}")
     results_dir = _results_dir(results)
+    if not results_dir.is_dir():
+        raise UserError(f"no results folder {results_dir} (run a grid first, or pass --results DIR / set MADARA_RESULTS)")
     try:
         paths = write_tables(
             results_dir, out_dir or results_dir / "tables", only=only.split(",") if only else None, formats=tuple(format.split(",")), metric=metric
         )
     except ValueError as e:
         raise UserError(str(e)) from None
-    _warn_unreadable(results_dir)
     for p in paths:
         if p.suffix == ".md" and only:
             out.print(p.read_text(encoding="utf-8"), markup=False, highlight=False)
     fig = figure2(results_dir) if not only else None
     out.print(f"wrote {len(paths)} files under {(out_dir or results_dir / 'tables')}" + (f"; figure {fig}" if fig else ""))
+    problems = load_results(results_dir).problems
+    if problems:
+        err.print(f"error: {unreadable_folders(problems)}; the tables were written without them", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(1)
 
 
-def _warn_unreadable(results_dir: Path) -> None:
-    from madara_cli.results.store import load_results
+# Named in full up to this many; beyond, a count and the first few.
+SHOWN_PROBLEMS = 5
 
-    skipped = load_results(results_dir).skipped
-    if skipped:
-        err.print(
-            f"warning: {len(skipped)} result folder(s) have an unreadable or incomplete cell or probe record and were left out: "
-            f"{', '.join(skipped[:3])}{', ...' if len(skipped) > 3 else ''} (rerun them with force=true, or delete them)",
-            markup=False, highlight=False, soft_wrap=True,
-        )
+
+def unreadable_folders(problems) -> str:
+    """One line naming the result folders that cannot be read and why, all of them or a
+    count and the first :data:`SHOWN_PROBLEMS`, with what to do."""
+    shown = "; ".join(f"{folder} ({why})" for folder, why in problems[:SHOWN_PROBLEMS])
+    more = (f"; and {len(problems) - SHOWN_PROBLEMS} more (madara show FOLDER says what is wrong with each)"
+            if len(problems) > SHOWN_PROBLEMS else "")
+    return (f"{len(problems)} result folder(s) hold results that cannot be read: {shown}{more}; "
+            "rerun those cells with force=true, or delete the folders")
 
 
 @app.command()

@@ -129,3 +129,85 @@ def test_compare_says_why_a_degenerate_bootstrap_shows_no_interval(tmp_path):
     c = write_cell(tmp_path, "g", "m", "musique", "atf", correct=range(6), n=12)
     shown = compare_cells(a, c)  # mixed differences: the interval is shown
     assert shown["no_ci_reason"] is None and shown["ci_low"] <= shown["mean_diff"] <= shown["ci_high"]
+
+
+# --------------------------------------------------------------------------- #
+# tables and show read strictly
+
+
+def _edit_metrics(folder: Path, **values) -> None:
+    path = folder / "metrics.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **values}))
+
+
+def _damaged_results(root: Path) -> dict[str, Path]:
+    """One good cell and three that are not: half-written, em "high", n null."""
+    good = write_cell(root, "table2", "llama-3.1-8b", "conflicts", "nf", correct=range(3))
+    half = write_cell(root, "table2", "llama-3.1-8b", "conflicts", "pde", correct=range(9))
+    (half / "metrics.json").unlink()
+    high = write_cell(root, "table2", "mistral-7b", "conflicts", "nf", correct=range(9))
+    _edit_metrics(high, em="high")
+    null = write_cell(root, "table2", "mistral-7b", "conflicts", "pde", correct=range(9))
+    _edit_metrics(null, n=None)
+    return {"good": good, "half": half, "high": high, "null": null}
+
+
+def test_tables_names_every_unreadable_cell_writes_the_rest_and_exits_1(monkeypatch, capsys, tmp_path):
+    cells = _damaged_results(tmp_path)
+    code, out, err = madara(monkeypatch, capsys, "tables", "--results", str(tmp_path), "--format", "md,long")
+    assert code == 1, err
+    line = one_line_error(code, err, "3 result folder(s)", "the tables were written without them")
+    assert f"{cells['half']} (has config.yaml, predictions.jsonl but no metrics.json" in line
+    assert f"{cells['high']} (metrics.json: em 'high' is not a fraction in [0, 1])" in line
+    assert f"{cells['null']} (metrics.json: n None is not a count of queries)" in line
+    assert str(cells["good"]) not in line and "more" not in line
+    long = (tmp_path / "tables" / "all.long.csv").read_text()
+    assert "high" not in long
+    table2 = (tmp_path / "tables" / "table2.md").read_text()
+    rows = {ln.split(" | ")[0]: ln for ln in table2.splitlines() if "| Conflicts |" in ln}
+    assert "| 30.0 / 13.9" in rows["| Llama-3.1-8B"]  # the good cell (EM 3/10) is rendered
+    assert "90.0" not in rows["| Mistral-7B-v0.3"] and "| — / 18.1 |" in rows["| Mistral-7B-v0.3"]  # the damaged NF (9/10) is not
+
+
+def test_many_unreadable_cells_are_counted_with_the_first_few_and_a_pointer_to_show(monkeypatch, capsys, tmp_path):
+    for i in range(7):
+        cell = write_cell(tmp_path, "g", f"m{i}", "musique", "nf", correct=range(3))
+        (cell / "metrics.json").unlink()
+    code, _, err = madara(monkeypatch, capsys, "tables", "--results", str(tmp_path), "--only", "table2", "--format", "md")
+    line = one_line_error(code, err, "7 result folder(s)", "and 2 more (madara show FOLDER says what is wrong with each)")
+    assert code == 1 and line.count("but no metrics.json") == 5
+
+
+def test_a_folder_that_cannot_be_listed_is_named(monkeypatch, capsys, tmp_path):
+    write_cell(tmp_path, "table2", "llama-3.1-8b", "conflicts", "nf", correct=range(3))
+    locked = tmp_path / "table2" / "locked"
+    locked.mkdir()
+    listdir = Path.iterdir
+
+    def iterdir(self):  # what chmod 000 does to anyone but root (the tests may run as root)
+        if self == locked:
+            raise PermissionError(13, "Permission denied", str(self))
+        return listdir(self)
+
+    monkeypatch.setattr(Path, "iterdir", iterdir)
+    code, _, err = madara(monkeypatch, capsys, "tables", "--results", str(tmp_path), "--only", "table2", "--format", "md")
+    one_line_error(code, err, "1 result folder(s)", f"{locked} (cannot be read (Permission denied))")
+
+
+def test_show_says_what_is_wrong_with_a_damaged_cell(monkeypatch, capsys, tmp_path):
+    cells = _damaged_results(tmp_path)
+    code, _, err = madara(monkeypatch, capsys, "show", str(cells["half"]))
+    one_line_error(code, err, "is not a finished cell", "no metrics.json")
+    code, _, err = madara(monkeypatch, capsys, "show", cells["high"].name, "--results", str(tmp_path))
+    one_line_error(code, err, "em 'high' is not a fraction")
+    code, out, _ = madara(monkeypatch, capsys, "show", str(cells["good"]))
+    assert code == 0 and "llama-3.1-8b" in out
+
+
+def test_a_results_folder_that_does_not_exist_is_an_error_not_created(monkeypatch, capsys, tmp_path):
+    missing = tmp_path / "no" / "such" / "dir"
+    code, _, err = madara(monkeypatch, capsys, "tables", "--results", str(missing))
+    one_line_error(code, err, f"no results folder {missing}")
+    code, _, err = madara(monkeypatch, capsys, "show", "some-key", "--results", str(missing))
+    one_line_error(code, err, f"no results folder {missing}")
+    assert not (tmp_path / "no").exists()
