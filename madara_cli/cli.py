@@ -119,7 +119,7 @@ def run(
         launch_multirun(grid, overrides, launcher, jobs)
         launched = expand(grid, overrides)
         # Read back what the workers wrote; nothing runs here (a missing cell is reported).
-        found = [(cfg, finished_cell(cfg)) for cfg in launched]
+        found = [(cfg, finished_cell(cfg, sized=True)) for cfg in launched]
         results = [r for _, r in found if r is not None]
         out.print(_results_table(results, f"grid {grid} ({launcher})"))
         missing = [f"{c.model.name}/{c.benchmark.name}/{c.strategy.name}" for c, r in found if r is None]
@@ -567,6 +567,9 @@ def cache_merge(
     """Fold the per-worker cache shards of cluster jobs into the cache (idempotent)."""
     from madara_cli.backends.shards import merge_shards, shard_dir
 
+    if not cache.is_file() and not shard_dir(cache).is_dir():  # a typo would otherwise "merge 0 shards" and succeed
+        raise UserError(f"no response cache {cache} and no shards in {shard_dir(cache)}: nothing to merge "
+                        "(pass --cache RESULTS/cache.sqlite of the sweep)")
     r = merge_shards(cache, keep=keep)
     out.print(f"merged {r.shards} shards from {shard_dir(cache)}: {r.rows} entries, {r.added} new to {cache}", markup=False, highlight=False)
     if r.failed:

@@ -211,3 +211,85 @@ def test_a_results_folder_that_does_not_exist_is_an_error_not_created(monkeypatc
     code, _, err = madara(monkeypatch, capsys, "show", "some-key", "--results", str(missing))
     one_line_error(code, err, f"no results folder {missing}")
     assert not (tmp_path / "no").exists()
+
+
+# --------------------------------------------------------------------------- #
+# Typos that used to succeed
+
+
+def test_cache_merge_of_a_cache_that_does_not_exist(monkeypatch, capsys, tmp_path):
+    missing = tmp_path / "no" / "such" / "cache.sqlite"
+    code, _, err = madara(monkeypatch, capsys, "cache", "merge", "--cache", str(missing))
+    one_line_error(code, err, f"no response cache {missing}")
+    assert not (tmp_path / "no").exists()
+
+
+@pytest.mark.usefixtures("no_engine")
+def test_plan_names_a_benchmark_file_that_is_missing(monkeypatch, capsys, tmp_path):
+    from tests.conftest import configs_with_grid
+
+    missing = tmp_path / "nope.jsonl"
+    env = configs_with_grid(tmp_path, "typo", f"axes:\n  benchmark: [musique]\n  strategy: [nf]\noverrides: [limit=2, benchmark.path={missing}]\n")
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    code, _, err = madara(monkeypatch, capsys, "plan", "--grid", "typo", "--results", str(tmp_path / "r"))
+    one_line_error(code, err, "not found", str(missing))
+
+
+# --------------------------------------------------------------------------- #
+# Sizes that do not exist are said, and the key says what ran
+
+
+def _three_rows(tmp_path: Path) -> Path:
+    from tests.test_bad_input import _musique_row
+
+    path = tmp_path / "three.jsonl"
+    path.write_text("".join(json.dumps(_musique_row(f"2hop__{i}")) + "\n" for i in range(3)))
+    return path
+
+
+def _cell_cfg(tmp_path: Path, *extra: str):
+    return compose(["benchmark=musique", f"benchmark.path={_three_rows(tmp_path)}", f"results_dir={tmp_path / 'r'}",
+                    f"cache={tmp_path / 'c.sqlite'}", *extra])
+
+
+def _warnings(capsys) -> list[str]:
+    return [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("warning:")]
+
+
+def test_a_limit_beyond_the_data_is_clipped_in_the_key(tmp_path, capsys):
+    from madara_cli.experiment.grid import Cell
+    from madara_cli.experiment.runner import finished_cell
+
+    big = _cell_cfg(tmp_path, "limit=100000", "benchmark.calibration=2")
+    with EnginePool(factory=lambda cfg: FakeBackend()) as pool:
+        res = run_cell(big, pool)
+    assert "__n3__" in res.folder.name and res.record.n == 3 and res.record.limit == 3
+    assert res.folder == Cell.from_cfg(_cell_cfg(tmp_path, "limit=3", "benchmark.calibration=2")).folder(tmp_path / "r")
+    assert res.record.evaluated_set["limit_requested"] == 100000
+    assert [w for w in _warnings(capsys) if "limit=100000 is more than the 3 queries" in w and "keyed n3" in w]
+    assert not list((tmp_path / "r").glob("*/*n100000*"))
+    with EnginePool(factory=lambda cfg: FakeBackend()) as pool:  # asked again either way: read back, not rerun
+        assert run_cell(big, pool).skipped and run_cell(_cell_cfg(tmp_path, "limit=3", "benchmark.calibration=2"), pool).skipped
+    assert finished_cell(big) is None and finished_cell(big, sized=True).folder == res.folder  # launcher read-back
+
+
+def test_a_limit_within_the_data_keeps_its_key_and_says_nothing(tmp_path, capsys):
+    from madara_cli.experiment.grid import Cell
+
+    cfg = _cell_cfg(tmp_path, "limit=2", "benchmark.calibration=2")
+    with EnginePool(factory=lambda cfg: FakeBackend()) as pool:
+        res = run_cell(cfg, pool)
+    assert res.cell.key == Cell.from_cfg(cfg).key and "__n2__" in res.cell.key
+    assert "limit_requested" not in res.record.evaluated_set and "calibration_requested" not in res.record.evaluated_set
+    assert _warnings(capsys) == []
+
+
+def test_calibration_beyond_the_data_is_clipped_said_and_recorded(tmp_path, capsys):
+    from madara_cli.experiment.grid import Cell
+
+    with EnginePool(factory=lambda cfg: FakeBackend()) as pool:
+        res = run_cell(_cell_cfg(tmp_path, "limit=2", "benchmark.calibration=50"), pool)
+    assert res.record.evaluated_set["calibration"] == 3 and res.record.evaluated_set["calibration_requested"] == 50
+    assert res.cell.key == Cell.from_cfg(_cell_cfg(tmp_path, "limit=2", "benchmark.calibration=3")).key
+    assert [w for w in _warnings(capsys) if "benchmark.calibration=50 is more than benchmark musique holds: clipped to 3" in w]
