@@ -293,3 +293,17 @@ def test_calibration_beyond_the_data_is_clipped_said_and_recorded(tmp_path, caps
     assert res.record.evaluated_set["calibration"] == 3 and res.record.evaluated_set["calibration_requested"] == 50
     assert res.cell.key == Cell.from_cfg(_cell_cfg(tmp_path, "limit=2", "benchmark.calibration=3")).key
     assert [w for w in _warnings(capsys) if "benchmark.calibration=50 is more than benchmark musique holds: clipped to 3" in w]
+
+
+def test_a_probe_and_a_madara_cell_on_fewer_queries_than_asked_are_keyed_by_what_ran(tmp_path, capsys):
+    from madara_cli.experiment.treat import ensure_probe
+
+    cfg = compose(["strategy=madara", "benchmark.n_questions=3", "benchmark.calibration=50", "rsc.rescoring=logprob",
+                   "rsc.bootstrap=50", f"results_dir={tmp_path}", f"cache={tmp_path / 'c.sqlite'}"])
+    with EnginePool(factory=lambda cfg: FakeBackend()) as pool:
+        record, path, reused = ensure_probe(cfg, pool, n=40)
+        assert record.n == 3 and path.parent.name.split("__")[2] == "n3" and not reused
+        assert [w for w in _warnings(capsys) if "40 calibration queries asked for" in w and "keyed n3" in w]
+        cell = run_cell(cfg, pool)  # its calibration is cut to 3 as well: the same probe serves it
+    assert cell.metrics["madara"]["probe_reused"] and cell.record.evaluated_set["calibration_requested"] == 50
+    assert [p.parent.name for p in tmp_path.glob("probes/*/probe.json")] == [path.parent.name]
