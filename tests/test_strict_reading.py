@@ -307,3 +307,18 @@ def test_a_probe_and_a_madara_cell_on_fewer_queries_than_asked_are_keyed_by_what
         cell = run_cell(cfg, pool)  # its calibration is cut to 3 as well: the same probe serves it
     assert cell.metrics["madara"]["probe_reused"] and cell.record.evaluated_set["calibration_requested"] == 50
     assert [p.parent.name for p in tmp_path.glob("probes/*/probe.json")] == [path.parent.name]
+
+
+def test_reproduce_counts_a_folder_its_tables_could_not_read_as_skipped(monkeypatch, capsys, tmp_path):
+    from tests.conftest import configs_with_grid
+
+    env = configs_with_grid(tmp_path, "nodata", "axes:\n  benchmark: [conflicts]\n  strategy: [nf]\noverrides: [limit=2]\n")
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    results = tmp_path / "results"
+    half = write_cell(results, "table2", "llama-3.1-8b", "conflicts", "pde", correct=range(3))
+    (half / "metrics.json").unlink()
+    code, out, _ = madara(monkeypatch, capsys, "reproduce", "--backend", "llamacpp", "--models", "smollm2-135m", "--grids", "nodata",
+                          "--results", str(results))
+    assert code == 1
+    assert f"skipped {half}: left out of the tables: has config.yaml, predictions.jsonl but no metrics.json" in " ".join(out.split())
