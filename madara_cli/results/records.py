@@ -69,6 +69,24 @@ def _version(data: Mapping[str, Any], path: Path | str | None) -> int:
 _CELL_KEYS = ("schema_version", "cell", "n", *METRICS, "evaluated_set", "empty_answers", "data", "accounting", "provenance", "timing")
 
 
+def _check_measures(d: Mapping[str, Any], path: Path | str | None) -> int:
+    """The record's ``n``, after checking that it and the metrics are what madara
+    writes: a count, and fractions in [0, 1] (``em`` always; the others when present).
+    A hand-edited or damaged value would otherwise be rendered as a number in a table
+    ("—" for ``em: "high"``, 0 queries for ``n: null``) instead of being named."""
+    where = path or "record"
+    n = d.get("n")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise RecordError(f"{where}: n {n!r} is not a count of queries")
+    for name in METRICS:
+        value = d.get(name)
+        if value is None and name != "em":
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+            raise RecordError(f"{where}: {name} {value!r} is not a fraction in [0, 1]")
+    return n
+
+
 def cell_from_dict(d: Mapping[str, Any], grid: str = "", key: str = "") -> tuple[Cell, str]:
     """A :class:`Cell` from a stored ``cell`` section, and the key it was stored under
     (older folders may hold a key the current hash would not give)."""
@@ -222,12 +240,11 @@ class CellRecord:
         if not isinstance(section, Mapping) or not all(section.get(k) for k in ("model", "benchmark", "strategy")):
             raise RecordError(f"{path or 'record'}: no cell section naming model, benchmark and strategy")
         cell, stored = cell_from_dict(section, grid, key)
-        n = d.get("n")
-        metric_values = _metric_values(d)
+        n = _check_measures(d, path)
         return cls(
             cell=cell,
-            n=int(n) if isinstance(n, (int, float)) and not isinstance(n, bool) else 0,
-            **metric_values,
+            n=n,
+            **_metric_values(d),
             evaluated_set=d.get("evaluated_set") if isinstance(d.get("evaluated_set"), Mapping) else None,
             empty_answers=d.get("empty_answers"),
             report={k: v for k, v in d.items() if k not in _CELL_KEYS and k not in M.METRIC_ALIASES},
