@@ -129,7 +129,7 @@ def test_isolation_policy_keeps_table2_and_fixes_the_papers_own_misroutes():
     # §6.4 / Table 16: Llama's dense TriviaQA NF sits just above tau_NF; the gain is decisive.
     dense = rows[("llama-3.1-8b", "triviaqa", "Table 16, dense")]
     assert dense.routes["paper"] == "scoring" and dense.routes["isolation"] == "pde"
-    assert dense.gaps["isolation"] == 0.0 and dense.pair.iso.p_value < 1e-6
+    assert dense.gaps["isolation"] == 0.0 and dense.pair.iso.p_value < 1e-5
     # Where the gain is small the strong baselines stay with the paper's scoring arm.
     for model in ("mistral-7b", "qwen3-8b", "qwen2.5-7b", "gemma-2-9b"):
         r = rows[(model, "triviaqa", "Table 16, dense")]
@@ -188,9 +188,9 @@ def test_bad_policy_is_one_line(tmp_path):
 
 
 class IsolatingBackend:
-    """Test double for a context-confused model: with several documents it answers
-    "unknown", with one document it answers the gold answer when that document holds
-    it. Scores are read by logprob (all mass on 3), so the probe's scoring runs too."""
+    """Test double for a context-confused model: given one document it answers right,
+    given them all it answers right only for every other question (in the order of
+    ``gold``). Scores are read by logprob (all mass on 3), so the probe's scoring runs too."""
 
     name = "isolating"
     fingerprint = "isolating:v1"
@@ -205,11 +205,10 @@ class IsolatingBackend:
         out = []
         for r in requests:
             user = r.messages[-1].content
-            if "Question:" in user and "Documents:" in user:  # the generator
+            if user.rstrip().endswith("Answer:"):  # the generator
                 question = user.rsplit("Question:", 1)[1].split("\n", 1)[0].strip()
-                gold = self.gold.get(question, "")
-                single = "[2]" not in user
-                out.append(Completion(text=gold if single and gold and gold in user else "unknown", finish_reason="stop"))
+                confused = "[2]" in user and list(self.gold).index(question) % 2 == 0
+                out.append(Completion(text="unknown" if confused else self.gold[question], finish_reason="stop"))
             else:  # an assessor (CoT or re-score)
                 out.append(Completion(text=json.dumps({"reasoning_steps": ["It names the answer.", "It is relevant."], "confidence": 3, "score": 3})))
         return out
@@ -239,7 +238,7 @@ def test_probe_records_the_isolation_gain_and_madara_routes_by_it(tmp_path):
     iso = record.isolation
     assert iso is not None and iso.strategy == "pde_random" and iso.n == 6
     assert iso.em_nf == pytest.approx(100.0 * record.em_nf)
-    assert iso.b + iso.c > 0 and iso.gain == pytest.approx(100.0 * (iso.b - iso.c) / 6)
+    assert (iso.b, iso.c) == (3, 0) and iso.gain == pytest.approx(50.0) and iso.em_iso == pytest.approx(100.0)
     assert iso.p_value == pytest.approx(sps.binomtest(min(iso.b, iso.c), iso.b + iso.c, 0.5).pvalue)
     assert iso.requests == 6 * iso.top_k  # k single-document answers per calibration query
     assert record.accounting["by_stage"]["pde-extract"]["requests"] == iso.requests
@@ -250,7 +249,7 @@ def test_probe_records_the_isolation_gain_and_madara_routes_by_it(tmp_path):
     assert plain.isolation is None and "isolation" not in json.loads(plain_path.read_text())
 
     # strategy=madara honours router.policy, reusing the probe (same key).
-    cell = compose([*overrides[:-2], "router.policy=isolation", "strategy=madara", "limit=2", "benchmark.calibration=6", "strategy.scoring=logprob"])
+    cell = compose([*(o for o in overrides if "isolation_probe" not in o), "router.policy=isolation", "strategy=madara", "limit=2", "benchmark.calibration=6", "strategy.scoring=logprob"])
     res = run_cell(cell, pool)
     assert res.metrics["madara"]["probe_reused"]
     assert res.metrics["madara"]["route"] == iso.route and res.metrics["madara"]["policy"] == "isolation"
@@ -291,6 +290,9 @@ def test_plan_counts_the_isolation_probe_calls(tmp_path):
     def calls(*extra):
         cfg = compose(["strategy=madara", "benchmark=mini", "limit=2", "benchmark.calibration=4", "strategy.scoring=logprob",
                        "rsc.rescoring=logprob", f"results_dir={tmp_path}", *extra])
-        return plan_grid("adhoc", [cfg]).total().calls
+        total = plan_grid("adhoc", [cfg]).total()
+        return total.requests, total.calls
 
-    assert calls("rsc.isolation_probe=true") - calls() == 4 * 5  # 4 calibration queries x k=5 documents, none shared
+    (req_on, calls_on), (req_off, calls_off) = calls("rsc.isolation_probe=true"), calls()
+    assert req_on - req_off == 4 * 5  # 4 calibration queries x k=5 single-document answers
+    assert 0 < calls_on - calls_off <= 4 * 5  # some coincide with the routed PDE's answers, shared through the cache
