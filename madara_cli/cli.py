@@ -270,8 +270,46 @@ def _print_probe(r, path: Path, reused: bool) -> None:
             f"re-scored {sc.parse_failures_rescored or 0}/{3 * sc.n_pairs}{hint}", highlight=False
         )
     out.print(f"score entropy {f(r.entropy)}   EM_NF {f(None if r.em_nf is None else 100 * r.em_nf, '{:.1f}')}%")
+    iso = r.isolation
+    if iso is not None:
+        out.print(
+            f"isolation ({iso.strategy}, k={iso.top_k}): EM {f(iso.em_iso, '{:.1f}')}% vs NF {f(iso.em_nf, '{:.1f}')}%, "
+            f"Δ_iso {f(iso.gain, '{:+.1f}')} pt, b/c {iso.b}/{iso.c}, exact McNemar p = {f(iso.p_value, '{:.3g}')} ({iso.requests} requests)",
+            highlight=False,
+        )
     out.print(f"[bold]route:[/bold] {r.route} — {r.reason}")
+    if iso is not None and iso.route:
+        out.print(f"[bold]route (router.policy=isolation):[/bold] {iso.route} — {iso.reason}")
     out.print(f"[dim]{path}[/dim]")
+
+
+def _compare_policies_published(thresholds) -> None:
+    from madara_cli.audit.policies import POLICIES, POLICY_LABELS, compare_policies, format_gap, mean_gaps
+
+    rows = compare_policies(thresholds)
+    t = Table(title="routing policies on the paper's published numbers (oracle gap in EM points)")
+    for col in ("pair", "NF %", "Δ_iso (p)", *(POLICY_LABELS[p] for p in POLICIES), "oracle", *(f"gap: {POLICY_LABELS[p]}" for p in POLICIES)):
+        t.add_column(col)
+    for r in rows:
+        iso = "—" if r.pair.iso is None else f"{r.pair.iso.gain:+.1f} ({r.pair.iso.p_value:.2g})"
+        t.add_row(r.pair.name, f"{r.pair.em_nf:g}", iso, *(r.routes[p] for p in POLICIES), f"{r.oracle[0]} {r.oracle[1]:g}",
+                  *(format_gap(r, p) for p in POLICIES))
+    out.print(t)
+    means, n = mean_gaps(rows)
+    out.print(f"mean oracle gap over the {n} pairs where every route has a printed EM: "
+              + ", ".join(f"{POLICY_LABELS[p]} {means[p]:.2f}" for p in POLICIES), highlight=False)
+    table2 = [r for r in rows if r.pair.setting == "Table 2"]
+    kept = sum(1 for r in table2 if r.routes["isolation"] == _table2_route(r))
+    out.print(f"isolation policy keeps {kept}/{len(table2)} of Table 2's routes; differs from the paper's policy on: "
+              + (", ".join(r.pair.name for r in rows if r.routes["isolation"] != r.routes["paper"]) or "none"), highlight=False)
+    out.print("[dim]† routed treatment's EM not printed: the gap if it scored like the worst / best printed scoring treatment. "
+              "Δ_iso from printed EMs: p is the least significant exact McNemar any pairing allows; PDE stands in where only PDE is printed.[/dim]")
+
+
+def _table2_route(row) -> str:
+    from madara_cli.tables import paper_values as pv
+
+    return pv.TABLE2[(row.pair.model, row.pair.benchmark, "strategy")]
 
 
 def _route_published(thresholds) -> None:
@@ -304,12 +342,21 @@ def route(
     tau_nf: float = typer.Option(30.0, "--tau-nf", help="NF threshold (percent)"),
     rho1: float = typer.Option(0.5, "--rho1", help="rho_1 threshold between weak and strong coupling"),
     published: bool = typer.Option(False, "--published", help="Route the paper's own diagnostics (Table 2's ten pairs + D.2's two TriviaQA cells)"),
+    policy: str = typer.Option("paper", "--policy", help="paper (Algorithm 2) | isolation (madara's: the NF gate informed by the isolation gain)"),
+    iso_em: Optional[float] = typer.Option(None, "--iso-em", help="isolation policy: PDE-Random EM in percent on the same queries as --nf"),
+    iso_n: Optional[int] = typer.Option(None, "--iso-n", min=1, help="isolation policy: how many queries --nf and --iso-em were measured on"),
 ) -> None:
     """What MADARA would route to, and why, from diagnostics alone (runs nothing)."""
     from madara_cli.diagnose import router
 
+    if policy not in router.POLICIES:
+        raise UserError(f"--policy {policy!r} is not a routing policy; valid: {', '.join(router.POLICIES)}")
+    thresholds = router.Thresholds(tau_nf=tau_nf, rho1=rho1)
     if published:
-        _route_published(router.Thresholds(tau_nf=tau_nf, rho1=rho1))
+        if policy == router.ISOLATION:
+            _compare_policies_published(thresholds)
+        else:
+            _route_published(thresholds)
         return
     if nf is None:
         raise UserError("route needs --nf PERCENT (and --rho R1 R2 R3), or --published")
@@ -322,7 +369,19 @@ def route(
         diag = router.Diagnostics(em_nf=nf, rho=tuple(rho) if rho else None, rsc_class=rsc_class, entropy=entropy)
     except ValueError as e:
         raise UserError(str(e)) from None
-    decision = router.route(diag, router.Thresholds(tau_nf=tau_nf, rho1=rho1))
+    iso = None
+    if (iso_em is None) != (iso_n is None):
+        raise UserError("the isolation gain needs both --iso-em PERCENT and --iso-n QUERIES")
+    if iso_em is not None:
+        if not 0.0 <= iso_em <= 100.0:
+            raise UserError(f"--iso-em is an EM percentage in [0, 100]; got {iso_em:g}")
+        iso = router.Isolation.from_published(nf, iso_em, iso_n, "given")
+    elif policy == router.ISOLATION:
+        out.print("[yellow]no --iso-em/--iso-n: the isolation policy has no measurement and routes as the paper's[/yellow]")
+    try:
+        decision = router.route_policy(policy, diag, iso, thresholds)
+    except ValueError as e:
+        raise UserError(str(e)) from None
     out.print(f"[bold]route:[/bold] {decision.strategy}")
     out.print(f"[bold]reason:[/bold] {decision.reason}")
     nf_only = router.route_nf_only(diag, tau_nf)
@@ -408,11 +467,17 @@ def compare(
 @app.command()
 def audit(
     only: Optional[str] = typer.Option(None, "--only", help="Show only 'match', 'discrepancy' or 'not derivable' rows"),
+    policies: bool = typer.Option(False, "--policies", help="Also route every published pair by the paper's, NF-only and madara's isolation policy"),
 ) -> None:
     """Recompute every number the paper derives from its other published numbers."""
     from madara_cli.audit import format_audit, run_audit
 
     out.print(format_audit(run_audit(), only=only), markup=False, highlight=False)
+    if policies:
+        from madara_cli.audit.policies import compare_policies, comparison_markdown
+
+        out.print("\n## Routing policies on the published numbers (madara's extension, README \"Beyond the paper\")\n", markup=False)
+        out.print(comparison_markdown(compare_policies()), markup=False, highlight=False)
 
 
 @app.command()

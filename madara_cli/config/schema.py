@@ -86,6 +86,11 @@ class GridKind(Choice):
     probes = "probes"  # one RSC probe per (model, benchmark)
 
 
+class RouterPolicy(Choice):
+    paper = "paper"  # Algorithm 2 (Appendix E) with Section 6.2's degenerate rule
+    isolation = "isolation"  # madara's: the NF gate informed by the isolation probe (README "Beyond the paper")
+
+
 class DType(Choice):
     auto = "auto"
     bfloat16 = "bfloat16"
@@ -288,6 +293,18 @@ class RSCConfig:
 
     rescoring: Scoring = Scoring.generate  # generate (JSON score at the model's temperature) | logprob (expected digit)
     bootstrap: int = 1000  # resamples over queries (Table 13)
+    # madara's extension: also run PDE-Random on the calibration queries and record the
+    # isolation gain over NF (router.policy=isolation turns it on by itself).
+    isolation_probe: bool = False
+
+
+@dataclass
+class RouterConfig:
+    """How ``strategy=madara`` (and ``madara probe``'s printout) routes a probed pair."""
+
+    policy: RouterPolicy = RouterPolicy.paper
+    iso_alpha: float = 0.05  # isolation policy: McNemar level a gain needs to overturn NF >= tau_NF
+    iso_min_gain: float = 0.0  # isolation policy: EM points a gain must exceed to keep PDE below tau_NF
 
 
 @dataclass
@@ -299,6 +316,7 @@ class RootConfig:
     strategy: Any = MISSING  # one of STRATEGY_SCHEMAS, chosen by the strategy option's defaults list
     generation: GenerationConfig = field(default_factory=GenerationConfig)
     rsc: RSCConfig = field(default_factory=RSCConfig)
+    router: RouterConfig = field(default_factory=RouterConfig)
     grid_name: str = "adhoc"  # results/<grid_name>/...; set by --grid
     limit: Optional[int] = None  # evaluate only the first N sampled queries
     seed: int = 0

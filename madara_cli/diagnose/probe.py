@@ -21,6 +21,12 @@ disjoint from the evaluated ones):
    rho-bar, per-query rho, bootstrap CIs and stability, split-half, 30-query
    subsets, degenerate scoring, score entropy; then the route (router.route).
 
+With ``rsc.isolation_probe=true`` (or ``router.policy=isolation``, which needs it) the
+probe also runs PDE-Random on the calibration queries and records the isolation gain
+over NF with its exact McNemar test (``isolation`` in probe.json; madara's extension,
+README "Beyond the paper"): k generator calls per query, k random documents each
+answered alone.
+
 When a reply holds no ``reasoning_steps`` (small models often skip them), its whole
 text serves as the chain, so every pair still gets perturbed and re-scored; how many
 chains fell back is reported as ``chains_from_raw_text``.
@@ -40,7 +46,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from madara_cli import metrics as M
 from madara_cli.agents.prompts import RELEVANCE
@@ -62,6 +68,23 @@ from madara_cli.results.records import ProbeRecord
 
 # What can change a probe's numbers; strategy, limit and output paths cannot.
 _PROBE_KEYS = ("model", "backend", "benchmark", "retriever", "generation", "rsc", "seed")
+ISOLATION_STRATEGY = "pde_random"
+
+
+def isolation_on(cfg: DictConfig) -> bool:
+    """Whether the probe measures the isolation gain: asked for, or needed by the routing policy."""
+    rsc_node, router_node = cfg.get("rsc") or {}, cfg.get("router") or {}
+    return bool(rsc_node.get("isolation_probe", False)) or str(router_node.get("policy", router.PAPER)) == router.ISOLATION
+
+
+def rsc_key(cfg: DictConfig) -> dict:
+    """The ``rsc`` settings as probe and madara-cell keys hash them: the isolation probe
+    enters only when it runs, so every key from before it existed stays where it was."""
+    node = dict(to_plain(cfg).get("rsc") or {})
+    node.pop("isolation_probe", None)
+    if isolation_on(cfg):
+        node["isolation_probe"] = True
+    return node
 
 
 @dataclass(frozen=True)
@@ -86,6 +109,7 @@ class ProbeSpec:
 
         plain = to_plain(cfg)
         semantic = {k: plain[k] for k in _PROBE_KEYS}
+        semantic["rsc"] = rsc_key(cfg)
         semantic["backend"] = {k: v for k, v in semantic["backend"].items() if k not in RUNTIME_ONLY["backend"]}
         # The calibration split is the first n of the seeded order whatever the
         # evaluated sample, so n (in the key) is all that matters of the split sizes.
@@ -146,7 +170,9 @@ def _probe(cfg: DictConfig, llm: CachedLLM, spec: ProbeSpec, examples: list[Exam
 
     # 1. No-Filter EM on the calibration queries.
     nf = STRATEGIES.get("nf")(ctx, examples)
-    em_nf = 100.0 * float(np.mean([M.exact_match(p.answer, ex.answers) for p, ex in zip(nf, examples)]))
+    nf_correct = _correct(nf, examples)
+    em_nf = 100.0 * float(np.mean(nf_correct))
+    isolation = _isolation(cfg, llm, examples, nf_correct) if isolation_on(cfg) else None
 
     # 2. Normal CoT relevance scores and their chains: one batched stage.
     pairs = [(ex, i) for ex in examples for i in range(len(ex.docs or ()))]
@@ -178,6 +204,9 @@ def _probe(cfg: DictConfig, llm: CachedLLM, spec: ProbeSpec, examples: list[Exam
     stats = rsc.summarize_probe(_ragged(normal, lengths), per_level, seed=int(cfg.seed), n_resamples=int(cfg.rsc.bootstrap))
     diag = router.Diagnostics.from_probe(em_nf, stats)
     decision = router.route(diag)
+    if isolation is not None:
+        routed = router.route_isolation(diag, router.Isolation(**{k: isolation[k] for k in _ISOLATION_FIELDS}), _thresholds(cfg))
+        isolation.update(route=routed.strategy, reason=routed.reason)
     failures = [sum(1 for p in group if not p.ok) for group in (parsed, rescored)]
     return {
         "model": spec.model,
@@ -196,12 +225,73 @@ def _probe(cfg: DictConfig, llm: CachedLLM, spec: ProbeSpec, examples: list[Exam
             "n_pairs": len(pairs),
             "chains_from_raw_text": from_raw,
         },
+        **({"isolation": isolation} if isolation is not None else {}),
         "calibration": {
             "n": len(examples),
             "split": str(cfg.benchmark.get("calibration_split", "nested")),
             "rule": f"first {spec.n} queries of the seeded order (seed {int(cfg.seed)})",
         },
     }
+
+
+_ISOLATION_FIELDS = ("em_nf", "em_iso", "n", "p_value", "b", "c", "source")
+
+
+def _correct(preds, examples: Sequence[Example]) -> list[bool]:
+    """Per-query correctness under the paper tables' EM, in example order."""
+    return [bool(M.exact_match(p.answer, ex.answers)) for p, ex in zip(preds, examples)]
+
+
+def _thresholds(cfg: DictConfig) -> router.Thresholds:
+    node = cfg.get("router") or {}
+    return router.Thresholds(iso_alpha=float(node.get("iso_alpha", 0.05)), iso_min_gain=float(node.get("iso_min_gain", 0.0)))
+
+
+def _isolation(cfg: DictConfig, llm: CachedLLM, examples: list[Example], nf_correct: list[bool]) -> dict[str, Any]:
+    """PDE-Random (its shipped settings: k random documents answered alone, uniform vote)
+    on the calibration queries against NF on the same queries: the isolation gain, its
+    exact McNemar test and the calls it took (madara's extension)."""
+    from madara_cli.config import compose
+    from madara_cli.strategies import STRATEGIES, StrategyContext
+
+    # The probe's strategy node belongs to the probed cell; the isolation arm runs
+    # PDE-Random as shipped, everything else (model, generation, seed) the probe's.
+    node = compose([f"strategy={ISOLATION_STRATEGY}"]).strategy
+    iso_cfg = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    iso_cfg.strategy = node
+    with llm.fresh_accounting(propagate=True) as accounting:
+        preds = STRATEGIES.get(ISOLATION_STRATEGY)(StrategyContext(llm=llm, cfg=iso_cfg), examples)
+    measured = router.Isolation.from_outcomes(nf_correct, _correct(preds, examples))
+    return {
+        "strategy": ISOLATION_STRATEGY,
+        "top_k": int(node.top_k),
+        "em_nf": measured.em_nf,
+        "em_iso": measured.em_iso,
+        "gain": measured.gain,
+        "n": measured.n,
+        "b": measured.b,
+        "c": measured.c,
+        "p_value": measured.p_value,
+        "test": "exact McNemar, two-sided",
+        "source": measured.source,
+        "requests": accounting.total().requests,
+    }
+
+
+def routed(record: ProbeRecord, cfg: DictConfig) -> tuple[str, str]:
+    """(strategy, reason) of a finished probe under the cell's ``router.policy``: the
+    probe's own route for the paper's policy, the isolation policy's when its
+    measurement is in the record (a probe without one cannot be routed that way)."""
+    policy = str((cfg.get("router") or {}).get("policy", router.PAPER))
+    if policy == router.PAPER:
+        return str(record.route), str(record.reason)
+    iso = record.isolation
+    if iso is None or iso.route is None:
+        raise ConfigError(
+            f"router.policy={policy} needs the isolation probe, and {record.path or 'the probe'} was run without it "
+            "(rerun the probe with rsc.isolation_probe=true)"
+        )
+    return str(iso.route), str(iso.reason)
 
 
 def _from_logprobs(logprobs) -> ParsedScore:

@@ -18,6 +18,10 @@ plus the baselines it is compared against -- NF-only routing (Table 19), entropy
 routing and binary RSC routing (Appendix I, Table 12) -- and the threshold sweeps
 of Appendix D (Table 8 for rho_1, D.2 for tau_NF).
 
+and madara's own isolation policy (:func:`route_isolation`, "Beyond the paper" in
+the README): the paper's rule with the No-Filter gate replaced, where a measurement
+exists, by the isolation gain of PDE-Random over NF on the calibration queries.
+
 Strategy names are the project's strategy config names.
 """
 
@@ -27,6 +31,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from madara_cli import stats
 from madara_cli.diagnose import rsc
 
 PDE, SDA, COT, ATF, THREE_AGENT = "pde", "sda", "cot", "atf", "three_agent"
@@ -98,6 +103,9 @@ class Thresholds:
     rho1: float = 0.5
     rho_star: float = -1.0
     entropy: float = 0.7
+    # Isolation policy only (madara's, not the paper's; see route_isolation).
+    iso_alpha: float = 0.05
+    iso_min_gain: float = 0.0
 
 
 DEFAULT_THRESHOLDS = Thresholds()
@@ -194,6 +202,127 @@ def route_binary_rsc(diag: Diagnostics) -> Route:
     if diag.rsc_class == rsc.QUALITY_ORDERED:
         return Route(COT, f"quality-ordered scoring → {STRATEGY_LABELS[COT]}")
     return Route(SDA, f"{diag.rsc_class} scoring → {STRATEGY_LABELS[SDA]}")
+
+
+# --------------------------------------------------------------------------- #
+# madara's isolation policy (beyond the paper)
+# --------------------------------------------------------------------------- #
+
+PAPER, ISOLATION = "paper", "isolation"
+POLICIES = (PAPER, ISOLATION)
+
+
+def least_significant_mcnemar(em_nf: float, em_iso: float, n: int) -> float:
+    """The largest exact McNemar p-value of any pairing of two methods with these EMs.
+
+    Published tables give each method's EM over the same ``n`` queries but not which
+    queries each got right, so the discordant counts are unknown: with ``k_nf`` and
+    ``k_iso`` correct answers, ``b - c = k_iso - k_nf`` and ``c`` can be anything from
+    ``max(0, -d)`` to ``min(k_nf, n - k_iso)``. More discordance is less significant, so
+    the maximum over that range is a p-value that no pairing consistent with the
+    printed numbers can exceed: a gain "significant" by it is significant however the
+    queries paired up.
+    """
+    k_nf, k_iso = round(em_nf * n / 100.0), round(em_iso * n / 100.0)
+    d = k_iso - k_nf
+    lo, hi = max(0, -d), min(k_nf, n - k_iso)
+    return max(stats.mcnemar(c + d, c) for c in range(lo, max(lo, hi) + 1))
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """The isolation gain of one model-task pair: PDE-Random (each of k random documents
+    answered alone, no assessment, uniform vote; Table 1's "Rand.") against NF on the
+    same queries.
+
+    ``em_nf``/``em_iso`` are EM in percent over ``n`` queries. ``b`` counts queries
+    PDE-Random answers right and NF wrong, ``c`` the reverse; ``p_value`` is the exact
+    two-sided McNemar test of (b, c). From published EMs alone (``b``/``c`` None) it is
+    :func:`least_significant_mcnemar`. ``source`` says where the numbers come from (the
+    probe, or a paper table, with PDE standing in for PDE-Random where only PDE is
+    printed).
+    """
+
+    em_nf: float
+    em_iso: float
+    n: int
+    p_value: float
+    b: int | None = None
+    c: int | None = None
+    source: str = "probe"
+
+    @property
+    def gain(self) -> float:
+        """Δ_iso = EM(PDE-Random) − EM(NF), in EM points."""
+        return self.em_iso - self.em_nf
+
+    @classmethod
+    def from_outcomes(cls, nf_correct: Sequence[bool], iso_correct: Sequence[bool], source: str = "probe") -> Isolation:
+        """From per-query correctness of NF and PDE-Random on the same queries, in the same order."""
+        if len(nf_correct) != len(iso_correct) or not nf_correct:
+            raise ValueError(f"isolation needs paired outcomes on the same queries, got {len(nf_correct)} and {len(iso_correct)}")
+        b, c = stats.discordant(iso_correct, nf_correct)
+        n = len(nf_correct)
+        return cls(100.0 * sum(map(bool, nf_correct)) / n, 100.0 * sum(map(bool, iso_correct)) / n, n, stats.mcnemar(b, c), b, c, source)
+
+    @classmethod
+    def from_published(cls, em_nf: float, em_iso: float, n: int, source: str) -> Isolation:
+        return cls(float(em_nf), float(em_iso), int(n), least_significant_mcnemar(em_nf, em_iso, n), source=source)
+
+    def text(self) -> str:
+        counts = f", b/c {self.b}/{self.c}" if self.b is not None else ""
+        return f"Δ_iso {self.gain:+.1f} pt (p = {self.p_value:.2g}{counts}, n = {self.n}, {self.source})"
+
+
+def isolates(em_nf: float, iso: Isolation, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> tuple[bool, str]:
+    """The isolation policy's first question -- isolate the documents, or score them? --
+    and why, from the NF baseline (percent) and the isolation gain (:func:`route_isolation`)."""
+    nf, tau = f"NF EM {_num(em_nf)}%", _num(thresholds.tau_nf)
+    if em_nf < thresholds.tau_nf:
+        if iso.gain > thresholds.iso_min_gain:
+            return True, f"{nf} < τ_NF {tau}% and {iso.text()} > {_num(thresholds.iso_min_gain)}: isolation helps"
+        return False, f"{nf} < τ_NF {tau}% but {iso.text()} ≤ {_num(thresholds.iso_min_gain)}: isolation does not help"
+    if iso.gain > 0 and iso.p_value < thresholds.iso_alpha:
+        return True, f"{nf} ≥ τ_NF {tau}% but {iso.text()}, significant at {_num(thresholds.iso_alpha)}: isolation helps"
+    return False, f"{nf} ≥ τ_NF {tau}% and {iso.text()} not significantly positive"
+
+
+def route_isolation(diag: Diagnostics, iso: Isolation | None, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> Route:
+    """madara's isolation policy: the paper's rule with its No-Filter gate informed by a
+    direct measurement of whether isolation helps.
+
+    The paper reads "isolate the documents" off EM_NF < τ_NF alone; the isolation gain
+    measures it (PDE-Random vs NF on the calibration queries, :class:`Isolation`):
+
+    * EM_NF < τ_NF: PDE when Δ_iso > ``iso_min_gain`` (0 points: isolation must help at
+      all), otherwise the scoring arm -- a weak baseline whose isolated answers are no
+      better than NF is not confused by its context (the paper's MuSiQue pairs).
+    * EM_NF ≥ τ_NF: the scoring arm, unless Δ_iso > 0 with McNemar p < ``iso_alpha``
+      (0.05): then PDE (Table 16's dense-retrieval Llama-3.1-8B).
+    * The scoring arm is Algorithm 2's (SDA / CoT / ATF by ρ* and ρ̂1), with degenerate
+      scoring to PDE as in :func:`route`.
+
+    The asymmetry is deliberate: keeping the paper's own choice needs only the sign of
+    the gain, overturning it above τ_NF needs significance. Without a measurement
+    (``iso`` None) this is :func:`route` exactly, and it equals :func:`route` whenever
+    the measurement agrees with the NF gate.
+    """
+    if iso is None:
+        return route(diag, thresholds)
+    isolate, why = isolates(diag.em_nf, iso, thresholds)
+    if isolate:
+        return Route(PDE, f"{why} → {STRATEGY_LABELS[PDE]}")
+    scoring = route(diag, replace(thresholds, tau_nf=-math.inf))
+    return Route(scoring.strategy, f"{why}, so the scoring arm; {scoring.reason.split('; ', 1)[-1]}")
+
+
+def route_policy(policy: str, diag: Diagnostics, iso: Isolation | None = None, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> Route:
+    """The route under ``policy``: ``paper`` (:func:`route`) or ``isolation`` (:func:`route_isolation`)."""
+    if policy == PAPER:
+        return route(diag, thresholds)
+    if policy == ISOLATION:
+        return route_isolation(diag, iso, thresholds)
+    raise ValueError(f"unknown routing policy {policy!r}; valid: {', '.join(POLICIES)}")
 
 
 # --------------------------------------------------------------------------- #

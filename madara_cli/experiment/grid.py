@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from madara_cli.config import (
     ConfigError,
@@ -65,7 +65,12 @@ def semantic_config(cfg: DictConfig) -> dict:
     out["strategy"] = {**_FLAT_STRATEGY_DEFAULTS, **out["strategy"]}
     out["limit"], out["seed"] = plain.get("limit"), plain.get("seed")
     if cfg.strategy.name == "madara":
-        out["rsc"] = plain.get("rsc")  # the probe behind the route
+        from madara_cli.config.schema import RouterConfig
+        from madara_cli.diagnose.probe import rsc_key
+
+        out["rsc"] = rsc_key(cfg)  # the probe behind the route
+        if plain.get("router") and plain["router"] != to_plain(OmegaConf.structured(RouterConfig)):
+            out["router"] = plain["router"]  # the paper's policy at its thresholds keeps every earlier key
     out["metric_version"] = METRIC_VERSION
     out["prompts"] = prompt_digests(str(cfg.strategy.name), str(cfg.retriever.name))
     return out

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from madara_cli.diagnose.probe import ProbeSpec, find_or_run_probe
+from madara_cli.diagnose.probe import ProbeSpec, find_or_run_probe, routed
 from madara_cli.experiment.cells import cell_examples, retrieve_for
 from madara_cli.records import Example, Prediction
 from madara_cli.results import store
@@ -125,18 +125,20 @@ class Treatment:
             (record, path), reused = self.pinned, True
         else:
             record, path, reused = find_or_run_probe(ctx.cfg, ctx.llm, examples=self.calibration)
-        route = record.route
+        route, reason = routed(record, ctx.cfg)
         sub = StrategyContext(llm=ctx.llm, cfg=routed_config(ctx.cfg, route))
         preds = STRATEGIES.get(route)(sub, examples)
         ctx.report.update(sub.report)
         ctx.report["madara"] = {
             "route": route,
-            "reason": record.reason,
+            "reason": reason,
             "probe": _relative(path, ctx.cfg.results_dir),
             "probe_reused": reused,
             "em_nf_calibration": record.em_nf,
             "rsc_class": record.rsc_class,
             "rho": record.rho,
+            **({"policy": str(ctx.cfg.router.policy)} if str(ctx.cfg.router.policy) != "paper" else {}),
+            **({"isolation_gain": record.isolation.gain, "isolation_p": record.isolation.p_value} if record.isolation else {}),
         }
         return [replace(p, extra={**p.extra, "route": route}) for p in preds]
 

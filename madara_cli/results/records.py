@@ -367,9 +367,33 @@ class Calibration(_Section):
     extra: dict = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class IsolationProbe(_Section):
+    """madara's isolation probe (``rsc.isolation_probe``): PDE-Random against NF on the
+    calibration queries. EMs and the gain are in percent / EM points; ``b`` counts queries
+    only PDE-Random answers right, ``c`` only NF; ``route``/``reason`` are the isolation
+    policy's (``router.route_isolation``)."""
+
+    strategy: str | None = None
+    top_k: int | None = None
+    em_nf: float | None = None
+    em_iso: float | None = None
+    gain: float | None = None
+    n: int | None = None
+    b: int | None = None
+    c: int | None = None
+    p_value: float | None = None
+    test: str | None = None
+    source: str | None = None
+    requests: int | None = None
+    route: str | None = None
+    reason: str | None = None
+    extra: dict = field(default_factory=dict)
+
+
 _SECTIONS: dict[str, type[_Section]] = {
     "per_query": PerQuery, "bootstrap": Bootstrap, "split_half": SplitHalf, "subsets30": Subsets,
-    "degenerate": Degeneracy, "scores": ProbeScores, "calibration": Calibration,
+    "degenerate": Degeneracy, "scores": ProbeScores, "calibration": Calibration, "isolation": IsolationProbe,
 }
 # What strategy=madara needs of a probe.
 ROUTE_FIELDS = ("route", "reason", "em_nf", "rsc_class")
@@ -410,6 +434,7 @@ class ProbeRecord:
     reason: str | None = None
     scores: ProbeScores | None = None
     calibration: Calibration | None = None
+    isolation: IsolationProbe | None = None  # only when the isolation probe ran
     extra: dict[str, Any] = field(default_factory=dict)  # keys this madara does not know
     accounting: dict[str, Any] | None = None
     timing: dict[str, Any] | None = None
@@ -455,6 +480,8 @@ class ProbeRecord:
             if f.name in ("schema_version", "path", "extra", "accounting", "timing", "provenance"):
                 continue
             value = getattr(self, f.name)
+            if f.name == "isolation" and value is None:
+                continue  # probes without it read and write as they always did
             out[f.name] = value.to_dict() if isinstance(value, _Section) else value
         out.update(self.extra)
         for name in ("accounting", "timing", "provenance"):

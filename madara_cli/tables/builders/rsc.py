@@ -17,6 +17,8 @@ def table4(results_dir: Path | Results) -> pd.DataFrame:
     """Table 4: RSC per-level ρ̂ (Shuffled, Contradicted, Random), trend ρ* and class."""
     res = _results(results_dir)
     rows = []
+    # madara's isolation probe (README "Beyond the paper"): a column only when one ran.
+    show_iso = any((p := res.probe(m, b)) is not None and p.isolation is not None for m in pv.CORE_MODELS for b in ("conflicts", "fever", "triviaqa"))
     for model in pv.CORE_MODELS:
         for benchmark in ("conflicts", "fever", "triviaqa"):
             probe = res.probe(model, benchmark)
@@ -39,8 +41,13 @@ def table4(results_dir: Path | Results) -> pd.DataFrame:
                     "†" if (model, benchmark) in pv.TABLE4_FOOTNOTES else ""
                 )
             row["RSC Class"] = pair_text(ours_class, paper_class)
+            if show_iso:
+                iso = probe.isolation if probe else None
+                row["Δ_iso (ours)"] = MISSING if iso is None or iso.gain is None else f"{_fmt(iso.gain, 1, signed=True)} (p={iso.p_value:.2g})"
             rows.append(row)
     notes = list(pv.TABLE4_FOOTNOTES.values()) + ["Ours from results/probes (n = 100 preferred); ρ* = Spearman([1,2,3], ρ̂)."]
+    if show_iso:
+        notes.append("Δ_iso: madara's isolation probe, EM(PDE-Random) − EM(NF) on the calibration queries, exact McNemar p (not in the paper).")
     return _finish(rows, "table4", notes)
 
 
