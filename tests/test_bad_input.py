@@ -148,7 +148,7 @@ def test_out_of_range_settings_fail_before_any_work(monkeypatch, capsys, no_engi
 @pytest.mark.parametrize(
     "overrides,needle",
     [
-        (["strategy=sda", "strategy.kappa=0.9"], "strategy.kappa does not apply to strategy sda; its settings: name, top_k, weights, scoring, cot"),
+        (["strategy=sda", "strategy.kappa=0.9"], "strategy.kappa does not apply to strategy sda; its settings: name, top_k, weights, scoring, cot, conflict, rank_ties"),
         (["strategy.top_k=3"], "strategy.top_k does not apply to strategy nf; its settings: name"),
         (["strategy=pde_random", "strategy.n_samples=3"], "strategy.n_samples does not apply to strategy pde_random; its settings: name, top_k"),
         (["-m", "strategy=nf,sda", "strategy.kappa=0.9"], "strategy.kappa does not apply to any strategy of grid adhoc (nf, sda)"),
