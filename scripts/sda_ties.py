@@ -19,7 +19,7 @@ to the next:
   once, failed scores imputed as SDA imputes them (the count of such queries is shown), discrete ones (generate mode: integer scores, adjustments on multiples of 1.25)
   and the rest (logprob mode's expected digits) apart.
 
-Usage:  python scripts/sda_ties.py [--n 100000] [--seed 0] [--results results] [--k 5]
+Usage:  python scripts/sda_ties.py [--n 20000] [--seed 0] [--results results] [--k 5]
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def result_matrices(results: Path) -> tuple[list[np.ndarray], list[np.ndarray]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--n", type=int, default=100_000, help="random matrices")
+    ap.add_argument("--n", type=int, default=20_000, help="random matrices")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--k", type=int, default=5, help="documents kept (paper: top-5 of 10)")
     ap.add_argument("--results", type=Path, default=Path("results"), help="results folder to read real score matrices from")

@@ -254,3 +254,25 @@ def test_nan_free_report_when_a_query_has_no_documents(llm):
     ex = Example("empty", "Q?", ("a",), ())
     mats = assess(_ctx(llm), [ex])
     assert mats[0].m == 0 and not math.isnan(assessment_report(mats)["conflict"]["replies"])
+
+
+# --------------------------------------------------------------------------- #
+# madara plan: calls per query beside Table 18
+# --------------------------------------------------------------------------- #
+
+
+def test_plan_counts_3_agent_at_21_scoring_calls_per_query_beside_table_18(tmp_path):
+    from madara_cli.experiment.plan import format_per_query, paper_calls_per_query, plan_grid
+
+    def plan(*extra: str):
+        cfgs = [compose([f"strategy={s}", "limit=2", f"results_dir={tmp_path}", *extra]) for s in ("three_agent", "sda")]
+        return plan_grid("t", cfgs).by_strategy
+
+    default = plan()
+    for name in ("three_agent", "sda"):
+        assert default[name].queries == 2
+        assert default[name].per_query() == (21.0, 1.0)  # 10 + 10 + 1 scoring calls, then the answer
+        assert format_per_query(default[name]) == "21 + 1"
+    assert default["sda"].calls <= 2  # SDA reads 3-Agent's cached scores: at most its own answers are new
+    assert paper_calls_per_query("three_agent") == "≈ 19" and paper_calls_per_query("rrf") == "—"
+    assert plan("strategy.conflict=per_document")["three_agent"].per_query() == (30.0, 1.0)
