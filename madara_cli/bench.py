@@ -90,7 +90,7 @@ def _examples(cfg, n: int):
 
 
 def bench_calls(opts: BenchOptions, scratch: Path) -> dict[str, Any]:
-    from madara_cli.experiment.plan import plan_grid
+    from madara_cli.experiment.plan import paper_calls_per_query, plan_grid
     from madara_cli.tables.paper_values import TABLE18_CALLS
 
     cfgs = [_cfg(opts, f"strategy={s}", f"limit={opts.limit}", f"results_dir={scratch / 'plan'}", "grid_name=bench") for s in TABLE_STRATEGIES]
@@ -101,7 +101,14 @@ def bench_calls(opts: BenchOptions, scratch: Path) -> dict[str, Any]:
     rows = {}
     for name, sp in plan.by_strategy.items():
         paper = TABLE18_CALLS.get(PAPER_ALIAS.get(name, name))
-        rows[name] = {"requests": sp.requests, "new_unique_calls": sp.calls, "paper_calls": None if paper is None else paper * n}
+        pq = sp.per_query()
+        rows[name] = {
+            "requests": sp.requests, "new_unique_calls": sp.calls, "paper_calls": None if paper is None else paper * n,
+            # The strategy's own calls per query, the agents' scoring apart, beside Table 18's note.
+            "scoring_calls_per_query": None if pq is None else round(pq[0], 2),
+            "other_calls_per_query": None if pq is None else round(pq[1], 2),
+            "paper_calls_per_query": paper_calls_per_query(name),
+        }
     t = plan.total()
     paper_sum = sum(r["paper_calls"] or 0 for r in rows.values())
     return {
@@ -412,6 +419,10 @@ def summary_rows(results: dict[str, Any]) -> list[tuple[str, str, str]]:
         rows.append(("calls", f"unique engine calls, Tables 1+2 strategies ({c['queries']} queries)", f"{c['unique_calls']:,}"))
         rows.append(("calls", "÷ sum of own per-strategy requests", _x(c["ratio_unique_vs_own_requests"])))
         rows.append(("calls", "÷ sum of paper's per-strategy calls (Table 18)", _x(c["ratio_unique_vs_paper"])))
+        for name, r in c["by_strategy"].items():
+            if r.get("scoring_calls_per_query") is not None and r["paper_calls_per_query"] != "—":
+                rows.append(("calls", f"{name} calls/query: {r['scoring_calls_per_query']:g} scoring + {r['other_calls_per_query']:g} other "
+                             f"(Table 18: {r['paper_calls_per_query']})", f"{r['scoring_calls_per_query'] + r['other_calls_per_query']:g}"))
     o = results.get("overhead")
     if o and "skipped" not in o:
         rows.append(("overhead", f"madara tokens/s ÷ engine tokens/s, same calls ({o['orchestration_seconds_per_call'] * 1000:.1f} ms/call outside the engine)",

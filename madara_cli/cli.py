@@ -194,21 +194,24 @@ def plan(
     """Cells, calls and prompt tokens per strategy before a grid runs; measured numbers after."""
     from madara_cli.config import load_grid
     from madara_cli.experiment.grid import expand
-    from madara_cli.experiment.plan import plan_grid
+    from madara_cli.experiment.plan import format_per_query, paper_calls_per_query, plan_grid
 
     if load_grid(grid).kind == "probes":
         raise UserError(f"grid {grid} holds probes; plan estimates strategy grids")
     p = plan_grid(grid, expand(grid, _with_results(list(overrides or []), results)))
     t = Table(title=f"plan: grid {grid} ({len(p.cells)} cells)")
-    for col in ("strategy", "cells", "requests", "engine calls", "already cached", "prompt tokens", "measured cells", "measured requests", "measured calls"):
+    for col in ("strategy", "cells", "requests", "per query", "Table 18", "engine calls", "already cached", "prompt tokens", "measured cells",
+                "measured requests", "measured calls"):
         t.add_column(col, justify="left" if col == "strategy" else "right")
     rows = list(p.by_strategy.items()) + [("total", p.total())]
     for name, s in rows:
         est = f" ({s.estimated_cells} est.)" if s.estimated_cells else ""
-        t.add_row(name, f"{s.cells}{est}", f"{s.requests:,}", f"{s.calls:,}", f"{s.cached:,}", f"{s.prompt_tokens:,}",
+        per_query, paper = ("—", "—") if name == "total" else (format_per_query(s), paper_calls_per_query(name))
+        t.add_row(name, f"{s.cells}{est}", f"{s.requests:,}", per_query, paper, f"{s.calls:,}", f"{s.cached:,}", f"{s.prompt_tokens:,}",
                   str(s.measured_cells), f"{s.measured_requests:,}" if s.measured_cells else "—", f"{s.measured_calls:,}" if s.measured_cells else "—")
     out.print(t)
-    out.print("[dim]engine calls count work shared through the response cache once; prompt tokens ≈ characters / 4[/dim]")
+    out.print("[dim]engine calls count work shared through the response cache once; prompt tokens ≈ characters / 4; "
+              "per query: the strategy's own scoring + other requests per query, beside Table 18's note on LLM calls per query[/dim]")
     if p.total().estimated_cells:
         out.print(f"[yellow]{p.total().estimated_cells} cell(s) are estimates[/yellow]: their data is not here yet, so they were counted "
                   "on placeholder queries (limit or benchmark.sample of them, k passages each)", highlight=False)

@@ -148,12 +148,15 @@ def test_out_of_range_settings_fail_before_any_work(monkeypatch, capsys, no_engi
 @pytest.mark.parametrize(
     "overrides,needle",
     [
-        (["strategy=sda", "strategy.kappa=0.9"], "strategy.kappa does not apply to strategy sda; its settings: name, top_k, weights, scoring, cot"),
+        (["strategy=sda", "strategy.kappa=0.9"], "strategy.kappa does not apply to strategy sda; its settings: name, top_k, weights, scoring, cot, conflict, rank_ties"),
         (["strategy.top_k=3"], "strategy.top_k does not apply to strategy nf; its settings: name"),
         (["strategy=pde_random", "strategy.n_samples=3"], "strategy.n_samples does not apply to strategy pde_random; its settings: name, top_k"),
         (["-m", "strategy=nf,sda", "strategy.kappa=0.9"], "strategy.kappa does not apply to any strategy of grid adhoc (nf, sda)"),
         (["rsc.rescoring=bogus"], "rsc.rescoring='bogus' is not a valid choice; valid: generate, logprob"),
         (["strategy=three_agent", "strategy.scoring=bogus"], "strategy.scoring='bogus' is not a valid choice; valid: generate, logprob"),
+        (["strategy=sda", "strategy.rank_ties=dense"], "strategy.rank_ties='dense' is not a valid choice; valid: ordinal, average"),
+        (["strategy=three_agent", "strategy.rank_ties=average"], "strategy.rank_ties does not apply to strategy three_agent"),
+        (["strategy=atf", "strategy.conflict=sometimes"], "strategy.conflict='sometimes' is not a valid choice; valid: per_query, per_document"),
     ],
 )
 def test_a_setting_of_another_strategy_or_a_bad_choice_stops_before_any_work(monkeypatch, capsys, no_engine, tmp_path, overrides, needle):

@@ -21,7 +21,12 @@ def test_calls_and_stats_sections_write_json(tmp_path):
     # The shared cache makes the unique calls fewer than the strategies' own requests.
     assert 0 < c["unique_calls"] < c["sum_own_requests"]
     assert c["ratio_unique_vs_own_requests"] == pytest.approx(c["unique_calls"] / c["sum_own_requests"], abs=1e-3)
-    assert c["by_strategy"]["nf"] == {"requests": 2, "new_unique_calls": 2, "paper_calls": 2}
+    assert c["by_strategy"]["nf"] == {"requests": 2, "new_unique_calls": 2, "paper_calls": 2, "scoring_calls_per_query": 0.0,
+                                      "other_calls_per_query": 1.0, "paper_calls_per_query": "1 gen."}
+    # 3-Agent's own calls per query beside Table 18's: 10 + 10 scores and one Conflict Detector call, then the answer.
+    three = c["by_strategy"]["three_agent"]
+    assert (three["scoring_calls_per_query"], three["other_calls_per_query"], three["paper_calls_per_query"]) == (21.0, 1.0, "≈ 19")
+    assert any("three_agent calls/query: 21 scoring + 1 other (Table 18: ≈ 19)" in r[1] for r in summary_rows(res))
     assert c["by_strategy"]["pde"]["new_unique_calls"] == 0  # PDE reuses PDE-Uniform's scores and answers
     s = res["stats"]
     assert set(s["seconds"]) == {"counts", "vectorised", "loop"}

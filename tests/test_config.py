@@ -69,7 +69,7 @@ def test_cell_key_changes_with_any_semantic_setting():
 def test_a_setting_of_another_strategy_is_refused_naming_this_ones():
     with pytest.raises(ConfigError) as e:
         compose(["strategy=sda", "strategy.kappa=0.9"])
-    assert str(e.value) == "strategy.kappa does not apply to strategy sda; its settings: name, top_k, weights, scoring, cot"
+    assert str(e.value) == "strategy.kappa does not apply to strategy sda; its settings: name, top_k, weights, scoring, cot, conflict, rank_ties"
     with pytest.raises(ConfigError, match="strategy.top_k does not apply to strategy nf; its settings: name$"):
         compose(["strategy.top_k=3"])  # the default strategy, NF, keeps every document
     with pytest.raises(ConfigError, match="strategy.rrf_k does not apply to strategy madara"):
@@ -143,7 +143,7 @@ def test_a_grid_wide_strategy_setting_goes_where_it_applies():
 @pytest.mark.parametrize(
     "axes,needle",
     [
-        ({"strategy": ["sda"]}, "strategy.kappa does not apply to strategy sda; its settings: name, top_k, weights, scoring, cot"),
+        ({"strategy": ["sda"]}, "strategy.kappa does not apply to strategy sda; its settings: name, top_k, weights, scoring, cot, conflict, rank_ties"),
         ({"strategy": ["nf", "sda"]}, "strategy.kappa does not apply to any strategy of grid g (nf, sda)"),
         ({}, "strategy.kappa does not apply to strategy nf; its settings: name"),
     ],

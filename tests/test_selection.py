@@ -69,9 +69,9 @@ def test_top_k_breaks_ties_by_retrieval_rank():
 
 def test_percentile_ranks_average_ties():
     # sorted: 0 (rank 0), 3 3 (ranks 1,2 -> 1.5), 5 (rank 3); / (m-1) = 3
-    assert percentile_ranks([3, 0, 5, 3]).tolist() == pytest.approx([0.5, 0.0, 1.0, 0.5])
-    assert percentile_ranks([2, 2, 2]).tolist() == pytest.approx([0.5, 0.5, 0.5])
-    assert percentile_ranks([4]).tolist() == [1.0]
+    assert percentile_ranks([3, 0, 5, 3], "average").tolist() == pytest.approx([0.5, 0.0, 1.0, 0.5])
+    assert percentile_ranks([2, 2, 2], "average").tolist() == pytest.approx([0.5, 0.5, 0.5])
+    assert percentile_ranks([4], "average").tolist() == [1.0]
 
 
 def test_sda_rank_by_hand():
@@ -86,10 +86,44 @@ def test_sda_rank_by_hand():
     # agent 0: 0->0, 1->1/3, 5,5->2.5/3  => [5/6, 5/6, 0, 1/3]
     # agent 1: 1->0, 2->1/3, 3,3->2.5/3  => [0, 1/3, 5/6, 5/6]
     # agent 2: 0->0, 2.5,2.5->1.5/3, 5->1 => [0.5, 0, 1, 0.5]
-    r = sda_rank(s)
+    r = sda_rank(s, ties="average")
     expected = (np.array([5 / 6, 5 / 6, 0, 1 / 3]) + np.array([0, 1 / 3, 5 / 6, 5 / 6]) + np.array([0.5, 0, 1, 0.5])) / 3 * 5
     assert r.tolist() == pytest.approx(expected.tolist())
     assert top_k(r, 2) == [2, 3]
+
+
+def test_percentile_ranks_ordinal_ties_in_order_of_appearance():
+    # sorted: 0 (rank 0), then the two 3s in the order they appear (ranks 1, 2), 5 (rank 3)
+    assert percentile_ranks([3, 0, 5, 3], "ordinal").tolist() == pytest.approx([1 / 3, 0.0, 1.0, 2 / 3])
+    assert percentile_ranks([2, 2, 2]).tolist() == pytest.approx([0.0, 0.5, 1.0])  # ordinal is the default
+    assert percentile_ranks([4], "ordinal").tolist() == [1.0]
+
+
+def test_ordinal_ranks_are_the_authors_argsort_of_argsort_with_a_stable_sort():
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        v = rng.integers(0, 6, size=10).astype(float)
+        authors = np.argsort(np.argsort(v, kind="stable"), kind="stable") / 9
+        assert percentile_ranks(v, "ordinal").tolist() == pytest.approx(authors.tolist())
+
+
+def test_sda_rank_ordinal_by_hand():
+    s = np.array([[5, 1, 2.5], [5, 2, 0.0], [0, 3, 5.0], [1, 3, 2.5]])
+    # agent 0: 0->0, 1->1/3, then the 5s in order -> 2/3, 1  => [2/3, 1, 0, 1/3]
+    # agent 1: 1->0, 2->1/3, then the 3s in order -> 2/3, 1  => [0, 1/3, 2/3, 1]
+    # agent 2: 0->0, then the 2.5s in order -> 1/3, 2/3, 5->1 => [1/3, 0, 1, 2/3]
+    r = sda_rank(s, ties="ordinal")
+    expected = (np.array([2 / 3, 1, 0, 1 / 3]) + np.array([0, 1 / 3, 2 / 3, 1]) + np.array([1 / 3, 0, 1, 2 / 3])) / 3 * 5
+    assert r.tolist() == pytest.approx(expected.tolist())
+    assert top_k(r, 2) == [3, 2]  # average ranks keep [2, 3] (test_sda_rank_by_hand): same set here
+    tied = np.array([[3, 3, 3], [3, 3, 3], [3, 3, 3]], dtype=float)
+    assert top_k(sda_rank(tied, ties="ordinal"), 1) == [2]  # all tied: the last-retrieved ranks highest
+    assert top_k(sda_rank(tied, ties="average"), 1) == [0]  # all tied: retrieval order decides
+
+
+def test_unknown_rank_ties():
+    with pytest.raises(ValueError, match="unknown rank_ties 'dense'; valid: ordinal, average"):
+        percentile_ranks([1, 2], "dense")
 
 
 def test_sda_is_scale_invariant_per_agent():

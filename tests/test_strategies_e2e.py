@@ -26,7 +26,7 @@ FAKE_STRATEGIES = [
     "nf", "three_agent", "cot", "sda", "sda_cot", "atf", "rrf",
     "pde", "pde_uniform", "pde_random", "self_consistency", "main_rag",
 ]
-SCORE_STAGES = ("score", "score-cot", "score-logprob")
+SCORE_STAGES = ("score", "score-cot", "score-logprob", "score-conflict", "score-cot-conflict", "score-logprob-conflict")
 
 
 def _h(*parts: object) -> int:
@@ -56,11 +56,27 @@ class FakeBackend:
     def batch_size(self) -> int:
         return 16
 
-    def _agent_reply(self, system: str, h: int) -> str:
+    def _adjustments_reply(self, system: str, user: str, prefix: str, h: int) -> str:
+        """The per-query Conflict Detector: one adjustment for every numbered document
+        of the user turn; after a prefix (logprob mode) the continuation from document
+        1's value, without the closing braces the stop string would remove."""
+        n = len(re.findall(r"^\[\d+\] ", user, re.M))
+        body = ", ".join(f'"{i + 1}": {(h >> (3 * i)) % 5 - 2}' for i in range(n))
+        if prefix:
+            return body[len('"1": '):]
+        head = ""
+        if "reasoning_steps" in system:
+            steps = ", ".join(f'"step {i} about {h % 97}"' for i in range(1, 6))
+            head = f'"reasoning_steps": [{steps}], "confidence": {1 + h % 5}, '
+        return f'{{{head}"has_conflict": {str(h % 2 == 0).lower()}, "majority_position": "x", "doc_adjustments": {{{body}}}}}'
+
+    def _agent_reply(self, system: str, h: int, user: str = "", prefix: str = "") -> str:
         self.agent_replies += 1
         if self.malformed and h % 7 < 3:
             self.broken += 1
             return ["This document looks fine to me.", '{"score": 9}', ""][h % 7]
+        if "doc_adjustments" in system:
+            return self._adjustments_reply(system, user, prefix, h)
         conflict = "Conflict Detector" in system
         key, value = ("adjustment", h % 5 - 2) if conflict else ("score", h % 6)
         if "reasoning_steps" in system:
@@ -75,7 +91,7 @@ class FakeBackend:
             system, user = r.messages[0].content, r.messages[-1].content
             h = _h(system, user, r.seed, r.temperature)
             if "reviewers" in system:
-                text = self._agent_reply(system, h)
+                text = self._agent_reply(system, h, user, r.prefix)
             else:
                 words = re.findall(r"\b[A-Z][a-z]{3,}\b", user.split("Question:")[0]) or ["Nothing"]
                 text = words[h % len(words)]
@@ -157,7 +173,7 @@ def test_selection_follows_the_examples_own_scores(llm, examples, name):
         (mat,) = assess(ctx, [ex])  # scored alone: the same requests, from the cache
         assert p.extra["scores"] == mat.to_json()
         if name in ("sda", "sda_cot"):
-            ranking = sda_rank(mat.scores, st.weights)
+            ranking = sda_rank(mat.scores, st.weights, ties=st.rank_ties)
         elif name == "rrf":
             ranking = rrf_fuse(mat.scores, st.rrf_k, st.weights)
         else:
@@ -173,19 +189,22 @@ def test_selection_follows_the_examples_own_scores(llm, examples, name):
 
 def test_sda_after_three_agent_issues_no_scoring_call(llm, examples):
     _, _, first = _run(llm, "three_agent", examples)
-    assert _calls(first, "score") == 8 * 10 * 3
+    # Two agents per document, the Conflict Detector once per query (strategy.conflict=per_query).
+    assert _calls(first, "score") == 8 * 10 * 2 and _calls(first, "score-conflict") == 8
     for name in ("sda", "atf", "rrf", "pde", "pde_uniform"):
         _, _, acc = _run(llm, name, examples)
-        assert acc.by_stage["score"].requests == 240, name
-        assert _calls(acc, "score") == 0, name
-        assert acc.by_stage["score"].cache_hits == 240, name
+        for stage, n in (("score", 160), ("score-conflict", 8)):
+            assert acc.by_stage[stage].requests == n, name
+            assert _calls(acc, stage) == 0, name
+            assert acc.by_stage[stage].cache_hits == n, name
 
 
 def test_sda_cot_reads_the_cot_scores(llm, examples):
     _, _, first = _run(llm, "cot", examples)
-    assert _calls(first, "score-cot") == 240 and "score" not in first.by_stage
+    assert _calls(first, "score-cot") == 160 and _calls(first, "score-cot-conflict") == 8 and "score" not in first.by_stage
     _, _, acc = _run(llm, "sda_cot", examples)
-    assert _calls(acc, "score-cot") == 0 and acc.by_stage["score-cot"].cache_hits == 240
+    assert _calls(acc, "score-cot") == 0 and acc.by_stage["score-cot"].cache_hits == 160
+    assert _calls(acc, "score-cot-conflict") == 0 and acc.by_stage["score-cot-conflict"].cache_hits == 8
 
 
 def test_rerun_is_free_and_identical(llm, examples):
@@ -265,7 +284,7 @@ def test_self_consistency_reuses_the_nf_generation(llm, examples):
 
 def test_logprob_scoring(llm, examples):
     preds, ctx, acc = _run(llm, "three_agent", examples, "strategy.scoring=logprob")
-    assert _calls(acc, "score-logprob") == 240 and "score" not in acc.by_stage
+    assert _calls(acc, "score-logprob") == 160 and _calls(acc, "score-logprob-conflict") == 8 and "score" not in acc.by_stage
     rep = ctx.report["assessment"]
     assert rep["mode"] == "logprob" and rep["parse_failure_rate"] == 0.0
     assert 0.0 < rep["mean_score"] < 5.0
@@ -282,7 +301,9 @@ def test_malformed_agent_output_is_counted_not_fatal(tmp_path, examples):
     backend = FakeBackend(malformed=True)
     llm = CachedLLM(backend, ResponseCache(tmp_path / "c.sqlite"))
     for name in ("three_agent", "sda", "atf", "rrf", "pde"):
-        preds, ctx, _ = _run(llm, name, examples)
+        # One reply per score, so failures / replies is the failure rate (a per-query
+        # detector reply holds ten scores: tests/test_conflict_detector.py).
+        preds, ctx, _ = _run(llm, name, examples, "strategy.conflict=per_document")
         assert len(preds) == 8
         rep = ctx.report["assessment"]
         assert backend.broken > 0
@@ -393,5 +414,9 @@ def test_real_model_logprob_scoring(real_pool):
     cfg = compose(["strategy=sda", "strategy.scoring=logprob", f"results_dir={root}", *FAST])
     metrics = run_cell(cfg, pool).metrics
     rep = metrics["assessment"]
-    assert rep["mode"] == "logprob" and rep["parse_failure_rate"] == 0.0
+    # Digit scores cannot fail; the Conflict Detector's one reply per query is generated
+    # (strategy.conflict=per_query), and what it leaves out is counted.
+    assert rep["mode"] == "logprob" and rep["by_agent"]["relevance"]["parse_failure_rate"] == 0.0
+    assert rep["by_agent"]["consistency"]["parse_failure_rate"] == 0.0
+    assert rep["conflict"]["calls"] == "per_query" and rep["conflict"]["replies"] == 3 * (2 * 5 + 1)
     assert 0.0 < rep["mean_score"] < 5.0

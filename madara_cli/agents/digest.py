@@ -10,7 +10,8 @@ nothing else does (comments, docstrings and refactors that render the same text 
 the keys).
 
 Families: ``generator`` (every strategy), ``assessors`` (the three agents in base,
-CoT and logprob form, plus the RSC re-score prefix), ``judge`` (MAIN-RAG's Yes/No
+CoT and logprob form, plus the RSC re-score prefix), ``detector`` (the Conflict
+Detector's one request per query, ``strategy.conflict=per_query``), ``judge`` (MAIN-RAG's Yes/No
 judge) and ``rerank`` (the generative reranker's prompt).
 """
 
@@ -22,7 +23,7 @@ from functools import cache
 
 from madara_cli.records import ChatRequest, Doc, Example, ScoreRequest
 
-FAMILIES = ("generator", "assessors", "judge", "rerank")
+FAMILIES = ("generator", "assessors", "detector", "judge", "rerank")
 
 # Which families a strategy's requests come from (beyond the generator, which all use).
 _STRATEGY_FAMILIES = {
@@ -31,7 +32,7 @@ _STRATEGY_FAMILIES = {
     "cross_encoder": (),
     "main_rag": ("judge",),
 }
-_DEFAULT_FAMILIES = ("assessors",)  # 3-Agent, CoT, SDA, SDA+CoT, ATF, PDE (+ablations), RRF, MADARA
+_DEFAULT_FAMILIES = ("assessors", "detector")  # 3-Agent, CoT, SDA, SDA+CoT, ATF, PDE (+ablations), RRF, MADARA
 
 _DOCS = (Doc("d1", "Ada Quill was born in Varn in 1901.", "Ada Quill"), Doc("d2", "Varn is a river town.", "Varn"))
 _EXAMPLES = (
@@ -67,6 +68,14 @@ def _render(family: str) -> list[ChatRequest | ScoreRequest]:
         assert isinstance(normal, ChatRequest)
         out += [rescore_request(normal, ["a step.", "another."], mode=m, max_tokens=64, confidence=3) for m in ("generate", "logprob")]
         return out
+    if family == "detector":
+        from madara_cli.agents.scoring import conflict_request
+
+        return [
+            conflict_request(ex, _DOCS, cot=cot, mode=mode, max_tokens=64, temperature=0.0, seed=0)
+            for ex in _EXAMPLES
+            for cot, mode in ((False, "generate"), (True, "generate"), (False, "logprob"))
+        ]
     if family == "judge":
         from madara_cli.agents.prompts import judge_messages
 

@@ -214,6 +214,80 @@ def assessor_messages(example: Example, docs: Sequence[Doc], index: int, agent: 
 
 
 # --------------------------------------------------------------------------- #
+# Conflict Detector, one call per query (strategy.conflict=per_query, the default)
+#
+# Appendix N: the detector receives the question and "a list of claim summaries from
+# each retrieved document with document IDs" and returns ``doc_adjustments`` for all
+# of them. The summaries are the documents' excerpts (the same stand-in for another
+# document's claims that the Consistency Verifier gets), labelled with their
+# retrieval rank; the reply maps each number to an adjustment in -2..+2
+# (:func:`madara_cli.agents.scoring.parse_doc_adjustments` reads it).
+# --------------------------------------------------------------------------- #
+
+DOC_ADJUSTMENTS = "doc_adjustments"
+
+_TEAM_ALL = (
+    "You are one of three reviewers who check retrieved documents before a question is answered "
+    "(or before a claim is verified). You review all of the retrieved documents at once: each is shown "
+    "as a short excerpt under its number."
+)
+_DETECTOR_ROLE = (
+    "Your role: Conflict Detector. Look only for disagreement between the documents. Work out which answers "
+    "they give, which documents contradict each other, whether one of them may be out of date or altered "
+    "(for example a name, place or date swapped for another), and which answer most of them support. "
+    "Then give every document an adjustment."
+)
+_DETECTOR_GUIDE = (
+    "Adjustment guide, one per document:\n"
+    "+2 = it supports the answer most documents give, and nothing newer contradicts it.\n"
+    "+1 = it supports the answer most documents give.\n"
+    " 0 = it takes no part in any disagreement (neutral, or silent about the answer).\n"
+    "-1 = it contradicts the answer most documents give.\n"
+    "-2 = it contradicts the answer most documents give and looks outdated or altered."
+)
+_DETECTOR_STEPS = (
+    "Reason in five steps before deciding:\n"
+    "1. List the answers the documents give.\n"
+    "2. Find the documents that contradict each other.\n"
+    "3. Note which of them may be outdated or altered.\n"
+    "4. Decide which answer most documents support.\n"
+    "5. Choose each document's adjustment from the guide."
+)
+_DETECTOR_FIELDS = (
+    '"has_conflict": true or false, "majority_position": "the answer most documents support", '
+    '"doc_adjustments": {"1": N, "2": N, ...}'
+)
+_DETECTOR_JSON = (
+    "Respond with a single JSON object and nothing else: {" + _DETECTOR_FIELDS + "}. "
+    "doc_adjustments has one entry for every document number, each N an integer from -2 to 2."
+)
+_DETECTOR_COT_JSON = (
+    "Write your answer as a single JSON object and nothing else, with the fields in this order:\n"
+    '{"reasoning_steps": ["step 1 ...", "step 2 ...", "step 3 ...", "step 4 ...", "step 5 ..."], "confidence": C, '
+    + _DETECTOR_FIELDS + "}\n"
+    "reasoning_steps holds one short sentence per step, five in total; confidence is an integer from 1 (guessing) "
+    "to 5 (certain); doc_adjustments has one entry for every document number, each N an integer from -2 to 2."
+)
+
+DETECTOR_SYSTEM = _join(_TEAM_ALL, _DETECTOR_ROLE, _DETECTOR_GUIDE, _DETECTOR_JSON)
+DETECTOR_COT_SYSTEM = _join(_TEAM_ALL, _DETECTOR_ROLE, _DETECTOR_GUIDE, _DETECTOR_STEPS, _DETECTOR_COT_JSON)
+
+
+def detector_user(example: Example, docs: Sequence[Doc], cot: bool = False) -> str:
+    """The per-query detector's user turn: the question, then every document's excerpt
+    under its number, then a reminder of the reply format naming the numbers."""
+    listing = "\n".join(f"[{j + 1}] {excerpt(d)}" for j, d in enumerate(docs)) or "(none)"
+    ids = f"1 to {len(docs)}" if len(docs) > 1 else "1"
+    head = "five reasoning_steps, then confidence (1 to 5), then " if cot else ""
+    reminder = f"Reply with the JSON object only: {head}doc_adjustments for documents {ids}, each from -2 to 2."
+    return "\n\n".join([_query_line(example), "Retrieved documents (excerpts):\n" + listing, reminder])
+
+
+def detector_messages(example: Example, docs: Sequence[Doc], cot: bool = False) -> tuple[Message, ...]:
+    return messages(DETECTOR_COT_SYSTEM if cot else DETECTOR_SYSTEM, detector_user(example, docs, cot=cot))
+
+
+# --------------------------------------------------------------------------- #
 # MAIN-RAG judge (Chang et al., ACL 2025): Yes/No on (document, question, answer)
 # --------------------------------------------------------------------------- #
 

@@ -12,9 +12,22 @@ the agent, the CoT flag, the scoring mode, the generation lengths, the model
 temperature and ``cfg.seed`` -- never on the strategy -- so 3-Agent, SDA, ATF, RRF
 and PDE read the same cached base scores, and CoT and SDA+CoT the same CoT scores.
 
-Cost: 3 agents x m documents calls per query (30 for the paper's top-10). The
-paper's Table 18 note says "3-Agent/CoT/SDA ~ 19" calls per query; that figure is
-not derivable from its description of the agents, so we do not try to match it.
+Cost (``strategy.conflict``): with ``per_query`` (the default, Appendix N) the
+Relevance Assessor and the Consistency Verifier score each document and the Conflict
+Detector is asked once per query about all of them: 2 m + 1 calls per query (21 for
+the paper's top-10; Table 18's note says "3-Agent/CoT/SDA ~ 19"). ``per_document``
+asks the detector about each document like the other two agents: 3 m (30).
+
+The per-query detector (:func:`conflict_request`) sees every document's excerpt under
+its retrieval rank and answers ``{"doc_adjustments": {"1": a1, "2": a2, ...}}``;
+:func:`parse_doc_adjustments` reads one adjustment per document number. A number the
+reply leaves out is a failure (``missing_id``), imputed like any failed score; when
+no mapping can be read at all, every document fails with the reply's reason. In
+``logprob`` mode one next-token distribution can only hold one document's value, so
+the detector's one request is generated instead, greedily (temperature 0), with the
+assistant turn begun at the first document's slot (``{"doc_adjustments": {"1": ``):
+the model writes the adjustments on -2..+2 in document order, and the same reading
+applies. Its stage is the scoring stage's name plus ``-conflict``.
 
 Two scoring modes (``strategy.scoring``):
 
@@ -65,7 +78,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from madara_cli.agents.prompts import AGENTS, CONFLICT, SCORE_KEY, assessor_messages
+from madara_cli.agents.prompts import AGENTS, CONFLICT, DOC_ADJUSTMENTS, SCORE_KEY, assessor_messages, detector_messages
 from madara_cli.config.schema import Scoring
 from madara_cli.records import ChatRequest, Completion, Doc, Example, ScoreRequest
 
@@ -83,7 +96,7 @@ SCORE_STOP: tuple[str, ...] = ("}",)
 # Valid range of each agent's raw output (before mapping to 0-5).
 RANGE: dict[str, tuple[float, float]] = {"relevance": (0.0, 5.0), "consistency": (0.0, 5.0), "conflict": (-2.0, 2.0)}
 
-FAILURE_REASONS = ("empty", "no_score", "not_numeric", "out_of_range", "no_mass")
+FAILURE_REASONS = ("empty", "no_score", "not_numeric", "out_of_range", "no_mass", "missing_id")
 
 
 def conflict_to_score(adjustment: float) -> float:
@@ -272,6 +285,9 @@ class ScoreMatrix:
     reasoning: tuple[tuple[tuple[str, ...], ...], ...] = ()
     confidence: tuple[tuple[int | None, ...], ...] = ()
     hit_max_tokens: int = 0  # replies cut by the token limit
+    conflict_calls: str = "per_document"  # how the detector column was asked (strategy.conflict)
+    missing_ids: int = 0  # per_query: documents the detector's reply gave no adjustment
+    extra_ids: int = 0  # per_query: numbers in the reply that name no document
 
     @property
     def m(self) -> int:
@@ -329,20 +345,165 @@ def agent_request(
 
 
 def score_requests(
-    example: Example, *, cot: bool, mode: str, max_tokens: int, temperature: float, seed: int
+    example: Example, *, cot: bool, mode: str, max_tokens: int, temperature: float, seed: int, agents: Sequence[str] = AGENTS
 ) -> list[ChatRequest | ScoreRequest]:
-    """The requests of one example, document-major: (doc 0, agent 0), (doc 0, agent 1), ..."""
+    """The per-document requests of one example, document-major: (doc 0, agent 0),
+    (doc 0, agent 1), ... over ``agents`` (all three unless the detector is asked per query)."""
     _check_mode(mode, cot)
     docs = example.docs or ()
     return [
         agent_request(example, docs, i, agent, cot=cot, mode=mode, max_tokens=max_tokens, temperature=temperature, seed=seed)
         for i in range(len(docs))
-        for agent in AGENTS
+        for agent in agents
     ]
 
 
 def stage_name(cot: bool, mode: str) -> str:
     return "score-logprob" if mode == "logprob" else ("score-cot" if cot else "score")
+
+
+CONFLICT_CALLS = ("per_query", "per_document")  # strategy.conflict
+# The per-query reply holds one '"10": -2, ' (about 7 tokens) per document on top of
+# what a one-document reply needs.
+ADJUSTMENT_TOKENS_PER_DOC = 8
+DETECTOR_PREFIX = '{"' + DOC_ADJUSTMENTS + '": {"1": '  # logprob mode: the reply starts at document 1's slot
+
+
+def conflict_stage_name(cot: bool, mode: str) -> str:
+    return stage_name(cot, mode) + "-conflict"
+
+
+def conflict_request(example: Example, docs: Sequence[Doc], *, cot: bool, mode: str, max_tokens: int, temperature: float, seed: int) -> ChatRequest:
+    """The Conflict Detector's one request for a query (``strategy.conflict=per_query``),
+    over every document of ``docs``; ``max_tokens`` is the one-document budget, to which
+    :data:`ADJUSTMENT_TOKENS_PER_DOC` per document is added."""
+    _check_mode(mode, cot)
+    budget = int(max_tokens) + ADJUSTMENT_TOKENS_PER_DOC * len(docs)
+    if mode == "logprob":
+        return ChatRequest(messages=detector_messages(example, docs), max_tokens=budget, temperature=0.0, seed=seed, stop=("}",), prefix=DETECTOR_PREFIX)
+    return ChatRequest(messages=detector_messages(example, docs, cot=cot), max_tokens=budget, temperature=temperature, seed=seed)
+
+
+@dataclass(frozen=True)
+class DocAdjustments:
+    """The per-query detector's reply, read: one :class:`ParsedScore` per document
+    (retrieval order; failures NaN), plus what the reply got wrong as a whole."""
+
+    values: tuple[ParsedScore, ...]
+    missing_ids: int = 0
+    extra_ids: int = 0
+    reasoning: tuple[str, ...] = ()
+    confidence: int | None = None
+
+
+_DOC_NUMBER = re.compile(r"(\d+)")
+_ADJ_PAIR = re.compile(rf"[\"']?\[?(?:doc(?:ument)?[\s_#-]*)?(\d+)\]?[\"']?\s*[:=]\s*[\"']?({_NUM})", re.IGNORECASE)
+_ADJ_START = re.compile(rf"[\"']?{DOC_ADJUSTMENTS}[\"']?\s*[:=]", re.IGNORECASE)
+
+
+def _number_of(key: Any) -> int | None:
+    """Document number of a mapping key or list item id: ``"3"``, ``3``, ``"[3]"``, ``"Doc 3"``."""
+    if isinstance(key, bool):
+        return None
+    if isinstance(key, int):
+        return key
+    if isinstance(key, str):
+        m = _DOC_NUMBER.search(key)
+        return int(m.group(1)) if m else None
+    return None
+
+
+def _mapping_from(value: Any) -> dict[int, Any] | None:
+    """{document number: written value} from a decoded ``doc_adjustments`` value: an
+    object keyed by number, a list of ``{"doc_id": n, "adjustment": a}`` objects, or a
+    plain list in document order."""
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            n = _number_of(k)
+            if n is not None:
+                out.setdefault(n, v)
+        return out
+    if isinstance(value, list):
+        if all(isinstance(v, dict) for v in value):
+            out = {}
+            for item in value:
+                n = next((_number_of(item[k]) for k in ("doc_id", "id", "doc", "document") if k in item), None)
+                a = next((item[k] for k in ("adjustment", "score", "value") if k in item), None)
+                if n is not None:
+                    out.setdefault(n, a)
+            return out
+        return {i + 1: v for i, v in enumerate(value)}
+    return None
+
+
+def parse_doc_adjustments(text: str, m: int) -> DocAdjustments:
+    """Read a per-query detector reply for ``m`` documents (numbered 1..m).
+
+    1. JSON: the first object in the reply holding ``doc_adjustments``.
+    2. Else number/value pairs (``"3": -1``, ``[3]: -1``, ``Doc 3: -1``) after the first
+       ``doc_adjustments:`` (a cut-off or malformed object).
+    Each document's value is checked like a per-document adjustment (numeric,
+    -2..+2, else ``not_numeric``/``out_of_range``) and mapped to 0-5; a document the
+    mapping leaves out is ``missing_id``. Without any mapping every document fails
+    with ``empty`` or ``no_score``."""
+    reasoning: tuple[str, ...] = ()
+    confidence: int | None = None
+    mapping: dict[int, Any] | None = None
+    for obj in _json_objects(text or ""):
+        if DOC_ADJUSTMENTS not in obj:
+            continue
+        mapping = _mapping_from(obj[DOC_ADJUSTMENTS])
+        reasoning = _steps_from(obj.get("reasoning_steps"))
+        confidence = _confidence(obj.get("confidence"))
+        if mapping is not None:
+            break
+    if mapping is None and text:
+        start = _ADJ_START.search(text)
+        if start:
+            pairs = _ADJ_PAIR.findall(text[start.end() :])
+            if pairs:
+                mapping = {}
+                for n, v in pairs:
+                    mapping.setdefault(int(n), v)
+    if not reasoning:
+        reasoning = _steps_regex(text or "")
+    if confidence is None:
+        c = _CONFIDENCE.search(text or "")
+        confidence = _confidence(c.group(1)) if c else None
+    if mapping is None:
+        reason = "empty" if not (text or "").strip() else "no_score"
+        return DocAdjustments(tuple(ParsedScore(math.nan, failure=reason) for _ in range(m)), reasoning=reasoning, confidence=confidence)
+    lo, hi = RANGE[CONFLICT]
+    values = []
+    for n in range(1, m + 1):
+        if n not in mapping:
+            values.append(ParsedScore(math.nan, failure="missing_id"))
+            continue
+        raw = _as_number(mapping[n])
+        if raw is None:
+            values.append(ParsedScore(math.nan, failure="not_numeric"))
+        elif not (math.isfinite(raw) and lo <= raw <= hi):
+            values.append(ParsedScore(math.nan, raw_value=raw, failure="out_of_range", method="per_query"))
+        else:
+            values.append(ParsedScore(conflict_to_score(raw), raw_value=raw, method="per_query"))
+    return DocAdjustments(
+        tuple(values),
+        missing_ids=sum(1 for v in values if v.failure == "missing_id"),
+        extra_ids=sum(1 for n in mapping if not 1 <= n <= m),
+        reasoning=reasoning,
+        confidence=confidence,
+    )
+
+
+def read_conflict_reply(completion: Completion, m: int, mode: str = "generate") -> tuple[DocAdjustments, str]:
+    """(parsed, text read) of a per-query detector completion for ``m`` documents. In
+    ``logprob`` mode the reply continues :data:`DETECTOR_PREFIX`, which is put back;
+    braces the stop string removed are restored."""
+    text = (DETECTOR_PREFIX if mode == "logprob" else "") + completion.text
+    if completion.finish_reason == "stop" and text.count("{") > text.count("}"):
+        text += "}" * (text.count("{") - text.count("}"))
+    return parse_doc_adjustments(text, m), text
 
 
 def parse_completion(completion: Completion, agent: str, mode: str = "generate") -> ParsedScore:
@@ -404,10 +565,13 @@ def _read(completion: Completion, agent: str, mode: str) -> tuple[ParsedScore, s
     return parse_score(text, agent), text
 
 
-def build_matrix(example: Example, completions: Sequence[Completion], mode: str) -> ScoreMatrix:
-    """Assemble one example's matrix from its document-major completions."""
+def build_matrix(example: Example, completions: Sequence[Completion], mode: str, conflict_reply: Completion | None = None) -> ScoreMatrix:
+    """Assemble one example's matrix from its document-major completions: over all
+    three agents, or -- with ``conflict_reply``, the per-query detector's one reply --
+    over the first two, the detector's column read from that reply."""
     docs = example.docs or ()
     m, a = len(docs), len(AGENTS)
+    per_doc = a if conflict_reply is None else a - 1
     scores = np.full((m, a), math.nan)
     reasons: list[list[str | None]] = [[None] * a for _ in range(m)]
     raw: list[list[str]] = [[""] * a for _ in range(m)]
@@ -415,13 +579,25 @@ def build_matrix(example: Example, completions: Sequence[Completion], mode: str)
     confidence: list[list[int | None]] = [[None] * a for _ in range(m)]
     cut = 0
     for n, c in enumerate(completions):
-        i, j = divmod(n, a)
+        i, j = divmod(n, per_doc)
         parsed, raw[i][j] = _read(c, AGENTS[j], mode)
         scores[i, j] = parsed.value
         reasons[i][j] = parsed.failure
         reasoning[i][j] = parsed.reasoning
         confidence[i][j] = parsed.confidence
         cut += int(c.finish_reason == "length")
+    missing = extra = 0
+    if conflict_reply is not None:
+        adj, text = read_conflict_reply(conflict_reply, m, mode)
+        j = AGENTS.index(CONFLICT)
+        for i, parsed in enumerate(adj.values):
+            scores[i, j] = parsed.value
+            reasons[i][j] = parsed.failure
+            raw[i][j] = text  # the one reply all the documents' adjustments come from
+            reasoning[i][j] = adj.reasoning
+            confidence[i][j] = adj.confidence
+        missing, extra = adj.missing_ids, adj.extra_ids
+        cut += int(conflict_reply.finish_reason == "length")
     return ScoreMatrix(
         example_id=example.id,
         doc_ids=tuple(d.id for d in docs),
@@ -433,25 +609,43 @@ def build_matrix(example: Example, completions: Sequence[Completion], mode: str)
         reasoning=tuple(tuple(r) for r in reasoning),
         confidence=tuple(tuple(r) for r in confidence),
         hit_max_tokens=cut,
+        conflict_calls="per_document" if conflict_reply is None else "per_query",
+        missing_ids=missing,
+        extra_ids=extra,
     )
 
 
-def assess(ctx: Any, examples: Sequence[Example], cot: bool | None = None, mode: str | None = None) -> list[ScoreMatrix]:
-    """Score every document of every example with the three agents: ONE batched call.
+def _check_conflict(conflict: str) -> None:
+    from madara_cli.config import ConfigError
 
-    ``ctx`` is a :class:`~madara_cli.strategies.base.StrategyContext`; ``cot`` and
-    ``mode`` default to ``ctx.strategy.cot`` and ``ctx.strategy.scoring``.
+    if conflict not in CONFLICT_CALLS:
+        raise ConfigError(f"unknown strategy.conflict '{conflict}'; valid: {', '.join(CONFLICT_CALLS)}")
+
+
+def assess(ctx: Any, examples: Sequence[Example], cot: bool | None = None, mode: str | None = None, conflict: str | None = None) -> list[ScoreMatrix]:
+    """Score every document of every example with the three agents: ONE batched call
+    per stage (with ``conflict="per_query"`` a second one, the detector's, one request
+    per example).
+
+    ``ctx`` is a :class:`~madara_cli.strategies.base.StrategyContext`; ``cot``,
+    ``mode`` and ``conflict`` default to ``ctx.strategy.cot``, ``ctx.strategy.scoring``
+    and ``ctx.strategy.conflict`` (``per_query`` where a strategy config has none).
     """
     cot = bool(ctx.strategy.cot) if cot is None else cot
     mode = str(ctx.strategy.scoring) if mode is None else mode
+    conflict = str(ctx.strategy.get("conflict", "per_query")) if conflict is None else conflict
+    _check_conflict(conflict)
     gen = ctx.cfg.generation
     max_tokens = int(gen.cot_max_tokens if cot else gen.score_max_tokens)
-    per_example = [score_requests(ex, cot=cot, mode=mode, max_tokens=max_tokens, temperature=ctx.temperature, seed=ctx.seed) for ex in examples]
+    agents = AGENTS if conflict == "per_document" else tuple(x for x in AGENTS if x != CONFLICT)
+    per_example = [
+        score_requests(ex, cot=cot, mode=mode, max_tokens=max_tokens, temperature=ctx.temperature, seed=ctx.seed, agents=agents) for ex in examples
+    ]
     # Sent agent-major (every relevance request of the cell, then every consistency
     # request, ...): consecutive prompts then share the agent's system prompt, which a
     # sequential engine (llama.cpp) reuses from its KV cache. vLLM's prefix cache does
     # not care about order. The cache key of a request does not depend on its position.
-    a = len(AGENTS)
+    a = len(agents)
     order = [(e, n) for j in range(a) for e, reqs in enumerate(per_example) for n in range(j, len(reqs), a)]
     flat = [per_example[e][n] for e, n in order]
     stage = stage_name(cot, mode)
@@ -462,8 +656,19 @@ def assess(ctx: Any, examples: Sequence[Example], cot: bool | None = None, mode:
     back: list[list[Completion | None]] = [[None] * len(reqs) for reqs in per_example]
     for (e, n), c in zip(order, outs):
         back[e][n] = c
-    mats = [build_matrix(ex, comps, mode) for ex, comps in zip(examples, back)]
-    return mats
+    if conflict == "per_document":
+        return [build_matrix(ex, comps, mode) for ex, comps in zip(examples, back)]
+    detector = [
+        conflict_request(ex, ex.docs or (), cot=cot, mode=mode, max_tokens=max_tokens, temperature=ctx.temperature, seed=ctx.seed) for ex in examples
+    ]
+    # Examples without documents have nothing to adjust and ask nothing.
+    asked = [e for e, ex in enumerate(examples) if ex.docs]
+    replies = ctx.llm.chat(conflict_stage_name(cot, mode), [detector[e] for e in asked]) if asked else []
+    reply_of: dict[int, Completion] = dict(zip(asked, replies))
+    return [
+        build_matrix(ex, comps, mode, reply_of.get(e, Completion(text="")))
+        for e, (ex, comps) in enumerate(zip(examples, back))
+    ]
 
 
 # --------------------------------------------------------------------------- #
@@ -491,7 +696,9 @@ def assessment_report(mats: Sequence[ScoreMatrix], cot: bool = False, mode: str 
     of valid scores equal to 0 or 5 on the matrix scale (the paper's polarization;
     a Conflict Detector adjustment of -2/+2 counts, as it maps to 0/5).
     ``mean_score``: mean valid score. The same per agent under ``by_agent``, failure
-    reasons under ``failures``. JSON-safe (``None`` where undefined, never NaN).
+    reasons under ``failures``; under ``conflict`` how the detector was asked
+    (``calls``), the agent replies read and, per query, the document numbers its
+    replies left out (``missing_ids``, also failures) or that name no document. JSON-safe (``None`` where undefined, never NaN).
     """
     agents = mats[0].agents if mats else AGENTS
     if mats:
@@ -508,9 +715,13 @@ def assessment_report(mats: Sequence[ScoreMatrix], cot: bool = False, mode: str 
                     reasons[r] = reasons.get(r, 0) + 1
     report["failures"] = dict(sorted(reasons.items()))
     report["by_agent"] = {a: _stats(values[:, j], failed[:, j]) for j, a in enumerate(agents)}
+    # Replies, not scores: a per-query detector reply carries the whole column.
+    replies = sum(m.m * len(agents) if m.conflict_calls == "per_document" else m.m * (len(agents) - 1) + int(m.m > 0) for m in mats)
     if mode == "generate":
-        n = int(failed.size)
-        report["hit_max_tokens_rate"] = sum(m.hit_max_tokens for m in mats) / n if n else 0.0
+        report["hit_max_tokens_rate"] = sum(m.hit_max_tokens for m in mats) / replies if replies else 0.0
+    calls = sorted({m.conflict_calls for m in mats}) or ["per_document"]
+    report["conflict"] = {"calls": calls[0] if len(calls) == 1 else calls, "replies": replies,
+                          "missing_ids": sum(m.missing_ids for m in mats), "extra_ids": sum(m.extra_ids for m in mats)}
     if cot:
         with_steps = sum(1 for m in mats for row in m.reasoning for steps in row if steps)
         report["reasoning_rate"] = with_steps / failed.size if failed.size else 0.0

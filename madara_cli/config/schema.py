@@ -55,6 +55,20 @@ class Selection(Choice):
     random = "random"
 
 
+class RankTies(Choice):
+    """How SDA ranks tied scores of one agent (Algorithm 1's rank(s_j))."""
+
+    ordinal = "ordinal"  # in order of appearance (the authors' argsort of argsort, read with a stable sort)
+    average = "average"  # tied scores share their mean rank
+
+
+class ConflictCalls(Choice):
+    """How often the Conflict Detector is asked (Appendix N)."""
+
+    per_query = "per_query"  # one call over every retrieved document's claims, doc_adjustments for all
+    per_document = "per_document"  # one call per document, like the other two agents
+
+
 class Task(Choice):
     factoid = "factoid"
     fever = "fever"
@@ -191,6 +205,14 @@ class AssessedConfig(StrategyConfig):
     weights: list[float] = field(default_factory=lambda: [0.4, 0.3, 0.3])  # relevance, consistency, conflict
     scoring: Scoring = Scoring.generate  # generate (JSON text) | logprob (expected digit)
     cot: bool = False
+    conflict: ConflictCalls = ConflictCalls.per_query  # per_query (Appendix N: one call) | per_document
+
+
+@dataclass
+class SDAConfig(AssessedConfig):
+    """sda, sda_cot: the assessed settings plus how tied scores are ranked."""
+
+    rank_ties: RankTies = RankTies.ordinal  # ordinal (the authors') | average
 
 
 @dataclass
@@ -244,6 +266,8 @@ class MadaraConfig(StrategyConfig):
     min_keep: int = 2
     selection: Selection = Selection.assessed
     vote: Vote = Vote.score
+    conflict: ConflictCalls = ConflictCalls.per_query
+    rank_ties: RankTies = RankTies.ordinal
 
 
 # Strategy name -> its schema; configs/strategy/<name>.yaml names it in its defaults
@@ -252,8 +276,8 @@ STRATEGY_SCHEMAS: dict[str, type[StrategyConfig]] = {
     "nf": NFConfig,
     "three_agent": AssessedConfig,
     "cot": AssessedConfig,
-    "sda": AssessedConfig,
-    "sda_cot": AssessedConfig,
+    "sda": SDAConfig,
+    "sda_cot": SDAConfig,
     "atf": ATFConfig,
     "rrf": RRFConfig,
     "pde": PDEConfig,

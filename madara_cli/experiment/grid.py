@@ -73,6 +73,11 @@ def semantic_config(cfg: DictConfig) -> dict:
             out["router"] = plain["router"]  # the paper's policy at its thresholds keeps every earlier key
     out["metric_version"] = METRIC_VERSION
     out["prompts"] = prompt_digests(str(cfg.strategy.name), str(cfg.retriever.name))
+    if out["strategy"].get("selection") == "random" and out["strategy"].get("vote") == "uniform":
+        # PDE-Random asks no agent: how the Conflict Detector would be asked cannot
+        # change it, so neither may move its key.
+        out["strategy"].pop("conflict", None)
+        out["prompts"].pop("detector", None)
     return out
 
 

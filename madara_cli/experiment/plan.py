@@ -11,7 +11,10 @@ themselves, hashed exactly as the response cache hashes them, so the plan knows:
 * the engine calls the grid needs once work shared through the cache is counted
   once (``calls``; e.g. 3-Agent, SDA, ATF, RRF and PDE share the base scores),
 * how many of those the real response cache already holds (``cached``),
-* the prompt tokens (characters / 4, the usual rule of thumb for English BPE).
+* the prompt tokens (characters / 4, the usual rule of thumb for English BPE),
+* each strategy's own requests per query, the agents' scoring apart
+  (:meth:`StrategyPlan.per_query`), beside Table 18's calls per query
+  (:func:`paper_calls_per_query`).
 
 Requests that depend on model outputs (the documents a filter keeps, the answers
 MAIN-RAG's judge sees, the RSC chains) are counted with the placeholder outputs:
@@ -97,6 +100,15 @@ class StrategyPlan:
     measured_requests: int = 0
     measured_calls: int = 0
     estimated_cells: int = 0  # cells whose data is not here: counted on placeholder queries
+    queries: int = 0  # evaluated queries over its cells
+    scoring_requests: int = 0  # of ``requests``, those of the agents' scoring stages (score*)
+
+    def per_query(self) -> tuple[float, float] | None:
+        """(scoring requests, other requests) per evaluated query: the strategy's own
+        calls, what Table 18's note counts (``None`` without queries)."""
+        if not self.queries:
+            return None
+        return self.scoring_requests / self.queries, (self.requests - self.scoring_requests) / self.queries
 
 
 @dataclass
@@ -240,6 +252,8 @@ def plan_grid(grid_name: str, cfgs: list[DictConfig]) -> Plan:
             sp.cached += len(in_cache)
             sp.prompt_tokens += round(sum(c for _, c in fresh) * scale) // 4
             sp.requests += round(acct.total().requests * scale)
+            sp.queries += round(len(examples) * scale)
+            sp.scoring_requests += round(sum(v.requests for k, v in acct.by_stage.items() if k.startswith("score")) * scale)
     finally:
         for c in real_caches.values():
             c.close()
@@ -272,6 +286,22 @@ def placeholder_examples(cfg: DictConfig) -> list | None:
                 docs=tuple(Doc(id=f"estimate-{i}-{j}", text=f"{j} {text}", title=f"Title {i}-{j}") for j in range(k)))
         for i in range(int(n))
     ]
+
+
+def paper_calls_per_query(strategy: str) -> str:
+    """Table 18's note on ``strategy``'s LLM calls per query, as printed ("—" where the
+    note does not name the strategy)."""
+    from madara_cli.tables.paper_values import TABLE18_CALLS_PRINTED
+
+    return TABLE18_CALLS_PRINTED.get(strategy, "—")
+
+
+def format_per_query(sp: StrategyPlan) -> str:
+    """``"21 + 1"``: scoring requests + other requests per query (one decimal where not whole)."""
+    pq = sp.per_query()
+    if pq is None:
+        return "—"
+    return " + ".join(f"{v:.0f}" if abs(v - round(v)) < 0.05 else f"{v:.1f}" for v in pq)
 
 
 def within(estimate: int, measured: int, tolerance: float = 0.10) -> bool:

@@ -6,14 +6,14 @@ Source: the MADARA paper, Section 5.3 and Appendices B-C.
 * ``three_agent`` -- 3-Agent baseline: weighted aggregate (0.4/0.3/0.3), top-k.
 * ``cot``         -- CoT de-polarization (Section 4.1): the same with CoT scores.
 * ``sda``         -- Score Distribution Alignment (Algorithm 1): per-agent percentile
-  ranks, uniform weights, x5, top-k.
+  ranks (ties: ``rank_ties``), uniform weights, x5, top-k.
 * ``sda_cot``     -- SDA over CoT scores.
 * ``atf``         -- Adaptive Threshold Filtering (Section 4.3): keep aggregate
   scores >= mu - kappa*sigma, at least ``min_keep``, at most ``top_k``, descending.
 * ``rrf``         -- Reciprocal Rank Fusion of the agents' rankings, k = 60 (Appendix C).
 
 Each reads its settings from ``cfg.strategy`` (``cot``, ``weights``, ``top_k``,
-``kappa``, ``min_keep``, ``rrf_k``, ``scoring``); ``configs/strategy/<name>.yaml``
+``kappa``, ``min_keep``, ``rrf_k``, ``scoring``, ``conflict``, ``rank_ties``); ``configs/strategy/<name>.yaml``
 holds the paper's values. All of them issue the same scoring requests (see
 :mod:`madara_cli.agents.scoring`), so after the first one the rest only pay for
 their final generation -- and not even that when their selection coincides.
@@ -54,7 +54,7 @@ def _weighted(ctx: StrategyContext, s: np.ndarray) -> np.ndarray:
 
 
 def _sda(ctx: StrategyContext, s: np.ndarray) -> np.ndarray:
-    return sda_rank(s, list(ctx.strategy.weights))
+    return sda_rank(s, list(ctx.strategy.weights), ties=str(ctx.strategy.rank_ties))
 
 
 def _rrf(ctx: StrategyContext, s: np.ndarray) -> np.ndarray:

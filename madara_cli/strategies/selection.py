@@ -2,7 +2,8 @@
 
 Every function takes numpy arrays in retrieval order (row i = the i-th retrieved
 document; column j = agent j) and returns indices into that order. Ties are always
-broken by retrieval rank (a stable sort), so every selection is deterministic.
+broken by retrieval rank (a stable sort), so every selection is deterministic (SDA's
+per-agent ranks of tied scores are a setting, ``strategy.rank_ties``).
 Score matrices may hold NaN (a failed agent reply); the functions that need
 complete matrices impute first (:func:`madara_cli.agents.scoring.impute`: the
 example's mean for that agent, or 2.5).
@@ -56,24 +57,36 @@ def weighted_aggregate(scores: np.ndarray, weights: Sequence[float] | None = Non
     return s @ _weights(weights, s.shape[1])
 
 
-def percentile_ranks(values: Sequence[float] | np.ndarray) -> np.ndarray:
-    """``rank(s) / (m - 1)`` in [0, 1] with 0-based average ranks for ties (the lowest
-    score gets 0, the highest 1). A single document gets 1."""
+RANK_TIES = ("ordinal", "average")  # strategy.rank_ties
+
+
+def percentile_ranks(values: Sequence[float] | np.ndarray, ties: str = "ordinal") -> np.ndarray:
+    """``rank(s) / (m - 1)`` in [0, 1], 0-based ascending ranks (the lowest score gets
+    0, the highest 1). A single document gets 1.
+
+    ``ties="ordinal"``: tied scores get distinct ranks in order of appearance, so of
+    two equal scores the later-retrieved document ranks higher -- the authors'
+    ``argsort(argsort(s))`` read with a stable sort (numpy's default sort leaves the
+    order of ties unspecified). ``ties="average"``: tied scores share their mean rank.
+    """
+    if ties not in RANK_TIES:
+        raise ValueError(f"unknown rank_ties '{ties}'; valid: {', '.join(RANK_TIES)}")
     v = np.asarray(values, dtype=float)
     m = v.size
     if m == 1:
         return np.ones(1)
-    return (rankdata(v, method="average") - 1.0) / (m - 1)
+    return (rankdata(v, method=ties) - 1.0) / (m - 1)
 
 
-def sda_rank(scores: np.ndarray, weights: Sequence[float] | None = None) -> np.ndarray:
+def sda_rank(scores: np.ndarray, weights: Sequence[float] | None = None, ties: str = "ordinal") -> np.ndarray:
     """Score Distribution Alignment (Algorithm 1): each agent's scores become
-    percentile ranks, which are averaged with ``weights`` (default uniform) and
-    mapped to [0, 5]. Select with :func:`top_k`."""
+    percentile ranks (ties ranked as ``ties`` says, see :func:`percentile_ranks`),
+    which are averaged with ``weights`` (default uniform) and mapped to [0, 5].
+    Select with :func:`top_k`."""
     s = impute(_matrix(scores))
     if s.shape[0] == 0:
         return np.zeros(0)
-    r = np.column_stack([percentile_ranks(s[:, j]) for j in range(s.shape[1])])
+    r = np.column_stack([percentile_ranks(s[:, j], ties) for j in range(s.shape[1])])
     return (r @ _weights(weights, s.shape[1])) * 5.0
 
 
