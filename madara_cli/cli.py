@@ -474,7 +474,8 @@ def report(
     if open_page:
         import webbrowser
 
-        webbrowser.open(page.path.resolve().as_uri())
+        if not webbrowser.open(page.path.resolve().as_uri()):
+            err.print(f"note: no web browser found here; open {page.path.resolve().as_uri()} yourself", markup=False, highlight=False, soft_wrap=True)
     problems = load_results(results_dir).problems
     if problems:
         err.print(f"error: {unreadable_folders(problems)}; the report was written without them", markup=False, highlight=False, soft_wrap=True)

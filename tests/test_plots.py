@@ -107,8 +107,11 @@ def test_skipped_figures_say_why(tmp_path: Path, monkeypatch, capsys):
     assert any(n.startswith("cost-vs-EM figure skipped: no cell records its LLM calls") for n in figs.notes)
     assert any(n.startswith("ρ̂1..3 figure skipped: no RSC probe") for n in figs.notes)
     assert any(n.startswith("Figure 2 skipped: no RSC probe") for n in figs.notes)
+    (tmp_path / "empty").mkdir()
     code, _, err = madara(monkeypatch, capsys, "plot", "--results", str(tmp_path / "empty"))
     assert code == 0 and "note: EM-by-strategy and cost-vs-EM figures skipped: no finished cell" in err
+    code, _, err = madara(monkeypatch, capsys, "plot", "--results", str(tmp_path / "absent"))
+    one_line_error(code, err, "no results folder at")
 
 
 def test_tables_draw_figure2_for_every_probed_benchmark(tmp_path: Path, monkeypatch, capsys):

@@ -340,12 +340,14 @@ def build_figures(source: Path | str | Results, metric: str = "em") -> tuple[lis
 
 def write_plots(results_dir: Path | str, out_dir: Path | None = None, formats: Sequence[str] = ("png", "pdf"), metric: str = "em") -> FigureSet:
     """Write every figure as ``out_dir/<stem>.<fmt>`` (default ``results_dir/figures``).
-    ValueError for an unknown format or metric."""
+    ValueError for an unknown format or metric, or when ``results_dir`` is not a folder."""
     formats = check_formats(formats)
     from madara_cli.tables.index import TABLE_METRICS
 
     if metric not in TABLE_METRICS:
         raise ValueError(f"unknown metric '{metric}'; valid: {', '.join(TABLE_METRICS)}")
+    if not isinstance(results_dir, Results) and not Path(results_dir).is_dir():
+        raise ValueError(f"no results folder at {results_dir} (run something first, or pass --results DIR)")
     results = _results(results_dir)
     figures, notes = build_figures(results, metric)
     out = Path(out_dir) if out_dir is not None else Path(results.root) / "figures"
