@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from madara_cli.tables.registry import TABLES
+from madara_cli.tables.registry import TABLES, build_table
 from madara_cli.tables.report import esc, write_report
 from tests.results_fixtures import write_cell, write_probe
 from tests.test_bad_input import madara, one_line_error
@@ -50,6 +50,16 @@ def test_report_shows_tables_routing_provenance_and_figures(page: Path):
     assert "<script" not in text
     assert not re.findall(r'(?:src|href)="(?!data:|#)', text)
     assert "@import" not in text and "url(" not in text
+
+
+def test_report_tables_are_the_builders_own_cells(page: Path):
+    text = page.read_text(encoding="utf-8")
+    root = page.parent.parent
+    for name in ("table1", "table2", "table4", "table18"):
+        df = build_table(name, root)
+        html_table = text.split(f'id="{name}"')[1].split('<div class="table"')[0]
+        for row in df.itertuples(index=False, name=None):
+            assert "<tr>" + "".join(f"<td>{esc(v)}</td>" for v in row) + "</tr>" in html_table, (name, row)
 
 
 def test_strings_from_results_are_escaped(tmp_path: Path):
