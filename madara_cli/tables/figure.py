@@ -81,6 +81,14 @@ def save_figure(fig: Any, out_dir: Path, stem: str, formats: Sequence[str] = ("p
     return paths
 
 
+def suptitle(fig: Any, text: str, fontsize: float = 9) -> None:
+    """A figure title wrapped to the figure's width, so a one-panel figure does not cut it off."""
+    import textwrap
+
+    chars = max(30, int(fig.get_figwidth() * 72 / (0.55 * fontsize)))  # an average glyph is about 0.55 em wide
+    fig.suptitle("\n".join(textwrap.fill(line, chars) for line in text.split("\n")), fontsize=fontsize)
+
+
 def safe_stem(name: str) -> str:
     """A file-name part from a name found in results (a benchmark): never a path or a dot file."""
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", str(name)).lstrip(".") or "_"
@@ -137,7 +145,7 @@ def draw_figure2(panels: list[tuple[Any, list[np.ndarray]]], benchmark: str):
         for spine in ax.spines.values():
             spine.set_edgecolor(colour)
     axes[0][0].set_ylabel("per-query Spearman ρ")
-    fig.suptitle(f"Per-query Spearman ρ on {pv.BENCHMARK_LABELS.get(benchmark, benchmark)}\n(numbers: means)", fontsize=10)
+    suptitle(fig, f"Per-query Spearman ρ on {pv.BENCHMARK_LABELS.get(benchmark, benchmark)} (numbers: means)", fontsize=10)
     fig.tight_layout()
     return fig
 

@@ -36,6 +36,7 @@ from madara_cli.tables.figure import (
     figure2_figures,
     pyplot,
     save_figure,
+    suptitle,
 )
 from madara_cli.tables.index import Results, StoredCell, _results
 
@@ -210,8 +211,7 @@ def draw_em_by_strategy(tasks: Sequence[ModelTask], metric: str = "em"):
         ax.set_title(task.title, fontsize=9)
         ax.tick_params(axis="y", labelsize=7)
         low.tick_params(axis="y", labelsize=7)
-    fig.suptitle(
-        f"{name} by strategy. Top: each cell's bootstrap 95% CI (dashed: NF). Bottom: Δ vs NF on shared queries, "
+    suptitle(fig, f"{name} by strategy. Top: each cell's bootstrap 95% CI (dashed: NF). Bottom: Δ vs NF on shared queries, "
         f"paired-bootstrap 95% CI ({N_RESAMPLES:,} resamples, seed {SEED}); * CI excludes 0",
         fontsize=8,
     )
@@ -252,7 +252,7 @@ def draw_cost_vs_em(tasks: Sequence[ModelTask], metric: str = "em"):
             ax.xaxis.set_major_formatter(ScalarFormatter())
         ax.set_xlabel("LLM calls per query", fontsize=8)
         ax.set_ylabel(f"{name} %", fontsize=8)
-        ax.set_ylim(0, 105)
+        ax.set_ylim(-4, 104)  # room for a marker at 0 or 100
         ax.set_title(f"{task.title} ({_n_text(points)})", fontsize=9)
         ax.tick_params(labelsize=7)
     from matplotlib.lines import Line2D
@@ -262,9 +262,10 @@ def draw_cost_vs_em(tasks: Sequence[ModelTask], metric: str = "em"):
                       markeredgecolor="#333333", markeredgewidth=0.5) for s in order]  # one size in the legend, nested or not
     proxies.append(Line2D([], [], ls="-", color="black", marker="o", markersize=10, markerfacecolor="none", markeredgecolor="black"))
     names = [label(s) for s in order] + ["Pareto front"]
-    rows = math.ceil(len(names) / 7)
-    fig.legend(proxies, names, loc="lower center", ncol=min(7, len(names)), fontsize=7, frameon=False)
-    fig.suptitle(f"Cost vs {name}: one point per strategy; calls = requests ÷ n (cached or not)", fontsize=9)
+    ncol = max(1, min(len(names), int(fig.get_figwidth() / 1.0)))
+    rows = math.ceil(len(names) / ncol)
+    fig.legend(proxies, names, loc="lower center", ncol=ncol, fontsize=7, frameon=False)
+    suptitle(fig, f"Cost vs {name}: one point per strategy; calls = requests ÷ n (cached or not)", fontsize=9)
     height = fig.get_size_inches()[1]
     fig.tight_layout(rect=(0, min(0.4, 0.25 * rows / height + 0.02), 1, 1))
     return fig
@@ -305,7 +306,7 @@ def draw_rsc_trend(by_bench: dict[str, list[Any]]):
         ax.set_title(f"RSC probe on {pv.BENCHMARK_LABELS.get(benchmark, benchmark)}", fontsize=9)
         ax.legend(fontsize=6, loc="lower left")
         ax.tick_params(axis="y", labelsize=7)
-    fig.suptitle("ρ̂1..3 per probe (whiskers: bootstrap 95% CIs); a falling line is a quality-ordered scorer", fontsize=9)
+    suptitle(fig, "ρ̂1..3 per probe (whiskers: bootstrap 95% CIs); a falling line is a quality-ordered scorer", fontsize=9)
     fig.tight_layout()
     return fig
 
