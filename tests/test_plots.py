@@ -80,7 +80,7 @@ def test_madara_plot_writes_png_and_pdf(results: Path, tmp_path: Path, monkeypat
     assert code == 0, stderr
     import matplotlib.image
 
-    for stem in ("em_by_strategy", "cost_vs_em", "rsc_trend", "figure2", "figure2-mini"):
+    for stem in ("em_by_strategy", "cost_vs_em", "routing_map", "rsc_trend", "figure2", "figure2-mini"):
         png, pdf = out / f"{stem}.png", out / f"{stem}.pdf"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", stem
         assert pdf.read_bytes()[:5] == b"%PDF-", stem
@@ -106,7 +106,14 @@ def test_skipped_figures_say_why(tmp_path: Path, monkeypatch, capsys):
     assert [p.name for p in figs.paths] == ["em_by_strategy.png", "em_by_strategy.pdf"]
     assert any(n.startswith("cost-vs-EM figure skipped: no cell records its LLM calls") for n in figs.notes)
     assert any(n.startswith("ρ̂1..3 figure skipped: no RSC probe") for n in figs.notes)
+    assert any(n.startswith("routing figure skipped: no RSC probe") for n in figs.notes)
     assert any(n.startswith("Figure 2 skipped: no RSC probe") for n in figs.notes)
+    # A degenerate probe (no parsable scores, as SmolLM2's can be): routed, but no ρ̂ to draw.
+    write_probe(root, "smollm2-135m", "mini", None, "degenerate", "pde", em_nf=0.0, per_query=None)
+    figs = write_plots(root, tmp_path / "out2", formats=["png"])
+    assert "routing_map.png" in [p.name for p in figs.paths]
+    assert "ρ̂1..3 figure skipped: no probe records all three ρ̂" in figs.notes
+    assert "Figure 2 for mini skipped: its probes record no per-query ρ at all three levels" in figs.notes
     (tmp_path / "empty").mkdir()
     code, _, err = madara(monkeypatch, capsys, "plot", "--results", str(tmp_path / "empty"))
     assert code == 0 and "note: EM-by-strategy and cost-vs-EM figures skipped: no finished cell" in err

@@ -45,7 +45,7 @@ def test_report_shows_tables_routing_provenance_and_figures(page: Path):
     assert cells.count("<code>smollm2-135m__mini__") == 8
     assert "llamacpp (llama-cpp-python 0.3.36)" in cells and "git 0123456789ab" in cells and "limit=10 strategy.scoring=logprob" in cells
     assert "wall 60.0 s; engine 12.5 s" in cells
-    assert len(re.findall(r'<img alt="[^"]*" src="data:image/png;base64,', text)) == 5  # 3 plots + Figure 2 on two benchmarks
+    assert len(re.findall(r'<img alt="[^"]*" src="data:image/png;base64,', text)) == 6  # 4 plots + Figure 2 on two benchmarks
     # Self-contained: nothing to fetch (no script, no outside stylesheet, font or image).
     assert "<script" not in text
     assert not re.findall(r'(?:src|href)="(?!data:|#)', text)
@@ -81,7 +81,7 @@ def test_madara_report_cli(page: Path, tmp_path: Path, monkeypatch, capsys):
     code, stdout, stderr = madara(monkeypatch, capsys, "report", "--results", str(root), "--open")
     assert code == 0, stderr
     path = root / "report" / "index.html"
-    assert f"wrote {path} ({len(TABLES)} tables, 5 figures)" in stdout
+    assert f"wrote {path} ({len(TABLES)} tables, 6 figures)" in stdout
     assert opened == [path.resolve().as_uri()]
     code, _, err = madara(monkeypatch, capsys, "report", "--results", str(tmp_path / "nothing"))
     one_line_error(code, err, "no results folder at")

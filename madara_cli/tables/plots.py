@@ -8,6 +8,8 @@
 - ``cost_vs_em``: LLM calls per query (requests, cached or not, ÷ n: what the strategy
   needs) against EM, one point per strategy, the Pareto front (fewest calls for the EM)
   drawn as a step line through ringed points.
+- ``routing_map``: every probed pair at (NF EM, ρ̂1) with the τ_NF and ρ̂1 thresholds,
+  coloured by the route its probe recorded, marked by its RSC class.
 - ``rsc_trend``: ρ̂1..3 (shuffled, contradicted, random chain) of every probe, one line
   per model with its bootstrap CIs, per benchmark; the legend gives ρ* and the class.
 - Figure 2 for every probed benchmark (:mod:`madara_cli.tables.figure`).
@@ -311,6 +313,48 @@ def draw_rsc_trend(by_bench: dict[str, list[Any]]):
     return fig
 
 
+_CLASS_MARKERS = {"quality-ordered": "o", "stochastic": "s", "degenerate": "^"}
+
+
+def draw_routing_map(probes: Sequence[Any]):
+    """Each probed pair at (NF EM, ρ̂1) with the thresholds the router uses: colour is
+    the route its probe recorded, marker the RSC class. Pairs without ρ̂1 sit on a strip
+    under the axis."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    routes: dict[str, Any] = {}
+    for p in probes:
+        nf = 100 * p.em_nf if isinstance(p.em_nf, (int, float)) else None
+        if nf is None:
+            continue
+        rho1 = p.rho_at(0)
+        y = rho1 if rho1 is not None else -1.25
+        colour = strategy_style(p.route or "")[0]
+        routes.setdefault(p.route or "?", colour)
+        ax.scatter(nf, y, color=colour, marker=_CLASS_MARKERS.get(p.rsc_class, "D"), s=60, edgecolors="#333333", linewidths=0.5, zorder=3)
+        ax.annotate(f"{pv.MODEL_LABELS.get(p.model, p.model)} · {pv.BENCHMARK_LABELS.get(p.benchmark, p.benchmark)} (n={p.n})", (nf, y),
+                    textcoords="offset points", xytext=(5, 3), fontsize=6)
+    ax.axvline(pv.TAU_NF, color="#555555", lw=0.8, ls="--")
+    ax.axhline(pv.TAU_RHO1, color="#555555", lw=0.8, ls="--")
+    ax.axhspan(-1.4, -1.1, color="#eeeeee", zorder=0)
+    ax.text(1, -1.25, "no ρ̂1", fontsize=6, va="center", color="#555555")
+    ax.text(pv.TAU_NF, 1.02, f" τ_NF {pv.TAU_NF:g}%", fontsize=6, color="#555555", va="bottom")
+    ax.set_xlim(0, 100)
+    ax.set_ylim(-1.4, 1.1)
+    ax.set_xlabel("No-Filter EM % (calibration)", fontsize=8)
+    ax.set_ylabel("ρ̂1 (shuffled chains)", fontsize=8)
+    ax.tick_params(labelsize=7)
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], ls="", marker="o", color=c, markeredgecolor="#333333", label=f"→ {label(r)}") for r, c in routes.items()]
+    handles += [Line2D([], [], ls="", marker=m, color="white", markeredgecolor="#333333", label=pv.CLASS_LABELS.get(k, k))
+                for k, m in _CLASS_MARKERS.items()]
+    ax.legend(handles=handles, fontsize=6, loc="upper right", ncol=2)
+    suptitle(fig, "Routing decisions: each probed pair's NF EM and ρ̂1, coloured by its route, marked by its RSC class", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
 def build_figures(source: Path | str | Results, metric: str = "em") -> tuple[list[tuple[str, str, Any]], list[str]]:
     """Every figure the results allow: ([(file stem, title, matplotlib figure)], one note
     per figure skipped and why). The caller saves and closes the figures."""
@@ -330,6 +374,13 @@ def build_figures(source: Path | str | Results, metric: str = "em") -> tuple[lis
     else:
         what = f"no finished cell in {results.root}" if not results.cells else f"no cell records {metric}"
         notes.append(f"EM-by-strategy and cost-vs-EM figures skipped: {what}")
+    order = {m: i for i, m in enumerate(pv.MODEL_LABELS)}
+    pairs = sorted({(p.model, p.benchmark) for p in results.probes}, key=lambda mb: (order.get(mb[0], 99), mb[0], mb[1]))
+    routed = [p for p in (results.probe(m, b) for m, b in pairs) if isinstance(p.em_nf, (int, float)) and p.route]
+    if routed:
+        figures.append(("routing_map", "Routing decisions (NF EM vs ρ̂1)", draw_routing_map(routed)))
+    else:
+        notes.append("routing figure skipped: " + ("no probe records its NF EM and route" if results.probes else f"no RSC probe in {results.root}"))
     by_bench = rsc_probes(results)
     if by_bench:
         figures.append(("rsc_trend", "ρ̂1..3 per probe", draw_rsc_trend(by_bench)))
