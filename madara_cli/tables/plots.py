@@ -337,9 +337,9 @@ def draw_routing_map(probes: Sequence[Any]):
     ax.axvline(pv.TAU_NF, color="#555555", lw=0.8, ls="--")
     ax.axhline(pv.TAU_RHO1, color="#555555", lw=0.8, ls="--")
     ax.axhspan(-1.4, -1.1, color="#eeeeee", zorder=0)
-    ax.text(1, -1.25, "no ρ̂1", fontsize=6, va="center", color="#555555")
+    ax.text(99, -1.25, "no ρ̂1", fontsize=6, va="center", ha="right", color="#555555")
     ax.text(pv.TAU_NF, 1.02, f" τ_NF {pv.TAU_NF:g}%", fontsize=6, color="#555555", va="bottom")
-    ax.set_xlim(0, 100)
+    ax.set_xlim(-3, 103)  # room for a marker at 0 or 100
     ax.set_ylim(-1.4, 1.1)
     ax.set_xlabel("No-Filter EM % (calibration)", fontsize=8)
     ax.set_ylabel("ρ̂1 (shuffled chains)", fontsize=8)
