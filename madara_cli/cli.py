@@ -421,7 +421,7 @@ def tables(
     for p in paths:
         if p.suffix == ".md" and only:
             out.print(p.read_text(encoding="utf-8"), markup=False, highlight=False)
-    figs = write_figure2(results_dir) if not only else None
+    figs = write_figure2(results_dir, note_no_probe=False) if not only else None
     shown = f"; figure(s) {', '.join(str(p) for p in figs.paths)}" if figs and figs.paths else ""
     out.print(f"wrote {len(paths)} files under {(out_dir or results_dir / 'tables')}{shown}", soft_wrap=True)
     for note in figs.notes if figs else ():

@@ -169,12 +169,17 @@ def figure2_figures(source: Path | str | Results) -> tuple[list[tuple[str, str, 
     return figures, notes
 
 
-def write_figure2(results_dir: Path | str, out_dir: Path | None = None, formats: Sequence[str] = ("png",)) -> FigureSet:
+def write_figure2(results_dir: Path | str, out_dir: Path | None = None, formats: Sequence[str] = ("png",),
+                  note_no_probe: bool = True) -> FigureSet:
     """Figure 2 for every probed benchmark into ``out_dir`` (default ``results_dir/figures``):
-    ``figure2.png`` for CONFLICTS, ``figure2-<benchmark>.png`` for the others."""
+    ``figure2.png`` for CONFLICTS, ``figure2-<benchmark>.png`` for the others.
+    ``note_no_probe=False`` leaves out the note for a folder without probes (``madara
+    tables`` on strategy cells alone has nothing to say about Figure 2)."""
     formats = check_formats(formats)
     results = _results(results_dir)
     figures, notes = figure2_figures(results)
+    if not note_no_probe and not results.probes:
+        notes = []
     out = Path(out_dir) if out_dir is not None else Path(results.root) / "figures"
     paths = [p for stem, _, fig in figures for p in save_figure(fig, out, stem, formats)]
     return FigureSet(tuple(paths), tuple(notes))
