@@ -404,7 +404,8 @@ def tables(
     Result folders that cannot be read are named and left out; the other tables are
     written, and the exit status is 1 so that a script notices the gap."""
     from madara_cli.results.store import TABLE_METRICS, load_results
-    from madara_cli.tables import figure2, write_tables
+    from madara_cli.tables import write_tables
+    from madara_cli.tables.figure import write_figure2
 
     if metric not in TABLE_METRICS:
         raise UserError(f"unknown metric '{metric}'; valid: {', '.join(TABLE_METRICS)}")
@@ -420,11 +421,64 @@ def tables(
     for p in paths:
         if p.suffix == ".md" and only:
             out.print(p.read_text(encoding="utf-8"), markup=False, highlight=False)
-    fig = figure2(results_dir) if not only else None
-    out.print(f"wrote {len(paths)} files under {(out_dir or results_dir / 'tables')}" + (f"; figure {fig}" if fig else ""))
+    figs = write_figure2(results_dir, note_no_probe=False) if not only else None
+    shown = f"; figure(s) {', '.join(str(p) for p in figs.paths)}" if figs and figs.paths else ""
+    out.print(f"wrote {len(paths)} files under {(out_dir or results_dir / 'tables')}{shown}", soft_wrap=True)
+    for note in figs.notes if figs else ():
+        err.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
     problems = load_results(results_dir).problems
     if problems:
         err.print(f"error: {unreadable_folders(problems)}; the tables were written without them", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(1)
+
+
+@app.command()
+def plot(
+    results: Optional[Path] = _results_option(),
+    out_dir: Optional[Path] = typer.Option(None, "--out", help="Where to write (default: RESULTS/figures)"),
+    format: str = typer.Option("png,pdf", "--format", "-f", help="Comma-separated: png, pdf, svg"),
+    metric: str = typer.Option("em", "--metric", help="What the cells show: em (EM as the paper's authors compute it), em_strict, f1, contains"),
+) -> None:
+    """Draw the figures of a results folder: EM by strategy (95% CIs), cost vs EM, ρ̂1..3 per probe, Figure 2 per benchmark."""
+    from madara_cli.tables.plots import write_plots
+
+    try:
+        figs = write_plots(_results_dir(results), out_dir, formats=format.split(","), metric=metric)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    for p in figs.paths:
+        out.print(str(p), markup=False, highlight=False, soft_wrap=True)
+    for note in figs.notes:
+        err.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
+
+
+@app.command()
+def report(
+    results: Optional[Path] = _results_option(),
+    out_dir: Optional[Path] = typer.Option(None, "--out", help="Where to write index.html (default: RESULTS/report)"),
+    metric: str = typer.Option("em", "--metric", help="What our cells show: em (EM as the paper's authors compute it), em_strict, f1, contains"),
+    open_page: bool = typer.Option(False, "--open", help="Open the page in the web browser"),
+) -> None:
+    """Write one self-contained HTML page of a results folder: figures, routing decisions, every paper table, cell provenance."""
+    from madara_cli.results.store import load_results
+    from madara_cli.tables.report import write_report
+
+    results_dir = _results_dir(results)
+    try:
+        page = write_report(results_dir, out_dir, metric=metric)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    for note in page.notes:
+        err.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
+    out.print(f"wrote {page.path} ({page.tables} tables, {page.figures} figures)", markup=False, highlight=False, soft_wrap=True)
+    if open_page:
+        import webbrowser
+
+        if not webbrowser.open(page.path.resolve().as_uri()):
+            err.print(f"note: no web browser found here; open {page.path.resolve().as_uri()} yourself", markup=False, highlight=False, soft_wrap=True)
+    problems = load_results(results_dir).problems
+    if problems:
+        err.print(f"error: {unreadable_folders(problems)}; the report was written without them", markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(1)
 
 

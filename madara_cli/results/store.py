@@ -255,6 +255,15 @@ def read_cell(folder: Path | str, grid: str | None = None) -> CellRecord | None:
     return CellRecord.from_json(text, grid=folder.parent.name if grid is None else grid, key=folder.name, path=path)
 
 
+def read_config_text(folder: Path | str) -> str | None:
+    """A finished cell's resolved config (``config.yaml``) as written, None when it has
+    none or it cannot be read as UTF-8 text."""
+    try:
+        return (Path(folder) / CONFIG_FILE).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
 @lru_cache(maxsize=256)
 def _read_predictions(path: str, stamp: tuple[int, int, int]) -> tuple[dict[str, Any], ...]:
     rows = []

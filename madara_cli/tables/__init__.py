@@ -8,7 +8,9 @@ Public entry points (the CLI verbs call these):
 
 - ``write_tables(results_dir, out_dir, only=None, formats=("md", "tex", "csv"))`` — ``madara tables``
 - ``compare_cells(dir_a, dir_b, n_resamples=10_000, seed=0)`` / ``format_comparison`` — ``madara compare``
-- ``figure2(results_dir, out_dir=None)`` — Figure 2 violins
+- ``figure2(results_dir, out_dir=None)`` — Figure 2 violins (``figure.write_figure2``: every probed benchmark)
+- ``plots.write_plots(results_dir, out_dir=None, formats=("png", "pdf"))`` — ``madara plot``
+- ``report.write_report(results_dir, out_dir=None)`` — ``madara report`` (one HTML page)
 """
 
 from madara_cli.tables.compare import compare_cells, format_comparison

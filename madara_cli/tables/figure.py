@@ -1,52 +1,133 @@
-"""Figure 2: per-query Spearman ρ distributions on CONFLICTS, one violin per model and perturbation level.
+"""Figure 2: per-query Spearman ρ distributions, one violin per model and perturbation level,
+for every benchmark that has probes (the paper draws it for CONFLICTS).
 
 Reads ``per_query.values`` (three lists of per-query ρ, one per level) from each probe's
-record (paper Appendix F.2). Violins are green for quality-ordered probes
-(ρ* = −1.0) and red otherwise, with the mean written under each violin.
+record (paper Appendix F.2). Violins are bluish green for quality-ordered probes
+(ρ* = −1.0) and vermillion otherwise (the paper's green and red, taken from the
+Okabe-Ito palette so they stay apart for colour-blind readers), with the mean written
+under each violin. Also the helpers every madara figure shares: the palette, the
+matplotlib loader and the writer of PNG/PDF/SVG files.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from madara_cli.tables import paper_values as pv
-from madara_cli.tables.index import load_results
+from madara_cli.tables.index import Results, _results
 
 LEVELS = ("Shuffled", "Contra.", "Random")
+# Okabe & Ito (2008), "Color Universal Design": eight colours told apart under the common
+# colour-vision deficiencies; black comes last so it is the rarest fill.
+OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#56B4E9", "#CC79A7", "#F0E442", "#000000")
+QUALITY_ORDERED, NOT_QUALITY_ORDERED = "#009E73", "#D55E00"
+FIGURE_FORMATS = ("png", "pdf", "svg")
+NO_MATPLOTLIB = "it needs matplotlib (pip install 'madara[plots]')"
 
 
-def figure2(results_dir: Path, out_dir: Path | None = None, benchmark: str = "conflicts") -> Path | None:
-    """Draw Figure 2 to ``out_dir/figure2.png`` (default ``results_dir/figures``); None when no probe has per-query values."""
-    results = load_results(results_dir)
-    order = {m: i for i, m in enumerate(pv.MODEL_LABELS)}
-    models = sorted({p.model for p in results.probes if p.benchmark == benchmark}, key=lambda m: (order.get(m, len(order)), m))
-    probes = [results.probe(m, benchmark) for m in models]
-    panels = []
-    for probe in probes:
-        values = probe.per_query_values()
-        levels = [np.asarray([v for v in level if v is not None], dtype=float) for level in values[:3]]
-        levels = [lvl[np.isfinite(lvl)] for lvl in levels]
-        if len(levels) == 3 and all(lvl.size for lvl in levels):
-            panels.append((probe, levels))
-    if not panels:
-        return None
+@dataclass(frozen=True)
+class FigureSet:
+    """What a figure writer produced: the files, and one line per figure it skipped and why."""
+
+    paths: tuple[Path, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+def check_formats(formats: Iterable[str]) -> tuple[str, ...]:
+    """The requested figure formats, or ValueError naming the valid ones."""
+    formats = tuple(dict.fromkeys(f.strip().lower() for f in formats if f.strip()))
+    bad = [f for f in formats if f not in FIGURE_FORMATS]
+    if bad or not formats:
+        raise ValueError(f"unknown figure format(s) {', '.join(bad) or '(none)'}; valid: {', '.join(FIGURE_FORMATS)}")
+    return formats
+
+
+def pyplot():
+    """matplotlib.pyplot on the file-only Agg backend, or None when matplotlib is not installed."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:  # matplotlib is the plots extra
-        import logging
-
-        logging.getLogger(__name__).warning("Figure 2 skipped: it needs matplotlib (pip install 'madara[plots]')")
         return None
+    return plt
 
-    fig, axes = plt.subplots(1, len(panels), figsize=(3.2 * len(panels), 3.4), sharey=True, squeeze=False)
+
+# Dates in PDF/SVG metadata would make two drawings of the same results differ byte for byte.
+_METADATA = {"pdf": {"CreationDate": None}, "svg": {"Date": None}, "png": {}}
+
+
+def save_figure(fig: Any, out_dir: Path, stem: str, formats: Sequence[str] = ("png",)) -> list[Path]:
+    """Write ``fig`` as ``out_dir/<stem>.<fmt>`` for each format (atomically) and close it."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    try:
+        for fmt in formats:
+            path = out / f"{stem}.{fmt}"
+            tmp = out / f".{stem}.{fmt}.tmp"
+            fig.savefig(tmp, format=fmt, dpi=150, metadata=_METADATA.get(fmt, {}))
+            tmp.replace(path)
+            paths.append(path)
+    finally:
+        pyplot().close(fig)
+    return paths
+
+
+def suptitle(fig: Any, text: str, fontsize: float = 9) -> None:
+    """A figure title wrapped to the figure's width, so a one-panel figure does not cut it off."""
+    import textwrap
+
+    chars = max(30, int(fig.get_figwidth() * 72 / (0.55 * fontsize)))  # an average glyph is about 0.55 em wide
+    fig.suptitle("\n".join(textwrap.fill(line, chars) for line in text.split("\n")), fontsize=fontsize)
+
+
+def safe_stem(name: str) -> str:
+    """A file-name part from a name found in results (a benchmark): never a path or a dot file."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", str(name)).lstrip(".") or "_"
+
+
+def figure2_stem(benchmark: str) -> str:
+    """``figure2`` for CONFLICTS (the paper's figure), ``figure2-<benchmark>`` for the others."""
+    return "figure2" if benchmark == "conflicts" else f"figure2-{safe_stem(benchmark)}"
+
+
+def probed_benchmarks(results: Results) -> list[str]:
+    order = {b: i for i, b in enumerate(pv.BENCHMARK_LABELS)}
+    return sorted({p.benchmark for p in results.probes if p.benchmark}, key=lambda b: (order.get(b, len(order)), b))
+
+
+def figure2_panels(results: Results, benchmark: str) -> list[tuple[Any, list[np.ndarray]]]:
+    """(probe, three arrays of finite per-query ρ) for each model probed on ``benchmark``
+    whose record has per-query values at all three levels."""
+    order = {m: i for i, m in enumerate(pv.MODEL_LABELS)}
+    models = sorted({p.model for p in results.probes if p.benchmark == benchmark}, key=lambda m: (order.get(m, len(order)), m))
+    panels = []
+    for probe in (results.probe(m, benchmark) for m in models):
+        values = probe.per_query_values()
+        levels = [
+            np.asarray([v for v in level if isinstance(v, (int, float))] if isinstance(level, (list, tuple)) else [], dtype=float)
+            for level in values[:3]
+        ]
+        levels = [lvl[np.isfinite(lvl)] for lvl in levels]
+        if len(levels) == 3 and all(lvl.size for lvl in levels):
+            panels.append((probe, levels))
+    return panels
+
+
+def draw_figure2(panels: list[tuple[Any, list[np.ndarray]]], benchmark: str):
+    """The Figure 2 violins for one benchmark as a matplotlib figure (matplotlib must be importable)."""
+    plt = pyplot()
+    fig, axes = plt.subplots(1, len(panels), figsize=(max(3.2 * len(panels), 4.0), 3.6), sharey=True, squeeze=False)
     for ax, (probe, levels) in zip(axes[0], panels, strict=True):
-        quality_ordered = probe.rsc_class == "quality-ordered"
-        colour = "#2e7d32" if quality_ordered else "#c62828"
+        colour = QUALITY_ORDERED if probe.rsc_class == "quality-ordered" else NOT_QUALITY_ORDERED
         parts = ax.violinplot(levels, showmedians=True, showextrema=False)
         for body in parts["bodies"]:
             body.set_facecolor(colour)
@@ -57,17 +138,64 @@ def figure2(results_dir: Path, out_dir: Path | None = None, benchmark: str = "co
         ax.set_xticks([1, 2, 3], LEVELS, fontsize=8)
         ax.set_ylim(-1.35, 1.05)
         ax.axhline(0, color="grey", lw=0.5, ls=":")
+        n = min(lvl.size for lvl in levels)
         ax.set_title(
-            f"{pv.MODEL_LABELS.get(probe.model, probe.model)}\n{pv.CLASS_LABELS.get(probe.rsc_class, '?')}", fontsize=9
+            f"{pv.MODEL_LABELS.get(probe.model, probe.model)}\n{pv.CLASS_LABELS.get(probe.rsc_class, '?')} (n={n})", fontsize=9
         )
         for spine in ax.spines.values():
             spine.set_edgecolor(colour)
     axes[0][0].set_ylabel("per-query Spearman ρ")
-    fig.suptitle(f"Per-query Spearman ρ on {pv.BENCHMARK_LABELS.get(benchmark, benchmark)} (numbers: means)", fontsize=10)
+    suptitle(fig, f"Per-query Spearman ρ on {pv.BENCHMARK_LABELS.get(benchmark, benchmark)} (numbers: means)", fontsize=10)
     fig.tight_layout()
-    out = Path(out_dir) if out_dir is not None else Path(results_dir) / "figures"
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "figure2.png"
-    fig.savefig(path, dpi=150)
-    plt.close(fig)
-    return path
+    return fig
+
+
+def figure2_figures(source: Path | str | Results) -> tuple[list[tuple[str, str, Any]], list[str]]:
+    """Figure 2 for every probed benchmark: ([(file stem, title, figure)], notes on the ones skipped)."""
+    results = _results(source)
+    benchmarks = probed_benchmarks(results)
+    if not benchmarks:
+        return [], [f"Figure 2 skipped: no RSC probe in {results.root} (madara probe --model M --benchmark B writes one)"]
+    if pyplot() is None:
+        return [], [f"Figure 2 skipped: {NO_MATPLOTLIB}"]
+    figures, notes = [], []
+    for benchmark in benchmarks:
+        panels = figure2_panels(results, benchmark)
+        if not panels:
+            notes.append(f"Figure 2 for {benchmark} skipped: its probes record no per-query ρ at all three levels")
+            continue
+        label = pv.BENCHMARK_LABELS.get(benchmark, benchmark)
+        figures.append((figure2_stem(benchmark), f"Figure 2: per-query Spearman ρ on {label}", draw_figure2(panels, benchmark)))
+    return figures, notes
+
+
+def write_figure2(results_dir: Path | str, out_dir: Path | None = None, formats: Sequence[str] = ("png",),
+                  note_no_probe: bool = True) -> FigureSet:
+    """Figure 2 for every probed benchmark into ``out_dir`` (default ``results_dir/figures``):
+    ``figure2.png`` for CONFLICTS, ``figure2-<benchmark>.png`` for the others.
+    ``note_no_probe=False`` leaves out the note for a folder without probes (``madara
+    tables`` on strategy cells alone has nothing to say about Figure 2)."""
+    formats = check_formats(formats)
+    results = _results(results_dir)
+    figures, notes = figure2_figures(results)
+    if not note_no_probe and not results.probes:
+        notes = []
+    out = Path(out_dir) if out_dir is not None else Path(results.root) / "figures"
+    paths = [p for stem, _, fig in figures for p in save_figure(fig, out, stem, formats)]
+    return FigureSet(tuple(paths), tuple(notes))
+
+
+def figure2(results_dir: Path, out_dir: Path | None = None, benchmark: str = "conflicts") -> Path | None:
+    """Draw Figure 2 for one benchmark to ``out_dir/<figure2_stem>.png`` (default
+    ``results_dir/figures``); None when no probe on it has per-query values (or without matplotlib)."""
+    results = _results(results_dir)
+    panels = figure2_panels(results, benchmark)
+    if not panels:
+        return None
+    if pyplot() is None:
+        import logging
+
+        logging.getLogger(__name__).warning("Figure 2 skipped: %s", NO_MATPLOTLIB)
+        return None
+    out = Path(out_dir) if out_dir is not None else Path(results.root) / "figures"
+    return save_figure(draw_figure2(panels, benchmark), out, figure2_stem(benchmark))[0]

@@ -1,0 +1,280 @@
+"""``madara report``: one static HTML page that shows a results folder.
+
+``results/report/index.html`` holds, in one file that opens from disk with no server
+and fetches nothing (figures are PNG data URIs, the style sheet is inline, there is no
+script): the figures of :mod:`madara_cli.tables.plots`, the routing decision of every
+probed model-task pair with its diagnostics, every paper table as its builder makes it
+(ours beside the paper's values: the same cells as ``madara tables``), and each cell's
+provenance as the store records it. Every string that comes from results (model names,
+answers, overrides, configs) is HTML-escaped, so a results folder cannot inject markup.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from madara_cli.results.store import read_config_text
+from madara_cli.tables import paper_values as pv
+from madara_cli.tables.figure import pyplot
+from madara_cli.tables.index import Results, load_results
+from madara_cli.tables.plots import build_figures
+from madara_cli.tables.registry import TABLES
+from madara_cli.tables.render import results_notes
+
+REPORT_DIR = "report"
+REPORT_FILE = "index.html"
+
+
+@dataclass(frozen=True)
+class ReportResult:
+    path: Path
+    figures: int
+    tables: int
+    notes: tuple[str, ...]  # one line per figure skipped and why
+
+
+def esc(value: Any) -> str:
+    """Text from results as HTML (quotes too, so it is safe inside attributes)."""
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+_CODE = re.compile(r"`([^`]+)`")
+
+
+def inline(text: Any) -> str:
+    """A table note or title as HTML: escaped, Markdown `code` spans as <code>."""
+    return _CODE.sub(r"<code>\1</code>", esc(text))
+
+
+def table_html(df: pd.DataFrame, table_id: str | None = None) -> str:
+    """A table DataFrame (string cells, title and notes in ``df.attrs``) as an HTML
+    ``<table>`` with its notes under it; the HTML sibling of ``render.to_markdown``."""
+    head = "".join(f"<th>{esc(c)}</th>" for c in df.columns)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{esc('' if v is None else v)}</td>" for v in row) + "</tr>"
+        for row in df.itertuples(index=False, name=None)
+    )
+    id_attr = f' id="{esc(table_id)}"' if table_id else ""
+    parts = [f'<div class="table"{id_attr}>']
+    if df.attrs.get("title"):
+        parts.append(f"<h3>{inline(df.attrs['title'])}</h3>")
+    parts.append(f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>')
+    notes = df.attrs.get("notes") or []
+    if notes:
+        parts.append('<ul class="notes">' + "".join(f"<li>{inline(n)}</li>" for n in notes) + "</ul>")
+    parts.append("</div>")
+    return "\n".join(parts)
+
+
+def _rows_html(headers: Sequence[str], rows: Iterable[Sequence[Any]], raw: Sequence[bool] = ()) -> str:
+    """A plain table; cells are escaped unless their column is marked raw (already HTML)."""
+    raw = tuple(raw) + (False,) * (len(headers) - len(raw))
+    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{v if r else esc(v)}</td>" for v, r in zip(row, raw)) + "</tr>" for row in rows
+    )
+    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+
+
+def _num(x: Any, fmt: str = "{:+.2f}") -> str:
+    return "—" if not isinstance(x, (int, float)) or isinstance(x, bool) else fmt.format(x)
+
+
+def _pct(x: Any) -> str:
+    return "—" if not isinstance(x, (int, float)) or isinstance(x, bool) else f"{100 * x:.1f}"
+
+
+def _rel(path: Path | None, root: Path) -> str:
+    if path is None:
+        return ""
+    try:
+        return str(Path(path).relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+def routing_html(results: Results) -> str:
+    """The routing decision of every probed model-task pair with its diagnostics."""
+    order = {m: i for i, m in enumerate(pv.MODEL_LABELS)}
+    pairs = sorted({(p.model, p.benchmark) for p in results.probes}, key=lambda mb: (order.get(mb[0], 99), mb[0], mb[1]))
+    if not pairs:
+        return "<p>No RSC probe in this folder (<code>madara probe --model M --benchmark B</code> writes one).</p>"
+    rows = []
+    for model, benchmark in pairs:
+        p = results.probe(model, benchmark)
+        rows.append([
+            pv.MODEL_LABELS.get(model, model), pv.BENCHMARK_LABELS.get(benchmark, benchmark), p.n, _pct(p.em_nf),
+            *(_num(p.rho_at(i)) for i in range(3)), _num(p.rho_star), _num(p.rho_bar),
+            pv.CLASS_LABELS.get(p.rsc_class, p.rsc_class or "—"), p.coupling or "—",
+            "yes" if p.is_degenerate else "no", pv.STRATEGY_LABELS.get(p.route, p.route or "—"), p.reason or "—",
+            _rel(p.path.parent if p.path else None, results.root),
+        ])
+    headers = ["Model", "Task", "n", "NF EM %", "ρ̂1", "ρ̂2", "ρ̂3", "ρ*", "ρ̄", "class", "coupling", "degenerate", "route", "reason", "probe"]
+    return _rows_html(headers, rows)
+
+
+def _engine(prov: dict[str, Any]) -> str:
+    engine = prov.get("engine") or {}
+    if not engine:
+        return "—"
+    return f"{engine.get('backend') or '?'} ({engine.get('package') or '-'} {engine.get('version') or ''})".strip()
+
+
+def _versions(prov: dict[str, Any]) -> str:
+    commit = prov.get("git_commit")
+    parts = [f"madara {prov.get('madara_version') or '?'}"]
+    if commit:
+        parts.append(f"git {str(commit)[:12]}{' (dirty)' if prov.get('git_dirty') else ''}")
+    if prov.get("python"):
+        parts.append(f"Python {prov['python']}")
+    return ", ".join(parts)
+
+
+def _timing(record: Any) -> str:
+    prov = record.provenance or {}
+    wall = record.seconds
+    parts = []
+    if prov.get("started"):
+        parts.append(f"{prov['started']} → {prov.get('ended') or '?'}")
+    if isinstance(wall, (int, float)):
+        parts.append(f"wall {wall:.1f} s")
+    parts.append(f"engine {record.engine_seconds:.1f} s")
+    return "; ".join(parts)
+
+
+def cells_html(results: Results) -> str:
+    """Per-cell provenance: key, settings, engine, versions, timing (as the store records them)."""
+    if not results.cells:
+        return "<p>No finished cell in this folder (<code>madara run ...</code> writes them).</p>"
+    cells = sorted(results.cells, key=lambda c: (c.grid, c.model, c.benchmark, c.strategy, c.key))
+    rows = []
+    for c in cells:
+        r = c.record
+        prov = r.provenance or {}
+        calls = c.calls_per_query()
+        config = read_config_text(c.path)
+        settings = esc(" ".join(prov.get("overrides") or []) or "(no overrides)")
+        if config:
+            settings += f"<details><summary>config.yaml</summary><pre>{esc(config)}</pre></details>"
+        rows.append([
+            esc(c.grid), f"<code>{esc(c.key)}</code>", esc(c.model), esc(c.benchmark), esc(c.strategy), esc(c.n), esc(_pct(r.em)),
+            esc("—" if calls is None else f"{calls:.1f}"), settings, esc(_engine(prov)), esc(_versions(prov) if prov else "no provenance recorded"),
+            esc(_timing(r)),
+        ])
+    headers = ["grid", "key", "model", "benchmark", "strategy", "n", "EM %", "calls/query", "settings", "engine", "versions", "timing"]
+    return _rows_html(headers, rows, raw=(True,) * len(headers))
+
+
+def _figure_png(fig: Any) -> str:
+    buf = io.BytesIO()
+    try:
+        fig.savefig(buf, format="png", dpi=110)
+    finally:
+        pyplot().close(fig)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+_STYLE = """
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;max-width:1400px;padding:1rem 2rem;color:#1a1a1a;line-height:1.4}
+h1{margin-bottom:.2rem}h2{border-bottom:2px solid #0072B2;padding-bottom:.2rem;margin-top:2.2rem}h3{margin:1.6rem 0 .4rem;font-size:1.05rem}
+nav a{margin-right:1rem}.meta{color:#555}
+.scroll{overflow-x:auto}table{border-collapse:collapse;font-size:.82rem;margin:.3rem 0}
+th,td{border:1px solid #ccc;padding:.25rem .5rem;text-align:left;vertical-align:top}th{background:#eef4fa;position:sticky;top:0}
+tbody tr:nth-child(even){background:#fafafa}ul.notes{font-size:.78rem;color:#444;margin-top:.2rem}
+figure{margin:1rem 0;display:inline-block;vertical-align:top;max-width:100%}figure img{max-width:100%;height:auto;border:1px solid #ddd}
+figcaption{font-size:.85rem;color:#333}pre{font-size:.72rem;max-height:24rem;overflow:auto;background:#f6f6f6;padding:.4rem}
+code{font-size:.85em}.skipped{color:#8a4b00}
+"""
+
+
+def render_report(results: Results, metric: str = "em") -> tuple[str, int, int, tuple[str, ...]]:
+    """The page's HTML, the number of figures and tables in it, and the skip notes."""
+    from madara_cli.results.store import madara_version
+
+    figures, notes = build_figures(results, metric)
+    figs_html = "\n".join(
+        f'<figure><img alt="{esc(title)}" src="data:image/png;base64,{_figure_png(fig)}"><figcaption>{esc(title)}</figcaption></figure>'
+        for _, title, fig in figures
+    )
+    if notes:
+        figs_html += '\n<ul class="skipped">' + "".join(f"<li>{inline(n)}</li>" for n in notes) + "</ul>"
+    extra = results_notes(results, metric)
+    tables = []
+    for name, table in TABLES.items():
+        df = table.builder(results)
+        if extra:
+            df.attrs["notes"] = [*df.attrs.get("notes", []), *extra]
+        tables.append(table_html(df, name))
+    toc = " ".join(f'<a href="#{esc(name)}">{esc(name.removeprefix("table").lstrip("_") or name)}</a>' for name in TABLES)
+    skipped = ""
+    if results.skipped:
+        skipped = (
+            '<p class="skipped">Left out (unreadable or incomplete records): '
+            + ", ".join(f"<code>{esc(_rel(Path(s), results.root))}</code>" for s in results.skipped)
+            + "</p>"
+        )
+    page = f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="icon" href="data:,">
+<title>madara report: {esc(results.root)}</title>
+<style>{_STYLE}</style>
+</head>
+<body>
+<header>
+<h1>madara report</h1>
+<p class="meta">Results folder <code>{esc(results.root)}</code>: {len(results.cells)} finished cell(s), {len(results.probes)} probe(s);
+ours show {esc(metric)}; written by madara {esc(madara_version())}.</p>
+<nav><a href="#figures">Figures</a><a href="#routing">Routing decisions</a><a href="#tables">Paper tables</a><a href="#cells">Cells and provenance</a></nav>
+{skipped}
+</header>
+<section id="figures">
+<h2>Figures</h2>
+{figs_html or "<p>No figure.</p>"}
+</section>
+<section id="routing">
+<h2>Routing decisions</h2>
+<p class="meta">One row per probed model-task pair: the No-Filter EM and RSC diagnostics of its probe and the treatment MADARA routes it to, with the reason.</p>
+{routing_html(results)}
+</section>
+<section id="tables">
+<h2>Paper tables</h2>
+<p class="meta">Each cell is <em>ours / paper (Δ)</em>, as in <code>madara tables</code>; — where this folder has no cell for it. Tables: {toc}</p>
+{chr(10).join(tables)}
+</section>
+<section id="cells">
+<h2>Cells and provenance</h2>
+{cells_html(results)}
+</section>
+</body>
+</html>
+"""
+    return page, len(figures), len(tables), tuple(notes)
+
+
+def write_report(results_dir: Path | str, out_dir: Path | None = None, metric: str = "em") -> ReportResult:
+    """Write ``out_dir/index.html`` (default ``results_dir/report``). ValueError for an
+    unknown metric, or when ``results_dir`` is not a folder."""
+    root = Path(results_dir)
+    if not root.is_dir():
+        raise ValueError(f"no results folder at {root} (run something first, or pass --results DIR)")
+    results = load_results(root, metric)
+    page, n_figures, n_tables, notes = render_report(results, metric)
+    out = Path(out_dir) if out_dir is not None else root / REPORT_DIR
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / REPORT_FILE
+    tmp = out / f".{REPORT_FILE}.tmp"
+    tmp.write_text(page, encoding="utf-8")
+    tmp.replace(path)
+    return ReportResult(path, n_figures, n_tables, notes)

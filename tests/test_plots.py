@@ -1,0 +1,147 @@
+"""`madara plot`: the figures of a results folder, their CIs and Pareto front, the
+notes when a figure is skipped, and Figure 2 for every probed benchmark."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from madara_cli import stats
+from madara_cli.results import store
+from madara_cli.tables.figure import write_figure2
+from madara_cli.tables.plots import model_tasks, pareto_front, write_plots
+from tests.results_fixtures import write_cell, write_probe
+from tests.test_bad_input import madara, one_line_error
+
+pytest.importorskip("matplotlib")
+
+PROV = {
+    "madara_version": "0.1.0", "git_commit": "0123456789abcdef", "git_dirty": False, "python": "3.11.7",
+    "engine": {"backend": "llamacpp", "package": "llama-cpp-python", "version": "0.3.36"},
+    "overrides": ["limit=10", "strategy.scoring=logprob"], "started": "2026-12-01T10:00:00", "ended": "2026-12-01T10:01:00",
+    "seconds": 60.0,
+}
+
+
+def demo_like_results(root: Path) -> Path:
+    """A results folder shaped like the demo's: SmolLM2 on mini with the strategies of
+    Tables 1-2 (calls per query as those strategies spend them), a second model-task,
+    and probes on two benchmarks."""
+    model, bench = "smollm2-135m", "mini"
+    plan = {  # strategy: (right queries, calls per query)
+        "nf": ([0, 1, 7], 1), "three_agent": ([0, 1, 2, 7], 31), "sda": ([0, 1, 2, 3], 31), "atf": ([0, 1, 7], 31),
+        "rrf": ([0, 2, 7], 31), "pde": (list(range(7)), 21), "pde_random": ([0, 1, 2], 21), "madara": (list(range(7)), 23),
+    }
+    for strategy, (right, calls) in plan.items():
+        write_cell(root, "demo", model, bench, strategy, right, calls=10 * calls, provenance=PROV, timing={"engine_seconds": 12.5})
+    write_cell(root, "table2", "llama-3.1-8b", "conflicts", "nf", [0, 1], calls=10)
+    write_cell(root, "table2", "llama-3.1-8b", "conflicts", "pde", [0, 1, 2, 3, 4, 5, 6, 7, 8], calls=210)
+    write_probe(root, model, bench, [0.31, 0.12, -0.05], "stochastic", "pde", reason="NF 30.0% ≥ τ_NF; stochastic → PDE")
+    write_probe(root, "llama-3.1-8b", "conflicts", [0.7, 0.4, 0.1], "quality-ordered", "pde")
+    return root
+
+
+@pytest.fixture
+def results(tmp_path: Path) -> Path:
+    return demo_like_results(tmp_path / "results")
+
+
+def test_pareto_front_keeps_the_cheapest_way_to_each_em():
+    # (calls, EM): (5, 30) costs more than (1, 30); (10, 50) is beaten by (10, 70); (30, 60) by (10, 70).
+    points = [(1, 30), (10, 70), (30, 60), (10, 50), (5, 30), (40, 80)]
+    assert pareto_front(points) == [0, 1, 5]
+    assert pareto_front([]) == []
+
+
+def test_cis_are_the_seeded_bootstraps_of_madara_cli_stats(results: Path):
+    task = next(t for t in model_tasks(results) if t.model == "llama-3.1-8b")
+    nf, pde = task.points
+    assert (nf.strategy, pde.strategy, pde.n) == ("nf", "pde", 10)
+    a = np.array([1.0] * 9 + [0.0])
+    b = np.array([1.0, 1.0] + [0.0] * 8)
+    # Δ vs NF: the paired bootstrap madara compare reports, on the shared queries.
+    boot = stats.paired_bootstrap(a, b, n_resamples=10_000, seed=0)
+    assert pde.paired == boot and boot.ci_low > 0  # a significant gain: the figure stars it
+    # Each bar's own whisker: the same bootstrap of its outcomes against zeros.
+    own = stats.paired_bootstrap(a, np.zeros(10), n_resamples=10_000, seed=0)
+    assert pde.ci == pytest.approx((own.ci_low, own.ci_high)) and 0 <= own.ci_low < 0.9 < own.ci_high <= 1
+    assert nf.paired is None and nf.em == pytest.approx(0.2)
+    assert pde.calls_per_query == 21 and nf.calls_per_query == 1
+    mini = next(t for t in model_tasks(results) if t.model == "smollm2-135m")
+    assert [p.strategy for p in mini.points] == ["nf", "three_agent", "sda", "atf", "pde", "pde_random", "rrf", "madara"]
+
+
+def test_madara_plot_writes_png_and_pdf(results: Path, tmp_path: Path, monkeypatch, capsys):
+    out = tmp_path / "figs"
+    code, stdout, stderr = madara(monkeypatch, capsys, "plot", "--results", str(results), "--out", str(out), "--format", "png,pdf")
+    assert code == 0, stderr
+    import matplotlib.image
+
+    for stem in ("em_by_strategy", "cost_vs_em", "routing_map", "rsc_trend", "figure2", "figure2-mini"):
+        png, pdf = out / f"{stem}.png", out / f"{stem}.pdf"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", stem
+        assert pdf.read_bytes()[:5] == b"%PDF-", stem
+        assert str(png) in stdout
+        pixels = matplotlib.image.imread(png)
+        assert pixels.shape[0] > 300 and pixels.shape[1] > 300 and float(pixels[..., :3].std()) > 0.05, stem  # drawn, not blank
+    assert "note:" not in stderr  # every figure had what it needs
+
+
+def test_plot_formats_and_bad_input(results: Path, tmp_path: Path, monkeypatch, capsys):
+    figs = write_plots(results, tmp_path / "svg", formats=["svg"])
+    assert {p.suffix for p in figs.paths} == {".svg"} and all(p.read_text().lstrip().startswith("<?xml") for p in figs.paths)
+    code, _, err = madara(monkeypatch, capsys, "plot", "--results", str(results), "--format", "png,gif")
+    one_line_error(code, err, "gif", "png, pdf, svg")
+    code, _, err = madara(monkeypatch, capsys, "plot", "--results", str(results), "--metric", "bleu")
+    one_line_error(code, err, "bleu", "em_strict")
+
+
+def test_skipped_figures_say_why(tmp_path: Path, monkeypatch, capsys):
+    root = tmp_path / "results"
+    write_cell(root, "adhoc", "smollm2-135m", "mini", "nf", [0], accounting={})
+    figs = write_plots(root, tmp_path / "out")
+    assert [p.name for p in figs.paths] == ["em_by_strategy.png", "em_by_strategy.pdf"]
+    assert any(n.startswith("cost-vs-EM figure skipped: no cell records its LLM calls") for n in figs.notes)
+    assert any(n.startswith("ρ̂1..3 figure skipped: no RSC probe") for n in figs.notes)
+    assert any(n.startswith("routing figure skipped: no RSC probe") for n in figs.notes)
+    assert any(n.startswith("Figure 2 skipped: no RSC probe") for n in figs.notes)
+    # A degenerate probe (no parsable scores, as SmolLM2's can be): routed, but no ρ̂ to draw.
+    write_probe(root, "smollm2-135m", "mini", None, "degenerate", "pde", em_nf=0.0, per_query=None)
+    figs = write_plots(root, tmp_path / "out2", formats=["png"])
+    assert "routing_map.png" in [p.name for p in figs.paths]
+    assert "ρ̂1..3 figure skipped: no probe records all three ρ̂" in figs.notes
+    assert "Figure 2 for mini skipped: its probes record no per-query ρ at all three levels" in figs.notes
+    (tmp_path / "empty").mkdir()
+    code, _, err = madara(monkeypatch, capsys, "plot", "--results", str(tmp_path / "empty"))
+    assert code == 0 and "note: EM-by-strategy and cost-vs-EM figures skipped: no finished cell" in err
+    code, _, err = madara(monkeypatch, capsys, "plot", "--results", str(tmp_path / "absent"))
+    one_line_error(code, err, "no results folder at")
+
+
+def test_tables_draw_figure2_for_every_probed_benchmark(tmp_path: Path, monkeypatch, capsys):
+    root = tmp_path / "results"
+    write_probe(root, "mistral-7b", "fever", [0.6, 0.3, 0.0], "quality-ordered", "cot")
+    code, stdout, stderr = madara(monkeypatch, capsys, "tables", "--results", str(root), "--format", "md")
+    assert code == 0, stderr
+    assert (root / "figures" / "figure2-fever.png").is_file() and not (root / "figures" / "figure2.png").exists()
+    assert "figure2-fever.png" in stdout and "note:" not in stderr
+    # A probe whose record has no per-query values: the figure is skipped, and the user is told.
+    write_probe(root, "llama-3.1-8b", "conflicts", per_query={"mean": [0.5, 0.2, 0.0], "std": [0.1, 0.1, 0.1]})
+    code, _, stderr = madara(monkeypatch, capsys, "tables", "--results", str(root), "--format", "md")
+    assert code == 0 and "note: Figure 2 for conflicts skipped: its probes record no per-query ρ at all three levels" in stderr
+    empty = tmp_path / "no-probes"
+    write_cell(empty, "adhoc", "smollm2-135m", "mini", "nf", [0])
+    code, _, stderr = madara(monkeypatch, capsys, "tables", "--results", str(empty), "--format", "md")
+    assert code == 0 and "note:" not in stderr  # no probe, nothing to say about Figure 2
+
+
+def test_a_benchmark_name_from_results_never_becomes_a_path(tmp_path: Path):
+    root = tmp_path / "results"
+    folder = write_probe(root, "mistral-7b", "fever")
+    store.write_probe(folder, dataclasses.replace(store.read_probe(folder), benchmark="../../escaped"))
+    figs = write_figure2(root, tmp_path / "out")
+    assert [p.parent for p in figs.paths] == [tmp_path / "out"]
+    assert figs.paths[0].name == "figure2-_.._escaped.png" and not list(tmp_path.glob("escaped*"))
