@@ -320,7 +320,7 @@ def test_unparseable_and_out_of_range_agent_output_is_a_counted_fallback(tmp_pat
 
     backend = FakeBackend(malformed=True)
     with EnginePool(factory=lambda cfg: backend) as pool:
-        res = run_cell(compose(["strategy=three_agent", f"results_dir={tmp_path}"]), pool, examples=generate(3))
+        res = run_cell(compose(["strategy=three_agent", "strategy.conflict=per_document", f"results_dir={tmp_path}"]), pool, examples=generate(3))
     a = res.metrics["assessment"]
     assert backend.broken > 0 and a["parse_failure_rate"] == pytest.approx(backend.broken / backend.agent_replies)
     assert {"no_score", "out_of_range", "empty"} <= set(a["failures"])

@@ -107,7 +107,7 @@ class GoldEchoBackend(FakeBackend):
                  lambda a: f"({a})", lambda a: a.replace(".", "").replace(",", ""), lambda a: "Nothing",
                  lambda a: f"{a} (in 1901)", lambda a: f"{a}\nBecause the documents say so.")
         out = []
-        for i, r in enumerate(requests):
+        for r in requests:
             question = r.messages[-1].content.rsplit("Question: ", 1)[-1].rsplit("\nAnswer:", 1)[0]
             aliases = self.gold[question]
             text = dress[(len(out) + len(question)) % len(dress)](aliases[len(question) % len(aliases)])
