@@ -169,14 +169,11 @@ def multirun(grid_name: str, extra: list[str], launcher: str = "joblib", n_jobs:
     import hydra
 
     from madara_cli.config import compose
-    from madara_cli.paths import inside
 
     check_launcher(launcher)
     cells = job_overrides(grid_name, extra, launcher, n_jobs)
     cfgs = [compose(c) for c in cells]  # every cell checked here, before any job starts
-    results_dir = Path(str(cfgs[0].results_dir)).resolve()
-    grid = load_grid(grid_name)
-    runs = inside(results_dir, results_dir / ".hydra" / grid.name)  # job folders (submitit's too) beside the results
+    runs = jobs_folder(grid_name, extra)
     cells_file = write_cells_file(runs, cells)
     args = sweep_overrides(grid_name, extra, launcher, n_jobs, cells_file, len(cells), runs)
     cache = _cache_path(grid_name, extra) if launcher in CLUSTER else None
@@ -209,6 +206,17 @@ def multirun(grid_name: str, extra: list[str], launcher: str = "joblib", n_jobs:
             for f in report.failed:  # kept on disk: `madara cache merge` retries them
                 print(f"warning: cache shard not merged: {f}", file=sys.stderr)
     return cfgs
+
+
+def jobs_folder(grid_name: str, extra: list[str]) -> Path:
+    """Where the sweep's job folders (submitit's too) and its cells file go: beside the
+    results, in ``<results_dir>/.hydra/<grid>``."""
+    from madara_cli.config import compose
+    from madara_cli.paths import inside
+
+    given = [o for o in list(load_grid(grid_name).overrides) + list(extra) if o.split("=", 1)[0].lstrip("+~") == "results_dir"]
+    results_dir = Path(str(compose(given).results_dir)).resolve()
+    return inside(results_dir, results_dir / ".hydra" / load_grid(grid_name).name)
 
 
 def _cache_path(grid_name: str, extra: list[str]) -> Path:
