@@ -22,8 +22,11 @@ from madara_cli.config import ConfigError, compose
 from madara_cli.data.loaders import DataError
 from madara_cli.experiment.runner import EnginePool, run_cell
 from madara_cli.records import Completion
-from tests.test_bad_input import madara, no_engine, one_line_error  # noqa: F401 - no_engine is a fixture
+from tests.test_bad_input import madara, no_engine, one_line_error  # noqa: F401 - no_engine is a fixture (pytestmark)
 from tests.test_strategies_e2e import FakeBackend
+
+# Every case here is reported before a model could load (or runs the fake engine).
+pytestmark = pytest.mark.usefixtures("no_engine")
 
 
 def tree(root: Path) -> list[str]:
@@ -46,7 +49,7 @@ ESCAPES = ["../../x", "../x", "/tmp/x", "a/../../x", ".hidden", "..", "a\\b", ""
     "key", ["grid_name", "model.name", "benchmark.name", "strategy.name", "retriever.name"],
 )
 @pytest.mark.parametrize("value", ESCAPES)
-def test_every_naming_setting_refuses_a_path(monkeypatch, capsys, no_engine, tmp_path, key, value):
+def test_every_naming_setting_refuses_a_path(monkeypatch, capsys, tmp_path, key, value):
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.chdir(work)
@@ -55,7 +58,7 @@ def test_every_naming_setting_refuses_a_path(monkeypatch, capsys, no_engine, tmp
     assert tree(tmp_path) == ["work"]  # nothing written, inside or out
 
 
-def test_must_show_grid_name_traversal_writes_nothing_outside(monkeypatch, capsys, no_engine, tmp_path):
+def test_must_show_grid_name_traversal_writes_nothing_outside(monkeypatch, capsys, tmp_path):
     """The issue's case, with the default results folder (./results)."""
     work = tmp_path / "a" / "b"
     work.mkdir(parents=True)
@@ -65,7 +68,7 @@ def test_must_show_grid_name_traversal_writes_nothing_outside(monkeypatch, capsy
     assert tree(tmp_path) == ["a", "a/b"]
 
 
-def test_a_sweep_and_a_grid_refuse_it_too(monkeypatch, capsys, no_engine, tmp_path):
+def test_a_sweep_and_a_grid_refuse_it_too(monkeypatch, capsys, tmp_path):
     code, _, err = madara(monkeypatch, capsys, "run", "-m", "strategy=nf,pde", "limit=1", "grid_name=../x", f"results_dir={tmp_path / 'r'}")
     one_line_error(code, err, "grid_name")
     code, _, err = madara(monkeypatch, capsys, "run", "--grid", "../x", f"results_dir={tmp_path / 'r'}")
@@ -73,7 +76,7 @@ def test_a_sweep_and_a_grid_refuse_it_too(monkeypatch, capsys, no_engine, tmp_pa
     assert tree(tmp_path) == []
 
 
-def test_config_dir_names_cannot_climb_out(monkeypatch, capsys, no_engine, tmp_path):
+def test_config_dir_names_cannot_climb_out(monkeypatch, capsys, tmp_path):
     """A --config-dir grid or model whose ``name:`` is a path is refused by name."""
     user = tmp_path / "mine"
     (user / "grid").mkdir(parents=True)
@@ -137,7 +140,7 @@ def test_snapshot_lines_carry_a_content_hash_checked_on_load(tmp_path):
     assert not again.skipped and [p["doc_ids"] for p in read_predictions(again.folder)] == docs_first
 
 
-def test_must_show_edited_snapshot_then_force_is_one_line(monkeypatch, capsys, no_engine, tmp_path):
+def test_must_show_edited_snapshot_then_force_is_one_line(monkeypatch, capsys, tmp_path):
     results = tmp_path / "results"
     with fake_pool() as pool:
         run_cell(compose(["strategy=nf", "limit=1", f"results_dir={results}"]), pool)
@@ -204,7 +207,7 @@ def _musique_line(qid: str, question: str = "Where is the tower?") -> str:
     return json.dumps(row, ensure_ascii=False) + "\n"
 
 
-def test_must_show_non_utf8_benchmark_file_is_one_line_and_leaves_no_folder(monkeypatch, capsys, no_engine, tmp_path):
+def test_must_show_non_utf8_benchmark_file_is_one_line_and_leaves_no_folder(monkeypatch, capsys, tmp_path):
     bench = tmp_path / "bench.jsonl"
     good = _musique_line("2hop__1").encode()
     bench.write_bytes(good + _musique_line("2hop__2", "Where is the caf\u00e9?").encode().replace("\u00e9".encode(), b"\xe9"))
@@ -237,7 +240,7 @@ def test_non_utf8_corpus_names_the_byte(tmp_path):
         ("name: nf\ntop_k: \xff\n", ("not UTF-8", "offset")),
     ],
 )
-def test_broken_or_tagged_yaml_under_config_dir_is_one_line(monkeypatch, capsys, no_engine, tmp_path, body, needles):
+def test_broken_or_tagged_yaml_under_config_dir_is_one_line(monkeypatch, capsys, tmp_path, body, needles):
     user = tmp_path / "mine"
     (user / "strategy").mkdir(parents=True)
     marker = tmp_path / "executed"
@@ -282,7 +285,7 @@ def test_disk_io_error_on_a_full_disk_is_no_space_and_otherwise_not_damaged(tmp_
     assert "is damaged" in real and "mv " in real
 
 
-def test_full_disk_during_a_snapshot_write_is_one_line(monkeypatch, capsys, no_engine, tmp_path):
+def test_full_disk_during_a_snapshot_write_is_one_line(monkeypatch, capsys, tmp_path):
     """A real ENOSPC: the snapshot file is /dev/full."""
     if not os.path.exists("/dev/full"):
         pytest.skip("no /dev/full here")
@@ -330,7 +333,7 @@ def test_no_space_line_from_the_entry_point(monkeypatch, capsys):
     assert "damaged" not in line
 
 
-def test_unwritable_cache_folder_names_it(monkeypatch, capsys, no_engine, tmp_path):
+def test_unwritable_cache_folder_names_it(monkeypatch, capsys, tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     with fake_pool() as pool:
@@ -340,7 +343,7 @@ def test_unwritable_cache_folder_names_it(monkeypatch, capsys, no_engine, tmp_pa
     one_line_error(code, err, "cannot use", str(blocker))
 
 
-def test_unwritable_home_names_the_datasets_cache_folder(monkeypatch, capsys, no_engine, tmp_path):
+def test_unwritable_home_names_the_datasets_cache_folder(monkeypatch, capsys, tmp_path):
     """HOME under a plain file: no folder can be made there, whoever runs the test (root too)."""
     blocker = tmp_path / "a-file"
     blocker.write_text("")
