@@ -97,7 +97,7 @@ def run(
     from madara_cli.experiment.grid import expand, expand_sweep, has_sweep
     from madara_cli.experiment.runner import finished_cell, run_cells, run_probes
     from madara_cli.progress import StageProgress
-    from madara_cli.results.store import write_summary
+    from madara_cli.results.store import no_empty_folders_left, write_summary
 
     overrides = _with_results(list(overrides or []), results)
     if cfg_print is not None:
@@ -116,8 +116,8 @@ def run(
             raise UserError("--launcher needs --grid NAME")
         from madara_cli.experiment.launch import multirun as launch_multirun
 
-        launch_multirun(grid, overrides, launcher, jobs)
-        launched = expand(grid, overrides)
+        with no_empty_folders_left([_results_root(overrides)]):
+            launched = launch_multirun(grid, overrides, launcher, jobs)
         # Read back what the workers wrote; nothing runs here (a missing cell is reported).
         found = [(cfg, finished_cell(cfg, sized=True)) for cfg in launched]
         results = [r for _, r in found if r is not None]
@@ -128,18 +128,25 @@ def run(
         _write_summaries(launched, write_summary)
         return
     if grid and load_grid(grid).kind == "probes":
-        with StageProgress(err) as progress:
-            probes = run_probes(expand(grid, overrides), progress)
+        cfgs = expand(grid, overrides)
+        with no_empty_folders_left({str(c.results_dir) for c in cfgs}), StageProgress(err) as progress:
+            probes = run_probes(cfgs, progress)
         out.print(_probes_table(probes, f"grid {grid}"))
         return
     cfgs = expand(grid, overrides) if grid else expand_sweep(overrides) if multirun else [compose(overrides)]
-    with StageProgress(err) as progress:
+    with no_empty_folders_left({str(c.results_dir) for c in cfgs}), StageProgress(err) as progress:
         results_ = run_cells(cfgs, progress)
     title = f"grid {grid}" if grid else f"sweep ({len(cfgs)} cells)" if multirun else "cell"
     out.print(_results_table(results_, title))
     for r in results_:
         out.print(f"[dim]{r.folder}[/dim]")
     _write_summaries(cfgs, write_summary)
+
+
+def _results_root(overrides: list[str]) -> str:
+    """The results folder a launched grid writes (its last ``results_dir=``, else the default)."""
+    given = [o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0].lstrip("+~") == "results_dir"]
+    return given[-1] if given else "results"
 
 
 def _write_summaries(cfgs, write_summary) -> None:
@@ -233,9 +240,10 @@ def probe(
     from madara_cli.experiment.runner import EnginePool
     from madara_cli.experiment.treat import ensure_probe
     from madara_cli.progress import StageProgress
+    from madara_cli.results.store import no_empty_folders_left
 
     cfg = compose(_with_results([f"model={model}", f"benchmark={benchmark}", *(overrides or [])], results))
-    with StageProgress(err) as progress, EnginePool(progress=progress) as pool:
+    with no_empty_folders_left([str(cfg.results_dir)]), StageProgress(err) as progress, EnginePool(progress=progress) as pool:
         progress.label = f"probe {model}/{benchmark}"
         try:
             record, path, reused = ensure_probe(cfg, pool, n, force=force)
@@ -741,10 +749,20 @@ def main() -> None:
         err.print(f"error: {e}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(2)
     except OSError as e:  # a folder that cannot be written, a full disk: one line, finished work stays
-        what = f"cannot use {e.filename}: {e.strerror or e}" if e.filename else str(e)
-        err.print(f"error: {what} (finished cells and cached completions are kept)", markup=False, highlight=False, soft_wrap=True)
+        err.print(f"error: {_os_error_line(e)} (finished cells and cached completions are kept)", markup=False, highlight=False, soft_wrap=True)
         sys.exit(2)
     sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _os_error_line(e: OSError) -> str:
+    import errno
+
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        where = e.filename or "the device"
+        return f"no space left on {where} ({e.strerror or e}); free some space and rerun"
+    if e.filename:
+        return f"cannot use {e.filename}: {e.strerror or e}"
+    return str(e)
 
 
 def app_commands() -> list[str]:

@@ -1,8 +1,9 @@
-"""Cluster launchers for real on this machine: submitit's local executor (the same
-pickling, job folders and result collection as SLURM) and a local Ray cluster started
-by the run itself (loopback, 2 CPUs, shut down at the end). Each runs a 2-cell grid
-whose cells, predictions and cache entries must equal a serial run's; the jobs write
-cache shards that the run folds into cache.sqlite."""
+"""Launchers for real on this machine: joblib's worker processes, submitit's local
+executor (the same pickling, job folders and result collection as SLURM) and a local
+Ray cluster started by the run itself (loopback, 2 CPUs, shut down at the end). Each
+runs a 2-cell grid with a grid-wide strategy setting (``strategy.scoring=logprob``,
+which NF lacks and 3-Agent has) whose cells, predictions and cache entries must equal a
+serial run's; cluster jobs write cache shards that the run folds into cache.sqlite."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ import pytest
 from tests.conftest import configs_with_grid, grid_outcome, have
 from tests.test_cli_e2e import madara
 
-GRID = "axes:\n  model: [smollm2-135m]\n  benchmark: [mini]\n  strategy: [nf, pde_random]\noverrides: [limit=2]\n"
+GRID = ("axes:\n  model: [smollm2-135m]\n  benchmark: [mini]\n  strategy: [nf, three_agent]\n"
+        "overrides: [limit=1, retriever.k=2, strategy.scoring=logprob]\n")
 
 
 def cache_rows(root: Path) -> dict[str, dict]:
@@ -67,15 +69,68 @@ def test_ray_local_cluster_grid_matches_serial(tmp_path, serial):
     check_like_serial(results, serial)
 
 
+@pytest.mark.llm
+@pytest.mark.skipif(not have("hydra_plugins.hydra_joblib_launcher"), reason="pip install -e '.[joblib]'")
+def test_joblib_grid_with_a_grid_wide_strategy_setting_matches_serial(tmp_path, serial):
+    env = configs_with_grid(tmp_path, "pair", GRID)
+    results = tmp_path / "results"
+    r = madara("run", "--grid", "pair", "--launcher", "joblib", "-j", "2", f"results_dir={results}", env=env)
+    assert r.returncode == 0, r.stderr
+    assert "grid pair (joblib)" in r.stdout
+    assert len(grid_outcome(serial)) == 2 and grid_outcome(results) == grid_outcome(serial)
+    assert cache_rows(results) == cache_rows(serial)
+
+
+def test_jobs_are_the_serial_cells_with_strategy_settings_where_they_apply(monkeypatch, tmp_path):
+    from madara_cli.config import load_grid
+    from madara_cli.experiment import launch
+    from madara_cli.experiment.grid import grid_overrides
+
+    monkeypatch.setenv("MADARA_CONFIGS", configs_with_grid(tmp_path, "pair", GRID)["MADARA_CONFIGS"])
+    serial = grid_overrides(load_grid("pair"), ["seed=0,1"])
+    jobs = launch.job_overrides("pair", ["seed=0,1", "hydra.launcher.n_jobs=2"], "joblib", 2)
+    assert [j[:-1] for j in jobs] == serial and all(j[-1].startswith("backend.n_threads=") for j in jobs)
+    assert len(jobs) == 4 and not any("hydra." in o for j in jobs for o in j)  # hydra.* goes to Hydra
+    by_strategy = {next(o for o in j if o.startswith("strategy=")): j for j in jobs}
+    assert "strategy.scoring=logprob" in by_strategy["strategy=three_agent"]
+    assert "strategy.scoring=logprob" not in by_strategy["strategy=nf"]
+    assert launch.job_overrides("pair", [], "ray", 2) == grid_overrides(load_grid("pair"), [])
+
+
+def test_basic_launcher_runs_the_serial_cells_through_hydra(monkeypatch, tmp_path):
+    """The whole Hydra path (cells file, one job per cell, compose inside the job) in
+    process with the fake engine: the same cell folders and predictions as a serial run."""
+    from madara_cli.experiment import launch
+    from madara_cli.experiment.grid import expand
+    from madara_cli.experiment.runner import EnginePool, run_cell
+    from madara_cli.results import store
+    from tests.test_strategies_e2e import FakeBackend
+
+    monkeypatch.setenv("MADARA_CONFIGS", configs_with_grid(tmp_path, "pair", GRID)["MADARA_CONFIGS"])
+    with EnginePool(factory=lambda cfg: FakeBackend()) as pool:
+        monkeypatch.setattr(launch, "_POOL", pool)
+        launched = launch.multirun("pair", [f"results_dir={tmp_path / 'launched'}"], "basic")
+        serial = [run_cell(cfg, pool) for cfg in expand("pair", [f"results_dir={tmp_path / 'serial'}"])]
+
+    def predictions(root: Path) -> dict:
+        return {f.name: store.read_predictions(f) for f in sorted((root / "pair").glob("*/")) if store.read_cell(f)}
+
+    assert [c.strategy.get("scoring") for c in launched] == [None, "logprob"]
+    assert len(serial) == 2 and predictions(tmp_path / "launched") == predictions(tmp_path / "serial")
+    [cells_file] = (tmp_path / "launched" / ".hydra" / "pair").glob("cells-*.json")
+    assert len(json.loads(cells_file.read_text())) == 2
+
+
 def test_ray_arguments_local_cluster_or_an_address(monkeypatch, tmp_path):
     from madara_cli.experiment import launch
 
     monkeypatch.setitem(launch.LAUNCHERS, "ray", None)  # the plugin need not be installed to build arguments
     monkeypatch.setenv("MADARA_CONFIGS", configs_with_grid(tmp_path, "pair", GRID)["MADARA_CONFIGS"])
-    local = launch.sweep_overrides("pair", [], "ray", 2)
+    local = launch.sweep_overrides("pair", [], "ray", 2, "/r/.hydra/pair/cells-x.json", 2, "/r/.hydra/pair")
     assert {"+hydra.launcher.ray.init.num_cpus=2", "+hydra.launcher.ray.init._node_ip_address=127.0.0.1",
             "+hydra.launcher.ray.init.include_dashboard=false", "+hydra.launcher.ray.init.object_store_memory=100000000"} <= set(local)
-    assert "hydra.sweep.dir=${results_dir}/.hydra/pair" in local and "strategy=nf,pde_random" in local
-    remote = launch.sweep_overrides("pair", ["hydra.launcher.ray.init.address=127.0.0.1:6379"], "ray", None)
+    assert {"hydra.sweep.dir=/r/.hydra/pair", "+madara_cells=/r/.hydra/pair/cells-x.json", "+madara_cell=0,1"} <= set(local)
+    remote = launch.sweep_overrides("pair", ["hydra.launcher.ray.init.address=127.0.0.1:6379"], "ray", None, "/c.json", 2, "/r")
     assert not any("num_cpus" in a or "_node_ip_address" in a for a in remote)
     assert "+hydra.launcher.ray.init.object_store_memory=null" in remote  # an existing cluster refuses one
+    assert "hydra.launcher.ray.init.address=127.0.0.1:6379" in remote

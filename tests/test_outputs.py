@@ -178,11 +178,12 @@ def test_results_option_is_the_results_dir_override(tmp_path):
 
 def test_launcher_sweep_folder_is_under_the_results_folder(tmp_path):
     pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
-    from madara_cli.experiment.launch import sweep_overrides
+    from madara_cli.experiment.launch import jobs_folder, sweep_overrides
 
-    args = sweep_overrides("demo", [f"results_dir={tmp_path}"], "joblib", None)
-    # Resolved by Hydra in each job from the cell's own results_dir.
-    assert "hydra.sweep.dir=${results_dir}/.hydra/demo" in args and f"results_dir={tmp_path}" in args
+    runs = jobs_folder("demo", [f"results_dir={tmp_path}"])
+    assert runs == tmp_path.resolve() / ".hydra" / "demo"
+    args = sweep_overrides("demo", [f"results_dir={tmp_path}"], "joblib", None, runs / "cells-x.json", 11, runs)
+    assert f"hydra.sweep.dir={runs}" in args and f"+madara_cells={runs / 'cells-x.json'}" in args
 
 
 def test_progress_logs_lines_on_a_non_terminal(caplog):

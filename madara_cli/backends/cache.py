@@ -58,13 +58,42 @@ class CacheError(BackendError):
     printed as one line naming the file and what to do."""
 
 
+# Below this much free space an SQLite "disk I/O error" is taken for a full disk
+# (SQLite reports ENOSPC on the WAL or journal that way, not as SQLITE_FULL).
+_LOW_SPACE_BYTES = 16 << 20
+
+
+def _free_bytes(folder: Path) -> int | None:
+    import shutil
+
+    try:
+        return shutil.disk_usage(folder).free
+    except OSError:
+        return None
+
+
 def _cache_error(path: Path, e: sqlite3.Error) -> CacheError:
+    """One line for an SQLite error on the cache. Only a file that SQLite itself finds
+    damaged is called damaged (with the ``mv`` that sets it aside): a full disk or a
+    failing write leaves a healthy cache, and moving it aside would throw work away."""
     text = " ".join(str(e).split())
-    if any(s in text for s in ("not a database", "malformed", "corrupt", "disk I/O error")):
+    name = getattr(e, "sqlite_errorname", "") or ""
+    folder = path.parent if str(path.parent) else Path(".")
+    io_error = "disk I/O error" in text or name.startswith("SQLITE_IOERR")
+    free = _free_bytes(folder) if io_error else None
+    if name == "SQLITE_FULL" or "database or disk is full" in text or (io_error and free is not None and free < _LOW_SPACE_BYTES):
+        return CacheError(
+            f"no space left on {folder} for response cache {path} ({text}); free some space and rerun "
+            "(the cache is not damaged: finished cells and cached completions are kept)"
+        )
+    if any(s in text for s in ("not a database", "malformed", "corrupt")) or name in ("SQLITE_CORRUPT", "SQLITE_NOTADB"):
         return CacheError(
             f"response cache {path} is damaged ({text}); move it aside and rerun: mv '{path}' '{path}.broken' "
             "(finished cells are kept; only cached completions are recomputed)"
         )
+    if io_error:
+        return CacheError(f"cannot read or write response cache {path}: {text} (the disk or file system failed a read or write; "
+                          "the cache itself is not known to be damaged)")
     return CacheError(f"cannot use response cache {path}: {text} (set cache=PATH for another file)")
 
 
@@ -81,8 +110,11 @@ class ResponseCache:
     processes (WAL journal, short transactions)."""
 
     def __init__(self, path: Path | str, wal: bool = True):
+        from madara_cli.paths import writing
+
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with writing(self.path.parent):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         with _guard(self.path):
             self._db = sqlite3.connect(self.path, timeout=60, check_same_thread=False)

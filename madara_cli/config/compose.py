@@ -62,6 +62,41 @@ def config_dir() -> Path:
     return packaged
 
 
+def read_yaml(path: Path) -> Any:
+    """A config file's YAML; a syntax error, a tag (``!!python/object``: configs are
+    data, and a tag is never constructed) or a byte that is not UTF-8 is one line
+    naming the file and where."""
+    import yaml
+
+    from madara_cli.paths import utf8_error
+
+    try:
+        return OmegaConf.load(path)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        problem = " ".join(str(getattr(e, "problem", None) or getattr(e, "context", None) or e).split())
+        hint = " (YAML tags are refused: a config holds data, never objects)" if "tag" in problem else ""
+        raise ConfigError(f"{path}: {where}{problem}{hint}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text: {utf8_error(path) or 'undecodable bytes'}") from None
+    except OmegaConfBaseException as e:
+        raise ConfigError(f"{path}: {_first_lines(e)}") from None
+
+
+_CHECKED_DIRS: set[str] = set()
+
+
+def _check_user_configs(d: Path) -> None:
+    """Read every YAML file of a ``--config-dir`` folder once, so a broken one is named
+    (file and line) before Hydra meets it halfway through composing."""
+    if str(d) in _CHECKED_DIRS:
+        return
+    for f in sorted([*d.glob("*.yaml"), *d.glob("*/*.yaml")]):
+        read_yaml(f)
+    _CHECKED_DIRS.add(str(d))
+
+
 def user_config_dirs() -> list[Path]:
     """Folders added with ``--config-dir DIR`` (``$MADARA_CONFIG_DIR``, ``os.pathsep``-separated),
     searched before the shipped configs: their group options add to or replace the shipped ones."""
@@ -69,6 +104,7 @@ def user_config_dirs() -> list[Path]:
     for d in dirs:
         if not d.is_dir():
             raise ConfigError(f"--config-dir {d}: no such folder")
+        _check_user_configs(d)
     return dirs
 
 
@@ -101,7 +137,7 @@ def options(group: str) -> list[str]:
 def default_strategy() -> str:
     """The strategy option the root ``config.yaml``'s defaults list picks."""
     root = next(d for d in search_dirs() if (d / "config.yaml").is_file()) / "config.yaml"
-    for entry in OmegaConf.load(root).get("defaults", []):
+    for entry in read_yaml(root).get("defaults", []):
         if isinstance(entry, DictConfig) and "strategy" in entry:
             return str(entry["strategy"])
     raise ConfigError(f"{root}: its defaults list picks no strategy")
@@ -122,7 +158,7 @@ def _option_yaml(option: str) -> DictConfig | None:
     path = find_config("strategy", option)
     if path is None:
         return None
-    node = OmegaConf.load(path)
+    node = read_yaml(path)
     return node if isinstance(node, DictConfig) else None
 
 
@@ -307,11 +343,14 @@ def _first_lines(e: Exception) -> str:
 
 
 def load_grid(name: str) -> GridConfig:
+    from madara_cli.paths import check_name
+
+    check_name("--grid", name, ConfigError)
     path = find_config("grid", name)
     if path is None:
         raise ConfigError(f"unknown grid '{name}'; valid grids: {', '.join(options('grid'))}")
+    raw = read_yaml(path)
     try:
-        raw = OmegaConf.load(path)
         kind = str(raw.get("kind", GridKind.cells)) if isinstance(raw, DictConfig) else str(GridKind.cells)
         merged = OmegaConf.merge(OmegaConf.structured(GridConfig), raw) if kind in GridKind.__members__ else None
     except Exception as e:  # noqa: BLE001 - any YAML/schema error is the user's to fix
@@ -319,6 +358,7 @@ def load_grid(name: str) -> GridConfig:
     if merged is None:
         raise ConfigError(f"grid {name}: unknown kind '{kind}'; valid kinds: {', '.join(GridKind.__members__)}")
     grid: GridConfig = OmegaConf.to_object(merged)  # type: ignore[assignment]
+    check_name(f"grid {path.name}: name", grid.name, ConfigError)
     for group, values in grid.axes.items():
         if group not in GROUPS:
             raise ConfigError(f"grid {name}: unknown axis '{group}'; valid axes: {', '.join(GROUPS)}")

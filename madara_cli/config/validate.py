@@ -108,8 +108,18 @@ def _show(v: Any) -> str:
     return "null" if v is None else repr(v) if isinstance(v, str) else str(v)
 
 
+# Settings whose values name folders and files under the results folder.
+PATH_NAMES = ("grid_name", "model.name", "benchmark.name", "strategy.name", "retriever.name")
+
+
 def validate_config(cfg: DictConfig, error: type[Exception]) -> None:
     """Raise ``error`` (one line) on the first setting outside its range."""
+    from madara_cli.paths import check_name
+
+    for key in PATH_NAMES:
+        present, v = _get(cfg, key)
+        if present:
+            check_name(key, v, error)
     for key, (ok, desc) in RANGES.items():
         present, v = _get(cfg, key)
         if present and not ok(v):

@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig
 
-from madara_cli.data.loaders import DataError, file_sha256
+from madara_cli.data.loaders import DataError, file_sha256, not_utf8
 from madara_cli.records import Doc
 
 # bm25s sets its own logger to DEBUG, which floods any application that configures logging.
@@ -81,15 +81,18 @@ def iter_corpus(path: str | Path) -> Iterator[Doc]:
     p = Path(path).expanduser()
     if not p.is_file():
         raise DataError(f"corpus file not found: {p}")
-    with p.open(encoding="utf-8") as f:
-        for n, line in enumerate(f):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                raise DataError(f"{p}:{n + 1}: not valid JSON") from None
-            yield parse_corpus_row(row, n)
+    try:
+        with p.open(encoding="utf-8") as f:
+            for n, line in enumerate(f):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError:
+                    raise DataError(f"{p}:{n + 1}: not valid JSON") from None
+                yield parse_corpus_row(row, n)
+    except UnicodeDecodeError:
+        raise (not_utf8(p, "the corpus") or DataError(f"{p}: the corpus is not UTF-8 text")) from None
 
 
 def count_lines(path: str | Path) -> int:

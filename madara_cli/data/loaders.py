@@ -30,6 +30,7 @@ from urllib.parse import urlparse
 
 from omegaconf import DictConfig
 
+from madara_cli.paths import utf8_error
 from madara_cli.records import Example
 from madara_cli.registry import Registry
 
@@ -73,6 +74,14 @@ def file_sha256(path: str | Path) -> str:
 _SHA_MEMO: dict[tuple[str, int, int], str] = {}
 
 
+def not_utf8(path: str | Path, what: str = "file") -> DataError | None:
+    """The one-line error for a text file that is not UTF-8, or None when it is."""
+    where = utf8_error(path)
+    if where is None:
+        return None
+    return DataError(f"{path}: {what} is not UTF-8 text: {where}; save it as UTF-8 (e.g. iconv -f latin1 -t utf-8)")
+
+
 def source_fingerprint(cfg: DictConfig) -> str:
     """Identity of the rows a benchmark config reads: the file's sha256 for
     ``benchmark.path``, else the hub id, config and split (the mini benchmark: its
@@ -103,6 +112,8 @@ def read_local(path: str | Path) -> list[dict[str, Any]]:
     kwargs: dict[str, Any] = {"sep": "\t"} if p.suffix.lower() == ".tsv" else {}
     if builder in ("json", "csv") and not _has_content(p):
         raise DataError(f"{p}: the file is empty (no rows)")
+    if builder in ("json", "csv") and (bad := not_utf8(p, "the benchmark file")) is not None:
+        raise bad  # checked first: a reader that replaces the byte would change a question silently
     import datasets
 
     datasets.disable_progress_bars()
@@ -111,6 +122,9 @@ def read_local(path: str | Path) -> list[dict[str, Any]]:
     try:
         ds = datasets.load_dataset(builder, data_files=str(p.resolve()), split="train", **kwargs)
     except Exception as e:  # noqa: BLE001 - any parse failure is the user's file to fix
+        cache = _cache_folder_error(e, p)
+        if cache is not None:
+            raise cache from None
         where = _bad_json_line(p) if builder == "json" else None
         raise DataError(f"{p}: cannot read as {builder}: {where or _first_line(e)}") from None
     finally:
@@ -119,6 +133,25 @@ def read_local(path: str | Path) -> list[dict[str, Any]]:
     if not rows:
         raise DataError(f"{p}: the file holds no rows")
     return rows
+
+
+def _cache_folder_error(e: BaseException, data_file: Path) -> DataError | None:
+    """When ``datasets`` failed on a folder of its own (its cache under an unwritable
+    HOME, a full disk), not on the data file: the one line naming that folder."""
+    seen: set[int] = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.filename and Path(str(e.filename)).expanduser().resolve() != data_file.resolve():
+            import errno
+
+            if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                return DataError(f"no space left on {e.filename} (the datasets cache, reading {data_file}); free some space and rerun")
+            return DataError(
+                f"cannot write the datasets cache folder {e.filename} ({e.strerror or e}) to read {data_file}: point HF_HOME "
+                "(or HF_DATASETS_CACHE) at a writable folder, or HOME at one that can be created"
+            )
+        e = e.__cause__ or e.__context__
+    return None
 
 
 def _has_content(p: Path) -> bool:

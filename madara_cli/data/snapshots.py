@@ -16,6 +16,14 @@ old one, while any sample, seed, limit or calibration split of the same benchmar
 reads the lines it needs and retrieves only the examples not yet stored (appended
 under a file lock, safe for parallel workers). ``q`` is a hash of the question: a
 stored line whose question differs is retrieved again, never reused.
+
+Each line also holds ``h``, a sha256 of its own content (id, question hash, documents,
+info), checked on every load: a line whose documents were edited stops the run with
+one line naming the file, instead of feeding the edited text to every strategy.
+``force=true`` re-runs cells on the same frozen snapshot (that is what frozen means);
+moving the file aside rebuilds it by retrieving again. Lines written before ``h``
+existed are trusted once: a hashed copy of each is appended on first load (the last
+line of an id wins), and from then on they are checked like the rest.
 """
 
 from __future__ import annotations
@@ -28,6 +36,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from madara_cli.data.loaders import DataError
+from madara_cli.paths import inside, writing
 from madara_cli.records import Doc, Example
 
 SNAPSHOT_FORMAT = 1
@@ -55,6 +65,16 @@ def key_digest(key: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(key, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
 
 
+class SnapshotError(DataError):
+    """A snapshot line that does not match its content hash (printed as one line)."""
+
+
+def content_hash(row: dict[str, Any]) -> str:
+    """sha256 of a line's content, ``h`` itself left out."""
+    body = {k: row.get(k) for k in ("id", "q", "docs", "info")}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
 def _doc_to_json(d: Doc) -> dict[str, Any]:
     return {"id": d.id, "title": d.title, "text": d.text, "meta": d.meta}
 
@@ -70,45 +90,73 @@ class Snapshot:
         self.key = key
         b, r = key["benchmark"].get("name", "benchmark"), key["retriever"]
         stem = f"{b}__{r.get('name', 'retriever')}-k{r.get('k', '')}__{key_digest(key)}"
-        self.path = Path(root) / f"{stem}.jsonl"
-        self.meta_path = Path(root) / f"{stem}.meta.json"
+        self.path = inside(root, Path(root) / f"{stem}.jsonl")
+        self.meta_path = inside(root, Path(root) / f"{stem}.meta.json")
 
     def load(self) -> dict[str, tuple[str, tuple[Doc, ...], dict[str, Any]]]:
-        """id -> (question hash, docs, info). A torn last line (a killed writer) is ignored."""
+        """id -> (question hash, docs, info). A torn line (a killed writer) is ignored;
+        a line that does not match its content hash raises :class:`SnapshotError`."""
         out: dict[str, tuple[str, tuple[Doc, ...], dict[str, Any]]] = {}
         if not self.path.is_file():
             return out
-        with self.path.open(encoding="utf-8") as f:
-            for line in f:
+        unhashed: dict[Any, dict[str, Any]] = {}  # ids whose last line so far has no hash
+        with self.path.open("rb") as f:
+            for number, raw in enumerate(f, 1):
                 try:
-                    row = json.loads(line)
-                    out[row["id"]] = (row["q"], tuple(_doc_from_json(d) for d in row["docs"]), row.get("info") or {})
-                except (json.JSONDecodeError, KeyError, TypeError):
+                    row = json.loads(raw.decode("utf-8"))
+                    entry = (row["q"], tuple(_doc_from_json(d) for d in row["docs"]), row.get("info") or {})
+                    hash(row["id"])
+                except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AttributeError):
                     continue
+                if "h" not in row:
+                    unhashed[row["id"]] = row
+                    out[row["id"]] = entry
+                    continue
+                unhashed.pop(row["id"], None)
+                if row["h"] != content_hash(row):
+                    raise SnapshotError(
+                        f"retrieval snapshot {self.path} line {number} (example {row['id']!r}) does not match the content hash "
+                        f"recorded when it was retrieved: its documents were changed after retrieval. force=true re-runs cells "
+                        f"on the same snapshot; to rebuild it by retrieving again, move it aside and rerun: "
+                        f"mv {self.path} {self.path}.edited"
+                    )
+                out[row["id"]] = entry
+        if unhashed:  # written before lines carried a hash: record it now (see the module docstring)
+            self._write_lines([self._line(r) for r in unhashed.values()])
         return out
+
+    @staticmethod
+    def _line(row: dict[str, Any]) -> str:
+        row = {k: row.get(k) for k in ("id", "q", "docs", "info")}
+        row["h"] = content_hash(row)
+        return json.dumps(row, ensure_ascii=False) + "\n"
 
     def append(self, rows: Iterable[tuple[Example, Sequence[Doc], dict[str, Any]]]) -> int:
         lines = [
-            json.dumps({"id": ex.id, "q": question_hash(ex), "docs": [_doc_to_json(d) for d in docs], "info": info}, ensure_ascii=False) + "\n"
+            self._line({"id": ex.id, "q": question_hash(ex), "docs": [_doc_to_json(d) for d in docs], "info": info})
             for ex, docs, info in rows
         ]
         if not lines:
             return 0
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        if not self.meta_path.is_file():
-            tmp = self.meta_path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(self.key, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-            tmp.replace(self.meta_path)
-        with self.path.open("ab+") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)
-            try:
-                end = f.seek(0, os.SEEK_END)
-                if end > 0:  # a killed writer's torn line must not swallow ours
-                    f.seek(end - 1)
-                    if f.read(1) != b"\n":
-                        lines.insert(0, "\n")
-                f.write("".join(lines).encode("utf-8"))
-                f.flush()
-            finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
+        self._write_lines(lines)
         return len(lines)
+
+    def _write_lines(self, lines: list[str]) -> None:
+        with writing(self.path):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if not self.meta_path.is_file():
+                tmp = self.meta_path.with_suffix(f".{os.getpid()}.tmp")
+                tmp.write_text(json.dumps(self.key, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+                tmp.replace(self.meta_path)
+            with self.path.open("ab+") as f:
+                fcntl.flock(f, fcntl.LOCK_EX)
+                try:
+                    end = f.seek(0, os.SEEK_END)
+                    if end > 0:  # a killed writer's torn line must not swallow ours
+                        f.seek(end - 1)
+                        if f.read(1) != b"\n":
+                            lines.insert(0, "\n")
+                    f.write("".join(lines).encode("utf-8"))
+                    f.flush()
+                finally:
+                    fcntl.flock(f, fcntl.LOCK_UN)

@@ -63,6 +63,7 @@ from madara_cli.agents.scoring import (
 from madara_cli.backends.cache import CachedLLM
 from madara_cli.config import ConfigError, to_plain
 from madara_cli.diagnose import router, rsc
+from madara_cli.paths import inside
 from madara_cli.records import ChatRequest, Example
 from madara_cli.results.records import ProbeRecord
 
@@ -99,7 +100,7 @@ class ProbeSpec:
         return f"{self.model}__{self.benchmark}__n{self.n}__{self.config_hash}"
 
     def folder(self, results_dir: str | Path) -> Path:
-        return Path(results_dir) / "probes" / self.key
+        return inside(results_dir, Path(results_dir) / "probes" / self.key)
 
     @classmethod
     def from_cfg(cls, cfg: DictConfig, n: int | None = None) -> "ProbeSpec":

@@ -31,6 +31,7 @@ from madara_cli.config import (
     to_plain,
 )
 from madara_cli.config.validate import not_applicable
+from madara_cli.paths import inside
 
 # Root groups whose settings can change a cell's numbers.
 _SEMANTIC_GROUPS = ("model", "backend", "benchmark", "retriever", "strategy", "generation")
@@ -113,7 +114,7 @@ class Cell:
         )
 
     def folder(self, results_dir: str | Path) -> Path:
-        return Path(results_dir) / self.grid / self.key
+        return inside(results_dir, Path(results_dir) / self.grid / self.key)
 
 
 def grid_overrides(grid: GridConfig, extra: list[str]) -> list[list[str]]:

@@ -1,22 +1,27 @@
 """Grid cells through Hydra's multirun and its launcher plugins.
 
-``madara run --grid G --launcher joblib`` (or ``-m hydra/launcher=joblib`` style
-overrides after ``--launcher``) turns the grid's axes into a Hydra sweep
-(``strategy=nf,pde,...``) and hands it to Hydra: ``joblib`` runs cells in parallel
-processes on this machine, ``submitit_slurm`` submits them to SLURM, ``ray`` to a Ray
-cluster. Every job runs exactly :func:`madara_cli.experiment.runner.run_cell`, writes the same
-results folder and shares the same SQLite response cache, so parallel and serial
-runs produce the same results and a killed sweep resumes from the cache.
+``madara run --grid G --launcher joblib`` hands the grid's cells to Hydra as a sweep
+with one job per cell: ``joblib`` runs cells in parallel processes on this machine,
+``submitit_slurm`` submits them to SLURM, ``ray`` to a Ray cluster. The cells are the
+serial run's exactly (:func:`madara_cli.experiment.grid.grid_overrides`: a grid-wide
+``strategy.X`` goes only to the strategies that have it), written once to
+``<results>/.hydra/<grid>/cells-<hash>.json``; job ``i`` composes cell ``i`` with
+:func:`madara_cli.config.compose` and runs :func:`madara_cli.experiment.runner.run_cell`.
+Every job writes the same results folder and shares the same SQLite response cache,
+so parallel and serial runs produce the same results and a killed sweep resumes from
+the cache. ``hydra.*`` overrides (``hydra.launcher.partition=gpu``) go to Hydra.
 """
 
 from __future__ import annotations
 
 import atexit
+import hashlib
+import json
 import os
 import sys
 from pathlib import Path
 
-from madara_cli.config import ConfigError, load_grid, register_schemas, validate_overrides
+from madara_cli.config import ConfigError, load_grid, register_schemas
 from madara_cli.config.compose import primary_and_searchpath
 
 LAUNCHERS = {
@@ -44,7 +49,10 @@ def _launcher_choice() -> str | None:
 
 
 def _task(cfg) -> None:
+    """One Hydra job: cell number ``madara_cell`` of the list in ``madara_cells``,
+    composed by :func:`madara_cli.config.compose` as the serial run composes it."""
     global _POOL
+    from madara_cli.config import compose
     from madara_cli.experiment.runner import EnginePool, run_cell
 
     if _POOL is None:
@@ -58,11 +66,32 @@ def _task(cfg) -> None:
         # model), so no ``with`` block fits; it is closed when the worker exits.
         # A killed worker skips this, and loses nothing: the cache commits every chunk.
         atexit.register(_POOL.close)
-    run_cell(cfg, _POOL)
+    cells = json.loads(Path(str(cfg.madara_cells)).read_text(encoding="utf-8"))
+    run_cell(compose(cells[int(cfg.madara_cell)]), _POOL)
 
 
-def sweep_overrides(grid_name: str, extra: list[str], launcher: str, n_jobs: int | None) -> list[str]:
-    grid = load_grid(grid_name)
+def _is_hydra(override: str) -> bool:
+    """Settings of Hydra itself (``hydra.launcher.partition=gpu``, ``hydra/launcher=...``)."""
+    key = override.lstrip("+~").split("=", 1)[0]
+    return key == "hydra" or key.startswith(("hydra.", "hydra/"))
+
+
+def job_overrides(grid_name: str, extra: list[str], launcher: str, n_jobs: int | None) -> list[list[str]]:
+    """The override list of every job: the serial run's cells exactly
+    (:func:`madara_cli.experiment.grid.grid_overrides`, so a grid-wide ``strategy.X``
+    goes to the strategies that have it), plus threads per worker under joblib."""
+    from madara_cli.experiment.grid import grid_overrides
+
+    cell_extra = [e for e in extra if not _is_hydra(e)]
+    cells = grid_overrides(load_grid(grid_name), cell_extra)
+    if launcher == "joblib" and n_jobs and not any(e.startswith("backend.n_threads=") for e in cell_extra):
+        # llama.cpp takes every core by default: split them between the workers
+        # (a speed-only setting: the cell keys do not move).
+        cells = [c + [f"backend.n_threads={max(1, (os.cpu_count() or 1) // n_jobs)}"] for c in cells]
+    return cells
+
+
+def check_launcher(launcher: str) -> None:
     if launcher not in LAUNCHERS:
         raise ConfigError(f"unknown launcher '{launcher}'; valid launchers: {', '.join(LAUNCHERS)}")
     mod = LAUNCHERS[launcher]
@@ -72,22 +101,25 @@ def sweep_overrides(grid_name: str, extra: list[str], launcher: str, n_jobs: int
         except ImportError:
             pkg = mod.split(".")[-1].replace("_", "-")
             raise ConfigError(f"the {launcher} launcher needs the {pkg} plugin: pip install {pkg}") from None
-    validate_overrides(list(grid.overrides) + list(extra))
-    args = [f"{axis}={','.join(values)}" for axis, values in grid.axes.items()]
-    args += list(grid.overrides) + [f"grid_name={grid.name}"] + list(extra)
-    runs = "${results_dir}/.hydra/" + grid.name  # job folders (submitit's too) beside the results
+
+
+def sweep_overrides(grid_name: str, extra: list[str], launcher: str, n_jobs: int | None, cells_file: str | Path, n_cells: int,
+                    runs: str | Path) -> list[str]:
+    """Hydra's command line for the sweep: one job per cell of ``cells_file`` (jobs
+    folders under ``runs``), the launcher and its settings, and the ``hydra.*``
+    overrides of ``extra``."""
+    check_launcher(launcher)
+    args = [f"+madara_cells={_hydra_value(cells_file)}", "+madara_cell=" + ",".join(str(i) for i in range(n_cells))]
+    args += [e for e in extra if _is_hydra(e)]
     args += [
         f"hydra/launcher={launcher}",
-        f"hydra.sweep.dir={runs}",
+        f"hydra.sweep.dir={_hydra_value(runs)}",
         "hydra.sweep.subdir=${hydra.job.num}",
         "hydra/job_logging=none",
         "hydra/hydra_logging=none",
     ]
     if launcher == "joblib" and n_jobs:
         args.append(f"hydra.launcher.n_jobs={n_jobs}")
-        if not any(e.startswith("backend.n_threads=") for e in extra):
-            # llama.cpp takes every core by default: split them between the workers.
-            args.append(f"backend.n_threads={max(1, (os.cpu_count() or 1) // n_jobs)}")
     if launcher == "ray":
         given = {e.lstrip("+").split("=", 1)[0] for e in extra}
         init = "hydra.launcher.ray.init."
@@ -105,11 +137,45 @@ def sweep_overrides(grid_name: str, extra: list[str], launcher: str, n_jobs: int
     return args
 
 
-def multirun(grid_name: str, extra: list[str], launcher: str = "joblib", n_jobs: int | None = None) -> None:
-    """Run a grid as a Hydra multirun with ``launcher``; returns when every job ended."""
+def _hydra_value(path: str | Path) -> str:
+    """A path as one Hydra override value: quoted when it holds anything beyond the
+    characters Hydra reads unquoted (a space, a comma, '=' ...)."""
+    import re
+
+    text = str(path)
+    if re.fullmatch(r"[\w./\\:+-]+", text):
+        return text
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def write_cells_file(runs: Path, cells: list[list[str]]) -> Path:
+    """The jobs' override lists, where every worker reads them (beside the results; named
+    by their content, so two sweeps of one grid with other settings do not clash)."""
+    from madara_cli.paths import writing
+
+    body = json.dumps(cells, indent=1, ensure_ascii=False) + "\n"
+    path = runs / f"cells-{hashlib.sha256(body.encode()).hexdigest()[:12]}.json"
+    with writing(path):
+        runs.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(body, encoding="utf-8")
+        tmp.replace(path)
+    return path
+
+
+def multirun(grid_name: str, extra: list[str], launcher: str = "joblib", n_jobs: int | None = None) -> list:
+    """Run a grid as a Hydra multirun with ``launcher``; returns, when every job ended,
+    the composed configs of its cells (the serial run's, to read the results back)."""
     import hydra
 
-    args = sweep_overrides(grid_name, extra, launcher, n_jobs)
+    from madara_cli.config import compose
+
+    check_launcher(launcher)
+    cells = job_overrides(grid_name, extra, launcher, n_jobs)
+    cfgs = [compose(c) for c in cells]  # every cell checked here, before any job starts
+    runs = jobs_folder(grid_name, extra)
+    cells_file = write_cells_file(runs, cells)
+    args = sweep_overrides(grid_name, extra, launcher, n_jobs, cells_file, len(cells), runs)
     cache = _cache_path(grid_name, extra) if launcher in CLUSTER else None
     if cache is not None:
         from madara_cli.backends.shards import checkpoint
@@ -139,6 +205,18 @@ def multirun(grid_name: str, extra: list[str], launcher: str = "joblib", n_jobs:
             report = merge_shards(cache)
             for f in report.failed:  # kept on disk: `madara cache merge` retries them
                 print(f"warning: cache shard not merged: {f}", file=sys.stderr)
+    return cfgs
+
+
+def jobs_folder(grid_name: str, extra: list[str]) -> Path:
+    """Where the sweep's job folders (submitit's too) and its cells file go: beside the
+    results, in ``<results_dir>/.hydra/<grid>``."""
+    from madara_cli.config import compose
+    from madara_cli.paths import inside
+
+    given = [o for o in list(load_grid(grid_name).overrides) + list(extra) if o.split("=", 1)[0].lstrip("+~") == "results_dir"]
+    results_dir = Path(str(compose(given).results_dir)).resolve()
+    return inside(results_dir, results_dir / ".hydra" / load_grid(grid_name).name)
 
 
 def _cache_path(grid_name: str, extra: list[str]) -> Path:

@@ -103,6 +103,19 @@ def ensure_writable(folder: Path) -> None:
         raise PermissionError(errno.EACCES, "results folder is not writable", str(folder))
 
 
+def check_writable(folder: Path) -> None:
+    """Make sure ``folder`` could be created and written, without creating it: a cell
+    whose data then fails to load leaves no empty folder behind. An OSError names
+    the first existing folder on the way that refuses."""
+    existing = Path(os.path.abspath(folder))
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, "not a folder", str(existing))
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise PermissionError(errno.EACCES, "results folder is not writable", str(existing))
+
+
 def timing_section(accounting: dict[str, Any], wall_seconds: float) -> dict[str, Any]:
     """Move the engine seconds out of ``accounting`` (in place) into a timing section."""
     by_stage = {name: st.pop("seconds", 0.0) for name, st in accounting.get("by_stage", {}).items()}
@@ -167,7 +180,7 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
     load_all()
     routed = cfg.strategy.name == ROUTED
     strategy = None if routed else STRATEGIES.get(cfg.strategy.name)
-    ensure_writable(folder.parent)  # before any work, not after it
+    check_writable(folder.parent)  # before any work, not after it
     t0, started = time.perf_counter(), store.now_iso()
     calibration: list[Example] | None = None
     data_report: dict[str, Any] | None = None

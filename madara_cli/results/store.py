@@ -37,13 +37,15 @@ import shutil
 import socket
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from madara_cli.metrics import metric_name
+from madara_cli.paths import writing
 from madara_cli.results.records import METRICS, SCHEMA_VERSION, CellRecord, ProbeRecord, RecordError, _num
 
 __all__ = [
@@ -227,18 +229,62 @@ def write_cell(folder: Path | str, record: CellRecord, config_yaml: str, predict
     tmp = folder.parent / f".tmp-{folder.name}-{os.getpid()}"
     if tmp.exists():
         shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
-    (tmp / CONFIG_FILE).write_text(config_yaml, encoding="utf-8")
-    with (tmp / PREDICTIONS).open("w", encoding="utf-8") as f:
-        for r in predictions:
-            f.write(json.dumps(r, ensure_ascii=False) + "\n")
-    if samples is not None:
-        write_prompts(tmp, samples, render)
-    (tmp / METRICS_FILE).write_text(record.to_json(), encoding="utf-8")
+    try:
+        with writing(tmp):
+            tmp.mkdir(parents=True)
+            (tmp / CONFIG_FILE).write_text(config_yaml, encoding="utf-8")
+            with (tmp / PREDICTIONS).open("w", encoding="utf-8") as f:
+                for r in predictions:
+                    f.write(json.dumps(r, ensure_ascii=False) + "\n")
+            if samples is not None:
+                write_prompts(tmp, samples, render)
+            (tmp / METRICS_FILE).write_text(record.to_json(), encoding="utf-8")
+    except OSError:
+        # A half-written copy cannot be resumed from (the cache can) and, on a full
+        # disk, only takes the space a rerun needs.
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     if folder.exists():  # --force: replace the old result only once the new one is complete
         shutil.rmtree(folder)
     tmp.rename(folder)
     return folder
+
+
+def _folders(root: Path, depth: int = 2) -> set[Path]:
+    """The folders that exist now: ``root``, the folders above it, and those inside it
+    ``depth`` levels down (grids, snapshots, indexes, job folders)."""
+    base = Path(os.path.abspath(root))
+    out = {p for p in (base, *base.parents) if p.is_dir()}
+    level = [base]
+    for _ in range(depth):
+        level = [c for d in level if d.is_dir() for c in _subfolders(d)]
+        out.update(level)
+    return out
+
+
+def _subfolders(d: Path) -> list[Path]:
+    try:
+        return [c for c in d.iterdir() if c.is_dir() and not c.is_symlink()]
+    except OSError:
+        return []
+
+
+@contextmanager
+def no_empty_folders_left(roots: Iterable[Path | str]) -> Iterator[None]:
+    """On the way out through an error, remove the folders the block created under
+    ``roots`` (or on the way to them) and left empty: a run that failed before its first
+    cell leaves the disk as it found it. A folder holding anything is never touched."""
+    before = {Path(r): _folders(Path(r)) for r in roots}
+    try:
+        yield
+    except BaseException:
+        for root, existed in before.items():
+            for d in sorted(_folders(root) - existed, key=lambda p: len(p.parts), reverse=True):
+                try:
+                    d.rmdir()  # only ever succeeds on an empty folder
+                except OSError:
+                    pass
+        raise
 
 
 def read_cell(folder: Path | str, grid: str | None = None) -> CellRecord | None:
@@ -338,10 +384,11 @@ def probe_path(folder: Path | str) -> Path:
 def write_probe(folder: Path | str, record: ProbeRecord) -> Path:
     """Write a probe record into ``folder`` (created), atomically; returns its path."""
     path = probe_path(folder)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(record.to_json(), encoding="utf-8")
-    tmp.replace(path)
+    with writing(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(record.to_json(), encoding="utf-8")
+        tmp.replace(path)
     return path
 
 

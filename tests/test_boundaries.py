@@ -1,0 +1,386 @@
+"""Boundaries a hostile environment tries: names that climb out of the results folder,
+snapshots edited after retrieval, files that are not UTF-8, YAML that is broken or
+tagged, a full disk, an unwritable HOME or cache folder, and runs that fail before
+their first cell. Each ends in one line (or a refusal) and leaves nothing behind.
+
+Like tests/test_bad_input.py, CLI cases go through the real entry point in process;
+cases that need an engine use the deterministic fake engine of the strategy tests.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from madara_cli.backends.cache import CacheError, ResponseCache, _cache_error
+from madara_cli.config import ConfigError, compose
+from madara_cli.data.loaders import DataError
+from madara_cli.experiment.runner import EnginePool, run_cell
+from madara_cli.records import Completion
+from tests.test_bad_input import madara, no_engine, one_line_error  # noqa: F401 - no_engine is a fixture (pytestmark)
+from tests.test_strategies_e2e import FakeBackend
+
+# Every case here is reported before a model could load (or runs the fake engine).
+pytestmark = pytest.mark.usefixtures("no_engine")
+
+
+def tree(root: Path) -> list[str]:
+    """Every path under ``root`` (folders too), to see what a command left behind."""
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+def fake_pool() -> EnginePool:
+    return EnginePool(factory=lambda cfg: FakeBackend())
+
+
+# --------------------------------------------------------------------------- #
+# Every write inside the results folder
+
+
+ESCAPES = ["../../x", "../x", "/tmp/x", "a/../../x", ".hidden", "..", "a\\b", ""]
+
+
+@pytest.mark.parametrize(
+    "key", ["grid_name", "model.name", "benchmark.name", "strategy.name", "retriever.name"],
+)
+@pytest.mark.parametrize("value", ESCAPES)
+def test_every_naming_setting_refuses_a_path(monkeypatch, capsys, tmp_path, key, value):
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    code, _, err = madara(monkeypatch, capsys, "run", "strategy=nf", "limit=1", f"{key}={value}", f"results_dir={work / 'results'}")
+    one_line_error(code, err, key, "cannot name a results folder")
+    assert tree(tmp_path) == ["work"]  # nothing written, inside or out
+
+
+def test_must_show_grid_name_traversal_writes_nothing_outside(monkeypatch, capsys, tmp_path):
+    """The issue's case, with the default results folder (./results)."""
+    work = tmp_path / "a" / "b"
+    work.mkdir(parents=True)
+    monkeypatch.chdir(work)
+    code, _, err = madara(monkeypatch, capsys, "run", "strategy=nf", "limit=1", "grid_name=../../x")
+    one_line_error(code, err, "grid_name='../../x'")
+    assert tree(tmp_path) == ["a", "a/b"]
+
+
+def test_a_sweep_and_a_grid_refuse_it_too(monkeypatch, capsys, tmp_path):
+    code, _, err = madara(monkeypatch, capsys, "run", "-m", "strategy=nf,pde", "limit=1", "grid_name=../x", f"results_dir={tmp_path / 'r'}")
+    one_line_error(code, err, "grid_name")
+    code, _, err = madara(monkeypatch, capsys, "run", "--grid", "../x", f"results_dir={tmp_path / 'r'}")
+    one_line_error(code, err, "--grid")
+    assert tree(tmp_path) == []
+
+
+def test_config_dir_names_cannot_climb_out(monkeypatch, capsys, tmp_path):
+    """A --config-dir grid or model whose ``name:`` is a path is refused by name."""
+    user = tmp_path / "mine"
+    (user / "grid").mkdir(parents=True)
+    (user / "model").mkdir()
+    (user / "grid" / "esc.yaml").write_text("name: ../../esc\naxes:\n  strategy: [nf]\n")
+    shipped = Path(compose([]).model.name)
+    model = (Path(__file__).resolve().parent.parent / "configs" / "model" / f"{shipped}.yaml").read_text()
+    (user / "model" / "evil.yaml").write_text(model.replace(f"name: {shipped}", "name: ../../evil"))
+    results = tmp_path / "results"
+    monkeypatch.delenv("MADARA_CONFIG_DIR", raising=False)
+    code, _, err = madara(monkeypatch, capsys, "--config-dir", str(user), "run", "--grid", "esc", f"results_dir={results}")
+    one_line_error(code, err, "esc.yaml", "cannot name a results folder")
+    code, _, err = madara(monkeypatch, capsys, "--config-dir", str(user), "run", "model=evil", "limit=1", f"results_dir={results}")
+    one_line_error(code, err, "model.name='../../evil'")
+    code, _, err = madara(monkeypatch, capsys, "--config-dir", str(user), "probe", "--model", "evil", f"results_dir={results}")
+    one_line_error(code, err, "model.name")
+    assert not results.exists() and not (tmp_path.parent / "esc").exists() and not (tmp_path.parent / "evil").exists()
+
+
+def test_paths_built_from_names_are_checked_before_a_write(tmp_path):
+    from madara_cli.experiment.grid import Cell
+    from madara_cli.paths import inside
+
+    assert inside(tmp_path, tmp_path / "g" / "k") == tmp_path / "g" / "k"
+    with pytest.raises(PermissionError, match="outside the results folder"):
+        inside(tmp_path, tmp_path / "g" / ".." / ".." / "x")
+    cell = Cell(grid="../../x", model="m", benchmark="b", strategy="nf", retriever="bm25s", k=10, seed=0, limit=1, config_hash="0")
+    with pytest.raises(PermissionError):
+        cell.folder(tmp_path / "results")
+
+
+# --------------------------------------------------------------------------- #
+# Snapshots verified
+
+
+def _snapshot(results: Path) -> Path:
+    [snap] = (results / "snapshots").glob("*.jsonl")
+    return snap
+
+
+def _edit_first_document(snap: Path) -> None:
+    lines = snap.read_text(encoding="utf-8").splitlines()
+    row = json.loads(lines[0])
+    row["docs"][0]["text"] = "The tower stands in Rome. " + row["docs"][0]["text"]
+    lines[0] = json.dumps(row, ensure_ascii=False)
+    snap.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def test_snapshot_lines_carry_a_content_hash_checked_on_load(tmp_path):
+    from madara_cli.data.snapshots import content_hash
+    from madara_cli.results.store import read_predictions
+
+    results = tmp_path / "results"
+    with fake_pool() as pool:
+        first = run_cell(compose(["strategy=nf", "limit=2", f"results_dir={results}"]), pool)
+        docs_first = [p["doc_ids"] for p in read_predictions(first.folder)]
+        again = run_cell(compose(["strategy=nf", "limit=2", f"results_dir={results}", "force=true"]), pool)
+    rows = [json.loads(x) for x in _snapshot(results).read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == 2 and all(r["h"] == content_hash(r) for r in rows)
+    # force=true re-runs the cell on the same frozen documents (nothing retrieved again).
+    assert not again.skipped and [p["doc_ids"] for p in read_predictions(again.folder)] == docs_first
+
+
+def test_must_show_edited_snapshot_then_force_is_one_line(monkeypatch, capsys, tmp_path):
+    results = tmp_path / "results"
+    with fake_pool() as pool:
+        run_cell(compose(["strategy=nf", "limit=1", f"results_dir={results}"]), pool)
+    snap = _snapshot(results)
+    _edit_first_document(snap)
+    before = tree(results)
+    code, _, err = madara(monkeypatch, capsys, "run", "strategy=nf", "limit=1", "force=true", f"results_dir={results}")
+    line = one_line_error(code, err, str(snap), "line 1", "content hash", "mv ")
+    assert "force=true" in line  # says force does not rebuild it, and what does
+    assert tree(results) == before
+
+
+def test_moving_an_edited_snapshot_aside_rebuilds_it(tmp_path):
+    results = tmp_path / "results"
+    cfg = compose(["strategy=nf", "limit=1", f"results_dir={results}"])
+    forced = compose(["strategy=nf", "limit=1", f"results_dir={results}", "force=true"])
+    with fake_pool() as pool:
+        run_cell(cfg, pool)
+        snap = _snapshot(results)
+        original = snap.read_bytes()
+        _edit_first_document(snap)
+        with pytest.raises(DataError, match="content hash"):
+            run_cell(forced, pool)
+        snap.rename(snap.with_name(snap.name + ".edited"))
+        run_cell(forced, pool)
+    assert snap.read_bytes() == original  # retrieved again: the same documents, hashed
+
+
+def test_snapshot_lines_without_a_hash_are_trusted_once_then_checked(tmp_path):
+    """Snapshots written before lines carried a hash: the first load appends a hashed
+    copy of each line, later loads append nothing and catch an edit like any other."""
+    from madara_cli.data.snapshots import Snapshot
+
+    results = tmp_path / "results"
+    with fake_pool() as pool:
+        run_cell(compose(["strategy=nf", "limit=2", f"results_dir={results}"]), pool)
+    snap_path = _snapshot(results)
+    rows = [json.loads(x) for x in snap_path.read_text(encoding="utf-8").splitlines()]
+    legacy = [{k: v for k, v in r.items() if k != "h"} for r in rows]
+    snap_path.write_text("".join(json.dumps(r) + "\n" for r in legacy), encoding="utf-8")
+    key = json.loads(snap_path.with_name(snap_path.name.replace(".jsonl", ".meta.json")).read_text())
+    snap = Snapshot(results / "snapshots", key)
+    assert snap.path == snap_path
+    loaded = snap.load()
+    assert set(loaded) == {r["id"] for r in rows}
+    assert len(snap_path.read_text().splitlines()) == 4
+    assert snap.load() == loaded and len(snap_path.read_text().splitlines()) == 4
+    lines = snap_path.read_text().splitlines()
+    hashed = json.loads(lines[2])
+    hashed["docs"][0]["text"] = "edited"
+    lines[2] = json.dumps(hashed)
+    snap_path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DataError, match="line 3"):
+        snap.load()
+
+
+# --------------------------------------------------------------------------- #
+# Files that are not UTF-8, YAML that is broken or tagged
+
+
+def _musique_line(qid: str, question: str = "Where is the tower?") -> str:
+    row = {"id": qid, "question": question, "answer": "Paris", "answer_aliases": [],
+           "paragraphs": [{"idx": i, "title": f"T{i}", "paragraph_text": f"The tower {i} is in Paris.", "is_supporting": i == 0} for i in range(3)]}
+    return json.dumps(row, ensure_ascii=False) + "\n"
+
+
+def test_must_show_non_utf8_benchmark_file_is_one_line_and_leaves_no_folder(monkeypatch, capsys, tmp_path):
+    bench = tmp_path / "bench.jsonl"
+    good = _musique_line("2hop__1").encode()
+    bench.write_bytes(good + _musique_line("2hop__2", "Where is the caf\u00e9?").encode().replace("\u00e9".encode(), b"\xe9"))
+    offset = len(good) + _musique_line("2hop__2", "Where is the caf").encode().index(b"caf") + 3
+    for results in (tmp_path / "new-results", tmp_path / "old-results"):
+        if results.name == "old-results":
+            results.mkdir()
+        code, _, err = madara(monkeypatch, capsys, "run", "benchmark=musique", f"benchmark.path={bench}", "strategy=nf", "limit=1",
+                              f"results_dir={results}")
+        one_line_error(code, err, str(bench), "not UTF-8", f"offset {offset}", "line 2", "0xe9")
+    assert tree(tmp_path) == ["bench.jsonl", "old-results"]  # no adhoc/, no new results folder
+
+
+def test_non_utf8_corpus_names_the_byte(tmp_path):
+    from madara_cli.data.index import iter_corpus
+
+    corpus = tmp_path / "corpus.jsonl"
+    body = b'{"id": "1", "title": "a", "text": "ok"}\n{"id": "2", "title": "b", "text": "\xff"}\n'
+    corpus.write_bytes(body)
+    at = body.index(b"\xff")
+    with pytest.raises(DataError, match=rf"corpus\.jsonl: the corpus is not UTF-8 text: byte 0xff at offset {at} \(line 2\)"):
+        list(iter_corpus(corpus))
+
+
+@pytest.mark.parametrize(
+    "body,needles",
+    [
+        ("defaults:\n  - nf_schema\nname: nf\n  top_k: [1\n", ("line 4",)),
+        ("defaults:\n  - nf_schema\nname: !!python/object/apply:os.system ['touch {marker}']\n", ("line 3", "tag", "never objects")),
+        ("name: nf\ntop_k: \xff\n", ("not UTF-8", "offset")),
+    ],
+)
+def test_broken_or_tagged_yaml_under_config_dir_is_one_line(monkeypatch, capsys, tmp_path, body, needles):
+    user = tmp_path / "mine"
+    (user / "strategy").mkdir(parents=True)
+    marker = tmp_path / "executed"
+    path = user / "strategy" / "mine.yaml"
+    path.write_bytes(body.format(marker=marker).encode("latin-1"))
+    monkeypatch.delenv("MADARA_CONFIG_DIR", raising=False)
+    code, _, err = madara(monkeypatch, capsys, "--config-dir", str(user), "run", "--cfg", "job", "strategy=mine")
+    one_line_error(code, err, str(path), *needles)
+    assert not marker.exists()  # nothing in it ran
+
+
+# --------------------------------------------------------------------------- #
+# A full disk; an unwritable HOME or cache folder
+
+
+def test_full_cache_says_no_space_not_damaged(tmp_path):
+    """SQLite's own SQLITE_FULL (max_page_count stands in for the disk)."""
+    cache = ResponseCache(tmp_path / "cache.sqlite")
+    cache.put_many("fp", "chat", [("k0", Completion(text="x"))])
+    pages = cache._db.execute("PRAGMA page_count").fetchone()[0]
+    cache._db.execute(f"PRAGMA max_page_count={pages}")
+    with pytest.raises(CacheError) as e:
+        cache.put_many("fp", "chat", [(f"k{i}", Completion(text="x" * 4000)) for i in range(1, 50)])
+    text = str(e.value)
+    assert text.startswith(f"no space left on {tmp_path}") and "damaged" in text and "not damaged" in text
+    assert "mv " not in text and "\n" not in text
+    cache._db.execute("PRAGMA max_page_count=1073741823")
+    assert set(cache.get_many(["k0"])) == {"k0"}  # the cache was healthy all along
+    cache.close()
+
+
+def test_disk_io_error_on_a_full_disk_is_no_space_and_otherwise_not_damaged(tmp_path, monkeypatch):
+    from madara_cli.backends import cache as cache_mod
+
+    io = sqlite3.OperationalError("disk I/O error")
+    monkeypatch.setattr(cache_mod, "_free_bytes", lambda folder: 0)
+    assert str(_cache_error(tmp_path / "c.sqlite", io)).startswith(f"no space left on {tmp_path}")
+    monkeypatch.setattr(cache_mod, "_free_bytes", lambda folder: 10 << 30)
+    text = str(_cache_error(tmp_path / "c.sqlite", io))
+    assert "mv " not in text and "not known to be damaged" in text
+    real = str(_cache_error(tmp_path / "c.sqlite", sqlite3.DatabaseError("database disk image is malformed")))
+    assert "is damaged" in real and "mv " in real
+
+
+def test_full_disk_during_a_snapshot_write_is_one_line(monkeypatch, capsys, tmp_path):
+    """A real ENOSPC: the snapshot file is /dev/full."""
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full here")
+    first = tmp_path / "first"
+    with fake_pool() as pool:
+        run_cell(compose(["strategy=nf", "limit=1", f"results_dir={first}"]), pool)
+    name = _snapshot(first).name
+    results = tmp_path / "results"
+    (results / "snapshots").mkdir(parents=True)
+    (results / "snapshots" / name).symlink_to("/dev/full")
+    code, _, err = madara(monkeypatch, capsys, "run", "strategy=nf", "limit=1", f"results_dir={results}")
+    line = one_line_error(code, err, f"no space left on {results / 'snapshots' / name}")
+    assert "damaged" not in line
+    assert not (results / "adhoc").exists()
+
+
+def test_full_disk_while_writing_a_cell_names_it_and_leaves_no_partial_copy(tmp_path):
+    from madara_cli.results import store
+
+    def rows():
+        yield {"id": "1"}
+        raise OSError(errno.ENOSPC, "No space left on device")  # what write() raises on a full disk
+
+    folder = tmp_path / "grid" / "key"
+    with pytest.raises(OSError) as e:
+        store.write_cell(folder, None, "a: 1\n", rows())  # type: ignore[arg-type]
+    assert e.value.errno == errno.ENOSPC and e.value.filename and "key" in e.value.filename
+    assert tree(tmp_path) == ["grid"]  # the .tmp-* copy is gone
+
+
+def test_no_space_line_from_the_entry_point(monkeypatch, capsys):
+    from madara_cli import cli
+    from madara_cli.paths import writing
+
+    @cli.app.command("fill-disk", hidden=True)
+    def fill_disk():
+        with writing("/r/adhoc/cell/predictions.jsonl"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    try:
+        code, _, err = madara(monkeypatch, capsys, "fill-disk")
+    finally:
+        cli.app.registered_commands.pop()
+    line = one_line_error(code, err, "no space left on /r/adhoc/cell/predictions.jsonl", "finished cells and cached completions are kept")
+    assert "damaged" not in line
+
+
+def test_unwritable_cache_folder_names_it(monkeypatch, capsys, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with fake_pool() as pool:
+        run_cell(compose(["strategy=nf", "limit=1", f"results_dir={tmp_path / 'r'}"]), pool)  # the snapshot exists: the cache is next
+    code, _, err = madara(monkeypatch, capsys, "run", "strategy=nf", "limit=1", "force=true", f"results_dir={tmp_path / 'r'}",
+                          f"cache={blocker / 'cache' / 'cache.sqlite'}")
+    one_line_error(code, err, "cannot use", str(blocker))
+
+
+def test_unwritable_home_names_the_datasets_cache_folder(monkeypatch, capsys, tmp_path):
+    """HOME under a plain file: no folder can be made there, whoever runs the test (root too)."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    for var in ("HF_HOME", "HF_DATASETS_CACHE", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(blocker / "home"))
+    bench = tmp_path / "bench.jsonl"
+    bench.write_text(_musique_line("2hop__1"), encoding="utf-8")
+    import datasets.config
+
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", Path(blocker / "home" / ".cache" / "huggingface" / "datasets"))
+    code, _, err = madara(monkeypatch, capsys, "run", "benchmark=musique", f"benchmark.path={bench}", "strategy=nf", "limit=1",
+                          f"results_dir={tmp_path / 'r'}")
+    line = one_line_error(code, err, str(blocker))
+    assert "cannot read as json" not in line and not line.startswith(f"error: {bench}")  # not called a bad data file
+    assert "HF_HOME" in line
+    assert not (tmp_path / "r").exists()
+
+
+# --------------------------------------------------------------------------- #
+# No empty folders left by a run that failed before its first cell
+
+
+def test_failed_run_leaves_the_results_folder_as_it_found_it(tmp_path):
+    from madara_cli.results.store import no_empty_folders_left
+
+    results = tmp_path / "deep" / "results"
+    (tmp_path / "keep").mkdir()
+    with pytest.raises(DataError):
+        with no_empty_folders_left([results]):
+            (results / "adhoc").mkdir(parents=True)
+            (results / "snapshots" / "x").mkdir(parents=True)
+            raise DataError("bad file")
+    assert tree(tmp_path) == ["keep"]
+    with pytest.raises(ConfigError):
+        with no_empty_folders_left([results]):
+            (results / "adhoc").mkdir(parents=True)
+            (results / "cache.sqlite").write_text("")  # something was written: its folder stays
+            raise ConfigError("late")
+    assert tree(tmp_path) == ["deep", "deep/results", "deep/results/cache.sqlite", "keep"]
