@@ -86,7 +86,7 @@ def test_config_dir_names_cannot_climb_out(monkeypatch, capsys, tmp_path):
     model = (Path(__file__).resolve().parent.parent / "configs" / "model" / f"{shipped}.yaml").read_text()
     (user / "model" / "evil.yaml").write_text(model.replace(f"name: {shipped}", "name: ../../evil"))
     results = tmp_path / "results"
-    monkeypatch.delenv("MADARA_CONFIG_DIR", raising=False)
+    monkeypatch.setenv("MADARA_CONFIG_DIR", "")  # recorded, so the --config-dir the run adds is undone
     code, _, err = madara(monkeypatch, capsys, "--config-dir", str(user), "run", "--grid", "esc", f"results_dir={results}")
     one_line_error(code, err, "esc.yaml", "cannot name a results folder")
     code, _, err = madara(monkeypatch, capsys, "--config-dir", str(user), "run", "model=evil", "limit=1", f"results_dir={results}")
@@ -246,7 +246,7 @@ def test_broken_or_tagged_yaml_under_config_dir_is_one_line(monkeypatch, capsys,
     marker = tmp_path / "executed"
     path = user / "strategy" / "mine.yaml"
     path.write_bytes(body.format(marker=marker).encode("latin-1"))
-    monkeypatch.delenv("MADARA_CONFIG_DIR", raising=False)
+    monkeypatch.setenv("MADARA_CONFIG_DIR", "")  # recorded, so the --config-dir the run adds is undone
     code, _, err = madara(monkeypatch, capsys, "--config-dir", str(user), "run", "--cfg", "job", "strategy=mine")
     one_line_error(code, err, str(path), *needles)
     assert not marker.exists()  # nothing in it ran

@@ -351,7 +351,7 @@ def test_config_dir_adds_and_replaces_group_options(tmp_path):
     ls = madara("--config-dir", str(user), "ls", "strategies")
     assert ls.returncode == 0 and "sda_top3" in ls.stdout and "three_agent" in ls.stdout
     mine = yaml.safe_load(madara("--config-dir", str(user), "run", "--cfg", "job", "strategy=sda_top3", "strategy.scoring=logprob").stdout)
-    assert mine["strategy"] == {"name": "sda", "top_k": 3, "weights": [0.4, 0.3, 0.3], "scoring": "logprob", "cot": False}
+    assert mine["strategy"] == {"name": "sda", "top_k": 3, "weights": [0.4, 0.3, 0.3], "scoring": "logprob", "cot": False, "conflict": "per_query", "rank_ties": "ordinal"}
     pde = yaml.safe_load(madara("--config-dir", str(user), "run", "--cfg", "job", "strategy=pde", "strategy.vote=uniform").stdout)
     assert pde["strategy"]["top_k"] == 4 and pde["strategy"]["vote"] == "uniform"
     nf = madara("--config-dir", str(user), "run", "--cfg", "job", "strategy=nf_top3")
