@@ -11,7 +11,8 @@ the keys).
 
 Families: ``generator`` (every strategy), ``assessors`` (the three agents in base,
 CoT and logprob form, plus the RSC re-score prefix), ``judge`` (MAIN-RAG's Yes/No
-judge) and ``rerank`` (the generative reranker's prompt).
+judge), ``rerank`` (the generative reranker's prompt) and ``rescore`` (the RSC
+probe's forced re-score prompt; in the probe's key and MADARA cells').
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from functools import cache
 
 from madara_cli.records import ChatRequest, Doc, Example, ScoreRequest
 
-FAMILIES = ("generator", "assessors", "judge", "rerank")
+FAMILIES = ("generator", "assessors", "judge", "rerank", "rescore")
 
 # Which families a strategy's requests come from (beyond the generator, which all use).
 _STRATEGY_FAMILIES = {
@@ -30,6 +31,7 @@ _STRATEGY_FAMILIES = {
     "self_consistency": (),
     "cross_encoder": (),
     "main_rag": ("judge",),
+    "madara": ("assessors", "rescore"),  # its probe re-scores through the forced prompt
 }
 _DEFAULT_FAMILIES = ("assessors",)  # 3-Agent, CoT, SDA, SDA+CoT, ATF, PDE (+ablations), RRF, MADARA
 
@@ -67,6 +69,15 @@ def _render(family: str) -> list[ChatRequest | ScoreRequest]:
         assert isinstance(normal, ChatRequest)
         out += [rescore_request(normal, ["a step.", "another."], mode=m, max_tokens=64, confidence=3) for m in ("generate", "logprob")]
         return out
+    if family == "rescore":
+        from madara_cli.agents.scoring import forced_rescore_request
+
+        steps = ["a step.", "another."]
+        return [
+            forced_rescore_request(ex, _DOCS[0], steps, mode=m, max_tokens=64, temperature=0.0, seed=0)
+            for ex in _EXAMPLES
+            for m in ("generate", "logprob")
+        ]
     if family == "judge":
         from madara_cli.agents.prompts import judge_messages
 

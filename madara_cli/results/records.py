@@ -339,6 +339,9 @@ class ProbeScores(_Section):
     parse_failures_rescored: int | None = None
     n_pairs: int | None = None
     chains_from_raw_text: int | None = None
+    chains_empty: int | None = None  # pairs left out: no reasoning once score fields were removed
+    n_pairs_probed: int | None = None  # pairs perturbed and re-scored (n_pairs - chains_empty)
+    cot_cut_at_max_tokens: int | None = None  # CoT replies that stopped at generation.cot_max_tokens
     extra: dict = field(default_factory=dict)
 
 
@@ -393,6 +396,8 @@ class ProbeRecord:
     reason: str | None = None
     scores: ProbeScores | None = None
     calibration: Calibration | None = None
+    rescore: str | None = None  # rsc.rescore: forced | prefix (None: a probe written before the setting)
+    rescoring: str | None = None  # rsc.rescoring: generate | logprob
     extra: dict[str, Any] = field(default_factory=dict)  # keys this madara does not know
     accounting: dict[str, Any] | None = None
     timing: dict[str, Any] | None = None
