@@ -65,13 +65,14 @@ def test_bm25_top10_of_musique_paragraphs_finds_most_supporting_ones(shared_data
 def _musique_file(tmp_path: Path, n: int = 3, paragraphs: int = 20) -> Path:
     rows = [
         {
-            "id": f"2hop__{q}", "question": f"Where is tower {q}?", "answer": "Paris", "answer_aliases": [],
+            "id": f"2hop__{q}", "question": f"Where does the {name} tower stand?", "answer": "Paris", "answer_aliases": [],
             "paragraphs": [
-                {"idx": i, "title": f"T{i}", "paragraph_text": f"Tower {q if i < 2 else i} stands in city {i}.", "is_supporting": i < 2}
+                {"idx": i, "title": f"T{i}", "is_supporting": i < 2,
+                 "paragraph_text": f"The {name} tower stands in Paris." if i < 2 else f"A bridge crosses river number {i}."}
                 for i in range(paragraphs)
             ],
         }
-        for q in range(n)
+        for q, name in enumerate(["quillon", "marbeck", "ostravel"][:n])
     ]
     path = tmp_path / "musique.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -354,7 +355,7 @@ def test_relevance_is_p_yes():
 
 def test_rerank_orders_by_the_llm_and_freezes_the_result(shared_data, tmp_path):
     path = shared_data / "musique" / "musique_ans_migres_shared.jsonl"
-    cfg, exs = setup("musique", path, tmp_path, "retriever=rerank", "retriever.candidates=20", "retriever.k=5")
+    cfg, exs = setup("musique", path, tmp_path, "retriever=rerank", "retriever.candidates=20", "retriever.k=5", "benchmark.candidates=retrieved")
     judge = RelevanceJudge()
     out = retrieve(exs[:3], cfg, llm=judge)
     assert len(judge.requests) == 3 * 20 and all(r.candidates == ("yes", "no") for r in judge.requests)
@@ -394,7 +395,9 @@ def test_rerank_with_the_embedded_model(shared_data, tmp_path):
     from madara_cli.experiment.runner import EnginePool
 
     path = shared_data / "musique" / "musique_ans_migres_shared.jsonl"
-    cfg, exs = setup("musique", path, tmp_path, "retriever=rerank", "retriever.candidates=4", "retriever.k=2", "model=smollm2-135m")
+    cfg, exs = setup(
+        "musique", path, tmp_path, "retriever=rerank", "retriever.candidates=4", "retriever.k=2", "model=smollm2-135m", "benchmark.candidates=retrieved"
+    )
     with EnginePool() as pool:
         out = retrieve(exs[:1], cfg, llm=pool.get(cfg))
     assert len(out[0].docs) == 2 and all(0.0 <= d.meta["score"] <= 1.0 for d in out[0].docs)

@@ -271,6 +271,9 @@ class _Section:
     written), anything else kept in ``extra``."""
 
     JSON_NAMES: ClassVar[dict[str, str]] = {}
+    # Fields added after files were first written: left out while None, so an older
+    # file reads and writes back unchanged.
+    OMIT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset()
 
     @classmethod
     def from_dict(cls, d: Any):
@@ -282,7 +285,11 @@ class _Section:
         return cls(**{n: d.get(j) for n, j in json_names.items()}, extra={k: v for k, v in d.items() if k not in known})
 
     def to_dict(self) -> dict[str, Any]:
-        out = {self.JSON_NAMES.get(f.name, f.name): getattr(self, f.name) for f in fields(self) if f.name != "extra"}
+        out = {
+            self.JSON_NAMES.get(f.name, f.name): getattr(self, f.name)
+            for f in fields(self)
+            if f.name != "extra" and not (f.name in self.OMIT_WHEN_NONE and getattr(self, f.name) is None)
+        }
         out.update(self.extra)
         return out
 
@@ -334,6 +341,7 @@ class Degeneracy(_Section):
 
 @dataclass(frozen=True)
 class ProbeScores(_Section):
+    OMIT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset({"chains_empty", "n_pairs_probed", "cot_cut_at_max_tokens"})
     normal: list | None = None
     parse_failures_normal: int | None = None
     parse_failures_rescored: int | None = None
@@ -443,6 +451,8 @@ class ProbeRecord:
             if f.name in ("schema_version", "path", "extra", "accounting", "timing", "provenance"):
                 continue
             value = getattr(self, f.name)
+            if value is None and f.name in ("rescore", "rescoring"):  # added later: older files stay as written
+                continue
             out[f.name] = value.to_dict() if isinstance(value, _Section) else value
         out.update(self.extra)
         for name in ("accounting", "timing", "provenance"):
