@@ -286,3 +286,28 @@ def test_probe_cli_on_cpu_then_madara_reuses_it(tmp_path):
     m = res.metrics
     assert m["madara"]["probe_reused"] and m["madara"]["route"] == record["route"]
     assert "rsc-cot" not in m["accounting"]["by_stage"]
+
+
+@pytest.mark.parametrize(
+    "override, needle",
+    [
+        ("rsc.rescore=bogus", "rsc.rescore='bogus' is not a valid choice; valid: forced, prefix"),
+        ("benchmark.candidates=some", "benchmark.candidates='some' is not a valid choice; valid: retrieved, all"),
+    ],
+)
+def test_bad_rescore_or_candidates_choice_is_one_clear_line(override, needle):
+    from madara_cli.config import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        compose([override])
+    assert needle in str(err.value) and "\n" not in str(err.value)
+
+
+def test_probe_key_moves_with_the_rescore_reading_and_madara_cells_with_it():
+    from madara_cli.experiment.grid import Cell
+
+    forced, prefix = (compose(["strategy=madara", *extra]) for extra in ([], ["rsc.rescore=prefix"]))
+    assert ProbeSpec.from_cfg(forced, 10).key != ProbeSpec.from_cfg(prefix, 10).key
+    assert Cell.from_cfg(forced).key != Cell.from_cfg(prefix).key
+    nf = [compose(["strategy=nf", *extra]) for extra in ([], ["rsc.rescore=prefix"])]
+    assert Cell.from_cfg(nf[0]).key == Cell.from_cfg(nf[1]).key  # a strategy that runs no probe keeps its key
