@@ -162,7 +162,7 @@ def test_rescore_request_differs_from_the_normal_one_only_in_the_chain(tmp_path)
             assert chain != own and len(chain) == 3
 
 
-def test_forced_rescore_carries_the_chain_in_the_user_turn_and_no_prefix(tmp_path):
+def test_forced_rescore_carries_the_chain_in_the_user_turn_and_no_prefix(tmp_path, capsys):
     """The default re-score (the authors' reading): its own prompt, the perturbed chain
     as a delimited previous analysis in the user turn, nothing begun for the model."""
     from madara_cli.agents.prompts import RESCORE_BEGIN, RESCORE_END
@@ -191,6 +191,10 @@ def test_forced_rescore_carries_the_chain_in_the_user_turn_and_no_prefix(tmp_pat
     assert r1 == pytest.approx(1.0) and r1 > r2 > r3 and record.rsc_class == "quality-ordered"
     prefix, *_ = _probe(tmp_path / "p", _tracking, 6, "rsc.rescore=prefix")
     assert prefix.key != record.key and prefix.rho == pytest.approx(record.rho)
+    from madara_cli.cli import _print_probe
+
+    _print_probe(record, path, False)
+    assert "re-score: rsc.rescore=forced, rsc.rescoring=generate" in capsys.readouterr().out
 
 
 def test_forced_rescore_cuts_the_document_to_2000_characters():
