@@ -4,6 +4,7 @@ statistics, route and probe.json; strategy=madara reuses a finished probe."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 import re
 import subprocess
 import sys
@@ -315,3 +316,25 @@ def test_probe_key_moves_with_the_rescore_reading_and_madara_cells_with_it():
     assert Cell.from_cfg(forced).key != Cell.from_cfg(prefix).key
     nf = [compose(["strategy=nf", *extra]) for extra in ([], ["rsc.rescore=prefix"])]
     assert Cell.from_cfg(nf[0]).key == Cell.from_cfg(nf[1]).key  # a strategy that runs no probe keeps its key
+
+
+def test_cot_budget_is_512_and_cut_replies_are_counted_cached_or_not(tmp_path):
+    """The authors allow 512 tokens per assessor reply; a CoT reply that stops there
+    (finish reason "length") is counted in the probe and in the stage's accounting."""
+
+    class Cut(ScriptedBackend):
+        def chat(self, requests):
+            out = super().chat(requests)
+            return [replace(c, finish_reason="length") if "reasoning_steps" in r.messages[0].content else c
+                    for r, c in zip(requests, out)]
+
+    cfg = compose(["benchmark=mini", f"results_dir={tmp_path}"])
+    backend = Cut(_tracking)
+    pool = EnginePool(factory=lambda c: backend)
+    record, _, _ = ensure_probe(cfg, pool, 6)
+    cot = [r for r in backend.requests if isinstance(r, ChatRequest) and "reasoning_steps" in r.messages[0].content]
+    assert {r.max_tokens for r in cot} == {512}
+    assert record.scores.cot_cut_at_max_tokens == 60 and record.accounting["by_stage"]["rsc-cot"]["cut_at_max_tokens"] == 60
+    assert record.accounting["by_stage"]["rsc-rescore"]["cut_at_max_tokens"] == 0
+    again, _, _ = ensure_probe(cfg, pool, 6, force=True)  # every reply from the cache, still counted
+    assert again.accounting["calls_issued"] == 0 and again.accounting["by_stage"]["rsc-cot"]["cut_at_max_tokens"] == 60
