@@ -4,10 +4,10 @@ statistics, route and probe.json; strategy=madara reuses a finished probe."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from typing import Sequence
 
 import pytest
