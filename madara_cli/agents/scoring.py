@@ -65,8 +65,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from madara_cli.agents.prompts import AGENTS, CONFLICT, SCORE_KEY, assessor_messages
-from madara_cli.agents.prompts import forced_rescore_messages
+from madara_cli.agents.prompts import AGENTS, CONFLICT, SCORE_KEY, assessor_messages, forced_rescore_messages
 from madara_cli.config.schema import Scoring
 from madara_cli.records import ChatRequest, Completion, Doc, Example, ScoreRequest
 

@@ -9,7 +9,17 @@ import numpy as np
 import pandas as pd
 
 from madara_cli.tables import paper_values as pv
-from madara_cli.tables.builders.common import _em, _holm_stars, _madara, _mcnemar_pairs, _mean_of_all, _pairs, _percent, routing_nf, routing_nf_note
+from madara_cli.tables.builders.common import (
+    _em,
+    _holm_stars,
+    _madara,
+    _mcnemar_pairs,
+    _mean_of_all,
+    _pairs,
+    _percent,
+    routing_nf,
+    routing_nf_note,
+)
 from madara_cli.tables.cells import MISSING, _bench, _class, _finish, _model, _strategy, pair, pair_text
 from madara_cli.tables.index import DENSE, RERANK, SPARSE, Results, _results
 from madara_cli.tables.specs import SPECS
