@@ -273,13 +273,18 @@ def _print_probe(r, path: Path, reused: bool) -> None:
         deg = r.degenerate
         out.print(f"[yellow]degenerate scoring:[/yellow] floor {f(deg.floor_share, '{:.0%}')}, ceiling {f(deg.ceiling_share, '{:.0%}')}, "
                   f"mean {f(deg.mean_score)}/5 — {deg.reason or ''}")
+    out.print(f"re-score: rsc.rescore={r.rescore or '—'}, rsc.rescoring={r.rescoring or '—'}", highlight=False)
     sc = r.scores
     if sc is not None and sc.n_pairs:
+        excluded = sc.chains_empty or 0
+        probed = sc.n_pairs_probed if sc.n_pairs_probed is not None else sc.n_pairs
         hint = "  (unparseable replies are dropped; rsc.rescoring=logprob reads every re-score)" if sc.parse_failures_rescored else ""
         out.print(
             f"parse failures: CoT {sc.parse_failures_normal or 0}/{sc.n_pairs}, "
-            f"re-scored {sc.parse_failures_rescored or 0}/{3 * sc.n_pairs}{hint}", highlight=False
+            f"re-scored {sc.parse_failures_rescored or 0}/{3 * probed}{hint}", highlight=False
         )
+        if excluded:
+            out.print(f"{excluded}/{sc.n_pairs} chains were empty once their score fields were removed: those pairs were not probed")
     out.print(f"score entropy {f(r.entropy)}   EM_NF {f(None if r.em_nf is None else 100 * r.em_nf, '{:.1f}')}%")
     iso = r.isolation
     if iso is not None:
@@ -406,6 +411,10 @@ def tables(
     results: Optional[Path] = _results_option(),
     out_dir: Optional[Path] = typer.Option(None, "--out", help="Where to write (default: RESULTS/tables)"),
     metric: str = typer.Option("em", "--metric", help="What our cells show: em (EM as the paper's authors compute it: SQuAD normalisation), em_strict (Section 5.4's literal lower-case + whitespace), f1, contains"),
+    routing_nf: str = typer.Option(
+        "calibration", "--routing-nf",
+        help="NF EM Tables 8/9/19 route on: calibration (the probe's, as strategy=madara) or full (the NF cell)",
+    ),
 ) -> None:
     """Write every paper table (ours beside the paper's) from the results on disk; never runs anything.
 
@@ -422,7 +431,8 @@ def tables(
         raise UserError(f"no results folder {results_dir} (run a grid first, or pass --results DIR / set MADARA_RESULTS)")
     try:
         paths = write_tables(
-            results_dir, out_dir or results_dir / "tables", only=only.split(",") if only else None, formats=tuple(format.split(",")), metric=metric
+            results_dir, out_dir or results_dir / "tables", only=only.split(",") if only else None, formats=tuple(format.split(",")), metric=metric,
+            routing_nf=routing_nf,
         )
     except ValueError as e:
         raise UserError(str(e)) from None

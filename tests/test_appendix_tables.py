@@ -11,15 +11,22 @@ from madara_cli.tables.registry import resolve_table_name
 from tests.results_fixtures import update_cell, update_predictions, write_cell
 
 
-def test_polarization_reads_each_cells_extreme_rate(tmp_path):
+def _by_agent(relevance, consistency, conflict):
+    return {name: {"extreme_score_rate": rate, "n_valid": n} for name, (rate, n) in
+            (("relevance", relevance), ("consistency", consistency), ("conflict", conflict))}
+
+
+def test_polarization_counts_the_0_5_scorers_not_the_conflict_detector(tmp_path):
     base = write_cell(tmp_path, "table2", "mistral-7b", "conflicts", "three_agent", [0])
     cot = write_cell(tmp_path, "table2", "mistral-7b", "conflicts", "cot", [0])
-    update_cell(base, assessment={"extreme_score_rate": 0.75})
-    update_cell(cot, assessment={"extreme_score_rate": 0.05})
+    # Pooled over relevance and consistency: (0.8*40 + 0.7*60) / 100 = 74%; the detector's
+    # ±2 (all of its 100 scores) would have pulled the all-agent rate to 87%.
+    update_cell(base, assessment={"extreme_score_rate": 0.87, "by_agent": _by_agent((0.8, 40), (0.7, 60), (1.0, 100))})
+    update_cell(cot, assessment={"extreme_score_rate": 0.33, "by_agent": _by_agent((0.05, 50), (0.05, 50), (0.9, 100))})
     row = table_polarization(load_results(tmp_path)).iloc[0]
-    assert row["Extreme scores, base (%)"] == "75.0 / 80.8 (−5.8)"
+    assert row["Extreme scores, base (%)"] == "74.0 / 80.8 (−6.8)"
     assert row["Extreme scores, CoT (%)"] == "5.0 / 3.5 (+1.5)"
-    assert row["Drop (pp)"] == "70.0 / 77.3 (−7.3)"
+    assert row["Drop (pp)"] == "69.0 / 77.3 (−8.3)"
 
 
 def test_atf_behaviour_from_predictions(tmp_path):
@@ -32,6 +39,15 @@ def test_atf_behaviour_from_predictions(tmp_path):
     assert row["Mean μ"] == "2.50 / 2.38 (+0.12)"
     assert row["Mean docs kept"] == "4.5 / 4.8 (−0.3)"
     assert row["n"].startswith("4 / 458")
+
+
+def test_atf_keeps_all_means_all_k_not_the_most_any_query_kept(tmp_path):
+    cell = write_cell(tmp_path, "table2", "qwen2.5-7b", "conflicts", "atf", [0], n=4)
+    kept = [4, 4, 3, 4]  # no query keeps all 5 (max(kept) = 4 would call three of them "all")
+    update_predictions(cell, lambda i, r: r.update(doc_ids=[f"d{j}" for j in range(kept[i])], extra={"mu": 2.0, "max_keep": 5}))
+    assert table_b_atf(load_results(tmp_path)).iloc[0]["Keeps all top-5 (%)"] == "0.0 / 83.6 (−83.6)"
+    update_predictions(cell, lambda i, r: r.update(extra={"mu": 2.0, "max_keep": 4}))  # a cell run with strategy.top_k=4
+    assert table_b_atf(load_results(tmp_path)).iloc[0]["Keeps all top-5 (%)"].startswith("75.0 / 83.6")
 
 
 def test_capability_floor_row(tmp_path):

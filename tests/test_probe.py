@@ -7,10 +7,12 @@ import json
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from typing import Sequence
 
 import pytest
 
+from madara_cli.agents.prompts import FORCED_RESCORE_SYSTEM
 from madara_cli.config import compose
 from madara_cli.diagnose.probe import ProbeSpec
 from madara_cli.experiment.runner import EnginePool, run_cell
@@ -24,7 +26,7 @@ PROBE_FIELDS = {
 }
 
 
-_DOC = re.compile(r"Document to assess[^\n]*:\n(.*?)\n\n", re.DOTALL)
+_DOC = re.compile(r"(?:Document to assess[^\n]*|Document):\n(.*?)\n\n", re.DOTALL)
 _TAG = re.compile(r"Evidence tag (\d+)")
 
 
@@ -58,6 +60,8 @@ class ScriptedBackend:
             if r.prefix:  # re-scoring: continue the JSON the perturbed chain began
                 score = self.score_fn(user + "\n" + r.prefix, _sig(user))
                 out.append(Completion(text=f'3, "score": {score}', finish_reason="stop"))
+            elif r.messages[0].content == FORCED_RESCORE_SYSTEM:  # forced re-score: the chain is in the user turn
+                out.append(Completion(text=json.dumps({"score": self.score_fn(user, _sig(user)), "confidence": 3})[:-1], finish_reason="stop"))
             elif "reasoning_steps" in r.messages[0].content:  # CoT scoring
                 sig = _sig(user)
                 steps = [f"Evidence tag {sig}.", "The document is relevant to the question.", "It names the answer."]
@@ -139,7 +143,8 @@ def test_rescore_request_differs_from_the_normal_one_only_in_the_chain(tmp_path)
     """F.1: the perturbed chain "is presented as-is to the scoring prompt"."""
     from madara_cli.diagnose import rsc
 
-    record, _, _, backend, _, _ = _probe(tmp_path, _tracking)
+    record, _, _, backend, _, _ = _probe(tmp_path, _tracking, 6, "rsc.rescore=prefix")
+    assert record.rescore == "prefix"
     normal = [r for r in backend.requests if isinstance(r, ChatRequest) and not r.prefix and "reasoning_steps" in r.messages[0].content]
     rescore = [r for r in backend.requests if isinstance(r, ChatRequest) and r.prefix]
     assert len(normal) == 60 and len(rescore) == 180
@@ -156,6 +161,86 @@ def test_rescore_request_differs_from_the_normal_one_only_in_the_chain(tmp_path)
             assert chain == [rsc.contradict_text(s) for s in own]
         else:  # random: another pair's chain, as it was written
             assert chain != own and len(chain) == 3
+
+
+def test_forced_rescore_carries_the_chain_in_the_user_turn_and_no_prefix(tmp_path, capsys):
+    """The default re-score (the authors' reading): its own prompt, the perturbed chain
+    as a delimited previous analysis in the user turn, nothing begun for the model."""
+    from madara_cli.agents.prompts import RESCORE_BEGIN, RESCORE_END
+    from madara_cli.diagnose import rsc
+
+    record, path, _, backend, _, cfg = _probe(tmp_path, _tracking)
+    assert json.loads(path.read_text())["rescore"] == "forced" and record.rescoring == "generate"
+    normal = [r for r in backend.requests if isinstance(r, ChatRequest) and "reasoning_steps" in r.messages[0].content]
+    forced = [r for r in backend.requests if isinstance(r, ChatRequest) and r.messages[0].content == FORCED_RESCORE_SYSTEM]
+    assert len(normal) == 60 and len(forced) == 180
+    assert not any(r.prefix for r in backend.requests if isinstance(r, ChatRequest))
+    for k, r in enumerate(forced):
+        assert [m.role for m in r.messages] == ["system", "user"]
+        user = r.messages[1].content
+        assert user.startswith("Question: ") and "\nDocument:\n" in user
+        block = user.split(RESCORE_BEGIN + "\n", 1)[1].split("\n" + RESCORE_END, 1)[0]
+        chain = [line[2:] for line in block.splitlines()]
+        own = [f"Evidence tag {_sig(user)}.", "The document is relevant to the question.", "It names the answer."]
+        if k // 60 == 1:
+            assert chain == [rsc.contradict_text(s) for s in own]
+        elif k // 60 == 0:
+            assert sorted(chain) == sorted(own) and chain != own
+        assert (r.temperature, r.seed) == (float(cfg.model.temperature), int(cfg.seed))
+    # The same tracking model is diagnosed the same way under either reading.
+    r1, r2, r3 = record.rho
+    assert r1 == pytest.approx(1.0) and r1 > r2 > r3 and record.rsc_class == "quality-ordered"
+    prefix, *_ = _probe(tmp_path / "p", _tracking, 6, "rsc.rescore=prefix")
+    assert prefix.key != record.key and prefix.rho == pytest.approx(record.rho)
+    from madara_cli.cli import _print_probe
+
+    _print_probe(record, path, False)
+    assert "re-score: rsc.rescore=forced, rsc.rescoring=generate" in capsys.readouterr().out
+
+
+def test_forced_rescore_cuts_the_document_to_2000_characters():
+    from madara_cli.agents.prompts import RESCORE_DOC_CHARS
+    from madara_cli.agents.scoring import forced_rescore_request
+    from madara_cli.records import Doc, Example
+
+    doc = Doc("long", "x" * 5000, "Title")
+    example = Example("q", "Where?", ("Varn",), (doc,))
+    req = forced_rescore_request(example, doc, ["step one."], mode="logprob", max_tokens=64, temperature=0.6, seed=0)
+    assert isinstance(req, ScoreRequest) and req.prefix == '{"score": '
+    user = req.messages[1].content
+    assert ("Title\n" + "x" * (RESCORE_DOC_CHARS - 6)) in user and "x" * (RESCORE_DOC_CHARS - 5) not in user
+    assert "- step one." in user
+
+
+def test_chains_without_steps_lose_their_score_fields_and_empty_ones_are_excluded(tmp_path):
+    """A CoT reply without reasoning_steps: its prose is the chain, minus every score
+    and confidence field; a reply that is nothing but fields leaves the probe."""
+
+    class NoSteps(ScriptedBackend):
+        def chat(self, requests):
+            out = super().chat(requests)
+            for n, r in enumerate(requests):
+                if "reasoning_steps" in r.messages[0].content:
+                    sig = _sig(r.messages[-1].content)
+                    if sig % 3 == 0:  # nothing but the fields
+                        text = json.dumps({"score": sig % 6, "confidence": 4})
+                    else:  # prose, then the object without steps
+                        text = f"Evidence tag {sig}. The document is relevant.\n" + json.dumps({"confidence": 4, "score": sig % 6})
+                    out[n] = Completion(text=text)
+            return out
+
+    cfg = compose(["benchmark=mini", f"results_dir={tmp_path}"])
+    backend = NoSteps(_tracking)
+    record, _, _ = ensure_probe(cfg, EnginePool(factory=lambda c: backend), 6)
+    sc = record.scores
+    empty = sum(1 for r in backend.requests if isinstance(r, ChatRequest) and "reasoning_steps" in r.messages[0].content
+                and _sig(r.messages[-1].content) % 3 == 0)
+    assert 0 < empty < 60 and sc.chains_empty == empty and sc.n_pairs_probed == 60 - empty and sc.chains_from_raw_text == 60
+    forced = [r.messages[1].content for r in backend.requests if isinstance(r, ChatRequest) and r.messages[0].content == FORCED_RESCORE_SYSTEM]
+    assert len(forced) == 3 * (60 - empty)
+    for user in forced:
+        analysis = user.split("PREVIOUS ANALYSIS >>>\n", 1)[1].split("\n<<<", 1)[0]
+        assert "score" not in analysis.lower() and "confidence" not in analysis.lower() and "Evidence tag" in analysis
 
 
 def _tracking(user: str, sig: int) -> int:
@@ -206,3 +291,50 @@ def test_probe_cli_on_cpu_then_madara_reuses_it(tmp_path):
     m = res.metrics
     assert m["madara"]["probe_reused"] and m["madara"]["route"] == record["route"]
     assert "rsc-cot" not in m["accounting"]["by_stage"]
+
+
+@pytest.mark.parametrize(
+    "override, needle",
+    [
+        ("rsc.rescore=bogus", "rsc.rescore='bogus' is not a valid choice; valid: forced, prefix"),
+        ("benchmark.candidates=some", "benchmark.candidates='some' is not a valid choice; valid: retrieved, all"),
+    ],
+)
+def test_bad_rescore_or_candidates_choice_is_one_clear_line(override, needle):
+    from madara_cli.config import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        compose([override])
+    assert needle in str(err.value) and "\n" not in str(err.value)
+
+
+def test_probe_key_moves_with_the_rescore_reading_and_madara_cells_with_it():
+    from madara_cli.experiment.grid import Cell
+
+    forced, prefix = (compose(["strategy=madara", *extra]) for extra in ([], ["rsc.rescore=prefix"]))
+    assert ProbeSpec.from_cfg(forced, 10).key != ProbeSpec.from_cfg(prefix, 10).key
+    assert Cell.from_cfg(forced).key != Cell.from_cfg(prefix).key
+    nf = [compose(["strategy=nf", *extra]) for extra in ([], ["rsc.rescore=prefix"])]
+    assert Cell.from_cfg(nf[0]).key == Cell.from_cfg(nf[1]).key  # a strategy that runs no probe keeps its key
+
+
+def test_cot_budget_is_512_and_cut_replies_are_counted_cached_or_not(tmp_path):
+    """The authors allow 512 tokens per assessor reply; a CoT reply that stops there
+    (finish reason "length") is counted in the probe and in the stage's accounting."""
+
+    class Cut(ScriptedBackend):
+        def chat(self, requests):
+            out = super().chat(requests)
+            return [replace(c, finish_reason="length") if "reasoning_steps" in r.messages[0].content else c
+                    for r, c in zip(requests, out)]
+
+    cfg = compose(["benchmark=mini", f"results_dir={tmp_path}"])
+    backend = Cut(_tracking)
+    pool = EnginePool(factory=lambda c: backend)
+    record, _, _ = ensure_probe(cfg, pool, 6)
+    cot = [r for r in backend.requests if isinstance(r, ChatRequest) and "reasoning_steps" in r.messages[0].content]
+    assert {r.max_tokens for r in cot} == {512}
+    assert record.scores.cot_cut_at_max_tokens == 60 and record.accounting["by_stage"]["rsc-cot"]["cut_at_max_tokens"] == 60
+    assert record.accounting["by_stage"]["rsc-rescore"]["cut_at_max_tokens"] == 0
+    again, _, _ = ensure_probe(cfg, pool, 6, force=True)  # every reply from the cache, still counted
+    assert again.accounting["calls_issued"] == 0 and again.accounting["by_stage"]["rsc-cot"]["cut_at_max_tokens"] == 60

@@ -50,7 +50,7 @@ def supporting_recall(examples) -> tuple[float, int]:
 
 
 def test_bm25_top10_of_musique_paragraphs_finds_most_supporting_ones(shared_data, tmp_path):
-    cfg, exs = setup("musique", shared_data / "musique" / "musique_ans_migres_shared.jsonl", tmp_path)
+    cfg, exs = setup("musique", shared_data / "musique" / "musique_ans_migres_shared.jsonl", tmp_path, "benchmark.candidates=retrieved")
     out = retrieve(exs, cfg)
     assert all(len(ex.docs) == 10 for ex in out)
     assert all(set(d.id for d in ex.docs) <= set(d.id for d in orig.docs) for ex, orig in zip(out, exs, strict=False))
@@ -60,6 +60,53 @@ def test_bm25_top10_of_musique_paragraphs_finds_most_supporting_ones(shared_data
     # supporting paragraph of 45 of the 100 questions (chance: 0.5 and far fewer).
     assert recall == pytest.approx(0.733, abs=0.02)
     assert 42 <= complete <= 48
+
+
+def _musique_file(tmp_path: Path, n: int = 3, paragraphs: int = 20) -> Path:
+    rows = [
+        {
+            "id": f"2hop__{q}", "question": f"Where does the {name} tower stand?", "answer": "Paris", "answer_aliases": [],
+            "paragraphs": [
+                {"idx": i, "title": f"T{i}", "is_supporting": i < 2,
+                 "paragraph_text": f"The {name} tower stands in Paris." if i < 2 else f"A bridge crosses river number {i}."}
+                for i in range(paragraphs)
+            ],
+        }
+        for q, name in enumerate(["quillon", "marbeck", "ostravel"][:n])
+    ]
+    path = tmp_path / "musique.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_musique_assesses_all_20_paragraphs_by_default_and_top_k_on_request(tmp_path):
+    """Section 6.5: "20 mixed supporting/distractor paragraphs per query"."""
+    from madara_cli.data.snapshots import snapshot_key
+    from madara_cli.experiment.grid import Cell, semantic_config
+
+    path = _musique_file(tmp_path)
+    cfg, exs = setup("musique", path, tmp_path / "r")
+    assert cfg.benchmark.candidates == "all"
+    whole = retrieve(exs, cfg)
+    assert all(len(ex.docs) == 20 and {d.id for d in ex.docs} == {d.id for d in orig.docs} for ex, orig in zip(whole, exs))
+    assert all([d.meta["score"] for d in ex.docs] == sorted((d.meta["score"] for d in ex.docs), reverse=True) for ex in whole)
+    assert all({d.id for d in ex.docs[:2]} == set(ex.meta["supporting"]) for ex in whole)  # still in BM25's order
+
+    top, exs_top = setup("musique", path, tmp_path / "r", "benchmark.candidates=retrieved")
+    assert all(len(ex.docs) == 10 for ex in retrieve(exs_top, top))
+    # Two readings, two cells and two snapshots; "retrieved" (the reading before the
+    # setting existed) is left out of both keys, so those cells keep theirs.
+    assert Cell.from_cfg(cfg).key != Cell.from_cfg(top).key
+    assert "candidates" not in semantic_config(top)["benchmark"] and semantic_config(cfg)["benchmark"]["candidates"] == "all"
+    plain = {"name": "musique", "candidates": "retrieved"}
+    assert snapshot_key(plain, "s", {"k": 10}, None) == snapshot_key({"name": "musique"}, "s", {"k": 10}, None)
+    assert "candidates" not in semantic_config(compose(["benchmark=mini"]))["benchmark"]
+
+
+def test_all_candidates_on_a_benchmark_without_own_documents_is_one_line_error(shared_data, tmp_path):
+    cfg, exs = setup("fever", shared_data / "fever" / "fever_paper_dev_sr_shared.jsonl", tmp_path, "benchmark.candidates=all")
+    with pytest.raises(DataError, match="benchmark.candidates=all keeps each query's own documents"):
+        retrieve(exs[:2], cfg)
 
 
 def test_conflictqa_keeps_its_evidence_and_adds_corpus_distractors(shared_data, corpus, tmp_path):
@@ -308,7 +355,7 @@ def test_relevance_is_p_yes():
 
 def test_rerank_orders_by_the_llm_and_freezes_the_result(shared_data, tmp_path):
     path = shared_data / "musique" / "musique_ans_migres_shared.jsonl"
-    cfg, exs = setup("musique", path, tmp_path, "retriever=rerank", "retriever.candidates=20", "retriever.k=5")
+    cfg, exs = setup("musique", path, tmp_path, "retriever=rerank", "retriever.candidates=20", "retriever.k=5", "benchmark.candidates=retrieved")
     judge = RelevanceJudge()
     out = retrieve(exs[:3], cfg, llm=judge)
     assert len(judge.requests) == 3 * 20 and all(r.candidates == ("yes", "no") for r in judge.requests)
@@ -348,7 +395,9 @@ def test_rerank_with_the_embedded_model(shared_data, tmp_path):
     from madara_cli.experiment.runner import EnginePool
 
     path = shared_data / "musique" / "musique_ans_migres_shared.jsonl"
-    cfg, exs = setup("musique", path, tmp_path, "retriever=rerank", "retriever.candidates=4", "retriever.k=2", "model=smollm2-135m")
+    cfg, exs = setup(
+        "musique", path, tmp_path, "retriever=rerank", "retriever.candidates=4", "retriever.k=2", "model=smollm2-135m", "benchmark.candidates=retrieved"
+    )
     with EnginePool() as pool:
         out = retrieve(exs[:1], cfg, llm=pool.get(cfg))
     assert len(out[0].docs) == 2 and all(0.0 <= d.meta["score"] <= 1.0 for d in out[0].docs)

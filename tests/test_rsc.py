@@ -162,6 +162,36 @@ def test_perturb_chains_gives_step_lists_for_every_level():
     assert out == rsc.perturb_chains(chains, seed=1)
 
 
+@pytest.mark.parametrize(
+    "reply, chain",
+    [
+        ('The document names Varn. {"score": 4, "confidence": 3}', "The document names Varn."),
+        ("{'confidence': 5, 'score': 2} It is about another town.", "It is about another town."),
+        ("Score: 4/5\nConfidence = 3\nThe year matches.", "The year matches."),
+        ('{"reasoning": "Mentions the river.", "score": "3"}', '"reasoning": "Mentions the river."'),
+        ('{"score": 4, "confidence": 3}', ""),
+        ("```json\n{\"score\": 5}\n```", ""),
+        ("", ""),
+    ],
+)
+def test_chain_from_text_drops_every_score_and_confidence_field(reply, chain):
+    assert rsc.chain_from_text(reply) == chain
+    assert "score" not in rsc.chain_from_text(reply).lower()
+
+
+def test_empty_chains_stay_empty_and_are_never_random_donors():
+    chains = [[["a one.", "a two."], []], [["c."], ["d one.", "d two."]]]
+    for seed in range(40):
+        out = rsc.perturb_chains(chains, seed=seed)
+        assert out.shuffled[0][1] == out.contradicted[0][1] == out.random[0][1] == []
+        donors = [c for row in out.random for c in row if c]
+        assert len(donors) == 3 and all(c in (["a one.", "a two."], ["c."], ["d one.", "d two."]) for c in donors)
+        assert out.random[0][0] != ["a one.", "a two."] and out.random[1][0] != ["c."]
+    # With no empty chain the draw is the plain one over all pairs.
+    full = [[["x."], ["y."]], [["z."]]]
+    assert rsc.perturb_chains(full, seed=3).random == [[rsc.steps_of(c) for c in row] for row in rsc.random_reasoning(full, 3)]
+
+
 def test_shuffle_splits_steps_at_sentence_boundaries():
     # F.1: R = [r1..rn] split by sentence boundaries, so a two-sentence step is two units.
     steps = ["The document names Paris. It gives the population.", "So it is relevant."]

@@ -439,7 +439,7 @@ CONTENT_TESTS = {
     "table18": "tests.test_table_contents:test_table18_cross_encoder_and_calls",
     "table19": "tests.test_table_contents:test_table19_oracle_gaps",
     "table_g1": "tests.test_table_contents:test_table_g1_token_f1",
-    "table_polarization": "tests.test_appendix_tables:test_polarization_reads_each_cells_extreme_rate",
+    "table_polarization": "tests.test_appendix_tables:test_polarization_counts_the_0_5_scorers_not_the_conflict_detector",
     "table_b_atf": "tests.test_appendix_tables:test_atf_behaviour_from_predictions",
     "table_h_floor": "tests.test_appendix_tables:test_capability_floor_row",
     "table_j_hops": "tests.test_appendix_tables:test_hop_support_by_hop_count",

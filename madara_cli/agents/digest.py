@@ -12,7 +12,8 @@ the keys).
 Families: ``generator`` (every strategy), ``assessors`` (the three agents in base,
 CoT and logprob form, plus the RSC re-score prefix), ``detector`` (the Conflict
 Detector's one request per query, ``strategy.conflict=per_query``), ``judge`` (MAIN-RAG's Yes/No
-judge) and ``rerank`` (the generative reranker's prompt).
+judge), ``rerank`` (the generative reranker's prompt) and ``rescore`` (the RSC
+probe's forced re-score prompt; in the probe's key and MADARA cells').
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from functools import cache
 
 from madara_cli.records import ChatRequest, Doc, Example, ScoreRequest
 
-FAMILIES = ("generator", "assessors", "detector", "judge", "rerank")
+FAMILIES = ("generator", "assessors", "detector", "judge", "rerank", "rescore")
 
 # Which families a strategy's requests come from (beyond the generator, which all use).
 _STRATEGY_FAMILIES = {
@@ -31,6 +32,7 @@ _STRATEGY_FAMILIES = {
     "self_consistency": (),
     "cross_encoder": (),
     "main_rag": ("judge",),
+    "madara": ("assessors", "rescore"),  # its probe re-scores through the forced prompt
 }
 _DEFAULT_FAMILIES = ("assessors", "detector")  # 3-Agent, CoT, SDA, SDA+CoT, ATF, PDE (+ablations), RRF, MADARA
 
@@ -75,6 +77,15 @@ def _render(family: str) -> list[ChatRequest | ScoreRequest]:
             conflict_request(ex, _DOCS, cot=cot, mode=mode, max_tokens=64, temperature=0.0, seed=0)
             for ex in _EXAMPLES
             for cot, mode in ((False, "generate"), (True, "generate"), (False, "logprob"))
+        ]
+    if family == "rescore":
+        from madara_cli.agents.scoring import forced_rescore_request
+
+        steps = ["a step.", "another."]
+        return [
+            forced_rescore_request(ex, _DOCS[0], steps, mode=m, max_tokens=64, temperature=0.0, seed=0)
+            for ex in _EXAMPLES
+            for m in ("generate", "logprob")
         ]
     if family == "judge":
         from madara_cli.agents.prompts import judge_messages

@@ -304,3 +304,51 @@ def judge_messages(example: Example, doc: Doc, answer: str) -> tuple[Message, ..
     else:
         user = f"Document:\n{doc.render()}\n\nQuestion: {example.question}\nCandidate answer: {answer}\n\nDoes the document support this answer? Yes or No?"
     return messages(JUDGE_SYSTEM, user)
+
+
+# --------------------------------------------------------------------------- #
+# RSC forced re-score (Appendix F.1, rsc.rescore=forced): the assessor is handed an
+# analysis it did not write and must score from it, not from a fresh reading.
+# --------------------------------------------------------------------------- #
+
+# The authors' forced-reasoning prompt shows at most this much of the document: the
+# score is meant to come from the analysis, so the document is context, not the source.
+RESCORE_DOC_CHARS = 2000
+RESCORE_BEGIN = "<<< PREVIOUS ANALYSIS >>>"
+RESCORE_END = "<<< END OF PREVIOUS ANALYSIS >>>"
+
+FORCED_RESCORE_SYSTEM = _join(
+    "Your role: Relevance Assessor. The document below has already been analysed: the analysis is given to you "
+    "between the markers " + RESCORE_BEGIN + " and " + RESCORE_END + ". Your only task is to turn that analysis "
+    "into the final relevance score. Base the score on the analysis as written; do not analyse the document "
+    "again and do not replace the analysis with your own judgement.",
+    _RELEVANCE_GUIDE,
+    'Respond with a single JSON object and nothing else: {"score": N, "confidence": C} where N is an integer '
+    "from 0 to 5 and C an integer from 1 (guessing) to 5 (certain).",
+)
+
+
+def _analysis_block(steps: Sequence[str]) -> str:
+    # A chain that quotes a marker must not close the block early: the markers are ours alone.
+    lines = [" ".join(str(s).replace(RESCORE_BEGIN, "").replace(RESCORE_END, "").split()) for s in steps]
+    return "\n".join(f"- {line}" for line in lines if line)
+
+
+def forced_rescore_user(example: Example, doc: Doc, steps: Sequence[str]) -> str:
+    """The forced re-score user turn: the question (or claim), the document cut to
+    :data:`RESCORE_DOC_CHARS` characters, and the perturbed chain between the markers."""
+    text = doc.render()
+    if len(text) > RESCORE_DOC_CHARS:
+        text = text[:RESCORE_DOC_CHARS] + " ..."
+    return "\n\n".join(
+        (
+            _query_line(example),
+            f"Document:\n{text}",
+            f"{RESCORE_BEGIN}\n{_analysis_block(steps)}\n{RESCORE_END}",
+            'Reply with the JSON object only: {"score": N, "confidence": C}, the score taken from the analysis above.',
+        )
+    )
+
+
+def forced_rescore_messages(example: Example, doc: Doc, steps: Sequence[str]) -> tuple[Message, ...]:
+    return messages(FORCED_RESCORE_SYSTEM, forced_rescore_user(example, doc, steps))

@@ -78,7 +78,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from madara_cli.agents.prompts import AGENTS, CONFLICT, DOC_ADJUSTMENTS, SCORE_KEY, assessor_messages, detector_messages
+from madara_cli.agents.prompts import AGENTS, CONFLICT, DOC_ADJUSTMENTS, SCORE_KEY, assessor_messages, detector_messages, forced_rescore_messages
 from madara_cli.config.schema import Scoring
 from madara_cli.records import ChatRequest, Completion, Doc, Example, ScoreRequest
 
@@ -512,8 +512,9 @@ def parse_completion(completion: Completion, agent: str, mode: str = "generate")
 
 
 def rescore_request(normal: ChatRequest, steps: Sequence[str], *, mode: str, max_tokens: int, confidence: int | None = None) -> ChatRequest | ScoreRequest:
-    """The RSC probe's re-scoring request (Appendix F.1: the perturbed chain "is
-    presented as-is to the scoring prompt").
+    """The RSC probe's re-scoring request under ``rsc.rescore=prefix`` (Appendix F.1:
+    the perturbed chain "is presented as-is to the scoring prompt"; the default reading
+    is :func:`forced_rescore_request`).
 
     The request is the ``normal`` CoT scoring request itself -- same system prompt,
     same user turn, same sampling -- with the assistant turn already begun with the
@@ -537,6 +538,27 @@ def rescore_request(normal: ChatRequest, steps: Sequence[str], *, mode: str, max
     if mode == "logprob":
         conf = "" if confidence is None else f'"confidence": {int(confidence)}, '
         return ScoreRequest(messages=normal.messages, candidates=DIGITS, prefix=head + conf + '"score": ')
+    raise ValueError(f"unknown rescoring mode '{mode}'; valid: {', '.join(SCORING_MODES)}")
+
+
+def forced_rescore_request(
+    example: Example, doc: Doc, steps: Sequence[str], *, mode: str, max_tokens: int, temperature: float, seed: int
+) -> ChatRequest | ScoreRequest:
+    """The RSC probe's re-score under ``rsc.rescore=forced`` (the authors' reading of
+    F.1): a request of its own (:func:`madara_cli.agents.prompts.forced_rescore_messages`)
+    whose user turn carries the perturbed chain as a delimited previous analysis; no
+    assistant prefix. The reply is ``{"score": N, "confidence": C}``.
+
+    ``mode="generate"``: sampled like the normal CoT request (its temperature and seed),
+    stopped at the closing brace, read with :func:`parse_completion`.
+    ``mode="logprob"``: the expected digit after ``{"score": `` -- the score is the
+    reply's first field, so nothing of the chain or the confidence is in the prefix.
+    """
+    msgs = forced_rescore_messages(example, doc, steps)
+    if mode == "generate":
+        return ChatRequest(messages=msgs, max_tokens=max_tokens, temperature=temperature, seed=seed, stop=SCORE_STOP)
+    if mode == "logprob":
+        return ScoreRequest(messages=msgs, candidates=DIGITS, prefix=LOGPROB_PREFIX)
     raise ValueError(f"unknown rescoring mode '{mode}'; valid: {', '.join(SCORING_MODES)}")
 
 

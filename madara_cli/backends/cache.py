@@ -173,10 +173,13 @@ class StageStats:
     issued_tokens_out: int = 0
     seconds: float = 0.0
     truncated: int = 0
+    # Replies that stopped at the request's max_tokens (finish reason "length"), cached
+    # or not: a CoT chain cut before its score is a reply the strategy had to read anyway.
+    cut_at_max_tokens: int = 0
 
     def add(self, other: "StageStats") -> None:
         for f in ("requests", "cache_hits", "calls_issued", "tokens_in", "tokens_out", "issued_tokens_in", "issued_tokens_out",
-                  "seconds", "truncated"):
+                  "seconds", "truncated", "cut_at_max_tokens"):
             setattr(self, f, getattr(self, f) + getattr(other, f))
 
 
@@ -285,6 +288,7 @@ class CachedLLM:
             stats.tokens_in += c.tokens_in
             stats.tokens_out += c.tokens_out
             stats.truncated += int(c.truncated)
+        stats.cut_at_max_tokens += sum(1 for k in keys if results[k].finish_reason == "length")
         if self.samples is not None:
             for k, r in zip(keys, requests):
                 self.samples.setdefault(k, (stage, kind, r, results[k]))

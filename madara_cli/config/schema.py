@@ -45,6 +45,20 @@ class Scoring(Choice):
     logprob = "logprob"
 
 
+class Rescore(Choice):
+    """How the RSC probe hands a perturbed chain to the assessor (App. F.1)."""
+
+    forced = "forced"  # a forced-reasoning prompt of its own, the chain in the user turn (the authors' code)
+    prefix = "prefix"  # the normal CoT request with the assistant reply begun by the chain
+
+
+class Candidates(Choice):
+    """Which of a benchmark's own documents a query is assessed over."""
+
+    retrieved = "retrieved"  # the retriever's top k of the pool
+    all = "all"  # the whole pool (MuSiQue: all 20 paragraphs, Section 6.5)
+
+
 class Vote(Choice):
     score = "score"
     uniform = "uniform"
@@ -114,6 +128,18 @@ class DType(Choice):
     float = "float"
 
 
+# Settings added after cells were first keyed. At the value that computes what every
+# cell computed before them they are left out of cell, probe and snapshot keys, so
+# those keys stay put; any other value is in the key.
+KEY_OMITS_AT: dict[str, dict[str, Any]] = {"benchmark": {"candidates": "retrieved"}}
+
+
+def keyed(group: str, values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` of config group ``group`` as a key covers them (see :data:`KEY_OMITS_AT`)."""
+    omit = KEY_OMITS_AT.get(group, {})
+    return {k: v for k, v in values.items() if not (k in omit and str(v) == omit[k])}
+
+
 @dataclass
 class ModelConfig:
     name: str = MISSING
@@ -160,6 +186,7 @@ class BenchmarkConfig:
     calibration_split: CalibrationSplit = CalibrationSplit.nested
     n_questions: int = 60  # mini benchmark only
     require_answers: bool = True  # drop examples with no gold answer (CONFLICTS opinion/complementary rows)
+    candidates: Candidates = Candidates.retrieved  # own-pool benchmarks: retrieved (top k of the pool) | all (the whole pool)
 
 
 @dataclass
@@ -307,7 +334,7 @@ def strategy_settings(name: str) -> list[str]:
 class GenerationConfig:
     max_tokens: int = 32  # answers are short; factoid and FEVER labels
     score_max_tokens: int = 64  # agent JSON: {"score": N} is ~8 tokens; slack for a preamble
-    cot_max_tokens: int = 256  # five short reasoning steps, confidence and score
+    cot_max_tokens: int = 512  # five reasoning steps, confidence and score (the authors' code allows 512)
     style: Style = Style.zeroshot  # generator prompt
 
 
@@ -316,6 +343,7 @@ class RSCConfig:
     """The RSC probe (Section 3, Appendix F)."""
 
     rescoring: Scoring = Scoring.generate  # generate (JSON score at the model's temperature) | logprob (expected digit)
+    rescore: Rescore = Rescore.forced  # forced (own prompt, chain in the user turn) | prefix (chain begins the CoT reply)
     bootstrap: int = 1000  # resamples over queries (Table 13)
     # madara's extension: also run PDE-Random on the calibration queries and record the
     # isolation gain over NF (router.policy=isolation turns it on by itself).

@@ -356,7 +356,9 @@ def load_musique(cfg: DictConfig) -> list[Example]:
     ``<qid>-p<idx>``), ``meta["supporting"]`` = the paragraphs marked
     ``is_supporting``, ``meta["hops"]`` from the id prefix (``2hop__``, ``3hop1__``,
     ``4hop3__`` -> 2, 3, 4). Unanswerable questions (MuSiQue-Full) are dropped.
-    Retrieval ranks the 20 paragraphs and keeps the top k."""
+    Retrieval ranks the 20 paragraphs; ``benchmark.candidates=all`` (this benchmark's
+    default, Section 6.5's "20 mixed supporting/distractor paragraphs per query") keeps
+    all of them, ``retrieved`` the top k."""
     rows = read_rows(cfg)
     _require(rows, ("id", "question", "paragraphs", "answer"), cfg, "MuSiQue rows (id, question, paragraphs, answer, answer_aliases)")
     examples = []

@@ -6,7 +6,8 @@ missing, appends it, and returns every example with ``docs`` = its top-k in rank
 order. Which documents an example ranks depends on what the benchmark ships:
 
 * its own pool (MuSiQue's 20 paragraphs, CONFLICTS' search results, the mini
-  benchmark): rank the pool, keep the top k;
+  benchmark): rank the pool, keep the top k (``benchmark.candidates=retrieved``) or
+  the whole pool in rank order (``benchmark.candidates=all``, MuSiQue's default);
 * nothing (FEVER, TriviaQA, PopQA, ...): search the corpus (``benchmark.corpus``, a
   saved index ``retriever.index``, or pyserini's prebuilt Wikipedia);
 * evidence that must stay (``meta["keep_docs"]``, ConflictQA): all of it, plus the
@@ -376,10 +377,18 @@ def retrieve_fresh(examples: Sequence[Example], retriever: Retriever, k: int, ct
     pooled = [i for i, ex in enumerate(examples) if ex.docs and not (ex.meta.get("keep_docs") and ctx.has_corpus)]
     searched = [i for i, ex in enumerate(examples) if not ex.docs]
     mixed = [i for i, ex in enumerate(examples) if ex.docs and ex.meta.get("keep_docs") and ctx.has_corpus]
+    # benchmark.candidates=all: the whole pool is assessed (MuSiQue's 20 paragraphs,
+    # Section 6.5), still in the retriever's order so top-k strategies read its ranks.
+    whole = str(ctx.cfg.benchmark.get("candidates") or "retrieved") == "all"
+    if whole and searched:
+        raise DataError(
+            f"benchmark.candidates=all keeps each query's own documents, but {len(searched)} example(s) of "
+            f"{ctx.cfg.benchmark.name} ship none ({examples[searched[0]].id}); use benchmark.candidates=retrieved"
+        )
     if pooled:
         ranked = retriever.rank_pools([_query(examples[i]) for i in pooled], [examples[i].docs for i in pooled])
         for i, r in zip(pooled, ranked, strict=False):
-            out[i] = _scored(r[:k], name)
+            out[i] = _scored(r if whole else r[:k], name)
     if searched and pooled and not ctx.has_corpus and ctx.retriever.name != "pyserini":
         ids = [examples[i].id for i in searched]
         raise DataError(

@@ -36,6 +36,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from madara_cli.config.schema import keyed
 from madara_cli.data.loaders import DataError
 from madara_cli.paths import inside, writing
 from madara_cli.records import Doc, Example
@@ -53,7 +54,7 @@ def snapshot_key(benchmark: dict[str, Any], source: str, retriever: dict[str, An
     """The identity of a snapshot (see the module docstring)."""
     return {
         "format": SNAPSHOT_FORMAT,
-        "benchmark": {k: v for k, v in sorted(benchmark.items()) if k not in _BENCHMARK_NOT_SEMANTIC},
+        "benchmark": keyed("benchmark", {k: v for k, v in sorted(benchmark.items()) if k not in _BENCHMARK_NOT_SEMANTIC}),
         "source": source,
         "retriever": dict(sorted(retriever.items())),
         "corpus": corpus,

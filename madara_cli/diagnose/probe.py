@@ -9,14 +9,25 @@ disjoint from the evaluated ones):
    strategy issues, so they are shared through the cache).
 3. **Perturb** each chain three ways (rsc.perturb_chains: shuffled, contradicted,
    random chain of another pair).
-4. **Re-score** each document given each perturbed chain: the normal CoT request
-   itself, with the perturbed chain written as the start of the model's own JSON
-   reply (``{"reasoning_steps": [...], "confidence": ``), so the chain is the only
-   thing that differs (F.1: "presented as-is to the scoring prompt";
-   :func:`madara_cli.agents.scoring.rescore_request`). Only the score is read: generated
-   at the model's temperature (the paper's setting), or with ``rsc.rescoring=logprob``
-   as the expected digit after ``"score": `` in one forward pass (fast on CPU, and
-   continuous, so fewer ties).
+4. **Re-score** each document given each perturbed chain, in the reading
+   ``rsc.rescore`` names (F.1 says only that the chain "is presented as-is to the
+   scoring prompt"):
+
+   * ``forced`` (default; the authors' code): a forced-reasoning request of its own
+     (:func:`madara_cli.agents.scoring.forced_rescore_request`): the system turn says
+     the document has been analysed already and the score must come from that
+     analysis; the user turn holds the question, the document (first 2,000
+     characters) and the perturbed chain between markers; the reply is
+     ``{"score": N, "confidence": C}``. No assistant prefix.
+   * ``prefix``: the normal CoT request itself, with the perturbed chain written as
+     the start of the model's own JSON reply (``{"reasoning_steps": [...],
+     "confidence": ``; :func:`madara_cli.agents.scoring.rescore_request`), so the
+     chain is the only thing that differs from the normal request.
+
+   Either way only the score is read: generated at the model's temperature (the
+   paper's setting), or with ``rsc.rescoring=logprob`` as the expected digit after
+   the score key in one forward pass (forced: after ``{"score": ``; prefix: after the
+   chain and the model's own confidence).
 5. **Statistics** (rsc.summarize_probe): pooled rho_1..3, rho*, class, coupling,
    rho-bar, per-query rho, bootstrap CIs and stability, split-half, 30-query
    subsets, degenerate scoring, score entropy; then the route (router.route).
@@ -27,9 +38,14 @@ over NF with its exact McNemar test (``isolation`` in probe.json; madara's exten
 README "Beyond the paper"): k generator calls per query, k random documents each
 answered alone.
 
-When a reply holds no ``reasoning_steps`` (small models often skip them), its whole
-text serves as the chain, so every pair still gets perturbed and re-scored; how many
-chains fell back is reported as ``chains_from_raw_text``.
+When a reply holds no ``reasoning_steps`` (small models often skip them), its text
+with every score and confidence field removed serves as the chain
+(:func:`madara_cli.diagnose.rsc.chain_from_text`): the reply's own ``"score": N``
+must not ride along into the shuffled level. How many chains came from raw text is
+``scores.chains_from_raw_text``; a chain that is empty after the removal has nothing to
+perturb, so its pair leaves the probe (normal and re-scored alike) and is counted in
+``scores.chains_empty``. ``scores.cot_cut_at_max_tokens`` counts CoT replies that
+stopped at ``generation.cot_max_tokens`` (512, as the authors allow).
 
 Everything goes through the response cache, so re-probing is free, and a probe is
 written once (by the results store) to ``results/probes/<model>__<benchmark>__n<N>__<hash>/``.
@@ -56,17 +72,21 @@ from madara_cli.agents.scoring import (
     ParsedScore,
     agent_request,
     expected_score,
+    forced_rescore_request,
+    parse_completion,
     parse_score,
     read_rescore,
     rescore_request,
 )
 from madara_cli.backends.cache import CachedLLM
 from madara_cli.config import ConfigError, to_plain
+from madara_cli.config.schema import Rescore, keyed
 from madara_cli.diagnose import router, rsc
 from madara_cli.paths import inside
-from madara_cli.records import ChatRequest, Example
+from madara_cli.records import ChatRequest, Example, ScoreRequest
 from madara_cli.results.records import ProbeRecord
 
+RESCORE_READINGS = tuple(Rescore.__members__)  # forced, prefix (rsc.rescore)
 # What can change a probe's numbers; strategy, limit and output paths cannot.
 _PROBE_KEYS = ("model", "backend", "benchmark", "retriever", "generation", "rsc", "seed")
 ISOLATION_STRATEGY = "pde_random"
@@ -114,8 +134,8 @@ class ProbeSpec:
         semantic["backend"] = {k: v for k, v in semantic["backend"].items() if k not in RUNTIME_ONLY["backend"]}
         # The calibration split is the first n of the seeded order whatever the
         # evaluated sample, so n (in the key) is all that matters of the split sizes.
-        semantic["benchmark"] = {k: v for k, v in semantic["benchmark"].items() if k not in ("calibration", "sample")}
-        semantic["prompts"] = {f: prompt_digest(f) for f in ("generator", "assessors")}
+        semantic["benchmark"] = keyed("benchmark", {k: v for k, v in semantic["benchmark"].items() if k not in ("calibration", "sample")})
+        semantic["prompts"] = {f: prompt_digest(f) for f in ("generator", "assessors", "rescore")}
         semantic["metric_version"] = METRIC_VERSION
         digest = hashlib.sha256(json.dumps(semantic, sort_keys=True).encode()).hexdigest()[:8]
         n = int(n if n is not None else cfg.benchmark.calibration)
@@ -148,6 +168,8 @@ def run_probe(cfg: DictConfig, llm: CachedLLM, n: int | None = None, examples: S
 
     if cfg.rsc.rescoring not in SCORING_MODES:
         raise ConfigError(f"unknown rsc.rescoring '{cfg.rsc.rescoring}'; valid: {', '.join(SCORING_MODES)}")
+    if str(cfg.rsc.get("rescore", "forced")) not in RESCORE_READINGS:
+        raise ConfigError(f"unknown rsc.rescore '{cfg.rsc.rescore}'; valid: {', '.join(RESCORE_READINGS)}")
     t0 = time.perf_counter()
     spec = ProbeSpec.from_cfg(cfg, n)
     if examples is None:
@@ -181,25 +203,38 @@ def _probe(cfg: DictConfig, llm: CachedLLM, spec: ProbeSpec, examples: list[Exam
     normal_requests = [_cot_request(ex, i, cfg) for ex, i in pairs]
     outs = llm.chat("rsc-cot", normal_requests)
     parsed = [parse_score(c.text, RELEVANCE) for c in outs]
-    chains = [list(p.reasoning) if p.reasoning else c.text.strip() for p, c in zip(parsed, outs)]
+    chains: list[rsc.Reasoning] = [list(p.reasoning) if p.reasoning else rsc.chain_from_text(c.text) for p, c in zip(parsed, outs)]
     from_raw = sum(1 for p in parsed if not p.reasoning)
-    normal = [p.value for p in parsed]
+    # A pair with no reasoning left has nothing to perturb: it leaves the probe (its
+    # normal score too, so every correlation is over the same pairs) and is counted.
+    included = [bool(rsc.steps_of(chain)) for chain in chains]
+    normal = [p.value if keep else math.nan for p, keep in zip(parsed, included)]
 
-    # 3-4. Perturb and re-score, all three levels in one batched stage: each perturbed
-    # chain goes as-is into the normal request's own prompt (F.1; scoring.rescore_request).
-    mode = str(cfg.rsc.rescoring)
+    # 3-4. Perturb and re-score the included pairs, all three levels in one batched stage.
+    mode, how = str(cfg.rsc.rescoring), str(cfg.rsc.get("rescore", "forced"))
     levels = rsc.perturb_chains(_ragged(chains, lengths), seed=int(cfg.seed)).by_level()
     budget = int(cfg.generation.score_max_tokens)
+    todo = [p for p, keep in enumerate(included) if keep]
+    flat_levels = [[steps for row in level for steps in row] for level in levels]
     requests = [
-        rescore_request(normal_requests[p], steps, mode=mode, max_tokens=budget, confidence=parsed[p].confidence)
-        for level in levels
-        for p, steps in enumerate(steps for row in level for steps in row)
+        _rescore_request(pairs[p], normal_requests[p], flat[p], parsed[p].confidence, mode, how, budget)
+        for flat in flat_levels
+        for p in todo
     ]
     if mode == "logprob":
-        rescored = [_from_logprobs(c.logprobs) for c in llm.logprobs("rsc-rescore", requests)]
+        read = [_from_logprobs(c.logprobs) for c in llm.logprobs("rsc-rescore", requests)]
+    elif how == "forced":
+        read = [parse_completion(c, RELEVANCE) for c in llm.chat("rsc-rescore", requests)]
     else:
-        rescored = [read_rescore(c, RELEVANCE) for c in llm.chat("rsc-rescore", requests)]
-    per_level = [_ragged([p.value for p in rescored[k * len(pairs) : (k + 1) * len(pairs)]], lengths) for k in range(3)]
+        read = [read_rescore(c, RELEVANCE) for c in llm.chat("rsc-rescore", requests)]
+    rescored: list[ParsedScore] = []
+    per_level = []
+    for k in range(3):
+        values = [math.nan] * len(pairs)
+        for p, score in zip(todo, read[k * len(todo) : (k + 1) * len(todo)]):
+            values[p] = score.value
+            rescored.append(score)
+        per_level.append(_ragged(values, lengths))
 
     # 5. Statistics and the route.
     stats = rsc.summarize_probe(_ragged(normal, lengths), per_level, seed=int(cfg.seed), n_resamples=int(cfg.rsc.bootstrap))
@@ -225,7 +260,12 @@ def _probe(cfg: DictConfig, llm: CachedLLM, spec: ProbeSpec, examples: list[Exam
             "parse_failures_rescored": failures[1],
             "n_pairs": len(pairs),
             "chains_from_raw_text": from_raw,
+            "chains_empty": len(pairs) - len(todo),
+            "n_pairs_probed": len(todo),
+            "cot_cut_at_max_tokens": sum(1 for c in outs if c.finish_reason == "length"),
         },
+        "rescore": how,
+        "rescoring": mode,
         **({"isolation": isolation} if isolation is not None else {}),
         "calibration": {
             "n": len(examples),
@@ -233,6 +273,18 @@ def _probe(cfg: DictConfig, llm: CachedLLM, spec: ProbeSpec, examples: list[Exam
             "rule": f"first {spec.n} queries of the seeded order (seed {int(cfg.seed)})",
         },
     }
+
+
+def _rescore_request(
+    pair: tuple[Example, int], normal: ChatRequest, steps: Sequence[str], confidence: int | None, mode: str, how: str, budget: int
+) -> ChatRequest | ScoreRequest:
+    """One perturbed chain's re-score request, in the reading ``rsc.rescore`` names."""
+    if how == "prefix":
+        return rescore_request(normal, steps, mode=mode, max_tokens=budget, confidence=confidence)
+    ex, i = pair
+    return forced_rescore_request(
+        ex, (ex.docs or ())[i], steps, mode=mode, max_tokens=budget, temperature=normal.temperature, seed=normal.seed
+    )
 
 
 _ISOLATION_FIELDS = ("em_nf", "em_iso", "n", "p_value", "b", "c", "source")

@@ -73,6 +73,33 @@ def _split_text(text: str) -> list[str]:
     return sentences
 
 
+# A score or confidence field as a reply writes it: "score": 4, 'confidence': 3,
+# score = 4/5, "adjustment": -1 (quoted or not, an optional "/5" or "out of 5").
+_SCORE_FIELD = re.compile(
+    r"[\"']?\b(?:score|confidence|adjustment)\b[\"']?\s*[:=]\s*[\"']?[+-]?\d+(?:\.\d+)?[\"']?"
+    r"(?:\s*(?:/|out\s+of)\s*\d+)?\s*,?",
+    re.IGNORECASE,
+)
+_JSON_PUNCTUATION = re.compile(r"[{}\[\]]")
+_CODE_FENCE = re.compile(r"```[A-Za-z]*")
+_EMPTY_STRING = re.compile(r"(?:\"\s*\"|'\s*')")
+_LOOSE_COMMAS = re.compile(r"(?:^|(?<=\s))[,;:]+(?=\s|$)")
+
+
+def chain_from_text(reply: str) -> str:
+    """The reasoning of a CoT reply that holds no ``reasoning_steps``: its text with
+    every score, confidence and adjustment field removed, and the JSON punctuation
+    left around them. Without this the reply's own ``"score": N`` would sit in the
+    chain, survive shuffling and contradiction, and hand the re-score its answer.
+    An empty string means there is no reasoning to perturb."""
+    text = _SCORE_FIELD.sub(" ", _CODE_FENCE.sub(" ", reply or ""))
+    text = _EMPTY_STRING.sub(" ", _JSON_PUNCTUATION.sub(" ", text))
+    text = _LOOSE_COMMAS.sub(" ", text)
+    text = "\n".join(" ".join(line.split()).strip(",;: ") for line in text.splitlines())
+    text = re.sub(r"\n{2,}", "\n", text).strip()
+    return text if re.search(r"[^\W\d_]", text) else ""
+
+
 def split_sentences(reasoning: Reasoning) -> list[str]:
     """Split a reasoning chain into sentences (F.1: "split by sentence boundaries").
 
@@ -253,12 +280,26 @@ def perturb_chains(chains: Sequence[Sequence[Reasoning]], seed: int = 0) -> Pert
     permutation is fixed by the seed and its position alone, independent of how many
     chains come before it. Shuffled chains are lists of sentences; contradicted ones
     keep the chain's steps, each with its quality cues negated; a random chain is the
-    donor pair's steps as they are.
+    donor pair's steps as they are. An empty chain's three versions are empty.
     """
     shuffled = [[shuffled_sentences(c, (seed, j, i)) for i, c in enumerate(row)] for j, row in enumerate(chains)]
     contradicted = [[[contradict_text(step) for step in steps_of(c)] for c in row] for row in chains]
-    donors = random_reasoning(chains, seed)
-    return PerturbedChains(shuffled=shuffled, contradicted=contradicted, random=[[steps_of(c) for c in row] for row in donors])
+    # Only chains with steps are given or lent: an empty chain (excluded by the probe)
+    # stays empty and is never another pair's donor. With no empty chain this is the
+    # plain draw over all pairs.
+    flat = [c for row in chains for c in row]
+    usable = [n for n, c in enumerate(flat) if steps_of(c)]
+    lent: dict[int, list[str]] = {}
+    if len(usable) >= 2:
+        drawn = random_reasoning([[flat[n] for n in usable]], seed)[0]
+        lent = {n: steps_of(c) for n, c in zip(usable, drawn)}
+    elif len(flat) < 2:
+        random_reasoning(chains, seed)  # raises: no other pair to draw from
+    random, position = [], 0
+    for row in chains:
+        random.append([lent.get(position + i, []) for i in range(len(row))])
+        position += len(row)
+    return PerturbedChains(shuffled=shuffled, contradicted=contradicted, random=random)
 
 
 # --------------------------------------------------------------------------- #

@@ -30,6 +30,7 @@ from madara_cli.config import (
     option_settings,
     to_plain,
 )
+from madara_cli.config.schema import keyed
 from madara_cli.config.validate import not_applicable
 from madara_cli.paths import inside
 
@@ -62,7 +63,7 @@ def semantic_config(cfg: DictConfig) -> dict:
     out: dict = {}
     for group in _SEMANTIC_GROUPS:
         skip = RUNTIME_ONLY.get(group, ())
-        out[group] = {k: v for k, v in plain[group].items() if k not in skip}
+        out[group] = keyed(group, {k: v for k, v in plain[group].items() if k not in skip})
     out["strategy"] = {**_FLAT_STRATEGY_DEFAULTS, **out["strategy"]}
     out["limit"], out["seed"] = plain.get("limit"), plain.get("seed")
     if cfg.strategy.name == "madara":

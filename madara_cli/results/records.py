@@ -288,6 +288,9 @@ class _Section:
     written), anything else kept in ``extra``."""
 
     JSON_NAMES: ClassVar[dict[str, str]] = {}
+    # Fields added after files were first written: left out while None, so an older
+    # file reads and writes back unchanged.
+    OMIT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset()
 
     @classmethod
     def from_dict(cls, d: Any):
@@ -299,7 +302,11 @@ class _Section:
         return cls(**{n: d.get(j) for n, j in json_names.items()}, extra={k: v for k, v in d.items() if k not in known})
 
     def to_dict(self) -> dict[str, Any]:
-        out = {self.JSON_NAMES.get(f.name, f.name): getattr(self, f.name) for f in fields(self) if f.name != "extra"}
+        out = {
+            self.JSON_NAMES.get(f.name, f.name): getattr(self, f.name)
+            for f in fields(self)
+            if f.name != "extra" and not (f.name in self.OMIT_WHEN_NONE and getattr(self, f.name) is None)
+        }
         out.update(self.extra)
         return out
 
@@ -351,11 +358,15 @@ class Degeneracy(_Section):
 
 @dataclass(frozen=True)
 class ProbeScores(_Section):
+    OMIT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset({"chains_empty", "n_pairs_probed", "cot_cut_at_max_tokens"})
     normal: list | None = None
     parse_failures_normal: int | None = None
     parse_failures_rescored: int | None = None
     n_pairs: int | None = None
     chains_from_raw_text: int | None = None
+    chains_empty: int | None = None  # pairs left out: no reasoning once score fields were removed
+    n_pairs_probed: int | None = None  # pairs perturbed and re-scored (n_pairs - chains_empty)
+    cot_cut_at_max_tokens: int | None = None  # CoT replies that stopped at generation.cot_max_tokens
     extra: dict = field(default_factory=dict)
 
 
@@ -434,6 +445,8 @@ class ProbeRecord:
     reason: str | None = None
     scores: ProbeScores | None = None
     calibration: Calibration | None = None
+    rescore: str | None = None  # rsc.rescore: forced | prefix (None: a probe written before the setting)
+    rescoring: str | None = None  # rsc.rescoring: generate | logprob
     isolation: IsolationProbe | None = None  # only when the isolation probe ran
     extra: dict[str, Any] = field(default_factory=dict)  # keys this madara does not know
     accounting: dict[str, Any] | None = None
@@ -480,8 +493,8 @@ class ProbeRecord:
             if f.name in ("schema_version", "path", "extra", "accounting", "timing", "provenance"):
                 continue
             value = getattr(self, f.name)
-            if f.name == "isolation" and value is None:
-                continue  # probes without it read and write as they always did
+            if value is None and f.name in ("rescore", "rescoring", "isolation"):  # added later: older files stay as written
+                continue
             out[f.name] = value.to_dict() if isinstance(value, _Section) else value
         out.update(self.extra)
         for name in ("accounting", "timing", "provenance"):

@@ -552,6 +552,7 @@ class Results:
     probes: tuple[ProbeRecord, ...]
     skipped: tuple[str, ...] = ()  # folders that hold results madara cannot read
     problems: tuple[tuple[str, str], ...] = ()  # (folder, what is wrong with it), the same folders
+    routing_nf: str = "calibration"  # the NF EM the routing tables route on (ROUTING_NF_SOURCES)
 
     def find(self, model: str, benchmark: str, strategy: str, grid: str | None = None,
              retrievers: Sequence[str] = ("bm25s", "pyserini")) -> StoredCell | None:
@@ -571,12 +572,19 @@ class Results:
         return min(matches, key=lambda p: (p.n != n_preferred, -p.n))
 
 
-def load_results(results_dir: Path | str, metric: str = "em") -> Results:
+# Which NF EM the routing tables (8, 9, 19) route on: the probe's NF over its
+# calibration queries (what strategy=madara routes on; Section 4: "The NF threshold is
+# estimated from the RSC calibration set"), or the NF cell over the evaluated set.
+ROUTING_NF_SOURCES = ("calibration", "full")
+
+
+def load_results(results_dir: Path | str, metric: str = "em", routing_nf: str = "calibration") -> Results:
     """Scan ``results/<grid>/<cell>/`` and ``results/probes/*/`` for finished records.
 
     ``metric`` picks what the tables show as each cell's score (``em``, EM as the
     authors compute it, by default; ``em_strict``, ``f1`` or ``contains``; the older
-    name ``em_squad`` means ``em``).
+    name ``em_squad`` means ``em``); ``routing_nf`` which NF EM the routing tables
+    route on (:data:`ROUTING_NF_SOURCES`).
 
     Folders starting with ``.`` (``.tmp-*``: runs in progress) are ignored. A folder
     that holds cell files but no readable record (no ``metrics.json`` beside its
@@ -586,12 +594,14 @@ def load_results(results_dir: Path | str, metric: str = "em") -> Results:
     name, rather than aborting the whole table run.
     """
     metric = metric_name(metric)
+    if routing_nf not in ROUTING_NF_SOURCES:
+        raise ValueError(f"unknown routing NF source '{routing_nf}'; valid: {', '.join(ROUTING_NF_SOURCES)}")
     root = Path(results_dir)
     cells: list[StoredCell] = []
     probes: list[ProbeRecord] = []
     problems: list[tuple[str, str]] = []
     if not root.is_dir():
-        return Results(root, (), (), ())
+        return Results(root, (), (), routing_nf=routing_nf)
     for grid_dir in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
         try:
             subs = sorted(p for p in grid_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
@@ -620,7 +630,7 @@ def load_results(results_dir: Path | str, metric: str = "em") -> Results:
                 problems.append((str(sub), record_problem(e, sub)))
                 continue
             cells.append(StoredCell(record, sub, metric))
-    return Results(root, tuple(cells), tuple(probes), tuple(p for p, _ in problems), tuple(problems))
+    return Results(root, tuple(cells), tuple(probes), tuple(p for p, _ in problems), tuple(problems), routing_nf)
 
 
 # --- summary.csv ----------------------------------------------------------------------------------

@@ -123,5 +123,7 @@ def adaptive_threshold_filtering(ctx: StrategyContext, examples: Sequence[Exampl
         examples,
         _weighted,
         lambda v: atf_select(v, kappa=kappa, min_keep=lo, max_keep=hi),
-        lambda v: {"threshold": rounded([atf_threshold(v, kappa)])[0], "mu": rounded([float(np.mean(v))])[0] if len(v) else None},
+        lambda v: {
+            "threshold": rounded([atf_threshold(v, kappa)])[0], "mu": rounded([float(np.mean(v))])[0] if len(v) else None, "max_keep": hi,
+        },
     )

@@ -166,19 +166,22 @@ def write_tables(
     only: Sequence[str] | None = None,
     formats: Iterable[str] = FORMATS,
     metric: str = "em",
+    routing_nf: str = "calibration",
 ) -> list[Path]:
     """Build the requested tables from ``results_dir`` and write ``out_dir/<table>.<fmt>``.
 
     ``only`` takes table names ("table2", "2", "g1", ...); an unknown name, format or
     metric raises ValueError listing the valid ones. ``metric`` is what our cells show
-    (``em``, EM as the authors compute it, by default). Returns the written paths in order.
+    (``em``, EM as the authors compute it, by default); ``routing_nf`` the NF EM
+    Tables 8, 9 and 19 route on (``calibration``: the probe's, as strategy=madara;
+    ``full``: the NF cell). Returns the written paths in order.
     """
     formats = tuple(formats)
     bad = [f for f in formats if f not in RENDERERS]
     if bad:
         raise ValueError(f"unknown format(s) {', '.join(bad)}; valid: {', '.join(RENDERERS)}")
     names = [resolve_table_name(n) for n in only] if only else list(TABLES)
-    results = load_results(results_dir, metric)
+    results = load_results(results_dir, metric, routing_nf)
     extra_notes = results_notes(results, metric)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

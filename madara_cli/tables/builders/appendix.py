@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from madara_cli.config.schema import ATFConfig
 from madara_cli.tables import paper_values as pv
 from madara_cli.tables.builders.common import _em, _pairs
 from madara_cli.tables.cells import _bench, _finish, _model, _strategy, pair
@@ -37,6 +38,22 @@ def table_g1(results_dir: Path | Results) -> pd.DataFrame:
 # --- Analyses the paper prints in its text (§4.1, App. B, H, J) ------------------------------------
 
 
+# §4.1's "agents assign extreme scores (0 or 5)": the agents that score on 0-5. The
+# Conflict Detector reports an adjustment (-2..+2); its ±2 lands on 0/5 only through
+# madara's mapping into the matrix, so it is not a polarised score.
+POLARIZATION_AGENTS = ("relevance", "consistency")
+
+
+def polarization_rate(assessment: dict) -> float | None:
+    """Share (0-1) of the 0-5 scorers' valid scores equal to 0 or 5, pooled over
+    :data:`POLARIZATION_AGENTS` from a cell's ``assessment.by_agent``."""
+    by_agent = (assessment or {}).get("by_agent") or {}
+    rates = [(_num(a.get("extreme_score_rate")), _num(a.get("n_valid"))) for name in POLARIZATION_AGENTS if (a := by_agent.get(name))]
+    rates = [(r, n) for r, n in rates if r is not None and n]
+    total = sum(n for _, n in rates)
+    return sum(r * n for r, n in rates) / total if total else None
+
+
 def table_polarization(results_dir: Path | Results) -> pd.DataFrame:
     """§4.1: share of agent scores at the extremes (0 or 5), base prompts (3-Agent) vs CoT prompts."""
     res = _results(results_dir)
@@ -47,7 +64,7 @@ def table_polarization(results_dir: Path | Results) -> pd.DataFrame:
         rates = []
         for strategy in ("three_agent", "cot"):
             cell = res.find(model, benchmark, strategy, grid)
-            rate = _num((cell.assessment if cell else {}).get("extreme_score_rate"))
+            rate = polarization_rate(cell.assessment) if cell else None
             rates.append(None if rate is None else 100.0 * rate)
         drop = rates[0] - rates[1] if None not in rates else None
         printed_drop = paper[0] - paper[1] if None not in paper else None
@@ -61,8 +78,9 @@ def table_polarization(results_dir: Path | Results) -> pd.DataFrame:
             }
         )
     notes = [
-        "Share of valid agent scores equal to 0 or 5 (a Conflict Detector adjustment of ±2 counts), from each cell's "
-        "`assessment.extreme_score_rate`: base = the 3-Agent cell, CoT = the cot cell. Paper: Mistral-7B CONFLICTS, §4.1."
+        "Share of the 0-5 scorers' valid scores (Relevance Assessor, Consistency Verifier) equal to 0 or 5, from each cell's "
+        "`assessment.by_agent`; the Conflict Detector's ±2 adjustments are not counted. Base = the 3-Agent cell, CoT = the cot cell. "
+        "Paper: Mistral-7B CONFLICTS, §4.1."
     ]
     return _finish(rows, "table_polarization", notes)
 
@@ -78,8 +96,10 @@ def table_b_atf(results_dir: Path | Results) -> pd.DataFrame:
         preds = (cell.predictions() if cell else None) or ()
         kept = [len(p.get("doc_ids") or ()) for p in preds]
         mus = [m for p in preds if (m := _num((p.get("extra") or {}).get("mu"))) is not None]
-        top_k = max(kept) if kept else None
-        keep_all = 100.0 * float(np.mean([k == top_k for k in kept])) if kept else None
+        # "Keeps all top-5": every one of the k documents ATF may keep (strategy.top_k), not
+        # the most any query kept, which would call 4 "all" in a cell where none kept 5.
+        caps = [int((p.get("extra") or {}).get("max_keep") or ATFConfig.top_k) for p in preds]
+        keep_all = 100.0 * float(np.mean([k >= cap for k, cap in zip(kept, caps)])) if kept else None
         rows.append(
             {
                 "Model": _model(model),
@@ -92,7 +112,8 @@ def table_b_atf(results_dir: Path | Results) -> pd.DataFrame:
         )
     notes = [
         "From the ATF cell's predictions: documents kept (doc_ids), and μ = mean of the weighted aggregate over the "
-        "example's documents (`extra.mu`; the threshold μ − κσ is `extra.threshold`). Paper: Qwen2.5-7B CONFLICTS, Appendix B."
+        "example's documents (`extra.mu`; the threshold μ − κσ is `extra.threshold`). \"Keeps all top-5\" = kept all k = "
+        "strategy.top_k documents (`extra.max_keep`, 5 in cells written before it was recorded). Paper: Qwen2.5-7B CONFLICTS, Appendix B."
     ]
     return _finish(rows, "table_b_atf", notes)
 

@@ -83,3 +83,41 @@ def _holm_stars(tests: dict[Any, tuple[int, int, float]]) -> dict[Any, str]:
     keys = list(tests)
     adjusted = stats.holm([tests[k][2] for k in keys]) if keys else []
     return {k: stats.significance_stars(p) for k, p in zip(keys, adjusted, strict=True)}
+
+
+def routing_nf(res: Results, model: str, benchmark: str, grid: str | None) -> tuple[float | None, str | None]:
+    """The NF EM (%) a routing table routes a pair on, and which source gave it.
+
+    ``res.routing_nf`` names the source (``madara tables --routing-nf``): ``calibration``
+    (the default) is the probe's NF over its calibration queries, what strategy=madara
+    routes on; ``full`` is the NF cell over the evaluated set. When the named source
+    has not run, the other one serves and is returned as the source, so the footnote
+    can say so."""
+    full = _em(res, model, benchmark, "nf", grid)
+    probe = res.probe(model, benchmark)
+    em_nf = None if probe is None or probe.em_nf is None else float(probe.em_nf)
+    calibration = None if em_nf is None else 100.0 * em_nf
+    order = [("calibration", calibration), ("full", full)]
+    if getattr(res, "routing_nf", "calibration") == "full":
+        order.reverse()
+    for source, value in order:
+        if value is not None:
+            return value, source
+    return None, None
+
+
+ROUTING_NF_LABELS = {"calibration": "the RSC probe's NF on its calibration queries", "full": "the NF cell on the evaluated set"}
+
+
+def routing_nf_note(res: Results, used: Iterable[str | None]) -> str:
+    """The footnote naming the routing NF source, and any pair that fell back to the other."""
+    chosen = getattr(res, "routing_nf", "calibration")
+    other = "full" if chosen == "calibration" else "calibration"
+    fell_back = sum(1 for u in used if u == other)
+    note = (
+        f"Routing NF = {ROUTING_NF_LABELS[chosen]} (`madara tables --routing-nf {chosen}`, the default being calibration, "
+        f"which is what strategy=madara routes on; `--routing-nf {other}` uses {ROUTING_NF_LABELS[other]})."
+    )
+    if fell_back:
+        note += f" {fell_back} pair(s) lack it and use {ROUTING_NF_LABELS[other]} instead."
+    return note

@@ -12,7 +12,7 @@ import pandas as pd
 
 from madara_cli.diagnose import router, rsc
 from madara_cli.tables import paper_values as pv
-from madara_cli.tables.builders.common import _em, _madara, _mean_of_all
+from madara_cli.tables.builders.common import _em, _madara, _mean_of_all, routing_nf, routing_nf_note
 from madara_cli.tables.cells import _bench, _class, _finish, _fmt, _model, _strategy, pair, pair_count, pair_text
 from madara_cli.tables.index import Results, _num, _results
 from madara_cli.tables.specs import SPECS
@@ -22,13 +22,9 @@ BINARY_ORACLE = ("nf", "three_agent", "cot", "sda", "sda_cot")  # Appendix I's f
 
 
 def _nf_for_routing(res: Results, model: str, benchmark: str, grid: str) -> float | None:
-    """NF EM (%) used by the router: the NF cell when run, else the probe's calibration NF."""
-    nf = _em(res, model, benchmark, "nf", grid)
-    if nf is None:
-        probe = res.probe(model, benchmark)
-        em_nf = _num(probe.em_nf) if probe else None
-        nf = None if em_nf is None else 100.0 * em_nf
-    return nf
+    """NF EM (%) used by the router: from the source ``madara tables --routing-nf`` names
+    (:func:`madara_cli.tables.builders.common.routing_nf`)."""
+    return routing_nf(res, model, benchmark, grid)[0]
 
 
 def _router_diagnostics(res: Results, model: str, benchmark: str, grid: str) -> router.Diagnostics | None:
@@ -207,7 +203,8 @@ def table8(results_dir: Path | Results) -> pd.DataFrame:
         )
     notes = [
         "Changed = quality-ordered pairs routed to CoT at ρ̂1 threshold τ (router.sweep_rho1, the scoring arm with the NF gate off, "
-        "as the paper's counts require; diagnostics from our probes, NF from the NF cell, else the probe's calibration NF).",
+        "as the paper's counts require; diagnostics from our probes).",
+        routing_nf_note(res, [routing_nf(res, *k, grid)[1] for k in diags]),
         "Oracle = best of NF, 3-Agent, CoT, SDA, SDA+CoT, ATF, PDE cells on disk. The paper does not state its oracle set; "
         "its τ = 0.5 gap (0.07pp) differs from Table 19's 0.45pp for the same rule.",
     ]
@@ -248,6 +245,7 @@ def table19(results_dir: Path | Results) -> pd.DataFrame:
         rows.append(row)
     notes = [
         "Oracle = best EM among NF, 3-Agent, CoT, SDA, SDA+CoT, ATF, PDE cells on disk (a lower bound on the true oracle until all have run). "
-        "NF-only: PDE if NF < 30%, else the 3-Agent baseline. RSC-based: our MADARA cell (or routed strategy), which also counts as an oracle candidate."
+        "NF-only: PDE if NF < 30%, else the 3-Agent baseline. RSC-based: our MADARA cell (or routed strategy), which also counts as an oracle candidate.",
+        routing_nf_note(res, [routing_nf(res, m, b, grid)[1] for m, b in pv.ROUTING_PAIRS]),
     ]
     return _finish(rows, "table19", notes)
