@@ -78,7 +78,15 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from madara_cli.agents.prompts import AGENTS, CONFLICT, DOC_ADJUSTMENTS, SCORE_KEY, assessor_messages, detector_messages, forced_rescore_messages
+from madara_cli.agents.prompts import (
+    AGENTS,
+    CONFLICT,
+    DOC_ADJUSTMENTS,
+    SCORE_KEY,
+    assessor_messages,
+    detector_messages,
+    forced_rescore_messages,
+)
 from madara_cli.config.schema import Scoring
 from madara_cli.records import ChatRequest, Completion, Doc, Example, ScoreRequest
 
