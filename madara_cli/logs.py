@@ -24,9 +24,16 @@ def setup_logging(verbose: int = 0, console: Console | None = None) -> None:
     roots = [logging.getLogger(name) for name in LOGGERS]
     if not _CONFIGURED:
         console = console or Console(stderr=True)
-        handler = RichHandler(console=console, show_path=verbose >= 2, rich_tracebacks=False, markup=False,
-                              show_time=True, omit_repeated_times=False, log_time_format="%H:%M:%S")
-        handler.setFormatter(logging.Formatter("%(message)s"))
+        handler: logging.Handler
+        if console.is_terminal:
+            handler = RichHandler(console=console, show_path=verbose >= 2, rich_tracebacks=False, markup=False,
+                                  show_time=True, omit_repeated_times=False, log_time_format="%H:%M:%S")
+            handler.setFormatter(logging.Formatter("%(message)s"))
+        else:
+            # A log file, CI or `| tee`: one line per record, never wrapped at the 80
+            # columns rich assumes without a terminal, so grep sees whole lines.
+            handler = logging.StreamHandler()
+            handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(message)s", "%H:%M:%S"))
         for root in roots:
             root.addHandler(handler)
             root.propagate = False
