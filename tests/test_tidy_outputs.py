@@ -72,12 +72,15 @@ def test_long_csvs_carry_ids_metric_unit_and_integer_n(results_dir, tmp_path):
     _sweep(results_dir, "strategy=nf,pde,pde_random,pde_uniform", "limit=2")
     out = tmp_path / "tables"
     write_tables(results_dir, out, only=["table1"], formats=("md", "long"))
-    long = pd.read_csv(out / "table1.long.csv")
+    text = (out / "table1.long.csv").read_text()
+    long = pd.read_csv(out / "table1.long.csv", dtype={"n": "Int64"})  # n is written as an integer (empty where none)
     assert list(long.columns[:8]) == ["table", "row", "column", "ours", "paper", "delta", "n", "p"]
-    mine = long[long.ours.notna()]
+    mine = long[long.ours.notna() & (long.unit == "%")]
     assert set(mine.model) == {"smollm2-135m"} and set(mine.benchmark) == {"mini"}
-    assert set(mine.strategy) == {"nf", "pde", "pde_random", "pde_uniform"} and set(mine.metric) == {"em"} and set(mine.unit) == {"%"}
-    assert pd.api.types.is_integer_dtype(mine.n) and set(mine.n) == {2}
+    assert set(mine.strategy) == {"nf", "pde", "pde_random", "pde_uniform"} and set(mine.metric) == {"em"}
+    assert list(mine.n) == [2, 2, 2, 2] and ",2.0," not in text
+    cost = long[long.unit == "x"]
+    assert len(cost) == 4 and set(cost.metric) == {"cost"} and set(cost.strategy) == {"nf", "pde", "pde_random", "pde_uniform"}
     # The paper's own rows get the same ids, from their labels.
     paper = long[long.ours.isna() & (long.row == "Llama-3.1-8B / Conflicts")]
     assert set(paper.model) == {"llama-3.1-8b"} and set(paper.benchmark) == {"conflicts"} and "pde_random" in set(paper.strategy)
@@ -85,7 +88,7 @@ def test_long_csvs_carry_ids_metric_unit_and_integer_n(results_dir, tmp_path):
     assert {"model", "benchmark", "strategy", "metric", "unit"} <= set(allc.columns)
     # --metric f1: the strategy columns say which metric they hold.
     write_tables(results_dir, out, only=["table1"], formats=("long",), metric="f1")
-    assert set(pd.read_csv(out / "table1.long.csv").metric) == {"f1"}
+    assert set(pd.read_csv(out / "table1.long.csv").metric) == {"f1", "cost"}
 
 
 class _EachBackend(FakeBackend):

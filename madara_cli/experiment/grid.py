@@ -187,10 +187,13 @@ def _split_sweeps(overrides: list[str]) -> tuple[list[str], list[tuple[str, list
 
     from madara_cli.config import GROUPS, options, plural
 
-    validate_overrides([text for text, o in zip(overrides, OverridesParser.create().parse_overrides(overrides)) if not o.is_glob()])
+    from hydra.core.override_parser.types import Glob
+
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    validate_overrides([text for text, o in zip(overrides, parsed) if not isinstance(o.value(), Glob)])
     fixed, swept = [], []
-    for text, o in zip(overrides, OverridesParser.create().parse_overrides(overrides)):
-        if o.is_glob():  # strategy=glob(pde*): Hydra's glob over the options of a group
+    for text, o in zip(overrides, parsed):
+        if isinstance(o.value(), Glob):  # strategy=glob(pde*): Hydra's glob over the options of a group
             group = o.key_or_group
             if group not in GROUPS:
                 raise ConfigError(f"'{text}': glob() picks options of a config group ({', '.join(GROUPS)}), and {group} is none")

@@ -137,8 +137,9 @@ def _ids(labels: dict[str, str]) -> dict[str, str]:
 def tidy_long(long: pd.DataFrame, metric: str = "em") -> pd.DataFrame:
     """Fill the id columns of a long table that the cells themselves did not carry (the
     paper's values, rows of our own tables): ``model`` / ``benchmark`` from the row's
-    labels, ``strategy`` from a column named after one, ``metric`` (a strategy's column
-    holds its ``metric``, in %; any other column is its own measure, by its label)."""
+    labels, ``strategy`` from a column named after one, ``metric`` (a × ratio is a
+    ``cost``; otherwise a strategy's column holds its ``metric``, in %; any other column
+    is its own measure, by its label)."""
     from madara_cli.tables import paper_values as pv
 
     models, benchmarks = _ids(pv.MODEL_LABELS), _ids(pv.BENCHMARK_LABELS)
@@ -154,7 +155,9 @@ def tidy_long(long: pd.DataFrame, metric: str = "em") -> pd.DataFrame:
         if pd.isna(out.at[i, "strategy"]) and column in strategies:
             out.at[i, "strategy"] = strategies[column]
         if pd.isna(out.at[i, "metric"]):
-            if column in strategies:
+            if out.at[i, "unit"] == "x":  # "1.0× / 1×": a cost relative to NF
+                out.at[i, "metric"] = "cost"
+            elif column in strategies:
                 out.at[i, "metric"] = metric
                 if pd.isna(out.at[i, "unit"]):
                     out.at[i, "unit"] = "%"
