@@ -42,6 +42,8 @@ def test_logger_settings_are_checked_at_compose():
 def _search(store: Path, experiment: str = "madara"):
     import mlflow
 
+    os.environ["MLFLOW_ALLOW_FILE_STORE"] = "true"  # MLflow 3 reads its file store only with this switch (README)
+
     mlflow.set_tracking_uri(store.resolve().as_uri())
     return mlflow.search_runs(experiment_names=[experiment])
 
@@ -92,20 +94,49 @@ def _wandb_runs(folder: Path) -> list[Path]:
     return sorted((folder / "wandb").glob("offline-run-*"))
 
 
+def _wandb_records(run_dir: Path) -> dict[str, dict]:
+    """The config and summary of an offline run, from the ``run-*.wandb`` file wandb sync
+    uploads: a LevelDB-style log (32 KiB blocks; 7-byte record headers: CRC, length, type)
+    of wandb's own protobuf ``Record`` messages after a 7-byte ``:W&B`` header."""
+    import struct
+
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    (path,) = run_dir.glob("run-*.wandb")
+    data = path.read_bytes()
+    assert data[:4] == b":W&B"
+    out: dict[str, dict] = {"config": {}, "summary": {}}
+    pos, block, buf = 7, 32768, b""
+    while pos + 7 <= len(data):
+        if block - pos % block < 7:  # a block's tail too short for a header is padding
+            pos += block - pos % block
+            continue
+        _, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
+        buf += data[pos + 7:pos + 7 + length]
+        pos += 7 + length
+        if kind in (1, 4):  # FULL or LAST: a whole record
+            record = pb.Record()
+            record.ParseFromString(buf)
+            buf = b""
+            which = record.WhichOneof("record_type")
+            items = record.run.config.update if which == "run" else getattr(record, which).update if which in ("config", "summary") else []
+            target = out["summary" if which == "summary" else "config"]
+            for item in items:
+                if item.key:
+                    target[item.key] = json.loads(item.value_json)
+    return out
+
+
 def test_wandb_offline_logs_each_cell_once(results_dir, monkeypatch):
     pytest.importorskip("wandb")
-    import yaml
-
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
     _, r = _run(results_dir, "strategy=pde", "strategy.top_k=3", "logger=wandb")
     runs = _wandb_runs(results_dir)
-    assert len(runs) == 1
-    config = yaml.safe_load((runs[0] / "files" / "config.yaml").read_text())
-    # wandb stores each config entry as {"value": ...} (plus its own _wandb entry).
-    assert config["madara_key"]["value"] == r.cell.key and config["strategy.top_k"]["value"] == "3"
-    summary = json.loads((runs[0] / "files" / "wandb-summary.json").read_text())
-    assert summary["em"] == pytest.approx(r.record.em) and summary["n"] == 2
-    assert list(runs[0].glob("run-*.wandb")), "the offline run file wandb sync uploads"
+    assert len(runs) == 1 and os.environ["WANDB_MODE"] == "offline"
+    got = _wandb_records(runs[0])
+    assert got["config"]["madara_key"] == r.cell.key and got["config"]["strategy.top_k"] == 3 and got["config"]["strategy.name"] == "pde"
+    assert got["summary"]["em"] == pytest.approx(r.record.em) and got["summary"]["n"] == 2
+    assert got["summary"]["accounting.requests"] == r.record.accounting["requests"]
     _run(results_dir, "strategy=pde", "strategy.top_k=3", "logger=wandb")
     assert _wandb_runs(results_dir) == runs
 

@@ -304,7 +304,7 @@ class LoggerConfig:
     name: Tracker = Tracker.none
     uri: Optional[str] = None  # mlflow: tracking URI; None = the file store ${results_dir}/mlruns (no server)
     experiment: str = "madara"  # mlflow: experiment name; wandb: project
-    dir: Optional[str] = None  # wandb: where offline runs go; None = ${results_dir}/wandb
+    dir: Optional[str] = None  # wandb: runs go to DIR/wandb/offline-run-*; None = ${results_dir}
     artifacts: bool = True  # attach the cell or probe folder (metrics, predictions, prompts, config) to the run
 
 

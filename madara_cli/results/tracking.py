@@ -12,7 +12,7 @@ the record; a tracker is a view of it, so:
 * tracking is not part of any key (``logger`` is not a semantic group).
 
 MLflow writes to a local file store (``results/mlruns``, no server) unless
-``logger.uri`` names another store; W&B runs in offline mode under ``results/wandb``
+``logger.uri`` names another store; W&B runs in offline mode under ``results/wandb/``
 (``wandb sync`` uploads them later).
 """
 
@@ -77,7 +77,8 @@ class Run:
     def __init__(self, kind: str, key: str, folder: Path, params: Mapping[str, Any], metrics: Mapping[str, float],
                  tags: Mapping[str, str], started: str | None = None, ended: str | None = None):
         self.kind, self.key, self.folder = kind, key, Path(folder)
-        self.params = {k: _text(v) for k, v in params.items()}
+        self.values = dict(params)  # as typed (W&B keeps numbers and lists)
+        self.params = {k: _text(v) for k, v in params.items()}  # as text (MLflow's parameters are strings)
         self.metrics = dict(metrics)
         self.tags = {k: str(v) for k, v in tags.items() if v is not None}
         self.started, self.ended = started, ended
@@ -186,6 +187,7 @@ def wandb_run_id(key: str) -> str:
 
 class WandbTracker:
     def __init__(self, directory: Path, project: str, artifacts: bool = True):
+        """Runs go to ``directory/wandb/offline-run-*`` (W&B adds the ``wandb`` folder)."""
         try:
             with _quiet():
                 import wandb
@@ -207,11 +209,12 @@ class WandbTracker:
             shutil.rmtree(old, ignore_errors=True)
         self.dir.mkdir(parents=True, exist_ok=True)
         os.environ["WANDB_MODE"] = "offline"  # never the network, even for a child process wandb starts
+        os.environ.setdefault("WANDB_SILENT", "true")  # its notes would break the one-line-per-step log
         wandb = self.wandb
         with _quiet():
             w = wandb.init(
                 project=self.project, dir=str(self.dir), id=wandb_run_id(run.key), name=run.key, mode="offline",
-                config={**run.params, KEY_TAG: run.key, KIND_TAG: run.kind}, tags=[run.kind],
+                config={**run.values, KEY_TAG: run.key, KIND_TAG: run.kind}, tags=[run.kind],
                 notes=json.dumps(run.tags), reinit="create_new", settings=wandb.Settings(silent=True, console="off"),
             )
             try:
@@ -234,11 +237,15 @@ def tracker(cfg: Any):
     results = Path(str(cfg.results_dir))
     if name == "mlflow":
         uri = str(lg.uri) if lg.get("uri") else (results / "mlruns").resolve().as_uri()
+        if uri.startswith("file:"):
+            # MLflow 3 keeps the file store in maintenance mode behind this switch; it
+            # is the one store that needs neither a server nor a database package.
+            os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
         return MLflowTracker(uri, str(lg.experiment), bool(lg.artifacts))
     if name == "wandb":
         if lg.get("uri"):
             raise TrackingError("logger.uri is MLflow's; W&B runs offline under logger.dir (wandb sync uploads them)")
-        return WandbTracker(Path(str(lg.dir)) if lg.get("dir") else results / "wandb", str(lg.experiment), bool(lg.artifacts))
+        return WandbTracker(Path(str(lg.dir)) if lg.get("dir") else results, str(lg.experiment), bool(lg.artifacts))
     raise TrackingError(f"unknown logger '{name}'; valid: none, mlflow, wandb")
 
 
