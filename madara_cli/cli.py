@@ -628,7 +628,7 @@ def main() -> None:
     signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)
     try:
-        rv = app(standalone_mode=False)
+        rv = app(standalone_mode=False, prog_name="madara")  # also under python -m madara_cli.cli (completion scripts name it)
     except Interrupted as e:
         err.print(f"{'interrupted' if e.signum == signal.SIGINT else 'terminated'}: {RESUME_HINT}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(128 + e.signum)

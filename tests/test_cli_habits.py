@@ -27,7 +27,7 @@ def _one_line_error(res: subprocess.CompletedProcess) -> str:
 
 def test_shell_completion_is_on(tmp_path):
     script = madara("--show-completion", "bash")
-    assert script.returncode == 0 and "_MADARA_COMPLETE" in script.stdout and "complete" in script.stdout
+    assert script.returncode == 0 and "_MADARA_COMPLETE" in script.stdout and "complete -o default -F _madara_completion madara" in script.stdout
     home = tmp_path / "home"
     home.mkdir()
     installed = madara("--install-completion", "bash", env={"HOME": str(home), "SHELL": "/bin/bash"})
