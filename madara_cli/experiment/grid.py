@@ -189,8 +189,8 @@ def _split_sweeps(overrides: list[str]) -> tuple[list[str], list[tuple[str, list
 
     from hydra.core.override_parser.types import Glob
 
+    validate_overrides(overrides)  # a malformed one: one line (a glob() is a sweep there, checked below)
     parsed = OverridesParser.create().parse_overrides(overrides)
-    validate_overrides([text for text, o in zip(overrides, parsed) if not isinstance(o.value(), Glob)])
     fixed, swept = [], []
     for text, o in zip(overrides, parsed):
         if isinstance(o.value(), Glob):  # strategy=glob(pde*): Hydra's glob over the options of a group
