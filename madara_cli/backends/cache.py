@@ -136,33 +136,41 @@ class ResponseCache:
 
 @dataclass
 class StageStats:
-    """What one stage cost: requests asked, served from cache, sent to the engine."""
+    """What one stage cost: requests asked, served from cache, sent to the engine.
+
+    ``tokens_in``/``tokens_out`` and ``truncated`` count every request, cached or not
+    (the cache keeps each reply's token counts), so a cell's cost is the same on a
+    clean run and on a resumed one; ``issued_tokens_*`` and ``seconds`` count only the
+    work this run sent to the engine."""
 
     requests: int = 0
     cache_hits: int = 0
     calls_issued: int = 0
     tokens_in: int = 0
     tokens_out: int = 0
+    issued_tokens_in: int = 0
+    issued_tokens_out: int = 0
     seconds: float = 0.0
     truncated: int = 0
 
     def count(self, c: Completion) -> None:
-        """One completion the engine produced."""
+        """One completion the engine produced (what every request costs, cached or
+        not, is counted apart: ``tokens_in``/``tokens_out``/``truncated``)."""
         self.calls_issued += 1
-        self.tokens_in += c.tokens_in
-        self.tokens_out += c.tokens_out
+        self.issued_tokens_in += c.tokens_in
+        self.issued_tokens_out += c.tokens_out
         self.seconds += c.seconds
-        self.truncated += int(c.truncated)
 
     def add(self, other: "StageStats") -> None:
-        for f in ("requests", "cache_hits", "calls_issued", "tokens_in", "tokens_out", "seconds", "truncated"):
+        for f in ("requests", "cache_hits", "calls_issued", "tokens_in", "tokens_out", "issued_tokens_in", "issued_tokens_out",
+                  "seconds", "truncated"):
             setattr(self, f, getattr(self, f) + getattr(other, f))
 
 
 @dataclass
 class Accounting:
-    """Per-cell accounting, by stage. ``tokens``/``seconds`` count engine work only;
-    a cache hit costs nothing."""
+    """Per-cell accounting, by stage (see :class:`StageStats` for what counts cached
+    replies and what counts engine work only)."""
 
     by_stage: dict[str, StageStats] = field(default_factory=dict)
 
@@ -278,6 +286,11 @@ class CachedLLM:
                 done += len(rest)
                 if self.progress:
                     self.progress(stage, done, total)
+        for k in keys:
+            c = results[k]
+            stats.tokens_in += c.tokens_in
+            stats.tokens_out += c.tokens_out
+            stats.truncated += int(c.truncated)
         if self.samples is not None:
             for k, r in zip(keys, requests):
                 self.samples.setdefault(k, (stage, kind, r, results[k]))

@@ -182,12 +182,9 @@ def _strategy_settings_where_they_apply(grid_name: str, cells: list[list[str]]) 
 def _split_sweeps(overrides: list[str]) -> tuple[list[str], list[tuple[str, list[str]]]]:
     """Hydra sweep overrides (``seed=0,1``) become extra axes; the rest apply to all."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    from madara_cli.config import validate_overrides
-
-    from madara_cli.config import GROUPS, options, plural
-
     from hydra.core.override_parser.types import Glob
+
+    from madara_cli.config import GROUPS, options, plural, validate_overrides
 
     validate_overrides(overrides)  # a malformed one: one line (a glob() is a sweep there, checked below)
     parsed = OverridesParser.create().parse_overrides(overrides)

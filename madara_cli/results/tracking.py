@@ -28,15 +28,14 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from madara_cli.config import ConfigError
+
 log = logging.getLogger(__name__)
 
 KEY_TAG = "madara_key"
 KIND_TAG = "madara_kind"
 # Sections that are identity or text, not measurements.
 _NOT_MEASURED = ("cell", "settings", "provenance", "schema_version", "path")
-
-
-from madara_cli.config import ConfigError
 
 
 class TrackingError(ConfigError):
@@ -153,7 +152,7 @@ class MLflowTracker:
             return list(self.client.search_runs([self.experiment_id], filter_string=f"tags.{KEY_TAG} = '{key}'"))
 
     def log(self, run: Run, replace: bool = False) -> bool:
-        from mlflow.entities import Metric, Param, RunTag
+        from mlflow.entities import Metric, Param
 
         with _quiet():
             existing = self.find(run.key)
