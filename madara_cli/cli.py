@@ -203,13 +203,13 @@ def _probes_table(probes, title: str) -> Table:
 
 @app.command("ls")
 def ls(
-    what: Optional[str] = typer.Argument(None, help="models | backends | benchmarks | retrievers | strategies | grids"),
+    what: Optional[str] = typer.Argument(None, help="models | backends | benchmarks | retrievers | strategies | loggers | grids"),
     paper: bool = typer.Option(False, "--paper", help="grids: only the paper grids, in the order madara reproduce runs them, one per line"),
 ) -> None:
     """List the configs a run can name."""
     from madara_cli.config import GROUPS, options, paper_grids, plural
 
-    groups = {plural(g): g for g in (*GROUPS, "grid")}
+    groups = {plural(g): g for g in (*GROUPS, "logger", "grid")}
     if what and what not in groups:
         raise UserError(f"unknown list '{what}'; valid: {', '.join(groups)}")
     if paper:

@@ -167,3 +167,9 @@ def test_madara_run_logger_mlflow_on_the_embedded_model(tmp_path):
     row = runs.iloc[0]
     assert row["params.strategy.name"] == "nf" and row["params.limit"] == "1" and row["params.backend.name"] == "llamacpp"
     assert row["metrics.em"] in (0.0, 1.0) and row["metrics.accounting.calls_issued"] >= 1
+
+
+def test_ls_lists_the_loggers():
+    res = subprocess.run([sys.executable, "-m", "madara_cli.cli", "ls", "loggers"], capture_output=True, text=True, cwd=ROOT,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert res.returncode == 0 and res.stdout.strip() == "loggers: mlflow, none, wandb"
