@@ -182,8 +182,9 @@ def test_llamacpp_reports_each_completion_through_the_cache(tmp_path):
     seen: list[int] = []
     try:
         llm = CachedLLM(backend, ResponseCache(tmp_path / "c.sqlite"), lambda s, d, t: seen.append(d))
-        reqs = [ScoreRequest(messages=(Message("system", f"Rate {a}."), Message("user", "Paris is in France. Score 0-5.")), prefix="Score: ",
-                             candidates=("0", "1", "2", "3", "4", "5")) for a in ("A", "B", "A")]
+        # Two share a system turn (its KV cache is kept between them); identical requests would be sent once.
+        reqs = [ScoreRequest(messages=(Message("system", f"Rate {a}."), Message("user", f"Paris is in France ({i}). Score 0-5.")),
+                             prefix="Score: ", candidates=("0", "1", "2", "3", "4", "5")) for i, a in enumerate(("A", "B", "A"))]
         out = llm.logprobs("score-logprob", reqs)
     finally:
         backend.close()
