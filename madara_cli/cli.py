@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 app = typer.Typer(
-    add_completion=False,
+    add_completion=True,  # madara --install-completion / --show-completion (bash, zsh, fish, PowerShell)
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     help="Reproduce 'To Isolate or to Score?' (MADARA) and run its Diagnose->Treat pipeline.",
@@ -38,6 +38,43 @@ def _with_results(overrides: list[str], results: Optional[Path]) -> list[str]:
     if results is None or any(o.split("=", 1)[0].lstrip("+~") == "results_dir" for o in overrides):
         return overrides
     return [f"results_dir={results}", *overrides]
+
+
+def _honoured(overrides: list[str], launcher: Optional[str] = None) -> list[str]:
+    """Refuse, in one line, an override madara would accept and then ignore: Hydra's own
+    settings (``hydra.run.dir=...``: madara runs no Hydra app, except the job launch of
+    ``--launcher``, which reads ``hydra.launcher.*``) and ``+key`` adding a key to a
+    schema that nothing reads."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    from madara_cli.config import RootConfig
+    from madara_cli.config.validate import _schema_field
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except HydraException:
+        return overrides  # compose names the malformed one
+    for text, o in zip(overrides, parsed):
+        key = o.key_or_group
+        if key == "hydra" or key.startswith(("hydra.", "hydra/")):
+            if launcher and key.startswith(("hydra.launcher.", "hydra/launcher")):
+                continue
+            where = (f"under --launcher {launcher} only hydra.launcher.* settings apply" if launcher else
+                     "hydra.* settings apply only to a grid's launch (--launcher NAME: hydra.launcher.*)")
+            raise UserError(f"'{text}' is not honoured: madara runs no Hydra app of its own, so {where}; "
+                            "results go to results_dir=DIR, logs to stderr")
+        if (o.is_add() or o.is_force_add()) and not key.startswith("strategy."):
+            found = _schema_field(RootConfig, key)
+            if found is not None and found[0] == "unknown":
+                import dataclasses
+
+                valid = ", ".join(f.name for f in dataclasses.fields(found[1]))
+                raise UserError(f"'{text}' adds a setting madara does not read (its schemas are closed; "
+                                f"valid {key.rsplit('.', 1)[0] + ' ' if '.' in key else ''}keys: {valid})")
+            if found is not None and o.is_add():
+                raise UserError(f"'{text}': {key} is an existing setting; set it without the '+': {text.lstrip('+')}")
+    return overrides
 
 
 def _results_dir(results: Optional[Path]) -> Path:
@@ -99,7 +136,7 @@ def run(
     from madara_cli.progress import StageProgress
     from madara_cli.results.store import no_empty_folders_left, write_summary
 
-    overrides = _with_results(list(overrides or []), results)
+    overrides = _honoured(_with_results(list(overrides or []), results), launcher)
     if cfg_print is not None:
         if cfg_print != "job":
             raise UserError(f"--cfg {cfg_print}: only --cfg job is supported (the composed config of each cell)")
@@ -173,13 +210,13 @@ def _probes_table(probes, title: str) -> Table:
 
 @app.command("ls")
 def ls(
-    what: Optional[str] = typer.Argument(None, help="models | backends | benchmarks | retrievers | strategies | grids"),
+    what: Optional[str] = typer.Argument(None, help="models | backends | benchmarks | retrievers | strategies | loggers | grids"),
     paper: bool = typer.Option(False, "--paper", help="grids: only the paper grids, in the order madara reproduce runs them, one per line"),
 ) -> None:
     """List the configs a run can name."""
     from madara_cli.config import GROUPS, options, paper_grids, plural
 
-    groups = {plural(g): g for g in (*GROUPS, "grid")}
+    groups = {plural(g): g for g in (*GROUPS, "logger", "grid")}
     if what and what not in groups:
         raise UserError(f"unknown list '{what}'; valid: {', '.join(groups)}")
     if paper:
@@ -205,25 +242,39 @@ def plan(
 
     if load_grid(grid).kind == "probes":
         raise UserError(f"grid {grid} holds probes; plan estimates strategy grids")
-    p = plan_grid(grid, expand(grid, _with_results(list(overrides or []), results)))
+    p = plan_grid(grid, expand(grid, _honoured(_with_results(list(overrides or []), results))))
     t = Table(title=f"plan: grid {grid} ({len(p.cells)} cells)")
-    for col in ("strategy", "cells", "requests", "per query", "Table 18", "engine calls", "already cached", "prompt tokens", "measured cells",
-                "measured requests", "measured calls"):
+    for col in ("strategy", "cells", "requests", "per query", "Table 18", "engine calls", "already cached", "prompt tokens", "est. time",
+                "measured cells", "measured requests", "measured calls"):
         t.add_column(col, justify="left" if col == "strategy" else "right")
     rows = list(p.by_strategy.items()) + [("total", p.total())]
     for name, s in rows:
         est = f" ({s.estimated_cells} est.)" if s.estimated_cells else ""
         per_query, paper = ("—", "—") if name == "total" else (format_per_query(s), paper_calls_per_query(name))
-        t.add_row(name, f"{s.cells}{est}", f"{s.requests:,}", per_query, paper, f"{s.calls:,}", f"{s.cached:,}", f"{s.prompt_tokens:,}",
+        t.add_row(name, f"{s.cells}{est}", f"{s.requests:,}", per_query, paper, f"{s.calls:,}", f"{s.cached:,}", f"{s.prompt_tokens:,}", _plan_time(s),
                   str(s.measured_cells), f"{s.measured_requests:,}" if s.measured_cells else "—", f"{s.measured_calls:,}" if s.measured_cells else "—")
     out.print(t)
     out.print("[dim]engine calls count work shared through the response cache once; prompt tokens ≈ characters / 4; "
-              "per query: the strategy's own scoring + other requests per query, beside Table 18's note on LLM calls per query[/dim]")
+              "per query: the strategy's own scoring + other requests per query, beside Table 18's note on LLM calls per query; "
+              "est. time: the uncached calls at the engine's seconds per call measured in the cache (— before any)[/dim]")
     if p.total().estimated_cells:
         out.print(f"[yellow]{p.total().estimated_cells} cell(s) are estimates[/yellow]: their data is not here yet, so they were counted "
                   "on placeholder queries (limit or benchmark.sample of them, k passages each)", highlight=False)
     for n in p.notes:
         out.print(f"[dim]{n}[/dim]", highlight=False)
+
+
+def _plan_time(s) -> str:
+    """Estimated engine time of a plan row: "—" without a measured rate, "≥" when only
+    some of its uncached calls have one."""
+    from madara_cli.progress import _duration
+
+    uncached = s.calls - s.cached
+    if uncached <= 0:
+        return "0s"
+    if not s.timed_calls:
+        return "—"
+    return ("" if s.timed_calls + 0.5 >= uncached else "≥ ") + _duration(s.seconds)
 
 
 @app.command()
@@ -242,7 +293,7 @@ def probe(
     from madara_cli.progress import StageProgress
     from madara_cli.results.store import no_empty_folders_left
 
-    cfg = compose(_with_results([f"model={model}", f"benchmark={benchmark}", *(overrides or [])], results))
+    cfg = compose(_with_results([f"model={model}", f"benchmark={benchmark}", *_honoured(list(overrides or []))], results))
     with no_empty_folders_left([str(cfg.results_dir)]), StageProgress(err) as progress, EnginePool(progress=progress) as pool:
         progress.label = f"probe {model}/{benchmark}"
         try:
@@ -734,11 +785,15 @@ def main() -> None:
     signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)
     try:
-        rv = app(standalone_mode=False)
+        rv = app(standalone_mode=False, prog_name="madara")  # also under python -m madara_cli.cli (completion scripts name it)
     except Interrupted as e:
         err.print(f"{'interrupted' if e.signum == signal.SIGINT else 'terminated'}: {RESUME_HINT}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(128 + e.signum)
     except cx.NoSuchOption as e:
+        hint = _override_for_option(e.option_name, sys.argv[1:])
+        if hint:
+            err.print(f"error: no such option {e.option_name}: madara takes settings as overrides; write {hint}", markup=False, highlight=False, soft_wrap=True)
+            sys.exit(2)
         cmd = e.ctx.command if e.ctx else None
         valid = sorted(o for p in (cmd.params if cmd else []) for o in p.opts if o.startswith("-")) + ["--help"]
         err.print(f"error: no such option {e.option_name}; valid options: {', '.join(valid)}", markup=False, highlight=False, soft_wrap=True)
@@ -773,6 +828,34 @@ def _os_error_line(e: OSError) -> str:
     if e.filename:
         return f"cannot use {e.filename}: {e.strerror or e}"
     return str(e)
+
+
+# Options of other evaluation runners (lm-evaluation-harness and friends) -> the override
+# that does the same here. A value-less flag gets the value shown.
+_OPTION_OVERRIDES = {
+    "limit": "limit", "seed": "seed", "output_path": "results_dir", "output": "results_dir", "output_dir": "results_dir",
+    "batch_size": "backend.batch_size", "log_samples": "log_samples", "model": "model", "tasks": "benchmark",
+    "task": "benchmark", "benchmark": "benchmark", "strategy": "strategy", "device": "backend", "force": "force",
+}
+_FLAGS = {"log_samples": "true", "force": "true"}
+
+
+def _override_for_option(option: str, argv: list[str]) -> str | None:
+    """``--limit 2`` -> ``limit=2`` (and the rest of the table above), reading the value
+    the user gave after the option; None for an option with no counterpart."""
+    name = option.lstrip("-").replace("-", "_")
+    key = _OPTION_OVERRIDES.get(name)
+    if key is None:
+        return None
+    value = _FLAGS.get(name)
+    for i, arg in enumerate(argv):
+        if arg == option and name not in _FLAGS and i + 1 < len(argv) and not argv[i + 1].startswith("-"):
+            value = argv[i + 1]
+        elif arg.startswith(option + "="):
+            value = arg.split("=", 1)[1]
+    if key == "backend" and value not in (None, "llamacpp", "vllm", "openai"):
+        return "backend=llamacpp (CPU) or backend=vllm (GPU)"
+    return f"{key}={value if value is not None else '...'}"
 
 
 def app_commands() -> list[str]:

@@ -16,6 +16,19 @@ _CONFIGURED = False
 LOGGERS = ("madara_cli", "madara")  # madara.retrieval and friends log under the short name
 
 
+class _PlainHandler(logging.StreamHandler):
+    """Plain lines to the console's file as it is when each record is written (stderr
+    may be replaced after logging is set up, as pytest does)."""
+
+    def __init__(self, console: Console):
+        super().__init__(console.file)
+        self._console = console
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = self._console.file
+        super().emit(record)
+
+
 def setup_logging(verbose: int = 0, console: Console | None = None) -> None:
     """Configure the ``madara_cli`` loggers once: WARNING, or INFO with ``-v``, DEBUG with ``-vv``.
     ``madara_cli.progress`` always logs at INFO (it is the run's heartbeat on a non-terminal)."""
@@ -24,9 +37,16 @@ def setup_logging(verbose: int = 0, console: Console | None = None) -> None:
     roots = [logging.getLogger(name) for name in LOGGERS]
     if not _CONFIGURED:
         console = console or Console(stderr=True)
-        handler = RichHandler(console=console, show_path=verbose >= 2, rich_tracebacks=False, markup=False,
-                              show_time=True, omit_repeated_times=False, log_time_format="%H:%M:%S")
-        handler.setFormatter(logging.Formatter("%(message)s"))
+        handler: logging.Handler
+        if console.is_terminal:
+            handler = RichHandler(console=console, show_path=verbose >= 2, rich_tracebacks=False, markup=False,
+                                  show_time=True, omit_repeated_times=False, log_time_format="%H:%M:%S")
+            handler.setFormatter(logging.Formatter("%(message)s"))
+        else:
+            # A log file, CI or `| tee`: one line per record, never wrapped at the 80
+            # columns rich assumes without a terminal, so grep sees whole lines.
+            handler = _PlainHandler(console)
+            handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(message)s", "%H:%M:%S"))
         for root in roots:
             root.addHandler(handler)
             root.propagate = False

@@ -1,8 +1,10 @@
 """Progress for long stages: calls done/total, calls/s and ETA per stage.
 
-On a terminal: one rich bar per stage. On a non-terminal (CI logs, SLURM logs,
-``make demo | tee``): log lines (``madara_cli.progress`` at INFO) for each stage's
-start, every tenth of it or 30 seconds, and its end.
+On a terminal: one rich bar per stage, and for a grid one for its cells. On a
+non-terminal (CI logs, SLURM logs, ``make demo | tee``): log lines
+(``madara_cli.progress`` at INFO) for each stage's start, every tenth of it or 30
+seconds, and its end, and one per cell of a grid with the ETA of the rest. The count
+moves per finished completion (llama.cpp, OpenAI-compatible servers) or per batch (vLLM).
 """
 
 from __future__ import annotations
@@ -69,6 +71,17 @@ class StageProgress:
         task = self._progress.tasks[[t.id for t in self._progress.tasks].index(tid)]
         speed = task.speed
         self._progress.update(tid, rate=f"{speed:.1f} calls/s" if speed else "")
+
+    def cells(self, done: int, total: int, eta_s: float | None = None) -> None:
+        """A grid's progress: cells done of ``total`` and the estimated time to the end
+        (None until a cell has run; cells finished earlier are read back in no time)."""
+        eta = "" if eta_s is None else f"ETA {_duration(eta_s)}" if done < total else "done"
+        if self.log_lines:
+            log.info("grid: %d/%d cells%s", done, total, f", {eta}" if eta else "")
+            return
+        if "\0grid" not in self._tasks:
+            self._tasks["\0grid"] = self._progress.add_task("cells", total=total, rate="")
+        self._progress.update(self._tasks["\0grid"], completed=done, total=total, rate=eta)
 
     def _log(self, name: str, done: int, total: int, now: float | None = None) -> None:
         """One line: stage, done/total, rate, ETA; throttled to every tenth or 30 s."""

@@ -8,9 +8,14 @@ OpenAI-compatible server with bounded concurrency.
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Callable, Protocol, Sequence, runtime_checkable
 
 from madara_cli.records import ChatRequest, Completion, ScoreRequest
+
+# Called by a backend whose ``reports_each`` is true with (index in the batch, completion)
+# the moment each request finishes, so the cache stores it and progress moves before the
+# rest of the batch is done.
+OnDone = Callable[[int, Completion], None]
 
 
 class BackendError(RuntimeError):
@@ -31,7 +36,10 @@ class Backend(Protocol):
     @property
     def batch_size(self) -> int:
         """How many requests the response cache hands over at once. Each finished chunk
-        is stored before the next is sent, so a killed run loses at most one chunk."""
+        is stored before the next is sent, so a killed run loses at most one chunk. A
+        backend with ``reports_each = True`` takes an ``on_done`` callback
+        (:data:`OnDone`) in ``chat`` and ``next_token_logprobs`` and calls it as each
+        request finishes: then every finished completion is stored at once."""
         ...
 
     def chat(self, requests: Sequence[ChatRequest]) -> list[Completion]:

@@ -5,8 +5,9 @@ fingerprint plus the canonical request (messages, sampling parameters, seed), so
 
 * work shared between strategies is free (3-Agent, SDA, ATF and PDE read the same
   base scores; CoT and SDA+CoT the same CoT scores);
-* a killed run resumes where it stopped: each chunk of completions is committed to
-  SQLite (WAL) before the next chunk is sent;
+* a killed run resumes where it stopped: each completion is committed to SQLite (WAL)
+  as it finishes (llama.cpp, OpenAI-compatible servers), a whole batch at once where
+  the engine answers per batch (vLLM);
 * a rerun of a finished cell issues no backend call at all.
 """
 
@@ -146,6 +147,16 @@ class ResponseCache:
             )
             self._db.commit()
 
+    def seconds_per_call(self, fingerprint: str) -> dict[str, tuple[float, int]]:
+        """Mean engine seconds of one completion by kind (``chat``, ``score``) among the
+        entries of ``fingerprint``, with their count: the rates ``madara plan`` estimates with."""
+        with self._lock, _guard(self.path):
+            rows = self._db.execute(
+                "SELECT kind, AVG(json_extract(completion, '$.seconds')), COUNT(*) FROM completions "
+                "WHERE fingerprint = ? GROUP BY kind", (fingerprint,)
+            ).fetchall()
+        return {kind: (float(mean), int(n)) for kind, mean, n in rows if mean is not None}
+
     def __len__(self) -> int:
         with self._lock:
             return self._db.execute("SELECT COUNT(*) FROM completions").fetchone()[0]
@@ -176,6 +187,14 @@ class StageStats:
     # Replies that stopped at the request's max_tokens (finish reason "length"), cached
     # or not: a CoT chain cut before its score is a reply the strategy had to read anyway.
     cut_at_max_tokens: int = 0
+
+    def count(self, c: Completion) -> None:
+        """One completion the engine produced (what every request costs, cached or
+        not, is counted apart: ``tokens_in``/``tokens_out``/``truncated``)."""
+        self.calls_issued += 1
+        self.issued_tokens_in += c.tokens_in
+        self.issued_tokens_out += c.tokens_out
+        self.seconds += c.seconds
 
     def add(self, other: "StageStats") -> None:
         for f in ("requests", "cache_hits", "calls_issued", "tokens_in", "tokens_out", "issued_tokens_in", "issued_tokens_out",
@@ -268,21 +287,40 @@ class CachedLLM:
             self.progress(stage, 0, total)
         items = list(pending.items())
         step = max(1, int(self.backend.batch_size))
+        each = bool(getattr(self.backend, "reports_each", False))
         for i in range(0, len(items), step):
             chunk = items[i : i + step]
-            out = call([r for _, r in chunk])
+            stored: set[int] = set()
+
+            def finished(j: int, c: Completion, chunk=chunk, stored=stored) -> None:
+                # Stored and counted the moment it exists: Ctrl-C or a crash loses
+                # only the requests still running, and progress moves per completion.
+                nonlocal done
+                if j in stored:
+                    return
+                k = chunk[j][0]
+                self.cache.put_many(fp, kind, [(k, c)])
+                stored.add(j)
+                results[k] = c
+                stats.count(c)
+                done += 1
+                if self.progress:
+                    self.progress(stage, done, total)
+
+            batch = [r for _, r in chunk]
+            out = call(batch, on_done=finished) if each else call(batch)
             if len(out) != len(chunk):
                 raise RuntimeError(f"backend {self.backend.name} returned {len(out)} completions for {len(chunk)} requests")
-            self.cache.put_many(fp, kind, [(k, c) for (k, _), c in zip(chunk, out)])
-            for (k, _), c in zip(chunk, out):
-                results[k] = c
-                stats.calls_issued += 1
-                stats.issued_tokens_in += c.tokens_in
-                stats.issued_tokens_out += c.tokens_out
-                stats.seconds += c.seconds
-            done += len(chunk)
-            if self.progress:
-                self.progress(stage, done, total)
+            rest = [(j, c) for j, c in enumerate(out) if j not in stored]
+            if rest:  # a backend that answers per batch (vLLM): one commit for the batch
+                self.cache.put_many(fp, kind, [(chunk[j][0], c) for j, c in rest])
+                stored.update(j for j, _ in rest)
+                for j, c in rest:
+                    results[chunk[j][0]] = c
+                    stats.count(c)
+                done += len(rest)
+                if self.progress:
+                    self.progress(stage, done, total)
         for k in keys:
             c = results[k]
             stats.tokens_in += c.tokens_in

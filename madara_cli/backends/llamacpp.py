@@ -21,7 +21,7 @@ from typing import Sequence
 
 import numpy as np
 
-from madara_cli.backends.base import BackendError
+from madara_cli.backends.base import BackendError, OnDone
 from madara_cli.backends.truncate import fit_messages
 from madara_cli.records import ChatRequest, Completion, Message, ScoreRequest
 
@@ -166,8 +166,11 @@ class LlamaCppBackend:
     def _count(self, text: str) -> int:
         return len(self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
-    def chat(self, requests: Sequence[ChatRequest]) -> list[Completion]:
-        return _in_system_order(requests, lambda batch: [self._generate(r) for r in batch])
+    # Requests finish one at a time: the cache stores (and progress counts) each one.
+    reports_each = True
+
+    def chat(self, requests: Sequence[ChatRequest], on_done: OnDone | None = None) -> list[Completion]:
+        return _in_system_order(requests, lambda batch: [self._generate(r) for r in batch], on_done)
 
     def _generate(self, r: ChatRequest) -> Completion:
         """One generation. With an assistant ``prefix`` the rendered chat (generation
@@ -193,8 +196,8 @@ class LlamaCppBackend:
             truncated=truncated,
         )
 
-    def next_token_logprobs(self, requests: Sequence[ScoreRequest]) -> list[Completion]:
-        return _in_system_order(requests, self._logprobs)
+    def next_token_logprobs(self, requests: Sequence[ScoreRequest], on_done: OnDone | None = None) -> list[Completion]:
+        return _in_system_order(requests, self._logprobs, on_done)
 
     def _logprobs(self, requests: Sequence[ScoreRequest]) -> list[Completion]:
         llama_cpp = self._llama_cpp
@@ -253,14 +256,16 @@ class LlamaCppBackend:
         self.llm.close()
 
 
-def _in_system_order(requests: Sequence, run) -> list[Completion]:
+def _in_system_order(requests: Sequence, run, on_done: OnDone | None = None) -> list[Completion]:
     """``run`` over ``requests`` grouped by system message (a stage interleaves the three
     agents' prompts), so consecutive requests share the system turn whose KV cache is
-    kept; completions come back in the order asked. Order cannot change a completion
-    (see ``LlamaCppBackend.reuse_prefix``), only the time it takes."""
+    kept; completions come back in the order asked, and each is handed to ``on_done``
+    (its index in ``requests``) as soon as it is finished. Neither order nor batching can
+    change a completion (see ``LlamaCppBackend.reuse_prefix``), only the time it takes."""
     order = sorted(range(len(requests)), key=lambda i: requests[i].messages[0].content if requests[i].messages else "")
-    done = run([requests[i] for i in order])
     out: list[Completion] = [None] * len(requests)  # type: ignore[list-item]
-    for i, c in zip(order, done):
-        out[i] = c
+    for i in order:
+        (out[i],) = run([requests[i]])
+        if on_done is not None:
+            on_done(i, out[i])
     return out

@@ -47,13 +47,13 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any, Protocol
 
 from omegaconf import DictConfig
 
 from madara_cli.backends import BACKENDS
-from madara_cli.backends.base import Backend, BackendError
+from madara_cli.backends.base import Backend, BackendError, OnDone
 from madara_cli.backends.truncate import fit_messages
 from madara_cli.records import ChatRequest, Completion, Message, ScoreRequest
 
@@ -328,14 +328,21 @@ class OpenAIBackend:
                 return m
         return models[0] if models else None
 
-    def _map(self, fn: Callable[[Any], Completion], items: Sequence[Any]) -> list[Completion]:
+    def _map(self, fn: Callable[[Any], Completion], items: Sequence[Any], on_done: OnDone | None = None) -> list[Completion]:
+        """``fn`` over ``items`` in the pool; each result goes to ``on_done`` as it
+        arrives (in the calling thread), the first failure cancels what has not started."""
         futures = [self._pool.submit(fn, x) for x in items]
-        done, pending = wait(futures, return_when=FIRST_EXCEPTION)
-        for f in done:
-            if f.exception() is not None:
-                for p in pending:
-                    p.cancel()
-                raise f.exception()  # type: ignore[misc]
+        index = {f: i for i, f in enumerate(futures)}
+        try:
+            for f in as_completed(futures):
+                if f.exception() is not None:
+                    raise f.exception()  # type: ignore[misc]
+                if on_done is not None:
+                    on_done(index[f], f.result())
+        except BaseException:  # a failure, or Ctrl-C while waiting: what finished is stored already
+            for p in futures:
+                p.cancel()
+            raise
         return [f.result() for f in futures]
 
     # -- protocol ----------------------------------------------------------------
@@ -343,8 +350,10 @@ class OpenAIBackend:
     # Prompts are rendered, counted and truncated in the calling thread (tokenisers are
     # not all thread-safe); only the HTTP round trips run in the pool.
 
-    def chat(self, requests: Sequence[ChatRequest]) -> list[Completion]:
-        return self._map(self._send_chat, [self._chat_body(r) for r in requests])
+    reports_each = True  # requests finish one by one; the cache stores each at once
+
+    def chat(self, requests: Sequence[ChatRequest], on_done: OnDone | None = None) -> list[Completion]:
+        return self._map(self._send_chat, [self._chat_body(r) for r in requests], on_done)
 
     def _chat_body(self, r: ChatRequest) -> tuple[dict[str, Any], bool]:
         tok = self.tokenizer
@@ -382,8 +391,8 @@ class OpenAIBackend:
         except (KeyError, IndexError, TypeError, AttributeError) as e:
             raise BackendError(f"{self.base_url}{path} returned an unexpected body: {_one_line(json.dumps(res))}") from e
 
-    def next_token_logprobs(self, requests: Sequence[ScoreRequest]) -> list[Completion]:
-        return self._map(self._send_score, [self._score_body(r) for r in requests])
+    def next_token_logprobs(self, requests: Sequence[ScoreRequest], on_done: OnDone | None = None) -> list[Completion]:
+        return self._map(self._send_score, [self._score_body(r) for r in requests], on_done)
 
     def _score_body(self, r: ScoreRequest) -> tuple[dict[str, Any], bool, tuple[str, ...]]:
         tok = self.tokenizer

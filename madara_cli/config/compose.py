@@ -226,7 +226,7 @@ def validate_overrides(overrides: list[str]) -> None:
         key = o.key_or_group
         if key == "grid":
             raise ConfigError("run a grid with --grid NAME; valid grids: " + ", ".join(options("grid")))
-        if key in GROUPS and not o.is_sweep_override():
+        if key in (*GROUPS, "logger") and not o.is_sweep_override():
             value = o.value()
             valid = options(key)
             if value not in valid:

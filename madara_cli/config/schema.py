@@ -155,7 +155,7 @@ class ModelConfig:
 @dataclass
 class BackendConfig:
     name: str = MISSING  # llamacpp | vllm | openai
-    batch_size: int = 8  # requests per cache commit (see Backend.batch_size)
+    batch_size: int = 8  # requests handed to the engine at once; committed per completion where it reports each (see Backend.batch_size)
     n_threads: Optional[int] = None  # llama.cpp: None = the physical cores other processes leave free (backends/llamacpp.py)
     n_ctx: Optional[int] = None  # llama.cpp, openai: None = model.max_model_len (openai: the server's, if it reports one)
     tensor_parallel_size: int = 1  # vLLM
@@ -359,6 +359,24 @@ class RouterConfig:
     iso_min_gain: float = 0.0  # isolation policy: EM points a gain must exceed to keep PDE below tau_NF
 
 
+class Tracker(Choice):
+    none = "none"
+    mlflow = "mlflow"
+    wandb = "wandb"
+
+
+@dataclass
+class LoggerConfig:
+    """Experiment tracking (extra ``tracking``): each finished cell and probe becomes
+    one run. Not part of any cell key: tracking records results, it cannot change them."""
+
+    name: Tracker = Tracker.none
+    uri: Optional[str] = None  # mlflow: tracking URI; None = the file store ${results_dir}/mlruns (no server)
+    experiment: str = "madara"  # mlflow: experiment name; wandb: project
+    dir: Optional[str] = None  # wandb: runs go to DIR/wandb/offline-run-*; None = ${results_dir}
+    artifacts: bool = True  # attach the cell or probe folder (metrics, predictions, prompts, config) to the run
+
+
 @dataclass
 class RootConfig:
     model: ModelConfig = MISSING
@@ -369,6 +387,7 @@ class RootConfig:
     generation: GenerationConfig = field(default_factory=GenerationConfig)
     rsc: RSCConfig = field(default_factory=RSCConfig)
     router: RouterConfig = field(default_factory=RouterConfig)
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
     grid_name: str = "adhoc"  # results/<grid_name>/...; set by --grid
     limit: Optional[int] = None  # evaluate only the first N sampled queries
     seed: int = 0

@@ -227,7 +227,7 @@ def check_override_types(
     from madara_cli.config.schema import STRATEGY_SCHEMAS
 
     option, schema = strategy if strategy else (None, None)
-    groups = {"model", "backend", "benchmark", "retriever", "strategy", "grid"}
+    groups = {"model", "backend", "benchmark", "retriever", "strategy", "grid", "logger"}
     for o in OverridesParser.create().parse_overrides(overrides):
         key = o.key_or_group
         if o.package or key in groups or key.split(".")[0] == "hydra" or o.is_sweep_override() or o.is_delete() or o.is_force_add():

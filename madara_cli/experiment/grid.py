@@ -83,6 +83,37 @@ def semantic_config(cfg: DictConfig) -> dict:
     return out
 
 
+def key_settings(cfg: DictConfig, prompts: bool = True) -> dict:
+    """The settings a cell's key covers, flattened to dotted names (``strategy.top_k``,
+    ``model.temperature``, ``prompts.generator``; lists as JSON text): one tidy row of
+    summary.csv. The cell's own strategy node is used, not the constants laid under it
+    for old keys (``_FLAT_STRATEGY_DEFAULTS``), which a strategy does not read.
+    ``prompts=False`` leaves out the prompt digests (a stored config.yaml cannot say
+    which templates ran, only the record written at run time can)."""
+    plain = to_plain(cfg)
+    sem = semantic_config(cfg) if prompts else None
+    nested: dict = {g: {k: v for k, v in plain[g].items() if k not in RUNTIME_ONLY.get(g, ())} for g in _SEMANTIC_GROUPS}
+    nested["limit"], nested["seed"] = plain.get("limit"), plain.get("seed")
+    if cfg.strategy.name == "madara":
+        nested["rsc"] = plain.get("rsc")
+    if sem is not None:
+        nested["metric_version"] = sem["metric_version"]
+    out: dict = {}
+
+    def walk(d: dict, prefix: str) -> None:
+        for k, v in d.items():
+            if isinstance(v, dict):
+                walk(v, f"{prefix}{k}.")
+            else:
+                out[f"{prefix}{k}"] = json.dumps(v) if isinstance(v, (list, tuple)) else v
+
+    walk(nested, "")
+    if sem is not None:  # one column to group by, and one per template family
+        out["prompts"] = hashlib.sha256(json.dumps(sem["prompts"], sort_keys=True).encode()).hexdigest()[:8]
+        out.update({f"prompts.{family}": digest for family, digest in sem["prompts"].items()})
+    return out
+
+
 @dataclass(frozen=True)
 class Cell:
     grid: str
@@ -163,13 +194,26 @@ def _strategy_settings_where_they_apply(grid_name: str, cells: list[list[str]]) 
 def _split_sweeps(overrides: list[str]) -> tuple[list[str], list[tuple[str, list[str]]]]:
     """Hydra sweep overrides (``seed=0,1``) become extra axes; the rest apply to all."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import Glob
 
-    from madara_cli.config import validate_overrides
+    from madara_cli.config import GROUPS, options, plural, validate_overrides
 
-    validate_overrides(overrides)
+    validate_overrides(overrides)  # a malformed one: one line (a glob() is a sweep there, checked below)
+    parsed = OverridesParser.create().parse_overrides(overrides)
     fixed, swept = [], []
-    for text, o in zip(overrides, OverridesParser.create().parse_overrides(overrides)):
-        if o.is_sweep_override():
+    for text, o in zip(overrides, parsed):
+        if isinstance(o.value(), Glob):  # strategy=glob(pde*): Hydra's glob over the options of a group
+            group = o.key_or_group
+            if group not in GROUPS:
+                raise ConfigError(f"'{text}': glob() picks options of a config group ({', '.join(GROUPS)}), and {group} is none")
+            names = o.value().filter(options(group))
+            if not names:
+                raise ConfigError(f"'{text}' matches no {group}; valid {plural(group)}: {', '.join(options(group))}")
+            swept.append((o.get_key_element(), names))
+        elif o.is_sweep_override():
+            if not o.is_discrete_sweep():  # interval(0,1): a range for an optimiser's sampler, not a list
+                raise ConfigError(f"'{text}' is a continuous interval, which a grid cannot enumerate; "
+                                  f"sweep values with range(start,stop[,step]) or a,b,c")
             swept.append((o.get_key_element(), list(o.sweep_string_iterator())))
         else:
             fixed.append(text)

@@ -51,6 +51,7 @@ class _Recorder:
     def __init__(self, fingerprint: str):
         self._fingerprint = fingerprint
         self.seen: list[tuple[str, int]] = []  # (key, prompt chars)
+        self.kinds: dict[str, str] = {}  # key -> "chat" | "score", as the cache files it
 
     @property
     def fingerprint(self) -> str:
@@ -64,6 +65,7 @@ class _Recorder:
         chars = sum(len(m.content) for m in r.messages) + len(getattr(r, "prefix", ""))
         key = request_key(self._fingerprint, r)
         self.seen.append((key, chars))
+        self.kinds[key] = "score" if isinstance(r, ScoreRequest) else "chat"
         return key
 
     def chat(self, requests: Sequence[ChatRequest]) -> list[Completion]:
@@ -100,6 +102,8 @@ class StrategyPlan:
     measured_requests: int = 0
     measured_calls: int = 0
     estimated_cells: int = 0  # cells whose data is not here: counted on placeholder queries
+    seconds: float = 0.0  # engine seconds the uncached calls should take, at the rates measured in the cache
+    timed_calls: float = 0.0  # uncached calls with a measured rate (``seconds`` covers only these)
     queries: int = 0  # evaluated queries over its cells
     scoring_requests: int = 0  # of ``requests``, those of the agents' scoring stages (score*)
 
@@ -167,6 +171,7 @@ def plan_grid(grid_name: str, cfgs: list[DictConfig]) -> Plan:
     calibration_memo: dict[str, list] = {}  # the calibration split a routed cell probes on
     estimated: set[str] = set()
     scales: dict[str, float] = {}
+    rates: dict[str, dict[str, tuple[float, int]]] = {}  # fingerprint -> kind -> (mean s, n)
     scratch = Path(tempfile.mkdtemp(prefix="madara-plan-"))
     try:
         for cfg in cfgs:
@@ -250,6 +255,13 @@ def plan_grid(grid_name: str, cfgs: list[DictConfig]) -> Plan:
             scale = scales.get(retr_key, 1.0)  # placeholder walks cover a few queries for many
             sp.calls += round(len(fresh) * scale)
             sp.cached += len(in_cache)
+            if cache_path in real_caches and fp not in rates:
+                rates[fp] = real_caches[cache_path].seconds_per_call(fp)
+            for k, _ in fresh:
+                rate = rates.get(fp, {}).get(rec.kinds.get(k, "chat"))
+                if k not in in_cache and rate is not None:
+                    sp.seconds += rate[0] * scale
+                    sp.timed_calls += scale
             sp.prompt_tokens += round(sum(c for _, c in fresh) * scale) // 4
             sp.requests += round(acct.total().requests * scale)
             sp.queries += round(len(examples) * scale)
@@ -260,6 +272,10 @@ def plan_grid(grid_name: str, cfgs: list[DictConfig]) -> Plan:
         for llm in recorders.values():
             llm.cache.close()
         shutil.rmtree(scratch, ignore_errors=True)
+    for fp, by_kind in rates.items():
+        if by_kind:
+            shown = ", ".join(f"{kind} {mean:.2f} s/call over {n:,}" for kind, (mean, n) in sorted(by_kind.items()))
+            plan.notes.append(f"estimated time: engine seconds per call measured in the cache for {fp.split(':')[0]}…: {shown}")
     return plan
 
 

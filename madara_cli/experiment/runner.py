@@ -29,7 +29,7 @@ from madara_cli.backends.base import Backend
 from madara_cli.backends.cache import CachedLLM, ProgressFn, ResponseCache
 from madara_cli.config import to_plain
 from madara_cli.experiment.cells import load_cell, retrieve_for, sized_to_data
-from madara_cli.experiment.grid import Cell
+from madara_cli.experiment.grid import Cell, key_settings
 from madara_cli.records import Example, Prediction
 from madara_cli.results import store
 from madara_cli.results.records import CellRecord
@@ -176,6 +176,7 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
     folder = cell.folder(cfg.results_dir)
     if not cfg.force and (done := finished_cell(cfg)) is not None:
         log.info("%s: finished earlier, read back from %s", cell.key, folder)
+        track_cell(cfg, done)  # a cell finished before tracking was on is logged once
         return done
     load_all()
     routed = cfg.strategy.name == ROUTED
@@ -226,7 +227,9 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
         **M.aggregate(scores),
         evaluated_set=evaluated_set,
         empty_answers=sum(1 for r in rows if not str(r["prediction"]).strip()),  # empty generations score 0, counted here
-        report=dict(ctx.report),
+        # The settings the key covers, as they were when it ran (summary.csv's columns;
+        # the prompt digests cannot be recovered from config.yaml later).
+        report={**ctx.report, "settings": key_settings(cfg)},
         data=data_report,
         accounting=acct,
         # Everything above is a function of the config, the data and the seed; timing and
@@ -239,7 +242,17 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
                      store.prompt_renderer(llm.backend) if log_samples else None)
     log.info("%s: n=%d EM %.1f%% F1 %.1f%% contains %.1f%%, %d engine calls -> %s", cell.key, record.n, 100 * record.em,
              100 * record.f1, 100 * record.contains, accounting.to_dict().get("calls_issued", 0), folder)
-    return CellResult(cell, folder, record)
+    result = CellResult(cell, folder, record)
+    track_cell(cfg, result)
+    return result
+
+
+def track_cell(cfg: DictConfig, result: CellResult) -> None:
+    """Log a finished cell to ``cfg.logger``'s tracker: once per key, replaced when
+    ``force=true`` recomputed it. The cell is on disk before, whatever the tracker does."""
+    from madara_cli.results.tracking import cell_run, track
+
+    track(cfg, lambda: cell_run(result.folder, result.record), replace=bool(cfg.force) and not result.skipped)
 
 
 @dataclass
@@ -259,17 +272,40 @@ def _run_each(cfgs: list[DictConfig], work: Callable[[DictConfig, EnginePool], A
     from madara_cli.data.loaders import DataError
 
     out: list = []
+    cells = getattr(progress, "cells", None) if len(cfgs) > 1 else None
+    ran_seconds: list[float] = []  # cells that ran (not read back): the ETA's rate
     with EnginePool(progress=progress) as pool:
         for i, cfg in enumerate(cfgs, 1):
             if progress is not None:
                 progress.label = f"[{i}/{len(cfgs)}] {label(cfg)}"
+            if cells is not None:
+                cells(i - 1, len(cfgs), _eta(ran_seconds, len(cfgs) - i + 1))
+            t0 = time.perf_counter()
             try:
                 out.append(work(cfg, pool))
             except (DataError, BackendError) as e:
                 if not keep_going:
                     raise
                 out.append(Failed(label(cfg), str(e)))
+            if not _read_back(out[-1]):
+                ran_seconds.append(time.perf_counter() - t0)
+        if cells is not None:
+            cells(len(cfgs), len(cfgs), 0.0)
     return out
+
+
+def _read_back(result: Any) -> bool:
+    """A cell or probe found finished on disk (or one that failed): no time to learn from."""
+    if isinstance(result, Failed):
+        return True
+    if isinstance(result, tuple):  # (probe record, path, reused)
+        return bool(result[2])
+    return bool(getattr(result, "skipped", False))
+
+
+def _eta(ran_seconds: list[float], remaining: int) -> float | None:
+    """Seconds left: the mean time of the cells that ran so far times the cells left."""
+    return sum(ran_seconds) / len(ran_seconds) * remaining if ran_seconds else None
 
 
 def run_cells(cfgs: list[DictConfig], progress=None, keep_going: bool = False) -> list[CellResult | Failed]:

@@ -57,7 +57,16 @@ def ensure_probe(cfg: DictConfig, pool: EnginePool, n: int | None = None, force:
             warn(f"a probe of {wanted} calibration queries asked for, but benchmark {cfg.benchmark.name} holds {len(examples)}: "
                  f"it runs on {len(examples)} and is keyed n{len(examples)}")
             n = len(examples)
-    return find_or_run_probe(cfg, pool.get(cfg), n, force=force, examples=examples)
+    record, path, reused = find_or_run_probe(cfg, pool.get(cfg), n, force=force, examples=examples)
+    track_probe(cfg, record, path, reused)
+    return record, path, reused
+
+
+def track_probe(cfg: DictConfig, record: ProbeRecord, path: Path, reused: bool) -> None:
+    """Log a finished probe to ``cfg.logger``'s tracker (once per probe key)."""
+    from madara_cli.results.tracking import probe_run, track
+
+    track(cfg, lambda: probe_run(Path(path).parent, record, cfg), replace=not reused and bool(cfg.get("force")))
 
 
 def user_strategy_keys(cfg: DictConfig) -> set[str]:
@@ -125,6 +134,7 @@ class Treatment:
             (record, path), reused = self.pinned, True
         else:
             record, path, reused = find_or_run_probe(ctx.cfg, ctx.llm, examples=self.calibration)
+            track_probe(ctx.cfg, record, path, reused)
         route, reason = routed(record, ctx.cfg)
         sub = StrategyContext(llm=ctx.llm, cfg=routed_config(ctx.cfg, route))
         preds = STRATEGIES.get(route)(sub, examples)

@@ -669,9 +669,12 @@ def cell_rows(results_dir: Path | str) -> list[dict[str, Any]]:
         row["cache_hits"] = acc.get("cache_hits")
         row["tokens_in"] = acc.get("tokens_in")
         row["tokens_out"] = acc.get("tokens_out")
-        row["engine_seconds"] = acc.get("seconds")
+        row["engine_seconds"] = record.engine_seconds  # the timing section's (older records: the accounting's)
         prov = record.provenance or {}
         row["seconds"] = record.seconds
+        settings = _cell_settings(record, metrics_path.parent)
+        row["backend"] = settings.get("backend.name")
+        row.update({k: v for k, v in settings.items() if k not in row})
         row["madara_version"] = prov.get("madara_version")
         row["git_commit"] = prov.get("git_commit")
         row["path"] = str(metrics_path.parent)
@@ -679,15 +682,41 @@ def cell_rows(results_dir: Path | str) -> list[dict[str, Any]]:
     return rows
 
 
+def _cell_settings(record: CellRecord, folder: Path) -> dict[str, Any]:
+    """The flattened settings of a cell's key: as recorded when it ran, else (cells
+    written before madara recorded them) read from its config.yaml, without the prompt
+    digests that file cannot tell."""
+    stored = record.report.get("settings")
+    if isinstance(stored, Mapping):
+        return dict(stored)
+    try:
+        from omegaconf import OmegaConf
+
+        from madara_cli.experiment.grid import key_settings
+
+        return key_settings(OmegaConf.load(folder / CONFIG_FILE), prompts=False)
+    except Exception:  # an unreadable or foreign config.yaml: the row keeps its key columns
+        return {}
+
+
+def _numeric_column(values) -> bool:
+    return all(v is None or _is_number(v) or (isinstance(v, float) and math.isnan(v)) for v in values)
+
+
 def summary_frame(results_dir: Path | str):
+    """One row per finished cell: the key parts, n, every numeric metric, accounting,
+    ``engine_seconds`` and wall ``seconds``, then every setting the key covers
+    (``strategy.top_k``, ``model.temperature``, ``prompts``, ...), provenance last."""
     import pandas as pd
 
     rows = cell_rows(results_dir)
     df = pd.DataFrame(rows)
     if df.empty:
         return pd.DataFrame(columns=[*KEY_COLUMNS, "n"])
-    for col in df.columns:  # ints stay ints where every cell has one (limit may be empty)
-        if col not in ("grid", "model", "benchmark", "strategy", "retriever", "key", "madara_version", "git_commit", "path"):
+    tail = [c for c in ("madara_version", "git_commit", "path") if c in df.columns]
+    df = df[[c for c in df.columns if c not in tail] + tail]
+    for col in df.columns:  # numbers stay numbers (ints where every cell has one); text settings stay text
+        if col not in ("key", "path") and _numeric_column(df[col].tolist()):
             df[col] = pd.to_numeric(df[col], errors="coerce")
     return df
 
@@ -747,9 +776,25 @@ def split_pair(cell: Any) -> tuple[float | None, float | None, float | None, int
     return None if value is None else (value, None, None, None, None)
 
 
+LONG_COLUMNS = ["table", "row", "column", "ours", "paper", "delta", "n", "p", "model", "benchmark", "strategy", "metric", "unit"]
+
+
+def _unit(text: str, cell: Any) -> str | None:
+    """What a number of a table cell counts: percent (EM and friends), a ratio (× costs)
+    or a bare number (p-values, counts, ρ)."""
+    if getattr(cell, "ident", None) is not None or "%" in text:
+        return "%"
+    if "×" in text:
+        return "x"
+    return None
+
+
 def long_table(df, name: str | None = None):
     """A paper table as tidy numeric rows: one per (row, column) holding a number.
-    ``row`` joins the leading label columns (Model, Task, ...)."""
+    ``row`` joins the leading label columns (Model, Task, ...); ``model``,
+    ``benchmark``, ``strategy`` and ``metric`` are the ids a measured cell carries
+    (:class:`madara_cli.tables.cells.Pair`; the tables fill the others from the labels),
+    ``unit`` is ``%``, ``x`` (a cost ratio) or empty for a bare number."""
     import pandas as pd
 
     name = name or df.attrs.get("name", "")
@@ -766,8 +811,11 @@ def long_table(df, name: str | None = None):
             if row[j] is None:
                 continue
             ours, paper, delta, n, p = row[j]
-            out.append({"table": name, "row": label, "column": str(cols[j]), "ours": ours, "paper": paper, "delta": delta, "n": n, "p": p})
-    frame = pd.DataFrame(out, columns=["table", "row", "column", "ours", "paper", "delta", "n", "p"])
+            cell = df.iat[i, j]
+            model, benchmark, strategy, metric = getattr(cell, "ident", None) or (None, None, None, None)
+            out.append({"table": name, "row": label, "column": str(cols[j]), "ours": ours, "paper": paper, "delta": delta, "n": n, "p": p,
+                        "model": model, "benchmark": benchmark, "strategy": strategy, "metric": metric, "unit": _unit(str(cell), cell)})
+    frame = pd.DataFrame(out, columns=LONG_COLUMNS)
     for c in ("ours", "paper", "delta", "p"):
         frame[c] = pd.to_numeric(frame[c], errors="coerce").astype(float)
     frame["n"] = pd.to_numeric(frame["n"], errors="coerce").astype("Int64")

@@ -34,10 +34,12 @@ class Measured(float):
     n: int | None
     f1: float | None
     contains: float | None
+    ident: tuple[str, str, str, str] | None  # (model, benchmark, strategy, metric) ids: the long CSV's columns
 
-    def __new__(cls, value: float, n: int | None = None, f1: float | None = None, contains: float | None = None) -> "Measured":
+    def __new__(cls, value: float, n: int | None = None, f1: float | None = None, contains: float | None = None,
+                ident: tuple[str, str, str, str] | None = None) -> "Measured":
         obj = super().__new__(cls, value)
-        obj.n, obj.f1, obj.contains = n, f1, contains
+        obj.n, obj.f1, obj.contains, obj.ident = n, f1, contains, ident
         return obj
 
 
@@ -63,6 +65,7 @@ class Pair(str):
         obj.paper = None if paper is None else float(paper)
         obj.delta = None if ours is None or paper is None else float(ours) - float(paper)
         obj.n, obj.p = n, p
+        obj.ident = getattr(ours, "ident", None)
         return obj
 
 

@@ -126,11 +126,53 @@ def to_csv(df: pd.DataFrame) -> str:
     return df.to_csv(index=False)
 
 
-def to_long_csv(df: pd.DataFrame) -> str:
-    """Tidy numeric CSV: table, row, column, ours, paper, delta, n, p (one line per number)."""
+# Column labels of the tables that name a strategy other than by its label (Table 1).
+_STRATEGY_COLUMNS = {"Rand.": "pde_random", "Unif.": "pde_uniform", "Full": "pde"}
+
+
+def _ids(labels: dict[str, str]) -> dict[str, str]:
+    """Label (or id) -> id; a label with a footnote mark (``Gemma-2-9B†``) reads the same."""
+    return {**{v: k for k, v in labels.items()}, **{k: k for k in labels}}
+
+
+def tidy_long(long: pd.DataFrame, metric: str = "em") -> pd.DataFrame:
+    """Fill the id columns of a long table that the cells themselves did not carry (the
+    paper's values, rows of our own tables): ``model`` / ``benchmark`` from the row's
+    labels, ``strategy`` from a column named after one, ``metric`` (a × ratio is a
+    ``cost``; otherwise a strategy's column holds its ``metric``, in %; any other column
+    is its own measure, by its label)."""
+    from madara_cli.tables import paper_values as pv
+
+    models, benchmarks = _ids(pv.MODEL_LABELS), _ids(pv.BENCHMARK_LABELS)
+    strategies = {**_ids(pv.STRATEGY_LABELS), **_STRATEGY_COLUMNS}
+    out = long.copy()
+    for i in out.index:
+        parts = [p.strip().rstrip("†*") for p in str(out.at[i, "row"]).split(" / ")]
+        if pd.isna(out.at[i, "model"]):
+            out.at[i, "model"] = next((models[p] for p in parts if p in models), None)
+        if pd.isna(out.at[i, "benchmark"]):
+            out.at[i, "benchmark"] = next((benchmarks[p] for p in parts if p in benchmarks), None)
+        column = str(out.at[i, "column"])
+        if pd.isna(out.at[i, "strategy"]) and column in strategies:
+            out.at[i, "strategy"] = strategies[column]
+        if pd.isna(out.at[i, "metric"]):
+            if out.at[i, "unit"] == "x":  # "1.0× / 1×": a cost relative to NF
+                out.at[i, "metric"] = "cost"
+            elif column in strategies:
+                out.at[i, "metric"] = metric
+                if pd.isna(out.at[i, "unit"]):
+                    out.at[i, "unit"] = "%"
+            else:
+                out.at[i, "metric"] = column
+    return out
+
+
+def to_long_csv(df: pd.DataFrame, metric: str = "em") -> str:
+    """Tidy numeric CSV, one line per number: table, row, column, ours, paper, delta, n,
+    p, then the ids model, benchmark, strategy, metric and its unit."""
     from madara_cli.results.store import long_table
 
-    return long_table(df).to_csv(index=False)
+    return tidy_long(long_table(df), metric).to_csv(index=False)
 
 
 RENDERERS: dict[str, Callable[[pd.DataFrame], str]] = {"md": to_markdown, "tex": to_latex, "csv": to_csv, "long": to_long_csv}
@@ -194,11 +236,11 @@ def write_tables(
         for fmt in formats:
             path = out / f"{name}.{SUFFIX.get(fmt, fmt)}"
             tmp = path.with_name(f".{path.name}.tmp")
-            tmp.write_text(RENDERERS[fmt](df), encoding="utf-8")
+            tmp.write_text(to_long_csv(df, metric) if fmt == "long" else RENDERERS[fmt](df), encoding="utf-8")
             tmp.replace(path)
             written.append(path)
         if "long" in formats:
-            longs.append(long_table(df, name))
+            longs.append(tidy_long(long_table(df, name), metric))
     if longs:  # every table's numbers in one tidy file
         path = out / "all.long.csv"
         pd.concat(longs, ignore_index=True).to_csv(path, index=False)

@@ -28,7 +28,8 @@ def _pairs(res: Results, paper_pairs: Iterable[tuple[str, str]], strategies: Ite
 def _em(res: Results, model: str, benchmark: str, strategy: str, grid: str | None, retrievers: Sequence[str] = SPARSE) -> float | None:
     """Our EM in % for a cell, or None when it has not run."""
     cell = res.find(model, benchmark, strategy, grid, retrievers)
-    return None if cell is None or cell.em is None else Measured(100.0 * cell.em, cell.n, cell.f1, cell.contains)
+    return None if cell is None or cell.em is None else Measured(100.0 * cell.em, cell.n, cell.f1, cell.contains,
+                                                                 (cell.model, cell.benchmark, cell.strategy, cell.metric))
 
 
 def _percent(cell: StoredCell | None) -> float | None:
