@@ -8,6 +8,11 @@ fingerprint plus the canonical request (messages, sampling parameters, seed), so
 * a killed run resumes where it stopped: each chunk of completions is committed to
   SQLite (WAL) before the next chunk is sent;
 * a rerun of a finished cell issues no backend call at all.
+
+Replies are stored as the engine wrote them. What a strategy receives has any
+reasoning block removed (``<think>...</think>``, see :func:`strip_thinking`), counted
+per stage as ``thinking_stripped`` whether the reply was cached or not, so every parser
+and answer clean-up reads the reply itself.
 """
 
 from __future__ import annotations
@@ -18,11 +23,12 @@ import sqlite3
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterator, Sequence, TypeVar
 
 from madara_cli.backends.base import Backend, BackendError
+from madara_cli.backends.chat import strip_thinking
 from madara_cli.records import ChatRequest, Completion, ScoreRequest, request_key
 
 R = TypeVar("R", ChatRequest, ScoreRequest)
@@ -134,9 +140,10 @@ class StageStats:
     tokens_out: int = 0
     seconds: float = 0.0
     truncated: int = 0
+    thinking_stripped: int = 0  # replies that still held a <think> block (removed before parsing)
 
     def add(self, other: "StageStats") -> None:
-        for f in ("requests", "cache_hits", "calls_issued", "tokens_in", "tokens_out", "seconds", "truncated"):
+        for f in ("requests", "cache_hits", "calls_issued", "tokens_in", "tokens_out", "seconds", "truncated", "thinking_stripped"):
             setattr(self, f, getattr(self, f) + getattr(other, f))
 
 
@@ -241,6 +248,14 @@ class CachedLLM:
             done += len(chunk)
             if self.progress:
                 self.progress(stage, done, total)
+        if kind == "chat":
+            thought = set()
+            for k, c in results.items():
+                text, stripped = strip_thinking(c.text)
+                if stripped:
+                    results[k] = replace(c, text=text)
+                    thought.add(k)
+            stats.thinking_stripped += sum(1 for k in keys if k in thought)
         if self.samples is not None:
             for k, r in zip(keys, requests):
                 self.samples.setdefault(k, (stage, kind, r, results[k]))
