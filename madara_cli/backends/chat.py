@@ -210,6 +210,7 @@ def hf_encode_text(tok: Any, text: str) -> list[int]:
     tokenizer without that option would still produce."""
     ids = list(tok.encode(text, add_special_tokens=False, split_special_tokens=True))
     special = {i for i in _hf_special_tokens(tok).values() if i is not None} | set(getattr(tok, "all_special_ids", None) or ())
+    special.discard(getattr(tok, "unk_token_id", None))  # text outside the vocabulary, not a control token
     if special.intersection(ids):
         raise BackendError(
             f"the tokenizer {type(tok).__name__} turns control text inside a document or question into control tokens even with "
