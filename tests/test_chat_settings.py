@@ -155,7 +155,7 @@ def test_a_thinking_reply_scores_and_cleans_like_a_plain_one(tmp_path, name):
         llm = CachedLLM(backend, cache)
         asked = []
         chat = llm.chat
-        llm.chat = lambda stage, reqs: asked.extend(reqs) or chat(stage, reqs)
+        llm.chat = lambda stage, reqs, asked=asked, chat=chat: asked.extend(reqs) or chat(stage, reqs)
         ctx = StrategyContext(llm=llm, cfg=compose([f"strategy={name}"]))
         with llm.fresh_accounting() as acc:
             preds = STRATEGIES.get(ctx.strategy.name)(ctx, exs)
