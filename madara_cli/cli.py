@@ -119,7 +119,7 @@ def run(
         launch_multirun(grid, overrides, launcher, jobs)
         launched = expand(grid, overrides)
         # Read back what the workers wrote; nothing runs here (a missing cell is reported).
-        found = [(cfg, finished_cell(cfg)) for cfg in launched]
+        found = [(cfg, finished_cell(cfg, sized=True)) for cfg in launched]
         results = [r for _, r in found if r is not None]
         out.print(_results_table(results, f"grid {grid} ({launcher})"))
         missing = [f"{c.model.name}/{c.benchmark.name}/{c.strategy.name}" for c, r in found if r is None]
@@ -343,36 +343,49 @@ def tables(
     format: str = typer.Option("md,tex,csv,long", "--format", "-f", help="Comma-separated: md, tex, csv, long (tidy numeric CSV)"),
     results: Optional[Path] = _results_option(),
     out_dir: Optional[Path] = typer.Option(None, "--out", help="Where to write (default: RESULTS/tables)"),
-    metric: str = typer.Option("em", "--metric", help="What our cells show: em (the paper's EM), em_squad, f1, contains"),
+    metric: str = typer.Option("em", "--metric", help="What our cells show: em (EM as the paper's authors compute it: SQuAD normalisation), em_strict (Section 5.4's literal lower-case + whitespace), f1, contains"),
 ) -> None:
-    """Write every paper table (ours beside the paper's) from the results on disk; never runs anything."""
+    """Write every paper table (ours beside the paper's) from the results on disk; never runs anything.
+
+    Result folders that cannot be read are named and left out; the other tables are
+    written, and the exit status is 1 so that a script notices the gap."""
+    from madara_cli.results.store import TABLE_METRICS, load_results
     from madara_cli.tables import figure2, write_tables
 
+    if metric not in TABLE_METRICS:
+        raise UserError(f"unknown metric '{metric}'; valid: {', '.join(TABLE_METRICS)}")
     results_dir = _results_dir(results)
+    if not results_dir.is_dir():
+        raise UserError(f"no results folder {results_dir} (run a grid first, or pass --results DIR / set MADARA_RESULTS)")
     try:
         paths = write_tables(
             results_dir, out_dir or results_dir / "tables", only=only.split(",") if only else None, formats=tuple(format.split(",")), metric=metric
         )
     except ValueError as e:
         raise UserError(str(e)) from None
-    _warn_unreadable(results_dir)
     for p in paths:
         if p.suffix == ".md" and only:
             out.print(p.read_text(encoding="utf-8"), markup=False, highlight=False)
     fig = figure2(results_dir) if not only else None
     out.print(f"wrote {len(paths)} files under {(out_dir or results_dir / 'tables')}" + (f"; figure {fig}" if fig else ""))
+    problems = load_results(results_dir).problems
+    if problems:
+        err.print(f"error: {unreadable_folders(problems)}; the tables were written without them", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(1)
 
 
-def _warn_unreadable(results_dir: Path) -> None:
-    from madara_cli.results.store import load_results
+# Named in full up to this many; beyond, a count and the first few.
+SHOWN_PROBLEMS = 5
 
-    skipped = load_results(results_dir).skipped
-    if skipped:
-        err.print(
-            f"warning: {len(skipped)} result folder(s) have an unreadable or incomplete cell or probe record and were left out: "
-            f"{', '.join(skipped[:3])}{', ...' if len(skipped) > 3 else ''} (rerun them with force=true, or delete them)",
-            markup=False, highlight=False, soft_wrap=True,
-        )
+
+def unreadable_folders(problems) -> str:
+    """One line naming the result folders that cannot be read and why, all of them or a
+    count and the first :data:`SHOWN_PROBLEMS`, with what to do."""
+    shown = "; ".join(f"{folder} ({why})" for folder, why in problems[:SHOWN_PROBLEMS])
+    more = (f"; and {len(problems) - SHOWN_PROBLEMS} more (madara show FOLDER says what is wrong with each)"
+            if len(problems) > SHOWN_PROBLEMS else "")
+    return (f"{len(problems)} result folder(s) hold results that cannot be read: {shown}{more}; "
+            "rerun those cells with force=true, or delete the folders")
 
 
 @app.command()
@@ -382,12 +395,14 @@ def compare(
     resamples: int = typer.Option(10_000, "--resamples", min=1, help="Paired bootstrap resamples"),
     seed: int = typer.Option(0, "--seed"),
     as_json: bool = typer.Option(False, "--json", help="Print the comparison as one JSON object"),
+    min_pairs: int = typer.Option(10, "--min-pairs", min=1, help="Fewest shared examples for which a bootstrap CI is shown (below it: the exact McNemar test only)"),
 ) -> None:
-    """Paired comparison of two cells on their shared examples: EM, b, c, McNemar, bootstrap CI."""
+    """Paired comparison of two cells on their shared examples: EM, b, c, McNemar, bootstrap CI.
+    Cells of different benchmarks or questions, or with an id twice, are refused."""
     from madara_cli.tables import compare_cells, format_comparison
 
     try:
-        result = compare_cells(run_a, run_b, n_resamples=resamples, seed=seed)
+        result = compare_cells(run_a, run_b, n_resamples=resamples, seed=seed, min_pairs=min_pairs)
     except ValueError as e:
         raise UserError(str(e)) from None
     if as_json:
@@ -560,6 +575,9 @@ def cache_merge(
     """Fold the per-worker cache shards of cluster jobs into the cache (idempotent)."""
     from madara_cli.backends.shards import merge_shards, shard_dir
 
+    if not cache.is_file() and not shard_dir(cache).is_dir():  # a typo would otherwise "merge 0 shards" and succeed
+        raise UserError(f"no response cache {cache} and no shards in {shard_dir(cache)}: nothing to merge "
+                        "(pass --cache RESULTS/cache.sqlite of the sweep)")
     r = merge_shards(cache, keep=keep)
     out.print(f"merged {r.shards} shards from {shard_dir(cache)}: {r.rows} entries, {r.added} new to {cache}", markup=False, highlight=False)
     if r.failed:

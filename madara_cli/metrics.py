@@ -1,17 +1,22 @@
 """Answer metrics: exact match, token F1 and contains-match against every gold alias.
 
-Every metric compares the *cleaned* answer (:func:`madara_cli.agents.generator.clean_answer`:
-first line, no ``Answer:`` lead-in, no wrapping quotes or final period) with each gold
-alias:
+Every metric compares the answer with each gold alias after the same clean-up of
+both sides (:func:`tidy_answer`: first non-empty line, no ``Answer:`` lead-in, no
+wrapping pair of quotes, brackets or emphasis, no final period). The generator's
+:func:`madara_cli.agents.generator.clean_answer` applies it to every reply; applying it
+to the gold as well means the clean-up can never turn a verbatim-correct answer
+("Washington, D.C.") wrong, and ``tidy_answer`` is idempotent, so cleaning a clean
+answer again changes nothing.
 
-* ``em`` -- the paper's EM (Section 5.4: "strictly matched after whitespace
-  normalization and lowercasing"): lower-case, collapse whitespace, compare. The paper
-  tables use it.
-* ``em_squad`` -- EM after the SQuAD normalisation (also drop punctuation and the
-  articles a/an/the), the convention of most open-domain QA papers since DPR.
+* ``em`` -- EM as the authors compute it (js-lee-AI/MADARA ``madara/metrics.py``,
+  whose docstring says it is Section 5.4's): lower-case, drop ASCII punctuation, drop
+  the articles a/an/the, collapse whitespace (the SQuAD normalisation), compare. The
+  paper tables use it.
+* ``em_strict`` -- the literal text of Section 5.4 ("strictly matched after
+  whitespace normalization and lowercasing"): lower-case, collapse whitespace, compare.
 * ``f1`` -- token F1 (max over aliases) on SQuAD-normalised tokens; the paper defines
-  F1 only as the harmonic mean of token precision and recall, and SQuAD's tokens are
-  the standard reading.
+  F1 only as the harmonic mean of token precision and recall, and the authors' code
+  uses SQuAD's tokens.
 * ``contains`` -- a gold alias appears as whole SQuAD-normalised tokens in the answer.
 
 ``METRIC_VERSION`` is part of every cell's key: a change to any definition here makes
@@ -31,7 +36,9 @@ _PUNCT = set(string.punctuation)
 
 
 def normalize(text: str, strict: bool = False) -> str:
-    """Lower-case, collapse whitespace; unless ``strict``, also drop punctuation and articles."""
+    """Lower-case, collapse whitespace; unless ``strict``, also drop punctuation and
+    then the articles (in that order, as the authors' ``normalize_answer`` does: "the."
+    loses its period first and then its article)."""
     text = text.lower()
     if not strict:
         text = "".join(ch for ch in text if ch not in _PUNCT)
@@ -39,31 +46,100 @@ def normalize(text: str, strict: bool = False) -> str:
     return " ".join(text.split())
 
 
-METRIC_VERSION = 2  # 2: em is the paper's strict EM; em_squad added
+# 3: em is the authors' EM (SQuAD normalisation), em_strict the literal Section 5.4
+#    text; both sides of every comparison go through tidy_answer.
+# 2: em was the strict match and em_squad the SQuAD one. 1: em was the SQuAD one.
+METRIC_VERSION = 3
 
-METRICS: tuple[str, ...] = ("em", "em_squad", "f1", "contains")
+METRICS: tuple[str, ...] = ("em", "em_strict", "f1", "contains")
+# Names results written before METRIC_VERSION 3 used for what is now a metric here.
+METRIC_ALIASES: dict[str, str] = {"em_squad": "em"}
 
 
-def exact_match(prediction: str, answers: Iterable[str], squad: bool = False) -> bool:
-    """The paper's EM (lower-case + whitespace); ``squad=True`` also strips punctuation
-    and articles."""
-    p = normalize(prediction, strict=not squad)
-    return any(p == normalize(a, strict=not squad) for a in answers)
+def metric_name(name: str) -> str:
+    """The metric ``name`` means (an alias resolved); ValueError naming the valid ones."""
+    name = METRIC_ALIASES.get(name, name)
+    if name not in METRICS:
+        raise ValueError(f"unknown metric '{name}'; valid: {', '.join(METRICS)}")
+    return name
+
+
+# A lead-in the reply puts before its answer. "Answer - X" needs spaces around the dash
+# so that "Answer-ready" keeps its hyphen; there is no bare "A:" rule, which turned
+# "A-ha" into "ha".
+_LEAD_IN = re.compile(
+    r"^\s*(?:(?:(?:final\s+)?answer|label)(?:\s*:|\s+-\s)|the\s+(?:final\s+)?answer\s+is(?=[\s:]|$):?)\s*",
+    re.IGNORECASE,
+)
+_CLOSERS = {"(": ")", "[": "]", "{": "}", "“": "”", "‘": "’", "«": "»"}
+_SYMMETRIC = set("\"'`*_")
+
+
+def _unwrap(text: str) -> str:
+    """``text`` without one pair of marks around all of it: brackets only when the
+    opening one closes at the very end ("(a) and (b)" and "Paris (France)" stay as they
+    are); quotes and emphasis only when the same mark opens and closes."""
+    if len(text) < 2:
+        return text
+    first, last = text[0], text[-1]
+    if first in _SYMMETRIC:
+        return text[1:-1] if last == first else text
+    closer = _CLOSERS.get(first)
+    if closer is None or last != closer:
+        return text
+    depth = 0
+    for i, ch in enumerate(text):
+        if ch == first:
+            depth += 1
+        elif ch == closer:
+            depth -= 1
+            if depth == 0:
+                return text[1:-1] if i == len(text) - 1 else text
+    return text
+
+
+def tidy_answer(text: str) -> str:
+    """The answer clean-up applied to replies and gold aliases alike.
+
+    1. drop a leading ``Answer:`` / ``Final answer:`` / ``The answer is`` / ``Label:``
+       (also when the answer follows it on the next line);
+    2. keep the first non-empty line;
+    3. repeatedly strip surrounding whitespace, one more lead-in, one pair of marks
+       around the whole answer (:func:`_unwrap`) and final periods, until nothing
+       changes -- so ``tidy_answer(tidy_answer(x)) == tidy_answer(x)``.
+    """
+    text = _LEAD_IN.sub("", text, count=1)
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    ans = lines[0] if lines else ""
+    previous = None
+    while ans != previous:
+        previous = ans
+        ans = _LEAD_IN.sub("", ans.strip(), count=1)
+        ans = _unwrap(ans.strip()).rstrip(".").strip()
+    return ans
+
+
+def exact_match(prediction: str, answers: Iterable[str], strict: bool = False) -> bool:
+    """EM against any alias after :func:`tidy_answer` of both sides: the authors' SQuAD
+    normalisation by default, the literal Section 5.4 reading (lower-case + whitespace)
+    with ``strict=True``. No aliases: no match."""
+    p = normalize(tidy_answer(prediction), strict=strict)
+    return any(p == normalize(tidy_answer(a), strict=strict) for a in answers)
 
 
 def contains_match(prediction: str, answers: Iterable[str]) -> bool:
     """A gold alias appears, as whole tokens, inside the normalised prediction
     (the lenient 'accuracy' used by MAIN-RAG and many open-domain QA papers)."""
-    p = f" {normalize(prediction)} "
-    return any(n and f" {n} " in p for n in (normalize(a) for a in answers))
+    p = f" {normalize(tidy_answer(prediction))} "
+    return any(n and f" {n} " in p for n in (normalize(tidy_answer(a)) for a in answers))
 
 
 def token_f1(prediction: str, answers: Iterable[str]) -> float:
     """Max over aliases of the harmonic mean of token precision and recall (SQuAD F1)."""
-    pred = normalize(prediction).split()
+    pred = normalize(tidy_answer(prediction)).split()
     best = 0.0
     for a in answers:
-        gold = normalize(a).split()
+        gold = normalize(tidy_answer(a)).split()
         common = Counter(pred) & Counter(gold)
         overlap = sum(common.values())
         if not pred or not gold:
@@ -79,7 +155,7 @@ def token_f1(prediction: str, answers: Iterable[str]) -> float:
 @dataclass(frozen=True)
 class Scores:
     em: float
-    em_squad: float
+    em_strict: float
     f1: float
     contains: float
 
@@ -87,7 +163,7 @@ class Scores:
 def score(prediction: str, answers: Sequence[str]) -> Scores:
     return Scores(
         em=float(exact_match(prediction, answers)),
-        em_squad=float(exact_match(prediction, answers, squad=True)),
+        em_strict=float(exact_match(prediction, answers, strict=True)),
         f1=token_f1(prediction, answers),
         contains=float(contains_match(prediction, answers)),
     )

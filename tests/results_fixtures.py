@@ -79,7 +79,7 @@ def write_cell(
     ``contains`` override the cell's metrics (default: the mean over the predictions).
     ``calls`` is ``calls_issued`` (default n); ``accounting`` replaces the whole block.
     Further keyword arguments become top-level sections of the cell's record
-    (``evaluated_set={...}``, ``em_squad=0.5``, a strategy's report section, ...).
+    (``evaluated_set={...}``, ``em_strict=0.5``, a strategy's report section, ...).
     """
     if predictions is not None:
         n = len(predictions)

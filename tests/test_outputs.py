@@ -81,15 +81,15 @@ def test_summary_has_one_numeric_row_per_cell_and_every_metric(results_dir):
     _, old = _cell(results_dir, "strategy=nf")
     _, r = _cell(results_dir, "strategy=sda")
     # Metrics come from each cell, not a fixed list: a cell from a version without
-    # em_squad gets an empty value, a cell with it its number.
-    _rewrite(old, em_squad=None)
-    _rewrite(r, em_squad=0.25)
+    # em_strict gets an empty value, a cell with it its number.
+    _rewrite(old, em_strict=None)
+    _rewrite(r, em_strict=0.25)
     store.write_summary(results_dir)
     df = pd.read_csv(results_dir / "summary.csv")
     assert len(df) == 2 and set(df["strategy"]) == {"nf", "sda"}
     for col in ("n", "em", "f1", "contains", "calls", "tokens_in", "tokens_out", "seconds", "k", "seed", "limit"):
         assert pd.api.types.is_numeric_dtype(df[col]), col
-    assert df.loc[df.strategy == "sda", "em_squad"].item() == 0.25 and df.loc[df.strategy == "nf", "em_squad"].isna().all()
+    assert df.loc[df.strategy == "sda", "em_strict"].item() == 0.25 and df.loc[df.strategy == "nf", "em_strict"].isna().all()
     import importlib.util
 
     assert (results_dir / "summary.parquet").is_file() == (importlib.util.find_spec("pyarrow") is not None)

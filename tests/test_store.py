@@ -92,12 +92,38 @@ def test_an_older_cell_without_newer_sections_still_reads(tmp_path):
            "assessment": {"extreme_score_rate": 0.1}, "wall_seconds": 3.5, "accounting": {"calls_issued": 4, "seconds": 1.5}}
     (folder / store.METRICS_FILE).write_text(json.dumps(old))
     rec = store.read_cell(folder)
-    assert (rec.grid, rec.key, rec.retriever, rec.em_squad, rec.timing) == ("table2", "old-cell", "bm25s", None, None)
+    assert (rec.grid, rec.key, rec.retriever, rec.em_strict, rec.timing) == ("table2", "old-cell", "bm25s", None, None)
     assert rec.assessment == {"extreme_score_rate": 0.1} and rec.seconds == 3.5 and rec.engine_seconds == 1.5
     assert rec.calls_per_query() == 1.0
     # Written back, it keeps what it had and says nothing it did not know.
     again = CellRecord.from_json(rec.to_json(), grid="table2", key="old-cell")
-    assert again == rec and "em_squad" not in json.loads(rec.to_json())
+    assert again == rec and "em_strict" not in json.loads(rec.to_json())
+
+
+def test_a_metric_version_2_cell_reads_its_two_ems_under_todays_names(tmp_path):
+    # Version 2 wrote em = the strict match, em_squad = the SQuAD one (today's em).
+    res = _cell(tmp_path)
+    metrics_path, preds_path = res.folder / store.METRICS_FILE, res.folder / store.PREDICTIONS
+    old = json.loads(metrics_path.read_text(encoding="utf-8"))
+    old.pop("em_strict")
+    old["em"], old["em_squad"] = 0.25, 0.75
+    metrics_path.write_text(json.dumps(old, indent=2), encoding="utf-8")
+    rows = [json.loads(x) for x in preds_path.read_text(encoding="utf-8").splitlines()]
+    for i, row in enumerate(rows):
+        row.pop("em_strict")
+        row["em"], row["em_squad"] = 0, int(i == 0)
+    preds_path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    rec = store.read_cell(res.folder)
+    assert (rec.em, rec.em_strict) == (0.75, 0.25) and rec.metric("em_squad") == 0.75
+    assert "em_squad" not in rec.report and "em_squad" not in json.loads(rec.to_json())
+    back = store.read_predictions(res.folder)
+    assert [(r["em"], r["em_strict"]) for r in back] == [(int(i == 0), 0) for i in range(len(rows))]
+    assert all("em_squad" not in r for r in back)
+    store.write_summary(tmp_path)
+    import pandas as pd
+
+    row = pd.read_csv(tmp_path / "summary.csv").iloc[0]
+    assert (row["em"], row["em_strict"]) == (0.75, 0.25) and "em_squad" not in row
 
 
 @pytest.mark.parametrize("body,needle", [

@@ -11,13 +11,17 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
+from madara_cli.metrics import tidy_answer
 from madara_cli.records import ChatRequest, Doc, Example, Message, messages
 
+# Appendix N's description of the factoid generator, nothing more: documents, question,
+# and the answer alone (a name, number, date or short phrase; no sentence, no
+# explanation). Nothing about disagreeing documents: that would aim the NF baseline,
+# which every routing decision starts from, at CONFLICTS.
 FACTOID_SYSTEM = (
     "You answer questions using the documents you are given. "
-    "Reply with the answer only: a short phrase of at most five words, usually a name, "
-    "place, date or number. Do not explain and do not write a full sentence. "
-    "If the documents disagree, give the answer that the most reliable evidence supports."
+    "Reply with nothing but the answer: a name, a number, a date or a short phrase. "
+    "Do not write a sentence and do not explain."
 )
 
 FEVER_SYSTEM = (
@@ -72,35 +76,52 @@ def generation_request(example: Example, docs: Sequence[Doc], max_tokens: int, t
     return ChatRequest(messages=msgs, max_tokens=max_tokens, temperature=temperature, seed=seed)
 
 
-_PREFIX = re.compile(r"^\s*(final answer|answer|the answer is|label|a)\s*[:\-]\s*", re.IGNORECASE)
-_LEAD = re.compile(r"^\s*the answer is\s+", re.IGNORECASE)
+# The FEVER label words, each read as SUPPORTS or REFUTES.
+_LABEL_WORD = r"(supports?|supported|supporting|true|refutes?|refuted|refuting|false)"
+# A label the reply commits to: the word right after a "Label:" / "Answer:" / "Verdict:"
+# lead-in (markdown and quotes between them allowed).
+_COMMITTED = re.compile(r"\b(?:final\s+)?(?:label|answer|verdict)(?:\s*:|\s+is\b:?)[\s*_`'\"(\[]*" + _LABEL_WORD + r"\b", re.IGNORECASE)
+_ANY_LABEL = re.compile(r"\b" + _LABEL_WORD + r"\b", re.IGNORECASE)
+_NEGATORS = {"not", "no", "never", "neither", "nor", "cannot", "without", "nothing", "none", "lacks", "fails"}
+_CLAUSE_END = re.compile(r"[.!?;:\n]")
+
+
+def _negated(text: str, start: int) -> bool:
+    """Whether one of the three words before ``start``, in the same clause, negates it
+    ("not supported", "does not support", "isn't true", "no evidence supporting")."""
+    clause = _CLAUSE_END.split(text[:start])[-1]
+    words = re.findall(r"[a-z']+", clause.lower())[-3:]
+    return any(w in _NEGATORS or w.endswith("n't") for w in words)
+
+
+def fever_label(text: str) -> str | None:
+    """The label a FEVER reply commits to: the word after its first ``Label:`` /
+    ``Answer:`` lead-in, else its last label word that no negation governs
+    ("not supported ... REFUTES" is REFUTES; "neither supports nor refutes" is none).
+    None when the reply names no label."""
+    committed = _COMMITTED.search(text)
+    if committed:
+        word = committed.group(1)
+    else:
+        free = [m for m in _ANY_LABEL.finditer(text) if not _negated(text, m.start())]
+        if not free:
+            return None
+        word = free[-1].group(1)
+    word = word.lower()
+    return "SUPPORTS" if word.startswith("support") or word == "true" else "REFUTES"
 
 
 def clean_answer(text: str, task: str = "factoid") -> str:
-    """Reduce a generation to the answer string, identically for every strategy:
+    """Reduce a generation to the answer string, identically for every strategy.
 
-    1. keep the first non-empty line;
-    2. drop a leading ``Answer:`` / ``The answer is`` / ``Label:``;
-    3. strip surrounding quotes, brackets, markdown emphasis and a final period;
-    4. FEVER: map to SUPPORTS / REFUTES by the first label word present
-       (supports/true -> SUPPORTS, refutes/false -> REFUTES); otherwise keep the text
-       (it then scores as wrong, and ``is_label`` reports it as unparseable).
+    Factoid: :func:`madara_cli.metrics.tidy_answer` (first non-empty line, no
+    ``Answer:`` lead-in, no wrapping pair of quotes, brackets or emphasis, no final
+    period), which every metric also applies to the gold aliases, so a verbatim-correct
+    reply stays correct. FEVER: :func:`fever_label` of the whole reply; a reply naming
+    no label keeps its tidied text (and scores as wrong).
     """
-    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
-    ans = lines[0] if lines else ""
-    ans = _PREFIX.sub("", ans)
-    ans = _LEAD.sub("", ans)
-    previous = None
-    while ans != previous:  # quotes, emphasis and a final period nest in any order
-        previous = ans
-        ans = ans.strip().strip("*_`\"'“”‘’[]()").rstrip(".").strip()
     if task == "fever":
-        m = re.search(r"\b(supports?|supported|true|refutes?|refuted|false)\b", text, re.IGNORECASE)
-        if m:
-            word = m.group(1).lower()
-            return "SUPPORTS" if word.startswith("support") or word == "true" else "REFUTES"
-    return ans
-
-
-def is_label(answer: str) -> bool:
-    return answer in ("SUPPORTS", "REFUTES")
+        label = fever_label(text)
+        if label is not None:
+            return label
+    return tidy_answer(text)

@@ -131,26 +131,34 @@ class ResponseCache:
 
 @dataclass
 class StageStats:
-    """What one stage cost: requests asked, served from cache, sent to the engine."""
+    """What one stage cost: requests asked, served from cache, sent to the engine.
+
+    ``tokens_in``/``tokens_out`` and ``truncated`` count every request, cached or not
+    (the cache keeps each reply's token counts), so a cell's cost is the same on a
+    clean run and on a resumed one; ``issued_tokens_*`` and ``seconds`` count only the
+    work this run sent to the engine."""
 
     requests: int = 0
     cache_hits: int = 0
     calls_issued: int = 0
     tokens_in: int = 0
     tokens_out: int = 0
+    issued_tokens_in: int = 0
+    issued_tokens_out: int = 0
     seconds: float = 0.0
     truncated: int = 0
     thinking_stripped: int = 0  # replies that still held a <think> block (removed before parsing)
 
     def add(self, other: "StageStats") -> None:
-        for f in ("requests", "cache_hits", "calls_issued", "tokens_in", "tokens_out", "seconds", "truncated", "thinking_stripped"):
+        for f in ("requests", "cache_hits", "calls_issued", "tokens_in", "tokens_out", "issued_tokens_in", "issued_tokens_out",
+                  "seconds", "truncated", "thinking_stripped"):
             setattr(self, f, getattr(self, f) + getattr(other, f))
 
 
 @dataclass
 class Accounting:
-    """Per-cell accounting, by stage. ``tokens``/``seconds`` count engine work only;
-    a cache hit costs nothing."""
+    """Per-cell accounting, by stage (see :class:`StageStats` for what counts cached
+    replies and what counts engine work only)."""
 
     by_stage: dict[str, StageStats] = field(default_factory=dict)
 
@@ -241,13 +249,17 @@ class CachedLLM:
             for (k, _), c in zip(chunk, out):
                 results[k] = c
                 stats.calls_issued += 1
-                stats.tokens_in += c.tokens_in
-                stats.tokens_out += c.tokens_out
+                stats.issued_tokens_in += c.tokens_in
+                stats.issued_tokens_out += c.tokens_out
                 stats.seconds += c.seconds
-                stats.truncated += int(c.truncated)
             done += len(chunk)
             if self.progress:
                 self.progress(stage, done, total)
+        for k in keys:
+            c = results[k]
+            stats.tokens_in += c.tokens_in
+            stats.tokens_out += c.tokens_out
+            stats.truncated += int(c.truncated)
         if kind == "chat":
             thought = set()
             for k, c in results.items():

@@ -71,6 +71,35 @@ def cell_examples(cfg: DictConfig, pool: EnginePool | None, split: str = "eval",
     return replace(loaded, examples=retrieve_for(cfg, loaded.examples, pool))
 
 
+def sized_to_data(cfg: DictConfig, loaded: CellExamples) -> tuple[DictConfig, dict]:
+    """``cfg`` with ``limit`` and ``benchmark.calibration`` cut to what the benchmark
+    holds (``loaded``: :func:`load_cell` of ``cfg``), each cut said in one warning
+    line, and what was asked for (``limit_requested``, ``calibration_requested``; empty
+    when both fit, and ``cfg`` is then returned as it is). A cell's key is computed from
+    this config, so it says what ran (``limit=100000`` on 3 queries runs, and is keyed,
+    as ``n3``), while a limit within the data leaves the key as it was."""
+    from madara_cli.data.loaders import warn
+
+    changes: dict = {}
+    name = str(cfg.benchmark.name)
+    if cfg.limit is not None and len(loaded.examples) < int(cfg.limit):
+        n = len(loaded.examples)
+        changes["limit"] = n
+        warn(f"limit={cfg.limit} is more than the {n} queries benchmark {name} holds: the cell runs on {n} and is keyed n{n}")
+    wanted = int(cfg.benchmark.calibration)
+    if len(loaded.calibration) < wanted:
+        n = len(loaded.calibration)
+        changes["benchmark"] = {"calibration": n}
+        what = "" if n else f" (calibration_split={cfg.benchmark.get('calibration_split', 'nested')} leaves none beside the evaluated queries)"
+        warn(f"benchmark.calibration={wanted} is more than benchmark {name} holds: clipped to {n}{what}; recorded in the cell's evaluated_set")
+    if not changes:
+        return cfg, {}
+    requested = {"limit_requested": int(cfg.limit)} if "limit" in changes else {}
+    if "benchmark" in changes:
+        requested["calibration_requested"] = wanted
+    return OmegaConf.merge(cfg, changes), requested
+
+
 def load_cell(cfg: DictConfig, split: str = "eval", n: int | None = None) -> CellExamples:
     """The load and limit steps of :func:`cell_examples`: its examples not yet retrieved."""
     if split not in SPLITS:

@@ -144,7 +144,7 @@ def _fingerprint(cfg: DictConfig) -> str:
 def plan_grid(grid_name: str, cfgs: list[DictConfig]) -> Plan:
     """Estimate every cell of a grid; add measured numbers for finished cells."""
     from madara_cli.data.loaders import DataError
-    from madara_cli.experiment.cells import load_cell, retrieve_for
+    from madara_cli.experiment.cells import load_cell, retrieve_for, sized_to_data
     from madara_cli.experiment.runner import ROUTED
     from madara_cli.experiment.treat import Treatment
     from madara_cli.strategies import STRATEGIES, StrategyContext, load_all
@@ -155,12 +155,34 @@ def plan_grid(grid_name: str, cfgs: list[DictConfig]) -> Plan:
     recorders: dict[str, CachedLLM] = {}
     real_caches: dict[str, ResponseCache] = {}
     examples_memo: dict[str, list] = {}
+    loaded_memo: dict = {}  # retrieval key -> the cell's load (experiment.cells.CellExamples)
     calibration_memo: dict[str, list] = {}  # the calibration split a routed cell probes on
     estimated: set[str] = set()
     scales: dict[str, float] = {}
     scratch = Path(tempfile.mkdtemp(prefix="madara-plan-"))
     try:
         for cfg in cfgs:
+            # Examples and retrieval are real (snapshots are reused and written as usual).
+            retr_key = json.dumps([OmegaConf.to_container(cfg.benchmark), OmegaConf.to_container(cfg.retriever), cfg.seed, cfg.limit], sort_keys=True, default=str)
+            if retr_key not in examples_memo and retr_key not in loaded_memo:
+                try:
+                    loaded_memo[retr_key] = load_cell(cfg)
+                except DataError as e:
+                    exs = placeholder_examples(cfg)
+                    # A file the user named is there to be read: estimating around a typo
+                    # would report a plan for data that does not exist.
+                    if exs is None or cfg.benchmark.get("path"):
+                        raise
+                    n = int(cfg.limit if cfg.limit is not None else cfg.benchmark.sample)
+                    note = (f"{cfg.benchmark.name}: data not here ({re.split(r'[:;]', str(e))[0]}): estimated for {n} queries × k={cfg.retriever.k} "
+                            f"documents (limit, else benchmark.sample) from {len(exs)} placeholder queries")
+                    if note not in plan.notes:
+                        plan.notes.append(note)
+                    examples_memo[retr_key] = exs
+                    scales[retr_key] = n / len(exs)
+                    estimated.add(retr_key)
+            if retr_key in loaded_memo:  # the key the cell will run under (a limit beyond the data is cut)
+                cfg, _ = sized_to_data(cfg, loaded_memo[retr_key])
             cell = Cell.from_cfg(cfg)
             plan.cells.append(cell)
             sp = plan.by_strategy.setdefault(cell.strategy, StrategyPlan())
@@ -175,26 +197,10 @@ def plan_grid(grid_name: str, cfgs: list[DictConfig]) -> Plan:
                 sp.measured_requests += int(acct.get("requests", 0))
                 sp.measured_calls += int(acct.get("calls_issued", 0))
 
-            # Examples and retrieval are real (snapshots are reused and written as usual).
-            retr_key = json.dumps([OmegaConf.to_container(cfg.benchmark), OmegaConf.to_container(cfg.retriever), cfg.seed, cfg.limit], sort_keys=True, default=str)
-            if retr_key not in examples_memo:
-                try:
-                    loaded = load_cell(cfg)
-                except DataError as e:
-                    exs = placeholder_examples(cfg)
-                    if exs is None:
-                        raise
-                    n = int(cfg.limit if cfg.limit is not None else cfg.benchmark.sample)
-                    note = (f"{cell.benchmark}: data not here ({re.split(r'[:;]', str(e))[0]}): estimated for {n} queries × k={cfg.retriever.k} "
-                            f"documents (limit, else benchmark.sample) from {len(exs)} placeholder queries")
-                    if note not in plan.notes:
-                        plan.notes.append(note)
-                    examples_memo[retr_key] = exs
-                    scales[retr_key] = n / len(exs)
-                    estimated.add(retr_key)
             if retr_key in estimated:
                 sp.estimated_cells += 1
             elif retr_key not in examples_memo:
+                loaded = loaded_memo[retr_key]
                 if cfg.retriever.name == "rerank":
                     plan.notes.append(f"{cell.key}: reranking adds {cfg.retriever.candidates} judge calls per query on first retrieval (not counted)")
                 examples_memo[retr_key] = retrieve_for(cfg, loaded.examples, None)

@@ -28,7 +28,7 @@ from madara_cli.backends import make_backend
 from madara_cli.backends.base import Backend
 from madara_cli.backends.cache import CachedLLM, ProgressFn, ResponseCache
 from madara_cli.config import to_plain
-from madara_cli.experiment.cells import cell_examples
+from madara_cli.experiment.cells import load_cell, retrieve_for, sized_to_data
 from madara_cli.experiment.grid import Cell
 from madara_cli.records import Example, Prediction
 from madara_cli.results import store
@@ -118,28 +118,42 @@ def prediction_rows(examples: list[Example], preds: list[Prediction]) -> tuple[l
         scores.append(s)
         rows.append({
             "id": ex.id, "question": ex.question, "answers": list(ex.answers), "prediction": p.answer, "raw": p.raw,
-            "em": int(s.em), "em_squad": int(s.em_squad), "f1": round(s.f1, 4), "contains": int(s.contains), "doc_ids": list(p.doc_ids), "extra": p.extra,
+            "em": int(s.em), "em_strict": int(s.em_strict), "f1": round(s.f1, 4), "contains": int(s.contains), "doc_ids": list(p.doc_ids), "extra": p.extra,
         })
     return rows, scores
 
 
-def evaluated_set_info(cfg: DictConfig, examples: list[Example], calibration: list[Example] | None) -> dict[str, Any]:
+def evaluated_set_info(cfg: DictConfig, examples: list[Example], calibration: list[Example] | None,
+                       requested: dict[str, int] | None = None) -> dict[str, Any]:
     """How the evaluated queries relate to the calibration split (recorded per cell;
-    tables footnote it): the split mode, the calibration size, and how many of this
-    cell's queries are calibration queries (when the cell loaded its own data)."""
+    tables footnote it): the split mode, the calibration size, how many of this
+    cell's queries are calibration queries (when the cell loaded its own data), and
+    the limit or calibration size asked for when the data held fewer (``requested``)."""
     split = str(cfg.benchmark.get("calibration_split", "nested"))
     info: dict[str, Any] = {"calibration_split": split, "calibration": int(cfg.benchmark.calibration), "metric_version": M.METRIC_VERSION}
     if calibration is not None:
         ids = {ex.id for ex in calibration}
         info["calibration_in_evaluated"] = sum(ex.id in ids for ex in examples)
+    info.update(requested or {})
     return info
 
 
-def finished_cell(cfg: DictConfig) -> CellResult | None:
-    """The cell's finished result on disk, or None when it has not finished."""
+def finished_cell(cfg: DictConfig, sized: bool = False) -> CellResult | None:
+    """The cell's finished result on disk, or None when it has not finished. With
+    ``sized``, a cell whose limit or calibration the data cut (:func:`sized_to_data`)
+    is looked for under the key it ran as, which takes loading the benchmark."""
     cell = Cell.from_cfg(cfg)
     folder = cell.folder(cfg.results_dir)
     record = store.read_cell(folder)
+    if record is None and sized:
+        from madara_cli.data.loaders import DataError
+
+        try:
+            fitted, requested = sized_to_data(cfg, load_cell(cfg))
+        except DataError:  # its data is not here: then it has not run either
+            return None
+        if requested:
+            return finished_cell(fitted)
     return None if record is None else CellResult(cell, folder, record, skipped=True)
 
 
@@ -157,10 +171,18 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
     t0, started = time.perf_counter(), store.now_iso()
     calibration: list[Example] | None = None
     data_report: dict[str, Any] | None = None
+    requested: dict[str, int] = {}
     if examples is None:
-        data = cell_examples(cfg, pool)
-        examples, calibration, data_report = data.examples, data.calibration, data.load.to_dict()
-    evaluated_set = evaluated_set_info(cfg, examples, calibration)
+        loaded = load_cell(cfg)
+        cfg, requested = sized_to_data(cfg, loaded)
+        if requested:  # the data held fewer queries than asked: the cell is the one that ran
+            cell = Cell.from_cfg(cfg)
+            folder = cell.folder(cfg.results_dir)
+            if not cfg.force and (done := finished_cell(cfg)) is not None:
+                log.info("%s: finished earlier, read back from %s", cell.key, folder)
+                return done
+        examples, calibration, data_report = retrieve_for(cfg, loaded.examples, pool), loaded.calibration, loaded.load.to_dict()
+    evaluated_set = evaluated_set_info(cfg, examples, calibration, requested)
     if routed:  # probe -> route -> routed strategy; the probe's data is ready before the engine is taken
         from madara_cli.experiment.treat import Treatment
 

@@ -50,6 +50,13 @@ def ensure_probe(cfg: DictConfig, pool: EnginePool, n: int | None = None, force:
     examples = None
     if force or not _probe_done(cfg, n):
         examples = cell_examples(cfg, pool, split="calibration", n=n).examples
+        wanted = int(n if n is not None else cfg.benchmark.calibration)
+        if len(examples) < wanted:  # keyed by the n that ran, as a cell's limit is
+            from madara_cli.data.loaders import warn
+
+            warn(f"a probe of {wanted} calibration queries asked for, but benchmark {cfg.benchmark.name} holds {len(examples)}: "
+                 f"it runs on {len(examples)} and is keyed n{len(examples)}")
+            n = len(examples)
     return find_or_run_probe(cfg, pool.get(cfg), n, force=force, examples=examples)
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
+from madara_cli import metrics as M
 from madara_cli.data.loaders import DataError
 from madara_cli.experiment.grid import Cell
 
@@ -30,7 +31,7 @@ from madara_cli.experiment.grid import Cell
 # layout with ``schema_version`` first.
 SCHEMA_VERSION = 2
 
-METRICS = ("em", "em_squad", "f1", "contains")
+METRICS = M.METRICS
 
 
 class RecordError(DataError):
@@ -68,6 +69,24 @@ def _version(data: Mapping[str, Any], path: Path | str | None) -> int:
 _CELL_KEYS = ("schema_version", "cell", "n", *METRICS, "evaluated_set", "empty_answers", "data", "accounting", "provenance", "timing")
 
 
+def _check_measures(d: Mapping[str, Any], path: Path | str | None) -> int:
+    """The record's ``n``, after checking that it and the metrics are what madara
+    writes: a count, and fractions in [0, 1] (``em`` always; the others when present).
+    A hand-edited or damaged value would otherwise be rendered as a number in a table
+    ("—" for ``em: "high"``, 0 queries for ``n: null``) instead of being named."""
+    where = path or "record"
+    n = d.get("n")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise RecordError(f"{where}: n {n!r} is not a count of queries")
+    for name in METRICS:
+        value = d.get(name)
+        if value is None and name != "em":
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+            raise RecordError(f"{where}: {name} {value!r} is not a fraction in [0, 1]")
+    return n
+
+
 def cell_from_dict(d: Mapping[str, Any], grid: str = "", key: str = "") -> tuple[Cell, str]:
     """A :class:`Cell` from a stored ``cell`` section, and the key it was stored under
     (older folders may hold a key the current hash would not give)."""
@@ -89,7 +108,7 @@ class CellRecord:
     cell: Cell
     n: int
     em: float | None
-    em_squad: float | None = None
+    em_strict: float | None = None
     f1: float | None = None
     contains: float | None = None
     evaluated_set: dict[str, Any] | None = None
@@ -141,9 +160,9 @@ class CellRecord:
 
     # --- typed views of sections
     def metric(self, name: str) -> float | None:
-        if name not in METRICS:
-            raise ValueError(f"unknown metric '{name}'; valid: {', '.join(METRICS)}")
-        return getattr(self, name)
+        """A metric by name (``em_squad``, the name results before METRIC_VERSION 3
+        used, is ``em``); ValueError for an unknown one."""
+        return getattr(self, M.metric_name(name))
 
     @property
     def assessment(self) -> dict[str, Any]:
@@ -221,14 +240,14 @@ class CellRecord:
         if not isinstance(section, Mapping) or not all(section.get(k) for k in ("model", "benchmark", "strategy")):
             raise RecordError(f"{path or 'record'}: no cell section naming model, benchmark and strategy")
         cell, stored = cell_from_dict(section, grid, key)
-        n = d.get("n")
+        n = _check_measures(d, path)
         return cls(
             cell=cell,
-            n=int(n) if isinstance(n, (int, float)) and not isinstance(n, bool) else 0,
-            **{name: d.get(name) for name in METRICS},
+            n=n,
+            **_metric_values(d),
             evaluated_set=d.get("evaluated_set") if isinstance(d.get("evaluated_set"), Mapping) else None,
             empty_answers=d.get("empty_answers"),
-            report={k: v for k, v in d.items() if k not in _CELL_KEYS},
+            report={k: v for k, v in d.items() if k not in _CELL_KEYS and k not in M.METRIC_ALIASES},
             data=d.get("data") if isinstance(d.get("data"), Mapping) else None,
             accounting=dict(d.get("accounting") or {}),
             provenance=d.get("provenance") if isinstance(d.get("provenance"), Mapping) else None,
@@ -240,6 +259,17 @@ class CellRecord:
     @classmethod
     def from_json(cls, text: str, grid: str = "", key: str = "", path: Path | str | None = None) -> "CellRecord":
         return cls.from_dict(_loads(text, path), grid, key, path)
+
+
+def _metric_values(d: Mapping[str, Any]) -> dict[str, Any]:
+    """The metrics of a stored cell under today's names. Cells written with
+    METRIC_VERSION 2 hold ``em`` = the strict match and ``em_squad`` = the SQuAD one:
+    read as ``em_strict`` and ``em``, so a table never mixes the two under one name.
+    (METRIC_VERSION 1 cells hold ``em`` = the SQuAD match alone, which is ``em``.)"""
+    values = {name: d.get(name) for name in METRICS}
+    if "em_squad" in d and "em_strict" not in d:
+        values["em"], values["em_strict"] = d.get("em_squad"), d.get("em")
+    return values
 
 
 def _loads(text: str, path: Path | str | None) -> Any:

@@ -43,6 +43,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from madara_cli.metrics import metric_name
 from madara_cli.results.records import METRICS, SCHEMA_VERSION, CellRecord, ProbeRecord, RecordError, _num
 
 __all__ = [
@@ -263,9 +264,15 @@ def _read_predictions(path: str, stamp: tuple[int, int, int]) -> tuple[dict[str,
             if not line:
                 continue
             try:
-                rows.append(json.loads(line))
+                row = json.loads(line)
             except json.JSONDecodeError as err:
                 raise ValueError(f"{path}:{line_no}: not valid JSON ({err.msg})") from None
+            if isinstance(row, dict) and "em_squad" in row and "em_strict" not in row:
+                # METRIC_VERSION 2 rows: em was the strict match, em_squad the SQuAD one
+                # (today's em), as the cell's record is read (records._metric_values).
+                row = {**row, "em": row["em_squad"], "em_strict": row.get("em")}
+                del row["em_squad"]
+            rows.append(row)
     return tuple(rows)
 
 
@@ -357,12 +364,46 @@ def _record_folders(root: Path) -> list[Path]:
                    if not any(part.startswith(".") for part in f.relative_to(root).parts)})
 
 
+def folder_problem(folder: Path | str) -> str | None:
+    """Why ``folder`` (a non-hidden folder under ``<results>/<grid>/``) is not a
+    readable finished cell, or None when it is one or holds no cell files at all
+    (an index, say). Hidden ``.tmp-*`` folders are runs in progress, never asked about."""
+    folder = Path(folder)
+    try:
+        names = {p.name for p in folder.iterdir()}
+    except OSError as e:
+        return f"cannot be read ({e.strerror or e})"
+    if METRICS_FILE not in names:
+        found = sorted(names & {PREDICTIONS, CONFIG_FILE, PROMPTS})
+        if not found:
+            return None
+        return (f"has {', '.join(found)} but no {METRICS_FILE}: a half-written or half-copied cell "
+                "(madara writes a cell under .tmp-* and renames it only when complete)")
+    try:
+        if read_cell(folder) is None:
+            return f"its {METRICS_FILE} is not a file"
+    except RecordError as e:
+        return record_problem(e, folder)
+    return None
+
+
+def record_problem(e: RecordError, folder: Path) -> str:
+    """A :class:`RecordError` of ``folder``'s metrics.json, said relative to the folder."""
+    text, path = str(e), str(Path(folder) / METRICS_FILE)
+    return METRICS_FILE + text[len(path):] if text.startswith(path) else text
+
+
 def find_cell(results_dir: Path | str, name: str) -> Path:
-    """A cell (or probe) folder from a path or a key (or a unique key prefix/substring)."""
+    """A cell (or probe) folder from a path or a key (or a unique key prefix/substring).
+    ValueError naming what is wrong with a folder that is there but not finished."""
     p = Path(name)
     if is_finished_cell(p) or probe_path(p).is_file():
         return p
+    if p.is_dir() and (problem := folder_problem(p)):
+        raise ValueError(f"{p} is not a finished cell ({problem}); rerun it with force=true, or delete it")
     root = Path(results_dir)
+    if not root.is_dir():
+        raise ValueError(f"no results folder {root} (pass --results DIR, or a cell folder)")
     hits = _record_folders(root)
     exact = [h for h in hits if h.name == name]
     if exact:
@@ -389,7 +430,7 @@ def read_record(folder: Path) -> tuple[str, CellRecord | ProbeRecord]:
 # --- the results index ----------------------------------------------------------------------------
 
 TABLE_METRICS = METRICS
-BINARY_METRICS = ("em", "em_squad", "contains")
+BINARY_METRICS = ("em", "em_strict", "contains")
 
 
 @dataclass(frozen=True, eq=False)
@@ -453,7 +494,8 @@ class Results:
     root: Path
     cells: tuple[StoredCell, ...]
     probes: tuple[ProbeRecord, ...]
-    skipped: tuple[str, ...] = ()
+    skipped: tuple[str, ...] = ()  # folders that hold results madara cannot read
+    problems: tuple[tuple[str, str], ...] = ()  # (folder, what is wrong with it), the same folders
 
     def find(self, model: str, benchmark: str, strategy: str, grid: str | None = None,
              retrievers: Sequence[str] = ("bm25s", "pyserini")) -> StoredCell | None:
@@ -476,41 +518,53 @@ class Results:
 def load_results(results_dir: Path | str, metric: str = "em") -> Results:
     """Scan ``results/<grid>/<cell>/`` and ``results/probes/*/`` for finished records.
 
-    ``metric`` picks what the tables show as each cell's score (``em``, the paper's
-    EM, by default; ``em_squad``, ``f1`` or ``contains``).
+    ``metric`` picks what the tables show as each cell's score (``em``, EM as the
+    authors compute it, by default; ``em_strict``, ``f1`` or ``contains``; the older
+    name ``em_squad`` means ``em``).
 
-    Folders starting with ``.`` (``.tmp-*``: unfinished cells) are ignored; unreadable
-    records are listed in ``skipped`` rather than aborting the whole table run.
+    Folders starting with ``.`` (``.tmp-*``: runs in progress) are ignored. A folder
+    that holds cell files but no readable record (no ``metrics.json`` beside its
+    predictions, a malformed or out-of-range record, a folder that cannot be listed)
+    and a probe folder without a readable ``probe.json`` are never read as results:
+    each is listed in ``skipped`` with its reason in ``problems``, for the caller to
+    name, rather than aborting the whole table run.
     """
-    if metric not in TABLE_METRICS:
-        raise ValueError(f"unknown metric '{metric}'; valid: {', '.join(TABLE_METRICS)}")
+    metric = metric_name(metric)
     root = Path(results_dir)
     cells: list[StoredCell] = []
     probes: list[ProbeRecord] = []
-    skipped: list[str] = []
+    problems: list[tuple[str, str]] = []
     if not root.is_dir():
         return Results(root, (), (), ())
     for grid_dir in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        for sub in sorted(p for p in grid_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        try:
+            subs = sorted(p for p in grid_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
+        except OSError as e:
+            problems.append((str(grid_dir), f"cannot be read ({e.strerror or e})"))
+            continue
+        for sub in subs:
             if grid_dir.name == PROBES_GRID:
                 try:
                     probe = read_probe(sub, require=("model", "benchmark"))
-                except RecordError:
-                    probe = None
+                    why = f"has no {PROBE_FILE}"
+                except (RecordError, OSError) as e:
+                    probe, why = None, str(e)
                 if probe is None:
-                    skipped.append(str(sub))
+                    problems.append((str(sub), why))
                 else:
                     probes.append(probe)
                 continue
             if not is_finished_cell(sub):
+                if (problem := folder_problem(sub)) is not None:
+                    problems.append((str(sub), problem))
                 continue
             try:
                 record = read_cell(sub, grid_dir.name)
-            except RecordError:
-                skipped.append(str(sub))
+            except RecordError as e:
+                problems.append((str(sub), record_problem(e, sub)))
                 continue
             cells.append(StoredCell(record, sub, metric))
-    return Results(root, tuple(cells), tuple(probes), tuple(skipped))
+    return Results(root, tuple(cells), tuple(probes), tuple(p for p, _ in problems), tuple(problems))
 
 
 # --- summary.csv ----------------------------------------------------------------------------------

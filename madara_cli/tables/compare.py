@@ -2,7 +2,9 @@
 
 The paper compares methods query by query (Appendix G.3: McNemar's test on the
 discordant pairs b, c; Table 6: a paired bootstrap over queries). ``compare_cells``
-does both for any two result folders, pairing on the example ids they share.
+does both for any two result folders, pairing on the example ids they share, and
+refuses pairs that are not pairs: cells of different benchmarks or questions, or a
+cell holding one id twice.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from madara_cli import stats
-from madara_cli.results.store import read_predictions
+from madara_cli.results.store import METRICS_FILE, PREDICTIONS, read_cell, read_predictions
 
 
 def paired_outcomes(
@@ -28,36 +30,106 @@ def paired_outcomes(
     return ids, a, b
 
 
-def compare_cells(dir_a: Path, dir_b: Path, n_resamples: int = 10_000, seed: int = 0) -> dict[str, Any]:
+# Below this many pairs a percentile interval from resampling says more about the
+# resampler than about the methods; the exact McNemar test is valid at any n.
+MIN_PAIRS_FOR_CI = 10
+
+
+def _rows_by_id(preds: tuple[dict[str, Any], ...], folder: Path, metric: str) -> dict[str, dict[str, Any]]:
+    """A cell's rows by example id; ValueError for a row without an id or a usable
+    outcome, or an id that occurs twice (pairing would silently keep one copy)."""
+    where = Path(folder) / PREDICTIONS
+    by_id: dict[str, dict[str, Any]] = {}
+    dups: list[str] = []
+    for line, p in enumerate(preds, start=1):
+        if not isinstance(p, dict) or p.get("id") in (None, ""):
+            raise ValueError(f"{where}: row {line} has no example id")
+        value = p.get(metric, 0)
+        if value is not None and (isinstance(value, str) or not isinstance(value, (int, float))):
+            raise ValueError(f"{where}: row {line} ({p['id']}): {metric} {value!r} is not a number")
+        i = str(p["id"])
+        if i in by_id and i not in dups:
+            dups.append(i)
+        by_id[i] = p
+    if dups:
+        raise ValueError(f"{where}: {len(dups)} example id(s) occur more than once ({', '.join(dups[:3])}{', ...' if len(dups) > 3 else ''}); "
+                         "a cell has one row per query, so it cannot be paired (rerun it with force=true)")
+    return by_id
+
+
+def _same_data(dir_a: Path, dir_b: Path, ids: list[str], rows_a: dict, rows_b: dict) -> None:
+    """ValueError unless both cells ran on one benchmark and ask the same question under each shared id."""
+    records = []
+    for d in (dir_a, dir_b):
+        record = read_cell(d)
+        if record is None:
+            raise ValueError(f"{d} is not a finished cell (it has predictions but no {METRICS_FILE}: unfinished or copied half); "
+                             "rerun it, or compare finished cells")
+        records.append(record)
+    a, b = records
+    if a.benchmark != b.benchmark:
+        raise ValueError(f"A ran on benchmark {a.benchmark}, B on {b.benchmark}: the same ids name different questions there, "
+                         "so the cells cannot be paired; compare two cells of one benchmark")
+    differ = [i for i in ids if "question" in rows_a[i] and "question" in rows_b[i]
+              and " ".join(str(rows_a[i]["question"]).split()) != " ".join(str(rows_b[i]["question"]).split())]
+    if differ:
+        i = differ[0]
+        raise ValueError(f"{len(differ)} of {len(ids)} shared ids hold different questions in A and B (first: {i}: "
+                         f"{str(rows_a[i]['question'])[:60]!r} vs {str(rows_b[i]['question'])[:60]!r}): the cells ran on "
+                         "different data (benchmark.path, corpus or version), so they cannot be paired")
+
+
+def no_ci_reason(diff: np.ndarray, min_pairs: int = MIN_PAIRS_FOR_CI) -> str | None:
+    """Why a paired bootstrap CI would mislead here, or None when it is shown: fewer
+    than ``min_pairs`` pairs, or every pair differing by the same amount (each resample
+    then has the same mean: a zero-width interval and p = 0 whatever n is)."""
+    if diff.size < min_pairs:
+        return (f"n = {diff.size} pairs is below {min_pairs}, too few for a percentile interval (--min-pairs); "
+                "read the exact McNemar p")
+    if np.unique(diff).size == 1:
+        return (f"every pair differs by the same {100 * float(diff[0]):+.0f}pp, so every resample has the same mean "
+                "(a zero-width interval); read the exact McNemar p")
+    return None
+
+
+def compare_cells(dir_a: Path, dir_b: Path, n_resamples: int = 10_000, seed: int = 0, min_pairs: int = MIN_PAIRS_FOR_CI) -> dict[str, Any]:
     """Compare cell A against cell B on their shared example ids.
 
     Returns n, EM of each (fractions), the discordant counts b (A right, B wrong) and c
     (A wrong, B right), McNemar p-values (exact binomial and χ² with continuity
     correction) and a seeded paired bootstrap of mean EM(A) − EM(B) with its 95% CI and
-    two-sided p. Raises ValueError when a folder has no predictions or no ids are shared.
+    two-sided p; when the bootstrap would be degenerate (:func:`no_ci_reason`) the CI
+    and its p are None and ``no_ci_reason`` says why. Raises ValueError when a folder
+    has no predictions or is not a finished cell, an id occurs twice, no ids are
+    shared, or the cells ran on different benchmarks or questions.
     """
-    preds_a, preds_b = read_predictions(Path(dir_a)), read_predictions(Path(dir_b))
+    dir_a, dir_b = Path(dir_a), Path(dir_b)
+    preds_a, preds_b = read_predictions(dir_a), read_predictions(dir_b)
+    rows_a, rows_b = _rows_by_id(preds_a, dir_a, "em"), _rows_by_id(preds_b, dir_b, "em")
     ids, em_a, em_b = paired_outcomes(preds_a, preds_b, "em")
     if not ids:
         raise ValueError(f"{dir_a} and {dir_b} share no example ids: were they run on the same benchmark and limit?")
+    _same_data(dir_a, dir_b, ids, rows_a, rows_b)
     b, c = stats.discordant(em_a > 0.5, em_b > 0.5)
-    boot = stats.paired_bootstrap(em_a, em_b, n_resamples=n_resamples, seed=seed)
+    reason = no_ci_reason(em_a - em_b, min_pairs)
+    boot = None if reason else stats.paired_bootstrap(em_a, em_b, n_resamples=n_resamples, seed=seed)
     return {
         "dir_a": str(dir_a),
         "dir_b": str(dir_b),
         "n": len(ids),
-        "only_in_a": len(preds_a) - len(ids),
-        "only_in_b": len(preds_b) - len(ids),
+        "only_in_a": len(rows_a) - len(ids),
+        "only_in_b": len(rows_b) - len(ids),
         "em_a": float(em_a.mean()),
         "em_b": float(em_b.mean()),
         "b": b,
         "c": c,
         "p_mcnemar_exact": stats.mcnemar(b, c, "exact"),
         "p_mcnemar_chi2_cc": stats.mcnemar(b, c, "chi2-cc"),
-        "mean_diff": boot.mean_diff,
-        "ci_low": boot.ci_low,
-        "ci_high": boot.ci_high,
-        "p_bootstrap": boot.p_value,
+        "mean_diff": float((em_a - em_b).mean()),
+        "ci_low": None if boot is None else boot.ci_low,
+        "ci_high": None if boot is None else boot.ci_high,
+        "p_bootstrap": None if boot is None else boot.p_value,
+        "no_ci_reason": reason,
         "n_resamples": n_resamples,
         "seed": seed,
     }
@@ -74,7 +146,10 @@ def format_comparison(result: dict[str, Any]) -> str:
         f"discordant pairs: b = {r['b']} (A right, B wrong), c = {r['c']} (A wrong, B right)",
         f"McNemar p: exact {r['p_mcnemar_exact']:.3g} {stats.significance_stars(r['p_mcnemar_exact'])}   "
         f"χ² cc {r['p_mcnemar_chi2_cc']:.3g}",
-        f"paired bootstrap ({r['n_resamples']} resamples, seed {r['seed']}): Δ 95% CI "
-        f"[{100 * r['ci_low']:+.1f}, {100 * r['ci_high']:+.1f}]pp, p = {r['p_bootstrap']:.3g}",
     ]
+    if r.get("no_ci_reason"):
+        lines.append(f"paired bootstrap: no CI shown: {r['no_ci_reason']}")
+    else:
+        lines.append(f"paired bootstrap ({r['n_resamples']} resamples, seed {r['seed']}): Δ 95% CI "
+                     f"[{100 * r['ci_low']:+.1f}, {100 * r['ci_high']:+.1f}]pp, p = {r['p_bootstrap']:.3g}")
     return "\n".join(lines)
