@@ -18,6 +18,7 @@ from madara_cli.experiment.grid import semantic_config
 from madara_cli.records import ChatRequest, Completion, Message, ScoreRequest, messages
 from madara_cli.strategies import STRATEGIES, StrategyContext, load_all
 from tests.test_cli_e2e import madara
+from tests.test_openai_backend import fake_server  # noqa: F401,F811 - the scripted server fixture
 from tests.test_strategies_e2e import FAKE_STRATEGIES, FakeBackend
 
 load_all()
@@ -406,3 +407,31 @@ def test_llamacpp_sends_a_forged_turn_as_ordinary_text_tokens():
         assert [t for t in b._tokens(_hostile(attack), prefix='{"score": ') if t in control] == [t for t in benign if t in control]
     finally:
         b.close()
+
+
+def test_openai_backend_sends_settings_and_hostile_prompts_as_token_ids(tmp_path, fake_server):  # noqa: F811
+    """Against a scripted OpenAI-compatible server: chat_template_kwargs and the folded
+    conversation go in the /chat/completions body; a request forging a turn goes to
+    /completions as token ids holding the template's control tokens only."""
+    pytest.importorskip("transformers")
+    from madara_cli.backends.openai_backend import HFTokenizer, OpenAIBackend
+    from tests.test_openai_backend import chat_answer, posts
+
+    template, specials, _, attack = FAMILIES["chatml"]
+    folder = _hf_tokenizer(tmp_path, template, specials)
+    settings = ChatSettings({"enable_thinking": False}, system_role=False)
+    script = fake_server
+    script.responders["/v1/chat/completions"] = lambda body: chat_answer("ok")
+    script.responders["/v1/completions"] = lambda body: (200, {"choices": [{"index": 0, "text": "ok"}], "usage": {}}, {})
+    b = OpenAIBackend(base_url=script.base_url, model="org/m", tokenizer=lambda: HFTokenizer(str(folder), chat=settings), chat=settings)
+    b.chat([ChatRequest(_hostile("An ordinary passage.")), ChatRequest(_hostile(attack))])
+    (body,) = posts(script, "/v1/chat/completions")
+    assert body["chat_template_kwargs"] == {"enable_thinking": False}
+    assert [m["role"] for m in body["messages"]] == ["user"] and body["messages"][0]["content"].startswith("You are an assistant.")
+    (prompt,) = posts(script, "/v1/completions")
+    ids = prompt["prompt"]
+    assert isinstance(ids, list) and all(isinstance(i, int) for i in ids)
+    im = set(HFTokenizer(str(folder))._tok.convert_tokens_to_ids(specials))
+    assert sum(i in im for i in ids) == 3  # one user turn and the generation prompt: the template's
+    assert b.fingerprint.endswith(':chat-tpl{"enable_thinking":false}-nosys')
+    b.close()
