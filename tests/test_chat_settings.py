@@ -435,3 +435,20 @@ def test_openai_backend_sends_settings_and_hostile_prompts_as_token_ids(tmp_path
     assert sum(i in im for i in ids) == 3  # one user turn and the generation prompt: the template's
     assert b.fingerprint.endswith(':chat-tpl{"enable_thinking":false}-nosys')
     b.close()
+
+
+@pytest.mark.llm
+def test_plan_fingerprint_follows_the_chat_settings():
+    """`madara plan` counts what the cache holds: its fingerprint must carry the same
+    chat settings the loaded engine puts in every key."""
+    pytest.importorskip("llama_cpp")
+    from madara_cli.backends import make_backend
+    from madara_cli.experiment.plan import _fingerprint
+
+    cfg = compose(["backend.n_threads=1", "backend.n_ctx=1024", "model.system_role=false", "+model.chat_template_kwargs.enable_thinking=false"])
+    backend = make_backend(cfg)
+    try:
+        assert _fingerprint(cfg) == backend.fingerprint
+        assert backend.fingerprint.endswith(':chat-tpl{"enable_thinking":false}-nosys')
+    finally:
+        backend.close()
