@@ -452,3 +452,19 @@ def test_plan_fingerprint_follows_the_chat_settings():
         assert backend.fingerprint.endswith(':chat-tpl{"enable_thinking":false}-nosys')
     finally:
         backend.close()
+
+
+def test_the_qwen3_reranker_gets_its_empty_think_block_once(tmp_path):
+    """With enable_thinking off, Qwen3's template ends the generation prompt with the
+    empty think block the reranker used to append itself: it is not written twice."""
+    pytest.importorskip("transformers")
+    from madara_cli.backends.openai_backend import HFTokenizer
+    from madara_cli.data.retrieval import QWEN3_PREFIX, _template_closes_thinking, rerank_request
+
+    template, specials, _, _ = FAMILIES["chatml"]
+    folder = _hf_tokenizer(tmp_path, template, specials)
+    req = rerank_request("who?", generate(1)[0].docs[0])
+    off = ChatSettings.from_model(compose(["model=qwen3-0.6b"]).model)
+    assert HFTokenizer(str(folder), chat=off).render(req.messages) == HFTokenizer(str(folder)).render(req.messages) + QWEN3_PREFIX
+    engine = types.SimpleNamespace(backend=types.SimpleNamespace(chat_settings=off))
+    assert _template_closes_thinking(engine) and not _template_closes_thinking(types.SimpleNamespace(backend=object()))
