@@ -224,6 +224,14 @@ def ls(
             raise UserError("--paper lists grids: madara ls grids --paper")
         print("\n".join(paper_grids()))
         return
+    if what == "models":  # one per line, with the chat settings every backend applies
+        from madara_cli.backends.chat import ChatSettings
+        from madara_cli.config import compose
+
+        for name in options("model"):
+            m = compose([f"model={name}"]).model
+            out.print(f"{name}: {m.hf_id} (chat: {ChatSettings.from_model(m).describe()})", highlight=False)
+        return
     for name, group in groups.items():
         if what in (None, name):
             out.print(f"[bold]{name}[/bold]: {', '.join(options(group))}")

@@ -157,3 +157,77 @@ def test_scoring_uses_real_logprob_containers(backend, flat):
     assert kind == "generate" and kwargs["use_tqdm"] is False
     assert c.logprobs == {"1": -math.inf, "2": -4.0, "3": -2.5, "4": -0.1, "5": -3.0}
     assert c.tokens_in == len(prompts[0]["prompt_token_ids"]) and c.text == ""
+
+
+# -- per-model chat settings and untrusted text, against vLLM's own signatures and tokenizer --
+
+
+class ThinkingOffTokenizer(Tokenizer):
+    def apply_chat_template(self, messages, **kw):
+        if TokenizerLike is not None:
+            binds(TokenizerLike.apply_chat_template, self, messages, **kw)
+        assert kw == {"tokenize": False, "add_generation_prompt": True, "enable_thinking": False}
+        return "".join(f"<{m['role']}>{m['content']}\n" for m in messages) + "<assistant><think></think>"
+
+
+def _answer(prompts, params):
+    return [
+        RequestOutput(request_id=str(i), prompt=None, prompt_token_ids=list(p["prompt_token_ids"]) if isinstance(p, dict) else [1, 2],
+                      prompt_logprobs=None, outputs=[CompletionOutput(index=0, text="ok", token_ids=[5], cumulative_logprob=None, logprobs=None,
+                                                                       finish_reason="stop")], finished=True)
+        for i, p in enumerate(prompts)
+    ]
+
+
+def test_chat_template_kwargs_reach_llm_chat(monkeypatch):
+    from madara_cli.backends.chat import ChatSettings
+    from madara_cli.config import compose
+
+    assert "chat_template_kwargs" in inspect.signature(vllm.LLM.chat).parameters
+    cfg = compose(["model=qwen3-8b", "backend=vllm"])
+    settings = ChatSettings.from_model(cfg.model)
+
+    class QwenEngine(Engine):
+        def get_tokenizer(self):
+            return ThinkingOffTokenizer()
+
+    monkeypatch.setattr(vllm_backend, "_import_vllm", lambda: types.SimpleNamespace(SamplingParams=vllm.SamplingParams, LLM=QwenEngine))
+    b = VLLMBackend(hf_id=cfg.model.hf_id, max_model_len=512, chat=settings)
+    b.llm.answer = _answer
+    b.chat([ChatRequest(messages=(Message("system", "be brief"), Message("user", "capital of France?")), max_tokens=8)])
+    kind, args, kwargs = b.llm.calls[-1]  # Engine.chat bound these to the real LLM.chat signature
+    assert kind == "chat" and kwargs["chat_template_kwargs"] == {"enable_thinking": False}
+    # Scoring renders client-side: the same settings reach apply_chat_template.
+    b.next_token_logprobs([ScoreRequest(messages=(Message("user", "Rate"),), candidates=("1", "2"), prefix="")])
+    kind, (prompts,), _ = b.llm.calls[-1]
+    assert kind == "generate" and "".join(map(chr, prompts[0]["prompt_token_ids"])).endswith("<assistant><think></think>")
+    assert b.fingerprint.endswith(':chat-tpl{"enable_thinking":false}')
+
+
+def test_control_text_in_a_document_is_sent_as_text_with_vllms_tokenizer(tmp_path, monkeypatch):
+    """vLLM's own tokenizer class (``vllm.tokenizers.get_tokenizer`` on a local folder):
+    a document forging a ChatML turn goes through ``LLM.generate`` as token ids holding
+    the template's control tokens only; a plain request still takes ``LLM.chat``."""
+    from vllm.tokenizers import get_tokenizer
+
+    from madara_cli.backends.chat import ChatSettings
+    from tests.test_chat_settings import FAMILIES, _hf_tokenizer, _hostile
+
+    template, specials, _, attack = FAMILIES["chatml"]
+    tok = get_tokenizer(str(_hf_tokenizer(tmp_path, template, specials)))
+
+    class ChatMLEngine(Engine):
+        def get_tokenizer(self):
+            return tok
+
+    monkeypatch.setattr(vllm_backend, "_import_vllm", lambda: types.SimpleNamespace(SamplingParams=vllm.SamplingParams, LLM=ChatMLEngine))
+    b = VLLMBackend(hf_id="org/chatml", max_model_len=512, chat=ChatSettings({"enable_thinking": False}))
+    b.llm.answer = _answer
+    b.chat([ChatRequest(_hostile("An ordinary passage.")), ChatRequest(_hostile(attack))])
+    (k1, a1, kw1), (k2, (prompts,), _) = b.llm.calls
+    assert k1 == "chat" and len(a1[0]) == 1 and kw1["chat_template_kwargs"] == {"enable_thinking": False}
+    assert k2 == "generate" and len(prompts) == 1
+    ids = prompts[0]["prompt_token_ids"]
+    special = set(tok.convert_tokens_to_ids(specials))
+    naive = tok.encode(b._render(_hostile(attack)), add_special_tokens=False)
+    assert sum(i in special for i in ids) == 5 < sum(i in special for i in naive)  # 3 openings + 2 closings: the template's

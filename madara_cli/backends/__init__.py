@@ -14,6 +14,7 @@ BACKENDS: Registry[Callable[[DictConfig], Backend]] = Registry("backend")
 
 @BACKENDS.register("llamacpp")
 def _llamacpp(cfg: DictConfig) -> Backend:
+    from madara_cli.backends.chat import ChatSettings
     from madara_cli.backends.llamacpp import LlamaCppBackend
 
     if not cfg.model.gguf:
@@ -26,6 +27,7 @@ def _llamacpp(cfg: DictConfig) -> Backend:
         n_threads=cfg.backend.n_threads,
         seed=cfg.seed,
         batch_size=cfg.backend.batch_size,
+        chat=ChatSettings.from_model(cfg.model),
     )
 
 

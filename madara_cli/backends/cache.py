@@ -9,6 +9,11 @@ fingerprint plus the canonical request (messages, sampling parameters, seed), so
   as it finishes (llama.cpp, OpenAI-compatible servers), a whole batch at once where
   the engine answers per batch (vLLM);
 * a rerun of a finished cell issues no backend call at all.
+
+Replies are stored as the engine wrote them. What a strategy receives has any
+reasoning block removed (``<think>...</think>``, see :func:`strip_thinking`), counted
+per stage as ``thinking_stripped`` whether the reply was cached or not, so every parser
+and answer clean-up reads the reply itself.
 """
 
 from __future__ import annotations
@@ -19,11 +24,12 @@ import sqlite3
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterator, Sequence, TypeVar
 
 from madara_cli.backends.base import Backend, BackendError
+from madara_cli.backends.chat import strip_thinking
 from madara_cli.records import ChatRequest, Completion, ScoreRequest, request_key
 
 R = TypeVar("R", ChatRequest, ScoreRequest)
@@ -187,6 +193,7 @@ class StageStats:
     # Replies that stopped at the request's max_tokens (finish reason "length"), cached
     # or not: a CoT chain cut before its score is a reply the strategy had to read anyway.
     cut_at_max_tokens: int = 0
+    thinking_stripped: int = 0  # replies that still held a <think> block (removed before parsing)
 
     def count(self, c: Completion) -> None:
         """One completion the engine produced (what every request costs, cached or
@@ -198,7 +205,7 @@ class StageStats:
 
     def add(self, other: "StageStats") -> None:
         for f in ("requests", "cache_hits", "calls_issued", "tokens_in", "tokens_out", "issued_tokens_in", "issued_tokens_out",
-                  "seconds", "truncated", "cut_at_max_tokens"):
+                  "seconds", "truncated", "cut_at_max_tokens", "thinking_stripped"):
             setattr(self, f, getattr(self, f) + getattr(other, f))
 
 
@@ -327,6 +334,14 @@ class CachedLLM:
             stats.tokens_out += c.tokens_out
             stats.truncated += int(c.truncated)
         stats.cut_at_max_tokens += sum(1 for k in keys if results[k].finish_reason == "length")
+        if kind == "chat":
+            thought = set()
+            for k, c in results.items():
+                text, stripped = strip_thinking(c.text)
+                if stripped:
+                    results[k] = replace(c, text=text)
+                    thought.add(k)
+            stats.thinking_stripped += sum(1 for k in keys if k in thought)
         if self.samples is not None:
             for k, r in zip(keys, requests):
                 self.samples.setdefault(k, (stage, kind, r, results[k]))

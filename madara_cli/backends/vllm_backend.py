@@ -21,6 +21,16 @@ prompts are shared prefixes), the run's seed.
   either way, so both give the same scores whenever every candidate is reported.
 * **truncation**: :func:`fit_messages` with token counts from the engine's tokenizer;
   a truncated prompt is flagged, never an error.
+* **chat settings** (``backends/chat.py``): the model's ``chat_template_kwargs`` go to
+  ``LLM.chat(..., chat_template_kwargs=...)`` and to every client-side
+  ``apply_chat_template``; with ``system_role: false`` the conversation is folded first.
+* **untrusted text**: ``LLM.chat`` renders the template to a string and encodes it with
+  the tokenizer's added tokens parsed, so a document holding ``<|im_start|>`` would
+  reach the model as that control token. A request whose content (or assistant
+  prefix) holds one of the tokenizer's special-token strings is therefore rendered
+  here and sent as token ids through ``LLM.generate``, its content encoded with
+  ``split_special_tokens=True`` (:func:`safe_token_ids`); every other request takes
+  ``LLM.chat`` unchanged.
 
 The wall time of one batched call is shared equally between its completions.
 """
@@ -36,6 +46,7 @@ from omegaconf import DictConfig
 
 from madara_cli.backends import BACKENDS
 from madara_cli.backends.base import Backend, BackendError
+from madara_cli.backends.chat import ChatSettings, ControlText, hf_control_strings, hf_encode_text, safe_token_ids
 from madara_cli.backends.truncate import fit_messages
 from madara_cli.records import ChatRequest, Completion, Message, ScoreRequest
 
@@ -62,9 +73,10 @@ def _dicts(messages: Sequence[Message]) -> list[dict[str, str]]:
 
 
 
-def engine_fingerprint(hf_id: str, revision: str, dtype: str, max_model_len: int, version: str) -> str:
-    """The cache's model identity (also computed by ``madara plan`` without vLLM)."""
-    return f"hf:{hf_id}@{revision}:{dtype}:len{max_model_len}:vllm-{version}"
+def engine_fingerprint(hf_id: str, revision: str, dtype: str, max_model_len: int, version: str, chat: ChatSettings = ChatSettings()) -> str:
+    """The cache's model identity (also computed by ``madara plan`` without vLLM); chat
+    settings other than the defaults render other prompts, so they are part of it."""
+    return f"hf:{hf_id}@{revision}:{dtype}:len{max_model_len}:vllm-{version}{chat.fingerprint()}"
 
 class VLLMBackend:
     name = "vllm"
@@ -81,8 +93,10 @@ class VLLMBackend:
         seed: int = 0,
         batch_size: int = 4096,
         use_tqdm: bool = False,
+        chat: ChatSettings | None = None,
     ):
         self._vllm = _import_vllm()
+        self.chat_settings = chat or ChatSettings()
         self.hf_id, self.revision, self.dtype = hf_id, revision, dtype
         self.max_model_len = max_model_len
         self.use_tqdm = use_tqdm
@@ -103,12 +117,15 @@ class VLLMBackend:
             first = (str(e).strip().splitlines() or [type(e).__name__])[0]
             raise BackendError(f"vLLM could not load {hf_id}@{revision}: {first}") from e
         self.tokenizer = self.llm.get_tokenizer()
+        self._control = ControlText(hf_control_strings(self.tokenizer))
 
     @property
     def fingerprint(self) -> str:
         """Weights, numerics and engine: a different dtype, context length or vLLM release
         can change outputs, so none of them may share cached completions."""
-        return engine_fingerprint(self.hf_id, self.revision, self.dtype, self.max_model_len, getattr(self._vllm, "__version__", "unknown"))
+        return engine_fingerprint(
+            self.hf_id, self.revision, self.dtype, self.max_model_len, getattr(self._vllm, "__version__", "unknown"), self.chat_settings
+        )
 
     @property
     def batch_size(self) -> int:
@@ -117,11 +134,23 @@ class VLLMBackend:
     # -- prompts ---------------------------------------------------------------
 
     def _render(self, messages: Sequence[Message]) -> str:
-        return self.tokenizer.apply_chat_template(_dicts(messages), tokenize=False, add_generation_prompt=True)
+        conversation = _dicts(self.chat_settings.conversation(messages))
+        kwargs = self.chat_settings.template_kwargs
+        return self.tokenizer.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True, **kwargs)
 
     def _encode(self, text: str) -> list[int]:
         # The rendered template already holds BOS; LLM.chat encodes the same way.
         return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def _holds_control(self, r: ChatRequest | ScoreRequest) -> bool:
+        return any(self._control.holds(t) for t in (*(m.content for m in r.messages), r.prefix))
+
+    def _prompt_ids(self, messages: Sequence[Message], prefix: str = "") -> list[int]:
+        """The prompt as token ids, control tokens from the template alone."""
+        pieces = [m.content for m in self.chat_settings.conversation(messages)] + [prefix]
+        return safe_token_ids(
+            self._render(messages) + prefix, pieces, self._control, self._encode, lambda t: hf_encode_text(self.tokenizer, t)
+        )
 
     def _first_token(self, candidate: str) -> int | None:
         """The candidate's first token, skipping a bare word-start marker that
@@ -137,8 +166,10 @@ class VLLMBackend:
     def chat(self, requests: Sequence[ChatRequest]) -> list[Completion]:
         if not requests:
             return []
-        plain = [i for i, r in enumerate(requests) if not r.prefix]
-        prefixed = [i for i, r in enumerate(requests) if r.prefix]
+        # Requests holding control text are sent as safe token ids, like prefixed ones.
+        by_ids = [bool(r.prefix) or self._holds_control(r) for r in requests]
+        plain = [i for i, r in enumerate(requests) if not by_ids[i]]
+        prefixed = [i for i, r in enumerate(requests) if by_ids[i]]
         out: list[Completion | None] = [None] * len(requests)
         for i, c in zip(plain, self._chat([requests[i] for i in plain])):
             out[i] = c
@@ -179,26 +210,28 @@ class VLLMBackend:
             msgs, cut = fit_messages(
                 r.messages, lambda ms: len(self._encode(self._render(ms))), self.max_model_len - r.max_tokens - MARGIN
             )
-            conversations.append(_dicts(msgs))
+            conversations.append(_dicts(self.chat_settings.conversation(msgs)))
             params.append(self._sampling(r))
             truncated.append(cut)
         t0 = time.perf_counter()
-        outputs = self.llm.chat(conversations, sampling_params=params, use_tqdm=self.use_tqdm)
+        extra = {"chat_template_kwargs": dict(self.chat_settings.template_kwargs)} if self.chat_settings.template_kwargs else {}
+        outputs = self.llm.chat(conversations, sampling_params=params, use_tqdm=self.use_tqdm, **extra)
         return self._completions(outputs, truncated, (time.perf_counter() - t0) / len(requests))
 
     def _continue(self, requests: Sequence[ChatRequest]) -> list[Completion]:
-        """Requests with an assistant ``prefix``: the rendered chat plus the prefix as
-        token ids through ONE ``LLM.generate`` call (as scoring does)."""
+        """Requests with an assistant ``prefix`` (or holding control text): the rendered
+        chat plus the prefix as token ids through ONE ``LLM.generate`` call (as scoring
+        does)."""
         if not requests:
             return []
         prompts, params, truncated = [], [], []
         for r in requests:
             msgs, cut = fit_messages(
                 r.messages,
-                lambda ms, prefix=r.prefix: len(self._encode(self._render(ms) + prefix)),
+                lambda ms, prefix=r.prefix: len(self._prompt_ids(ms, prefix)),
                 self.max_model_len - r.max_tokens - MARGIN,
             )
-            prompts.append({"prompt_token_ids": self._encode(self._render(msgs) + r.prefix)})
+            prompts.append({"prompt_token_ids": self._prompt_ids(msgs, r.prefix)})
             params.append(self._sampling(r))
             truncated.append(cut)
         t0 = time.perf_counter()
@@ -212,11 +245,11 @@ class VLLMBackend:
         prompts, params, firsts, truncated = [], [], [], []
         for r in requests:
             msgs, cut = fit_messages(
-                r.messages, lambda ms, prefix=r.prefix: len(self._encode(self._render(ms) + prefix)), self.max_model_len - MARGIN
+                r.messages, lambda ms, prefix=r.prefix: len(self._prompt_ids(ms, prefix)), self.max_model_len - MARGIN
             )
             first = {c: self._first_token(c) for c in r.candidates}
             allowed = sorted({i for i in first.values() if i is not None})
-            prompts.append({"prompt_token_ids": self._encode(self._render(msgs) + r.prefix)})
+            prompts.append({"prompt_token_ids": self._prompt_ids(msgs, r.prefix)})
             params.append(SamplingParams(max_tokens=1, temperature=0.0, logprobs=TOP_LOGPROBS, allowed_token_ids=allowed or None))
             firsts.append(first)
             truncated.append(cut)
@@ -258,4 +291,5 @@ def _vllm(cfg: DictConfig) -> Backend:
         enable_prefix_caching=cfg.backend.enable_prefix_caching,
         seed=cfg.seed,
         batch_size=cfg.backend.batch_size,
+        chat=ChatSettings.from_model(cfg.model),
     )

@@ -150,6 +150,11 @@ class ModelConfig:
     max_model_len: int = 4096
     temperature: float = 0.6
     params_b: Optional[float] = None  # parameter count in billions (Table 15)
+    # Chat-template settings every backend applies (backends/chat.py): extra variables for
+    # the template (Qwen3: enable_thinking: false), and false for templates that refuse a
+    # system turn (Gemma-2), whose system text then opens the first user turn.
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+    system_role: bool = True
 
 
 @dataclass

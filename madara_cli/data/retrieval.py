@@ -312,6 +312,13 @@ def relevance(logprobs: dict[str, float] | None) -> float:
     return 1.0 / (1.0 + math.exp(n - y))
 
 
+def _template_closes_thinking(llm) -> bool:
+    """Whether the engine renders Qwen3 with ``enable_thinking: false`` (the model's
+    chat settings), whose generation prompt already ends with the empty think block."""
+    settings = getattr(getattr(llm, "backend", None), "chat_settings", None)
+    return bool(settings and settings.template_kwargs.get("enable_thinking") is False)
+
+
 def reranker_name(cfg: DictConfig) -> str:
     return str(cfg.retriever.get("model") or cfg.model.name)
 
@@ -328,7 +335,7 @@ class GenerativeReranker:
         self.rcfg, self.ctx = rcfg, ctx
         self.first = RETRIEVERS.get(str(rcfg.first_stage))(rcfg, ctx)
         self.llm = ctx.llm
-        self.prefix = QWEN3_PREFIX if reranker_name(ctx.cfg).lower().startswith("qwen3") else ""
+        self.prefix = QWEN3_PREFIX if reranker_name(ctx.cfg).lower().startswith("qwen3") and not _template_closes_thinking(self.llm) else ""
 
     def _rerank(self, queries: Sequence[str], candidates: Sequence[Ranked]) -> list[Ranked]:
         reqs = [rerank_request(q, d, self.prefix) for q, cands in zip(queries, candidates, strict=False) for d, _ in cands]

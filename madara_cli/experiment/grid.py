@@ -53,6 +53,8 @@ _FLAT_STRATEGY_DEFAULTS: dict = {
     "cross_encoder": "cross-encoder/ms-marco-MiniLM-L-12-v2",
 }
 
+_MODEL_CHAT_DEFAULTS: dict = {"chat_template_kwargs": {}, "system_role": True}
+
 
 def semantic_config(cfg: DictConfig) -> dict:
     """What a cell's hash covers (see the module docstring)."""
@@ -65,6 +67,11 @@ def semantic_config(cfg: DictConfig) -> dict:
         skip = RUNTIME_ONLY.get(group, ())
         out[group] = keyed(group, {k: v for k, v in plain[group].items() if k not in skip})
     out["strategy"] = {**_FLAT_STRATEGY_DEFAULTS, **out["strategy"]}
+    # Chat settings joined the model schema later: at their defaults they change nothing,
+    # so they stay out and cells finished before keep their keys.
+    for name, default in _MODEL_CHAT_DEFAULTS.items():
+        if out["model"].get(name, default) == default:
+            out["model"].pop(name, None)
     out["limit"], out["seed"] = plain.get("limit"), plain.get("seed")
     if cfg.strategy.name == "madara":
         from madara_cli.config.schema import RouterConfig

@@ -141,15 +141,19 @@ def _fingerprint(cfg: DictConfig) -> str:
         except PackageNotFoundError:
             return "unknown"
 
+    from madara_cli.backends.chat import ChatSettings
+
     if cfg.backend.name == "llamacpp" and cfg.model.gguf:
         from madara_cli.backends.llamacpp import engine_fingerprint, file_fingerprint, resolve_gguf
 
         n_ctx = int(cfg.backend.n_ctx or cfg.model.max_model_len)
-        return engine_fingerprint(file_fingerprint(resolve_gguf(cfg.model.gguf)), n_ctx, installed("llama-cpp-python"))
+        return engine_fingerprint(file_fingerprint(resolve_gguf(cfg.model.gguf)), n_ctx, installed("llama-cpp-python"), ChatSettings.from_model(cfg.model))
     if cfg.backend.name == "vllm":
         from madara_cli.backends.vllm_backend import engine_fingerprint
 
-        return engine_fingerprint(cfg.model.hf_id, cfg.model.revision, cfg.model.dtype, int(cfg.model.max_model_len), installed("vllm"))
+        return engine_fingerprint(
+            cfg.model.hf_id, cfg.model.revision, cfg.model.dtype, int(cfg.model.max_model_len), installed("vllm"), ChatSettings.from_model(cfg.model)
+        )
     return f"{cfg.backend.name}:{cfg.model.hf_id}"  # openai: known only to the server; cache matches are a lower bound
 
 
