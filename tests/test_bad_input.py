@@ -281,11 +281,13 @@ def test_a_row_without_documents_is_named(tmp_path):
     rows = [_musique_row("2hop__1"), _musique_row("2hop__2", paragraphs=0), _musique_row("2hop__3")]
     path = tmp_path / "m.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    cfg = compose(["benchmark=musique", f"benchmark.path={path}", "benchmark.calibration=0", f"results_dir={tmp_path / 'r'}"])
-    with _fake_pool() as pool:
-        with pytest.raises(DataError, match=r"1 example\(s\) have no documents.*2hop__2") as e:
-            run_cell(cfg, pool)
-    assert "\n" not in str(e.value)
+    for candidates, expected in (("retrieved", r"1 example\(s\) have no documents.*2hop__2"), ("all", r"1 example\(s\) of musique ship none \(2hop__2\)")):
+        cfg = compose(["benchmark=musique", f"benchmark.path={path}", f"benchmark.candidates={candidates}", "benchmark.calibration=0",
+                       f"results_dir={tmp_path / 'r'}"])
+        with _fake_pool() as pool:
+            with pytest.raises(DataError, match=expected) as e:
+                run_cell(cfg, pool)
+        assert "\n" not in str(e.value)
 
 
 # --------------------------------------------------------------------------- #
