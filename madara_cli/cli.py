@@ -359,7 +359,7 @@ def _print_probe(r, path: Path, reused: bool) -> None:
 
 
 def _compare_policies_published(thresholds) -> None:
-    from madara_cli.audit.policies import POLICIES, POLICY_LABELS, compare_policies, format_gap, mean_gaps
+    from madara_cli.audit.policies import POLICIES, POLICY_LABELS, compare_policies, format_gap, mean_gaps, where_they_differ
 
     rows = compare_policies(thresholds)
     t = Table(title="routing policies on the paper's published numbers (oracle gap in EM points)")
@@ -375,8 +375,8 @@ def _compare_policies_published(thresholds) -> None:
               + ", ".join(f"{POLICY_LABELS[p]} {means[p]:.2f}" for p in POLICIES), highlight=False)
     table2 = [r for r in rows if r.pair.setting == "Table 2"]
     kept = sum(1 for r in table2 if r.routes["isolation"] == _table2_route(r))
-    out.print(f"isolation policy keeps {kept}/{len(table2)} of Table 2's routes; differs from the paper's policy on: "
-              + (", ".join(r.pair.name for r in rows if r.routes["isolation"] != r.routes["paper"]) or "none"), highlight=False)
+    out.print(f"isolation policy keeps {kept}/{len(table2)} of Table 2's routes; where it differs from the paper's policy: "
+              + where_they_differ(rows), highlight=False)
     out.print("[dim]† routed treatment's EM not printed: the gap if it scored like the worst / best printed scoring treatment. "
               "Δ_iso from printed EMs: p is the least significant exact McNemar any pairing allows; PDE stands in where only PDE is printed.[/dim]")
 

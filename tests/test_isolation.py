@@ -153,6 +153,9 @@ def test_route_cli_published_isolation():
     assert r.returncode == 0, r.stderr
     assert "isolation policy keeps 10/10 of Table 2's routes" in r.stdout
     assert "mean oracle gap" in r.stdout and "musique" in r.stdout
+    audit = subprocess.run([sys.executable, "-m", "madara_cli.cli", "audit", "--policies"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert audit.returncode == 0 and "Where the isolation policy differs from the paper's: qwen2.5-7b / musique" in audit.stdout
+    assert "| pair | NF | Δ_iso (p) |" in audit.stdout
     bad = subprocess.run([sys.executable, "-m", "madara_cli.cli", "route", "--nf", "14", "--policy", "oracle"],
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert bad.returncode != 0 and "valid: paper, isolation" in bad.stderr and "Traceback" not in bad.stderr
