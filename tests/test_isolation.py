@@ -299,3 +299,26 @@ def test_plan_counts_the_isolation_probe_calls(tmp_path):
     (req_on, calls_on), (req_off, calls_off) = calls("rsc.isolation_probe=true"), calls()
     assert req_on - req_off == 4 * 5  # 4 calibration queries x k=5 single-document answers
     assert 0 < calls_on - calls_off <= 4 * 5  # some coincide with the routed PDE's answers, shared through the cache
+
+
+ISOLATION_SECTION = {"strategy": "pde_random", "top_k": 5, "em_nf": 14.0, "em_iso": 40.0, "gain": 26.0, "n": 100, "b": 30, "c": 4,
+                     "p_value": 1.2e-5, "test": "exact McNemar, two-sided", "source": "probe", "requests": 500, "route": "pde", "reason": "r"}
+
+
+def test_report_and_table4_show_the_isolation_gain_beside_rho(tmp_path):
+    pytest.importorskip("matplotlib")
+    from madara_cli.tables.builders.rsc import table4
+    from madara_cli.tables.report import write_report
+    from tests.results_fixtures import write_probe
+
+    root = tmp_path / "results"
+    write_probe(root, "mistral-7b", "conflicts")
+    before = table4(root)
+    assert "Δ_iso (ours)" not in before.columns  # no isolation probe: the table is as it always was
+    write_probe(root, "llama-3.1-8b", "conflicts", isolation=ISOLATION_SECTION)
+    after = table4(root)
+    assert list(after.columns) == [*before.columns, "Δ_iso (ours)"]
+    llama = after[after["Model"] == "Llama-3.1-8B"].iloc[0]
+    assert llama["Δ_iso (ours)"] == "+26.0 (p=1.2e-05)"
+    text = write_report(root).path.read_text(encoding="utf-8")
+    assert "Δ_iso (p)" in text and "+26.0 (1.2e-05; b/c 30/4)" in text and "route (isolation policy)" in text

@@ -119,6 +119,13 @@ def routing_html(results: Results) -> str:
             _rel(p.path.parent if p.path else None, results.root),
         ])
     headers = ["Model", "Task", "n", "NF EM %", "ρ̂1", "ρ̂2", "ρ̂3", "ρ*", "ρ̄", "class", "coupling", "degenerate", "route", "reason", "probe"]
+    isolated = [results.probe(m, b).isolation for m, b in pairs]
+    if any(iso is not None for iso in isolated):  # madara's isolation probe (README "Beyond the paper")
+        headers[7:7] = ["Δ_iso (p)", "route (isolation policy)"]
+        for row, iso in zip(rows, isolated):
+            row[7:7] = ["—", "—"] if iso is None else [
+                f"{iso.gain:+.1f} ({iso.p_value:.2g}; b/c {iso.b}/{iso.c})", pv.STRATEGY_LABELS.get(iso.route, iso.route or "—"),
+            ]
     return _rows_html(headers, rows)
 
 
