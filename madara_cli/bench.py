@@ -372,7 +372,7 @@ def run_bench(opts: BenchOptions, only: tuple[str, ...] = DEFAULT_SECTIONS, say:
     """Run the sections, write ``<out_dir>/<section>.json`` and ``summary.json``."""
     bad = [s for s in only if s not in SECTIONS]
     if bad:
-        from madara_cli.config import ConfigError
+        from madara_cli.errors import ConfigError
 
         raise ConfigError(f"unknown bench section(s) {', '.join(bad)}; valid: {', '.join(SECTIONS)}")
     from madara_cli.experiment.runner import ensure_writable

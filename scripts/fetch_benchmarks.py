@@ -59,7 +59,7 @@ def main() -> None:
                 failed += 1
                 continue
         else:
-            from madara_cli.data.loaders import DataError
+            from madara_cli.errors import DataError
 
             try:
                 dest = fetch(name, args.out, args.set)

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from madara_cli.backends.cache import CachedLLM, CacheError, ResponseCache
-from madara_cli.config import ConfigError, compose
-from madara_cli.data.loaders import DataError
+from madara_cli.backends.cache import CachedLLM, ResponseCache
+from madara_cli.config import compose
+from madara_cli.errors import CacheError, ConfigError, DataError
 from madara_cli.experiment.runner import EnginePool, run_cell
 from madara_cli.records import ChatRequest, Completion, Message
 from tests.conftest import ROOT
@@ -448,8 +448,8 @@ def test_truncated_metrics_json_is_reported_by_tables(monkeypatch, capsys, tmp_p
 
 
 def test_finished_cell_survives_a_failed_forced_rerun(tmp_path):
-    from madara_cli.backends.base import BackendError
     from madara_cli.data.mini import generate
+    from madara_cli.errors import BackendError
 
     class Dying(FakeBackend):
         def chat(self, requests):

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from madara_cli.bench import BenchOptions, physical_cores, run_bench, summary_rows
-from madara_cli.config import ConfigError
+from madara_cli.errors import ConfigError
 
 
 def test_calls_and_stats_sections_write_json(tmp_path):

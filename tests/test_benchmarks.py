@@ -17,7 +17,8 @@ import pytest
 
 from madara_cli.config import compose
 from madara_cli.data import loaders
-from madara_cli.data.loaders import DataError, load_all_examples, load_benchmark, split
+from madara_cli.data.loaders import load_all_examples, load_benchmark, split
+from madara_cli.errors import DataError
 from madara_cli.records import Example
 from tests.conftest import ROOT
 

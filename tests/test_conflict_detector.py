@@ -23,8 +23,9 @@ from madara_cli.agents.scoring import (
     read_conflict_reply,
 )
 from madara_cli.backends.cache import CachedLLM, ResponseCache
-from madara_cli.config import ConfigError, compose
+from madara_cli.config import compose
 from madara_cli.data.mini import generate
+from madara_cli.errors import ConfigError
 from madara_cli.records import ChatRequest, Completion, Doc, Example
 from madara_cli.strategies import STRATEGIES, StrategyContext, load_all
 from tests.test_strategies_e2e import FakeBackend

@@ -267,7 +267,7 @@ def test_isolation_policy_on_a_probe_without_it_is_one_line(tmp_path):
     pool = EnginePool(factory=lambda c: backend)
     _, path, _ = ensure_probe(cfg, pool, 6)
     cell = compose([*overrides, "router.policy=isolation", "strategy=madara", f"strategy.probe={path}", "limit=2", "strategy.scoring=logprob"])
-    from madara_cli.config import ConfigError
+    from madara_cli.errors import ConfigError
 
     with pytest.raises(ConfigError, match="rsc.isolation_probe=true"):
         run_cell(cell, pool)

@@ -29,9 +29,9 @@ from typing import Any
 import pytest
 
 from madara_cli.backends import make_backend
-from madara_cli.backends.base import BackendError
 from madara_cli.backends.openai_backend import TOP_LOGPROBS, OpenAIBackend, match_candidates
 from madara_cli.config import compose
+from madara_cli.errors import BackendError
 from madara_cli.records import ChatRequest, Message, ScoreRequest, messages
 
 
@@ -339,7 +339,7 @@ def test_api_key_and_served_model_name_come_from_the_config(fake_server, monkeyp
 
 
 def test_unknown_tokenizer_choice_is_a_clear_error(fake_server):
-    from madara_cli.config import ConfigError
+    from madara_cli.errors import ConfigError
 
     with pytest.raises(ConfigError, match="backend.tokenizer='spm' is not a valid choice; valid: null, gguf, hf"):
         compose(["backend=openai", f"backend.base_url={fake_server.base_url}", "backend.tokenizer=spm"])  # refused before any engine starts

@@ -208,6 +208,7 @@ def test_warm_cache_is_read_offline_without_variables(monkeypatch):
     import datasets.config as dcfg
 
     from madara_cli.data import loaders
+    from madara_cli.errors import DataError
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
@@ -228,7 +229,7 @@ def test_warm_cache_is_read_offline_without_variables(monkeypatch):
         raise FileNotFoundError("not cached")
 
     monkeypatch.setattr(loaders, "_load_hub", cold)
-    with pytest.raises(loaders.DataError) as e:
+    with pytest.raises(DataError) as e:
         loaders.read_hub("some/dataset")
     msg = str(e.value)
     assert "\n" not in msg and "benchmark.path=FILE" in msg and "HF_HUB_OFFLINE" in msg
@@ -373,7 +374,7 @@ def test_versions_are_those_of_the_modules_that_ran(monkeypatch):
 
 
 def test_a_sweep_outside_run_m_is_one_line_with_the_hint():
-    from madara_cli.config import ConfigError
+    from madara_cli.errors import ConfigError
 
     with pytest.raises(ConfigError) as e:
         compose(["seed=0,1"])

@@ -301,7 +301,7 @@ def test_probe_cli_on_cpu_then_madara_reuses_it(tmp_path):
     ],
 )
 def test_bad_rescore_or_candidates_choice_is_one_clear_line(override, needle):
-    from madara_cli.config import ConfigError
+    from madara_cli.errors import ConfigError
 
     with pytest.raises(ConfigError) as err:
         compose([override])

@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from madara_cli.config import compose
+from madara_cli.errors import RecordError
 from madara_cli.experiment.grid import Cell
 from madara_cli.experiment.runner import EnginePool, run_cell
 from madara_cli.results import store
-from madara_cli.results.records import SCHEMA_VERSION, CellRecord, ProbeRecord, RecordError
+from madara_cli.results.records import SCHEMA_VERSION, CellRecord, ProbeRecord
 from tests.conftest import ROOT
 from tests.test_strategies_e2e import FakeBackend
 

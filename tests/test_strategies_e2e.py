@@ -11,10 +11,11 @@ from typing import Sequence
 
 import pytest
 
-from madara_cli.backends.base import Backend, BackendError
+from madara_cli.backends.base import Backend
 from madara_cli.backends.cache import CachedLLM, ResponseCache
 from madara_cli.config import compose, strategy_settings
 from madara_cli.data.mini import generate
+from madara_cli.errors import BackendError
 from madara_cli.experiment.runner import EnginePool, run_cell
 from madara_cli.records import ChatRequest, Completion, ScoreRequest
 from madara_cli.strategies import STRATEGIES, StrategyContext, load_all

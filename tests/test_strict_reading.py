@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from madara_cli.backends.base import BackendError
 from madara_cli.config import compose
+from madara_cli.errors import BackendError
 from madara_cli.experiment.runner import EnginePool, run_cell
 from madara_cli.tables import compare_cells, format_comparison
 from tests.results_fixtures import write_cell

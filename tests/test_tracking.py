@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from madara_cli.config import ConfigError, compose
+from madara_cli.config import compose
+from madara_cli.errors import ConfigError
 from madara_cli.experiment.grid import Cell
 from madara_cli.experiment.runner import EnginePool, run_cell
 from tests.conftest import ROOT, have
@@ -148,7 +149,8 @@ def test_a_missing_tracker_is_one_line(tmp_path):
     res = subprocess.run([sys.executable, "-m", "madara_cli.cli", "run", "--cfg", "job", "logger=mlflow"], capture_output=True, text=True,
                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
     assert res.returncode == 0  # composing is fine; the tracker is needed only once a cell finishes
-    from madara_cli.results.tracking import TrackingError, tracker
+    from madara_cli.errors import TrackingError
+    from madara_cli.results.tracking import tracker
 
     with pytest.raises(TrackingError, match=r"pip install 'madara\[tracking\]'"):
         tracker(compose([f"results_dir={tmp_path}", "logger=mlflow"]))

@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 
 from madara_cli.backends import make_backend
-from madara_cli.backends.base import BackendError
 from madara_cli.backends.cache import CachedLLM, ResponseCache
 from madara_cli.backends.vllm_backend import TOP_LOGPROBS, VLLMBackend
 from madara_cli.config import compose
+from madara_cli.errors import BackendError
 from madara_cli.records import ChatRequest, Message, ScoreRequest, messages
 
 MARKER = 0  # a SentencePiece-style bare word-start token; decodes to ""

@@ -326,7 +326,7 @@ def impute(scores: np.ndarray) -> np.ndarray:
 
 
 def _check_mode(mode: str, cot: bool) -> None:
-    from madara_cli.config import ConfigError  # a user-fixable setting: one line, exit 2
+    from madara_cli.errors import ConfigError  # a user-fixable setting: one line, exit 2
 
     if mode not in SCORING_MODES:
         raise ConfigError(f"unknown strategy.scoring '{mode}'; valid: {', '.join(SCORING_MODES)}")
@@ -646,7 +646,7 @@ def build_matrix(example: Example, completions: Sequence[Completion], mode: str,
 
 
 def _check_conflict(conflict: str) -> None:
-    from madara_cli.config import ConfigError
+    from madara_cli.errors import ConfigError
 
     if conflict not in CONFLICT_CALLS:
         raise ConfigError(f"unknown strategy.conflict '{conflict}'; valid: {', '.join(CONFLICT_CALLS)}")

@@ -6,7 +6,8 @@ from typing import Callable
 
 from omegaconf import DictConfig
 
-from madara_cli.backends.base import Backend, BackendError
+from madara_cli.backends.base import Backend
+from madara_cli.errors import BackendError
 from madara_cli.registry import Registry
 
 BACKENDS: Registry[Callable[[DictConfig], Backend]] = Registry("backend")
@@ -48,4 +49,4 @@ def make_backend(cfg: DictConfig) -> Backend:
     return factory(cfg)
 
 
-__all__ = ["Backend", "BackendError", "BACKENDS", "make_backend"]
+__all__ = ["Backend", "BACKENDS", "make_backend"]

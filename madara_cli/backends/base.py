@@ -18,11 +18,6 @@ from madara_cli.records import ChatRequest, Completion, ScoreRequest
 OnDone = Callable[[int, Completion], None]
 
 
-class BackendError(RuntimeError):
-    """A failure a user can act on (missing engine, unreachable server, bad model path).
-    The CLI prints its message as one line and exits non-zero."""
-
-
 @runtime_checkable
 class Backend(Protocol):
     name: str

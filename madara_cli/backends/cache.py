@@ -28,8 +28,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterator, Sequence, TypeVar
 
-from madara_cli.backends.base import Backend, BackendError
+from madara_cli.backends.base import Backend
 from madara_cli.backends.chat import strip_thinking
+from madara_cli.errors import CacheError
 from madara_cli.records import ChatRequest, Completion, ScoreRequest, request_key
 
 R = TypeVar("R", ChatRequest, ScoreRequest)
@@ -58,11 +59,6 @@ def _decode(s: str) -> Completion:
     if d.get("logprobs") is not None:
         d["logprobs"] = {k: (-math.inf if v is None else v) for k, v in d["logprobs"].items()}
     return Completion(**d, cached=True)
-
-
-class CacheError(BackendError):
-    """The response cache cannot be used (damaged file, not a database, no access);
-    printed as one line naming the file and what to do."""
 
 
 # Below this much free space an SQLite "disk I/O error" is taken for a full disk

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from madara_cli.backends.base import BackendError
+from madara_cli.errors import BackendError
 from madara_cli.records import Message
 
 # Gemma's own later templates (Gemma 3) put the system text before the first user

@@ -24,9 +24,10 @@ from typing import Sequence
 
 import numpy as np
 
-from madara_cli.backends.base import BackendError, OnDone
+from madara_cli.backends.base import OnDone
 from madara_cli.backends.chat import ChatSettings, ControlText, safe_token_ids
 from madara_cli.backends.truncate import fit_messages
+from madara_cli.errors import BackendError
 from madara_cli.records import ChatRequest, Completion, Message, ScoreRequest
 
 

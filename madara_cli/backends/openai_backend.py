@@ -67,9 +67,10 @@ from typing import Any, Protocol
 from omegaconf import DictConfig
 
 from madara_cli.backends import BACKENDS
-from madara_cli.backends.base import Backend, BackendError, OnDone
+from madara_cli.backends.base import Backend, OnDone
 from madara_cli.backends.chat import ChatSettings, ControlText, hf_control_strings, hf_encode_text, safe_token_ids
 from madara_cli.backends.truncate import fit_messages
+from madara_cli.errors import BackendError
 from madara_cli.records import ChatRequest, Completion, Message, ScoreRequest
 
 TOP_LOGPROBS = 20  # vLLM's default --max-logprobs; llama.cpp has no cap

@@ -45,9 +45,10 @@ from typing import Any
 from omegaconf import DictConfig
 
 from madara_cli.backends import BACKENDS
-from madara_cli.backends.base import Backend, BackendError
+from madara_cli.backends.base import Backend
 from madara_cli.backends.chat import ChatSettings, ControlText, hf_control_strings, hf_encode_text, safe_token_ids
 from madara_cli.backends.truncate import fit_messages
+from madara_cli.errors import BackendError
 from madara_cli.records import ChatRequest, Completion, Message, ScoreRequest
 
 # vLLM refuses more than ``max_logprobs`` (default 20) per position.

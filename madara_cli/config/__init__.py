@@ -29,7 +29,6 @@ from madara_cli.config.schema import (
     BenchmarkConfig,
     CalibrationSplit,
     Choice,
-    ConfigError,
     DType,
     FirstStage,
     GenerationConfig,
@@ -51,6 +50,10 @@ from madara_cli.config.schema import (
     strategy_schema,
     strategy_settings,
 )
+
+# ConfigError lives in madara_cli.errors; it stays importable from here, the name most
+# config callers reach for.
+from madara_cli.errors import ConfigError
 
 __all__ = [
     "GROUPS", "STRATEGY_SCHEMAS", "BackendConfig", "BenchmarkConfig", "CalibrationSplit", "Choice", "ConfigError", "DType",

@@ -22,7 +22,6 @@ from madara_cli.config.schema import (
     GROUPS,
     SCHEMA_SUFFIX,
     STRATEGY_SCHEMAS,
-    ConfigError,
     GridConfig,
     GridKind,
     RootConfig,
@@ -31,6 +30,7 @@ from madara_cli.config.schema import (
     register_schemas,
     strategy_schema,
 )
+from madara_cli.errors import ConfigError
 
 
 def _packaged_configs() -> Path | None:

@@ -18,10 +18,6 @@ def plural(group: str) -> str:
     return "strategies" if group == "strategy" else f"{group}s"
 
 
-class ConfigError(ValueError):
-    """A bad override or config a user can fix; printed as one line, exit 2."""
-
-
 # --------------------------------------------------------------------------- #
 # Choice settings. OmegaConf checks an Enum field against its members' names at
 # composition; compose() hands the code plain strings (names equal values).

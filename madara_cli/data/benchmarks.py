@@ -25,7 +25,8 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from madara_cli.data.loaders import LOADERS, DataError, read_rows
+from madara_cli.data.loaders import LOADERS, read_rows
+from madara_cli.errors import DataError
 from madara_cli.records import Doc, Example
 
 

@@ -52,7 +52,8 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig
 
-from madara_cli.data.loaders import DataError, file_sha256, not_utf8
+from madara_cli.data.loaders import file_sha256, not_utf8
+from madara_cli.errors import DataError
 from madara_cli.records import Doc
 
 # bm25s sets its own logger to DEBUG, which floods any application that configures logging.

@@ -30,15 +30,12 @@ from urllib.parse import urlparse
 
 from omegaconf import DictConfig
 
+from madara_cli.errors import DataError
 from madara_cli.paths import utf8_error
 from madara_cli.records import Example
 from madara_cli.registry import Registry
 
 log = logging.getLogger(__name__)
-
-
-class DataError(ValueError):
-    """Missing or unreadable benchmark data; printed as one line, exit 2."""
 
 
 LOADERS: Registry[Callable[[DictConfig], list[Example]]] = Registry("benchmark loader")

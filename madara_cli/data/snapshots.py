@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from madara_cli.config.schema import keyed
-from madara_cli.data.loaders import DataError
+from madara_cli.errors import SnapshotError
 from madara_cli.paths import inside, writing
 from madara_cli.records import Doc, Example
 
@@ -64,10 +64,6 @@ def snapshot_key(benchmark: dict[str, Any], source: str, retriever: dict[str, An
 
 def key_digest(key: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(key, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
-
-
-class SnapshotError(DataError):
-    """A snapshot line that does not match its content hash (printed as one line)."""
 
 
 def content_hash(row: dict[str, Any]) -> str:

@@ -79,9 +79,10 @@ from madara_cli.agents.scoring import (
     rescore_request,
 )
 from madara_cli.backends.cache import CachedLLM
-from madara_cli.config import ConfigError, to_plain
+from madara_cli.config import to_plain
 from madara_cli.config.schema import Rescore, keyed
 from madara_cli.diagnose import router, rsc
+from madara_cli.errors import ConfigError
 from madara_cli.paths import inside
 from madara_cli.records import ChatRequest, Example, ScoreRequest
 from madara_cli.results.records import ProbeRecord

@@ -21,7 +21,6 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from madara_cli.config import (
-    ConfigError,
     GridConfig,
     chosen_strategy,
     compose,
@@ -32,6 +31,7 @@ from madara_cli.config import (
 )
 from madara_cli.config.schema import keyed
 from madara_cli.config.validate import not_applicable
+from madara_cli.errors import ConfigError
 from madara_cli.paths import inside
 
 # Root groups whose settings can change a cell's numbers.

@@ -21,8 +21,9 @@ import os
 import sys
 from pathlib import Path
 
-from madara_cli.config import ConfigError, load_grid, register_schemas
+from madara_cli.config import load_grid, register_schemas
 from madara_cli.config.compose import primary_and_searchpath
+from madara_cli.errors import ConfigError
 
 LAUNCHERS = {
     "basic": None,

@@ -13,7 +13,8 @@ import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from madara_cli.config import ConfigError, load_grid, options
+from madara_cli.config import load_grid, options
+from madara_cli.errors import ConfigError
 from madara_cli.experiment.grid import expand
 from madara_cli.experiment.runner import Failed, run_cells, run_probes
 

@@ -159,7 +159,7 @@ def finished_cell(cfg: DictConfig, sized: bool = False) -> CellResult | None:
     folder = cell.folder(cfg.results_dir)
     record = store.read_cell(folder)
     if record is None and sized:
-        from madara_cli.data.loaders import DataError
+        from madara_cli.errors import DataError
 
         try:
             fitted, requested = sized_to_data(cfg, load_cell(cfg))
@@ -268,8 +268,7 @@ def _run_each(cfgs: list[DictConfig], work: Callable[[DictConfig, EnginePool], A
     """Run ``work`` for each config with one shared engine pool. With ``keep_going``, a
     config whose data or engine is unavailable is reported as :class:`Failed` and the
     rest go on; anything else stops the run (finished work is already on disk)."""
-    from madara_cli.backends.base import BackendError
-    from madara_cli.data.loaders import DataError
+    from madara_cli.errors import BackendError, DataError
 
     out: list = []
     cells = getattr(progress, "cells", None) if len(cfgs) > 1 else None

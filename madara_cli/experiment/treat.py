@@ -155,12 +155,11 @@ class Treatment:
 
 def read_probe(path: Path) -> ProbeRecord:
     """The finished probe named by ``strategy.probe`` (its folder or its file); one-line errors otherwise."""
-    from madara_cli.config import ConfigError
-    from madara_cli.data.loaders import DataError
+    from madara_cli.errors import ConfigError, DataError, RecordError
 
     try:
         record = store.read_probe(path, require=ROUTE_FIELDS)
-    except store.RecordError as e:
+    except RecordError as e:
         raise DataError(f"strategy.probe: {e}") from None
     if record is None:
         raise ConfigError(f"strategy.probe: no probe file at {path}")

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
 from madara_cli import metrics as M
-from madara_cli.data.loaders import DataError
+from madara_cli.errors import RecordError
 from madara_cli.experiment.grid import Cell
 
 # 1: files written before the results store (no ``schema_version`` key); 2: the same
@@ -32,10 +32,6 @@ from madara_cli.experiment.grid import Cell
 SCHEMA_VERSION = 2
 
 METRICS = M.METRICS
-
-
-class RecordError(DataError):
-    """A results file that cannot be read as its record (printed as one line)."""
 
 
 def to_json(obj: Mapping[str, Any], ensure_ascii: bool = False) -> str:

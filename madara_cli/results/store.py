@@ -44,9 +44,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from madara_cli.errors import RecordError
 from madara_cli.metrics import metric_name
 from madara_cli.paths import writing
-from madara_cli.results.records import METRICS, SCHEMA_VERSION, CellRecord, ProbeRecord, RecordError, _num
+from madara_cli.results.records import METRICS, SCHEMA_VERSION, CellRecord, ProbeRecord, _num
 
 __all__ = [
     "METRICS", "SCHEMA_VERSION", "CellRecord", "ProbeRecord", "RecordError", "Results", "StoredCell", "StoredProbe",

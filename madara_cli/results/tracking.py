@@ -28,7 +28,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from madara_cli.config import ConfigError
+from madara_cli.errors import TrackingError
 
 log = logging.getLogger(__name__)
 
@@ -36,11 +36,6 @@ KEY_TAG = "madara_key"
 KIND_TAG = "madara_kind"
 # Sections that are identity or text, not measurements.
 _NOT_MEASURED = ("cell", "settings", "provenance", "schema_version", "path")
-
-
-class TrackingError(ConfigError):
-    """The tracker cannot be used (extra not installed, unreachable store); printed as
-    one line like any setting a user can fix."""
 
 
 def flat_numbers(record: Mapping[str, Any]) -> dict[str, float]:

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from madara_cli.backends.base import BackendError
+from madara_cli.errors import BackendError
 from madara_cli.records import Example, Prediction
 from madara_cli.strategies.assessed import selection_report
 from madara_cli.strategies.base import STRATEGIES, StrategyContext, generate_answers, rounded, support_coverage, with_extra

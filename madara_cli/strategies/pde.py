@@ -35,7 +35,8 @@ from typing import Sequence
 import numpy as np
 
 from madara_cli.agents.generator import clean_answer, generation_request
-from madara_cli.config import ConfigError, Selection, Vote
+from madara_cli.config import Selection, Vote
+from madara_cli.errors import ConfigError
 from madara_cli.records import Example, Prediction
 from madara_cli.strategies.assessed import scored, selection_report
 from madara_cli.strategies.base import STRATEGIES, StrategyContext, rounded, support_coverage

@@ -1,0 +1,50 @@
+"""The errors a user can cause, in one place. The CLI prints each as one line and exits
+non-zero (2 for a setting or data a user can fix); none of them ends in a traceback.
+
+- :class:`ConfigError` — a bad override or config (:class:`TrackingError`: the tracker
+  that the config asks for cannot be used).
+- :class:`DataError` — missing or unreadable benchmark data (:class:`SnapshotError`: a
+  retrieval snapshot edited after it was written; :class:`RecordError`: a results file
+  that cannot be read as its record).
+- :class:`BackendError` — an engine that cannot run (missing engine, unreachable server,
+  bad model path; :class:`CacheError`: a response cache that cannot be used).
+
+They live below every other module, so the code that raises them and the CLI that
+reports them import them from here without pulling in the module that first met them.
+"""
+
+from __future__ import annotations
+
+
+class ConfigError(ValueError):
+    """A bad override or config a user can fix; printed as one line, exit 2."""
+
+
+class TrackingError(ConfigError):
+    """The tracker cannot be used (extra not installed, unreachable store); printed as
+    one line like any setting a user can fix."""
+
+
+class DataError(ValueError):
+    """Missing or unreadable benchmark data; printed as one line, exit 2."""
+
+
+class SnapshotError(DataError):
+    """A snapshot line that does not match its content hash (printed as one line)."""
+
+
+class RecordError(DataError):
+    """A results file that cannot be read as its record (printed as one line)."""
+
+
+class BackendError(RuntimeError):
+    """A failure a user can act on (missing engine, unreachable server, bad model path).
+    The CLI prints its message as one line and exits non-zero."""
+
+
+class CacheError(BackendError):
+    """The response cache cannot be used (damaged file, not a database, no access);
+    printed as one line naming the file and what to do."""
+
+
+__all__ = ["BackendError", "CacheError", "ConfigError", "DataError", "RecordError", "SnapshotError", "TrackingError"]
