@@ -91,7 +91,7 @@ def _examples(cfg, n: int):
 
 def bench_calls(opts: BenchOptions, scratch: Path) -> dict[str, Any]:
     from madara_cli.experiment.plan import paper_calls_per_query, plan_grid
-    from madara_cli.tables.paper_values import TABLE18_CALLS
+    from madara_cli.paper import TABLE18_CALLS
 
     cfgs = [_cfg(opts, f"strategy={s}", f"limit={opts.limit}", f"results_dir={scratch / 'plan'}", "grid_name=bench") for s in TABLE_STRATEGIES]
     plan = plan_grid("bench", cfgs)

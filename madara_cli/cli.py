@@ -382,15 +382,15 @@ def _compare_policies_published(thresholds) -> None:
 
 
 def _table2_route(row) -> str:
-    from madara_cli.tables import paper_values as pv
+    from madara_cli import paper as pv
 
     return pv.TABLE2[(row.pair.model, row.pair.benchmark, "strategy")]
 
 
 def _route_published(thresholds) -> None:
+    from madara_cli import paper as pv
     from madara_cli.audit import published_diagnostics
     from madara_cli.diagnose import router
-    from madara_cli.tables import paper_values as pv
 
     t = Table(title="router.route on the paper's published diagnostics")
     for col in ("model", "task", "NF %", "ρ̂1 ρ̂2 ρ̂3", "class", "route", "paper (Table 2)", "reason"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from madara_cli import paper as pv
 from madara_cli.audit.checks import (
     STATUSES,
     audit_table2,
@@ -16,7 +17,6 @@ from madara_cli.audit.checks import (
     summarize,
     trend_coefficient,
 )
-from madara_cli.tables import paper_values as pv
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ from typing import Sequence
 import pytest
 from scipy import stats as sps
 
+from madara_cli import paper as pv
 from madara_cli.audit.policies import compare_policies, mean_gaps
 from madara_cli.config import compose
 from madara_cli.diagnose import router
@@ -21,7 +22,6 @@ from madara_cli.experiment.grid import Cell
 from madara_cli.experiment.runner import EnginePool, run_cell
 from madara_cli.experiment.treat import ensure_probe
 from madara_cli.records import ChatRequest, Completion, ScoreRequest
-from madara_cli.tables import paper_values as pv
 from tests.conftest import ROOT
 
 QO = (0.76, 0.43, 0.08)  # quality-ordered, strongly coupled: the scoring arm is ATF

@@ -1,6 +1,6 @@
 """Audit the paper against itself: recompute every derivable number from other printed numbers.
 
-Uses only :mod:`madara_cli.tables.paper_values` (no results on disk, no network), so it
+Uses only :mod:`madara_cli.paper` (no results on disk, no network), so it
 runs offline in well under a second. Each check yields an :class:`AuditRow` with the
 published value, the recomputed one and a status:
 
@@ -31,9 +31,9 @@ from typing import Any
 
 import numpy as np
 
+from madara_cli import paper as pv
 from madara_cli import stats
 from madara_cli.diagnose import router as routing
-from madara_cli.tables import paper_values as pv
 
 H = 0.05  # half a unit of the last printed digit for one-decimal values
 STATUSES = ("match", "discrepancy", "not derivable")

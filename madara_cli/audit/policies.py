@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from madara_cli import paper as pv
 from madara_cli.audit.checks import _printed_ems, published_diagnostics
 from madara_cli.diagnose import router
-from madara_cli.tables import paper_values as pv
 
 POLICIES = ("paper", "nf_only", "isolation")
 POLICY_LABELS = {"paper": "paper (Alg. 2)", "nf_only": "NF-only", "isolation": "isolation (madara)"}

@@ -311,7 +311,7 @@ def placeholder_examples(cfg: DictConfig) -> list | None:
 def paper_calls_per_query(strategy: str) -> str:
     """Table 18's note on ``strategy``'s LLM calls per query, as printed ("—" where the
     note does not name the strategy)."""
-    from madara_cli.tables.paper_values import TABLE18_CALLS_PRINTED
+    from madara_cli.paper import TABLE18_CALLS_PRINTED
 
     return TABLE18_CALLS_PRINTED.get(strategy, "—")
 

@@ -2,7 +2,8 @@
 
 Layout: ``index`` (the results on disk), ``cells`` (formatting), ``specs`` (what each
 table is), ``builders/`` (one function per table, by topic), ``registry`` (name → table),
-``render`` (Markdown, LaTeX, CSV), ``figure`` (Figure 2), ``compare``, ``paper_values``.
+``render`` (Markdown, LaTeX, CSV), ``figure`` (Figure 2), ``compare``; the paper's own
+numbers are :mod:`madara_cli.paper`.
 
 Public entry points (the CLI verbs call these):
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 import pandas as pd
 
-from madara_cli.tables import paper_values as pv
+from madara_cli import paper as pv
 from madara_cli.tables.specs import SPECS
 
 MISSING = "—"

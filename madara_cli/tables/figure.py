@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from madara_cli.tables import paper_values as pv
+from madara_cli import paper as pv
 from madara_cli.tables.index import Results, _results
 
 LEVELS = ("Shuffled", "Contra.", "Random")

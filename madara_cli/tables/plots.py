@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from madara_cli import paper as pv
 from madara_cli import stats
-from madara_cli.tables import paper_values as pv
 from madara_cli.tables.figure import (
     NO_MATPLOTLIB,
     OKABE_ITO,

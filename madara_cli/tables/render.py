@@ -141,7 +141,7 @@ def tidy_long(long: pd.DataFrame, metric: str = "em") -> pd.DataFrame:
     labels, ``strategy`` from a column named after one, ``metric`` (a × ratio is a
     ``cost``; otherwise a strategy's column holds its ``metric``, in %; any other column
     is its own measure, by its label)."""
-    from madara_cli.tables import paper_values as pv
+    from madara_cli import paper as pv
 
     models, benchmarks = _ids(pv.MODEL_LABELS), _ids(pv.BENCHMARK_LABELS)
     strategies = {**_ids(pv.STRATEGY_LABELS), **_STRATEGY_COLUMNS}

@@ -22,8 +22,8 @@ from typing import Any
 
 import pandas as pd
 
+from madara_cli import paper as pv
 from madara_cli.results.store import read_config_text
-from madara_cli.tables import paper_values as pv
 from madara_cli.tables.figure import pyplot
 from madara_cli.tables.index import Results, load_results
 from madara_cli.tables.plots import build_figures

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from madara_cli import paper as pv
 from madara_cli.config.schema import ATFConfig
-from madara_cli.tables import paper_values as pv
 from madara_cli.tables.builders.common import _em, _pairs
 from madara_cli.tables.cells import _bench, _finish, _model, _strategy, pair
 from madara_cli.tables.index import Results, _num, _results

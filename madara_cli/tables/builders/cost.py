@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from madara_cli.tables import paper_values as pv
+from madara_cli import paper as pv
 from madara_cli.tables.builders.common import _em, _mean_of_all
 from madara_cli.tables.cells import MISSING, _finish, _model, _strategy, pair
 from madara_cli.tables.index import Results, _results

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from madara_cli.tables import paper_values as pv
+from madara_cli import paper as pv
 from madara_cli.tables.builders.common import (
     _em,
     _holm_stars,

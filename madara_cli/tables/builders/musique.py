@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from madara_cli import paper as pv
 from madara_cli import stats
-from madara_cli.tables import paper_values as pv
 from madara_cli.tables.builders.common import _pairs, _percent
 from madara_cli.tables.cells import MISSING, _bench, _finish, _model, _strategy, pair
 from madara_cli.tables.compare import paired_outcomes

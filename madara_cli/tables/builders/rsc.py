@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from madara_cli.tables import paper_values as pv
+from madara_cli import paper as pv
 from madara_cli.tables.cells import MISSING, _bench, _class, _finish, _fmt, _model, pair, pair_text
 from madara_cli.tables.index import PROBE_FILE, Results, _num, _results
 

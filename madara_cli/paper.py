@@ -1,4 +1,6 @@
-"""Published numbers of the MADARA paper, transcribed exactly as printed.
+"""Published numbers of the MADARA paper, transcribed exactly as printed. The tables
+(:mod:`madara_cli.tables`, each cell beside the paper's value) and the audit
+(:mod:`madara_cli.audit`, the paper checked against itself) both read them from here.
 
 Source: *To Isolate or to Score? Model-Adaptive Assessment for Cost-Efficient
 Multi-Agent RAG* (``paper/001_1ee2392c003a0c42.txt``), Tables 1-19. Table G.1 (Token
