@@ -263,7 +263,8 @@ def bench_stats(opts: BenchOptions, scratch: Path) -> dict[str, Any]:
 
 def bench_stages(opts: BenchOptions, scratch: Path, engine) -> dict[str, Any]:
     from madara_cli.config import strategy_settings
-    from madara_cli.experiment.runner import EnginePool, run_cell
+    from madara_cli.experiment.engines import EnginePool
+    from madara_cli.experiment.runner import run_cell
 
     cfg0, backend = engine
     results = scratch / "stages"

@@ -296,7 +296,7 @@ def probe(
 ) -> None:
     """Diagnose a model-task pair: NF baseline + RSC probe -> route; writes results/probes/<key>/."""
     from madara_cli.config import compose
-    from madara_cli.experiment.runner import EnginePool
+    from madara_cli.experiment.engines import EnginePool
     from madara_cli.experiment.treat import ensure_probe
     from madara_cli.progress import StageProgress
     from madara_cli.results.store import no_empty_folders_left

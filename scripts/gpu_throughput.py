@@ -21,7 +21,8 @@ import time
 
 from madara_cli.backends import make_backend
 from madara_cli.config import compose
-from madara_cli.experiment.runner import EnginePool, run_cell
+from madara_cli.experiment.engines import EnginePool
+from madara_cli.experiment.runner import run_cell
 
 
 class Recorder:

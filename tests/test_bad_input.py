@@ -25,7 +25,8 @@ import pytest
 from madara_cli.backends.cache import CachedLLM, ResponseCache
 from madara_cli.config import compose
 from madara_cli.errors import CacheError, ConfigError, DataError
-from madara_cli.experiment.runner import EnginePool, run_cell
+from madara_cli.experiment.engines import EnginePool
+from madara_cli.experiment.runner import run_cell
 from madara_cli.records import ChatRequest, Completion, Message
 from tests.conftest import ROOT
 from tests.test_strategies_e2e import FakeBackend

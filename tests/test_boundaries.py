@@ -20,7 +20,8 @@ import pytest
 from madara_cli.backends.cache import ResponseCache, _cache_error
 from madara_cli.config import compose
 from madara_cli.errors import CacheError, ConfigError, DataError
-from madara_cli.experiment.runner import EnginePool, run_cell
+from madara_cli.experiment.engines import EnginePool
+from madara_cli.experiment.runner import run_cell
 from madara_cli.records import Completion
 from tests.test_bad_input import madara, no_engine, one_line_error  # noqa: F401 - no_engine is a fixture (pytestmark)
 from tests.test_strategies_e2e import FakeBackend

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from madara_cli.config import compose
-from madara_cli.experiment.runner import EnginePool, run_cell
+from madara_cli.experiment.engines import EnginePool
+from madara_cli.experiment.runner import run_cell
 from madara_cli.tables import write_tables
 from tests.conftest import ROOT
 from tests.test_strategies_e2e import FakeBackend

@@ -18,8 +18,9 @@ from madara_cli.audit.policies import compare_policies, mean_gaps
 from madara_cli.config import compose
 from madara_cli.diagnose import router
 from madara_cli.diagnose.probe import ProbeSpec
+from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.grid import Cell
-from madara_cli.experiment.runner import EnginePool, run_cell
+from madara_cli.experiment.runner import run_cell
 from madara_cli.experiment.treat import ensure_probe
 from madara_cli.records import ChatRequest, Completion, ScoreRequest
 from tests.conftest import ROOT

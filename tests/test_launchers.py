@@ -101,8 +101,9 @@ def test_basic_launcher_runs_the_serial_cells_through_hydra(monkeypatch, tmp_pat
     """The whole Hydra path (cells file, one job per cell, compose inside the job) in
     process with the fake engine: the same cell folders and predictions as a serial run."""
     from madara_cli.experiment import launch
+    from madara_cli.experiment.engines import EnginePool
     from madara_cli.experiment.grid import expand
-    from madara_cli.experiment.runner import EnginePool, run_cell
+    from madara_cli.experiment.runner import run_cell
     from madara_cli.results import store
     from tests.test_strategies_e2e import FakeBackend
 

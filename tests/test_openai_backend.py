@@ -526,7 +526,8 @@ def test_real_4xx_is_reported_with_the_servers_message(llama_server):
 
 @pytest.mark.llm
 def test_real_nf_cell_through_the_runner(llama_server, tmp_path):
-    from madara_cli.experiment.runner import EnginePool, run_cell
+    from madara_cli.experiment.engines import EnginePool
+    from madara_cli.experiment.runner import run_cell
 
     cfg = compose(["backend=openai", f"backend.base_url={llama_server}", "limit=3", f"results_dir={tmp_path}"])
     with EnginePool() as pool:

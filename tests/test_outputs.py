@@ -16,8 +16,9 @@ import pytest
 import yaml
 
 from madara_cli.config import compose
+from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.grid import Cell, expand_sweep, has_sweep
-from madara_cli.experiment.runner import EnginePool, run_cell
+from madara_cli.experiment.runner import run_cell
 from madara_cli.results import store
 from tests.conftest import ROOT
 from tests.test_strategies_e2e import FakeBackend

@@ -6,9 +6,10 @@ import json
 
 import pytest
 
+from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.grid import expand
 from madara_cli.experiment.plan import plan_grid, within
-from madara_cli.experiment.runner import EnginePool, run_cell
+from madara_cli.experiment.runner import run_cell
 from tests.test_strategies_e2e import FakeBackend
 
 

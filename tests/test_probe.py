@@ -15,7 +15,8 @@ import pytest
 from madara_cli.agents.prompts import FORCED_RESCORE_SYSTEM
 from madara_cli.config import compose
 from madara_cli.diagnose.probe import ProbeSpec
-from madara_cli.experiment.runner import EnginePool, run_cell
+from madara_cli.experiment.engines import EnginePool
+from madara_cli.experiment.runner import run_cell
 from madara_cli.experiment.treat import ensure_probe
 from madara_cli.records import ChatRequest, Completion, ScoreRequest
 from tests.conftest import ROOT

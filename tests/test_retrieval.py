@@ -393,7 +393,7 @@ def test_rerank_by_another_model_is_another_snapshot(shared_data, tmp_path):
 
 @pytest.mark.llm
 def test_rerank_with_the_embedded_model(shared_data, tmp_path):
-    from madara_cli.experiment.runner import EnginePool
+    from madara_cli.experiment.engines import EnginePool
 
     path = shared_data / "musique" / "musique_ans_migres_shared.jsonl"
     cfg, exs = setup(

@@ -16,7 +16,8 @@ from madara_cli.backends.cache import CachedLLM, ResponseCache
 from madara_cli.config import compose, strategy_settings
 from madara_cli.data.mini import generate
 from madara_cli.errors import BackendError
-from madara_cli.experiment.runner import EnginePool, run_cell
+from madara_cli.experiment.engines import EnginePool
+from madara_cli.experiment.runner import run_cell
 from madara_cli.records import ChatRequest, Completion, ScoreRequest
 from madara_cli.strategies import STRATEGIES, StrategyContext, load_all
 

@@ -11,7 +11,8 @@ import pytest
 
 from madara_cli.config import compose
 from madara_cli.errors import BackendError
-from madara_cli.experiment.runner import EnginePool, run_cell
+from madara_cli.experiment.engines import EnginePool
+from madara_cli.experiment.runner import run_cell
 from madara_cli.tables import compare_cells, format_comparison
 from tests.results_fixtures import write_cell
 from tests.test_bad_input import madara, no_engine, one_line_error  # noqa: F401  (no_engine: a fixture, used by name)

@@ -18,8 +18,9 @@ import pytest
 
 from madara_cli.backends.cache import CachedLLM, ResponseCache
 from madara_cli.config import compose
+from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.grid import expand_sweep
-from madara_cli.experiment.runner import EnginePool, run_cell
+from madara_cli.experiment.runner import run_cell
 from madara_cli.records import ChatRequest, Completion, Message, ScoreRequest
 from madara_cli.results import store
 from tests.conftest import ROOT

@@ -22,7 +22,7 @@ from madara_cli.records import Example
 
 if TYPE_CHECKING:
     from madara_cli.backends.cache import CachedLLM
-    from madara_cli.experiment.runner import EnginePool
+    from madara_cli.experiment.engines import EnginePool
 
 SPLITS = ("eval", "calibration")
 

@@ -54,7 +54,8 @@ def _task(cfg) -> None:
     composed by :func:`madara_cli.config.compose` as the serial run composes it."""
     global _POOL
     from madara_cli.config import compose
-    from madara_cli.experiment.runner import EnginePool, run_cell
+    from madara_cli.experiment.engines import EnginePool
+    from madara_cli.experiment.runner import run_cell
 
     if _POOL is None:
         if _launcher_choice() in CLUSTER:

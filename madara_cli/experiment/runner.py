@@ -2,9 +2,10 @@
 -> strategy -> metrics -> results folder. A ``madara`` cell probes and routes first
 (:mod:`madara_cli.experiment.treat`), then runs the routed strategy.
 
-One engine per model is kept open in a :class:`EnginePool` (a context manager that
-closes them), so the cells of one model (which a grid runs back to back) load the
-weights once. A cell's folder is written by the results store under a temporary name
+One engine per model is kept open in an
+:class:`~madara_cli.experiment.engines.EnginePool` (a context manager that closes
+them), so the cells of one model (which a grid runs back to back) load the weights
+once. A cell's folder is written by the results store under a temporary name
 and renamed when complete (:func:`madara_cli.results.store.write_cell`): a folder with
 a metrics record is always a finished cell, and a killed run leaves only a ``.tmp-*``
 folder plus the completions already in the cache, from which the rerun resumes.
@@ -13,7 +14,6 @@ folder plus the completions already in the cache, from which the rerun resumes.
 from __future__ import annotations
 
 import errno
-import json
 import logging
 import os
 import time
@@ -24,11 +24,8 @@ from typing import Any, Callable
 from omegaconf import DictConfig, OmegaConf
 
 from madara_cli import metrics as M
-from madara_cli.backends import make_backend
-from madara_cli.backends.base import Backend
-from madara_cli.backends.cache import CachedLLM, ProgressFn, ResponseCache
-from madara_cli.config import to_plain
 from madara_cli.experiment.cells import load_cell, retrieve_for, sized_to_data
+from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.grid import Cell, key_settings
 from madara_cli.records import Example, Prediction
 from madara_cli.results import store
@@ -51,48 +48,6 @@ class CellResult:
     def metrics(self) -> dict[str, Any]:
         """The record as it is stored (a plain dict)."""
         return self.record.to_dict()
-
-
-class EnginePool:
-    """Engines keyed by (model, backend) plus one shared response cache per path.
-    ``with EnginePool(progress) as pool:`` closes every engine and cache on the way out."""
-
-    def __init__(self, progress: ProgressFn | None = None, factory: Callable[[DictConfig], Backend] = make_backend,
-                 cache_factory: Callable[[str], ResponseCache] = ResponseCache):
-        self._engines: dict[tuple, CachedLLM] = {}
-        self._caches: dict[str, ResponseCache] = {}
-        self._progress = progress
-        self._factory = factory
-        self._cache_factory = cache_factory  # launch.py: per-worker shards on cluster launchers
-
-    def get(self, cfg: DictConfig) -> CachedLLM:
-        ident = (json.dumps(to_plain(cfg.model), sort_keys=True), json.dumps(to_plain(cfg.backend), sort_keys=True), int(cfg.seed))
-        if ident not in self._engines:
-            # One engine at a time: a GPU holds one 7-32B model, and grids run the
-            # cells of a model back to back, so switching models is rare.
-            for old in self._engines.values():
-                old.backend.close()
-            self._engines.clear()
-            cache_path = str(Path(cfg.cache).resolve())
-            if cache_path not in self._caches:
-                self._caches[cache_path] = self._cache_factory(cache_path)
-            cache = self._caches[cache_path]
-            self._engines[ident] = CachedLLM(self._factory(cfg), cache, self._progress)
-        return self._engines[ident]
-
-    def close(self) -> None:
-        for llm in self._engines.values():
-            llm.backend.close()
-        for cache in self._caches.values():
-            cache.close()
-        self._engines.clear()
-        self._caches.clear()
-
-    def __enter__(self) -> "EnginePool":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def ensure_writable(folder: Path) -> None:

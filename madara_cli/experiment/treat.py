@@ -33,7 +33,7 @@ from madara_cli.results.records import ROUTE_FIELDS, ProbeRecord
 from madara_cli.strategies import STRATEGIES, StrategyContext, load_all
 
 if TYPE_CHECKING:
-    from madara_cli.experiment.runner import EnginePool
+    from madara_cli.experiment.engines import EnginePool
 
 # Settings of the madara node itself, never carried to the treatment.
 _OWN = ("name", "probe")

@@ -1,0 +1,60 @@
+"""The engines a run keeps open: one per (model, backend, seed), in front of one shared
+response cache per cache file. The runner, the probe-and-route step
+(:mod:`.treat`) and retrieval with an LLM reranker (:mod:`.cells`) all take a pool
+and ask it for the engine of a config, so the cells of one model (which a grid runs
+back to back) load the weights once."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable
+
+from omegaconf import DictConfig
+
+from madara_cli.backends import make_backend
+from madara_cli.backends.base import Backend
+from madara_cli.backends.cache import CachedLLM, ProgressFn, ResponseCache
+from madara_cli.config import to_plain
+
+
+class EnginePool:
+    """Engines keyed by (model, backend) plus one shared response cache per path.
+    ``with EnginePool(progress) as pool:`` closes every engine and cache on the way out."""
+
+    def __init__(self, progress: ProgressFn | None = None, factory: Callable[[DictConfig], Backend] = make_backend,
+                 cache_factory: Callable[[str], ResponseCache] = ResponseCache):
+        self._engines: dict[tuple, CachedLLM] = {}
+        self._caches: dict[str, ResponseCache] = {}
+        self._progress = progress
+        self._factory = factory
+        self._cache_factory = cache_factory  # launch.py: per-worker shards on cluster launchers
+
+    def get(self, cfg: DictConfig) -> CachedLLM:
+        ident = (json.dumps(to_plain(cfg.model), sort_keys=True), json.dumps(to_plain(cfg.backend), sort_keys=True), int(cfg.seed))
+        if ident not in self._engines:
+            # One engine at a time: a GPU holds one 7-32B model, and grids run the
+            # cells of a model back to back, so switching models is rare.
+            for old in self._engines.values():
+                old.backend.close()
+            self._engines.clear()
+            cache_path = str(Path(cfg.cache).resolve())
+            if cache_path not in self._caches:
+                self._caches[cache_path] = self._cache_factory(cache_path)
+            cache = self._caches[cache_path]
+            self._engines[ident] = CachedLLM(self._factory(cfg), cache, self._progress)
+        return self._engines[ident]
+
+    def close(self) -> None:
+        for llm in self._engines.values():
+            llm.backend.close()
+        for cache in self._caches.values():
+            cache.close()
+        self._engines.clear()
+        self._caches.clear()
+
+    def __enter__(self) -> "EnginePool":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
