@@ -1,4 +1,5 @@
-"""Typed records that flow through a cell: examples, documents, requests, completions.
+"""Typed records that flow through a cell: examples, documents, requests, completions,
+predictions, and the cell itself.
 
 Everything here is a frozen dataclass so that records can be hashed, cached and
 compared; nothing in the pipeline passes loose dicts for identities or payloads.
@@ -9,7 +10,10 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
+
+from madara_cli.paths import inside
 
 
 @dataclass(frozen=True)
@@ -126,3 +130,35 @@ class Prediction:
     raw: str = ""
     doc_ids: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One measurement of a grid: (model, benchmark, strategy, retriever, k, seed,
+    limit) plus the hash of every setting that can change its numbers. ``key`` names
+    its results folder. Built from a composed config by
+    :func:`madara_cli.experiment.grid.cell_from_cfg`."""
+
+    grid: str
+    model: str
+    benchmark: str
+    strategy: str
+    retriever: str
+    k: int
+    seed: int
+    limit: int | None
+    config_hash: str
+
+    @property
+    def key(self) -> str:
+        n = "all" if self.limit is None else str(self.limit)
+        return f"{self.model}__{self.benchmark}__{self.strategy}__{self.retriever}-k{self.k}__n{n}__s{self.seed}__{self.config_hash}"
+
+    def to_dict(self) -> dict:
+        return {
+            "grid": self.grid, "model": self.model, "benchmark": self.benchmark, "strategy": self.strategy,
+            "retriever": self.retriever, "k": self.k, "seed": self.seed, "limit": self.limit, "key": self.key,
+        }
+
+    def folder(self, results_dir: str | Path) -> Path:
+        return inside(results_dir, Path(results_dir) / self.grid / self.key)

@@ -98,8 +98,8 @@ def test_config_dir_names_cannot_climb_out(monkeypatch, capsys, tmp_path):
 
 
 def test_paths_built_from_names_are_checked_before_a_write(tmp_path):
-    from madara_cli.experiment.grid import Cell
     from madara_cli.paths import inside
+    from madara_cli.records import Cell
 
     assert inside(tmp_path, tmp_path / "g" / "k") == tmp_path / "g" / "k"
     with pytest.raises(PermissionError, match="outside the results folder"):

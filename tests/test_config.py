@@ -6,7 +6,7 @@ import pytest
 
 from madara_cli.config import GROUPS, compose, load_grid, options
 from madara_cli.errors import ConfigError
-from madara_cli.experiment.grid import Cell, grid_overrides
+from madara_cli.experiment.grid import cell_from_cfg, grid_overrides
 
 
 @pytest.mark.parametrize("group", GROUPS)
@@ -56,9 +56,9 @@ def test_bad_overrides_are_one_line_config_errors(bad):
 
 
 def test_cell_key_changes_with_any_semantic_setting():
-    a = Cell.from_cfg(compose(["limit=5"]))
-    b = Cell.from_cfg(compose(["limit=5", "results_dir=/elsewhere"]))
-    c = Cell.from_cfg(compose(["limit=5", "generation.max_tokens=16"]))
+    a = cell_from_cfg(compose(["limit=5"]))
+    b = cell_from_cfg(compose(["limit=5", "results_dir=/elsewhere"]))
+    c = cell_from_cfg(compose(["limit=5", "generation.max_tokens=16"]))
     assert a.key == b.key  # where results go is not what is measured
     assert a.key != c.key
     assert a.key.startswith("smollm2-135m__mini__nf__bm25s-k10__n5__s0__")
@@ -122,10 +122,10 @@ def test_a_bad_choice_names_the_valid_values(override, valid):
 
 
 def test_sda_cell_key_moves_with_its_own_settings_only():
-    sda = Cell.from_cfg(compose(["strategy=sda"])).key
-    assert Cell.from_cfg(compose(["strategy=sda", "strategy.top_k=3"])).key != sda
-    assert Cell.from_cfg(compose(["strategy=sda", "strategy.scoring=logprob"])).key != sda
-    assert Cell.from_cfg(compose(["strategy=sda", "strategy.top_k=5"])).key == sda  # the default, spelt out
+    sda = cell_from_cfg(compose(["strategy=sda"])).key
+    assert cell_from_cfg(compose(["strategy=sda", "strategy.top_k=3"])).key != sda
+    assert cell_from_cfg(compose(["strategy=sda", "strategy.scoring=logprob"])).key != sda
+    assert cell_from_cfg(compose(["strategy=sda", "strategy.top_k=5"])).key == sda  # the default, spelt out
     with pytest.raises(ConfigError, match="does not apply to strategy sda"):
         compose(["strategy=sda", "strategy.kappa=0.9"])  # so it cannot move sda's key
 
@@ -137,8 +137,8 @@ def test_a_grid_wide_strategy_setting_goes_where_it_applies():
     cells = {c[0]: c for c in grid_overrides(grid, ["strategy.n_samples=3"])}
     assert "strategy.scoring=logprob" in cells["strategy=sda"] and "strategy.n_samples=3" not in cells["strategy=sda"]
     assert "strategy.scoring=logprob" not in cells["strategy=nf"] and "strategy.n_samples=3" in cells["strategy=self_consistency"]
-    nf = Cell.from_cfg(compose(cells["strategy=nf"]))
-    assert nf.key == Cell.from_cfg(compose(["strategy=nf", "grid_name=g"])).key
+    nf = cell_from_cfg(compose(cells["strategy=nf"]))
+    assert nf.key == cell_from_cfg(compose(["strategy=nf", "grid_name=g"])).key
 
 
 @pytest.mark.parametrize(

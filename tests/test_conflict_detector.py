@@ -235,9 +235,9 @@ def test_madara_carries_the_conflict_setting_to_its_treatment():
 
 
 def _key(*overrides: str) -> str:
-    from madara_cli.experiment.grid import Cell
+    from madara_cli.experiment.grid import cell_from_cfg
 
-    return Cell.from_cfg(compose(list(overrides))).key
+    return cell_from_cfg(compose(list(overrides))).key
 
 
 def test_the_setting_moves_the_keys_of_cells_that_ask_the_detector():

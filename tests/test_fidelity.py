@@ -12,14 +12,14 @@ import pytest
 from madara_cli.agents import digest, generator, prompts
 from madara_cli.config import compose
 from madara_cli.experiment.engines import EnginePool
-from madara_cli.experiment.grid import Cell
+from madara_cli.experiment.grid import cell_from_cfg
 from madara_cli.experiment.runner import run_cell
 from tests.test_cli_e2e import madara
 from tests.test_strategies_e2e import FakeBackend
 
 
 def _key(*overrides: str) -> str:
-    return Cell.from_cfg(compose(list(overrides))).key
+    return cell_from_cfg(compose(list(overrides))).key
 
 
 # --- cell identity ------------------------------------------------------------------------

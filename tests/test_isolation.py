@@ -19,7 +19,7 @@ from madara_cli.config import compose
 from madara_cli.diagnose import router
 from madara_cli.diagnose.probe import ProbeSpec
 from madara_cli.experiment.engines import EnginePool
-from madara_cli.experiment.grid import Cell
+from madara_cli.experiment.grid import cell_from_cfg
 from madara_cli.experiment.runner import run_cell
 from madara_cli.experiment.treat import ensure_probe
 from madara_cli.records import ChatRequest, Completion, ScoreRequest
@@ -174,12 +174,12 @@ def test_keys_do_not_move_while_the_isolation_probe_is_off():
     spelled = compose(["strategy=madara", "benchmark=mini", "rsc.isolation_probe=false", "router.policy=paper"])
     on = compose(["strategy=madara", "benchmark=mini", "rsc.isolation_probe=true"])
     policy = compose(["strategy=madara", "benchmark=mini", "router.policy=isolation"])
-    assert Cell.from_cfg(base).key == Cell.from_cfg(spelled).key
+    assert cell_from_cfg(base).key == cell_from_cfg(spelled).key
     assert ProbeSpec.from_cfg(base, 6).key == ProbeSpec.from_cfg(spelled, 6).key
     assert ProbeSpec.from_cfg(on, 6).key == ProbeSpec.from_cfg(policy, 6).key != ProbeSpec.from_cfg(base, 6).key
-    assert len({Cell.from_cfg(c).key for c in (base, on, policy)}) == 3
+    assert len({cell_from_cfg(c).key for c in (base, on, policy)}) == 3
     # Cells of other strategies never see the router.
-    assert Cell.from_cfg(compose(["strategy=nf", "router.policy=isolation"])).key == Cell.from_cfg(compose(["strategy=nf"])).key
+    assert cell_from_cfg(compose(["strategy=nf", "router.policy=isolation"])).key == cell_from_cfg(compose(["strategy=nf"])).key
 
 
 def test_bad_policy_is_one_line(tmp_path):

@@ -17,7 +17,7 @@ import yaml
 
 from madara_cli.config import compose
 from madara_cli.experiment.engines import EnginePool
-from madara_cli.experiment.grid import Cell, expand_sweep, has_sweep
+from madara_cli.experiment.grid import cell_from_cfg, expand_sweep, has_sweep
 from madara_cli.experiment.runner import run_cell
 from madara_cli.results import store
 from tests.conftest import ROOT
@@ -65,9 +65,9 @@ def test_log_samples_off_writes_no_prompts_and_keeps_the_key(results_dir):
 
 
 def test_new_settings_at_default_keep_old_cell_keys():
-    base = Cell.from_cfg(compose(["limit=5"])).key
-    assert Cell.from_cfg(compose(["limit=5", "generation.style=zeroshot", "benchmark.revision=null"])).key == base
-    assert Cell.from_cfg(compose(["limit=5", "generation.style=oneshot"])).key != base
+    base = cell_from_cfg(compose(["limit=5"])).key
+    assert cell_from_cfg(compose(["limit=5", "generation.style=zeroshot", "benchmark.revision=null"])).key == base
+    assert cell_from_cfg(compose(["limit=5", "generation.style=oneshot"])).key != base
 
 
 def _rewrite(result, **fields) -> None:

@@ -310,13 +310,13 @@ def test_bad_rescore_or_candidates_choice_is_one_clear_line(override, needle):
 
 
 def test_probe_key_moves_with_the_rescore_reading_and_madara_cells_with_it():
-    from madara_cli.experiment.grid import Cell
+    from madara_cli.experiment.grid import cell_from_cfg
 
     forced, prefix = (compose(["strategy=madara", *extra]) for extra in ([], ["rsc.rescore=prefix"]))
     assert ProbeSpec.from_cfg(forced, 10).key != ProbeSpec.from_cfg(prefix, 10).key
-    assert Cell.from_cfg(forced).key != Cell.from_cfg(prefix).key
+    assert cell_from_cfg(forced).key != cell_from_cfg(prefix).key
     nf = [compose(["strategy=nf", *extra]) for extra in ([], ["rsc.rescore=prefix"])]
-    assert Cell.from_cfg(nf[0]).key == Cell.from_cfg(nf[1]).key  # a strategy that runs no probe keeps its key
+    assert cell_from_cfg(nf[0]).key == cell_from_cfg(nf[1]).key  # a strategy that runs no probe keeps its key
 
 
 def test_cot_budget_is_512_and_cut_replies_are_counted_cached_or_not(tmp_path):

@@ -83,7 +83,7 @@ def _musique_file(tmp_path: Path, n: int = 3, paragraphs: int = 20) -> Path:
 def test_musique_assesses_all_20_paragraphs_by_default_and_top_k_on_request(tmp_path):
     """Section 6.5: "20 mixed supporting/distractor paragraphs per query"."""
     from madara_cli.data.snapshots import snapshot_key
-    from madara_cli.experiment.grid import Cell, semantic_config
+    from madara_cli.experiment.grid import cell_from_cfg, semantic_config
 
     path = _musique_file(tmp_path)
     cfg, exs = setup("musique", path, tmp_path / "r")
@@ -97,7 +97,7 @@ def test_musique_assesses_all_20_paragraphs_by_default_and_top_k_on_request(tmp_
     assert all(len(ex.docs) == 10 for ex in retrieve(exs_top, top))
     # Two readings, two cells and two snapshots; "retrieved" (the reading before the
     # setting existed) is left out of both keys, so those cells keep theirs.
-    assert Cell.from_cfg(cfg).key != Cell.from_cfg(top).key
+    assert cell_from_cfg(cfg).key != cell_from_cfg(top).key
     assert "candidates" not in semantic_config(top)["benchmark"] and semantic_config(cfg)["benchmark"]["candidates"] == "all"
     plain = {"name": "musique", "candidates": "retrieved"}
     assert snapshot_key(plain, "s", {"k": 10}, None) == snapshot_key({"name": "musique"}, "s", {"k": 10}, None)

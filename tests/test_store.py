@@ -13,8 +13,8 @@ import pytest
 from madara_cli.config import compose
 from madara_cli.errors import RecordError
 from madara_cli.experiment.engines import EnginePool
-from madara_cli.experiment.grid import Cell
 from madara_cli.experiment.runner import run_cell
+from madara_cli.records import Cell
 from madara_cli.results import store
 from madara_cli.results.records import SCHEMA_VERSION, CellRecord, ProbeRecord
 from tests.conftest import ROOT

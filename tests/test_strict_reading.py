@@ -259,14 +259,14 @@ def _warnings(capsys) -> list[str]:
 
 
 def test_a_limit_beyond_the_data_is_clipped_in_the_key(tmp_path, capsys):
-    from madara_cli.experiment.grid import Cell
+    from madara_cli.experiment.grid import cell_from_cfg
     from madara_cli.experiment.runner import finished_cell
 
     big = _cell_cfg(tmp_path, "limit=100000", "benchmark.calibration=2")
     with EnginePool(factory=lambda cfg: FakeBackend()) as pool:
         res = run_cell(big, pool)
     assert "__n3__" in res.folder.name and res.record.n == 3 and res.record.limit == 3
-    assert res.folder == Cell.from_cfg(_cell_cfg(tmp_path, "limit=3", "benchmark.calibration=2")).folder(tmp_path / "r")
+    assert res.folder == cell_from_cfg(_cell_cfg(tmp_path, "limit=3", "benchmark.calibration=2")).folder(tmp_path / "r")
     assert res.record.evaluated_set["limit_requested"] == 100000
     assert [w for w in _warnings(capsys) if "limit=100000 is more than the 3 queries" in w and "keyed n3" in w]
     assert not list((tmp_path / "r").glob("*/*n100000*"))
@@ -276,23 +276,23 @@ def test_a_limit_beyond_the_data_is_clipped_in_the_key(tmp_path, capsys):
 
 
 def test_a_limit_within_the_data_keeps_its_key_and_says_nothing(tmp_path, capsys):
-    from madara_cli.experiment.grid import Cell
+    from madara_cli.experiment.grid import cell_from_cfg
 
     cfg = _cell_cfg(tmp_path, "limit=2", "benchmark.calibration=2")
     with EnginePool(factory=lambda cfg: FakeBackend()) as pool:
         res = run_cell(cfg, pool)
-    assert res.cell.key == Cell.from_cfg(cfg).key and "__n2__" in res.cell.key
+    assert res.cell.key == cell_from_cfg(cfg).key and "__n2__" in res.cell.key
     assert "limit_requested" not in res.record.evaluated_set and "calibration_requested" not in res.record.evaluated_set
     assert _warnings(capsys) == []
 
 
 def test_calibration_beyond_the_data_is_clipped_said_and_recorded(tmp_path, capsys):
-    from madara_cli.experiment.grid import Cell
+    from madara_cli.experiment.grid import cell_from_cfg
 
     with EnginePool(factory=lambda cfg: FakeBackend()) as pool:
         res = run_cell(_cell_cfg(tmp_path, "limit=2", "benchmark.calibration=50"), pool)
     assert res.record.evaluated_set["calibration"] == 3 and res.record.evaluated_set["calibration_requested"] == 50
-    assert res.cell.key == Cell.from_cfg(_cell_cfg(tmp_path, "limit=2", "benchmark.calibration=3")).key
+    assert res.cell.key == cell_from_cfg(_cell_cfg(tmp_path, "limit=2", "benchmark.calibration=3")).key
     assert [w for w in _warnings(capsys) if "benchmark.calibration=50 is more than benchmark musique holds: clipped to 3" in w]
 
 

@@ -16,7 +16,7 @@ import pytest
 from madara_cli.config import compose
 from madara_cli.errors import ConfigError
 from madara_cli.experiment.engines import EnginePool
-from madara_cli.experiment.grid import Cell
+from madara_cli.experiment.grid import cell_from_cfg
 from madara_cli.experiment.runner import run_cell
 from tests.conftest import ROOT, have
 from tests.test_strategies_e2e import FakeBackend
@@ -29,9 +29,9 @@ def _run(results: Path, *overrides: str):
 
 
 def test_logger_is_not_part_of_the_cell_key():
-    base = Cell.from_cfg(compose(["limit=2", "strategy=pde"])).key
+    base = cell_from_cfg(compose(["limit=2", "strategy=pde"])).key
     for logger in ("logger=mlflow", "logger=wandb", "logger=none"):
-        assert Cell.from_cfg(compose(["limit=2", "strategy=pde", logger])).key == base
+        assert cell_from_cfg(compose(["limit=2", "strategy=pde", logger])).key == base
 
 
 def test_logger_settings_are_checked_at_compose():

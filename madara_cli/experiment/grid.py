@@ -15,8 +15,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-from dataclasses import dataclass
-from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -32,7 +30,7 @@ from madara_cli.config import (
 from madara_cli.config.schema import keyed
 from madara_cli.config.validate import not_applicable
 from madara_cli.errors import ConfigError
-from madara_cli.paths import inside
+from madara_cli.records import Cell
 
 # Root groups whose settings can change a cell's numbers.
 _SEMANTIC_GROUPS = ("model", "backend", "benchmark", "retriever", "strategy", "generation")
@@ -121,39 +119,14 @@ def key_settings(cfg: DictConfig, prompts: bool = True) -> dict:
     return out
 
 
-@dataclass(frozen=True)
-class Cell:
-    grid: str
-    model: str
-    benchmark: str
-    strategy: str
-    retriever: str
-    k: int
-    seed: int
-    limit: int | None
-    config_hash: str
-
-    @property
-    def key(self) -> str:
-        n = "all" if self.limit is None else str(self.limit)
-        return f"{self.model}__{self.benchmark}__{self.strategy}__{self.retriever}-k{self.k}__n{n}__s{self.seed}__{self.config_hash}"
-
-    def to_dict(self) -> dict:
-        return {
-            "grid": self.grid, "model": self.model, "benchmark": self.benchmark, "strategy": self.strategy,
-            "retriever": self.retriever, "k": self.k, "seed": self.seed, "limit": self.limit, "key": self.key,
-        }
-
-    @classmethod
-    def from_cfg(cls, cfg: DictConfig) -> "Cell":
-        digest = hashlib.sha256(json.dumps(semantic_config(cfg), sort_keys=True).encode()).hexdigest()[:8]
-        return cls(
-            grid=cfg.grid_name, model=cfg.model.name, benchmark=cfg.benchmark.name, strategy=cfg.strategy.name,
-            retriever=cfg.retriever.name, k=int(cfg.retriever.k), seed=int(cfg.seed), limit=cfg.limit, config_hash=digest,
-        )
-
-    def folder(self, results_dir: str | Path) -> Path:
-        return inside(results_dir, Path(results_dir) / self.grid / self.key)
+def cell_from_cfg(cfg: DictConfig) -> Cell:
+    """The cell a composed config runs: its names, and the hash of what can change its
+    numbers (:func:`semantic_config`) that ends its key."""
+    digest = hashlib.sha256(json.dumps(semantic_config(cfg), sort_keys=True).encode()).hexdigest()[:8]
+    return Cell(
+        grid=cfg.grid_name, model=cfg.model.name, benchmark=cfg.benchmark.name, strategy=cfg.strategy.name,
+        retriever=cfg.retriever.name, k=int(cfg.retriever.k), seed=int(cfg.seed), limit=cfg.limit, config_hash=digest,
+    )
 
 
 def grid_overrides(grid: GridConfig, extra: list[str]) -> list[list[str]]:

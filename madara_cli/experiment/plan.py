@@ -38,8 +38,8 @@ from typing import Sequence
 from omegaconf import DictConfig, OmegaConf
 
 from madara_cli.backends.cache import CachedLLM, ResponseCache
-from madara_cli.experiment.grid import Cell
-from madara_cli.records import ChatRequest, Completion, ScoreRequest, request_key
+from madara_cli.experiment.grid import cell_from_cfg
+from madara_cli.records import Cell, ChatRequest, Completion, ScoreRequest, request_key
 from madara_cli.results import store
 
 
@@ -200,7 +200,7 @@ def plan_grid(grid_name: str, cfgs: list[DictConfig]) -> Plan:
                     estimated.add(retr_key)
             if retr_key in loaded_memo:  # the key the cell will run under (a limit beyond the data is cut)
                 cfg, _ = sized_to_data(cfg, loaded_memo[retr_key])
-            cell = Cell.from_cfg(cfg)
+            cell = cell_from_cfg(cfg)
             plan.cells.append(cell)
             sp = plan.by_strategy.setdefault(cell.strategy, StrategyPlan())
             sp.cells += 1

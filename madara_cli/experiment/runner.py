@@ -26,8 +26,8 @@ from omegaconf import DictConfig, OmegaConf
 from madara_cli import metrics as M
 from madara_cli.experiment.cells import load_cell, retrieve_for, sized_to_data
 from madara_cli.experiment.engines import EnginePool
-from madara_cli.experiment.grid import Cell, key_settings
-from madara_cli.records import Example, Prediction
+from madara_cli.experiment.grid import cell_from_cfg, key_settings
+from madara_cli.records import Cell, Example, Prediction
 from madara_cli.results import store
 from madara_cli.results.records import CellRecord
 from madara_cli.strategies import STRATEGIES, StrategyContext, load_all
@@ -110,7 +110,7 @@ def finished_cell(cfg: DictConfig, sized: bool = False) -> CellResult | None:
     """The cell's finished result on disk, or None when it has not finished. With
     ``sized``, a cell whose limit or calibration the data cut (:func:`sized_to_data`)
     is looked for under the key it ran as, which takes loading the benchmark."""
-    cell = Cell.from_cfg(cfg)
+    cell = cell_from_cfg(cfg)
     folder = cell.folder(cfg.results_dir)
     record = store.read_cell(folder)
     if record is None and sized:
@@ -127,7 +127,7 @@ def finished_cell(cfg: DictConfig, sized: bool = False) -> CellResult | None:
 
 def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None = None) -> CellResult:
     """Run one cell (or read it back if finished and not ``cfg.force``)."""
-    cell = Cell.from_cfg(cfg)
+    cell = cell_from_cfg(cfg)
     folder = cell.folder(cfg.results_dir)
     if not cfg.force and (done := finished_cell(cfg)) is not None:
         log.info("%s: finished earlier, read back from %s", cell.key, folder)
@@ -145,7 +145,7 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
         loaded = load_cell(cfg)
         cfg, requested = sized_to_data(cfg, loaded)
         if requested:  # the data held fewer queries than asked: the cell is the one that ran
-            cell = Cell.from_cfg(cfg)
+            cell = cell_from_cfg(cfg)
             folder = cell.folder(cfg.results_dir)
             if not cfg.force and (done := finished_cell(cfg)) is not None:
                 log.info("%s: finished earlier, read back from %s", cell.key, folder)

@@ -1,7 +1,7 @@
 """The two records madara keeps under ``results/``, typed.
 
 - :class:`CellRecord`: one finished cell (``<grid>/<key>/metrics.json``): the cell's
-  identity (:class:`madara_cli.experiment.grid.Cell`), its metrics, how the evaluated
+  identity (:class:`madara_cli.records.Cell`), its metrics, how the evaluated
   set relates to the calibration queries, the strategy's own report sections, the data
   report, the engine accounting, provenance and timing.
 - :class:`ProbeRecord`: one RSC probe (``probes/<key>/probe.json``): the statistics of
@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Mapping
 
 from madara_cli import metrics as M
 from madara_cli.errors import RecordError
-from madara_cli.experiment.grid import Cell
+from madara_cli.records import Cell
 
 # 1: files written before the results store (no ``schema_version`` key); 2: the same
 # layout with ``schema_version`` first.
