@@ -80,7 +80,7 @@ def _cfg(opts: BenchOptions, *extra: str):
 def _examples(cfg, n: int):
     from omegaconf import OmegaConf
 
-    from madara_cli.experiment.cells import cell_examples
+    from madara_cli.experiment.examples import cell_examples
 
     return cell_examples(OmegaConf.merge(cfg, {"limit": n}), None).examples
 

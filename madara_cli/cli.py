@@ -732,7 +732,7 @@ def index_build(
 ) -> None:
     """Build (or find) a saved index of CORPUS; use it with retriever.index=DIR."""
     from madara_cli.config import compose
-    from madara_cli.data.index import build_index
+    from madara_cli.data.saved_index import build_index
 
     cfg = compose(([f"retriever={engine}"] if engine else []) + list(overrides or []))
     path = build_index(corpus, out_dir, cfg.retriever, progress=True)

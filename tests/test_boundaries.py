@@ -223,7 +223,7 @@ def test_must_show_non_utf8_benchmark_file_is_one_line_and_leaves_no_folder(monk
 
 
 def test_non_utf8_corpus_names_the_byte(tmp_path):
-    from madara_cli.data.index import iter_corpus
+    from madara_cli.data.saved_index import iter_corpus
 
     corpus = tmp_path / "corpus.jsonl"
     body = b'{"id": "1", "title": "a", "text": "ok"}\n{"id": "2", "title": "b", "text": "\xff"}\n'

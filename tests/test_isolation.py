@@ -226,7 +226,7 @@ class IsolatingBackend:
 
 
 def _gold(cfg) -> dict[str, str]:
-    from madara_cli.experiment.cells import cell_examples
+    from madara_cli.experiment.examples import cell_examples
 
     with EnginePool() as pool:
         examples = cell_examples(cfg, pool, split="calibration", n=6).examples
@@ -308,7 +308,7 @@ ISOLATION_SECTION = {"strategy": "pde_random", "top_k": 5, "em_nf": 14.0, "em_is
 
 def test_report_and_table4_show_the_isolation_gain_beside_rho(tmp_path):
     pytest.importorskip("matplotlib")
-    from madara_cli.tables.builders.rsc import table4
+    from madara_cli.tables.builders.diagnostics import table4
     from madara_cli.tables.report import write_report
     from tests.results_fixtures import write_probe
 

@@ -97,7 +97,7 @@ def test_summary_has_one_numeric_row_per_cell_and_every_metric(results_dir):
 
 
 def test_long_table_is_numeric_with_ours_paper_delta():
-    from madara_cli.tables.cells import Measured, pair
+    from madara_cli.tables.pairs import Measured, pair
 
     df = pd.DataFrame([{"Model": "Llama-3.1-8B", "Task": "Conflicts", "NF": pair(Measured(30.0, 100), 13.9), "p": "0.012 / n/a",
                         "CoT": pair(None, 20.0)}], dtype=object)
@@ -274,7 +274,7 @@ def test_oneshot_style_adds_one_worked_example_turn():
 
 
 def test_rows_below_the_floor_show_f1_and_contains():
-    from madara_cli.tables.cells import FLOOR_NOTE, Measured, pair
+    from madara_cli.tables.pairs import FLOOR_NOTE, Measured, pair
 
     low = pair(Measured(10.0, 10, f1=0.35, contains=0.6), None)
     assert str(low) == "10.0 (F1 35.0, cont. 60.0) / n/a" and low.ours == 10.0

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from madara_cli.tables import TABLES, build_table
-from madara_cli.tables.cells import FLOOR_NOTE
+from madara_cli.tables.pairs import FLOOR_NOTE
 from tests.results_fixtures import write_cell, write_probe
 
 QO, STOCH = "quality-ordered", "stochastic"

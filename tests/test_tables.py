@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from madara_cli.tables import TABLES, compare_cells, figure2, load_results, write_tables
+from madara_cli.tables.builders.diagnostics import table4
 from madara_cli.tables.builders.main import table2
 from madara_cli.tables.builders.musique import table17
-from madara_cli.tables.builders.rsc import table4
-from madara_cli.tables.builders.stats import table14
+from madara_cli.tables.builders.significance import table14
 from madara_cli.tables.compare import format_comparison
 from madara_cli.tables.render import FORMATS, to_latex, to_markdown
 from tests.results_fixtures import read_predictions, write_cell, write_predictions, write_probe

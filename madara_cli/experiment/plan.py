@@ -21,7 +21,7 @@ MAIN-RAG's judge sees, the RSC chains) are counted with the placeholder outputs:
 their number is right, their content is not, so whether two strategies happen to
 send an identical final prompt is only estimated. Routed cells (``madara``) use a
 finished probe when one exists, else the route the placeholder probe gives. Examples
-come from :func:`madara_cli.experiment.cells.cell_examples`' own steps, without an
+come from :func:`madara_cli.experiment.examples.cell_examples`' own steps, without an
 engine: a reranking retriever's first stage stands in for it.
 """
 
@@ -160,7 +160,7 @@ def _fingerprint(cfg: DictConfig) -> str:
 def plan_grid(grid_name: str, cfgs: list[DictConfig]) -> Plan:
     """Estimate every cell of a grid; add measured numbers for finished cells."""
     from madara_cli.errors import DataError, RecordError
-    from madara_cli.experiment.cells import load_cell, retrieve_for, sized_to_data
+    from madara_cli.experiment.examples import load_cell, retrieve_for, sized_to_data
     from madara_cli.experiment.runner import ROUTED
     from madara_cli.experiment.treat import Treatment
     from madara_cli.strategies import STRATEGIES, StrategyContext, load_all
@@ -171,7 +171,7 @@ def plan_grid(grid_name: str, cfgs: list[DictConfig]) -> Plan:
     recorders: dict[str, CachedLLM] = {}
     real_caches: dict[str, ResponseCache] = {}
     examples_memo: dict[str, list] = {}
-    loaded_memo: dict = {}  # retrieval key -> the cell's load (experiment.cells.CellExamples)
+    loaded_memo: dict = {}  # retrieval key -> the cell's load (experiment.examples.CellExamples)
     calibration_memo: dict[str, list] = {}  # the calibration split a routed cell probes on
     estimated: set[str] = set()
     scales: dict[str, float] = {}

@@ -1,4 +1,4 @@
-"""Executes cells: load -> retrieve (:func:`madara_cli.experiment.cells.cell_examples`)
+"""Executes cells: load -> retrieve (:func:`madara_cli.experiment.examples.cell_examples`)
 -> strategy -> metrics -> results folder. A ``madara`` cell probes and routes first
 (:mod:`madara_cli.experiment.treat`), then runs the routed strategy.
 
@@ -24,8 +24,8 @@ from typing import Any, Callable
 from omegaconf import DictConfig, OmegaConf
 
 from madara_cli import metrics as M
-from madara_cli.experiment.cells import load_cell, retrieve_for, sized_to_data
 from madara_cli.experiment.engines import EnginePool
+from madara_cli.experiment.examples import load_cell, retrieve_for, sized_to_data
 from madara_cli.experiment.grid import cell_from_cfg, key_settings
 from madara_cli.records import Cell, Example, Prediction
 from madara_cli.results import store

@@ -2,7 +2,7 @@
 
 1. **Probe**: the finished RSC probe of this (model, benchmark, calibration size,
    settings) is reused, or run now on the calibration split
-   (:func:`madara_cli.experiment.cells.cell_examples` with ``split="calibration"``:
+   (:func:`madara_cli.experiment.examples.cell_examples` with ``split="calibration"``:
    the first ``benchmark.calibration`` queries of the seeded order, nested in or
    disjoint from the evaluated ones); ``strategy.probe=PATH`` pins a finished probe.
 2. **Route**: the probe's route (:mod:`madara_cli.diagnose.router`, the only routing rule).
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Sequence
 from omegaconf import DictConfig, OmegaConf
 
 from madara_cli.diagnose.probe import ProbeSpec, find_or_run_probe, routed
-from madara_cli.experiment.cells import cell_examples, retrieve_for
+from madara_cli.experiment.examples import cell_examples, retrieve_for
 from madara_cli.records import Example, Prediction
 from madara_cli.results import store
 from madara_cli.results.records import ROUTE_FIELDS, ProbeRecord

@@ -764,7 +764,7 @@ def parse_number(text: Any) -> float | None:
 def split_pair(cell: Any) -> tuple[float | None, float | None, float | None, int | None, float | None] | None:
     """(ours, paper, delta, n, p) of a table cell, or None when it holds no number."""
     ours = getattr(cell, "ours", None)
-    if ours is not None or getattr(cell, "paper", None) is not None:  # a tables.cells.Pair
+    if ours is not None or getattr(cell, "paper", None) is not None:  # a tables.pairs.Pair
         return (ours, cell.paper, cell.delta, cell.n, cell.p)
     text = str(cell or "")
     if " / " in text:
@@ -794,7 +794,7 @@ def long_table(df, name: str | None = None):
     """A paper table as tidy numeric rows: one per (row, column) holding a number.
     ``row`` joins the leading label columns (Model, Task, ...); ``model``,
     ``benchmark``, ``strategy`` and ``metric`` are the ids a measured cell carries
-    (:class:`madara_cli.tables.cells.Pair`; the tables fill the others from the labels),
+    (:class:`madara_cli.tables.pairs.Pair`; the tables fill the others from the labels),
     ``unit`` is ``%``, ``x`` (a cost ratio) or empty for a bare number."""
     import pandas as pd
 

@@ -1,6 +1,6 @@
 """Paper tables from results on disk: builders, renderers, Figure 2 and cell comparison.
 
-Layout: ``index`` (the results on disk), ``cells`` (formatting), ``specs`` (what each
+Layout: ``lookup`` (the results on disk), ``pairs`` (formatting), ``specs`` (what each
 table is), ``builders/`` (one function per table, by topic), ``registry`` (name → table),
 ``render`` (Markdown, LaTeX, CSV), ``figure`` (Figure 2), ``compare``; the paper's own
 numbers are :mod:`madara_cli.paper`.
@@ -16,7 +16,7 @@ Public entry points (the CLI verbs call these):
 
 from madara_cli.tables.compare import compare_cells, format_comparison
 from madara_cli.tables.figure import figure2
-from madara_cli.tables.index import load_results
+from madara_cli.tables.lookup import load_results
 from madara_cli.tables.registry import TABLES, build_table
 from madara_cli.tables.render import FORMATS, write_tables
 

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from madara_cli import paper as pv
-from madara_cli.tables.index import Results, _results
+from madara_cli.tables.lookup import Results, _results
 
 LEVELS = ("Shuffled", "Contra.", "Random")
 # Okabe & Ito (2008), "Color Universal Design": eight colours told apart under the common

@@ -40,7 +40,7 @@ from madara_cli.tables.figure import (
     save_figure,
     suptitle,
 )
-from madara_cli.tables.index import Results, StoredCell, _results
+from madara_cli.tables.lookup import Results, StoredCell, _results
 
 N_RESAMPLES = 10_000
 SEED = 0
@@ -394,7 +394,7 @@ def write_plots(results_dir: Path | str, out_dir: Path | None = None, formats: S
     """Write every figure as ``out_dir/<stem>.<fmt>`` (default ``results_dir/figures``).
     ValueError for an unknown format or metric, or when ``results_dir`` is not a folder."""
     formats = check_formats(formats)
-    from madara_cli.tables.index import TABLE_METRICS
+    from madara_cli.tables.lookup import TABLE_METRICS
 
     if metric not in TABLE_METRICS:
         raise ValueError(f"unknown metric '{metric}'; valid: {', '.join(TABLE_METRICS)}")

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from madara_cli.tables.builders import appendix, cost, main, musique, routing, rsc, stats
-from madara_cli.tables.index import Results, _results
+from madara_cli.tables.builders import appendix, cost, diagnostics, main, musique, routing, significance
+from madara_cli.tables.lookup import Results, _results
 from madara_cli.tables.specs import SPECS, TableSpec
 
 Builder = Callable[[Path | Results], pd.DataFrame]
@@ -19,19 +19,19 @@ BUILDERS: dict[str, Builder] = {
     "table1": main.table1,
     "table2": main.table2,
     "table3": routing.table3,
-    "table4": rsc.table4,
+    "table4": diagnostics.table4,
     "table5": main.table5,
     "table6": musique.table6,
     "table7": main.table7,
     "table8": routing.table8,
     "table9": main.table9,
-    "table10": rsc.table10,
-    "table11": rsc.table11,
+    "table10": diagnostics.table10,
+    "table11": diagnostics.table11,
     "table12": routing.table12,
-    "table13": rsc.table13,
-    "table14": stats.table14,
-    "table15": stats.table15,
-    "table16": stats.table16,
+    "table13": diagnostics.table13,
+    "table14": significance.table14,
+    "table15": significance.table15,
+    "table16": significance.table16,
     "table17": musique.table17,
     "table18": cost.table18,
     "table19": routing.table19,

@@ -14,7 +14,7 @@ import pandas as pd
 
 from madara_cli.metrics import metric_name
 from madara_cli.results.store import long_table, write_summary
-from madara_cli.tables.index import load_results
+from madara_cli.tables.lookup import load_results
 from madara_cli.tables.registry import TABLES, resolve_table_name
 
 FORMATS = ("md", "tex", "csv", "long")

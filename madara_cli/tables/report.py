@@ -25,7 +25,7 @@ import pandas as pd
 from madara_cli import paper as pv
 from madara_cli.results.store import read_config_text
 from madara_cli.tables.figure import pyplot
-from madara_cli.tables.index import Results, load_results
+from madara_cli.tables.lookup import Results, load_results
 from madara_cli.tables.plots import build_figures
 from madara_cli.tables.registry import TABLES
 from madara_cli.tables.render import results_notes

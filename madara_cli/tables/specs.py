@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from madara_cli.tables.index import PROBES_GRID
+from madara_cli.tables.lookup import PROBES_GRID
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ import pandas as pd
 from madara_cli import paper as pv
 from madara_cli.config.schema import ATFConfig
 from madara_cli.tables.builders.common import _em, _pairs
-from madara_cli.tables.cells import _bench, _finish, _model, _strategy, pair
-from madara_cli.tables.index import Results, _num, _results
+from madara_cli.tables.lookup import Results, _num, _results
+from madara_cli.tables.pairs import _bench, _finish, _model, _strategy, pair
 from madara_cli.tables.specs import SPECS
 
 

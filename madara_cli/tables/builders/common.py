@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 
 from madara_cli import stats
-from madara_cli.tables.cells import Measured
 from madara_cli.tables.compare import paired_outcomes
-from madara_cli.tables.index import SPARSE, Results, StoredCell
+from madara_cli.tables.lookup import SPARSE, Results, StoredCell
+from madara_cli.tables.pairs import Measured
 
 
 def _pairs(res: Results, paper_pairs: Iterable[tuple[str, str]], strategies: Iterable[str]) -> list[tuple[str, str]]:

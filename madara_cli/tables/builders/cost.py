@@ -9,8 +9,8 @@ import pandas as pd
 
 from madara_cli import paper as pv
 from madara_cli.tables.builders.common import _em, _mean_of_all
-from madara_cli.tables.cells import MISSING, _finish, _model, _strategy, pair
-from madara_cli.tables.index import Results, _results
+from madara_cli.tables.lookup import Results, _results
+from madara_cli.tables.pairs import MISSING, _finish, _model, _strategy, pair
 from madara_cli.tables.specs import SPECS
 
 

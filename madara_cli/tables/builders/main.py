@@ -20,8 +20,8 @@ from madara_cli.tables.builders.common import (
     routing_nf,
     routing_nf_note,
 )
-from madara_cli.tables.cells import MISSING, _bench, _class, _finish, _model, _strategy, pair, pair_text
-from madara_cli.tables.index import DENSE, RERANK, SPARSE, Results, _results
+from madara_cli.tables.lookup import DENSE, RERANK, SPARSE, Results, _results
+from madara_cli.tables.pairs import MISSING, _bench, _class, _finish, _model, _strategy, pair, pair_text
 from madara_cli.tables.specs import SPECS
 
 

@@ -11,9 +11,9 @@ import pandas as pd
 from madara_cli import paper as pv
 from madara_cli import stats
 from madara_cli.tables.builders.common import _pairs, _percent
-from madara_cli.tables.cells import MISSING, _bench, _finish, _model, _strategy, pair
 from madara_cli.tables.compare import paired_outcomes
-from madara_cli.tables.index import _HOPS, Results, _results, support_in_topk
+from madara_cli.tables.lookup import _HOPS, Results, _results, support_in_topk
+from madara_cli.tables.pairs import MISSING, _bench, _finish, _model, _strategy, pair
 from madara_cli.tables.specs import SPECS
 
 

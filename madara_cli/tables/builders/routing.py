@@ -13,8 +13,8 @@ import pandas as pd
 from madara_cli import paper as pv
 from madara_cli.diagnose import router, rsc
 from madara_cli.tables.builders.common import _em, _madara, _mean_of_all, routing_nf, routing_nf_note
-from madara_cli.tables.cells import _bench, _class, _finish, _fmt, _model, _strategy, pair, pair_count, pair_text
-from madara_cli.tables.index import Results, _num, _results
+from madara_cli.tables.lookup import Results, _num, _results
+from madara_cli.tables.pairs import _bench, _class, _finish, _fmt, _model, _strategy, pair, pair_count, pair_text
 from madara_cli.tables.specs import SPECS
 
 ORACLE_STRATEGIES = ("nf", "three_agent", "cot", "sda", "sda_cot", "atf", "pde")

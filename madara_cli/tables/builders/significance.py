@@ -11,8 +11,8 @@ import pandas as pd
 from madara_cli import paper as pv
 from madara_cli import stats
 from madara_cli.tables.builders.common import _em, _holm_stars, _mcnemar_pairs, _mean_of_all, _percent
-from madara_cli.tables.cells import MISSING, _bench, _finish, _model, _strategy, pair
-from madara_cli.tables.index import DENSE, Results, _results
+from madara_cli.tables.lookup import DENSE, Results, _results
+from madara_cli.tables.pairs import MISSING, _bench, _finish, _model, _strategy, pair
 from madara_cli.tables.specs import SPECS
 
 

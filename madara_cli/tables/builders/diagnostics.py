@@ -9,8 +9,8 @@ from pathlib import Path
 import pandas as pd
 
 from madara_cli import paper as pv
-from madara_cli.tables.cells import MISSING, _bench, _class, _finish, _fmt, _model, pair, pair_text
-from madara_cli.tables.index import PROBE_FILE, Results, _num, _results
+from madara_cli.tables.lookup import PROBE_FILE, Results, _num, _results
+from madara_cli.tables.pairs import MISSING, _bench, _class, _finish, _fmt, _model, pair, pair_text
 
 
 def table4(results_dir: Path | Results) -> pd.DataFrame:
