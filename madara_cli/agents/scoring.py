@@ -657,7 +657,7 @@ def assess(ctx: Any, examples: Sequence[Example], cot: bool | None = None, mode:
     per stage (with ``conflict="per_query"`` a second one, the detector's, one request
     per example).
 
-    ``ctx`` is a :class:`~madara_cli.strategies.base.StrategyContext`; ``cot``,
+    ``ctx`` is a :class:`~madara_cli.strategies.context.StrategyContext`; ``cot``,
     ``mode`` and ``conflict`` default to ``ctx.strategy.cot``, ``ctx.strategy.scoring``
     and ``ctx.strategy.conflict`` (``per_query`` where a strategy config has none).
     """

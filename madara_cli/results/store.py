@@ -357,7 +357,7 @@ def support_in_topk(row: Mapping[str, Any]) -> Support:
     """The one reading of a prediction row's ``extra.supporting_in_topk``.
 
     madara writes a count with ``extra.n_supporting`` beside it
-    (:func:`madara_cli.strategies.base.support_coverage`); rows written before also hold a
+    (:func:`madara_cli.strategies.context.support_coverage`); rows written before also hold a
     bool (chain complete), a list of booleans (one per supporting paragraph), a count
     without a total, or a fraction in [0, 1]. A count without a total takes the chain
     length from MuSiQue's id prefix (``2hop__``, ``3hop1__``: one paragraph per hop,

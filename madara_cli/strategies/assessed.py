@@ -27,7 +27,7 @@ import numpy as np
 
 from madara_cli.agents.scoring import ScoreMatrix, assess, assessment_report
 from madara_cli.records import Example, Prediction
-from madara_cli.strategies.base import STRATEGIES, StrategyContext, generate_answers, rounded, support_coverage, with_extra
+from madara_cli.strategies.context import STRATEGIES, StrategyContext, generate_answers, rounded, support_coverage, with_extra
 from madara_cli.strategies.selection import atf_select, atf_threshold, rrf_fuse, sda_rank, top_k, weighted_aggregate
 
 

@@ -16,7 +16,7 @@ import numpy as np
 from madara_cli.errors import BackendError
 from madara_cli.records import Example, Prediction
 from madara_cli.strategies.assessed import selection_report
-from madara_cli.strategies.base import STRATEGIES, StrategyContext, generate_answers, rounded, support_coverage, with_extra
+from madara_cli.strategies.context import STRATEGIES, StrategyContext, generate_answers, rounded, support_coverage, with_extra
 from madara_cli.strategies.selection import top_k
 
 _MODELS: dict[str, Any] = {}

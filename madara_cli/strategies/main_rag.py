@@ -29,7 +29,7 @@ import numpy as np
 from madara_cli.agents.prompts import judge_messages
 from madara_cli.records import Completion, Example, Prediction, ScoreRequest
 from madara_cli.strategies.assessed import selection_report
-from madara_cli.strategies.base import STRATEGIES, StrategyContext, generate_answers, rounded, support_coverage, with_extra
+from madara_cli.strategies.context import STRATEGIES, StrategyContext, generate_answers, rounded, support_coverage, with_extra
 from madara_cli.strategies.pde import per_document_extraction
 from madara_cli.strategies.selection import main_rag_select
 

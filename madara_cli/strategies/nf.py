@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from madara_cli.records import Example, Prediction
-from madara_cli.strategies.base import STRATEGIES, StrategyContext, generate_answers
+from madara_cli.strategies.context import STRATEGIES, StrategyContext, generate_answers
 
 
 @STRATEGIES.register("nf")

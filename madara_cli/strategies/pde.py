@@ -39,7 +39,7 @@ from madara_cli.config import Selection, Vote
 from madara_cli.errors import ConfigError
 from madara_cli.records import Example, Prediction
 from madara_cli.strategies.assessed import scored, selection_report
-from madara_cli.strategies.base import STRATEGIES, StrategyContext, rounded, support_coverage
+from madara_cli.strategies.context import STRATEGIES, StrategyContext, rounded, support_coverage
 from madara_cli.strategies.selection import pde_vote, top_k, weighted_aggregate
 
 SELECTIONS = tuple(Selection.__members__)  # assessed, random

@@ -14,7 +14,7 @@ from typing import Sequence
 
 from madara_cli.agents.generator import clean_answer, generation_request
 from madara_cli.records import Example, Prediction
-from madara_cli.strategies.base import STRATEGIES, StrategyContext
+from madara_cli.strategies.context import STRATEGIES, StrategyContext
 from madara_cli.strategies.selection import pde_vote
 
 STAGE = "self-consistency"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from omegaconf import DictConfig
@@ -45,9 +46,7 @@ STRATEGIES: Registry[StrategyFn] = Registry("strategy")
 
 def load_all() -> None:
     """Import every module of this package so that each registers its strategies."""
-    import madara_cli.strategies as pkg
-
-    for mod in pkgutil.iter_modules(pkg.__path__):
+    for mod in pkgutil.iter_modules([str(Path(__file__).parent)]):  # this package's folder
         importlib.import_module(f"madara_cli.strategies.{mod.name}")
 
 
