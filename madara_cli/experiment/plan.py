@@ -40,7 +40,8 @@ from omegaconf import DictConfig, OmegaConf
 from madara_cli.backends.cache import CachedLLM, ResponseCache
 from madara_cli.experiment.grid import Cell
 from madara_cli.records import ChatRequest, Completion, ScoreRequest, request_key
-from madara_cli.results import store
+from madara_cli.results.record_files import read_cell
+from madara_cli.results.records import RecordError
 
 
 class _Recorder:
@@ -205,8 +206,8 @@ def plan_grid(grid_name: str, cfgs: list[DictConfig]) -> Plan:
             sp = plan.by_strategy.setdefault(cell.strategy, StrategyPlan())
             sp.cells += 1
             try:
-                done = store.read_cell(cell.folder(cfg.results_dir))
-            except store.RecordError:
+                done = read_cell(cell.folder(cfg.results_dir))
+            except RecordError:
                 done = None  # unreadable: estimated like an unfinished cell
             if done is not None:
                 acct = done.accounting

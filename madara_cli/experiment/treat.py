@@ -28,8 +28,8 @@ from omegaconf import DictConfig, OmegaConf
 from madara_cli.diagnose.probe import ProbeSpec, find_or_run_probe, routed
 from madara_cli.experiment.cells import cell_examples, retrieve_for
 from madara_cli.records import Example, Prediction
-from madara_cli.results import store
-from madara_cli.results.records import ROUTE_FIELDS, ProbeRecord
+from madara_cli.results import record_files
+from madara_cli.results.records import ROUTE_FIELDS, ProbeRecord, RecordError
 from madara_cli.strategies import STRATEGIES, StrategyContext, load_all
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ _OWN = ("name", "probe")
 
 
 def _probe_done(cfg: DictConfig, n: int | None = None) -> bool:
-    return store.probe_path(ProbeSpec.from_cfg(cfg, n).folder(cfg.results_dir)).is_file()
+    return record_files.probe_path(ProbeSpec.from_cfg(cfg, n).folder(cfg.results_dir)).is_file()
 
 
 def ensure_probe(cfg: DictConfig, pool: EnginePool, n: int | None = None, force: bool = False) -> tuple[ProbeRecord, Path, bool]:
@@ -159,8 +159,8 @@ def read_probe(path: Path) -> ProbeRecord:
     from madara_cli.data.loaders import DataError
 
     try:
-        record = store.read_probe(path, require=ROUTE_FIELDS)
-    except store.RecordError as e:
+        record = record_files.read_probe(path, require=ROUTE_FIELDS)
+    except RecordError as e:
         raise DataError(f"strategy.probe: {e}") from None
     if record is None:
         raise ConfigError(f"strategy.probe: no probe file at {path}")
