@@ -9,7 +9,7 @@ import pytest
 from madara_cli.tables import TABLES, compare_cells, figure2, load_results, write_tables
 from madara_cli.tables.builders.main import table2
 from madara_cli.tables.builders.musique import table17
-from madara_cli.tables.builders.rsc import table4
+from madara_cli.tables.builders.probe_diagnostics import table4
 from madara_cli.tables.builders.stats import table14
 from madara_cli.tables.compare import format_comparison
 from madara_cli.tables.render import FORMATS, to_latex, to_markdown

@@ -4,14 +4,14 @@ results folder (or an already loaded :class:`~madara_cli.tables.index.Results`) 
 returns a DataFrame of ``ours / paper (Δ)`` cells (see :mod:`madara_cli.tables.cells`);
 nothing is re-run.
 
-- :mod:`.main`      Tables 1, 2, 5, 7, 9 — the paper's main-body EM tables
-- :mod:`.routing`   Tables 3, 8, 12, 19 — routing vs entropy, thresholds and the oracle
-- :mod:`.rsc`       Tables 4, 10, 11, 13 — the RSC probe's diagnostics
-- :mod:`.stats`     Tables 14, 15, 16 — McNemar, model scales, dense retrieval
-- :mod:`.musique`   Tables 6, 17 and Appendix J — multi-hop MuSiQue
-- :mod:`.cost`      Table 18 — cross-encoder reranking and LLM calls
-- :mod:`.appendix`  Table G.1, §4.1 polarization, Appendix B (ATF), Appendix H (floor)
-- :mod:`.common`    public helpers the builders share (labels, lookups, tests)
+- :mod:`.main`               Tables 1, 2, 5, 7, 9 — the paper's main-body EM tables
+- :mod:`.routing`            Tables 3, 8, 12, 19 — routing vs entropy, thresholds and the oracle
+- :mod:`.probe_diagnostics`  Tables 4, 10, 11, 13 — the RSC probe's diagnostics
+- :mod:`.stats`              Tables 14, 15, 16 — McNemar, model scales, dense retrieval
+- :mod:`.musique`            Tables 6, 17 and Appendix J — multi-hop MuSiQue
+- :mod:`.cost`               Table 18 — cross-encoder reranking and LLM calls
+- :mod:`.appendix`           Table G.1, §4.1 polarization, Appendix B (ATF), Appendix H (floor)
+- :mod:`.common`             public helpers the builders share (labels, lookups, tests)
 
 This package is the lookup: :data:`TABLES` by short name, in the order ``madara tables``
 writes them; :func:`resolve_table_name`, :func:`build_table`.
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from madara_cli.tables.builders import appendix, cost, main, musique, routing, rsc, stats  # noqa: F401 - each declares its tables
+from madara_cli.tables.builders import appendix, cost, main, musique, probe_diagnostics, routing, stats  # noqa: F401 - each declares its tables
 from madara_cli.tables.catalog import DECLARED, Table
 from madara_cli.tables.index import Results
 
