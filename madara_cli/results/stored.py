@@ -175,7 +175,6 @@ def load_results(results_dir: Path | str, metric: str = "em", routing_nf: str = 
     return Results(root, tuple(cells), tuple(probes), tuple(p for p, _ in problems), tuple(problems), routing_nf)
 
 
-
 # --- a prediction row's supporting chain (MuSiQue) ---------------------------------------------
 
 _HOPS = re.compile(r"^(\d+)hop")

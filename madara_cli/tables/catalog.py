@@ -54,14 +54,15 @@ def table(name: str, title: str, grid: str, also: Sequence[str] = ()) -> Callabl
         if name in DECLARED:
             raise RuntimeError(f"table {name!r} is declared twice: {DECLARED[name].builder.__module__} and {body.__module__}")
 
-        @functools.wraps(body)
         def builder(results: Path | str | Results) -> pd.DataFrame:
             res = results if isinstance(results, Results) else load_results(results)
             rows, notes = body(res, spec.grid)
             return finish(rows, spec, notes)
 
+        # The body's name and docstring, but the builder's own signature (results -> DataFrame).
+        functools.update_wrapper(builder, body, assigned=("__module__", "__name__", "__qualname__", "__doc__"), updated=())
+        del builder.__wrapped__
         spec = Table(name=name, title=title, grid=grid, also=tuple(also), builder=builder)
-        builder.table = spec  # type: ignore[attr-defined]
         DECLARED[name] = spec
         return builder
 
