@@ -134,7 +134,8 @@ def run(
     from madara_cli.experiment.grid import expand, expand_sweep, has_sweep
     from madara_cli.experiment.runner import finished_cell, run_cells, run_probes
     from madara_cli.progress import StageProgress
-    from madara_cli.results.store import no_empty_folders_left, write_summary
+    from madara_cli.results.record_files import no_empty_folders_left
+    from madara_cli.results.summary import write_summary
 
     overrides = _honoured(_with_results(list(overrides or []), results), launcher)
     if cfg_print is not None:
@@ -299,7 +300,7 @@ def probe(
     from madara_cli.experiment.engines import EnginePool
     from madara_cli.experiment.treat import ensure_probe
     from madara_cli.progress import StageProgress
-    from madara_cli.results.store import no_empty_folders_left
+    from madara_cli.results.record_files import no_empty_folders_left
 
     cfg = compose(_with_results([f"model={model}", f"benchmark={benchmark}", *_honoured(list(overrides or []))], results))
     with no_empty_folders_left([str(cfg.results_dir)]), StageProgress(err) as progress, EnginePool(progress=progress) as pool:
@@ -479,7 +480,7 @@ def tables(
 
     Result folders that cannot be read are named and left out; the other tables are
     written, and the exit status is 1 so that a script notices the gap."""
-    from madara_cli.results.store import TABLE_METRICS, load_results
+    from madara_cli.results.stored import TABLE_METRICS, load_results
     from madara_cli.tables import write_tables
     from madara_cli.tables.figure import write_figure2
 
@@ -537,7 +538,7 @@ def report(
     open_page: bool = typer.Option(False, "--open", help="Open the page in the web browser"),
 ) -> None:
     """Write one self-contained HTML page of a results folder: figures, routing decisions, every paper table, cell provenance."""
-    from madara_cli.results.store import load_results
+    from madara_cli.results.stored import load_results
     from madara_cli.tables.report import write_report
 
     results_dir = _results_dir(results)
@@ -654,7 +655,7 @@ def show(
     """A finished cell's metrics with its provenance: versions, commit, overrides, times, host."""
     import json
 
-    from madara_cli.results.store import find_cell, flat_items, read_record
+    from madara_cli.results.record_files import find_cell, flat_items, read_record
 
     try:
         folder = find_cell(_results_dir(results), cell)

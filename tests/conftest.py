@@ -51,11 +51,11 @@ def configs_with_grid(tmp_path: Path, name: str, body: str) -> dict[str, str]:
 def grid_outcome(results: Path, grid: str = "pair") -> dict[str, tuple]:
     """Each finished cell of ``grid`` under ``results``: (em, f1, n, raw predictions),
     by folder name, to compare a launcher's run with a serial one."""
-    from madara_cli.results import store
+    from madara_cli.results import record_files
 
     cells = {}
     for folder in sorted((results / grid).glob("*/")):
-        record = store.read_cell(folder)
+        record = record_files.read_cell(folder)
         if record is not None:
-            cells[folder.name] = (record.em, record.f1, record.n, [p["raw"] for p in store.read_predictions(folder)])
+            cells[folder.name] = (record.em, record.f1, record.n, [p["raw"] for p in record_files.read_predictions(folder)])
     return cells

@@ -4,7 +4,7 @@ Every test that needs a results folder builds it through :func:`write_cell` and
 :func:`write_probe` (and edits one through :func:`update_cell` / :func:`update_predictions`),
 never by writing JSON itself: the records go through
 :class:`~madara_cli.results.records.CellRecord` / :class:`~madara_cli.results.records.ProbeRecord`
-and :mod:`madara_cli.results.store`, the runner's own writer.
+and :mod:`madara_cli.results.record_files`, the runner's own writer.
 
 - ``write_cell`` writes a finished cell folder ``<results>/<grid>/<key>/`` the way the
   runner does: one prediction per query (``id``, ``em``, ``f1``, ``contains``,
@@ -21,10 +21,10 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from madara_cli.results import store
+from madara_cli.results import record_files
 from madara_cli.results.records import CellRecord, ProbeRecord
 
-PROBES_GRID = store.PROBES_GRID
+PROBES_GRID = record_files.PROBES_GRID
 
 
 def _prediction(i: int, em: int) -> dict[str, Any]:
@@ -116,20 +116,20 @@ def write_cell(
         else {"calls_issued": calls if calls is not None else n, "cache_hits": 0, "tokens_in": 0, "tokens_out": 0, "seconds": 0.1},
     }
     metrics.update(sections)
-    store.write_cell(cell_dir, CellRecord.from_dict(metrics, grid, key), "", rows)
+    record_files.write_cell(cell_dir, CellRecord.from_dict(metrics, grid, key), "", rows)
     return cell_dir
 
 
 def _rewrite(cell_dir: Path, record: CellRecord | None = None, rows: Sequence[Mapping[str, Any]] | None = None) -> None:
     cell_dir = Path(cell_dir)
-    record = record if record is not None else store.read_cell(cell_dir)
-    rows = rows if rows is not None else store.read_predictions(cell_dir)
-    store.write_cell(cell_dir, record, (cell_dir / store.CONFIG_FILE).read_text(encoding="utf-8"), [dict(r) for r in rows])
+    record = record if record is not None else record_files.read_cell(cell_dir)
+    rows = rows if rows is not None else record_files.read_predictions(cell_dir)
+    record_files.write_cell(cell_dir, record, (cell_dir / record_files.CONFIG_FILE).read_text(encoding="utf-8"), [dict(r) for r in rows])
 
 
 def update_cell(cell_dir: Path, **sections: Any) -> None:
     """Replace top-level sections of a written cell's record."""
-    data = {**store.read_cell(cell_dir).to_dict(), **sections}
+    data = {**record_files.read_cell(cell_dir).to_dict(), **sections}
     _rewrite(cell_dir, CellRecord.from_dict(data, Path(cell_dir).parent.name, Path(cell_dir).name))
 
 
@@ -148,12 +148,12 @@ def write_predictions(cell_dir: Path, rows: Sequence[Mapping[str, Any]]) -> None
 
 def read_predictions(cell_dir: Path) -> list[dict[str, Any]]:
     """A written cell's predictions, in order (copies: editing them changes nothing on disk)."""
-    return [copy.deepcopy(r) for r in store.read_predictions(cell_dir)]
+    return [copy.deepcopy(r) for r in record_files.read_predictions(cell_dir)]
 
 
 def corrupt_cell(cell_dir: Path, text: str = "{not json") -> None:
     """Make a cell's record unreadable (as a crash mid-write would)."""
-    (Path(cell_dir) / store.METRICS_FILE).write_text(text)
+    (Path(cell_dir) / record_files.METRICS_FILE).write_text(text)
 
 
 def write_probe(
@@ -193,5 +193,5 @@ def write_probe(
         "reason": "test",
     }
     data.update(fields)
-    store.write_probe(probe_dir, ProbeRecord.from_dict(data))
+    record_files.write_probe(probe_dir, ProbeRecord.from_dict(data))
     return probe_dir

@@ -5,9 +5,9 @@ checked against values computed by hand."""
 from __future__ import annotations
 
 from madara_cli.tables import load_results
+from madara_cli.tables.builders import resolve_table_name
 from madara_cli.tables.builders.appendix import table_b_atf, table_h_floor, table_polarization
 from madara_cli.tables.builders.musique import table_j_hops
-from madara_cli.tables.registry import resolve_table_name
 from tests.results_fixtures import update_cell, update_predictions, write_cell
 
 

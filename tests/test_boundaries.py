@@ -128,7 +128,7 @@ def _edit_first_document(snap: Path) -> None:
 
 def test_snapshot_lines_carry_a_content_hash_checked_on_load(tmp_path):
     from madara_cli.data.snapshots import content_hash
-    from madara_cli.results.store import read_predictions
+    from madara_cli.results.record_files import read_predictions
 
     results = tmp_path / "results"
     with fake_pool() as pool:
@@ -304,7 +304,7 @@ def test_full_disk_during_a_snapshot_write_is_one_line(monkeypatch, capsys, tmp_
 
 
 def test_full_disk_while_writing_a_cell_names_it_and_leaves_no_partial_copy(tmp_path):
-    from madara_cli.results import store
+    from madara_cli.results import record_files
 
     def rows():
         yield {"id": "1"}
@@ -312,7 +312,7 @@ def test_full_disk_while_writing_a_cell_names_it_and_leaves_no_partial_copy(tmp_
 
     folder = tmp_path / "grid" / "key"
     with pytest.raises(OSError) as e:
-        store.write_cell(folder, None, "a: 1\n", rows())  # type: ignore[arg-type]
+        record_files.write_cell(folder, None, "a: 1\n", rows())  # type: ignore[arg-type]
     assert e.value.errno == errno.ENOSPC and e.value.filename and "key" in e.value.filename
     assert tree(tmp_path) == ["grid"]  # the .tmp-* copy is gone
 
@@ -369,7 +369,7 @@ def test_unwritable_home_names_the_datasets_cache_folder(monkeypatch, capsys, tm
 
 
 def test_failed_run_leaves_the_results_folder_as_it_found_it(tmp_path):
-    from madara_cli.results.store import no_empty_folders_left
+    from madara_cli.results.record_files import no_empty_folders_left
 
     results = tmp_path / "deep" / "results"
     (tmp_path / "keep").mkdir()

@@ -308,7 +308,7 @@ ISOLATION_SECTION = {"strategy": "pde_random", "top_k": 5, "em_nf": 14.0, "em_is
 
 def test_report_and_table4_show_the_isolation_gain_beside_rho(tmp_path):
     pytest.importorskip("matplotlib")
-    from madara_cli.tables.builders.diagnostics import table4
+    from madara_cli.tables.builders.probe_diagnostics import table4
     from madara_cli.tables.report import write_report
     from tests.results_fixtures import write_probe
 

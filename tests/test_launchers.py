@@ -104,7 +104,7 @@ def test_basic_launcher_runs_the_serial_cells_through_hydra(monkeypatch, tmp_pat
     from madara_cli.experiment.engines import EnginePool
     from madara_cli.experiment.grid import expand
     from madara_cli.experiment.runner import run_cell
-    from madara_cli.results import store
+    from madara_cli.results import record_files
     from tests.test_strategies_e2e import FakeBackend
 
     monkeypatch.setenv("MADARA_CONFIGS", configs_with_grid(tmp_path, "pair", GRID)["MADARA_CONFIGS"])
@@ -114,7 +114,7 @@ def test_basic_launcher_runs_the_serial_cells_through_hydra(monkeypatch, tmp_pat
         serial = [run_cell(cfg, pool) for cfg in expand("pair", [f"results_dir={tmp_path / 'serial'}"])]
 
     def predictions(root: Path) -> dict:
-        return {f.name: store.read_predictions(f) for f in sorted((root / "pair").glob("*/")) if store.read_cell(f)}
+        return {f.name: record_files.read_predictions(f) for f in sorted((root / "pair").glob("*/")) if record_files.read_cell(f)}
 
     assert [c.strategy.get("scoring") for c in launched] == [None, "logprob"]
     assert len(serial) == 2 and predictions(tmp_path / "launched") == predictions(tmp_path / "serial")

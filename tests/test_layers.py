@@ -33,12 +33,12 @@ KNOWN: dict[tuple[str, str], str] = {
     # The store split: summary.csv rebuilds the key settings of cells written before they
     # were recorded through experiment.grid.key_settings (which needs semantic_config and the
     # probe's key); it goes with the runtime-only keys moving into the config.
-    ("madara_cli.results.store", "madara_cli.experiment.grid"): "key_settings for old cells",
+    ("madara_cli.results.summary", "madara_cli.experiment.grid"): "key_settings for old cells",
 }
 
 # Module file names used twice today, renamed by another branch of issue 19 (records.py:
 # results/records.py; registry.py: tables/registry.py, replaced by one decorator per table).
-KNOWN_TWINS = {"records.py", "registry.py"}
+KNOWN_TWINS = {"records.py"}
 
 
 # --------------------------------------------------------------------------- #

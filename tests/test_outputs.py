@@ -19,7 +19,7 @@ from madara_cli.config import compose
 from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.grid import cell_from_cfg, expand_sweep, has_sweep
 from madara_cli.experiment.runner import run_cell
-from madara_cli.results import store
+from madara_cli.results import long_format, provenance, record_files, summary
 from tests.conftest import ROOT
 from tests.test_strategies_e2e import FakeBackend
 
@@ -74,8 +74,8 @@ def _rewrite(result, **fields) -> None:
     """Replace fields of a finished cell's record, written back by the store."""
     from dataclasses import replace
 
-    record = replace(store.read_cell(result.folder), **fields)
-    store.write_cell(result.folder, record, (result.folder / store.CONFIG_FILE).read_text(), store.read_predictions(result.folder))
+    record = replace(record_files.read_cell(result.folder), **fields)
+    record_files.write_cell(result.folder, record, (result.folder / record_files.CONFIG_FILE).read_text(), record_files.read_predictions(result.folder))
 
 
 def test_summary_has_one_numeric_row_per_cell_and_every_metric(results_dir):
@@ -85,7 +85,7 @@ def test_summary_has_one_numeric_row_per_cell_and_every_metric(results_dir):
     # em_strict gets an empty value, a cell with it its number.
     _rewrite(old, em_strict=None)
     _rewrite(r, em_strict=0.25)
-    store.write_summary(results_dir)
+    summary.write_summary(results_dir)
     df = pd.read_csv(results_dir / "summary.csv")
     assert len(df) == 2 and set(df["strategy"]) == {"nf", "sda"}
     for col in ("n", "em", "f1", "contains", "calls", "tokens_in", "tokens_out", "seconds", "k", "seed", "limit"):
@@ -102,7 +102,7 @@ def test_long_table_is_numeric_with_ours_paper_delta():
     df = pd.DataFrame([{"Model": "Llama-3.1-8B", "Task": "Conflicts", "NF": pair(Measured(30.0, 100), 13.9), "p": "0.012 / n/a",
                         "CoT": pair(None, 20.0)}], dtype=object)
     df.attrs["name"] = "t"
-    long = store.long_table(df)
+    long = long_format.long_table(df)
     nf = long[long.column == "NF"].iloc[0]
     assert (nf.row, nf.ours, nf.paper, nf.n) == ("Llama-3.1-8B / Conflicts", 30.0, 13.9, 100)
     assert nf.delta == pytest.approx(16.1)
@@ -113,6 +113,27 @@ def test_long_table_is_numeric_with_ours_paper_delta():
     back = pd.read_csv(pd.io.common.StringIO(text))
     assert all(pd.api.types.is_numeric_dtype(back[c]) for c in ("ours", "paper", "delta", "n"))
     assert "−" not in text
+
+
+def test_long_table_reads_the_numbers_any_cell_keeps_beside_its_text():
+    """The results layer reads a cell's numbers through its own protocol (NumberPair,
+    Identified), not the tables' Pair class: text that would parse otherwise is not re-read."""
+
+    class Kept(str):  # a table cell from anywhere: text plus the numbers it stands for
+        def __new__(cls, text, ours, paper):
+            obj = super().__new__(cls, text)
+            obj.ours, obj.paper, obj.delta, obj.n, obj.p = ours, paper, None, 7, 0.5
+            obj.ident = ("m", "b", "s", "em")
+            return obj
+
+    kept = Kept("see the appendix", 1.5, None)
+    assert isinstance(kept, long_format.NumberPair) and not isinstance("1.5 / 2.0", long_format.NumberPair)
+    df = pd.DataFrame([{"Model": "M", "A": kept, "B": "3.0 / 4.0 (−1.0)", "C": Kept("12 / 9", None, None)}], dtype=object)
+    long = long_format.long_table(df, "t").set_index("column")
+    assert (long.at["A", "ours"], long.at["A", "n"], long.at["A", "p"], long.at["A", "strategy"], long.at["A", "unit"]) == (1.5, 7, 0.5, "s", "%")
+    assert (long.at["B", "ours"], long.at["B", "paper"], long.at["B", "delta"]) == (3.0, 4.0, -1.0) and pd.isna(long.at["B", "model"])
+    # a kept cell without numbers is read from its text, its ids still naming the cell
+    assert (long.at["C", "ours"], long.at["C", "paper"], long.at["C", "model"]) == (12.0, 9.0, "m")
 
 
 def test_tables_write_long_csv_and_styler_latex(results_dir, tmp_path):
@@ -136,7 +157,7 @@ def test_show_prints_metrics_and_provenance(results_dir):
     assert res.returncode == 0, res.stderr
     assert "madara_version" in res.stdout and "overrides" in res.stdout and "strategy=nf" in res.stdout and "em" in res.stdout
     if (ROOT / ".git").exists():
-        assert store.git_commit()["commit"][:12] in res.stdout
+        assert provenance.git_commit()["commit"][:12] in res.stdout
     bad = madara("show", "no-such-cell", "--results", str(results_dir))
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
 
@@ -209,7 +230,6 @@ def test_warm_cache_is_read_offline_without_variables(monkeypatch):
     import datasets.config as dcfg
 
     from madara_cli.data import loaders
-    from madara_cli.errors import DataError
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
@@ -230,7 +250,7 @@ def test_warm_cache_is_read_offline_without_variables(monkeypatch):
         raise FileNotFoundError("not cached")
 
     monkeypatch.setattr(loaders, "_load_hub", cold)
-    with pytest.raises(DataError) as e:
+    with pytest.raises(loaders.DataError) as e:
         loaders.read_hub("some/dataset")
     msg = str(e.value)
     assert "\n" not in msg and "benchmark.path=FILE" in msg and "HF_HUB_OFFLINE" in msg
@@ -369,9 +389,9 @@ def test_versions_are_those_of_the_modules_that_ran(monkeypatch):
     import types
 
     monkeypatch.setitem(sys.modules, "llama_cpp", types.SimpleNamespace(__version__="9.9.9"))
-    assert store.package_versions()["llama-cpp-python"] == "9.9.9"
+    assert provenance.package_versions()["llama-cpp-python"] == "9.9.9"
     cfg = compose([])
-    assert store.provenance(cfg, "a", "b")["engine"] == {"backend": "llamacpp", "package": "llama-cpp-python", "version": "9.9.9"}
+    assert provenance.provenance(cfg, "a", "b")["engine"] == {"backend": "llamacpp", "package": "llama-cpp-python", "version": "9.9.9"}
 
 
 def test_a_sweep_outside_run_m_is_one_line_with_the_hint():

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from madara_cli import stats
-from madara_cli.results import store
+from madara_cli.results import record_files
 from madara_cli.tables.figure import write_figure2
 from madara_cli.tables.plots import model_tasks, pareto_front, write_plots
 from tests.results_fixtures import write_cell, write_probe
@@ -141,7 +141,7 @@ def test_tables_draw_figure2_for_every_probed_benchmark(tmp_path: Path, monkeypa
 def test_a_benchmark_name_from_results_never_becomes_a_path(tmp_path: Path):
     root = tmp_path / "results"
     folder = write_probe(root, "mistral-7b", "fever")
-    store.write_probe(folder, dataclasses.replace(store.read_probe(folder), benchmark="../../escaped"))
+    record_files.write_probe(folder, dataclasses.replace(record_files.read_probe(folder), benchmark="../../escaped"))
     figs = write_figure2(root, tmp_path / "out")
     assert [p.parent for p in figs.paths] == [tmp_path / "out"]
     assert figs.paths[0].name == "figure2-_.._escaped.png" and not list(tmp_path.glob("escaped*"))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from madara_cli.tables.registry import TABLES, build_table
+from madara_cli.tables.builders import TABLES, build_table
 from madara_cli.tables.report import esc, write_report
 from tests.results_fixtures import write_cell, write_probe
 from tests.test_bad_input import madara, one_line_error

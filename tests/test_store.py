@@ -1,4 +1,4 @@
-"""The results store: typed records written and read back unchanged, files from before
+"""The results files: typed records written and read back unchanged, files from before
 the store (no ``schema_version``) still read, and no module outside ``results/`` opening
 a results file itself."""
 
@@ -15,7 +15,7 @@ from madara_cli.errors import RecordError
 from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.runner import run_cell
 from madara_cli.records import Cell
-from madara_cli.results import store
+from madara_cli.results import record_files, stored, summary
 from madara_cli.results.records import SCHEMA_VERSION, CellRecord, ProbeRecord
 from tests.conftest import ROOT
 from tests.test_strategies_e2e import FakeBackend
@@ -43,7 +43,7 @@ def test_only_the_results_store_names_results_files():
             continue
         for line, text in _code_strings(ast.parse(path.read_text(encoding="utf-8"))):
             offenders += [f"{path.relative_to(ROOT)}:{line}: {name}" for name in RESULT_FILES if name in text]
-    assert not offenders, "open results files through madara_cli.results.store:\n" + "\n".join(offenders)
+    assert not offenders, "open results files through madara_cli.results.record_files:\n" + "\n".join(offenders)
 
 
 def test_the_scan_sees_code_strings_but_not_docstrings():
@@ -61,28 +61,28 @@ def _cell(results: Path, *overrides: str):
 
 def test_cell_record_round_trips_through_its_file(tmp_path):
     res = _cell(tmp_path)
-    text = (res.folder / store.METRICS_FILE).read_text(encoding="utf-8")
+    text = (res.folder / record_files.METRICS_FILE).read_text(encoding="utf-8")
     assert text == res.record.to_json()
     data = json.loads(text)
     assert list(data)[0] == "schema_version" and data["schema_version"] == SCHEMA_VERSION
     assert list(data)[-2:] == ["provenance", "timing"]
-    back = store.read_cell(res.folder)
+    back = record_files.read_cell(res.folder)
     assert back == res.record and back.key == res.cell.key and back.cell == res.cell
     # The strategy's own sections stay where the strategy put them, typed views read them.
     assert {"selection", "pde"} <= set(back.report) and back.report == res.record.report
     assert back.calibration_split == "nested" and back.n == 3
-    assert store.read_predictions(res.folder)[0]["id"] == json.loads((res.folder / store.PREDICTIONS).read_text().splitlines()[0])["id"]
-    assert store.read_cell(tmp_path / "demo" / "nothing-here") is None
+    assert record_files.read_predictions(res.folder)[0]["id"] == json.loads((res.folder / record_files.PREDICTIONS).read_text().splitlines()[0])["id"]
+    assert record_files.read_cell(tmp_path / "demo" / "nothing-here") is None
 
 
 def test_a_v1_cell_file_reads_and_rewrites_byte_identically_apart_from_the_version(tmp_path):
     res = _cell(tmp_path)
-    path = res.folder / store.METRICS_FILE
+    path = res.folder / record_files.METRICS_FILE
     new_text = path.read_text(encoding="utf-8")
     old = json.loads(new_text)
     del old["schema_version"]  # what madara wrote before the store, the way it wrote it
     path.write_text(json.dumps(old, indent=2, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8")
-    back = store.read_cell(res.folder)
+    back = record_files.read_cell(res.folder)
     assert back.schema_version == 1 and back == res.record
     assert back.to_json() == new_text
 
@@ -92,8 +92,8 @@ def test_an_older_cell_without_newer_sections_still_reads(tmp_path):
     folder.mkdir(parents=True)
     old = {"cell": {"model": "m", "benchmark": "b", "strategy": "nf"}, "n": 4, "em": 0.5, "f1": 0.6, "contains": 0.75,
            "assessment": {"extreme_score_rate": 0.1}, "wall_seconds": 3.5, "accounting": {"calls_issued": 4, "seconds": 1.5}}
-    (folder / store.METRICS_FILE).write_text(json.dumps(old))
-    rec = store.read_cell(folder)
+    (folder / record_files.METRICS_FILE).write_text(json.dumps(old))
+    rec = record_files.read_cell(folder)
     assert (rec.grid, rec.key, rec.retriever, rec.em_strict, rec.timing) == ("table2", "old-cell", "bm25s", None, None)
     assert rec.assessment == {"extreme_score_rate": 0.1} and rec.seconds == 3.5 and rec.engine_seconds == 1.5
     assert rec.calls_per_query() == 1.0
@@ -105,7 +105,7 @@ def test_an_older_cell_without_newer_sections_still_reads(tmp_path):
 def test_a_metric_version_2_cell_reads_its_two_ems_under_todays_names(tmp_path):
     # Version 2 wrote em = the strict match, em_squad = the SQuAD one (today's em).
     res = _cell(tmp_path)
-    metrics_path, preds_path = res.folder / store.METRICS_FILE, res.folder / store.PREDICTIONS
+    metrics_path, preds_path = res.folder / record_files.METRICS_FILE, res.folder / record_files.PREDICTIONS
     old = json.loads(metrics_path.read_text(encoding="utf-8"))
     old.pop("em_strict")
     old["em"], old["em_squad"] = 0.25, 0.75
@@ -115,13 +115,13 @@ def test_a_metric_version_2_cell_reads_its_two_ems_under_todays_names(tmp_path):
         row.pop("em_strict")
         row["em"], row["em_squad"] = 0, int(i == 0)
     preds_path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    rec = store.read_cell(res.folder)
+    rec = record_files.read_cell(res.folder)
     assert (rec.em, rec.em_strict) == (0.75, 0.25) and rec.metric("em_squad") == 0.75
     assert "em_squad" not in rec.report and "em_squad" not in json.loads(rec.to_json())
-    back = store.read_predictions(res.folder)
+    back = record_files.read_predictions(res.folder)
     assert [(r["em"], r["em_strict"]) for r in back] == [(int(i == 0), 0) for i in range(len(rows))]
     assert all("em_squad" not in r for r in back)
-    store.write_summary(tmp_path)
+    summary.write_summary(tmp_path)
     import pandas as pd
 
     row = pd.read_csv(tmp_path / "summary.csv").iloc[0]
@@ -136,11 +136,11 @@ def test_a_metric_version_2_cell_reads_its_two_ems_under_todays_names(tmp_path):
 def test_unreadable_cell_records_are_one_line_errors(tmp_path, body, needle):
     folder = tmp_path / "g" / "cell"
     folder.mkdir(parents=True)
-    (folder / store.METRICS_FILE).write_text(body)
+    (folder / record_files.METRICS_FILE).write_text(body)
     with pytest.raises(RecordError, match=needle) as e:
-        store.read_cell(folder)
+        record_files.read_cell(folder)
     assert "\n" not in str(e.value)
-    assert str(folder) in store.load_results(tmp_path).skipped
+    assert str(folder) in stored.load_results(tmp_path).skipped
 
 
 def _full_probe() -> dict:
@@ -166,19 +166,19 @@ def test_probe_record_round_trips_and_reads_v1_files_unchanged(tmp_path):
     folder = tmp_path / "probes" / old["key"]
     folder.mkdir(parents=True)
     v1_text = json.dumps(old, indent=2, allow_nan=False) + "\n"  # how probes were written before the store
-    (folder / store.PROBE_FILE).write_text(v1_text, encoding="utf-8")
-    rec = store.read_probe(folder)
-    assert rec.schema_version == 1 and rec.path == folder / store.PROBE_FILE
+    (folder / record_files.PROBE_FILE).write_text(v1_text, encoding="utf-8")
+    rec = record_files.read_probe(folder)
+    assert rec.schema_version == 1 and rec.path == folder / record_files.PROBE_FILE
     assert rec.to_json() == v1_text.replace("{\n", '{\n  "schema_version": 2,\n', 1)
     # Typed access in place of key paths.
     assert rec.rho_at(1) == 0.5 and rec.rho_at(5) is None and rec.ci_at(0) == (0.8, 1.0) and rec.per_query_at(2) == (0.0, 0.3)
     assert rec.subsets30.quality_ordered == 80.0 and rec.split_half.last == "stochastic" and not rec.is_degenerate
     assert rec.scores.chains_from_raw_text == 2 and rec.calibration.split == "nested" and rec.stability == 0.97
     # Written by the store, read back equal.
-    path = store.write_probe(tmp_path / "again", rec)
-    assert store.read_probe(path) == rec and path.read_text(encoding="utf-8") == rec.to_json()
-    (index_probe,) = store.load_results(tmp_path).probes
-    assert index_probe == rec and index_probe.path == folder / store.PROBE_FILE
+    path = record_files.write_probe(tmp_path / "again", rec)
+    assert record_files.read_probe(path) == rec and path.read_text(encoding="utf-8") == rec.to_json()
+    (index_probe,) = stored.load_results(tmp_path).probes
+    assert index_probe == rec and index_probe.path == folder / record_files.PROBE_FILE
 
 
 def test_probe_keys_it_does_not_know_are_kept():
@@ -193,24 +193,24 @@ def test_probe_files_missing_what_routing_needs_are_one_line(tmp_path):
     path = tmp_path / "p.json"
     path.write_text('{"route": "pde"}')
     with pytest.raises(RecordError, match="lacks reason, em_nf, rsc_class") as e:
-        store.read_probe(path, require=("route", "reason", "em_nf", "rsc_class"))
+        record_files.read_probe(path, require=("route", "reason", "em_nf", "rsc_class"))
     assert "\n" not in str(e.value)
     path.write_text("[1, 2]")
     with pytest.raises(RecordError, match="lacks route"):
-        store.read_probe(path, require=("route",))
-    assert store.read_probe(tmp_path / "absent") is None
+        record_files.read_probe(path, require=("route",))
+    assert record_files.read_probe(tmp_path / "absent") is None
 
 
 def test_index_reads_what_the_runner_wrote(tmp_path):
     res = _cell(tmp_path)
-    (cell,) = store.load_results(tmp_path, metric="contains").cells
+    (cell,) = stored.load_results(tmp_path, metric="contains").cells
     assert (cell.model, cell.strategy, cell.key, cell.n) == (res.cell.model, "pde", res.cell.key, 3)
     assert cell.em == res.record.contains and cell.outcome_metric == "contains" and cell.record == res.record
-    assert cell.predictions() == store.read_predictions(res.folder)
-    assert store.find_cell(tmp_path, res.cell.config_hash) == res.folder
-    name, rec = store.read_record(res.folder)
-    assert name == store.METRICS_FILE and rec == res.record
-    (row,) = store.cell_rows(tmp_path)
+    assert cell.predictions() == record_files.read_predictions(res.folder)
+    assert record_files.find_cell(tmp_path, res.cell.config_hash) == res.folder
+    name, rec = record_files.read_record(res.folder)
+    assert name == record_files.METRICS_FILE and rec == res.record
+    (row,) = summary.cell_rows(tmp_path)
     assert row["key"] == res.cell.key and "schema_version" not in row and row["em"] == res.record.em
 
 
@@ -221,7 +221,7 @@ def test_cell_identity_is_the_grid_cell():
 
 
 def test_support_in_topk_reads_the_canonical_form_and_every_older_one():
-    from madara_cli.results.store import Support, support_in_topk
+    from madara_cli.results.stored import Support, support_in_topk
 
     def row(value, id_="q", **extra):
         return {"id": id_, "extra": {"supporting_in_topk": value, **extra}}

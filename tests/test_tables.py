@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from madara_cli.tables import TABLES, compare_cells, figure2, load_results, write_tables
-from madara_cli.tables.builders.diagnostics import table4
 from madara_cli.tables.builders.main import table2
 from madara_cli.tables.builders.musique import table17
+from madara_cli.tables.builders.probe_diagnostics import table4
 from madara_cli.tables.builders.significance import table14
 from madara_cli.tables.compare import format_comparison
 from madara_cli.tables.render import FORMATS, to_latex, to_markdown
@@ -125,6 +125,21 @@ def test_compare_cells_errors(results: Path, tmp_path: Path):
     write_predictions(other, [{"id": "zz", "em": 1}])
     with pytest.raises(ValueError, match="share no example ids"):
         compare_cells(nf, other)
+
+
+def test_a_table_is_declared_once_with_its_title_and_grids(results: Path):
+    from madara_cli.tables.builders import ORDER
+    from madara_cli.tables.catalog import table
+
+    assert tuple(TABLES) == ORDER and ORDER[:3] == ("table1", "table2", "table3") and ORDER[-1] == "table_j_hops"
+    spec = TABLES["table3"]
+    assert (spec.title, spec.grid, spec.also) == ("Table 3: RSC vs entropy-based routing", "table2", ("probes",))
+    df = spec.builder(results)
+    assert df.attrs["name"] == "table3" and df.attrs["title"] == spec.title and df.attrs["grid"] == "table2"
+    assert "`madara run --grid table2` and `madara run --grid probes`" in df.attrs["notes"][-1]
+    with pytest.raises(RuntimeError, match="table 'table3' is declared twice"):
+        table("table3", "again", grid="table2")(lambda res, grid: ([], []))
+    assert TABLES["table3"] is spec
 
 
 def test_unknown_table_and_format(results: Path, tmp_path: Path):

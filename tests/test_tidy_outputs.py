@@ -22,7 +22,7 @@ from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.grid import expand_sweep
 from madara_cli.experiment.runner import run_cell
 from madara_cli.records import ChatRequest, Completion, Message, ScoreRequest
-from madara_cli.results import store
+from madara_cli.results import record_files, summary
 from tests.conftest import ROOT
 from tests.test_strategies_e2e import FakeBackend
 
@@ -37,7 +37,7 @@ def test_summary_has_the_key_settings_and_engine_seconds(results_dir):
     """The issue's check, on the fake engine: -m strategy.top_k=3,5 strategy=pde limit=1."""
     cells = _sweep(results_dir, "strategy.top_k=3,5", "strategy=pde", "limit=1")
     assert len(cells) == 2
-    store.write_summary(results_dir)
+    summary.write_summary(results_dir)
     df = pd.read_csv(results_dir / "summary.csv")
     assert len(df) == 2 and sorted(df["strategy.top_k"]) == [3, 5]
     assert pd.api.types.is_float_dtype(df["engine_seconds"]) and df["engine_seconds"].notna().all()
@@ -56,13 +56,13 @@ def test_summary_has_the_key_settings_and_engine_seconds(results_dir):
 
 def test_summary_reads_settings_of_cells_written_before_they_were_recorded(results_dir):
     (cell,) = _sweep(results_dir, "strategy=sda", "strategy.scoring=logprob", "limit=1")
-    record = store.read_cell(cell.folder)
+    record = record_files.read_cell(cell.folder)
     from dataclasses import replace
 
     older = replace(record, report={k: v for k, v in record.report.items() if k != "settings"})
-    store.write_cell(cell.folder, older, (cell.folder / store.CONFIG_FILE).read_text(), store.read_predictions(cell.folder))
+    record_files.write_cell(cell.folder, older, (cell.folder / record_files.CONFIG_FILE).read_text(), record_files.read_predictions(cell.folder))
     assert "settings" not in json.loads((cell.folder / "metrics.json").read_text())
-    row = pd.read_csv(Path(store.write_summary(results_dir)[0])).iloc[0]
+    row = pd.read_csv(Path(summary.write_summary(results_dir)[0])).iloc[0]
     assert row["strategy.scoring"] == "logprob" and row["strategy.top_k"] == 5
     assert "prompts" not in row.index  # config.yaml cannot say which templates ran
 

@@ -16,7 +16,7 @@ from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.examples import cell_examples, load_cell
 from madara_cli.experiment.runner import run_cell
 from madara_cli.experiment.treat import Treatment, routed_config
-from madara_cli.results import store
+from madara_cli.results import record_files
 from tests.conftest import ROOT
 from tests.test_strategies_e2e import FakeBackend
 
@@ -60,7 +60,7 @@ def test_madara_cell_probes_routes_and_then_reuses_the_probe(tmp_path):
         first = run_cell(compose([*MADARA, "limit=4", f"results_dir={tmp_path}"]), pool)
         again = run_cell(compose([*MADARA, "limit=5", f"results_dir={tmp_path}"]), pool)
     (probe,) = tmp_path.glob("probes/*/probe.json")
-    record = store.read_probe(probe).to_dict()
+    record = record_files.read_probe(probe).to_dict()
     m1, m2 = first.metrics["madara"], again.metrics["madara"]
     assert m1 == {
         "route": record["route"], "reason": record["reason"], "probe": str(probe.relative_to(tmp_path)), "probe_reused": False,
@@ -78,7 +78,7 @@ def test_a_pinned_probe_routes_without_probing(tmp_path):
     with EnginePool(factory=lambda cfg: FakeBackend()) as pool:
         run_cell(compose([*MADARA, "limit=3", f"results_dir={tmp_path / 'a'}"]), pool)
         (probe,) = (tmp_path / "a").glob("probes/*/probe.json")
-        pinned = store.write_probe(tmp_path / "pinned", replace(store.read_probe(probe), route="sda"))
+        pinned = record_files.write_probe(tmp_path / "pinned", replace(record_files.read_probe(probe), route="sda"))
         res = run_cell(compose([*MADARA, "limit=3", f"strategy.probe={pinned}", f"results_dir={tmp_path / 'b'}"]), pool)
     assert res.metrics["madara"]["route"] == "sda" and res.metrics["madara"]["probe"] == str(pinned) and res.metrics["madara"]["probe_reused"]
     assert not (tmp_path / "b" / "probes").exists() and "rsc-cot" not in res.metrics["accounting"]["by_stage"]

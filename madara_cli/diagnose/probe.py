@@ -363,19 +363,22 @@ def find_or_run_probe(
     """The finished probe for this (model, benchmark, n, settings), or run it now on
     the calibration ``examples`` (:func:`madara_cli.experiment.treat.ensure_probe`
     loads them). Returns (record, path of its file, reused)."""
-    from madara_cli.results import store
+    from madara_cli.results.prompt_log import prompt_renderer, write_prompts
+    from madara_cli.results.provenance import now_iso, provenance
+    from madara_cli.results.record_files import probe_path, read_probe, write_probe
+    from madara_cli.results.records import SCHEMA_VERSION
 
     spec = ProbeSpec.from_cfg(cfg, n)
     folder = spec.folder(cfg.results_dir)
-    if not force and (done := store.read_probe(folder)) is not None:
-        return done, store.probe_path(folder), True
-    t0, started = time.perf_counter(), store.now_iso()
+    if not force and (done := read_probe(folder)) is not None:
+        return done, probe_path(folder), True
+    t0, started = time.perf_counter(), now_iso()
     with llm.logging_samples(bool(cfg.get("log_samples", True))) as samples:
         record = run_probe(cfg, llm, n, examples)
-    record["provenance"] = store.provenance(cfg, started, store.now_iso(), time.perf_counter() - t0)
+    record["provenance"] = provenance(cfg, started, now_iso(), time.perf_counter() - t0)
     folder.mkdir(parents=True, exist_ok=True)
     if cfg.get("log_samples", True):
-        store.write_prompts(folder, samples, store.prompt_renderer(llm.backend))
-    probe = replace(ProbeRecord.from_dict(record), schema_version=store.SCHEMA_VERSION)
-    path = store.write_probe(folder, probe)
+        write_prompts(folder, samples, prompt_renderer(llm.backend))
+    probe = replace(ProbeRecord.from_dict(record), schema_version=SCHEMA_VERSION)
+    path = write_probe(folder, probe)
     return replace(probe, path=path), path, False

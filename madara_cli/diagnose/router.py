@@ -35,7 +35,9 @@ from madara_cli import stats
 from madara_cli.diagnose import rsc
 
 PDE, SDA, COT, ATF, THREE_AGENT = "pde", "sda", "cot", "atf", "three_agent"
-STRATEGY_LABELS = {
+# What a route's reason calls each treatment (not the short column labels the paper's
+# tables print, STRATEGY_LABELS beside the paper's numbers).
+TREATMENT_NAMES = {
     PDE: "per-document isolation (PDE)",
     SDA: "score distribution alignment (SDA)",
     COT: "CoT de-polarization (CoT)",
@@ -157,15 +159,15 @@ def route(diag: Diagnostics, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> Rou
     """
     nf = f"NF EM {_num(diag.em_nf)}%"
     if diag.em_nf < thresholds.tau_nf:
-        return Route(PDE, f"{nf} < τ_NF {_num(thresholds.tau_nf)}% → {STRATEGY_LABELS[PDE]}")
+        return Route(PDE, f"{nf} < τ_NF {_num(thresholds.tau_nf)}% → {TREATMENT_NAMES[PDE]}")
     head = f"{nf} ≥ τ_NF {_num(thresholds.tau_nf)}%"
     ordered = _quality_ordered(diag, thresholds)
     if ordered is None:
-        return Route(PDE, f"{head}; degenerate scoring (no usable ρ̂): per-document isolation needs no scores (§6.2) → {STRATEGY_LABELS[PDE]}")
+        return Route(PDE, f"{head}; degenerate scoring (no usable ρ̂): per-document isolation needs no scores (§6.2) → {TREATMENT_NAMES[PDE]}")
     star = _rho_star_text(diag)
     if not ordered:
         why = f"{star} > {_num(thresholds.rho_star)} (stochastic scoring)" if star else "stochastic scoring"
-        return Route(SDA, f"{head}; {why} → {STRATEGY_LABELS[SDA]}")
+        return Route(SDA, f"{head}; {why} → {TREATMENT_NAMES[SDA]}")
     if diag.rho is None:
         raise ValueError("a quality-ordered pair needs its rho values to compare rho_1 with the threshold")
     rho1 = diag.rho[0]
@@ -176,7 +178,7 @@ def route(diag: Diagnostics, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> Rou
     return Route(
         strategy,
         f"{head}; {star + ' ' if star else ''}(quality-ordered), ρ̂1 {rho1:.2f} {cmp} {_num(thresholds.rho1)} ({coupling})"
-        f" → {STRATEGY_LABELS[strategy]}",
+        f" → {TREATMENT_NAMES[strategy]}",
     )
 
 
@@ -184,8 +186,8 @@ def route_nf_only(diag: Diagnostics, tau_nf: float = 30.0) -> Route:
     """Table 19's NF-only policy: PDE if EM_NF < tau_NF, else the 3-agent baseline."""
     nf = f"NF EM {_num(diag.em_nf)}%"
     if diag.em_nf < tau_nf:
-        return Route(PDE, f"{nf} < τ_NF {_num(tau_nf)}% → {STRATEGY_LABELS[PDE]}")
-    return Route(THREE_AGENT, f"{nf} ≥ τ_NF {_num(tau_nf)}% → {STRATEGY_LABELS[THREE_AGENT]}")
+        return Route(PDE, f"{nf} < τ_NF {_num(tau_nf)}% → {TREATMENT_NAMES[PDE]}")
+    return Route(THREE_AGENT, f"{nf} ≥ τ_NF {_num(tau_nf)}% → {TREATMENT_NAMES[THREE_AGENT]}")
 
 
 def route_entropy(diag: Diagnostics, threshold: float = 0.7) -> Route:
@@ -193,15 +195,15 @@ def route_entropy(diag: Diagnostics, threshold: float = 0.7) -> Route:
     if diag.entropy is None or math.isnan(diag.entropy):
         raise ValueError("entropy routing needs the normalised score entropy")
     if diag.entropy > threshold:
-        return Route(SDA, f"score entropy {diag.entropy:.2f} > {_num(threshold)} (noisy scoring) → {STRATEGY_LABELS[SDA]}")
-    return Route(COT, f"score entropy {diag.entropy:.2f} ≤ {_num(threshold)} (clean scoring) → {STRATEGY_LABELS[COT]}")
+        return Route(SDA, f"score entropy {diag.entropy:.2f} > {_num(threshold)} (noisy scoring) → {TREATMENT_NAMES[SDA]}")
+    return Route(COT, f"score entropy {diag.entropy:.2f} ≤ {_num(threshold)} (clean scoring) → {TREATMENT_NAMES[COT]}")
 
 
 def route_binary_rsc(diag: Diagnostics) -> Route:
     """Table 12's simplified RSC routing: quality-ordered -> CoT, otherwise SDA."""
     if diag.rsc_class == rsc.QUALITY_ORDERED:
-        return Route(COT, f"quality-ordered scoring → {STRATEGY_LABELS[COT]}")
-    return Route(SDA, f"{diag.rsc_class} scoring → {STRATEGY_LABELS[SDA]}")
+        return Route(COT, f"quality-ordered scoring → {TREATMENT_NAMES[COT]}")
+    return Route(SDA, f"{diag.rsc_class} scoring → {TREATMENT_NAMES[SDA]}")
 
 
 # --------------------------------------------------------------------------- #
@@ -311,7 +313,7 @@ def route_isolation(diag: Diagnostics, iso: Isolation | None, thresholds: Thresh
         return route(diag, thresholds)
     isolate, why = isolates(diag.em_nf, iso, thresholds)
     if isolate:
-        return Route(PDE, f"{why} → {STRATEGY_LABELS[PDE]}")
+        return Route(PDE, f"{why} → {TREATMENT_NAMES[PDE]}")
     scoring = route(diag, replace(thresholds, tau_nf=-math.inf))
     return Route(scoring.strategy, f"{why}, so the scoring arm; {scoring.reason.split('; ', 1)[-1]}")
 

@@ -40,7 +40,7 @@ from omegaconf import DictConfig, OmegaConf
 from madara_cli.backends.cache import CachedLLM, ResponseCache
 from madara_cli.experiment.grid import cell_from_cfg
 from madara_cli.records import Cell, ChatRequest, Completion, ScoreRequest, request_key
-from madara_cli.results import store
+from madara_cli.results.record_files import read_cell
 
 
 class _Recorder:
@@ -205,7 +205,7 @@ def plan_grid(grid_name: str, cfgs: list[DictConfig]) -> Plan:
             sp = plan.by_strategy.setdefault(cell.strategy, StrategyPlan())
             sp.cells += 1
             try:
-                done = store.read_cell(cell.folder(cfg.results_dir))
+                done = read_cell(cell.folder(cfg.results_dir))
             except RecordError:
                 done = None  # unreadable: estimated like an unfinished cell
             if done is not None:

@@ -61,7 +61,7 @@ def reproduce(backend: str, models: list[str], grids: list[str], results_dir: st
         report.finished += sum(1 for d in done if not isinstance(d, Failed))
     out = Path(results_dir)
     report.tables = write_tables(out, out / "tables")
-    from madara_cli.results.store import load_results
+    from madara_cli.results.stored import load_results
 
     # A folder the tables could not read is a gap in them, reported as a skipped cell is.
     report.failed += [Failed(folder, f"left out of the tables: {why}") for folder, why in load_results(out).problems]

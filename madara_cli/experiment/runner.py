@@ -6,7 +6,7 @@ One engine per model is kept open in an
 :class:`~madara_cli.experiment.engines.EnginePool` (a context manager that closes
 them), so the cells of one model (which a grid runs back to back) load the weights
 once. A cell's folder is written by the results store under a temporary name
-and renamed when complete (:func:`madara_cli.results.store.write_cell`): a folder with
+and renamed when complete (:func:`madara_cli.results.record_files.write_cell`): a folder with
 a metrics record is always a finished cell, and a killed run leaves only a ``.tmp-*``
 folder plus the completions already in the cache, from which the rerun resumes.
 """
@@ -28,7 +28,9 @@ from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.examples import load_cell, retrieve_for, sized_to_data
 from madara_cli.experiment.grid import cell_from_cfg, key_settings
 from madara_cli.records import Cell, Example, Prediction
-from madara_cli.results import store
+from madara_cli.results.prompt_log import prompt_renderer
+from madara_cli.results.provenance import now_iso, provenance
+from madara_cli.results.record_files import read_cell, write_cell
 from madara_cli.results.records import CellRecord
 from madara_cli.strategies import STRATEGIES, StrategyContext, load_all
 
@@ -112,7 +114,7 @@ def finished_cell(cfg: DictConfig, sized: bool = False) -> CellResult | None:
     is looked for under the key it ran as, which takes loading the benchmark."""
     cell = cell_from_cfg(cfg)
     folder = cell.folder(cfg.results_dir)
-    record = store.read_cell(folder)
+    record = read_cell(folder)
     if record is None and sized:
         from madara_cli.errors import DataError
 
@@ -137,7 +139,7 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
     routed = cfg.strategy.name == ROUTED
     strategy = None if routed else STRATEGIES.get(cfg.strategy.name)
     check_writable(folder.parent)  # before any work, not after it
-    t0, started = time.perf_counter(), store.now_iso()
+    t0, started = time.perf_counter(), now_iso()
     calibration: list[Example] | None = None
     data_report: dict[str, Any] | None = None
     requested: dict[str, int] = {}
@@ -189,12 +191,12 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
         accounting=acct,
         # Everything above is a function of the config, the data and the seed; timing and
         # provenance (versions, host, start/end) live apart, so two runs compare byte for byte without them.
-        provenance=store.provenance(cfg, started, store.now_iso(), time.perf_counter() - t0),
+        provenance=provenance(cfg, started, now_iso(), time.perf_counter() - t0),
         timing=timing_section(acct, time.perf_counter() - t0),
     )
     log_samples = bool(cfg.get("log_samples", True))
-    store.write_cell(folder, record, OmegaConf.to_yaml(cfg), rows, samples if log_samples else None,
-                     store.prompt_renderer(llm.backend) if log_samples else None)
+    write_cell(folder, record, OmegaConf.to_yaml(cfg), rows, samples if log_samples else None,
+               prompt_renderer(llm.backend) if log_samples else None)
     log.info("%s: n=%d EM %.1f%% F1 %.1f%% contains %.1f%%, %d engine calls -> %s", cell.key, record.n, 100 * record.em,
              100 * record.f1, 100 * record.contains, accounting.to_dict().get("calls_issued", 0), folder)
     result = CellResult(cell, folder, record)

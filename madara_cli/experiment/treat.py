@@ -28,7 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 from madara_cli.diagnose.probe import ProbeSpec, find_or_run_probe, routed
 from madara_cli.experiment.examples import cell_examples, retrieve_for
 from madara_cli.records import Example, Prediction
-from madara_cli.results import store
+from madara_cli.results import record_files
 from madara_cli.results.records import ROUTE_FIELDS, ProbeRecord
 from madara_cli.strategies import STRATEGIES, StrategyContext, load_all
 
@@ -40,7 +40,7 @@ _OWN = ("name", "probe")
 
 
 def _probe_done(cfg: DictConfig, n: int | None = None) -> bool:
-    return store.probe_path(ProbeSpec.from_cfg(cfg, n).folder(cfg.results_dir)).is_file()
+    return record_files.probe_path(ProbeSpec.from_cfg(cfg, n).folder(cfg.results_dir)).is_file()
 
 
 def ensure_probe(cfg: DictConfig, pool: EnginePool, n: int | None = None, force: bool = False) -> tuple[ProbeRecord, Path, bool]:
@@ -158,7 +158,7 @@ def read_probe(path: Path) -> ProbeRecord:
     from madara_cli.errors import ConfigError, DataError, RecordError
 
     try:
-        record = store.read_probe(path, require=ROUTE_FIELDS)
+        record = record_files.read_probe(path, require=ROUTE_FIELDS)
     except RecordError as e:
         raise DataError(f"strategy.probe: {e}") from None
     if record is None:

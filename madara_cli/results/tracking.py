@@ -80,10 +80,10 @@ class Run:
 
 def cell_run(folder: Path, record: Any) -> Run:
     """A finished cell (:class:`~madara_cli.results.records.CellRecord`) as a run."""
-    from madara_cli.results.store import _cell_settings
+    from madara_cli.results.summary import cell_settings
 
     cell = record.cell.to_dict()
-    params = {**{k: v for k, v in cell.items() if k != "key"}, **_cell_settings(record, folder)}
+    params = {**{k: v for k, v in cell.items() if k != "key"}, **cell_settings(record, folder)}
     prov = record.provenance or {}
     tags = {"grid": record.grid, "model": record.model, "benchmark": record.benchmark, "strategy": record.strategy,
             "madara_version": prov.get("madara_version"), "git_commit": prov.get("git_commit")}

@@ -1,9 +1,9 @@
 """Paper tables from results on disk: builders, renderers, Figure 2 and cell comparison.
 
-Layout: ``lookup`` (the results on disk), ``pairs`` (formatting), ``specs`` (what each
-table is), ``builders/`` (one function per table, by topic), ``registry`` (name → table),
-``render`` (Markdown, LaTeX, CSV), ``figure`` (Figure 2), ``compare``; the paper's own
-numbers are :mod:`madara_cli.paper`.
+Layout: ``index`` (the results on disk), ``cells`` (formatting), ``catalog`` (the
+``@table(name, title, grid)`` decorator each builder is declared with), ``builders/``
+(one function per table, by topic, and ``TABLES``: name → table, in writing order),
+``render`` (Markdown, LaTeX, CSV), ``figure`` (Figure 2), ``compare``, ``paper_values``.
 
 Public entry points (the CLI verbs call these):
 
@@ -14,10 +14,10 @@ Public entry points (the CLI verbs call these):
 - ``report.write_report(results_dir, out_dir=None)`` — ``madara report`` (one HTML page)
 """
 
+from madara_cli.tables.builders import TABLES, build_table
 from madara_cli.tables.compare import compare_cells, format_comparison
 from madara_cli.tables.figure import figure2
 from madara_cli.tables.lookup import load_results
-from madara_cli.tables.registry import TABLES, build_table
 from madara_cli.tables.render import FORMATS, write_tables
 
 __all__ = [

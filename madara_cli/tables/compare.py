@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from madara_cli import stats
-from madara_cli.results.store import METRICS_FILE, PREDICTIONS, read_cell, read_predictions
+from madara_cli.results.record_files import METRICS_FILE, PREDICTIONS, read_cell, read_predictions
 
 
 def paired_outcomes(

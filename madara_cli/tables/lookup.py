@@ -1,7 +1,7 @@
 """The results index the tables read: finished cells and probes found on disk.
 
-The index itself lives in the results store (:func:`madara_cli.results.store.load_results`),
-the one reader of results files: a :class:`Results` of :class:`StoredCell` (a cell's
+The index itself lives in the results package (:func:`madara_cli.results.stored.load_results`),
+which reads every results file: a :class:`Results` of :class:`StoredCell` (a cell's
 :class:`~madara_cli.results.records.CellRecord`, its folder, and which metric ``em``
 holds) and probe records (:class:`~madara_cli.results.records.ProbeRecord`, typed:
 ``probe.rsc_class``, ``probe.rho_at(0)``, ``probe.degenerate.mean_score``).
@@ -15,24 +15,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from madara_cli.results.records import _num
-from madara_cli.results.store import (
-    _HOPS,
+from madara_cli.results.record_files import PROBE_FILE, PROBES_GRID
+from madara_cli.results.stored import (
     BINARY_METRICS,
-    PROBE_FILE,
-    PROBES_GRID,
     TABLE_METRICS,
     Results,
     StoredCell,
     StoredProbe,
     Support,
+    hop_count,
     load_results,
     support_in_topk,
 )
 
 __all__ = [
-    "_HOPS", "BINARY_METRICS", "PROBE_FILE", "PROBES_GRID", "TABLE_METRICS", "Results", "StoredCell", "StoredProbe", "Support",
-    "load_results", "support_in_topk", "_num", "_results", "SPARSE", "DENSE", "RERANK",
+    "BINARY_METRICS", "PROBE_FILE", "PROBES_GRID", "TABLE_METRICS", "Results", "StoredCell", "StoredProbe", "Support",
+    "hop_count", "load_results", "support_in_topk", "_results", "SPARSE", "DENSE", "RERANK",
 ]
 
 SPARSE = ("bm25s", "pyserini")

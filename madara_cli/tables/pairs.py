@@ -1,26 +1,20 @@
-"""Cell formatting: ``ours / paper (Δ)`` text that keeps its numbers, labels, table footers.
+"""Cell formatting: ``ours / paper (Δ)`` text that keeps its numbers.
 
 Value cells read ``ours / paper (Δ)`` with Δ = ours − paper; ``—`` marks a cell not run
-yet and ``n/a`` a value the paper does not print. :func:`_finish` turns a builder's rows
-into a DataFrame whose ``attrs`` carry ``name``, ``title``, ``grid`` and ``notes``; the
-notes name the grid that produces missing cells (``madara run --grid <grid>``).
+yet and ``n/a`` a value the paper does not print. :func:`madara_cli.tables.catalog.finish`
+turns a builder's rows into the table's DataFrame and footer.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-
-import pandas as pd
-
-from madara_cli import paper as pv
-from madara_cli.tables.specs import SPECS
 
 MISSING = "—"
 NOT_REPORTED = "n/a"
 
 
-def _fmt(x: float | None, digits: int = 1, signed: bool = False) -> str:
+def fmt(x: float | None, digits: int = 1, signed: bool = False) -> str:
+    """A number as a table prints it (``−`` for minus, ``—`` when absent)."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return MISSING
     text = f"{x:+.{digits}f}" if signed else f"{x:.{digits}f}"
@@ -51,7 +45,7 @@ FLOOR_NOTE = f"Rows below the capability floor (EM < {CAPABILITY_FLOOR:.0f}%) wi
 
 class Pair(str):
     """The text of an ``ours / paper (Δ)`` cell that keeps its numbers, so the tidy
-    long-format CSV (:func:`madara_cli.results.store.long_table`) never re-parses text."""
+    long-format CSV (:func:`madara_cli.results.long_format.long_table`) never re-parses text."""
 
     ours: float | None
     paper: float | None
@@ -71,15 +65,15 @@ class Pair(str):
 
 def pair(ours: float | None, paper: float | None, digits: int = 1, signed: bool = False, ours_mark: str = "", paper_mark: str = "") -> str:
     """``ours / paper (Δ)``; ``—`` for ours not run, ``n/a`` for a value the paper lacks."""
-    o = _fmt(ours, digits, signed) + (ours_mark if ours is not None else "")
-    p = NOT_REPORTED if paper is None else _fmt(paper, digits, signed) + paper_mark
+    o = fmt(ours, digits, signed) + (ours_mark if ours is not None else "")
+    p = NOT_REPORTED if paper is None else fmt(paper, digits, signed) + paper_mark
     n = getattr(ours, "n", None)
     f1, contains = getattr(ours, "f1", None), getattr(ours, "contains", None)
     if paper is None and ours is not None and ours < CAPABILITY_FLOOR and f1 is not None and contains is not None:
-        o += f" (F1 {_fmt(100 * f1, digits)}, cont. {_fmt(100 * contains, digits)})"
+        o += f" (F1 {fmt(100 * f1, digits)}, cont. {fmt(100 * contains, digits)})"
     if ours is None or paper is None:
         return Pair(f"{o} / {p}", ours, paper, n)
-    return Pair(f"{o} / {p} ({_fmt(round(ours - paper, digits + 2), digits, signed=True)})", ours, paper, n)
+    return Pair(f"{o} / {p} ({fmt(round(ours - paper, digits + 2), digits, signed=True)})", ours, paper, n)
 
 
 def pair_text(ours: str | None, paper: str | None) -> str:
@@ -97,37 +91,3 @@ def pair_count(ours: tuple[int, int] | None, paper: tuple[int, int] | None) -> s
     if not (ours and ours[1]) or not paper:
         return f"{o} / {p}"
     return f"{o} / {p} ({'=' if ours[0] * paper[1] == paper[0] * ours[1] else '≠'})"
-
-
-def _model(m: str) -> str:
-    return pv.MODEL_LABELS.get(m, m)
-
-
-def _bench(b: str) -> str:
-    return pv.BENCHMARK_LABELS.get(b, b)
-
-
-def _strategy(s: str | None) -> str | None:
-    return pv.STRATEGY_LABELS.get(s, s) if s else None
-
-
-def _class(c: str | None) -> str | None:
-    return pv.CLASS_LABELS.get(c, c) if c else None
-
-
-def _finish(rows: list[dict[str, str]], name: str, notes: Iterable[str] = ()) -> pd.DataFrame:
-    """Attach title, grid and footer notes; count missing cells so the footer can say how to fill them."""
-    spec = SPECS[name]
-    df = pd.DataFrame(rows, dtype=object).fillna("")  # object: cells keep their Pair numbers
-    missing = int(sum(str(v).startswith(MISSING) for v in df.to_numpy().ravel()))
-    footer = ["Cells read ours / paper (Δ = ours − paper); — = not run yet; n/a = not printed in the paper."]
-    footer.extend(n for n in notes if n)
-    if any(" (F1 " in str(v) for v in df.to_numpy().ravel()):
-        footer.append(FLOOR_NOTE)
-    grids = " and ".join(f"`madara run --grid {g}`" for g in (spec.grid, *spec.also))
-    if missing:
-        footer.append(f"{missing} cell(s) not run yet (—): produce them with {grids}.")
-    else:
-        footer.append(f"Produced by {grids}.")
-    df.attrs.update(name=name, title=spec.title, grid=spec.grid, notes=footer)
-    return df

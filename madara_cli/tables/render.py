@@ -13,9 +13,10 @@ from pathlib import Path
 import pandas as pd
 
 from madara_cli.metrics import metric_name
-from madara_cli.results.store import long_table, write_summary
+from madara_cli.results.long_format import long_table
+from madara_cli.results.summary import write_summary
+from madara_cli.tables.builders import TABLES, resolve_table_name
 from madara_cli.tables.lookup import load_results
-from madara_cli.tables.registry import TABLES, resolve_table_name
 
 FORMATS = ("md", "tex", "csv", "long")
 
@@ -170,8 +171,6 @@ def tidy_long(long: pd.DataFrame, metric: str = "em") -> pd.DataFrame:
 def to_long_csv(df: pd.DataFrame, metric: str = "em") -> str:
     """Tidy numeric CSV, one line per number: table, row, column, ours, paper, delta, n,
     p, then the ids model, benchmark, strategy, metric and its unit."""
-    from madara_cli.results.store import long_table
-
     return tidy_long(long_table(df), metric).to_csv(index=False)
 
 

@@ -23,11 +23,11 @@ from typing import Any
 import pandas as pd
 
 from madara_cli import paper as pv
-from madara_cli.results.store import read_config_text
+from madara_cli.results.record_files import read_config_text
+from madara_cli.tables.builders import TABLES
 from madara_cli.tables.figure import pyplot
 from madara_cli.tables.lookup import Results, load_results
 from madara_cli.tables.plots import build_figures
-from madara_cli.tables.registry import TABLES
 from madara_cli.tables.render import results_notes
 
 REPORT_DIR = "report"
@@ -205,7 +205,7 @@ code{font-size:.85em}.skipped{color:#8a4b00}
 
 def render_report(results: Results, metric: str = "em") -> tuple[str, int, int, tuple[str, ...]]:
     """The page's HTML, the number of figures and tables in it, and the skip notes."""
-    from madara_cli.results.store import madara_version
+    from madara_cli.results.provenance import madara_version
 
     figures, notes = build_figures(results, metric)
     figs_html = "\n".join(

@@ -1,5 +1,6 @@
-"""Lookups several builders share: the rows a table shows, our EM for a cell, the MADARA
-route and EM, and McNemar tests with Holm stars."""
+"""What several builders share, public: the paper's labels for ids, the rows a table
+shows, our EM for a cell, the MADARA route and EM, the routing NF, McNemar tests with
+Holm stars, and a record value read as a number."""
 
 from __future__ import annotations
 
@@ -9,13 +10,41 @@ from typing import Any
 
 import numpy as np
 
+from madara_cli import paper as pv
 from madara_cli import stats
+from madara_cli.results.records import _num
 from madara_cli.tables.compare import paired_outcomes
 from madara_cli.tables.lookup import SPARSE, Results, StoredCell
 from madara_cli.tables.pairs import Measured
 
 
-def _pairs(res: Results, paper_pairs: Iterable[tuple[str, str]], strategies: Iterable[str]) -> list[tuple[str, str]]:
+def model_label(m: str) -> str:
+    """The paper's name for a model id (``qwen2.5-7b`` -> ``Qwen2.5-7B``); other ids as they are."""
+    return pv.MODEL_LABELS.get(m, m)
+
+
+def benchmark_label(b: str) -> str:
+    """The paper's name for a benchmark id; other ids as they are."""
+    return pv.BENCHMARK_LABELS.get(b, b)
+
+
+def strategy_label(s: str | None) -> str | None:
+    """The short name a paper table prints for a strategy id (``three_agent`` -> ``3-Agent``)."""
+    return pv.STRATEGY_LABELS.get(s, s) if s else None
+
+
+def class_label(c: str | None) -> str | None:
+    """The paper's name for an RSC class (``quality-ordered`` -> ``Quality-Ordered``)."""
+    return pv.CLASS_LABELS.get(c, c) if c else None
+
+
+def number(x: Any) -> float | None:
+    """A record value as a float, None when it is absent, not a number or NaN (the
+    records' own reading of a number)."""
+    return _num(x)
+
+
+def table_pairs(res: Results, paper_pairs: Iterable[tuple[str, str]], strategies: Iterable[str]) -> list[tuple[str, str]]:
     """The paper's (model, benchmark) rows, then any other pair our results hold for
     these strategies (the embedded model on the mini benchmark, a new model): ours
     are shown beside "n/a" for the paper."""
@@ -25,24 +54,24 @@ def _pairs(res: Results, paper_pairs: Iterable[tuple[str, str]], strategies: Ite
     return rows + extra
 
 
-def _em(res: Results, model: str, benchmark: str, strategy: str, grid: str | None, retrievers: Sequence[str] = SPARSE) -> float | None:
+def our_em(res: Results, model: str, benchmark: str, strategy: str, grid: str | None, retrievers: Sequence[str] = SPARSE) -> float | None:
     """Our EM in % for a cell, or None when it has not run."""
     cell = res.find(model, benchmark, strategy, grid, retrievers)
     return None if cell is None or cell.em is None else Measured(100.0 * cell.em, cell.n, cell.f1, cell.contains,
                                                                  (cell.model, cell.benchmark, cell.strategy, cell.metric))
 
 
-def _percent(cell: StoredCell | None) -> float | None:
-    """A cell's score in %, as a plain number (unlike :func:`_em`, no F1 and contains beside a low one)."""
+def percent(cell: StoredCell | None) -> float | None:
+    """A cell's score in %, as a plain number (unlike :func:`our_em`, no F1 and contains beside a low one)."""
     return None if cell is None or cell.em is None else 100 * cell.em
 
 
-def _mean_of_all(values: Sequence[float | None]) -> float | None:
+def mean_of_all(values: Sequence[float | None]) -> float | None:
     """The mean of an average row: only when every row it averages has a value."""
     return float(np.mean(values)) if all(v is not None for v in values) else None
 
 
-def _madara(res: Results, model: str, benchmark: str, grid: str) -> tuple[str | None, float | None, StoredCell | None, str]:
+def madara_outcome(res: Results, model: str, benchmark: str, grid: str) -> tuple[str | None, float | None, StoredCell | None, str]:
     """Our routed strategy and MADARA EM: the ``madara`` cell if it ran, else the routed treatment's cell."""
     cell = res.find(model, benchmark, "madara", grid)
     probe = res.probe(model, benchmark)
@@ -63,7 +92,7 @@ def _madara(res: Results, model: str, benchmark: str, grid: str) -> tuple[str | 
     return route, None, None, ""
 
 
-def _mcnemar_pairs(cells: dict[Any, tuple[StoredCell | None, StoredCell | None]]) -> dict[Any, tuple[int, int, float]]:
+def mcnemar_pairs(cells: dict[Any, tuple[StoredCell | None, StoredCell | None]]) -> dict[Any, tuple[int, int, float]]:
     """(b, c, exact p) for each (method cell, base cell) pair whose predictions are both on disk."""
     out: dict[Any, tuple[int, int, float]] = {}
     for key, (method, base) in cells.items():
@@ -80,7 +109,7 @@ def _mcnemar_pairs(cells: dict[Any, tuple[StoredCell | None, StoredCell | None]]
     return out
 
 
-def _holm_stars(tests: dict[Any, tuple[int, int, float]]) -> dict[Any, str]:
+def holm_stars(tests: dict[Any, tuple[int, int, float]]) -> dict[Any, str]:
     keys = list(tests)
     adjusted = stats.holm([tests[k][2] for k in keys]) if keys else []
     return {k: stats.significance_stars(p) for k, p in zip(keys, adjusted, strict=True)}
@@ -94,7 +123,7 @@ def routing_nf(res: Results, model: str, benchmark: str, grid: str | None) -> tu
     routes on; ``full`` is the NF cell over the evaluated set. When the named source
     has not run, the other one serves and is returned as the source, so the footnote
     can say so."""
-    full = _em(res, model, benchmark, "nf", grid)
+    full = our_em(res, model, benchmark, "nf", grid)
     probe = res.probe(model, benchmark)
     em_nf = None if probe is None or probe.em_nf is None else float(probe.em_nf)
     calibration = None if em_nf is None else 100.0 * em_nf

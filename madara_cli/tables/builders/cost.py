@@ -2,29 +2,25 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
-import pandas as pd
 
 from madara_cli import paper as pv
-from madara_cli.tables.builders.common import _em, _mean_of_all
-from madara_cli.tables.lookup import Results, _results
-from madara_cli.tables.pairs import MISSING, _finish, _model, _strategy, pair
-from madara_cli.tables.specs import SPECS
+from madara_cli.tables.builders.common import mean_of_all, model_label, our_em, strategy_label
+from madara_cli.tables.catalog import Built, table
+from madara_cli.tables.lookup import Results
+from madara_cli.tables.pairs import MISSING, pair
 
 
-def table18(results_dir: Path | Results) -> pd.DataFrame:
+@table("table18", "Table 18: Cross-encoder reranking vs NF and LLM call costs", grid="table18")
+def table18(res: Results, grid: str) -> Built:
     """Table 18: cross-encoder reranking vs NF on CONFLICTS and FEVER, plus LLM calls per query."""
-    res = _results(results_dir)
-    grid = SPECS["table18"].grid
     rows = []
     collected: dict[tuple[str, str], list[float | None]] = {}
     for model in pv.TABLE18_MODELS:
-        row = {"Model": _model(model)}
+        row = {"Model": model_label(model)}
         for benchmark, short in (("conflicts", "CFL"), ("fever", "FVR")):
-            nf = _em(res, model, benchmark, "nf", grid)
-            ce = _em(res, model, benchmark, "cross_encoder", grid)
+            nf = our_em(res, model, benchmark, "nf", grid)
+            ce = our_em(res, model, benchmark, "cross_encoder", grid)
             delta = ce - nf if ce is not None and nf is not None else None
             for column, value in (("nf", nf), ("cross_encoder", ce), ("delta", delta)):
                 label = f"{short} {'CE' if column == 'cross_encoder' else ('Δ' if column == 'delta' else 'NF')}"
@@ -35,16 +31,16 @@ def table18(results_dir: Path | Results) -> pd.DataFrame:
     for (benchmark, column), values in collected.items():
         short = "CFL" if benchmark == "conflicts" else "FVR"
         label = f"{short} {'CE' if column == 'cross_encoder' else ('Δ' if column == 'delta' else 'NF')}"
-        ours = _mean_of_all(values)
+        ours = mean_of_all(values)
         avg[label] = pair(ours, pv.TABLE18_AVERAGE[(benchmark, column)], signed=column == "delta")
     rows.append(avg)
     calls = []
     for strategy, printed in pv.TABLE18_CALLS_PRINTED.items():
         measured = [c.calls_per_query() for c in res.cells if c.strategy == strategy and c.calls_per_query() is not None]
         ours = f"{np.mean(measured):.1f}" if measured else MISSING
-        calls.append(f"{_strategy(strategy)} {ours} / {printed}")
+        calls.append(f"{strategy_label(strategy)} {ours} / {printed}")
     notes = [
         "CE = ms-marco-MiniLM-L-12-v2 reranking then generation (strategy `cross_encoder`).",
         "LLM calls/query, ours (mean requests per query over all cells on disk, cached or not) / paper: " + "; ".join(calls) + ".",
     ]
-    return _finish(rows, "table18", notes)
+    return rows, notes

@@ -3,40 +3,40 @@ quality (5), SDA vs RRF (7) and per-model calibration NF (9)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
-import pandas as pd
 
 from madara_cli import paper as pv
 from madara_cli.tables.builders.common import (
-    _em,
-    _holm_stars,
-    _madara,
-    _mcnemar_pairs,
-    _mean_of_all,
-    _pairs,
-    _percent,
+    benchmark_label,
+    class_label,
+    holm_stars,
+    madara_outcome,
+    mcnemar_pairs,
+    mean_of_all,
+    model_label,
+    our_em,
+    percent,
     routing_nf,
     routing_nf_note,
+    strategy_label,
+    table_pairs,
 )
-from madara_cli.tables.lookup import DENSE, RERANK, SPARSE, Results, _results
-from madara_cli.tables.pairs import MISSING, _bench, _class, _finish, _model, _strategy, pair, pair_text
-from madara_cli.tables.specs import SPECS
+from madara_cli.tables.catalog import Built, table
+from madara_cli.tables.lookup import DENSE, PROBES_GRID, RERANK, SPARSE, Results
+from madara_cli.tables.pairs import MISSING, pair, pair_text
 
 
-def table1(results_dir: Path | Results) -> pd.DataFrame:
+@table("table1", "Table 1: PDE component ablation (EM %)", grid="table1")
+def table1(res: Results, grid: str) -> Built:
     """Table 1: PDE component ablation (EM %), NF / PDE-Random / PDE-Uniform / PDE, with cost multipliers."""
-    res = _results(results_dir)
-    grid = SPECS["table1"].grid
     labels = {"nf": "NF", "pde_random": "Rand.", "pde_uniform": "Unif.", "pde": "Full"}
     rows = []
     ratios: dict[str, list[float]] = {s: [] for s in pv.TABLE1_COLUMNS}
-    for model, benchmark in _pairs(res, ((m, b) for (m, b, _) in pv.TABLE1), pv.TABLE1_COLUMNS):
-        row = {"Model": _model(model), "Task": _bench(benchmark)}
+    for model, benchmark in table_pairs(res, ((m, b) for (m, b, _) in pv.TABLE1), pv.TABLE1_COLUMNS):
+        row = {"Model": model_label(model), "Task": benchmark_label(benchmark)}
         nf_cell = res.find(model, benchmark, "nf", grid)
         for strategy in pv.TABLE1_COLUMNS:
-            row[labels[strategy]] = pair(_em(res, model, benchmark, strategy, grid), pv.TABLE1.get((model, benchmark, strategy)))
+            row[labels[strategy]] = pair(our_em(res, model, benchmark, strategy, grid), pv.TABLE1.get((model, benchmark, strategy)))
             cell = res.find(model, benchmark, strategy, grid)
             if cell and nf_cell and cell.calls_per_query() and nf_cell.calls_per_query():
                 ratios[strategy].append(cell.calls_per_query() / nf_cell.calls_per_query())
@@ -50,38 +50,37 @@ def table1(results_dir: Path | Results) -> pd.DataFrame:
         "Cost: our mean LLM requests per query (cached or not) relative to NF over the rows run; the paper prints 1× / ≈4×, "
         "while its own Table 18 call counts give NF 1, PDE-Random d = 10, PDE ≈ 19 + 10 (see `madara audit`)."
     ]
-    return _finish(rows, "table1", notes)
+    return rows, notes
 
 
 # --- Table 2 ---------------------------------------------------------------------------------------
 
 
-def table2(results_dir: Path | Results) -> pd.DataFrame:
+@table("table2", "Table 2: MADARA routing, component EMs and gains (EM %)", grid="table2", also=(PROBES_GRID,))
+def table2(res: Results, grid: str) -> Built:
     """Table 2: diagnostics, component EMs and the MADARA route with its EM and ΔNF (CONFLICTS, FEVER)."""
-    res = _results(results_dir)
-    grid = SPECS["table2"].grid
-    pairs = _pairs(res, pv.ROUTING_PAIRS, ("nf", "three_agent", "cot", "sda", "madara"))
-    madara = {pair_key: _madara(res, *pair_key, grid) for pair_key in pairs}
-    tests = _mcnemar_pairs({k: (madara[k][2], res.find(*k, "nf", grid)) for k in pairs})
-    stars = _holm_stars(tests)
+    pairs = table_pairs(res, pv.ROUTING_PAIRS, ("nf", "three_agent", "cot", "sda", "madara"))
+    madara = {pair_key: madara_outcome(res, *pair_key, grid) for pair_key in pairs}
+    tests = mcnemar_pairs({k: (madara[k][2], res.find(*k, "nf", grid)) for k in pairs})
+    stars = holm_stars(tests)
     rows = []
     ours_cols: dict[tuple[str, str], list[float | None]] = {}
     for model, benchmark in pairs:
         get = lambda column, m=model, b=benchmark: pv.TABLE2.get((m, b, column))  # noqa: E731
         probe = res.probe(model, benchmark)
         route, em, _, _ = madara[(model, benchmark)]
-        ems = {s: _em(res, model, benchmark, s, grid) for s in ("nf", "three_agent", "cot", "sda")}
+        ems = {s: our_em(res, model, benchmark, s, grid) for s in ("nf", "three_agent", "cot", "sda")}
         delta = em - ems["nf"] if em is not None and ems["nf"] is not None else None
         row = {
-            "Model": _model(model),
-            "Task": _bench(benchmark),
-            "RSC": pair_text(_class(probe.rsc_class if probe else None), _class(get("rsc_class"))),
+            "Model": model_label(model),
+            "Task": benchmark_label(benchmark),
+            "RSC": pair_text(class_label(probe.rsc_class if probe else None), class_label(get("rsc_class"))),
             "ρ̂1": pair(probe.rho_at(0) if probe else None, get("rho1"), digits=2),
         }
         for s in ("nf", "three_agent", "cot", "sda"):
-            row[_strategy(s)] = pair(ems[s], get(s), paper_mark=pv.TABLE2_STARS.get((model, benchmark, s), ""))
+            row[strategy_label(s)] = pair(ems[s], get(s), paper_mark=pv.TABLE2_STARS.get((model, benchmark, s), ""))
         dagger = "†" if (model, benchmark, "strategy") in pv.TABLE2_DAGGER else ""
-        row["Strategy"] = pair_text(_strategy(route), (_strategy(get("strategy")) or "") + dagger)
+        row["Strategy"] = pair_text(strategy_label(route), (strategy_label(get("strategy")) or "") + dagger)
         row["MADARA EM"] = pair(
             em, get("madara"), ours_mark=stars.get((model, benchmark), ""), paper_mark=pv.TABLE2_STARS.get((model, benchmark, "madara"), "")
         )
@@ -92,7 +91,7 @@ def table2(results_dir: Path | Results) -> pd.DataFrame:
         for column, value in (*ems.items(), ("madara", em), ("delta_nf", delta)):
             ours_cols.setdefault((benchmark, column), []).append(value)
     for benchmark in ("conflicts", "fever"):
-        row = {"Model": f"Average {_bench(benchmark)}", "Task": "", "RSC": "", "ρ̂1": ""}
+        row = {"Model": f"Average {benchmark_label(benchmark)}", "Task": "", "RSC": "", "ρ̂1": ""}
         for column, label in (
             ("nf", "NF"),
             ("three_agent", "3-Agent"),
@@ -102,7 +101,7 @@ def table2(results_dir: Path | Results) -> pd.DataFrame:
             ("delta_nf", "ΔNF"),
         ):
             values = ours_cols[(benchmark, column)]
-            ours = _mean_of_all(values)
+            ours = mean_of_all(values)
             row[label] = pair(ours, pv.TABLE2_AVERAGES[(benchmark, column)], signed=column == "delta_nf")
         row["Strategy"] = "–"
         rows.append(row)
@@ -112,64 +111,61 @@ def table2(results_dir: Path | Results) -> pd.DataFrame:
         "† " + next(iter(pv.TABLE2_DAGGER.values())),
         "Averages (ours) need all five models.",
     ]
-    return _finish(rows, "table2", notes)
+    return rows, notes
 
 
-def table5(results_dir: Path | Results) -> pd.DataFrame:
+@table("table5", "Table 5: PDE gain on TriviaQA by context quality (EM pp vs NF)", grid="table16", also=("table1",))
+def table5(res: Results, grid: str) -> Built:
     """Table 5: TriviaQA PDE gain (EM pp vs NF) under BM25, Contriever and a Qwen3-0.6B reranker."""
-    res = _results(results_dir)
-    grid = SPECS["table5"].grid
     groups = {"bm25s": SPARSE, "dense": DENSE, "rerank": RERANK}
     labels = {"bm25s": "BM25 (Sparse)", "dense": "Contriever (Dense)", "rerank": "Qwen3-0.6B (Reranker)"}
     rows = []
     for model in ("llama-3.1-8b", "qwen2.5-7b", "gemma-2-9b"):
-        row = {"Model": _model(model), "Capacity (paper)": "Weak" if model == "llama-3.1-8b" else "Strong"}
+        row = {"Model": model_label(model), "Capacity (paper)": "Weak" if model == "llama-3.1-8b" else "Strong"}
         for retriever, label in labels.items():
-            pde = _em(res, model, "triviaqa", "pde", grid, groups[retriever])
-            nf = _em(res, model, "triviaqa", "nf", grid, groups[retriever])
+            pde = our_em(res, model, "triviaqa", "pde", grid, groups[retriever])
+            nf = our_em(res, model, "triviaqa", "nf", grid, groups[retriever])
             gain = pde - nf if pde is not None and nf is not None else None
             row[label] = pair(gain, pv.TABLE5[(model, "triviaqa", retriever)], signed=True)
         rows.append(row)
-    return _finish(rows, "table5", ["Gain = PDE EM − NF EM on TriviaQA with the same retriever (cell field `retriever`)."])
+    return rows, ["Gain = PDE EM − NF EM on TriviaQA with the same retriever (cell field `retriever`)."]
 
 
-def table7(results_dir: Path | Results) -> pd.DataFrame:
+@table("table7", "Table 7: SDA vs RRF on Qwen3-8B × CONFLICTS", grid="table7")
+def table7(res: Results, grid: str) -> Built:
     """Table 7: SDA vs RRF aggregation on Qwen3-8B × CONFLICTS (EM %, Token F1)."""
-    res = _results(results_dir)
-    grid = SPECS["table7"].grid
     rows = []
     for (model, benchmark, strategy), (em, f1) in pv.TABLE7.items():
         cell = res.find(model, benchmark, strategy, grid)
         rows.append(
             {
-                "Method": _strategy(strategy) + (" (k=60)" if strategy == "rrf" else ""),
-                "EM (%)": pair(_percent(cell), em),
+                "Method": strategy_label(strategy) + (" (k=60)" if strategy == "rrf" else ""),
+                "EM (%)": pair(percent(cell), em),
                 "Token F1": pair(None if cell is None else cell.f1, f1, digits=3),
             }
         )
-    for model, benchmark in _pairs(res, (), [s for (_, _, s) in pv.TABLE7]):
+    for model, benchmark in table_pairs(res, (), [s for (_, _, s) in pv.TABLE7]):
         if (model, benchmark) == next(iter(pv.TABLE7))[:2]:
             continue
         for strategy in dict.fromkeys(s for (_, _, s) in pv.TABLE7):
             cell = res.find(model, benchmark, strategy, grid)
             rows.append(
                 {
-                    "Method": f"{_strategy(strategy)} — {_model(model)} × {_bench(benchmark)}",
-                    "EM (%)": pair(_percent(cell), None),
+                    "Method": f"{strategy_label(strategy)} — {model_label(model)} × {benchmark_label(benchmark)}",
+                    "EM (%)": pair(percent(cell), None),
                     "Token F1": pair(None if cell is None else cell.f1, None, digits=3),
                 }
             )
-    return _finish(rows, "table7", ["All four rows share the same underlying 3-agent scores (response cache)."])
+    return rows, ["All four rows share the same underlying 3-agent scores (response cache)."]
 
 
-def table9(results_dir: Path | Results) -> pd.DataFrame:
+@table("table9", "Table 9: Per-model calibration NF vs the static threshold", grid="table2", also=("table1",))
+def table9(res: Results, grid: str) -> Built:
     """Table 9: per-model calibration NF (CFL / FVR / TQA) vs the static threshold τ = 30%."""
-    res = _results(results_dir)
-    grid = SPECS["table9"].grid
     rows = []
     used = []
     for model in pv.CORE_MODELS:
-        row = {"Model": _model(model)}
+        row = {"Model": model_label(model)}
         for benchmark, label in (("conflicts", "NF CFL"), ("fever", "NF FVR"), ("triviaqa", "NF TQA")):
             nf, source = routing_nf(res, model, benchmark, grid)
             used.append(source)
@@ -180,4 +176,4 @@ def table9(results_dir: Path | Results) -> pd.DataFrame:
         "The paper prints a dash for strong models' TriviaQA NF (shown n/a): the routing rule does not use it. τ_static (ours) is the router default.",
         routing_nf_note(res, used) + " The paper's caption calls these calibration NF; its values equal Table 2's NF on the evaluated set.",
     ]
-    return _finish(rows, "table9", notes)
+    return rows, notes

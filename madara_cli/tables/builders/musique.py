@@ -3,36 +3,32 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
-import pandas as pd
 
 from madara_cli import paper as pv
 from madara_cli import stats
-from madara_cli.tables.builders.common import _pairs, _percent
+from madara_cli.tables.builders.common import benchmark_label, model_label, percent, strategy_label, table_pairs
+from madara_cli.tables.catalog import Built, table
 from madara_cli.tables.compare import paired_outcomes
-from madara_cli.tables.lookup import _HOPS, Results, _results, support_in_topk
-from madara_cli.tables.pairs import MISSING, _bench, _finish, _model, _strategy, pair
-from madara_cli.tables.specs import SPECS
+from madara_cli.tables.lookup import Results, hop_count, support_in_topk
+from madara_cli.tables.pairs import MISSING, pair
 
 
-def table6(results_dir: Path | Results) -> pd.DataFrame:
+@table("table6", "Table 6: MuSiQue results (Qwen2.5-7B, 100 queries)", grid="table6")
+def table6(res: Results, grid: str) -> Built:
     """Table 6: MuSiQue (Qwen2.5-7B, 100 queries) EM, F1 and ΔEM vs NF, plus the 3-Agent bootstrap CI."""
-    res = _results(results_dir)
-    grid = SPECS["table6"].grid
     model, benchmark = "qwen2.5-7b", "musique"
     nf_cell = res.find(model, benchmark, "nf", grid)
-    nf_em = _percent(nf_cell)
+    nf_em = percent(nf_cell)
     rows = []
     for (_, _, strategy), (em, f1, delta) in pv.TABLE6.items():
         cell = res.find(model, benchmark, strategy, grid)
-        ours_em = _percent(cell)
+        ours_em = percent(cell)
         ours_f1 = None if cell is None or cell.f1 is None else 100 * cell.f1
         ours_delta = ours_em - nf_em if ours_em is not None and nf_em is not None and strategy != "nf" else None
         rows.append(
             {
-                "Method": _strategy(strategy),
+                "Method": strategy_label(strategy),
                 "EM (%)": pair(ours_em, em),
                 "F1 (%)": pair(ours_f1, f1),
                 "Δ EM": pair(ours_delta, delta, signed=True) if strategy != "nf" else "–",
@@ -48,13 +44,12 @@ def table6(results_dir: Path | Results) -> pd.DataFrame:
             boot = stats.paired_bootstrap(a, base, n_resamples=b["n_resamples"], seed=0)
             ours_ci = f"{100 * boot.mean_diff:+.1f}pp, 95% CI [{100 * boot.ci_low:+.1f}, {100 * boot.ci_high:+.1f}], p = {boot.p_value:.3f}"
     notes = [f"3-Agent − NF paired bootstrap ({b['n_resamples']:,} resamples, seed 0): ours {ours_ci} / paper {paper_ci}."]
-    return _finish(rows, "table6", notes)
+    return rows, notes
 
 
-def table17(results_dir: Path | Results) -> pd.DataFrame:
+@table("table17", "Table 17: MuSiQue chain-coverage analysis (EM %)", grid="table6")
+def table17(res: Results, grid: str) -> Built:
     """Table 17: MuSiQue (Qwen2.5-7B) EM split by whether PDE's top-5 holds the full supporting chain."""
-    res = _results(results_dir)
-    grid = SPECS["table17"].grid
     model, benchmark = "qwen2.5-7b", "musique"
     cells = {s: res.find(model, benchmark, s, grid) for s in ("nf", "three_agent", "pde")}
     preds = {s: cell.predictions() if cell else None for s, cell in cells.items()}
@@ -111,25 +106,24 @@ def table17(results_dir: Path | Results) -> pd.DataFrame:
     ]
     if preds["pde"] and not have_chain:
         notes.append("The PDE predictions on disk carry no `extra.supporting_in_topk`, so the chain split cannot be computed.")
-    return _finish(rows, "table17", notes)
+    return rows, notes
 
 
-def table_j_hops(results_dir: Path | Results) -> pd.DataFrame:
+@table("table_j_hops", "Appendix J: supporting paragraphs in PDE's top-5 by hop count (MuSiQue)", grid="table6")
+def table_j_hops(res: Results, grid: str) -> Built:
     """Appendix J: share of gold supporting paragraphs in PDE's selected top-5, by hop count (MuSiQue)."""
-    res = _results(results_dir)
-    grid = SPECS["table_j_hops"].grid
     rows = []
-    for model, benchmark in _pairs(res, pv.HOP_SUPPORT, ("pde",)):
+    for model, benchmark in table_pairs(res, pv.HOP_SUPPORT, ("pde",)):
         paper = pv.HOP_SUPPORT.get((model, benchmark), {})
         cell = res.find(model, benchmark, "pde", grid)
         by_hops: dict[int, list[float]] = {}
         for p in (cell.predictions() if cell else None) or ():
             extra = p.get("extra") or {}
             found, total = extra.get("supporting_in_topk"), extra.get("n_supporting")
-            match = _HOPS.match(str(p.get("id")))
-            if match and isinstance(found, int) and not isinstance(found, bool) and total:
-                by_hops.setdefault(int(match.group(1)), []).append(found / float(total))
-        row = {"Model": _model(model), "Task": _bench(benchmark)}
+            hops = hop_count(p.get("id"))
+            if hops is not None and isinstance(found, int) and not isinstance(found, bool) and total:
+                by_hops.setdefault(hops, []).append(found / float(total))
+        row = {"Model": model_label(model), "Task": benchmark_label(benchmark)}
         for hops in (2, 3, 4):
             values = by_hops.get(hops)
             row[f"{hops}-hop"] = pair(float(np.mean(values)) if values else None, paper.get(hops), digits=2)
@@ -140,4 +134,4 @@ def table_j_hops(results_dir: Path | Results) -> pd.DataFrame:
         "(`extra.supporting_in_topk`, `extra.n_supporting`), averaged by the hop count in MuSiQue's id. "
         "The paper prints the 2-hop and 4-hop values only (Qwen2.5-7B)."
     ]
-    return _finish(rows, "table_j_hops", notes)
+    return rows, notes

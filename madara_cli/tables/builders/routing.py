@@ -6,16 +6,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
-
-import pandas as pd
 
 from madara_cli import paper as pv
 from madara_cli.diagnose import router, rsc
-from madara_cli.tables.builders.common import _em, _madara, _mean_of_all, routing_nf, routing_nf_note
-from madara_cli.tables.lookup import Results, _num, _results
-from madara_cli.tables.pairs import _bench, _class, _finish, _fmt, _model, _strategy, pair, pair_count, pair_text
-from madara_cli.tables.specs import SPECS
+from madara_cli.tables.builders.common import (
+    benchmark_label,
+    class_label,
+    madara_outcome,
+    mean_of_all,
+    model_label,
+    number,
+    our_em,
+    routing_nf,
+    routing_nf_note,
+    strategy_label,
+)
+from madara_cli.tables.catalog import Built, table
+from madara_cli.tables.lookup import PROBES_GRID, Results
+from madara_cli.tables.pairs import fmt, pair, pair_count, pair_text
 
 ORACLE_STRATEGIES = ("nf", "three_agent", "cot", "sda", "sda_cot", "atf", "pde")
 BINARY_ORACLE = ("nf", "three_agent", "cot", "sda", "sda_cot")  # Appendix I's five strategies
@@ -39,7 +47,7 @@ def _router_diagnostics(res: Results, model: str, benchmark: str, grid: str) -> 
     usable = None if cls == rsc.DEGENERATE or any(r is None for r in rho) else rho
     if usable is None and cls != rsc.DEGENERATE:
         return None
-    return router.Diagnostics(em_nf=min(100.0, max(0.0, nf)), rho=usable, rsc_class=cls, entropy=_num(probe.entropy))
+    return router.Diagnostics(em_nf=min(100.0, max(0.0, nf)), rho=usable, rsc_class=cls, entropy=number(probe.entropy))
 
 
 @dataclass(frozen=True)
@@ -60,11 +68,11 @@ def _binary_routing(res: Results, model: str, benchmark: str, grid: str) -> _Bin
     """Appendix I's simplified routing: quality-ordered → CoT, stochastic → SDA; entropy > 0.7 → SDA."""
     probe = res.probe(model, benchmark)
     cls = probe.rsc_class if probe else None
-    entropy = _num(probe.entropy) if probe else None
+    entropy = number(probe.entropy) if probe else None
     diag = router.Diagnostics(em_nf=100.0, rho=None, rsc_class=cls, entropy=entropy) if cls in rsc.RSC_CLASSES else None
     rec_rsc = None if diag is None else router.route_binary_rsc(diag).strategy
     rec_entropy = None if diag is None or entropy is None else router.route_entropy(diag, pv.ENTROPY_THRESHOLD).strategy
-    ems = {s: _em(res, model, benchmark, s, grid) for s in BINARY_ORACLE}
+    ems = {s: our_em(res, model, benchmark, s, grid) for s in BINARY_ORACLE}
     known = {s: v for s, v in ems.items() if v is not None}
     oracle = max(known, key=known.get) if known else None
     return _BinaryRouting(
@@ -103,10 +111,9 @@ def _binary_counts(routes: Sequence[_BinaryRouting]) -> dict[str, dict[str, tupl
     return out
 
 
-def table3(results_dir: Path | Results) -> pd.DataFrame:
+@table("table3", "Table 3: RSC vs entropy-based routing", grid="table2", also=(PROBES_GRID,))
+def table3(res: Results, grid: str) -> Built:
     """Table 3: RSC vs score-entropy routing accuracy over the 10 CONFLICTS/FEVER pairs."""
-    res = _results(results_dir)
-    grid = SPECS["table3"].grid
     counts = _binary_counts([_binary_routing(res, m, b, grid) for m, b in pv.ROUTING_PAIRS])
     labels = {"beats_nf": "Beats NF Baseline", "beats_three_agent": "Beats 3-Agent Baseline", "matches_oracle": "Matches Oracle (Optimal)"}
     rows = [
@@ -120,31 +127,30 @@ def table3(results_dir: Path | Results) -> pd.DataFrame:
     notes = [
         "Binary routing: RSC quality-ordered → CoT, stochastic → SDA; entropy > 0.7 → SDA, else CoT. Oracle = best of NF, 3-Agent, CoT, SDA, SDA+CoT run. Ours counts over pairs with both probe and cells."
     ]
-    return _finish(rows, "table3", notes)
+    return rows, notes
 
 
-def table12(results_dir: Path | Results) -> pd.DataFrame:
+@table("table12", "Table 12: RSC vs entropy routing per model-task pair", grid="table2", also=(PROBES_GRID,))
+def table12(res: Results, grid: str) -> Built:
     """Table 12: per-pair RSC vs entropy recommendation, resulting EM and oracle."""
-    res = _results(results_dir)
-    grid = SPECS["table12"].grid
     routes = []
     rows = []
     for model, benchmark in pv.ROUTING_PAIRS:
         r = _binary_routing(res, model, benchmark, grid)
         routes.append(r)
         get = partial(pv.lookup, pv.TABLE12, model, benchmark)
-        ours_oracle = f"{_strategy(r.oracle)} ({_fmt(r.oracle_em)})" if r.oracle else None
+        ours_oracle = f"{strategy_label(r.oracle)} ({fmt(r.oracle_em)})" if r.oracle else None
         rows.append(
             {
-                "Model": _model(model),
-                "Task": _bench(benchmark),
-                "RSC Class": pair_text(_class(r.rsc_class), _class(get("rsc_class"))),
+                "Model": model_label(model),
+                "Task": benchmark_label(benchmark),
+                "RSC Class": pair_text(class_label(r.rsc_class), class_label(get("rsc_class"))),
                 "Entropy": pair(r.entropy, get("entropy"), digits=2),
-                "Rec. RSC": pair_text(_strategy(r.rec_rsc), _strategy(get("rec_rsc"))),
-                "Rec. Entropy": pair_text(_strategy(r.rec_entropy), _strategy(get("rec_entropy"))),
+                "Rec. RSC": pair_text(strategy_label(r.rec_rsc), strategy_label(get("rec_rsc"))),
+                "Rec. Entropy": pair_text(strategy_label(r.rec_entropy), strategy_label(get("rec_entropy"))),
                 "EM RSC": pair(r.em_rsc, get("em_rsc")),
                 "EM Entropy": pair(r.em_entropy, get("em_entropy")),
-                "Oracle (Best)": pair_text(ours_oracle, f"{_strategy(get('oracle'))} ({get('oracle_em')})"),
+                "Oracle (Best)": pair_text(ours_oracle, f"{strategy_label(get('oracle'))} ({get('oracle_em')})"),
             }
         )
     counts = _binary_counts(routes)
@@ -170,11 +176,11 @@ def table12(results_dir: Path | Results) -> pd.DataFrame:
     notes = [
         "Oracle = best EM among NF, 3-Agent, CoT, SDA, SDA+CoT cells on disk (a lower bound until all five have run). Entropy: the probe's normalised score entropy."
     ]
-    return _finish(rows, "table12", notes)
+    return rows, notes
 
 
 def _oracle(res: Results, model: str, benchmark: str, grid: str) -> tuple[str | None, float | None, dict[str, float]]:
-    ems = {s: _em(res, model, benchmark, s, grid) for s in ORACLE_STRATEGIES}
+    ems = {s: our_em(res, model, benchmark, s, grid) for s in ORACLE_STRATEGIES}
     known = {s: v for s, v in ems.items() if v is not None}
     if not known:
         return None, None, known
@@ -182,10 +188,9 @@ def _oracle(res: Results, model: str, benchmark: str, grid: str) -> tuple[str | 
     return best, known[best], known
 
 
-def table8(results_dir: Path | Results) -> pd.DataFrame:
+@table("table8", "Table 8: ρ̂1 threshold sensitivity (CFL + FVR, 10 pairs)", grid="table2", also=(PROBES_GRID,))
+def table8(res: Results, grid: str) -> Built:
     """Table 8: ρ̂1 threshold sweep over the 10 CFL+FVR pairs: pairs routed to CoT, oracle matches, mean gap."""
-    res = _results(results_dir)
-    grid = SPECS["table8"].grid
     diags = {k: d for k in pv.ROUTING_PAIRS if (d := _router_diagnostics(res, *k, grid)) is not None}
     oracles = {k: _oracle(res, *k, grid)[2] for k in diags}
     points = {p.threshold: p for p in router.sweep_rho1(diags, values=tuple(pv.TABLE8), ems=oracles)} if diags else {}
@@ -208,19 +213,18 @@ def table8(results_dir: Path | Results) -> pd.DataFrame:
         "Oracle = best of NF, 3-Agent, CoT, SDA, SDA+CoT, ATF, PDE cells on disk. The paper does not state its oracle set; "
         "its τ = 0.5 gap (0.07pp) differs from Table 19's 0.45pp for the same rule.",
     ]
-    return _finish(rows, "table8", notes)
+    return rows, notes
 
 
-def table19(results_dir: Path | Results) -> pd.DataFrame:
+@table("table19", "Table 19: Oracle gap of NF-only vs RSC-based routing (pp)", grid="table2", also=(PROBES_GRID,))
+def table19(res: Results, grid: str) -> Built:
     """Table 19: oracle gap (pp) of NF-only routing (PDE if NF < 30%, else 3-Agent) vs RSC-based routing."""
-    res = _results(results_dir)
-    grid = SPECS["table19"].grid
     rows = []
     gaps: dict[tuple[str, str], tuple[float | None, float | None]] = {}
     for model, benchmark in pv.ROUTING_PAIRS:
         nf = _nf_for_routing(res, model, benchmark, grid)
         best, best_em, known = _oracle(res, model, benchmark, grid)
-        route, madara_em, _, _ = _madara(res, model, benchmark, grid)
+        route, madara_em, _, _ = madara_outcome(res, model, benchmark, grid)
         if madara_em is not None:
             # The MADARA cell is itself a candidate: its run may beat the standalone strategy cells.
             best_em = madara_em if best_em is None else max(best_em, madara_em)
@@ -230,17 +234,17 @@ def table19(results_dir: Path | Results) -> pd.DataFrame:
         gaps[(model, benchmark)] = (nf_gap, rsc_gap)
         rows.append(
             {
-                "Model": _model(model),
-                "Task": _bench(benchmark),
+                "Model": model_label(model),
+                "Task": benchmark_label(benchmark),
                 "NF-Only": pair(nf_gap, pv.TABLE19[(model, benchmark, "nf_only")]),
                 "RSC-Based": pair(rsc_gap, pv.TABLE19[(model, benchmark, "rsc_based")]),
             }
         )
     for scope, benchmarks in (("conflicts", ("conflicts",)), ("fever", ("fever",)), ("overall", ("conflicts", "fever"))):
-        row = {"Model": f"Mean Gap: {'Overall' if scope == 'overall' else _bench(scope)}", "Task": ""}
+        row = {"Model": f"Mean Gap: {'Overall' if scope == 'overall' else benchmark_label(scope)}", "Task": ""}
         for i, label in enumerate(("NF-Only", "RSC-Based")):
             values = [gaps[(m, b)][i] for m in pv.CORE_MODELS for b in benchmarks]
-            ours = _mean_of_all(values)
+            ours = mean_of_all(values)
             row[label] = pair(ours, pv.TABLE19_MEANS[scope][i], digits=2)
         rows.append(row)
     notes = [
@@ -248,4 +252,4 @@ def table19(results_dir: Path | Results) -> pd.DataFrame:
         "NF-only: PDE if NF < 30%, else the 3-Agent baseline. RSC-based: our MADARA cell (or routed strategy), which also counts as an oracle candidate.",
         routing_nf_note(res, [routing_nf(res, m, b, grid)[1] for m, b in pv.ROUTING_PAIRS]),
     ]
-    return _finish(rows, "table19", notes)
+    return rows, notes

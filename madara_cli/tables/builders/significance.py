@@ -4,27 +4,32 @@ dense retrieval with Spearman ρ(NF, gain) (Table 16)."""
 from __future__ import annotations
 
 from functools import partial
-from pathlib import Path
-
-import pandas as pd
 
 from madara_cli import paper as pv
 from madara_cli import stats
-from madara_cli.tables.builders.common import _em, _holm_stars, _mcnemar_pairs, _mean_of_all, _percent
-from madara_cli.tables.lookup import DENSE, Results, _results
-from madara_cli.tables.pairs import MISSING, _bench, _finish, _model, _strategy, pair
-from madara_cli.tables.specs import SPECS
+from madara_cli.tables.builders.common import (
+    benchmark_label,
+    holm_stars,
+    mcnemar_pairs,
+    mean_of_all,
+    model_label,
+    our_em,
+    percent,
+    strategy_label,
+)
+from madara_cli.tables.catalog import Built, table
+from madara_cli.tables.lookup import DENSE, Results
+from madara_cli.tables.pairs import MISSING, pair
 
 
-def table14(results_dir: Path | Results) -> pd.DataFrame:
+@table("table14", "Table 14: McNemar tests with Holm-Bonferroni correction", grid="table2", also=("table7",))
+def table14(res: Results, grid: str) -> Built:
     """Table 14: McNemar tests of the best scoring-only methods and PDE against their baselines."""
-    res = _results(results_dir)
-    grid = SPECS["table14"].grid
     cells = {r: (res.find(r.model, r.benchmark, r.method, grid), res.find(r.model, r.benchmark, r.base, grid)) for r in pv.TABLE14}
-    tests = _mcnemar_pairs(cells)
+    tests = mcnemar_pairs(cells)
     stars: dict[pv.McNemarRow, str] = {}
     for section in ("scoring", "pde"):
-        stars.update(_holm_stars({r: t for r, t in tests.items() if r.section == section}))
+        stars.update(holm_stars({r: t for r, t in tests.items() if r.section == section}))
     rows = []
     for r in pv.TABLE14:
         method, base = cells[r]
@@ -34,11 +39,11 @@ def table14(results_dir: Path | Results) -> pd.DataFrame:
         rows.append(
             {
                 "Section": "Scoring-only" if r.section == "scoring" else "PDE",
-                "Model": _model(r.model),
-                "Task": _bench(r.benchmark),
-                "Comparison": f"{_strategy(r.method)} vs {_strategy(r.base)}",
-                "Method EM": pair(_percent(method), r.method_em),
-                "Base EM": pair(_percent(base), r.base_em),
+                "Model": model_label(r.model),
+                "Task": benchmark_label(r.benchmark),
+                "Comparison": f"{strategy_label(r.method)} vs {strategy_label(r.base)}",
+                "Method EM": pair(percent(method), r.method_em),
+                "Base EM": pair(percent(base), r.base_em),
                 "b": pair(test[0] if test else None, r.b, digits=0),
                 "c": pair(test[1] if test else None, r.c, digits=0),
                 "p (exact)": f"{_p(p_exact)} / {r.p_value}",
@@ -51,19 +56,18 @@ def table14(results_dir: Path | Results) -> pd.DataFrame:
         "(its caption says exact; most scoring-only rows reproduce the χ² continuity-corrected value — see `madara audit`).",
         "Sig. (ours): exact p, Holm-Bonferroni within each section (scoring-only, PDE) over the rows available; · = not significant.",
     ]
-    return _finish(rows, "table14", notes)
+    return rows, notes
 
 
 def _p(p: float | None) -> str:
     return MISSING if p is None else f"{p:.3g}"
 
 
-def table15(results_dir: Path | Results) -> pd.DataFrame:
+@table("table15", "Table 15: CONFLICTS EM across model scales", grid="table15")
+def table15(res: Results, grid: str) -> Built:
     """Table 15: CONFLICTS NF vs PDE across model scales (7B-32B), grouped by baseline capacity."""
-    res = _results(results_dir)
-    grid = SPECS["table15"].grid
     cells = {m: (res.find(m, "conflicts", "pde", grid), res.find(m, "conflicts", "nf", grid)) for m in pv.TABLE15_MODELS}
-    stars = _holm_stars(_mcnemar_pairs(cells))
+    stars = holm_stars(mcnemar_pairs(cells))
     rows = []
     for group, heading in (("weak", "Weak-Baseline (NF < 30%)"), ("strong", "Strong-Baseline (NF ≥ 30%)")):
         members = [m for m in pv.TABLE15_MODELS if pv.TABLE15[(m, "conflicts", "group")] == group]
@@ -71,14 +75,14 @@ def table15(results_dir: Path | Results) -> pd.DataFrame:
         for model in members:
             get = partial(pv.lookup, pv.TABLE15, model, "conflicts")
             pde_cell, nf_cell = cells[model]
-            nf = _percent(nf_cell)
-            pde = _percent(pde_cell)
+            nf = percent(nf_cell)
+            pde = percent(pde_cell)
             gain = pde - nf if pde is not None and nf is not None else None
             ours_values.append((nf, pde, gain))
             rows.append(
                 {
                     "Group": heading,
-                    "Model": _model(model) + ("†" if model in pv.TABLE15_EXTENDED else ""),
+                    "Model": model_label(model) + ("†" if model in pv.TABLE15_EXTENDED else ""),
                     "Params": get("params"),
                     "NF": pair(nf, get("nf")),
                     "PDE": pair(pde, get("pde")),
@@ -88,30 +92,29 @@ def table15(results_dir: Path | Results) -> pd.DataFrame:
         avg = {}
         for i, label in enumerate(("NF", "PDE", "Gain (Δ)")):
             values = [v[i] for v in ours_values]
-            ours = _mean_of_all(values)
+            ours = mean_of_all(values)
             avg[label] = pair(ours, pv.TABLE15_AVERAGES[group][i], signed=label.startswith("Gain"))
         rows.append({"Group": heading, "Model": f"Avg ({group.capitalize()})", "Params": "–", **avg})
     notes = [
         "† Extended models. Stars (ours): exact McNemar PDE vs NF, Holm over the models available; paper: McNemar with Holm-Bonferroni."
     ]
-    return _finish(rows, "table15", notes)
+    return rows, notes
 
 
-def table16(results_dir: Path | Results) -> pd.DataFrame:
+@table("table16", "Table 16: Dense retrieval on TriviaQA (Contriever top-10)", grid="table16")
+def table16(res: Results, grid: str) -> Built:
     """Table 16: TriviaQA EM with dense (Contriever top-10) retrieval, NF vs PDE, and Spearman ρ(NF, gain)."""
-    res = _results(results_dir)
-    grid = SPECS["table16"].grid
     rows = []
     ours_values = []
     for model in pv.CORE_MODELS:
-        nf = _em(res, model, "triviaqa", "nf", grid, DENSE)
-        pde = _em(res, model, "triviaqa", "pde", grid, DENSE)
+        nf = our_em(res, model, "triviaqa", "nf", grid, DENSE)
+        pde = our_em(res, model, "triviaqa", "pde", grid, DENSE)
         gain = pde - nf if nf is not None and pde is not None else None
         ours_values.append((nf, pde, gain))
         get = partial(pv.lookup, pv.TABLE16, model, "triviaqa")
         rows.append(
             {
-                "Model": _model(model),
+                "Model": model_label(model),
                 "NF": pair(nf, get("nf")),
                 "PDE": pair(pde, get("pde")),
                 "Gain (Δ)": pair(gain, get("gain"), signed=True),
@@ -120,7 +123,7 @@ def table16(results_dir: Path | Results) -> pd.DataFrame:
     avg = {"Model": "Average"}
     for i, (column, label) in enumerate((("nf", "NF"), ("pde", "PDE"), ("gain", "Gain (Δ)"))):
         values = [v[i] for v in ours_values]
-        ours = _mean_of_all(values)
+        ours = mean_of_all(values)
         avg[label] = pair(ours, pv.TABLE16_AVERAGE[column], signed=column == "gain")
     rows.append(avg)
     complete = [v for v in ours_values if v[2] is not None]
@@ -130,4 +133,4 @@ def table16(results_dir: Path | Results) -> pd.DataFrame:
         "Cells with retriever = dense. The paper's printed average row and ρ = −0.90 do not follow from its own rows (mean 42.2 / 49.3 / +7.2, ρ = −0.70; see `madara audit`).",
         f"Paper N = {pv.N_TRIVIAQA_DENSE} queries.",
     ]
-    return _finish(rows, "table16", notes)
+    return rows, notes

