@@ -14,7 +14,7 @@ from madara_cli.config import compose
 from madara_cli.experiment.grid import Cell
 from madara_cli.experiment.runner import EnginePool, run_cell
 from madara_cli.results import store
-from madara_cli.results.records import SCHEMA_VERSION, CellRecord, ProbeRecord, RecordError
+from madara_cli.results.outputs import SCHEMA_VERSION, CellRecord, ProbeRecord, RecordError
 from tests.conftest import ROOT
 from tests.test_strategies_e2e import FakeBackend
 

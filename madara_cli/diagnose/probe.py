@@ -84,7 +84,7 @@ from madara_cli.config.schema import Rescore, keyed
 from madara_cli.diagnose import router, rsc
 from madara_cli.paths import inside
 from madara_cli.records import ChatRequest, Example, ScoreRequest
-from madara_cli.results.records import ProbeRecord
+from madara_cli.results.outputs import ProbeRecord
 
 RESCORE_READINGS = tuple(Rescore.__members__)  # forced, prefix (rsc.rescore)
 # What can change a probe's numbers; strategy, limit and output paths cannot.

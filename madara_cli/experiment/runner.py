@@ -32,7 +32,7 @@ from madara_cli.experiment.cells import load_cell, retrieve_for, sized_to_data
 from madara_cli.experiment.grid import Cell, key_settings
 from madara_cli.records import Example, Prediction
 from madara_cli.results import store
-from madara_cli.results.records import CellRecord
+from madara_cli.results.outputs import CellRecord
 from madara_cli.strategies import STRATEGIES, StrategyContext, load_all
 
 log = logging.getLogger(__name__)

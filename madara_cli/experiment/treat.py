@@ -29,7 +29,7 @@ from madara_cli.diagnose.probe import ProbeSpec, find_or_run_probe, routed
 from madara_cli.experiment.cells import cell_examples, retrieve_for
 from madara_cli.records import Example, Prediction
 from madara_cli.results import store
-from madara_cli.results.records import ROUTE_FIELDS, ProbeRecord
+from madara_cli.results.outputs import ROUTE_FIELDS, ProbeRecord
 from madara_cli.strategies import STRATEGIES, StrategyContext, load_all
 
 if TYPE_CHECKING:

@@ -2,9 +2,9 @@
 
 Nothing else opens a results file. A cell folder ``<grid>/<key>/`` holds
 ``config.yaml``, ``predictions.jsonl`` (one row per query), ``prompts.jsonl`` (the
-logged requests) and ``metrics.json`` (a :class:`~madara_cli.results.records.CellRecord`),
+logged requests) and ``metrics.json`` (a :class:`~madara_cli.results.outputs.CellRecord`),
 written under a temporary name and renamed into place once complete; a probe folder
-``probes/<key>/`` holds ``probe.json`` (a :class:`~madara_cli.results.records.ProbeRecord`)
+``probes/<key>/`` holds ``probe.json`` (a :class:`~madara_cli.results.outputs.ProbeRecord`)
 and its ``prompts.jsonl``.
 
 - ``write_cell`` / ``read_cell`` / ``read_predictions``, ``write_probe`` / ``read_probe``,
@@ -46,7 +46,7 @@ from typing import Any, NamedTuple
 
 from madara_cli.metrics import metric_name
 from madara_cli.paths import writing
-from madara_cli.results.records import METRICS, SCHEMA_VERSION, CellRecord, ProbeRecord, RecordError, _num
+from madara_cli.results.outputs import METRICS, SCHEMA_VERSION, CellRecord, ProbeRecord, RecordError, _num
 
 __all__ = [
     "METRICS", "SCHEMA_VERSION", "CellRecord", "ProbeRecord", "RecordError", "Results", "StoredCell", "StoredProbe",

@@ -2,8 +2,8 @@
 
 The index itself lives in the results store (:func:`madara_cli.results.store.load_results`),
 the one reader of results files: a :class:`Results` of :class:`StoredCell` (a cell's
-:class:`~madara_cli.results.records.CellRecord`, its folder, and which metric ``em``
-holds) and probe records (:class:`~madara_cli.results.records.ProbeRecord`, typed:
+:class:`~madara_cli.results.outputs.CellRecord`, its folder, and which metric ``em``
+holds) and probe records (:class:`~madara_cli.results.outputs.ProbeRecord`, typed:
 ``probe.rsc_class``, ``probe.rho_at(0)``, ``probe.degenerate.mean_score``).
 :meth:`Results.find` picks the cell a table shows for a (model, benchmark, strategy) in
 any grid folder, preferring the table's own grid, then full runs over ``limit``-ed ones,
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from madara_cli.results.records import _num
+from madara_cli.results.outputs import _num
 from madara_cli.results.store import (
     _HOPS,
     BINARY_METRICS,
