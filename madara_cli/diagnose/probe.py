@@ -80,11 +80,12 @@ from madara_cli.agents.scoring import (
 )
 from madara_cli.backends.cache import CachedLLM
 from madara_cli.config import ConfigError, to_plain
+from madara_cli.config.keys import RUNTIME_ONLY
 from madara_cli.config.schema import Rescore, keyed
 from madara_cli.diagnose import router, rsc
 from madara_cli.paths import inside
 from madara_cli.records import ChatRequest, Example, ScoreRequest
-from madara_cli.results.outputs import ProbeRecord
+from madara_cli.results.outputs import ProbeRecord, timing_section
 
 RESCORE_READINGS = tuple(Rescore.__members__)  # forced, prefix (rsc.rescore)
 # What can change a probe's numbers; strategy, limit and output paths cannot.
@@ -125,7 +126,6 @@ class ProbeSpec:
     @classmethod
     def from_cfg(cls, cfg: DictConfig, n: int | None = None) -> "ProbeSpec":
         from madara_cli.agents.digest import prompt_digest
-        from madara_cli.experiment.grid import RUNTIME_ONLY
         from madara_cli.metrics import METRIC_VERSION
 
         plain = to_plain(cfg)
@@ -164,8 +164,6 @@ def run_probe(cfg: DictConfig, llm: CachedLLM, n: int | None = None, examples: S
     of the seeded order, :func:`madara_cli.experiment.cells.cell_examples` with
     ``split="calibration"``); returns the probe record (JSON-safe). Its ``accounting``
     counts this probe's calls alone, even when the engine is shared."""
-    from madara_cli.experiment.runner import timing_section
-
     if cfg.rsc.rescoring not in SCORING_MODES:
         raise ConfigError(f"unknown rsc.rescoring '{cfg.rsc.rescoring}'; valid: {', '.join(SCORING_MODES)}")
     if str(cfg.rsc.get("rescore", "forced")) not in RESCORE_READINGS:

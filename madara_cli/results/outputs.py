@@ -63,6 +63,14 @@ def _version(data: Mapping[str, Any], path: Path | str | None) -> int:
     return version
 
 
+def timing_section(accounting: dict[str, Any], wall_seconds: float) -> dict[str, Any]:
+    """Move the engine seconds out of ``accounting`` (in place) into a timing section:
+    a cell's and a probe's ``timing``, written apart so the rest of the record compares
+    byte for byte between runs."""
+    by_stage = {name: st.pop("seconds", 0.0) for name, st in accounting.get("by_stage", {}).items()}
+    return {"wall_seconds": round(wall_seconds, 3), "engine_seconds": accounting.pop("seconds", 0.0), "engine_seconds_by_stage": by_stage}
+
+
 # --- a cell -----------------------------------------------------------------------------------
 
 # Sections of metrics.json that are not the strategy's report.
