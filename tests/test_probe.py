@@ -338,3 +338,65 @@ def test_cot_budget_is_512_and_cut_replies_are_counted_cached_or_not(tmp_path):
     assert record.accounting["by_stage"]["rsc-rescore"]["cut_at_max_tokens"] == 0
     again, _, _ = ensure_probe(cfg, pool, 6, force=True)  # every reply from the cache, still counted
     assert again.accounting["calls_issued"] == 0 and again.accounting["by_stage"]["rsc-cot"]["cut_at_max_tokens"] == 60
+
+
+# --- one typed record: what the probe computes is what it writes and what the store reads ---
+
+# sha256 of the two probe.json texts below as written before the statistics were typed once
+# (madara 62abdde: rsc.ProbeStats.to_dict() merged into a dict, read by ProbeRecord.from_dict).
+_FIXED_PROBES_SHA256 = "fc3e1ec087f2a70520e127ffafa38ad64f75f2da8685c66cefe2505df919575c"
+
+
+def _fixed_probe_records():
+    import numpy as np
+
+    from madara_cli.diagnose import rsc
+    from madara_cli.results.outputs import Calibration, ProbeRecord, ProbeScores
+    from madara_cli.results.probe_stats import ProbeStats
+
+    rng = np.random.default_rng(11)
+    latent = rng.normal(size=(36, 5))
+    score = lambda z: np.clip(np.round(2.5 + 1.2 * z), 0, 5)  # noqa: E731
+    normal = score(latent)
+    normal[3, 1] = np.nan  # a parse failure
+    levels = [score(latent + rng.normal(scale=s, size=latent.shape)) for s in (0.4, 1.5, 6.0)]
+    floor = np.zeros((36, 5))
+    floor[0, 0] = 1  # degenerate: 99% of scores at the floor
+    records = []
+    for x in (normal, floor):
+        stats = rsc.summarize_probe(x, levels, seed=5, n_resamples=40)
+        assert ProbeStats.from_dict(json.loads(json.dumps(stats.to_dict()))) == stats
+        records.append((stats, ProbeRecord(
+            model="m", benchmark="b", n=36, key="m__b__n36__abcd1234", config_hash="abcd1234",
+            **{name: getattr(stats, name) for name in ProbeStats.names()},
+            em_nf=0.5, route="atf", reason="because",
+            scores=ProbeScores(normal=[1.0, None], parse_failures_normal=1, parse_failures_rescored=0, n_pairs=180,
+                               chains_from_raw_text=0, chains_empty=0, n_pairs_probed=180, cot_cut_at_max_tokens=0),
+            calibration=Calibration(n=36, split="nested", rule="first 36"), rescore="forced", rescoring="generate",
+        )))  # fmt: skip
+    return records
+
+
+def test_probe_json_from_fixed_numbers_is_byte_identical_to_before():
+    import hashlib
+
+    texts = [record.to_json() for _, record in _fixed_probe_records()]
+    assert hashlib.sha256("".join(texts).encode()).hexdigest() == _FIXED_PROBES_SHA256
+    assert '"rsc_class": "quality-ordered"' in texts[0] and '"rsc_class": "degenerate"' in texts[1]
+
+
+def test_the_store_reads_back_the_typed_statistics_the_probe_computed(tmp_path):
+    from madara_cli.results import store
+    from madara_cli.results.probe_stats import Bootstrap, Degeneracy, PerQuery, ProbeStats, SplitHalf, Subsets
+
+    for stats, record in _fixed_probe_records():
+        back = store.read_probe(store.write_probe(tmp_path / record.rsc_class, record))
+        assert back == record
+        assert ProbeStats.from_dict(back.to_dict()) == stats  # the statistics part, typed the same
+        if not stats.is_degenerate:
+            assert isinstance(back.per_query, PerQuery) and back.per_query == stats.per_query
+            assert isinstance(back.bootstrap, Bootstrap) and back.bootstrap == stats.bootstrap
+            assert isinstance(back.split_half, SplitHalf) and back.split_half.agree
+            assert isinstance(back.subsets30, Subsets) and back.subsets30 == stats.subsets30
+            assert back.per_query.n_defined == stats.per_query.n_defined and max(back.per_query.n_defined) <= 36
+        assert isinstance(back.degenerate, Degeneracy) and back.is_degenerate == stats.is_degenerate

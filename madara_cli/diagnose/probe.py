@@ -85,7 +85,8 @@ from madara_cli.config.schema import Rescore, keyed
 from madara_cli.diagnose import router, rsc
 from madara_cli.paths import inside
 from madara_cli.records import ChatRequest, Example, ScoreRequest
-from madara_cli.results.outputs import ProbeRecord, timing_section
+from madara_cli.results.outputs import Calibration, IsolationProbe, ProbeRecord, ProbeScores, timing_section
+from madara_cli.results.probe_stats import ProbeStats
 
 RESCORE_READINGS = tuple(Rescore.__members__)  # forced, prefix (rsc.rescore)
 # What can change a probe's numbers; strategy, limit and output paths cannot.
@@ -159,17 +160,20 @@ def _ragged(values: Sequence[float], lengths: Sequence[int]) -> list[list[float]
     return out
 
 
-def run_probe(cfg: DictConfig, llm: CachedLLM, n: int | None = None, examples: Sequence[Example] | None = None) -> dict[str, Any]:
+def run_probe(
+    cfg: DictConfig, llm: CachedLLM, n: int | None = None, examples: Sequence[Example] | None = None, *, spec: ProbeSpec | None = None
+) -> ProbeRecord:
     """NF + RSC on the calibration split ``examples`` (retrieved: the first ``n`` queries
     of the seeded order, :func:`madara_cli.experiment.cells.cell_examples` with
-    ``split="calibration"``); returns the probe record (JSON-safe). Its ``accounting``
-    counts this probe's calls alone, even when the engine is shared."""
+    ``split="calibration"``); returns the probe record, without provenance. Its
+    ``accounting`` counts this probe's calls alone, even when the engine is shared.
+    ``spec``: the probe's :meth:`ProbeSpec.from_cfg`, when the caller has it already."""
     if cfg.rsc.rescoring not in SCORING_MODES:
         raise ConfigError(f"unknown rsc.rescoring '{cfg.rsc.rescoring}'; valid: {', '.join(SCORING_MODES)}")
     if str(cfg.rsc.get("rescore", "forced")) not in RESCORE_READINGS:
         raise ConfigError(f"unknown rsc.rescore '{cfg.rsc.rescore}'; valid: {', '.join(RESCORE_READINGS)}")
     t0 = time.perf_counter()
-    spec = ProbeSpec.from_cfg(cfg, n)
+    spec = spec or ProbeSpec.from_cfg(cfg, n)
     if examples is None:
         raise TypeError("run_probe needs the calibration examples (experiment.cells.cell_examples(cfg, pool, 'calibration'))")
     examples = list(examples)
@@ -177,13 +181,13 @@ def run_probe(cfg: DictConfig, llm: CachedLLM, n: int | None = None, examples: S
         raise ValueError(f"the RSC probe needs at least 2 calibration queries, got {len(examples)}")
     with llm.fresh_accounting(propagate=True) as accounting:
         record = _probe(cfg, llm, spec, examples)
-    record["accounting"] = accounting.to_dict()
+    counts = accounting.to_dict()
     # Timing apart, so the rest of the probe record compares byte for byte between runs.
-    record["timing"] = timing_section(record["accounting"], time.perf_counter() - t0)
-    return record
+    timing = timing_section(counts, time.perf_counter() - t0)
+    return replace(record, accounting=counts, timing=timing)
 
 
-def _probe(cfg: DictConfig, llm: CachedLLM, spec: ProbeSpec, examples: list[Example]) -> dict[str, Any]:
+def _probe(cfg: DictConfig, llm: CachedLLM, spec: ProbeSpec, examples: list[Example]) -> ProbeRecord:
     from madara_cli.strategies import STRATEGIES, StrategyContext, load_all
 
     load_all()
@@ -242,35 +246,35 @@ def _probe(cfg: DictConfig, llm: CachedLLM, spec: ProbeSpec, examples: list[Exam
         routed = router.route_isolation(diag, router.Isolation(**{k: isolation[k] for k in _ISOLATION_FIELDS}), _thresholds(cfg))
         isolation.update(route=routed.strategy, reason=routed.reason)
     failures = [sum(1 for p in group if not p.ok) for group in (parsed, rescored)]
-    return {
-        "model": spec.model,
-        "benchmark": spec.benchmark,
-        "n": len(examples),
-        "key": spec.key,
-        "config_hash": spec.config_hash,
-        **stats.to_dict(),
-        "em_nf": em_nf / 100.0,
-        "route": decision.strategy,
-        "reason": decision.reason,
-        "scores": {
-            "normal": _json_floats(normal),
-            "parse_failures_normal": failures[0],
-            "parse_failures_rescored": failures[1],
-            "n_pairs": len(pairs),
-            "chains_from_raw_text": from_raw,
-            "chains_empty": len(pairs) - len(todo),
-            "n_pairs_probed": len(todo),
-            "cot_cut_at_max_tokens": sum(1 for c in outs if c.finish_reason == "length"),
-        },
-        "rescore": how,
-        "rescoring": mode,
-        **({"isolation": isolation} if isolation is not None else {}),
-        "calibration": {
-            "n": len(examples),
-            "split": str(cfg.benchmark.get("calibration_split", "nested")),
-            "rule": f"first {spec.n} queries of the seeded order (seed {int(cfg.seed)})",
-        },
-    }
+    return ProbeRecord(
+        model=spec.model,
+        benchmark=spec.benchmark,
+        n=len(examples),
+        key=spec.key,
+        config_hash=spec.config_hash,
+        **{name: getattr(stats, name) for name in ProbeStats.names()},
+        em_nf=em_nf / 100.0,
+        route=decision.strategy,
+        reason=decision.reason,
+        scores=ProbeScores(
+            normal=_json_floats(normal),
+            parse_failures_normal=failures[0],
+            parse_failures_rescored=failures[1],
+            n_pairs=len(pairs),
+            chains_from_raw_text=from_raw,
+            chains_empty=len(pairs) - len(todo),
+            n_pairs_probed=len(todo),
+            cot_cut_at_max_tokens=sum(1 for c in outs if c.finish_reason == "length"),
+        ),
+        calibration=Calibration(
+            n=len(examples),
+            split=str(cfg.benchmark.get("calibration_split", "nested")),
+            rule=f"first {spec.n} queries of the seeded order (seed {int(cfg.seed)})",
+        ),
+        rescore=how,
+        rescoring=mode,
+        isolation=None if isolation is None else IsolationProbe(**isolation),
+    )
 
 
 def _rescore_request(
@@ -355,24 +359,25 @@ def _json_floats(values: Sequence[float]) -> list[float | None]:
 
 
 def find_or_run_probe(
-    cfg: DictConfig, llm: CachedLLM, n: int | None = None, force: bool = False, examples: Sequence[Example] | None = None
+    cfg: DictConfig, llm: CachedLLM, n: int | None = None, force: bool = False, examples: Sequence[Example] | None = None,
+    *, spec: ProbeSpec | None = None,
 ) -> tuple[ProbeRecord, Path, bool]:
     """The finished probe for this (model, benchmark, n, settings), or run it now on
     the calibration ``examples`` (:func:`madara_cli.experiment.treat.ensure_probe`
-    loads them). Returns (record, path of its file, reused)."""
+    loads them). ``spec``: the probe's :meth:`ProbeSpec.from_cfg`, when the caller has
+    derived it already (``n`` is then its ``n``). Returns (record, path of its file, reused)."""
     from madara_cli.results import store
 
-    spec = ProbeSpec.from_cfg(cfg, n)
+    spec = spec or ProbeSpec.from_cfg(cfg, n)
     folder = spec.folder(cfg.results_dir)
     if not force and (done := store.read_probe(folder)) is not None:
         return done, store.probe_path(folder), True
     t0, started = time.perf_counter(), store.now_iso()
     with llm.logging_samples(bool(cfg.get("log_samples", True))) as samples:
-        record = run_probe(cfg, llm, n, examples)
-    record["provenance"] = store.provenance(cfg, started, store.now_iso(), time.perf_counter() - t0)
+        record = run_probe(cfg, llm, examples=examples, spec=spec)
+    probe = replace(record, provenance=store.provenance(cfg, started, store.now_iso(), time.perf_counter() - t0))
     folder.mkdir(parents=True, exist_ok=True)
     if cfg.get("log_samples", True):
         store.write_prompts(folder, samples, store.prompt_renderer(llm.backend))
-    probe = replace(ProbeRecord.from_dict(record), schema_version=store.SCHEMA_VERSION)
     path = store.write_probe(folder, probe)
     return replace(probe, path=path), path, False

@@ -33,6 +33,8 @@ from typing import Any, TypeVar
 import numpy as np
 from scipy import stats
 
+from madara_cli.results.probe_stats import Bootstrap, Degeneracy, PerQuery, ProbeStats, SplitHalf, Subsets, json_safe
+
 LEVELS: tuple[str, str, str] = ("shuffled", "contradicted", "random")
 QUALITY_ORDERED = "quality-ordered"
 STOCHASTIC = "stochastic"
@@ -527,31 +529,21 @@ def per_query_spearman(normal: ScoreMatrix, perturbed: ScoreMatrix) -> np.ndarra
     return np.clip(rho, -1.0, 1.0)
 
 
-@dataclass(frozen=True)
-class PerQuerySummary:
-    """Mean and sample std (ddof=1) of per-query rho per level, NaNs ignored (Table 10)."""
-
-    mean: tuple[float, float, float]
-    std: tuple[float, float, float]
-    values: tuple[np.ndarray, np.ndarray, np.ndarray]
-    n_defined: tuple[int, int, int]
-
-
 def _nan_stat(values: np.ndarray, fn: Any, **kwargs: Any) -> float:
     finite = values[~np.isnan(values)]
     min_n = 1 + kwargs.get("ddof", 0)
     return float(fn(finite, **kwargs)) if len(finite) >= min_n else math.nan
 
 
-def per_query_summary(normal: ScoreMatrix, perturbed_by_level: Sequence[ScoreMatrix]) -> PerQuerySummary:
-    """Table 10: per-query Spearman rho at each level, as mean +- std over queries."""
+def per_query_summary(normal: ScoreMatrix, perturbed_by_level: Sequence[ScoreMatrix]) -> PerQuery:
+    """Table 10: per-query Spearman rho at each level, as mean and sample std (ddof=1)
+    over the queries where it is defined, with every query's value (None: undefined)."""
     x, levels = _levels(normal, perturbed_by_level)
-    values = tuple(per_query_spearman(x, p) for p in levels)
-    return PerQuerySummary(
-        mean=tuple(_nan_stat(v, np.mean) for v in values),  # type: ignore[arg-type]
-        std=tuple(_nan_stat(v, np.std, ddof=1) for v in values),  # type: ignore[arg-type]
-        values=values,  # type: ignore[arg-type]
-        n_defined=tuple(int(np.sum(~np.isnan(v))) for v in values),  # type: ignore[arg-type]
+    values = [per_query_spearman(x, p) for p in levels]
+    return PerQuery(
+        mean=json_safe([_nan_stat(v, np.mean) for v in values]),
+        std=json_safe([_nan_stat(v, np.std, ddof=1) for v in values]),
+        values=json_safe(values),
     )
 
 
@@ -560,29 +552,13 @@ def per_query_summary(normal: ScoreMatrix, perturbed_by_level: Sequence[ScoreMat
 # --------------------------------------------------------------------------- #
 
 
-@dataclass(frozen=True)
-class BootstrapRSC:
-    """Percentile bootstrap over queries (Table 13).
-
-    ``ci[k]`` is the 95% percentile interval of rho_k (NaN resamples ignored);
-    ``stability`` the share (0-1) of resamples classified like the full sample;
-    ``class_shares`` the share of each class among resamples.
-    """
-
-    ci: tuple[tuple[float, float], tuple[float, float], tuple[float, float]]
-    stability: float
-    class_shares: dict[str, float]
-    n_resamples: int
-    seed: int
-
-
 def bootstrap(
     normal: ScoreMatrix,
     perturbed_by_level: Sequence[ScoreMatrix],
     n_resamples: int = 1000,
     seed: int = 0,
     level: float = 0.95,
-) -> BootstrapRSC:
+) -> Bootstrap:
     """Resample queries with replacement, recompute the pooled rho_k (G.2, Table 13).
 
     Each resample draws n queries with replacement (as multinomial counts, the same
@@ -608,25 +584,12 @@ def bootstrap(
             ci.append((float(lo), float(hi)))
         else:
             ci.append((math.nan, math.nan))
-    return BootstrapRSC(
-        ci=tuple(ci),  # type: ignore[arg-type]
+    return Bootstrap(
+        ci=json_safe(ci),
         stability=float(np.mean(classes == full_class)),
         class_shares={c: float(np.mean(classes == c)) for c in RSC_CLASSES},
         n_resamples=n_resamples,
-        seed=seed,
     )
-
-
-@dataclass(frozen=True)
-class SplitHalf:
-    """Classification of the first and the last half of the queries (F.3, Table 11)."""
-
-    first: RSCClass
-    last: RSCClass
-
-    @property
-    def agree(self) -> bool:
-        return self.first.rsc_class == self.last.rsc_class
 
 
 def _classify_subset(x: np.ndarray, levels: Sequence[np.ndarray], rows: slice | np.ndarray, threshold: float) -> RSCClass:
@@ -642,21 +605,9 @@ def split_half(normal: ScoreMatrix, perturbed_by_level: Sequence[ScoreMatrix], t
     x, levels = _levels(normal, perturbed_by_level)
     half = x.shape[0] // 2
     return SplitHalf(
-        first=_classify_subset(x, levels, slice(0, half), threshold),
-        last=_classify_subset(x, levels, slice(half, None), threshold),
+        first=_classify_subset(x, levels, slice(0, half), threshold).rsc_class,
+        last=_classify_subset(x, levels, slice(half, None), threshold).rsc_class,
     )
-
-
-@dataclass(frozen=True)
-class SubsetStability:
-    """Percent (0-100) of random query subsets per class (Table 11, 30-query columns)."""
-
-    quality_ordered: float
-    stochastic: float
-    degenerate: float
-    n_subsets: int
-    size: int
-    seed: int
 
 
 def subset_stability(
@@ -665,7 +616,7 @@ def subset_stability(
     n_subsets: int = 100,
     size: int = 30,
     seed: int = 0,
-) -> SubsetStability:
+) -> Subsets:
     """F.3: classify ``n_subsets`` random ``size``-query subsets (drawn without replacement)."""
     x, levels = _levels(normal, perturbed_by_level)
     n = x.shape[0]
@@ -677,34 +628,18 @@ def subset_stability(
         row[rng.choice(n, size=size, replace=False)] = 1.0
     classes = _classes_of(_rhos_under(x, levels, weights))
     percent = {c: float(np.mean(classes == c) * 100.0) for c in RSC_CLASSES}
-    return SubsetStability(
+    return Subsets(
         quality_ordered=percent[QUALITY_ORDERED],
         stochastic=percent[STOCHASTIC],
         degenerate=percent[DEGENERATE],
-        n_subsets=n_subsets,
         size=size,
-        seed=seed,
+        n_subsets=n_subsets,
     )
 
 
 # --------------------------------------------------------------------------- #
 # Degenerate scoring and score entropy (Section 6.2, Appendix I)
 # --------------------------------------------------------------------------- #
-
-
-@dataclass(frozen=True)
-class Degeneracy:
-    """Whether the normal scores are too concentrated for rank correlations to mean anything.
-
-    Table 4's Llama-3.1 TriviaQA row: 98% of scores at the floor, mean 0.17/5, so
-    the paper reports "degenerate scoring" instead of rho_k.
-    """
-
-    is_degenerate: bool
-    floor_share: float
-    ceiling_share: float
-    mean_score: float
-    reason: str | None = None
 
 
 def degenerate_scoring(
@@ -718,7 +653,7 @@ def degenerate_scoring(
     values = np.asarray(as_score_matrix(scores) if _is_nested(scores) else np.asarray(scores, dtype=float), dtype=float).ravel()
     values = values[~np.isnan(values)]
     if len(values) == 0:
-        return Degeneracy(True, math.nan, math.nan, math.nan, "no parsable scores")
+        return Degeneracy(is_degenerate=True, reason="no parsable scores")
     floor_share = float(np.mean(values <= floor))
     ceiling_share = float(np.mean(values >= ceiling))
     mean = float(np.mean(values))
@@ -729,7 +664,7 @@ def degenerate_scoring(
         reason = f"{floor_share:.0%} of scores at the floor ({floor:g}), mean {mean:.2f}/{ceiling:g}"
     elif ceiling_share >= share:
         reason = f"{ceiling_share:.0%} of scores at the ceiling ({ceiling:g}), mean {mean:.2f}/{ceiling:g}"
-    return Degeneracy(reason is not None, floor_share, ceiling_share, mean, reason)
+    return Degeneracy(is_degenerate=reason is not None, floor_share=floor_share, ceiling_share=ceiling_share, mean_score=mean, reason=reason)
 
 
 def _is_nested(scores: Any) -> bool:
@@ -761,101 +696,6 @@ def score_entropy(scores: ScoreMatrix | Sequence[float], bins: Sequence[int] = r
 # --------------------------------------------------------------------------- #
 # The whole probe
 # --------------------------------------------------------------------------- #
-
-
-@dataclass(frozen=True)
-class ProbeStats:
-    """Every statistic of one RSC probe (Table 4 row + Tables 10, 11, 13 + entropy).
-
-    When the scores are degenerate (see :class:`Degeneracy`) or any rho_k is
-    undefined, ``rsc_class`` is "degenerate" and every rho-derived field is None:
-    the probe reports the degeneracy instead of a meaningless correlation.
-    """
-
-    rsc_class: str
-    rho: tuple[float, float, float] | None
-    p_values: tuple[float, float, float] | None
-    rho_star: float | None
-    rho_bar: float | None
-    coupling: str | None
-    per_query: PerQuerySummary | None
-    bootstrap: BootstrapRSC | None
-    split_half: SplitHalf | None
-    subsets: SubsetStability | None
-    degeneracy: Degeneracy
-    entropy: float | None
-    n_queries: int
-    n_pairs: int
-    seed: int
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-safe summary: NaN and inf become None, arrays become lists."""
-        per_query = None
-        if self.per_query is not None:
-            per_query = {
-                "mean": list(self.per_query.mean),
-                "std": list(self.per_query.std),
-                "values": [v.tolist() for v in self.per_query.values],
-            }
-        boot = None
-        if self.bootstrap is not None:
-            boot = {
-                "ci": [list(ci) for ci in self.bootstrap.ci],
-                "stability": self.bootstrap.stability,
-                "class_shares": self.bootstrap.class_shares,
-                "n_resamples": self.bootstrap.n_resamples,
-            }
-        subsets = None
-        if self.subsets is not None:
-            subsets = {
-                QUALITY_ORDERED: self.subsets.quality_ordered,
-                STOCHASTIC: self.subsets.stochastic,
-                DEGENERATE: self.subsets.degenerate,
-                "size": self.subsets.size,
-                "n_subsets": self.subsets.n_subsets,
-            }
-        out = {
-            "rho": None if self.rho is None else list(self.rho),
-            "p_values": None if self.p_values is None else list(self.p_values),
-            "rho_star": self.rho_star,
-            "rho_bar": self.rho_bar,
-            "rsc_class": self.rsc_class,
-            "coupling": self.coupling,
-            "per_query": per_query,
-            "bootstrap": boot,
-            "split_half": None
-            if self.split_half is None
-            else {"first": self.split_half.first.rsc_class, "last": self.split_half.last.rsc_class},
-            "subsets30": subsets,
-            "degenerate": {
-                "is_degenerate": self.degeneracy.is_degenerate,
-                "floor_share": self.degeneracy.floor_share,
-                "ceiling_share": self.degeneracy.ceiling_share,
-                "mean_score": self.degeneracy.mean_score,
-                "reason": self.degeneracy.reason,
-            },
-            "entropy": self.entropy,
-            "n_queries": self.n_queries,
-            "n_pairs": self.n_pairs,
-            "seed": self.seed,
-        }
-        return _json_safe(out)
-
-
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return _json_safe(value.tolist())
-    if isinstance(value, (np.bool_, bool)):
-        return bool(value)
-    if isinstance(value, (np.integer, int)):
-        return int(value)
-    if isinstance(value, (np.floating, float)):
-        return float(value) if math.isfinite(value) else None
-    return value
 
 
 def summarize_probe(
@@ -899,24 +739,22 @@ def summarize_probe(
         )
     if degeneracy.is_degenerate:
         return ProbeStats(
-            rsc_class=DEGENERATE, rho=None, p_values=None, rho_star=None, rho_bar=None, coupling=None,
-            per_query=None, bootstrap=None, split_half=None, subsets=None, degeneracy=degeneracy,
-            entropy=entropy_out, n_queries=n_queries, n_pairs=n_pairs, seed=seed,
+            rsc_class=DEGENERATE, degenerate=degeneracy, entropy=entropy_out, n_queries=n_queries, n_pairs=n_pairs, seed=seed,
         )  # fmt: skip
 
     cls = classify(rhos, threshold)
     return ProbeStats(
+        rho=json_safe(cls.rho),
+        p_values=json_safe([p for _, p in pooled]),
+        rho_star=json_safe(cls.rho_star),
+        rho_bar=json_safe(cls.rho_bar),
         rsc_class=cls.rsc_class,
-        rho=cls.rho,
-        p_values=tuple(p for _, p in pooled),  # type: ignore[arg-type]
-        rho_star=cls.rho_star,
-        rho_bar=cls.rho_bar,
         coupling=cls.coupling,
         per_query=per_query_summary(x, levels),
         bootstrap=bootstrap(x, levels, n_resamples=n_resamples, seed=seed),
         split_half=split_half(x, levels, threshold) if n_queries >= 2 else None,
-        subsets=subset_stability(x, levels, n_subsets=n_subsets, size=subset_size, seed=seed) if n_queries >= subset_size else None,
-        degeneracy=degeneracy,
+        subsets30=subset_stability(x, levels, n_subsets=n_subsets, size=subset_size, seed=seed) if n_queries >= subset_size else None,
+        degenerate=degeneracy,
         entropy=entropy_out,
         n_queries=n_queries,
         n_pairs=n_pairs,
