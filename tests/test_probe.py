@@ -267,6 +267,18 @@ def test_probe_key_ignores_strategy_and_limit():
     b = ProbeSpec.from_cfg(compose(["strategy=madara"]), 10)
     c = ProbeSpec.from_cfg(compose(["seed=1"]), 10)
     assert a.key == b.key != c.key
+    assert a.with_n(4) == ProbeSpec.from_cfg(compose(["strategy=nf"]), 4)  # the hash leaves the calibration size out
+
+
+def test_the_probe_spec_is_derived_once_per_probe(tmp_path, monkeypatch):
+    calls = []
+    original = ProbeSpec.from_cfg.__func__
+    monkeypatch.setattr(ProbeSpec, "from_cfg", classmethod(lambda cls, *a, **k: calls.append(a) or original(cls, *a, **k)))
+    record, path, reused, *_ = _probe(tmp_path, _tracking)
+    assert not reused and len(calls) == 1 and path.parent.name == record.key
+    calls.clear()
+    _, again, reused, *_ = _probe(tmp_path, _tracking)
+    assert reused and again == path and len(calls) == 1
 
 
 @pytest.mark.llm

@@ -124,6 +124,11 @@ class ProbeSpec:
     def folder(self, results_dir: str | Path) -> Path:
         return inside(results_dir, Path(results_dir) / "probes" / self.key)
 
+    def with_n(self, n: int) -> "ProbeSpec":
+        """The same probe on ``n`` calibration queries: ``config_hash`` does not cover the
+        calibration size, so this equals :meth:`from_cfg` with that ``n``."""
+        return replace(self, n=int(n))
+
     @classmethod
     def from_cfg(cls, cfg: DictConfig, n: int | None = None) -> "ProbeSpec":
         from madara_cli.agents.digest import prompt_digest
