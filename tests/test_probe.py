@@ -141,7 +141,7 @@ def test_reasoning_tracking_scores_are_quality_ordered_and_rerun_is_free(tmp_pat
 
 def test_rescore_request_differs_from_the_normal_one_only_in_the_chain(tmp_path):
     """F.1: the perturbed chain "is presented as-is to the scoring prompt"."""
-    from madara_cli.diagnose import rsc
+    from madara_cli.diagnose import perturb
 
     record, _, _, backend, _, _ = _probe(tmp_path, _tracking, 6, "rsc.rescore=prefix")
     assert record.rescore == "prefix"
@@ -158,7 +158,7 @@ def test_rescore_request_differs_from_the_normal_one_only_in_the_chain(tmp_path)
         if level == 0:  # shuffled: the same sentences, another order
             assert sorted(chain) == sorted(own) and chain != own
         elif level == 1:  # contradicted: quality cues negated, step by step
-            assert chain == [rsc.contradict_text(s) for s in own]
+            assert chain == [perturb.contradict_text(s) for s in own]
         else:  # random: another pair's chain, as it was written
             assert chain != own and len(chain) == 3
 
@@ -167,7 +167,7 @@ def test_forced_rescore_carries_the_chain_in_the_user_turn_and_no_prefix(tmp_pat
     """The default re-score (the authors' reading): its own prompt, the perturbed chain
     as a delimited previous analysis in the user turn, nothing begun for the model."""
     from madara_cli.agents.prompts import RESCORE_BEGIN, RESCORE_END
-    from madara_cli.diagnose import rsc
+    from madara_cli.diagnose import perturb
 
     record, path, _, backend, _, cfg = _probe(tmp_path, _tracking)
     assert json.loads(path.read_text())["rescore"] == "forced" and record.rescoring == "generate"
@@ -183,7 +183,7 @@ def test_forced_rescore_carries_the_chain_in_the_user_turn_and_no_prefix(tmp_pat
         chain = [line[2:] for line in block.splitlines()]
         own = [f"Evidence tag {_sig(user)}.", "The document is relevant to the question.", "It names the answer."]
         if k // 60 == 1:
-            assert chain == [rsc.contradict_text(s) for s in own]
+            assert chain == [perturb.contradict_text(s) for s in own]
         elif k // 60 == 0:
             assert sorted(chain) == sorted(own) and chain != own
         assert (r.temperature, r.seed) == (float(cfg.model.temperature), int(cfg.seed))

@@ -7,7 +7,7 @@ disjoint from the evaluated ones):
 2. **Normal CoT scores**: the Relevance Assessor's CoT prompt scores every retrieved
    document and writes its five reasoning steps (the same requests the ``cot``
    strategy issues, so they are shared through the cache).
-3. **Perturb** each chain three ways (rsc.perturb_chains: shuffled, contradicted,
+3. **Perturb** each chain three ways (perturb.perturb_chains: shuffled, contradicted,
    random chain of another pair).
 4. **Re-score** each document given each perturbed chain, in the reading
    ``rsc.rescore`` names (F.1 says only that the chain "is presented as-is to the
@@ -40,7 +40,7 @@ answered alone.
 
 When a reply holds no ``reasoning_steps`` (small models often skip them), its text
 with every score and confidence field removed serves as the chain
-(:func:`madara_cli.diagnose.rsc.chain_from_text`): the reply's own ``"score": N``
+(:func:`madara_cli.diagnose.perturb.chain_from_text`): the reply's own ``"score": N``
 must not ride along into the shuffled level. How many chains came from raw text is
 ``scores.chains_from_raw_text``; a chain that is empty after the removal has nothing to
 perturb, so its pair leaves the probe (normal and re-scored alike) and is counted in
@@ -72,19 +72,17 @@ from madara_cli.agents.scoring import (
     ParsedScore,
     agent_request,
     expected_score,
-    forced_rescore_request,
     parse_completion,
     parse_score,
     read_rescore,
-    rescore_request,
 )
 from madara_cli.backends.cache import CachedLLM
 from madara_cli.config import ConfigError, to_plain
 from madara_cli.config.keys import RUNTIME_ONLY
 from madara_cli.config.schema import Rescore, keyed
-from madara_cli.diagnose import router, rsc
+from madara_cli.diagnose import perturb, router, rsc
 from madara_cli.paths import inside
-from madara_cli.records import ChatRequest, Example, ScoreRequest
+from madara_cli.records import ChatRequest, Example
 from madara_cli.results.outputs import Calibration, IsolationProbe, ProbeRecord, ProbeScores, timing_section
 from madara_cli.results.probe_stats import ProbeStats
 
@@ -210,21 +208,21 @@ def _probe(cfg: DictConfig, llm: CachedLLM, spec: ProbeSpec, examples: list[Exam
     normal_requests = [_cot_request(ex, i, cfg) for ex, i in pairs]
     outs = llm.chat("rsc-cot", normal_requests)
     parsed = [parse_score(c.text, RELEVANCE) for c in outs]
-    chains: list[rsc.Reasoning] = [list(p.reasoning) if p.reasoning else rsc.chain_from_text(c.text) for p, c in zip(parsed, outs)]
+    chains: list[perturb.Reasoning] = [list(p.reasoning) if p.reasoning else perturb.chain_from_text(c.text) for p, c in zip(parsed, outs)]
     from_raw = sum(1 for p in parsed if not p.reasoning)
     # A pair with no reasoning left has nothing to perturb: it leaves the probe (its
     # normal score too, so every correlation is over the same pairs) and is counted.
-    included = [bool(rsc.steps_of(chain)) for chain in chains]
+    included = [bool(perturb.steps_of(chain)) for chain in chains]
     normal = [p.value if keep else math.nan for p, keep in zip(parsed, included)]
 
     # 3-4. Perturb and re-score the included pairs, all three levels in one batched stage.
     mode, how = str(cfg.rsc.rescoring), str(cfg.rsc.get("rescore", "forced"))
-    levels = rsc.perturb_chains(_ragged(chains, lengths), seed=int(cfg.seed)).by_level()
+    levels = perturb.perturb_chains(_ragged(chains, lengths), seed=int(cfg.seed)).by_level()
     budget = int(cfg.generation.score_max_tokens)
     todo = [p for p, keep in enumerate(included) if keep]
     flat_levels = [[steps for row in level for steps in row] for level in levels]
     requests = [
-        _rescore_request(pairs[p], normal_requests[p], flat[p], parsed[p].confidence, mode, how, budget)
+        perturb.perturbed_rescore_request(pairs[p], normal_requests[p], flat[p], parsed[p].confidence, mode, how, budget)
         for flat in flat_levels
         for p in todo
     ]
@@ -279,18 +277,6 @@ def _probe(cfg: DictConfig, llm: CachedLLM, spec: ProbeSpec, examples: list[Exam
         rescore=how,
         rescoring=mode,
         isolation=None if isolation is None else IsolationProbe(**isolation),
-    )
-
-
-def _rescore_request(
-    pair: tuple[Example, int], normal: ChatRequest, steps: Sequence[str], confidence: int | None, mode: str, how: str, budget: int
-) -> ChatRequest | ScoreRequest:
-    """One perturbed chain's re-score request, in the reading ``rsc.rescore`` names."""
-    if how == "prefix":
-        return rescore_request(normal, steps, mode=mode, max_tokens=budget, confidence=confidence)
-    ex, i = pair
-    return forced_rescore_request(
-        ex, (ex.docs or ())[i], steps, mode=mode, max_tokens=budget, temperature=normal.temperature, seed=normal.seed
     )
 
 
