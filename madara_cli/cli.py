@@ -313,7 +313,7 @@ def probe(
 
 
 def _print_probe(r, path: Path, reused: bool) -> None:
-    """A probe record (:class:`madara_cli.results.records.ProbeRecord`) as a table and notes."""
+    """A probe record (:class:`madara_cli.results.outputs.ProbeRecord`) as a table and notes."""
     def f(x, fmt="{:.2f}"):
         return "—" if x is None else fmt.format(x)
 

@@ -3,7 +3,7 @@
 Every test that needs a results folder builds it through :func:`write_cell` and
 :func:`write_probe` (and edits one through :func:`update_cell` / :func:`update_predictions`),
 never by writing JSON itself: the records go through
-:class:`~madara_cli.results.records.CellRecord` / :class:`~madara_cli.results.records.ProbeRecord`
+:class:`~madara_cli.results.outputs.CellRecord` / :class:`~madara_cli.results.outputs.ProbeRecord`
 and :mod:`madara_cli.results.record_files`, the runner's own writer.
 
 - ``write_cell`` writes a finished cell folder ``<results>/<grid>/<key>/`` the way the
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from madara_cli.results import record_files
-from madara_cli.results.records import CellRecord, ProbeRecord
+from madara_cli.results.outputs import CellRecord, ProbeRecord
 
 PROBES_GRID = record_files.PROBES_GRID
 

@@ -12,10 +12,8 @@ from madara_cli.audit.checks import (
     audit_table9,
     format_audit,
     published_diagnostics,
-    rsc_class,
     run_audit,
     summarize,
-    trend_coefficient,
 )
 
 
@@ -92,10 +90,30 @@ def test_format_audit_lists_both_values(rows):
     assert "[match]" not in only
 
 
-def test_trend_helpers():
-    assert trend_coefficient([0.76, 0.43, 0.08]) == pytest.approx(-1.0)
-    assert rsc_class(trend_coefficient([0.46, -0.26, 0.08])) == "stochastic"
-    assert rsc_class(-1.0) == "quality-ordered"
+def test_trend_and_class_consistent_with_printed_ties():
+    from madara_cli.audit.checks import _possible_classes, _possible_trends
+
+    assert _possible_trends([0.76, 0.43, 0.08]) == {-1.0}
+    assert _possible_classes([0.46, -0.26, 0.08]) == {"stochastic"}
+    # Table 4's Gemma-2 CONFLICTS row .79/.40/.40: the printed tie breaks either way.
+    assert _possible_trends([0.79, 0.40, 0.40]) == {-1.0, -0.5}
+    assert _possible_classes([0.79, 0.40, 0.40]) == {"quality-ordered", "stochastic"}
+
+
+def test_the_audit_checks_with_the_rules_madara_runs(monkeypatch):
+    """No rule of its own: the trend, the class and Table 12's two policies are
+    diagnose/rsc.py's and diagnose/router.py's, so changing one moves the audit."""
+    from madara_cli.audit import checks
+    from madara_cli.diagnose import router, rsc
+
+    monkeypatch.setattr(rsc, "trend", lambda rhos: 0.5)
+    assert {r.recomputed for r in checks.audit_table4() if r.item.endswith(": ρ*")} == {"0.500"}
+    monkeypatch.setattr(rsc, "classify", lambda rhos, threshold=0.5: rsc.RSCClass((0, 0, 0), 0.0, "degenerate", None, 0.0))
+    assert {r.recomputed for r in checks.audit_table4() if r.item.endswith(": RSC class")} == {"degenerate"}
+    monkeypatch.setattr(router, "route_entropy", lambda diag, threshold: router.Route(router.PDE, "spy"))
+    monkeypatch.setattr(router, "route_binary_rsc", lambda diag: router.Route(router.ATF, "spy"))
+    recs = [r.recomputed for r in checks.audit_table12() if r.item.endswith(": recommendations")]
+    assert recs and all(r.startswith("RSC ATF") and "entropy PDE" in r for r in recs)
 
 
 def _audit_row(rows, table, item_start):

@@ -25,9 +25,6 @@ PACKAGE = "madara_cli"
 # Each is (importer, imported). The lead empties this list after merging; an entry the
 # code no longer has fails test_known_list_is_current, so the list can only shrink.
 KNOWN: dict[tuple[str, str], str] = {
-    # i19-records / i19-plugins: timing_section goes with the records, RUNTIME_ONLY with the config.
-    ("madara_cli.diagnose.probe", "madara_cli.experiment.runner"): "timing_section",
-    ("madara_cli.diagnose.probe", "madara_cli.experiment.grid"): "RUNTIME_ONLY",
     # i20-data: loaders imports benchmarks only so the loaders register (circle loaders <-> benchmarks).
     ("madara_cli.data.loaders", "madara_cli.data.benchmarks"): "registration by import",
     # The store split: summary.csv rebuilds the key settings of cells written before they
@@ -38,7 +35,7 @@ KNOWN: dict[tuple[str, str], str] = {
 
 # Module file names used twice today, renamed by another branch of issue 19 (records.py:
 # results/records.py; registry.py: tables/registry.py, replaced by one decorator per table).
-KNOWN_TWINS = {"records.py"}
+KNOWN_TWINS: set[str] = set()
 
 
 # --------------------------------------------------------------------------- #

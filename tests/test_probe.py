@@ -142,7 +142,7 @@ def test_reasoning_tracking_scores_are_quality_ordered_and_rerun_is_free(tmp_pat
 
 def test_rescore_request_differs_from_the_normal_one_only_in_the_chain(tmp_path):
     """F.1: the perturbed chain "is presented as-is to the scoring prompt"."""
-    from madara_cli.diagnose import rsc
+    from madara_cli.diagnose import perturb
 
     record, _, _, backend, _, _ = _probe(tmp_path, _tracking, 6, "rsc.rescore=prefix")
     assert record.rescore == "prefix"
@@ -159,7 +159,7 @@ def test_rescore_request_differs_from_the_normal_one_only_in_the_chain(tmp_path)
         if level == 0:  # shuffled: the same sentences, another order
             assert sorted(chain) == sorted(own) and chain != own
         elif level == 1:  # contradicted: quality cues negated, step by step
-            assert chain == [rsc.contradict_text(s) for s in own]
+            assert chain == [perturb.contradict_text(s) for s in own]
         else:  # random: another pair's chain, as it was written
             assert chain != own and len(chain) == 3
 
@@ -168,7 +168,7 @@ def test_forced_rescore_carries_the_chain_in_the_user_turn_and_no_prefix(tmp_pat
     """The default re-score (the authors' reading): its own prompt, the perturbed chain
     as a delimited previous analysis in the user turn, nothing begun for the model."""
     from madara_cli.agents.prompts import RESCORE_BEGIN, RESCORE_END
-    from madara_cli.diagnose import rsc
+    from madara_cli.diagnose import perturb
 
     record, path, _, backend, _, cfg = _probe(tmp_path, _tracking)
     assert json.loads(path.read_text())["rescore"] == "forced" and record.rescoring == "generate"
@@ -184,7 +184,7 @@ def test_forced_rescore_carries_the_chain_in_the_user_turn_and_no_prefix(tmp_pat
         chain = [line[2:] for line in block.splitlines()]
         own = [f"Evidence tag {_sig(user)}.", "The document is relevant to the question.", "It names the answer."]
         if k // 60 == 1:
-            assert chain == [rsc.contradict_text(s) for s in own]
+            assert chain == [perturb.contradict_text(s) for s in own]
         elif k // 60 == 0:
             assert sorted(chain) == sorted(own) and chain != own
         assert (r.temperature, r.seed) == (float(cfg.model.temperature), int(cfg.seed))
@@ -268,6 +268,18 @@ def test_probe_key_ignores_strategy_and_limit():
     b = ProbeSpec.from_cfg(compose(["strategy=madara"]), 10)
     c = ProbeSpec.from_cfg(compose(["seed=1"]), 10)
     assert a.key == b.key != c.key
+    assert a.with_n(4) == ProbeSpec.from_cfg(compose(["strategy=nf"]), 4)  # the hash leaves the calibration size out
+
+
+def test_the_probe_spec_is_derived_once_per_probe(tmp_path, monkeypatch):
+    calls = []
+    original = ProbeSpec.from_cfg.__func__
+    monkeypatch.setattr(ProbeSpec, "from_cfg", classmethod(lambda cls, *a, **k: calls.append(a) or original(cls, *a, **k)))
+    record, path, reused, *_ = _probe(tmp_path, _tracking)
+    assert not reused and len(calls) == 1 and path.parent.name == record.key
+    calls.clear()
+    _, again, reused, *_ = _probe(tmp_path, _tracking)
+    assert reused and again == path and len(calls) == 1
 
 
 @pytest.mark.llm
@@ -339,3 +351,65 @@ def test_cot_budget_is_512_and_cut_replies_are_counted_cached_or_not(tmp_path):
     assert record.accounting["by_stage"]["rsc-rescore"]["cut_at_max_tokens"] == 0
     again, _, _ = ensure_probe(cfg, pool, 6, force=True)  # every reply from the cache, still counted
     assert again.accounting["calls_issued"] == 0 and again.accounting["by_stage"]["rsc-cot"]["cut_at_max_tokens"] == 60
+
+
+# --- one typed record: what the probe computes is what it writes and what the store reads ---
+
+# sha256 of the two probe.json texts below as written before the statistics were typed once
+# (madara 62abdde: rsc.ProbeStats.to_dict() merged into a dict, read by ProbeRecord.from_dict).
+_FIXED_PROBES_SHA256 = "fc3e1ec087f2a70520e127ffafa38ad64f75f2da8685c66cefe2505df919575c"
+
+
+def _fixed_probe_records():
+    import numpy as np
+
+    from madara_cli.diagnose import rsc
+    from madara_cli.results.outputs import Calibration, ProbeRecord, ProbeScores
+    from madara_cli.results.probe_stats import ProbeStats
+
+    rng = np.random.default_rng(11)
+    latent = rng.normal(size=(36, 5))
+    score = lambda z: np.clip(np.round(2.5 + 1.2 * z), 0, 5)  # noqa: E731
+    normal = score(latent)
+    normal[3, 1] = np.nan  # a parse failure
+    levels = [score(latent + rng.normal(scale=s, size=latent.shape)) for s in (0.4, 1.5, 6.0)]
+    floor = np.zeros((36, 5))
+    floor[0, 0] = 1  # degenerate: 99% of scores at the floor
+    records = []
+    for x in (normal, floor):
+        stats = rsc.summarize_probe(x, levels, seed=5, n_resamples=40)
+        assert ProbeStats.from_dict(json.loads(json.dumps(stats.to_dict()))) == stats
+        records.append((stats, ProbeRecord(
+            model="m", benchmark="b", n=36, key="m__b__n36__abcd1234", config_hash="abcd1234",
+            **{name: getattr(stats, name) for name in ProbeStats.names()},
+            em_nf=0.5, route="atf", reason="because",
+            scores=ProbeScores(normal=[1.0, None], parse_failures_normal=1, parse_failures_rescored=0, n_pairs=180,
+                               chains_from_raw_text=0, chains_empty=0, n_pairs_probed=180, cot_cut_at_max_tokens=0),
+            calibration=Calibration(n=36, split="nested", rule="first 36"), rescore="forced", rescoring="generate",
+        )))  # fmt: skip
+    return records
+
+
+def test_probe_json_from_fixed_numbers_is_byte_identical_to_before():
+    import hashlib
+
+    texts = [record.to_json() for _, record in _fixed_probe_records()]
+    assert hashlib.sha256("".join(texts).encode()).hexdigest() == _FIXED_PROBES_SHA256
+    assert '"rsc_class": "quality-ordered"' in texts[0] and '"rsc_class": "degenerate"' in texts[1]
+
+
+def test_the_store_reads_back_the_typed_statistics_the_probe_computed(tmp_path):
+    from madara_cli.results import record_files
+    from madara_cli.results.probe_stats import Bootstrap, Degeneracy, PerQuery, ProbeStats, SplitHalf, Subsets
+
+    for stats, record in _fixed_probe_records():
+        back = record_files.read_probe(record_files.write_probe(tmp_path / record.rsc_class, record))
+        assert back == record
+        assert ProbeStats.from_dict(back.to_dict()) == stats  # the statistics part, typed the same
+        if not stats.is_degenerate:
+            assert isinstance(back.per_query, PerQuery) and back.per_query == stats.per_query
+            assert isinstance(back.bootstrap, Bootstrap) and back.bootstrap == stats.bootstrap
+            assert isinstance(back.split_half, SplitHalf) and back.split_half.agree
+            assert isinstance(back.subsets30, Subsets) and back.subsets30 == stats.subsets30
+            assert back.per_query.n_defined == stats.per_query.n_defined and max(back.per_query.n_defined) <= 36
+        assert isinstance(back.degenerate, Degeneracy) and back.is_degenerate == stats.is_degenerate

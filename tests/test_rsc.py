@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from madara_cli.diagnose import rsc
+from madara_cli.diagnose import perturb, rsc
 
 # Table 4: (model, task) -> (rho_1, rho_2, rho_3, paper rho*, paper class).
 TABLE4 = {
@@ -90,76 +90,76 @@ CHAIN = (
 
 
 def test_split_sentences_keeps_decimals_and_enumerators():
-    assert rsc.split_sentences("Score is 4.5 overall. Next one! Last?") == ["Score is 4.5 overall.", "Next one!", "Last?"]
-    assert rsc.split_sentences("1. Find entities. 2. Check them.") == ["1. Find entities.", "2. Check them."]
-    assert rsc.split_sentences("line one\nline two") == ["line one", "line two"]
-    assert rsc.split_sentences(["step a", "  ", "step b"]) == ["step a", "step b"]
+    assert perturb.split_sentences("Score is 4.5 overall. Next one! Last?") == ["Score is 4.5 overall.", "Next one!", "Last?"]
+    assert perturb.split_sentences("1. Find entities. 2. Check them.") == ["1. Find entities.", "2. Check them."]
+    assert perturb.split_sentences("line one\nline two") == ["line one", "line two"]
+    assert perturb.split_sentences(["step a", "  ", "step b"]) == ["step a", "step b"]
 
 
 def test_shuffle_is_deterministic_per_seed_and_never_a_no_op():
-    original = rsc.split_sentences(CHAIN)
+    original = perturb.split_sentences(CHAIN)
     for seed in range(20):
-        once, again = rsc.shuffle_reasoning(CHAIN, seed), rsc.shuffle_reasoning(CHAIN, seed)
+        once, again = perturb.shuffle_reasoning(CHAIN, seed), perturb.shuffle_reasoning(CHAIN, seed)
         assert once == again
         assert once != CHAIN
-        assert sorted(rsc.split_sentences(once)) == sorted(original)
-    assert len({rsc.shuffle_reasoning(CHAIN, s) for s in range(20)}) > 1
+        assert sorted(perturb.split_sentences(once)) == sorted(original)
+    assert len({perturb.shuffle_reasoning(CHAIN, s) for s in range(20)}) > 1
     # Two steps: the identity permutation is drawn half the time and must be rotated.
-    assert all(rsc.shuffle_reasoning(["a", "b"], s) == "b\na" for s in range(20))
-    assert rsc.shuffle_reasoning("Only one sentence.", 0) == "Only one sentence."
+    assert all(perturb.shuffle_reasoning(["a", "b"], s) == "b\na" for s in range(20))
+    assert perturb.shuffle_reasoning("Only one sentence.", 0) == "Only one sentence."
 
 
 def test_contradict_swaps_both_ways_and_preserves_case():
     text = "Relevant and irrelevant. SUPPORTS vs contradicts. Consistent, inconsistent, accurate, inaccurate."
-    assert rsc.contradict_reasoning(text) == (
+    assert perturb.contradict_reasoning(text) == (
         "Irrelevant and relevant. CONTRADICTS vs supports. Inconsistent, consistent, inaccurate, accurate."
     )
-    assert rsc.contradict_reasoning("reliable unreliable supported supporting support") == (
+    assert perturb.contradict_reasoning("reliable unreliable supported supporting support") == (
         "unreliable reliable contradicted contradicting contradict"
     )
     # Whole words only.
-    assert rsc.contradict_reasoning("relevance and irrelevantly") == "relevance and irrelevantly"
+    assert perturb.contradict_reasoning("relevance and irrelevantly") == "relevance and irrelevantly"
 
 
 def test_contradict_inverts_numeric_quality_cues():
-    assert rsc.contradict_reasoning("I give a score of 4.") == "I give a score of 1."
-    assert rsc.contradict_reasoning("Score of 0; rated 5/5 and 3/5.") == "Score of 5; rated 0/5 and 2/5."
-    assert rsc.contradict_reasoning("High quality source, low quality claim.") == "Low quality source, high quality claim."
-    assert rsc.contradict_reasoning("a score of 2.5") == "a score of 2.5"
+    assert perturb.contradict_reasoning("I give a score of 4.") == "I give a score of 1."
+    assert perturb.contradict_reasoning("Score of 0; rated 5/5 and 3/5.") == "Score of 5; rated 0/5 and 2/5."
+    assert perturb.contradict_reasoning("High quality source, low quality claim.") == "Low quality source, high quality claim."
+    assert perturb.contradict_reasoning("a score of 2.5") == "a score of 2.5"
     # Out of the 0-5 scale, or not a /5 fraction: untouched.
-    assert rsc.contradict_reasoning("a score of 12, 7/5, 10/50") == "a score of 12, 7/5, 10/50"
+    assert perturb.contradict_reasoning("a score of 12, 7/5, 10/50") == "a score of 12, 7/5, 10/50"
     # Involution on the words it touches: applying twice restores the text.
-    assert rsc.contradict_reasoning(rsc.contradict_reasoning(CHAIN)) == CHAIN
+    assert perturb.contradict_reasoning(perturb.contradict_reasoning(CHAIN)) == CHAIN
 
 
 def test_random_never_returns_own_chain_and_keeps_shape():
     chains = [[f"q{j}d{i}" for i in range(n)] for j, n in enumerate([3, 1, 4, 2])]
     for seed in range(30):
-        out = rsc.random_reasoning(chains, seed)
+        out = perturb.random_reasoning(chains, seed)
         assert [len(r) for r in out] == [len(r) for r in chains]
         for j, row in enumerate(out):
             for i, chain in enumerate(row):
                 assert chain != chains[j][i]
-    assert rsc.random_reasoning(chains, 7) == rsc.random_reasoning(chains, 7)
-    assert rsc.random_reasoning([["a"], ["b"]], 0) == [["b"], ["a"]]
+    assert perturb.random_reasoning(chains, 7) == perturb.random_reasoning(chains, 7)
+    assert perturb.random_reasoning([["a"], ["b"]], 0) == [["b"], ["a"]]
     with pytest.raises(ValueError):
-        rsc.random_reasoning([["alone"]], 0)
+        perturb.random_reasoning([["alone"]], 0)
 
 
 def test_random_draws_every_other_pair():
     chains = [["a", "b"], ["c", "d"]]
-    donors = {rsc.random_reasoning(chains, s)[0][0] for s in range(200)}
+    donors = {perturb.random_reasoning(chains, s)[0][0] for s in range(200)}
     assert donors == {"b", "c", "d"}
 
 
 def test_perturb_chains_gives_step_lists_for_every_level():
     chains = [[["step one", "step two", "score of 4"], "Relevant. Accurate."], [["x", "y"], "It supports."]]
-    out = rsc.perturb_chains(chains, seed=1)
+    out = perturb.perturb_chains(chains, seed=1)
     assert out.contradicted[0][0] == ["step one", "step two", "score of 1"]
     assert out.contradicted[1][1] == ["It contradicts."]
     assert out.shuffled[0][1] == ["Accurate.", "Relevant."]
     assert all(isinstance(c, list) and all(isinstance(s, str) for s in c) for level in out.by_level() for row in level for c in row)
-    assert out == rsc.perturb_chains(chains, seed=1)
+    assert out == perturb.perturb_chains(chains, seed=1)
 
 
 @pytest.mark.parametrize(
@@ -175,31 +175,31 @@ def test_perturb_chains_gives_step_lists_for_every_level():
     ],
 )
 def test_chain_from_text_drops_every_score_and_confidence_field(reply, chain):
-    assert rsc.chain_from_text(reply) == chain
-    assert "score" not in rsc.chain_from_text(reply).lower()
+    assert perturb.chain_from_text(reply) == chain
+    assert "score" not in perturb.chain_from_text(reply).lower()
 
 
 def test_empty_chains_stay_empty_and_are_never_random_donors():
     chains = [[["a one.", "a two."], []], [["c."], ["d one.", "d two."]]]
     for seed in range(40):
-        out = rsc.perturb_chains(chains, seed=seed)
+        out = perturb.perturb_chains(chains, seed=seed)
         assert out.shuffled[0][1] == out.contradicted[0][1] == out.random[0][1] == []
         donors = [c for row in out.random for c in row if c]
         assert len(donors) == 3 and all(c in (["a one.", "a two."], ["c."], ["d one.", "d two."]) for c in donors)
         assert out.random[0][0] != ["a one.", "a two."] and out.random[1][0] != ["c."]
     # With no empty chain the draw is the plain one over all pairs.
     full = [[["x."], ["y."]], [["z."]]]
-    assert rsc.perturb_chains(full, seed=3).random == [[rsc.steps_of(c) for c in row] for row in rsc.random_reasoning(full, 3)]
+    assert perturb.perturb_chains(full, seed=3).random == [[perturb.steps_of(c) for c in row] for row in perturb.random_reasoning(full, 3)]
 
 
 def test_shuffle_splits_steps_at_sentence_boundaries():
     # F.1: R = [r1..rn] split by sentence boundaries, so a two-sentence step is two units.
     steps = ["The document names Paris. It gives the population.", "So it is relevant."]
-    assert rsc.split_sentences(steps) == ["The document names Paris.", "It gives the population.", "So it is relevant."]
-    shuffled = rsc.shuffled_sentences(steps, 0)
-    assert sorted(shuffled) == sorted(rsc.split_sentences(steps)) and shuffled != rsc.split_sentences(steps)
+    assert perturb.split_sentences(steps) == ["The document names Paris.", "It gives the population.", "So it is relevant."]
+    shuffled = perturb.shuffled_sentences(steps, 0)
+    assert sorted(shuffled) == sorted(perturb.split_sentences(steps)) and shuffled != perturb.split_sentences(steps)
     # One step with several sentences is still perturbed (not a no-op, as whole-step shuffling would be).
-    assert rsc.shuffled_sentences(["First. Second. Third."], 3) != ["First.", "Second.", "Third."]
+    assert perturb.shuffled_sentences(["First. Second. Third."], 3) != ["First.", "Second.", "Third."]
 
 
 # --------------------------------------------------------------------------- #
@@ -276,7 +276,8 @@ def test_per_query_summary_ignores_nan():
     normal[0] = 0.0
     summary = rsc.per_query_summary(normal, levels)
     for k in range(3):
-        finite = summary.values[k][~np.isnan(summary.values[k])]
+        values = np.array(summary.values[k], dtype=float)  # None (undefined) reads as NaN
+        finite = values[~np.isnan(values)]
         assert summary.mean[k] == pytest.approx(finite.mean())
         assert summary.std[k] == pytest.approx(finite.std(ddof=1))
         assert summary.n_defined[k] == len(finite) <= 29
@@ -313,8 +314,8 @@ def test_split_half_and_subsets():
     normal, levels = synthetic_probe()
     halves = rsc.split_half(normal, levels)
     expected_first = rsc.classify([rsc.pooled_spearman(normal[:50], p[:50])[0] for p in levels])
-    assert halves.first == expected_first
-    assert halves.agree and halves.first.rsc_class == "quality-ordered"
+    assert halves.first == expected_first.rsc_class
+    assert halves.agree and halves.first == "quality-ordered"
     subsets = rsc.subset_stability(normal, levels, n_subsets=100, size=30, seed=0)
     assert subsets.quality_ordered + subsets.stochastic + subsets.degenerate == pytest.approx(100.0)
     assert subsets.quality_ordered > 90

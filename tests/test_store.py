@@ -16,7 +16,7 @@ from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.runner import run_cell
 from madara_cli.records import Cell
 from madara_cli.results import record_files, stored, summary
-from madara_cli.results.records import SCHEMA_VERSION, CellRecord, ProbeRecord
+from madara_cli.results.outputs import SCHEMA_VERSION, CellRecord, ProbeRecord
 from tests.conftest import ROOT
 from tests.test_strategies_e2e import FakeBackend
 

@@ -55,6 +55,18 @@ def test_the_import_check_catches_each_form(tmp_path):
         assert any(m.startswith(FORBIDDEN) for m in _imports(f)), line
 
 
+def test_a_madara_cell_derives_its_probe_spec_once(tmp_path, monkeypatch):
+    from madara_cli.diagnose.probe import ProbeSpec
+
+    calls = []
+    original = ProbeSpec.from_cfg.__func__
+    monkeypatch.setattr(ProbeSpec, "from_cfg", classmethod(lambda cls, *a, **k: calls.append(a) or original(cls, *a, **k)))
+    with EnginePool(factory=lambda cfg: FakeBackend()) as pool:
+        result = run_cell(compose([*MADARA, "limit=4", f"results_dir={tmp_path}"]), pool)
+    assert len(calls) == 1 and result.metrics["madara"]["probe_reused"] is False
+    assert (tmp_path / result.metrics["madara"]["probe"]).is_file()
+
+
 def test_madara_cell_probes_routes_and_then_reuses_the_probe(tmp_path):
     with EnginePool(factory=lambda cfg: FakeBackend()) as pool:
         first = run_cell(compose([*MADARA, "limit=4", f"results_dir={tmp_path}"]), pool)

@@ -34,6 +34,7 @@ import numpy as np
 from madara_cli import paper as pv
 from madara_cli import stats
 from madara_cli.diagnose import router as routing
+from madara_cli.diagnose import rsc
 
 H = 0.05  # half a unit of the last printed digit for one-decimal values
 STATUSES = ("match", "discrepancy", "not derivable")
@@ -51,17 +52,23 @@ class AuditRow:
     note: str = ""
 
 
-# --- small helpers shared with build.py ------------------------------------------------------
+# --- the RSC trend and class: diagnose/rsc.py's, the rules madara runs -----------------------
 
 
-def trend_coefficient(rhos: Sequence[float]) -> float:
-    """RSC trend coefficient ρ* = Spearman([1, 2, 3], [ρ̂1, ρ̂2, ρ̂3]) (paper Eq. 2)."""
-    return stats.spearman(np.arange(1, len(rhos) + 1), np.asarray(rhos, dtype=float))[0]
+def _tie_breaks(rhos: Sequence[float]) -> list[np.ndarray]:
+    """The ρ̂ consistent with the printed ones when printed ties may break either way."""
+    values = np.asarray(rhos, dtype=float)
+    return [values + 1e-6 * np.asarray(offsets) for offsets in itertools.permutations(range(len(values)))]
 
 
-def rsc_class(rho_star: float) -> str:
-    """Definition 1: quality-ordered iff ρ* = −1.0, otherwise stochastic."""
-    return "quality-ordered" if np.isfinite(rho_star) and abs(rho_star + 1.0) < 1e-9 else "stochastic"
+def _possible_trends(rhos: Sequence[float]) -> set[float]:
+    """ρ* values (:func:`madara_cli.diagnose.rsc.trend`) consistent with the printed ρ̂."""
+    return {round(rsc.trend(values), 6) for values in _tie_breaks(rhos)}
+
+
+def _possible_classes(rhos: Sequence[float]) -> set[str]:
+    """RSC classes (:func:`madara_cli.diagnose.rsc.classify`) consistent with the printed ρ̂."""
+    return {rsc.classify(values).rsc_class for values in _tie_breaks(rhos)}
 
 
 def published_diagnostics(triviaqa: bool = False) -> dict[tuple[str, str], routing.Diagnostics]:
@@ -254,15 +261,6 @@ def _reference_em(model: str, benchmark: str, strategy: str) -> tuple[float | No
 # --- Table 4: RSC trend and class ------------------------------------------------------------
 
 
-def _possible_trends(rhos: Sequence[float]) -> set[float]:
-    """ρ* values consistent with the printed ρ̂: ties at print precision may break either way."""
-    values = np.asarray(rhos, dtype=float)
-    outcomes = set()
-    for offsets in itertools.permutations(range(len(values))):
-        outcomes.add(round(trend_coefficient(values + 1e-6 * np.asarray(offsets)), 6))
-    return outcomes
-
-
 def audit_table4() -> list[AuditRow]:
     rows: list[AuditRow] = []
     pairs = sorted({(m, b) for (m, b, _) in pv.TABLE4}, key=lambda p: (pv.CORE_MODELS.index(p[0]), p[1]))
@@ -270,7 +268,7 @@ def audit_table4() -> list[AuditRow]:
         rhos = [pv.TABLE4[(model, benchmark, c)] for c in ("rho1", "rho2", "rho3")]
         printed_star = pv.TABLE4[(model, benchmark, "rho_star")]
         printed_class = pv.TABLE4[(model, benchmark, "rsc_class")]
-        star = trend_coefficient(rhos)
+        star = rsc.trend(rhos)
         possible = _possible_trends(rhos)
         tied = len(set(rhos)) < len(rhos)
         if tied:
@@ -282,7 +280,7 @@ def audit_table4() -> list[AuditRow]:
         else:
             status, note = ("match", "exact") if abs(star - printed_star) < 1e-9 else ("discrepancy", "")
         rows.append(AuditRow("Table 4", f"{_label(model, benchmark)}: ρ*", _f(printed_star, 1), _f(star, 3), status, note))
-        classes = {rsc_class(s) for s in possible}
+        classes = _possible_classes(rhos)
         class_status = "match" if printed_class in classes else "discrepancy"
         rows.append(
             AuditRow(
@@ -403,8 +401,10 @@ def audit_table12() -> list[AuditRow]:
         get = partial(pv.lookup, pv.TABLE12, model, benchmark)
         label = _label(model, benchmark)
         t4_class = pv.TABLE4[(model, benchmark, "rsc_class")]
-        rec_rsc = "cot" if t4_class == "quality-ordered" else "sda"
-        rec_entropy = "sda" if get("entropy") > pv.ENTROPY_THRESHOLD else "cot"
+        # Table 12's two policies, as the router runs them (NF plays no part in either).
+        diag = routing.Diagnostics(em_nf=pv.TABLE2[(model, benchmark, "nf")], rho=None, rsc_class=t4_class, entropy=get("entropy"))
+        rec_rsc = routing.route_binary_rsc(diag).strategy
+        rec_entropy = routing.route_entropy(diag, pv.ENTROPY_THRESHOLD).strategy
         ok = (rec_rsc, rec_entropy, t4_class) == (get("rec_rsc"), get("rec_entropy"), get("rsc_class"))
         rows.append(
             AuditRow(
@@ -906,7 +906,7 @@ def audit_table10() -> list[AuditRow]:
     rows: list[AuditRow] = []
     for model in pv.CORE_MODELS:
         means = [pv.TABLE10[(model, "conflicts", c)][0] for c in pv.TABLE10_COLUMNS]
-        cls = rsc_class(trend_coefficient(means))
+        cls = rsc.classify(means).rsc_class
         printed = pv.TABLE10_GROUPS[model]
         note = "ρ* of the three per-query means"
         recomputed = cls
@@ -995,7 +995,7 @@ def audit_table13() -> list[AuditRow]:
                 note,
             )
         )
-        own = {rsc_class(s) for s in _possible_trends(points)}
+        own = _possible_classes(points)
         printed_class = pv.TABLE4[(model, benchmark, "rsc_class")]
         recomputed = " or ".join(sorted(own))
         status, note = ("match", "") if printed_class in own else ("discrepancy", "")

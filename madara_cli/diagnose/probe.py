@@ -7,7 +7,7 @@ disjoint from the evaluated ones):
 2. **Normal CoT scores**: the Relevance Assessor's CoT prompt scores every retrieved
    document and writes its five reasoning steps (the same requests the ``cot``
    strategy issues, so they are shared through the cache).
-3. **Perturb** each chain three ways (rsc.perturb_chains: shuffled, contradicted,
+3. **Perturb** each chain three ways (perturb.perturb_chains: shuffled, contradicted,
    random chain of another pair).
 4. **Re-score** each document given each perturbed chain, in the reading
    ``rsc.rescore`` names (F.1 says only that the chain "is presented as-is to the
@@ -40,7 +40,7 @@ answered alone.
 
 When a reply holds no ``reasoning_steps`` (small models often skip them), its text
 with every score and confidence field removed serves as the chain
-(:func:`madara_cli.diagnose.rsc.chain_from_text`): the reply's own ``"score": N``
+(:func:`madara_cli.diagnose.perturb.chain_from_text`): the reply's own ``"score": N``
 must not ride along into the shuffled level. How many chains came from raw text is
 ``scores.chains_from_raw_text``; a chain that is empty after the removal has nothing to
 perturb, so its pair leaves the probe (normal and re-scored alike) and is counted in
@@ -72,20 +72,20 @@ from madara_cli.agents.scoring import (
     ParsedScore,
     agent_request,
     expected_score,
-    forced_rescore_request,
     parse_completion,
     parse_score,
     read_rescore,
-    rescore_request,
 )
 from madara_cli.backends.cache import CachedLLM
 from madara_cli.config import to_plain
+from madara_cli.config.keys import RUNTIME_ONLY
 from madara_cli.config.schema import Rescore, keyed
-from madara_cli.diagnose import router, rsc
+from madara_cli.diagnose import perturb, router, rsc
 from madara_cli.errors import ConfigError
 from madara_cli.paths import inside
-from madara_cli.records import ChatRequest, Example, ScoreRequest
-from madara_cli.results.records import ProbeRecord
+from madara_cli.records import ChatRequest, Example
+from madara_cli.results.outputs import Calibration, IsolationProbe, ProbeRecord, ProbeScores, timing_section
+from madara_cli.results.probe_stats import ProbeStats
 
 RESCORE_READINGS = tuple(Rescore.__members__)  # forced, prefix (rsc.rescore)
 # What can change a probe's numbers; strategy, limit and output paths cannot.
@@ -123,10 +123,14 @@ class ProbeSpec:
     def folder(self, results_dir: str | Path) -> Path:
         return inside(results_dir, Path(results_dir) / "probes" / self.key)
 
+    def with_n(self, n: int) -> "ProbeSpec":
+        """The same probe on ``n`` calibration queries: ``config_hash`` does not cover the
+        calibration size, so this equals :meth:`from_cfg` with that ``n``."""
+        return replace(self, n=int(n))
+
     @classmethod
     def from_cfg(cls, cfg: DictConfig, n: int | None = None) -> "ProbeSpec":
         from madara_cli.agents.digest import prompt_digest
-        from madara_cli.experiment.grid import RUNTIME_ONLY
         from madara_cli.metrics import METRIC_VERSION
 
         plain = to_plain(cfg)
@@ -160,19 +164,20 @@ def _ragged(values: Sequence[float], lengths: Sequence[int]) -> list[list[float]
     return out
 
 
-def run_probe(cfg: DictConfig, llm: CachedLLM, n: int | None = None, examples: Sequence[Example] | None = None) -> dict[str, Any]:
+def run_probe(
+    cfg: DictConfig, llm: CachedLLM, n: int | None = None, examples: Sequence[Example] | None = None, *, spec: ProbeSpec | None = None
+) -> ProbeRecord:
     """NF + RSC on the calibration split ``examples`` (retrieved: the first ``n`` queries
     of the seeded order, :func:`madara_cli.experiment.examples.cell_examples` with
-    ``split="calibration"``); returns the probe record (JSON-safe). Its ``accounting``
-    counts this probe's calls alone, even when the engine is shared."""
-    from madara_cli.experiment.runner import timing_section
-
+    ``split="calibration"``); returns the probe record, without provenance. Its
+    ``accounting`` counts this probe's calls alone, even when the engine is shared.
+    ``spec``: the probe's :meth:`ProbeSpec.from_cfg`, when the caller has it already."""
     if cfg.rsc.rescoring not in SCORING_MODES:
         raise ConfigError(f"unknown rsc.rescoring '{cfg.rsc.rescoring}'; valid: {', '.join(SCORING_MODES)}")
     if str(cfg.rsc.get("rescore", "forced")) not in RESCORE_READINGS:
         raise ConfigError(f"unknown rsc.rescore '{cfg.rsc.rescore}'; valid: {', '.join(RESCORE_READINGS)}")
     t0 = time.perf_counter()
-    spec = ProbeSpec.from_cfg(cfg, n)
+    spec = spec or ProbeSpec.from_cfg(cfg, n)
     if examples is None:
         raise TypeError("run_probe needs the calibration examples (experiment.examples.cell_examples(cfg, pool, 'calibration'))")
     examples = list(examples)
@@ -180,13 +185,13 @@ def run_probe(cfg: DictConfig, llm: CachedLLM, n: int | None = None, examples: S
         raise ValueError(f"the RSC probe needs at least 2 calibration queries, got {len(examples)}")
     with llm.fresh_accounting(propagate=True) as accounting:
         record = _probe(cfg, llm, spec, examples)
-    record["accounting"] = accounting.to_dict()
+    counts = accounting.to_dict()
     # Timing apart, so the rest of the probe record compares byte for byte between runs.
-    record["timing"] = timing_section(record["accounting"], time.perf_counter() - t0)
-    return record
+    timing = timing_section(counts, time.perf_counter() - t0)
+    return replace(record, accounting=counts, timing=timing)
 
 
-def _probe(cfg: DictConfig, llm: CachedLLM, spec: ProbeSpec, examples: list[Example]) -> dict[str, Any]:
+def _probe(cfg: DictConfig, llm: CachedLLM, spec: ProbeSpec, examples: list[Example]) -> ProbeRecord:
     from madara_cli.strategies import STRATEGIES, StrategyContext, load_all
 
     load_all()
@@ -204,21 +209,21 @@ def _probe(cfg: DictConfig, llm: CachedLLM, spec: ProbeSpec, examples: list[Exam
     normal_requests = [_cot_request(ex, i, cfg) for ex, i in pairs]
     outs = llm.chat("rsc-cot", normal_requests)
     parsed = [parse_score(c.text, RELEVANCE) for c in outs]
-    chains: list[rsc.Reasoning] = [list(p.reasoning) if p.reasoning else rsc.chain_from_text(c.text) for p, c in zip(parsed, outs)]
+    chains: list[perturb.Reasoning] = [list(p.reasoning) if p.reasoning else perturb.chain_from_text(c.text) for p, c in zip(parsed, outs)]
     from_raw = sum(1 for p in parsed if not p.reasoning)
     # A pair with no reasoning left has nothing to perturb: it leaves the probe (its
     # normal score too, so every correlation is over the same pairs) and is counted.
-    included = [bool(rsc.steps_of(chain)) for chain in chains]
+    included = [bool(perturb.steps_of(chain)) for chain in chains]
     normal = [p.value if keep else math.nan for p, keep in zip(parsed, included)]
 
     # 3-4. Perturb and re-score the included pairs, all three levels in one batched stage.
     mode, how = str(cfg.rsc.rescoring), str(cfg.rsc.get("rescore", "forced"))
-    levels = rsc.perturb_chains(_ragged(chains, lengths), seed=int(cfg.seed)).by_level()
+    levels = perturb.perturb_chains(_ragged(chains, lengths), seed=int(cfg.seed)).by_level()
     budget = int(cfg.generation.score_max_tokens)
     todo = [p for p, keep in enumerate(included) if keep]
     flat_levels = [[steps for row in level for steps in row] for level in levels]
     requests = [
-        _rescore_request(pairs[p], normal_requests[p], flat[p], parsed[p].confidence, mode, how, budget)
+        perturb.perturbed_rescore_request(pairs[p], normal_requests[p], flat[p], parsed[p].confidence, mode, how, budget)
         for flat in flat_levels
         for p in todo
     ]
@@ -245,46 +250,34 @@ def _probe(cfg: DictConfig, llm: CachedLLM, spec: ProbeSpec, examples: list[Exam
         routed = router.route_isolation(diag, router.Isolation(**{k: isolation[k] for k in _ISOLATION_FIELDS}), _thresholds(cfg))
         isolation.update(route=routed.strategy, reason=routed.reason)
     failures = [sum(1 for p in group if not p.ok) for group in (parsed, rescored)]
-    return {
-        "model": spec.model,
-        "benchmark": spec.benchmark,
-        "n": len(examples),
-        "key": spec.key,
-        "config_hash": spec.config_hash,
-        **stats.to_dict(),
-        "em_nf": em_nf / 100.0,
-        "route": decision.strategy,
-        "reason": decision.reason,
-        "scores": {
-            "normal": _json_floats(normal),
-            "parse_failures_normal": failures[0],
-            "parse_failures_rescored": failures[1],
-            "n_pairs": len(pairs),
-            "chains_from_raw_text": from_raw,
-            "chains_empty": len(pairs) - len(todo),
-            "n_pairs_probed": len(todo),
-            "cot_cut_at_max_tokens": sum(1 for c in outs if c.finish_reason == "length"),
-        },
-        "rescore": how,
-        "rescoring": mode,
-        **({"isolation": isolation} if isolation is not None else {}),
-        "calibration": {
-            "n": len(examples),
-            "split": str(cfg.benchmark.get("calibration_split", "nested")),
-            "rule": f"first {spec.n} queries of the seeded order (seed {int(cfg.seed)})",
-        },
-    }
-
-
-def _rescore_request(
-    pair: tuple[Example, int], normal: ChatRequest, steps: Sequence[str], confidence: int | None, mode: str, how: str, budget: int
-) -> ChatRequest | ScoreRequest:
-    """One perturbed chain's re-score request, in the reading ``rsc.rescore`` names."""
-    if how == "prefix":
-        return rescore_request(normal, steps, mode=mode, max_tokens=budget, confidence=confidence)
-    ex, i = pair
-    return forced_rescore_request(
-        ex, (ex.docs or ())[i], steps, mode=mode, max_tokens=budget, temperature=normal.temperature, seed=normal.seed
+    return ProbeRecord(
+        model=spec.model,
+        benchmark=spec.benchmark,
+        n=len(examples),
+        key=spec.key,
+        config_hash=spec.config_hash,
+        **{name: getattr(stats, name) for name in ProbeStats.names()},
+        em_nf=em_nf / 100.0,
+        route=decision.strategy,
+        reason=decision.reason,
+        scores=ProbeScores(
+            normal=_json_floats(normal),
+            parse_failures_normal=failures[0],
+            parse_failures_rescored=failures[1],
+            n_pairs=len(pairs),
+            chains_from_raw_text=from_raw,
+            chains_empty=len(pairs) - len(todo),
+            n_pairs_probed=len(todo),
+            cot_cut_at_max_tokens=sum(1 for c in outs if c.finish_reason == "length"),
+        ),
+        calibration=Calibration(
+            n=len(examples),
+            split=str(cfg.benchmark.get("calibration_split", "nested")),
+            rule=f"first {spec.n} queries of the seeded order (seed {int(cfg.seed)})",
+        ),
+        rescore=how,
+        rescoring=mode,
+        isolation=None if isolation is None else IsolationProbe(**isolation),
     )
 
 
@@ -358,27 +351,27 @@ def _json_floats(values: Sequence[float]) -> list[float | None]:
 
 
 def find_or_run_probe(
-    cfg: DictConfig, llm: CachedLLM, n: int | None = None, force: bool = False, examples: Sequence[Example] | None = None
+    cfg: DictConfig, llm: CachedLLM, n: int | None = None, force: bool = False, examples: Sequence[Example] | None = None,
+    *, spec: ProbeSpec | None = None,
 ) -> tuple[ProbeRecord, Path, bool]:
     """The finished probe for this (model, benchmark, n, settings), or run it now on
     the calibration ``examples`` (:func:`madara_cli.experiment.treat.ensure_probe`
-    loads them). Returns (record, path of its file, reused)."""
+    loads them). ``spec``: the probe's :meth:`ProbeSpec.from_cfg`, when the caller has
+    derived it already (``n`` is then its ``n``). Returns (record, path of its file, reused)."""
     from madara_cli.results.prompt_log import prompt_renderer, write_prompts
     from madara_cli.results.provenance import now_iso, provenance
     from madara_cli.results.record_files import probe_path, read_probe, write_probe
-    from madara_cli.results.records import SCHEMA_VERSION
 
-    spec = ProbeSpec.from_cfg(cfg, n)
+    spec = spec or ProbeSpec.from_cfg(cfg, n)
     folder = spec.folder(cfg.results_dir)
     if not force and (done := read_probe(folder)) is not None:
         return done, probe_path(folder), True
     t0, started = time.perf_counter(), now_iso()
     with llm.logging_samples(bool(cfg.get("log_samples", True))) as samples:
-        record = run_probe(cfg, llm, n, examples)
-    record["provenance"] = provenance(cfg, started, now_iso(), time.perf_counter() - t0)
+        record = run_probe(cfg, llm, examples=examples, spec=spec)
+    probe = replace(record, provenance=provenance(cfg, started, now_iso(), time.perf_counter() - t0))
     folder.mkdir(parents=True, exist_ok=True)
     if cfg.get("log_samples", True):
         write_prompts(folder, samples, prompt_renderer(llm.backend))
-    probe = replace(ProbeRecord.from_dict(record), schema_version=SCHEMA_VERSION)
     path = write_probe(folder, probe)
     return replace(probe, path=path), path, False

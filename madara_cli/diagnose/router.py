@@ -33,6 +33,7 @@ from dataclasses import dataclass, field, replace
 
 from madara_cli import stats
 from madara_cli.diagnose import rsc
+from madara_cli.results.probe_stats import ProbeStats
 
 PDE, SDA, COT, ATF, THREE_AGENT = "pde", "sda", "cot", "atf", "three_agent"
 # What a route's reason calls each treatment (not the short column labels the paper's
@@ -87,8 +88,9 @@ class Diagnostics:
         return None if self.rho is None else rsc.trend(self.rho)
 
     @classmethod
-    def from_probe(cls, em_nf: float, probe: rsc.ProbeStats) -> Diagnostics:
-        """Diagnostics of a finished probe (``em_nf`` in percent)."""
+    def from_probe(cls, em_nf: float, probe: ProbeStats) -> Diagnostics:
+        """Diagnostics of a probe's statistics (a computed :class:`ProbeStats` or a
+        stored probe record; ``em_nf`` in percent)."""
         return cls(em_nf=em_nf, rho=probe.rho, rsc_class=probe.rsc_class, entropy=probe.entropy)
 
 

@@ -1,17 +1,15 @@
-"""Reasoning-Score Coupling (RSC): the perturbations and statistics of the probe.
+"""Reasoning-Score Coupling (RSC): the statistics of the probe.
 
 Source: the MADARA paper (*To Isolate or to Score?*), Section 3 (Eqs. 1-2,
-Definition 1), Appendix F (F.1 perturbations, F.2 per-query correlations, F.3
-split-half and 30-query subsets, F.4 the mean coupling rho-bar), G.2 (Table 13,
-bootstrap CIs) and I (score entropy).
+Definition 1), Appendix F (F.2 per-query correlations, F.3 split-half and 30-query
+subsets, F.4 the mean coupling rho-bar), G.2 (Table 13, bootstrap CIs) and I (score
+entropy).
 
 The probe scores every (query, document) pair of a calibration set once with
-chain-of-thought ("normal" scores and reasoning chains), then rescores each pair
-with its reasoning replaced by a perturbed chain at three increasing severities:
-
-1. shuffled      -- the sentences of the chain permuted (logic broken, content kept);
-2. contradicted  -- quality words and numbers negated (direction inverted);
-3. random        -- the chain of another, random (query, document) pair.
+chain-of-thought ("normal" scores), then rescores each pair with its reasoning
+replaced by a perturbed chain at three increasing severities, :data:`LEVELS`
+(shuffled, contradicted, random; the perturbations are in
+:mod:`madara_cli.diagnose.perturb`).
 
 rho_k = Spearman(normal, perturbed_k), pooled over all pairs (Eq. 1), and the trend
 rho* = Spearman([1, 2, 3], [rho_1, rho_2, rho_3]) (Eq. 2). A pair is
@@ -19,287 +17,28 @@ rho* = Spearman([1, 2, 3], [rho_1, rho_2, rho_3]) (Eq. 2). A pair is
 
 Everything here is pure: no model calls. Score matrices are indexed
 ``[query][document]`` and may be ragged; NaN marks a score that failed to parse and
-is dropped pairwise. Every resampling takes a ``seed``.
+is dropped pairwise. Every resampling takes a ``seed``. The results are the typed
+records of :mod:`madara_cli.results.probe_stats`, the ones the probe writes and the
+store reads.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 from scipy import stats
+
+from madara_cli.results.probe_stats import Bootstrap, Degeneracy, PerQuery, ProbeStats, SplitHalf, Subsets, json_safe
 
 LEVELS: tuple[str, str, str] = ("shuffled", "contradicted", "random")
 QUALITY_ORDERED = "quality-ordered"
 STOCHASTIC = "stochastic"
 DEGENERATE = "degenerate"
 RSC_CLASSES = (QUALITY_ORDERED, STOCHASTIC, DEGENERATE)
-
-Reasoning = str | Sequence[str]
-Seed = int | Sequence[int]
-T = TypeVar("T")
-
-
-# --------------------------------------------------------------------------- #
-# Perturbations (Appendix F.1)
-# --------------------------------------------------------------------------- #
-
-# A boundary is sentence-final punctuation (optionally followed by a closing quote or
-# bracket) and whitespace, or a line break. Decimals such as "4.5" never match
-# because no whitespace follows the point.
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\s*\n+\s*")
-# Fragments that are only an enumerator ("1.", "(2)", "a.", "Step 3:") belong to the
-# sentence that follows them; splitting them off would let a shuffle separate a
-# step's number from its text.
-_ENUMERATOR = re.compile(r"^(?:\(?\d{1,2}[.)]|\(?[A-Za-z][.)]|step\s*\d+[.:)]?)$", re.IGNORECASE)
-
-
-def _split_text(text: str) -> list[str]:
-    pieces = [p.strip() for p in _SENTENCE_END.split(text) if p and p.strip()]
-    sentences: list[str] = []
-    pending = ""
-    for piece in pieces:
-        if _ENUMERATOR.match(piece):
-            pending = f"{pending} {piece}".strip()
-            continue
-        sentences.append(f"{pending} {piece}".strip() if pending else piece)
-        pending = ""
-    if pending:
-        sentences.append(pending)
-    return sentences
-
-
-# A score or confidence field as a reply writes it: "score": 4, 'confidence': 3,
-# score = 4/5, "adjustment": -1 (quoted or not, an optional "/5" or "out of 5").
-_SCORE_FIELD = re.compile(
-    r"[\"']?\b(?:score|confidence|adjustment)\b[\"']?\s*[:=]\s*[\"']?[+-]?\d+(?:\.\d+)?[\"']?"
-    r"(?:\s*(?:/|out\s+of)\s*\d+)?\s*,?",
-    re.IGNORECASE,
-)
-_JSON_PUNCTUATION = re.compile(r"[{}\[\]]")
-_CODE_FENCE = re.compile(r"```[A-Za-z]*")
-_EMPTY_STRING = re.compile(r"(?:\"\s*\"|'\s*')")
-_LOOSE_COMMAS = re.compile(r"(?:^|(?<=\s))[,;:]+(?=\s|$)")
-
-
-def chain_from_text(reply: str) -> str:
-    """The reasoning of a CoT reply that holds no ``reasoning_steps``: its text with
-    every score, confidence and adjustment field removed, and the JSON punctuation
-    left around them. Without this the reply's own ``"score": N`` would sit in the
-    chain, survive shuffling and contradiction, and hand the re-score its answer.
-    An empty string means there is no reasoning to perturb."""
-    text = _SCORE_FIELD.sub(" ", _CODE_FENCE.sub(" ", reply or ""))
-    text = _EMPTY_STRING.sub(" ", _JSON_PUNCTUATION.sub(" ", text))
-    text = _LOOSE_COMMAS.sub(" ", text)
-    text = "\n".join(" ".join(line.split()).strip(",;: ") for line in text.splitlines())
-    text = re.sub(r"\n{2,}", "\n", text).strip()
-    return text if re.search(r"[^\W\d_]", text) else ""
-
-
-def split_sentences(reasoning: Reasoning) -> list[str]:
-    """Split a reasoning chain into sentences (F.1: "split by sentence boundaries").
-
-    A string is split after ``.``, ``!`` or ``?`` followed by whitespace, and at line
-    breaks; lone enumerators ("1.", "Step 2:") are glued to the next sentence. A
-    sequence of strings (the CoT prompt's ``reasoning_steps`` array) is split the same
-    way step by step, so a step of two sentences gives two. Abbreviations such as
-    "e.g." do split; that only makes a shuffle finer, never a no-op.
-    """
-    if isinstance(reasoning, str):
-        return _split_text(reasoning)
-    return [sentence for step in reasoning if step and step.strip() for sentence in _split_text(step)]
-
-
-def steps_of(reasoning: Reasoning) -> list[str]:
-    """A chain as the list of steps it is shown as: a string is one step, a sequence
-    keeps its non-empty steps."""
-    if isinstance(reasoning, str):
-        return [reasoning.strip()] if reasoning.strip() else []
-    return [s.strip() for s in reasoning if s and s.strip()]
-
-
-def render_reasoning(reasoning: Reasoning) -> str:
-    """The text a perturbed chain is shown as: a string as-is, steps one per line."""
-    if isinstance(reasoning, str):
-        return reasoning
-    return "\n".join(s.strip() for s in reasoning if s and s.strip())
-
-
-def _join(sentences: Sequence[str], like: Reasoning) -> str:
-    # Keep the original layout: prose stays prose, a list of steps stays one per line.
-    return " ".join(sentences) if isinstance(like, str) else "\n".join(sentences)
-
-
-def shuffled_sentences(reasoning: Reasoning, seed: Seed) -> list[str]:
-    """Level 1 (Shuffled) as a list: the chain's sentences permuted with a fixed seed.
-
-    ``R' = permute(R)`` with ``numpy.random.default_rng(seed)`` over the sentences of
-    every step (F.1). When the drawn permutation is the identity and there are at
-    least two sentences, the chain is rotated by one instead, so the perturbation is
-    never a silent no-op (with 2 sentences the identity is drawn half the time). A
-    chain of identical sentences can still read the same after shuffling.
-    """
-    sentences = split_sentences(reasoning)
-    n = len(sentences)
-    if n < 2:
-        return sentences
-    order = np.random.default_rng(seed).permutation(n)
-    if np.array_equal(order, np.arange(n)):
-        order = np.roll(order, -1)
-    return [sentences[i] for i in order]
-
-
-def shuffle_reasoning(reasoning: Reasoning, seed: Seed) -> str:
-    """Level 1 (Shuffled) as text (see :func:`shuffled_sentences`): prose stays prose,
-    a list of steps becomes one sentence per line."""
-    return _join(shuffled_sentences(reasoning, seed), reasoning)
-
-
-_WORD_ANTONYMS: dict[str, str] = {
-    "relevant": "irrelevant",
-    "consistent": "inconsistent",
-    "supports": "contradicts",
-    "support": "contradict",
-    "supported": "contradicted",
-    "supporting": "contradicting",
-    "accurate": "inaccurate",
-    "reliable": "unreliable",
-    "high quality": "low quality",
-    "high-quality": "low-quality",
-}
-_ANTONYMS: dict[str, str] = {**_WORD_ANTONYMS, **{v: k for k, v in _WORD_ANTONYMS.items()}}
-_NUMBER = r"(\d+(?:\.\d+)?)"
-# One alternation, longest phrase first, so each span is rewritten exactly once: a
-# swapped word is never looked at again (no relevant -> irrelevant -> relevant).
-_CONTRADICT = re.compile(
-    r"\b(?P<score>score\s+of\s+)" + _NUMBER + r"(?![\d.]\d)"
-    r"|(?<![\w.])(?P<frac>" + _NUMBER[1:-1] + r")(?P<slash>\s*/\s*5)(?!\w|\.\d)"
-    r"|\b(?P<word>" + "|".join(re.escape(w) for w in sorted(_ANTONYMS, key=len, reverse=True)) + r")\b",
-    re.IGNORECASE,
-)
-
-
-def _match_case(source: str, replacement: str) -> str:
-    if len(source) > 1 and source.isupper():
-        return replacement.upper()
-    if source[:1].isupper():
-        return replacement[:1].upper() + replacement[1:]
-    return replacement
-
-
-def _invert_score(text: str, top: float = 5.0) -> str | None:
-    # 5 - N on the 0-5 scale; a number outside the scale is not a score, leave it.
-    value = float(text)
-    if not 0.0 <= value <= top:
-        return None
-    inverted = top - value
-    return str(int(inverted)) if inverted.is_integer() else f"{inverted:g}"
-
-
-def _contradict_match(match: re.Match[str]) -> str:
-    if match.group("score") is not None:
-        inverted = _invert_score(match.group(2))
-        return match.group(0) if inverted is None else match.group("score") + inverted
-    if match.group("frac") is not None:
-        inverted = _invert_score(match.group("frac"))
-        return match.group(0) if inverted is None else inverted + match.group("slash")
-    word = match.group("word")
-    return _match_case(word, _ANTONYMS[word.lower()])
-
-
-def contradict_text(text: str) -> str:
-    """Antonym substitution on one string; see :func:`contradict_reasoning`."""
-    return _CONTRADICT.sub(_contradict_match, text)
-
-
-def contradict_reasoning(reasoning: Reasoning) -> str:
-    """Level 2 (Contradicted): negate the chain's quality cues (F.1).
-
-    Whole-word, case-preserving swaps in both directions: relevant<->irrelevant,
-    consistent<->inconsistent, support(s/ed/ing)<->contradict(s/ed/ing),
-    accurate<->inaccurate, reliable<->unreliable, "high quality"<->"low quality".
-    Numeric quality cues are inverted on the 0-5 scale: "score of N" -> "score of
-    5-N" (F.1's example: "score of 4" -> "score of 1") and "N/5" -> "(5-N)/5";
-    numbers outside 0-5 are left alone. All substitutions happen in a single regex
-    pass, so a swapped word is never swapped back.
-    """
-    if isinstance(reasoning, str):
-        return contradict_text(reasoning)
-    return _join([contradict_text(s) for s in split_sentences(reasoning)], reasoning)
-
-
-def random_reasoning(chains: Sequence[Sequence[T]], seed: Seed) -> list[list[T]]:
-    """Level 3 (Random): give every (query j, doc i) the chain of another pair (F.1).
-
-    For each pair, (l, k) is drawn uniformly from all pairs with (l, k) != (j, i)
-    (independently per pair, so two pairs may receive the same donor). ``chains``
-    is indexed ``[query][doc]`` and may be ragged; the result has the same shape.
-    "Another pair" is by position: if two pairs produced identical text, a pair may
-    receive text equal to its own.
-
-    Raises:
-        ValueError: fewer than two pairs, so there is no other chain to draw.
-    """
-    flat = [chain for row in chains for chain in row]
-    n = len(flat)
-    if n < 2:
-        raise ValueError(f"random reasoning needs at least 2 (query, doc) pairs, got {n}")
-    rng = np.random.default_rng(seed)
-    # Draw from n-1 slots and skip over the pair's own index: uniform over the others.
-    donors = rng.integers(0, n - 1, size=n)
-    donors = donors + (donors >= np.arange(n))
-    out: list[list[T]] = []
-    position = 0
-    for row in chains:
-        out.append([flat[donors[position + i]] for i in range(len(row))])
-        position += len(row)
-    return out
-
-
-@dataclass(frozen=True)
-class PerturbedChains:
-    """The three perturbed versions of a probe's chains, each ``[query][doc] -> steps``
-    (the list of strings the scoring prompt's ``reasoning_steps`` array is given)."""
-
-    shuffled: list[list[list[str]]]
-    contradicted: list[list[list[str]]]
-    random: list[list[list[str]]]
-
-    def by_level(self) -> tuple[list[list[list[str]]], list[list[list[str]]], list[list[list[str]]]]:
-        return (self.shuffled, self.contradicted, self.random)
-
-
-def perturb_chains(chains: Sequence[Sequence[Reasoning]], seed: int = 0) -> PerturbedChains:
-    """All three perturbation levels for chains indexed ``[query][doc]`` (F.1).
-
-    The shuffle of pair (j, i) uses ``default_rng([seed, j, i])`` so each chain's
-    permutation is fixed by the seed and its position alone, independent of how many
-    chains come before it. Shuffled chains are lists of sentences; contradicted ones
-    keep the chain's steps, each with its quality cues negated; a random chain is the
-    donor pair's steps as they are. An empty chain's three versions are empty.
-    """
-    shuffled = [[shuffled_sentences(c, (seed, j, i)) for i, c in enumerate(row)] for j, row in enumerate(chains)]
-    contradicted = [[[contradict_text(step) for step in steps_of(c)] for c in row] for row in chains]
-    # Only chains with steps are given or lent: an empty chain (excluded by the probe)
-    # stays empty and is never another pair's donor. With no empty chain this is the
-    # plain draw over all pairs.
-    flat = [c for row in chains for c in row]
-    usable = [n for n, c in enumerate(flat) if steps_of(c)]
-    lent: dict[int, list[str]] = {}
-    if len(usable) >= 2:
-        drawn = random_reasoning([[flat[n] for n in usable]], seed)[0]
-        lent = {n: steps_of(c) for n, c in zip(usable, drawn)}
-    elif len(flat) < 2:
-        random_reasoning(chains, seed)  # raises: no other pair to draw from
-    random, position = [], 0
-    for row in chains:
-        random.append([lent.get(position + i, []) for i in range(len(row))])
-        position += len(row)
-    return PerturbedChains(shuffled=shuffled, contradicted=contradicted, random=random)
 
 
 # --------------------------------------------------------------------------- #
@@ -527,31 +266,21 @@ def per_query_spearman(normal: ScoreMatrix, perturbed: ScoreMatrix) -> np.ndarra
     return np.clip(rho, -1.0, 1.0)
 
 
-@dataclass(frozen=True)
-class PerQuerySummary:
-    """Mean and sample std (ddof=1) of per-query rho per level, NaNs ignored (Table 10)."""
-
-    mean: tuple[float, float, float]
-    std: tuple[float, float, float]
-    values: tuple[np.ndarray, np.ndarray, np.ndarray]
-    n_defined: tuple[int, int, int]
-
-
 def _nan_stat(values: np.ndarray, fn: Any, **kwargs: Any) -> float:
     finite = values[~np.isnan(values)]
     min_n = 1 + kwargs.get("ddof", 0)
     return float(fn(finite, **kwargs)) if len(finite) >= min_n else math.nan
 
 
-def per_query_summary(normal: ScoreMatrix, perturbed_by_level: Sequence[ScoreMatrix]) -> PerQuerySummary:
-    """Table 10: per-query Spearman rho at each level, as mean +- std over queries."""
+def per_query_summary(normal: ScoreMatrix, perturbed_by_level: Sequence[ScoreMatrix]) -> PerQuery:
+    """Table 10: per-query Spearman rho at each level, as mean and sample std (ddof=1)
+    over the queries where it is defined, with every query's value (None: undefined)."""
     x, levels = _levels(normal, perturbed_by_level)
-    values = tuple(per_query_spearman(x, p) for p in levels)
-    return PerQuerySummary(
-        mean=tuple(_nan_stat(v, np.mean) for v in values),  # type: ignore[arg-type]
-        std=tuple(_nan_stat(v, np.std, ddof=1) for v in values),  # type: ignore[arg-type]
-        values=values,  # type: ignore[arg-type]
-        n_defined=tuple(int(np.sum(~np.isnan(v))) for v in values),  # type: ignore[arg-type]
+    values = [per_query_spearman(x, p) for p in levels]
+    return PerQuery(
+        mean=json_safe([_nan_stat(v, np.mean) for v in values]),
+        std=json_safe([_nan_stat(v, np.std, ddof=1) for v in values]),
+        values=json_safe(values),
     )
 
 
@@ -560,29 +289,13 @@ def per_query_summary(normal: ScoreMatrix, perturbed_by_level: Sequence[ScoreMat
 # --------------------------------------------------------------------------- #
 
 
-@dataclass(frozen=True)
-class BootstrapRSC:
-    """Percentile bootstrap over queries (Table 13).
-
-    ``ci[k]`` is the 95% percentile interval of rho_k (NaN resamples ignored);
-    ``stability`` the share (0-1) of resamples classified like the full sample;
-    ``class_shares`` the share of each class among resamples.
-    """
-
-    ci: tuple[tuple[float, float], tuple[float, float], tuple[float, float]]
-    stability: float
-    class_shares: dict[str, float]
-    n_resamples: int
-    seed: int
-
-
 def bootstrap(
     normal: ScoreMatrix,
     perturbed_by_level: Sequence[ScoreMatrix],
     n_resamples: int = 1000,
     seed: int = 0,
     level: float = 0.95,
-) -> BootstrapRSC:
+) -> Bootstrap:
     """Resample queries with replacement, recompute the pooled rho_k (G.2, Table 13).
 
     Each resample draws n queries with replacement (as multinomial counts, the same
@@ -608,25 +321,12 @@ def bootstrap(
             ci.append((float(lo), float(hi)))
         else:
             ci.append((math.nan, math.nan))
-    return BootstrapRSC(
-        ci=tuple(ci),  # type: ignore[arg-type]
+    return Bootstrap(
+        ci=json_safe(ci),
         stability=float(np.mean(classes == full_class)),
         class_shares={c: float(np.mean(classes == c)) for c in RSC_CLASSES},
         n_resamples=n_resamples,
-        seed=seed,
     )
-
-
-@dataclass(frozen=True)
-class SplitHalf:
-    """Classification of the first and the last half of the queries (F.3, Table 11)."""
-
-    first: RSCClass
-    last: RSCClass
-
-    @property
-    def agree(self) -> bool:
-        return self.first.rsc_class == self.last.rsc_class
 
 
 def _classify_subset(x: np.ndarray, levels: Sequence[np.ndarray], rows: slice | np.ndarray, threshold: float) -> RSCClass:
@@ -642,21 +342,9 @@ def split_half(normal: ScoreMatrix, perturbed_by_level: Sequence[ScoreMatrix], t
     x, levels = _levels(normal, perturbed_by_level)
     half = x.shape[0] // 2
     return SplitHalf(
-        first=_classify_subset(x, levels, slice(0, half), threshold),
-        last=_classify_subset(x, levels, slice(half, None), threshold),
+        first=_classify_subset(x, levels, slice(0, half), threshold).rsc_class,
+        last=_classify_subset(x, levels, slice(half, None), threshold).rsc_class,
     )
-
-
-@dataclass(frozen=True)
-class SubsetStability:
-    """Percent (0-100) of random query subsets per class (Table 11, 30-query columns)."""
-
-    quality_ordered: float
-    stochastic: float
-    degenerate: float
-    n_subsets: int
-    size: int
-    seed: int
 
 
 def subset_stability(
@@ -665,7 +353,7 @@ def subset_stability(
     n_subsets: int = 100,
     size: int = 30,
     seed: int = 0,
-) -> SubsetStability:
+) -> Subsets:
     """F.3: classify ``n_subsets`` random ``size``-query subsets (drawn without replacement)."""
     x, levels = _levels(normal, perturbed_by_level)
     n = x.shape[0]
@@ -677,34 +365,18 @@ def subset_stability(
         row[rng.choice(n, size=size, replace=False)] = 1.0
     classes = _classes_of(_rhos_under(x, levels, weights))
     percent = {c: float(np.mean(classes == c) * 100.0) for c in RSC_CLASSES}
-    return SubsetStability(
+    return Subsets(
         quality_ordered=percent[QUALITY_ORDERED],
         stochastic=percent[STOCHASTIC],
         degenerate=percent[DEGENERATE],
-        n_subsets=n_subsets,
         size=size,
-        seed=seed,
+        n_subsets=n_subsets,
     )
 
 
 # --------------------------------------------------------------------------- #
 # Degenerate scoring and score entropy (Section 6.2, Appendix I)
 # --------------------------------------------------------------------------- #
-
-
-@dataclass(frozen=True)
-class Degeneracy:
-    """Whether the normal scores are too concentrated for rank correlations to mean anything.
-
-    Table 4's Llama-3.1 TriviaQA row: 98% of scores at the floor, mean 0.17/5, so
-    the paper reports "degenerate scoring" instead of rho_k.
-    """
-
-    is_degenerate: bool
-    floor_share: float
-    ceiling_share: float
-    mean_score: float
-    reason: str | None = None
 
 
 def degenerate_scoring(
@@ -718,7 +390,7 @@ def degenerate_scoring(
     values = np.asarray(as_score_matrix(scores) if _is_nested(scores) else np.asarray(scores, dtype=float), dtype=float).ravel()
     values = values[~np.isnan(values)]
     if len(values) == 0:
-        return Degeneracy(True, math.nan, math.nan, math.nan, "no parsable scores")
+        return Degeneracy(is_degenerate=True, reason="no parsable scores")
     floor_share = float(np.mean(values <= floor))
     ceiling_share = float(np.mean(values >= ceiling))
     mean = float(np.mean(values))
@@ -729,7 +401,7 @@ def degenerate_scoring(
         reason = f"{floor_share:.0%} of scores at the floor ({floor:g}), mean {mean:.2f}/{ceiling:g}"
     elif ceiling_share >= share:
         reason = f"{ceiling_share:.0%} of scores at the ceiling ({ceiling:g}), mean {mean:.2f}/{ceiling:g}"
-    return Degeneracy(reason is not None, floor_share, ceiling_share, mean, reason)
+    return Degeneracy(is_degenerate=reason is not None, floor_share=floor_share, ceiling_share=ceiling_share, mean_score=mean, reason=reason)
 
 
 def _is_nested(scores: Any) -> bool:
@@ -761,101 +433,6 @@ def score_entropy(scores: ScoreMatrix | Sequence[float], bins: Sequence[int] = r
 # --------------------------------------------------------------------------- #
 # The whole probe
 # --------------------------------------------------------------------------- #
-
-
-@dataclass(frozen=True)
-class ProbeStats:
-    """Every statistic of one RSC probe (Table 4 row + Tables 10, 11, 13 + entropy).
-
-    When the scores are degenerate (see :class:`Degeneracy`) or any rho_k is
-    undefined, ``rsc_class`` is "degenerate" and every rho-derived field is None:
-    the probe reports the degeneracy instead of a meaningless correlation.
-    """
-
-    rsc_class: str
-    rho: tuple[float, float, float] | None
-    p_values: tuple[float, float, float] | None
-    rho_star: float | None
-    rho_bar: float | None
-    coupling: str | None
-    per_query: PerQuerySummary | None
-    bootstrap: BootstrapRSC | None
-    split_half: SplitHalf | None
-    subsets: SubsetStability | None
-    degeneracy: Degeneracy
-    entropy: float | None
-    n_queries: int
-    n_pairs: int
-    seed: int
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-safe summary: NaN and inf become None, arrays become lists."""
-        per_query = None
-        if self.per_query is not None:
-            per_query = {
-                "mean": list(self.per_query.mean),
-                "std": list(self.per_query.std),
-                "values": [v.tolist() for v in self.per_query.values],
-            }
-        boot = None
-        if self.bootstrap is not None:
-            boot = {
-                "ci": [list(ci) for ci in self.bootstrap.ci],
-                "stability": self.bootstrap.stability,
-                "class_shares": self.bootstrap.class_shares,
-                "n_resamples": self.bootstrap.n_resamples,
-            }
-        subsets = None
-        if self.subsets is not None:
-            subsets = {
-                QUALITY_ORDERED: self.subsets.quality_ordered,
-                STOCHASTIC: self.subsets.stochastic,
-                DEGENERATE: self.subsets.degenerate,
-                "size": self.subsets.size,
-                "n_subsets": self.subsets.n_subsets,
-            }
-        out = {
-            "rho": None if self.rho is None else list(self.rho),
-            "p_values": None if self.p_values is None else list(self.p_values),
-            "rho_star": self.rho_star,
-            "rho_bar": self.rho_bar,
-            "rsc_class": self.rsc_class,
-            "coupling": self.coupling,
-            "per_query": per_query,
-            "bootstrap": boot,
-            "split_half": None
-            if self.split_half is None
-            else {"first": self.split_half.first.rsc_class, "last": self.split_half.last.rsc_class},
-            "subsets30": subsets,
-            "degenerate": {
-                "is_degenerate": self.degeneracy.is_degenerate,
-                "floor_share": self.degeneracy.floor_share,
-                "ceiling_share": self.degeneracy.ceiling_share,
-                "mean_score": self.degeneracy.mean_score,
-                "reason": self.degeneracy.reason,
-            },
-            "entropy": self.entropy,
-            "n_queries": self.n_queries,
-            "n_pairs": self.n_pairs,
-            "seed": self.seed,
-        }
-        return _json_safe(out)
-
-
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return _json_safe(value.tolist())
-    if isinstance(value, (np.bool_, bool)):
-        return bool(value)
-    if isinstance(value, (np.integer, int)):
-        return int(value)
-    if isinstance(value, (np.floating, float)):
-        return float(value) if math.isfinite(value) else None
-    return value
 
 
 def summarize_probe(
@@ -899,24 +476,22 @@ def summarize_probe(
         )
     if degeneracy.is_degenerate:
         return ProbeStats(
-            rsc_class=DEGENERATE, rho=None, p_values=None, rho_star=None, rho_bar=None, coupling=None,
-            per_query=None, bootstrap=None, split_half=None, subsets=None, degeneracy=degeneracy,
-            entropy=entropy_out, n_queries=n_queries, n_pairs=n_pairs, seed=seed,
+            rsc_class=DEGENERATE, degenerate=degeneracy, entropy=entropy_out, n_queries=n_queries, n_pairs=n_pairs, seed=seed,
         )  # fmt: skip
 
     cls = classify(rhos, threshold)
     return ProbeStats(
+        rho=json_safe(cls.rho),
+        p_values=json_safe([p for _, p in pooled]),
+        rho_star=json_safe(cls.rho_star),
+        rho_bar=json_safe(cls.rho_bar),
         rsc_class=cls.rsc_class,
-        rho=cls.rho,
-        p_values=tuple(p for _, p in pooled),  # type: ignore[arg-type]
-        rho_star=cls.rho_star,
-        rho_bar=cls.rho_bar,
         coupling=cls.coupling,
         per_query=per_query_summary(x, levels),
         bootstrap=bootstrap(x, levels, n_resamples=n_resamples, seed=seed),
         split_half=split_half(x, levels, threshold) if n_queries >= 2 else None,
-        subsets=subset_stability(x, levels, n_subsets=n_subsets, size=subset_size, seed=seed) if n_queries >= subset_size else None,
-        degeneracy=degeneracy,
+        subsets30=subset_stability(x, levels, n_subsets=n_subsets, size=subset_size, seed=seed) if n_queries >= subset_size else None,
+        degenerate=degeneracy,
         entropy=entropy_out,
         n_queries=n_queries,
         n_pairs=n_pairs,

@@ -27,6 +27,7 @@ from madara_cli.config import (
     option_settings,
     to_plain,
 )
+from madara_cli.config.keys import RUNTIME_ONLY
 from madara_cli.config.schema import keyed
 from madara_cli.config.validate import not_applicable
 from madara_cli.errors import ConfigError
@@ -34,13 +35,8 @@ from madara_cli.records import Cell
 
 # Root groups whose settings can change a cell's numbers.
 _SEMANTIC_GROUPS = ("model", "backend", "benchmark", "retriever", "strategy", "generation")
-# Settings inside those groups that only change speed or placement.
-RUNTIME_ONLY: dict[str, tuple[str, ...]] = {
-    "backend": (
-        "batch_size", "n_threads", "tensor_parallel_size", "gpu_memory_utilization", "enable_prefix_caching",
-        "base_url", "api_key_env", "max_in_flight", "retries", "timeout_s",
-    ),
-}
+# Settings inside those groups that only change speed or placement: RUNTIME_ONLY (config.keys).
+
 # Before each strategy had its own schema, every strategy node carried every setting
 # at these defaults, and cells were hashed so. A node is laid over them, so cells
 # finished then keep their keys; being constants, they cannot move a strategy's key

@@ -28,10 +28,10 @@ from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.examples import load_cell, retrieve_for, sized_to_data
 from madara_cli.experiment.grid import cell_from_cfg, key_settings
 from madara_cli.records import Cell, Example, Prediction
+from madara_cli.results.outputs import CellRecord, timing_section
 from madara_cli.results.prompt_log import prompt_renderer
 from madara_cli.results.provenance import now_iso, provenance
 from madara_cli.results.record_files import read_cell, write_cell
-from madara_cli.results.records import CellRecord
 from madara_cli.strategies import STRATEGIES, StrategyContext, load_all
 
 log = logging.getLogger(__name__)
@@ -71,12 +71,6 @@ def check_writable(folder: Path) -> None:
         raise NotADirectoryError(errno.ENOTDIR, "not a folder", str(existing))
     if not os.access(existing, os.W_OK | os.X_OK):
         raise PermissionError(errno.EACCES, "results folder is not writable", str(existing))
-
-
-def timing_section(accounting: dict[str, Any], wall_seconds: float) -> dict[str, Any]:
-    """Move the engine seconds out of ``accounting`` (in place) into a timing section."""
-    by_stage = {name: st.pop("seconds", 0.0) for name, st in accounting.get("by_stage", {}).items()}
-    return {"wall_seconds": round(wall_seconds, 3), "engine_seconds": accounting.pop("seconds", 0.0), "engine_seconds_by_stage": by_stage}
 
 
 def prediction_rows(examples: list[Example], preds: list[Prediction]) -> tuple[list[dict], list[M.Scores]]:

@@ -29,7 +29,7 @@ from madara_cli.diagnose.probe import ProbeSpec, find_or_run_probe, routed
 from madara_cli.experiment.examples import cell_examples, retrieve_for
 from madara_cli.records import Example, Prediction
 from madara_cli.results import record_files
-from madara_cli.results.records import ROUTE_FIELDS, ProbeRecord
+from madara_cli.results.outputs import ROUTE_FIELDS, ProbeRecord
 from madara_cli.strategies import STRATEGIES, StrategyContext, load_all
 
 if TYPE_CHECKING:
@@ -39,25 +39,25 @@ if TYPE_CHECKING:
 _OWN = ("name", "probe")
 
 
-def _probe_done(cfg: DictConfig, n: int | None = None) -> bool:
-    return record_files.probe_path(ProbeSpec.from_cfg(cfg, n).folder(cfg.results_dir)).is_file()
+def _probe_done(cfg: DictConfig, spec: ProbeSpec) -> bool:
+    return record_files.probe_path(spec.folder(cfg.results_dir)).is_file()
 
 
 def ensure_probe(cfg: DictConfig, pool: EnginePool, n: int | None = None, force: bool = False) -> tuple[ProbeRecord, Path, bool]:
     """The finished probe of ``cfg`` (``madara probe``, a ``kind: probes`` grid), or run
     it now: the calibration split is loaded and retrieved first (a reranker may need
     its own engine), then the probed model's engine is taken. Returns (record, path, reused)."""
+    spec = ProbeSpec.from_cfg(cfg, n)  # once per probe: the probe below runs under it
     examples = None
-    if force or not _probe_done(cfg, n):
+    if force or not _probe_done(cfg, spec):
         examples = cell_examples(cfg, pool, split="calibration", n=n).examples
-        wanted = int(n if n is not None else cfg.benchmark.calibration)
-        if len(examples) < wanted:  # keyed by the n that ran, as a cell's limit is
+        if len(examples) < spec.n:  # keyed by the n that ran, as a cell's limit is
             from madara_cli.data.loaders import warn
 
-            warn(f"a probe of {wanted} calibration queries asked for, but benchmark {cfg.benchmark.name} holds {len(examples)}: "
+            warn(f"a probe of {spec.n} calibration queries asked for, but benchmark {cfg.benchmark.name} holds {len(examples)}: "
                  f"it runs on {len(examples)} and is keyed n{len(examples)}")
-            n = len(examples)
-    record, path, reused = find_or_run_probe(cfg, pool.get(cfg), n, force=force, examples=examples)
+            spec = spec.with_n(len(examples))
+    record, path, reused = find_or_run_probe(cfg, pool.get(cfg), force=force, examples=examples, spec=spec)
     track_probe(cfg, record, path, reused)
     return record, path, reused
 
@@ -112,6 +112,7 @@ class Treatment:
 
     pinned: tuple[ProbeRecord, Path] | None = None
     calibration: list[Example] | None = None
+    spec: ProbeSpec | None = None  # the probe's, derived once in prepare (None with a pinned probe)
 
     @classmethod
     def prepare(cls, cfg: DictConfig, pool: EnginePool | None, calibration: list[Example] | None = None) -> "Treatment":
@@ -122,18 +123,19 @@ class Treatment:
             path = Path(str(cfg.strategy.probe))
             record = read_probe(path)
             return cls(pinned=(record, record.path or path))
-        if _probe_done(cfg):
-            return cls()
+        spec = ProbeSpec.from_cfg(cfg)
+        if _probe_done(cfg, spec):
+            return cls(spec=spec)
         if calibration is None:
-            return cls(calibration=cell_examples(cfg, pool, split="calibration").examples)
-        return cls(calibration=retrieve_for(cfg, calibration, pool))
+            return cls(calibration=cell_examples(cfg, pool, split="calibration").examples, spec=spec)
+        return cls(calibration=retrieve_for(cfg, calibration, pool), spec=spec)
 
     def run(self, ctx: StrategyContext, examples: Sequence[Example]) -> list[Prediction]:
         """Probe (or reuse), route, and run the routed strategy: a strategy's signature."""
         if self.pinned is not None:
             (record, path), reused = self.pinned, True
         else:
-            record, path, reused = find_or_run_probe(ctx.cfg, ctx.llm, examples=self.calibration)
+            record, path, reused = find_or_run_probe(ctx.cfg, ctx.llm, examples=self.calibration, spec=self.spec)
             track_probe(ctx.cfg, record, path, reused)
         route, reason = routed(record, ctx.cfg)
         sub = StrategyContext(llm=ctx.llm, cfg=routed_config(ctx.cfg, route))

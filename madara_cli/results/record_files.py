@@ -3,9 +3,9 @@
 
 A cell folder ``<grid>/<key>/`` holds ``config.yaml``, ``predictions.jsonl`` (one row
 per query), ``prompts.jsonl`` (the logged requests, :mod:`.prompt_log`) and
-``metrics.json`` (a :class:`~madara_cli.results.records.CellRecord`), written under a
+``metrics.json`` (a :class:`~madara_cli.results.outputs.CellRecord`), written under a
 temporary name and renamed into place once complete; a probe folder ``probes/<key>/``
-holds ``probe.json`` (a :class:`~madara_cli.results.records.ProbeRecord`) and its
+holds ``probe.json`` (a :class:`~madara_cli.results.outputs.ProbeRecord`) and its
 ``prompts.jsonl``.
 
 - ``write_cell`` / ``read_cell`` / ``read_predictions`` / ``read_config_text``,
@@ -28,8 +28,8 @@ from typing import Any
 
 from madara_cli.errors import RecordError
 from madara_cli.paths import writing
+from madara_cli.results.outputs import CellRecord, ProbeRecord
 from madara_cli.results.prompt_log import PROMPTS, write_prompts
-from madara_cli.results.records import CellRecord, ProbeRecord
 
 METRICS_FILE = "metrics.json"
 PROBE_FILE = "probe.json"

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 from madara_cli.errors import RecordError
 from madara_cli.metrics import metric_name
+from madara_cli.results.outputs import METRICS, CellRecord, ProbeRecord, _num
 from madara_cli.results.record_files import (
     PROBE_FILE,
     PROBES_GRID,
@@ -24,7 +25,6 @@ from madara_cli.results.record_files import (
     read_probe,
     record_problem,
 )
-from madara_cli.results.records import METRICS, CellRecord, ProbeRecord, _num
 
 # --- the results index ----------------------------------------------------------------------------
 

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from madara_cli.errors import RecordError
+from madara_cli.results.outputs import CellRecord
 from madara_cli.results.record_files import CONFIG_FILE, METRICS_FILE, read_cell
-from madara_cli.results.records import CellRecord
 
 SUMMARY_CSV = "summary.csv"
 SUMMARY_PARQUET = "summary.parquet"

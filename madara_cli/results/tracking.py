@@ -79,7 +79,7 @@ class Run:
 
 
 def cell_run(folder: Path, record: Any) -> Run:
-    """A finished cell (:class:`~madara_cli.results.records.CellRecord`) as a run."""
+    """A finished cell (:class:`~madara_cli.results.outputs.CellRecord`) as a run."""
     from madara_cli.results.summary import cell_settings
 
     cell = record.cell.to_dict()
@@ -91,7 +91,7 @@ def cell_run(folder: Path, record: Any) -> Run:
 
 
 def probe_run(folder: Path, record: Any, cfg: Any) -> Run:
-    """A finished probe (:class:`~madara_cli.results.records.ProbeRecord`) as a run; its
+    """A finished probe (:class:`~madara_cli.results.outputs.ProbeRecord`) as a run; its
     parameters are the probed configuration (model, engine, benchmark, retrieval, RSC)."""
     from madara_cli.config import to_plain
 

@@ -2,8 +2,8 @@
 
 The index itself lives in the results package (:func:`madara_cli.results.stored.load_results`),
 which reads every results file: a :class:`Results` of :class:`StoredCell` (a cell's
-:class:`~madara_cli.results.records.CellRecord`, its folder, and which metric ``em``
-holds) and probe records (:class:`~madara_cli.results.records.ProbeRecord`, typed:
+:class:`~madara_cli.results.outputs.CellRecord`, its folder, and which metric ``em``
+holds) and probe records (:class:`~madara_cli.results.outputs.ProbeRecord`, typed:
 ``probe.rsc_class``, ``probe.rho_at(0)``, ``probe.degenerate.mean_score``).
 :meth:`Results.find` picks the cell a table shows for a (model, benchmark, strategy) in
 any grid folder, preferring the table's own grid, then full runs over ``limit``-ed ones,

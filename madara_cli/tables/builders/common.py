@@ -12,7 +12,7 @@ import numpy as np
 
 from madara_cli import paper as pv
 from madara_cli import stats
-from madara_cli.results.records import _num
+from madara_cli.results.outputs import _num
 from madara_cli.tables.compare import paired_outcomes
 from madara_cli.tables.lookup import SPARSE, Results, StoredCell
 from madara_cli.tables.pairs import Measured

@@ -4,9 +4,10 @@
   identity (:class:`madara_cli.records.Cell`), its metrics, how the evaluated
   set relates to the calibration queries, the strategy's own report sections, the data
   report, the engine accounting, provenance and timing.
-- :class:`ProbeRecord`: one RSC probe (``probes/<key>/probe.json``): the statistics of
-  :func:`madara_cli.diagnose.rsc.summarize_probe`, EM_NF, the route, the score and
-  calibration notes, accounting, timing and provenance.
+- :class:`ProbeRecord`: one RSC probe (``probes/<key>/probe.json``): the statistics
+  :func:`madara_cli.diagnose.rsc.summarize_probe` computes (a
+  :class:`~madara_cli.results.probe_stats.ProbeStats`, the same typed record), EM_NF,
+  the route, the score and calibration notes, accounting, timing and provenance.
 
 ``to_dict()`` lays a record out exactly as madara has always written it (so two runs
 still compare byte for byte), with ``schema_version`` as its first key;
@@ -26,6 +27,7 @@ from typing import Any, ClassVar, Mapping
 from madara_cli import metrics as M
 from madara_cli.errors import RecordError
 from madara_cli.records import Cell
+from madara_cli.results.probe_stats import STATS_SECTIONS, ProbeStats, Section
 
 # 1: files written before the results store (no ``schema_version`` key); 2: the same
 # layout with ``schema_version`` first.
@@ -57,6 +59,14 @@ def _version(data: Mapping[str, Any], path: Path | str | None) -> int:
     if version > SCHEMA_VERSION:
         raise RecordError(f"{path or 'record'}: written by a newer madara (schema_version {version}; this one reads up to {SCHEMA_VERSION})")
     return version
+
+
+def timing_section(accounting: dict[str, Any], wall_seconds: float) -> dict[str, Any]:
+    """Move the engine seconds out of ``accounting`` (in place) into a timing section:
+    a cell's and a probe's ``timing``, written apart so the rest of the record compares
+    byte for byte between runs."""
+    by_stage = {name: st.pop("seconds", 0.0) for name, st in accounting.get("by_stage", {}).items()}
+    return {"wall_seconds": round(wall_seconds, 3), "engine_seconds": accounting.pop("seconds", 0.0), "engine_seconds_by_stage": by_stage}
 
 
 # --- a cell -----------------------------------------------------------------------------------
@@ -279,81 +289,7 @@ def _loads(text: str, path: Path | str | None) -> Any:
 
 
 @dataclass(frozen=True)
-class _Section:
-    """A nested section of a probe: known keys as fields (in the order they are
-    written), anything else kept in ``extra``."""
-
-    JSON_NAMES: ClassVar[dict[str, str]] = {}
-    # Fields added after files were first written: left out while None, so an older
-    # file reads and writes back unchanged.
-    OMIT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset()
-
-    @classmethod
-    def from_dict(cls, d: Any):
-        if not isinstance(d, Mapping):
-            return None
-        names = [f.name for f in fields(cls) if f.name != "extra"]
-        json_names = {n: cls.JSON_NAMES.get(n, n) for n in names}
-        known = set(json_names.values())
-        return cls(**{n: d.get(j) for n, j in json_names.items()}, extra={k: v for k, v in d.items() if k not in known})
-
-    def to_dict(self) -> dict[str, Any]:
-        out = {
-            self.JSON_NAMES.get(f.name, f.name): getattr(self, f.name)
-            for f in fields(self)
-            if f.name != "extra" and not (f.name in self.OMIT_WHEN_NONE and getattr(self, f.name) is None)
-        }
-        out.update(self.extra)
-        return out
-
-
-@dataclass(frozen=True)
-class PerQuery(_Section):
-    mean: list | None = None  # per level: mean per-query rho
-    std: list | None = None
-    values: list | None = None  # per level: the per-query rho values
-    extra: dict = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Bootstrap(_Section):
-    ci: list | None = None  # per level: [low, high]
-    stability: float | None = None
-    class_shares: dict | None = None
-    n_resamples: int | None = None
-    extra: dict = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class SplitHalf(_Section):
-    first: str | None = None
-    last: str | None = None
-    extra: dict = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Subsets(_Section):
-    JSON_NAMES: ClassVar[dict[str, str]] = {"quality_ordered": "quality-ordered"}
-    quality_ordered: float | None = None  # % of random 30-query subsets in each class
-    stochastic: float | None = None
-    degenerate: float | None = None
-    size: int | None = None
-    n_subsets: int | None = None
-    extra: dict = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Degeneracy(_Section):
-    is_degenerate: bool | None = None
-    floor_share: float | None = None
-    ceiling_share: float | None = None
-    mean_score: float | None = None
-    reason: str | None = None
-    extra: dict = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class ProbeScores(_Section):
+class ProbeScores(Section):
     OMIT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset({"chains_empty", "n_pairs_probed", "cot_cut_at_max_tokens"})
     normal: list | None = None
     parse_failures_normal: int | None = None
@@ -367,7 +303,7 @@ class ProbeScores(_Section):
 
 
 @dataclass(frozen=True)
-class Calibration(_Section):
+class Calibration(Section):
     n: int | None = None
     split: str | None = None
     rule: str | None = None
@@ -375,7 +311,7 @@ class Calibration(_Section):
 
 
 @dataclass(frozen=True)
-class IsolationProbe(_Section):
+class IsolationProbe(Section):
     """madara's isolation probe (``rsc.isolation_probe``): PDE-Random against NF on the
     calibration queries. EMs and the gain are in percent / EM points; ``b`` counts queries
     only PDE-Random answers right, ``c`` only NF; ``route``/``reason`` are the isolation
@@ -398,10 +334,9 @@ class IsolationProbe(_Section):
     extra: dict = field(default_factory=dict)
 
 
-_SECTIONS: dict[str, type[_Section]] = {
-    "per_query": PerQuery, "bootstrap": Bootstrap, "split_half": SplitHalf, "subsets30": Subsets,
-    "degenerate": Degeneracy, "scores": ProbeScores, "calibration": Calibration, "isolation": IsolationProbe,
-}
+_SECTIONS: dict[str, type[Section]] = {**STATS_SECTIONS, "scores": ProbeScores, "calibration": Calibration, "isolation": IsolationProbe}
+_PROBE_HEAD = ("model", "benchmark", "n", "key", "config_hash")
+_STATS = frozenset(ProbeStats.names())
 # What strategy=madara needs of a probe.
 ROUTE_FIELDS = ("route", "reason", "em_nf", "rsc_class")
 
@@ -410,31 +345,17 @@ def _at(values: Any, i: int) -> Any:
     return values[i] if isinstance(values, (list, tuple)) and 0 <= i < len(values) else None
 
 
-@dataclass(frozen=True)
-class ProbeRecord:
-    """An RSC probe, as :func:`madara_cli.diagnose.probe.run_probe` computes it."""
+@dataclass(frozen=True, kw_only=True)
+class ProbeRecord(ProbeStats):
+    """An RSC probe, as :func:`madara_cli.diagnose.probe.run_probe` computes it: its
+    identity, the statistics (:class:`ProbeStats`, the fields it inherits), the Diagnose
+    arm, accounting, timing and provenance. Written in that order."""
 
     model: str
     benchmark: str
     n: int
     key: str | None = None
     config_hash: str | None = None
-    # rsc.ProbeStats.to_dict()
-    rho: list | None = None  # pooled rho_1..3 (shuffled, contradicted, random)
-    p_values: list | None = None
-    rho_star: float | None = None
-    rho_bar: float | None = None
-    rsc_class: str | None = None
-    coupling: str | None = None
-    per_query: PerQuery | None = None
-    bootstrap: Bootstrap | None = None
-    split_half: SplitHalf | None = None
-    subsets30: Subsets | None = None
-    degenerate: Degeneracy | None = None
-    entropy: float | None = None
-    n_queries: int | None = None
-    n_pairs: int | None = None
-    seed: int | None = None
     # the Diagnose arm
     em_nf: float | None = None  # fraction
     route: str | None = None
@@ -471,10 +392,6 @@ class ProbeRecord:
         return list(self.per_query.values or []) if self.per_query else []
 
     @property
-    def is_degenerate(self) -> bool:
-        return bool(self.degenerate and self.degenerate.is_degenerate)
-
-    @property
     def stability(self) -> float | None:
         return _num(self.bootstrap.stability) if self.bootstrap else None
 
@@ -484,14 +401,15 @@ class ProbeRecord:
 
     # --- JSON
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"schema_version": SCHEMA_VERSION}
+        out: dict[str, Any] = {"schema_version": SCHEMA_VERSION, **{name: getattr(self, name) for name in _PROBE_HEAD}}
+        out.update(ProbeStats.to_dict(self))
         for f in fields(self):
-            if f.name in ("schema_version", "path", "extra", "accounting", "timing", "provenance"):
+            if f.name in _PROBE_HEAD or f.name in _STATS or f.name in ("schema_version", "path", "extra", "accounting", "timing", "provenance"):
                 continue
             value = getattr(self, f.name)
             if value is None and f.name in ("rescore", "rescoring", "isolation"):  # added later: older files stay as written
                 continue
-            out[f.name] = value.to_dict() if isinstance(value, _Section) else value
+            out[f.name] = value.to_dict() if isinstance(value, Section) else value
         out.update(self.extra)
         for name in ("accounting", "timing", "provenance"):
             if getattr(self, name) is not None:
