@@ -779,7 +779,7 @@ def main() -> None:
     """Entry point: one clear line instead of a traceback for anything a user can fix."""
     from madara_cli.backends.base import BackendError
     from madara_cli.config import ConfigError
-    from madara_cli.data.loaders import DataError
+    from madara_cli.data.sources import DataError
 
     try:  # typer >= 0.20 vendors click; older ones use it directly
         from typer._click import exceptions as cx

@@ -24,7 +24,7 @@ import pytest
 
 from madara_cli.backends.cache import CachedLLM, CacheError, ResponseCache
 from madara_cli.config import ConfigError, compose
-from madara_cli.data.loaders import DataError
+from madara_cli.data.sources import DataError
 from madara_cli.experiment.runner import EnginePool, run_cell
 from madara_cli.records import ChatRequest, Completion, Message
 from tests.conftest import ROOT

@@ -19,7 +19,7 @@ import pytest
 
 from madara_cli.backends.cache import CacheError, ResponseCache, _cache_error
 from madara_cli.config import ConfigError, compose
-from madara_cli.data.loaders import DataError
+from madara_cli.data.sources import DataError
 from madara_cli.experiment.runner import EnginePool, run_cell
 from madara_cli.records import Completion
 from tests.test_bad_input import madara, no_engine, one_line_error  # noqa: F401 - no_engine is a fixture (pytestmark)

@@ -59,7 +59,7 @@ from madara_cli.data.index import (
     parse_corpus_row,
     read_meta,
 )
-from madara_cli.data.loaders import DataError, source_fingerprint
+from madara_cli.data.sources import DataError, source_fingerprint
 from madara_cli.records import Doc, Example, ScoreRequest, messages
 from madara_cli.registry import Registry
 

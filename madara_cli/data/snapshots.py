@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from madara_cli.config.schema import keyed
-from madara_cli.data.loaders import DataError
+from madara_cli.data.sources import DataError
 from madara_cli.paths import inside, writing
 from madara_cli.records import Doc, Example
 

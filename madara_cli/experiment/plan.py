@@ -159,7 +159,7 @@ def _fingerprint(cfg: DictConfig) -> str:
 
 def plan_grid(grid_name: str, cfgs: list[DictConfig]) -> Plan:
     """Estimate every cell of a grid; add measured numbers for finished cells."""
-    from madara_cli.data.loaders import DataError
+    from madara_cli.data.sources import DataError
     from madara_cli.experiment.cells import load_cell, retrieve_for, sized_to_data
     from madara_cli.experiment.runner import ROUTED
     from madara_cli.experiment.treat import Treatment

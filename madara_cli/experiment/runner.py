@@ -159,7 +159,7 @@ def finished_cell(cfg: DictConfig, sized: bool = False) -> CellResult | None:
     folder = cell.folder(cfg.results_dir)
     record = store.read_cell(folder)
     if record is None and sized:
-        from madara_cli.data.loaders import DataError
+        from madara_cli.data.sources import DataError
 
         try:
             fitted, requested = sized_to_data(cfg, load_cell(cfg))
@@ -208,7 +208,7 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
     rows, scores = prediction_rows(examples, preds)
     acct = accounting.to_dict()
     if acct.get("truncated"):
-        from madara_cli.data.loaders import warn
+        from madara_cli.data.splits import warn
 
         warn(
             f"{cell.key}: {acct['truncated']} of {acct['requests']} prompts were longer than the context and were cut in "
@@ -216,7 +216,7 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
         )
     cot_cut = sum(v.get("cut_at_max_tokens", 0) for k, v in acct.get("by_stage", {}).items() if k in ("score-cot", "rsc-cot"))
     if cot_cut:
-        from madara_cli.data.loaders import warn
+        from madara_cli.data.splits import warn
 
         warn(
             f"{cell.key}: {cot_cut} CoT replies stopped at generation.cot_max_tokens={int(cfg.generation.cot_max_tokens)} "
@@ -269,7 +269,7 @@ def _run_each(cfgs: list[DictConfig], work: Callable[[DictConfig, EnginePool], A
     config whose data or engine is unavailable is reported as :class:`Failed` and the
     rest go on; anything else stops the run (finished work is already on disk)."""
     from madara_cli.backends.base import BackendError
-    from madara_cli.data.loaders import DataError
+    from madara_cli.data.sources import DataError
 
     out: list = []
     cells = getattr(progress, "cells", None) if len(cfgs) > 1 else None

@@ -52,7 +52,7 @@ def ensure_probe(cfg: DictConfig, pool: EnginePool, n: int | None = None, force:
         examples = cell_examples(cfg, pool, split="calibration", n=n).examples
         wanted = int(n if n is not None else cfg.benchmark.calibration)
         if len(examples) < wanted:  # keyed by the n that ran, as a cell's limit is
-            from madara_cli.data.loaders import warn
+            from madara_cli.data.splits import warn
 
             warn(f"a probe of {wanted} calibration queries asked for, but benchmark {cfg.benchmark.name} holds {len(examples)}: "
                  f"it runs on {len(examples)} and is keyed n{len(examples)}")
@@ -156,7 +156,7 @@ class Treatment:
 def read_probe(path: Path) -> ProbeRecord:
     """The finished probe named by ``strategy.probe`` (its folder or its file); one-line errors otherwise."""
     from madara_cli.config import ConfigError
-    from madara_cli.data.loaders import DataError
+    from madara_cli.data.sources import DataError
 
     try:
         record = store.read_probe(path, require=ROUTE_FIELDS)

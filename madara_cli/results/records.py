@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
 from madara_cli import metrics as M
-from madara_cli.data.loaders import DataError
+from madara_cli.data.sources import DataError
 from madara_cli.experiment.grid import Cell
 
 # 1: files written before the results store (no ``schema_version`` key); 2: the same
