@@ -20,7 +20,6 @@ from madara_cli.data.loader_plugins import find_loader
 from madara_cli.data.sources import DataError
 from madara_cli.records import Example
 
-
 # ---------------------------------------------------------------------------
 # Dropped rows: counted, named in one warning line, recorded in metrics.json
 
