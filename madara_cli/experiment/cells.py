@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig, OmegaConf
 
-from madara_cli.data.splits import LoadReport, load_splits
 from madara_cli.data.retrieval import retrieve
+from madara_cli.data.splits import LoadReport, load_splits
 from madara_cli.records import Example
 
 if TYPE_CHECKING:
