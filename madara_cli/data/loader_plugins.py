@@ -31,6 +31,7 @@ def load_all() -> None:
     point not loaded before in this process (so a package put on ``sys.path`` later
     is still found)."""
     import madara_cli.data.benchmarks  # noqa: F401  (each built-in loader module registers at import)
+    import madara_cli.data.own_data  # noqa: F401
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         if (ep.name, ep.value) in _LOADED_ENTRY_POINTS:
             continue
