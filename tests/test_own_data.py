@@ -201,16 +201,18 @@ def test_an_unknown_loader_lists_the_known_ones():
 def test_nf_and_pde_run_on_a_five_row_file(tmp_path):
     rows = [
         {"question": f"What colour is the {thing}?", "answers": [colour],
-         "documents": [f"The {thing} is {colour}.", {"title": "Other", "text": f"Many people like the {thing}."}, "Grass grows in fields."]}
+         "documents": [f"The {thing} is {colour}.", {"title": "Other", "text": f"Many people like the {thing}."}]}
         for thing, colour in [("sky", "blue"), ("grass", "green"), ("snow", "white"), ("coal", "black"), ("blood", "red")]
     ]
     f = write_jsonl(tmp_path / "colours.jsonl", rows)
     results = tmp_path / "results"
-    for strategy in ("nf", "pde"):
+    # PDE scores through next-token log-probabilities (one forward pass per score, not
+    # a JSON reply): the same stages, small enough for a shared 2-core machine.
+    for strategy in ("strategy=nf", "strategy=pde strategy.scoring=logprob"):
         r = subprocess.run(
             [sys.executable, "-m", "madara_cli.cli", "run", "model=smollm2-135m", "benchmark=jsonl", f"benchmark.path={f}",
-             f"strategy={strategy}", "limit=5", f"results_dir={results}"],
-            capture_output=True, text=True, cwd=ROOT, timeout=900, env={**os.environ, "COLUMNS": "200"},
+             *strategy.split(), "limit=5", f"results_dir={results}"],
+            capture_output=True, text=True, cwd=ROOT, timeout=1500, env={**os.environ, "COLUMNS": "200"},
         )
         assert r.returncode == 0, r.stderr
     cells = {p.name.split("__")[2]: p for p in results.glob("*/*") if (p / "metrics.json").is_file()}
