@@ -95,7 +95,7 @@ def bench_calls(opts: BenchOptions, scratch: Path) -> dict[str, Any]:
 
     cfgs = [_cfg(opts, f"strategy={s}", f"limit={opts.limit}", f"results_dir={scratch / 'plan'}", "grid_name=bench") for s in TABLE_STRATEGIES]
     plan = plan_grid("bench", cfgs)
-    from madara_cli.data.loaders import load_benchmark
+    from madara_cli.data.splits import load_benchmark
 
     n = min(opts.limit, len(load_benchmark(cfgs[0].benchmark, seed=int(cfgs[0].seed))))
     rows = {}

@@ -27,8 +27,7 @@ DEFAULT_CONFLICTS_URL = "https://raw.githubusercontent.com/google-research-datas
 
 def fetch(name: str, out: Path, sets: list[str]) -> Path:
     from madara_cli.config import compose
-    from madara_cli.data.benchmarks import load_conflictqa  # noqa: F401  (registers loaders)
-    from madara_cli.data.loaders import read_rows
+    from madara_cli.data.sources import read_rows
 
     cfg = compose([f"benchmark={name}", *[f"benchmark.{s}" for s in sets]]).benchmark
     data_files = f"hf://datasets/{cfg.hf_id}/{cfg.hf_config}.json" if cfg.loader == "conflictqa" else None

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from madara_cli.config import compose
-from madara_cli.data import loaders
-from madara_cli.data.loaders import load_all_examples, load_benchmark, split
+from madara_cli.data import sources
+from madara_cli.data.splits import load_all_examples, load_benchmark, split
 from madara_cli.errors import DataError
 from madara_cli.records import Example
 from tests.conftest import ROOT
@@ -98,7 +98,7 @@ def test_conflictqa_strategyqa_slices(shared_data, model):
 
 def test_benchmark_path_is_read_without_the_hub(shared_data, monkeypatch):
     """A local file never consults the hub, even with the probe wired to fail."""
-    monkeypatch.setattr(loaders, "hub_reachable", lambda *a, **k: pytest.fail("the hub was consulted for a local file"))
+    monkeypatch.setattr(sources, "hub_reachable", lambda *a, **k: pytest.fail("the hub was consulted for a local file"))
     assert len(examples_of("fever", shared_data / "fever" / "fever_paper_dev_sr_shared.jsonl")) == 400
 
 
@@ -257,7 +257,7 @@ HUB_LINE = (
 def test_unreachable_hub_is_one_line_and_fast(monkeypatch):
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
-    monkeypatch.setattr(loaders, "hub_reachable", lambda *a, **k: False)
+    monkeypatch.setattr(sources, "hub_reachable", lambda *a, **k: False)
     t0 = time.perf_counter()
     with pytest.raises(DataError) as e:
         load_benchmark(compose(["benchmark=triviaqa"]).benchmark, seed=0)
@@ -269,7 +269,7 @@ def test_hub_probe_gives_up_quickly(monkeypatch):
         monkeypatch.delenv(v, raising=False)
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # discard port: refused at once
     t0 = time.perf_counter()
-    assert loaders.hub_reachable(timeout=1.0) is False
+    assert sources.hub_reachable(timeout=1.0) is False
     assert time.perf_counter() - t0 < 20  # fails fast, never hangs on the network
 
 
@@ -280,7 +280,7 @@ def _offline_env(tmp_path: Path) -> dict[str, str]:
 def test_offline_mode_fails_fast_through_datasets(tmp_path):
     """HF_HUB_OFFLINE=1 skips the probe; datasets itself must then fail at once."""
     code = (
-        "from madara_cli.config import compose\nfrom madara_cli.data.loaders import DataError, load_benchmark\n"
+        "from madara_cli.config import compose\nfrom madara_cli.data.sources import DataError\nfrom madara_cli.data.splits import load_benchmark\n"
         "try:\n    load_benchmark(compose(['benchmark=triviaqa']).benchmark, seed=0)\nexcept DataError as e:\n    print(e)\n"
     )
     t0 = time.perf_counter()

@@ -75,7 +75,7 @@ def test_conflictqa_cell_reports_every_metric_on_the_whole_slice(shared_data, tm
     m = res.metrics
     assert {"em", "em_strict", "f1", "contains"} <= set(m)
     # No benchmark.sample: the whole slice is evaluated, calibration queries included.
-    from madara_cli.data.loaders import load_all_examples
+    from madara_cli.data.splits import load_all_examples
 
     assert m["n"] == len(load_all_examples(cfg.benchmark)) > 0 and m["n"] <= len(rows)
     assert m["evaluated_set"]["calibration_split"] == "nested"
@@ -131,7 +131,7 @@ def _lower_whitespace(text: str) -> str:
 
 def test_every_per_sample_em_is_the_squad_match_and_em_strict_the_literal_one(shared_data, tmp_path):
     from madara_cli.agents.generator import clean_answer
-    from madara_cli.data.loaders import load_all_examples
+    from madara_cli.data.splits import load_all_examples
     from madara_cli.metrics import tidy_answer
 
     path = shared_data / "conflicts" / "conflictqa_popqa_llama2-7b_saber_shared.jsonl"

@@ -25,8 +25,6 @@ PACKAGE = "madara_cli"
 # Each is (importer, imported). The lead empties this list after merging; an entry the
 # code no longer has fails test_known_list_is_current, so the list can only shrink.
 KNOWN: dict[tuple[str, str], str] = {
-    # i20-data: loaders imports benchmarks only so the loaders register (circle loaders <-> benchmarks).
-    ("madara_cli.data.loaders", "madara_cli.data.benchmarks"): "registration by import",
     # The store split: summary.csv rebuilds the key settings of cells written before they
     # were recorded through experiment.grid.key_settings (which needs semantic_config and the
     # probe's key); it goes with the runtime-only keys moving into the config.

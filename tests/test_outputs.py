@@ -229,11 +229,12 @@ def test_warm_cache_is_read_offline_without_variables(monkeypatch):
     cache) before failing; the libraries' offline flags are restored afterwards."""
     import datasets.config as dcfg
 
-    from madara_cli.data import loaders
+    from madara_cli.data import sources
+    from madara_cli.errors import DataError
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
-    monkeypatch.setattr(loaders, "hub_reachable", lambda *a, **k: False)
+    monkeypatch.setattr(sources, "hub_reachable", lambda *a, **k: False)
     seen = []
 
     def cached(hf_id, config, split, data_files, revision):
@@ -241,29 +242,29 @@ def test_warm_cache_is_read_offline_without_variables(monkeypatch):
         return [{"question": "q", "answer": "a"}]
 
     before = dcfg.HF_HUB_OFFLINE
-    monkeypatch.setattr(loaders, "_load_hub", cached)
-    assert loaders.read_hub("some/dataset", None, "test", revision="abc123") == [{"question": "q", "answer": "a"}]
+    monkeypatch.setattr(sources, "_load_hub", cached)
+    assert sources.read_hub("some/dataset", None, "test", revision="abc123") == [{"question": "q", "answer": "a"}]
     assert seen == [(True, "1", "abc123")]
     assert dcfg.HF_HUB_OFFLINE == before and "HF_HUB_OFFLINE" not in os.environ
 
     def cold(*a, **k):
         raise FileNotFoundError("not cached")
 
-    monkeypatch.setattr(loaders, "_load_hub", cold)
-    with pytest.raises(loaders.DataError) as e:
-        loaders.read_hub("some/dataset")
+    monkeypatch.setattr(sources, "_load_hub", cold)
+    with pytest.raises(DataError) as e:
+        sources.read_hub("some/dataset")
     msg = str(e.value)
     assert "\n" not in msg and "benchmark.path=FILE" in msg and "HF_HUB_OFFLINE" in msg
 
 
 def test_plan_estimates_cells_whose_data_is_not_here(tmp_path, monkeypatch):
     """table2 before anything is downloaded: cells are counted on placeholder queries."""
-    from madara_cli.data import loaders
+    from madara_cli.data import sources
     from madara_cli.experiment.grid import expand
     from madara_cli.experiment.plan import plan_grid
 
-    monkeypatch.setattr(loaders, "hub_reachable", lambda *a, **k: False)
-    monkeypatch.setattr(loaders, "_load_hub", lambda *a, **k: (_ for _ in ()).throw(FileNotFoundError("cold")))
+    monkeypatch.setattr(sources, "hub_reachable", lambda *a, **k: False)
+    monkeypatch.setattr(sources, "_load_hub", lambda *a, **k: (_ for _ in ()).throw(FileNotFoundError("cold")))
     cfgs = expand("table2", [f"results_dir={tmp_path}", "limit=3", "backend=vllm"], axes={"model": ["qwen2.5-7b"]})
     p = plan_grid("table2", cfgs)
     total = p.total()

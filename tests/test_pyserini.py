@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from madara_cli.config import compose
-from madara_cli.data.loaders import load_all_examples
 from madara_cli.data.retrieval import pyserini_searcher, retrieve
+from madara_cli.data.splits import load_all_examples
 from tests.conftest import have
 from tests.test_cli_e2e import madara
 

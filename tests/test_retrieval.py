@@ -16,9 +16,9 @@ import pytest
 from madara_cli.config import compose
 from madara_cli.data import retrieval
 from madara_cli.data import saved_index as index_mod
-from madara_cli.data.loaders import load_all_examples
 from madara_cli.data.retrieval import relevance, retrieve
 from madara_cli.data.saved_index import build_index, ensure_index, read_meta
+from madara_cli.data.splits import load_all_examples
 from madara_cli.errors import DataError
 from madara_cli.records import Completion
 

@@ -1,10 +1,11 @@
-"""Loaders of the paper's benchmarks (registered into data.loaders.LOADERS).
+"""Loaders of the paper's benchmarks (registered into data.loader_registry.LOADERS).
 
 Each loader turns the rows of one source format into :class:`Example` records, in
 source order, with every gold alias, the dataset's own documents when it ships
 them, and meta the analyses need (supporting document ids, hop counts,
 conflict labels). Rows come from :func:`read_rows`: the hub, or ``benchmark.path``.
 
+* ``mini`` - the offline benchmark :mod:`madara_cli.data.mini` generates.
 * ``conflicts`` - CONFLICTS (Cattan et al. 2025, "DRAGged into Conflicts",
   github google-research-datasets/rag_conflicts, 458 queries): the count the
   paper reports. Distributed on GitHub only, so it needs ``benchmark.path``.
@@ -25,7 +26,8 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from madara_cli.data.loaders import LOADERS, read_rows
+from madara_cli.data.loader_registry import LOADERS
+from madara_cli.data.sources import read_rows
 from madara_cli.errors import DataError
 from madara_cli.records import Doc, Example
 
@@ -63,6 +65,13 @@ def _require(rows: list[dict], fields: Iterable[str], cfg: DictConfig, hint: str
     missing = [f for f in fields if f not in rows[0]]
     if missing:
         raise DataError(f"benchmark {cfg.name}: rows lack field(s) {', '.join(missing)}; expected {hint}")
+
+
+@LOADERS.register("mini")
+def load_mini(cfg: DictConfig) -> list[Example]:
+    from madara_cli.data.mini import generate
+
+    return generate(n_questions=cfg.n_questions, seed=0)
 
 
 # ---------------------------------------------------------------------------

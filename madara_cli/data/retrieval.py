@@ -46,7 +46,6 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from madara_cli.data import snapshots
-from madara_cli.data.loaders import source_fingerprint
 from madara_cli.data.saved_index import (
     INDEX_META,
     BM25sIndex,
@@ -60,6 +59,7 @@ from madara_cli.data.saved_index import (
     parse_corpus_row,
     read_meta,
 )
+from madara_cli.data.sources import source_fingerprint
 from madara_cli.errors import DataError
 from madara_cli.records import Doc, Example, ScoreRequest, messages
 from madara_cli.registry import Registry

@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig
 
-from madara_cli.data.loaders import file_sha256, not_utf8
+from madara_cli.data.sources import file_sha256, not_utf8
 from madara_cli.errors import DataError
 from madara_cli.records import Doc
 
@@ -416,7 +416,7 @@ def load_encoder(spec: str):
     elif Path(spec).expanduser().exists():
         target = str(Path(spec).expanduser())
     else:
-        from madara_cli.data.loaders import _hub_offline_requested, hub_reachable
+        from madara_cli.data.sources import _hub_offline_requested, hub_reachable
 
         if not _hub_offline_requested() and not hub_reachable():
             raise DataError(f"cannot reach the Hugging Face hub for encoder {spec}; download it elsewhere and pass retriever.encoder=DIR")
@@ -424,7 +424,7 @@ def load_encoder(spec: str):
     try:
         model = SentenceTransformer(target, device=None)
     except Exception as e:  # noqa: BLE001 - the hub, a bad folder: one line either way
-        from madara_cli.data.loaders import _first_line, _is_connectivity_error
+        from madara_cli.data.sources import _first_line, _is_connectivity_error
 
         if _is_connectivity_error(e) or "offline" in str(e).lower() or "couldn't connect" in str(e).lower():
             raise DataError(f"cannot reach the Hugging Face hub for encoder {spec}; download it elsewhere and pass retriever.encoder=DIR") from None

@@ -1,7 +1,7 @@
 """What a cell runs on: load -> limit -> retrieve, written once for ``madara run``
 (:func:`madara_cli.experiment.runner.run_cell`), ``madara plan`` and the RSC probe.
 
-The benchmark is loaded once and split by :func:`madara_cli.data.loaders.load_splits`
+The benchmark is loaded once and split by :func:`madara_cli.data.splits.load_splits`
 (the seeded order; ``benchmark.calibration_split`` nested | disjoint); the evaluated
 queries are cut to ``limit``, or the calibration split is taken whole, and then get
 their top-k documents from the frozen snapshot. A generative reranker
@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig, OmegaConf
 
-from madara_cli.data.loaders import LoadReport, load_splits
 from madara_cli.data.retrieval import retrieve
+from madara_cli.data.splits import LoadReport, load_splits
 from madara_cli.records import Example
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ def sized_to_data(cfg: DictConfig, loaded: CellExamples) -> tuple[DictConfig, di
     when both fit, and ``cfg`` is then returned as it is). A cell's key is computed from
     this config, so it says what ran (``limit=100000`` on 3 queries runs, and is keyed,
     as ``n3``), while a limit within the data leaves the key as it was."""
-    from madara_cli.data.loaders import warn
+    from madara_cli.data.splits import warn
 
     changes: dict = {}
     name = str(cfg.benchmark.name)

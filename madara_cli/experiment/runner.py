@@ -159,7 +159,7 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
     rows, scores = prediction_rows(examples, preds)
     acct = accounting.to_dict()
     if acct.get("truncated"):
-        from madara_cli.data.loaders import warn
+        from madara_cli.data.splits import warn
 
         warn(
             f"{cell.key}: {acct['truncated']} of {acct['requests']} prompts were longer than the context and were cut in "
@@ -167,7 +167,7 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
         )
     cot_cut = sum(v.get("cut_at_max_tokens", 0) for k, v in acct.get("by_stage", {}).items() if k in ("score-cot", "rsc-cot"))
     if cot_cut:
-        from madara_cli.data.loaders import warn
+        from madara_cli.data.splits import warn
 
         warn(
             f"{cell.key}: {cot_cut} CoT replies stopped at generation.cot_max_tokens={int(cfg.generation.cot_max_tokens)} "

@@ -52,7 +52,7 @@ def ensure_probe(cfg: DictConfig, pool: EnginePool, n: int | None = None, force:
     if force or not _probe_done(cfg, spec):
         examples = cell_examples(cfg, pool, split="calibration", n=n).examples
         if len(examples) < spec.n:  # keyed by the n that ran, as a cell's limit is
-            from madara_cli.data.loaders import warn
+            from madara_cli.data.splits import warn
 
             warn(f"a probe of {spec.n} calibration queries asked for, but benchmark {cfg.benchmark.name} holds {len(examples)}: "
                  f"it runs on {len(examples)} and is keyed n{len(examples)}")

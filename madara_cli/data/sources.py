@@ -1,15 +1,13 @@
-"""Benchmark loaders into :class:`Example` records, and the paper's sampling.
+"""Where a benchmark's rows come from: a local file or the Hugging Face hub, one code path.
 
-A loader is ``fn(cfg: BenchmarkConfig) -> list[Example]`` returning the whole
-(source) split in a stable order; :func:`load_benchmark` then draws the seeded
-evaluation sample and the disjoint calibration split.
-
-Every loader reads its rows through :func:`read_rows`, so a benchmark comes either
-from the Hugging Face hub (``benchmark.hf_id``/``hf_config``/``split``) or, with
-``benchmark.path=FILE``, from a local JSON / JSONL / Parquet / CSV / TSV file in the
-same format, through the same code (``datasets.load_dataset("json", data_files=FILE)``).
-A local file never touches the hub. When the hub cannot be reached the error is one
-line naming the dataset and the ``benchmark.path=`` override, within seconds.
+Every loader (:mod:`madara_cli.data.benchmarks`, plug-ins) reads its rows through
+:func:`read_rows`, so a benchmark comes either from the hub
+(``benchmark.hf_id``/``hf_config``/``split``) or, with ``benchmark.path=FILE``, from a
+local JSON / JSONL / Parquet / CSV / TSV file in the same format, through the same
+code (``datasets.load_dataset("json", data_files=FILE)``). A local file never touches
+the hub. When the hub cannot be reached the error is one line naming the dataset and
+the ``benchmark.path=`` override, within seconds. :func:`source_fingerprint` names the
+rows read (part of every retrieval snapshot key).
 """
 
 from __future__ import annotations
@@ -17,13 +15,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import random
 import socket
-import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -32,26 +27,12 @@ from omegaconf import DictConfig
 
 from madara_cli.errors import DataError
 from madara_cli.paths import utf8_error
-from madara_cli.records import Example
-from madara_cli.registry import Registry
 
 log = logging.getLogger(__name__)
 
 
-LOADERS: Registry[Callable[[DictConfig], list[Example]]] = Registry("benchmark loader")
 
 HUB_PROBE_TIMEOUT_S = 3.0
-
-
-@LOADERS.register("mini")
-def _mini(cfg: DictConfig) -> list[Example]:
-    from madara_cli.data.mini import generate
-
-    return generate(n_questions=cfg.n_questions, seed=0)
-
-
-# ---------------------------------------------------------------------------
-# Sources: a local file or the hub, one code path
 
 
 def file_sha256(path: str | Path) -> str:
@@ -307,148 +288,3 @@ def read_rows(cfg: DictConfig, data_files: str | None = None) -> list[dict[str, 
     if not cfg.get("hf_id"):
         raise DataError(f"benchmark {cfg.name} has no hub source; pass benchmark.path=FILE")
     return read_hub(cfg.hf_id, cfg.get("hf_config"), cfg.get("split") or "test", data_files=data_files, revision=cfg.get("revision"))
-
-
-# ---------------------------------------------------------------------------
-# Dropped rows: counted, named in one warning line, recorded in metrics.json
-
-
-@dataclass
-class LoadReport:
-    """What one load kept and dropped (:func:`load_splits` returns it; the runner copies
-    it into ``metrics.json`` under ``data``)."""
-
-    loaded: int = 0
-    kept: int = 0
-    dropped: dict[str, list[str]] = field(default_factory=dict)  # reason -> example ids
-
-    def drop(self, reason: str, example_id: str) -> None:
-        self.dropped.setdefault(reason, []).append(example_id)
-
-    @property
-    def n_dropped(self) -> int:
-        return sum(len(v) for v in self.dropped.values())
-
-    def summary(self) -> str:
-        return "; ".join(f"{len(ids)} with {reason}" for reason, ids in self.dropped.items())
-
-    def warning(self, name: str, require_answers: bool) -> str:
-        parts = [f"{len(ids)} with {reason} ({', '.join(ids[:3])}{', ...' if len(ids) > 3 else ''})" for reason, ids in self.dropped.items()]
-        hint = "; benchmark.require_answers=false keeps rows without answers" if require_answers and "no gold answer" in self.dropped else ""
-        return f"benchmark {name}: dropped {self.n_dropped} of {self.loaded} rows: {'; '.join(parts)}{hint}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"loaded": self.loaded, "kept": self.kept, "dropped": self.n_dropped, "dropped_ids": {r: list(ids) for r, ids in self.dropped.items()}}
-
-
-_WARNED: set[str] = set()
-
-
-def warn(message: str) -> None:
-    """One ``warning:`` line on stderr (above any progress bar), once per process."""
-    if message not in _WARNED:
-        _WARNED.add(message)
-        print(f"warning: {message}", file=sys.stderr, flush=True)
-
-
-# ---------------------------------------------------------------------------
-# Sampling
-
-
-CALIBRATION_SPLITS = ("nested", "disjoint")
-
-
-def split(
-    examples: Sequence[Example], sample: int | None, calibration: int, seed: int, calibration_split: str = "nested"
-) -> tuple[list[Example], list[Example]]:
-    """(evaluated, calibration) examples from one seeded shuffle.
-
-    The calibration split (RSC probe and NF calibration) is always the first
-    ``calibration`` examples of the seeded order, so one probe serves every cell of a
-    benchmark whatever its evaluated sample. ``calibration_split`` decides where the
-    evaluated set starts:
-
-    * ``nested`` (default, the paper's reading): the evaluated set is the first
-      ``sample`` examples, so it contains the calibration queries. Appendix B evaluates
-      CONFLICTS on all 458 queries and Table 9's calibration NF equals Table 2's NF,
-      which only holds when calibration queries are part of what is evaluated.
-    * ``disjoint``: the evaluated set is the next ``sample`` examples after the
-      calibration split (held-out evaluation; CONFLICTS: 100 calibration + 358
-      evaluated). A source of at most ``calibration`` examples is then evaluated
-      whole with an empty calibration split, so that something is evaluated.
-
-    For a fixed seed a smaller ``sample`` is a prefix of a larger one in both modes.
-    """
-    if calibration_split not in CALIBRATION_SPLITS:
-        raise DataError(f"unknown benchmark.calibration_split '{calibration_split}'; valid: {', '.join(CALIBRATION_SPLITS)}")
-    order = list(examples)
-    random.Random(seed).shuffle(order)
-    if calibration_split == "nested":
-        evaluated = order if sample is None else order[:sample]
-        return evaluated, order[:calibration]
-    n_cal = calibration if len(order) > calibration else 0
-    rest = order[n_cal:]
-    return (rest if sample is None else rest[:sample]), order[:n_cal]
-
-
-def load_all_examples(cfg: DictConfig) -> list[Example]:
-    """Every example of the source split, after the loader and the answer filter, in
-    source order (no sampling)."""
-    return load_with_report(cfg)[0]
-
-
-def load_with_report(cfg: DictConfig) -> tuple[list[Example], LoadReport]:
-    """:func:`load_all_examples` plus the report of what was kept and dropped."""
-    import madara_cli.data.benchmarks  # noqa: F401  (registers the real loaders)
-
-    try:
-        loader = LOADERS.get(cfg.loader)
-    except KeyError as e:
-        raise DataError(str(e.args[0])) from None
-    examples = loader(cfg)
-    report = LoadReport(loaded=len(examples))
-    kept = []
-    for ex in examples:
-        if not ex.question.strip():
-            report.drop("empty question", ex.id)
-        elif cfg.get("require_answers", True) and not any(a.strip() for a in ex.answers):
-            report.drop("no gold answer", ex.id)
-        else:
-            kept.append(ex)
-    examples = kept
-    report.kept = len(examples)
-    if report.dropped:
-        warn(report.warning(str(cfg.name), bool(cfg.get("require_answers", True))))
-    if not examples:
-        raise DataError(f"benchmark {cfg.name}: no examples loaded" + (f" ({report.summary()})" if report.dropped else ""))
-    seen: set[str] = set()
-    for ex in examples:
-        if ex.id in seen:
-            raise DataError(f"benchmark {cfg.name}: duplicate example id '{ex.id}'")
-        seen.add(ex.id)
-    return examples, report
-
-
-@dataclass
-class Splits:
-    """One load of a benchmark: the evaluated and calibration examples (see :func:`split`)
-    and what the load kept and dropped."""
-
-    evaluated: list[Example]
-    calibration: list[Example]
-    report: LoadReport
-
-
-def load_splits(cfg: DictConfig, seed: int) -> Splits:
-    """(evaluated, calibration) examples, from one load of the source."""
-    examples, report = load_with_report(cfg)
-    evaluated, calibration = split(examples, cfg.sample, cfg.calibration, seed, cfg.get("calibration_split", "nested"))
-    return Splits(evaluated, calibration, report)
-
-
-def load_benchmark(cfg: DictConfig, seed: int, which: str = "eval") -> list[Example]:
-    """The evaluated (``which="eval"``) or calibration (``"calibration"``) examples."""
-    if which not in ("eval", "calibration"):
-        raise ValueError(f"which must be 'eval' or 'calibration', not {which!r}")
-    splits = load_splits(cfg, seed)
-    return splits.evaluated if which == "eval" else splits.calibration

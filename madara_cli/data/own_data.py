@@ -1,0 +1,124 @@
+"""Your own data: ``benchmark=jsonl benchmark.path=FILE``, one JSON object per line.
+
+A row::
+
+    {"id": "q1", "question": "Who wrote Hamlet?", "answers": ["William Shakespeare", "Shakespeare"],
+     "documents": [{"title": "Hamlet", "text": "Hamlet is a tragedy by William Shakespeare."},
+                   "A bare string is a document without a title."]}
+
+* ``question`` (a string) and ``answers`` (a string, or a list of strings: every
+  gold alias) are required;
+* ``id`` (a string or an integer) is optional: rows without one are numbered
+  ``<benchmark.name>-00000``, ``-00001``, ... in file order;
+* ``documents`` is optional: a list of strings or of ``{title, text}`` objects, the
+  query's own pool (ranked by the retriever; ``benchmark.candidates=all`` keeps all of
+  them). Without it the row's documents are retrieved from ``benchmark.corpus`` (a
+  JSONL of ``id``/``title``/``text``), as for TriviaQA.
+
+Other fields are ignored. Each row is checked as it is read: a line that is not JSON,
+a row without ``question`` or ``answers``, or a field of the wrong type stops the load
+in one line naming the file and the line. The file is read line by line with
+:mod:`json` (not through ``datasets``, whose column typing would reject ``answers``
+that are a string on one row and a list on the next).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from madara_cli.data.loader_registry import LOADERS
+from madara_cli.data.sources import not_utf8
+from madara_cli.errors import DataError
+from madara_cli.records import Doc, Example
+
+ROW_SHAPE = 'question, answers (a string or a list of strings), optional id and documents (strings or {"title", "text"})'
+
+
+@LOADERS.register("jsonl")
+def load_jsonl(cfg: DictConfig) -> list[Example]:
+    """The rows of ``benchmark.path`` as examples, in file order (see the module docstring)."""
+    if not cfg.get("path"):
+        raise DataError(f"benchmark {cfg.name} reads a local JSONL file: set benchmark.path=FILE (one object per line: {ROW_SHAPE})")
+    path = Path(str(cfg.path)).expanduser()
+    if not path.is_file():
+        raise DataError(f"benchmark file not found: {path}")
+    if (bad := not_utf8(path, "the benchmark file")) is not None:
+        raise bad
+    task = str(cfg.get("task") or "factoid")
+    examples: list[Example] = []
+    with path.open(encoding="utf-8") as f:
+        for line_no, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise DataError(f"{path}:{line_no}: not valid JSON ({e.msg} at column {e.colno})") from None
+            examples.append(_example(row, path, line_no, len(examples), str(cfg.name), task))
+    if not examples:
+        raise DataError(f"{path}: the file holds no rows (one JSON object per line: {ROW_SHAPE})")
+    return examples
+
+
+def _example(row: Any, path: Path, line_no: int, n: int, name: str, task: str) -> Example:
+    def bad(what: str) -> DataError:
+        return DataError(f"{path}:{line_no}: {what}")
+
+    if not isinstance(row, dict):
+        raise bad(f"a row must be a JSON object with {ROW_SHAPE}; got {_kind(row)}")
+    missing = [k for k in ("question", "answers") if k not in row]
+    if missing:
+        raise bad(f"the row has no {' and no '.join(repr(k) for k in missing)} field; each row needs {ROW_SHAPE}")
+    if not isinstance(row["question"], str):
+        raise bad(f"'question' must be a string, not {_kind(row['question'])}")
+    answers = row["answers"]
+    if isinstance(answers, str):
+        answers = [answers]
+    if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
+        raise bad(f"'answers' must be a string or a list of strings, not {_kind(row['answers'])}")
+    qid = row.get("id")
+    if qid is None:
+        qid = f"{name}-{n:05d}"
+    elif isinstance(qid, bool) or not isinstance(qid, (str, int)) or not str(qid).strip():
+        raise bad(f"'id' must be a non-empty string or an integer, not {_kind(qid)}")
+    qid = str(qid).strip()
+    return Example(
+        id=qid,
+        question=row["question"].strip(),
+        answers=tuple(dict.fromkeys(a.strip() for a in answers if a.strip())),
+        docs=_documents(row.get("documents"), qid, bad),
+        task=task,
+    )
+
+
+def _documents(value: Any, qid: str, bad) -> tuple[Doc, ...] | None:
+    """The row's own documents; None (retrieve from ``benchmark.corpus``) when absent or empty."""
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise bad(f"'documents' must be a list of strings or of {{\"title\", \"text\"}} objects, not {_kind(value)}")
+    docs = []
+    for j, d in enumerate(value):
+        if isinstance(d, str):
+            title, text = "", d
+        elif isinstance(d, dict):
+            if not isinstance(d.get("text"), str):
+                raise bad(f"document {j} needs a 'text' string" + (f", not {_kind(d['text'])}" if "text" in d else ""))
+            if not isinstance(d.get("title", ""), (str, type(None))):
+                raise bad(f"document {j}: 'title' must be a string, not {_kind(d['title'])}")
+            title, text = d.get("title") or "", d["text"]
+        else:
+            raise bad(f"document {j} must be a string or a {{\"title\", \"text\"}} object, not {_kind(d)}")
+        text = " ".join(text.split())
+        if text:
+            docs.append(Doc(id=f"{qid}-d{j:02d}", title=" ".join(title.split()), text=text))
+    return tuple(docs) or None
+
+
+def _kind(v: Any) -> str:
+    names = {dict: "an object", list: "a list", str: "a string", bool: "true/false", int: "a number", float: "a number", type(None): "null"}
+    return names.get(type(v), type(v).__name__)
