@@ -17,9 +17,8 @@ from madara_cli.data.mini import generate
 from madara_cli.experiment.grid import semantic_config
 from madara_cli.records import ChatRequest, Completion, Message, ScoreRequest, messages
 from madara_cli.strategies import STRATEGIES, StrategyContext, load_all
-from tests.test_cli_e2e import madara
+from tests.fakes import FAKE_STRATEGIES, FakeBackend, madara
 from tests.test_openai_backend import fake_server  # noqa: F401,F811 - the scripted server fixture
-from tests.test_strategies_e2e import FAKE_STRATEGIES, FakeBackend
 
 load_all()
 

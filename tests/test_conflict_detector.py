@@ -27,7 +27,7 @@ from madara_cli.config import ConfigError, compose
 from madara_cli.data.mini import generate
 from madara_cli.records import ChatRequest, Completion, Doc, Example
 from madara_cli.strategies import STRATEGIES, StrategyContext, load_all
-from tests.test_strategies_e2e import FakeBackend
+from tests.fakes import FakeBackend
 
 load_all()
 

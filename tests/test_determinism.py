@@ -14,7 +14,7 @@ from madara_cli.config import compose
 from madara_cli.experiment.runner import EnginePool, run_cell
 from madara_cli.tables import write_tables
 from tests.conftest import ROOT
-from tests.test_strategies_e2e import FakeBackend
+from tests.fakes import FakeBackend
 
 STRATEGIES = ("nf", "three_agent", "pde", "pde_random", "atf")
 

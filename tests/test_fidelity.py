@@ -13,8 +13,7 @@ from madara_cli.agents import digest, generator, prompts
 from madara_cli.config import compose
 from madara_cli.experiment.grid import Cell
 from madara_cli.experiment.runner import EnginePool, run_cell
-from tests.test_cli_e2e import madara
-from tests.test_strategies_e2e import FakeBackend
+from tests.fakes import FakeBackend, madara
 
 
 def _key(*overrides: str) -> str:

@@ -9,7 +9,7 @@ import pytest
 from madara_cli.experiment.grid import expand
 from madara_cli.experiment.plan import plan_grid, within
 from madara_cli.experiment.runner import EnginePool, run_cell
-from tests.test_strategies_e2e import FakeBackend
+from tests.fakes import FakeBackend
 
 
 def test_demo_plan_is_within_10_percent_of_calls_issued(tmp_path):

@@ -16,7 +16,7 @@ from madara_cli.experiment.runner import EnginePool, run_cell
 from madara_cli.results import store
 from madara_cli.results.records import SCHEMA_VERSION, CellRecord, ProbeRecord, RecordError
 from tests.conftest import ROOT
-from tests.test_strategies_e2e import FakeBackend
+from tests.fakes import FakeBackend
 
 RESULT_FILES = ("metrics.json", "probe.json", "predictions.jsonl")
 

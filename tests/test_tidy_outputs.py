@@ -23,7 +23,7 @@ from madara_cli.experiment.runner import EnginePool, run_cell
 from madara_cli.records import ChatRequest, Completion, Message, ScoreRequest
 from madara_cli.results import store
 from tests.conftest import ROOT
-from tests.test_strategies_e2e import FakeBackend
+from tests.fakes import FakeBackend
 
 
 def _sweep(results: Path, *overrides: str):

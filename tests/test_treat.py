@@ -17,7 +17,7 @@ from madara_cli.experiment.runner import EnginePool, run_cell
 from madara_cli.experiment.treat import Treatment, routed_config
 from madara_cli.results import store
 from tests.conftest import ROOT
-from tests.test_strategies_e2e import FakeBackend
+from tests.fakes import FakeBackend
 
 MADARA = ["strategy=madara", "benchmark.calibration=6", "rsc.rescoring=logprob", "rsc.bootstrap=50"]
 FORBIDDEN = ("madara_cli.experiment", "madara_cli.diagnose.probe")
