@@ -4,7 +4,7 @@ tagged, a full disk, an unwritable HOME or cache folder, and runs that fail befo
 their first cell. Each ends in one line (or a refusal) and leaves nothing behind.
 
 Like tests/test_bad_input.py, CLI cases go through the real entry point in process;
-cases that need an engine use the deterministic fake engine of the strategy tests.
+cases that need an engine use the deterministic fake engine (``tests.fakes.FakeBackend``).
 """
 
 from __future__ import annotations

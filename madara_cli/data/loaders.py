@@ -2,7 +2,7 @@
 
 A loader is ``fn(cfg: BenchmarkConfig) -> list[Example]`` returning the whole
 (source) split in a stable order; :func:`load_benchmark` then draws the seeded
-evaluation sample and the disjoint calibration split.
+evaluation sample and the calibration split (nested in it by default; ``disjoint`` on request).
 
 Every loader reads its rows through :func:`read_rows`, so a benchmark comes either
 from the Hugging Face hub (``benchmark.hf_id``/``hf_config``/``split``) or, with
