@@ -381,6 +381,7 @@ def test_hf_tokenizer_drops_the_template_bos_only_when_the_server_adds_it(tmp_pa
     assert h.count(text + "Score:") == 7  # BOS + 5 words + prefix, either way
 
 
+@pytest.mark.llm
 def test_gguf_tokenizer_renders_like_the_llama_cpp_server():
     pytest.importorskip("llama_cpp")
     from madara_cli.backends.openai_backend import GGUFTokenizer

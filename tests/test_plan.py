@@ -12,6 +12,7 @@ from madara_cli.experiment.runner import EnginePool, run_cell
 from tests.fakes import FakeBackend
 
 
+@pytest.mark.llm  # the plan fingerprints the SmolLM2 GGUF file (no model is loaded)
 def test_demo_plan_is_within_10_percent_of_calls_issued(tmp_path):
     cfgs = expand("demo", [f"results_dir={tmp_path}", "limit=4", "benchmark.calibration=4"])
     plan = plan_grid("demo", cfgs)
