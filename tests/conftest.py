@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,25 @@ def no_engine(monkeypatch):
         raise AssertionError("a model was loaded before the bad input was reported")
 
     monkeypatch.setattr(LlamaCppBackend, "__init__", refuse)
+
+
+@pytest.fixture
+def fake_server():
+    """A scripted OpenAI-compatible server on a free local port (``tests.fakes.Script``)."""
+    from tests.fakes import scripted_server
+
+    with scripted_server() as script:
+        yield script
+
+
+@pytest.fixture
+def fake_vllm(monkeypatch):
+    """A stand-in ``vllm`` in ``sys.modules``; ``mod.engines`` lists the LLMs built."""
+    from tests.fakes import fake_vllm_module
+
+    mod = fake_vllm_module()
+    monkeypatch.setitem(sys.modules, "vllm", mod)
+    return mod
 
 
 @pytest.fixture

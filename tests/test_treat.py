@@ -119,7 +119,7 @@ class _Pool:
     """Records which model each engine was asked for; every engine judges relevance."""
 
     def __init__(self):
-        from tests.test_retrieval import RelevanceJudge
+        from tests.fakes import RelevanceJudge
 
         self.asked: list[str] = []
         self._judge = RelevanceJudge()
