@@ -261,6 +261,7 @@ def test_nan_free_report_when_a_query_has_no_documents(llm):
 # --------------------------------------------------------------------------- #
 
 
+@pytest.mark.llm  # the plan fingerprints the SmolLM2 GGUF file (no model is loaded)
 def test_plan_counts_3_agent_at_21_scoring_calls_per_query_beside_table_18(tmp_path):
     from madara_cli.experiment.plan import format_per_query, paper_calls_per_query, plan_grid
 

@@ -280,6 +280,7 @@ def test_isolation_probe_on_cpu(tmp_path):
     assert iso["route"] in {"pde", "sda", "cot", "atf"}
 
 
+@pytest.mark.llm  # the plan fingerprints the SmolLM2 GGUF file (no model is loaded)
 def test_plan_counts_the_isolation_probe_calls(tmp_path):
     """`madara plan` walks a madara cell's probe; the isolation arm adds k calls per calibration query."""
     from madara_cli.experiment.plan import plan_grid

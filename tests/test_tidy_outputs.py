@@ -216,6 +216,7 @@ def test_a_grid_logs_cells_done_and_an_eta(caplog):
     assert lines[0] == "grid: 0/3 cells" and lines[1].startswith("grid: 1/3 cells, ETA ") and lines[-1] == "grid: 3/3 cells, done"
 
 
+@pytest.mark.llm  # the plan fingerprints the SmolLM2 GGUF file (no model is loaded)
 def test_plan_estimates_time_from_rates_measured_in_the_cache(results_dir):
     from madara_cli.experiment.plan import _fingerprint, plan_grid
 
