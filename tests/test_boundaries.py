@@ -4,7 +4,7 @@ tagged, a full disk, an unwritable HOME or cache folder, and runs that fail befo
 their first cell. Each ends in one line (or a refusal) and leaves nothing behind.
 
 Like tests/test_bad_input.py, CLI cases go through the real entry point in process;
-cases that need an engine use the deterministic fake engine of the strategy tests.
+cases that need an engine use the deterministic fake engine (``tests.fakes.FakeBackend``).
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ from madara_cli.errors import CacheError, ConfigError, DataError
 from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.runner import run_cell
 from madara_cli.records import Completion
-from tests.test_bad_input import madara, no_engine, one_line_error  # noqa: F401 - no_engine is a fixture (pytestmark)
-from tests.test_strategies_e2e import FakeBackend
+from tests.fakes import FakeBackend, madara_main, one_line_error
 
 # Every case here is reported before a model could load (or runs the fake engine).
 pytestmark = pytest.mark.usefixtures("no_engine")
@@ -54,7 +53,7 @@ def test_every_naming_setting_refuses_a_path(monkeypatch, capsys, tmp_path, key,
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.chdir(work)
-    code, _, err = madara(monkeypatch, capsys, "run", "strategy=nf", "limit=1", f"{key}={value}", f"results_dir={work / 'results'}")
+    code, _, err = madara_main(monkeypatch, capsys, "run", "strategy=nf", "limit=1", f"{key}={value}", f"results_dir={work / 'results'}")
     one_line_error(code, err, key, "cannot name a results folder")
     assert tree(tmp_path) == ["work"]  # nothing written, inside or out
 
@@ -64,15 +63,15 @@ def test_must_show_grid_name_traversal_writes_nothing_outside(monkeypatch, capsy
     work = tmp_path / "a" / "b"
     work.mkdir(parents=True)
     monkeypatch.chdir(work)
-    code, _, err = madara(monkeypatch, capsys, "run", "strategy=nf", "limit=1", "grid_name=../../x")
+    code, _, err = madara_main(monkeypatch, capsys, "run", "strategy=nf", "limit=1", "grid_name=../../x")
     one_line_error(code, err, "grid_name='../../x'")
     assert tree(tmp_path) == ["a", "a/b"]
 
 
 def test_a_sweep_and_a_grid_refuse_it_too(monkeypatch, capsys, tmp_path):
-    code, _, err = madara(monkeypatch, capsys, "run", "-m", "strategy=nf,pde", "limit=1", "grid_name=../x", f"results_dir={tmp_path / 'r'}")
+    code, _, err = madara_main(monkeypatch, capsys, "run", "-m", "strategy=nf,pde", "limit=1", "grid_name=../x", f"results_dir={tmp_path / 'r'}")
     one_line_error(code, err, "grid_name")
-    code, _, err = madara(monkeypatch, capsys, "run", "--grid", "../x", f"results_dir={tmp_path / 'r'}")
+    code, _, err = madara_main(monkeypatch, capsys, "run", "--grid", "../x", f"results_dir={tmp_path / 'r'}")
     one_line_error(code, err, "--grid")
     assert tree(tmp_path) == []
 
@@ -88,11 +87,11 @@ def test_config_dir_names_cannot_climb_out(monkeypatch, capsys, tmp_path):
     (user / "model" / "evil.yaml").write_text(model.replace(f"name: {shipped}", "name: ../../evil"))
     results = tmp_path / "results"
     monkeypatch.setenv("MADARA_CONFIG_DIR", "")  # recorded, so the --config-dir the run adds is undone
-    code, _, err = madara(monkeypatch, capsys, "--config-dir", str(user), "run", "--grid", "esc", f"results_dir={results}")
+    code, _, err = madara_main(monkeypatch, capsys, "--config-dir", str(user), "run", "--grid", "esc", f"results_dir={results}")
     one_line_error(code, err, "esc.yaml", "cannot name a results folder")
-    code, _, err = madara(monkeypatch, capsys, "--config-dir", str(user), "run", "model=evil", "limit=1", f"results_dir={results}")
+    code, _, err = madara_main(monkeypatch, capsys, "--config-dir", str(user), "run", "model=evil", "limit=1", f"results_dir={results}")
     one_line_error(code, err, "model.name='../../evil'")
-    code, _, err = madara(monkeypatch, capsys, "--config-dir", str(user), "probe", "--model", "evil", f"results_dir={results}")
+    code, _, err = madara_main(monkeypatch, capsys, "--config-dir", str(user), "probe", "--model", "evil", f"results_dir={results}")
     one_line_error(code, err, "model.name")
     assert not results.exists() and not (tmp_path.parent / "esc").exists() and not (tmp_path.parent / "evil").exists()
 
@@ -148,7 +147,7 @@ def test_must_show_edited_snapshot_then_force_is_one_line(monkeypatch, capsys, t
     snap = _snapshot(results)
     _edit_first_document(snap)
     before = tree(results)
-    code, _, err = madara(monkeypatch, capsys, "run", "strategy=nf", "limit=1", "force=true", f"results_dir={results}")
+    code, _, err = madara_main(monkeypatch, capsys, "run", "strategy=nf", "limit=1", "force=true", f"results_dir={results}")
     line = one_line_error(code, err, str(snap), "line 1", "content hash", "mv ")
     assert "force=true" in line  # says force does not rebuild it, and what does
     assert tree(results) == before
@@ -216,7 +215,7 @@ def test_must_show_non_utf8_benchmark_file_is_one_line_and_leaves_no_folder(monk
     for results in (tmp_path / "new-results", tmp_path / "old-results"):
         if results.name == "old-results":
             results.mkdir()
-        code, _, err = madara(monkeypatch, capsys, "run", "benchmark=musique", f"benchmark.path={bench}", "strategy=nf", "limit=1",
+        code, _, err = madara_main(monkeypatch, capsys, "run", "benchmark=musique", f"benchmark.path={bench}", "strategy=nf", "limit=1",
                               f"results_dir={results}")
         one_line_error(code, err, str(bench), "not UTF-8", f"offset {offset}", "line 2", "0xe9")
     assert tree(tmp_path) == ["bench.jsonl", "old-results"]  # no adhoc/, no new results folder
@@ -248,7 +247,7 @@ def test_broken_or_tagged_yaml_under_config_dir_is_one_line(monkeypatch, capsys,
     path = user / "strategy" / "mine.yaml"
     path.write_bytes(body.format(marker=marker).encode("latin-1"))
     monkeypatch.setenv("MADARA_CONFIG_DIR", "")  # recorded, so the --config-dir the run adds is undone
-    code, _, err = madara(monkeypatch, capsys, "--config-dir", str(user), "run", "--cfg", "job", "strategy=mine")
+    code, _, err = madara_main(monkeypatch, capsys, "--config-dir", str(user), "run", "--cfg", "job", "strategy=mine")
     one_line_error(code, err, str(path), *needles)
     assert not marker.exists()  # nothing in it ran
 
@@ -297,7 +296,7 @@ def test_full_disk_during_a_snapshot_write_is_one_line(monkeypatch, capsys, tmp_
     results = tmp_path / "results"
     (results / "snapshots").mkdir(parents=True)
     (results / "snapshots" / name).symlink_to("/dev/full")
-    code, _, err = madara(monkeypatch, capsys, "run", "strategy=nf", "limit=1", f"results_dir={results}")
+    code, _, err = madara_main(monkeypatch, capsys, "run", "strategy=nf", "limit=1", f"results_dir={results}")
     line = one_line_error(code, err, f"no space left on {results / 'snapshots' / name}")
     assert "damaged" not in line
     assert not (results / "adhoc").exists()
@@ -327,7 +326,7 @@ def test_no_space_line_from_the_entry_point(monkeypatch, capsys):
             raise OSError(errno.ENOSPC, "No space left on device")
 
     try:
-        code, _, err = madara(monkeypatch, capsys, "fill-disk")
+        code, _, err = madara_main(monkeypatch, capsys, "fill-disk")
     finally:
         cli.app.registered_commands.pop()
     line = one_line_error(code, err, "no space left on /r/adhoc/cell/predictions.jsonl", "finished cells and cached completions are kept")
@@ -339,7 +338,7 @@ def test_unwritable_cache_folder_names_it(monkeypatch, capsys, tmp_path):
     blocker.write_text("")
     with fake_pool() as pool:
         run_cell(compose(["strategy=nf", "limit=1", f"results_dir={tmp_path / 'r'}"]), pool)  # the snapshot exists: the cache is next
-    code, _, err = madara(monkeypatch, capsys, "run", "strategy=nf", "limit=1", "force=true", f"results_dir={tmp_path / 'r'}",
+    code, _, err = madara_main(monkeypatch, capsys, "run", "strategy=nf", "limit=1", "force=true", f"results_dir={tmp_path / 'r'}",
                           f"cache={blocker / 'cache' / 'cache.sqlite'}")
     one_line_error(code, err, "cannot use", str(blocker))
 
@@ -356,7 +355,7 @@ def test_unwritable_home_names_the_datasets_cache_folder(monkeypatch, capsys, tm
     import datasets.config
 
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", Path(blocker / "home" / ".cache" / "huggingface" / "datasets"))
-    code, _, err = madara(monkeypatch, capsys, "run", "benchmark=musique", f"benchmark.path={bench}", "strategy=nf", "limit=1",
+    code, _, err = madara_main(monkeypatch, capsys, "run", "benchmark=musique", f"benchmark.path={bench}", "strategy=nf", "limit=1",
                           f"results_dir={tmp_path / 'r'}")
     line = one_line_error(code, err, str(blocker))
     assert "cannot read as json" not in line and not line.startswith(f"error: {bench}")  # not called a bad data file

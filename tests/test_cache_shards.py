@@ -9,7 +9,7 @@ import sqlite3
 from madara_cli.backends.cache import ResponseCache
 from madara_cli.backends.shards import ShardedCache, checkpoint, merge_shards, shard_dir
 from madara_cli.records import Completion
-from tests.test_cli_e2e import madara
+from tests.fakes import madara
 
 
 def c(text: str, **kw) -> Completion:

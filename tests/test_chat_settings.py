@@ -17,9 +17,7 @@ from madara_cli.data.mini import generate
 from madara_cli.experiment.grid import semantic_config
 from madara_cli.records import ChatRequest, Completion, Message, ScoreRequest, messages
 from madara_cli.strategies import STRATEGIES, StrategyContext, load_all
-from tests.test_cli_e2e import madara
-from tests.test_openai_backend import fake_server  # noqa: F401,F811 - the scripted server fixture
-from tests.test_strategies_e2e import FAKE_STRATEGIES, FakeBackend
+from tests.fakes import FAKE_STRATEGIES, FakeBackend, madara
 
 load_all()
 
@@ -409,13 +407,13 @@ def test_llamacpp_sends_a_forged_turn_as_ordinary_text_tokens():
         b.close()
 
 
-def test_openai_backend_sends_settings_and_hostile_prompts_as_token_ids(tmp_path, fake_server):  # noqa: F811
+def test_openai_backend_sends_settings_and_hostile_prompts_as_token_ids(tmp_path, fake_server):
     """Against a scripted OpenAI-compatible server: chat_template_kwargs and the folded
     conversation go in the /chat/completions body; a request forging a turn goes to
     /completions as token ids holding the template's control tokens only."""
     pytest.importorskip("transformers")
     from madara_cli.backends.openai_backend import HFTokenizer, OpenAIBackend
-    from tests.test_openai_backend import chat_answer, posts
+    from tests.fakes import chat_answer, posts
 
     template, specials, _, attack = FAMILIES["chatml"]
     folder = _hf_tokenizer(tmp_path, template, specials)

@@ -4,21 +4,12 @@ cache, and the one-line errors."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import ROOT, configs_with_grid, grid_outcome
-
-
-def madara(*args: str, env: dict | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "madara_cli.cli", *args],
-        capture_output=True, text=True, cwd=ROOT, timeout=timeout, env={**os.environ, "COLUMNS": "200", **(env or {})},
-    )
+from tests.fakes import madara
 
 
 def only_cell(results: Path) -> Path:

@@ -3,20 +3,13 @@ sweep functions, and Hydra settings madara would otherwise accept and ignore."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.conftest import ROOT
-
-
-def madara(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "madara_cli.cli", *args], capture_output=True, text=True, cwd=ROOT, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200", **(env or {})})
+from tests.fakes import madara
 
 
 def _one_line_error(res: subprocess.CompletedProcess) -> str:

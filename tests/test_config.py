@@ -177,7 +177,7 @@ def test_each_strategy_schema_is_what_its_code_reads(monkeypatch, tmp_path, name
     from madara_cli.config import strategy_settings
     from madara_cli.data.mini import generate
     from madara_cli.strategies import STRATEGIES, StrategyContext, cross_encoder
-    from tests.test_strategies_e2e import FakeBackend
+    from tests.fakes import FakeBackend
 
     reads: set[str] = set()
 

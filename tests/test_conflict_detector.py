@@ -28,7 +28,7 @@ from madara_cli.data.mini import generate
 from madara_cli.errors import ConfigError
 from madara_cli.records import ChatRequest, Completion, Doc, Example
 from madara_cli.strategies import STRATEGIES, StrategyContext, load_all
-from tests.test_strategies_e2e import FakeBackend
+from tests.fakes import FakeBackend
 
 load_all()
 
@@ -262,6 +262,7 @@ def test_nan_free_report_when_a_query_has_no_documents(llm):
 # --------------------------------------------------------------------------- #
 
 
+@pytest.mark.llm  # the plan fingerprints the SmolLM2 GGUF file (no model is loaded)
 def test_plan_counts_3_agent_at_21_scoring_calls_per_query_beside_table_18(tmp_path):
     from madara_cli.experiment.plan import format_per_query, paper_calls_per_query, plan_grid
 

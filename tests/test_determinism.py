@@ -15,7 +15,7 @@ from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.runner import run_cell
 from madara_cli.tables import write_tables
 from tests.conftest import ROOT
-from tests.test_strategies_e2e import FakeBackend
+from tests.fakes import FakeBackend
 
 STRATEGIES = ("nf", "three_agent", "pde", "pde_random", "atf")
 

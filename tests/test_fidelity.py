@@ -14,8 +14,7 @@ from madara_cli.config import compose
 from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.grid import cell_from_cfg
 from madara_cli.experiment.runner import run_cell
-from tests.test_cli_e2e import madara
-from tests.test_strategies_e2e import FakeBackend
+from tests.fakes import FakeBackend, madara
 
 
 def _key(*overrides: str) -> str:

@@ -7,14 +7,16 @@ serial run's; cluster jobs write cache shards that the run folds into cache.sqli
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sqlite3
+import sys
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import configs_with_grid, grid_outcome, have
-from tests.test_cli_e2e import madara
+from tests.fakes import madara
 
 GRID = ("axes:\n  model: [smollm2-135m]\n  benchmark: [mini]\n  strategy: [nf, three_agent]\n"
         "overrides: [limit=1, retriever.k=2, strategy.scoring=logprob]\n")
@@ -43,6 +45,25 @@ def check_like_serial(results: Path, serial: Path) -> None:
     assert len(grid_outcome(serial)) == 2 and grid_outcome(results) == grid_outcome(serial)
     assert not (results / "cache.sqlite-shards").exists()  # folded in by the run
     assert cache_rows(results) == cache_rows(serial)
+
+
+PLUGINS = ("hydra_plugins.hydra_submitit_launcher", "hydra_plugins.hydra_ray_launcher", "hydra_plugins.hydra_joblib_launcher")
+
+
+def test_without_any_hydra_plugin_the_launcher_tests_skip(monkeypatch, tmp_path):
+    """With no ``hydra_plugins`` package at all, ``find_spec`` of a plugin raises; the
+    skip conditions below must read False (the tests skip) instead of failing collection."""
+    for name in [m for m in sys.modules if m.startswith("hydra_plugins.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "hydra_plugins", None)  # an import of it now fails, as when never installed
+    with pytest.raises(ModuleNotFoundError):
+        importlib.util.find_spec(PLUGINS[0])
+    assert not any(have(p) for p in PLUGINS)
+    (tmp_path / "plugins_here").mkdir()
+    (tmp_path / "plugins_here" / "__init__.py").write_text("")
+    (tmp_path / "plugins_here" / "launcher.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert have("plugins_here.launcher") and not have("plugins_here.other") and not have("plugins_absent.launcher")
 
 
 @pytest.mark.llm
@@ -105,7 +126,7 @@ def test_basic_launcher_runs_the_serial_cells_through_hydra(monkeypatch, tmp_pat
     from madara_cli.experiment.grid import expand
     from madara_cli.experiment.runner import run_cell
     from madara_cli.results import record_files
-    from tests.test_strategies_e2e import FakeBackend
+    from tests.fakes import FakeBackend
 
     monkeypatch.setenv("MADARA_CONFIGS", configs_with_grid(tmp_path, "pair", GRID)["MADARA_CONFIGS"])
     with EnginePool(factory=lambda cfg: FakeBackend()) as pool:

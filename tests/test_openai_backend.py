@@ -15,16 +15,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
-import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
-from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -33,12 +28,7 @@ from madara_cli.backends.openai_backend import TOP_LOGPROBS, OpenAIBackend, matc
 from madara_cli.config import compose
 from madara_cli.errors import BackendError
 from madara_cli.records import ChatRequest, Message, ScoreRequest, messages
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.fakes import Script, chat_answer, free_port, posts, score_answer
 
 
 class WordTokenizer:
@@ -51,106 +41,10 @@ class WordTokenizer:
         return len(text.split())
 
 
-# -- a scripted server ---------------------------------------------------------------
-
-
-class Script:
-    """What the fake server answers: ``responders[path]`` is called with the request
-    body and returns (status, json_body, headers) or the string "reset" (close the
-    connection without answering). Every request is recorded."""
-
-    def __init__(self):
-        self.requests: list[tuple[str, str, dict[str, str], Any]] = []
-        self.responders: dict[str, Callable[[Any], Any]] = {}
-        self.lock = threading.Lock()
-        self.in_flight = 0
-        self.max_in_flight = 0
-        self.delay = 0.0
-
-
-@pytest.fixture
-def fake_server():
-    script = Script()
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args):  # keep pytest output clean
-            pass
-
-        def _handle(self, method):
-            n = int(self.headers.get("Content-Length") or 0)
-            body = json.loads(self.rfile.read(n)) if n else None
-            with script.lock:
-                script.requests.append((method, self.path, dict(self.headers), body))
-                script.in_flight += 1
-                script.max_in_flight = max(script.max_in_flight, script.in_flight)
-            try:
-                time.sleep(script.delay)
-                responder = script.responders.get(self.path)
-                answer = responder(body) if responder else (404, {"detail": "Not Found"}, {})
-            finally:
-                # Leave the in-flight count before answering: once the client has the
-                # answer it may send its next request, which must not count twice.
-                with script.lock:
-                    script.in_flight -= 1
-            if answer == "reset":
-                self.close_connection = True
-                self.connection.shutdown(socket.SHUT_RDWR)
-                return
-            status, payload, headers = answer
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            for k, v in headers.items():
-                self.send_header(k, v)
-            self.end_headers()
-            self.wfile.write(data)
-
-        def do_GET(self):
-            self._handle("GET")
-
-        def do_POST(self):
-            self._handle("POST")
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    thread.start()
-    script.base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    try:
-        yield script
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-def chat_answer(content="ok", prompt_tokens=11, completion_tokens=2, finish="stop"):
-    return (
-        200,
-        {
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens},
-        },
-        {},
-    )
-
-
-def score_answer(top: dict[str, float], prompt_tokens=30):
-    return (
-        200,
-        {"choices": [{"index": 0, "text": "x", "logprobs": {"tokens": ["x"], "top_logprobs": [top]}}], "usage": {"prompt_tokens": prompt_tokens}},
-        {},
-    )
-
-
 def make(script: Script, **kw) -> OpenAIBackend:
     kw.setdefault("model", "org/model")
     kw.setdefault("tokenizer", WordTokenizer)
     return OpenAIBackend(base_url=script.base_url, **kw)
-
-
-def posts(script: Script, path: str) -> list[Any]:
-    return [body for method, p, _, body in script.requests if method == "POST" and p == path]
 
 
 # -- transport and request building ------------------------------------------------------
@@ -381,6 +275,7 @@ def test_hf_tokenizer_drops_the_template_bos_only_when_the_server_adds_it(tmp_pa
     assert h.count(text + "Score:") == 7  # BOS + 5 words + prefix, either way
 
 
+@pytest.mark.llm
 def test_gguf_tokenizer_renders_like_the_llama_cpp_server():
     pytest.importorskip("llama_cpp")
     from madara_cli.backends.openai_backend import GGUFTokenizer

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -21,12 +20,7 @@ from madara_cli.experiment.grid import cell_from_cfg, expand_sweep, has_sweep
 from madara_cli.experiment.runner import run_cell
 from madara_cli.results import long_format, provenance, record_files, summary
 from tests.conftest import ROOT
-from tests.test_strategies_e2e import FakeBackend
-
-
-def madara(*args: str, cwd: Path = ROOT, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "madara_cli.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200", **(env or {})})
+from tests.fakes import FakeBackend, madara
 
 
 def _cell(results: Path, *overrides: str):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from madara_cli.config import load_grid, options, paper_grids
 from madara_cli.tables import TABLES
-from tests.test_cli_e2e import madara
+from tests.fakes import madara
 
 
 def test_paper_grids_are_the_grids_that_produce_tables_probes_first():

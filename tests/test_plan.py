@@ -10,9 +10,10 @@ from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.grid import expand
 from madara_cli.experiment.plan import plan_grid, within
 from madara_cli.experiment.runner import run_cell
-from tests.test_strategies_e2e import FakeBackend
+from tests.fakes import FakeBackend
 
 
+@pytest.mark.llm  # the plan fingerprints the SmolLM2 GGUF file (no model is loaded)
 def test_demo_plan_is_within_10_percent_of_calls_issued(tmp_path):
     cfgs = expand("demo", [f"results_dir={tmp_path}", "limit=4", "benchmark.calibration=4"])
     plan = plan_grid("demo", cfgs)

@@ -13,8 +13,8 @@ from madara_cli import stats
 from madara_cli.results import record_files
 from madara_cli.tables.figure import write_figure2
 from madara_cli.tables.plots import model_tasks, pareto_front, write_plots
+from tests.fakes import madara_main, one_line_error
 from tests.results_fixtures import write_cell, write_probe
-from tests.test_bad_input import madara, one_line_error
 
 pytest.importorskip("matplotlib")
 
@@ -76,7 +76,7 @@ def test_cis_are_the_seeded_bootstraps_of_madara_cli_stats(results: Path):
 
 def test_madara_plot_writes_png_and_pdf(results: Path, tmp_path: Path, monkeypatch, capsys):
     out = tmp_path / "figs"
-    code, stdout, stderr = madara(monkeypatch, capsys, "plot", "--results", str(results), "--out", str(out), "--format", "png,pdf")
+    code, stdout, stderr = madara_main(monkeypatch, capsys, "plot", "--results", str(results), "--out", str(out), "--format", "png,pdf")
     assert code == 0, stderr
     import matplotlib.image
 
@@ -93,9 +93,9 @@ def test_madara_plot_writes_png_and_pdf(results: Path, tmp_path: Path, monkeypat
 def test_plot_formats_and_bad_input(results: Path, tmp_path: Path, monkeypatch, capsys):
     figs = write_plots(results, tmp_path / "svg", formats=["svg"])
     assert {p.suffix for p in figs.paths} == {".svg"} and all(p.read_text().lstrip().startswith("<?xml") for p in figs.paths)
-    code, _, err = madara(monkeypatch, capsys, "plot", "--results", str(results), "--format", "png,gif")
+    code, _, err = madara_main(monkeypatch, capsys, "plot", "--results", str(results), "--format", "png,gif")
     one_line_error(code, err, "gif", "png, pdf, svg")
-    code, _, err = madara(monkeypatch, capsys, "plot", "--results", str(results), "--metric", "bleu")
+    code, _, err = madara_main(monkeypatch, capsys, "plot", "--results", str(results), "--metric", "bleu")
     one_line_error(code, err, "bleu", "em_strict")
 
 
@@ -115,26 +115,26 @@ def test_skipped_figures_say_why(tmp_path: Path, monkeypatch, capsys):
     assert "ρ̂1..3 figure skipped: no probe records all three ρ̂" in figs.notes
     assert "Figure 2 for mini skipped: its probes record no per-query ρ at all three levels" in figs.notes
     (tmp_path / "empty").mkdir()
-    code, _, err = madara(monkeypatch, capsys, "plot", "--results", str(tmp_path / "empty"))
+    code, _, err = madara_main(monkeypatch, capsys, "plot", "--results", str(tmp_path / "empty"))
     assert code == 0 and "note: EM-by-strategy and cost-vs-EM figures skipped: no finished cell" in err
-    code, _, err = madara(monkeypatch, capsys, "plot", "--results", str(tmp_path / "absent"))
+    code, _, err = madara_main(monkeypatch, capsys, "plot", "--results", str(tmp_path / "absent"))
     one_line_error(code, err, "no results folder at")
 
 
 def test_tables_draw_figure2_for_every_probed_benchmark(tmp_path: Path, monkeypatch, capsys):
     root = tmp_path / "results"
     write_probe(root, "mistral-7b", "fever", [0.6, 0.3, 0.0], "quality-ordered", "cot")
-    code, stdout, stderr = madara(monkeypatch, capsys, "tables", "--results", str(root), "--format", "md")
+    code, stdout, stderr = madara_main(monkeypatch, capsys, "tables", "--results", str(root), "--format", "md")
     assert code == 0, stderr
     assert (root / "figures" / "figure2-fever.png").is_file() and not (root / "figures" / "figure2.png").exists()
     assert "figure2-fever.png" in stdout and "note:" not in stderr
     # A probe whose record has no per-query values: the figure is skipped, and the user is told.
     write_probe(root, "llama-3.1-8b", "conflicts", per_query={"mean": [0.5, 0.2, 0.0], "std": [0.1, 0.1, 0.1]})
-    code, _, stderr = madara(monkeypatch, capsys, "tables", "--results", str(root), "--format", "md")
+    code, _, stderr = madara_main(monkeypatch, capsys, "tables", "--results", str(root), "--format", "md")
     assert code == 0 and "note: Figure 2 for conflicts skipped: its probes record no per-query ρ at all three levels" in stderr
     empty = tmp_path / "no-probes"
     write_cell(empty, "adhoc", "smollm2-135m", "mini", "nf", [0])
-    code, _, stderr = madara(monkeypatch, capsys, "tables", "--results", str(empty), "--format", "md")
+    code, _, stderr = madara_main(monkeypatch, capsys, "tables", "--results", str(empty), "--format", "md")
     assert code == 0 and "note:" not in stderr  # no probe, nothing to say about Figure 2
 
 

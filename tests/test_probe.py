@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from dataclasses import replace
 from typing import Sequence
 
@@ -19,7 +17,7 @@ from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.runner import run_cell
 from madara_cli.experiment.treat import ensure_probe
 from madara_cli.records import ChatRequest, Completion, ScoreRequest
-from tests.conftest import ROOT
+from tests.fakes import madara
 
 PROBE_FIELDS = {
     "model", "benchmark", "n", "rho", "p_values", "rho_star", "rho_bar", "rsc_class", "coupling", "per_query",
@@ -288,7 +286,7 @@ def test_probe_cli_on_cpu_then_madara_reuses_it(tmp_path):
         "probe", "--model", "smollm2-135m", "--benchmark", "mini", "--n", "3",
         f"results_dir={tmp_path}", "generation.cot_max_tokens=96", "rsc.rescoring=logprob",
     ]
-    r = subprocess.run([sys.executable, "-m", "madara_cli.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=1200)
+    r = madara(*args, timeout=1200)
     assert r.returncode == 0, r.stderr
     assert "route:" in r.stdout and re.search(r"class: \S+", r.stdout)
     (path,) = list(tmp_path.glob("probes/*/probe.json"))

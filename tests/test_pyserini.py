@@ -13,7 +13,7 @@ from madara_cli.config import compose
 from madara_cli.data.retrieval import pyserini_searcher, retrieve
 from madara_cli.data.splits import load_all_examples
 from tests.conftest import have
-from tests.test_cli_e2e import madara
+from tests.fakes import madara
 
 pytestmark = pytest.mark.skipif(
     not (have("pyserini") and have("jnius")),

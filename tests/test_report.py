@@ -13,8 +13,8 @@ import pytest
 
 from madara_cli.tables.builders import TABLES, build_table
 from madara_cli.tables.report import esc, write_report
+from tests.fakes import madara_main, one_line_error
 from tests.results_fixtures import write_cell, write_probe
-from tests.test_bad_input import madara, one_line_error
 from tests.test_plots import PROV, demo_like_results
 
 pytest.importorskip("matplotlib")
@@ -78,12 +78,12 @@ def test_madara_report_cli(page: Path, tmp_path: Path, monkeypatch, capsys):
     root = page.parent.parent
     opened = []
     monkeypatch.setattr("webbrowser.open", lambda url: opened.append(url) or True)
-    code, stdout, stderr = madara(monkeypatch, capsys, "report", "--results", str(root), "--open")
+    code, stdout, stderr = madara_main(monkeypatch, capsys, "report", "--results", str(root), "--open")
     assert code == 0, stderr
     path = root / "report" / "index.html"
     assert f"wrote {path} ({len(TABLES)} tables, 6 figures)" in stdout
     assert opened == [path.resolve().as_uri()]
-    code, _, err = madara(monkeypatch, capsys, "report", "--results", str(tmp_path / "nothing"))
+    code, _, err = madara_main(monkeypatch, capsys, "report", "--results", str(tmp_path / "nothing"))
     one_line_error(code, err, "no results folder at")
 
 

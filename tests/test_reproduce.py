@@ -10,7 +10,7 @@ import pytest
 from madara_cli.experiment.reproduce import reproduce
 from madara_cli.experiment.runner import Failed
 from tests.conftest import configs_with_grid
-from tests.test_cli_e2e import madara
+from tests.fakes import madara
 
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed here")

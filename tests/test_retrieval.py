@@ -20,7 +20,7 @@ from madara_cli.data.retrieval import relevance, retrieve
 from madara_cli.data.saved_index import build_index, ensure_index, read_meta
 from madara_cli.data.splits import load_all_examples
 from madara_cli.errors import DataError
-from madara_cli.records import Completion
+from tests.fakes import RelevanceJudge
 
 
 @pytest.fixture
@@ -321,32 +321,6 @@ def test_dense_without_the_extra_is_one_line(monkeypatch):
 
 # ---------------------------------------------------------------------------
 # Generative reranker
-
-
-class _Backend:
-    fingerprint = "fake-reranker"
-
-
-class RelevanceJudge:
-    """A deterministic stand-in for the engine: 'yes' when the document names the
-    question's subject (the word after 'of'), else 'no'."""
-
-    backend = _Backend()
-
-    def __init__(self):
-        self.requests = []
-
-    def logprobs(self, stage, requests):
-        self.requests.extend(requests)
-        out = []
-        for r in requests:
-            user = r.messages[1].content
-            query = user.split("<Query>: ")[1].split("\n")[0]
-            doc = user.split("<Document>: ")[1]
-            words = [w.strip("?.,'s").lower() for w in query.split() if len(w) > 4]
-            hit = sum(w in doc.lower() for w in words)
-            out.append(Completion(text="", logprobs={"yes": -0.1 if hit >= 2 else -3.0, "no": -2.0 if hit >= 2 else -0.1}))
-        return out
 
 
 def test_relevance_is_p_yes():

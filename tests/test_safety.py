@@ -68,20 +68,12 @@ def test_np_load_never_allows_pickles_by_default():
     assert inspect.signature(np.load).parameters["allow_pickle"].default is False
 
 
-def test_vllm_engine_does_not_trust_remote_code(monkeypatch):
-    import sys
-    import types
-
+def test_vllm_engine_does_not_trust_remote_code(fake_vllm):
     from madara_cli.backends import make_backend
     from madara_cli.config import compose
-    from tests.test_vllm_backend import FakeLLM, SamplingParams
 
-    mod = types.ModuleType("vllm")
-    mod.SamplingParams = SamplingParams
-    seen = []
-    mod.LLM = lambda **kw: seen.append(kw) or FakeLLM(init_kwargs=kw)
-    monkeypatch.setitem(sys.modules, "vllm", mod)
     make_backend(compose(["backend=vllm", "model=qwen2.5-7b"]))
+    seen = [engine.init_kwargs for engine in fake_vllm.engines]
     assert seen and seen[0].get("trust_remote_code", False) is False
     for name in ("qwen2.5-7b", "qwen3-8b", "gemma-2-9b", "llama-3.1-8b", "mistral-7b"):
         assert "trust_remote_code" not in compose([f"model={name}"]).model

@@ -18,7 +18,7 @@ from madara_cli.records import Cell
 from madara_cli.results import record_files, stored, summary
 from madara_cli.results.outputs import SCHEMA_VERSION, CellRecord, ProbeRecord
 from tests.conftest import ROOT
-from tests.test_strategies_e2e import FakeBackend
+from tests.fakes import FakeBackend
 
 RESULT_FILES = ("metrics.json", "probe.json", "predictions.jsonl")
 

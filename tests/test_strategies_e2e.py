@@ -4,10 +4,8 @@ cache, runner and configs; (b) marked ``llm``: on the embedded SmolLM2 via llama
 from __future__ import annotations
 
 import builtins
-import hashlib
 import json
 import re
-from typing import Sequence
 
 import pytest
 
@@ -18,99 +16,13 @@ from madara_cli.data.mini import generate
 from madara_cli.errors import BackendError
 from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.runner import run_cell
-from madara_cli.records import ChatRequest, Completion, ScoreRequest
+from madara_cli.records import ChatRequest
 from madara_cli.strategies import STRATEGIES, StrategyContext, load_all
+from tests.fakes import FAKE_STRATEGIES, FakeBackend
 
 load_all()
 
-# cross_encoder needs model weights; it is exercised separately below.
-FAKE_STRATEGIES = [
-    "nf", "three_agent", "cot", "sda", "sda_cot", "atf", "rrf",
-    "pde", "pde_uniform", "pde_random", "self_consistency", "main_rag",
-]
 SCORE_STAGES = ("score", "score-cot", "score-logprob", "score-conflict", "score-cot-conflict", "score-logprob-conflict")
-
-
-def _h(*parts: object) -> int:
-    return int(hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest(), 16)
-
-
-class FakeBackend:
-    """Deterministic engine: agent replies are JSON scores drawn from a hash of the
-    request; generations pick a capitalised word of the documents. With
-    ``malformed=True`` about 3 in 7 agent replies are broken (prose, out of range,
-    empty) and counted in ``self.broken``."""
-
-    name = "fake"
-
-    def __init__(self, malformed: bool = False):
-        self.malformed = malformed
-        self.broken = 0
-        self.agent_replies = 0
-        self.chat_calls = 0
-        self.score_calls = 0
-
-    @property
-    def fingerprint(self) -> str:
-        return "fake-malformed" if self.malformed else "fake"
-
-    @property
-    def batch_size(self) -> int:
-        return 16
-
-    def _adjustments_reply(self, system: str, user: str, prefix: str, h: int) -> str:
-        """The per-query Conflict Detector: one adjustment for every numbered document
-        of the user turn; after a prefix (logprob mode) the continuation from document
-        1's value, without the closing braces the stop string would remove."""
-        n = len(re.findall(r"^\[\d+\] ", user, re.M))
-        body = ", ".join(f'"{i + 1}": {(h >> (3 * i)) % 5 - 2}' for i in range(n))
-        if prefix:
-            return body[len('"1": '):]
-        head = ""
-        if "reasoning_steps" in system:
-            steps = ", ".join(f'"step {i} about {h % 97}"' for i in range(1, 6))
-            head = f'"reasoning_steps": [{steps}], "confidence": {1 + h % 5}, '
-        return f'{{{head}"has_conflict": {str(h % 2 == 0).lower()}, "majority_position": "x", "doc_adjustments": {{{body}}}}}'
-
-    def _agent_reply(self, system: str, h: int, user: str = "", prefix: str = "") -> str:
-        self.agent_replies += 1
-        if self.malformed and h % 7 < 3:
-            self.broken += 1
-            return ["This document looks fine to me.", '{"score": 9}', ""][h % 7]
-        if "doc_adjustments" in system:
-            return self._adjustments_reply(system, user, prefix, h)
-        conflict = "Conflict Detector" in system
-        key, value = ("adjustment", h % 5 - 2) if conflict else ("score", h % 6)
-        if "reasoning_steps" in system:
-            steps = ", ".join(f'"step {i} about {h % 97}"' for i in range(1, 6))
-            return f'{{"reasoning_steps": [{steps}], "confidence": {1 + h % 5}, "{key}": {value}}}'
-        return f'{{"{key}": {value}'
-
-    def chat(self, requests: Sequence[ChatRequest]) -> list[Completion]:
-        out = []
-        for r in requests:
-            self.chat_calls += 1
-            system, user = r.messages[0].content, r.messages[-1].content
-            h = _h(system, user, r.seed, r.temperature)
-            if "reviewers" in system:
-                text = self._agent_reply(system, h, user, r.prefix)
-            else:
-                words = re.findall(r"\b[A-Z][a-z]{3,}\b", user.split("Question:")[0]) or ["Nothing"]
-                text = words[h % len(words)]
-            out.append(Completion(text=text, tokens_in=len(user) // 4, tokens_out=len(text) // 4, finish_reason="stop"))
-        return out
-
-    def next_token_logprobs(self, requests: Sequence[ScoreRequest]) -> list[Completion]:
-        out = []
-        for r in requests:
-            self.score_calls += 1
-            h = _h(r.messages[-1].content, r.prefix)
-            lp = {c: -float((h >> (4 * i)) % 7) - 0.25 for i, c in enumerate(r.candidates)}
-            out.append(Completion(text="", tokens_in=10, logprobs=lp))
-        return out
-
-    def close(self) -> None:
-        pass
 
 
 def test_fake_backend_implements_protocol():

@@ -24,7 +24,7 @@ from madara_cli.experiment.runner import run_cell
 from madara_cli.records import ChatRequest, Completion, Message, ScoreRequest
 from madara_cli.results import record_files, summary
 from tests.conftest import ROOT
-from tests.test_strategies_e2e import FakeBackend
+from tests.fakes import FakeBackend
 
 
 def _sweep(results: Path, *overrides: str):
@@ -217,6 +217,7 @@ def test_a_grid_logs_cells_done_and_an_eta(caplog):
     assert lines[0] == "grid: 0/3 cells" and lines[1].startswith("grid: 1/3 cells, ETA ") and lines[-1] == "grid: 3/3 cells, done"
 
 
+@pytest.mark.llm  # the plan fingerprints the SmolLM2 GGUF file (no model is loaded)
 def test_plan_estimates_time_from_rates_measured_in_the_cache(results_dir):
     from madara_cli.experiment.plan import _fingerprint, plan_grid
 

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,8 +16,8 @@ from madara_cli.errors import ConfigError
 from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.grid import cell_from_cfg
 from madara_cli.experiment.runner import run_cell
-from tests.conftest import ROOT, have
-from tests.test_strategies_e2e import FakeBackend
+from tests.conftest import have
+from tests.fakes import FakeBackend, madara
 
 
 def _run(results: Path, *overrides: str):
@@ -147,8 +145,7 @@ def test_a_missing_tracker_is_one_line(tmp_path):
     """With the extra absent, the cell is still written and the error names the install."""
     if have("mlflow"):
         pytest.skip("mlflow is installed")
-    res = subprocess.run([sys.executable, "-m", "madara_cli.cli", "run", "--cfg", "job", "logger=mlflow"], capture_output=True, text=True,
-                         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    res = madara("run", "--cfg", "job", "logger=mlflow", timeout=120)
     assert res.returncode == 0  # composing is fine; the tracker is needed only once a cell finishes
     from madara_cli.errors import TrackingError
     from madara_cli.results.tracking import tracker
@@ -162,8 +159,7 @@ def test_madara_run_logger_mlflow_on_the_embedded_model(tmp_path):
     """The issue's check: `madara run logger=mlflow limit=1`, then mlflow.search_runs."""
     pytest.importorskip("mlflow")
     results = tmp_path / "results"
-    res = subprocess.run([sys.executable, "-m", "madara_cli.cli", "run", "logger=mlflow", "limit=1", f"results_dir={results}", "backend.n_threads=1"],
-                         capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=600)
+    res = madara("run", "logger=mlflow", "limit=1", f"results_dir={results}", "backend.n_threads=1")
     assert res.returncode == 0, res.stderr
     runs = _search(results / "mlruns")
     assert len(runs) == 1
@@ -173,6 +169,5 @@ def test_madara_run_logger_mlflow_on_the_embedded_model(tmp_path):
 
 
 def test_ls_lists_the_loggers():
-    res = subprocess.run([sys.executable, "-m", "madara_cli.cli", "ls", "loggers"], capture_output=True, text=True, cwd=ROOT,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    res = madara("ls", "loggers", timeout=120)
     assert res.returncode == 0 and res.stdout.strip() == "loggers: mlflow, none, wandb"

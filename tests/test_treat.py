@@ -18,7 +18,7 @@ from madara_cli.experiment.runner import run_cell
 from madara_cli.experiment.treat import Treatment, routed_config
 from madara_cli.results import record_files
 from tests.conftest import ROOT
-from tests.test_strategies_e2e import FakeBackend
+from tests.fakes import FakeBackend
 
 MADARA = ["strategy=madara", "benchmark.calibration=6", "rsc.rescoring=logprob", "rsc.bootstrap=50"]
 FORBIDDEN = ("madara_cli.experiment", "madara_cli.diagnose.probe")
@@ -132,7 +132,7 @@ class _Pool:
     """Records which model each engine was asked for; every engine judges relevance."""
 
     def __init__(self):
-        from tests.test_retrieval import RelevanceJudge
+        from tests.fakes import RelevanceJudge
 
         self.asked: list[str] = []
         self._judge = RelevanceJudge()

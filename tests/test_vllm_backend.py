@@ -13,9 +13,6 @@ from __future__ import annotations
 
 import math
 import sys
-import types
-from dataclasses import dataclass, field
-from typing import Any
 
 import pytest
 
@@ -25,114 +22,7 @@ from madara_cli.backends.vllm_backend import TOP_LOGPROBS, VLLMBackend
 from madara_cli.config import compose
 from madara_cli.errors import BackendError
 from madara_cli.records import ChatRequest, Message, ScoreRequest, messages
-
-MARKER = 0  # a SentencePiece-style bare word-start token; decodes to ""
-
-
-class FakeTokenizer:
-    """Character-level: token id = code point. With ``spm=True`` encoding a text
-    starts with the bare marker token, as SentencePiece does before digits."""
-
-    def __init__(self, spm: bool = False):
-        self.spm = spm
-
-    def apply_chat_template(self, conversation, tokenize=False, add_generation_prompt=False):
-        assert tokenize is False
-        text = "".join(f"<{m['role']}>{m['content']}\n" for m in conversation)
-        return text + ("<assistant>" if add_generation_prompt else "")
-
-    def encode(self, text, add_special_tokens=True):
-        assert add_special_tokens is False, "the template carries BOS; never add it twice"
-        return ([MARKER] if self.spm else []) + [ord(c) for c in text]
-
-    def decode(self, ids):
-        return "".join("" if i == MARKER else chr(i) for i in ids)
-
-
-@dataclass
-class Logprob:
-    logprob: float
-    rank: int | None = None
-    decoded_token: str | None = None
-
-
-@dataclass
-class CompletionOutput:
-    index: int
-    text: str
-    token_ids: list[int]
-    cumulative_logprob: float | None
-    logprobs: list[dict[int, Logprob]] | None
-    finish_reason: str | None = None
-
-
-@dataclass
-class RequestOutput:
-    request_id: str
-    prompt: str | None
-    prompt_token_ids: list[int]
-    outputs: list[CompletionOutput]
-    finished: bool = True
-
-
-class SamplingParams:
-    def __init__(self, **kwargs: Any):
-        self.kwargs = kwargs
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, SamplingParams) and other.kwargs == self.kwargs
-
-    def __repr__(self) -> str:
-        return f"SamplingParams({self.kwargs})"
-
-
-@dataclass
-class FakeLLM:
-    """Records every call. ``next_logprobs`` maps token id -> logprob for the scoring
-    outputs (what vLLM V1 returns: the top ids plus the sampled one)."""
-
-    init_kwargs: dict[str, Any]
-    tokenizer: FakeTokenizer = field(default_factory=FakeTokenizer)
-    calls: list[tuple[str, tuple, dict]] = field(default_factory=list)
-    next_logprobs: dict[int, float] = field(default_factory=dict)
-
-    def get_tokenizer(self):
-        return self.tokenizer
-
-    def chat(self, messages, *args, **kwargs):
-        self.calls.append(("chat", (messages, *args), kwargs))
-        out = []
-        for i, conv in enumerate(messages):
-            ids = self.tokenizer.encode(self.tokenizer.apply_chat_template(conv, add_generation_prompt=True), add_special_tokens=False)
-            text = f"answer {i}: {conv[-1]['content'][:12]}"
-            out.append(RequestOutput(str(i), None, ids, [CompletionOutput(0, text, list(range(i + 2)), None, None, "length" if i == 1 else "stop")]))
-        return out
-
-    def generate(self, prompts, *args, **kwargs):
-        self.calls.append(("generate", (prompts, *args), kwargs))
-        out = []
-        for i, p in enumerate(prompts):
-            top = {t: Logprob(lp, rank=r + 1, decoded_token=chr(t)) for r, (t, lp) in enumerate(self.next_logprobs.items())}
-            best = max(self.next_logprobs, key=self.next_logprobs.get) if self.next_logprobs else 0
-            out.append(RequestOutput(str(i), None, p["prompt_token_ids"], [CompletionOutput(0, chr(best), [best], None, [top], "length")]))
-        return out
-
-
-@pytest.fixture
-def fake_vllm(monkeypatch):
-    """A ``vllm`` module whose LLM is a recording fake; ``mod.engines`` lists the LLMs built."""
-    mod = types.ModuleType("vllm")
-    mod.engines = []
-    mod.SamplingParams = SamplingParams
-
-    def LLM(**kwargs):
-        engine = FakeLLM(init_kwargs=kwargs)
-        mod.engines.append(engine)
-        return engine
-
-    mod.LLM = LLM
-    monkeypatch.setitem(sys.modules, "vllm", mod)
-    return mod
+from tests.fakes import MARKER, FakeTokenizer, SamplingParams
 
 
 def backend(**kw) -> VLLMBackend:

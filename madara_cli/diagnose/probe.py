@@ -1,7 +1,7 @@
 """The Diagnose arm: No-Filter calibration plus the Reasoning-Score Coupling probe.
 
-Paper Section 3 and Appendix F, on the calibration split (default 100 queries,
-disjoint from the evaluated ones):
+Paper Section 3 and Appendix F, on the calibration split (default 100 queries, the
+first of the evaluated ones; ``benchmark.calibration_split=disjoint`` holds them out):
 
 1. **NF** on the calibration queries -> EM_NF (the only step that needs gold answers).
 2. **Normal CoT scores**: the Relevance Assessor's CoT prompt scores every retrieved

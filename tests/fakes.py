@@ -1,0 +1,418 @@
+"""Test doubles and helpers that many test modules share.
+
+- :class:`FakeBackend`: a deterministic engine (hash-drawn JSON scores, answers picked
+  from the documents) that runs every strategy in :data:`FAKE_STRATEGIES` through the
+  real cache, runner and configs, in milliseconds and without a model.
+- :func:`madara`: the ``madara`` command as a user types it, in a child process.
+- :func:`madara_main`: the same entry point in this process (``sys.argv`` set,
+  ``SystemExit`` caught), for tests that monkeypatch what it reaches.
+- :func:`one_line_error`: the check that a failure is one clear line, no traceback.
+- :class:`RelevanceJudge`: the generative reranker's engine, 'yes' when a document names
+  the question's subject.
+- :func:`scripted_server`: an OpenAI-compatible HTTP server answering from a
+  :class:`Script` (``fake_server`` fixture), with :func:`chat_answer` / :func:`score_answer`.
+- :func:`fake_vllm_module`: a stand-in ``vllm`` (``LLM``, ``SamplingParams``, output
+  objects of the documented shapes) whose engines record every call (``fake_vllm`` fixture).
+
+The fixtures that put them to use (``no_engine``, ``fake_server``, ``fake_vllm``) are in
+``tests/conftest.py``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+import types
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Sequence
+
+import pytest
+
+from madara_cli.records import ChatRequest, Completion, ScoreRequest
+from tests.conftest import ROOT
+
+# --------------------------------------------------------------------------- #
+# A deterministic engine
+
+# cross_encoder needs model weights; tests/test_strategies_e2e.py exercises it separately.
+FAKE_STRATEGIES = [
+    "nf", "three_agent", "cot", "sda", "sda_cot", "atf", "rrf",
+    "pde", "pde_uniform", "pde_random", "self_consistency", "main_rag",
+]
+
+
+def _h(*parts: object) -> int:
+    return int(hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest(), 16)
+
+
+class FakeBackend:
+    """Deterministic engine: agent replies are JSON scores drawn from a hash of the
+    request; generations pick a capitalised word of the documents. With
+    ``malformed=True`` about 3 in 7 agent replies are broken (prose, out of range,
+    empty) and counted in ``self.broken``."""
+
+    name = "fake"
+
+    def __init__(self, malformed: bool = False):
+        self.malformed = malformed
+        self.broken = 0
+        self.agent_replies = 0
+        self.chat_calls = 0
+        self.score_calls = 0
+
+    @property
+    def fingerprint(self) -> str:
+        return "fake-malformed" if self.malformed else "fake"
+
+    @property
+    def batch_size(self) -> int:
+        return 16
+
+    def _adjustments_reply(self, system: str, user: str, prefix: str, h: int) -> str:
+        """The per-query Conflict Detector: one adjustment for every numbered document
+        of the user turn; after a prefix (logprob mode) the continuation from document
+        1's value, without the closing braces the stop string would remove."""
+        n = len(re.findall(r"^\[\d+\] ", user, re.M))
+        body = ", ".join(f'"{i + 1}": {(h >> (3 * i)) % 5 - 2}' for i in range(n))
+        if prefix:
+            return body[len('"1": '):]
+        head = ""
+        if "reasoning_steps" in system:
+            steps = ", ".join(f'"step {i} about {h % 97}"' for i in range(1, 6))
+            head = f'"reasoning_steps": [{steps}], "confidence": {1 + h % 5}, '
+        return f'{{{head}"has_conflict": {str(h % 2 == 0).lower()}, "majority_position": "x", "doc_adjustments": {{{body}}}}}'
+
+    def _agent_reply(self, system: str, h: int, user: str = "", prefix: str = "") -> str:
+        self.agent_replies += 1
+        if self.malformed and h % 7 < 3:
+            self.broken += 1
+            return ["This document looks fine to me.", '{"score": 9}', ""][h % 7]
+        if "doc_adjustments" in system:
+            return self._adjustments_reply(system, user, prefix, h)
+        conflict = "Conflict Detector" in system
+        key, value = ("adjustment", h % 5 - 2) if conflict else ("score", h % 6)
+        if "reasoning_steps" in system:
+            steps = ", ".join(f'"step {i} about {h % 97}"' for i in range(1, 6))
+            return f'{{"reasoning_steps": [{steps}], "confidence": {1 + h % 5}, "{key}": {value}}}'
+        return f'{{"{key}": {value}'
+
+    def chat(self, requests: Sequence[ChatRequest]) -> list[Completion]:
+        out = []
+        for r in requests:
+            self.chat_calls += 1
+            system, user = r.messages[0].content, r.messages[-1].content
+            h = _h(system, user, r.seed, r.temperature)
+            if "reviewers" in system:
+                text = self._agent_reply(system, h, user, r.prefix)
+            else:
+                words = re.findall(r"\b[A-Z][a-z]{3,}\b", user.split("Question:")[0]) or ["Nothing"]
+                text = words[h % len(words)]
+            out.append(Completion(text=text, tokens_in=len(user) // 4, tokens_out=len(text) // 4, finish_reason="stop"))
+        return out
+
+    def next_token_logprobs(self, requests: Sequence[ScoreRequest]) -> list[Completion]:
+        out = []
+        for r in requests:
+            self.score_calls += 1
+            h = _h(r.messages[-1].content, r.prefix)
+            lp = {c: -float((h >> (4 * i)) % 7) - 0.25 for i, c in enumerate(r.candidates)}
+            out.append(Completion(text="", tokens_in=10, logprobs=lp))
+        return out
+
+    def close(self) -> None:
+        pass
+
+
+# --------------------------------------------------------------------------- #
+# The command line
+
+
+def madara(*args: str, env: dict | None = None, cwd: Path = ROOT, timeout: int = 600) -> subprocess.CompletedProcess:
+    """Run ``python -m madara_cli.cli ARGS`` in a child process from ``cwd`` (the
+    checkout by default), wide enough that tables do not wrap. This checkout comes first
+    on the child's ``PYTHONPATH`` and the caller's entries stay after it, so the child
+    imports this code and sees the same packages as the tests."""
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    return subprocess.run(
+        [sys.executable, "-m", "madara_cli.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=timeout,
+        env={**os.environ, "PYTHONPATH": path, "COLUMNS": "200", **(env or {})},
+    )
+
+
+def madara_main(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
+    """Run the CLI entry point in process; (exit code, stdout, stderr)."""
+    from madara_cli import cli
+
+    monkeypatch.setattr(sys, "argv", ["madara", *args])
+    with pytest.raises(SystemExit) as e:
+        cli.main()
+    cap = capsys.readouterr()
+    return int(e.value.code or 0), cap.out, cap.err
+
+
+def one_line_error(code: int, err: str, *needles: str) -> str:
+    assert code != 0, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1, f"expected one line, got:\n{err}"
+    assert "Traceback" not in err
+    for n in needles:
+        assert n in lines[0], (n, lines[0])
+    return lines[0]
+
+
+# --------------------------------------------------------------------------- #
+# A generative reranker's engine
+
+
+class _JudgeBackend:
+    fingerprint = "fake-reranker"
+
+
+class RelevanceJudge:
+    """A deterministic stand-in for the engine: 'yes' when the document names the
+    question's subject (the word after 'of'), else 'no'."""
+
+    backend = _JudgeBackend()
+
+    def __init__(self):
+        self.requests = []
+
+    def logprobs(self, stage, requests):
+        self.requests.extend(requests)
+        out = []
+        for r in requests:
+            user = r.messages[1].content
+            query = user.split("<Query>: ")[1].split("\n")[0]
+            doc = user.split("<Document>: ")[1]
+            words = [w.strip("?.,'s").lower() for w in query.split() if len(w) > 4]
+            hit = sum(w in doc.lower() for w in words)
+            out.append(Completion(text="", logprobs={"yes": -0.1 if hit >= 2 else -3.0, "no": -2.0 if hit >= 2 else -0.1}))
+        return out
+
+
+# --------------------------------------------------------------------------- #
+# An OpenAI-compatible server, scripted
+
+
+class Script:
+    """What the fake server answers: ``responders[path]`` is called with the request
+    body and returns (status, json_body, headers) or the string "reset" (close the
+    connection without answering). Every request is recorded."""
+
+    def __init__(self):
+        self.requests: list[tuple[str, str, dict[str, str], Any]] = []
+        self.responders: dict[str, Callable[[Any], Any]] = {}
+        self.lock = threading.Lock()
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.delay = 0.0
+
+
+@contextmanager
+def scripted_server() -> Iterator[Script]:
+    """A local HTTP server answering from a :class:`Script` (the ``fake_server`` fixture)."""
+    script = Script()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):  # keep pytest output clean
+            pass
+
+        def _handle(self, method):
+            n = int(self.headers.get("Content-Length") or 0)
+            body = json.loads(self.rfile.read(n)) if n else None
+            with script.lock:
+                script.requests.append((method, self.path, dict(self.headers), body))
+                script.in_flight += 1
+                script.max_in_flight = max(script.max_in_flight, script.in_flight)
+            try:
+                time.sleep(script.delay)
+                responder = script.responders.get(self.path)
+                answer = responder(body) if responder else (404, {"detail": "Not Found"}, {})
+            finally:
+                # Leave the in-flight count before answering: once the client has the
+                # answer it may send its next request, which must not count twice.
+                with script.lock:
+                    script.in_flight -= 1
+            if answer == "reset":
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
+                return
+            status, payload, headers = answer
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for k, v in headers.items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):
+            self._handle("GET")
+
+        def do_POST(self):
+            self._handle("POST")
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    thread.start()
+    script.base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    try:
+        yield script
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def chat_answer(content="ok", prompt_tokens=11, completion_tokens=2, finish="stop"):
+    return (
+        200,
+        {
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens},
+        },
+        {},
+    )
+
+
+def score_answer(top: dict[str, float], prompt_tokens=30):
+    return (
+        200,
+        {"choices": [{"index": 0, "text": "x", "logprobs": {"tokens": ["x"], "top_logprobs": [top]}}], "usage": {"prompt_tokens": prompt_tokens}},
+        {},
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def posts(script: Script, path: str) -> list[Any]:
+    return [body for method, p, _, body in script.requests if method == "POST" and p == path]
+
+
+# --------------------------------------------------------------------------- #
+# A stand-in ``vllm`` module (vLLM needs a CUDA GPU): the documented shapes of
+# LLM, SamplingParams and the output objects
+
+
+MARKER = 0  # a SentencePiece-style bare word-start token; decodes to ""
+
+
+class FakeTokenizer:
+    """Character-level: token id = code point. With ``spm=True`` encoding a text
+    starts with the bare marker token, as SentencePiece does before digits."""
+
+    def __init__(self, spm: bool = False):
+        self.spm = spm
+
+    def apply_chat_template(self, conversation, tokenize=False, add_generation_prompt=False):
+        assert tokenize is False
+        text = "".join(f"<{m['role']}>{m['content']}\n" for m in conversation)
+        return text + ("<assistant>" if add_generation_prompt else "")
+
+    def encode(self, text, add_special_tokens=True):
+        assert add_special_tokens is False, "the template carries BOS; never add it twice"
+        return ([MARKER] if self.spm else []) + [ord(c) for c in text]
+
+    def decode(self, ids):
+        return "".join("" if i == MARKER else chr(i) for i in ids)
+
+
+@dataclass
+class Logprob:
+    logprob: float
+    rank: int | None = None
+    decoded_token: str | None = None
+
+
+@dataclass
+class CompletionOutput:
+    index: int
+    text: str
+    token_ids: list[int]
+    cumulative_logprob: float | None
+    logprobs: list[dict[int, Logprob]] | None
+    finish_reason: str | None = None
+
+
+@dataclass
+class RequestOutput:
+    request_id: str
+    prompt: str | None
+    prompt_token_ids: list[int]
+    outputs: list[CompletionOutput]
+    finished: bool = True
+
+
+class SamplingParams:
+    def __init__(self, **kwargs: Any):
+        self.kwargs = kwargs
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SamplingParams) and other.kwargs == self.kwargs
+
+    def __repr__(self) -> str:
+        return f"SamplingParams({self.kwargs})"
+
+
+@dataclass
+class FakeLLM:
+    """Records every call. ``next_logprobs`` maps token id -> logprob for the scoring
+    outputs (what vLLM V1 returns: the top ids plus the sampled one)."""
+
+    init_kwargs: dict[str, Any]
+    tokenizer: FakeTokenizer = field(default_factory=FakeTokenizer)
+    calls: list[tuple[str, tuple, dict]] = field(default_factory=list)
+    next_logprobs: dict[int, float] = field(default_factory=dict)
+
+    def get_tokenizer(self):
+        return self.tokenizer
+
+    def chat(self, messages, *args, **kwargs):
+        self.calls.append(("chat", (messages, *args), kwargs))
+        out = []
+        for i, conv in enumerate(messages):
+            ids = self.tokenizer.encode(self.tokenizer.apply_chat_template(conv, add_generation_prompt=True), add_special_tokens=False)
+            text = f"answer {i}: {conv[-1]['content'][:12]}"
+            out.append(RequestOutput(str(i), None, ids, [CompletionOutput(0, text, list(range(i + 2)), None, None, "length" if i == 1 else "stop")]))
+        return out
+
+    def generate(self, prompts, *args, **kwargs):
+        self.calls.append(("generate", (prompts, *args), kwargs))
+        out = []
+        for i, p in enumerate(prompts):
+            top = {t: Logprob(lp, rank=r + 1, decoded_token=chr(t)) for r, (t, lp) in enumerate(self.next_logprobs.items())}
+            best = max(self.next_logprobs, key=self.next_logprobs.get) if self.next_logprobs else 0
+            out.append(RequestOutput(str(i), None, p["prompt_token_ids"], [CompletionOutput(0, chr(best), [best], None, [top], "length")]))
+        return out
+
+
+def fake_vllm_module() -> types.ModuleType:
+    """A ``vllm`` module whose LLM is a recording :class:`FakeLLM`; ``mod.engines`` lists
+    the LLMs built (the ``fake_vllm`` fixture puts it in ``sys.modules``)."""
+    mod = types.ModuleType("vllm")
+    mod.engines = []
+    mod.SamplingParams = SamplingParams
+
+    def LLM(**kwargs):
+        engine = FakeLLM(init_kwargs=kwargs)
+        mod.engines.append(engine)
+        return engine
+
+    mod.LLM = LLM
+    return mod
