@@ -220,11 +220,11 @@ def _check_template(name: str, path: Path) -> Template:
     try:
         tpl = Template.parse(_read_template(path))
     except TemplateError as e:
-        raise ConfigError(f"prompt set '{name}': {path.name}: {e}") from None
+        raise ConfigError(f"prompt set '{name}' ({path.parent}): {path.name}, {e}") from None
     allowed = TEMPLATES[tname][1]
     bad = [f for f in tpl.fields if f not in allowed]
     if bad:
-        raise ConfigError(f"prompt set '{name}': {path.name} names unknown field {{{{{bad[0]}}}}}; "
+        raise ConfigError(f"prompt set '{name}' ({path.parent}): {path.name} names unknown field {{{{{bad[0]}}}}}; "
                           f"its fields: {', '.join(allowed) if allowed else 'none (plain text)'}")
     return tpl
 
