@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 from madara_cli.agents.prompts import CONFLICT, detector_messages
-from madara_cli.config.compose import shipped_prompt_set
 from madara_cli.agents.scoring import (
     ADJUSTMENT_TOKENS_PER_DOC,
     DETECTOR_PREFIX,
@@ -25,6 +24,7 @@ from madara_cli.agents.scoring import (
 )
 from madara_cli.backends.cache import CachedLLM, ResponseCache
 from madara_cli.config import ConfigError, compose
+from madara_cli.config.compose import shipped_prompt_set
 from madara_cli.data.mini import generate
 from madara_cli.records import ChatRequest, Completion, Doc, Example
 from madara_cli.strategies import STRATEGIES, StrategyContext, load_all

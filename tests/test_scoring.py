@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from madara_cli.agents import prompts
-from madara_cli.config.compose import shipped_prompt_set
 from madara_cli.agents.scoring import (
     DIGITS,
     LOGPROB_PREFIX,
@@ -22,6 +21,7 @@ from madara_cli.agents.scoring import (
     parse_score,
     score_requests,
 )
+from madara_cli.config.compose import shipped_prompt_set
 from madara_cli.data.mini import generate
 from madara_cli.records import ChatRequest, Completion, Doc, Example, ScoreRequest
 
