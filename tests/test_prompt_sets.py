@@ -172,6 +172,7 @@ def _compose_error(*overrides: str) -> str:
 def test_a_broken_set_fails_at_compose_time_in_one_line(user_dir):
     mine = user_dir / "prompts" / "mine"
     assert "unknown prompt set 'nope'" in _compose_error("prompts=nope")
+    assert "unknown prompt set '../strategy'" in _compose_error("prompts=../strategy")  # a name, never a path
     (mine / "consistency_user.txt").write_text("{{question}}\n{{documnet}}\n", encoding="utf-8")
     msg = _compose_error("prompts=mine")
     assert "'mine'" in msg and "consistency_user.txt" in msg and "{{documnet}}" in msg

@@ -18,7 +18,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from madara_cli.config.prompt_sets import SHIPPED, PromptSet, load_prompt_set, prompt_set_names, set_folder
+from madara_cli.config.prompt_sets import SHIPPED, PromptSet, load_prompt_set, prompt_set_names
 from madara_cli.config.schema import (
     GROUPS,
     SCHEMA_SUFFIX,
@@ -227,7 +227,7 @@ def validate_overrides(overrides: list[str]) -> None:
         key = o.key_or_group
         if key == "grid":
             raise ConfigError("run a grid with --grid NAME; valid grids: " + ", ".join(options("grid")))
-        if key == "prompts" and not o.package and not o.is_sweep_override() and set_folder(str(o.value()), search_dirs()) is None:
+        if key == "prompts" and not o.package and not o.is_sweep_override() and str(o.value()) not in prompt_set_names(search_dirs()):
             raise ConfigError(f"unknown prompt set '{o.value()}'; valid prompt sets: {', '.join(prompt_set_names(search_dirs()))}")
         if key in (*GROUPS, "logger") and not o.is_sweep_override():
             value = o.value()
