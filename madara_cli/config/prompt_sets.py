@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -82,11 +83,7 @@ _FIELD = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
 
 class TemplateError(ValueError):
-    """A template's text is malformed (``{{`` that opens no field); ``field`` names it."""
-
-    def __init__(self, message: str, field: str | None = None):
-        super().__init__(message)
-        self.field = field
+    """A template's text is malformed: a ``{{`` that opens no field."""
 
 
 @dataclass(frozen=True)
@@ -121,7 +118,7 @@ class Template:
                     continue
                 line = text.count("\n", 0, i) + 1
                 snippet = text[i : i + 20].split("\n")[0]
-                raise TemplateError(f"line {line}: '{snippet}' opens no field (a field is {{{{name}}}}; write \\{{{{ for a literal {{{{)", snippet)
+                raise TemplateError(f"line {line}: '{snippet}' opens no field (a field is {{{{name}}}}; write \\{{{{ for a literal {{{{)")
             lit.append(text[i])
             i += 1
         if lit:
@@ -154,7 +151,7 @@ class PromptSet:
     folders: tuple[str, ...]  # where its templates came from, the set's own folder first
     templates: Mapping[str, Template]
 
-    @property
+    @cached_property
     def sha(self) -> str:
         """sha256 of every template's text (what the set renders, not where it lives)."""
         h = hashlib.sha256()
