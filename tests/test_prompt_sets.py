@@ -222,9 +222,12 @@ def test_run_with_a_prompt_set_only_in_a_config_dir(user_dir, tmp_path):
     rel = mine / "relevance_system.txt"
     rel.write_text(rel.read_text(encoding="utf-8").replace("Decide how useful the document is", "Judge how helpful the document is"), encoding="utf-8")
     results = tmp_path / "results"
-    out = madara("--config-dir", str(user_dir), "run", "prompts=mine", "strategy=three_agent", "limit=1", f"results_dir={results}")
+    # One query over its top 2 documents: 2 x 2 assessor calls, the detector and the generator.
+    out = madara("--config-dir", str(user_dir), "run", "prompts=mine", "strategy=three_agent", "limit=1", "retriever.k=2", "strategy.top_k=1",
+                 f"results_dir={results}", timeout=1200)
     assert out.returncode == 0, out.stderr
     rows = [json.loads(x) for x in (only_cell(results) / "prompts.jsonl").read_text(encoding="utf-8").splitlines()]
     systems = [m["content"] for r in rows for m in r["messages"] if m["role"] == "system"]
     assert any("Judge how helpful the document is" in s for s in systems)
     assert not any("Decide how useful the document is" in s for s in systems)
+    assert {r["stage"] for r in rows} == {"score", "score-conflict", "generate"}
