@@ -6,9 +6,10 @@ from pathlib import Path
 
 from setuptools import find_packages, setup
 
-groups = sorted(p.name for p in Path("configs").iterdir() if p.is_dir())
+# Every folder under configs/, nested ones too (the prompt sets: configs/prompts/<set>/*.txt).
+groups = sorted(p.relative_to("configs").as_posix() for p in Path("configs").rglob("*") if p.is_dir())
 setup(
-    packages=[*find_packages(include=["madara_cli*"]), "madara_cli.configs", *(f"madara_cli.configs.{g}" for g in groups)],
-    package_dir={"madara_cli.configs": "configs", **{f"madara_cli.configs.{g}": f"configs/{g}" for g in groups}},
-    package_data={"madara_cli.configs": ["*.yaml"], **{f"madara_cli.configs.{g}": ["*.yaml"] for g in groups}},
+    packages=[*find_packages(include=["madara_cli*"]), "madara_cli.configs", *(f"madara_cli.configs.{g.replace('/', '.')}" for g in groups)],
+    package_dir={"madara_cli.configs": "configs", **{f"madara_cli.configs.{g.replace('/', '.')}": f"configs/{g}" for g in groups}},
+    package_data={"madara_cli.configs": ["*.yaml"], **{f"madara_cli.configs.{g.replace('/', '.')}": ["*.yaml", "*.txt"] for g in groups}},
 )

@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pytest
 
-from madara_cli.agents.prompts import CONFLICT, DETECTOR_SYSTEM, detector_messages
+from madara_cli.agents.prompts import CONFLICT, detector_messages
 from madara_cli.agents.scoring import (
     ADJUSTMENT_TOKENS_PER_DOC,
     DETECTOR_PREFIX,
@@ -24,6 +24,7 @@ from madara_cli.agents.scoring import (
 )
 from madara_cli.backends.cache import CachedLLM, ResponseCache
 from madara_cli.config import compose
+from madara_cli.config.compose import shipped_prompt_set
 from madara_cli.data.mini import generate
 from madara_cli.errors import ConfigError
 from madara_cli.records import ChatRequest, Completion, Doc, Example
@@ -112,7 +113,7 @@ def test_one_request_lists_every_document_under_its_number(example):
     r = conflict_request(example, example.docs, cot=False, mode="generate", max_tokens=64, temperature=0.6, seed=3)
     assert isinstance(r, ChatRequest)
     system, user = r.messages[0].content, r.messages[1].content
-    assert system == DETECTOR_SYSTEM and "doc_adjustments" in system and "-2 to 2" in system
+    assert system == shipped_prompt_set().render("detector_system") and "doc_adjustments" in system and "-2 to 2" in system
     assert user.startswith(f"Question: {example.question}")
     assert re.findall(r"^\[(\d+)\] ", user, re.M) == [str(i) for i in range(1, 11)]
     assert "documents 1 to 10" in user.splitlines()[-1]

@@ -9,7 +9,6 @@ import json
 
 import pytest
 
-from madara_cli.agents import digest, generator, prompts
 from madara_cli.config import compose
 from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.grid import cell_from_cfg
@@ -48,19 +47,24 @@ def test_a_new_metric_version_moves_every_cell_key(monkeypatch):
     assert _key("strategy=nf") != before
 
 
-def test_editing_a_prompt_template_changes_the_affected_cells_keys(monkeypatch):
-    before = {s: _key(f"strategy={s}") for s in ("nf", "three_agent", "main_rag")}
-    monkeypatch.setitem(prompts.BASE_SYSTEM, "relevance", prompts.BASE_SYSTEM["relevance"] + " Be strict.")
-    digest.prompt_digest.cache_clear()
-    try:
-        after = {s: _key(f"strategy={s}") for s in before}
-        assert after["three_agent"] != before["three_agent"]  # it sends the relevance prompt
-        assert after["nf"] == before["nf"]  # NF sends the generator prompt only
-        monkeypatch.setattr(generator, "FACTOID_SYSTEM", generator.FACTOID_SYSTEM + " Be brief.")
-        digest.prompt_digest.cache_clear()
-        assert all(_key(f"strategy={s}") != after[s] for s in before)  # every strategy generates
-    finally:
-        digest.prompt_digest.cache_clear()
+def test_editing_a_prompt_template_changes_the_affected_cells_keys(monkeypatch, tmp_path):
+    import shutil
+
+    from madara_cli.config.compose import config_dir
+
+    mine = tmp_path / "prompts" / "mine"
+    shutil.copytree(config_dir() / "prompts" / "madara", mine)
+    monkeypatch.setenv("MADARA_CONFIG_DIR", str(tmp_path))
+    strategies = ("nf", "three_agent", "main_rag")
+    shipped = {s: _key(f"strategy={s}") for s in strategies}
+    before = {s: _key(f"strategy={s}", "prompts=mine") for s in strategies}
+    assert before == shipped  # the same words under another name: the same cells
+    (mine / "relevance_system.txt").write_text((mine / "relevance_system.txt").read_text() + " Be strict.\n")
+    after = {s: _key(f"strategy={s}", "prompts=mine") for s in strategies}
+    assert after["three_agent"] != before["three_agent"]  # it sends the relevance prompt
+    assert after["nf"] == before["nf"] and after["main_rag"] == before["main_rag"]  # they send no assessor prompt
+    (mine / "factoid_system.txt").write_text("Answer briefly.\n")
+    assert all(_key(f"strategy={s}", "prompts=mine") != after[s] for s in strategies)  # every strategy generates
 
 
 # --- EM and the evaluated set ---------------------------------------------------------------

@@ -270,7 +270,8 @@ def test_plan_estimates_cells_whose_data_is_not_here(tmp_path, monkeypatch):
 
 
 def test_oneshot_style_adds_one_worked_example_turn():
-    from madara_cli.agents.generator import ONESHOT_FACTOID, generation_request
+    from madara_cli.agents.generator import generation_request
+    from madara_cli.config.compose import shipped_prompt_set
     from madara_cli.data.mini import generate
 
     ex = generate(3)[0]
@@ -279,7 +280,9 @@ def test_oneshot_style_adds_one_worked_example_turn():
     assert [m.role for m in zero.messages] == ["system", "user"]
     assert [m.role for m in one.messages] == ["system", "user", "assistant", "user"]
     assert one.messages[0] == zero.messages[0] and one.messages[-1] == zero.messages[-1]
-    assert ONESHOT_FACTOID[1] in one.messages[1].content and one.messages[2].content == ONESHOT_FACTOID[2]
+    shipped = shipped_prompt_set()
+    assert shipped.render("factoid_oneshot_question") in one.messages[1].content
+    assert one.messages[2].content == shipped.render("factoid_oneshot_answer") == "Harrowgate"
     # The worked example's entity is not one the mini benchmark can generate.
     assert all("Ombrewick" not in d.text for e in generate(60) for d in e.docs)
     with pytest.raises(ValueError):

@@ -10,14 +10,19 @@ from typing import Sequence
 
 import pytest
 
-from madara_cli.agents.prompts import FORCED_RESCORE_SYSTEM
+from madara_cli.agents.prompts import RESCORE_BEGIN as _BEGIN
+from madara_cli.agents.prompts import RESCORE_END as _END
 from madara_cli.config import compose
+from madara_cli.config.compose import shipped_prompt_set
 from madara_cli.diagnose.probe import ProbeSpec
 from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.runner import run_cell
 from madara_cli.experiment.treat import ensure_probe
 from madara_cli.records import ChatRequest, Completion, ScoreRequest
 from tests.fakes import madara
+
+# The forced re-score's system turn as the shipped set renders it.
+FORCED_RESCORE_SYSTEM = shipped_prompt_set().render("rescore_system", analysis_begin=_BEGIN, analysis_end=_END)
 
 PROBE_FIELDS = {
     "model", "benchmark", "n", "rho", "p_values", "rho_star", "rho_bar", "rsc_class", "coupling", "per_query",

@@ -21,8 +21,11 @@ from madara_cli.agents.scoring import (
     parse_score,
     score_requests,
 )
+from madara_cli.config.compose import shipped_prompt_set
 from madara_cli.data.mini import generate
 from madara_cli.records import ChatRequest, Completion, Doc, Example, ScoreRequest
+
+SHIPPED = shipped_prompt_set()
 
 # --------------------------------------------------------------------------- #
 # parsing
@@ -162,9 +165,9 @@ def example():
 def test_requests_are_document_major_and_strategy_free(example):
     reqs = score_requests(example, cot=False, mode="generate", max_tokens=160, temperature=0.6, seed=0)
     assert len(reqs) == 10 * 3 and all(isinstance(r, ChatRequest) for r in reqs)
-    assert reqs[0].messages[0].content == prompts.BASE_SYSTEM["relevance"]
-    assert reqs[1].messages[0].content == prompts.BASE_SYSTEM["consistency"]
-    assert reqs[5].messages[0].content == prompts.BASE_SYSTEM["conflict"]
+    assert reqs[0].messages[0].content == SHIPPED.render("relevance_system")
+    assert reqs[1].messages[0].content == SHIPPED.render("consistency_system")
+    assert reqs[5].messages[0].content == SHIPPED.render("conflict_system")
     again = score_requests(example, cot=False, mode="generate", max_tokens=160, temperature=0.6, seed=0)
     assert reqs == again  # byte-identical: the cache shares them between strategies
     seeded = score_requests(example, cot=False, mode="generate", max_tokens=160, temperature=0.6, seed=7)
@@ -190,7 +193,7 @@ def test_cot_prompts_ask_for_steps_and_confidence(example):
     reqs = score_requests(example, cot=True, mode="generate", max_tokens=384, temperature=0.6, seed=0)
     for agent, r in zip(prompts.AGENTS, reqs):
         system = r.messages[0].content
-        assert system == prompts.COT_SYSTEM[agent]
+        assert system == SHIPPED.render(f"{agent}_cot_system")
         assert "reasoning_steps" in system and "confidence" in system
         assert all(f"{i}. " in system for i in range(1, 6))
 
@@ -198,7 +201,7 @@ def test_cot_prompts_ask_for_steps_and_confidence(example):
 def test_logprob_requests(example):
     reqs = score_requests(example, cot=False, mode="logprob", max_tokens=1, temperature=0.6, seed=0)
     assert all(isinstance(r, ScoreRequest) and r.candidates == DIGITS and r.prefix == LOGPROB_PREFIX for r in reqs)
-    assert reqs[2].messages[0].content == prompts.CONFLICT_LOGPROB_SYSTEM
+    assert reqs[2].messages[0].content == SHIPPED.render("conflict_logprob_system")
     with pytest.raises(ValueError):
         score_requests(example, cot=True, mode="logprob", max_tokens=1, temperature=0.6, seed=0)
 

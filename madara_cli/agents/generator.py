@@ -2,8 +2,8 @@
 
 Written to the description in the paper's Appendix N: a factoid generator that
 answers from the given documents with a short phrase, and a FEVER generator that
-outputs one label. PDE and MAIN-RAG call the same factoid generator with a single
-document.
+outputs one label; the words are a prompt set's templates. PDE and MAIN-RAG call
+the same factoid generator with a single document.
 """
 
 from __future__ import annotations
@@ -11,66 +11,50 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
+from madara_cli.config.compose import shipped_prompt_set
+from madara_cli.config.prompt_sets import PromptSet
 from madara_cli.metrics import tidy_answer
 from madara_cli.records import ChatRequest, Doc, Example, Message, messages
 
-# Appendix N's description of the factoid generator, nothing more: documents, question,
-# and the answer alone (a name, number, date or short phrase; no sentence, no
-# explanation). Nothing about disagreeing documents: that would aim the NF baseline,
-# which every routing decision starts from, at CONFLICTS.
-FACTOID_SYSTEM = (
-    "You answer questions using the documents you are given. "
-    "Reply with nothing but the answer: a name, a number, a date or a short phrase. "
-    "Do not write a sentence and do not explain."
-)
+# The wording is a prompt set's (madara_cli.config.prompt_sets; shipped:
+# configs/prompts/madara/factoid_*.txt and fever_*.txt). The shipped factoid system
+# prompt is Appendix N's description of the factoid generator, nothing more:
+# documents, question, and the answer alone (a name, number, date or short phrase; no
+# sentence, no explanation). Nothing about disagreeing documents: that would aim the
+# NF baseline, which every routing decision starts from, at CONFLICTS.
 
-FEVER_SYSTEM = (
-    "You check claims against the documents you are given. "
-    "Reply with exactly one word: SUPPORTS if the documents show the claim is true, "
-    "or REFUTES if they show it is false."
-)
+STYLES = ("zeroshot", "oneshot")
 
 
 def render_docs(docs: Sequence[Doc]) -> str:
     return "\n\n".join(f"[{i + 1}] {d.render()}" for i, d in enumerate(docs))
 
 
-def _user_turn(task: str, docs: Sequence[Doc], question: str) -> str:
-    if task == "fever":
-        return f"Documents:\n{render_docs(docs)}\n\nClaim: {question}\nLabel:"
-    return f"Documents:\n{render_docs(docs)}\n\nQuestion: {question}\nAnswer:"
-
-
-# ``generation.style=oneshot``: one worked example as an earlier user/assistant turn,
-# about an invented entity of its own (so it leaks no answer), showing a bare-phrase
-# reply. Tiny models (SmolLM2-135M) otherwise answer in sentences or echo the rules.
-ONESHOT_FACTOID = (
-    (
-        Doc(id="oneshot-1", title="", text="Tessaly Ombrewick opened her first glass workshop in Harrowgate."),
-        Doc(id="oneshot-2", title="", text="The Orlen Prize is awarded every spring to a young painter."),
-    ),
-    "Where did Tessaly Ombrewick open her first glass workshop?",
-    "Harrowgate",
-)
-ONESHOT_FEVER = (
-    (Doc(id="oneshot-1", title="", text="Tessaly Ombrewick opened her first glass workshop in Harrowgate."),),
-    "Tessaly Ombrewick opened her first glass workshop in Lisbon.",
-    "REFUTES",
-)
-STYLES = ("zeroshot", "oneshot")
-
-
-def generation_request(example: Example, docs: Sequence[Doc], max_tokens: int, temperature: float, seed: int, style: str = "zeroshot") -> ChatRequest:
+def generation_request(
+    example: Example, docs: Sequence[Doc], max_tokens: int, temperature: float, seed: int, style: str = "zeroshot", prompts: PromptSet | None = None
+) -> ChatRequest:
     """One generator call over ``docs`` (all of them for NF, the selection for
     filtering strategies, a single one for PDE). ``style`` is ``zeroshot`` (the
-    paper's) or ``oneshot`` (:data:`ONESHOT_FACTOID` / :data:`ONESHOT_FEVER` first)."""
-    system = FEVER_SYSTEM if example.task == "fever" else FACTOID_SYSTEM
-    user = _user_turn(example.task, docs, example.question)
+    paper's) or ``oneshot``: one worked example first, as an earlier user/assistant
+    turn (the set's ``*_oneshot_documents`` / ``_question`` / ``_answer``, rendered
+    through the same user template), about an invented entity of its own so it leaks
+    no answer; tiny models (SmolLM2-135M) otherwise answer in sentences or echo the
+    rules. Fields: ``documents`` (``[n] document`` blocks), ``question`` and ``claim``
+    (the query's text under either name)."""
+    ps = shipped_prompt_set() if prompts is None else prompts
+    task = "fever" if example.task == "fever" else "factoid"
+
+    def turn(documents: str, question: str) -> str:
+        return ps.render(f"{task}_user", documents=documents, question=question, claim=question)
+
+    fields = {"documents": render_docs(docs), "question": example.question, "claim": example.question}
+    system = ps.render(f"{task}_system", **fields)
+    user = turn(fields["documents"], example.question)
     if style == "zeroshot":
         msgs = messages(system, user)
     elif style == "oneshot":
-        shot_docs, shot_q, shot_a = ONESHOT_FEVER if example.task == "fever" else ONESHOT_FACTOID
-        msgs = (Message("system", system), Message("user", _user_turn(example.task, shot_docs, shot_q)), Message("assistant", shot_a), Message("user", user))
+        shot = ps.render(f"{task}_oneshot_documents"), ps.render(f"{task}_oneshot_question"), ps.render(f"{task}_oneshot_answer")
+        msgs = (Message("system", system), Message("user", turn(shot[0], shot[1])), Message("assistant", shot[2]), Message("user", user))
     else:
         raise ValueError(f"unknown generation.style '{style}'; valid: {', '.join(STYLES)}")
     return ChatRequest(messages=msgs, max_tokens=max_tokens, temperature=temperature, seed=seed)

@@ -87,6 +87,7 @@ from madara_cli.agents.prompts import (
     detector_messages,
     forced_rescore_messages,
 )
+from madara_cli.config.prompt_sets import PromptSet
 from madara_cli.config.schema import Scoring
 from madara_cli.records import ChatRequest, Completion, Doc, Example, ScoreRequest
 
@@ -335,16 +336,18 @@ def _check_mode(mode: str, cot: bool) -> None:
 
 
 def agent_request(
-    example: Example, docs: Sequence[Doc], index: int, agent: str, *, cot: bool, mode: str, max_tokens: int, temperature: float, seed: int
+    example: Example, docs: Sequence[Doc], index: int, agent: str, *, cot: bool, mode: str, max_tokens: int, temperature: float, seed: int,
+    prompts: PromptSet | None = None,
 ) -> ChatRequest | ScoreRequest:
-    """The one request of ``agent`` assessing ``docs[index]``. Anything that wants to
-    share cached scores with the strategies (the RSC probe's normal CoT scores) must
-    build its requests here."""
+    """The one request of ``agent`` assessing ``docs[index]``, in the words of
+    ``prompts`` (the shipped set by default). Anything that wants to share cached
+    scores with the strategies (the RSC probe's normal CoT scores) must build its
+    requests here."""
     _check_mode(mode, cot)
     if mode == "logprob":
-        return ScoreRequest(messages=assessor_messages(example, docs, index, agent, logprob=True), candidates=DIGITS, prefix=LOGPROB_PREFIX)
+        return ScoreRequest(messages=assessor_messages(example, docs, index, agent, logprob=True, prompts=prompts), candidates=DIGITS, prefix=LOGPROB_PREFIX)
     return ChatRequest(
-        messages=assessor_messages(example, docs, index, agent, cot=cot),
+        messages=assessor_messages(example, docs, index, agent, cot=cot, prompts=prompts),
         max_tokens=max_tokens,
         temperature=temperature,
         seed=seed,
@@ -353,14 +356,15 @@ def agent_request(
 
 
 def score_requests(
-    example: Example, *, cot: bool, mode: str, max_tokens: int, temperature: float, seed: int, agents: Sequence[str] = AGENTS
+    example: Example, *, cot: bool, mode: str, max_tokens: int, temperature: float, seed: int, agents: Sequence[str] = AGENTS,
+    prompts: PromptSet | None = None,
 ) -> list[ChatRequest | ScoreRequest]:
     """The per-document requests of one example, document-major: (doc 0, agent 0),
     (doc 0, agent 1), ... over ``agents`` (all three unless the detector is asked per query)."""
     _check_mode(mode, cot)
     docs = example.docs or ()
     return [
-        agent_request(example, docs, i, agent, cot=cot, mode=mode, max_tokens=max_tokens, temperature=temperature, seed=seed)
+        agent_request(example, docs, i, agent, cot=cot, mode=mode, max_tokens=max_tokens, temperature=temperature, seed=seed, prompts=prompts)
         for i in range(len(docs))
         for agent in agents
     ]
@@ -381,15 +385,17 @@ def conflict_stage_name(cot: bool, mode: str) -> str:
     return stage_name(cot, mode) + "-conflict"
 
 
-def conflict_request(example: Example, docs: Sequence[Doc], *, cot: bool, mode: str, max_tokens: int, temperature: float, seed: int) -> ChatRequest:
+def conflict_request(
+    example: Example, docs: Sequence[Doc], *, cot: bool, mode: str, max_tokens: int, temperature: float, seed: int, prompts: PromptSet | None = None
+) -> ChatRequest:
     """The Conflict Detector's one request for a query (``strategy.conflict=per_query``),
     over every document of ``docs``; ``max_tokens`` is the one-document budget, to which
     :data:`ADJUSTMENT_TOKENS_PER_DOC` per document is added."""
     _check_mode(mode, cot)
     budget = int(max_tokens) + ADJUSTMENT_TOKENS_PER_DOC * len(docs)
     if mode == "logprob":
-        return ChatRequest(messages=detector_messages(example, docs), max_tokens=budget, temperature=0.0, seed=seed, stop=("}",), prefix=DETECTOR_PREFIX)
-    return ChatRequest(messages=detector_messages(example, docs, cot=cot), max_tokens=budget, temperature=temperature, seed=seed)
+        return ChatRequest(messages=detector_messages(example, docs, prompts=prompts), max_tokens=budget, temperature=0.0, seed=seed, stop=("}",), prefix=DETECTOR_PREFIX)
+    return ChatRequest(messages=detector_messages(example, docs, cot=cot, prompts=prompts), max_tokens=budget, temperature=temperature, seed=seed)
 
 
 @dataclass(frozen=True)
@@ -550,7 +556,8 @@ def rescore_request(normal: ChatRequest, steps: Sequence[str], *, mode: str, max
 
 
 def forced_rescore_request(
-    example: Example, doc: Doc, steps: Sequence[str], *, mode: str, max_tokens: int, temperature: float, seed: int
+    example: Example, doc: Doc, steps: Sequence[str], *, mode: str, max_tokens: int, temperature: float, seed: int,
+    prompts: PromptSet | None = None,
 ) -> ChatRequest | ScoreRequest:
     """The RSC probe's re-score under ``rsc.rescore=forced`` (the authors' reading of
     F.1): a request of its own (:func:`madara_cli.agents.prompts.forced_rescore_messages`)
@@ -562,7 +569,7 @@ def forced_rescore_request(
     ``mode="logprob"``: the expected digit after ``{"score": `` -- the score is the
     reply's first field, so nothing of the chain or the confidence is in the prefix.
     """
-    msgs = forced_rescore_messages(example, doc, steps)
+    msgs = forced_rescore_messages(example, doc, steps, prompts=prompts)
     if mode == "generate":
         return ChatRequest(messages=msgs, max_tokens=max_tokens, temperature=temperature, seed=seed, stop=SCORE_STOP)
     if mode == "logprob":
@@ -668,8 +675,10 @@ def assess(ctx: Any, examples: Sequence[Example], cot: bool | None = None, mode:
     gen = ctx.cfg.generation
     max_tokens = int(gen.cot_max_tokens if cot else gen.score_max_tokens)
     agents = AGENTS if conflict == "per_document" else tuple(x for x in AGENTS if x != CONFLICT)
+    prompts = ctx.prompts
     per_example = [
-        score_requests(ex, cot=cot, mode=mode, max_tokens=max_tokens, temperature=ctx.temperature, seed=ctx.seed, agents=agents) for ex in examples
+        score_requests(ex, cot=cot, mode=mode, max_tokens=max_tokens, temperature=ctx.temperature, seed=ctx.seed, agents=agents, prompts=prompts)
+        for ex in examples
     ]
     # Sent agent-major (every relevance request of the cell, then every consistency
     # request, ...): consecutive prompts then share the agent's system prompt, which a
@@ -689,7 +698,8 @@ def assess(ctx: Any, examples: Sequence[Example], cot: bool | None = None, mode:
     if conflict == "per_document":
         return [build_matrix(ex, comps, mode) for ex, comps in zip(examples, back)]
     detector = [
-        conflict_request(ex, ex.docs or (), cot=cot, mode=mode, max_tokens=max_tokens, temperature=ctx.temperature, seed=ctx.seed) for ex in examples
+        conflict_request(ex, ex.docs or (), cot=cot, mode=mode, max_tokens=max_tokens, temperature=ctx.temperature, seed=ctx.seed, prompts=prompts)
+        for ex in examples
     ]
     # Examples without documents have nothing to adjust and ask nothing.
     asked = [e for e, ex in enumerate(examples) if ex.docs]

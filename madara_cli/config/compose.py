@@ -18,6 +18,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from madara_cli.config.prompt_sets import SHIPPED, PromptSet, load_prompt_set, prompt_set_names
 from madara_cli.config.schema import (
     GROUPS,
     SCHEMA_SUFFIX,
@@ -226,6 +227,8 @@ def validate_overrides(overrides: list[str]) -> None:
         key = o.key_or_group
         if key == "grid":
             raise ConfigError("run a grid with --grid NAME; valid grids: " + ", ".join(options("grid")))
+        if key == "prompts" and not o.package and not o.is_sweep_override() and str(o.value()) not in prompt_set_names(search_dirs()):
+            raise ConfigError(f"unknown prompt set '{o.value()}'; valid prompt sets: {', '.join(prompt_set_names(search_dirs()))}")
         if key in (*GROUPS, "logger") and not o.is_sweep_override():
             value = o.value()
             valid = options(key)
@@ -317,12 +320,15 @@ def compose(overrides: list[str] | None = None) -> DictConfig:
     check_override_types(overrides, RootConfig, ConfigError, strategy=(option, option_schema(option)))
     _no_sweeps(overrides)
     register_schemas()
+    hydra_overrides, prompts = _split_prompts(overrides)
     GlobalHydra.instance().clear()
     try:
         primary, extra = primary_and_searchpath()
         with initialize_config_dir(config_dir=primary, version_base="1.3"):
-            cfg = hydra_compose(config_name="config", overrides=[*extra, *_force_add_strategy_settings(overrides, option)])
+            cfg = hydra_compose(config_name="config", overrides=[*extra, *_force_add_strategy_settings(hydra_overrides, option)])
         _typed_strategy(cfg, option)
+        if prompts is not None:
+            cfg.prompts = prompts
         OmegaConf.resolve(cfg)
         cfg.overrides = list(overrides)
         cfg = OmegaConf.create(OmegaConf.to_container(cfg, enum_to_str=True))
@@ -330,7 +336,47 @@ def compose(overrides: list[str] | None = None) -> DictConfig:
     except (HydraException, OmegaConfBaseException) as e:
         raise ConfigError(f"bad config: {_first_lines(e)} (keys: {', '.join(RootConfig.__dataclass_fields__)})") from None
     validate_config(cfg, ConfigError)  # ranges, before any data or model loads
+    prompt_set(str(cfg.prompts))  # every template read and checked, before any model loads
     return cfg
+
+
+# --------------------------------------------------------------------------- #
+# Prompt sets (madara_cli.config.prompt_sets): prompts=NAME reads prompts/NAME/ from
+# the search folders. Not a Hydra group (a set is a folder of text files, not a yaml
+# option), so compose sets the key itself.
+# --------------------------------------------------------------------------- #
+
+
+def _split_prompts(overrides: list[str]) -> tuple[list[str], str | None]:
+    """The overrides Hydra composes, and the prompt set a ``prompts=NAME`` among them picks."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    rest, chosen = [], None
+    for text, o in zip(overrides, OverridesParser.create().parse_overrides(list(overrides))):
+        if o.key_or_group == "prompts" and not o.package and not o.is_delete():
+            value = o.value()
+            if not isinstance(value, str) or not value:
+                raise ConfigError(f"'{text}': prompts takes the name of a prompt set; valid prompt sets: {', '.join(prompt_set_names(search_dirs()))}")
+            chosen = value
+        else:
+            rest.append(text)
+    return rest, chosen
+
+
+def prompt_set(name: str = SHIPPED) -> PromptSet:
+    """Prompt set ``name`` (``prompts/<name>/`` of the first search folder that has it), checked."""
+    return load_prompt_set(name, search_dirs())
+
+
+def shipped_prompt_set() -> PromptSet:
+    """The shipped set, ``configs/prompts/madara/``: what request builders handed no set render."""
+    return load_prompt_set(SHIPPED, [config_dir()])
+
+
+def prompts_of(cfg: Any) -> PromptSet:
+    """The prompt set a composed config names (``cfg.prompts``), else the shipped one."""
+    name = cfg.get("prompts", None) if hasattr(cfg, "get") else None
+    return prompt_set(str(name)) if name else shipped_prompt_set()
 
 
 def _first_lines(e: Exception) -> str:

@@ -393,6 +393,7 @@ class RootConfig:
     limit: Optional[int] = None  # evaluate only the first N sampled queries
     seed: int = 0
     results_dir: str = "results"
+    prompts: str = "madara"  # prompt set: configs/prompts/<NAME>/ (or DIR/prompts/<NAME>/ with --config-dir DIR)
     cache: str = "${results_dir}/cache.sqlite"
     force: bool = False  # re-run a finished cell (completions still come from the cache)
     log_samples: bool = True  # write each request (messages, sampling, reply) to the cell's prompts.jsonl

@@ -289,16 +289,21 @@ def _dense(rcfg: DictConfig, ctx: RetrievalContext) -> Retriever:
 # ---------------------------------------------------------------------------
 # Generative reranker
 
-RERANK_SYSTEM = 'Judge whether the Document meets the requirements based on the Query and the Instruct provided. Note that the answer can only be "yes" or "no".'
-RERANK_INSTRUCT = "Given a web search query, retrieve relevant passages that answer the query"
+# Its wording is the prompt set's rerank_system / rerank_user (Qwen3-Reranker's own
+# format in the shipped set), fields question and document.
 # Qwen3 models answer after an empty think block when thinking is off; Qwen3-Reranker
 # was trained to judge right after it.
 QWEN3_PREFIX = "<think>\n\n</think>\n\n"
 
 
-def rerank_request(query: str, doc: Doc, prefix: str = "") -> ScoreRequest:
-    user = f"<Instruct>: {RERANK_INSTRUCT}\n<Query>: {query}\n<Document>: {doc.render()}"
-    return ScoreRequest(messages=messages(RERANK_SYSTEM, user), candidates=("yes", "no"), prefix=prefix)
+def rerank_request(query: str, doc: Doc, prefix: str = "", prompts: Any = None) -> ScoreRequest:
+    """Fields ``question`` (the query) and ``document``, rendered with ``prompts`` (a
+    :class:`~madara_cli.config.prompt_sets.PromptSet`; the shipped set by default)."""
+    from madara_cli.config.compose import shipped_prompt_set
+
+    ps = shipped_prompt_set() if prompts is None else prompts
+    fields = {"question": query, "document": doc.render()}
+    return ScoreRequest(messages=messages(ps.render("rerank_system", **fields), ps.render("rerank_user", **fields)), candidates=("yes", "no"), prefix=prefix)
 
 
 def relevance(logprobs: dict[str, float] | None) -> float:
@@ -339,7 +344,10 @@ class GenerativeReranker:
         self.prefix = QWEN3_PREFIX if reranker_name(ctx.cfg).lower().startswith("qwen3") and not _template_closes_thinking(self.llm) else ""
 
     def _rerank(self, queries: Sequence[str], candidates: Sequence[Ranked]) -> list[Ranked]:
-        reqs = [rerank_request(q, d, self.prefix) for q, cands in zip(queries, candidates, strict=False) for d, _ in cands]
+        from madara_cli.config.compose import prompts_of
+
+        prompts = prompts_of(self.ctx.cfg)
+        reqs = [rerank_request(q, d, self.prefix, prompts) for q, cands in zip(queries, candidates, strict=False) for d, _ in cands]
         comps = self.llm.logprobs("rerank", reqs) if reqs else []
         out, i = [], 0
         for cands in candidates:

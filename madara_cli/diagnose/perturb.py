@@ -27,6 +27,7 @@ from typing import TypeVar
 import numpy as np
 
 from madara_cli.agents.scoring import forced_rescore_request, rescore_request
+from madara_cli.config.prompt_sets import PromptSet
 from madara_cli.records import ChatRequest, Example, ScoreRequest
 
 Reasoning = str | Sequence[str]
@@ -282,15 +283,17 @@ def perturb_chains(chains: Sequence[Sequence[Reasoning]], seed: int = 0) -> Pert
 
 
 def perturbed_rescore_request(
-    pair: tuple[Example, int], normal: ChatRequest, steps: Sequence[str], confidence: int | None, mode: str, how: str, budget: int
+    pair: tuple[Example, int], normal: ChatRequest, steps: Sequence[str], confidence: int | None, mode: str, how: str, budget: int,
+    prompts: PromptSet | None = None,
 ) -> ChatRequest | ScoreRequest:
     """One perturbed chain's re-score request, in the reading ``rsc.rescore`` names:
     ``prefix``, the normal CoT request with the reply begun by the chain; ``forced`` (the
     authors' reading), a forced-reasoning request of its own for document ``pair[1]``
-    of query ``pair[0]``, at the normal request's temperature and seed."""
+    of query ``pair[0]``, at the normal request's temperature and seed, worded by
+    ``prompts`` (the cell's prompt set; None = the shipped one)."""
     if how == "prefix":
         return rescore_request(normal, steps, mode=mode, max_tokens=budget, confidence=confidence)
     ex, i = pair
     return forced_rescore_request(
-        ex, (ex.docs or ())[i], steps, mode=mode, max_tokens=budget, temperature=normal.temperature, seed=normal.seed
+        ex, (ex.docs or ())[i], steps, mode=mode, max_tokens=budget, temperature=normal.temperature, seed=normal.seed, prompts=prompts
     )

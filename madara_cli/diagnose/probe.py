@@ -78,7 +78,9 @@ from madara_cli.agents.scoring import (
 )
 from madara_cli.backends.cache import CachedLLM
 from madara_cli.config import to_plain
+from madara_cli.config.compose import prompts_of
 from madara_cli.config.keys import RUNTIME_ONLY
+from madara_cli.config.prompt_sets import PromptSet
 from madara_cli.config.schema import Rescore, keyed
 from madara_cli.diagnose import perturb, router, rsc
 from madara_cli.errors import ConfigError
@@ -140,19 +142,21 @@ class ProbeSpec:
         # The calibration split is the first n of the seeded order whatever the
         # evaluated sample, so n (in the key) is all that matters of the split sizes.
         semantic["benchmark"] = keyed("benchmark", {k: v for k, v in semantic["benchmark"].items() if k not in ("calibration", "sample")})
-        semantic["prompts"] = {f: prompt_digest(f) for f in ("generator", "assessors", "rescore")}
+        prompts = prompts_of(cfg)
+        semantic["prompts"] = {f: prompt_digest(f, prompts) for f in ("generator", "assessors", "rescore")}
         semantic["metric_version"] = METRIC_VERSION
         digest = hashlib.sha256(json.dumps(semantic, sort_keys=True).encode()).hexdigest()[:8]
         n = int(n if n is not None else cfg.benchmark.calibration)
         return cls(model=cfg.model.name, benchmark=cfg.benchmark.name, n=n, config_hash=digest)
 
 
-def _cot_request(ex: Example, i: int, cfg: DictConfig) -> ChatRequest:
+def _cot_request(ex: Example, i: int, cfg: DictConfig, prompts: PromptSet | None = None) -> ChatRequest:
     """The Relevance Assessor's CoT request, built where the strategies build theirs so
     the probe and the ``cot`` strategy share cached chains."""
     return agent_request(
         ex, ex.docs or (), i, RELEVANCE, cot=True, mode="generate",
         max_tokens=int(cfg.generation.cot_max_tokens), temperature=float(cfg.model.temperature), seed=int(cfg.seed),
+        prompts=prompts_of(cfg) if prompts is None else prompts,
     )
 
 
@@ -206,7 +210,8 @@ def _probe(cfg: DictConfig, llm: CachedLLM, spec: ProbeSpec, examples: list[Exam
     # 2. Normal CoT relevance scores and their chains: one batched stage.
     pairs = [(ex, i) for ex in examples for i in range(len(ex.docs or ()))]
     lengths = [len(ex.docs or ()) for ex in examples]
-    normal_requests = [_cot_request(ex, i, cfg) for ex, i in pairs]
+    prompts = ctx.prompts
+    normal_requests = [_cot_request(ex, i, cfg, prompts) for ex, i in pairs]
     outs = llm.chat("rsc-cot", normal_requests)
     parsed = [parse_score(c.text, RELEVANCE) for c in outs]
     chains: list[perturb.Reasoning] = [list(p.reasoning) if p.reasoning else perturb.chain_from_text(c.text) for p, c in zip(parsed, outs)]
@@ -223,7 +228,7 @@ def _probe(cfg: DictConfig, llm: CachedLLM, spec: ProbeSpec, examples: list[Exam
     todo = [p for p, keep in enumerate(included) if keep]
     flat_levels = [[steps for row in level for steps in row] for level in levels]
     requests = [
-        perturb.perturbed_rescore_request(pairs[p], normal_requests[p], flat[p], parsed[p].confidence, mode, how, budget)
+        perturb.perturbed_rescore_request(pairs[p], normal_requests[p], flat[p], parsed[p].confidence, mode, how, budget, prompts)
         for flat in flat_levels
         for p in todo
     ]

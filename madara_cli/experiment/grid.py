@@ -53,6 +53,7 @@ _MODEL_CHAT_DEFAULTS: dict = {"chat_template_kwargs": {}, "system_role": True}
 def semantic_config(cfg: DictConfig) -> dict:
     """What a cell's hash covers (see the module docstring)."""
     from madara_cli.agents.digest import prompt_digests
+    from madara_cli.config.compose import prompts_of
     from madara_cli.metrics import METRIC_VERSION
 
     plain = to_plain(cfg)
@@ -75,7 +76,7 @@ def semantic_config(cfg: DictConfig) -> dict:
         if plain.get("router") and plain["router"] != to_plain(OmegaConf.structured(RouterConfig)):
             out["router"] = plain["router"]  # the paper's policy at its thresholds keeps every earlier key
     out["metric_version"] = METRIC_VERSION
-    out["prompts"] = prompt_digests(str(cfg.strategy.name), str(cfg.retriever.name))
+    out["prompts"] = prompt_digests(str(cfg.strategy.name), str(cfg.retriever.name), prompts_of(cfg))
     if out["strategy"].get("selection") == "random" and out["strategy"].get("vote") == "uniform":
         # PDE-Random asks no agent: how the Conflict Detector would be asked cannot
         # change it, so neither may move its key.

@@ -17,6 +17,8 @@ from typing import Any, Callable, Sequence
 from omegaconf import DictConfig
 
 from madara_cli.backends.cache import CachedLLM
+from madara_cli.config.compose import prompts_of
+from madara_cli.config.prompt_sets import PromptSet
 from madara_cli.records import Doc, Example, Prediction
 from madara_cli.registry import Registry
 
@@ -39,6 +41,11 @@ class StrategyContext:
     def seed(self) -> int:
         return int(self.cfg.seed)
 
+    @property
+    def prompts(self) -> PromptSet:
+        """The cell's prompt set (``cfg.prompts``), read and checked at compose time."""
+        return prompts_of(self.cfg)
+
 
 StrategyFn = Callable[[StrategyContext, Sequence[Example]], list[Prediction]]
 STRATEGIES: Registry[StrategyFn] = Registry("strategy")
@@ -56,7 +63,8 @@ def generate_answers(ctx: StrategyContext, stage: str, examples: Sequence[Exampl
     from madara_cli.agents.generator import clean_answer, generation_request
 
     gen = ctx.cfg.generation
-    reqs = [generation_request(ex, docs, gen.max_tokens, ctx.temperature, ctx.seed, gen.get("style", "zeroshot")) for ex, docs in zip(examples, selections)]
+    prompts = ctx.prompts
+    reqs = [generation_request(ex, docs, gen.max_tokens, ctx.temperature, ctx.seed, gen.get("style", "zeroshot"), prompts) for ex, docs in zip(examples, selections)]
     outs = ctx.llm.chat(stage, reqs)
     return [
         Prediction(example_id=ex.id, answer=clean_answer(c.text, ex.task), raw=c.text, doc_ids=tuple(d.id for d in docs))

@@ -52,8 +52,9 @@ def main_rag(ctx: StrategyContext, examples: Sequence[Example]) -> list[Predicti
     n = float(ctx.strategy.main_rag_n)
     picks = [list(range(len(ex.docs or ()))) for ex in examples]
     answers = per_document_extraction(ctx, examples, picks)
+    prompts = ctx.prompts
     reqs = [
-        ScoreRequest(messages=judge_messages(ex, doc, ans), candidates=JUDGE_CANDIDATES)
+        ScoreRequest(messages=judge_messages(ex, doc, ans, prompts), candidates=JUDGE_CANDIDATES)
         for ex, per_doc in zip(examples, answers)
         for doc, (ans, _) in zip(ex.docs or (), per_doc)
     ]

@@ -53,9 +53,9 @@ def per_document_extraction(
     """One generator call per (example, picked document), with that document alone,
     batched into ONE stage call. Returns, per example, (clean answer, raw text) in
     pick order."""
-    gen = ctx.cfg.generation
+    gen, prompts = ctx.cfg.generation, ctx.prompts
     reqs = [
-        generation_request(ex, [(ex.docs or ())[i]], int(gen.max_tokens), ctx.temperature, ctx.seed, gen.get("style", "zeroshot"))
+        generation_request(ex, [(ex.docs or ())[i]], int(gen.max_tokens), ctx.temperature, ctx.seed, gen.get("style", "zeroshot"), prompts)
         for ex, idx in zip(examples, picks)
         for i in idx
     ]

@@ -25,9 +25,9 @@ def self_consistency(ctx: StrategyContext, examples: Sequence[Example]) -> list[
     n = int(ctx.strategy.n_samples)
     if n < 1:
         raise ValueError(f"strategy.n_samples must be >= 1, got {n}")
-    gen = ctx.cfg.generation
+    gen, prompts = ctx.cfg.generation, ctx.prompts
     reqs = [
-        generation_request(ex, ex.docs or (), int(gen.max_tokens), ctx.temperature, ctx.seed + i, gen.get("style", "zeroshot"))
+        generation_request(ex, ex.docs or (), int(gen.max_tokens), ctx.temperature, ctx.seed + i, gen.get("style", "zeroshot"), prompts)
         for ex in examples
         for i in range(n)
     ]

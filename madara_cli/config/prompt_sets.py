@@ -1,0 +1,283 @@
+"""Prompt sets: every prompt madara sends, as plain-text template files.
+
+A prompt set is a folder ``prompts/<NAME>/`` holding one ``<template>.txt`` file per
+template of :data:`TEMPLATES` (the shipped set is ``configs/prompts/madara/``); the
+root setting ``prompts=NAME`` picks one, and ``--config-dir DIR`` adds the sets under
+``DIR/prompts/``, searched before the shipped ones. A set is complete, or its
+``set.yaml`` says ``extends: OTHER`` and the templates it lacks come from OTHER.
+
+Templates fill **named fields only**: ``{{question}}`` is replaced by that field's
+text, and nothing else in a template has any meaning (no expressions, attribute
+access, filters or format specs; single braces are literal text, as in the JSON the
+prompts ask for). ``\\{{`` writes a literal ``{{``. Each template may use only the
+fields :data:`TEMPLATES` lists for it; a field's value is inserted as it is and never
+read again, so a document that itself contains ``{{question}}`` stays literal.
+
+A set is read and checked when a config is composed (:func:`load_prompt_set`),
+before any model loads: a missing template, an unknown file, a field the template
+may not use or a malformed ``{{`` is one :class:`ConfigError` line naming the set,
+the file and the field. A template file's final line break is not part of the
+template, and ``\\r\\n`` line ends read as ``\\n``.
+
+This module knows nothing about what the prompts say; the request builders
+(:mod:`madara_cli.agents.prompts`, :mod:`madara_cli.agents.generator`, the reranker
+in :mod:`madara_cli.data.retrieval`) compute the fields and pick the templates.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from madara_cli.errors import ConfigError
+
+SHIPPED = "madara"  # the default set, configs/prompts/madara/
+SET_FILE = "set.yaml"  # optional: {extends: NAME}
+SUFFIX = ".txt"
+
+_QUERY = ("query", "question", "claim")  # the labelled query line, and the query's text under either name
+_ASSESSOR_FIELDS = (*_QUERY, "index", "document", "other_documents")
+
+# template name -> (family, the fields it may use). The family is the prompt digest's
+# (madara_cli.agents.digest) and the README's grouping.
+TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "question_line": ("shared", ("question",)),
+    "claim_line": ("shared", ("claim",)),
+    # generator: Appendix N's factoid and FEVER generators, and generation.style=oneshot's worked example
+    "factoid_system": ("generator", ("documents", "question", "claim")),
+    "factoid_user": ("generator", ("documents", "question", "claim")),
+    "fever_system": ("generator", ("documents", "question", "claim")),
+    "fever_user": ("generator", ("documents", "question", "claim")),
+    "factoid_oneshot_documents": ("generator", ()),
+    "factoid_oneshot_question": ("generator", ()),
+    "factoid_oneshot_answer": ("generator", ()),
+    "fever_oneshot_documents": ("generator", ()),
+    "fever_oneshot_question": ("generator", ()),
+    "fever_oneshot_answer": ("generator", ()),
+    # the three assessors, each in base, CoT and logprob form: a system prompt and a user turn
+    **{
+        f"{agent}{mode}_{turn}": ("assessors", _ASSESSOR_FIELDS)
+        for agent in ("relevance", "consistency", "conflict")
+        for mode in ("", "_cot", "_logprob")
+        for turn in ("system", "user")
+    },
+    # the Conflict Detector asked once per query about every document
+    **{f"detector{mode}_{turn}": ("detector", (*_QUERY, "documents", "ids", "count")) for mode in ("", "_cot") for turn in ("system", "user")},
+    # MAIN-RAG's judge
+    "judge_system": ("judge", ("document", "question", "claim", "answer")),
+    "judge_user": ("judge", ("document", "question", "claim", "answer")),
+    "judge_fever_user": ("judge", ("document", "question", "claim", "answer")),
+    # the RSC probe's forced re-score
+    "rescore_system": ("rescore", (*_QUERY, "document", "chain", "analysis_begin", "analysis_end")),
+    "rescore_user": ("rescore", (*_QUERY, "document", "chain", "analysis_begin", "analysis_end")),
+    # the generative reranker (retriever=rerank)
+    "rerank_system": ("rerank", ("question", "document")),
+    "rerank_user": ("rerank", ("question", "document")),
+}
+
+_FIELD = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+
+
+class TemplateError(ValueError):
+    """A template's text is malformed: a ``{{`` that opens no field."""
+
+
+@dataclass(frozen=True)
+class Template:
+    """A parsed template: literal text and ``{{field}}`` slots, in order."""
+
+    text: str
+    parts: tuple[tuple[bool, str], ...]  # (is_field, literal text or field name)
+
+    @classmethod
+    def parse(cls, text: str) -> "Template":
+        parts: list[tuple[bool, str]] = []
+        lit: list[str] = []
+        i, n = 0, len(text)
+        while i < n:
+            if text.startswith("\\{{", i):
+                lit.append("{{")
+                i += 3
+                continue
+            if text.startswith("{{", i):
+                m = _FIELD.match(text, i)
+                if m:
+                    if lit:
+                        parts.append((False, "".join(lit)))
+                        lit = []
+                    parts.append((True, m.group(1)))
+                    i = m.end()
+                    continue
+                if text.startswith("{{{", i):  # a literal brace right before a field: "{{{x}}}"
+                    lit.append("{")
+                    i += 1
+                    continue
+                line = text.count("\n", 0, i) + 1
+                snippet = text[i : i + 20].split("\n")[0]
+                raise TemplateError(f"line {line}: '{snippet}' opens no field (a field is {{{{name}}}}; write \\{{{{ for a literal {{{{)")
+            lit.append(text[i])
+            i += 1
+        if lit:
+            parts.append((False, "".join(lit)))
+        return cls(text, tuple(parts))
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(p for is_field, p in self.parts if is_field))
+
+    def render(self, values: Mapping[str, object]) -> str:
+        """The text with every field replaced by ``str(values[field])``; the values are
+        inserted verbatim, never scanned for fields themselves."""
+        out = []
+        for is_field, p in self.parts:
+            if is_field:
+                if p not in values:
+                    raise KeyError(f"template field '{p}' was given no value")
+                out.append(str(values[p]))
+            else:
+                out.append(p)
+        return "".join(out)
+
+
+@dataclass(frozen=True)
+class PromptSet:
+    """A loaded, checked prompt set: every template of :data:`TEMPLATES`."""
+
+    name: str
+    folders: tuple[str, ...]  # where its templates came from, the set's own folder first
+    templates: Mapping[str, Template]
+
+    @cached_property
+    def sha(self) -> str:
+        """sha256 of every template's text (what the set renders, not where it lives)."""
+        h = hashlib.sha256()
+        for name in sorted(self.templates):
+            h.update(name.encode() + b"\0" + self.templates[name].text.encode("utf-8") + b"\0")
+        return h.hexdigest()
+
+    def __hash__(self) -> int:
+        return hash(self.sha)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PromptSet) and self.sha == other.sha
+
+    def render(self, template: str, **values: object) -> str:
+        return self.templates[template].render(values)
+
+
+def _read_template(path: Path) -> str:
+    from madara_cli.paths import utf8_error
+
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text: {utf8_error(path) or 'undecodable bytes'}") from None
+    text = text.replace("\r\n", "\n")
+    return text[:-1] if text.endswith("\n") else text
+
+
+def set_folder(name: str, dirs: Sequence[Path]) -> Path | None:
+    """``prompts/<name>/`` in the first of ``dirs`` (config folders) that has it."""
+    for d in dirs:
+        if (Path(d) / "prompts" / name).is_dir():
+            return Path(d) / "prompts" / name
+    return None
+
+
+def prompt_set_names(dirs: Sequence[Path]) -> list[str]:
+    return sorted({p.name for d in dirs if (Path(d) / "prompts").is_dir() for p in (Path(d) / "prompts").iterdir() if p.is_dir()})
+
+
+def _extends(folder: Path, name: str) -> str | None:
+    path = folder / SET_FILE
+    if not path.is_file():
+        return None
+    import yaml
+
+    try:
+        node = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        raise ConfigError(f"prompt set '{name}' ({path}): {' '.join(str(e).split())}") from None
+    if node is None:
+        return None
+    if not isinstance(node, dict) or set(node) - {"extends"}:
+        raise ConfigError(f"prompt set '{name}' ({path}): the only setting of a {SET_FILE} is 'extends: NAME'")
+    base = node.get("extends")
+    if base is not None and (not isinstance(base, str) or not base.strip()):
+        raise ConfigError(f"prompt set '{name}' ({path}): extends must name a prompt set, not {base!r}")
+    return base
+
+
+def _check_template(name: str, path: Path) -> Template:
+    tname = path.name[: -len(SUFFIX)]
+    try:
+        tpl = Template.parse(_read_template(path))
+    except TemplateError as e:
+        raise ConfigError(f"prompt set '{name}' ({path.parent}): {path.name}, {e}") from None
+    allowed = TEMPLATES[tname][1]
+    bad = [f for f in tpl.fields if f not in allowed]
+    if bad:
+        raise ConfigError(f"prompt set '{name}' ({path.parent}): {path.name} names unknown field {{{{{bad[0]}}}}}; "
+                          f"its fields: {', '.join(allowed) if allowed else 'none (plain text)'}")
+    return tpl
+
+
+def _load(name: str, dirs: Sequence[Path], chain: tuple[str, ...]) -> tuple[dict[str, Template], list[Path]]:
+    from madara_cli.paths import check_name
+
+    check_name("prompts", name, ConfigError)
+    folder = set_folder(name, dirs)
+    if folder is None:
+        where = f"named by {chain[-1]}'s {SET_FILE}" if chain else f"prompts={name}"
+        raise ConfigError(f"unknown prompt set '{name}' ({where}); valid prompt sets: {', '.join(prompt_set_names(dirs)) or 'none'}")
+    base = _extends(folder, name)
+    templates: dict[str, Template] = {}
+    for path in sorted(folder.iterdir()):
+        if path.name == SET_FILE or path.name.startswith("."):
+            continue
+        if not (path.is_file() and path.name.endswith(SUFFIX) and path.name[: -len(SUFFIX)] in TEMPLATES):
+            raise ConfigError(f"prompt set '{name}' ({folder}): unknown file {path.name}; a set holds {SET_FILE} and <template>{SUFFIX} files, "
+                              f"templates: {', '.join(TEMPLATES)}")
+        templates[path.name[: -len(SUFFIX)]] = _check_template(name, path)
+    folders = [folder]
+    if base is not None:
+        if base == name or base in chain:
+            raise ConfigError(f"prompt set '{name}' ({folder / SET_FILE}): extends '{base}', which leads back to it ({' -> '.join([*chain, name, base])})")
+        inherited, base_folders = _load(base, dirs, (*chain, name))
+        templates = {**inherited, **templates}
+        folders += base_folders
+    missing = [t for t in TEMPLATES if t not in templates]
+    if missing:
+        hint = f"copy it from the {SHIPPED} set, or write 'extends: {SHIPPED}' in {folder / SET_FILE}" if base is None else f"'{base}' lacks it too"
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise ConfigError(f"prompt set '{name}' ({folder}): no {missing[0]}{SUFFIX}{more}; {hint}")
+    return templates, folders
+
+
+def _stamp(folders: Sequence[Path]) -> tuple:
+    return tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for f in folders for p in sorted(Path(f).iterdir()))
+
+
+_LOADED: dict[tuple, tuple[tuple, PromptSet]] = {}
+
+
+def load_prompt_set(name: str, dirs: Sequence[Path]) -> PromptSet:
+    """Prompt set ``name`` from the first of the config folders ``dirs`` that has
+    ``prompts/<name>/``, read and checked (one :class:`ConfigError` line on any
+    fault). Kept in memory until one of its files changes."""
+    key = (name, tuple(str(d) for d in dirs))
+    hit = _LOADED.get(key)
+    if hit is not None:
+        try:
+            if _stamp([Path(f) for f in hit[1].folders]) == hit[0]:
+                return hit[1]
+        except OSError:
+            pass
+    templates, folders = _load(name, dirs, ())
+    loaded = PromptSet(name, tuple(str(f) for f in folders), templates)
+    _LOADED[key] = (_stamp(folders), loaded)
+    return loaded
