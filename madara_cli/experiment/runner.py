@@ -28,6 +28,7 @@ from madara_cli.backends import make_backend
 from madara_cli.backends.base import Backend
 from madara_cli.backends.cache import CachedLLM, ProgressFn, ResponseCache
 from madara_cli.config import to_plain
+from madara_cli.config.compose import strategy_impl
 from madara_cli.experiment.cells import load_cell, retrieve_for, sized_to_data
 from madara_cli.experiment.grid import Cell, key_settings
 from madara_cli.records import Example, Prediction
@@ -179,8 +180,8 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
         track_cell(cfg, done)  # a cell finished before tracking was on is logged once
         return done
     load_all()
-    routed = cfg.strategy.name == ROUTED
-    strategy = None if routed else STRATEGIES.get(cfg.strategy.name)
+    routed = strategy_impl(cfg.strategy) == ROUTED
+    strategy = None if routed else STRATEGIES.get(strategy_impl(cfg.strategy))
     check_writable(folder.parent)  # before any work, not after it
     t0, started = time.perf_counter(), store.now_iso()
     calibration: list[Example] | None = None
