@@ -130,3 +130,177 @@ def test_shipped_cell_and_probe_keys_do_not_move(overrides, cell_key, probe_key)
         cfg = compose(overrides)
     assert Cell.from_cfg(cfg).key == cell_key
     assert ProbeSpec.from_cfg(cfg).key == probe_key
+
+
+# --------------------------------------------------------------------------- #
+# A backend from tests/ only: one module plus one yaml
+# --------------------------------------------------------------------------- #
+
+
+def _only_cell(results: Path) -> Path:
+    cells = [p for p in results.glob("*/*") if (p / "metrics.json").is_file()]
+    assert len(cells) == 1, cells
+    return cells[0]
+
+
+def test_a_backend_from_tests_runs_a_cell_and_plan_fingerprints_it(monkeypatch, capsys, toy_configs, tmp_path):
+    results = tmp_path / "results"
+    code, _, err = madara(monkeypatch, capsys, "--config-dir", str(toy_configs), "--include", str(PLUGINS),
+                          "run", "backend=toy", "strategy=nf", "benchmark=mini", "limit=2", f"results_dir={results}")
+    assert code == 0, err
+    cell = _only_cell(results)
+    rows = [json.loads(line) for line in (cell / "predictions.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 and {r["raw"] for r in rows} == {"Varnholt"}
+    metrics = json.loads((cell / "metrics.json").read_text())
+    assert metrics["provenance"]["engine"]["backend"] == "toy"
+
+    # Its runtime-only setting stays out of the key, its reply is in it.
+    from madara_cli.experiment.grid import Cell
+
+    monkeypatch.setenv("MADARA_CONFIG_DIR", str(toy_configs))
+    base = ["backend=toy", "strategy=nf", "benchmark=mini", "limit=2", f"results_dir={results}"]
+    assert Cell.from_cfg(compose([*base, "backend.pause_s=2.5"])).key == cell.name
+    assert Cell.from_cfg(compose([*base, "backend.reply=Other"])).key != cell.name
+    code, _, err = madara(monkeypatch, capsys, "--config-dir", str(toy_configs), "--include", str(PLUGINS),
+                          "run", *base, "backend.n_threads=2")
+    assert "backend.n_threads does not apply to backend toy; its settings: name, batch_size, reply, pause_s" in one_line(code, err)
+
+    # plan computes the toy's fingerprint from its record, without building it: every
+    # call the run made is found in the real response cache.
+    from madara_cli.experiment.grid import expand
+    from madara_cli.experiment.plan import plan_grid
+
+    built = sys.modules[next(m for m in sys.modules if m.endswith("_toy_backend"))].BUILT
+    n_built = len(built)
+    monkeypatch.setenv("MADARA_CONFIG_DIR", str(toy_configs))
+    total = plan_grid("toygrid", expand("toygrid", [f"results_dir={results}"])).total()
+    assert total.calls == 2 and total.cached == 2
+    assert len(built) == n_built  # no engine was built for the plan
+
+
+# --------------------------------------------------------------------------- #
+# Strategies as plugins: impl apart from the label
+# --------------------------------------------------------------------------- #
+
+TOY_STRATEGY = '''
+    from dataclasses import dataclass
+
+    from madara_cli.config.schema import StrategyConfig
+    from madara_cli.strategies.base import STRATEGIES, generate_answers
+
+
+    @dataclass
+    class FirstDocsConfig(StrategyConfig):
+        n_docs: int = 3  # the first n retrieved documents go to the generator
+
+
+    @STRATEGIES.register("first_docs", schema=FirstDocsConfig)
+    def first_docs(ctx, examples):
+        n = int(ctx.strategy.n_docs)
+        return generate_answers(ctx, "generate", examples, [ex.docs[:n] for ex in examples])
+'''
+
+
+def test_a_strategy_outside_the_package_runs_under_its_own_label(monkeypatch, capsys, toy_configs, tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "first_docs.py").write_text(textwrap.dedent(TOY_STRATEGY))
+    (toy_configs / "strategy").mkdir()
+    (toy_configs / "strategy" / "first_two.yaml").write_text("impl: first_docs\nname: first_two\nn_docs: 2\n")
+    results = tmp_path / "results"
+    code, _, err = madara(monkeypatch, capsys, "--config-dir", str(toy_configs), "--include", str(PLUGINS), "--include", str(mine),
+                          "run", "backend=toy", "strategy=first_two", "limit=2", f"results_dir={results}")
+    assert code == 0, err
+    cell = _only_cell(results)
+    assert "__first_two__" in cell.name
+    rows = [json.loads(line) for line in (cell / "predictions.jsonl").read_text().splitlines()]
+    assert [len(r["doc_ids"]) for r in rows] == [2, 2]
+    with (results / "summary.csv").open() as f:
+        (row,) = list(csv.DictReader(f))
+    assert row["strategy"] == "first_two" and row["key"] == cell.name
+    assert row["strategy.n_docs"] == "2" and row["strategy.impl"] == "first_docs"
+
+    # Its schema is checked at compose like a shipped strategy's.
+    code, _, err = madara(monkeypatch, capsys, "--config-dir", str(toy_configs), "--include", str(PLUGINS), "--include", str(mine),
+                          "run", "backend=toy", "strategy=first_two", "strategy.top_k=3", "limit=2", f"results_dir={results}")
+    assert "strategy.top_k does not apply to strategy first_two; its settings: name, n_docs" in one_line(code, err)
+
+
+def test_an_unknown_implementation_stops_at_compose(monkeypatch, capsys, tmp_path):
+    d = tmp_path / "configs" / "strategy"
+    d.mkdir(parents=True)
+    (d / "pde_top3.yaml").write_text("name: pde_top3\ntop_k: 3\n")
+    code, _, err = madara(monkeypatch, capsys, "--config-dir", str(d.parent), "run", "strategy=pde_top3", "limit=1", f"results_dir={tmp_path}")
+    line = one_line(code, err)
+    assert "strategy pde_top3: unknown implementation 'pde_top3'" in line and "pde, pde_random" in line
+
+
+def test_impl_names_the_code_and_is_elided_where_it_is_the_label(monkeypatch, tmp_path):
+    from madara_cli.experiment.grid import Cell
+
+    d = tmp_path / "configs" / "strategy"
+    d.mkdir(parents=True)
+    (d / "pde_top3.yaml").write_text("impl: pde\nname: pde_top3\ntop_k: 3\n")
+    (d / "pde_again.yaml").write_text("impl: pde\nname: pde\n")
+    monkeypatch.setenv("MADARA_CONFIG_DIR", str(d.parent))
+    top3 = compose(["strategy=pde_top3"])
+    assert top3.strategy.impl == "pde" and top3.strategy.top_k == 3 and top3.strategy.vote == "score"
+    assert "__pde_top3__" in Cell.from_cfg(top3).key
+    shipped = Cell.from_cfg(compose(["strategy=pde"])).key
+    assert Cell.from_cfg(compose(["strategy=pde_again"])).key == shipped
+    assert Cell.from_cfg(compose(["strategy=pde", "strategy.top_k=3"])).config_hash != Cell.from_cfg(top3).config_hash  # impl is in the key
+
+
+# --------------------------------------------------------------------------- #
+# Entry points of installed packages
+# --------------------------------------------------------------------------- #
+
+EP_MODULE = '''
+    from dataclasses import dataclass
+
+    from madara_cli.config.schema import StrategyConfig
+    from madara_cli.strategies.base import STRATEGIES, generate_answers
+
+
+    @dataclass
+    class LastDocConfig(StrategyConfig):
+        depth: int = 1
+
+
+    @STRATEGIES.register("ep_last_doc", schema=LastDocConfig)
+    def last_doc(ctx, examples):
+        return generate_answers(ctx, "generate", examples, [ex.docs[-int(ctx.strategy.depth):] for ex in examples])
+'''
+
+
+def test_entry_points_register_strategies(monkeypatch, tmp_path):
+    from madara_cli.config.plugins import schema_for
+    from madara_cli.experiment.plugins import load_entry_points
+    from madara_cli.strategies import STRATEGIES
+
+    site = tmp_path / "site"
+    info = site / "madara_epdemo-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: madara-epdemo\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[madara.strategies]\nlast_doc = madara_epdemo_mod\n")
+    (site / "madara_epdemo_mod.py").write_text(textwrap.dedent(EP_MODULE))
+    monkeypatch.syspath_prepend(str(site))
+    load_entry_points()
+    assert "ep_last_doc" in STRATEGIES and schema_for("strategy", "ep_last_doc").__name__ == "LastDocConfig"
+
+    d = tmp_path / "configs" / "strategy"
+    d.mkdir(parents=True)
+    (d / "last.yaml").write_text("impl: ep_last_doc\nname: last\n")
+    monkeypatch.setenv("MADARA_CONFIG_DIR", str(d.parent))
+    assert compose(["strategy=last", "strategy.depth=2"]).strategy.depth == 2
+    with pytest.raises(ConfigError, match="unknown key 'strategy.bogus'; valid strategy keys: name, depth"):
+        compose(["strategy=last", "strategy.bogus=1"])
+
+
+def test_a_broken_include_is_one_line(monkeypatch, capsys, tmp_path):
+    (tmp_path / "bad.py").write_text("import not_a_module_anywhere\n")
+    code, _, err = madara(monkeypatch, capsys, "--include", str(tmp_path), "ls")
+    line = one_line(code, err)
+    assert "bad.py" in line and "ModuleNotFoundError" in line
+    code, _, err = madara(monkeypatch, capsys, "--include", str(tmp_path / "nope"), "ls")
+    assert "--include" in one_line(code, err)
