@@ -89,7 +89,7 @@ def _global(
 ) -> None:
     """Options every verb shares."""
     from madara_cli.config import add_config_dir
-    from madara_cli.experiment.plugins import add_include, load_plugins
+    from madara_cli.experiment.plugins import add_include, install_loader, load_plugins
     from madara_cli.logs import setup_logging
 
     for d in config_dir or []:
@@ -97,7 +97,9 @@ def _global(
     for d in include or []:
         add_include(d)
     setup_logging(verbose, err)
-    load_plugins()
+    install_loader()  # the first composition imports the plugins
+    if include:
+        load_plugins()  # a folder asked for by name: its errors now, whatever the verb
 
 
 def _results_table(results, title: str) -> Table:

@@ -370,6 +370,7 @@ def compose(overrides: list[str] | None = None) -> DictConfig:
     from madara_cli.config.validate import check_override_types, validate_config
 
     overrides = list(overrides or [])
+    plugins.ensure_loaded()  # the CLI's loader: shipped, installed and --include plugins register their schemas
     validate_overrides(overrides)
     chosen = {g: chosen_option(g, overrides) for g in PLUGGABLE}
     schemas = {g: (o, _require_schema(g, o)) for g, o in chosen.items()}  # an unknown implementation: one line, now

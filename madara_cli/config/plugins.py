@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from madara_cli.config.schema import ConfigError
 
@@ -115,6 +115,30 @@ def key_view(group: str, values: dict[str, Any]) -> dict[str, Any]:
     option's runtime-only settings left out, the old flat defaults laid under."""
     skip = runtime_only(group, str(values.get("name")))
     return {**FLAT_KEY_DEFAULTS.get(group, {}), **{k: v for k, v in values.items() if k not in skip}}
+
+
+# The code that composes installs the plugin loader (madara_cli.experiment.plugins.
+# install_loader); compose() runs it once, so verbs that never compose never import the
+# engines and strategies. Config itself imports nothing above it.
+_LOADER: list[Callable[[], None]] = []
+_LOADED: list[bool] = [False]
+
+
+def set_loader(loader: Callable[[], None]) -> None:
+    """Have :func:`ensure_loaded` call ``loader`` (once) before the first composition."""
+    _LOADER[:] = [loader]
+    _LOADED[0] = False
+
+
+def ensure_loaded() -> None:
+    """Run the installed plugin loader, once; nothing when none is installed."""
+    if _LOADER and not _LOADED[0]:
+        _LOADED[0] = True
+        try:
+            _LOADER[0]()
+        except BaseException:
+            _LOADED[0] = False
+            raise
 
 
 def _register_shipped_strategies() -> None:

@@ -4,7 +4,9 @@ installed packages (entry points), and those of ``--include DIR`` folders.
 Composition reads each option's settings schema from
 :mod:`madara_cli.config.plugins`, which the implementing modules fill when they are
 imported; :func:`load_plugins` imports them all, and every path that composes a
-config (the CLI, grids, launcher jobs) calls it first.
+config calls it first: the CLI installs it as the loader that
+:func:`madara_cli.config.compose` runs once (:func:`install_loader`), grids and
+launcher jobs call it themselves.
 
 * shipped: every module of ``madara_cli/backends/``, every ``madara_cli/data/*_retriever.py``
   and every module of ``madara_cli/strategies/`` (no list to edit);
@@ -29,9 +31,8 @@ import sys
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from madara_cli.backends.base import BackendSpec, register_backend
+from madara_cli.config.plugins import set_loader
 from madara_cli.config.schema import ConfigError
-from madara_cli.data.retrievers import RetrieverSpec, register_retriever
 
 ENTRY_POINT_GROUPS = ("madara.backends", "madara.retrievers", "madara.strategies")
 INCLUDE_ENV = "MADARA_INCLUDE"
@@ -85,6 +86,9 @@ def import_file(path: Path) -> str:
 
 
 def _register(obj: object) -> None:
+    from madara_cli.backends.base import BackendSpec, register_backend
+    from madara_cli.data.retrievers import RetrieverSpec, register_retriever
+
     if isinstance(obj, BackendSpec):
         register_backend(obj)
     elif isinstance(obj, RetrieverSpec):
@@ -103,6 +107,12 @@ def load_entry_points() -> None:
             except Exception as e:  # noqa: BLE001 - an installed plugin's error, named in one line
                 raise ConfigError(f"plugin {ep.name} (entry point {group}: {ep.value}): {_one_line(e)}") from None
             _loaded_entry_points.add((group, ep.value))
+
+
+def install_loader() -> None:
+    """Have the first composition load the plugins (:func:`load_plugins`), so verbs that
+    compose nothing (tables, route, show) never import the engines and strategies."""
+    set_loader(load_plugins)
 
 
 def load_plugins() -> None:
