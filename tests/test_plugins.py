@@ -93,7 +93,7 @@ def test_settings_an_option_reads_still_compose():
 def test_shipped_keys_lay_over_the_old_flat_settings():
     """A backend or retriever node holds only its own settings, but what the keys
     cover is exactly what they covered when every node carried every setting."""
-    from madara_cli.config.plugins import key_view
+    from madara_cli.config.plugin_schemas import key_view
 
     assert key_view("backend", dict(compose([]).backend)) == {"name": "llamacpp", "n_ctx": None, "served_model_name": None, "tokenizer": None}
     assert key_view("backend", dict(compose(["backend=vllm"]).backend)) == {"name": "vllm", "n_ctx": None, "served_model_name": None, "tokenizer": None}
@@ -274,7 +274,7 @@ EP_MODULE = '''
 
 
 def test_entry_points_register_strategies(monkeypatch, tmp_path):
-    from madara_cli.config.plugins import schema_for
+    from madara_cli.config.plugin_schemas import schema_for
     from madara_cli.experiment.plugins import load_entry_points
     from madara_cli.strategies import STRATEGIES
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Optional, Protocol, Sequence, runtime_checkable
 
-from madara_cli.config.plugins import register_schema
+from madara_cli.config.plugin_schemas import register_schema
 from madara_cli.records import ChatRequest, Completion, ScoreRequest
 from madara_cli.registry import Registry
 

@@ -18,7 +18,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
-from madara_cli.config import plugins
+from madara_cli.config import plugin_schemas as plugins
 from madara_cli.config.schema import (
     GROUPS,
     SCHEMA_SUFFIX,

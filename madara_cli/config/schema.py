@@ -311,8 +311,8 @@ SCHEMA_SUFFIX = "_schema"
 
 def strategy_schema(name: str) -> type[StrategyConfig] | None:
     """The schema of strategy implementation ``name`` (the shipped ones, and those that
-    plugins registered in :mod:`madara_cli.config.plugins`); None for an unknown one."""
-    from madara_cli.config.plugins import schema_for
+    plugins registered in :mod:`madara_cli.config.plugin_schemas`); None for an unknown one."""
+    from madara_cli.config.plugin_schemas import schema_for
 
     return STRATEGY_SCHEMAS.get(name) or schema_for("strategy", name)
 
@@ -373,7 +373,7 @@ class LoggerConfig:
 @dataclass
 class RootConfig:
     model: ModelConfig = MISSING
-    backend: Any = MISSING  # the chosen backend's own schema (config/plugins.py), laid over its yaml at compose
+    backend: Any = MISSING  # the chosen backend's own schema (config/plugin_schemas.py), laid over its yaml at compose
     benchmark: BenchmarkConfig = MISSING
     retriever: Any = MISSING  # the chosen retriever's own schema, likewise
     strategy: Any = MISSING  # the chosen strategy's schema (its impl's), from its defaults list or laid over at compose
@@ -405,7 +405,7 @@ def register_schemas() -> None:
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=RootConfig)
     cs.store(group="grid", name="schema", node=GridConfig)
-    from madara_cli.config.plugins import _SCHEMAS
+    from madara_cli.config.plugin_schemas import _SCHEMAS
 
     for name, schema in STRATEGY_SCHEMAS.items():
         cs.store(group="strategy", name=name + SCHEMA_SUFFIX, node=schema)

@@ -227,7 +227,7 @@ def check_override_types(
     group has but this one lacks names this one's settings."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from madara_cli.config.plugins import all_settings
+    from madara_cli.config.plugin_schemas import all_settings
 
     chosen = dict(groups or {})
     if strategy is not None:

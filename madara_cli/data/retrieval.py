@@ -42,7 +42,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from madara_cli.config.plugins import key_view
+from madara_cli.config.plugin_schemas import key_view
 from madara_cli.data import snapshots
 from madara_cli.data.bm25s_retriever import BM25Index, BM25sRetriever  # noqa: F401
 from madara_cli.data.dense_retriever import DenseRetriever  # noqa: F401

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from omegaconf import DictConfig
 
-from madara_cli.config.plugins import register_schema
+from madara_cli.config.plugin_schemas import register_schema
 from madara_cli.data.index import check_index, ensure_index, index_settings
 from madara_cli.data.loaders import DataError
 from madara_cli.records import Doc

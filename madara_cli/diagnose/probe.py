@@ -125,7 +125,7 @@ class ProbeSpec:
     @classmethod
     def from_cfg(cls, cfg: DictConfig, n: int | None = None) -> "ProbeSpec":
         from madara_cli.agents.digest import prompt_digest
-        from madara_cli.config.plugins import key_view
+        from madara_cli.config.plugin_schemas import key_view
         from madara_cli.metrics import METRIC_VERSION
 
         plain = to_plain(cfg)

@@ -31,7 +31,7 @@ from madara_cli.config import (
     to_plain,
 )
 from madara_cli.config.compose import strategy_impl
-from madara_cli.config.plugins import key_view, runtime_only
+from madara_cli.config.plugin_schemas import key_view, runtime_only
 from madara_cli.config.schema import keyed
 from madara_cli.config.validate import not_applicable
 from madara_cli.experiment.plugins import load_plugins
@@ -40,9 +40,9 @@ from madara_cli.paths import inside
 # Root groups whose settings can change a cell's numbers.
 _SEMANTIC_GROUPS = ("model", "backend", "benchmark", "retriever", "strategy", "generation")
 # Settings inside those groups that only change speed or placement are the runtime-only
-# ones each backend's record declares (config.plugins.runtime_only); they are left out.
+# ones each backend's record declares (config.plugin_schemas.runtime_only); they are left out.
 # Backend and retriever nodes are laid over the flat settings they carried before each
-# had a schema of its own (config.plugins.key_view), so their keys stay put.
+# had a schema of its own (config.plugin_schemas.key_view), so their keys stay put.
 _KEY_VIEW_GROUPS = ("backend", "retriever")
 # Before each strategy had its own schema, every strategy node carried every setting
 # at these defaults, and cells were hashed so. A node is laid over them, so cells

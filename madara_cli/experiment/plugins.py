@@ -2,7 +2,7 @@
 installed packages (entry points), and those of ``--include DIR`` folders.
 
 Composition reads each option's settings schema from
-:mod:`madara_cli.config.plugins`, which the implementing modules fill when they are
+:mod:`madara_cli.config.plugin_schemas`, which the implementing modules fill when they are
 imported; :func:`load_plugins` imports them all, and every path that composes a
 config calls it first: the CLI installs it as the loader that
 :func:`madara_cli.config.compose` runs once (:func:`install_loader`), grids and
@@ -31,7 +31,7 @@ import sys
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from madara_cli.config.plugins import set_loader
+from madara_cli.config.plugin_schemas import set_loader
 from madara_cli.config.schema import ConfigError
 
 ENTRY_POINT_GROUPS = ("madara.backends", "madara.retrievers", "madara.strategies")

@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 from omegaconf import DictConfig
 
 from madara_cli.backends.cache import CachedLLM
-from madara_cli.config.plugins import register_schema, schema_for
+from madara_cli.config.plugin_schemas import register_schema, schema_for
 from madara_cli.config.schema import StrategyConfig
 from madara_cli.records import Doc, Example, Prediction
 from madara_cli.registry import Registry
