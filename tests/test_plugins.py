@@ -304,3 +304,19 @@ def test_a_broken_include_is_one_line(monkeypatch, capsys, tmp_path):
     assert "bad.py" in line and "ModuleNotFoundError" in line
     code, _, err = madara(monkeypatch, capsys, "--include", str(tmp_path / "nope"), "ls")
     assert "--include" in one_line(code, err)
+
+
+def test_a_config_yaml_of_before_gives_the_summary_columns_of_before():
+    """Cells finished before the per-backend schemas hold a flat backend node in their
+    config.yaml; summary.csv (written by madara tables) reads its columns from it."""
+    from omegaconf import OmegaConf
+
+    from madara_cli.experiment.grid import key_settings
+
+    cfg = OmegaConf.to_container(compose(["strategy=nf", "limit=2"]))
+    cfg["backend"] = {"name": "llamacpp", "batch_size": 16, "n_threads": None, "n_ctx": None, "tensor_parallel_size": 1,
+                      "gpu_memory_utilization": 0.9, "enable_prefix_caching": True, "base_url": "http://127.0.0.1:8000/v1",
+                      "served_model_name": None, "tokenizer": None, "api_key_env": "OPENAI_API_KEY", "max_in_flight": 8,
+                      "retries": 4, "timeout_s": 120.0}
+    columns = [k for k in key_settings(OmegaConf.create(cfg), prompts=False) if k.startswith("backend.")]
+    assert columns == ["backend.name", "backend.n_ctx", "backend.served_model_name", "backend.tokenizer"]

@@ -110,10 +110,28 @@ FLAT_KEY_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 
+# A config.yaml written then holds a shipped backend's node with every backend's
+# settings; the speed-only ones among them stay out of keys and summary columns.
+_FLAT_RUNTIME_ONLY: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "backend": (
+        ("llamacpp", "vllm", "openai"),
+        ("batch_size", "n_threads", "tensor_parallel_size", "gpu_memory_utilization", "enable_prefix_caching",
+         "base_url", "api_key_env", "max_in_flight", "retries", "timeout_s"),
+    ),
+}
+
+
+def unkeyed(group: str, name: str) -> tuple[str, ...]:
+    """The settings of ``group`` option ``name`` no key covers: its runtime-only ones (and,
+    for a shipped backend, every speed-only setting a flat node of before could hold)."""
+    names, flat = _FLAT_RUNTIME_ONLY.get(group, ((), ()))
+    return runtime_only(group, name) + (flat if name in names else ())
+
+
 def key_view(group: str, values: dict[str, Any]) -> dict[str, Any]:
     """``values`` of ``group`` as cell, probe and snapshot keys cover them: the
     option's runtime-only settings left out, the old flat defaults laid under."""
-    skip = runtime_only(group, str(values.get("name")))
+    skip = unkeyed(group, str(values.get("name")))
     return {**FLAT_KEY_DEFAULTS.get(group, {}), **{k: v for k, v in values.items() if k not in skip}}
 
 

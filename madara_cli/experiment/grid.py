@@ -31,7 +31,7 @@ from madara_cli.config import (
     to_plain,
 )
 from madara_cli.config.compose import strategy_impl
-from madara_cli.config.plugin_schemas import key_view, runtime_only
+from madara_cli.config.plugin_schemas import key_view, unkeyed
 from madara_cli.config.schema import keyed
 from madara_cli.config.validate import not_applicable
 from madara_cli.experiment.plugins import load_plugins
@@ -100,7 +100,7 @@ def key_settings(cfg: DictConfig, prompts: bool = True) -> dict:
     which templates ran, only the record written at run time can)."""
     plain = to_plain(cfg)
     sem = semantic_config(cfg) if prompts else None
-    nested: dict = {g: {k: v for k, v in plain[g].items() if k not in runtime_only(g, str(plain[g].get("name")))} for g in _SEMANTIC_GROUPS}
+    nested: dict = {g: {k: v for k, v in plain[g].items() if k not in unkeyed(g, str(plain[g].get("name")))} for g in _SEMANTIC_GROUPS}
     nested["limit"], nested["seed"] = plain.get("limit"), plain.get("seed")
     if strategy_impl(cfg.strategy) == "madara":
         nested["rsc"] = plain.get("rsc")
