@@ -270,10 +270,24 @@ EP_MODULE = '''
     @STRATEGIES.register("ep_last_doc", schema=LastDocConfig)
     def last_doc(ctx, examples):
         return generate_answers(ctx, "generate", examples, [ex.docs[-int(ctx.strategy.depth):] for ex in examples])
+
+
+    from madara_cli.backends.base import BackendSpec
+    from madara_cli.config.schema import BackendConfig
+
+
+    @dataclass
+    class EchoConfig(BackendConfig):
+        word: str = "yes"
+
+
+    # Not registered here: the entry point names the record, and the loader registers it.
+    SPEC = BackendSpec(name="ep_echo", schema=EchoConfig, build=lambda cfg: None, fingerprint=lambda cfg: f"echo:{cfg.backend.word}",
+                       runtime_only=("batch_size",), package="madara-epdemo")
 '''
 
 
-def test_entry_points_register_strategies(monkeypatch, tmp_path):
+def test_entry_points_register_strategies_and_backends(monkeypatch, tmp_path):
     from madara_cli.config.plugin_schemas import schema_for
     from madara_cli.experiment.plugins import load_entry_points
     from madara_cli.strategies import STRATEGIES
@@ -282,7 +296,7 @@ def test_entry_points_register_strategies(monkeypatch, tmp_path):
     info = site / "madara_epdemo-0.1.dist-info"
     info.mkdir(parents=True)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: madara-epdemo\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[madara.strategies]\nlast_doc = madara_epdemo_mod\n")
+    (info / "entry_points.txt").write_text("[madara.strategies]\nlast_doc = madara_epdemo_mod\n\n[madara.backends]\nep_echo = madara_epdemo_mod:SPEC\n")
     (site / "madara_epdemo_mod.py").write_text(textwrap.dedent(EP_MODULE))
     monkeypatch.syspath_prepend(str(site))
     load_entry_points()
@@ -295,6 +309,15 @@ def test_entry_points_register_strategies(monkeypatch, tmp_path):
     assert compose(["strategy=last", "strategy.depth=2"]).strategy.depth == 2
     with pytest.raises(ConfigError, match="unknown key 'strategy.bogus'; valid strategy keys: name, depth"):
         compose(["strategy=last", "strategy.bogus=1"])
+
+    from madara_cli.backends import backend_fingerprint, engine_package
+
+    (d.parent / "backend").mkdir()
+    (d.parent / "backend" / "echo.yaml").write_text("name: ep_echo\nword: hello\n")
+    echo = compose(["backend=echo"])
+    assert backend_fingerprint(echo) == "echo:hello" and engine_package("ep_echo") == "madara-epdemo"
+    with pytest.raises(ConfigError, match="backend.n_threads does not apply to backend echo; its settings: name, batch_size, word"):
+        compose(["backend=echo", "backend.n_threads=2"])
 
 
 def test_a_broken_include_is_one_line(monkeypatch, capsys, tmp_path):
