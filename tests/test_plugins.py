@@ -343,3 +343,17 @@ def test_a_config_yaml_of_before_gives_the_summary_columns_of_before():
                       "retries": 4, "timeout_s": 120.0}
     columns = [k for k in key_settings(OmegaConf.create(cfg), prompts=False) if k.startswith("backend.")]
     assert columns == ["backend.name", "backend.n_ctx", "backend.served_model_name", "backend.tokenizer"]
+
+
+def test_a_label_over_a_named_schema_runs_that_implementation(monkeypatch, tmp_path):
+    """A yaml listing ``pde_schema`` under another name (the old way to vary PDE) runs
+    pde, as its key says, instead of failing at run time on an unknown strategy."""
+    from madara_cli.config.compose import strategy_impl
+
+    d = tmp_path / "configs" / "strategy"
+    d.mkdir(parents=True)
+    (d / "pde_top3.yaml").write_text("defaults:\n  - pde_schema\n  - _self_\nname: pde_top3\ntop_k: 3\n")
+    monkeypatch.setenv("MADARA_CONFIG_DIR", str(d.parent))
+    node = compose(["strategy=pde_top3"]).strategy
+    assert strategy_impl(node) == "pde" and node.impl == "pde" and node.top_k == 3
+    assert "impl" not in compose(["strategy=pde"]).strategy

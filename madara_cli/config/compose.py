@@ -386,6 +386,7 @@ def compose(overrides: list[str] | None = None) -> DictConfig:
         for group in PLUGGABLE:
             found = _typed_group(cfg, group, chosen[group])
             impl = found if group == "strategy" else impl
+        impl = impl or option_impl(chosen["strategy"])  # a yaml naming <impl>_schema runs that implementation
         OmegaConf.resolve(cfg)
         cfg.overrides = list(overrides)
         cfg = OmegaConf.create(OmegaConf.to_container(cfg, enum_to_str=True))
