@@ -84,15 +84,22 @@ def _results_dir(results: Optional[Path]) -> Path:
 @app.callback()
 def _global(
     config_dir: Optional[List[Path]] = typer.Option(None, "--config-dir", help="Extra config folder (Hydra's convention): its group options add to or replace the shipped ones; repeatable"),
+    include: Optional[List[Path]] = typer.Option(None, "--include", help="Folder of Python modules registering strategies, backends or retrievers (imported by path); repeatable"),
     verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="Log what happens (-v info, -vv debug)"),
 ) -> None:
     """Options every verb shares."""
     from madara_cli.config import add_config_dir
+    from madara_cli.experiment.plugins import add_include, install_loader, load_plugins
     from madara_cli.logs import setup_logging
 
     for d in config_dir or []:
         add_config_dir(d)
+    for d in include or []:
+        add_include(d)
     setup_logging(verbose, err)
+    install_loader()  # the first composition imports the plugins
+    if include:
+        load_plugins()  # a folder asked for by name: its errors now, whatever the verb
 
 
 def _results_table(results, title: str) -> Table:

@@ -30,6 +30,9 @@ def main() -> None:
     ap.add_argument("--questions", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
+    from madara_cli.experiment.plugins import load_plugins
+
+    load_plugins()  # the backends, retrievers and strategies register their schemas
     cfg = compose(["results_dir=/tmp/madara-bench", f"backend.n_threads={args.threads}"])
     backend = make_backend(cfg)
     examples = retrieve(generate(max(args.questions, 2))[: args.questions], cfg)

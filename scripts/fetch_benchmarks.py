@@ -28,7 +28,9 @@ DEFAULT_CONFLICTS_URL = "https://raw.githubusercontent.com/google-research-datas
 def fetch(name: str, out: Path, sets: list[str]) -> Path:
     from madara_cli.config import compose
     from madara_cli.data.sources import read_rows
+    from madara_cli.experiment.plugins import load_plugins
 
+    load_plugins()  # the backends, retrievers and strategies register their schemas
     cfg = compose([f"benchmark={name}", *[f"benchmark.{s}" for s in sets]]).benchmark
     data_files = f"hf://datasets/{cfg.hf_id}/{cfg.hf_config}.json" if cfg.loader == "conflictqa" else None
     rows = read_rows(cfg, data_files=data_files)

@@ -57,6 +57,9 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=60)
     args = ap.parse_args()
     results = tempfile.mkdtemp(prefix="madara-gpu-throughput-")
+    from madara_cli.experiment.plugins import load_plugins
+
+    load_plugins()  # the backends, retrievers and strategies register their schemas
     cfg = compose([f"model={args.model}", "backend=vllm", "benchmark=mini", "strategy=nf", f"limit={args.limit}", f"results_dir={results}"])
     backend = make_backend(cfg)  # loads the weights once, outside both timings
     if hasattr(backend.llm, "reset_prefix_cache"):

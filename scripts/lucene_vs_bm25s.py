@@ -39,6 +39,9 @@ def main() -> None:
     ap.add_argument("-k", type=int, default=10)
     args = ap.parse_args()
     out = args.indexes or Path(tempfile.mkdtemp(prefix="madara-lucene-vs-bm25s-"))
+    from madara_cli.experiment.plugins import load_plugins
+
+    load_plugins()  # the backends, retrievers and strategies register their schemas
     bm_cfg = compose(["retriever=bm25s"]).retriever
     lu_cfg = compose(["retriever=pyserini"]).retriever
     bm = BM25sIndex(build_index(args.corpus, out, bm_cfg, progress=False), index_settings(bm_cfg))

@@ -117,3 +117,12 @@ def grid_outcome(results: Path, grid: str = "pair") -> dict[str, tuple]:
         if record is not None:
             cells[folder.name] = (record.em, record.f1, record.n, [p["raw"] for p in record_files.read_predictions(folder)])
     return cells
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _plugins_loaded():
+    """Tests compose configs directly, as the CLI does after loading the plugins (the
+    shipped backends, retrievers and strategies register their schemas on import)."""
+    from madara_cli.experiment.plugins import load_plugins
+
+    load_plugins()

@@ -1,52 +1,60 @@
-"""Backends: one protocol (base.Backend), several engines, one cache in front."""
+"""Backends: one protocol (base.Backend), several engines, one cache in front.
+
+Every engine module declares a :class:`~madara_cli.backends.base.BackendSpec` and
+registers it; :func:`load_builtin` imports the modules of this package, so a new
+shipped backend is one module plus one ``configs/backend/<name>.yaml``.
+"""
 
 from __future__ import annotations
 
-from typing import Callable
+import importlib
+import pkgutil
 
 from omegaconf import DictConfig
 
-from madara_cli.backends.base import Backend
+from madara_cli.backends.base import BACKENDS, Backend, BackendSpec, register_backend
 from madara_cli.errors import BackendError
-from madara_cli.registry import Registry
 
-BACKENDS: Registry[Callable[[DictConfig], Backend]] = Registry("backend")
+_LOADED = False
 
 
-@BACKENDS.register("llamacpp")
-def _llamacpp(cfg: DictConfig) -> Backend:
-    from madara_cli.backends.chat import ChatSettings
-    from madara_cli.backends.llamacpp import LlamaCppBackend
+def load_builtin() -> None:
+    """Import every module of this package, so that each engine registers its spec (the
+    engines import their optional libraries only when built)."""
+    global _LOADED
+    if _LOADED:
+        return
+    import madara_cli.backends as pkg
 
-    if not cfg.model.gguf:
-        raise BackendError(
-            f"model {cfg.model.name} has no GGUF file for llama.cpp; set model.gguf=/path/to/file.gguf or use backend=vllm"
-        )
-    return LlamaCppBackend(
-        gguf=cfg.model.gguf,
-        n_ctx=cfg.backend.n_ctx or cfg.model.max_model_len,
-        n_threads=cfg.backend.n_threads,
-        seed=cfg.seed,
-        batch_size=cfg.backend.batch_size,
-        chat=ChatSettings.from_model(cfg.model),
-    )
+    for mod in pkgutil.iter_modules(pkg.__path__):
+        importlib.import_module(f"madara_cli.backends.{mod.name}")
+    _LOADED = True
+
+
+def backend_spec(name: str) -> BackendSpec:
+    """The registered backend ``name``; BackendError naming the registered ones otherwise."""
+    load_builtin()
+    try:
+        return BACKENDS.get(name)
+    except KeyError as e:
+        raise BackendError(str(e.args[0])) from None
 
 
 def make_backend(cfg: DictConfig) -> Backend:
     """Build the engine named by ``cfg.backend.name`` for ``cfg.model``."""
-    # Optional engines register themselves on import; a missing extra is reported by
-    # the engine's own factory with the install command.
-    for mod in ("vllm", "openai"):
-        try:
-            __import__(f"madara_cli.backends.{mod}_backend")
-        except ModuleNotFoundError as e:
-            if e.name != f"madara_cli.backends.{mod}_backend":
-                raise
-    try:
-        factory = BACKENDS.get(cfg.backend.name)
-    except KeyError as e:
-        raise BackendError(str(e.args[0])) from None
-    return factory(cfg)
+    return backend_spec(str(cfg.backend.name)).build(cfg)
 
 
-__all__ = ["Backend", "BACKENDS", "make_backend"]
+def backend_fingerprint(cfg: DictConfig) -> str:
+    """The cache fingerprint ``make_backend(cfg)`` would have, without loading a model."""
+    return backend_spec(str(cfg.backend.name)).fingerprint(cfg)
+
+
+def engine_package(name: str | None) -> str | None:
+    """The distribution whose version provenance records for backend ``name``."""
+    load_builtin()
+    return BACKENDS._items[name].package if name in BACKENDS else None
+
+
+__all__ = ["Backend", "BackendError", "BackendSpec", "BACKENDS", "backend_fingerprint", "backend_spec", "engine_package",
+           "load_builtin", "make_backend", "register_backend"]

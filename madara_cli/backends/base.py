@@ -4,13 +4,28 @@ The shape follows vLLM's offline API (``LLM.chat(conversations, sampling_params)
 takes a whole batch with per-request sampling parameters) so that every engine fits
 without change: llama.cpp runs the batch sequentially, vLLM in one call, an
 OpenAI-compatible server with bounded concurrency.
+
+Each backend module declares one :class:`BackendSpec` and registers it with
+:func:`register_backend`: its settings schema, how to build the engine from a
+composed config, its cache fingerprint (computed without loading a model, for
+``madara plan``), its runtime-only settings (left out of cell keys) and the package
+whose version provenance records. The shipped modules of this package are found by
+:func:`madara_cli.backends.load_builtin`; an installed package registers its own
+through the ``madara.backends`` entry point group (see
+:mod:`madara_cli.experiment.plugins`).
 """
 
 from __future__ import annotations
 
-from typing import Callable, Protocol, Sequence, runtime_checkable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Optional, Protocol, Sequence, runtime_checkable
 
+from madara_cli.config.plugin_schemas import register_schema
 from madara_cli.records import ChatRequest, Completion, ScoreRequest
+from madara_cli.registry import Registry
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 # Called by a backend whose ``reports_each`` is true with (index in the batch, completion)
 # the moment each request finishes, so the cache stores it and progress moves before the
@@ -52,3 +67,41 @@ class Backend(Protocol):
     def close(self) -> None:
         """Release the engine."""
         ...
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """Everything madara needs to know about one backend, in one record."""
+
+    name: str  # the ``backend.name`` its yaml sets
+    schema: type  # dataclass of its settings, extending config.schema.BackendConfig
+    build: Callable[["DictConfig"], Backend]  # the engine for a composed config (may load a model)
+    fingerprint: Callable[["DictConfig"], str]  # the engine's cache identity, without loading a model
+    runtime_only: tuple[str, ...] = ()  # settings that change speed or placement only: out of every key
+    package: Optional[str] = None  # the distribution whose version provenance records (None: none)
+
+
+BACKENDS: Registry[BackendSpec] = Registry("backend")
+
+
+def register_backend(spec: BackendSpec) -> BackendSpec:
+    """Register ``spec`` (and its schema, for composition). The same module registering
+    again is a no-op; another one under a taken name is an error."""
+    old = BACKENDS._items.get(spec.name)
+    if old is not None:
+        if getattr(old.build, "__module__", None) == getattr(spec.build, "__module__", None):
+            return old
+        raise ValueError(f"backend '{spec.name}' is already registered (by {old.build.__module__})")
+    register_schema("backend", spec.name, spec.schema, spec.runtime_only)
+    BACKENDS.register(spec.name)(spec)
+    return spec
+
+
+def installed_version(dist: str) -> str:
+    """The installed version of distribution ``dist``, or "unknown"."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return "unknown"

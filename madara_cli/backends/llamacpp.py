@@ -19,14 +19,17 @@ import importlib.metadata
 import math
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
+from omegaconf import DictConfig
 
-from madara_cli.backends.base import OnDone
+from madara_cli.backends.base import Backend, BackendSpec, OnDone, installed_version, register_backend
 from madara_cli.backends.chat import ChatSettings, ControlText, safe_token_ids
 from madara_cli.backends.truncate import fit_messages
+from madara_cli.config.schema import BackendConfig
 from madara_cli.errors import BackendError
 from madara_cli.records import ChatRequest, Completion, Message, ScoreRequest
 
@@ -298,3 +301,44 @@ def _in_system_order(requests: Sequence, run, on_done: OnDone | None = None) -> 
         if on_done is not None:
             on_done(i, out[i])
     return out
+
+
+# --------------------------------------------------------------------------- #
+# The backend record
+# --------------------------------------------------------------------------- #
+
+
+@dataclass
+class LlamaCppConfig(BackendConfig):
+    """``backend=llamacpp``'s settings."""
+
+    n_threads: Optional[int] = None  # None = the physical cores other processes leave free (default_threads)
+    n_ctx: Optional[int] = None  # None = model.max_model_len
+
+
+def _build(cfg: DictConfig) -> Backend:
+    if not cfg.model.gguf:
+        raise BackendError(
+            f"model {cfg.model.name} has no GGUF file for llama.cpp; set model.gguf=/path/to/file.gguf or use backend=vllm"
+        )
+    return LlamaCppBackend(
+        gguf=cfg.model.gguf,
+        n_ctx=cfg.backend.n_ctx or cfg.model.max_model_len,
+        n_threads=cfg.backend.n_threads,
+        seed=cfg.seed,
+        batch_size=cfg.backend.batch_size,
+        chat=ChatSettings.from_model(cfg.model),
+    )
+
+
+def _fingerprint(cfg: DictConfig) -> str:
+    if not cfg.model.gguf:
+        return f"llamacpp:{cfg.model.hf_id}"
+    n_ctx = int(cfg.backend.n_ctx or cfg.model.max_model_len)
+    return engine_fingerprint(file_fingerprint(resolve_gguf(cfg.model.gguf)), n_ctx, installed_version("llama-cpp-python"), ChatSettings.from_model(cfg.model))
+
+
+SPEC = register_backend(BackendSpec(
+    name="llamacpp", schema=LlamaCppConfig, build=_build, fingerprint=_fingerprint,
+    runtime_only=("batch_size", "n_threads"), package="llama-cpp-python",
+))

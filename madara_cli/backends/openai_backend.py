@@ -62,14 +62,15 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any, Optional, Protocol
 
 from omegaconf import DictConfig
 
-from madara_cli.backends import BACKENDS
-from madara_cli.backends.base import Backend, OnDone
+from madara_cli.backends.base import Backend, BackendSpec, OnDone, register_backend
 from madara_cli.backends.chat import ChatSettings, ControlText, hf_control_strings, hf_encode_text, safe_token_ids
 from madara_cli.backends.truncate import fit_messages
+from madara_cli.config.schema import BackendConfig, Tokenizer
 from madara_cli.errors import BackendError
 from madara_cli.records import ChatRequest, Completion, Message, ScoreRequest
 
@@ -522,7 +523,24 @@ def tokenizer_loader(cfg: DictConfig) -> Callable[[], PromptTokenizer]:
     raise BackendError(f"unknown backend.tokenizer '{choice}'; valid: gguf, hf (or null)")
 
 
-@BACKENDS.register("openai")
+@dataclass
+class OpenAIConfig(BackendConfig):
+    """``backend=openai``'s settings."""
+
+    base_url: str = "http://127.0.0.1:8000/v1"
+    served_model_name: Optional[str] = None  # the server's name for the model; None = model.hf_id
+    tokenizer: Optional[Tokenizer] = None  # client-side chat template + token counts: gguf | hf | None (gguf if model.gguf)
+    n_ctx: Optional[int] = None  # None = the server's max_model_len if /models reports it, else model.max_model_len
+    api_key_env: str = "OPENAI_API_KEY"  # name of the env var holding the key
+    max_in_flight: int = 8
+    retries: int = 4
+    timeout_s: float = 120.0
+
+
+def _fingerprint(cfg: DictConfig) -> str:
+    return f"{cfg.backend.name}:{cfg.model.hf_id}"  # known only to the server; cache matches are a lower bound
+
+
 def _openai(cfg: DictConfig) -> Backend:
     b = cfg.backend
     return OpenAIBackend(
@@ -538,3 +556,9 @@ def _openai(cfg: DictConfig) -> Backend:
         batch_size=b.batch_size,
         chat=ChatSettings.from_model(cfg.model),
     )
+
+
+SPEC = register_backend(BackendSpec(
+    name="openai", schema=OpenAIConfig, build=_openai, fingerprint=_fingerprint,
+    runtime_only=("batch_size", "base_url", "api_key_env", "max_in_flight", "retries", "timeout_s"), package="openai",
+))

@@ -40,14 +40,15 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from omegaconf import DictConfig
 
-from madara_cli.backends import BACKENDS
-from madara_cli.backends.base import Backend
+from madara_cli.backends.base import Backend, BackendSpec, installed_version, register_backend
 from madara_cli.backends.chat import ChatSettings, ControlText, hf_control_strings, hf_encode_text, safe_token_ids
 from madara_cli.backends.truncate import fit_messages
+from madara_cli.config.schema import BackendConfig
 from madara_cli.errors import BackendError
 from madara_cli.records import ChatRequest, Completion, Message, ScoreRequest
 
@@ -280,7 +281,21 @@ class VLLMBackend:
         self.tokenizer = None
 
 
-@BACKENDS.register("vllm")
+@dataclass
+class VLLMConfig(BackendConfig):
+    """``backend=vllm``'s settings (the model's dtype, length and revision are model.*)."""
+
+    tensor_parallel_size: int = 1
+    gpu_memory_utilization: float = 0.9
+    enable_prefix_caching: bool = True
+
+
+def _fingerprint(cfg: DictConfig) -> str:
+    return engine_fingerprint(
+        cfg.model.hf_id, cfg.model.revision, cfg.model.dtype, int(cfg.model.max_model_len), installed_version("vllm"), ChatSettings.from_model(cfg.model)
+    )
+
+
 def _vllm(cfg: DictConfig) -> Backend:
     return VLLMBackend(
         hf_id=cfg.model.hf_id,
@@ -294,3 +309,9 @@ def _vllm(cfg: DictConfig) -> Backend:
         batch_size=cfg.backend.batch_size,
         chat=ChatSettings.from_model(cfg.model),
     )
+
+
+SPEC = register_backend(BackendSpec(
+    name="vllm", schema=VLLMConfig, build=_vllm, fingerprint=_fingerprint,
+    runtime_only=("batch_size", "tensor_parallel_size", "gpu_memory_utilization", "enable_prefix_caching"), package="vllm",
+))

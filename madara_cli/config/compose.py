@@ -15,14 +15,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
+from madara_cli.config import plugin_schemas as plugins
 from madara_cli.config.prompt_sets import SHIPPED, PromptSet, load_prompt_set, prompt_set_names
 from madara_cli.config.schema import (
     GROUPS,
     SCHEMA_SUFFIX,
-    STRATEGY_SCHEMAS,
     GridConfig,
     GridKind,
     RootConfig,
@@ -135,40 +135,86 @@ def options(group: str) -> list[str]:
     return sorted({p.stem for d in search_dirs() if (d / group).is_dir() for p in (d / group).glob("*.yaml")})
 
 
-def default_strategy() -> str:
-    """The strategy option the root ``config.yaml``'s defaults list picks."""
+def default_option(group: str) -> str:
+    """The option of ``group`` the root ``config.yaml``'s defaults list picks."""
     root = next(d for d in search_dirs() if (d / "config.yaml").is_file()) / "config.yaml"
     for entry in read_yaml(root).get("defaults", []):
-        if isinstance(entry, DictConfig) and "strategy" in entry:
-            return str(entry["strategy"])
-    raise ConfigError(f"{root}: its defaults list picks no strategy")
+        if isinstance(entry, DictConfig) and group in entry:
+            return str(entry[group])
+    raise ConfigError(f"{root}: its defaults list picks no {group}")
 
 
-def chosen_strategy(overrides: list[str]) -> str:
-    """The strategy option of a cell: its last ``strategy=NAME``, else the default."""
+def default_strategy() -> str:
+    """The strategy option the root ``config.yaml``'s defaults list picks."""
+    return default_option("strategy")
+
+
+def chosen_option(group: str, overrides: list[str]) -> str:
+    """The ``group`` option of a cell: its last ``group=NAME``, else the default."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     chosen = None
     for o in OverridesParser.create().parse_overrides(list(overrides)):
-        if o.key_or_group == "strategy" and not o.is_sweep_override() and not o.package:
+        if o.key_or_group == group and not o.is_sweep_override() and not o.package:
             chosen = str(o.value())
-    return chosen or default_strategy()
+    return chosen or default_option(group)
 
 
-def _option_yaml(option: str) -> DictConfig | None:
-    path = find_config("strategy", option)
+def chosen_strategy(overrides: list[str]) -> str:
+    """The strategy option of a cell: its last ``strategy=NAME``, else the default."""
+    return chosen_option("strategy", overrides)
+
+
+def _option_yaml(option: str, group: str = "strategy") -> DictConfig | None:
+    path = find_config(group, option)
     if path is None:
         return None
     node = read_yaml(path)
     return node if isinstance(node, DictConfig) else None
 
 
-def _schema_default(node: DictConfig) -> str | None:
-    """The ``<name>_schema`` entry of a strategy yaml's defaults list, if it has one."""
+def _schema_default(node: DictConfig, group: str = "strategy") -> str | None:
+    """The ``<name>_schema`` entry of a group yaml's defaults list, if it has one."""
     for entry in node.get("defaults", []):
-        if isinstance(entry, str) and entry.endswith(SCHEMA_SUFFIX) and entry[: -len(SCHEMA_SUFFIX)] in STRATEGY_SCHEMAS:
+        if isinstance(entry, str) and entry.endswith(SCHEMA_SUFFIX) and plugins.schema_for(group, entry[: -len(SCHEMA_SUFFIX)]):
             return entry[: -len(SCHEMA_SUFFIX)]
     return None
+
+
+def option_impl(option: str) -> str:
+    """The implementation strategy option ``option`` runs: its yaml's ``impl``, else the
+    schema its defaults list names, else its ``name`` (the label), else ``option``."""
+    node = _option_yaml(option)
+    if node is None:
+        return option
+    return str(node.get("impl") or _schema_default(node) or node.get("name") or option)
+
+
+def strategy_impl(node: DictConfig) -> str:
+    """The implementation a composed strategy node runs (``impl``, which compose keeps
+    only where it differs from the label ``name``)."""
+    return str(node.get("impl") or node.name)
+
+
+def group_schema(group: str, option: str) -> type | None:
+    """The schema of ``group`` option ``option``: strategies by :func:`option_schema`,
+    backends and retrievers by the ``name`` their yaml sets (None when unregistered)."""
+    if group == "strategy":
+        return option_schema(option)
+    node = _option_yaml(option, group)
+    return plugins.schema_for(group, str(node.get("name", option)) if node is not None else option)
+
+
+def _require_schema(group: str, option: str) -> type:
+    schema = group_schema(group, option)
+    if schema is not None:
+        return schema
+    impl = option_impl(option) if group == "strategy" else str((_option_yaml(option, group) or {}).get("name", option))
+    valid = plugins.registered(group)
+    if not valid:
+        raise ConfigError(f"no {group} is registered (load the plugins first: madara_cli.experiment.plugins.load_plugins())")
+    what = "strategy implementations (impl:)" if group == "strategy" else f"{plural(group)}"
+    raise ConfigError(f"{group} {option}: unknown implementation '{impl}'; registered {what}: {', '.join(valid)}")
 
 
 def option_schema(option: str) -> type[StrategyConfig] | None:
@@ -178,8 +224,7 @@ def option_schema(option: str) -> type[StrategyConfig] | None:
     node = _option_yaml(option)
     if node is None:
         return strategy_schema(option)
-    named = _schema_default(node)
-    return strategy_schema(named if named else str(node.get("name", option)))
+    return strategy_schema(option_impl(option))
 
 
 def option_settings(option: str) -> list[str]:
@@ -202,7 +247,7 @@ def inapplicable_strategy_overrides(overrides: list[str]) -> list[str]:
     schema = option_schema(chosen_strategy(overrides))
     if schema is None:
         return []
-    known = {f for s in STRATEGY_SCHEMAS.values() for f in s.__dataclass_fields__}
+    known = plugins.all_settings("strategy")
     out = []
     for text, o in zip(overrides, OverridesParser.create().parse_overrides(list(overrides))):
         parts = o.key_or_group.split(".")
@@ -269,39 +314,52 @@ def primary_and_searchpath() -> tuple[str, list[str]]:
     return _PRIMARY_COPIES[key], [f"hydra.searchpath=[{paths}]"]
 
 
-def _force_add_strategy_settings(overrides: list[str], option: str) -> list[str]:
-    """A user strategy yaml without a ``<name>_schema`` defaults entry composes as a
-    free node holding only its own keys; its schema is laid over it after
-    composition, so an override of a schema setting the yaml leaves out is passed as
-    ``++strategy.X`` (set or add) instead of failing as an unknown key."""
-    node = _option_yaml(option)
-    if node is None or _schema_default(node) is not None or option_schema(option) is None:
+PLUGGABLE = ("backend", "retriever", "strategy")
+
+
+def _force_add_settings(overrides: list[str], chosen: dict[str, str]) -> list[str]:
+    """A group yaml without a ``<name>_schema`` defaults entry (the shipped backends and
+    retrievers, a user's strategy) composes as a free node holding only its own keys;
+    its schema is laid over it after composition, so an override of a schema setting
+    the yaml leaves out is passed as ``++group.X`` (set or add) instead of failing as
+    an unknown key."""
+    free = []
+    for group, option in chosen.items():
+        node = _option_yaml(option, group)
+        if node is not None and _schema_default(node, group) is None:
+            free.append(group + ".")
+    if not free:
         return overrides
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     out = []
     for text, o in zip(overrides, OverridesParser.create().parse_overrides(list(overrides))):
         plain = not (o.package or o.is_add() or o.is_force_add() or o.is_delete())
-        out.append("++" + text if plain and o.key_or_group.startswith("strategy.") else text)
+        out.append("++" + text if plain and o.key_or_group.startswith(tuple(free)) else text)
     return out
 
 
-def _typed_strategy(cfg: DictConfig, option: str) -> None:
-    """Lay the strategy's schema over a node composed without it (see above)."""
-    if OmegaConf.get_type(cfg.strategy) is not dict:
-        return
-    schema = option_schema(option)
-    if schema is None:
-        return
+def _typed_group(cfg: DictConfig, group: str, option: str) -> str | None:
+    """Lay the group option's schema over a node composed without it (see above); a
+    strategy's ``impl`` is returned (it is no setting of the schema)."""
+    impl = None
+    if group == "strategy" and "impl" in cfg.strategy:
+        impl = cfg.strategy.impl
+        with open_dict(cfg.strategy):
+            del cfg.strategy["impl"]
+    if OmegaConf.get_type(cfg[group]) is not dict:
+        return impl
+    schema = _require_schema(group, option)
     settings = list(schema.__dataclass_fields__)
-    extra = [k for k in cfg.strategy if k not in settings]
+    extra = [k for k in cfg[group] if k not in settings]
     if extra:
-        raise ConfigError(f"strategy {option}: strategy.{extra[0]} does not apply to strategy {cfg.strategy.get('name', option)}; "
-                          f"its settings: {', '.join(settings)}")
+        label = cfg[group].get("name", option)
+        raise ConfigError(f"{group} {option}: {group}.{extra[0]} does not apply to {group} {label}; its settings: {', '.join(settings)}")
     try:
-        cfg.strategy = OmegaConf.merge(OmegaConf.structured(schema), cfg.strategy)
+        cfg[group] = OmegaConf.merge(OmegaConf.structured(schema), cfg[group])
     except OmegaConfBaseException as e:
-        raise ConfigError(f"strategy {option}: strategy.{getattr(e, 'key', '?')}: {_first_lines(e)}") from None
+        raise ConfigError(f"{group} {option}: {group}.{getattr(e, 'key', '?')}: {_first_lines(e)}") from None
+    return impl
 
 
 def compose(overrides: list[str] | None = None) -> DictConfig:
@@ -315,9 +373,11 @@ def compose(overrides: list[str] | None = None) -> DictConfig:
     from madara_cli.config.validate import check_override_types, validate_config
 
     overrides = list(overrides or [])
+    plugins.ensure_loaded()  # the CLI's loader: shipped, installed and --include plugins register their schemas
     validate_overrides(overrides)
-    option = chosen_strategy(overrides)
-    check_override_types(overrides, RootConfig, ConfigError, strategy=(option, option_schema(option)))
+    chosen = {g: chosen_option(g, overrides) for g in PLUGGABLE}
+    schemas = {g: (o, _require_schema(g, o)) for g, o in chosen.items()}  # an unknown implementation: one line, now
+    check_override_types(overrides, RootConfig, ConfigError, groups=schemas)
     _no_sweeps(overrides)
     register_schemas()
     hydra_overrides, prompts = _split_prompts(overrides)
@@ -325,13 +385,19 @@ def compose(overrides: list[str] | None = None) -> DictConfig:
     try:
         primary, extra = primary_and_searchpath()
         with initialize_config_dir(config_dir=primary, version_base="1.3"):
-            cfg = hydra_compose(config_name="config", overrides=[*extra, *_force_add_strategy_settings(hydra_overrides, option)])
-        _typed_strategy(cfg, option)
+            cfg = hydra_compose(config_name="config", overrides=[*extra, *_force_add_settings(hydra_overrides, chosen)])
+        impl = None
+        for group in PLUGGABLE:
+            found = _typed_group(cfg, group, chosen[group])
+            impl = found if group == "strategy" else impl
+        impl = impl or option_impl(chosen["strategy"])  # a yaml naming <impl>_schema runs that implementation
         if prompts is not None:
             cfg.prompts = prompts
         OmegaConf.resolve(cfg)
         cfg.overrides = list(overrides)
         cfg = OmegaConf.create(OmegaConf.to_container(cfg, enum_to_str=True))
+        if impl is not None and str(impl) != str(cfg.strategy.name):  # impl == name: elided, so shipped keys stay put
+            cfg.strategy.impl = str(impl)
         OmegaConf.set_struct(cfg, True)
     except (HydraException, OmegaConfBaseException) as e:
         raise ConfigError(f"bad config: {_first_lines(e)} (keys: {', '.join(RootConfig.__dataclass_fields__)})") from None

@@ -11,6 +11,8 @@ from typing import Any, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
+from madara_cli.config import plugin_schemas
+
 GROUPS = ("model", "backend", "benchmark", "retriever", "strategy")
 
 
@@ -155,20 +157,11 @@ class ModelConfig:
 
 @dataclass
 class BackendConfig:
-    name: str = MISSING  # llamacpp | vllm | openai
+    """What every backend has; each backend module declares a schema extending it with
+    the settings its engine reads, in its ``BackendSpec`` (madara_cli/backends/)."""
+
+    name: str = MISSING  # the registered backend (madara ls backends)
     batch_size: int = 8  # requests handed to the engine at once; committed per completion where it reports each (see Backend.batch_size)
-    n_threads: Optional[int] = None  # llama.cpp: None = the physical cores other processes leave free (backends/llamacpp.py)
-    n_ctx: Optional[int] = None  # llama.cpp, openai: None = model.max_model_len (openai: the server's, if it reports one)
-    tensor_parallel_size: int = 1  # vLLM
-    gpu_memory_utilization: float = 0.9  # vLLM
-    enable_prefix_caching: bool = True  # vLLM
-    base_url: str = "http://127.0.0.1:8000/v1"  # openai
-    served_model_name: Optional[str] = None  # openai: the server's name for the model; None = model.hf_id
-    tokenizer: Optional[Tokenizer] = None  # openai: client-side chat template + token counts: gguf | hf | None (gguf if model.gguf)
-    api_key_env: str = "OPENAI_API_KEY"  # openai: name of the env var holding the key
-    max_in_flight: int = 8  # openai
-    retries: int = 4  # openai
-    timeout_s: float = 120.0  # openai
 
 
 @dataclass
@@ -192,17 +185,11 @@ class BenchmarkConfig:
 
 @dataclass
 class RetrieverConfig:
-    name: str = MISSING  # bm25s | pyserini | dense | rerank
-    k: int = 10
-    k1: float = 0.9  # Lucene/pyserini defaults
-    b: float = 0.4
-    stemmer: Optional[str] = "english"
-    stopwords: Optional[str] = "en"
-    index: Optional[str] = None  # pyserini prebuilt index name, or a local index dir
-    encoder: Optional[str] = None  # dense: sentence-transformers model name or path
-    first_stage: FirstStage = FirstStage.bm25s  # rerank: retriever whose top candidates get reranked
-    candidates: int = 50  # rerank: how many first-stage documents are reranked
-    model: Optional[str] = None  # rerank: model config whose engine reranks (None = the cell's own model)
+    """What every retriever has; each retriever module declares a schema extending it
+    with the settings it reads (madara_cli/data/*_retriever.py)."""
+
+    name: str = MISSING  # the registered retriever
+    k: int = 10  # documents kept per query
 
 
 # --------------------------------------------------------------------------- #
@@ -319,10 +306,16 @@ STRATEGY_SCHEMAS: dict[str, type[StrategyConfig]] = {
 
 SCHEMA_SUFFIX = "_schema"
 
+# The shipped strategies' schemas are the first entries of the plugin registry, so a
+# lookup by implementation finds shipped and plugin strategies alike.
+for _name, _schema in STRATEGY_SCHEMAS.items():
+    plugin_schemas.register_schema("strategy", _name, _schema)
+
 
 def strategy_schema(name: str) -> type[StrategyConfig] | None:
-    """The schema of strategy ``name`` (None for a strategy madara does not ship)."""
-    return STRATEGY_SCHEMAS.get(name)
+    """The schema of strategy implementation ``name`` (the shipped ones, and those that
+    plugins registered in :mod:`madara_cli.config.plugin_schemas`); None for an unknown one."""
+    return STRATEGY_SCHEMAS.get(name) or plugin_schemas.schema_for("strategy", name)
 
 
 def strategy_settings(name: str) -> list[str]:
@@ -381,10 +374,10 @@ class LoggerConfig:
 @dataclass
 class RootConfig:
     model: ModelConfig = MISSING
-    backend: BackendConfig = MISSING
+    backend: Any = MISSING  # the chosen backend's own schema (config/plugin_schemas.py), laid over its yaml at compose
     benchmark: BenchmarkConfig = MISSING
-    retriever: RetrieverConfig = MISSING
-    strategy: Any = MISSING  # one of STRATEGY_SCHEMAS, chosen by the strategy option's defaults list
+    retriever: Any = MISSING  # the chosen retriever's own schema, likewise
+    strategy: Any = MISSING  # the chosen strategy's schema (its impl's), from its defaults list or laid over at compose
     generation: GenerationConfig = field(default_factory=GenerationConfig)
     rsc: RSCConfig = field(default_factory=RSCConfig)
     router: RouterConfig = field(default_factory=RouterConfig)
@@ -416,3 +409,7 @@ def register_schemas() -> None:
     cs.store(group="grid", name="schema", node=GridConfig)
     for name, schema in STRATEGY_SCHEMAS.items():
         cs.store(group="strategy", name=name + SCHEMA_SUFFIX, node=schema)
+    for group, entries in plugin_schemas._SCHEMAS.items():  # plugins' schemas, for a yaml that names <name>_schema
+        for name, entry in entries.items():
+            if not (group == "strategy" and name in STRATEGY_SCHEMAS):
+                cs.store(group=group, name=name + SCHEMA_SUFFIX, node=entry.schema)

@@ -149,17 +149,18 @@ def validate_config(cfg: DictConfig, error: type[Exception]) -> None:
 # --------------------------------------------------------------------------- #
 
 
-def _schema_field(root: type, dotted: str, strategy: type | None = None) -> tuple[str, Any] | None:
+def _schema_field(root: type, dotted: str, groups: dict[str, type | None] | None = None) -> tuple[str, Any] | None:
     """(status, type) of ``dotted`` in the dataclass schema: ("ok", type), or
     ("unknown", parent class) when the last part is not a field, or None when the
-    key is outside the schema (a group's free-form node). ``strategy.X`` keys are
-    read in ``strategy``, the chosen strategy's schema."""
+    key is outside the schema (a group's free-form node). ``group.X`` keys of the
+    pluggable groups (``groups``: strategy, backend, retriever) are read in the chosen
+    option's own schema."""
     cls = root
     parts = dotted.split(".")
-    if parts[0] == "strategy" and len(parts) > 1:
-        if strategy is None:
+    if groups is not None and parts[0] in groups and len(parts) > 1:
+        if groups[parts[0]] is None:
             return None
-        cls, parts = strategy, parts[1:]
+        cls, parts = groups[parts[0]], parts[1:]
     for i, part in enumerate(parts):
         hints = typing.get_type_hints(cls)
         if part not in hints:
@@ -210,39 +211,46 @@ def _type_ok(t: Any, v: Any) -> tuple[bool, str]:
     return True, ""
 
 
-def not_applicable(key: str, option: str, settings: list[str]) -> str:
-    """The one line for a strategy setting the chosen strategy does not read."""
-    return f"{key} does not apply to strategy {option}; its settings: {', '.join(settings)}"
+def not_applicable(key: str, option: str, settings: list[str], group: str = "strategy") -> str:
+    """The one line for a setting the chosen strategy (backend, retriever) does not read."""
+    return f"{key} does not apply to {group} {option}; its settings: {', '.join(settings)}"
 
 
 def check_override_types(
-    overrides: list[str], root: type, error: type[Exception], strategy: tuple[str, type] | None = None
+    overrides: list[str], root: type, error: type[Exception], strategy: tuple[str, type] | None = None,
+    groups: dict[str, tuple[str, type | None]] | None = None,
 ) -> None:
     """Check every plain ``key=value`` override against the schema's type; unknown
-    keys name the valid ones of their node. ``strategy`` is (option, schema) of the
-    chosen strategy: a ``strategy.X`` that another strategy has but this one lacks
-    names this one's settings."""
+    keys name the valid ones of their node. ``groups`` maps each pluggable group
+    (strategy, backend, retriever) to (option, schema) of the chosen option
+    (``strategy`` alone: the strategy's): a ``group.X`` that another option of the
+    group has but this one lacks names this one's settings."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from madara_cli.config.schema import STRATEGY_SCHEMAS
+    from madara_cli.config.plugin_schemas import all_settings
 
-    option, schema = strategy if strategy else (None, None)
-    groups = {"model", "backend", "benchmark", "retriever", "strategy", "grid", "logger"}
+    chosen = dict(groups or {})
+    if strategy is not None:
+        chosen["strategy"] = strategy
+    schemas = {g: s for g, (_, s) in chosen.items()}
+    group_names = {"model", "backend", "benchmark", "retriever", "strategy", "grid", "logger"}
     for o in OverridesParser.create().parse_overrides(overrides):
         key = o.key_or_group
-        if o.package or key in groups or key.split(".")[0] == "hydra" or o.is_sweep_override() or o.is_delete() or o.is_force_add():
+        if o.package or key in group_names or key.split(".")[0] == "hydra" or o.is_sweep_override() or o.is_delete() or o.is_force_add():
             continue
-        if o.is_add() and not key.startswith("strategy."):
+        head = key.split(".")[0]
+        if o.is_add() and head not in chosen:
             continue
-        found = _schema_field(root, key, schema)
+        found = _schema_field(root, key, schemas)
         if found is None:
             continue
         status, t = found
         if status == "unknown":
             valid = [f.name for f in dataclasses.fields(t)]
-            setting = key.split(".", 2)[1] if key.startswith("strategy.") else None
-            if setting and key.count(".") == 1 and any(setting in s.__dataclass_fields__ for s in STRATEGY_SCHEMAS.values()):
-                raise error(not_applicable(key, str(option), valid))
+            if head in chosen and key.count(".") == 1:
+                # A setting another option of the group reads: name this option's own.
+                if key.split(".", 1)[1] in all_settings(head) or head != "strategy":
+                    raise error(not_applicable(key, str(chosen[head][0]), valid, head))
             parent = key.rsplit(".", 1)[0] + " " if "." in key else ""
             raise error(f"bad config: unknown key '{key}'; valid {parent}keys: {', '.join(valid)}")
         if o.is_add():  # +strategy.X on a setting the schema has: Hydra names the clash

@@ -14,7 +14,8 @@ order. Which documents an example ranks depends on what the benchmark ships:
   best corpus documents as distractors up to k when a corpus is given, ordered by
   the same retriever over the union.
 
-Retrievers (``configs/retriever/``), each registered in :data:`RETRIEVERS`:
+Retrievers (``configs/retriever/``), one module each (``data/<name>_retriever.py``),
+each registering its record in :data:`~madara_cli.data.retrievers.RETRIEVERS`:
 
 * ``bm25s`` (default): Lucene-style BM25 (k1=0.9, b=0.4 as pyserini) with the same
   tokenisation, stop words and Snowball stemmer at index and query time; a corpus is
@@ -33,344 +34,44 @@ Retrievers (``configs/retriever/``), each registered in :data:`RETRIEVERS`:
 
 from __future__ import annotations
 
-import json
 import logging
-import math
-import os
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from madara_cli.config.plugin_schemas import key_view
 from madara_cli.data import snapshots
-from madara_cli.data.saved_index import (
-    INDEX_META,
-    BM25sIndex,
-    DenseIndex,
-    check_index,
-    corpus_sha256,
-    ensure_index,
-    index_settings,
-    iter_corpus,
-    load_encoder,
-    parse_corpus_row,
-    read_meta,
+from madara_cli.data.bm25s_retriever import BM25Index, BM25sRetriever  # noqa: F401
+from madara_cli.data.dense_retriever import DenseRetriever  # noqa: F401
+from madara_cli.data.pyserini_retriever import PyseriniRetriever, pyserini_searcher  # noqa: F401
+from madara_cli.data.rerank_retriever import (  # noqa: F401 - the names callers import from here
+    QWEN3_PREFIX,
+    GenerativeReranker,
+    _template_closes_thinking,
+    relevance,
+    rerank_request,
+    reranker_name,
 )
+from madara_cli.data.retrievers import (  # noqa: F401 - the names callers import from here
+    RETRIEVERS,
+    Ranked,
+    RetrievalContext,
+    Retriever,
+    RetrieverSpec,
+    corpus_index_dir,
+    load_builtin,
+    register_retriever,
+    retriever_factory,
+)
+from madara_cli.data.saved_index import INDEX_META, corpus_sha256, iter_corpus, read_meta
 from madara_cli.data.sources import source_fingerprint
 from madara_cli.errors import DataError
-from madara_cli.records import Doc, Example, ScoreRequest, messages
-from madara_cli.registry import Registry
+from madara_cli.records import Doc, Example
 
 log = logging.getLogger("madara.retrieval")
-
-Ranked = list[tuple[Doc, float]]
-
-
-class Retriever(Protocol):
-    def rank_pools(self, queries: Sequence[str], pools: Sequence[Sequence[Doc]]) -> list[Ranked]:
-        """Every document of each pool, best first, with its score."""
-        ...
-
-    def search(self, queries: Sequence[str], k: int) -> list[Ranked]:
-        """The top ``k`` corpus documents of each query, best first."""
-        ...
-
-
-@dataclass
-class RetrievalContext:
-    cfg: DictConfig  # the whole composed config
-    llm: Any | None  # CachedLLM for the reranker
-    indexes_dir: Path  # where corpus indexes are built and found
-    corpus_path: Path | None  # benchmark.corpus
-    corpus_sha: str | None
-    built: list[Path] = field(default_factory=list)  # indexes this retrieval had to build
-
-    @property
-    def retriever(self) -> DictConfig:
-        return self.cfg.retriever
-
-    @property
-    def has_corpus(self) -> bool:
-        return bool(self.corpus_path or self.retriever.get("index"))
-
-
-RetrieverFactory = Callable[[DictConfig, RetrievalContext], Retriever]
-RETRIEVERS: Registry[RetrieverFactory] = Registry("retriever")
-
-
-def _no_corpus(ctx: RetrievalContext) -> DataError:
-    b = ctx.cfg.benchmark.name
-    return DataError(
-        f"benchmark {b} ships no documents and no corpus is set: pass benchmark.corpus=FILE (JSONL id/title/text), "
-        "retriever.index=DIR (madara index build), or retriever=pyserini"
-    )
-
-
-# ---------------------------------------------------------------------------
-# bm25s
-
-
-class BM25Index:
-    """An in-memory bm25s index over ``docs``; ``search`` returns indices into ``docs``."""
-
-    def __init__(self, docs: Sequence[Doc], k1: float = 0.9, b: float = 0.4, stemmer: str | None = "english", stopwords: str | None = "en", show_progress: bool = False):
-        import bm25s
-
-        self._bm25s = bm25s
-        self.docs = list(docs)
-        self._stemmer = None
-        if stemmer:
-            import Stemmer
-
-            self._stemmer = Stemmer.Stemmer(stemmer)
-        self._stopwords = stopwords or []
-        self.model = bm25s.BM25(k1=k1, b=b, method="lucene", idf_method="lucene")
-        tokens = bm25s.tokenize([d.render() for d in self.docs], stopwords=self._stopwords, stemmer=self._stemmer, show_progress=show_progress)
-        self.model.index(tokens, show_progress=show_progress)
-
-    def search(self, queries: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
-        k = min(k, len(self.docs))
-        q = self._bm25s.tokenize(list(queries), stopwords=self._stopwords, stemmer=self._stemmer, show_progress=False)
-        # A query whose every token is unknown to the index scores every document 0;
-        # bm25s then returns a fixed order, which is what a tie among zeros means.
-        ids, scores = self.model.retrieve(q, k=k, show_progress=False, n_threads=1)
-        return ids, scores
-
-
-class BM25sRetriever:
-    def __init__(self, rcfg: DictConfig, ctx: RetrievalContext):
-        self.rcfg, self.ctx = rcfg, ctx
-        self._index: BM25sIndex | None = None
-
-    def rank_pools(self, queries: Sequence[str], pools: Sequence[Sequence[Doc]]) -> list[Ranked]:
-        out = []
-        for q, pool in zip(queries, pools, strict=False):
-            if len(pool) <= 1:
-                out.append([(d, 0.0) for d in pool])
-                continue
-            index = BM25Index(pool, k1=self.rcfg.k1, b=self.rcfg.b, stemmer=self.rcfg.stemmer, stopwords=self.rcfg.stopwords)
-            ids, scores = index.search([q], len(pool))
-            out.append([(pool[i], float(s)) for i, s in zip(ids[0], scores[0], strict=False)])
-        return out
-
-    def search(self, queries: Sequence[str], k: int) -> list[Ranked]:
-        if self._index is None:
-            self._index = BM25sIndex(corpus_index_dir(self.rcfg, self.ctx), index_settings(self.rcfg))
-        return self._index.search(queries, k)
-
-
-def corpus_index_dir(rcfg: DictConfig, ctx: RetrievalContext) -> Path:
-    """``retriever.index`` (checked against the settings and benchmark.corpus), else
-    the index of ``benchmark.corpus`` under ``<results_dir>/indexes``, built once."""
-    settings = index_settings(rcfg)
-    if rcfg.get("index"):
-        d = Path(rcfg.index).expanduser()
-        check_index(d, settings, ctx.corpus_sha)
-        return d
-    if ctx.corpus_path is None:
-        raise _no_corpus(ctx)
-    path, built = ensure_index(ctx.corpus_path, ctx.indexes_dir, rcfg, progress=False)
-    if built:
-        ctx.built.append(path)
-    return path
-
-
-@RETRIEVERS.register("bm25s")
-def _bm25s(rcfg: DictConfig, ctx: RetrievalContext) -> Retriever:
-    return BM25sRetriever(rcfg, ctx)
-
-
-# ---------------------------------------------------------------------------
-# pyserini (optional extra)
-
-
-def pyserini_searcher(index: str, k1: float, b: float):
-    """A LuceneSearcher over a prebuilt index name (``wikipedia-dpr-100w``), a madara
-    ``lucene`` index (``madara index build --engine pyserini``) or a Lucene folder, with
-    BM25(k1, b). Missing extra or Java: one-line DataError (see :mod:`.lucene`)."""
-    from madara_cli.data import lucene
-
-    LuceneSearcher = lucene.start()
-    folder = lucene.lucene_dir(index)
-    try:
-        searcher = LuceneSearcher(str(folder)) if folder else LuceneSearcher.from_prebuilt_index(index)
-    except Exception as e:  # noqa: BLE001 - a download failure or a bad name
-        raise DataError(f"cannot open pyserini index '{index}': {' '.join(str(e).split())[:200]}") from None
-    if searcher is None:
-        raise DataError(f"cannot open pyserini index '{index}' (unknown prebuilt index, or its download failed)")
-    searcher.set_bm25(k1, b)
-    return searcher
-
-
-class PyseriniRetriever:
-    def __init__(self, rcfg: DictConfig, ctx: RetrievalContext):
-        self.rcfg, self.ctx = rcfg, ctx
-        self._searcher = None
-        self._pools = BM25sRetriever(rcfg, ctx)  # the same Lucene BM25 formula, in process
-
-    def rank_pools(self, queries: Sequence[str], pools: Sequence[Sequence[Doc]]) -> list[Ranked]:
-        return self._pools.rank_pools(queries, pools)
-
-    def _index(self) -> str:
-        from madara_cli.data.lucene import lucene_dir
-
-        index = self.rcfg.get("index")
-        if self.ctx.corpus_path is not None:  # benchmark.corpus: its Lucene index, built once
-            if index and lucene_dir(str(index)) is None:
-                raise DataError("retriever=pyserini searches retriever.index, not benchmark.corpus; unset one of them (or use retriever=bm25s)")
-            return str(corpus_index_dir(self.rcfg, self.ctx))
-        if not index:
-            raise DataError("retriever=pyserini needs retriever.index (a prebuilt index such as wikipedia-dpr-100w, or a Lucene folder)")
-        if (Path(str(index)).expanduser() / INDEX_META).is_file():
-            check_index(Path(str(index)).expanduser(), index_settings(self.rcfg))
-        return str(index)
-
-    def search(self, queries: Sequence[str], k: int) -> list[Ranked]:
-        if self._searcher is None:
-            self._searcher = pyserini_searcher(self._index(), float(self.rcfg.k1), float(self.rcfg.b))
-        qids = [str(i) for i in range(len(queries))]
-        hits = self._searcher.batch_search(list(queries), qids, k=k, threads=min(4, os.cpu_count() or 1))
-        out = []
-        for qid in qids:
-            ranked = []
-            for h in hits.get(qid, []):
-                raw = self._searcher.doc(h.docid).raw()
-                try:
-                    doc = parse_corpus_row(json.loads(raw), 0)
-                    doc = replace(doc, id=str(h.docid))
-                except ValueError:
-                    doc = Doc(id=str(h.docid), text=raw)
-                ranked.append((doc, float(h.score)))
-            out.append(ranked)
-        return out
-
-
-@RETRIEVERS.register("pyserini")
-def _pyserini(rcfg: DictConfig, ctx: RetrievalContext) -> Retriever:
-    return PyseriniRetriever(rcfg, ctx)
-
-
-# ---------------------------------------------------------------------------
-# dense (optional extra)
-
-
-class DenseRetriever:
-    def __init__(self, rcfg: DictConfig, ctx: RetrievalContext):
-        self.rcfg, self.ctx = rcfg, ctx
-        self.encoder = load_encoder(rcfg.encoder)
-        self._index: DenseIndex | None = None
-
-    def rank_pools(self, queries: Sequence[str], pools: Sequence[Sequence[Doc]]) -> list[Ranked]:
-        flat = [d for pool in pools for d in pool]
-        q = self.encoder.encode(list(queries), batch_size=64, convert_to_numpy=True)
-        e = self.encoder.encode([d.render() for d in flat], batch_size=64, convert_to_numpy=True) if flat else np.zeros((0, q.shape[1]))
-        out, start = [], 0
-        for qi, pool in enumerate(pools):
-            sims = e[start : start + len(pool)] @ q[qi]
-            start += len(pool)
-            order = np.argsort(-sims, kind="stable")
-            out.append([(pool[i], float(sims[i])) for i in order])
-        return out
-
-    def search(self, queries: Sequence[str], k: int) -> list[Ranked]:
-        if self._index is None:
-            self._index = DenseIndex(corpus_index_dir(self.rcfg, self.ctx), index_settings(self.rcfg))
-        return self._index.search(queries, k)
-
-
-@RETRIEVERS.register("dense")
-def _dense(rcfg: DictConfig, ctx: RetrievalContext) -> Retriever:
-    return DenseRetriever(rcfg, ctx)
-
-
-# ---------------------------------------------------------------------------
-# Generative reranker
-
-# Its wording is the prompt set's rerank_system / rerank_user (Qwen3-Reranker's own
-# format in the shipped set), fields question and document.
-# Qwen3 models answer after an empty think block when thinking is off; Qwen3-Reranker
-# was trained to judge right after it.
-QWEN3_PREFIX = "<think>\n\n</think>\n\n"
-
-
-def rerank_request(query: str, doc: Doc, prefix: str = "", prompts: Any = None) -> ScoreRequest:
-    """Fields ``question`` (the query) and ``document``, rendered with ``prompts`` (a
-    :class:`~madara_cli.config.prompt_sets.PromptSet`; the shipped set by default)."""
-    from madara_cli.config.compose import shipped_prompt_set
-
-    ps = shipped_prompt_set() if prompts is None else prompts
-    fields = {"question": query, "document": doc.render()}
-    return ScoreRequest(messages=messages(ps.render("rerank_system", **fields), ps.render("rerank_user", **fields)), candidates=("yes", "no"), prefix=prefix)
-
-
-def relevance(logprobs: dict[str, float] | None) -> float:
-    """P(yes) / (P(yes) + P(no)); 0 when the engine gave neither any mass."""
-    if not logprobs:
-        return 0.0
-    y, n = logprobs.get("yes", -math.inf), logprobs.get("no", -math.inf)
-    if math.isinf(y) and y < 0:
-        return 0.0
-    if math.isinf(n) and n < 0:
-        return 1.0
-    return 1.0 / (1.0 + math.exp(n - y))
-
-
-def _template_closes_thinking(llm) -> bool:
-    """Whether the engine renders Qwen3 with ``enable_thinking: false`` (the model's
-    chat settings), whose generation prompt already ends with the empty think block."""
-    settings = getattr(getattr(llm, "backend", None), "chat_settings", None)
-    return bool(settings and settings.template_kwargs.get("enable_thinking") is False)
-
-
-def reranker_name(cfg: DictConfig) -> str:
-    return str(cfg.retriever.get("model") or cfg.model.name)
-
-
-class GenerativeReranker:
-    def __init__(self, rcfg: DictConfig, ctx: RetrievalContext):
-        if rcfg.first_stage == "rerank":
-            raise DataError("retriever.first_stage cannot be rerank")
-        if ctx.llm is None:
-            raise DataError(
-                f"retriever=rerank scores documents with an LLM ({reranker_name(ctx.cfg)}), but none was passed to retrieve(); "
-                "run it through 'madara run' so the runner provides the engine"
-            )
-        self.rcfg, self.ctx = rcfg, ctx
-        self.first = RETRIEVERS.get(str(rcfg.first_stage))(rcfg, ctx)
-        self.llm = ctx.llm
-        self.prefix = QWEN3_PREFIX if reranker_name(ctx.cfg).lower().startswith("qwen3") and not _template_closes_thinking(self.llm) else ""
-
-    def _rerank(self, queries: Sequence[str], candidates: Sequence[Ranked]) -> list[Ranked]:
-        from madara_cli.config.compose import prompts_of
-
-        prompts = prompts_of(self.ctx.cfg)
-        reqs = [rerank_request(q, d, self.prefix, prompts) for q, cands in zip(queries, candidates, strict=False) for d, _ in cands]
-        comps = self.llm.logprobs("rerank", reqs) if reqs else []
-        out, i = [], 0
-        for cands in candidates:
-            scored = [(d, relevance(comps[i + j].logprobs), j) for j, (d, _) in enumerate(cands)]
-            i += len(cands)
-            scored.sort(key=lambda t: (-t[1], t[2]))  # ties keep the first stage's order
-            out.append([(d, s) for d, s, _ in scored])
-        return out
-
-    def rank_pools(self, queries: Sequence[str], pools: Sequence[Sequence[Doc]]) -> list[Ranked]:
-        c = int(self.rcfg.candidates)
-        first = self.first.rank_pools(queries, pools)
-        top = self._rerank(queries, [r[:c] for r in first])
-        return [t + [(d, -1.0) for d, _ in r[c:]] for t, r in zip(top, first, strict=False)]
-
-    def search(self, queries: Sequence[str], k: int) -> list[Ranked]:
-        first = self.first.search(queries, max(int(self.rcfg.candidates), k))
-        return [r[:k] for r in self._rerank(queries, first)]
-
-
-@RETRIEVERS.register("rerank")
-def _rerank(rcfg: DictConfig, ctx: RetrievalContext) -> Retriever:
-    return GenerativeReranker(rcfg, ctx)
 
 
 # ---------------------------------------------------------------------------
@@ -488,7 +189,7 @@ def retrieve(examples: Sequence[Example], cfg: DictConfig, llm: Any | None = Non
     key = snapshots.snapshot_key(
         benchmark=OmegaConf.to_container(cfg.benchmark, resolve=True),  # type: ignore[arg-type]
         source=source_fingerprint(cfg.benchmark),
-        retriever=OmegaConf.to_container(rcfg, resolve=True),  # type: ignore[arg-type]
+        retriever=key_view("retriever", OmegaConf.to_container(rcfg, resolve=True)),  # type: ignore[arg-type]  # old flat defaults under: keys stay put
         corpus=_corpus_identity(cfg, ctx),
         reranker=reranker,
     )
@@ -503,10 +204,7 @@ def retrieve(examples: Sequence[Example], cfg: DictConfig, llm: Any | None = Non
         else:
             todo.setdefault(ex.id, ex)
     if todo:
-        try:
-            factory = RETRIEVERS.get(str(rcfg.name))
-        except KeyError as e:
-            raise DataError(str(e.args[0])) from None
+        factory = retriever_factory(str(rcfg.name))
         info: dict[str, Any] = {}
         if reranker and llm is not None:
             # One snapshot, one reranking engine: extending it with other weights than
@@ -534,3 +232,4 @@ def load_corpus(path: str) -> list[Doc]:
     """A whole JSONL corpus in memory: ``id`` plus ``title``/``text``, or FlashRAG's
     ``contents`` (first line = quoted title, rest = text)."""
     return list(iter_corpus(path))
+

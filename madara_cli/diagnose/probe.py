@@ -79,7 +79,6 @@ from madara_cli.agents.scoring import (
 from madara_cli.backends.cache import CachedLLM
 from madara_cli.config import to_plain
 from madara_cli.config.compose import prompts_of
-from madara_cli.config.keys import RUNTIME_ONLY
 from madara_cli.config.prompt_sets import PromptSet
 from madara_cli.config.schema import Rescore, keyed
 from madara_cli.diagnose import perturb, router, rsc
@@ -133,12 +132,14 @@ class ProbeSpec:
     @classmethod
     def from_cfg(cls, cfg: DictConfig, n: int | None = None) -> "ProbeSpec":
         from madara_cli.agents.digest import prompt_digest
+        from madara_cli.config.plugin_schemas import key_view
         from madara_cli.metrics import METRIC_VERSION
 
         plain = to_plain(cfg)
         semantic = {k: plain[k] for k in _PROBE_KEYS}
         semantic["rsc"] = rsc_key(cfg)
-        semantic["backend"] = {k: v for k, v in semantic["backend"].items() if k not in RUNTIME_ONLY["backend"]}
+        semantic["backend"] = key_view("backend", semantic["backend"])  # runtime-only out, old flat defaults under
+        semantic["retriever"] = key_view("retriever", semantic["retriever"])
         # The calibration split is the first n of the seeded order whatever the
         # evaluated sample, so n (in the key) is all that matters of the split sizes.
         semantic["benchmark"] = keyed("benchmark", {k: v for k, v in semantic["benchmark"].items() if k not in ("calibration", "sample")})

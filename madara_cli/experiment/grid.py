@@ -27,16 +27,21 @@ from madara_cli.config import (
     option_settings,
     to_plain,
 )
-from madara_cli.config.keys import RUNTIME_ONLY
+from madara_cli.config.compose import strategy_impl
+from madara_cli.config.plugin_schemas import key_view, unkeyed
 from madara_cli.config.schema import keyed
 from madara_cli.config.validate import not_applicable
 from madara_cli.errors import ConfigError
+from madara_cli.experiment.plugins import load_plugins
 from madara_cli.records import Cell
 
 # Root groups whose settings can change a cell's numbers.
 _SEMANTIC_GROUPS = ("model", "backend", "benchmark", "retriever", "strategy", "generation")
-# Settings inside those groups that only change speed or placement: RUNTIME_ONLY (config.keys).
-
+# Settings inside those groups that only change speed or placement are the runtime-only
+# ones each backend's record declares (config.plugin_schemas.runtime_only); they are left out.
+# Backend and retriever nodes are laid over the flat settings they carried before each
+# had a schema of its own (config.plugin_schemas.key_view), so their keys stay put.
+_KEY_VIEW_GROUPS = ("backend", "retriever")
 # Before each strategy had its own schema, every strategy node carried every setting
 # at these defaults, and cells were hashed so. A node is laid over them, so cells
 # finished then keep their keys; being constants, they cannot move a strategy's key
@@ -59,8 +64,8 @@ def semantic_config(cfg: DictConfig) -> dict:
     plain = to_plain(cfg)
     out: dict = {}
     for group in _SEMANTIC_GROUPS:
-        skip = RUNTIME_ONLY.get(group, ())
-        out[group] = keyed(group, {k: v for k, v in plain[group].items() if k not in skip})
+        values = key_view(group, plain[group]) if group in _KEY_VIEW_GROUPS else plain[group]
+        out[group] = keyed(group, values)
     out["strategy"] = {**_FLAT_STRATEGY_DEFAULTS, **out["strategy"]}
     # Chat settings joined the model schema later: at their defaults they change nothing,
     # so they stay out and cells finished before keep their keys.
@@ -68,7 +73,7 @@ def semantic_config(cfg: DictConfig) -> dict:
         if out["model"].get(name, default) == default:
             out["model"].pop(name, None)
     out["limit"], out["seed"] = plain.get("limit"), plain.get("seed")
-    if cfg.strategy.name == "madara":
+    if strategy_impl(cfg.strategy) == "madara":
         from madara_cli.config.schema import RouterConfig
         from madara_cli.diagnose.probe import rsc_key
 
@@ -76,7 +81,7 @@ def semantic_config(cfg: DictConfig) -> dict:
         if plain.get("router") and plain["router"] != to_plain(OmegaConf.structured(RouterConfig)):
             out["router"] = plain["router"]  # the paper's policy at its thresholds keeps every earlier key
     out["metric_version"] = METRIC_VERSION
-    out["prompts"] = prompt_digests(str(cfg.strategy.name), str(cfg.retriever.name), prompts_of(cfg))
+    out["prompts"] = prompt_digests(strategy_impl(cfg.strategy), str(cfg.retriever.name), prompts_of(cfg))
     if out["strategy"].get("selection") == "random" and out["strategy"].get("vote") == "uniform":
         # PDE-Random asks no agent: how the Conflict Detector would be asked cannot
         # change it, so neither may move its key.
@@ -94,9 +99,9 @@ def key_settings(cfg: DictConfig, prompts: bool = True) -> dict:
     which templates ran, only the record written at run time can)."""
     plain = to_plain(cfg)
     sem = semantic_config(cfg) if prompts else None
-    nested: dict = {g: {k: v for k, v in plain[g].items() if k not in RUNTIME_ONLY.get(g, ())} for g in _SEMANTIC_GROUPS}
+    nested: dict = {g: {k: v for k, v in plain[g].items() if k not in unkeyed(g, str(plain[g].get("name")))} for g in _SEMANTIC_GROUPS}
     nested["limit"], nested["seed"] = plain.get("limit"), plain.get("seed")
-    if cfg.strategy.name == "madara":
+    if strategy_impl(cfg.strategy) == "madara":
         nested["rsc"] = plain.get("rsc")
     if sem is not None:
         nested["metric_version"] = sem["metric_version"]
@@ -199,6 +204,7 @@ def _split_sweeps(overrides: list[str]) -> tuple[list[str], list[tuple[str, list
 
 def expand(grid_name: str, extra: list[str] | None = None, axes: dict[str, list[str]] | None = None) -> list[DictConfig]:
     """Composed configs of every cell; ``axes`` replaces whole axes (e.g. the models)."""
+    load_plugins()
     grid = load_grid(grid_name)
     if axes:
         grid.axes = {**grid.axes, **axes}
@@ -213,6 +219,7 @@ def has_sweep(overrides: list[str]) -> bool:
 def expand_sweep(overrides: list[str]) -> list[DictConfig]:
     """``madara run -m key=a,b ...``: the cross product of the sweeps as an ad-hoc grid
     (``results/<grid_name>/``, ``adhoc`` unless ``grid_name=`` says otherwise)."""
+    load_plugins()
     fixed, _ = _split_sweeps(list(overrides))
     name = next((o.split("=", 1)[1] for o in fixed if o.startswith("grid_name=")), "adhoc")
     return [compose(o) for o in grid_overrides(GridConfig(name=name), list(overrides))]

@@ -24,6 +24,7 @@ from pathlib import Path
 from madara_cli.config import load_grid, register_schemas
 from madara_cli.config.compose import primary_and_searchpath
 from madara_cli.errors import ConfigError
+from madara_cli.experiment.plugins import load_plugins
 
 LAUNCHERS = {
     "basic": None,
@@ -69,6 +70,7 @@ def _task(cfg) -> None:
         # A killed worker skips this, and loses nothing: the cache commits every chunk.
         atexit.register(_POOL.close)
     cells = json.loads(Path(str(cfg.madara_cells)).read_text(encoding="utf-8"))
+    load_plugins()  # this worker's own process: the shipped, installed and --include ($MADARA_INCLUDE) plugins
     run_cell(compose(cells[int(cfg.madara_cell)]), _POOL)
 
 

@@ -38,6 +38,7 @@ from typing import Sequence
 from omegaconf import DictConfig, OmegaConf
 
 from madara_cli.backends.cache import CachedLLM, ResponseCache
+from madara_cli.config.compose import strategy_impl
 from madara_cli.experiment.grid import cell_from_cfg
 from madara_cli.records import Cell, ChatRequest, Completion, ScoreRequest, request_key
 from madara_cli.results.record_files import read_cell
@@ -132,29 +133,10 @@ class Plan:
 
 def _fingerprint(cfg: DictConfig) -> str:
     """The fingerprint the real engine would use, without loading it (so ``cached``
-    counts what the real response cache holds)."""
-    from importlib.metadata import PackageNotFoundError, version
+    counts what the real response cache holds): the backend record's own."""
+    from madara_cli.backends import backend_fingerprint
 
-    def installed(dist: str) -> str:
-        try:
-            return version(dist)
-        except PackageNotFoundError:
-            return "unknown"
-
-    from madara_cli.backends.chat import ChatSettings
-
-    if cfg.backend.name == "llamacpp" and cfg.model.gguf:
-        from madara_cli.backends.llamacpp import engine_fingerprint, file_fingerprint, resolve_gguf
-
-        n_ctx = int(cfg.backend.n_ctx or cfg.model.max_model_len)
-        return engine_fingerprint(file_fingerprint(resolve_gguf(cfg.model.gguf)), n_ctx, installed("llama-cpp-python"), ChatSettings.from_model(cfg.model))
-    if cfg.backend.name == "vllm":
-        from madara_cli.backends.vllm_backend import engine_fingerprint
-
-        return engine_fingerprint(
-            cfg.model.hf_id, cfg.model.revision, cfg.model.dtype, int(cfg.model.max_model_len), installed("vllm"), ChatSettings.from_model(cfg.model)
-        )
-    return f"{cfg.backend.name}:{cfg.model.hf_id}"  # openai: known only to the server; cache matches are a lower bound
+    return backend_fingerprint(cfg)
 
 
 def plan_grid(grid_name: str, cfgs: list[DictConfig]) -> Plan:
@@ -238,10 +220,10 @@ def plan_grid(grid_name: str, cfgs: list[DictConfig]) -> Plan:
             start = len(rec.seen)
             with llm.fresh_accounting() as acct:
                 try:
-                    if cfg.strategy.name == ROUTED:
+                    if strategy_impl(cfg.strategy) == ROUTED:
                         strategy = Treatment.prepare(walk_cfg, None, calibration_memo.get(retr_key)).run
                     else:
-                        strategy = STRATEGIES.get(cfg.strategy.name)
+                        strategy = STRATEGIES.get(strategy_impl(cfg.strategy))
                     strategy(StrategyContext(llm=llm, cfg=walk_cfg), examples)
                 except DataError:
                     if retr_key not in estimated:

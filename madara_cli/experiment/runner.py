@@ -24,6 +24,7 @@ from typing import Any, Callable
 from omegaconf import DictConfig, OmegaConf
 
 from madara_cli import metrics as M
+from madara_cli.config.compose import strategy_impl
 from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.examples import load_cell, retrieve_for, sized_to_data
 from madara_cli.experiment.grid import cell_from_cfg, key_settings
@@ -130,8 +131,8 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
         track_cell(cfg, done)  # a cell finished before tracking was on is logged once
         return done
     load_all()
-    routed = cfg.strategy.name == ROUTED
-    strategy = None if routed else STRATEGIES.get(cfg.strategy.name)
+    routed = strategy_impl(cfg.strategy) == ROUTED
+    strategy = None if routed else STRATEGIES.get(strategy_impl(cfg.strategy))
     check_writable(folder.parent)  # before any work, not after it
     t0, started = time.perf_counter(), now_iso()
     calibration: list[Example] | None = None

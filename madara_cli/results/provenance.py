@@ -24,8 +24,6 @@ PACKAGES = (
     "faiss-cpu", "pyserini", "bm25s", "PyStemmer", "datasets", "huggingface-hub", "numpy", "scipy", "pandas",
     "hydra-core", "omegaconf",
 )
-# The package each backend runs on (its version is the provenance's "engine").
-ENGINE_PACKAGES = {"llamacpp": "llama-cpp-python", "vllm": "vllm", "openai": "openai"}
 
 
 def now_iso() -> str:
@@ -87,7 +85,9 @@ def provenance(cfg: Any, started: str, ended: str, seconds: float | None = None)
     """Everything needed to trace a number back to what produced it."""
     versions = package_versions()
     backend = str(cfg.backend.name) if cfg is not None and "backend" in cfg else None
-    engine = ENGINE_PACKAGES.get(backend or "")
+    from madara_cli.backends import engine_package
+
+    engine = engine_package(backend)  # the backend record's package (its version is the provenance's "engine")
     overrides = list(cfg.get("overrides") or []) if cfg is not None else []
     if not overrides:
         overrides = _hydra_task_overrides()

@@ -18,7 +18,9 @@ from omegaconf import DictConfig
 
 from madara_cli.backends.cache import CachedLLM
 from madara_cli.config.compose import prompts_of
+from madara_cli.config.plugin_schemas import register_schema, schema_for
 from madara_cli.config.prompt_sets import PromptSet
+from madara_cli.config.schema import StrategyConfig
 from madara_cli.records import Doc, Example, Prediction
 from madara_cli.registry import Registry
 
@@ -48,7 +50,34 @@ class StrategyContext:
 
 
 StrategyFn = Callable[[StrategyContext, Sequence[Example]], list[Prediction]]
-STRATEGIES: Registry[StrategyFn] = Registry("strategy")
+
+
+class StrategyRegistry(Registry[StrategyFn]):
+    """Strategies by implementation name (a strategy yaml's ``impl``, else its ``name``).
+    ``register(name, schema=Config)`` also declares the settings the strategy reads (a
+    dataclass extending :class:`~madara_cli.config.schema.StrategyConfig`), so a plugin
+    strategy is checked at compose like the shipped ones, whose schemas live in
+    :mod:`madara_cli.config.schema`. Registering the same function again (its module
+    imported twice) is a no-op."""
+
+    def register(self, name: str, schema: type | None = None) -> Callable[[StrategyFn], StrategyFn]:
+        base = super().register(name)
+
+        def deco(fn: StrategyFn) -> StrategyFn:
+            old = self._items.get(name)
+            if old is not None and (getattr(old, "__module__", None), getattr(old, "__qualname__", None)) == (fn.__module__, fn.__qualname__):
+                self._items[name] = fn
+                return fn
+            if schema is not None:
+                register_schema("strategy", name, schema)
+            elif schema_for("strategy", name) is None:  # a plugin without settings: name only
+                register_schema("strategy", name, StrategyConfig)
+            return base(fn)
+
+        return deco
+
+
+STRATEGIES: StrategyRegistry = StrategyRegistry("strategy")
 
 
 def load_all() -> None:

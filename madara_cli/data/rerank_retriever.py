@@ -1,0 +1,117 @@
+"""``retriever=rerank``: the paper's generative reranker (Qwen3-0.6B, Table 5). The
+first stage retrieves ``candidates`` documents, the LLM engine passed to
+:func:`~madara_cli.data.retrieval.retrieve` scores each (question, document) pair by
+P(yes) of a yes/no relevance judgement (the Qwen3-Reranker prompt,
+:func:`rerank_request`), and the top k by that score are kept."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from omegaconf import DictConfig
+
+from madara_cli.config.schema import FirstStage
+from madara_cli.data.bm25s_retriever import BM25sConfig
+from madara_cli.data.retrievers import Ranked, RetrievalContext, Retriever, RetrieverSpec, register_retriever, retriever_factory
+from madara_cli.errors import DataError
+from madara_cli.records import Doc, ScoreRequest, messages
+
+
+@dataclass
+class RerankConfig(BM25sConfig):
+    """``retriever=rerank``'s settings: the first stage's (bm25s', pyserini's, or
+    dense's ``encoder``) and the reranker's own."""
+
+    encoder: Optional[str] = None  # first_stage=dense: its encoder
+    first_stage: FirstStage = FirstStage.bm25s  # retriever whose top candidates get reranked
+    candidates: int = 50  # how many first-stage documents are reranked
+    model: Optional[str] = None  # model config whose engine reranks (None = the cell's own model)
+
+
+# Its wording is the prompt set's rerank_system / rerank_user (Qwen3-Reranker's own
+# format in the shipped set), fields question and document.
+# Qwen3 models answer after an empty think block when thinking is off; Qwen3-Reranker
+# was trained to judge right after it.
+QWEN3_PREFIX = "<think>\n\n</think>\n\n"
+
+
+def rerank_request(query: str, doc: Doc, prefix: str = "", prompts: Any = None) -> ScoreRequest:
+    """Fields ``question`` (the query) and ``document``, rendered with ``prompts`` (a
+    :class:`~madara_cli.config.prompt_sets.PromptSet`; the shipped set by default)."""
+    from madara_cli.config.compose import shipped_prompt_set
+
+    ps = shipped_prompt_set() if prompts is None else prompts
+    fields = {"question": query, "document": doc.render()}
+    return ScoreRequest(messages=messages(ps.render("rerank_system", **fields), ps.render("rerank_user", **fields)), candidates=("yes", "no"), prefix=prefix)
+
+
+def relevance(logprobs: dict[str, float] | None) -> float:
+    """P(yes) / (P(yes) + P(no)); 0 when the engine gave neither any mass."""
+    if not logprobs:
+        return 0.0
+    y, n = logprobs.get("yes", -math.inf), logprobs.get("no", -math.inf)
+    if math.isinf(y) and y < 0:
+        return 0.0
+    if math.isinf(n) and n < 0:
+        return 1.0
+    return 1.0 / (1.0 + math.exp(n - y))
+
+
+def _template_closes_thinking(llm) -> bool:
+    """Whether the engine renders Qwen3 with ``enable_thinking: false`` (the model's
+    chat settings), whose generation prompt already ends with the empty think block."""
+    settings = getattr(getattr(llm, "backend", None), "chat_settings", None)
+    return bool(settings and settings.template_kwargs.get("enable_thinking") is False)
+
+
+def reranker_name(cfg: DictConfig) -> str:
+    return str(cfg.retriever.get("model") or cfg.model.name)
+
+
+class GenerativeReranker:
+    def __init__(self, rcfg: DictConfig, ctx: RetrievalContext):
+        if rcfg.first_stage == "rerank":
+            raise DataError("retriever.first_stage cannot be rerank")
+        if ctx.llm is None:
+            raise DataError(
+                f"retriever=rerank scores documents with an LLM ({reranker_name(ctx.cfg)}), but none was passed to retrieve(); "
+                "run it through 'madara run' so the runner provides the engine"
+            )
+        self.rcfg, self.ctx = rcfg, ctx
+        self.first = retriever_factory(str(rcfg.first_stage))(rcfg, ctx)
+        self.llm = ctx.llm
+        self.prefix = QWEN3_PREFIX if reranker_name(ctx.cfg).lower().startswith("qwen3") and not _template_closes_thinking(self.llm) else ""
+
+    def _rerank(self, queries: Sequence[str], candidates: Sequence[Ranked]) -> list[Ranked]:
+        from madara_cli.config.compose import prompts_of
+
+        prompts = prompts_of(self.ctx.cfg)
+        reqs = [rerank_request(q, d, self.prefix, prompts) for q, cands in zip(queries, candidates, strict=False) for d, _ in cands]
+        comps = self.llm.logprobs("rerank", reqs) if reqs else []
+        out, i = [], 0
+        for cands in candidates:
+            scored = [(d, relevance(comps[i + j].logprobs), j) for j, (d, _) in enumerate(cands)]
+            i += len(cands)
+            scored.sort(key=lambda t: (-t[1], t[2]))  # ties keep the first stage's order
+            out.append([(d, s) for d, s, _ in scored])
+        return out
+
+    def rank_pools(self, queries: Sequence[str], pools: Sequence[Sequence[Doc]]) -> list[Ranked]:
+        c = int(self.rcfg.candidates)
+        first = self.first.rank_pools(queries, pools)
+        top = self._rerank(queries, [r[:c] for r in first])
+        return [t + [(d, -1.0) for d, _ in r[c:]] for t, r in zip(top, first, strict=False)]
+
+    def search(self, queries: Sequence[str], k: int) -> list[Ranked]:
+        first = self.first.search(queries, max(int(self.rcfg.candidates), k))
+        return [r[:k] for r in self._rerank(queries, first)]
+
+
+def _rerank(rcfg: DictConfig, ctx: RetrievalContext) -> Retriever:
+    return GenerativeReranker(rcfg, ctx)
+
+
+SPEC = register_retriever(RetrieverSpec(name="rerank", schema=RerankConfig, build=_rerank))

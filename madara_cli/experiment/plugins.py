@@ -1,0 +1,130 @@
+"""Loading the plugins: the shipped backends, retrievers and strategies, those of
+installed packages (entry points), and those of ``--include DIR`` folders.
+
+Composition reads each option's settings schema from
+:mod:`madara_cli.config.plugin_schemas`, which the implementing modules fill when they are
+imported; :func:`load_plugins` imports them all, and every path that composes a
+config calls it first: the CLI installs it as the loader that
+:func:`madara_cli.config.compose` runs once (:func:`install_loader`), grids and
+launcher jobs call it themselves.
+
+* shipped: every module of ``madara_cli/backends/``, every ``madara_cli/data/*_retriever.py``
+  and every module of ``madara_cli/strategies/`` (no list to edit);
+* installed packages: the entry point groups ``madara.backends``, ``madara.retrievers``
+  and ``madara.strategies``; an entry point names a module (importing it registers
+  what it declares) or an object in one (a ``BackendSpec`` or ``RetrieverSpec`` is
+  registered if its module did not);
+* ``--include DIR`` (repeatable; ``$MADARA_INCLUDE``, ``os.pathsep``-separated, so
+  launcher workers see it too): every ``*.py`` file directly in DIR, imported by file
+  path in name order, nothing else (never a file of the results folder, never
+  anything ``sys.path`` would find).
+
+A plugin that fails to import is one line naming it and the error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+from importlib.metadata import entry_points
+from pathlib import Path
+
+from madara_cli.config.plugin_schemas import set_loader
+from madara_cli.errors import ConfigError
+
+ENTRY_POINT_GROUPS = ("madara.backends", "madara.retrievers", "madara.strategies")
+INCLUDE_ENV = "MADARA_INCLUDE"
+
+_loaded_files: dict[str, str] = {}  # resolved path -> module name
+_loaded_entry_points: set[tuple[str, str]] = set()
+
+
+def add_include(path: str | Path) -> Path:
+    """``--include DIR``: checked, and kept in the environment so launcher workers
+    import the same folders."""
+    d = Path(path).expanduser().resolve()
+    if not d.is_dir():
+        raise ConfigError(f"--include {path}: no such folder")
+    current = [p for p in os.environ.get(INCLUDE_ENV, "").split(os.pathsep) if p]
+    if str(d) not in current:
+        os.environ[INCLUDE_ENV] = os.pathsep.join([*current, str(d)])
+    return d
+
+
+def include_dirs() -> list[Path]:
+    dirs = [Path(p).expanduser() for p in os.environ.get(INCLUDE_ENV, "").split(os.pathsep) if p.strip()]
+    for d in dirs:
+        if not d.is_dir():
+            raise ConfigError(f"--include {d}: no such folder")
+    return dirs
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(f"{type(e).__name__}: {e}".split())[:300]
+
+
+def import_file(path: Path) -> str:
+    """Import the Python file ``path`` as a module of its own (once); its name."""
+    key = str(path.resolve())
+    if key in _loaded_files:
+        return _loaded_files[key]
+    name = f"madara_include_{hashlib.sha256(key.encode()).hexdigest()[:8]}_{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ConfigError(f"--include: cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:  # noqa: BLE001 - a plugin's own error, named in one line
+        sys.modules.pop(name, None)
+        raise ConfigError(f"--include {path}: {_one_line(e)}") from None
+    _loaded_files[key] = name
+    return name
+
+
+def _register(obj: object) -> None:
+    from madara_cli.backends.base import BackendSpec, register_backend
+    from madara_cli.data.retrievers import RetrieverSpec, register_retriever
+
+    if isinstance(obj, BackendSpec):
+        register_backend(obj)
+    elif isinstance(obj, RetrieverSpec):
+        register_retriever(obj)
+
+
+def load_entry_points() -> None:
+    for group in ENTRY_POINT_GROUPS:
+        for ep in entry_points(group=group):
+            if (group, ep.value) in _loaded_entry_points:
+                continue
+            try:
+                _register(ep.load())
+            except ConfigError:
+                raise
+            except Exception as e:  # noqa: BLE001 - an installed plugin's error, named in one line
+                raise ConfigError(f"plugin {ep.name} (entry point {group}: {ep.value}): {_one_line(e)}") from None
+            _loaded_entry_points.add((group, ep.value))
+
+
+def install_loader() -> None:
+    """Have the first composition load the plugins (:func:`load_plugins`), so verbs that
+    compose nothing (tables, route, show) never import the engines and strategies."""
+    set_loader(load_plugins)
+
+
+def load_plugins() -> None:
+    """Register every backend, retriever and strategy: shipped, installed, included."""
+    from madara_cli.backends import load_builtin as load_backends
+    from madara_cli.data.retrievers import load_builtin as load_retrievers
+    from madara_cli.strategies import load_all
+
+    load_backends()
+    load_retrievers()
+    load_all()
+    load_entry_points()
+    for d in include_dirs():
+        for f in sorted(d.glob("*.py")):
+            import_file(f)
