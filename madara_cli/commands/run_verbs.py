@@ -48,7 +48,7 @@ def run(
     """Run one cell (overrides), a sweep (-m key=a,b) or a whole grid (--grid NAME); finished cells are skipped."""
     from madara_cli.config import compose, load_grid
     from madara_cli.experiment.grid import expand, expand_sweep, has_sweep
-    from madara_cli.experiment.runner import finished_cell, run_cells, run_probes
+    from madara_cli.experiment.runner import run_cells, run_probes
     from madara_cli.progress import StageProgress
     from madara_cli.results.store import no_empty_folders_left, write_summary
 
@@ -68,16 +68,14 @@ def run(
         if not grid:
             raise UserError("--launcher needs --grid NAME")
         from madara_cli.experiment.launch import multirun as launch_multirun
+        from madara_cli.experiment.launch import read_back
 
         with no_empty_folders_left([_results_root(overrides)]):
             launched = launch_multirun(grid, overrides, launcher, jobs)
-        # Read back what the workers wrote; nothing runs here (a missing cell is reported).
-        found = [(cfg, finished_cell(cfg, sized=True)) for cfg in launched]
-        results = [r for _, r in found if r is not None]
-        out.print(results_table(results, f"grid {grid} ({launcher})"))
-        missing = [f"{c.model.name}/{c.benchmark.name}/{c.strategy.name}" for c, r in found if r is None]
-        if missing:
-            raise UserError(f"{len(missing)} cell(s) did not finish under the {launcher} launcher ({', '.join(missing)}); rerun to resume")
+        back = read_back(launched)
+        out.print(results_table(back.finished, f"grid {grid} ({launcher})"))
+        if back.missing:
+            raise UserError(f"{len(back.missing)} cell(s) did not finish under the {launcher} launcher ({', '.join(back.missing)}); rerun to resume")
         _write_summaries(launched, write_summary)
         return
     if grid and load_grid(grid).kind == "probes":

@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from madara_cli.config import ConfigError, load_grid, register_schemas
@@ -206,6 +207,28 @@ def multirun(grid_name: str, extra: list[str], launcher: str = "joblib", n_jobs:
             for f in report.failed:  # kept on disk: `madara cache merge` retries them
                 print(f"warning: cache shard not merged: {f}", file=sys.stderr)
     return cfgs
+
+
+@dataclass(frozen=True)
+class LaunchedCells:
+    """What a launched grid left on disk, read back once every job ended: the finished
+    cells (:class:`madara_cli.experiment.runner.CellResult`, in the grid's order) and the
+    ``model/benchmark/strategy`` of each cell no job finished."""
+
+    finished: list
+    missing: list[str]
+
+
+def read_back(cfgs: list) -> LaunchedCells:
+    """The results of the cells :func:`multirun` launched, read from the results folder
+    (nothing runs here: a cell a job did not finish is reported, not run)."""
+    from madara_cli.experiment.runner import finished_cell
+
+    found = [(cfg, finished_cell(cfg, sized=True)) for cfg in cfgs]
+    return LaunchedCells(
+        finished=[r for _, r in found if r is not None],
+        missing=[f"{c.model.name}/{c.benchmark.name}/{c.strategy.name}" for c, r in found if r is None],
+    )
 
 
 def jobs_folder(grid_name: str, extra: list[str]) -> Path:
