@@ -28,7 +28,9 @@ def results_option(default: Optional[Path] = None):
 
 def with_results(overrides: list[str], results: Optional[Path]) -> list[str]:
     """``--results DIR`` as the ``results_dir=`` override; an explicit override wins."""
-    if results is None or any(o.split("=", 1)[0].lstrip("+~") == "results_dir" for o in overrides):
+    from madara_cli.config.overrides import parse_overrides
+
+    if results is None or any(o.key == "results_dir" for o in parse_overrides(overrides)):
         return overrides
     return [f"results_dir={results}", *overrides]
 
@@ -38,17 +40,14 @@ def honoured(overrides: list[str], launcher: Optional[str] = None) -> list[str]:
     settings (``hydra.run.dir=...``: madara runs no Hydra app, except the job launch of
     ``--launcher``, which reads ``hydra.launcher.*``) and ``+key`` adding a key to a
     schema that nothing reads."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import HydraException
-
     from madara_cli.config import RootConfig
+    from madara_cli.config.overrides import malformed, parse_overrides
     from madara_cli.config.validate import _schema_field
 
-    try:
-        parsed = OverridesParser.create().parse_overrides(overrides)
-    except HydraException:
+    parsed = parse_overrides(overrides)
+    if malformed(parsed) is not None:
         return overrides  # compose names the malformed one
-    for text, o in zip(overrides, parsed):
+    for text, o in ((p.raw, p.hydra) for p in parsed):
         key = o.key_or_group
         if key == "hydra" or key.startswith(("hydra.", "hydra/")):
             if launcher and key.startswith(("hydra.launcher.", "hydra/launcher")):

@@ -96,8 +96,9 @@ def run(
 
 def _results_root(overrides: list[str]) -> str:
     """The results folder a launched grid writes (its last ``results_dir=``, else the default)."""
-    given = [o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0].lstrip("+~") == "results_dir"]
-    return given[-1] if given else "results"
+    from madara_cli.config.overrides import last_value, parse_overrides
+
+    return last_value(parse_overrides(overrides), "results_dir") or "results"
 
 
 def _write_summaries(cfgs, write_summary) -> None:
@@ -179,13 +180,15 @@ def reproduce(
 ) -> None:
     """Every paper grid, then all tables, Figure 2 and the audit; exits 1 when any cell or probe was skipped."""
     from madara_cli.config import paper_grids
+    from madara_cli.config.overrides import last_value, parse_overrides
     from madara_cli.experiment.reproduce import reproduce as run_all
     from madara_cli.progress import StageProgress
 
-    overrides = list(overrides or [])
-    given = [o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == "results_dir"]
-    results_dir = given[-1] if given else str(results_dir_of(results))
-    overrides = [o for o in overrides if o.split("=", 1)[0] != "results_dir"]
+    parsed = parse_overrides(overrides or [])
+    plain_results = [o for o in parsed if o.key == "results_dir" and not o.prefix]  # a plain results_dir= is the folder
+    results_dir = last_value(plain_results, "results_dir")
+    results_dir = results_dir if results_dir is not None else str(results_dir_of(results))
+    overrides = [o.raw for o in parsed if o not in plain_results]
     names = [g for g in grids.replace(",", " ").split() if g] if grids else paper_grids()
     with StageProgress(err) as progress:
         report = run_all(backend, [m for m in models.replace(" ", ",").split(",") if m], names, results_dir, progress, overrides)

@@ -18,6 +18,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from madara_cli.config.overrides import Override, malformed, parse_overrides
 from madara_cli.config.schema import (
     GROUPS,
     SCHEMA_SUFFIX,
@@ -143,14 +144,13 @@ def default_strategy() -> str:
     raise ConfigError(f"{root}: its defaults list picks no strategy")
 
 
-def chosen_strategy(overrides: list[str]) -> str:
+def chosen_strategy(overrides: list[str] | list[Override]) -> str:
     """The strategy option of a cell: its last ``strategy=NAME``, else the default."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     chosen = None
-    for o in OverridesParser.create().parse_overrides(list(overrides)):
-        if o.key_or_group == "strategy" and not o.is_sweep_override() and not o.package:
-            chosen = str(o.value())
+    for o in parse_overrides(overrides):
+        h = o.hydra
+        if h is not None and h.key_or_group == "strategy" and not h.is_sweep_override() and not h.package:
+            chosen = str(h.value())
     return chosen or default_strategy()
 
 
@@ -193,36 +193,33 @@ def strategy_node(option: str) -> DictConfig:
     return compose([f"strategy={option}"]).strategy
 
 
-def inapplicable_strategy_overrides(overrides: list[str]) -> list[str]:
+def inapplicable_strategy_overrides(overrides: list[str] | list[Override]) -> list[str]:
     """The ``strategy.X=...`` overrides whose setting X the cell's strategy lacks but
     another strategy has (a misspelt X is not one: compose names it)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    schema = option_schema(chosen_strategy(overrides))
+    parsed = parse_overrides(overrides)
+    schema = option_schema(chosen_strategy(parsed))
     if schema is None:
         return []
     known = {f for s in STRATEGY_SCHEMAS.values() for f in s.__dataclass_fields__}
     out = []
-    for text, o in zip(overrides, OverridesParser.create().parse_overrides(list(overrides))):
-        parts = o.key_or_group.split(".")
-        if o.package or parts[0] != "strategy" or len(parts) != 2:
+    for o in parsed:
+        if o.hydra is None:
+            continue
+        parts = o.hydra.key_or_group.split(".")
+        if o.hydra.package or parts[0] != "strategy" or len(parts) != 2:
             continue
         if parts[1] in known and parts[1] not in schema.__dataclass_fields__:
-            out.append(text)
+            out.append(o.raw)
     return out
 
 
-def validate_overrides(overrides: list[str]) -> None:
+def validate_overrides(overrides: list[str] | list[Override]) -> None:
     """Fail with one line on a malformed override or an unknown group option."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import HydraException
-
-    try:
-        parsed = OverridesParser.create().parse_overrides(overrides)
-    except HydraException as e:  # OverrideParseException and friends
-        first = str(e).strip().splitlines()[0]
-        raise ConfigError(f"malformed override: {first}") from None
-    for o in parsed:
+    parsed = parse_overrides(overrides)
+    bad = malformed(parsed)
+    if bad is not None:
+        raise ConfigError(f"malformed override: {bad.error}")
+    for o in (p.hydra for p in parsed):
         key = o.key_or_group
         if key == "grid":
             raise ConfigError("run a grid with --grid NAME; valid grids: " + ", ".join(options("grid")))
@@ -233,14 +230,12 @@ def validate_overrides(overrides: list[str]) -> None:
                 raise ConfigError(f"unknown {key} '{value}'; valid {plural(key)}: {', '.join(valid)}")
 
 
-def _no_sweeps(overrides: list[str]) -> None:
+def _no_sweeps(overrides: list[Override]) -> None:
     """One config at a time: a sweep (``key=a,b``) here gets a hint instead of Hydra's
     multi-line "Ambiguous value"."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    for text, o in zip(overrides, OverridesParser.create().parse_overrides(overrides)):
-        if o.is_sweep_override():
-            raise ConfigError(f"'{text}' is a sweep: run it with madara run -m {text} (or --grid); for a list value write {o.key_or_group}=[...]")
+    for o in overrides:
+        if o.hydra.is_sweep_override():
+            raise ConfigError(f"'{o.raw}' is a sweep: run it with madara run -m {o.raw} (or --grid); for a list value write {o.hydra.key_or_group}=[...]")
 
 
 _PRIMARY_COPIES: dict[str, str] = {}
@@ -266,20 +261,19 @@ def primary_and_searchpath() -> tuple[str, list[str]]:
     return _PRIMARY_COPIES[key], [f"hydra.searchpath=[{paths}]"]
 
 
-def _force_add_strategy_settings(overrides: list[str], option: str) -> list[str]:
+def _force_add_strategy_settings(overrides: list[Override], option: str) -> list[str]:
     """A user strategy yaml without a ``<name>_schema`` defaults entry composes as a
     free node holding only its own keys; its schema is laid over it after
     composition, so an override of a schema setting the yaml leaves out is passed as
     ``++strategy.X`` (set or add) instead of failing as an unknown key."""
     node = _option_yaml(option)
     if node is None or _schema_default(node) is not None or option_schema(option) is None:
-        return overrides
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
+        return [o.raw for o in overrides]
     out = []
-    for text, o in zip(overrides, OverridesParser.create().parse_overrides(list(overrides))):
-        plain = not (o.package or o.is_add() or o.is_force_add() or o.is_delete())
-        out.append("++" + text if plain and o.key_or_group.startswith("strategy.") else text)
+    for o in overrides:
+        h = o.hydra
+        plain = not (h.package or h.is_add() or h.is_force_add() or h.is_delete())
+        out.append("++" + o.raw if plain and h.key_or_group.startswith("strategy.") else o.raw)
     return out
 
 
@@ -312,16 +306,17 @@ def compose(overrides: list[str] | None = None) -> DictConfig:
     from madara_cli.config.validate import check_override_types, validate_config
 
     overrides = list(overrides or [])
-    validate_overrides(overrides)
-    option = chosen_strategy(overrides)
-    check_override_types(overrides, RootConfig, ConfigError, strategy=(option, option_schema(option)))
-    _no_sweeps(overrides)
+    parsed = parse_overrides(overrides)  # once: every check below reads these records
+    validate_overrides(parsed)
+    option = chosen_strategy(parsed)
+    check_override_types(parsed, RootConfig, ConfigError, strategy=(option, option_schema(option)))
+    _no_sweeps(parsed)
     register_schemas()
     GlobalHydra.instance().clear()
     try:
         primary, extra = primary_and_searchpath()
         with initialize_config_dir(config_dir=primary, version_base="1.3"):
-            cfg = hydra_compose(config_name="config", overrides=[*extra, *_force_add_strategy_settings(overrides, option)])
+            cfg = hydra_compose(config_name="config", overrides=[*extra, *_force_add_strategy_settings(parsed, option)])
         _typed_strategy(cfg, option)
         OmegaConf.resolve(cfg)
         cfg.overrides = list(overrides)

@@ -28,6 +28,8 @@ from typing import Any, Callable
 
 from omegaconf import DictConfig
 
+from madara_cli.config.overrides import Override, malformed, parse_overrides
+
 N_AGENTS = 3  # relevance, consistency, conflict (strategy.weights)
 
 
@@ -216,19 +218,22 @@ def not_applicable(key: str, option: str, settings: list[str]) -> str:
 
 
 def check_override_types(
-    overrides: list[str], root: type, error: type[Exception], strategy: tuple[str, type] | None = None
+    overrides: list[str] | list[Override], root: type, error: type[Exception], strategy: tuple[str, type] | None = None
 ) -> None:
     """Check every plain ``key=value`` override against the schema's type; unknown
     keys name the valid ones of their node. ``strategy`` is (option, schema) of the
     chosen strategy: a ``strategy.X`` that another strategy has but this one lacks
     names this one's settings."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     from madara_cli.config.schema import STRATEGY_SCHEMAS
 
     option, schema = strategy if strategy else (None, None)
     groups = {"model", "backend", "benchmark", "retriever", "strategy", "grid", "logger"}
-    for o in OverridesParser.create().parse_overrides(overrides):
+    parsed = parse_overrides(overrides)
+    bad = malformed(parsed)
+    if bad is not None:
+        raise error(f"malformed override: {bad.error}")
+    for written in parsed:
+        o = written.hydra
         key = o.key_or_group
         if o.package or key in groups or key.split(".")[0] == "hydra" or o.is_sweep_override() or o.is_delete() or o.is_force_add():
             continue
@@ -258,5 +263,5 @@ def check_override_types(
             if choice is not None:
                 names, optional = choice
                 raise error(f"{key}={_show(v)} is not a valid choice; valid: {', '.join((['null'] if optional else []) + names)}")
-            shown = o.input_line.split("=", 1)[1] if o.input_line and "=" in o.input_line else _show(v)
+            shown = written.value if written.value is not None else _show(v)
             raise error(f"{key}: expected {desc}, got '{shown}'")

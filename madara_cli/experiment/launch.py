@@ -24,6 +24,7 @@ from pathlib import Path
 
 from madara_cli.config import ConfigError, load_grid, register_schemas
 from madara_cli.config.compose import primary_and_searchpath
+from madara_cli.config.overrides import parse_overrides
 
 LAUNCHERS = {
     "basic": None,
@@ -71,21 +72,15 @@ def _task(cfg) -> None:
     run_cell(compose(cells[int(cfg.madara_cell)]), _POOL)
 
 
-def _is_hydra(override: str) -> bool:
-    """Settings of Hydra itself (``hydra.launcher.partition=gpu``, ``hydra/launcher=...``)."""
-    key = override.lstrip("+~").split("=", 1)[0]
-    return key == "hydra" or key.startswith(("hydra.", "hydra/"))
-
-
 def job_overrides(grid_name: str, extra: list[str], launcher: str, n_jobs: int | None) -> list[list[str]]:
     """The override list of every job: the serial run's cells exactly
     (:func:`madara_cli.experiment.grid.grid_overrides`, so a grid-wide ``strategy.X``
     goes to the strategies that have it), plus threads per worker under joblib."""
     from madara_cli.experiment.grid import grid_overrides
 
-    cell_extra = [e for e in extra if not _is_hydra(e)]
-    cells = grid_overrides(load_grid(grid_name), cell_extra)
-    if launcher == "joblib" and n_jobs and not any(e.startswith("backend.n_threads=") for e in cell_extra):
+    cell_extra = [o for o in parse_overrides(extra) if not o.is_hydra_setting]  # hydra.* goes to Hydra
+    cells = grid_overrides(load_grid(grid_name), [o.raw for o in cell_extra])
+    if launcher == "joblib" and n_jobs and not any(o.key == "backend.n_threads" and not o.prefix and o.value is not None for o in cell_extra):
         # llama.cpp takes every core by default: split them between the workers
         # (a speed-only setting: the cell keys do not move).
         cells = [c + [f"backend.n_threads={max(1, (os.cpu_count() or 1) // n_jobs)}"] for c in cells]
@@ -110,8 +105,9 @@ def sweep_overrides(grid_name: str, extra: list[str], launcher: str, n_jobs: int
     folders under ``runs``), the launcher and its settings, and the ``hydra.*``
     overrides of ``extra``."""
     check_launcher(launcher)
+    parsed = parse_overrides(extra)
     args = [f"+madara_cells={_hydra_value(cells_file)}", "+madara_cell=" + ",".join(str(i) for i in range(n_cells))]
-    args += [e for e in extra if _is_hydra(e)]
+    args += [o.raw for o in parsed if o.is_hydra_setting]
     args += [
         f"hydra/launcher={launcher}",
         f"hydra.sweep.dir={_hydra_value(runs)}",
@@ -122,7 +118,7 @@ def sweep_overrides(grid_name: str, extra: list[str], launcher: str, n_jobs: int
     if launcher == "joblib" and n_jobs:
         args.append(f"hydra.launcher.n_jobs={n_jobs}")
     if launcher == "ray":
-        given = {e.lstrip("+").split("=", 1)[0] for e in extra}
+        given = {o.key for o in parsed if not o.deletes}
         init = "hydra.launcher.ray.init."
         if init + "address" not in given:
             # No cluster address: Ray starts a local one, bounded to n_jobs CPUs, on loopback.
@@ -237,7 +233,7 @@ def jobs_folder(grid_name: str, extra: list[str]) -> Path:
     from madara_cli.config import compose
     from madara_cli.paths import inside
 
-    given = [o for o in list(load_grid(grid_name).overrides) + list(extra) if o.split("=", 1)[0].lstrip("+~") == "results_dir"]
+    given = [o.raw for o in parse_overrides([*load_grid(grid_name).overrides, *extra]) if o.key == "results_dir"]
     results_dir = Path(str(compose(given).results_dir)).resolve()
     return inside(results_dir, results_dir / ".hydra" / load_grid(grid_name).name)
 
@@ -246,5 +242,5 @@ def _cache_path(grid_name: str, extra: list[str]) -> Path:
     """The cache the sweep's jobs share (only ``results_dir`` and ``cache`` decide it)."""
     from madara_cli.config import compose
 
-    given = [o for o in list(load_grid(grid_name).overrides) + list(extra) if o.split("=", 1)[0].lstrip("+~") in ("results_dir", "cache")]
+    given = [o.raw for o in parse_overrides([*load_grid(grid_name).overrides, *extra]) if o.key in ("results_dir", "cache")]
     return Path(compose(given).cache)
