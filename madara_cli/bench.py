@@ -70,9 +70,10 @@ class BenchOptions:
 
 def _cfg(opts: BenchOptions, *extra: str):
     from madara_cli.config import compose
+    from madara_cli.config.overrides import parse_overrides
 
     threads = [] if opts.n_threads is None else [f"backend.n_threads={opts.n_threads}"]
-    named = {o.split("=", 1)[0] for o in opts.overrides}
+    named = {o.key for o in parse_overrides(opts.overrides) if not o.prefix}  # a plain model=/benchmark= of the user's wins
     base = [f"{g}={v}" for g, v in (("model", opts.model), ("benchmark", opts.benchmark)) if g not in named]
     return compose([*base, *threads, *opts.overrides, *extra])
 

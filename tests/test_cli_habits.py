@@ -86,8 +86,8 @@ def test_hydra_settings_and_added_keys_are_refused_in_one_line():
 
 
 def test_launcher_settings_stay_allowed_with_a_launcher(tmp_path: Path):
-    from madara_cli.cli import UserError, _honoured
+    from madara_cli.commands.options import UserError, honoured
 
-    assert _honoured(["hydra.launcher.n_jobs=2", "+hydra.launcher.ray.remote.num_gpus=1"], "joblib")
+    assert honoured(["hydra.launcher.n_jobs=2", "+hydra.launcher.ray.remote.num_gpus=1"], "joblib")
     with pytest.raises(UserError, match="under --launcher joblib only hydra.launcher"):
-        _honoured(["hydra.sweep.dir=/x"], "joblib")
+        honoured(["hydra.sweep.dir=/x"], "joblib")

@@ -141,6 +141,11 @@ def test_basic_launcher_runs_the_serial_cells_through_hydra(monkeypatch, tmp_pat
     assert len(serial) == 2 and predictions(tmp_path / "launched") == predictions(tmp_path / "serial")
     [cells_file] = (tmp_path / "launched" / ".hydra" / "pair").glob("cells-*.json")
     assert len(json.loads(cells_file.read_text())) == 2
+    # What `madara run --launcher` prints is read back from disk: both cells, under the serial run's keys.
+    back = launch.read_back(launched)
+    assert back.missing == [] and [r.cell.key for r in back.finished] == [r.cell.key for r in serial]
+    elsewhere = expand("pair", [f"results_dir={tmp_path / 'nothing'}"])
+    assert launch.read_back(elsewhere).missing == ["smollm2-135m/mini/nf", "smollm2-135m/mini/three_agent"]
 
 
 def test_ray_arguments_local_cluster_or_an_address(monkeypatch, tmp_path):

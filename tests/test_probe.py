@@ -196,9 +196,9 @@ def test_forced_rescore_carries_the_chain_in_the_user_turn_and_no_prefix(tmp_pat
     assert r1 == pytest.approx(1.0) and r1 > r2 > r3 and record.rsc_class == "quality-ordered"
     prefix, *_ = _probe(tmp_path / "p", _tracking, 6, "rsc.rescore=prefix")
     assert prefix.key != record.key and prefix.rho == pytest.approx(record.rho)
-    from madara_cli.cli import _print_probe
+    from madara_cli.commands.probe_verbs import print_probe
 
-    _print_probe(record, path, False)
+    print_probe(record, path, False)
     assert "re-score: rsc.rescore=forced, rsc.rescoring=generate" in capsys.readouterr().out
 
 

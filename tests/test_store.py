@@ -240,10 +240,11 @@ def test_support_in_topk_reads_the_canonical_form_and_every_older_one():
 def test_cli_prints_full_and_degenerate_probe_records(capsys):
     from rich.console import Console
 
-    from madara_cli import cli
+    from madara_cli.commands.probe_verbs import print_probe
+    from madara_cli.commands.run_verbs import probes_table
 
     full = ProbeRecord.from_dict(_full_probe())
-    cli._print_probe(full, Path("p"), reused=True)
+    print_probe(full, Path("p"), reused=True)
     text = capsys.readouterr().out
     assert "RSC probe: qwen2.5-7b on conflicts (n=4) — reused" in text and "[0.80, 1.00]" in text and "0.80 ± 0.10" in text
     assert "route: pde" in text and "EM_NF 25.0%" in text and "parse failures: CoT 1/40" in text
@@ -252,10 +253,10 @@ def test_cli_prints_full_and_degenerate_probe_records(capsys):
                                         "bootstrap": None, "scores": None,
                                         "degenerate": {"is_degenerate": True, "floor_share": 0.9, "ceiling_share": 0.0, "mean_score": 0.2,
                                                        "reason": "90% at the floor"}})
-    cli._print_probe(degenerate, Path("p"), reused=False)
+    print_probe(degenerate, Path("p"), reused=False)
     text = capsys.readouterr().out
     assert "degenerate scoring: floor 90%" in text and "90% at the floor" in text and "class: degenerate" in text
     console = Console(width=200, record=True)
-    console.print(cli._probes_table([(full, Path("p"), True), (degenerate, Path("q"), False)], "probes"))
+    console.print(probes_table([(full, Path("p"), True), (degenerate, Path("q"), False)], "probes"))
     rows = console.export_text()
     assert "0.90" in rows and "25.0" in rows and "done earlier" in rows and "—" in rows

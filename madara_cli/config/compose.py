@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from madara_cli.config import plugin_schemas as plugins
+from madara_cli.config.overrides import Override, malformed, parse_overrides
 from madara_cli.config.prompt_sets import SHIPPED, PromptSet, load_prompt_set, prompt_set_names
 from madara_cli.config.schema import (
     GROUPS,
@@ -149,18 +150,17 @@ def default_strategy() -> str:
     return default_option("strategy")
 
 
-def chosen_option(group: str, overrides: list[str]) -> str:
+def chosen_option(group: str, overrides: list[str] | list[Override]) -> str:
     """The ``group`` option of a cell: its last ``group=NAME``, else the default."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     chosen = None
-    for o in OverridesParser.create().parse_overrides(list(overrides)):
-        if o.key_or_group == group and not o.is_sweep_override() and not o.package:
-            chosen = str(o.value())
+    for o in parse_overrides(overrides):
+        h = o.hydra
+        if h is not None and h.key_or_group == group and not h.is_sweep_override() and not h.package:
+            chosen = str(h.value())
     return chosen or default_option(group)
 
 
-def chosen_strategy(overrides: list[str]) -> str:
+def chosen_strategy(overrides: list[str] | list[Override]) -> str:
     """The strategy option of a cell: its last ``strategy=NAME``, else the default."""
     return chosen_option("strategy", overrides)
 
@@ -239,36 +239,33 @@ def strategy_node(option: str) -> DictConfig:
     return compose([f"strategy={option}"]).strategy
 
 
-def inapplicable_strategy_overrides(overrides: list[str]) -> list[str]:
+def inapplicable_strategy_overrides(overrides: list[str] | list[Override]) -> list[str]:
     """The ``strategy.X=...`` overrides whose setting X the cell's strategy lacks but
     another strategy has (a misspelt X is not one: compose names it)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    schema = option_schema(chosen_strategy(overrides))
+    parsed = parse_overrides(overrides)
+    schema = option_schema(chosen_strategy(parsed))
     if schema is None:
         return []
     known = plugins.all_settings("strategy")
     out = []
-    for text, o in zip(overrides, OverridesParser.create().parse_overrides(list(overrides))):
-        parts = o.key_or_group.split(".")
-        if o.package or parts[0] != "strategy" or len(parts) != 2:
+    for o in parsed:
+        if o.hydra is None:
+            continue
+        parts = o.hydra.key_or_group.split(".")
+        if o.hydra.package or parts[0] != "strategy" or len(parts) != 2:
             continue
         if parts[1] in known and parts[1] not in schema.__dataclass_fields__:
-            out.append(text)
+            out.append(o.raw)
     return out
 
 
-def validate_overrides(overrides: list[str]) -> None:
+def validate_overrides(overrides: list[str] | list[Override]) -> None:
     """Fail with one line on a malformed override or an unknown group option."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import HydraException
-
-    try:
-        parsed = OverridesParser.create().parse_overrides(overrides)
-    except HydraException as e:  # OverrideParseException and friends
-        first = str(e).strip().splitlines()[0]
-        raise ConfigError(f"malformed override: {first}") from None
-    for o in parsed:
+    parsed = parse_overrides(overrides)
+    bad = malformed(parsed)
+    if bad is not None:
+        raise ConfigError(f"malformed override: {bad.error}")
+    for o in (p.hydra for p in parsed):
         key = o.key_or_group
         if key == "grid":
             raise ConfigError("run a grid with --grid NAME; valid grids: " + ", ".join(options("grid")))
@@ -281,14 +278,12 @@ def validate_overrides(overrides: list[str]) -> None:
                 raise ConfigError(f"unknown {key} '{value}'; valid {plural(key)}: {', '.join(valid)}")
 
 
-def _no_sweeps(overrides: list[str]) -> None:
+def _no_sweeps(overrides: list[Override]) -> None:
     """One config at a time: a sweep (``key=a,b``) here gets a hint instead of Hydra's
     multi-line "Ambiguous value"."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    for text, o in zip(overrides, OverridesParser.create().parse_overrides(overrides)):
-        if o.is_sweep_override():
-            raise ConfigError(f"'{text}' is a sweep: run it with madara run -m {text} (or --grid); for a list value write {o.key_or_group}=[...]")
+    for o in overrides:
+        if o.hydra.is_sweep_override():
+            raise ConfigError(f"'{o.raw}' is a sweep: run it with madara run -m {o.raw} (or --grid); for a list value write {o.hydra.key_or_group}=[...]")
 
 
 _PRIMARY_COPIES: dict[str, str] = {}
@@ -317,7 +312,7 @@ def primary_and_searchpath() -> tuple[str, list[str]]:
 PLUGGABLE = ("backend", "retriever", "strategy")
 
 
-def _force_add_settings(overrides: list[str], chosen: dict[str, str]) -> list[str]:
+def _force_add_settings(overrides: list[Override], chosen: dict[str, str]) -> list[str]:
     """A group yaml without a ``<name>_schema`` defaults entry (the shipped backends and
     retrievers, a user's strategy) composes as a free node holding only its own keys;
     its schema is laid over it after composition, so an override of a schema setting
@@ -329,13 +324,12 @@ def _force_add_settings(overrides: list[str], chosen: dict[str, str]) -> list[st
         if node is not None and _schema_default(node, group) is None:
             free.append(group + ".")
     if not free:
-        return overrides
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
+        return [o.raw for o in overrides]
     out = []
-    for text, o in zip(overrides, OverridesParser.create().parse_overrides(list(overrides))):
-        plain = not (o.package or o.is_add() or o.is_force_add() or o.is_delete())
-        out.append("++" + text if plain and o.key_or_group.startswith(tuple(free)) else text)
+    for o in overrides:
+        h = o.hydra
+        plain = not (h.package or h.is_add() or h.is_force_add() or h.is_delete())
+        out.append("++" + o.raw if plain and h.key_or_group.startswith(tuple(free)) else o.raw)
     return out
 
 
@@ -373,14 +367,15 @@ def compose(overrides: list[str] | None = None) -> DictConfig:
     from madara_cli.config.validate import check_override_types, validate_config
 
     overrides = list(overrides or [])
+    parsed = parse_overrides(overrides)  # once: every check below reads these records
     plugins.ensure_loaded()  # the CLI's loader: shipped, installed and --include plugins register their schemas
-    validate_overrides(overrides)
-    chosen = {g: chosen_option(g, overrides) for g in PLUGGABLE}
+    validate_overrides(parsed)
+    chosen = {g: chosen_option(g, parsed) for g in PLUGGABLE}
     schemas = {g: (o, _require_schema(g, o)) for g, o in chosen.items()}  # an unknown implementation: one line, now
-    check_override_types(overrides, RootConfig, ConfigError, groups=schemas)
-    _no_sweeps(overrides)
+    check_override_types(parsed, RootConfig, ConfigError, groups=schemas)
+    _no_sweeps(parsed)
     register_schemas()
-    hydra_overrides, prompts = _split_prompts(overrides)
+    hydra_overrides, prompts = _split_prompts(parsed)
     GlobalHydra.instance().clear()
     try:
         primary, extra = primary_and_searchpath()
@@ -413,19 +408,18 @@ def compose(overrides: list[str] | None = None) -> DictConfig:
 # --------------------------------------------------------------------------- #
 
 
-def _split_prompts(overrides: list[str]) -> tuple[list[str], str | None]:
+def _split_prompts(overrides: list[Override]) -> tuple[list[Override], str | None]:
     """The overrides Hydra composes, and the prompt set a ``prompts=NAME`` among them picks."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     rest, chosen = [], None
-    for text, o in zip(overrides, OverridesParser.create().parse_overrides(list(overrides))):
-        if o.key_or_group == "prompts" and not o.package and not o.is_delete():
-            value = o.value()
+    for o in overrides:
+        h = o.hydra
+        if h is not None and h.key_or_group == "prompts" and not h.package and not h.is_delete():
+            value = h.value()
             if not isinstance(value, str) or not value:
-                raise ConfigError(f"'{text}': prompts takes the name of a prompt set; valid prompt sets: {', '.join(prompt_set_names(search_dirs()))}")
+                raise ConfigError(f"'{o.raw}': prompts takes the name of a prompt set; valid prompt sets: {', '.join(prompt_set_names(search_dirs()))}")
             chosen = value
         else:
-            rest.append(text)
+            rest.append(o)
     return rest, chosen
 
 

@@ -28,6 +28,8 @@ from typing import Any, Callable
 
 from omegaconf import DictConfig
 
+from madara_cli.config.overrides import Override, malformed, parse_overrides
+
 N_AGENTS = 3  # relevance, consistency, conflict (strategy.weights)
 
 
@@ -217,7 +219,7 @@ def not_applicable(key: str, option: str, settings: list[str], group: str = "str
 
 
 def check_override_types(
-    overrides: list[str], root: type, error: type[Exception], strategy: tuple[str, type] | None = None,
+    overrides: list[str] | list[Override], root: type, error: type[Exception], strategy: tuple[str, type] | None = None,
     groups: dict[str, tuple[str, type | None]] | None = None,
 ) -> None:
     """Check every plain ``key=value`` override against the schema's type; unknown
@@ -225,8 +227,6 @@ def check_override_types(
     (strategy, backend, retriever) to (option, schema) of the chosen option
     (``strategy`` alone: the strategy's): a ``group.X`` that another option of the
     group has but this one lacks names this one's settings."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     from madara_cli.config.plugin_schemas import all_settings
 
     chosen = dict(groups or {})
@@ -234,7 +234,12 @@ def check_override_types(
         chosen["strategy"] = strategy
     schemas = {g: s for g, (_, s) in chosen.items()}
     group_names = {"model", "backend", "benchmark", "retriever", "strategy", "grid", "logger"}
-    for o in OverridesParser.create().parse_overrides(overrides):
+    parsed = parse_overrides(overrides)
+    bad = malformed(parsed)
+    if bad is not None:
+        raise error(f"malformed override: {bad.error}")
+    for written in parsed:
+        o = written.hydra
         key = o.key_or_group
         if o.package or key in group_names or key.split(".")[0] == "hydra" or o.is_sweep_override() or o.is_delete() or o.is_force_add():
             continue
@@ -266,5 +271,5 @@ def check_override_types(
             if choice is not None:
                 names, optional = choice
                 raise error(f"{key}={_show(v)} is not a valid choice; valid: {', '.join((['null'] if optional else []) + names)}")
-            shown = o.input_line.split("=", 1)[1] if o.input_line and "=" in o.input_line else _show(v)
+            shown = written.value if written.value is not None else _show(v)
             raise error(f"{key}: expected {desc}, got '{shown}'")

@@ -6,7 +6,9 @@ The benchmark is loaded once and split by :func:`madara_cli.data.splits.load_spl
 queries are cut to ``limit``, or the calibration split is taken whole, and then get
 their top-k documents from the frozen snapshot. A generative reranker
 (``retriever=rerank``) ranks with the engine of ``retriever.model`` when that is set,
-else with the cell's own model, whoever asks (:func:`reranker_engine`).
+else with the cell's own model, whoever asks (:func:`reranker_engine`). The reranker
+model's config is the one config a cell composes besides its own: composed in one step,
+:func:`reranker_config`, which the runner calls at the start of the cell and passes down.
 """
 
 from __future__ import annotations
@@ -41,34 +43,46 @@ class CellExamples:
     load: LoadReport
 
 
-def reranker_engine(cfg: DictConfig, pool: EnginePool) -> CachedLLM | None:
+def reranker_config(cfg: DictConfig) -> DictConfig | None:
+    """The config of the model named by ``retriever.model`` (the paper: Qwen3-0.6B) for
+    a generative reranker (``retriever=rerank``), on the cell's backend and seed; None
+    when the cell's own engine ranks, or nothing does. The one step that composes it."""
+    if cfg.retriever.name != "rerank" or not cfg.retriever.get("model"):
+        return None
+    from madara_cli.config import compose
+
+    return compose([f"model={cfg.retriever.model}", f"backend={cfg.backend.name}", f"seed={cfg.seed}"])
+
+
+def reranker_engine(cfg: DictConfig, pool: EnginePool, reranker: DictConfig | None = None) -> CachedLLM | None:
     """The engine a generative reranker needs (``retriever=rerank``): the model named by
-    ``retriever.model`` (the paper: Qwen3-0.6B), else the cell's own."""
+    ``retriever.model``, else the cell's own. ``reranker``: :func:`reranker_config` of
+    ``cfg`` when the caller composed it already (else it is composed here)."""
     if cfg.retriever.name != "rerank":
         return None
     if cfg.retriever.get("model"):
-        from madara_cli.config import compose
-
-        return pool.get(compose([f"model={cfg.retriever.model}", f"backend={cfg.backend.name}", f"seed={cfg.seed}"]))
+        return pool.get(reranker if reranker is not None else reranker_config(cfg))
     return pool.get(cfg)
 
 
-def retrieve_for(cfg: DictConfig, examples: list[Example], pool: EnginePool | None) -> list[Example]:
-    """``examples`` with the cell's top-k documents. Without a pool (``madara plan``,
-    which loads no engine) a reranking retriever's first stage stands in for it."""
+def retrieve_for(cfg: DictConfig, examples: list[Example], pool: EnginePool | None, reranker: DictConfig | None = None) -> list[Example]:
+    """``examples`` with the cell's top-k documents (``reranker``: see
+    :func:`reranker_engine`). Without a pool (``madara plan``, which loads no engine) a
+    reranking retriever's first stage stands in for it."""
     if pool is None and cfg.retriever.name == "rerank":
         return retrieve(examples, OmegaConf.merge(cfg, {"retriever": {"name": cfg.retriever.first_stage}}))
-    return retrieve(examples, cfg, llm=reranker_engine(cfg, pool) if pool is not None else None)
+    return retrieve(examples, cfg, llm=reranker_engine(cfg, pool, reranker) if pool is not None else None)
 
 
-def cell_examples(cfg: DictConfig, pool: EnginePool | None, split: str = "eval", n: int | None = None) -> CellExamples:
+def cell_examples(cfg: DictConfig, pool: EnginePool | None, split: str = "eval", n: int | None = None,
+                  reranker: DictConfig | None = None) -> CellExamples:
     """Load -> limit -> retrieve for the cell ``cfg`` (see the module docstring).
 
     ``split="eval"``: the evaluated queries, the first ``limit`` of them when set.
     ``split="calibration"``: the calibration split of ``n`` queries (default
     ``benchmark.calibration``), the same queries whatever the cell's sample or limit."""
     loaded = load_cell(cfg, split, n)
-    return replace(loaded, examples=retrieve_for(cfg, loaded.examples, pool))
+    return replace(loaded, examples=retrieve_for(cfg, loaded.examples, pool, reranker))
 
 
 def sized_to_data(cfg: DictConfig, loaded: CellExamples) -> tuple[DictConfig, dict]:

@@ -28,6 +28,7 @@ from madara_cli.config import (
     to_plain,
 )
 from madara_cli.config.compose import strategy_impl
+from madara_cli.config.overrides import parse_overrides
 from madara_cli.config.plugin_schemas import key_view, unkeyed
 from madara_cli.config.schema import keyed
 from madara_cli.config.validate import not_applicable
@@ -152,9 +153,12 @@ def _strategy_settings_where_they_apply(grid_name: str, cells: list[list[str]]) 
     out: list[list[str]] = []
     dropped_from: dict[str, set[str]] = {}
     kept_somewhere: set[str] = set()
+    keys: dict[str, str] = {}
     for cell in cells:
-        drop = set(inapplicable_strategy_overrides(cell))
-        strategy = chosen_strategy(cell)
+        parsed = parse_overrides(cell)  # once per cell, for both questions below
+        keys.update((o.raw, o.key) for o in parsed)
+        drop = set(inapplicable_strategy_overrides(parsed))
+        strategy = chosen_strategy(parsed)
         for text in cell:
             if text in drop:
                 dropped_from.setdefault(text, set()).add(strategy)
@@ -165,7 +169,7 @@ def _strategy_settings_where_they_apply(grid_name: str, cells: list[list[str]]) 
             out.append(kept)
     for text, strategies in dropped_from.items():
         if text not in kept_somewhere:
-            key = text.split("=", 1)[0].lstrip("+")
+            key = keys[text]
             if len(strategies) == 1:
                 (only,) = strategies
                 raise ConfigError(not_applicable(key, only, option_settings(only)))
@@ -175,15 +179,14 @@ def _strategy_settings_where_they_apply(grid_name: str, cells: list[list[str]]) 
 
 def _split_sweeps(overrides: list[str]) -> tuple[list[str], list[tuple[str, list[str]]]]:
     """Hydra sweep overrides (``seed=0,1``) become extra axes; the rest apply to all."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.core.override_parser.types import Glob
 
     from madara_cli.config import GROUPS, options, plural, validate_overrides
 
-    validate_overrides(overrides)  # a malformed one: one line (a glob() is a sweep there, checked below)
-    parsed = OverridesParser.create().parse_overrides(overrides)
+    parsed = parse_overrides(overrides)
+    validate_overrides(parsed)  # a malformed one: one line (a glob() is a sweep there, checked below)
     fixed, swept = [], []
-    for text, o in zip(overrides, parsed):
+    for text, o in ((p.raw, p.hydra) for p in parsed):
         if isinstance(o.value(), Glob):  # strategy=glob(pde*): Hydra's glob over the options of a group
             group = o.key_or_group
             if group not in GROUPS:
@@ -221,5 +224,5 @@ def expand_sweep(overrides: list[str]) -> list[DictConfig]:
     (``results/<grid_name>/``, ``adhoc`` unless ``grid_name=`` says otherwise)."""
     load_plugins()
     fixed, _ = _split_sweeps(list(overrides))
-    name = next((o.split("=", 1)[1] for o in fixed if o.startswith("grid_name=")), "adhoc")
+    name = next((o.value for o in parse_overrides(fixed) if o.key == "grid_name" and not o.prefix and o.value is not None), "adhoc")
     return [compose(o) for o in grid_overrides(GridConfig(name=name), list(overrides))]

@@ -19,10 +19,12 @@ import hashlib
 import json
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from madara_cli.config import load_grid, register_schemas
 from madara_cli.config.compose import primary_and_searchpath
+from madara_cli.config.overrides import parse_overrides
 from madara_cli.errors import ConfigError
 from madara_cli.experiment.plugins import load_plugins
 
@@ -74,21 +76,15 @@ def _task(cfg) -> None:
     run_cell(compose(cells[int(cfg.madara_cell)]), _POOL)
 
 
-def _is_hydra(override: str) -> bool:
-    """Settings of Hydra itself (``hydra.launcher.partition=gpu``, ``hydra/launcher=...``)."""
-    key = override.lstrip("+~").split("=", 1)[0]
-    return key == "hydra" or key.startswith(("hydra.", "hydra/"))
-
-
 def job_overrides(grid_name: str, extra: list[str], launcher: str, n_jobs: int | None) -> list[list[str]]:
     """The override list of every job: the serial run's cells exactly
     (:func:`madara_cli.experiment.grid.grid_overrides`, so a grid-wide ``strategy.X``
     goes to the strategies that have it), plus threads per worker under joblib."""
     from madara_cli.experiment.grid import grid_overrides
 
-    cell_extra = [e for e in extra if not _is_hydra(e)]
-    cells = grid_overrides(load_grid(grid_name), cell_extra)
-    if launcher == "joblib" and n_jobs and not any(e.startswith("backend.n_threads=") for e in cell_extra):
+    cell_extra = [o for o in parse_overrides(extra) if not o.is_hydra_setting]  # hydra.* goes to Hydra
+    cells = grid_overrides(load_grid(grid_name), [o.raw for o in cell_extra])
+    if launcher == "joblib" and n_jobs and not any(o.key == "backend.n_threads" and not o.prefix and o.value is not None for o in cell_extra):
         # llama.cpp takes every core by default: split them between the workers
         # (a speed-only setting: the cell keys do not move).
         cells = [c + [f"backend.n_threads={max(1, (os.cpu_count() or 1) // n_jobs)}"] for c in cells]
@@ -113,8 +109,9 @@ def sweep_overrides(grid_name: str, extra: list[str], launcher: str, n_jobs: int
     folders under ``runs``), the launcher and its settings, and the ``hydra.*``
     overrides of ``extra``."""
     check_launcher(launcher)
+    parsed = parse_overrides(extra)
     args = [f"+madara_cells={_hydra_value(cells_file)}", "+madara_cell=" + ",".join(str(i) for i in range(n_cells))]
-    args += [e for e in extra if _is_hydra(e)]
+    args += [o.raw for o in parsed if o.is_hydra_setting]
     args += [
         f"hydra/launcher={launcher}",
         f"hydra.sweep.dir={_hydra_value(runs)}",
@@ -125,7 +122,7 @@ def sweep_overrides(grid_name: str, extra: list[str], launcher: str, n_jobs: int
     if launcher == "joblib" and n_jobs:
         args.append(f"hydra.launcher.n_jobs={n_jobs}")
     if launcher == "ray":
-        given = {e.lstrip("+").split("=", 1)[0] for e in extra}
+        given = {o.key for o in parsed if not o.deletes}
         init = "hydra.launcher.ray.init."
         if init + "address" not in given:
             # No cluster address: Ray starts a local one, bounded to n_jobs CPUs, on loopback.
@@ -212,13 +209,35 @@ def multirun(grid_name: str, extra: list[str], launcher: str = "joblib", n_jobs:
     return cfgs
 
 
+@dataclass(frozen=True)
+class LaunchedCells:
+    """What a launched grid left on disk, read back once every job ended: the finished
+    cells (:class:`madara_cli.experiment.runner.CellResult`, in the grid's order) and the
+    ``model/benchmark/strategy`` of each cell no job finished."""
+
+    finished: list
+    missing: list[str]
+
+
+def read_back(cfgs: list) -> LaunchedCells:
+    """The results of the cells :func:`multirun` launched, read from the results folder
+    (nothing runs here: a cell a job did not finish is reported, not run)."""
+    from madara_cli.experiment.runner import finished_cell
+
+    found = [(cfg, finished_cell(cfg, sized=True)) for cfg in cfgs]
+    return LaunchedCells(
+        finished=[r for _, r in found if r is not None],
+        missing=[f"{c.model.name}/{c.benchmark.name}/{c.strategy.name}" for c, r in found if r is None],
+    )
+
+
 def jobs_folder(grid_name: str, extra: list[str]) -> Path:
     """Where the sweep's job folders (submitit's too) and its cells file go: beside the
     results, in ``<results_dir>/.hydra/<grid>``."""
     from madara_cli.config import compose
     from madara_cli.paths import inside
 
-    given = [o for o in list(load_grid(grid_name).overrides) + list(extra) if o.split("=", 1)[0].lstrip("+~") == "results_dir"]
+    given = [o.raw for o in parse_overrides([*load_grid(grid_name).overrides, *extra]) if o.key == "results_dir"]
     results_dir = Path(str(compose(given).results_dir)).resolve()
     return inside(results_dir, results_dir / ".hydra" / load_grid(grid_name).name)
 
@@ -227,5 +246,5 @@ def _cache_path(grid_name: str, extra: list[str]) -> Path:
     """The cache the sweep's jobs share (only ``results_dir`` and ``cache`` decide it)."""
     from madara_cli.config import compose
 
-    given = [o for o in list(load_grid(grid_name).overrides) + list(extra) if o.split("=", 1)[0].lstrip("+~") in ("results_dir", "cache")]
+    given = [o.raw for o in parse_overrides([*load_grid(grid_name).overrides, *extra]) if o.key in ("results_dir", "cache")]
     return Path(compose(given).cache)

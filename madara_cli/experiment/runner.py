@@ -26,7 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 from madara_cli import metrics as M
 from madara_cli.config.compose import strategy_impl
 from madara_cli.experiment.engines import EnginePool
-from madara_cli.experiment.examples import load_cell, retrieve_for, sized_to_data
+from madara_cli.experiment.examples import load_cell, reranker_config, retrieve_for, sized_to_data
 from madara_cli.experiment.grid import cell_from_cfg, key_settings
 from madara_cli.records import Cell, Example, Prediction
 from madara_cli.results.outputs import CellRecord, timing_section
@@ -103,11 +103,13 @@ def evaluated_set_info(cfg: DictConfig, examples: list[Example], calibration: li
     return info
 
 
-def finished_cell(cfg: DictConfig, sized: bool = False) -> CellResult | None:
+def finished_cell(cfg: DictConfig, sized: bool = False, cell: Cell | None = None) -> CellResult | None:
     """The cell's finished result on disk, or None when it has not finished. With
     ``sized``, a cell whose limit or calibration the data cut (:func:`sized_to_data`)
-    is looked for under the key it ran as, which takes loading the benchmark."""
-    cell = cell_from_cfg(cfg)
+    is looked for under the key it ran as, which takes loading the benchmark.
+    ``cell``: ``cell_from_cfg(cfg)`` when the caller already derived it (its key hashes
+    the config and the prompt digests: derived once per run, then passed down)."""
+    cell = cell if cell is not None else cell_from_cfg(cfg)
     folder = cell.folder(cfg.results_dir)
     record = read_cell(folder)
     if record is None and sized:
@@ -123,10 +125,11 @@ def finished_cell(cfg: DictConfig, sized: bool = False) -> CellResult | None:
 
 
 def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None = None) -> CellResult:
-    """Run one cell (or read it back if finished and not ``cfg.force``)."""
+    """Run one cell (or read it back if finished and not ``cfg.force``). Its key is
+    derived once here (again only when the data cut its limit: then it is another cell)."""
     cell = cell_from_cfg(cfg)
     folder = cell.folder(cfg.results_dir)
-    if not cfg.force and (done := finished_cell(cfg)) is not None:
+    if not cfg.force and (done := finished_cell(cfg, cell=cell)) is not None:
         log.info("%s: finished earlier, read back from %s", cell.key, folder)
         track_cell(cfg, done)  # a cell finished before tracking was on is logged once
         return done
@@ -134,6 +137,7 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
     routed = strategy_impl(cfg.strategy) == ROUTED
     strategy = None if routed else STRATEGIES.get(strategy_impl(cfg.strategy))
     check_writable(folder.parent)  # before any work, not after it
+    reranker = reranker_config(cfg)  # composed once, up front: the eval and calibration retrievals share it
     t0, started = time.perf_counter(), now_iso()
     calibration: list[Example] | None = None
     data_report: dict[str, Any] | None = None
@@ -144,15 +148,15 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
         if requested:  # the data held fewer queries than asked: the cell is the one that ran
             cell = cell_from_cfg(cfg)
             folder = cell.folder(cfg.results_dir)
-            if not cfg.force and (done := finished_cell(cfg)) is not None:
+            if not cfg.force and (done := finished_cell(cfg, cell=cell)) is not None:
                 log.info("%s: finished earlier, read back from %s", cell.key, folder)
                 return done
-        examples, calibration, data_report = retrieve_for(cfg, loaded.examples, pool), loaded.calibration, loaded.load.to_dict()
+        examples, calibration, data_report = retrieve_for(cfg, loaded.examples, pool, reranker), loaded.calibration, loaded.load.to_dict()
     evaluated_set = evaluated_set_info(cfg, examples, calibration, requested)
     if routed:  # probe -> route -> routed strategy; the probe's data is ready before the engine is taken
         from madara_cli.experiment.treat import Treatment
 
-        strategy = Treatment.prepare(cfg, pool, calibration).run
+        strategy = Treatment.prepare(cfg, pool, calibration, reranker=reranker).run
     llm = pool.get(cfg)
     with llm.fresh_accounting() as accounting, llm.logging_samples(bool(cfg.get("log_samples", True))) as samples:
         ctx = StrategyContext(llm=llm, cfg=cfg)

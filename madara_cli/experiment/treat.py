@@ -10,6 +10,11 @@
    its own ``configs/strategy`` settings composed by Hydra (:func:`routed_config`), on
    every evaluated query.
 
+What is composed when: :meth:`Treatment.prepare`, at the start of the cell, works out
+which ``strategy.X`` the user set (:func:`user_strategy_keys`, one compose of madara's
+own node); the routed strategy's node is composed once, in :meth:`Treatment.run`, since
+only the probe's route names it (the one compose in the middle of a ``madara`` cell).
+
 The route and its reason go into the cell's record (``madara``) and each prediction's
 ``extra["route"]``. The runner calls :meth:`Treatment.prepare` before it takes the
 cell's engine (the calibration split may need the reranker's engine) and runs
@@ -79,23 +84,22 @@ def user_strategy_keys(cfg: DictConfig) -> set[str]:
     return {k for k in cfg.strategy if k not in base or cfg.strategy[k] != base[k]} - set(_OWN)
 
 
-def routed_config(cfg: DictConfig, route: str) -> DictConfig:
+def routed_config(cfg: DictConfig, route: str, carry: set[str] | None = None) -> DictConfig:
     """The cell's config with its strategy node replaced by the routed strategy's, composed
     by Hydra from the cell's own overrides with ``strategy=`` set to ``route``.
 
     ``strategy.X`` settings the user set on the madara cell (``strategy.scoring=logprob``,
     ``strategy.top_k=3``, ...) carry over when the routed strategy has them (its composed
     node's keys), except ``scoring`` for the CoT treatments, whose reasoning must be
-    generated. Everything outside ``strategy`` is the cell's, as it stands."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
+    generated. Everything outside ``strategy`` is the cell's, as it stands. ``carry``:
+    :func:`user_strategy_keys` of ``cfg`` when the caller worked it out already."""
     from madara_cli.config import compose
+    from madara_cli.config.overrides import parse_overrides
 
-    overrides = [str(o) for o in cfg.get("overrides") or []]
-    parsed = OverridesParser.create().parse_overrides(overrides) if overrides else []
-    others = [text for text, o in zip(overrides, parsed) if not (o.key_or_group == "strategy" or o.key_or_group.startswith("strategy."))]
+    parsed = parse_overrides(str(o) for o in cfg.get("overrides") or [])
+    others = [o.raw for o in parsed if not (o.hydra.key_or_group == "strategy" or o.hydra.key_or_group.startswith("strategy."))]
     node = compose([*others, f"strategy={route}"]).strategy
-    for key in sorted(user_strategy_keys(cfg)):
+    for key in sorted(carry if carry is not None else user_strategy_keys(cfg)):
         if key not in node or key not in cfg.strategy or (key == "scoring" and node.get("cot")):
             continue
         node[key] = cfg.strategy[key]
@@ -113,22 +117,26 @@ class Treatment:
     pinned: tuple[ProbeRecord, Path] | None = None
     calibration: list[Example] | None = None
     spec: ProbeSpec | None = None  # the probe's, derived once in prepare (None with a pinned probe)
+    carry: set[str] | None = None  # the strategy.X settings the user set, carried to the treatment (user_strategy_keys)
 
     @classmethod
-    def prepare(cls, cfg: DictConfig, pool: EnginePool | None, calibration: list[Example] | None = None) -> "Treatment":
+    def prepare(cls, cfg: DictConfig, pool: EnginePool | None, calibration: list[Example] | None = None,
+                reranker: DictConfig | None = None) -> "Treatment":
         """Before the cell's engine is taken: read a pinned probe, or, when the probe must
         still run, retrieve its calibration split (``calibration``: the split as the cell
-        loaded it, the same queries the probe's own load gives; None loads it)."""
+        loaded it, the same queries the probe's own load gives; None loads it;
+        ``reranker``: the cell's :func:`madara_cli.experiment.examples.reranker_config`)."""
+        carry = user_strategy_keys(cfg)
         if cfg.strategy.get("probe"):
             path = Path(str(cfg.strategy.probe))
             record = read_probe(path)
-            return cls(pinned=(record, record.path or path))
+            return cls(pinned=(record, record.path or path), carry=carry)
         spec = ProbeSpec.from_cfg(cfg)
         if _probe_done(cfg, spec):
-            return cls(spec=spec)
+            return cls(spec=spec, carry=carry)
         if calibration is None:
-            return cls(calibration=cell_examples(cfg, pool, split="calibration").examples, spec=spec)
-        return cls(calibration=retrieve_for(cfg, calibration, pool), spec=spec)
+            return cls(calibration=cell_examples(cfg, pool, split="calibration", reranker=reranker).examples, spec=spec, carry=carry)
+        return cls(calibration=retrieve_for(cfg, calibration, pool, reranker), spec=spec, carry=carry)
 
     def run(self, ctx: StrategyContext, examples: Sequence[Example]) -> list[Prediction]:
         """Probe (or reuse), route, and run the routed strategy: a strategy's signature."""
@@ -138,7 +146,7 @@ class Treatment:
             record, path, reused = find_or_run_probe(ctx.cfg, ctx.llm, examples=self.calibration, spec=self.spec)
             track_probe(ctx.cfg, record, path, reused)
         route, reason = routed(record, ctx.cfg)
-        sub = StrategyContext(llm=ctx.llm, cfg=routed_config(ctx.cfg, route))
+        sub = StrategyContext(llm=ctx.llm, cfg=routed_config(ctx.cfg, route, self.carry))
         preds = STRATEGIES.get(route)(sub, examples)
         ctx.report.update(sub.report)
         ctx.report["madara"] = {

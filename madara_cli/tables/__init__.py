@@ -1,9 +1,9 @@
 """Paper tables from results on disk: builders, renderers, Figure 2 and cell comparison.
 
-Layout: ``index`` (the results on disk), ``cells`` (formatting), ``catalog`` (the
+Layout: ``lookup`` (the results on disk), ``pairs`` (formatting), ``catalog`` (the
 ``@table(name, title, grid)`` decorator each builder is declared with), ``builders/``
 (one function per table, by topic, and ``TABLES``: name → table, in writing order),
-``render`` (Markdown, LaTeX, CSV), ``figure`` (Figure 2), ``compare``, ``paper_values``.
+``render`` (Markdown, LaTeX, CSV), ``figure`` (Figure 2), ``compare``; the paper's own numbers are :mod:`madara_cli.paper`.
 
 Public entry points (the CLI verbs call these):
 

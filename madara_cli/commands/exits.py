@@ -1,0 +1,59 @@
+"""How the ``madara`` entry point ends a command a user can fix or stop: the
+interrupt it raises on SIGINT/SIGTERM, the one line for an OS error, and the override
+that does what another runner's option does."""
+
+from __future__ import annotations
+
+RESUME_HINT = "finished cells and cached completions are kept; rerun the same command to resume"
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM during a command (a BaseException, like KeyboardInterrupt)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def interrupt(signum, frame) -> None:
+    """The SIGINT/SIGTERM handler: raise :class:`Interrupted`."""
+    raise Interrupted(signum)
+
+
+def os_error_line(e: OSError) -> str:
+    import errno
+
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        where = e.filename or "the device"
+        return f"no space left on {where} ({e.strerror or e}); free some space and rerun"
+    if e.filename:
+        return f"cannot use {e.filename}: {e.strerror or e}"
+    return str(e)
+
+
+# Options of other evaluation runners (lm-evaluation-harness and friends) -> the override
+# that does the same here. A value-less flag gets the value shown.
+_OPTION_OVERRIDES = {
+    "limit": "limit", "seed": "seed", "output_path": "results_dir", "output": "results_dir", "output_dir": "results_dir",
+    "batch_size": "backend.batch_size", "log_samples": "log_samples", "model": "model", "tasks": "benchmark",
+    "task": "benchmark", "benchmark": "benchmark", "strategy": "strategy", "device": "backend", "force": "force",
+}
+_FLAGS = {"log_samples": "true", "force": "true"}
+
+
+def override_for_option(option: str, argv: list[str]) -> str | None:
+    """``--limit 2`` -> ``limit=2`` (and the rest of the table above), reading the value
+    the user gave after the option; None for an option with no counterpart."""
+    name = option.lstrip("-").replace("-", "_")
+    key = _OPTION_OVERRIDES.get(name)
+    if key is None:
+        return None
+    value = _FLAGS.get(name)
+    for i, arg in enumerate(argv):
+        if arg == option and name not in _FLAGS and i + 1 < len(argv) and not argv[i + 1].startswith("-"):
+            value = argv[i + 1]
+        elif arg.startswith(option + "="):
+            value = arg.split("=", 1)[1]
+    if key == "backend" and value not in (None, "llamacpp", "vllm", "openai"):
+        return "backend=llamacpp (CPU) or backend=vllm (GPU)"
+    return f"{key}={value if value is not None else '...'}"

@@ -1,0 +1,86 @@
+"""``madara ls`` and ``madara show``: what a run can name, and what a finished cell or
+probe holds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from madara_cli.commands.options import UserError, out, results_dir_of, results_option
+
+
+def ls(
+    what: Optional[str] = typer.Argument(None, help="models | backends | benchmarks | retrievers | strategies | loggers | grids"),
+    paper: bool = typer.Option(False, "--paper", help="grids: only the paper grids, in the order madara reproduce runs them, one per line"),
+) -> None:
+    """List the configs a run can name."""
+    from madara_cli.config import GROUPS, options, paper_grids, plural
+
+    groups = {plural(g): g for g in (*GROUPS, "logger", "grid")}
+    if what and what not in groups:
+        raise UserError(f"unknown list '{what}'; valid: {', '.join(groups)}")
+    if paper:
+        if what != "grids":
+            raise UserError("--paper lists grids: madara ls grids --paper")
+        print("\n".join(paper_grids()))
+        return
+    if what == "models":  # one per line, with the chat settings every backend applies
+        from madara_cli.backends.chat import ChatSettings
+        from madara_cli.config import compose
+
+        for name in options("model"):
+            m = compose([f"model={name}"]).model
+            out.print(f"{name}: {m.hf_id} (chat: {ChatSettings.from_model(m).describe()})", highlight=False)
+        return
+    for name, group in groups.items():
+        if what in (None, name):
+            out.print(f"[bold]{name}[/bold]: {', '.join(options(group))}")
+
+
+def show(
+    cell: str = typer.Argument(..., help="A finished cell or probe folder, or its key (a unique part of it is enough)"),
+    results: Optional[Path] = results_option(),
+    as_json: bool = typer.Option(False, "--json", help="Print the cell's or probe's record as JSON"),
+) -> None:
+    """A finished cell's metrics with its provenance: versions, commit, overrides, times, host."""
+    import json
+
+    from madara_cli.results.record_files import find_cell, flat_items, read_record
+
+    try:
+        folder = find_cell(results_dir_of(results), cell)
+        fname, typed = read_record(folder)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    record = typed.to_dict()
+    if as_json:
+        print(json.dumps(record, indent=2, ensure_ascii=False))
+        return
+    prov = typed.provenance or {}
+    t = Table(title=f"{folder.name} ({fname})", show_header=False)
+    t.add_column("key", style="bold")
+    t.add_column("value", overflow="fold")
+    skip = {"provenance", "scores", "per_query", "bootstrap"}
+    for k, v in flat_items({k: v for k, v in record.items() if k not in skip}):
+        if isinstance(v, list) and len(v) > 8:
+            v = f"[{len(v)} values]"
+        t.add_row(k, "" if v is None else str(v))
+    out.print(t)
+    if not prov:
+        out.print("[yellow]no provenance recorded[/yellow] (written by a madara older than 0.2)")
+    else:
+        p = Table(title="provenance", show_header=False)
+        p.add_column("key", style="bold")
+        p.add_column("value", overflow="fold")
+        for k in ("madara_version", "git_commit", "git_dirty", "python", "platform", "host", "started", "ended", "seconds"):
+            p.add_row(k, str(prov.get(k)))
+        engine = prov.get("engine") or {}
+        p.add_row("engine", f"{engine.get('backend')} ({engine.get('package') or '-'} {engine.get('version') or ''})".strip())
+        p.add_row("overrides", " ".join(prov.get("overrides") or []) or "(none)")
+        p.add_row("command", "madara " + " ".join(prov.get("argv") or []))
+        p.add_row("packages", ", ".join(f"{k} {v}" for k, v in (prov.get("packages") or {}).items()))
+        out.print(p)
+    out.print(f"[dim]{folder}[/dim]")

@@ -1,0 +1,73 @@
+"""What every verb of the ``madara`` command line shares: the two consoles, the one
+error a verb raises for a mistake the user can fix, and the results-folder option and
+override checks several verbs take."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+# Tables stay readable when piped (rich would otherwise assume 80 columns).
+out = Console(width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True)
+
+
+class UserError(Exception):
+    """Printed as one line, exit 2."""
+
+
+def results_option(default: Optional[Path] = None):
+    """The one results-folder option every verb takes (``results_dir=DIR`` is the same
+    setting as an override)."""
+    return typer.Option(default, "--results", envvar="MADARA_RESULTS", help="Results folder (same as the results_dir=DIR override; env MADARA_RESULTS)")
+
+
+def with_results(overrides: list[str], results: Optional[Path]) -> list[str]:
+    """``--results DIR`` as the ``results_dir=`` override; an explicit override wins."""
+    from madara_cli.config.overrides import parse_overrides
+
+    if results is None or any(o.key == "results_dir" for o in parse_overrides(overrides)):
+        return overrides
+    return [f"results_dir={results}", *overrides]
+
+
+def honoured(overrides: list[str], launcher: Optional[str] = None) -> list[str]:
+    """Refuse, in one line, an override madara would accept and then ignore: Hydra's own
+    settings (``hydra.run.dir=...``: madara runs no Hydra app, except the job launch of
+    ``--launcher``, which reads ``hydra.launcher.*``) and ``+key`` adding a key to a
+    schema that nothing reads."""
+    from madara_cli.config import RootConfig
+    from madara_cli.config.overrides import malformed, parse_overrides
+    from madara_cli.config.validate import _schema_field
+
+    parsed = parse_overrides(overrides)
+    if malformed(parsed) is not None:
+        return overrides  # compose names the malformed one
+    for text, o in ((p.raw, p.hydra) for p in parsed):
+        key = o.key_or_group
+        if key == "hydra" or key.startswith(("hydra.", "hydra/")):
+            if launcher and key.startswith(("hydra.launcher.", "hydra/launcher")):
+                continue
+            where = (f"under --launcher {launcher} only hydra.launcher.* settings apply" if launcher else
+                     "hydra.* settings apply only to a grid's launch (--launcher NAME: hydra.launcher.*)")
+            raise UserError(f"'{text}' is not honoured: madara runs no Hydra app of its own, so {where}; "
+                            "results go to results_dir=DIR, logs to stderr")
+        if (o.is_add() or o.is_force_add()) and not key.startswith("strategy."):
+            found = _schema_field(RootConfig, key)
+            if found is not None and found[0] == "unknown":
+                import dataclasses
+
+                valid = ", ".join(f.name for f in dataclasses.fields(found[1]))
+                raise UserError(f"'{text}' adds a setting madara does not read (its schemas are closed; "
+                                f"valid {key.rsplit('.', 1)[0] + ' ' if '.' in key else ''}keys: {valid})")
+            if found is not None and o.is_add():
+                raise UserError(f"'{text}': {key} is an existing setting; set it without the '+': {text.lstrip('+')}")
+    return overrides
+
+
+def results_dir_of(results: Optional[Path]) -> Path:
+    return results if results is not None else Path("results")

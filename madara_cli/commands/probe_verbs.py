@@ -1,0 +1,83 @@
+"""``madara probe``: diagnose a model-task pair, and the probe record as a table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.table import Table
+
+from madara_cli.commands.options import UserError, err, honoured, out, results_option, with_results
+
+
+def probe(
+    model: str = typer.Option("smollm2-135m", "--model", help="Model config name (madara ls models)"),
+    benchmark: str = typer.Option("mini", "--benchmark", "-b", help="Benchmark config name"),
+    n: Optional[int] = typer.Option(None, "--n", min=1, help="Calibration queries (default: benchmark.calibration, 100 for the paper's benchmarks)"),
+    force: bool = typer.Option(False, "--force", help="Recompute even if a finished probe exists (completions still come from the cache)"),
+    overrides: Optional[List[str]] = typer.Argument(None, help="Hydra overrides, e.g. backend=vllm benchmark.path=FILE"),
+    results: Optional[Path] = results_option(),
+) -> None:
+    """Diagnose a model-task pair: NF baseline + RSC probe -> route; writes results/probes/<key>/."""
+    from madara_cli.config import compose
+    from madara_cli.experiment.engines import EnginePool
+    from madara_cli.experiment.treat import ensure_probe
+    from madara_cli.progress import StageProgress
+    from madara_cli.results.record_files import no_empty_folders_left
+
+    cfg = compose(with_results([f"model={model}", f"benchmark={benchmark}", *honoured(list(overrides or []))], results))
+    with no_empty_folders_left([str(cfg.results_dir)]), StageProgress(err) as progress, EnginePool(progress=progress) as pool:
+        progress.label = f"probe {model}/{benchmark}"
+        try:
+            record, path, reused = ensure_probe(cfg, pool, n, force=force)
+        except ValueError as e:
+            raise UserError(str(e)) from None
+    print_probe(record, path, reused)
+
+
+def print_probe(r, path: Path, reused: bool) -> None:
+    """A probe record (:class:`madara_cli.results.outputs.ProbeRecord`) as a table and notes."""
+    def f(x, fmt="{:.2f}"):
+        return "—" if x is None else fmt.format(x)
+
+    t = Table(title=f"RSC probe: {r.model} on {r.benchmark} (n={r.n}){' — reused' if reused else ''}")
+    for col in ("level", "ρ̂ (pooled)", "p", "95% CI", "per-query mean ± std"):
+        t.add_column(col)
+    for k, level in enumerate(("shuffled", "contradicted", "random")):
+        ci = r.ci_at(k)
+        mean, std = r.per_query_at(k)
+        t.add_row(level, f(r.rho_at(k)), f(r.p_value_at(k), "{:.1e}"), "—" if not ci else f"[{f(ci[0])}, {f(ci[1])}]", f"{f(mean)} ± {f(std)}")
+    out.print(t)
+    out.print(
+        f"ρ* = {f(r.rho_star)}   ρ̄ = {f(r.rho_bar)}   class: [bold]{r.rsc_class}[/bold]"
+        f"   coupling: {r.coupling or '—'}   bootstrap stability: {f(r.stability, '{:.0%}')}"
+    )
+    if r.is_degenerate:
+        deg = r.degenerate
+        out.print(f"[yellow]degenerate scoring:[/yellow] floor {f(deg.floor_share, '{:.0%}')}, ceiling {f(deg.ceiling_share, '{:.0%}')}, "
+                  f"mean {f(deg.mean_score)}/5 — {deg.reason or ''}")
+    out.print(f"re-score: rsc.rescore={r.rescore or '—'}, rsc.rescoring={r.rescoring or '—'}", highlight=False)
+    sc = r.scores
+    if sc is not None and sc.n_pairs:
+        excluded = sc.chains_empty or 0
+        probed = sc.n_pairs_probed if sc.n_pairs_probed is not None else sc.n_pairs
+        hint = "  (unparseable replies are dropped; rsc.rescoring=logprob reads every re-score)" if sc.parse_failures_rescored else ""
+        out.print(
+            f"parse failures: CoT {sc.parse_failures_normal or 0}/{sc.n_pairs}, "
+            f"re-scored {sc.parse_failures_rescored or 0}/{3 * probed}{hint}", highlight=False
+        )
+        if excluded:
+            out.print(f"{excluded}/{sc.n_pairs} chains were empty once their score fields were removed: those pairs were not probed")
+    out.print(f"score entropy {f(r.entropy)}   EM_NF {f(None if r.em_nf is None else 100 * r.em_nf, '{:.1f}')}%")
+    iso = r.isolation
+    if iso is not None:
+        out.print(
+            f"isolation ({iso.strategy}, k={iso.top_k}): EM {f(iso.em_iso, '{:.1f}')}% vs NF {f(iso.em_nf, '{:.1f}')}%, "
+            f"Δ_iso {f(iso.gain, '{:+.1f}')} pt, b/c {iso.b}/{iso.c}, exact McNemar p = {f(iso.p_value, '{:.3g}')} ({iso.requests} requests)",
+            highlight=False,
+        )
+    out.print(f"[bold]route:[/bold] {r.route} — {r.reason}")
+    if iso is not None and iso.route:
+        out.print(f"[bold]route (router.policy=isolation):[/bold] {iso.route} — {iso.reason}")
+    out.print(f"[dim]{path}[/dim]")

@@ -1,0 +1,204 @@
+"""``madara run``, ``madara plan`` and ``madara reproduce``: the verbs that run (or
+estimate) cells, sweeps and grids, and the tables they print."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.table import Table
+
+from madara_cli.commands.options import UserError, err, honoured, out, results_dir_of, results_option, with_results
+
+
+def results_table(results, title: str) -> Table:
+    t = Table(title=title)
+    for col in ("model", "benchmark", "strategy", "n", "EM %", "F1 %", "contains %", "calls", "cache hits", "tokens in/out", "engine s", "status"):
+        t.add_column(col, justify="right" if col not in ("model", "benchmark", "strategy", "status") else "left")
+    from madara_cli.experiment.runner import Failed
+
+    for r in results:
+        if isinstance(r, Failed):
+            t.add_row(r.label, "", "", "", "", "", "", "", "", "", "", f"skipped: {r.reason}")
+            continue
+        m = r.record
+        a = m.accounting
+
+        def pct(x):
+            return "—" if x is None else f"{100 * x:.1f}"
+
+        t.add_row(
+            r.cell.model, r.cell.benchmark, r.cell.strategy, str(m.n), pct(m.em), pct(m.f1), pct(m.contains),
+            str(a.get("calls_issued", 0)), str(a.get("cache_hits", 0)),
+            f"{a.get('tokens_in', 0):,}/{a.get('tokens_out', 0):,}", f"{m.engine_seconds:.1f}", "done earlier" if r.skipped else "ran",
+        )
+    return t
+
+
+def run(
+    overrides: Optional[List[str]] = typer.Argument(None, help="Hydra overrides, e.g. model=smollm2-135m strategy=nf limit=20"),
+    grid: Optional[str] = typer.Option(None, "--grid", "-g", help="Run every cell of configs/grid/NAME.yaml"),
+    multirun: bool = typer.Option(False, "--multirun", "-m", help="Sweep comma-separated overrides (strategy=nf,pde seed=0,1) like Hydra's multirun"),
+    cfg_print: Optional[str] = typer.Option(None, "--cfg", help="job: print the composed config of each cell as YAML and exit"),
+    results: Optional[Path] = results_option(),
+    launcher: Optional[str] = typer.Option(None, "--launcher", help="Run the grid's cells through a Hydra launcher: joblib | submitit_slurm | submitit_local | ray"),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Parallel processes for --launcher joblib"),
+) -> None:
+    """Run one cell (overrides), a sweep (-m key=a,b) or a whole grid (--grid NAME); finished cells are skipped."""
+    from madara_cli.config import compose, load_grid
+    from madara_cli.experiment.grid import expand, expand_sweep, has_sweep
+    from madara_cli.experiment.runner import run_cells, run_probes
+    from madara_cli.progress import StageProgress
+    from madara_cli.results.record_files import no_empty_folders_left
+    from madara_cli.results.summary import write_summary
+
+    overrides = honoured(with_results(list(overrides or []), results), launcher)
+    if cfg_print is not None:
+        if cfg_print != "job":
+            raise UserError(f"--cfg {cfg_print}: only --cfg job is supported (the composed config of each cell)")
+        from omegaconf import OmegaConf
+
+        cfgs = expand(grid, overrides) if grid else expand_sweep(overrides) if multirun else [compose(overrides)]
+        print("---\n".join(OmegaConf.to_yaml(c) for c in cfgs), end="")
+        return
+    if not grid and not multirun and has_sweep(overrides):
+        raise UserError("comma-separated values sweep: add -m/--multirun (madara run -m strategy=nf,pde), "
+                        "or quote a literal list as key=[a,b]")
+    if launcher:
+        if not grid:
+            raise UserError("--launcher needs --grid NAME")
+        from madara_cli.experiment.launch import multirun as launch_multirun
+        from madara_cli.experiment.launch import read_back
+
+        with no_empty_folders_left([_results_root(overrides)]):
+            launched = launch_multirun(grid, overrides, launcher, jobs)
+        back = read_back(launched)
+        out.print(results_table(back.finished, f"grid {grid} ({launcher})"))
+        if back.missing:
+            raise UserError(f"{len(back.missing)} cell(s) did not finish under the {launcher} launcher ({', '.join(back.missing)}); rerun to resume")
+        _write_summaries(launched, write_summary)
+        return
+    if grid and load_grid(grid).kind == "probes":
+        cfgs = expand(grid, overrides)
+        with no_empty_folders_left({str(c.results_dir) for c in cfgs}), StageProgress(err) as progress:
+            probes = run_probes(cfgs, progress)
+        out.print(probes_table(probes, f"grid {grid}"))
+        return
+    cfgs = expand(grid, overrides) if grid else expand_sweep(overrides) if multirun else [compose(overrides)]
+    with no_empty_folders_left({str(c.results_dir) for c in cfgs}), StageProgress(err) as progress:
+        results_ = run_cells(cfgs, progress)
+    title = f"grid {grid}" if grid else f"sweep ({len(cfgs)} cells)" if multirun else "cell"
+    out.print(results_table(results_, title))
+    for r in results_:
+        out.print(f"[dim]{r.folder}[/dim]")
+    _write_summaries(cfgs, write_summary)
+
+
+def _results_root(overrides: list[str]) -> str:
+    """The results folder a launched grid writes (its last ``results_dir=``, else the default)."""
+    from madara_cli.config.overrides import last_value, parse_overrides
+
+    return last_value(parse_overrides(overrides), "results_dir") or "results"
+
+
+def _write_summaries(cfgs, write_summary) -> None:
+    for d in dict.fromkeys(str(c.results_dir) for c in cfgs):
+        write_summary(d)
+
+
+def probes_table(probes, title: str) -> Table:
+    from madara_cli.experiment.runner import Failed
+
+    t = Table(title=title)
+    for col in ("model", "benchmark", "n", "ρ̂1", "ρ̂2", "ρ̂3", "ρ*", "class", "EM_NF %", "route", "status"):
+        t.add_column(col)
+    for p in probes:
+        if isinstance(p, Failed):
+            t.add_row(p.label, "", "", "", "", "", "", "", "", "", f"skipped: {p.reason}")
+            continue
+        r, _, reused = p
+        fmt = lambda x: "—" if x is None else f"{x:.2f}"  # noqa: E731
+        t.add_row(r.model, r.benchmark, str(r.n), *(fmt(r.rho_at(k)) for k in range(3)), fmt(r.rho_star), str(r.rsc_class),
+                  "—" if r.em_nf is None else f"{100 * r.em_nf:.1f}", str(r.route), "done earlier" if reused else "ran")
+    return t
+
+
+
+def plan(
+    grid: str = typer.Option(..., "--grid", "-g", help="Grid to estimate (madara ls grids)"),
+    overrides: Optional[List[str]] = typer.Argument(None, help="Hydra overrides applied to every cell"),
+    results: Optional[Path] = results_option(),
+) -> None:
+    """Cells, calls and prompt tokens per strategy before a grid runs; measured numbers after."""
+    from madara_cli.config import load_grid
+    from madara_cli.experiment.grid import expand
+    from madara_cli.experiment.plan import format_per_query, paper_calls_per_query, plan_grid
+
+    if load_grid(grid).kind == "probes":
+        raise UserError(f"grid {grid} holds probes; plan estimates strategy grids")
+    p = plan_grid(grid, expand(grid, honoured(with_results(list(overrides or []), results))))
+    t = Table(title=f"plan: grid {grid} ({len(p.cells)} cells)")
+    for col in ("strategy", "cells", "requests", "per query", "Table 18", "engine calls", "already cached", "prompt tokens", "est. time",
+                "measured cells", "measured requests", "measured calls"):
+        t.add_column(col, justify="left" if col == "strategy" else "right")
+    rows = list(p.by_strategy.items()) + [("total", p.total())]
+    for name, s in rows:
+        est = f" ({s.estimated_cells} est.)" if s.estimated_cells else ""
+        per_query, paper = ("—", "—") if name == "total" else (format_per_query(s), paper_calls_per_query(name))
+        t.add_row(name, f"{s.cells}{est}", f"{s.requests:,}", per_query, paper, f"{s.calls:,}", f"{s.cached:,}", f"{s.prompt_tokens:,}", _plan_time(s),
+                  str(s.measured_cells), f"{s.measured_requests:,}" if s.measured_cells else "—", f"{s.measured_calls:,}" if s.measured_cells else "—")
+    out.print(t)
+    out.print("[dim]engine calls count work shared through the response cache once; prompt tokens ≈ characters / 4; "
+              "per query: the strategy's own scoring + other requests per query, beside Table 18's note on LLM calls per query; "
+              "est. time: the uncached calls at the engine's seconds per call measured in the cache (— before any)[/dim]")
+    if p.total().estimated_cells:
+        out.print(f"[yellow]{p.total().estimated_cells} cell(s) are estimates[/yellow]: their data is not here yet, so they were counted "
+                  "on placeholder queries (limit or benchmark.sample of them, k passages each)", highlight=False)
+    for n in p.notes:
+        out.print(f"[dim]{n}[/dim]", highlight=False)
+
+
+def _plan_time(s) -> str:
+    """Estimated engine time of a plan row: "—" without a measured rate, "≥" when only
+    some of its uncached calls have one."""
+    from madara_cli.progress import _duration
+
+    uncached = s.calls - s.cached
+    if uncached <= 0:
+        return "0s"
+    if not s.timed_calls:
+        return "—"
+    return ("" if s.timed_calls + 0.5 >= uncached else "≥ ") + _duration(s.seconds)
+
+
+def reproduce(
+    backend: str = typer.Option("vllm", "--backend", help="vllm (the paper's setting) | llamacpp (CPU) | openai"),
+    models: str = typer.Option("llama-3.1-8b,mistral-7b,qwen3-8b,qwen2.5-7b,gemma-2-9b", "--models", help="Comma-separated model configs (replaces each grid's model axis)"),
+    grids: Optional[str] = typer.Option(None, "--grids", help="Space- or comma-separated grids (default: every paper grid)"),
+    results: Optional[Path] = results_option(),
+    overrides: Optional[List[str]] = typer.Argument(None, help="Hydra overrides for every cell, e.g. benchmark.path=FILE"),
+) -> None:
+    """Every paper grid, then all tables, Figure 2 and the audit; exits 1 when any cell or probe was skipped."""
+    from madara_cli.config import paper_grids
+    from madara_cli.config.overrides import last_value, parse_overrides
+    from madara_cli.experiment.reproduce import reproduce as run_all
+    from madara_cli.progress import StageProgress
+
+    parsed = parse_overrides(overrides or [])
+    plain_results = [o for o in parsed if o.key == "results_dir" and not o.prefix]  # a plain results_dir= is the folder
+    results_dir = last_value(plain_results, "results_dir")
+    results_dir = results_dir if results_dir is not None else str(results_dir_of(results))
+    overrides = [o.raw for o in parsed if o not in plain_results]
+    names = [g for g in grids.replace(",", " ").split() if g] if grids else paper_grids()
+    with StageProgress(err) as progress:
+        report = run_all(backend, [m for m in models.replace(" ", ",").split(",") if m], names, results_dir, progress, overrides)
+    out.print(f"finished cells and probes: {report.finished}; skipped: {len(report.failed)}")
+    for f in report.failed:
+        out.print(f"  skipped {f.label}: {f.reason}", markup=False, highlight=False)
+    out.print(f"tables: {len(report.tables)} files under {results_dir}/tables" + (f"; figure: {report.figure}" if report.figure else ""))
+    out.print(report.audit, markup=False, highlight=False)
+    if report.failed:
+        err.print(f"reproduce incomplete: {len(report.failed)} cell(s)/probe(s) skipped: " + "; ".join(f.label for f in report.failed),
+                  markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(1)

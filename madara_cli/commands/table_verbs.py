@@ -1,0 +1,118 @@
+"""``madara tables``, ``madara plot`` and ``madara report``: what a results folder
+shows, written from the results on disk (nothing runs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from madara_cli.commands.options import UserError, err, out, results_dir_of, results_option
+
+
+def tables(
+    only: Optional[str] = typer.Option(None, "--only", help="Comma-separated tables, e.g. table2,table4 (default: all)"),
+    format: str = typer.Option("md,tex,csv,long", "--format", "-f", help="Comma-separated: md, tex, csv, long (tidy numeric CSV)"),
+    results: Optional[Path] = results_option(),
+    out_dir: Optional[Path] = typer.Option(None, "--out", help="Where to write (default: RESULTS/tables)"),
+    metric: str = typer.Option("em", "--metric", help="What our cells show: em (EM as the paper's authors compute it: SQuAD normalisation), em_strict (Section 5.4's literal lower-case + whitespace), f1, contains"),
+    routing_nf: str = typer.Option(
+        "calibration", "--routing-nf",
+        help="NF EM Tables 8/9/19 route on: calibration (the probe's, as strategy=madara) or full (the NF cell)",
+    ),
+) -> None:
+    """Write every paper table (ours beside the paper's) from the results on disk; never runs anything.
+
+    Result folders that cannot be read are named and left out; the other tables are
+    written, and the exit status is 1 so that a script notices the gap."""
+    from madara_cli.results.stored import TABLE_METRICS, load_results
+    from madara_cli.tables import write_tables
+    from madara_cli.tables.figure import write_figure2
+
+    if metric not in TABLE_METRICS:
+        raise UserError(f"unknown metric '{metric}'; valid: {', '.join(TABLE_METRICS)}")
+    results_dir = results_dir_of(results)
+    if not results_dir.is_dir():
+        raise UserError(f"no results folder {results_dir} (run a grid first, or pass --results DIR / set MADARA_RESULTS)")
+    try:
+        paths = write_tables(
+            results_dir, out_dir or results_dir / "tables", only=only.split(",") if only else None, formats=tuple(format.split(",")), metric=metric,
+            routing_nf=routing_nf,
+        )
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    for p in paths:
+        if p.suffix == ".md" and only:
+            out.print(p.read_text(encoding="utf-8"), markup=False, highlight=False)
+    figs = write_figure2(results_dir, note_no_probe=False) if not only else None
+    shown = f"; figure(s) {', '.join(str(p) for p in figs.paths)}" if figs and figs.paths else ""
+    out.print(f"wrote {len(paths)} files under {(out_dir or results_dir / 'tables')}{shown}", soft_wrap=True)
+    for note in figs.notes if figs else ():
+        err.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
+    problems = load_results(results_dir).problems
+    if problems:
+        err.print(f"error: {unreadable_folders(problems)}; the tables were written without them", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(1)
+
+
+def plot(
+    results: Optional[Path] = results_option(),
+    out_dir: Optional[Path] = typer.Option(None, "--out", help="Where to write (default: RESULTS/figures)"),
+    format: str = typer.Option("png,pdf", "--format", "-f", help="Comma-separated: png, pdf, svg"),
+    metric: str = typer.Option("em", "--metric", help="What the cells show: em (EM as the paper's authors compute it), em_strict, f1, contains"),
+) -> None:
+    """Draw the figures of a results folder: EM by strategy (95% CIs), cost vs EM, ρ̂1..3 per probe, Figure 2 per benchmark."""
+    from madara_cli.tables.plots import write_plots
+
+    try:
+        figs = write_plots(results_dir_of(results), out_dir, formats=format.split(","), metric=metric)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    for p in figs.paths:
+        out.print(str(p), markup=False, highlight=False, soft_wrap=True)
+    for note in figs.notes:
+        err.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
+
+
+def report(
+    results: Optional[Path] = results_option(),
+    out_dir: Optional[Path] = typer.Option(None, "--out", help="Where to write index.html (default: RESULTS/report)"),
+    metric: str = typer.Option("em", "--metric", help="What our cells show: em (EM as the paper's authors compute it), em_strict, f1, contains"),
+    open_page: bool = typer.Option(False, "--open", help="Open the page in the web browser"),
+) -> None:
+    """Write one self-contained HTML page of a results folder: figures, routing decisions, every paper table, cell provenance."""
+    from madara_cli.results.stored import load_results
+    from madara_cli.tables.report import write_report
+
+    results_dir = results_dir_of(results)
+    try:
+        page = write_report(results_dir, out_dir, metric=metric)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    for note in page.notes:
+        err.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
+    out.print(f"wrote {page.path} ({page.tables} tables, {page.figures} figures)", markup=False, highlight=False, soft_wrap=True)
+    if open_page:
+        import webbrowser
+
+        if not webbrowser.open(page.path.resolve().as_uri()):
+            err.print(f"note: no web browser found here; open {page.path.resolve().as_uri()} yourself", markup=False, highlight=False, soft_wrap=True)
+    problems = load_results(results_dir).problems
+    if problems:
+        err.print(f"error: {unreadable_folders(problems)}; the report was written without them", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(1)
+
+
+# Named in full up to this many; beyond, a count and the first few.
+SHOWN_PROBLEMS = 5
+
+
+def unreadable_folders(problems) -> str:
+    """One line naming the result folders that cannot be read and why, all of them or a
+    count and the first :data:`SHOWN_PROBLEMS`, with what to do."""
+    shown = "; ".join(f"{folder} ({why})" for folder, why in problems[:SHOWN_PROBLEMS])
+    more = (f"; and {len(problems) - SHOWN_PROBLEMS} more (madara show FOLDER says what is wrong with each)"
+            if len(problems) > SHOWN_PROBLEMS else "")
+    return (f"{len(problems)} result folder(s) hold results that cannot be read: {shown}{more}; "
+            "rerun those cells with force=true, or delete the folders")

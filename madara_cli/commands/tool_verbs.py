@@ -1,0 +1,77 @@
+"""``madara bench``, ``madara index build`` and ``madara cache merge``: measuring,
+building retrieval indexes, and folding cluster workers' cache shards."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.table import Table
+
+from madara_cli.commands.options import UserError, err, out
+
+
+def bench(
+    only: str = typer.Option("calls,overhead,scoring,stats,stages", "--only", help="Sections: calls, overhead, scoring, stats, stages, threads"),
+    limit: int = typer.Option(2, "--limit", min=1, help="calls: queries per cell of the plan (needs no model)"),
+    stage_limit: int = typer.Option(1, "--stage-limit", min=1, help="stages: queries per cell"),
+    prompts: int = typer.Option(4, "--prompts", min=1, help="overhead: prompts"),
+    questions: int = typer.Option(1, "--questions", min=1, help="scoring: questions"),
+    docs: int = typer.Option(4, "--docs", min=1, help="scoring: documents per question (3 agents each)"),
+    n_threads: Optional[int] = typer.Option(1, "--threads", min=1, help="llama.cpp threads for the model sections"),
+    out_dir: Path = typer.Option(Path("results/bench"), "--out", help="Where the JSON files go"),
+    overrides: Optional[List[str]] = typer.Argument(None, help="Hydra overrides, e.g. model=qwen3-0.6b"),
+) -> None:
+    """Measure, side by side in one run: call economy, orchestration overhead, scoring cost, statistics, stage times."""
+    from madara_cli.bench import BenchOptions, run_bench, summary_rows
+
+    opts = BenchOptions(limit=limit, stage_limit=stage_limit, prompts=prompts, score_questions=questions, score_docs=docs, n_threads=n_threads,
+                        overrides=list(overrides or []), out_dir=out_dir)
+    results = run_bench(opts, tuple(x for x in only.split(",") if x), say=lambda m: err.print(m, style="dim"))
+    t = Table(title="madara bench (ratios measured side by side in one run)")
+    for col in ("section", "measure", "ratio"):
+        t.add_column(col, justify="right" if col == "ratio" else "left")
+    for row in summary_rows(results):
+        t.add_row(*row)
+    out.print(t)
+    out.print(f"[dim]{out_dir}/*.json[/dim]")
+
+
+index_app = typer.Typer(help="Retrieval indexes.", no_args_is_help=True)
+
+
+@index_app.command("build")
+def index_build(
+    corpus: Path = typer.Option(..., "--corpus", help="JSONL corpus: id + title/text, or FlashRAG's contents"),
+    out_dir: Path = typer.Option(Path("results/indexes"), "--out", help="Parent folder of the index"),
+    engine: Optional[str] = typer.Option(None, "--engine", help="bm25s | dense | pyserini (Lucene); same as retriever=NAME"),
+    overrides: Optional[List[str]] = typer.Argument(None, help="retriever=bm25s|dense|pyserini and its settings, e.g. retriever.k1=0.9"),
+) -> None:
+    """Build (or find) a saved index of CORPUS; use it with retriever.index=DIR."""
+    from madara_cli.config import compose
+    from madara_cli.data.saved_index import build_index
+
+    cfg = compose(([f"retriever={engine}"] if engine else []) + list(overrides or []))
+    path = build_index(corpus, out_dir, cfg.retriever, progress=True)
+    out.print(f"index ready: {path}\nuse it with: retriever={cfg.retriever.name} retriever.index={path}")
+
+
+cache_app = typer.Typer(help="The response cache.", no_args_is_help=True)
+
+
+@cache_app.command("merge")
+def cache_merge(
+    cache: Path = typer.Option(Path("results/cache.sqlite"), "--cache", help="The cache; its shards are in CACHE-shards/"),
+    keep: bool = typer.Option(False, "--keep", help="Keep the shards after merging"),
+) -> None:
+    """Fold the per-worker cache shards of cluster jobs into the cache (idempotent)."""
+    from madara_cli.backends.shards import merge_shards, shard_dir
+
+    if not cache.is_file() and not shard_dir(cache).is_dir():  # a typo would otherwise "merge 0 shards" and succeed
+        raise UserError(f"no response cache {cache} and no shards in {shard_dir(cache)}: nothing to merge "
+                        "(pass --cache RESULTS/cache.sqlite of the sweep)")
+    r = merge_shards(cache, keep=keep)
+    out.print(f"merged {r.shards} shards from {shard_dir(cache)}: {r.rows} entries, {r.added} new to {cache}", markup=False, highlight=False)
+    if r.failed:
+        raise UserError("shards not merged (kept): " + "; ".join(r.failed))

@@ -1,0 +1,81 @@
+"""Command-line overrides (``key=value``, ``+key=value``, ``~key``), parsed once.
+
+Every place that reads an override (compose and its checks, the verbs' option checks,
+grids, launchers, routed treatments, bench) reads the :class:`Override` records
+:func:`parse_overrides` makes instead of splitting or parsing the text itself. Each
+record holds the text as written, its key and value split at the first ``=`` (which
+never fails), and Hydra's own parse of it (value types, sweeps, add/delete, package),
+or the first line of Hydra's complaint when the text is malformed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+
+@dataclass(frozen=True)
+class Override:
+    """One override as the user wrote it."""
+
+    raw: str  # the text as written: "+strategy.scoring=logprob"
+    key: str  # the key or group without its +, ++ or ~ prefix: "strategy.scoring", "hydra/launcher"
+    value: str | None  # the text after the first "=", as written; None when there is no "="
+    prefix: str = ""  # what came before the key: "", "+", "++", "~" (or a mix such as "+~")
+    hydra: Any = field(default=None, compare=False, repr=False)  # Hydra's parse (hydra...overrides.Override); None when malformed
+    error: str | None = field(default=None, compare=False)  # the first line of Hydra's complaint when malformed
+
+    @property
+    def deletes(self) -> bool:
+        """``~key``: the prefix deletes (so the key is not given a value)."""
+        return "~" in self.prefix
+
+    @property
+    def is_hydra_setting(self) -> bool:
+        """A setting of Hydra itself (``hydra.launcher.partition=gpu``, ``hydra/launcher=...``)."""
+        return self.key == "hydra" or self.key.startswith(("hydra.", "hydra/"))
+
+    def __str__(self) -> str:
+        return self.raw
+
+
+def _split(text: str) -> tuple[str, str, str | None]:
+    head, eq, value = text.partition("=")
+    key = head.lstrip("+~")
+    return head[: len(head) - len(key)], key, value if eq else None
+
+
+def parse_overrides(overrides: Iterable[str | Override]) -> list[Override]:
+    """Each override as an :class:`Override` (already parsed ones are kept as they are,
+    so a list parsed once can be passed down and parsed "again" for free)."""
+    items = list(overrides)
+    if all(isinstance(o, Override) for o in items):
+        return list(items)  # type: ignore[arg-type]
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    parser = OverridesParser.create()
+    out: list[Override] = []
+    for item in items:
+        if isinstance(item, Override):
+            out.append(item)
+            continue
+        text = str(item)
+        prefix, key, value = _split(text)
+        try:
+            (parsed,) = parser.parse_overrides([text])
+        except HydraException as e:  # OverrideParseException and friends
+            out.append(Override(text, key, value, prefix, None, str(e).strip().splitlines()[0]))
+            continue
+        out.append(Override(text, key, value, prefix, parsed))
+    return out
+
+
+def malformed(overrides: Iterable[Override]) -> Override | None:
+    """The first override Hydra cannot read, if any."""
+    return next((o for o in overrides if o.error is not None), None)
+
+
+def last_value(overrides: Iterable[Override], key: str) -> str | None:
+    """The value of the last override setting ``key`` (with any prefix); None if none."""
+    given = [o.value for o in overrides if o.key == key and o.value is not None]
+    return given[-1] if given else None
