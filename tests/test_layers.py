@@ -21,18 +21,11 @@ from madara_cli.layers import LAYERS
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "madara_cli"
 
-# Imports that break the order today and whose fix belongs to another branch of issue 19.
-# Each is (importer, imported). The lead empties this list after merging; an entry the
+# Imports allowed to break the order, as (importer, imported) -> why: none. An entry the
 # code no longer has fails test_known_list_is_current, so the list can only shrink.
-KNOWN: dict[tuple[str, str], str] = {
-    # The store split: summary.csv rebuilds the key settings of cells written before they
-    # were recorded through experiment.grid.key_settings (which needs semantic_config and the
-    # probe's key); it goes with the runtime-only keys moving into the config.
-    ("madara_cli.results.summary", "madara_cli.experiment.grid"): "key_settings for old cells",
-}
+KNOWN: dict[tuple[str, str], str] = {}
 
-# Module file names used twice today, renamed by another branch of issue 19 (records.py:
-# results/records.py; registry.py: tables/registry.py, replaced by one decorator per table).
+# Module file names allowed twice (besides __init__.py): none.
 KNOWN_TWINS: set[str] = set()
 
 

@@ -29,15 +29,16 @@ from madara_cli.config import (
 )
 from madara_cli.config.compose import strategy_impl
 from madara_cli.config.overrides import parse_overrides
-from madara_cli.config.plugin_schemas import key_view, unkeyed
+from madara_cli.config.plugin_schemas import key_view
 from madara_cli.config.schema import keyed
+from madara_cli.config.settings import SEMANTIC_GROUPS, flat_settings, flatten, nested_settings
 from madara_cli.config.validate import not_applicable
 from madara_cli.errors import ConfigError
 from madara_cli.experiment.plugins import load_plugins
 from madara_cli.records import Cell
 
-# Root groups whose settings can change a cell's numbers.
-_SEMANTIC_GROUPS = ("model", "backend", "benchmark", "retriever", "strategy", "generation")
+# Root groups whose settings can change a cell's numbers (config.settings).
+_SEMANTIC_GROUPS = SEMANTIC_GROUPS
 # Settings inside those groups that only change speed or placement are the runtime-only
 # ones each backend's record declares (config.plugin_schemas.runtime_only); they are left out.
 # Backend and retriever nodes are laid over the flat settings they carried before each
@@ -96,29 +97,18 @@ def key_settings(cfg: DictConfig, prompts: bool = True) -> dict:
     ``model.temperature``, ``prompts.generator``; lists as JSON text): one tidy row of
     summary.csv. The cell's own strategy node is used, not the constants laid under it
     for old keys (``_FLAT_STRATEGY_DEFAULTS``), which a strategy does not read.
-    ``prompts=False`` leaves out the prompt digests (a stored config.yaml cannot say
+    ``prompts=False`` leaves out the prompt digests and the metric version
+    (:func:`madara_cli.config.settings.flat_settings`: a stored config.yaml cannot say
     which templates ran, only the record written at run time can)."""
-    plain = to_plain(cfg)
-    sem = semantic_config(cfg) if prompts else None
-    nested: dict = {g: {k: v for k, v in plain[g].items() if k not in unkeyed(g, str(plain[g].get("name")))} for g in _SEMANTIC_GROUPS}
-    nested["limit"], nested["seed"] = plain.get("limit"), plain.get("seed")
-    if strategy_impl(cfg.strategy) == "madara":
-        nested["rsc"] = plain.get("rsc")
-    if sem is not None:
-        nested["metric_version"] = sem["metric_version"]
-    out: dict = {}
-
-    def walk(d: dict, prefix: str) -> None:
-        for k, v in d.items():
-            if isinstance(v, dict):
-                walk(v, f"{prefix}{k}.")
-            else:
-                out[f"{prefix}{k}"] = json.dumps(v) if isinstance(v, (list, tuple)) else v
-
-    walk(nested, "")
-    if sem is not None:  # one column to group by, and one per template family
-        out["prompts"] = hashlib.sha256(json.dumps(sem["prompts"], sort_keys=True).encode()).hexdigest()[:8]
-        out.update({f"prompts.{family}": digest for family, digest in sem["prompts"].items()})
+    if not prompts:
+        return flat_settings(cfg)
+    sem = semantic_config(cfg)
+    nested = nested_settings(cfg)
+    nested["metric_version"] = sem["metric_version"]
+    out = flatten(nested)
+    # one column to group by, and one per template family
+    out["prompts"] = hashlib.sha256(json.dumps(sem["prompts"], sort_keys=True).encode()).hexdigest()[:8]
+    out.update({f"prompts.{family}": digest for family, digest in sem["prompts"].items()})
     return out
 
 
