@@ -143,7 +143,7 @@ def test_a_user_set_changes_the_words_and_the_digests(user_dir):
 def test_prompts_is_a_config_key_shown_in_the_composed_config(user_dir):
     assert compose([]).prompts == "madara"
     assert compose(["prompts=mine"]).prompts == "mine"
-    out = madara("--config-dir", str(user_dir), "run", "prompts=mine", "strategy=three_agent", "limit=1", "--cfg", "job")
+    out = madara("run", "prompts=mine", "--config-dir", str(user_dir), "strategy=three_agent", "limit=1", "--cfg", "job")
     assert out.returncode == 0, out.stderr
     assert "\nprompts: mine\n" in out.stdout
 
@@ -226,7 +226,7 @@ def test_run_with_a_prompt_set_only_in_a_config_dir(user_dir, tmp_path):
     rel.write_text(rel.read_text(encoding="utf-8").replace("Decide how useful the document is", "Judge how helpful the document is"), encoding="utf-8")
     results = tmp_path / "results"
     # One query over its top 2 documents: 2 x 2 assessor calls, the detector and the generator.
-    out = madara("--config-dir", str(user_dir), "run", "prompts=mine", "strategy=three_agent", "limit=1", "retriever.k=2", "strategy.top_k=1",
+    out = madara("run", "prompts=mine", "--config-dir", str(user_dir), "strategy=three_agent", "limit=1", "retriever.k=2", "strategy.top_k=1",
                  f"results_dir={results}", timeout=1200)
     assert out.returncode == 0, out.stderr
     rows = [json.loads(x) for x in (only_cell(results) / "prompts.jsonl").read_text(encoding="utf-8").splitlines()]

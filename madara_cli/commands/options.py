@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 from rich.console import Console
@@ -24,6 +24,29 @@ def results_option(default: Optional[Path] = None):
     """The one results-folder option every verb takes (``results_dir=DIR`` is the same
     setting as an override)."""
     return typer.Option(default, "--results", envvar="MADARA_RESULTS", help="Results folder (same as the results_dir=DIR override; env MADARA_RESULTS)")
+
+
+def config_dir_option():
+    """``--config-dir DIR`` after the verb: the same as the global option before it."""
+    return typer.Option(None, "--config-dir", help="Extra config folder (also before the verb); its group options and prompt sets add to the shipped ones; repeatable")
+
+
+def include_option():
+    """``--include DIR`` after the verb: the same as the global option before it."""
+    return typer.Option(None, "--include", help="Folder of Python modules registering strategies, backends or retrievers (also before the verb); repeatable")
+
+
+def use_folders(config_dir: Optional[List[Path]], include: Optional[List[Path]]) -> None:
+    """Add the verb's own --config-dir and --include folders, as the global options do."""
+    from madara_cli.config import add_config_dir
+    from madara_cli.experiment.plugins import add_include, load_plugins
+
+    for d in config_dir or []:
+        add_config_dir(d)
+    for d in include or []:
+        add_include(d)
+    if include:
+        load_plugins()  # a folder asked for by name: its errors now
 
 
 def with_results(overrides: list[str], results: Optional[Path]) -> list[str]:

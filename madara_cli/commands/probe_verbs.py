@@ -8,7 +8,17 @@ from typing import List, Optional
 import typer
 from rich.table import Table
 
-from madara_cli.commands.options import UserError, err, honoured, out, results_option, with_results
+from madara_cli.commands.options import (
+    UserError,
+    config_dir_option,
+    err,
+    honoured,
+    include_option,
+    out,
+    results_option,
+    use_folders,
+    with_results,
+)
 
 
 def probe(
@@ -18,8 +28,11 @@ def probe(
     force: bool = typer.Option(False, "--force", help="Recompute even if a finished probe exists (completions still come from the cache)"),
     overrides: Optional[List[str]] = typer.Argument(None, help="Hydra overrides, e.g. backend=vllm benchmark.path=FILE"),
     results: Optional[Path] = results_option(),
+    config_dir: Optional[List[Path]] = config_dir_option(),
+    include: Optional[List[Path]] = include_option(),
 ) -> None:
     """Diagnose a model-task pair: NF baseline + RSC probe -> route; writes results/probes/<key>/."""
+    use_folders(config_dir, include)
     from madara_cli.config import compose
     from madara_cli.experiment.engines import EnginePool
     from madara_cli.experiment.treat import ensure_probe

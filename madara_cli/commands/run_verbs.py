@@ -9,7 +9,18 @@ from typing import List, Optional
 import typer
 from rich.table import Table
 
-from madara_cli.commands.options import UserError, err, honoured, out, results_dir_of, results_option, with_results
+from madara_cli.commands.options import (
+    UserError,
+    config_dir_option,
+    err,
+    honoured,
+    include_option,
+    out,
+    results_dir_of,
+    results_option,
+    use_folders,
+    with_results,
+)
 
 
 def results_table(results, title: str) -> Table:
@@ -44,8 +55,11 @@ def run(
     results: Optional[Path] = results_option(),
     launcher: Optional[str] = typer.Option(None, "--launcher", help="Run the grid's cells through a Hydra launcher: joblib | submitit_slurm | submitit_local | ray"),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Parallel processes for --launcher joblib"),
+    config_dir: Optional[List[Path]] = config_dir_option(),
+    include: Optional[List[Path]] = include_option(),
 ) -> None:
     """Run one cell (overrides), a sweep (-m key=a,b) or a whole grid (--grid NAME); finished cells are skipped."""
+    use_folders(config_dir, include)
     from madara_cli.config import compose, load_grid
     from madara_cli.experiment.grid import expand, expand_sweep, has_sweep
     from madara_cli.experiment.runner import run_cells, run_probes
@@ -129,8 +143,11 @@ def plan(
     grid: str = typer.Option(..., "--grid", "-g", help="Grid to estimate (madara ls grids)"),
     overrides: Optional[List[str]] = typer.Argument(None, help="Hydra overrides applied to every cell"),
     results: Optional[Path] = results_option(),
+    config_dir: Optional[List[Path]] = config_dir_option(),
+    include: Optional[List[Path]] = include_option(),
 ) -> None:
     """Cells, calls and prompt tokens per strategy before a grid runs; measured numbers after."""
+    use_folders(config_dir, include)
     from madara_cli.config import load_grid
     from madara_cli.experiment.grid import expand
     from madara_cli.experiment.plan import format_per_query, paper_calls_per_query, plan_grid
