@@ -397,8 +397,15 @@ def compose(overrides: list[str] | None = None) -> DictConfig:
     except (HydraException, OmegaConfBaseException) as e:
         raise ConfigError(f"bad config: {_first_lines(e)} (keys: {', '.join(RootConfig.__dataclass_fields__)})") from None
     validate_config(cfg, ConfigError)  # ranges, before any data or model loads
+    _known_loader(cfg)
     prompt_set(str(cfg.prompts))  # every template read and checked, before any model loads
     return cfg
+
+
+def _known_loader(cfg: DictConfig) -> None:
+    """``benchmark.loader`` names a registered loader (checked by the data layer, once
+    the plugin loader set its check): one line listing the known ones otherwise."""
+    plugins.check_name("loader", str(cfg.benchmark.get("loader", "")))
 
 
 # --------------------------------------------------------------------------- #

@@ -63,6 +63,22 @@ def schema_for(group: str, name: str) -> type | None:
     return entry.schema if entry else None
 
 
+# Plugins with a name but no settings of their own (benchmark loaders: ``benchmark.loader``)
+# are checked by a function of the layer that holds them, set by the plugin loader; where
+# none was set (library use without the loader), nothing is checked here.
+_CHECKS: dict[str, Callable[[str], object]] = {}
+
+
+def set_check(kind: str, check: Callable[[str], object]) -> None:
+    _CHECKS[kind] = check
+
+
+def check_name(kind: str, name: str) -> None:
+    """Raise the kind's own one-line error when no ``kind`` plugin is called ``name``."""
+    if kind in _CHECKS:
+        _CHECKS[kind](name)
+
+
 def registered(group: str) -> list[str]:
     return sorted(_SCHEMAS.get(group, {}))
 

@@ -31,7 +31,8 @@ import sys
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from madara_cli.config.plugin_schemas import set_loader
+from madara_cli.config.plugin_schemas import set_check, set_loader
+from madara_cli.data.loader_plugins import find_loader
 from madara_cli.errors import ConfigError
 
 ENTRY_POINT_GROUPS = ("madara.backends", "madara.retrievers", "madara.strategies")
@@ -128,3 +129,7 @@ def load_plugins() -> None:
     for d in include_dirs():
         for f in sorted(d.glob("*.py")):
             import_file(f)
+    # benchmark.loader is checked at compose time by the data layer's own lookup (it loads
+    # the shipped loaders and the madara.loaders entry points afresh, so one installed
+    # after this call is found too)
+    set_check("loader", find_loader)
