@@ -1,5 +1,5 @@
 """Measure the memory and time of building a bm25s index (the numbers in
-madara_cli/data/index.py's docstring).
+madara_cli/data/saved_index.py's docstring).
 
     python scripts/index_memory.py --corpus ../shared/data/flashrag_sample/wiki_sample_corpus.jsonl --scales 1 20 100
 
