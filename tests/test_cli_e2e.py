@@ -55,7 +55,7 @@ def test_grid_runs_every_cell(tmp_path, results_dir):
     "args, needle",
     [
         (["run", "model=no-such-model"], "valid models: gemma-2-27b"),
-        (["run", "--foo"], "valid options: --cfg, --grid"),
+        (["run", "--foo"], "valid options: --cfg, --config-dir, --grid, --include"),
         (["run", "strategy=nope"], "valid strategies: "),
         (["run", "--grid", "nope"], "valid grids: "),
         (["run", "limt=3"], "bad config"),

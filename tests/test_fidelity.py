@@ -25,11 +25,14 @@ def _key(*overrides: str) -> str:
 
 def test_speed_and_placement_settings_do_not_change_a_cell_key():
     base = _key("strategy=nf")
-    for runtime in ("backend.n_threads=1", "backend.batch_size=64", "backend.timeout_s=5", "results_dir=/elsewhere", "grid_name=g"):
+    for runtime in ("backend.n_threads=1", "backend.batch_size=64", "results_dir=/elsewhere", "grid_name=g"):
         assert _key("strategy=nf", runtime).split("__")[-1] == base.split("__")[-1], runtime
     vllm = _key("strategy=nf", "backend=vllm")
     for runtime in ("backend.gpu_memory_utilization=0.5", "backend.tensor_parallel_size=4", "backend.enable_prefix_caching=false"):
         assert _key("strategy=nf", "backend=vllm", runtime) == vllm, runtime
+    served = _key("strategy=nf", "backend=openai")  # each backend's own runtime-only settings
+    for runtime in ("backend.timeout_s=5", "backend.retries=1", "backend.max_in_flight=2", "backend.base_url=http://elsewhere:9/v1"):
+        assert _key("strategy=nf", "backend=openai", runtime) == served, runtime
 
 
 def test_settings_that_change_numbers_change_the_key():
