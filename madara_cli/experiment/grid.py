@@ -37,9 +37,7 @@ from madara_cli.errors import ConfigError
 from madara_cli.experiment.plugins import load_plugins
 from madara_cli.records import Cell
 
-# Root groups whose settings can change a cell's numbers (config.settings).
-_SEMANTIC_GROUPS = SEMANTIC_GROUPS
-# Settings inside those groups that only change speed or placement are the runtime-only
+# Settings inside the semantic groups (config.settings.SEMANTIC_GROUPS) that only change speed or placement are the runtime-only
 # ones each backend's record declares (config.plugin_schemas.runtime_only); they are left out.
 # Backend and retriever nodes are laid over the flat settings they carried before each
 # had a schema of its own (config.plugin_schemas.key_view), so their keys stay put.
@@ -65,7 +63,7 @@ def semantic_config(cfg: DictConfig) -> dict:
 
     plain = to_plain(cfg)
     out: dict = {}
-    for group in _SEMANTIC_GROUPS:
+    for group in SEMANTIC_GROUPS:  # the root groups whose settings can change a cell's numbers
         values = key_view(group, plain[group]) if group in _KEY_VIEW_GROUPS else plain[group]
         out[group] = keyed(group, values)
     out["strategy"] = {**_FLAT_STRATEGY_DEFAULTS, **out["strategy"]}
