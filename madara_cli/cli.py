@@ -60,6 +60,7 @@ app.command()(route_verbs.audit)
 app.command()(run_verbs.reproduce)
 app.command()(list_verbs.show)
 app.command()(tool_verbs.bench)
+app.command()(tool_verbs.prepare)
 app.add_typer(tool_verbs.index_app, name="index")
 app.add_typer(tool_verbs.cache_app, name="cache")
 

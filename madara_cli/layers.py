@@ -31,5 +31,5 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # running grids of cells
     ("experiment",),
     # the front doors
-    ("bench", "cli", "commands"),
+    ("bench", "bench_vllm", "cli", "commands"),
 )

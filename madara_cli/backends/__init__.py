@@ -50,6 +50,12 @@ def backend_fingerprint(cfg: DictConfig) -> str:
     return backend_spec(str(cfg.backend.name)).fingerprint(cfg)
 
 
+def prepare_backend(cfg: DictConfig, say=lambda m: None) -> str:
+    """Make ready what ``make_backend(cfg)`` loads, without loading it; what is where."""
+    spec = backend_spec(str(cfg.backend.name))
+    return spec.prepare(cfg, say) if spec.prepare else f"backend {spec.name} needs nothing prepared for model {cfg.model.name}"
+
+
 def engine_package(name: str | None) -> str | None:
     """The distribution whose version provenance records for backend ``name``."""
     load_builtin()
@@ -57,4 +63,4 @@ def engine_package(name: str | None) -> str | None:
 
 
 __all__ = ["Backend", "BackendError", "BackendSpec", "BACKENDS", "backend_fingerprint", "backend_spec", "engine_package",
-           "load_builtin", "make_backend", "register_backend"]
+           "load_builtin", "make_backend", "prepare_backend", "register_backend"]

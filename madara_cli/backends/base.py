@@ -79,6 +79,9 @@ class BackendSpec:
     fingerprint: Callable[["DictConfig"], str]  # the engine's cache identity, without loading a model
     runtime_only: tuple[str, ...] = ()  # settings that change speed or placement only: out of every key
     package: Optional[str] = None  # the distribution whose version provenance records (None: none)
+    # Makes ready what ``build`` will load (a download, a conversion) and says what is
+    # where; ``madara prepare`` runs it. None: nothing to make ready.
+    prepare: Optional[Callable[["DictConfig", Callable[[str], None]], str]] = None
 
 
 BACKENDS: Registry[BackendSpec] = Registry("backend")

@@ -14,8 +14,6 @@ reuse cannot change a number (see ``LlamaCppBackend.reuse_prefix``).
 
 from __future__ import annotations
 
-import hashlib
-import importlib.metadata
 import math
 import os
 import time
@@ -29,45 +27,10 @@ from omegaconf import DictConfig
 from madara_cli.backends.base import Backend, BackendSpec, OnDone, installed_version, register_backend
 from madara_cli.backends.chat import ChatSettings, ControlText, safe_token_ids
 from madara_cli.backends.truncate import fit_messages
+from madara_cli.backends.weights import file_fingerprint, resolve_gguf
 from madara_cli.config.schema import BackendConfig
 from madara_cli.errors import BackendError
 from madara_cli.records import ChatRequest, Completion, Message, ScoreRequest
-
-
-def resolve_gguf(spec: str) -> Path:
-    """``dist:NAME`` -> the single .gguf inside installed distribution NAME; else a path."""
-    if spec.startswith("dist:"):
-        name = spec[5:]
-        try:
-            dist = importlib.metadata.distribution(name)
-        except importlib.metadata.PackageNotFoundError:
-            raise BackendError(f"the model package '{name}' is not installed (pip install '{name}', or: make setup)") from None
-        files = [f for f in (dist.files or []) if str(f).endswith(".gguf")]
-        if not files:
-            raise BackendError(f"no .gguf file inside the installed distribution '{name}'")
-        return Path(dist.locate_file(files[0])).resolve()
-    path = Path(spec).expanduser()
-    if not path.is_file():
-        raise BackendError(f"GGUF file not found: {path}")
-    return path
-
-
-def file_fingerprint(path: Path) -> str:
-    """sha256 of the weights file, memoised next to nothing but (path, size, mtime)."""
-    st = path.stat()
-    memo = _FP_MEMO.get((str(path), st.st_size, st.st_mtime))
-    if memo:
-        return memo
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
-    fp = f"gguf:{path.name}:{h.hexdigest()[:16]}"
-    _FP_MEMO[(str(path), st.st_size, st.st_mtime)] = fp
-    return fp
-
-
-_FP_MEMO: dict[tuple[str, int, float], str] = {}
 
 
 def engine_fingerprint(file_fp: str, n_ctx: int, version: str, chat: ChatSettings = ChatSettings()) -> str:

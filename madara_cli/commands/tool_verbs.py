@@ -1,5 +1,6 @@
-"""``madara bench``, ``madara index build`` and ``madara cache merge``: measuring,
-building retrieval indexes, and folding cluster workers' cache shards."""
+"""``madara bench``, ``madara prepare``, ``madara index build`` and ``madara cache merge``:
+measuring, making an engine's weights ready, building retrieval indexes, and folding
+cluster workers' cache shards."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from madara_cli.commands.options import UserError, err, out
 
 
 def bench(
-    only: str = typer.Option("calls,overhead,scoring,stats,stages", "--only", help="Sections: calls, overhead, scoring, stats, stages, threads"),
+    only: str = typer.Option("calls,overhead,scoring,stats,stages", "--only", help="Sections: calls, overhead, scoring, stats, stages, threads, vllm (needs vLLM: .venv-vllm)"),
     limit: int = typer.Option(2, "--limit", min=1, help="calls: queries per cell of the plan (needs no model)"),
     stage_limit: int = typer.Option(1, "--stage-limit", min=1, help="stages: queries per cell"),
     prompts: int = typer.Option(4, "--prompts", min=1, help="overhead: prompts"),
@@ -36,6 +37,17 @@ def bench(
         t.add_row(*row)
     out.print(t)
     out.print(f"[dim]{out_dir}/*.json[/dim]")
+
+
+def prepare(
+    overrides: Optional[List[str]] = typer.Argument(None, help="Hydra overrides naming the engine, e.g. backend=vllm model=smollm2-135m"),
+) -> None:
+    """Make ready what a run's engine loads, without starting it (vLLM: the model folder made once from the embedded GGUF)."""
+    from madara_cli.backends import prepare_backend
+    from madara_cli.config import compose
+
+    cfg = compose(list(overrides or []))
+    out.print(prepare_backend(cfg, say=lambda m: err.print(m, style="dim", markup=False, highlight=False)), markup=False, highlight=False)
 
 
 index_app = typer.Typer(help="Retrieval indexes.", no_args_is_help=True)

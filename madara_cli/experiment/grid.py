@@ -72,6 +72,15 @@ def semantic_config(cfg: DictConfig) -> dict:
     for name, default in _MODEL_CHAT_DEFAULTS.items():
         if out["model"].get(name, default) == default:
             out["model"].pop(name, None)
+    if out["model"].get("hf_source", "hub") == "hub":
+        from madara_cli.backends.weights import resolved_revision
+
+        # a hub revision is keyed by the commit it names where that is known here (the
+        # local hub cache: `madara prepare` downloads it), so an update on the hub of a
+        # model's weights or chat template makes a new cell; a commit keys as itself
+        commit = resolved_revision(str(out["model"].get("hf_id")), str(out["model"].get("revision")))
+        if commit:
+            out["model"]["revision"] = commit
     out["limit"], out["seed"] = plain.get("limit"), plain.get("seed")
     if strategy_impl(cfg.strategy) == "madara":
         from madara_cli.config.schema import RouterConfig

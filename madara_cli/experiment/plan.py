@@ -243,6 +243,8 @@ def plan_grid(grid_name: str, cfgs: list[DictConfig]) -> Plan:
             sp.cached += len(in_cache)
             if cache_path in real_caches and fp not in rates:
                 rates[fp] = real_caches[cache_path].seconds_per_call(fp)
+            if not rates.get(fp):
+                rates[fp] = bench_rates(Path(str(cfg.results_dir)) / "bench", fp)
             for k, _ in fresh:
                 rate = rates.get(fp, {}).get(rec.kinds.get(k, "chat"))
                 if k not in in_cache and rate is not None:
@@ -259,10 +261,32 @@ def plan_grid(grid_name: str, cfgs: list[DictConfig]) -> Plan:
             llm.cache.close()
         shutil.rmtree(scratch, ignore_errors=True)
     for fp, by_kind in rates.items():
-        if by_kind:
+        if by_kind and by_kind.get("source") == "bench":
+            plan.notes.append(f"estimated time: seconds per call from madara bench --only vllm for {fp.split(':')[0]}… "
+                              f"(chat {by_kind['chat'][0]:.3f} s, score {by_kind['score'][0]:.3f} s, batched)")
+        elif by_kind:
             shown = ", ".join(f"{kind} {mean:.2f} s/call over {n:,}" for kind, (mean, n) in sorted(by_kind.items()))
             plan.notes.append(f"estimated time: engine seconds per call measured in the cache for {fp.split(':')[0]}…: {shown}")
     return plan
+
+
+def bench_rates(bench_dir: Path, fingerprint: str) -> dict:
+    """Seconds per call by kind from ``madara bench --only vllm`` on this engine
+    (``<results>/bench/vllm.json``): its stage call spread over its requests (chat) and
+    its prefill-only pass (score, one token), prefix caching on. Empty when the bench
+    has not run on this fingerprint."""
+    try:
+        data = json.loads((bench_dir / "vllm.json").read_text(encoding="utf-8"))
+        over = data["overhead"]
+        on = over["prefix_caching_on"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    if over.get("fingerprint") != fingerprint or not over.get("requests"):
+        return {}
+    n = int(over["requests"])
+    median = sorted(on["madara_seconds"])[len(on["madara_seconds"]) // 2]
+    prefill = sorted(on["prefill_seconds"])[len(on["prefill_seconds"]) // 2]
+    return {"chat": (median / n, n), "score": (prefill / n, n), "source": "bench"}
 
 
 # A retrieved passage's length in characters (FlashRAG's 100-word Wikipedia chunks).

