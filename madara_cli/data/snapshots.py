@@ -20,10 +20,16 @@ stored line whose question differs is retrieved again, never reused.
 Each line also holds ``h``, a sha256 of its own content (id, question hash, documents,
 info), checked on every load: a line whose documents were edited stops the run with
 one line naming the file, instead of feeding the edited text to every strategy.
-``force=true`` re-runs cells on the same frozen snapshot (that is what frozen means);
-moving the file aside rebuilds it by retrieving again. Lines written before ``h``
-existed are trusted once: a hashed copy of each is appended on first load (the last
-line of an id wins), and from then on they are checked like the rest.
+The meta file's ``ledger`` records the whole file: how many lines it holds and a chain
+hash over their ``h`` in order (updated under the same lock after every append). So a
+line without its hash, or one added, removed or reordered by hand, or a meta file that
+does not name this snapshot's key, stops the run too, with one line naming the file (and
+the line where it can tell) and the ``mv`` that rebuilds it. ``force=true`` re-runs cells
+on the same frozen snapshot (that is what frozen means); it never skips these checks.
+A snapshot whose meta predates the ledger gets one on its first load, once every line
+checks against its own hash; a line without a hash is never trusted (it would let an
+edited copy stand in for a retrieved line). The ledger lives beside the key in the meta
+file, not in it: the snapshot's file name (its key digest) and every cell key stay put.
 """
 
 from __future__ import annotations
@@ -90,36 +96,93 @@ class Snapshot:
         self.path = inside(root, Path(root) / f"{stem}.jsonl")
         self.meta_path = inside(root, Path(root) / f"{stem}.meta.json")
 
-    def load(self) -> dict[str, tuple[str, tuple[Doc, ...], dict[str, Any]]]:
-        """id -> (question hash, docs, info). A torn line (a killed writer) is ignored;
-        a line that does not match its content hash raises :class:`SnapshotError`."""
+    def _refuse(self, what: str) -> SnapshotError:
+        return SnapshotError(
+            f"retrieval snapshot {self.path} {what}. force=true re-runs cells on the same snapshot and does not "
+            f"skip this check; to rebuild it by retrieving again, move it aside and rerun: mv {self.path} {self.path}.edited"
+        )
+
+    def _meta(self) -> dict[str, Any] | None:
+        """The meta file, checked against this snapshot's key; None when there is none."""
+        if not self.meta_path.is_file():
+            return None
+        try:
+            meta = json.loads(self.meta_path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            meta = None
+        if not isinstance(meta, dict):
+            raise self._refuse(f"has a meta file {self.meta_path.name} that is not a JSON object")
+        want = json.loads(json.dumps(self.key, ensure_ascii=False))
+        if {k: v for k, v in meta.items() if k != "ledger"} != want:
+            raise self._refuse(f"has a meta file {self.meta_path.name} that does not record this snapshot's key")
+        ledger = meta.get("ledger")
+        if ledger is not None and not (
+            isinstance(ledger, dict) and isinstance(ledger.get("lines"), int) and isinstance(ledger.get("chain"), str)
+        ):
+            raise self._refuse(f"has a meta file {self.meta_path.name} whose ledger is damaged")
+        return meta
+
+    def _scan(self, upto: int | None) -> tuple[dict[str, tuple[str, tuple[Doc, ...], dict[str, Any]]], int, str, str]:
+        """Every line checked against its hash: (entries, lines, chain over all lines,
+        chain over the first ``upto`` lines). A torn line (a killed writer's, never
+        recorded in the ledger) is skipped."""
         out: dict[str, tuple[str, tuple[Doc, ...], dict[str, Any]]] = {}
-        if not self.path.is_file():
-            return out
-        unhashed: dict[Any, dict[str, Any]] = {}  # ids whose last line so far has no hash
+        count, chain, chain_upto = 0, "", ""
         with self.path.open("rb") as f:
             for number, raw in enumerate(f, 1):
                 try:
                     row = json.loads(raw.decode("utf-8"))
+                except (UnicodeDecodeError, ValueError):
+                    continue  # torn (the next writer started a fresh line after it) or blank: never in the ledger
+                except RecursionError:
+                    raise self._refuse(f"line {number} is nested too deeply to be a snapshot line") from None
+                try:
                     entry = (row["q"], tuple(_doc_from_json(d) for d in row["docs"]), row.get("info") or {})
                     hash(row["id"])
-                except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AttributeError):
-                    continue
+                except (KeyError, TypeError, AttributeError):
+                    raise self._refuse(f"line {number} is not a snapshot line (id, q, docs)") from None
                 if "h" not in row:
-                    unhashed[row["id"]] = row
-                    out[row["id"]] = entry
-                    continue
-                unhashed.pop(row["id"], None)
+                    raise self._refuse(f"line {number} (example {row['id']!r}) has no content hash")
                 if row["h"] != content_hash(row):
-                    raise SnapshotError(
-                        f"retrieval snapshot {self.path} line {number} (example {row['id']!r}) does not match the content hash "
-                        f"recorded when it was retrieved: its documents were changed after retrieval. force=true re-runs cells "
-                        f"on the same snapshot; to rebuild it by retrieving again, move it aside and rerun: "
-                        f"mv {self.path} {self.path}.edited"
+                    raise self._refuse(
+                        f"line {number} (example {row['id']!r}) does not match the content hash recorded when it was retrieved: "
+                        f"its documents were changed after retrieval"
                     )
                 out[row["id"]] = entry
-        if unhashed:  # written before lines carried a hash: record it now (see the module docstring)
-            self._write_lines([self._line(r) for r in unhashed.values()])
+                count += 1
+                chain = _chain(chain, row["h"])
+                if count == upto:
+                    chain_upto = chain
+        return out, count, chain, chain_upto
+
+    def load(self) -> dict[str, tuple[str, tuple[Doc, ...], dict[str, Any]]]:
+        """id -> (question hash, docs, info). A torn line (a killed writer) is ignored;
+        a line that does not match its content hash, or a file that does not match its
+        meta file's ledger, raises :class:`SnapshotError` (see the module docstring)."""
+        if not self.path.is_file():
+            return {}
+        with self.path.open("rb") as lock:  # shared: a parallel worker's append lands before or after, never between
+            fcntl.flock(lock, fcntl.LOCK_SH)
+            try:
+                meta = self._meta()
+                if meta is None:
+                    raise self._refuse(f"has no meta file {self.meta_path.name} (the key and ledger it was written under)")
+                ledger = meta.get("ledger")
+                out, count, chain, chain_upto = self._scan(ledger["lines"] if ledger else None)
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+        if ledger is None:  # a meta file from before the ledger: record it now
+            self._write_lines([])
+            return out
+        if count < ledger["lines"]:
+            raise self._refuse(f"holds {count} lines where its meta file records {ledger['lines']}: lines were removed")
+        if (chain_upto if ledger["lines"] else "") != ledger["chain"]:
+            raise self._refuse(
+                f"lines 1-{ledger['lines']} are not the lines its meta file records, in that order: a line was removed, "
+                f"inserted or reordered"
+            )
+        if count > ledger["lines"]:
+            raise self._refuse(f"line {ledger['lines'] + 1} was added after its meta file last recorded it ({count} lines, {ledger['lines']} recorded)")
         return out
 
     @staticmethod
@@ -139,21 +202,36 @@ class Snapshot:
         return len(lines)
 
     def _write_lines(self, lines: list[str]) -> None:
+        """Append ``lines`` and record them in the meta file's ledger, both under the
+        file lock (a meta file without a ledger gets one counting the file as it is)."""
         with writing(self.path):
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            if not self.meta_path.is_file():
-                tmp = self.meta_path.with_suffix(f".{os.getpid()}.tmp")
-                tmp.write_text(json.dumps(self.key, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-                tmp.replace(self.meta_path)
             with self.path.open("ab+") as f:
                 fcntl.flock(f, fcntl.LOCK_EX)
                 try:
+                    meta = self._meta() or dict(self.key)
+                    ledger = meta.get("ledger")
+                    if ledger is None:
+                        _, count, chain, _ = self._scan(None) if self.path.stat().st_size else ({}, 0, "", "")
+                        ledger = {"lines": count, "chain": chain}
                     end = f.seek(0, os.SEEK_END)
-                    if end > 0:  # a killed writer's torn line must not swallow ours
+                    if lines and end > 0:  # a killed writer's torn line must not swallow ours
                         f.seek(end - 1)
                         if f.read(1) != b"\n":
                             lines.insert(0, "\n")
                     f.write("".join(lines).encode("utf-8"))
                     f.flush()
+                    for line in lines:
+                        if line.strip():
+                            ledger = {"lines": ledger["lines"] + 1, "chain": _chain(ledger["chain"], json.loads(line)["h"])}
+                    meta = {**meta, "ledger": ledger}
+                    tmp = self.meta_path.with_suffix(f".{os.getpid()}.tmp")
+                    tmp.write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+                    tmp.replace(self.meta_path)
                 finally:
                     fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _chain(previous: str, h: str) -> str:
+    """The ledger's running hash: every line's ``h`` in file order."""
+    return hashlib.sha256(f"{previous}{h}".encode()).hexdigest()
