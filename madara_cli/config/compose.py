@@ -84,6 +84,10 @@ def read_yaml(path: Path) -> Any:
         raise ConfigError(f"{path}: not UTF-8 text: {utf8_error(path) or 'undecodable bytes'}") from None
     except OmegaConfBaseException as e:
         raise ConfigError(f"{path}: {_first_lines(e)}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: nested too deeply to be a config") from None
+    except ValueError as e:  # an integer over Python's 4,300-digit limit
+        raise ConfigError(f"{path}: {' '.join(str(e).split())[:160]}") from None
 
 
 _CHECKED_DIRS: set[str] = set()
