@@ -16,6 +16,7 @@ from madara_cli.commands.options import (
     include_option,
     out,
     results_option,
+    styled,
     use_folders,
     with_results,
 )
@@ -63,12 +64,12 @@ def print_probe(r, path: Path, reused: bool) -> None:
         t.add_row(level, f(r.rho_at(k)), f(r.p_value_at(k), "{:.1e}"), "—" if not ci else f"[{f(ci[0])}, {f(ci[1])}]", f"{f(mean)} ± {f(std)}")
     out.print(t)
     out.print(
-        f"ρ* = {f(r.rho_star)}   ρ̄ = {f(r.rho_bar)}   class: [bold]{r.rsc_class}[/bold]"
+        f"ρ* = {f(r.rho_star)}   ρ̄ = {f(r.rho_bar)}   class: {r.rsc_class}"
         f"   coupling: {r.coupling or '—'}   bootstrap stability: {f(r.stability, '{:.0%}')}"
     )
     if r.is_degenerate:
         deg = r.degenerate
-        out.print(f"[yellow]degenerate scoring:[/yellow] floor {f(deg.floor_share, '{:.0%}')}, ceiling {f(deg.ceiling_share, '{:.0%}')}, "
+        out.print(f"degenerate scoring: floor {f(deg.floor_share, '{:.0%}')}, ceiling {f(deg.ceiling_share, '{:.0%}')}, "
                   f"mean {f(deg.mean_score)}/5 — {deg.reason or ''}")
     out.print(f"re-score: rsc.rescore={r.rescore or '—'}, rsc.rescoring={r.rescoring or '—'}", highlight=False)
     sc = r.scores
@@ -90,7 +91,7 @@ def print_probe(r, path: Path, reused: bool) -> None:
             f"Δ_iso {f(iso.gain, '{:+.1f}')} pt, b/c {iso.b}/{iso.c}, exact McNemar p = {f(iso.p_value, '{:.3g}')} ({iso.requests} requests)",
             highlight=False,
         )
-    out.print(f"[bold]route:[/bold] {r.route} — {r.reason}")
+    out.print(styled("[bold]route:[/bold] {} — {}", r.route, r.reason), markup=True)
     if iso is not None and iso.route:
-        out.print(f"[bold]route (router.policy=isolation):[/bold] {iso.route} — {iso.reason}")
-    out.print(f"[dim]{path}[/dim]")
+        out.print(styled("[bold]route (router.policy=isolation):[/bold] {} — {}", iso.route, iso.reason), markup=True)
+    out.print(str(path), style="dim")

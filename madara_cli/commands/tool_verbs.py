@@ -35,7 +35,7 @@ def bench(
     for row in summary_rows(results):
         t.add_row(*row)
     out.print(t)
-    out.print(f"[dim]{out_dir}/*.json[/dim]")
+    out.print(f"{out_dir}/*.json", style="dim")
 
 
 index_app = typer.Typer(help="Retrieval indexes.", no_args_is_help=True)
