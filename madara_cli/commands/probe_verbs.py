@@ -41,6 +41,9 @@ def probe(
     from madara_cli.results.record_files import no_empty_folders_left
 
     cfg = compose(with_results([f"model={model}", f"benchmark={benchmark}", *honoured(list(overrides or []))], results))
+    from madara_cli.results.tracking import preflight
+
+    preflight([cfg])  # a tracker that cannot be used: one line now, before the engine starts
     with no_empty_folders_left([str(cfg.results_dir)]), StageProgress(err) as progress, EnginePool(progress=progress) as pool:
         progress.label = f"probe {model}/{benchmark}"
         try:
