@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import itertools
 import json
 import os
 from collections.abc import Iterable, Sequence
@@ -82,8 +83,13 @@ def _doc_to_json(d: Doc) -> dict[str, Any]:
     return {"id": d.id, "title": d.title, "text": d.text, "meta": d.meta}
 
 
-def _doc_from_json(o: dict[str, Any]) -> Doc:
-    return Doc(id=o["id"], text=o["text"], title=o.get("title", ""), meta=o.get("meta") or {})
+def _doc_from_json(o: dict[str, Any], texts: dict[str, str] | None = None) -> Doc:
+    """A stored document; ``texts`` shares one copy of a text among the lines that
+    retrieved the same passage (a large snapshot repeats each one many times)."""
+    text, title = o["text"], o.get("title", "")
+    if texts is not None:
+        text, title = texts.setdefault(text, text), texts.setdefault(title, title)
+    return Doc(id=o["id"], text=text, title=title, meta=o.get("meta") or {})
 
 
 class Snapshot:
@@ -127,6 +133,7 @@ class Snapshot:
         chain over the first ``upto`` lines). A torn line (a killed writer's, never
         recorded in the ledger) is skipped."""
         out: dict[str, tuple[str, tuple[Doc, ...], dict[str, Any]]] = {}
+        texts: dict[str, str] = {}
         count, chain, chain_upto = 0, "", ""
         with self.path.open("rb") as f:
             for number, raw in enumerate(f, 1):
@@ -137,7 +144,7 @@ class Snapshot:
                 except RecursionError:
                     raise self._refuse(f"line {number} is nested too deeply to be a snapshot line") from None
                 try:
-                    entry = (row["q"], tuple(_doc_from_json(d) for d in row["docs"]), row.get("info") or {})
+                    entry = (row["q"], tuple(_doc_from_json(d, texts) for d in row["docs"]), row.get("info") or {})
                     hash(row["id"])
                 except (KeyError, TypeError, AttributeError):
                     raise self._refuse(f"line {number} is not a snapshot line (id, q, docs)") from None
@@ -186,24 +193,27 @@ class Snapshot:
         return out
 
     @staticmethod
-    def _line(row: dict[str, Any]) -> str:
+    def _line(row: dict[str, Any]) -> tuple[str, str]:
+        """(the line, its hash)."""
         row = {k: row.get(k) for k in ("id", "q", "docs", "info")}
         row["h"] = content_hash(row)
-        return json.dumps(row, ensure_ascii=False) + "\n"
+        return json.dumps(row, ensure_ascii=False) + "\n", row["h"]
 
     def append(self, rows: Iterable[tuple[Example, Sequence[Doc], dict[str, Any]]]) -> int:
-        lines = [
-            self._line({"id": ex.id, "q": question_hash(ex), "docs": [_doc_to_json(d) for d in docs], "info": info})
-            for ex, docs, info in rows
-        ]
-        if not lines:
+        """Append one line per (example, documents, info), rendered one at a time (a
+        large retrieval is never held as text all at once); the number written."""
+        lines = (self._line({"id": ex.id, "q": question_hash(ex), "docs": [_doc_to_json(d) for d in docs], "info": info})
+                 for ex, docs, info in rows)
+        first = next(lines, None)
+        if first is None:
             return 0
-        self._write_lines(lines)
-        return len(lines)
+        return self._write_lines(itertools.chain([first], lines))
 
-    def _write_lines(self, lines: list[str]) -> None:
-        """Append ``lines`` and record them in the meta file's ledger, both under the
-        file lock (a meta file without a ledger gets one counting the file as it is)."""
+    def _write_lines(self, lines: Iterable[tuple[str, str]]) -> int:
+        """Append ``lines`` ((text, hash) pairs) and record them in the meta file's
+        ledger, both under the file lock (a meta file without a ledger gets one counting
+        the file as it is); the number written."""
+        written = 0
         with writing(self.path):
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.path.open("ab+") as f:
@@ -214,22 +224,23 @@ class Snapshot:
                     if ledger is None:
                         _, count, chain, _ = self._scan(None) if self.path.stat().st_size else ({}, 0, "", "")
                         ledger = {"lines": count, "chain": chain}
+                    count, chain = ledger["lines"], ledger["chain"]
                     end = f.seek(0, os.SEEK_END)
-                    if lines and end > 0:  # a killed writer's torn line must not swallow ours
-                        f.seek(end - 1)
-                        if f.read(1) != b"\n":
-                            lines.insert(0, "\n")
-                    f.write("".join(lines).encode("utf-8"))
+                    for text, h in lines:
+                        if written == 0 and end > 0:  # a killed writer's torn line must not swallow ours
+                            f.seek(end - 1)
+                            if f.read(1) != b"\n":
+                                f.write(b"\n")
+                        f.write(text.encode("utf-8"))
+                        count, chain, written = count + 1, _chain(chain, h), written + 1
                     f.flush()
-                    for line in lines:
-                        if line.strip():
-                            ledger = {"lines": ledger["lines"] + 1, "chain": _chain(ledger["chain"], json.loads(line)["h"])}
-                    meta = {**meta, "ledger": ledger}
+                    meta = {**meta, "ledger": {"lines": count, "chain": chain}}
                     tmp = self.meta_path.with_suffix(f".{os.getpid()}.tmp")
                     tmp.write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
                     tmp.replace(self.meta_path)
                 finally:
                     fcntl.flock(f, fcntl.LOCK_UN)
+        return written
 
 
 def _chain(previous: str, h: str) -> str:
