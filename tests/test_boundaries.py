@@ -315,6 +315,31 @@ def test_a_torn_line_of_a_killed_writer_is_skipped_and_the_next_append_counts(tm
     assert len(Snapshot(results / "snapshots", {k: v for k, v in meta.items() if k != "ledger"}).load()) == 2
 
 
+def test_a_large_snapshot_holds_each_passage_text_once(tmp_path):
+    """madara plan on 50,000 queries held a copy of a passage per query that retrieved it
+    (docs/benchmarks.md): a load shares one copy among the lines, and an index's corpus
+    file reads a passage once."""
+    from madara_cli.data.saved_index import build_index, iter_corpus
+    from madara_cli.data.snapshots import Snapshot
+    from madara_cli.records import Doc, Example
+
+    passage = "The tower stands in Paris. " * 20
+    snap = Snapshot(tmp_path / "snapshots", {"benchmark": {"name": "b"}, "retriever": {"name": "r", "k": 1}})
+    rows = [(Example(id=f"q{i}", question=f"q{i}?", answers=("a",)), [Doc(id="d", text=passage, title="T")], {}) for i in range(3)]
+    assert snap.append(rows) == 3
+    loaded = snap.load()
+    texts = [docs[0].text for _, docs, _ in loaded.values()]
+    assert texts == [passage] * 3 and texts[0] is texts[1] is texts[2]
+
+    from madara_cli.data.saved_index import CorpusFile
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"id": f"d{i}", "title": "T", "text": f"passage {i}"}) + "\n" for i in range(3)))
+    index = build_index(corpus, tmp_path / "idx", compose(["retriever=bm25s"]).retriever, progress=False)
+    files = CorpusFile(index / "corpus.jsonl")
+    assert files[1] is files[1] and files[1].text == "passage 1" and len(list(iter_corpus(corpus))) == 3
+
+
 # --------------------------------------------------------------------------- #
 # Files that are not UTF-8, YAML that is broken or tagged
 
