@@ -39,12 +39,12 @@ def parse_line(line: str, path: str | Path, line_no: int) -> Any:
         raise bad("not readable JSON: nested too deeply") from None
     except ValueError as e:  # int digits over sys.get_int_max_str_digits()
         raise bad(f"not readable JSON: {' '.join(str(e).split())[:120]}") from None
-    if _SURROGATE_ESCAPE.search(line) and not _encodes(value):
+    if _SURROGATE_ESCAPE.search(line) and not encodes(value):
         raise bad("holds a \\ud800-\\udfff escape that is not half of a surrogate pair: not Unicode text (it cannot be written as UTF-8)")
     return value
 
 
-def _encodes(value: Any) -> bool:
+def encodes(value: Any) -> bool:
     """Whether every string in ``value`` encodes as UTF-8 (walked without recursion:
     a value nested as deep as :mod:`json` allows must not raise here)."""
     todo = [value]

@@ -180,6 +180,10 @@ def test_probe_and_route_and_compare_ranges(monkeypatch, capsys, no_engine):
     assert "route:" not in out
     code, _, err = madara_main(monkeypatch, capsys, "compare", "a", "b", "--resamples", "0")
     one_line_error(code, err, "--resamples")
+    for option, value in (("--tau-nf", "130"), ("--rho1", "2"), ("--entropy", "1.5"), ("--entropy", "-0.1")):
+        code, out, err = madara_main(monkeypatch, capsys, "route", "--nf", "20", "--rho", "0.5", "0.2", "0.1", option, value)
+        one_line_error(code, err, option)
+        assert "route:" not in out
 
 
 def test_missing_probe_file_for_madara(monkeypatch, capsys, no_engine, tmp_path):

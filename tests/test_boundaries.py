@@ -381,6 +381,9 @@ def test_non_utf8_corpus_names_the_byte(tmp_path):
         ("defaults:\n  - nf_schema\nname: nf\n  top_k: [1\n", ("line 4",)),
         ("defaults:\n  - nf_schema\nname: !!python/object/apply:os.system ['touch {marker}']\n", ("line 3", "tag", "never objects")),
         ("name: nf\ntop_k: \xff\n", ("not UTF-8", "offset")),
+        ("name: nf\ntop_k: " + "[" * 5000 + "]" * 5000 + "\n", ("nested too deeply",)),
+        ("name: nf\ntop_k: " + "7" * 5000 + "\n", ("4300 digits",)),
+        ('name: "nf\\ud800"\n', ("not Unicode text",)),
     ],
 )
 def test_broken_or_tagged_yaml_under_config_dir_is_one_line(monkeypatch, capsys, tmp_path, body, needles):
