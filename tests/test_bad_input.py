@@ -271,6 +271,19 @@ def test_a_hostile_corpus_line_is_one_line(tmp_path, case):
         list(iter_corpus(corpus))
 
 
+def test_a_lone_surrogate_from_any_loader_is_one_line(monkeypatch):
+    """The hub or a plug-in loader may hand over text that is not Unicode: refused when
+    the examples are loaded, not in the question hash mid-run."""
+    from madara_cli.data import splits
+    from madara_cli.records import Doc, Example
+
+    for ex in (Example(id="q1", question="Where is the tower\ud800?", answers=("a",)),
+               Example(id="q1", question="Where?", answers=("a",), docs=(Doc(id="d", text="Paris \udfff"),))):
+        monkeypatch.setattr(splits, "find_loader", lambda name, ex=ex: lambda cfg: [ex])
+        with pytest.raises(DataError, match="example 'q1' holds a lone surrogate"):
+            splits.load_all_examples(compose(["benchmark=mini"]).benchmark)
+
+
 def test_a_utf8_bom_is_accepted_by_every_reader(tmp_path):
     """Files saved by editors that write a byte-order mark read as without one."""
     from madara_cli.data.saved_index import iter_corpus
