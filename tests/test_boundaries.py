@@ -491,6 +491,10 @@ def test_unwritable_cache_folder_names_it(monkeypatch, capsys, tmp_path):
 
 def test_unwritable_home_names_the_datasets_cache_folder(monkeypatch, capsys, tmp_path):
     """HOME under a plain file: no folder can be made there, whoever runs the test (root too)."""
+    # Imported before HOME moves: a first import under the blocked HOME would fix every
+    # cache path of datasets and huggingface_hub there for the rest of the session.
+    import datasets.config
+
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     for var in ("HF_HOME", "HF_DATASETS_CACHE", "XDG_CACHE_HOME"):
@@ -498,8 +502,6 @@ def test_unwritable_home_names_the_datasets_cache_folder(monkeypatch, capsys, tm
     monkeypatch.setenv("HOME", str(blocker / "home"))
     bench = tmp_path / "bench.jsonl"
     bench.write_text(_musique_line("2hop__1"), encoding="utf-8")
-    import datasets.config
-
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", Path(blocker / "home" / ".cache" / "huggingface" / "datasets"))
     code, _, err = madara_main(monkeypatch, capsys, "run", "benchmark=musique", f"benchmark.path={bench}", "strategy=nf", "limit=1",
                           f"results_dir={tmp_path / 'r'}")
