@@ -38,10 +38,19 @@ def parse_line(line: str, path: str | Path, line_no: int) -> Any:
     except RecursionError:
         raise bad("not readable JSON: nested too deeply") from None
     except ValueError as e:  # int digits over sys.get_int_max_str_digits()
-        raise bad(f"not readable JSON: {' '.join(str(e).split())[:120]}") from None
+        raise bad(f"not readable JSON: {too_long_integer(e)}") from None
     if _SURROGATE_ESCAPE.search(line) and not encodes(value):
         raise bad("holds a \\ud800-\\udfff escape that is not half of a surrogate pair: not Unicode text (it cannot be written as UTF-8)")
     return value
+
+
+def too_long_integer(e: ValueError) -> str:
+    """The one-line reason for the ValueError of an integer over Python's digit limit."""
+    import sys
+
+    if "digits" in str(e):
+        return f"an integer of more than {sys.get_int_max_str_digits():,} digits (the most Python reads as a number)"
+    return " ".join(str(e).split())[:160]
 
 
 def encodes(value: Any) -> bool:

@@ -237,7 +237,7 @@ HOSTILE_LINES = {
     "integer of 5000 digits": '{"question": "q?", "answers": ["a"], "x": ' + "7" * 5000 + "}",
     "lone surrogate": '{"question": "Where is the tower\\ud800?", "answers": ["a"]}',
 }
-HOSTILE_SAYS = {"nested too deeply": "nested too deeply", "integer of 5000 digits": "digits", "lone surrogate": "not Unicode text"}
+HOSTILE_SAYS = {"nested too deeply": "nested too deeply", "integer of 5000 digits": "an integer of more than 4,300 digits", "lone surrogate": "not Unicode text"}
 
 
 def _hostile_rows(case: str, musique: bool) -> str:

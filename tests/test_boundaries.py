@@ -382,7 +382,7 @@ def test_non_utf8_corpus_names_the_byte(tmp_path):
         ("defaults:\n  - nf_schema\nname: !!python/object/apply:os.system ['touch {marker}']\n", ("line 3", "tag", "never objects")),
         ("name: nf\ntop_k: \xff\n", ("not UTF-8", "offset")),
         ("name: nf\ntop_k: " + "[" * 5000 + "]" * 5000 + "\n", ("nested too deeply",)),
-        ("name: nf\ntop_k: " + "7" * 5000 + "\n", ("4300 digits",)),
+        ("name: nf\ntop_k: " + "7" * 5000 + "\n", ("more than 4,300 digits",)),
         ('name: "nf\\ud800"\n', ("not Unicode text",)),
     ],
 )

@@ -70,7 +70,7 @@ def read_yaml(path: Path) -> Any:
     naming the file and where."""
     import yaml
 
-    from madara_cli.jsonl import encodes
+    from madara_cli.jsonl import encodes, too_long_integer
     from madara_cli.paths import utf8_error
 
     try:
@@ -88,7 +88,7 @@ def read_yaml(path: Path) -> Any:
     except RecursionError:
         raise ConfigError(f"{path}: nested too deeply to be a config") from None
     except ValueError as e:  # an integer over Python's 4,300-digit limit
-        raise ConfigError(f"{path}: {' '.join(str(e).split())[:160]}") from None
+        raise ConfigError(f"{path}: {too_long_integer(e)}") from None
     if not encodes(OmegaConf.to_container(node, resolve=False)):
         raise ConfigError(f"{path}: holds a \\ud800-\\udfff escape that is not half of a surrogate pair: not Unicode text")
     return node
