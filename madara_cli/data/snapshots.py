@@ -221,11 +221,13 @@ class Snapshot:
                 try:
                     meta = self._meta() or dict(self.key)
                     ledger = meta.get("ledger")
-                    if ledger is None:
-                        _, count, chain, _ = self._scan(None) if self.path.stat().st_size else ({}, 0, "", "")
+                    end = f.seek(0, os.SEEK_END)
+                    if end == 0:  # a new file (or one moved aside to rebuild it): its ledger starts afresh
+                        ledger = {"lines": 0, "chain": ""}
+                    elif ledger is None:
+                        _, count, chain, _ = self._scan(None)
                         ledger = {"lines": count, "chain": chain}
                     count, chain = ledger["lines"], ledger["chain"]
-                    end = f.seek(0, os.SEEK_END)
                     for text, h in lines:
                         if written == 0 and end > 0:  # a killed writer's torn line must not swallow ours
                             f.seek(end - 1)
