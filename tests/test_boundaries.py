@@ -271,9 +271,17 @@ def test_a_meta_file_that_does_not_match_stops_the_run(monkeypatch, capsys, tmp_
         meta_path.write_text(body)
         code, _, err = madara_main(monkeypatch, capsys, "run", "strategy=nf", "limit=1", "force=true", f"results_dir={results}")
         one_line_error(code, err, str(snap), meta_path.name, needle, "mv ")
-    meta_path.unlink()
+    meta_path.write_text(json.dumps({**meta, "retriever": {**meta["retriever"], "k": 99}}))
+    meta_path.rename(meta_path.with_name("moved.json"))
     code, _, err = madara_main(monkeypatch, capsys, "run", "strategy=nf", "limit=1", "force=true", f"results_dir={results}")
     one_line_error(code, err, str(snap), "has no meta file")
+    # The mv the line gives rebuilds it, whatever the meta file beside it says.
+    meta_path.with_name("moved.json").rename(meta_path)
+    snap.rename(snap.with_name(snap.name + ".edited"))
+    for _ in range(2):
+        with fake_pool() as pool:
+            run_cell(compose(["strategy=nf", "limit=1", f"results_dir={results}", "force=true"]), pool)
+    assert json.loads(meta_path.read_text()) == meta
 
 
 def test_a_snapshot_from_before_the_ledger_gets_one_then_is_checked(tmp_path):

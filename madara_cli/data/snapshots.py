@@ -219,12 +219,12 @@ class Snapshot:
             with self.path.open("ab+") as f:
                 fcntl.flock(f, fcntl.LOCK_EX)
                 try:
-                    meta = self._meta() or dict(self.key)
-                    ledger = meta.get("ledger")
                     end = f.seek(0, os.SEEK_END)
-                    if end == 0:  # a new file (or one moved aside to rebuild it): its ledger starts afresh
-                        ledger = {"lines": 0, "chain": ""}
-                    elif ledger is None:
+                    # A new file (or one moved aside to rebuild it) gets a fresh meta file:
+                    # whatever the old one said (a stale ledger, a damaged key) is replaced.
+                    meta = dict(self.key) if end == 0 else (self._meta() or dict(self.key))
+                    ledger = {"lines": 0, "chain": ""} if end == 0 else meta.get("ledger")
+                    if ledger is None:
                         _, count, chain, _ = self._scan(None)
                         ledger = {"lines": count, "chain": chain}
                     count, chain = ledger["lines"], ledger["chain"]
