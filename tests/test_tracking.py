@@ -181,6 +181,20 @@ def test_an_unwritable_mlflow_store_stops_the_run_before_any_engine(monkeypatch,
     assert not results.exists()
 
 
+@pytest.mark.parametrize("logger", ["mlflow", "wandb"])
+def test_the_preflight_leaves_nothing_behind_when_the_run_then_fails(monkeypatch, capsys, no_engine, tmp_path, logger):
+    """The store is checked, not made: a run whose first cell fails on its data leaves the
+    results folder as it found it (the tracker makes its store when a cell finishes)."""
+    pytest.importorskip(logger)
+    bench = tmp_path / "bench.jsonl"
+    bench.write_text('{"question": "q?", "answers": ["a"]}\n{"question": "q?", "answers": ["a"], "x": ' + "[" * 100_000 + "}\n")
+    results = tmp_path / "r"
+    code, _, err = madara_main(monkeypatch, capsys, "run", f"logger={logger}", "benchmark=jsonl", f"benchmark.path={bench}",
+                               "limit=1", f"results_dir={results}")
+    one_line_error(code, err, "bench.jsonl:2")
+    assert not results.exists()
+
+
 def test_an_unwritable_wandb_folder_stops_the_run_before_any_engine(monkeypatch, capsys, no_engine, tmp_path):
     pytest.importorskip("wandb")
     blocker = tmp_path / "blocker"

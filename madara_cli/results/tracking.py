@@ -277,10 +277,16 @@ def _store_uri(cfg: Any) -> str:
 
 
 def _writable(folder: Path, what: str) -> None:
-    """``folder`` exists (made if need be) and takes a new file, or one TrackingError."""
+    """``folder``, or the nearest folder above it that exists (the tracker makes the
+    rest), takes a new file; else one TrackingError. Nothing is left behind: a run that
+    then fails before its first cell leaves the results folder as it found it."""
+    at = folder.resolve()
+    while not at.exists() and at != at.parent:
+        at = at.parent
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / f".madara-write-check-{os.getpid()}"
+        if not at.is_dir():
+            raise NotADirectoryError(20, "Not a directory", str(at))
+        probe = at / f".madara-write-check-{os.getpid()}"
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as e:
@@ -314,8 +320,8 @@ def _need(package: str, logger: str, install: str) -> None:
 
 def preflight(cfgs: Any) -> None:
     """Check every tracker the configs name before any cell runs: its package, its store
-    (a writable folder) and its server (reachable within a few seconds); then open it,
-    once per setting. One :class:`TrackingError` line for the first that cannot be used."""
+    (a writable folder) and its server (reachable within a few seconds, then opened).
+    One :class:`TrackingError` line for the first that cannot be used."""
     for cfg in cfgs:
         lg = cfg.get("logger") if hasattr(cfg, "get") else None
         name = str(lg.name) if lg is not None else "none"
@@ -328,12 +334,12 @@ def preflight(cfgs: Any) -> None:
                 _writable(Path(unquote(urlparse(uri).path)), "the MLflow store")
             elif uri.startswith(("http:", "https:")):
                 _reachable(uri, "the MLflow server")
+                _cached_tracker(cfg)  # the server answers: the experiment is looked up (or made) now
+            else:
+                _cached_tracker(cfg)  # another store (sqlite:, a database): opened now, its own error in one line
         elif name == "wandb":
             _need("wandb", "wandb", "pip install wandb")
             _writable(Path(str(lg.dir)) if lg.get("dir") else Path(str(cfg.results_dir)), "the W&B offline folder")
-        else:
-            continue
-        _cached_tracker(cfg)
 
 
 _TRACKERS: dict[str, Any] = {}
