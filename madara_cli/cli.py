@@ -67,7 +67,7 @@ app.add_typer(tool_verbs.cache_app, name="cache")
 
 def main() -> None:
     """Entry point: one clear line instead of a traceback for anything a user can fix."""
-    from madara_cli.errors import BackendError, ConfigError, DataError
+    from madara_cli.errors import BackendError, ConfigError, DataError, PluginInterrupted
 
     try:  # typer >= 0.20 vendors click; older ones use it directly
         from typer._click import exceptions as cx
@@ -103,6 +103,9 @@ def main() -> None:
             hint = "; valid commands: " + ", ".join(sorted(app_commands()))
         err.print(f"error: {e.format_message()}{hint}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(2)
+    except PluginInterrupted as e:
+        err.print(f"error: {e}", markup=False, highlight=False, soft_wrap=True)
+        sys.exit(130)
     except (typer.Abort, KeyboardInterrupt):
         err.print(f"interrupted: {RESUME_HINT}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(130)

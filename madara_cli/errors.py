@@ -37,6 +37,11 @@ class RecordError(DataError):
     """A results file that cannot be read as its record (printed as one line)."""
 
 
+class PluginInterrupted(BaseException):
+    """A KeyboardInterrupt while a plug-in imported: one line naming it, exit 130 (a
+    BaseException, like the interrupt it stands for, so no ``except Exception`` eats it)."""
+
+
 class BackendError(RuntimeError):
     """A failure a user can act on (missing engine, unreachable server, bad model path).
     The CLI prints its message as one line and exits non-zero."""
@@ -47,4 +52,4 @@ class CacheError(BackendError):
     printed as one line naming the file and what to do."""
 
 
-__all__ = ["BackendError", "CacheError", "ConfigError", "DataError", "RecordError", "SnapshotError", "TrackingError"]
+__all__ = ["BackendError", "CacheError", "ConfigError", "DataError", "PluginInterrupted", "RecordError", "SnapshotError", "TrackingError"]

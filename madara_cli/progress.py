@@ -31,10 +31,10 @@ class StageProgress:
     (``log_lines`` forces either)."""
 
     def __init__(self, console: Console | None = None, log_lines: bool | None = None):
-        self.console = console or Console(stderr=True)
+        self.console = console or Console(stderr=True, markup=False)
         self.log_lines = (not self.console.is_terminal) if log_lines is None else log_lines
         self._progress = Progress(
-            TextColumn("[bold]{task.description}"),
+            TextColumn("{task.description}", style="bold", markup=False),  # a label from data, never markup
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("{task.fields[rate]}"),

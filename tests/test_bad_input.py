@@ -90,7 +90,16 @@ def test_malformed_overrides_name_key_and_type(monkeypatch, capsys, no_engine, o
     [
         ("strategy.top_k=-3", "strategy.top_k=-3 is out of range: expected an integer >= 1"),
         ("strategy.top_k=0", "expected an integer >= 1"),
-        ("limit=0", "limit=0 is out of range: expected an integer >= 1 or null"),
+        ("limit=0", "limit=0 is out of range: expected an integer in [1, 1000000000] or null"),
+        ("limit=10000000000", "limit=10000000000 is out of range"),
+        ("seed=4294967296", "seed=4294967296 is out of range: expected an integer in [0, 4294967295]"),
+        ("retriever.k=10001", "retriever.k=10001 is out of range"),
+        ("router.iso_alpha=0", "router.iso_alpha=0.0 is out of range: expected a number in (0, 1)"),
+        ("router.iso_alpha=1", "router.iso_alpha=1.0 is out of range: expected a number in (0, 1)"),
+        ("router.iso_alpha=1.5", "router.iso_alpha=1.5 is out of range"),
+        ("router.iso_min_gain=-1", "router.iso_min_gain=-1.0 is out of range"),
+        ("strategy=madara benchmark.calibration=1", "benchmark.calibration=1 is out of range for strategy=madara"),
+        ("strategy=madara benchmark.calibration=0", "at least 2 calibration queries"),
         ("limit=-1", "limit=-1 is out of range"),
         ("seed=-1", "seed=-1 is out of range"),
         ("retriever.k=0", "retriever.k=0"),
@@ -142,6 +151,17 @@ def test_a_grid_setting_that_fits_none_of_its_strategies_stops_before_any_work(m
     assert code == 2 and not (tmp_path / "r").exists()
 
 
+def test_launcher_jobs_below_one_are_refused(monkeypatch, capsys, no_engine, tmp_path):
+    for jobs in ("0", "-2"):
+        code, _, err = madara_main(monkeypatch, capsys, "run", "--grid", "demo", "--launcher", "joblib", "-j", jobs, f"results_dir={tmp_path / 'r'}")
+        one_line_error(code, err, "'-j'", "greater than or equal to 1")
+    from madara_cli.experiment.launch import multirun
+
+    with pytest.raises(ConfigError, match="--jobs 0: expected a number of parallel processes >= 1"):
+        multirun("demo", [f"results_dir={tmp_path / 'r'}"], "joblib", 0)
+    assert not (tmp_path / "r").exists()
+
+
 def test_every_shipped_config_passes_validation():
     from madara_cli.config import GROUPS, options
 
@@ -160,6 +180,10 @@ def test_probe_and_route_and_compare_ranges(monkeypatch, capsys, no_engine):
     assert "route:" not in out
     code, _, err = madara_main(monkeypatch, capsys, "compare", "a", "b", "--resamples", "0")
     one_line_error(code, err, "--resamples")
+    for option, value in (("--tau-nf", "130"), ("--rho1", "2"), ("--entropy", "1.5"), ("--entropy", "-0.1")):
+        code, out, err = madara_main(monkeypatch, capsys, "route", "--nf", "20", "--rho", "0.5", "0.2", "0.1", option, value)
+        one_line_error(code, err, option)
+        assert "route:" not in out
 
 
 def test_missing_probe_file_for_madara(monkeypatch, capsys, no_engine, tmp_path):
@@ -204,7 +228,78 @@ def test_empty_jsonl_says_empty_not_stopiteration(monkeypatch, capsys, no_engine
 def test_malformed_jsonl_names_the_line(monkeypatch, capsys, no_engine, tmp_path):
     good = json.dumps(_musique_row("2hop__1"))
     code, _, err = _run_file(monkeypatch, capsys, tmp_path, f"{good}\n{{oops\n{good}\n")
-    one_line_error(code, err, "line 2 is not valid JSON")
+    one_line_error(code, err, "bench.jsonl:2: not valid JSON")
+
+
+# Lines json refuses in other ways than JSONDecodeError, and one it lets through.
+HOSTILE_LINES = {
+    "nested too deeply": '{"question": "q?", "answers": ["a"], "x": ' + "[" * 100_000 + "]" * 100_000 + "}",
+    "integer of 5000 digits": '{"question": "q?", "answers": ["a"], "x": ' + "7" * 5000 + "}",
+    "lone surrogate": '{"question": "Where is the tower\\ud800?", "answers": ["a"]}',
+}
+HOSTILE_SAYS = {"nested too deeply": "nested too deeply", "integer of 5000 digits": "an integer of more than 4,300 digits", "lone surrogate": "not Unicode text"}
+
+
+def _hostile_rows(case: str, musique: bool) -> str:
+    good = json.dumps(_musique_row("2hop__1")) if musique else json.dumps({"question": "q?", "answers": ["a"]})
+    bad = HOSTILE_LINES[case]
+    if musique:
+        row = _musique_row("2hop__2")
+        bad = bad.replace('{"question": "q?", "answers": ["a"]', json.dumps(row)[:-1]).replace(
+            '{"question": "Where is the tower\\ud800?", "answers": ["a"]}', json.dumps(row).replace("Where is the tower?", "Where is the tower\\ud800?"))
+    return f"{good}\n{bad}\n"
+
+
+@pytest.mark.parametrize("benchmark", ["jsonl", "musique"])
+@pytest.mark.parametrize("case", list(HOSTILE_LINES))
+def test_a_hostile_line_is_one_line_naming_file_and_line(monkeypatch, capsys, no_engine, tmp_path, benchmark, case):
+    """Deep nesting (RecursionError), a 5000-digit integer (ValueError) and a lone
+    surrogate (a UnicodeEncodeError later, in the question hash) in the file of
+    benchmark=jsonl and of a hub-format reader (MuSiQue): one line each, before any work."""
+    code, _, err = _run_file(monkeypatch, capsys, tmp_path, _hostile_rows(case, benchmark == "musique"), benchmark=benchmark)
+    one_line_error(code, err, "bench.jsonl:2:", HOSTILE_SAYS[case])
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("case", list(HOSTILE_LINES))
+def test_a_hostile_corpus_line_is_one_line(tmp_path, case):
+    from madara_cli.data.saved_index import iter_corpus
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text('{"id": "1", "title": "a", "text": "ok"}\n' + HOSTILE_LINES[case].replace('"question"', '"id": "2", "text"') + "\n")
+    with pytest.raises(DataError, match=f"corpus.jsonl:2: .*{HOSTILE_SAYS[case]}"):
+        list(iter_corpus(corpus))
+
+
+def test_a_lone_surrogate_from_any_loader_is_one_line(monkeypatch):
+    """The hub or a plug-in loader may hand over text that is not Unicode: refused when
+    the examples are loaded, not in the question hash mid-run."""
+    from madara_cli.data import splits
+    from madara_cli.records import Doc, Example
+
+    for ex in (Example(id="q1", question="Where is the tower\ud800?", answers=("a",)),
+               Example(id="q1", question="Where?", answers=("a",), docs=(Doc(id="d", text="Paris \udfff"),))):
+        monkeypatch.setattr(splits, "find_loader", lambda name, ex=ex: lambda cfg: [ex])
+        with pytest.raises(DataError, match="example 'q1' holds a lone surrogate"):
+            splits.load_all_examples(compose(["benchmark=mini"]).benchmark)
+
+
+def test_a_utf8_bom_is_accepted_by_every_reader(tmp_path):
+    """Files saved by editors that write a byte-order mark read as without one."""
+    from madara_cli.data.saved_index import iter_corpus
+    from madara_cli.data.splits import load_all_examples
+
+    own = tmp_path / "own.jsonl"
+    own.write_text("\ufeff" + json.dumps({"id": "q1", "question": "q?", "answers": ["a"]}) + "\n", encoding="utf-8")
+    [ex] = load_all_examples(compose(["benchmark=jsonl", f"benchmark.path={own}"]).benchmark)
+    assert (ex.id, ex.question) == ("q1", "q?")
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text('\ufeff{"id": "d1", "title": "a", "text": "ok"}\n', encoding="utf-8")
+    assert [d.id for d in iter_corpus(corpus)] == ["d1"]
+    musique = tmp_path / "musique.jsonl"
+    musique.write_text("\ufeff" + json.dumps(_musique_row("2hop__1")) + "\n", encoding="utf-8")
+    [ex] = load_all_examples(compose(["benchmark=musique", f"benchmark.path={musique}"]).benchmark)
+    assert ex.id == "2hop__1"
 
 
 def test_unsupported_file_type(monkeypatch, capsys, no_engine, tmp_path):
@@ -413,6 +508,57 @@ def test_truncated_metrics_json_is_reported_by_tables(monkeypatch, capsys, tmp_p
     assert code == 1 and "wrote" in out  # the other tables are written; the exit says one cell is missing
     line = one_line_error(code, err, res.folder.name, "not readable JSON")
     assert line.startswith("error:")
+
+
+def test_a_results_path_with_markup_is_printed_as_it_is(monkeypatch, capsys, tmp_path):
+    """``[/x]`` in the results path crashed run, show and tables in rich's markup parser
+    after their work was written: nothing from a path or data is read as markup."""
+    configs = tmp_path / "configs"
+    (configs / "backend").mkdir(parents=True)
+    (configs / "backend" / "toy.yaml").write_text("name: toy\nbatch_size: 4\nreply: Varnholt\n")
+    results = tmp_path / "res[/x][bold]"
+    monkeypatch.setenv("MADARA_CONFIG_DIR", "")
+    monkeypatch.setenv("MADARA_INCLUDE", "")
+    monkeypatch.setenv("COLUMNS", "400")
+    code, out, err = madara_main(monkeypatch, capsys, "--config-dir", str(configs), "--include", str(ROOT / "tests" / "plugins"),
+                                 "run", "backend=toy", "strategy=nf", "benchmark=mini", "limit=2", "--results", str(results))
+    assert code == 0 and "Traceback" not in err, err
+    [cell] = [p for p in results.glob("*/*") if (p / "metrics.json").is_file()]
+    assert str(cell) in out.replace("\n", "")
+    code, out, err = madara_main(monkeypatch, capsys, "show", cell.name, "--results", str(results))
+    assert code == 0 and str(cell) in out.replace("\n", ""), err
+    code, out, err = madara_main(monkeypatch, capsys, "tables", "--results", str(results))
+    assert code in (0, 1) and "Traceback" not in err and "MarkupError" not in err, err
+    assert "wrote" in out and "[/x][bold]" in out
+
+
+def test_plot_names_torn_metrics_and_exits_1_like_tables(monkeypatch, capsys, tmp_path):
+    pytest.importorskip("matplotlib")
+    from madara_cli.data.mini import generate
+
+    results = tmp_path / "r"
+    with _fake_pool() as pool:
+        kept = run_cell(compose(["strategy=nf", f"results_dir={results}"]), pool, examples=generate(2))
+        torn = run_cell(compose(["strategy=pde", f"results_dir={results}"]), pool, examples=generate(2))
+    text = (torn.folder / "metrics.json").read_text()
+    (torn.folder / "metrics.json").write_text(text[: len(text) // 2])
+    code, out, err = madara_main(monkeypatch, capsys, "plot", "--results", str(results), "--format", "png")
+    assert code == 1 and ".png" in out and "Traceback" not in err, (out, err)  # the readable cell is still drawn
+    [line] = [ln for ln in err.splitlines() if ln.startswith("error:")]  # the notes say which figures need a probe
+    assert torn.folder.name in line and "not readable JSON" in line and "figures were drawn without them" in line
+    assert kept.folder.name not in line
+
+
+def test_duplicate_corpus_ids_stop_the_index_build(monkeypatch, capsys, tmp_path):
+    corpus = tmp_path / "corpus.jsonl"
+    rows = [{"id": "a", "title": "A", "text": "alpha"}, {"id": "b", "title": "B", "text": "beta"}, {"id": "a", "title": "A2", "text": "again"}]
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out_dir = tmp_path / "idx"
+    code, _, err = madara_main(monkeypatch, capsys, "index", "build", "--corpus", str(corpus), "--out", str(out_dir))
+    assert code == 2 and "Traceback" not in err
+    [line] = [ln for ln in err.splitlines() if ln.startswith("error:")]  # beside tqdm's progress bar
+    assert str(corpus) in line and "document id 'a' appears twice" in line and "documents 1 and 3" in line
+    assert not out_dir.exists() or not [p for p in out_dir.iterdir() if not p.name.startswith("file-sha256")]
 
 
 def test_finished_cell_survives_a_failed_forced_rerun(tmp_path):

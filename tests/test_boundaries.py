@@ -58,6 +58,48 @@ def test_every_naming_setting_refuses_a_path(monkeypatch, capsys, tmp_path, key,
     assert tree(tmp_path) == ["work"]  # nothing written, inside or out
 
 
+@pytest.mark.parametrize("key", ["grid_name", "model.name", "benchmark.name", "strategy.name", "retriever.name", "logger.experiment"])
+@pytest.mark.parametrize("value", ["it's", "a b", "caf\u00e9", "a;b", "x" * 49])
+def test_one_naming_rule_for_every_name(monkeypatch, capsys, tmp_path, key, value):
+    """Letters, digits, '-', '_' and '.', at most NAME_MAX_BYTES: a quote (that broke
+    MLflow's filter), a space, a non-ASCII letter or a long name stop at compose time."""
+    code, _, err = madara_main(monkeypatch, capsys, "run", "strategy=nf", "limit=1", f'{key}="{value}"', f"results_dir={tmp_path / 'r'}")
+    one_line_error(code, err, key, "cannot name a results folder", "letters, digits")
+    assert not (tmp_path / "r").exists()
+
+
+def test_grid_and_prompt_set_names_follow_the_same_rule(monkeypatch, capsys, tmp_path):
+    code, _, err = madara_main(monkeypatch, capsys, "run", "--grid", "it's", f"results_dir={tmp_path / 'r'}")
+    one_line_error(code, err, "--grid", "cannot name a results folder")
+    long_set = tmp_path / "configs" / "prompts" / ("p" * 49)
+    long_set.mkdir(parents=True)
+    (long_set / "set.yaml").write_text("extends: madara\n")
+    monkeypatch.setenv("MADARA_CONFIG_DIR", "")
+    code, _, err = madara_main(monkeypatch, capsys, "--config-dir", str(tmp_path / "configs"), "run", "prompts=" + "p" * 49,
+                               f"results_dir={tmp_path / 'r'}")
+    one_line_error(code, err, "prompts", "over 48")
+    assert not (tmp_path / "r").exists()
+
+
+def test_the_name_bound_keeps_the_longest_file_name_under_255_bytes(tmp_path):
+    """The longest name madara writes is a cell being written, .tmp-<key>-<pid>: with every
+    name at the bound and every count at its maximum it still fits, and it is created."""
+    from madara_cli.config.validate import MAX_K, MAX_LIMIT, MAX_SEED
+    from madara_cli.experiment.grid import cell_from_cfg
+    from madara_cli.paths import NAME_MAX_BYTES
+    from madara_cli.records import Cell
+
+    n = "x" * NAME_MAX_BYTES
+    cfg = compose(["strategy=nf", f"grid_name={n}", f"model.name={n}", f"benchmark.name={n}", f"strategy.name={n}",
+                   f"retriever.k={MAX_K}", f"seed={MAX_SEED}", f"limit={MAX_LIMIT}", f"results_dir={tmp_path}"])
+    cell = cell_from_cfg(cfg)
+    assert cell.model == cell.benchmark == cell.strategy == n  # names at the bound are accepted
+    cell = Cell(**{**{k: getattr(cell, k) for k in ("grid", "model", "benchmark", "strategy", "k", "seed", "limit", "config_hash")}, "retriever": n})
+    longest = f".tmp-{cell.key}-{2**22}"
+    assert 250 <= len(longest.encode()) <= 255
+    (tmp_path / longest).mkdir()  # the file system takes it
+
+
 def test_must_show_grid_name_traversal_writes_nothing_outside(monkeypatch, capsys, tmp_path):
     """The issue's case, with the default results folder (./results)."""
     work = tmp_path / "a" / "b"
@@ -164,37 +206,147 @@ def test_moving_an_edited_snapshot_aside_rebuilds_it(tmp_path):
         _edit_first_document(snap)
         with pytest.raises(DataError, match="content hash"):
             run_cell(forced, pool)
-        snap.rename(snap.with_name(snap.name + ".edited"))
+        snap.rename(snap.with_name(snap.name + ".edited"))  # the mv the error gives; the meta file stays
         run_cell(forced, pool)
+        run_cell(forced, pool)  # and the rebuilt snapshot (its ledger started afresh) reads back
     assert snap.read_bytes() == original  # retrieved again: the same documents, hashed
 
 
-def test_snapshot_lines_without_a_hash_are_trusted_once_then_checked(tmp_path):
-    """Snapshots written before lines carried a hash: the first load appends a hashed
-    copy of each line, later loads append nothing and catch an edit like any other."""
+def _hand_edits():
+    """Each edit a hand (or a tool) can make to a hashed snapshot file: (name, edit)."""
+
+    def unhash_edited(lines):
+        row = json.loads(lines[0])
+        row["docs"][0]["text"] = "edited"
+        del row["h"]
+        lines[0] = json.dumps(row)
+        return lines
+
+    def append_unhashed_copy(lines):
+        row = json.loads(lines[0])
+        row["docs"][0]["text"] = "edited"
+        del row["h"]
+        return [*lines, json.dumps(row)]
+
+    return {
+        "unhashed edited line": (unhash_edited, "line 1", "no content hash"),
+        "appended unhashed copy": (append_unhashed_copy, "line 3", "no content hash"),
+        "appended hashed copy": (lambda lines: [*lines, lines[0]], "line 3", "was added"),
+        "removed line": (lambda lines: lines[1:], "lines were removed", "holds 1 lines"),
+        "reordered lines": (lambda lines: lines[::-1], "lines 1-2", "reordered"),
+        "replaced by another line": (lambda lines: [lines[0], lines[0]], "lines 1-2", "reordered"),
+    }
+
+
+@pytest.mark.parametrize("case", list(_hand_edits()))
+def test_a_hand_edited_snapshot_stops_the_run_with_or_without_force(monkeypatch, capsys, no_engine, tmp_path, case):
+    """Every line must carry its hash and the file must hold the lines its meta file's
+    ledger records, in order: one line naming the file and line, and the mv, even
+    under force=true; nothing of the finished cell is touched."""
+    edit, *needles = _hand_edits()[case]
+    results = tmp_path / "results"
+    with fake_pool() as pool:
+        run_cell(compose(["strategy=nf", "limit=2", f"results_dir={results}"]), pool)
+    snap = _snapshot(results)
+    snap.write_text("\n".join(edit(snap.read_text(encoding="utf-8").splitlines())) + "\n", encoding="utf-8")
+    before = tree(results)
+    for args in (["limit=3"], ["limit=2", "force=true"]):  # a new cell reading the snapshot; the finished one forced
+        code, _, err = madara_main(monkeypatch, capsys, "run", "strategy=nf", *args, f"results_dir={results}")
+        one_line_error(code, err, str(snap), *needles, f"mv {snap} ")
+    assert tree(results) == before
+
+
+def test_a_meta_file_that_does_not_match_stops_the_run(monkeypatch, capsys, tmp_path):
+    results = tmp_path / "results"
+    with fake_pool() as pool:
+        run_cell(compose(["strategy=nf", "limit=1", f"results_dir={results}"]), pool)
+    snap = _snapshot(results)
+    meta_path = snap.with_name(snap.name.replace(".jsonl", ".meta.json"))
+    meta = json.loads(meta_path.read_text())
+    for body, needle in [
+        (json.dumps({**meta, "retriever": {**meta["retriever"], "k": 99}}), "does not record this snapshot's key"),
+        (json.dumps({**meta, "ledger": {"lines": "one"}}), "ledger is damaged"),
+        ("[1, 2", "not a JSON object"),
+    ]:
+        meta_path.write_text(body)
+        code, _, err = madara_main(monkeypatch, capsys, "run", "strategy=nf", "limit=1", "force=true", f"results_dir={results}")
+        one_line_error(code, err, str(snap), meta_path.name, needle, "mv ")
+    meta_path.write_text(json.dumps({**meta, "retriever": {**meta["retriever"], "k": 99}}))
+    meta_path.rename(meta_path.with_name("moved.json"))
+    code, _, err = madara_main(monkeypatch, capsys, "run", "strategy=nf", "limit=1", "force=true", f"results_dir={results}")
+    one_line_error(code, err, str(snap), "has no meta file")
+    # The mv the line gives rebuilds it, whatever the meta file beside it says.
+    meta_path.with_name("moved.json").rename(meta_path)
+    snap.rename(snap.with_name(snap.name + ".edited"))
+    for _ in range(2):
+        with fake_pool() as pool:
+            run_cell(compose(["strategy=nf", "limit=1", f"results_dir={results}", "force=true"]), pool)
+    assert json.loads(meta_path.read_text()) == meta
+
+
+def test_a_snapshot_from_before_the_ledger_gets_one_then_is_checked(tmp_path):
+    """A meta file without a ledger (snapshots written before it) is given one on the
+    first load, once every line checks against its hash; then a removed line is caught.
+    The file name (the key digest) does not move."""
     from madara_cli.data.snapshots import Snapshot
 
     results = tmp_path / "results"
     with fake_pool() as pool:
         run_cell(compose(["strategy=nf", "limit=2", f"results_dir={results}"]), pool)
     snap_path = _snapshot(results)
-    rows = [json.loads(x) for x in snap_path.read_text(encoding="utf-8").splitlines()]
-    legacy = [{k: v for k, v in r.items() if k != "h"} for r in rows]
-    snap_path.write_text("".join(json.dumps(r) + "\n" for r in legacy), encoding="utf-8")
-    key = json.loads(snap_path.with_name(snap_path.name.replace(".jsonl", ".meta.json")).read_text())
+    meta_path = snap_path.with_name(snap_path.name.replace(".jsonl", ".meta.json"))
+    meta = json.loads(meta_path.read_text())
+    assert meta["ledger"]["lines"] == 2
+    key = {k: v for k, v in meta.items() if k != "ledger"}
+    meta_path.write_text(json.dumps(key))
     snap = Snapshot(results / "snapshots", key)
     assert snap.path == snap_path
     loaded = snap.load()
-    assert set(loaded) == {r["id"] for r in rows}
-    assert len(snap_path.read_text().splitlines()) == 4
-    assert snap.load() == loaded and len(snap_path.read_text().splitlines()) == 4
-    lines = snap_path.read_text().splitlines()
-    hashed = json.loads(lines[2])
-    hashed["docs"][0]["text"] = "edited"
-    lines[2] = json.dumps(hashed)
-    snap_path.write_text("\n".join(lines) + "\n")
-    with pytest.raises(DataError, match="line 3"):
+    assert len(loaded) == 2 and json.loads(meta_path.read_text())["ledger"] == meta["ledger"]
+    snap_path.write_text(snap_path.read_text().splitlines()[0] + "\n")
+    with pytest.raises(DataError, match="lines were removed"):
         snap.load()
+
+
+def test_a_torn_line_of_a_killed_writer_is_skipped_and_the_next_append_counts(tmp_path):
+    from madara_cli.data.snapshots import Snapshot
+
+    results = tmp_path / "results"
+    with fake_pool() as pool:
+        run_cell(compose(["strategy=nf", "limit=1", f"results_dir={results}"]), pool)
+        snap_path = _snapshot(results)
+        with snap_path.open("a") as f:
+            f.write('{"id": "torn", "q": "ab')  # killed mid-write, before the ledger was updated
+        out = run_cell(compose(["strategy=nf", "limit=2", f"results_dir={results}"]), pool)
+    assert not out.skipped
+    meta = json.loads(snap_path.with_name(snap_path.name.replace(".jsonl", ".meta.json")).read_text())
+    assert meta["ledger"]["lines"] == 2
+    assert len(Snapshot(results / "snapshots", {k: v for k, v in meta.items() if k != "ledger"}).load()) == 2
+
+
+def test_a_large_snapshot_holds_each_passage_text_once(tmp_path):
+    """madara plan on 50,000 queries held a copy of a passage per query that retrieved it
+    (docs/benchmarks.md): a load shares one copy among the lines, and an index's corpus
+    file reads a passage once."""
+    from madara_cli.data.saved_index import build_index, iter_corpus
+    from madara_cli.data.snapshots import Snapshot
+    from madara_cli.records import Doc, Example
+
+    passage = "The tower stands in Paris. " * 20
+    snap = Snapshot(tmp_path / "snapshots", {"benchmark": {"name": "b"}, "retriever": {"name": "r", "k": 1}})
+    rows = [(Example(id=f"q{i}", question=f"q{i}?", answers=("a",)), [Doc(id="d", text=passage, title="T")], {}) for i in range(3)]
+    assert snap.append(rows) == 3
+    loaded = snap.load()
+    texts = [docs[0].text for _, docs, _ in loaded.values()]
+    assert texts == [passage] * 3 and texts[0] is texts[1] is texts[2]
+
+    from madara_cli.data.saved_index import CorpusFile
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"id": f"d{i}", "title": "T", "text": f"passage {i}"}) + "\n" for i in range(3)))
+    index = build_index(corpus, tmp_path / "idx", compose(["retriever=bm25s"]).retriever, progress=False)
+    files = CorpusFile(index / "corpus.jsonl")
+    assert files[1] is files[1] and files[1].text == "passage 1" and len(list(iter_corpus(corpus))) == 3
 
 
 # --------------------------------------------------------------------------- #
@@ -238,6 +390,9 @@ def test_non_utf8_corpus_names_the_byte(tmp_path):
         ("defaults:\n  - nf_schema\nname: nf\n  top_k: [1\n", ("line 4",)),
         ("defaults:\n  - nf_schema\nname: !!python/object/apply:os.system ['touch {marker}']\n", ("line 3", "tag", "never objects")),
         ("name: nf\ntop_k: \xff\n", ("not UTF-8", "offset")),
+        ("name: nf\ntop_k: " + "[" * 5000 + "]" * 5000 + "\n", ("nested too deeply",)),
+        ("name: nf\ntop_k: " + "7" * 5000 + "\n", ("more than 4,300 digits",)),
+        ('name: "nf\\ud800"\n', ("not Unicode text",)),
     ],
 )
 def test_broken_or_tagged_yaml_under_config_dir_is_one_line(monkeypatch, capsys, tmp_path, body, needles):
@@ -345,6 +500,10 @@ def test_unwritable_cache_folder_names_it(monkeypatch, capsys, tmp_path):
 
 def test_unwritable_home_names_the_datasets_cache_folder(monkeypatch, capsys, tmp_path):
     """HOME under a plain file: no folder can be made there, whoever runs the test (root too)."""
+    # Imported before HOME moves: a first import under the blocked HOME would fix every
+    # cache path of datasets and huggingface_hub there for the rest of the session.
+    import datasets.config
+
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     for var in ("HF_HOME", "HF_DATASETS_CACHE", "XDG_CACHE_HOME"):
@@ -352,8 +511,6 @@ def test_unwritable_home_names_the_datasets_cache_folder(monkeypatch, capsys, tm
     monkeypatch.setenv("HOME", str(blocker / "home"))
     bench = tmp_path / "bench.jsonl"
     bench.write_text(_musique_line("2hop__1"), encoding="utf-8")
-    import datasets.config
-
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", Path(blocker / "home" / ".cache" / "huggingface" / "datasets"))
     code, _, err = madara_main(monkeypatch, capsys, "run", "benchmark=musique", f"benchmark.path={bench}", "strategy=nf", "limit=1",
                           f"results_dir={tmp_path / 'r'}")

@@ -52,3 +52,16 @@ def test_plan_computes_the_engine_fingerprint_without_loading_it():
         assert _fingerprint(cfg) == backend.fingerprint
     finally:
         backend.close()
+
+
+def test_walking_the_queries_in_blocks_counts_what_one_walk_counts(tmp_path, monkeypatch):
+    """The plan walks a block of queries at a time (memory: docs/benchmarks.md); every
+    count per strategy is the same as one walk over all of them."""
+    from madara_cli.experiment import plan as plan_module
+
+    monkeypatch.setattr(plan_module, "_fingerprint", lambda cfg: "fake")  # no GGUF file to fingerprint
+    cfgs = expand("demo", [f"results_dir={tmp_path}", "limit=6", "benchmark.calibration=4"])
+    whole = plan_grid("demo", cfgs).by_strategy
+    monkeypatch.setattr(plan_module, "WALK_BLOCK", 4)  # 6 queries: a block of 4, then one of 2
+    blocks = plan_grid("demo", cfgs).by_strategy
+    assert whole == blocks and sum(s.requests for s in whole.values()) > 0

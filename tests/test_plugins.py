@@ -323,6 +323,43 @@ def test_a_broken_include_is_one_line(monkeypatch, capsys, tmp_path):
     assert "--include" in one_line(code, err)
 
 
+@pytest.mark.parametrize(
+    "body,code,needle",
+    [
+        ("import sys\nsys.exit(0)\n", 2, "called sys.exit(0) while importing"),
+        ("import sys\nsys.exit(3)\n", 2, "called sys.exit(3) while importing"),
+        ("raise SystemExit('bye')\n", 2, "called sys.exit('bye')"),
+        ("raise KeyboardInterrupt\n", 130, "interrupted while importing"),
+        ("raise RecursionError('deep')\n", 2, "RecursionError: deep"),
+    ],
+)
+def test_an_include_that_exits_or_is_interrupted_is_one_line_and_runs_nothing(monkeypatch, capsys, tmp_path, body, code, needle):
+    """sys.exit(0) at import used to end `madara run` with exit 0 having run nothing."""
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    (plugins / "quits.py").write_text(body)
+    results = tmp_path / "results"
+    rc, _, err = madara(monkeypatch, capsys, "--include", str(plugins), "run", "strategy=nf", "limit=1", f"results_dir={results}")
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert rc == code and len(lines) == 1 and "Traceback" not in err, err
+    assert "--include" in lines[0] and "quits.py" in lines[0] and needle in lines[0], lines[0]
+    assert not results.exists()
+
+
+def test_an_entry_point_that_exits_at_import_is_one_line(monkeypatch, capsys, tmp_path):
+    site = tmp_path / "site"
+    info = site / "madara_quits-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: madara-quits\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[madara.strategies]\nquits = madara_quits_mod\n")
+    (site / "madara_quits_mod.py").write_text("import sys\nsys.exit(0)\n")
+    monkeypatch.syspath_prepend(str(site))
+    code, _, err = madara(monkeypatch, capsys, "run", "strategy=nf", "limit=1", f"results_dir={tmp_path / 'r'}")
+    line = one_line(code, err)
+    assert "plugin quits (entry point madara.strategies: madara_quits_mod)" in line and "sys.exit(0)" in line
+    assert not (tmp_path / "r").exists()
+
+
 def test_a_config_yaml_of_before_gives_the_summary_columns_of_before():
     """Cells finished before the per-backend schemas hold a flat backend node in their
     config.yaml; summary.csv (written by madara tables) reads its columns from it."""

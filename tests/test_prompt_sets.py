@@ -191,6 +191,21 @@ def test_a_broken_set_fails_at_compose_time_in_one_line(user_dir):
     assert out.stderr.strip().count("\n") == 0 and "relevence_user.txt" in out.stderr
 
 
+@pytest.mark.parametrize("body", ["", "\n", "  \n\t\n"])
+def test_an_empty_template_is_refused_at_compose_time(user_dir, body):
+    (user_dir / "prompts" / "mine" / "judge_system.txt").write_text(body, encoding="utf-8")
+    msg = _compose_error("prompts=mine")
+    assert "judge_system.txt" in msg and "the template is empty" in msg
+
+
+def test_a_template_saved_with_a_bom_reads_as_without(user_dir):
+    f = user_dir / "prompts" / "mine" / "judge_system.txt"
+    f.write_bytes(b"\xef\xbb\xbf" + f.read_bytes())
+    compose(["prompts=mine"])
+    # the same words, so the same digests as the shipped set's
+    assert {fam: digest.prompt_digest(fam, prompt_set("mine")) for fam in digest.FAMILIES} == FIXTURE["digests"]
+
+
 def test_a_user_set_reaches_every_request_of_a_cell(user_dir, tmp_path):
     """A three-agent cell over a fake engine with prompts=mine: the generator, the
     assessors and the per-query detector all send the user set's words, they are

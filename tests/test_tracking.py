@@ -17,7 +17,7 @@ from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.grid import cell_from_cfg
 from madara_cli.experiment.runner import run_cell
 from tests.conftest import have
-from tests.fakes import FakeBackend, madara
+from tests.fakes import FakeBackend, free_port, madara, madara_main, one_line_error
 
 
 def _run(results: Path, *overrides: str):
@@ -152,6 +152,92 @@ def test_a_missing_tracker_is_one_line(tmp_path):
 
     with pytest.raises(TrackingError, match=r"pip install 'madara\[tracking\]'"):
         tracker(compose([f"results_dir={tmp_path}", "logger=mlflow"]))
+
+
+# --------------------------------------------------------------------------- #
+# Preflight: a tracker that cannot be used is one line before the first cell
+
+
+@pytest.mark.parametrize("logger,needle", [("mlflow", "logger=mlflow needs mlflow"), ("wandb", "logger=wandb needs wandb")])
+def test_a_missing_tracker_package_stops_the_run_before_any_engine(monkeypatch, capsys, no_engine, tmp_path, logger, needle):
+    import sys
+
+    for name in (logger, f"{logger}.tracking"):
+        monkeypatch.setitem(sys.modules, name, None)  # as if not installed: importing it raises ImportError
+    results = tmp_path / "r"
+    code, _, err = madara_main(monkeypatch, capsys, "run", f"logger={logger}", "limit=1", f"results_dir={results}")
+    one_line_error(code, err, needle, "pip install 'madara[tracking]'")
+    assert not results.exists()
+
+
+def test_an_unwritable_mlflow_store_stops_the_run_before_any_engine(monkeypatch, capsys, no_engine, tmp_path):
+    pytest.importorskip("mlflow")
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file where the store's folder would go")
+    results = tmp_path / "r"
+    code, _, err = madara_main(monkeypatch, capsys, "run", "logger=mlflow", f"logger.uri={(blocker / 'mlruns').as_uri()}", "limit=1",
+                               f"results_dir={results}")
+    one_line_error(code, err, "the MLflow store", str(blocker / "mlruns"), "cannot be written")
+    assert not results.exists()
+
+
+@pytest.mark.parametrize("logger", ["mlflow", "wandb"])
+def test_the_preflight_leaves_nothing_behind_when_the_run_then_fails(monkeypatch, capsys, no_engine, tmp_path, logger):
+    """The store is checked, not made: a run whose first cell fails on its data leaves the
+    results folder as it found it (the tracker makes its store when a cell finishes)."""
+    pytest.importorskip(logger)
+    bench = tmp_path / "bench.jsonl"
+    bench.write_text('{"question": "q?", "answers": ["a"]}\n{"question": "q?", "answers": ["a"], "x": ' + "[" * 100_000 + "}\n")
+    results = tmp_path / "r"
+    code, _, err = madara_main(monkeypatch, capsys, "run", f"logger={logger}", "benchmark=jsonl", f"benchmark.path={bench}",
+                               "limit=1", f"results_dir={results}")
+    one_line_error(code, err, "bench.jsonl:2")
+    assert not results.exists()
+
+
+def test_an_unwritable_wandb_folder_stops_the_run_before_any_engine(monkeypatch, capsys, no_engine, tmp_path):
+    pytest.importorskip("wandb")
+    blocker = tmp_path / "blocker"
+    blocker.write_text("")
+    code, _, err = madara_main(monkeypatch, capsys, "run", "logger=wandb", f"logger.dir={blocker / 'w'}", "limit=1",
+                               f"results_dir={tmp_path / 'r'}")
+    one_line_error(code, err, "the W&B offline folder", "cannot be written")
+
+
+def test_an_unreachable_mlflow_server_stops_the_run_within_seconds(monkeypatch, capsys, no_engine, tmp_path):
+    """A closed port on loopback: refused at once, never MLflow's minutes of retries."""
+    import time
+
+    pytest.importorskip("mlflow")
+    uri = f"http://127.0.0.1:{free_port()}"
+    results = tmp_path / "r"
+    t0 = time.monotonic()
+    code, _, err = madara_main(monkeypatch, capsys, "run", "logger=mlflow", f"logger.uri={uri}", "limit=1", f"results_dir={results}")
+    one_line_error(code, err, "the MLflow server", uri, "cannot be reached")
+    assert time.monotonic() - t0 < 20 and not results.exists()
+    code, _, err = madara_main(monkeypatch, capsys, "probe", "logger=mlflow", f"logger.uri={uri}", f"results_dir={results}")
+    one_line_error(code, err, "cannot be reached")
+
+
+def test_a_quote_in_a_key_never_enters_a_filter_string(tmp_path):
+    """Runs are found by key through a map of the experiment's runs; a key holding ' (once
+    MLflow's "Invalid clause(s) in filter string") is found like any other."""
+    pytest.importorskip("mlflow")
+    from madara_cli.results.tracking import MLflowTracker, Run
+
+    os.environ["MLFLOW_ALLOW_FILE_STORE"] = "true"
+    uri = (tmp_path / "mlruns").resolve().as_uri()
+    folder = tmp_path / "cell"
+    folder.mkdir()
+    (folder / "metrics.json").write_text("{}")
+    run = Run("cell", "it's__a__key' OR '1'='1", folder, {"a": 1}, {"em": 0.5}, {"model": "m"})
+    t = MLflowTracker(uri, "madara", artifacts=False)
+    assert t.find(run.key) == []
+    assert t.log(run) and not t.log(run)  # the second finds the first
+    again = MLflowTracker(uri, "madara", artifacts=False)  # a fresh map, read from the store
+    assert [r.data.tags["madara_key"] for r in again.find(run.key)] == [run.key]
+    assert again.find("it's__a__key") == []
+    assert again.log(run, replace=True) and len(MLflowTracker(uri, "madara", artifacts=False).find(run.key)) == 1
 
 
 @pytest.mark.llm

@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from madara_cli.commands.options import UserError, out, results_dir_of, results_option
+from madara_cli.commands.options import UserError, out, results_dir_of, results_option, styled
 
 
 def ls(
@@ -37,7 +37,7 @@ def ls(
         return
     for name, group in groups.items():
         if what in (None, name):
-            out.print(f"[bold]{name}[/bold]: {', '.join(options(group))}")
+            out.print(styled("[bold]{}[/bold]: {}", name, ", ".join(options(group))), markup=True)
 
 
 def show(
@@ -70,7 +70,7 @@ def show(
         t.add_row(k, "" if v is None else str(v))
     out.print(t)
     if not prov:
-        out.print("[yellow]no provenance recorded[/yellow] (written by a madara older than 0.2)")
+        out.print("[yellow]no provenance recorded[/yellow] (written by a madara older than 0.2)", markup=True)
     else:
         p = Table(title="provenance", show_header=False)
         p.add_column("key", style="bold")
@@ -83,4 +83,4 @@ def show(
         p.add_row("command", "madara " + " ".join(prov.get("argv") or []))
         p.add_row("packages", ", ".join(f"{k} {v}" for k, v in (prov.get("packages") or {}).items()))
         out.print(p)
-    out.print(f"[dim]{folder}[/dim]")
+    out.print(str(folder), style="dim")

@@ -11,9 +11,20 @@ from typing import List, Optional
 import typer
 from rich.console import Console
 
-# Tables stay readable when piped (rich would otherwise assume 80 columns).
-out = Console(width=None if sys.stdout.isatty() else 160)
-err = Console(stderr=True)
+# Tables stay readable when piped (rich would otherwise assume 80 columns). Neither console
+# parses markup: paths, names and data ("results/[/x]") are printed as they are, never
+# read as rich tags (which crashed run, show and tables after their work was written).
+# A line that styles its own words passes markup=True and escapes every value (:func:`styled`).
+out = Console(width=None if sys.stdout.isatty() else 160, markup=False)
+err = Console(stderr=True, markup=False)
+
+
+def styled(template: str, *values: object) -> str:
+    """``template`` (rich markup of our own, ``{}`` for each value) with every value
+    escaped, for ``out.print(..., markup=True)``."""
+    from rich.markup import escape
+
+    return template.format(*(escape(str(v)) for v in values))
 
 
 class UserError(Exception):
@@ -55,7 +66,21 @@ def with_results(overrides: list[str], results: Optional[Path]) -> list[str]:
 
     if results is None or any(o.key == "results_dir" for o in parse_overrides(overrides)):
         return overrides
-    return [f"results_dir={results}", *overrides]
+    return [f"results_dir={override_value(str(results))}", *overrides]
+
+
+def override_value(text: str) -> str:
+    """``text`` as the value of a Hydra override: as it is when the grammar reads it as
+    plain text, else quoted (a path holding ``[``, ``,``, ``=`` or a space would be read
+    as a list, a sweep or a second override)."""
+    import re
+
+    if re.fullmatch(r"[\w./~:+@%-]*", text):
+        return text
+    for q in ("'", '"'):
+        if q not in text and not text.endswith("\\"):
+            return f"{q}{text}{q}"
+    return text
 
 
 def honoured(overrides: list[str], launcher: Optional[str] = None) -> list[str]:

@@ -16,6 +16,7 @@ from madara_cli.commands.options import (
     include_option,
     out,
     results_option,
+    styled,
     use_folders,
     with_results,
 )
@@ -40,6 +41,9 @@ def probe(
     from madara_cli.results.record_files import no_empty_folders_left
 
     cfg = compose(with_results([f"model={model}", f"benchmark={benchmark}", *honoured(list(overrides or []))], results))
+    from madara_cli.results.tracking import preflight
+
+    preflight([cfg])  # a tracker that cannot be used: one line now, before the engine starts
     with no_empty_folders_left([str(cfg.results_dir)]), StageProgress(err) as progress, EnginePool(progress=progress) as pool:
         progress.label = f"probe {model}/{benchmark}"
         try:
@@ -63,12 +67,12 @@ def print_probe(r, path: Path, reused: bool) -> None:
         t.add_row(level, f(r.rho_at(k)), f(r.p_value_at(k), "{:.1e}"), "—" if not ci else f"[{f(ci[0])}, {f(ci[1])}]", f"{f(mean)} ± {f(std)}")
     out.print(t)
     out.print(
-        f"ρ* = {f(r.rho_star)}   ρ̄ = {f(r.rho_bar)}   class: [bold]{r.rsc_class}[/bold]"
+        f"ρ* = {f(r.rho_star)}   ρ̄ = {f(r.rho_bar)}   class: {r.rsc_class}"
         f"   coupling: {r.coupling or '—'}   bootstrap stability: {f(r.stability, '{:.0%}')}"
     )
     if r.is_degenerate:
         deg = r.degenerate
-        out.print(f"[yellow]degenerate scoring:[/yellow] floor {f(deg.floor_share, '{:.0%}')}, ceiling {f(deg.ceiling_share, '{:.0%}')}, "
+        out.print(f"degenerate scoring: floor {f(deg.floor_share, '{:.0%}')}, ceiling {f(deg.ceiling_share, '{:.0%}')}, "
                   f"mean {f(deg.mean_score)}/5 — {deg.reason or ''}")
     out.print(f"re-score: rsc.rescore={r.rescore or '—'}, rsc.rescoring={r.rescoring or '—'}", highlight=False)
     sc = r.scores
@@ -90,7 +94,7 @@ def print_probe(r, path: Path, reused: bool) -> None:
             f"Δ_iso {f(iso.gain, '{:+.1f}')} pt, b/c {iso.b}/{iso.c}, exact McNemar p = {f(iso.p_value, '{:.3g}')} ({iso.requests} requests)",
             highlight=False,
         )
-    out.print(f"[bold]route:[/bold] {r.route} — {r.reason}")
+    out.print(styled("[bold]route:[/bold] {} — {}", r.route, r.reason), markup=True)
     if iso is not None and iso.route:
-        out.print(f"[bold]route (router.policy=isolation):[/bold] {iso.route} — {iso.reason}")
-    out.print(f"[dim]{path}[/dim]")
+        out.print(styled("[bold]route (router.policy=isolation):[/bold] {} — {}", iso.route, iso.reason), markup=True)
+    out.print(str(path), style="dim")

@@ -8,7 +8,7 @@ from typing import Optional, Tuple
 import typer
 from rich.table import Table
 
-from madara_cli.commands.options import UserError, out
+from madara_cli.commands.options import UserError, out, styled
 
 
 def _compare_policies_published(thresholds) -> None:
@@ -30,8 +30,8 @@ def _compare_policies_published(thresholds) -> None:
     kept = sum(1 for r in table2 if r.routes["isolation"] == _table2_route(r))
     out.print(f"isolation policy keeps {kept}/{len(table2)} of Table 2's routes; where it differs from the paper's policy: "
               + where_they_differ(rows), highlight=False)
-    out.print("[dim]† routed treatment's EM not printed: the gap if it scored like the worst / best printed scoring treatment. "
-              "Δ_iso from printed EMs: p is the least significant exact McNemar any pairing allows; PDE stands in where only PDE is printed.[/dim]")
+    out.print("† routed treatment's EM not printed: the gap if it scored like the worst / best printed scoring treatment. "
+              "Δ_iso from printed EMs: p is the least significant exact McNemar any pairing allows; PDE stands in where only PDE is printed.", style="dim")
 
 
 def _table2_route(row) -> str:
@@ -65,9 +65,9 @@ def route(
     nf: Optional[float] = typer.Option(None, "--nf", help="No-Filter EM on the calibration set, in percent"),
     rho: Optional[Tuple[float, float, float]] = typer.Option(None, "--rho", help="rho_1 rho_2 rho_3 (shuffled, contradicted, random); omit for degenerate scoring"),
     rsc_class: Optional[str] = typer.Option(None, "--class", help="quality-ordered | stochastic | degenerate (derived from --rho when omitted)"),
-    entropy: Optional[float] = typer.Option(None, "--entropy", help="normalised score entropy (for the entropy policy)"),
-    tau_nf: float = typer.Option(30.0, "--tau-nf", help="NF threshold (percent)"),
-    rho1: float = typer.Option(0.5, "--rho1", help="rho_1 threshold between weak and strong coupling"),
+    entropy: Optional[float] = typer.Option(None, "--entropy", min=0.0, max=1.0, help="normalised score entropy (for the entropy policy)"),
+    tau_nf: float = typer.Option(30.0, "--tau-nf", min=0.0, max=100.0, help="NF threshold (percent)"),
+    rho1: float = typer.Option(0.5, "--rho1", min=-1.0, max=1.0, help="rho_1 threshold between weak and strong coupling"),
     published: bool = typer.Option(False, "--published", help="Route the paper's own diagnostics (Table 2's ten pairs + D.2's two TriviaQA cells)"),
     policy: str = typer.Option("paper", "--policy", help="paper (Algorithm 2) | isolation (madara's: the NF gate informed by the isolation gain)"),
     iso_em: Optional[float] = typer.Option(None, "--iso-em", help="isolation policy: PDE-Random EM in percent on the same queries as --nf"),
@@ -104,15 +104,15 @@ def route(
             raise UserError(f"--iso-em is an EM percentage in [0, 100]; got {iso_em:g}")
         iso = router.Isolation.from_published(nf, iso_em, iso_n, "given")
     elif policy == router.ISOLATION:
-        out.print("[yellow]no --iso-em/--iso-n: the isolation policy has no measurement and routes as the paper's[/yellow]")
+        out.print("no --iso-em/--iso-n: the isolation policy has no measurement and routes as the paper's", style="yellow")
     try:
         decision = router.route_policy(policy, diag, iso, thresholds)
     except ValueError as e:
         raise UserError(str(e)) from None
-    out.print(f"[bold]route:[/bold] {decision.strategy}")
-    out.print(f"[bold]reason:[/bold] {decision.reason}")
+    out.print(styled("[bold]route:[/bold] {}", decision.strategy), markup=True)
+    out.print(styled("[bold]reason:[/bold] {}", decision.reason), markup=True)
     nf_only = router.route_nf_only(diag, tau_nf)
-    out.print(f"[dim]NF-only policy: {nf_only.strategy}" + (f"; entropy policy: {router.route_entropy(diag).strategy}" if entropy is not None else "") + "[/dim]")
+    out.print(f"NF-only policy: {nf_only.strategy}" + (f"; entropy policy: {router.route_entropy(diag).strategy}" if entropy is not None else ""), style="dim")
 
 
 def audit(

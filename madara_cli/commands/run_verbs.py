@@ -54,7 +54,7 @@ def run(
     cfg_print: Optional[str] = typer.Option(None, "--cfg", help="job: print the composed config of each cell as YAML and exit"),
     results: Optional[Path] = results_option(),
     launcher: Optional[str] = typer.Option(None, "--launcher", help="Run the grid's cells through a Hydra launcher: joblib | submitit_slurm | submitit_local | ray"),
-    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Parallel processes for --launcher joblib"),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="Parallel processes for --launcher joblib"),
     config_dir: Optional[List[Path]] = config_dir_option(),
     include: Optional[List[Path]] = include_option(),
 ) -> None:
@@ -105,7 +105,7 @@ def run(
     title = f"grid {grid}" if grid else f"sweep ({len(cfgs)} cells)" if multirun else "cell"
     out.print(results_table(results_, title))
     for r in results_:
-        out.print(f"[dim]{r.folder}[/dim]")
+        out.print(str(r.folder), style="dim")
     _write_summaries(cfgs, write_summary)
 
 
@@ -166,14 +166,14 @@ def plan(
         t.add_row(name, f"{s.cells}{est}", f"{s.requests:,}", per_query, paper, f"{s.calls:,}", f"{s.cached:,}", f"{s.prompt_tokens:,}", _plan_time(s),
                   str(s.measured_cells), f"{s.measured_requests:,}" if s.measured_cells else "—", f"{s.measured_calls:,}" if s.measured_cells else "—")
     out.print(t)
-    out.print("[dim]engine calls count work shared through the response cache once; prompt tokens ≈ characters / 4; "
+    out.print("engine calls count work shared through the response cache once; prompt tokens ≈ characters / 4; "
               "per query: the strategy's own scoring + other requests per query, beside Table 18's note on LLM calls per query; "
-              "est. time: the uncached calls at the engine's seconds per call measured in the cache (— before any)[/dim]")
+              "est. time: the uncached calls at the engine's seconds per call measured in the cache (— before any)", style="dim")
     if p.total().estimated_cells:
-        out.print(f"[yellow]{p.total().estimated_cells} cell(s) are estimates[/yellow]: their data is not here yet, so they were counted "
+        out.print(f"{p.total().estimated_cells} cell(s) are estimates: their data is not here yet, so they were counted "
                   "on placeholder queries (limit or benchmark.sample of them, k passages each)", highlight=False)
     for n in p.notes:
-        out.print(f"[dim]{n}[/dim]", highlight=False)
+        out.print(str(n), style="dim", highlight=False)
 
 
 def _plan_time(s) -> str:

@@ -62,17 +62,26 @@ def plot(
     format: str = typer.Option("png,pdf", "--format", "-f", help="Comma-separated: png, pdf, svg"),
     metric: str = typer.Option("em", "--metric", help="What the cells show: em (EM as the paper's authors compute it), em_strict, f1, contains"),
 ) -> None:
-    """Draw the figures of a results folder: EM by strategy (95% CIs), cost vs EM, ρ̂1..3 per probe, Figure 2 per benchmark."""
+    """Draw the figures of a results folder: EM by strategy (95% CIs), cost vs EM, ρ̂1..3 per probe, Figure 2 per benchmark.
+
+    Result folders that cannot be read are named and left out, as tables and report do:
+    the other figures are drawn, and the exit status is 1."""
+    from madara_cli.results.stored import load_results
     from madara_cli.tables.plots import write_plots
 
+    results_dir = results_dir_of(results)
     try:
-        figs = write_plots(results_dir_of(results), out_dir, formats=format.split(","), metric=metric)
+        figs = write_plots(results_dir, out_dir, formats=format.split(","), metric=metric)
     except ValueError as e:
         raise UserError(str(e)) from None
     for p in figs.paths:
         out.print(str(p), markup=False, highlight=False, soft_wrap=True)
     for note in figs.notes:
         err.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
+    problems = load_results(results_dir).problems
+    if problems:
+        err.print(f"error: {unreadable_folders(problems)}; the figures were drawn without them", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(1)
 
 
 def report(

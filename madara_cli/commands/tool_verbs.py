@@ -36,7 +36,7 @@ def bench(
     for row in summary_rows(results):
         t.add_row(*row)
     out.print(t)
-    out.print(f"[dim]{out_dir}/*.json[/dim]")
+    out.print(f"{out_dir}/*.json", style="dim")
 
 
 def prepare(

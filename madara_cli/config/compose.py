@@ -70,10 +70,11 @@ def read_yaml(path: Path) -> Any:
     naming the file and where."""
     import yaml
 
+    from madara_cli.jsonl import encodes, too_long_integer
     from madara_cli.paths import utf8_error
 
     try:
-        return OmegaConf.load(path)
+        node = OmegaConf.load(path)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
@@ -84,6 +85,13 @@ def read_yaml(path: Path) -> Any:
         raise ConfigError(f"{path}: not UTF-8 text: {utf8_error(path) or 'undecodable bytes'}") from None
     except OmegaConfBaseException as e:
         raise ConfigError(f"{path}: {_first_lines(e)}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: nested too deeply to be a config") from None
+    except ValueError as e:  # an integer over Python's 4,300-digit limit
+        raise ConfigError(f"{path}: {too_long_integer(e)}") from None
+    if not encodes(OmegaConf.to_container(node, resolve=False)):
+        raise ConfigError(f"{path}: holds a \\ud800-\\udfff escape that is not half of a surrogate pair: not Unicode text")
+    return node
 
 
 _CHECKED_DIRS: set[str] = set()

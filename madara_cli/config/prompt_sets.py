@@ -173,10 +173,14 @@ def _read_template(path: Path) -> str:
     from madara_cli.paths import utf8_error
 
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = path.read_bytes().decode("utf-8-sig")  # a byte-order mark some editors write is dropped
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not UTF-8 text: {utf8_error(path) or 'undecodable bytes'}") from None
     text = text.replace("\r\n", "\n")
+    if not text.strip():
+        # an empty prompt would send the model nothing but the values; leaving a template
+        # out (deleting the file) is how a set takes the one it extends
+        raise ConfigError(f"{path}: the template is empty; write its prompt, or delete the file to use the one the set extends")
     return text[:-1] if text.endswith("\n") else text
 
 
@@ -199,8 +203,8 @@ def _extends(folder: Path, name: str) -> str | None:
     import yaml
 
     try:
-        node = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        node = yaml.safe_load(path.read_text(encoding="utf-8-sig"))
+    except (yaml.YAMLError, UnicodeDecodeError, RecursionError, ValueError) as e:
         raise ConfigError(f"prompt set '{name}' ({path}): {' '.join(str(e).split())}") from None
     if node is None:
         return None

@@ -43,7 +43,8 @@ def _int(lo: int | None = None, hi: int | None = None, optional: bool = False) -
     return ok, f"an integer {rng}" + (" or null" if optional else "")
 
 
-def _num(lo: float | None = None, hi: float | None = None, optional: bool = False, lo_open: bool = False) -> tuple[Callable[[Any], bool], str]:
+def _num(lo: float | None = None, hi: float | None = None, optional: bool = False, lo_open: bool = False,
+         hi_open: bool = False) -> tuple[Callable[[Any], bool], str]:
     def ok(v: Any) -> bool:
         if v is None:
             return optional
@@ -51,21 +52,29 @@ def _num(lo: float | None = None, hi: float | None = None, optional: bool = Fals
             return False
         if lo is not None and (v <= lo if lo_open else v < lo):
             return False
-        return hi is None or v <= hi
+        return hi is None or (v < hi if hi_open else v <= hi)
 
     if lo is None and hi is None:
         rng = "a finite number"
     elif hi is None:
         rng = f"a number {'>' if lo_open else '>='} {lo:g}"
     else:
-        rng = f"a number in {'(' if lo_open else '['}{lo:g}, {hi:g}]"
+        rng = f"a number in {'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
     return ok, rng + (" or null" if optional else "")
 
 
+# Upper bounds of the counts that enter a cell's folder name (``-k<k>__n<limit>__s<seed>``):
+# with them and the name rule (madara_cli.paths.NAME_MAX_BYTES) every file madara writes
+# has a name under the file system's 255 bytes. The seed is also what every engine takes
+# (llama.cpp, vLLM and numpy seeds are 32-bit).
+MAX_SEED = 2**32 - 1
+MAX_LIMIT = 10**9
+MAX_K = 10_000
+
 # Ranges of the numeric settings, by dotted key.
 RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "limit": _int(1, optional=True),
-    "seed": _int(0),
+    "limit": _int(1, MAX_LIMIT, optional=True),
+    "seed": _int(0, MAX_SEED),
     "model.max_model_len": _int(1),
     "model.temperature": _num(0.0),
     "model.params_b": _num(0.0, optional=True, lo_open=True),
@@ -80,7 +89,7 @@ RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "benchmark.sample": _int(1, optional=True),
     "benchmark.calibration": _int(0),
     "benchmark.n_questions": _int(1),
-    "retriever.k": _int(1),
+    "retriever.k": _int(1, MAX_K),
     "retriever.k1": _num(0.0),
     "retriever.b": _num(0.0, 1.0),
     "retriever.candidates": _int(1),
@@ -94,7 +103,12 @@ RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "generation.score_max_tokens": _int(1),
     "generation.cot_max_tokens": _int(1),
     "rsc.bootstrap": _int(1),
+    "router.iso_alpha": _num(0.0, 1.0, lo_open=True, hi_open=True),  # a significance level
+    "router.iso_min_gain": _num(0.0),
 }
+
+# The RSC probe correlates scores over calibration queries: fewer than two have no correlation.
+MIN_CALIBRATION = 2
 
 
 def _get(cfg: DictConfig, dotted: str) -> tuple[bool, Any]:
@@ -110,8 +124,9 @@ def _show(v: Any) -> str:
     return "null" if v is None else repr(v) if isinstance(v, str) else str(v)
 
 
-# Settings whose values name folders and files under the results folder.
-PATH_NAMES = ("grid_name", "model.name", "benchmark.name", "strategy.name", "retriever.name")
+# Settings whose values name folders and files under the results folder, or a tracker's
+# experiment: each is held to the one naming rule (madara_cli.paths.name_problem).
+PATH_NAMES = ("grid_name", "model.name", "benchmark.name", "strategy.name", "retriever.name", "logger.experiment")
 
 
 def validate_config(cfg: DictConfig, error: type[Exception]) -> None:
@@ -141,6 +156,11 @@ def validate_config(cfg: DictConfig, error: type[Exception]) -> None:
     present, name = _get(cfg, "retriever.name")
     if present and name == "rerank" and int(cfg.retriever.candidates) < int(cfg.retriever.k):
         raise error(f"retriever.candidates={cfg.retriever.candidates} is below retriever.k={cfg.retriever.k}: the reranker must see at least k documents")
+    present, calibration = _get(cfg, "benchmark.calibration")
+    routed = present and str(cfg.strategy.get("impl") or cfg.strategy.get("name")) == "madara"
+    if routed and not cfg.strategy.get("probe") and isinstance(calibration, int) and calibration < MIN_CALIBRATION:
+        raise error(f"benchmark.calibration={calibration} is out of range for strategy=madara: its RSC probe needs at least "
+                    f"{MIN_CALIBRATION} calibration queries (or strategy.probe=PATH, a finished probe)")
     present, mode = _get(cfg, "strategy.scoring")
     if present and mode == "logprob" and bool(cfg.strategy.get("cot")):
         raise error("strategy.scoring=logprob with strategy.cot=true: CoT scores are generated text; use strategy.scoring=generate")

@@ -17,14 +17,14 @@ A row::
 
 Other fields are ignored. Each row is checked as it is read: a line that is not JSON,
 a row without ``question`` or ``answers``, or a field of the wrong type stops the load
-in one line naming the file and the line. The file is read line by line with
+in one line naming the file and the line (so does nesting too deep, an integer too
+long, or an escape that is not Unicode text: :mod:`madara_cli.jsonl`). The file is read line by line with
 :mod:`json` (not through ``datasets``, whose column typing would reject ``answers``
 that are a string on one row and a list on the next).
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ from omegaconf import DictConfig
 from madara_cli.data.loader_registry import LOADERS
 from madara_cli.data.sources import not_utf8
 from madara_cli.errors import DataError
+from madara_cli.jsonl import ENCODING, parse_line
 from madara_cli.records import Doc, Example
 
 ROW_SHAPE = 'question, answers (a string or a list of strings), optional id and documents (strings or {"title", "text"})'
@@ -50,14 +51,11 @@ def load_jsonl(cfg: DictConfig) -> list[Example]:
         raise bad
     task = str(cfg.get("task") or "factoid")
     examples: list[Example] = []
-    with path.open(encoding="utf-8") as f:
+    with path.open(encoding=ENCODING) as f:
         for line_no, line in enumerate(f, 1):
             if not line.strip():
                 continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataError(f"{path}:{line_no}: not valid JSON ({e.msg} at column {e.colno})") from None
+            row = parse_line(line, path, line_no)
             examples.append(_example(row, path, line_no, len(examples), str(cfg.name), task))
     if not examples:
         raise DataError(f"{path}: the file holds no rows (one JSON object per line: {ROW_SHAPE})")

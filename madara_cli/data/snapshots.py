@@ -20,16 +20,23 @@ stored line whose question differs is retrieved again, never reused.
 Each line also holds ``h``, a sha256 of its own content (id, question hash, documents,
 info), checked on every load: a line whose documents were edited stops the run with
 one line naming the file, instead of feeding the edited text to every strategy.
-``force=true`` re-runs cells on the same frozen snapshot (that is what frozen means);
-moving the file aside rebuilds it by retrieving again. Lines written before ``h``
-existed are trusted once: a hashed copy of each is appended on first load (the last
-line of an id wins), and from then on they are checked like the rest.
+The meta file's ``ledger`` records the whole file: how many lines it holds and a chain
+hash over their ``h`` in order (updated under the same lock after every append). So a
+line without its hash, or one added, removed or reordered by hand, or a meta file that
+does not name this snapshot's key, stops the run too, with one line naming the file (and
+the line where it can tell) and the ``mv`` that rebuilds it. ``force=true`` re-runs cells
+on the same frozen snapshot (that is what frozen means); it never skips these checks.
+A snapshot whose meta predates the ledger gets one on its first load, once every line
+checks against its own hash; a line without a hash is never trusted (it would let an
+edited copy stand in for a retrieved line). The ledger lives beside the key in the meta
+file, not in it: the snapshot's file name (its key digest) and every cell key stay put.
 """
 
 from __future__ import annotations
 
 import fcntl
 import hashlib
+import itertools
 import json
 import os
 from collections.abc import Iterable, Sequence
@@ -76,8 +83,13 @@ def _doc_to_json(d: Doc) -> dict[str, Any]:
     return {"id": d.id, "title": d.title, "text": d.text, "meta": d.meta}
 
 
-def _doc_from_json(o: dict[str, Any]) -> Doc:
-    return Doc(id=o["id"], text=o["text"], title=o.get("title", ""), meta=o.get("meta") or {})
+def _doc_from_json(o: dict[str, Any], texts: dict[str, str] | None = None) -> Doc:
+    """A stored document; ``texts`` shares one copy of a text among the lines that
+    retrieved the same passage (a large snapshot repeats each one many times)."""
+    text, title = o["text"], o.get("title", "")
+    if texts is not None:
+        text, title = texts.setdefault(text, text), texts.setdefault(title, title)
+    return Doc(id=o["id"], text=text, title=title, meta=o.get("meta") or {})
 
 
 class Snapshot:
@@ -90,70 +102,149 @@ class Snapshot:
         self.path = inside(root, Path(root) / f"{stem}.jsonl")
         self.meta_path = inside(root, Path(root) / f"{stem}.meta.json")
 
-    def load(self) -> dict[str, tuple[str, tuple[Doc, ...], dict[str, Any]]]:
-        """id -> (question hash, docs, info). A torn line (a killed writer) is ignored;
-        a line that does not match its content hash raises :class:`SnapshotError`."""
+    def _refuse(self, what: str) -> SnapshotError:
+        return SnapshotError(
+            f"retrieval snapshot {self.path} {what}. force=true re-runs cells on the same snapshot and does not "
+            f"skip this check; to rebuild it by retrieving again, move it aside and rerun: mv {self.path} {self.path}.edited"
+        )
+
+    def _meta(self) -> dict[str, Any] | None:
+        """The meta file, checked against this snapshot's key; None when there is none."""
+        if not self.meta_path.is_file():
+            return None
+        try:
+            meta = json.loads(self.meta_path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            meta = None
+        if not isinstance(meta, dict):
+            raise self._refuse(f"has a meta file {self.meta_path.name} that is not a JSON object")
+        want = json.loads(json.dumps(self.key, ensure_ascii=False))
+        if {k: v for k, v in meta.items() if k != "ledger"} != want:
+            raise self._refuse(f"has a meta file {self.meta_path.name} that does not record this snapshot's key")
+        ledger = meta.get("ledger")
+        if ledger is not None and not (
+            isinstance(ledger, dict) and isinstance(ledger.get("lines"), int) and isinstance(ledger.get("chain"), str)
+        ):
+            raise self._refuse(f"has a meta file {self.meta_path.name} whose ledger is damaged")
+        return meta
+
+    def _scan(self, upto: int | None) -> tuple[dict[str, tuple[str, tuple[Doc, ...], dict[str, Any]]], int, str, str]:
+        """Every line checked against its hash: (entries, lines, chain over all lines,
+        chain over the first ``upto`` lines). A torn line (a killed writer's, never
+        recorded in the ledger) is skipped."""
         out: dict[str, tuple[str, tuple[Doc, ...], dict[str, Any]]] = {}
-        if not self.path.is_file():
-            return out
-        unhashed: dict[Any, dict[str, Any]] = {}  # ids whose last line so far has no hash
+        texts: dict[str, str] = {}
+        count, chain, chain_upto = 0, "", ""
         with self.path.open("rb") as f:
             for number, raw in enumerate(f, 1):
                 try:
                     row = json.loads(raw.decode("utf-8"))
-                    entry = (row["q"], tuple(_doc_from_json(d) for d in row["docs"]), row.get("info") or {})
+                except (UnicodeDecodeError, ValueError):
+                    continue  # torn (the next writer started a fresh line after it) or blank: never in the ledger
+                except RecursionError:
+                    raise self._refuse(f"line {number} is nested too deeply to be a snapshot line") from None
+                try:
+                    entry = (row["q"], tuple(_doc_from_json(d, texts) for d in row["docs"]), row.get("info") or {})
                     hash(row["id"])
-                except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AttributeError):
-                    continue
+                except (KeyError, TypeError, AttributeError):
+                    raise self._refuse(f"line {number} is not a snapshot line (id, q, docs)") from None
                 if "h" not in row:
-                    unhashed[row["id"]] = row
-                    out[row["id"]] = entry
-                    continue
-                unhashed.pop(row["id"], None)
+                    raise self._refuse(f"line {number} (example {row['id']!r}) has no content hash")
                 if row["h"] != content_hash(row):
-                    raise SnapshotError(
-                        f"retrieval snapshot {self.path} line {number} (example {row['id']!r}) does not match the content hash "
-                        f"recorded when it was retrieved: its documents were changed after retrieval. force=true re-runs cells "
-                        f"on the same snapshot; to rebuild it by retrieving again, move it aside and rerun: "
-                        f"mv {self.path} {self.path}.edited"
+                    raise self._refuse(
+                        f"line {number} (example {row['id']!r}) does not match the content hash recorded when it was retrieved: "
+                        f"its documents were changed after retrieval"
                     )
                 out[row["id"]] = entry
-        if unhashed:  # written before lines carried a hash: record it now (see the module docstring)
-            self._write_lines([self._line(r) for r in unhashed.values()])
+                count += 1
+                chain = _chain(chain, row["h"])
+                if count == upto:
+                    chain_upto = chain
+        return out, count, chain, chain_upto
+
+    def load(self) -> dict[str, tuple[str, tuple[Doc, ...], dict[str, Any]]]:
+        """id -> (question hash, docs, info). A torn line (a killed writer) is ignored;
+        a line that does not match its content hash, or a file that does not match its
+        meta file's ledger, raises :class:`SnapshotError` (see the module docstring)."""
+        if not self.path.is_file():
+            return {}
+        with self.path.open("rb") as lock:  # shared: a parallel worker's append lands before or after, never between
+            fcntl.flock(lock, fcntl.LOCK_SH)
+            try:
+                meta = self._meta()
+                if meta is None:
+                    raise self._refuse(f"has no meta file {self.meta_path.name} (the key and ledger it was written under)")
+                ledger = meta.get("ledger")
+                out, count, chain, chain_upto = self._scan(ledger["lines"] if ledger else None)
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+        if ledger is None:  # a meta file from before the ledger: record it now
+            self._write_lines([])
+            return out
+        if count < ledger["lines"]:
+            raise self._refuse(f"holds {count} lines where its meta file records {ledger['lines']}: lines were removed")
+        if (chain_upto if ledger["lines"] else "") != ledger["chain"]:
+            raise self._refuse(
+                f"lines 1-{ledger['lines']} are not the lines its meta file records, in that order: a line was removed, "
+                f"inserted or reordered"
+            )
+        if count > ledger["lines"]:
+            raise self._refuse(f"line {ledger['lines'] + 1} was added after its meta file last recorded it ({count} lines, {ledger['lines']} recorded)")
         return out
 
     @staticmethod
-    def _line(row: dict[str, Any]) -> str:
+    def _line(row: dict[str, Any]) -> tuple[str, str]:
+        """(the line, its hash)."""
         row = {k: row.get(k) for k in ("id", "q", "docs", "info")}
         row["h"] = content_hash(row)
-        return json.dumps(row, ensure_ascii=False) + "\n"
+        return json.dumps(row, ensure_ascii=False) + "\n", row["h"]
 
     def append(self, rows: Iterable[tuple[Example, Sequence[Doc], dict[str, Any]]]) -> int:
-        lines = [
-            self._line({"id": ex.id, "q": question_hash(ex), "docs": [_doc_to_json(d) for d in docs], "info": info})
-            for ex, docs, info in rows
-        ]
-        if not lines:
+        """Append one line per (example, documents, info), rendered one at a time (a
+        large retrieval is never held as text all at once); the number written."""
+        lines = (self._line({"id": ex.id, "q": question_hash(ex), "docs": [_doc_to_json(d) for d in docs], "info": info})
+                 for ex, docs, info in rows)
+        first = next(lines, None)
+        if first is None:
             return 0
-        self._write_lines(lines)
-        return len(lines)
+        return self._write_lines(itertools.chain([first], lines))
 
-    def _write_lines(self, lines: list[str]) -> None:
+    def _write_lines(self, lines: Iterable[tuple[str, str]]) -> int:
+        """Append ``lines`` ((text, hash) pairs) and record them in the meta file's
+        ledger, both under the file lock (a meta file without a ledger gets one counting
+        the file as it is); the number written."""
+        written = 0
         with writing(self.path):
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            if not self.meta_path.is_file():
-                tmp = self.meta_path.with_suffix(f".{os.getpid()}.tmp")
-                tmp.write_text(json.dumps(self.key, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-                tmp.replace(self.meta_path)
             with self.path.open("ab+") as f:
                 fcntl.flock(f, fcntl.LOCK_EX)
                 try:
                     end = f.seek(0, os.SEEK_END)
-                    if end > 0:  # a killed writer's torn line must not swallow ours
-                        f.seek(end - 1)
-                        if f.read(1) != b"\n":
-                            lines.insert(0, "\n")
-                    f.write("".join(lines).encode("utf-8"))
+                    # A new file (or one moved aside to rebuild it) gets a fresh meta file:
+                    # whatever the old one said (a stale ledger, a damaged key) is replaced.
+                    meta = dict(self.key) if end == 0 else (self._meta() or dict(self.key))
+                    ledger = {"lines": 0, "chain": ""} if end == 0 else meta.get("ledger")
+                    if ledger is None:
+                        _, count, chain, _ = self._scan(None)
+                        ledger = {"lines": count, "chain": chain}
+                    count, chain = ledger["lines"], ledger["chain"]
+                    for text, h in lines:
+                        if written == 0 and end > 0:  # a killed writer's torn line must not swallow ours
+                            f.seek(end - 1)
+                            if f.read(1) != b"\n":
+                                f.write(b"\n")
+                        f.write(text.encode("utf-8"))
+                        count, chain, written = count + 1, _chain(chain, h), written + 1
                     f.flush()
+                    meta = {**meta, "ledger": {"lines": count, "chain": chain}}
+                    tmp = self.meta_path.with_suffix(f".{os.getpid()}.tmp")
+                    tmp.write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+                    tmp.replace(self.meta_path)
                 finally:
                     fcntl.flock(f, fcntl.LOCK_UN)
+        return written
+
+
+def _chain(previous: str, h: str) -> str:
+    """The ledger's running hash: every line's ``h`` in file order."""
+    return hashlib.sha256(f"{previous}{h}".encode()).hexdigest()

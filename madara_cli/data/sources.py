@@ -26,6 +26,7 @@ from urllib.parse import urlparse
 from omegaconf import DictConfig
 
 from madara_cli.errors import DataError
+from madara_cli.jsonl import ENCODING, parse_line
 from madara_cli.paths import utf8_error
 
 log = logging.getLogger(__name__)
@@ -92,6 +93,8 @@ def read_local(path: str | Path) -> list[dict[str, Any]]:
         raise DataError(f"{p}: the file is empty (no rows)")
     if builder in ("json", "csv") and (bad := not_utf8(p, "the benchmark file")) is not None:
         raise bad  # checked first: a reader that replaces the byte would change a question silently
+    if builder == "json":
+        check_json_file(p)
     import datasets
 
     datasets.disable_progress_bars()
@@ -103,8 +106,7 @@ def read_local(path: str | Path) -> list[dict[str, Any]]:
         cache = _cache_folder_error(e, p)
         if cache is not None:
             raise cache from None
-        where = _bad_json_line(p) if builder == "json" else None
-        raise DataError(f"{p}: cannot read as {builder}: {where or _first_line(e)}") from None
+        raise DataError(f"{p}: cannot read as {builder}: {_first_line(e)}") from None
     finally:
         datasets.logging.set_verbosity(level)
     rows = list(ds)
@@ -140,27 +142,30 @@ def _has_content(p: Path) -> bool:
     return False
 
 
-def _bad_json_line(p: Path) -> str | None:
-    """Where a JSON Lines file stops parsing ("line 3: Expecting value ..."), or None
-    when the whole file is one JSON document (or every line parses)."""
+def check_json_file(p: Path) -> None:
+    """Read a JSON or JSON Lines file as :mod:`madara_cli.jsonl` reads a line, before
+    ``datasets`` does: nesting too deep, an integer too long, an escape that is not
+    Unicode text or a line that is not a JSON object is one DataError naming the line
+    (``datasets`` would fail in a traceback of its own, or pass the bad string on)."""
     import json
 
-    text = p.read_text(encoding="utf-8", errors="replace")
+    text = p.read_text(encoding=ENCODING)
     try:
         json.loads(text)
-        return None
-    except ValueError:
-        pass
+        whole = True
+    except json.JSONDecodeError:
+        whole = False
+    except (RecursionError, ValueError):
+        whole = text.lstrip().startswith("[")
+    if whole:
+        parse_line(text, p, 1)
+        return
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
-        try:
-            obj = json.loads(line)
-        except ValueError as e:
-            return f"line {n} is not valid JSON ({e.msg} at column {e.colno})"
+        obj = parse_line(line, p, n)
         if not isinstance(obj, dict):
-            return f"line {n} is not a JSON object (got {type(obj).__name__})"
-    return None
+            raise DataError(f"{p}:{n}: not a JSON object (got {type(obj).__name__})")
 
 
 def _first_line(e: BaseException) -> str:

@@ -18,6 +18,7 @@ from omegaconf import DictConfig
 
 from madara_cli.data.loader_plugins import find_loader
 from madara_cli.errors import DataError
+from madara_cli.jsonl import encodes
 from madara_cli.records import Example
 
 # ---------------------------------------------------------------------------
@@ -131,6 +132,10 @@ def load_with_report(cfg: DictConfig) -> tuple[list[Example], LoadReport]:
         if ex.id in seen:
             raise DataError(f"benchmark {cfg.name}: duplicate example id '{ex.id}'")
         seen.add(ex.id)
+        # Whatever the loader (the hub, a plug-in): text that is not Unicode (a lone
+        # surrogate) would fail later, in the question hash or the engine, mid-run.
+        if not encodes([ex.id, ex.question, list(ex.answers), [[d.id, d.title, d.text] for d in ex.docs or ()]]):
+            raise DataError(f"benchmark {cfg.name}: example {ex.id!a} holds a lone surrogate (\\ud800-\\udfff): not Unicode text")
     return examples, report
 
 

@@ -82,7 +82,7 @@ from madara_cli.config.compose import prompts_of
 from madara_cli.config.prompt_sets import PromptSet
 from madara_cli.config.schema import Rescore, keyed
 from madara_cli.diagnose import perturb, router, rsc
-from madara_cli.errors import ConfigError
+from madara_cli.errors import ConfigError, DataError
 from madara_cli.paths import inside
 from madara_cli.records import ChatRequest, Example
 from madara_cli.results.outputs import Calibration, IsolationProbe, ProbeRecord, ProbeScores, timing_section
@@ -187,7 +187,8 @@ def run_probe(
         raise TypeError("run_probe needs the calibration examples (experiment.examples.cell_examples(cfg, pool, 'calibration'))")
     examples = list(examples)
     if len(examples) < 2:
-        raise ValueError(f"the RSC probe needs at least 2 calibration queries, got {len(examples)}")
+        # DataError (a ValueError): one line on every path, `madara run strategy=madara` too
+        raise DataError(f"the RSC probe needs at least 2 calibration queries, got {len(examples)}")
     with llm.fresh_accounting(propagate=True) as accounting:
         record = _probe(cfg, llm, spec, examples)
     counts = accounting.to_dict()

@@ -172,8 +172,13 @@ def multirun(grid_name: str, extra: list[str], launcher: str = "joblib", n_jobs:
     from madara_cli.config import compose
 
     check_launcher(launcher)
+    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs < 1):
+        raise ConfigError(f"--jobs {n_jobs}: expected a number of parallel processes >= 1")
     cells = job_overrides(grid_name, extra, launcher, n_jobs)
     cfgs = [compose(c) for c in cells]  # every cell checked here, before any job starts
+    from madara_cli.results.tracking import preflight
+
+    preflight(cfgs)  # and every tracker they log to
     runs = jobs_folder(grid_name, extra)
     cells_file = write_cells_file(runs, cells)
     args = sweep_overrides(grid_name, extra, launcher, n_jobs, cells_file, len(cells), runs)

@@ -131,6 +131,9 @@ class Plan:
         return t
 
 
+WALK_BLOCK = 1000  # queries a plan walks at a time (see plan_grid)
+
+
 def _fingerprint(cfg: DictConfig) -> str:
     """The fingerprint the real engine would use, without loading it (so ``cached``
     counts what the real response cache holds): the backend record's own."""
@@ -220,11 +223,15 @@ def plan_grid(grid_name: str, cfgs: list[DictConfig]) -> Plan:
             start = len(rec.seen)
             with llm.fresh_accounting() as acct:
                 try:
-                    if strategy_impl(cfg.strategy) == ROUTED:
-                        strategy = Treatment.prepare(walk_cfg, None, calibration_memo.get(retr_key)).run
+                    if strategy_impl(cfg.strategy) == ROUTED:  # one probe, one route: walked whole
+                        Treatment.prepare(walk_cfg, None, calibration_memo.get(retr_key)).run(StrategyContext(llm=llm, cfg=walk_cfg), examples)
                     else:
+                        # Each query's requests depend on that query alone, so the walk goes a
+                        # block of queries at a time: one block's rendered prompts are held at
+                        # once, not the whole benchmark's (docs/benchmarks.md).
                         strategy = STRATEGIES.get(strategy_impl(cfg.strategy))
-                    strategy(StrategyContext(llm=llm, cfg=walk_cfg), examples)
+                        for i in range(0, len(examples), WALK_BLOCK):
+                            strategy(StrategyContext(llm=llm, cfg=walk_cfg), examples[i:i + WALK_BLOCK])
                 except DataError:
                     if retr_key not in estimated:
                         raise

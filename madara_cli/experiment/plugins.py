@@ -19,7 +19,9 @@ launcher jobs call it themselves.
   path in name order, nothing else (never a file of the results folder, never
   anything ``sys.path`` would find).
 
-A plugin that fails to import is one line naming it and the error.
+A plugin that fails to import or register is one line naming it and what happened:
+an exception (exit 2), ``sys.exit`` at import (exit 2, where it used to end the command
+with the plug-in's own status having run nothing) or an interrupt (exit 130).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from pathlib import Path
 
 from madara_cli.config.plugin_schemas import set_check, set_loader
 from madara_cli.data.loader_plugins import find_loader
-from madara_cli.errors import ConfigError
+from madara_cli.errors import ConfigError, PluginInterrupted
 
 ENTRY_POINT_GROUPS = ("madara.backends", "madara.retrievers", "madara.strategies")
 INCLUDE_ENV = "MADARA_INCLUDE"
@@ -66,6 +68,15 @@ def _one_line(e: BaseException) -> str:
     return " ".join(f"{type(e).__name__}: {e}".split())[:300]
 
 
+def _failed(plugin: str, e: BaseException) -> BaseException:
+    """The one-line error for a plug-in that raised ``e`` while it imported or registered."""
+    if isinstance(e, KeyboardInterrupt):
+        return PluginInterrupted(f"{plugin}: interrupted while importing; nothing ran")
+    if isinstance(e, SystemExit):
+        return ConfigError(f"{plugin}: called sys.exit({e.code!r}) while importing (a plug-in registers, it must not exit); nothing ran")
+    return ConfigError(f"{plugin}: {_one_line(e)}")
+
+
 def import_file(path: Path) -> str:
     """Import the Python file ``path`` as a module of its own (once); its name."""
     key = str(path.resolve())
@@ -79,9 +90,9 @@ def import_file(path: Path) -> str:
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception as e:  # noqa: BLE001 - a plugin's own error, named in one line
+    except (Exception, SystemExit, KeyboardInterrupt) as e:  # noqa: BLE001 - a plugin's own error, named in one line
         sys.modules.pop(name, None)
-        raise ConfigError(f"--include {path}: {_one_line(e)}") from None
+        raise _failed(f"--include {path}", e) from None
     _loaded_files[key] = name
     return name
 
@@ -105,8 +116,8 @@ def load_entry_points() -> None:
                 _register(ep.load())
             except ConfigError:
                 raise
-            except Exception as e:  # noqa: BLE001 - an installed plugin's error, named in one line
-                raise ConfigError(f"plugin {ep.name} (entry point {group}: {ep.value}): {_one_line(e)}") from None
+            except (Exception, SystemExit, KeyboardInterrupt) as e:  # noqa: BLE001 - an installed plugin's error, named in one line
+                raise _failed(f"plugin {ep.name} (entry point {group}: {ep.value})", e) from None
             _loaded_entry_points.add((group, ep.value))
 
 

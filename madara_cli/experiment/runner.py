@@ -225,7 +225,9 @@ def _run_each(cfgs: list[DictConfig], work: Callable[[DictConfig, EnginePool], A
     config whose data or engine is unavailable is reported as :class:`Failed` and the
     rest go on; anything else stops the run (finished work is already on disk)."""
     from madara_cli.errors import BackendError, DataError
+    from madara_cli.results.tracking import preflight
 
+    preflight(cfgs)  # a tracker that cannot be used stops the run here, before any engine starts
     out: list = []
     cells = getattr(progress, "cells", None) if len(cfgs) > 1 else None
     ran_seconds: list[float] = []  # cells that ran (not read back): the ETA's rate

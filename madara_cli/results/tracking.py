@@ -14,6 +14,13 @@ the record; a tracker is a view of it, so:
 MLflow writes to a local file store (``results/mlruns``, no server) unless
 ``logger.uri`` names another store; W&B runs in offline mode under ``results/wandb/``
 (``wandb sync`` uploads them later).
+
+:func:`preflight` checks what a tracker needs (its package, a writable store, a server
+that answers within :data:`SERVER_TIMEOUT_S`) before the first cell runs and before any
+engine starts, so a tracker that cannot be used is one line at the start, not after
+an hour of work. Runs are looked up by key in a map of the experiment's runs read once
+per tracker, never through a filter string with the key pasted in (a ``'`` in a value
+broke MLflow's filter parser).
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from madara_cli.errors import TrackingError
 
 log = logging.getLogger(__name__)
 
+SERVER_TIMEOUT_S = 3.0
 KEY_TAG = "madara_key"
 KIND_TAG = "madara_kind"
 # Sections that are identity or text, not measurements.
@@ -142,9 +150,27 @@ class MLflowTracker:
             except Exception as e:  # an unreachable server, a store that is not one
                 raise TrackingError(f"cannot use the MLflow store {uri}: {' '.join(str(e).split())[:300]}") from None
 
+    def _by_key(self) -> dict[str, list[Any]]:
+        """key -> runs of this experiment, read once (page by page); kept up to date by
+        :meth:`log`. No value is ever pasted into a filter string."""
+        if getattr(self, "_runs", None) is None:
+            runs: dict[str, list[Any]] = {}
+            token = None
+            with _quiet():
+                while True:
+                    page = self.client.search_runs([self.experiment_id], max_results=1000, page_token=token)
+                    for r in page:
+                        key = r.data.tags.get(KEY_TAG)
+                        if key is not None:
+                            runs.setdefault(key, []).append(r)
+                    token = page.token
+                    if not token:
+                        break
+            self._runs = runs
+        return self._runs
+
     def find(self, key: str) -> list[Any]:
-        with _quiet():
-            return list(self.client.search_runs([self.experiment_id], filter_string=f"tags.{KEY_TAG} = '{key}'"))
+        return list(self._by_key().get(key, []))
 
     def log(self, run: Run, replace: bool = False) -> bool:
         from mlflow.entities import Metric, Param
@@ -156,6 +182,7 @@ class MLflowTracker:
                 return False
             for r in existing:  # a run cut short earlier, or the one a forced rerun replaces
                 self.client.delete_run(r.info.run_id)
+            self._by_key()[run.key] = []
             tags = {**run.tags, KEY_TAG: run.key, KIND_TAG: run.kind, "mlflow.runName": run.key}
             created = self.client.create_run(self.experiment_id, start_time=_ms(run.started), tags=tags)
             rid = created.info.run_id
@@ -171,6 +198,7 @@ class MLflowTracker:
                 self.client.set_terminated(rid, status="FAILED")
                 raise
             self.client.set_terminated(rid, status="FINISHED", end_time=_ms(run.ended))
+            self._by_key()[run.key] = [self.client.get_run(rid)]
         return True
 
 
@@ -230,7 +258,7 @@ def tracker(cfg: Any):
         return None
     results = Path(str(cfg.results_dir))
     if name == "mlflow":
-        uri = str(lg.uri) if lg.get("uri") else (results / "mlruns").resolve().as_uri()
+        uri = _store_uri(cfg)
         if uri.startswith("file:"):
             # MLflow 3 keeps the file store in maintenance mode behind this switch; it
             # is the one store that needs neither a server nor a database package.
@@ -241,6 +269,77 @@ def tracker(cfg: Any):
             raise TrackingError("logger.uri is MLflow's; W&B runs offline under logger.dir (wandb sync uploads them)")
         return WandbTracker(Path(str(lg.dir)) if lg.get("dir") else results, str(lg.experiment), bool(lg.artifacts))
     raise TrackingError(f"unknown logger '{name}'; valid: none, mlflow, wandb")
+
+
+def _store_uri(cfg: Any) -> str:
+    lg = cfg.logger
+    return str(lg.uri) if lg.get("uri") else (Path(str(cfg.results_dir)) / "mlruns").resolve().as_uri()
+
+
+def _writable(folder: Path, what: str) -> None:
+    """``folder``, or the nearest folder above it that exists (the tracker makes the
+    rest), takes a new file; else one TrackingError. Nothing is left behind: a run that
+    then fails before its first cell leaves the results folder as it found it."""
+    at = folder.resolve()
+    while not at.exists() and at != at.parent:
+        at = at.parent
+    try:
+        if not at.is_dir():
+            raise NotADirectoryError(20, "Not a directory", str(at))
+        probe = at / f".madara-write-check-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        raise TrackingError(f"{what} {folder} cannot be written ({e.strerror or e}); point it at a writable folder") from None
+
+
+def _reachable(uri: str, what: str) -> None:
+    """A TCP connect to ``uri``'s host and port within :data:`SERVER_TIMEOUT_S`, or one TrackingError."""
+    import socket
+    from urllib.parse import urlparse
+
+    u = urlparse(uri)
+    port = u.port or (443 if u.scheme == "https" else 80)
+    try:
+        with socket.create_connection((u.hostname or "", port), timeout=SERVER_TIMEOUT_S):
+            pass
+    except OSError as e:
+        reason = "no answer" if isinstance(e, TimeoutError) else (e.strerror or str(e))
+        raise TrackingError(f"{what} {uri} cannot be reached ({reason} within {SERVER_TIMEOUT_S:g} s); start it, or set logger.uri to another store") from None
+
+
+def _need(package: str, logger: str, install: str) -> None:
+    import importlib
+
+    try:
+        with _quiet():
+            importlib.import_module(package)
+    except ImportError:
+        raise TrackingError(f"logger={logger} needs {install.split()[-1]}: pip install 'madara[tracking]' (or {install})") from None
+
+
+def preflight(cfgs: Any) -> None:
+    """Check every tracker the configs name before any cell runs: its package, its store
+    (a writable folder) and its server (reachable within a few seconds, then opened).
+    One :class:`TrackingError` line for the first that cannot be used."""
+    for cfg in cfgs:
+        lg = cfg.get("logger") if hasattr(cfg, "get") else None
+        name = str(lg.name) if lg is not None else "none"
+        if name == "mlflow":
+            _need("mlflow.tracking", "mlflow", "pip install mlflow")
+            uri = _store_uri(cfg)
+            if uri.startswith("file:"):
+                from urllib.parse import unquote, urlparse
+
+                _writable(Path(unquote(urlparse(uri).path)), "the MLflow store")
+            elif uri.startswith(("http:", "https:")):
+                _reachable(uri, "the MLflow server")
+                _cached_tracker(cfg)  # the server answers: the experiment is looked up (or made) now
+            else:
+                _cached_tracker(cfg)  # another store (sqlite:, a database): opened now, its own error in one line
+        elif name == "wandb":
+            _need("wandb", "wandb", "pip install wandb")
+            _writable(Path(str(lg.dir)) if lg.get("dir") else Path(str(cfg.results_dir)), "the W&B offline folder")
 
 
 _TRACKERS: dict[str, Any] = {}
