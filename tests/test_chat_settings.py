@@ -89,11 +89,14 @@ def test_settings_move_the_fingerprint_and_key_only_when_set():
     assert ChatSettings({"enable_thinking": False}).fingerprint() == ':chat-tpl{"enable_thinking":false}'
     assert ChatSettings(system_role=False).fingerprint() == ":chat-nosys"
     from madara_cli.backends.llamacpp import engine_fingerprint as llama_fp
-    from madara_cli.backends.vllm_backend import engine_fingerprint as vllm_fp
+    from madara_cli.backends.vllm_backend import EngineSettings
+
+    def vllm_fp(hf_id, revision, dtype, n, version, chat=ChatSettings()):
+        return EngineSettings(hf_id, "hub", revision, dtype, n, "hf", version, chat).fingerprint()
 
     # Default settings: the very fingerprints of before, so cached replies still hit.
     assert llama_fp("gguf:x:abc", 4096, "0.3.36") == "gguf:x:abc:ctx4096:llama-cpp-0.3.36:split"
-    assert vllm_fp("org/m", "main", "bfloat16", 4096, "0.9") == "hf:org/m@main:bfloat16:len4096:vllm-0.9"
+    assert vllm_fp("org/m", "main", "bfloat16", 4096, "0.9") == "hf:org/m@main:bfloat16:len4096:vllm-0.9:rs"  # rs: seed per request
     assert vllm_fp("org/m", "main", "bfloat16", 4096, "0.9", ChatSettings(system_role=False)).endswith(":chat-nosys")
     # Cell keys: unchanged for models at the defaults, honest for the others.
     assert "chat_template_kwargs" not in semantic_config(compose(["model=smollm2-135m"]))["model"]
