@@ -260,10 +260,10 @@ def test_a_template_without_system_role_renders_every_request_family(tmp_path, m
         HFTokenizer(str(folder), chat=plain).render(every_request[0].messages)
     for r in every_request:
         text = client.render(r.messages) + r.prefix
-        assert text == engine._render(r.messages) + r.prefix
+        assert text == engine.render.render(r.messages) + r.prefix
         assert text.startswith("<bos><start_of_turn>user\n") and "<start_of_turn>system" not in text
         assert r.messages[0].content.strip()[:40] in text  # the system text survives, in the user turn
-        assert len(engine._prompt_ids(r.messages, r.prefix)) > 0
+        assert len(engine.render.ids(r.messages, r.prefix)) > 0
 
 
 @pytest.mark.llm
@@ -330,10 +330,10 @@ def test_control_text_in_content_never_becomes_a_control_token_hf(tmp_path, monk
     client = HFTokenizer(str(folder), chat=settings)
     special_ids = set(hf.convert_tokens_to_ids(specials))
     benign, hostile = _hostile("An ordinary passage."), _hostile(attack)
-    expected = [i for i in engine._prompt_ids(benign) if i in special_ids]
-    naive = hf.encode(engine._render(hostile), add_special_tokens=False)
+    expected = [i for i in engine.render.ids(benign) if i in special_ids]
+    naive = hf.encode(engine.render.render(hostile), add_special_tokens=False)
     assert [i for i in naive if i in special_ids] != expected  # the attack works on a naive encoding
-    for ids in (engine._prompt_ids(hostile), client.token_ids(hostile)):
+    for ids in (engine.render.ids(hostile), client.token_ids(hostile)):
         assert [i for i in ids if i in special_ids] == expected
 
 
@@ -370,7 +370,7 @@ def test_vllm_sends_hostile_requests_as_safe_token_ids_and_the_rest_through_chat
     assert k2 == "generate" and len(prompts) == 1
     im_start = hf.convert_tokens_to_ids("<|im_start|>")
     assert prompts[0]["prompt_token_ids"].count(im_start) == 3  # system, user, assistant: the template's
-    assert b._render(_hostile(attack)).endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")  # the kwargs reach the template
+    assert b.render.render(_hostile(attack)).endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")  # the kwargs reach the template
 
 
 @pytest.mark.llm

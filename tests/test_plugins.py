@@ -93,7 +93,11 @@ def test_shipped_keys_lay_over_the_old_flat_settings():
     from madara_cli.config.plugin_schemas import key_view
 
     assert key_view("backend", dict(compose([]).backend)) == {"name": "llamacpp", "n_ctx": None, "served_model_name": None, "tokenizer": None}
-    assert key_view("backend", dict(compose(["backend=vllm"]).backend)) == {"name": "vllm", "n_ctx": None, "served_model_name": None, "tokenizer": None}
+    from madara_cli.config.schema import keyed
+
+    # vLLM's later settings (tokenizer_mode, dtype) leave the key at their defaults
+    assert keyed("backend", key_view("backend", dict(compose(["backend=vllm"]).backend))) == {
+        "name": "vllm", "n_ctx": None, "served_model_name": None, "tokenizer": None}
     flat = {"name": "dense", "k": 10, "k1": 0.9, "b": 0.4, "stemmer": "english", "stopwords": "en", "index": None,
             "encoder": "facebook/contriever-msmarco", "first_stage": "bm25s", "candidates": 50, "model": None}
     assert key_view("retriever", dict(compose(["retriever=dense"]).retriever)) == flat
@@ -104,9 +108,13 @@ def test_shipped_keys_lay_over_the_old_flat_settings():
 KEYS_BEFORE = [
     (["strategy=nf", "limit=5", "grid_name=demo"], "smollm2-135m__mini__nf__bm25s-k10__n5__s0__68e1147a", "smollm2-135m__mini__n4__bfae2e7a"),
     (["backend=llamacpp", "backend.n_threads=3"], "smollm2-135m__mini__nf__bm25s-k10__nall__s0__57347540", "smollm2-135m__mini__n20__15dc292a"),
-    (["backend=vllm"], "smollm2-135m__mini__nf__bm25s-k10__nall__s0__c364ee31", "smollm2-135m__mini__n20__f87b7b60"),
-    (["backend=openai"], "smollm2-135m__mini__nf__bm25s-k10__nall__s0__bf52241d", "smollm2-135m__mini__n20__51dc230a"),
-    (["backend=openai", "backend.n_ctx=2048"], "smollm2-135m__mini__nf__bm25s-k10__nall__s0__8f17eec0", "smollm2-135m__mini__n20__544f8e4a"),
+    # Moved on purpose (CHANGELOG): vLLM now loads smollm2-135m from a folder made of its GGUF
+    # (model.hf_source: gguf, keyed on vLLM alone), and backend=openai sends every sampling
+    # field (backend.sampling: explicit), which changes what a served model samples.
+    (["backend=vllm"], "smollm2-135m__mini__nf__bm25s-k10__nall__s0__939e4b4f", "smollm2-135m__mini__n20__83829857"),
+    (["backend=openai"], "smollm2-135m__mini__nf__bm25s-k10__nall__s0__cfddceb6", "smollm2-135m__mini__n20__b0cbebe6"),
+    (["backend=openai", "backend.n_ctx=2048"], "smollm2-135m__mini__nf__bm25s-k10__nall__s0__26527988", "smollm2-135m__mini__n20__fdcef39e"),
+    (["backend=vllm", "model=qwen2.5-7b"], "qwen2.5-7b__mini__nf__bm25s-k10__nall__s0__582c0fe7", "qwen2.5-7b__mini__n20__101c7b6b"),  # a hub model on vLLM: unmoved
     (["retriever=dense"], "smollm2-135m__mini__nf__dense-k10__nall__s0__8f8386d4", "smollm2-135m__mini__n20__76870d5a"),
     (["retriever=pyserini"], "smollm2-135m__mini__nf__pyserini-k10__nall__s0__b35b0246", "smollm2-135m__mini__n20__b5c08af7"),
     (["retriever=rerank", "retriever.candidates=20"], "smollm2-135m__mini__nf__rerank-k10__nall__s0__0d0b6e65", "smollm2-135m__mini__n20__f64d9dd8"),

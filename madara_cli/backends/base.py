@@ -82,6 +82,7 @@ class BackendSpec:
     # Makes ready what ``build`` will load (a download, a conversion) and says what is
     # where; ``madara prepare`` runs it. None: nothing to make ready.
     prepare: Optional[Callable[["DictConfig", Callable[[str], None]], str]] = None
+    model_settings: tuple[str, ...] = ()  # model.* settings only this backend reads: in its cells' keys alone
 
 
 BACKENDS: Registry[BackendSpec] = Registry("backend")
@@ -95,7 +96,7 @@ def register_backend(spec: BackendSpec) -> BackendSpec:
         if getattr(old.build, "__module__", None) == getattr(spec.build, "__module__", None):
             return old
         raise ValueError(f"backend '{spec.name}' is already registered (by {old.build.__module__})")
-    register_schema("backend", spec.name, spec.schema, spec.runtime_only)
+    register_schema("backend", spec.name, spec.schema, spec.runtime_only, spec.model_settings)
     BACKENDS.register(spec.name)(spec)
     return spec
 

@@ -481,5 +481,5 @@ def _prepare(cfg: DictConfig, say) -> str:
 SPEC = register_backend(BackendSpec(
     name="vllm", schema=VLLMConfig, build=_vllm, fingerprint=_fingerprint, prepare=_prepare,
     runtime_only=("batch_size", "tensor_parallel_size", "gpu_memory_utilization", "enable_prefix_caching", "enforce_eager", "kv_cache_gib"),
-    package="vllm",
+    package="vllm", model_settings=("hf_source",),
 ))

@@ -36,7 +36,17 @@ class SchemaEntry:
 _SCHEMAS: dict[str, dict[str, SchemaEntry]] = {g: {} for g in PLUGGABLE}
 
 
-def register_schema(group: str, name: str, schema: type, runtime_only: tuple[str, ...] | list[str] = ()) -> None:
+# Model settings only some backends read (vLLM: model.hf_source), by backend name: a key
+# covers one only for the backends that declare it (config.schema.model_keyed).
+_MODEL_SETTINGS: dict[str, tuple[str, ...]] = {}
+
+
+def backend_model_settings() -> dict[str, tuple[str, ...]]:
+    return dict(_MODEL_SETTINGS)
+
+
+def register_schema(group: str, name: str, schema: type, runtime_only: tuple[str, ...] | list[str] = (),
+                    model_settings: tuple[str, ...] = ()) -> None:
     """Declare ``schema`` (a dataclass) as the settings of option ``name`` of ``group``.
     Registering the same schema twice (a module imported again) is harmless; another
     schema under a taken name is an error."""
@@ -55,6 +65,8 @@ def register_schema(group: str, name: str, schema: type, runtime_only: tuple[str
     if old is not None and (old.schema.__module__, old.schema.__qualname__) != (schema.__module__, schema.__qualname__):
         raise ValueError(f"{group} '{name}' already has the schema {old.schema.__qualname__} ({old.schema.__module__})")
     _SCHEMAS[group][name] = entry
+    if model_settings:
+        _MODEL_SETTINGS[name] = tuple(model_settings)
 
 
 def schema_for(group: str, name: str) -> type | None:

@@ -142,6 +142,15 @@ def keyed(group: str, values: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in values.items() if not (k in omit and str(v) == omit[k])}
 
 
+def model_keyed(values: dict[str, Any], backend: str) -> dict[str, Any]:
+    """The model node as keys cover it on ``backend``: :func:`keyed`, less the model
+    settings that only other backends read (``hf_source`` is vLLM's: llama.cpp cells of
+    a model keep their keys whatever it says)."""
+    others = {k for name, ks in plugin_schemas.backend_model_settings().items() if name != backend for k in ks}
+    mine = set(plugin_schemas.backend_model_settings().get(backend, ()))
+    return {k: v for k, v in keyed("model", values).items() if k not in others - mine}
+
+
 @dataclass
 class ModelConfig:
     name: str = MISSING

@@ -80,7 +80,7 @@ from madara_cli.backends.cache import CachedLLM
 from madara_cli.config import to_plain
 from madara_cli.config.compose import prompts_of
 from madara_cli.config.prompt_sets import PromptSet
-from madara_cli.config.schema import Rescore, keyed
+from madara_cli.config.schema import Rescore, keyed, model_keyed
 from madara_cli.diagnose import perturb, router, rsc
 from madara_cli.errors import ConfigError, DataError
 from madara_cli.paths import inside
@@ -138,7 +138,8 @@ class ProbeSpec:
         plain = to_plain(cfg)
         semantic = {k: plain[k] for k in _PROBE_KEYS}
         semantic["rsc"] = rsc_key(cfg)
-        semantic["backend"] = key_view("backend", semantic["backend"])  # runtime-only out, old flat defaults under
+        semantic["backend"] = keyed("backend", key_view("backend", semantic["backend"]))  # runtime-only out, old flat defaults under
+        semantic["model"] = model_keyed(semantic["model"], str(semantic["backend"]["name"]))
         semantic["retriever"] = key_view("retriever", semantic["retriever"])
         # The calibration split is the first n of the seeded order whatever the
         # evaluated sample, so n (in the key) is all that matters of the split sizes.

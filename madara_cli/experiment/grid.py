@@ -30,7 +30,7 @@ from madara_cli.config import (
 from madara_cli.config.compose import strategy_impl
 from madara_cli.config.overrides import parse_overrides
 from madara_cli.config.plugin_schemas import key_view
-from madara_cli.config.schema import keyed
+from madara_cli.config.schema import keyed, model_keyed
 from madara_cli.config.settings import SEMANTIC_GROUPS, flat_settings, flatten, nested_settings
 from madara_cli.config.validate import not_applicable
 from madara_cli.errors import ConfigError
@@ -65,7 +65,7 @@ def semantic_config(cfg: DictConfig) -> dict:
     out: dict = {}
     for group in SEMANTIC_GROUPS:  # the root groups whose settings can change a cell's numbers
         values = key_view(group, plain[group]) if group in _KEY_VIEW_GROUPS else plain[group]
-        out[group] = keyed(group, values)
+        out[group] = model_keyed(values, str(plain["backend"]["name"])) if group == "model" else keyed(group, values)
     out["strategy"] = {**_FLAT_STRATEGY_DEFAULTS, **out["strategy"]}
     # Chat settings joined the model schema later: at their defaults they change nothing,
     # so they stay out and cells finished before keep their keys.
