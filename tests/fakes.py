@@ -306,7 +306,7 @@ def posts(script: Script, path: str) -> list[Any]:
 
 
 # --------------------------------------------------------------------------- #
-# A stand-in ``vllm`` module (vLLM needs a CUDA GPU): the documented shapes of
+# A stand-in ``vllm`` module (fast, and for machines without vLLM): the documented shapes of
 # LLM, SamplingParams and the output objects
 
 

