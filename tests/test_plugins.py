@@ -118,7 +118,9 @@ KEYS_BEFORE = [
     (["retriever=dense"], "smollm2-135m__mini__nf__dense-k10__nall__s0__8f8386d4", "smollm2-135m__mini__n20__76870d5a"),
     (["retriever=pyserini"], "smollm2-135m__mini__nf__pyserini-k10__nall__s0__b35b0246", "smollm2-135m__mini__n20__b5c08af7"),
     (["retriever=rerank", "retriever.candidates=20"], "smollm2-135m__mini__nf__rerank-k10__nall__s0__0d0b6e65", "smollm2-135m__mini__n20__f64d9dd8"),
-    (["strategy=madara"], "smollm2-135m__mini__madara__bm25s-k10__nall__s0__409d0822", "smollm2-135m__mini__n20__15dc292a"),
+    # Moved on purpose (CHANGELOG): a madara cell's key now covers the Conflict Detector's
+    # templates its routed treatments send (an edit of detector_*.txt reused old cells).
+    (["strategy=madara"], "smollm2-135m__mini__madara__bm25s-k10__nall__s0__636590a9", "smollm2-135m__mini__n20__15dc292a"),
 ]
 
 
@@ -197,7 +199,7 @@ TOY_STRATEGY = '''
         n_docs: int = 3  # the first n retrieved documents go to the generator
 
 
-    @STRATEGIES.register("first_docs", schema=FirstDocsConfig)
+    @STRATEGIES.register("first_docs", schema=FirstDocsConfig, prompts=())
     def first_docs(ctx, examples):
         n = int(ctx.strategy.n_docs)
         return generate_answers(ctx, "generate", examples, [ex.docs[:n] for ex in examples])

@@ -249,3 +249,36 @@ def test_run_with_a_prompt_set_only_in_a_config_dir(user_dir, tmp_path):
     assert any("Judge how helpful the document is" in s for s in systems)
     assert not any("Decide how useful the document is" in s for s in systems)
     assert {r["stage"] for r in rows} == {"score", "score-conflict", "generate"}
+
+
+def test_editing_a_detector_template_moves_a_madara_cells_key(user_dir):
+    """strategy=madara routes to treatments that ask the Conflict Detector: its words are
+    in the key (they were not, and a finished madara cell was reused after an edit)."""
+    from madara_cli.experiment.grid import cell_from_cfg
+
+    before = cell_from_cfg(compose(["strategy=madara", "prompts=mine"])).key
+    (user_dir / "prompts" / "mine" / "detector_system.txt").write_text("Find the documents that disagree.\n", encoding="utf-8")
+    assert cell_from_cfg(compose(["strategy=madara", "prompts=mine"])).key != before
+
+
+def test_a_plugins_declared_families_decide_its_key(user_dir):
+    from madara_cli.strategies.context import STRATEGIES
+
+    @STRATEGIES.register("judged_test", prompts=("judge",))
+    def judged(ctx, examples):  # pragma: no cover - never run
+        return []
+
+    @STRATEGIES.register("plain_test", prompts=())
+    def plain(ctx, examples):  # pragma: no cover - never run
+        return []
+
+    mine = user_dir / "prompts" / "mine"
+    base = {s: digest.prompt_digests(s, prompts=prompt_set("mine")) for s in ("judged_test", "plain_test")}
+    assert set(base["judged_test"]) == {"generator", "judge"} and set(base["plain_test"]) == {"generator"}
+    (mine / "detector_system.txt").write_text("Find the documents that disagree.\n", encoding="utf-8")
+    assert {s: digest.prompt_digests(s, prompts=prompt_set("mine")) for s in base} == base  # not sent: not keyed
+    (mine / "judge_system.txt").write_text("You judge evidence. Reply Yes or No.\n", encoding="utf-8")
+    after = {s: digest.prompt_digests(s, prompts=prompt_set("mine")) for s in base}
+    assert after["judged_test"] != base["judged_test"] and after["plain_test"] == base["plain_test"]
+    with pytest.raises(ValueError, match="unknown prompt families"):
+        STRATEGIES.register("bad_test", prompts=("jduge",))

@@ -34,8 +34,21 @@ _STRATEGY_FAMILIES = {
     "self_consistency": (),
     "cross_encoder": (),
     "main_rag": ("judge",),
-    "madara": ("assessors", "rescore"),  # its probe re-scores through the forced prompt
+    # its probe re-scores through the forced prompt; its routed treatments (SDA, CoT, ATF,
+    # PDE) ask the Conflict Detector, so the detector's words are its key's too
+    "madara": ("assessors", "detector", "rescore"),
 }
+# Families a strategy declared when it registered (STRATEGIES.register(..., prompts=...)):
+# a plug-in says what it sends, and exactly that keys its cells.
+_DECLARED: dict[str, tuple[str, ...]] = {}
+
+
+def declare_families(strategy: str, families: tuple[str, ...]) -> None:
+    """Record the prompt families ``strategy`` sends beside the generator's."""
+    bad = [f for f in families if f not in FAMILIES]
+    if bad:
+        raise ValueError(f"strategy '{strategy}' declares unknown prompt families {bad}; valid: {', '.join(FAMILIES)}")
+    _DECLARED[strategy] = tuple(f for f in families if f != "generator")
 _DEFAULT_FAMILIES = ("assessors", "detector")  # 3-Agent, CoT, SDA, SDA+CoT, ATF, PDE (+ablations), RRF, MADARA
 
 _DOCS = (Doc("d1", "Ada Quill was born in Varn in 1901.", "Ada Quill"), Doc("d2", "Varn is a river town.", "Varn"))
@@ -116,7 +129,8 @@ def prompt_digest(family: str, prompts: PromptSet | None = None) -> str:
 def prompt_digests(strategy: str, retriever: str = "bm25s", prompts: PromptSet | None = None) -> dict[str, str]:
     """The digests of every family a cell of ``strategy`` (with ``retriever``) sends,
     in the words of ``prompts`` (the cell's set; the shipped one by default)."""
-    families = ["generator", *_STRATEGY_FAMILIES.get(strategy, _DEFAULT_FAMILIES)]
+    declared = _DECLARED.get(strategy)
+    families = ["generator", *(declared if declared is not None else _STRATEGY_FAMILIES.get(strategy, _DEFAULT_FAMILIES))]
     if retriever == "rerank":
         families.append("rerank")
     return {f: prompt_digest(f, prompts) for f in families}

@@ -60,8 +60,15 @@ class StrategyRegistry(Registry[StrategyFn]):
     :mod:`madara_cli.config.schema`. Registering the same function again (its module
     imported twice) is a no-op."""
 
-    def register(self, name: str, schema: type | None = None) -> Callable[[StrategyFn], StrategyFn]:
+    def register(self, name: str, schema: type | None = None, prompts: tuple[str, ...] | None = None) -> Callable[[StrategyFn], StrategyFn]:
+        """``prompts``: the prompt families the strategy sends beside the generator's
+        (``("judge",)``, ``()``), which its cells' keys then cover exactly; None keeps the
+        default of a document-assessment strategy (assessors and detector)."""
         base = super().register(name)
+        if prompts is not None:
+            from madara_cli.agents.digest import declare_families
+
+            declare_families(name, tuple(prompts))
 
         def deco(fn: StrategyFn) -> StrategyFn:
             old = self._items.get(name)
