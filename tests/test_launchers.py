@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import configs_with_grid, grid_outcome, have
-from tests.fakes import madara
+from tests.fakes import chat_answer, madara, posts
 
 GRID = ("axes:\n  model: [smollm2-135m]\n  benchmark: [mini]\n  strategy: [nf, three_agent]\n"
         "overrides: [limit=1, retriever.k=2, strategy.scoring=logprob]\n")
@@ -161,3 +161,36 @@ def test_ray_arguments_local_cluster_or_an_address(monkeypatch, tmp_path):
     assert not any("num_cpus" in a or "_node_ip_address" in a for a in remote)
     assert "+hydra.launcher.ray.init.object_store_memory=null" in remote  # an existing cluster refuses one
     assert "hydra.launcher.ray.init.address=127.0.0.1:6379" in remote
+
+
+def test_joblib_adds_worker_threads_only_to_engines_that_have_them(monkeypatch, tmp_path):
+    """The backend's spec names the setting (llama.cpp: n_threads); vLLM and servers get
+    none (backend.n_threads used to be added to every cell, and backend=openai refused it)."""
+    from madara_cli.experiment import launch
+
+    monkeypatch.setenv("MADARA_CONFIGS", configs_with_grid(tmp_path, "pair", GRID)["MADARA_CONFIGS"])
+    for backend in ("openai", "vllm"):
+        jobs = launch.job_overrides("pair", [f"backend={backend}"], "joblib", 2)
+        assert jobs and not any(o.startswith("backend.n_threads") for j in jobs for o in j), jobs
+    jobs = launch.job_overrides("pair", ["backend.n_threads=1"], "joblib", 2)
+    assert all([o for o in j if o.startswith("backend.n_threads")] == ["backend.n_threads=1"] for j in jobs)
+
+
+@pytest.mark.llm
+@pytest.mark.skipif(not have("hydra_plugins.hydra_joblib_launcher"), reason="pip install -e '.[joblib]'")
+def test_joblib_grid_against_an_openai_server(tmp_path, fake_server):
+    """The README's joblib + backend=openai recipe, against the scripted server: two
+    workers, every request answered, every cell finished."""
+    fake_server.responders["/v1/chat/completions"] = lambda body: chat_answer(content="Varn")
+    grid = ("axes:\n  model: [smollm2-135m]\n  benchmark: [mini]\n  strategy: [nf, pde_random]\n"
+            "overrides: [limit=2, retriever.k=2]\n")
+    env = configs_with_grid(tmp_path, "served", grid)
+    results = tmp_path / "results"
+    r = madara("run", "--grid", "served", "--launcher", "joblib", "-j", "2", "backend=openai", f"backend.base_url={fake_server.base_url}",
+               f"results_dir={results}", env=env, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "grid served (joblib)" in r.stdout
+    cells = grid_outcome(results, "served")
+    assert len(cells) == 2 and all(n == 2 for _, _, n, _ in cells.values())
+    # NF: one call per question; PDE-Random: one per question and document
+    assert len(posts(fake_server, "/v1/chat/completions")) == 2 + 2 * 2

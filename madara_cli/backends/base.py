@@ -83,6 +83,7 @@ class BackendSpec:
     # where; ``madara prepare`` runs it. None: nothing to make ready.
     prepare: Optional[Callable[["DictConfig", Callable[[str], None]], str]] = None
     model_settings: tuple[str, ...] = ()  # model.* settings only this backend reads: in its cells' keys alone
+    worker_threads: Optional[str] = None  # the setting that takes a parallel worker's share of the cores (launchers set it)
 
 
 BACKENDS: Registry[BackendSpec] = Registry("backend")

@@ -303,5 +303,5 @@ def _fingerprint(cfg: DictConfig) -> str:
 
 SPEC = register_backend(BackendSpec(
     name="llamacpp", schema=LlamaCppConfig, build=_build, fingerprint=_fingerprint,
-    runtime_only=("batch_size", "n_threads"), package="llama-cpp-python",
+    runtime_only=("batch_size", "n_threads"), package="llama-cpp-python", worker_threads="n_threads",
 ))

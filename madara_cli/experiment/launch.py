@@ -84,11 +84,29 @@ def job_overrides(grid_name: str, extra: list[str], launcher: str, n_jobs: int |
 
     cell_extra = [o for o in parse_overrides(extra) if not o.is_hydra_setting]  # hydra.* goes to Hydra
     cells = grid_overrides(load_grid(grid_name), [o.raw for o in cell_extra])
-    if launcher == "joblib" and n_jobs and not any(o.key == "backend.n_threads" and not o.prefix and o.value is not None for o in cell_extra):
-        # llama.cpp takes every core by default: split them between the workers
-        # (a speed-only setting: the cell keys do not move).
-        cells = [c + [f"backend.n_threads={max(1, (os.cpu_count() or 1) // n_jobs)}"] for c in cells]
+    if launcher == "joblib" and n_jobs:
+        # An engine that takes every core by default (llama.cpp) gets its share per worker,
+        # through the setting its BackendSpec names (speed only: the cell keys do not move);
+        # an engine elsewhere (vLLM, a server) has none and gets nothing.
+        cells = [c + _worker_threads(c, n_jobs) for c in cells]
     return cells
+
+
+def _worker_threads(cell: list[str], n_jobs: int) -> list[str]:
+    from madara_cli.backends import backend_spec
+
+    given = parse_overrides(cell)
+    names = [str(o.value) for o in given if o.key == "backend" and not o.prefix]
+    setting = backend_spec(names[-1] if names else _default_backend()).worker_threads
+    if setting is None or any(o.key == f"backend.{setting}" and not o.prefix and o.value is not None for o in given):
+        return []
+    return [f"backend.{setting}={max(1, (os.cpu_count() or 1) // n_jobs)}"]
+
+
+def _default_backend() -> str:
+    from madara_cli.config import compose
+
+    return str(compose([]).backend.name)
 
 
 def check_launcher(launcher: str) -> None:
