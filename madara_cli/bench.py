@@ -25,6 +25,8 @@ Sections (``--only`` picks some):
 * ``vllm`` -- the vLLM backend's stage call against vLLM's own ``LLM.generate`` on the
   same prompts, prefix caching on and off, and vLLM against llama.cpp at temperature 0
   (:mod:`madara_cli.bench_vllm`).
+* ``vllm_cpu`` -- what the CPU build's defaults rest on: float32 vs bfloat16, and vLLM's
+  thread binding vs both cores to OpenMP.
 
 Timings are wall-clock on whatever else the machine runs; the ratios compare runs made
 back to back in one process, which is what they are for.
@@ -47,7 +49,7 @@ import numpy as np
 
 from madara_cli.backends.llamacpp import physical_cores  # what the n_threads default rests on
 
-SECTIONS = ("calls", "overhead", "scoring", "stats", "stages", "threads", "vllm")
+SECTIONS = ("calls", "overhead", "scoring", "stats", "stages", "threads", "vllm", "vllm_cpu")
 DEFAULT_SECTIONS = ("calls", "overhead", "scoring", "stats", "stages")  # threads: minutes on a busy machine; vllm: needs vLLM
 TABLE_STRATEGIES = ("nf", "pde_random", "pde_uniform", "pde", "three_agent", "cot", "sda", "sda_cot", "atf")
 # Table 18 notes give calls per query for nf, 3-Agent/CoT/SDA, ATF, PDE and PDE-Random;
@@ -375,6 +377,14 @@ def _bench_vllm(opts: BenchOptions, scratch: Path) -> dict[str, Any]:
     return bench_vllm(cfg, opts.stage_limit, opts.score_questions)
 
 
+def _bench_vllm_cpu(opts: BenchOptions, scratch: Path) -> dict[str, Any]:
+    from dataclasses import replace
+
+    from madara_cli.bench_vllm import bench_vllm_cpu
+
+    return bench_vllm_cpu(_cfg(replace(opts, n_threads=None), "backend=vllm", "retriever.k=3", f"results_dir={scratch / 'vllm'}"), opts.stage_limit)
+
+
 def _ratio(a: float, b: float) -> float | None:
     return None if not b else round(float(a) / float(b), 3)
 
@@ -401,7 +411,7 @@ def run_bench(opts: BenchOptions, only: tuple[str, ...] = DEFAULT_SECTIONS, say:
             t0 = time.perf_counter()
             if name in ("overhead", "scoring", "stages") and engine is None:
                 engine = _engine(opts, scratch)
-            fn = {"calls": bench_calls, "stats": bench_stats, "threads": bench_threads, "vllm": _bench_vllm}.get(name)
+            fn = {"calls": bench_calls, "stats": bench_stats, "threads": bench_threads, "vllm": _bench_vllm, "vllm_cpu": _bench_vllm_cpu}.get(name)
             r = fn(opts, scratch) if fn else {"overhead": bench_overhead, "scoring": bench_scoring, "stages": bench_stages}[name](opts, scratch, engine)
             r["section_seconds"] = round(time.perf_counter() - t0, 2)
             r["machine"] = machine()
@@ -468,6 +478,11 @@ def summary_rows(results: dict[str, Any]) -> list[tuple[str, str, str]]:
         if a:
             rows.append(("vllm", f"vs llama.cpp at temperature 0: top digit equal on {a['score_requests']} scores, mean |ΔE| "
                          f"{a['expected_score_mean_abs_diff']}, answers equal {a['answers_equal']:.0%}", f"{a['top_digit_agreement']:.0%}"))
+    vc = results.get("vllm_cpu")
+    if vc:
+        rows.append(("vllm_cpu", f"bfloat16 ÷ float32 seconds, same {vc['requests']} requests (the CPU build's default: float32)",
+                     _x(vc["ratio_bfloat16_vs_float32_seconds"])))
+        rows.append(("vllm_cpu", "both cores to OpenMP ÷ vLLM's binding (one core kept), seconds", _x(vc["ratio_all_cores_vs_default_binding_seconds"])))
     t = results.get("threads")
     if t:
         for r in t["runs"]:

@@ -171,6 +171,47 @@ def _llamacpp_cfg(cfg):
                     f"seed={int(cfg.seed)}", f"results_dir={cfg.results_dir}"])
 
 
+def bench_vllm_cpu(cfg, n_questions: int) -> dict[str, Any]:
+    """The CPU build's defaults, measured: float32 vs bfloat16, and vLLM's thread binding
+    (one core kept for its scheduler, the default) vs both cores to OpenMP
+    (``VLLM_CPU_NUM_OF_RESERVED_CPU=0``), on one stage's requests, engines one after another."""
+    import os
+
+    from omegaconf import OmegaConf
+
+    from madara_cli.backends import make_backend
+
+    _, reqs = _stage(cfg, n_questions, "generate")
+    runs = {"float32": ({"dtype": "float32"}, None), "bfloat16": ({"dtype": "bfloat16"}, None),
+            "float32_all_cores": ({"dtype": "float32"}, "0")}
+    out: dict[str, Any] = {"requests": len(reqs)}
+    for name, (backend_settings, reserved) in runs.items():
+        old = os.environ.get("VLLM_CPU_NUM_OF_RESERVED_CPU")
+        if reserved is not None:
+            os.environ["VLLM_CPU_NUM_OF_RESERVED_CPU"] = reserved
+        try:
+            backend = make_backend(OmegaConf.merge(cfg, {"backend": backend_settings}))
+            try:
+                backend.chat(reqs)  # warm-up
+                times = []
+                for _ in range(2):
+                    backend.llm.reset_prefix_cache()
+                    times.append(_timed(lambda: backend.chat(reqs)))  # noqa: B023 - called at once
+                out[name] = {"seconds": [round(t, 3) for t in times]}
+            finally:
+                backend.close()
+        finally:
+            if reserved is not None:
+                if old is None:
+                    os.environ.pop("VLLM_CPU_NUM_OF_RESERVED_CPU", None)
+                else:
+                    os.environ["VLLM_CPU_NUM_OF_RESERVED_CPU"] = old
+    best = {k: min(v["seconds"]) for k, v in out.items() if isinstance(v, dict)}
+    out["ratio_bfloat16_vs_float32_seconds"] = round(best["bfloat16"] / best["float32"], 3)
+    out["ratio_all_cores_vs_default_binding_seconds"] = round(best["float32_all_cores"] / best["float32"], 3)
+    return out
+
+
 def bench_vllm(cfg, stage_questions: int, agreement_questions: int) -> dict[str, Any]:
     """Both measurements on ``cfg`` (a ``backend=vllm`` config)."""
     from madara_cli.backends.vllm_backend import on_cpu_build, vllm_version
