@@ -80,7 +80,7 @@ from madara_cli.backends.cache import CachedLLM
 from madara_cli.config import to_plain
 from madara_cli.config.compose import prompts_of
 from madara_cli.config.prompt_sets import PromptSet
-from madara_cli.config.schema import Rescore, keyed
+from madara_cli.config.schema import Rescore, keyed, reading_key
 from madara_cli.diagnose import perturb, router, rsc
 from madara_cli.errors import ConfigError, DataError
 from madara_cli.paths import inside
@@ -138,6 +138,10 @@ class ProbeSpec:
         plain = to_plain(cfg)
         semantic = {k: plain[k] for k in _PROBE_KEYS}
         semantic["rsc"] = rsc_key(cfg)
+        semantic["generation"] = keyed("generation", semantic["generation"])  # rescore_max_tokens unset: as before it existed
+        reading = reading_key(plain.get("reading"))
+        if reading:  # the paper's reading keeps every earlier probe key
+            semantic["reading"] = reading
         semantic["backend"] = key_view("backend", semantic["backend"])  # runtime-only out, old flat defaults under
         semantic["retriever"] = key_view("retriever", semantic["retriever"])
         # The calibration split is the first n of the seeded order whatever the
