@@ -262,3 +262,111 @@ def test_authors_requests_have_no_stop_and_their_budget(backend):
     b.seen.clear()
     assess(StrategyContext(llm=llm, cfg=compose(["strategy=three_agent"])), generate(1))
     assert any(r.stop == SCORE_STOP and r.max_tokens == 64 for r in b.seen)
+
+
+# --------------------------------------------------------------------------- #
+# 8. Prompt wording: a prompt set made from a checkout (here a fake one, made-up text
+# in the layout of theirs; madara never carries their sentences)
+# --------------------------------------------------------------------------- #
+
+_FAKE_PROMPTS = '''
+RELEVANCE_ASSESSOR = (
+    "Zebra relevance judge. "
+    'Answer {"score": <0-5>, "evidence": "...", "reasoning": "..."}.'
+)
+CONSISTENCY_VERIFIER = "Zebra consistency judge."
+CONFLICT_DETECTOR = "Zebra conflict judge."
+COT_DEPOLARIZATION_PREFIX = "Think in zebra steps first. "
+GENERATOR_FACTOID = "Zebra answerer."
+GENERATOR_FEVER = "Zebra verifier."
+
+
+def build_generator_user_prompt(question: str, documents: list[str]) -> str:
+    joined = "\\n".join(documents)
+    return f"ZDOCS:\\n{joined}\\nZQ: {question}"
+'''
+_FAKE_RSC = '''
+_FORCED_REASONING_SYSTEM = "Zebra re-scorer."
+
+
+class Probe:
+    @staticmethod
+    def _forced_user(question, document, steps):
+        reasoning = "; ".join(steps)
+        return (
+            f"ZQ: {question}\\nZD: {document[:50]}\\n"
+            f"ZR: {reasoning}"
+        )
+'''
+_FAKE_TREATMENTS = '''
+def _assessor_user(question, documents, target):
+    target_doc = documents[target]
+    others = " | ".join(documents)
+    return f"ZQ: {question}\\nZD: {target_doc}\\nZO: {others}"
+'''
+
+
+def _fake_checkout(root):
+    (root / "madara").mkdir(parents=True)
+    (root / "madara" / "prompts.py").write_text(_FAKE_PROMPTS)
+    (root / "madara" / "rsc.py").write_text(_FAKE_RSC)
+    (root / "madara" / "treatments.py").write_text(_FAKE_TREATMENTS)
+    return root
+
+
+def test_import_reference_writes_a_prompt_set_that_runs(tmp_path, monkeypatch, backend):
+    from madara_cli.agents.prompts import assessor_messages, forced_rescore_messages
+    from madara_cli.config.compose import add_config_dir, prompts_of, shipped_prompt_set
+    from madara_cli.config.reference_prompts import write_reference_set
+
+    folder = write_reference_set(_fake_checkout(tmp_path / "ref"), tmp_path / "conf")
+    assert folder == tmp_path / "conf" / "prompts" / "authors"
+    assert (folder / "relevance_cot_system.txt").read_text() == (
+        'Think in zebra steps first. Zebra relevance judge. Answer {"score": <0-5>, "evidence": "...", "reasoning": "..."}.\n')
+    monkeypatch.delenv("MADARA_CONFIG_DIR", raising=False)
+    add_config_dir(tmp_path / "conf")
+    cfg = compose(["strategy=three_agent", "reading=authors", "prompts=authors"])
+    ps = prompts_of(cfg)
+    ex = generate(1)[0]
+    docs = ex.docs
+    # every assessor, the relevance one too, sees the other documents
+    system, user = assessor_messages(ex, docs, 0, "relevance", prompts=ps)
+    assert system.content.startswith("Zebra relevance judge.")
+    assert user.content.startswith(f"ZQ: {ex.question}\nZD: ") and "\nZO: " in user.content and docs[1].text[:20] in user.content
+    _, rescore = forced_rescore_messages(ex, docs[0], ["one step"], prompts=ps)
+    assert rescore.content.startswith(f"ZQ: {ex.question}\nZD: ") and "ZR: - one step" in rescore.content
+    # templates their code has no counterpart for come from the shipped set
+    shipped = shipped_prompt_set()
+    assert ps.render("judge_system", document="d", question="q", claim="q", answer="a") == shipped.render(
+        "judge_system", document="d", question="q", claim="q", answer="a")
+    b, llm = backend
+    mats = assess(StrategyContext(llm=llm, cfg=cfg), [ex])
+    assert mats[0].scores.shape == (len(docs), 3)
+    assert b.seen[0].messages[0].content.startswith("Zebra")
+    # the prompt set's digest is in the key: the authors' wording is its own cell
+    assert cell_from_cfg(cfg).config_hash != cell_from_cfg(compose(["strategy=three_agent", "reading=authors"])).config_hash
+
+
+@pytest.mark.parametrize("layout", ["missing", "no_constant", "not_python"])
+def test_import_reference_refuses_an_unrecognised_checkout(tmp_path, layout):
+    from madara_cli.config.reference_prompts import write_reference_set
+
+    root = _fake_checkout(tmp_path / "ref")
+    if layout == "missing":
+        (root / "madara" / "rsc.py").unlink()
+    elif layout == "no_constant":
+        (root / "madara" / "prompts.py").write_text(_FAKE_PROMPTS.replace("CONFLICT_DETECTOR", "OTHER"))
+    else:
+        (root / "madara" / "treatments.py").write_text("def (:\n")
+    with pytest.raises(ConfigError) as err:
+        write_reference_set(root, tmp_path / "conf")
+    msg = str(err.value)
+    assert "\n" not in msg and ("rsc.py" in msg if layout == "missing" else "CONFLICT_DETECTOR" in msg if layout == "no_constant" else "treatments.py" in msg)
+    assert not (tmp_path / "conf" / "prompts").exists()
+
+
+def test_import_reference_command_is_one_line_on_a_bad_folder(tmp_path, monkeypatch, capsys):
+    from tests.fakes import madara_main
+
+    code, _, err = madara_main(monkeypatch, capsys, "prompts", "import-reference", str(tmp_path / "nowhere"), "--out", str(tmp_path / "c"))
+    assert code != 0 and len(err.strip().splitlines()) == 1 and "js-lee-AI/MADARA" in err
