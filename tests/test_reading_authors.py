@@ -370,3 +370,16 @@ def test_import_reference_command_is_one_line_on_a_bad_folder(tmp_path, monkeypa
 
     code, _, err = madara_main(monkeypatch, capsys, "prompts", "import-reference", str(tmp_path / "nowhere"), "--out", str(tmp_path / "c"))
     assert code != 0 and len(err.strip().splitlines()) == 1 and "js-lee-AI/MADARA" in err
+
+
+def test_show_names_the_reading(tmp_path):
+    from omegaconf import OmegaConf
+
+    from madara_cli.commands.list_verbs import _reading_of
+
+    assert _reading_of(tmp_path) == "paper"  # a cell folder without config.yaml (or from before the group)
+    OmegaConf.save(compose(["reading=paper"]), tmp_path / "config.yaml")
+    assert _reading_of(tmp_path) == "paper"
+    OmegaConf.save(compose(["reading=authors", "reading.shuffle=changed"]), tmp_path / "config.yaml")
+    shown = _reading_of(tmp_path)
+    assert shown.startswith("authors (conflict=score_field, score_parser=authors") and "shuffle" not in shown
