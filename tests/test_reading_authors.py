@@ -383,3 +383,11 @@ def test_show_names_the_reading(tmp_path):
     OmegaConf.save(compose(["reading=authors", "reading.shuffle=changed"]), tmp_path / "config.yaml")
     shown = _reading_of(tmp_path)
     assert shown.startswith("authors (conflict=score_field, score_parser=authors") and "shuffle" not in shown
+
+
+def test_pde_random_key_ignores_the_assessors_readings():
+    base = ["strategy=pde_random"]
+    plain = cell_from_cfg(compose(base)).config_hash
+    for setting in ("reading.conflict=score_field", "reading.score_parser=authors", "reading.requests=authors"):
+        assert cell_from_cfg(compose([*base, setting])).config_hash == plain, setting
+    assert cell_from_cfg(compose([*base, "reading.pde_grouping=authors"])).config_hash != plain

@@ -99,6 +99,13 @@ def semantic_config(cfg: DictConfig) -> dict:
         # change it, so neither may move its key.
         out["strategy"].pop("conflict", None)
         out["prompts"].pop("detector", None)
+        if "reading" in out:  # nor how its reply is read, or its scores parsed
+            for name in ("conflict", "score_parser", "requests"):
+                out["reading"].pop(name, None)
+            if not out["reading"] or set(out["reading"]) == {"name"}:
+                out["reading"].pop("name", None)
+            if not out["reading"]:
+                out.pop("reading")
     return out
 
 
