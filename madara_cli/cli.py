@@ -63,6 +63,7 @@ app.command()(tool_verbs.bench)
 app.command()(tool_verbs.prepare)
 app.add_typer(tool_verbs.index_app, name="index")
 app.add_typer(tool_verbs.cache_app, name="cache")
+app.add_typer(tool_verbs.prompts_app, name="prompts")
 
 
 def main() -> None:

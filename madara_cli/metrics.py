@@ -119,27 +119,32 @@ def tidy_answer(text: str) -> str:
     return ans
 
 
-def exact_match(prediction: str, answers: Iterable[str], strict: bool = False) -> bool:
+def _prepare(text: str, tidy: bool) -> str:
+    # tidy=False is reading.answers=strip: the authors' metrics see the text as it is
+    return tidy_answer(text) if tidy else text
+
+
+def exact_match(prediction: str, answers: Iterable[str], strict: bool = False, tidy: bool = True) -> bool:
     """EM against any alias after :func:`tidy_answer` of both sides: the authors' SQuAD
     normalisation by default, the literal Section 5.4 reading (lower-case + whitespace)
-    with ``strict=True``. No aliases: no match."""
-    p = normalize(tidy_answer(prediction), strict=strict)
-    return any(p == normalize(tidy_answer(a), strict=strict) for a in answers)
+    with ``strict=True``. No aliases: no match. ``tidy=False``: no clean-up first."""
+    p = normalize(_prepare(prediction, tidy), strict=strict)
+    return any(p == normalize(_prepare(a, tidy), strict=strict) for a in answers)
 
 
-def contains_match(prediction: str, answers: Iterable[str]) -> bool:
+def contains_match(prediction: str, answers: Iterable[str], tidy: bool = True) -> bool:
     """A gold alias appears, as whole tokens, inside the normalised prediction
     (the lenient 'accuracy' used by MAIN-RAG and many open-domain QA papers)."""
-    p = f" {normalize(tidy_answer(prediction))} "
-    return any(n and f" {n} " in p for n in (normalize(tidy_answer(a)) for a in answers))
+    p = f" {normalize(_prepare(prediction, tidy))} "
+    return any(n and f" {n} " in p for n in (normalize(_prepare(a, tidy)) for a in answers))
 
 
-def token_f1(prediction: str, answers: Iterable[str]) -> float:
+def token_f1(prediction: str, answers: Iterable[str], tidy: bool = True) -> float:
     """Max over aliases of the harmonic mean of token precision and recall (SQuAD F1)."""
-    pred = normalize(tidy_answer(prediction)).split()
+    pred = normalize(_prepare(prediction, tidy)).split()
     best = 0.0
     for a in answers:
-        gold = normalize(tidy_answer(a)).split()
+        gold = normalize(_prepare(a, tidy)).split()
         common = Counter(pred) & Counter(gold)
         overlap = sum(common.values())
         if not pred or not gold:
@@ -160,12 +165,14 @@ class Scores:
     contains: float
 
 
-def score(prediction: str, answers: Sequence[str]) -> Scores:
+def score(prediction: str, answers: Sequence[str], tidy: bool = True) -> Scores:
+    """Every metric of one answer; ``tidy=False`` (``reading.answers=strip``) compares
+    the text as it is, as the authors' metrics do."""
     return Scores(
-        em=float(exact_match(prediction, answers)),
-        em_strict=float(exact_match(prediction, answers, strict=True)),
-        f1=token_f1(prediction, answers),
-        contains=float(contains_match(prediction, answers)),
+        em=float(exact_match(prediction, answers, tidy=tidy)),
+        em_strict=float(exact_match(prediction, answers, strict=True, tidy=tidy)),
+        f1=token_f1(prediction, answers, tidy=tidy),
+        contains=float(contains_match(prediction, answers, tidy=tidy)),
     )
 
 

@@ -95,7 +95,7 @@ def fever_label(text: str) -> str | None:
     return "SUPPORTS" if word.startswith("support") or word == "true" else "REFUTES"
 
 
-def clean_answer(text: str, task: str = "factoid") -> str:
+def clean_answer(text: str, task: str = "factoid", reading: str = "tidy") -> str:
     """Reduce a generation to the answer string, identically for every strategy.
 
     Factoid: :func:`madara_cli.metrics.tidy_answer` (first non-empty line, no
@@ -103,7 +103,12 @@ def clean_answer(text: str, task: str = "factoid") -> str:
     period), which every metric also applies to the gold aliases, so a verbatim-correct
     reply stays correct. FEVER: :func:`fever_label` of the whole reply; a reply naming
     no label keeps its tidied text (and scores as wrong).
+
+    ``reading="strip"`` (``reading.answers``, the authors' code): the reply with its
+    surrounding whitespace stripped, nothing more, for both tasks.
     """
+    if reading == "strip":
+        return (text or "").strip()
     if task == "fever":
         label = fever_label(text)
         if label is not None:

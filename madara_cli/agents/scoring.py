@@ -253,6 +253,32 @@ def parse_score(text: str, agent: str) -> ParsedScore:
     return ParsedScore(value, raw_value=raw, method=method, reasoning=reasoning, confidence=confidence)
 
 
+_AUTHORS_SPAN = re.compile(r"\{.*\}", re.DOTALL)
+_AUTHORS_DIGIT = re.compile(r"[0-5]")
+
+
+def parse_score_authors(text: str) -> ParsedScore:
+    """The authors' reading of a reply (``reading.score_parser=authors``): the
+    ``"score"`` of the span from the first ``{`` to the last ``}``, as an integer
+    (4.5 -> 4) clipped to 0-5 (7 -> 5, -1 -> 0); a reply without that span scores 0
+    ("Score: 4", "4"); a span that does not decode, lacks ``"score"`` or holds a
+    non-integer text gives the reply's first digit 0-5 anywhere (a document number,
+    a year's digit), else 0. It never fails, so nothing is imputed; every agent,
+    the Conflict Detector included, is read on 0-5 this way."""
+    value: float = 0.0
+    method = "authors"
+    span = _AUTHORS_SPAN.search(text or "")
+    if span is not None:
+        try:
+            value = float(min(5, max(0, int(json.loads(span.group(0))["score"]))))
+        except (ValueError, TypeError, KeyError, IndexError, OverflowError):
+            digit = _AUTHORS_DIGIT.search(text)
+            value, method = (float(digit.group(0)) if digit else 0.0), "authors_digit"
+    reasoning = _steps_regex(text or "")
+    m = _CONFIDENCE.search(text or "")
+    return ParsedScore(value, raw_value=value, method=method, reasoning=reasoning, confidence=_confidence(m.group(1)) if m else None)
+
+
 def expected_score(logprobs: Mapping[str, float] | None, candidates: Sequence[str] = DIGITS) -> float:
     """``sum_i p_i * value_i`` with ``p`` the candidates' probabilities renormalised
     over the candidates (candidates with ``-inf`` get zero mass); NaN when no
@@ -337,7 +363,7 @@ def _check_mode(mode: str, cot: bool) -> None:
 
 def agent_request(
     example: Example, docs: Sequence[Doc], index: int, agent: str, *, cot: bool, mode: str, max_tokens: int, temperature: float, seed: int,
-    prompts: PromptSet | None = None,
+    prompts: PromptSet | None = None, stop: tuple[str, ...] | None = None,
 ) -> ChatRequest | ScoreRequest:
     """The one request of ``agent`` assessing ``docs[index]``, in the words of
     ``prompts`` (the shipped set by default). Anything that wants to share cached
@@ -351,20 +377,21 @@ def agent_request(
         max_tokens=max_tokens,
         temperature=temperature,
         seed=seed,
-        stop=() if cot else SCORE_STOP,
+        stop=stop if stop is not None else (() if cot else SCORE_STOP),  # reading.requests=authors: () (no stop)
     )
 
 
 def score_requests(
     example: Example, *, cot: bool, mode: str, max_tokens: int, temperature: float, seed: int, agents: Sequence[str] = AGENTS,
-    prompts: PromptSet | None = None,
+    prompts: PromptSet | None = None, stop: tuple[str, ...] | None = None,
 ) -> list[ChatRequest | ScoreRequest]:
     """The per-document requests of one example, document-major: (doc 0, agent 0),
-    (doc 0, agent 1), ... over ``agents`` (all three unless the detector is asked per query)."""
+    (doc 0, agent 1), ... over ``agents`` (all three unless the detector is asked per query).
+    ``stop`` replaces the default stop strings (None: :func:`agent_request`'s own)."""
     _check_mode(mode, cot)
     docs = example.docs or ()
     return [
-        agent_request(example, docs, i, agent, cot=cot, mode=mode, max_tokens=max_tokens, temperature=temperature, seed=seed, prompts=prompts)
+        agent_request(example, docs, i, agent, cot=cot, mode=mode, max_tokens=max_tokens, temperature=temperature, seed=seed, prompts=prompts, stop=stop)
         for i in range(len(docs))
         for agent in agents
     ]
@@ -588,7 +615,7 @@ def read_rescore(completion: Completion, agent: str = "relevance") -> ParsedScor
     return ParsedScore(parsed.value, parsed.raw_value, parsed.failure, parsed.method, (), parsed.confidence)
 
 
-def _read(completion: Completion, agent: str, mode: str) -> tuple[ParsedScore, str]:
+def _read(completion: Completion, agent: str, mode: str, parser: str = "madara") -> tuple[ParsedScore, str]:
     if mode == "logprob":
         lp = completion.logprobs or {}
         value = expected_score(lp, DIGITS)
@@ -599,13 +626,16 @@ def _read(completion: Completion, agent: str, mode: str) -> tuple[ParsedScore, s
     text = completion.text
     if completion.finish_reason == "stop" and text.count("{") > text.count("}"):
         text += "}"
-    return parse_score(text, agent), text
+    return (parse_score_authors(text) if parser == "authors" else parse_score(text, agent)), text
 
 
-def build_matrix(example: Example, completions: Sequence[Completion], mode: str, conflict_reply: Completion | None = None) -> ScoreMatrix:
+def build_matrix(
+    example: Example, completions: Sequence[Completion], mode: str, conflict_reply: Completion | None = None, parsers: Sequence[str] | None = None
+) -> ScoreMatrix:
     """Assemble one example's matrix from its document-major completions: over all
     three agents, or -- with ``conflict_reply``, the per-query detector's one reply --
-    over the first two, the detector's column read from that reply."""
+    over the first two, the detector's column read from that reply. ``parsers`` names
+    each agent's reader (``madara`` or ``authors``; all ``madara`` by default)."""
     docs = example.docs or ()
     m, a = len(docs), len(AGENTS)
     per_doc = a if conflict_reply is None else a - 1
@@ -617,7 +647,7 @@ def build_matrix(example: Example, completions: Sequence[Completion], mode: str,
     cut = 0
     for n, c in enumerate(completions):
         i, j = divmod(n, per_doc)
-        parsed, raw[i][j] = _read(c, AGENTS[j], mode)
+        parsed, raw[i][j] = _read(c, AGENTS[j], mode, parsers[j] if parsers else "madara")
         scores[i, j] = parsed.value
         reasons[i][j] = parsed.failure
         reasoning[i][j] = parsed.reasoning
@@ -652,6 +682,16 @@ def build_matrix(example: Example, completions: Sequence[Completion], mode: str,
     )
 
 
+def reading_parsers(reading: Any) -> tuple[str, ...]:
+    """Each agent's reader under ``reading`` (a ``reading`` config node): the authors'
+    parser for every agent with ``score_parser=authors``, and for the Conflict Detector
+    with ``conflict=score_field`` (its reply read as a score, as their code does)."""
+    reading = reading or {}
+    base = str(reading.get("score_parser", "madara"))
+    detector = "authors" if str(reading.get("conflict", "adjustment")) == "score_field" else base
+    return tuple(detector if a == CONFLICT else base for a in AGENTS)
+
+
 def _check_conflict(conflict: str) -> None:
     from madara_cli.errors import ConfigError
 
@@ -672,12 +712,17 @@ def assess(ctx: Any, examples: Sequence[Example], cot: bool | None = None, mode:
     mode = str(ctx.strategy.scoring) if mode is None else mode
     conflict = str(ctx.strategy.get("conflict", "per_query")) if conflict is None else conflict
     _check_conflict(conflict)
+    reading = ctx.cfg.get("reading") or {}
+    parsers = reading_parsers(reading)
+    if str(reading.get("conflict", "adjustment")) == "score_field":
+        conflict = "per_document"  # the authors' detector is asked about each document, like the other two
+    stop = None if str(reading.get("requests", "madara")) == "madara" else ()
     gen = ctx.cfg.generation
     max_tokens = int(gen.cot_max_tokens if cot else gen.score_max_tokens)
     agents = AGENTS if conflict == "per_document" else tuple(x for x in AGENTS if x != CONFLICT)
     prompts = ctx.prompts
     per_example = [
-        score_requests(ex, cot=cot, mode=mode, max_tokens=max_tokens, temperature=ctx.temperature, seed=ctx.seed, agents=agents, prompts=prompts)
+        score_requests(ex, cot=cot, mode=mode, max_tokens=max_tokens, temperature=ctx.temperature, seed=ctx.seed, agents=agents, prompts=prompts, stop=stop)
         for ex in examples
     ]
     # Sent agent-major (every relevance request of the cell, then every consistency
@@ -696,7 +741,7 @@ def assess(ctx: Any, examples: Sequence[Example], cot: bool | None = None, mode:
     for (e, n), c in zip(order, outs):
         back[e][n] = c
     if conflict == "per_document":
-        return [build_matrix(ex, comps, mode) for ex, comps in zip(examples, back)]
+        return [build_matrix(ex, comps, mode, parsers=parsers) for ex, comps in zip(examples, back)]
     detector = [
         conflict_request(ex, ex.docs or (), cot=cot, mode=mode, max_tokens=max_tokens, temperature=ctx.temperature, seed=ctx.seed, prompts=prompts)
         for ex in examples
@@ -706,7 +751,7 @@ def assess(ctx: Any, examples: Sequence[Example], cot: bool | None = None, mode:
     replies = ctx.llm.chat(conflict_stage_name(cot, mode), [detector[e] for e in asked]) if asked else []
     reply_of: dict[int, Completion] = dict(zip(asked, replies))
     return [
-        build_matrix(ex, comps, mode, reply_of.get(e, Completion(text="")))
+        build_matrix(ex, comps, mode, reply_of.get(e, Completion(text="")), parsers=parsers)
         for e, (ex, comps) in enumerate(zip(examples, back))
     ]
 

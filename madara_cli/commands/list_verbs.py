@@ -40,6 +40,20 @@ def ls(
             out.print(styled("[bold]{}[/bold]: {}", name, ", ".join(options(group))), markup=True)
 
 
+def _reading_of(folder: Path) -> str:
+    """The cell's reading (``reading=paper|authors`` and any setting off its default),
+    from the config.yaml it ran with; ``paper`` where that has no reading node."""
+    from omegaconf import OmegaConf
+
+    from madara_cli.config.schema import reading_key
+
+    path = folder / "config.yaml"
+    node = OmegaConf.to_container(OmegaConf.load(path)).get("reading") if path.is_file() else None
+    off = reading_key(node)
+    name = off.pop("name", "paper")
+    return name + (f" ({', '.join(f'{k}={v}' for k, v in off.items())})" if off else "")
+
+
 def show(
     cell: str = typer.Argument(..., help="A finished cell or probe folder, or its key (a unique part of it is enough)"),
     results: Optional[Path] = results_option(),
@@ -80,6 +94,7 @@ def show(
         engine = prov.get("engine") or {}
         p.add_row("engine", f"{engine.get('backend')} ({engine.get('package') or '-'} {engine.get('version') or ''})".strip())
         p.add_row("overrides", " ".join(prov.get("overrides") or []) or "(none)")
+        p.add_row("reading", _reading_of(folder))
         p.add_row("command", "madara " + " ".join(prov.get("argv") or []))
         p.add_row("packages", ", ".join(f"{k} {v}" for k, v in (prov.get("packages") or {}).items()))
         out.print(p)

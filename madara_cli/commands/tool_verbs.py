@@ -87,3 +87,23 @@ def cache_merge(
     out.print(f"merged {r.shards} shards from {shard_dir(cache)}: {r.rows} entries, {r.added} new to {cache}", markup=False, highlight=False)
     if r.failed:
         raise UserError("shards not merged (kept): " + "; ".join(r.failed))
+
+
+prompts_app = typer.Typer(help="Prompt sets.", no_args_is_help=True)
+
+
+@prompts_app.command("import-reference")
+def prompts_import_reference(
+    checkout: Path = typer.Argument(..., help="Your own checkout of the authors' reference code (github js-lee-AI/MADARA)"),
+    out_dir: Path = typer.Option(Path("~/.config/madara"), "--out", help="Config folder to write prompts/authors/ into (use it with --config-dir)"),
+) -> None:
+    """Make the prompt set ``authors`` from the authors' repository, which madara does not
+    ship: their assessor, generator and re-score prompts and the shapes of their user turns."""
+    from madara_cli.config.reference_prompts import write_reference_set
+    from madara_cli.errors import ConfigError
+
+    try:
+        folder = write_reference_set(checkout, out_dir)
+    except ConfigError as e:
+        raise UserError(str(e)) from None
+    out.print(f"wrote {folder}; run with: madara --config-dir {folder.parent.parent} run prompts=authors reading=authors ...", markup=False)

@@ -279,7 +279,7 @@ def validate_overrides(overrides: list[str] | list[Override]) -> None:
             raise ConfigError("run a grid with --grid NAME; valid grids: " + ", ".join(options("grid")))
         if key == "prompts" and not o.package and not o.is_sweep_override() and str(o.value()) not in prompt_set_names(search_dirs()):
             raise ConfigError(f"unknown prompt set '{o.value()}'; valid prompt sets: {', '.join(prompt_set_names(search_dirs()))}")
-        if key in (*GROUPS, "logger") and not o.is_sweep_override():
+        if key in (*GROUPS, "logger", "reading") and not o.is_sweep_override():
             value = o.value()
             valid = options(key)
             if value not in valid:

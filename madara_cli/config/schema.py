@@ -81,6 +81,76 @@ class ConflictCalls(Choice):
     per_document = "per_document"  # one call per document, like the other two agents
 
 
+class ConflictReading(Choice):
+    """How the Conflict Detector's column is read (reading.conflict)."""
+
+    adjustment = "adjustment"  # Appendix N: doc_adjustments (-2..+2) mapped onto 0-5 (strategy.conflict says how often it is asked)
+    score_field = "score_field"  # the authors' code: asked once per document, its reply read as a "score" by the authors' parser
+
+
+class ScoreParser(Choice):
+    """How an assessor reply becomes a 0-5 score (reading.score_parser)."""
+
+    madara = "madara"  # JSON, key regex, a lone number; out of range is a failure (agents/scoring.py)
+    authors = "authors"  # the authors' code: the "score" of the {...} span, clipped and truncated; no braces = 0; a bad object = its first digit 0-5
+
+
+class Contradiction(Choice):
+    """Level-2 perturbation of the RSC probe (reading.contradiction)."""
+
+    paper = "paper"  # App. F.1's word list, both directions, whole words, and numeric inversion
+    authors = "authors"  # the authors' code: their word pairs, one direction, case-sensitive substrings, no numbers
+
+
+class AnswerReading(Choice):
+    """How a generated answer is read before the metrics (reading.answers)."""
+
+    tidy = "tidy"  # lead-ins, later lines and wrapping stripped; FEVER: the committed label (metrics.tidy_answer)
+    strip = "strip"  # the authors' code: reply.strip() only, on both the answer and the metric side
+
+
+class PdeGrouping(Choice):
+    """How PDE's per-document answers are grouped and the winner picked (reading.pde_grouping)."""
+
+    madara = "madara"  # SQuAD normalisation, empty answers do not vote, ties to the larger group then the earliest
+    authors = "authors"  # the authors' code: articles kept, an empty answer votes, ties to the first group formed; the group's last answer
+
+
+class ShuffleRule(Choice):
+    """Level-1 shuffle of the RSC probe (reading.shuffle)."""
+
+    changed = "changed"  # an identity permutation is rotated by one: the chain always moves
+    may_repeat = "may_repeat"  # the authors' code: a plain shuffle, which may leave the chain as it was
+
+
+class UndefinedRho(Choice):
+    """A level whose rho is undefined (constant scores) (reading.undefined_rho)."""
+
+    degenerate = "degenerate"  # the probe is degenerate (Section 6.2)
+    zero = "zero"  # the authors' code: that rho counts as 0
+
+
+class EmptyChain(Choice):
+    """A normal reply whose chain is empty (reading.empty_chain)."""
+
+    drop = "drop"  # the pair leaves the probe
+    placeholder = "placeholder"  # the authors' code: re-scored with a placeholder in place of the analysis
+
+
+class ChainSource(Choice):
+    """Where the probe reads a chain from a CoT reply (reading.chain_source)."""
+
+    steps = "steps"  # reasoning_steps, else the reply's text with its score fields taken out
+    field = "field"  # the authors' code: reasoning_steps, else the "reasoning" value; the whole reply when no object decodes
+
+
+class RequestShape(Choice):
+    """Stop strings of the base assessor requests (reading.requests)."""
+
+    madara = "madara"  # base replies stop at the first "}"
+    authors = "authors"  # the authors' code: no stop string (the budget alone ends a reply)
+
+
 class Task(Choice):
     factoid = "factoid"
     fever = "fever"
@@ -133,6 +203,7 @@ KEY_OMITS_AT: dict[str, dict[str, Any]] = {
     "benchmark": {"candidates": "retrieved"},
     "model": {"hf_source": "hub"},
     "backend": {"tokenizer_mode": "hf", "dtype": "None"},
+    "generation": {"rescore_max_tokens": "None"},
 }
 
 
@@ -346,6 +417,36 @@ class GenerationConfig:
     score_max_tokens: int = 64  # agent JSON: {"score": N} is ~8 tokens; slack for a preamble
     cot_max_tokens: int = 512  # five reasoning steps, confidence and score (the authors' code allows 512)
     style: Style = Style.zeroshot  # generator prompt
+    rescore_max_tokens: Optional[int] = None  # the RSC probe's forced re-score; None = score_max_tokens (the authors' code: 256)
+
+
+@dataclass
+class ReadingConfig:
+    """How replies are read and perturbed where the paper and the authors' code differ
+    (README "Choices and deviations"). Each default is the paper's reading (madara's
+    where the paper is silent); ``reading=authors`` (configs/reading/authors.yaml)
+    selects the authors' code in every family at once. Only settings off their default
+    enter a key, so every key from before this group stays put."""
+
+    name: str = "paper"  # the preset that set these: paper | authors (a label; the values below are what count)
+    conflict: ConflictReading = ConflictReading.adjustment
+    score_parser: ScoreParser = ScoreParser.madara
+    contradiction: Contradiction = Contradiction.paper
+    answers: AnswerReading = AnswerReading.tidy
+    pde_grouping: PdeGrouping = PdeGrouping.madara
+    shuffle: ShuffleRule = ShuffleRule.changed
+    undefined_rho: UndefinedRho = UndefinedRho.degenerate
+    empty_chain: EmptyChain = EmptyChain.drop
+    chain_source: ChainSource = ChainSource.steps
+    requests: RequestShape = RequestShape.madara
+
+
+def reading_key(node: Any) -> dict[str, Any]:
+    """The reading settings off their defaults (``{}`` for the paper's reading): what
+    cell and probe keys and summary.csv add, so ``reading=paper`` moves no key."""
+    defaults = {f.name: str(f.default) for f in fields(ReadingConfig)}
+    values = dict(node or {})
+    return {k: str(v) for k, v in values.items() if k in defaults and str(v) != defaults[k]}
 
 
 @dataclass
@@ -395,6 +496,7 @@ class RootConfig:
     retriever: Any = MISSING  # the chosen retriever's own schema, likewise
     strategy: Any = MISSING  # the chosen strategy's schema (its impl's), from its defaults list or laid over at compose
     generation: GenerationConfig = field(default_factory=GenerationConfig)
+    reading: ReadingConfig = field(default_factory=ReadingConfig)
     rsc: RSCConfig = field(default_factory=RSCConfig)
     router: RouterConfig = field(default_factory=RouterConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)

@@ -13,6 +13,7 @@ from typing import Any
 
 from madara_cli.config.compose import strategy_impl, to_plain
 from madara_cli.config.plugin_schemas import unkeyed
+from madara_cli.config.schema import keyed, reading_key
 
 # Root groups whose settings can change a cell's numbers.
 SEMANTIC_GROUPS = ("model", "backend", "benchmark", "retriever", "strategy", "generation")
@@ -23,6 +24,10 @@ def nested_settings(cfg: Any) -> dict:
     seed and, for a madara cell, the probe's ``rsc`` settings."""
     plain = to_plain(cfg)
     nested: dict = {g: {k: v for k, v in plain[g].items() if k not in unkeyed(g, str(plain[g].get("name")))} for g in SEMANTIC_GROUPS}
+    nested["generation"] = keyed("generation", nested["generation"])  # rescore_max_tokens unset: the columns as before it
+    reading = reading_key(plain.get("reading"))
+    if reading:
+        nested["reading"] = reading
     nested["limit"], nested["seed"] = plain.get("limit"), plain.get("seed")
     if strategy_impl(cfg.strategy) == "madara":
         nested["rsc"] = plain.get("rsc")

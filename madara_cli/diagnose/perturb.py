@@ -114,7 +114,7 @@ def _join(sentences: Sequence[str], like: Reasoning) -> str:
     return " ".join(sentences) if isinstance(like, str) else "\n".join(sentences)
 
 
-def shuffled_sentences(reasoning: Reasoning, seed: Seed) -> list[str]:
+def shuffled_sentences(reasoning: Reasoning, seed: Seed, may_repeat: bool = False) -> list[str]:
     """Level 1 (Shuffled) as a list: the chain's sentences permuted with a fixed seed.
 
     ``R' = permute(R)`` with ``numpy.random.default_rng(seed)`` over the sentences of
@@ -128,7 +128,7 @@ def shuffled_sentences(reasoning: Reasoning, seed: Seed) -> list[str]:
     if n < 2:
         return sentences
     order = np.random.default_rng(seed).permutation(n)
-    if np.array_equal(order, np.arange(n)):
+    if np.array_equal(order, np.arange(n)) and not may_repeat:  # reading.shuffle=may_repeat keeps the identity, as the authors' code does
         order = np.roll(order, -1)
     return [sentences[i] for i in order]
 
@@ -212,6 +212,52 @@ def contradict_reasoning(reasoning: Reasoning) -> str:
     return _join([contradict_text(s) for s in split_sentences(reasoning)], reasoning)
 
 
+# The authors' Level-2 word swaps (reading.contradiction=authors), in the order their
+# code applies them: each left word becomes the right one, as a case-sensitive
+# substring (so a word already negative gains a second prefix), never the other way.
+AUTHORS_SWAPS: tuple[tuple[str, str], ...] = (
+    ("consistent", "inconsistent"), ("agrees", "disagrees"), ("supports", "contradicts"), ("relevant", "irrelevant"),
+    ("accurate", "inaccurate"), ("reliable", "unreliable"), ("coherent", "incoherent"), ("aligned", "misaligned"),
+    ("confirms", "refutes"), ("correct", "incorrect"), ("valid", "invalid"), ("helpful", "unhelpful"), ("useful", "useless"),
+)
+
+
+def contradict_text_authors(text: str) -> str:
+    """Level 2 as the authors' code perturbs a step: every occurrence of each left word
+    of :data:`AUTHORS_SWAPS`, anywhere (inside words too, case-sensitive), becomes its
+    right word; a swapped span is not looked at again by later pairs; numbers stay."""
+    marks = []
+    for n, (positive, _) in enumerate(AUTHORS_SWAPS):
+        mark = f"\x00{n}\x00"  # a placeholder no later pair can match
+        text = text.replace(positive, mark)
+        marks.append(mark)
+    for mark, (_, negative) in zip(marks, AUTHORS_SWAPS):
+        text = text.replace(mark, negative)
+    return text
+
+
+_SENTENCES_AUTHORS = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def chain_from_field(reply: str) -> list[str]:
+    """A CoT reply's chain as the authors' probe reads it (``reading.chain_source=field``):
+    the span from the first ``{`` to the last ``}`` decoded; its ``reasoning_steps``,
+    else its ``reasoning`` value (a list joined with spaces, anything else as text);
+    an object with neither, or a reply with no span, gives an empty chain, and a reply
+    whose span does not decode is its own chain. The text is then split after ``.``/``!``/``?`` and
+    at line breaks."""
+    import json
+
+    span = re.search(r"\{.*\}", reply or "", re.DOTALL)
+    try:
+        data = json.loads(span.group(0)) if span else {}
+        value = (data.get("reasoning_steps") or data.get("reasoning") or "") if isinstance(data, dict) else reply
+        text = " ".join(str(v) for v in value) if isinstance(value, list) else str(value)
+    except ValueError:
+        text = reply or ""
+    return [p for p in _SENTENCES_AUTHORS.split(text.strip()) if p]
+
+
 def random_reasoning(chains: Sequence[Sequence[T]], seed: Seed) -> list[list[T]]:
     """Level 3 (Random): give every (query j, doc i) the chain of another pair (F.1).
 
@@ -253,7 +299,9 @@ class PerturbedChains:
         return (self.shuffled, self.contradicted, self.random)
 
 
-def perturb_chains(chains: Sequence[Sequence[Reasoning]], seed: int = 0) -> PerturbedChains:
+def perturb_chains(
+    chains: Sequence[Sequence[Reasoning]], seed: int = 0, *, contradiction: str = "paper", shuffle: str = "changed", empty_chain: str = "drop"
+) -> PerturbedChains:
     """All three perturbation levels for chains indexed ``[query][doc]`` (F.1).
 
     The shuffle of pair (j, i) uses ``default_rng([seed, j, i])`` so each chain's
@@ -261,16 +309,30 @@ def perturb_chains(chains: Sequence[Sequence[Reasoning]], seed: int = 0) -> Pert
     chains come before it. Shuffled chains are lists of sentences; contradicted ones
     keep the chain's steps, each with its quality cues negated; a random chain is the
     donor pair's steps as they are. An empty chain's three versions are empty.
+
+    The ``reading`` settings: ``contradiction="authors"`` swaps with
+    :func:`contradict_text_authors`; ``shuffle="may_repeat"`` keeps an identity
+    permutation; ``empty_chain="placeholder"`` gives an empty chain a donor at level 3
+    too (it is re-scored, not dropped; donors are still chains with steps).
     """
-    shuffled = [[shuffled_sentences(c, (seed, j, i)) for i, c in enumerate(row)] for j, row in enumerate(chains)]
-    contradicted = [[[contradict_text(step) for step in steps_of(c)] for c in row] for row in chains]
+    may_repeat = shuffle == "may_repeat"
+    swap = contradict_text_authors if contradiction == "authors" else contradict_text
+    shuffled = [[shuffled_sentences(c, (seed, j, i), may_repeat) for i, c in enumerate(row)] for j, row in enumerate(chains)]
+    contradicted = [[[swap(step) for step in steps_of(c)] for c in row] for row in chains]
     # Only chains with steps are given or lent: an empty chain (excluded by the probe)
     # stays empty and is never another pair's donor. With no empty chain this is the
     # plain draw over all pairs.
     flat = [c for row in chains for c in row]
     usable = [n for n, c in enumerate(flat) if steps_of(c)]
     lent: dict[int, list[str]] = {}
-    if len(usable) >= 2:
+    if empty_chain == "placeholder" and usable and len(flat) >= 2:
+        # every pair, an empty one too, borrows a non-empty chain other than its own
+        rng = np.random.default_rng(seed)
+        for n in range(len(flat)):
+            pool = [u for u in usable if u != n]
+            if pool:
+                lent[n] = steps_of(flat[pool[int(rng.integers(0, len(pool)))]])
+    elif len(usable) >= 2:
         drawn = random_reasoning([[flat[n] for n in usable]], seed)[0]
         lent = {n: steps_of(c) for n, c in zip(usable, drawn)}
     elif len(flat) < 2:

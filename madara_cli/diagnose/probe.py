@@ -74,13 +74,14 @@ from madara_cli.agents.scoring import (
     expected_score,
     parse_completion,
     parse_score,
+    parse_score_authors,
     read_rescore,
 )
 from madara_cli.backends.cache import CachedLLM
 from madara_cli.config import to_plain
 from madara_cli.config.compose import prompts_of
 from madara_cli.config.prompt_sets import PromptSet
-from madara_cli.config.schema import Rescore, keyed, model_keyed
+from madara_cli.config.schema import Rescore, keyed, model_keyed, reading_key
 from madara_cli.diagnose import perturb, router, rsc
 from madara_cli.errors import ConfigError, DataError
 from madara_cli.paths import inside
@@ -138,6 +139,10 @@ class ProbeSpec:
         plain = to_plain(cfg)
         semantic = {k: plain[k] for k in _PROBE_KEYS}
         semantic["rsc"] = rsc_key(cfg)
+        semantic["generation"] = keyed("generation", semantic["generation"])  # rescore_max_tokens unset: as before it existed
+        reading = reading_key(plain.get("reading"))
+        if reading:  # the paper's reading keeps every earlier probe key
+            semantic["reading"] = reading
         semantic["backend"] = keyed("backend", key_view("backend", semantic["backend"]))  # runtime-only out, old flat defaults under
         semantic["model"] = model_keyed(semantic["model"], str(semantic["backend"]["name"]))
         semantic["retriever"] = key_view("retriever", semantic["retriever"])
@@ -206,7 +211,8 @@ def _probe(cfg: DictConfig, llm: CachedLLM, spec: ProbeSpec, examples: list[Exam
 
     # 1. No-Filter EM on the calibration queries.
     nf = STRATEGIES.get("nf")(ctx, examples)
-    nf_correct = _correct(nf, examples)
+    reading = cfg.get("reading") or {}
+    nf_correct = _correct(nf, examples, tidy=str(reading.get("answers", "tidy")) == "tidy")
     em_nf = 100.0 * float(np.mean(nf_correct))
     isolation = _isolation(cfg, llm, examples, nf_correct) if isolation_on(cfg) else None
 
@@ -217,19 +223,29 @@ def _probe(cfg: DictConfig, llm: CachedLLM, spec: ProbeSpec, examples: list[Exam
     normal_requests = [_cot_request(ex, i, cfg, prompts) for ex, i in pairs]
     outs = llm.chat("rsc-cot", normal_requests)
     parsed = [parse_score(c.text, RELEVANCE) for c in outs]
-    chains: list[perturb.Reasoning] = [list(p.reasoning) if p.reasoning else perturb.chain_from_text(c.text) for p, c in zip(parsed, outs)]
+    if str(reading.get("score_parser", "madara")) == "authors":
+        parsed = [parse_score_authors(c.text) for c in outs]
+    if str(reading.get("chain_source", "steps")) == "field":
+        chains: list[perturb.Reasoning] = [perturb.chain_from_field(c.text) for c in outs]
+    else:
+        chains = [list(p.reasoning) if p.reasoning else perturb.chain_from_text(c.text) for p, c in zip(parsed, outs)]
     from_raw = sum(1 for p in parsed if not p.reasoning)
     # A pair with no reasoning left has nothing to perturb: it leaves the probe (its
-    # normal score too, so every correlation is over the same pairs) and is counted.
-    included = [bool(perturb.steps_of(chain)) for chain in chains]
+    # normal score too, so every correlation is over the same pairs) and is counted;
+    # reading.empty_chain=placeholder re-scores it with a placeholder chain instead.
+    placeholder = str(reading.get("empty_chain", "drop")) == "placeholder"
+    included = [placeholder or bool(perturb.steps_of(chain)) for chain in chains]
     normal = [p.value if keep else math.nan for p, keep in zip(parsed, included)]
 
     # 3-4. Perturb and re-score the included pairs, all three levels in one batched stage.
     mode, how = str(cfg.rsc.rescoring), str(cfg.rsc.get("rescore", "forced"))
-    levels = perturb.perturb_chains(_ragged(chains, lengths), seed=int(cfg.seed)).by_level()
-    budget = int(cfg.generation.score_max_tokens)
+    levels = perturb.perturb_chains(
+        _ragged(chains, lengths), seed=int(cfg.seed), contradiction=str(reading.get("contradiction", "paper")),
+        shuffle=str(reading.get("shuffle", "changed")), empty_chain=str(reading.get("empty_chain", "drop")),
+    ).by_level()
+    budget = int(cfg.generation.get("rescore_max_tokens") or cfg.generation.score_max_tokens)
     todo = [p for p, keep in enumerate(included) if keep]
-    flat_levels = [[steps for row in level for steps in row] for level in levels]
+    flat_levels = [[steps or ([EMPTY_CHAIN_PLACEHOLDER] if placeholder else steps) for row in level for steps in row] for level in levels]
     requests = [
         perturb.perturbed_rescore_request(pairs[p], normal_requests[p], flat[p], parsed[p].confidence, mode, how, budget, prompts)
         for flat in flat_levels
@@ -237,6 +253,8 @@ def _probe(cfg: DictConfig, llm: CachedLLM, spec: ProbeSpec, examples: list[Exam
     ]
     if mode == "logprob":
         read = [_from_logprobs(c.logprobs) for c in llm.logprobs("rsc-rescore", requests)]
+    elif str(reading.get("score_parser", "madara")) == "authors":
+        read = [parse_score_authors(c.text) for c in llm.chat("rsc-rescore", requests)]
     elif how == "forced":
         read = [parse_completion(c, RELEVANCE) for c in llm.chat("rsc-rescore", requests)]
     else:
@@ -251,7 +269,10 @@ def _probe(cfg: DictConfig, llm: CachedLLM, spec: ProbeSpec, examples: list[Exam
         per_level.append(_ragged(values, lengths))
 
     # 5. Statistics and the route.
-    stats = rsc.summarize_probe(_ragged(normal, lengths), per_level, seed=int(cfg.seed), n_resamples=int(cfg.rsc.bootstrap))
+    stats = rsc.summarize_probe(
+        _ragged(normal, lengths), per_level, seed=int(cfg.seed), n_resamples=int(cfg.rsc.bootstrap),
+        undefined_rho=str(reading.get("undefined_rho", "degenerate")),
+    )
     diag = router.Diagnostics.from_probe(em_nf, stats)
     decision = router.route(diag)
     if isolation is not None:
@@ -292,9 +313,13 @@ def _probe(cfg: DictConfig, llm: CachedLLM, spec: ProbeSpec, examples: list[Exam
 _ISOLATION_FIELDS = ("em_nf", "em_iso", "n", "p_value", "b", "c", "source")
 
 
-def _correct(preds, examples: Sequence[Example]) -> list[bool]:
+# What an empty chain is re-scored with under reading.empty_chain=placeholder.
+EMPTY_CHAIN_PLACEHOLDER = "(there is no previous analysis)"
+
+
+def _correct(preds, examples: Sequence[Example], tidy: bool = True) -> list[bool]:
     """Per-query correctness under the paper tables' EM, in example order."""
-    return [bool(M.exact_match(p.answer, ex.answers)) for p, ex in zip(preds, examples)]
+    return [bool(M.exact_match(p.answer, ex.answers, tidy=tidy)) for p, ex in zip(preds, examples)]
 
 
 def _thresholds(cfg: DictConfig) -> router.Thresholds:

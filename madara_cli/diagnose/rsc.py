@@ -448,6 +448,7 @@ def summarize_probe(
     ceiling: float = 5.0,
     degenerate_share: float = 0.9,
     entropy_scores: ScoreMatrix | None = None,
+    undefined_rho: str = "degenerate",
 ) -> ProbeStats:
     """Run every RSC statistic on one probe: the Table 4 row and its robustness checks.
 
@@ -457,6 +458,9 @@ def summarize_probe(
     Appendix I's routing heuristic is about) and of ``normal`` otherwise. The
     30-query subsets are skipped (None) when the probe has fewer queries than
     ``subset_size``; split-half and bootstrap run on any non-degenerate probe.
+    ``undefined_rho="zero"`` (``reading.undefined_rho``, the authors' code): a level
+    whose pooled rho is undefined counts as rho = 0 instead of making the probe
+    degenerate (a degenerate score distribution still does).
     """
     x, levels = _levels(normal, perturbed_by_level)
     n_queries = x.shape[0]
@@ -466,6 +470,8 @@ def summarize_probe(
     entropy_out = None if math.isnan(entropy) else entropy
 
     pooled = [pooled_spearman(x, p) for p in levels]
+    if undefined_rho == "zero":
+        pooled = [(0.0, 1.0) if math.isnan(r) else (r, p) for r, p in pooled]
     rhos = tuple(r for r, _ in pooled)
     undefined = [LEVELS[k] for k, r in enumerate(rhos) if math.isnan(r)]
     if undefined and not degeneracy.is_degenerate:

@@ -30,7 +30,7 @@ from madara_cli.config import (
 from madara_cli.config.compose import strategy_impl
 from madara_cli.config.overrides import parse_overrides
 from madara_cli.config.plugin_schemas import key_view
-from madara_cli.config.schema import keyed, model_keyed
+from madara_cli.config.schema import keyed, model_keyed, reading_key
 from madara_cli.config.settings import SEMANTIC_GROUPS, flat_settings, flatten, nested_settings
 from madara_cli.config.validate import not_applicable
 from madara_cli.errors import ConfigError
@@ -89,6 +89,9 @@ def semantic_config(cfg: DictConfig) -> dict:
         out["rsc"] = rsc_key(cfg)  # the probe behind the route
         if plain.get("router") and plain["router"] != to_plain(OmegaConf.structured(RouterConfig)):
             out["router"] = plain["router"]  # the paper's policy at its thresholds keeps every earlier key
+    reading = reading_key(plain.get("reading"))
+    if reading:  # the paper's reading adds nothing, so every earlier key stays put
+        out["reading"] = reading
     out["metric_version"] = METRIC_VERSION
     out["prompts"] = prompt_digests(strategy_impl(cfg.strategy), str(cfg.retriever.name), prompts_of(cfg))
     if out["strategy"].get("selection") == "random" and out["strategy"].get("vote") == "uniform":
@@ -96,6 +99,13 @@ def semantic_config(cfg: DictConfig) -> dict:
         # change it, so neither may move its key.
         out["strategy"].pop("conflict", None)
         out["prompts"].pop("detector", None)
+        if "reading" in out:  # nor how its reply is read, or its scores parsed
+            for name in ("conflict", "score_parser", "requests"):
+                out["reading"].pop(name, None)
+            if not out["reading"] or set(out["reading"]) == {"name"}:
+                out["reading"].pop("name", None)
+            if not out["reading"]:
+                out.pop("reading")
     return out
 
 

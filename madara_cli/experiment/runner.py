@@ -74,12 +74,12 @@ def check_writable(folder: Path) -> None:
         raise PermissionError(errno.EACCES, "results folder is not writable", str(existing))
 
 
-def prediction_rows(examples: list[Example], preds: list[Prediction]) -> tuple[list[dict], list[M.Scores]]:
+def prediction_rows(examples: list[Example], preds: list[Prediction], tidy: bool = True) -> tuple[list[dict], list[M.Scores]]:
     by_id = {p.example_id: p for p in preds}
     rows, scores = [], []
     for ex in examples:
         p = by_id[ex.id]
-        s = M.score(p.answer, ex.answers)
+        s = M.score(p.answer, ex.answers, tidy=tidy)
         scores.append(s)
         rows.append({
             "id": ex.id, "question": ex.question, "answers": list(ex.answers), "prediction": p.answer, "raw": p.raw,
@@ -161,7 +161,7 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
     with llm.fresh_accounting() as accounting, llm.logging_samples(bool(cfg.get("log_samples", True))) as samples:
         ctx = StrategyContext(llm=llm, cfg=cfg)
         preds = strategy(ctx, examples)
-    rows, scores = prediction_rows(examples, preds)
+    rows, scores = prediction_rows(examples, preds, tidy=str((cfg.get("reading") or {}).get("answers", "tidy")) == "tidy")
     acct = accounting.to_dict()
     if acct.get("truncated"):
         from madara_cli.data.splits import warn

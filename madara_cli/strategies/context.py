@@ -43,6 +43,11 @@ class StrategyContext:
     def seed(self) -> int:
         return int(self.cfg.seed)
 
+    def reading(self, name: str, default: str) -> str:
+        """Setting ``name`` of the ``reading`` group (``default`` where a config has none)."""
+        node = self.cfg.get("reading") or {}
+        return str(node.get(name, default))
+
     @property
     def prompts(self) -> PromptSet:
         """The cell's prompt set (``cfg.prompts``), read and checked at compose time."""
@@ -103,7 +108,7 @@ def generate_answers(ctx: StrategyContext, stage: str, examples: Sequence[Exampl
     reqs = [generation_request(ex, docs, gen.max_tokens, ctx.temperature, ctx.seed, gen.get("style", "zeroshot"), prompts) for ex, docs in zip(examples, selections)]
     outs = ctx.llm.chat(stage, reqs)
     return [
-        Prediction(example_id=ex.id, answer=clean_answer(c.text, ex.task), raw=c.text, doc_ids=tuple(d.id for d in docs))
+        Prediction(example_id=ex.id, answer=clean_answer(c.text, ex.task, ctx.reading("answers", "tidy")), raw=c.text, doc_ids=tuple(d.id for d in docs))
         for ex, docs, c in zip(examples, selections, outs)
     ]
 

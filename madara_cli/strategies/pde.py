@@ -40,7 +40,7 @@ from madara_cli.errors import ConfigError
 from madara_cli.records import Example, Prediction
 from madara_cli.strategies.assessed import scored, selection_report
 from madara_cli.strategies.context import STRATEGIES, StrategyContext, rounded, support_coverage
-from madara_cli.strategies.selection import pde_vote, top_k, weighted_aggregate
+from madara_cli.strategies.selection import pde_vote, pde_vote_authors, top_k, weighted_aggregate
 
 SELECTIONS = tuple(Selection.__members__)  # assessed, random
 VOTES = tuple(Vote.__members__)  # score, uniform
@@ -62,7 +62,7 @@ def per_document_extraction(
     outs = ctx.llm.chat(stage, reqs) if reqs else []
     result, pos = [], 0
     for ex, idx in zip(examples, picks):
-        result.append([(clean_answer(c.text, ex.task), c.text) for c in outs[pos : pos + len(idx)]])
+        result.append([(clean_answer(c.text, ex.task, ctx.reading("answers", "tidy")), c.text) for c in outs[pos : pos + len(idx)]])
         pos += len(idx)
     return result
 
@@ -99,7 +99,7 @@ def per_document(ctx: StrategyContext, examples: Sequence[Example]) -> list[Pred
     for ex, idx, agg, ans in zip(examples, picks, aggregates, answers):
         docs = ex.docs or ()
         vote_weights = [float(agg[i]) for i in idx] if vote == "score" else None
-        result = pde_vote([a for a, _ in ans], vote_weights)
+        result = (pde_vote_authors if ctx.reading("pde_grouping", "madara") == "authors" else pde_vote)([a for a, _ in ans], vote_weights)
         n_groups.append(len(result.totals))
         doc_ids = tuple(docs[i].id for i in idx)
         preds.append(

@@ -15,6 +15,7 @@ voting); MAIN-RAG (Chang et al., ACL 2025) for the adaptive judge threshold.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -180,3 +181,36 @@ def pde_vote(answers: Sequence[str], weights: Sequence[float] | None = None) -> 
     contenders = [k for k, t in totals.items() if t >= best_total - _EPS]
     best = min(contenders, key=lambda k: (-sizes[k], first[k]))
     return Vote(winner=first[best], answer=answers[first[best]], totals=totals, sizes=sizes)
+
+
+def authors_group_key(text: str) -> str:
+    """The authors' grouping key for PDE answers: lower-case, every non-word,
+    non-space character dropped, whitespace collapsed. Articles stay ("the beatles"
+    and "beatles" are two groups); an empty answer is a group of its own."""
+    return " ".join(re.sub(r"[^\w\s]", "", text.lower()).split())
+
+
+def pde_vote_authors(answers: Sequence[str], weights: Sequence[float] | None = None) -> Vote:
+    """PDE's vote as the authors' code casts it (``reading.pde_grouping=authors``).
+
+    Groups by :func:`authors_group_key`; a group's total is the sum of its weights,
+    an empty answer's group included (it can win). The winner is the first group
+    formed among those with the largest total (exact ties go to insertion order, no
+    tolerance, no size rule), and the answer returned is the group's LAST member as
+    written (each member overwrites the group's answer)."""
+    w = [1.0] * len(answers) if weights is None else [float(x) for x in weights]
+    if len(w) != len(answers):
+        raise ValueError(f"{len(w)} weights for {len(answers)} answers")
+    totals: dict[str, float] = {}
+    sizes: dict[str, int] = {}
+    last: dict[str, int] = {}
+    for pos, (a, weight) in enumerate(zip(answers, w)):
+        key = authors_group_key(a)
+        totals[key] = totals.get(key, 0.0) + weight
+        sizes[key] = sizes.get(key, 0) + 1
+        last[key] = pos
+    if not totals:
+        return Vote(winner=None, answer="")
+    best_total = max(totals.values())
+    best = next(k for k, t in totals.items() if t == best_total)
+    return Vote(winner=last[best], answer=answers[last[best]], totals=totals, sizes=sizes)

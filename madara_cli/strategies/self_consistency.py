@@ -35,7 +35,7 @@ def self_consistency(ctx: StrategyContext, examples: Sequence[Example]) -> list[
     preds = []
     for e, ex in enumerate(examples):
         samples = outs[e * n : (e + 1) * n]
-        answers = [clean_answer(c.text, ex.task) for c in samples]
+        answers = [clean_answer(c.text, ex.task, ctx.reading("answers", "tidy")) for c in samples]
         vote = pde_vote(answers)
         preds.append(
             Prediction(

@@ -1,0 +1,142 @@
+"""A prompt set made from the user's own checkout of the authors' reference code.
+
+madara ships none of the authors' wording (README "Choices and deviations"). A
+researcher who has their repository (github js-lee-AI/MADARA) can turn it into a
+prompt set with ``madara prompts import-reference CHECKOUT --out DIR`` and run it with
+``--config-dir DIR prompts=authors reading=authors``.
+
+The checkout is read, never executed: :mod:`ast` finds the module-level string
+constants of ``madara/prompts.py`` (the assessors' and generators' system prompts and
+the CoT prefix) and of ``madara/rsc.py`` (the forced re-score's system prompt), and the
+f-strings their user-turn builders return, whose placeholders become the prompt set's
+fields. The request shapes follow their code: every assessor's user turn shows the
+other documents, the three CoT prompts share one prefix, and the detector is asked
+per document (with ``reading=authors``). Templates their code has no counterpart for
+(logprob scoring, the per-query detector, MAIN-RAG's judge, the reranker, one-shot
+examples) come from the shipped set (``set.yaml``: ``extends: madara``).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from madara_cli.config.prompt_sets import SET_FILE, SHIPPED, SUFFIX
+from madara_cli.errors import ConfigError
+
+NAME = "authors"
+PROMPTS_FILE = Path("madara") / "prompts.py"
+RSC_FILE = Path("madara") / "rsc.py"
+TREATMENTS_FILE = Path("madara") / "treatments.py"
+
+# constant in prompts.py -> the agent it prompts
+_ASSESSORS = {"relevance": "RELEVANCE_ASSESSOR", "consistency": "CONSISTENCY_VERIFIER", "conflict": "CONFLICT_DETECTOR"}
+_COT_PREFIX = "COT_DEPOLARIZATION_PREFIX"
+_GENERATORS = {"factoid": "GENERATOR_FACTOID", "fever": "GENERATOR_FEVER"}
+_RESCORE_SYSTEM = "_FORCED_REASONING_SYSTEM"
+# (file, function) whose returned f-string is a user turn, and how its placeholders map to fields
+_USER_TURNS = {
+    "assessor": (TREATMENTS_FILE, "_assessor_user", {"question": "question", "target_doc": "document", "others": "other_documents"}),
+    "generator": (PROMPTS_FILE, "build_generator_user_prompt", {"question": "question", "joined": "documents"}),
+    "rescore": (RSC_FILE, "_forced_user", {"question": "question", "document": "document", "reasoning": "chain"}),
+}
+
+
+def _parse(root: Path, rel: Path) -> ast.Module:
+    path = root / rel
+    if not path.is_file():
+        raise ConfigError(f"{root}: not a checkout of the authors' reference code (js-lee-AI/MADARA): no {rel.as_posix()}")
+    try:
+        return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    except (SyntaxError, UnicodeDecodeError, ValueError) as e:
+        raise ConfigError(f"{path}: unreadable as Python ({type(e).__name__}); expected the authors' {rel.as_posix()}") from None
+
+
+def _constants(tree: ast.Module) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    out[target.id] = node.value.value
+    return out
+
+
+def _escape(text: str) -> str:
+    # a literal "{{" in their text must stay literal in a template
+    return text.replace("{{", "\\{{")
+
+
+def _returned_template(tree: ast.Module, function: str, fields: dict[str, str], where: Path) -> str:
+    """The f-string ``function`` returns, with each placeholder (a name, or a slice of
+    one: ``document[:2000]``) as the field ``fields`` maps it to."""
+    for node in ast.walk(tree):  # a module function or a method (their _forced_user is a staticmethod)
+        if isinstance(node, ast.FunctionDef) and node.name == function:
+            for ret in (n for n in ast.walk(node) if isinstance(n, ast.Return)):
+                value = ret.value
+                if isinstance(value, ast.BinOp):  # "..." f"..." concatenated with +: not their layout
+                    break
+                if isinstance(value, ast.JoinedStr):
+                    parts: list[str] = []
+                    for piece in value.values:
+                        if isinstance(piece, ast.Constant):
+                            parts.append(_escape(str(piece.value)))
+                            continue
+                        expr = piece.value if isinstance(piece, ast.FormattedValue) else None
+                        while isinstance(expr, ast.Subscript):
+                            expr = expr.value
+                        name = expr.id if isinstance(expr, ast.Name) else None
+                        if name not in fields:
+                            raise ConfigError(f"{where.as_posix()}: {function}() fills a placeholder this importer does not know ({ast.unparse(piece)})")
+                        parts.append("{{" + fields[name] + "}}")
+                    return "".join(parts)
+    raise ConfigError(f"{where.as_posix()}: no {function}() returning an f-string: not the layout of the authors' reference code")
+
+
+def _need(constants: dict[str, str], name: str, where: Path) -> str:
+    if name not in constants:
+        raise ConfigError(f"{where.as_posix()}: no string constant {name}: not the layout of the authors' reference code")
+    return constants[name]
+
+
+def reference_templates(checkout: str | Path) -> dict[str, str]:
+    """Template name -> text of the ``authors`` prompt set, read from ``checkout``."""
+    root = Path(checkout).expanduser()
+    if not root.is_dir():
+        raise ConfigError(f"{checkout}: no such folder (expected a checkout of the authors' reference code, js-lee-AI/MADARA)")
+    trees = {rel: _parse(root, rel) for rel in (PROMPTS_FILE, RSC_FILE, TREATMENTS_FILE)}
+    prompts, rsc = _constants(trees[PROMPTS_FILE]), _constants(trees[RSC_FILE])
+    user = {kind: _returned_template(trees[rel], fn, fields, rel) for kind, (rel, fn, fields) in _USER_TURNS.items()}
+    prefix = _need(prompts, _COT_PREFIX, PROMPTS_FILE)
+    out: dict[str, str] = {}
+    for agent, const in _ASSESSORS.items():
+        system = _escape(_need(prompts, const, PROMPTS_FILE))
+        out[f"{agent}_system"] = system
+        out[f"{agent}_cot_system"] = _escape(prefix) + system  # their CoT: one prefix before each base prompt
+        out[f"{agent}_user"] = out[f"{agent}_cot_user"] = user["assessor"]  # every assessor sees the others
+    for task, const in _GENERATORS.items():
+        out[f"{task}_system"] = _escape(_need(prompts, const, PROMPTS_FILE))
+    out["factoid_user"] = user["generator"]
+    out["fever_user"] = user["generator"].replace("{{question}}", "{{claim}}")
+    out["rescore_system"] = _escape(_need(rsc, _RESCORE_SYSTEM, RSC_FILE))
+    out["rescore_user"] = user["rescore"]
+    return out
+
+
+def write_reference_set(checkout: str | Path, out_dir: str | Path) -> Path:
+    """Write the ``authors`` set to ``out_dir/prompts/authors/`` (replacing the
+    templates of an earlier import) and return that folder; checked by loading it."""
+    from madara_cli.config.compose import config_dir
+    from madara_cli.config.prompt_sets import load_prompt_set
+
+    templates = reference_templates(checkout)
+    base = Path(out_dir).expanduser()
+    folder = base / "prompts" / NAME
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.glob("*" + SUFFIX):
+        old.unlink()
+    for name, text in sorted(templates.items()):
+        (folder / (name + SUFFIX)).write_text(text + "\n", encoding="utf-8")
+    (folder / SET_FILE).write_text(f"extends: {SHIPPED}\n", encoding="utf-8")
+    load_prompt_set(NAME, [base, config_dir()])  # a template it cannot read fails here, not at run time
+    return folder
