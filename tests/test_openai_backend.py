@@ -367,7 +367,7 @@ SCORE = ScoreRequest(
 def test_real_chat_batch(llama_server):
     b = served(llama_server)
     try:
-        assert b.fingerprint.startswith(f"openai:{llama_server}:HuggingFaceTB/SmolLM2-135M-Instruct:") and b.fingerprint.endswith(".gguf")
+        assert b.fingerprint.startswith(f"openai:{llama_server}:HuggingFaceTB/SmolLM2-135M-Instruct:") and b.fingerprint.endswith(".gguf:rs")  # rs: a seed per request, every sampling field sent
         reqs = [
             ChatRequest(messages("Answer briefly.", "What is the capital of France?"), max_tokens=12, seed=1),
             ChatRequest(messages("Answer briefly.", "Name a colour of the rainbow, and then tell me a long story about it."), max_tokens=6, seed=2),

@@ -73,10 +73,14 @@ MARGIN = 8
 # the same release); the ``vllm`` extra pins it too.
 TESTED_VLLM = ("0.32.0",)
 TOKENIZER_MODES = ("hf", "mistral", "auto")
-# On the CPU build: measured on 2 AVX2 cores (docs/vllm.md), float32 ran 10x faster
-# than bfloat16, and inductor compilation ran for minutes before the first request.
+# On the CPU build (docs/vllm.md): float32, because the embedded model's weights are a
+# GGUF's Q4_1 blocks dequantised, which float32 holds exactly and bfloat16 would round a
+# second time (its agreement with llama.cpp rests on that); speed does not decide it, as
+# the two measurements on these 2 AVX2 cores disagree (madara bench --only vllm_cpu).
+# Eager: inductor compilation ran for minutes before the first request.
 CPU_DTYPE = "float32"
 CPU_KV_CACHE_GIB = 1.0
+CPU_BATCHED_TOKENS = 8192
 
 
 def vllm_version() -> str:
@@ -96,8 +100,9 @@ def on_cpu_build() -> bool:
 
 
 def _import_vllm() -> Any:
-    # vLLM's INFO lines (dozens per engine start) drown madara's own; -v shows them.
-    os.environ.setdefault("VLLM_LOGGING_LEVEL", "INFO" if logging.getLogger("madara_cli").isEnabledFor(logging.INFO) else "WARNING")
+    # vLLM's INFO and WARNING lines (dozens per engine start and per call on the CPU
+    # build) drown madara's own; -v shows them.
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "INFO" if logging.getLogger("madara_cli").isEnabledFor(logging.INFO) else "ERROR")
     if on_cpu_build():
         # In-process engine core: the multiprocess executor reserves one core for its
         # scheduler and starts a second interpreter; on a small CPU machine both cost.
@@ -264,6 +269,12 @@ class VLLMBackend:
             kwargs.update(revision=settings.revision, tokenizer_revision=settings.revision)
         if cpu:  # on the CPU build gpu_memory_utilization is a share of RAM: size the KV cache instead
             kwargs["kv_cache_memory_bytes"] = int((kv_cache_gib or CPU_KV_CACHE_GIB) * 2**30)
+            # A seeded request whose prefill is split across steps makes vLLM 0.32's CPU
+            # runner rewind its generator, which CPU generators refuse ("CPU Generator does
+            # not use offset"): a stage of long prompts crashed the engine. Whole prefills,
+            # as vLLM itself schedules where it cannot chunk.
+            kwargs["enable_chunked_prefill"] = False
+            kwargs["max_num_batched_tokens"] = max(settings.max_model_len, CPU_BATCHED_TOKENS)
         else:
             kwargs["gpu_memory_utilization"] = gpu_memory_utilization
             if kv_cache_gib:
