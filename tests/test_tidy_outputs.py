@@ -159,13 +159,17 @@ def test_openai_pool_reports_each_result_as_it_arrives():
 
     def send(x: int) -> Completion:
         if x == 0:
-            gate.wait(5)  # the first request finishes last
-        else:
-            gate.set()
+            gate.wait(5)  # the first request finishes only once the second was reported
         return Completion(text=str(x))
 
     got: list[int] = []
-    out = b._map(send, [0, 1], lambda i, c: got.append(i))
+
+    def done(i: int, c: Completion) -> None:
+        got.append(i)
+        if i == 1:
+            gate.set()  # set here, not in send(1): both could finish before as_completed looks, in either order
+
+    out = b._map(send, [0, 1], done)
     assert [c.text for c in out] == ["0", "1"] and got == [1, 0]
 
     def boom(x: int) -> Completion:
