@@ -74,7 +74,7 @@ class BenchOptions:
 
 
 def _cfg(opts: BenchOptions, *extra: str):
-    from madara_cli.config import compose
+    from madara_cli.composition import compose
     from madara_cli.config.overrides import parse_overrides
 
     threads = [] if opts.n_threads is None else [f"backend.n_threads={opts.n_threads}"]

@@ -165,7 +165,7 @@ def bench_vllm_agreement(cfg, n_questions: int) -> dict[str, Any]:
 
 
 def _llamacpp_cfg(cfg):
-    from madara_cli.config import compose
+    from madara_cli.composition import compose
 
     return compose([f"model={cfg.model.name}", f"benchmark={cfg.benchmark.name}", "backend=llamacpp", "backend.n_threads=2",
                     f"seed={int(cfg.seed)}", f"results_dir={cfg.results_dir}"])

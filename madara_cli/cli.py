@@ -32,8 +32,8 @@ def _global(
     verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="Log what happens (-v info, -vv debug)"),
 ) -> None:
     """Options every verb shares."""
+    from madara_cli.composition.plugins import add_include, forget_loaded, load_plugins
     from madara_cli.config import add_config_dir
-    from madara_cli.experiment.plugins import add_include, install_loader, load_plugins
     from madara_cli.logs import setup_logging
 
     for d in config_dir or []:
@@ -41,7 +41,7 @@ def _global(
     for d in include or []:
         add_include(d)
     setup_logging(verbose, err)
-    install_loader()  # the first composition imports the plugins
+    forget_loaded()  # the first composition of this invocation imports the plugins afresh
     if include:
         load_plugins()  # a folder asked for by name: its errors now, whatever the verb
 

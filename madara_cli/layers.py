@@ -24,6 +24,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("agents", "results"),
     # the document-assessment strategies
     ("strategies",),
+    # composing a run's config, above the plug-ins it loads (no callbacks below)
+    ("composition",),
     # the Diagnose arm: RSC probe and router
     ("diagnose",),
     # reading finished results into paper tables; the paper checked against itself

@@ -20,7 +20,7 @@ import time
 
 from madara_cli.agents.scoring import score_requests
 from madara_cli.backends import make_backend
-from madara_cli.config import compose
+from madara_cli.composition import compose
 from madara_cli.data.mini import generate
 from madara_cli.data.retrieval import retrieve
 
@@ -30,7 +30,7 @@ def main() -> None:
     ap.add_argument("--questions", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
-    from madara_cli.experiment.plugins import load_plugins
+    from madara_cli.composition.plugins import load_plugins
 
     load_plugins()  # the backends, retrievers and strategies register their schemas
     cfg = compose(["results_dir=/tmp/madara-bench", f"backend.n_threads={args.threads}"])

@@ -26,9 +26,9 @@ DEFAULT_CONFLICTS_URL = "https://raw.githubusercontent.com/google-research-datas
 
 
 def fetch(name: str, out: Path, sets: list[str]) -> Path:
-    from madara_cli.config import compose
+    from madara_cli.composition import compose
+    from madara_cli.composition.plugins import load_plugins
     from madara_cli.data.sources import read_rows
-    from madara_cli.experiment.plugins import load_plugins
 
     load_plugins()  # the backends, retrievers and strategies register their schemas
     cfg = compose([f"benchmark={name}", *[f"benchmark.{s}" for s in sets]]).benchmark

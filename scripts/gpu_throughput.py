@@ -20,7 +20,7 @@ import tempfile
 import time
 
 from madara_cli.backends import make_backend
-from madara_cli.config import compose
+from madara_cli.composition import compose
 from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.runner import run_cell
 
@@ -57,7 +57,7 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=60)
     args = ap.parse_args()
     results = tempfile.mkdtemp(prefix="madara-gpu-throughput-")
-    from madara_cli.experiment.plugins import load_plugins
+    from madara_cli.composition.plugins import load_plugins
 
     load_plugins()  # the backends, retrievers and strategies register their schemas
     cfg = compose([f"model={args.model}", "backend=vllm", "benchmark=mini", "strategy=nf", f"limit={args.limit}", f"results_dir={results}"])

@@ -21,7 +21,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from madara_cli.config import compose
+from madara_cli.composition import compose
 from madara_cli.data.retrieval import pyserini_searcher
 from madara_cli.data.saved_index import BM25sIndex, build_index, index_settings
 
@@ -39,7 +39,7 @@ def main() -> None:
     ap.add_argument("-k", type=int, default=10)
     args = ap.parse_args()
     out = args.indexes or Path(tempfile.mkdtemp(prefix="madara-lucene-vs-bm25s-"))
-    from madara_cli.experiment.plugins import load_plugins
+    from madara_cli.composition.plugins import load_plugins
 
     load_plugins()  # the backends, retrievers and strategies register their schemas
     bm_cfg = compose(["retriever=bm25s"]).retriever

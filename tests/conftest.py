@@ -123,6 +123,6 @@ def grid_outcome(results: Path, grid: str = "pair") -> dict[str, tuple]:
 def _plugins_loaded():
     """Tests compose configs directly, as the CLI does after loading the plugins (the
     shipped backends, retrievers and strategies register their schemas on import)."""
-    from madara_cli.experiment.plugins import load_plugins
+    from madara_cli.composition.plugins import load_plugins
 
     load_plugins()

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from madara_cli.backends.cache import CachedLLM, ResponseCache
-from madara_cli.config import compose
+from madara_cli.composition import compose
 from madara_cli.errors import CacheError, ConfigError, DataError
 from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.runner import run_cell

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from madara_cli.backends.cache import ResponseCache, _cache_error
-from madara_cli.config import compose
+from madara_cli.composition import compose
 from madara_cli.errors import CacheError, ConfigError, DataError
 from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.runner import run_cell

@@ -12,7 +12,7 @@ import pytest
 
 from madara_cli.backends.cache import CachedLLM, ResponseCache
 from madara_cli.backends.chat import ChatSettings, ControlText, fold_system, safe_token_ids, strip_thinking
-from madara_cli.config import compose
+from madara_cli.composition import compose
 from madara_cli.data.mini import generate
 from madara_cli.experiment.grid import semantic_config
 from madara_cli.records import ChatRequest, Completion, Message, ScoreRequest, messages

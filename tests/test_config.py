@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from madara_cli.config import GROUPS, compose, load_grid, options
+from madara_cli.composition import compose
+from madara_cli.config import GROUPS, load_grid, options
 from madara_cli.errors import ConfigError
 from madara_cli.experiment.grid import cell_from_cfg, grid_overrides
 

@@ -23,8 +23,8 @@ from madara_cli.agents.scoring import (
     read_conflict_reply,
 )
 from madara_cli.backends.cache import CachedLLM, ResponseCache
-from madara_cli.config import compose
-from madara_cli.config.compose import shipped_prompt_set
+from madara_cli.composition import compose
+from madara_cli.config.folders import shipped_prompt_set
 from madara_cli.data.mini import generate
 from madara_cli.errors import ConfigError
 from madara_cli.records import ChatRequest, Completion, Doc, Example

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-import madara_cli.config as config
-from madara_cli.config import compose
+import madara_cli.composition as composition
+from madara_cli.composition import compose
 from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.runner import run_cell
 from tests.test_strategies_e2e import FakeBackend
@@ -18,15 +18,15 @@ MADARA = ["strategy=madara", "benchmark.calibration=6", "rsc.rescoring=logprob",
 @pytest.fixture
 def composes(monkeypatch):
     """The override lists of every compose() a run makes (the library imports compose
-    from madara_cli.config where it needs it)."""
+    from madara_cli.composition where it needs it)."""
     seen: list[list[str]] = []
-    real = config.compose
+    real = composition.compose
 
     def spy(overrides=None):
         seen.append(list(overrides or []))
         return real(overrides)
 
-    monkeypatch.setattr(config, "compose", spy)
+    monkeypatch.setattr(composition, "compose", spy)
     return seen
 
 

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from madara_cli.config import compose
+from madara_cli.composition import compose
 from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.grid import cell_from_cfg
 from madara_cli.experiment.runner import run_cell
@@ -53,7 +53,7 @@ def test_a_new_metric_version_moves_every_cell_key(monkeypatch):
 def test_editing_a_prompt_template_changes_the_affected_cells_keys(monkeypatch, tmp_path):
     import shutil
 
-    from madara_cli.config.compose import config_dir
+    from madara_cli.config.folders import config_dir
 
     mine = tmp_path / "prompts" / "mine"
     shutil.copytree(config_dir() / "prompts" / "madara", mine)

@@ -13,7 +13,7 @@ from scipy import stats as sps
 
 from madara_cli import paper as pv
 from madara_cli.audit.policies import compare_policies, mean_gaps
-from madara_cli.config import compose
+from madara_cli.composition import compose
 from madara_cli.diagnose import router
 from madara_cli.diagnose.probe import ProbeSpec
 from madara_cli.experiment.engines import EnginePool

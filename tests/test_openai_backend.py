@@ -25,7 +25,7 @@ import pytest
 
 from madara_cli.backends import make_backend
 from madara_cli.backends.openai_backend import EXPLICIT_SAMPLING, TOP_LOGPROBS, OpenAIBackend, match_candidates
-from madara_cli.config import compose
+from madara_cli.composition import compose
 from madara_cli.errors import BackendError
 from madara_cli.records import ChatRequest, Message, ScoreRequest, messages, sampling_seed
 from tests.fakes import Script, chat_answer, free_port, posts, score_answer

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from madara_cli.config import compose
+from madara_cli.composition import compose
 from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.grid import cell_from_cfg, expand_sweep, has_sweep
 from madara_cli.experiment.runner import run_cell
@@ -271,7 +271,7 @@ def test_plan_estimates_cells_whose_data_is_not_here(tmp_path, monkeypatch):
 
 def test_oneshot_style_adds_one_worked_example_turn():
     from madara_cli.agents.generator import generation_request
-    from madara_cli.config.compose import shipped_prompt_set
+    from madara_cli.config.folders import shipped_prompt_set
     from madara_cli.data.mini import generate
 
     ex = generate(3)[0]

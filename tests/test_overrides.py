@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from madara_cli.config import compose
+from madara_cli.composition import compose
 from madara_cli.config.overrides import Override, last_value, malformed, parse_overrides
 from madara_cli.errors import ConfigError
 
@@ -44,3 +44,31 @@ def test_parsing_a_parsed_list_again_is_the_same_records():
     once = parse_overrides(["strategy=pde", "strategy.top_k=3"])
     again = parse_overrides(once)
     assert again == once and all(a is b for a, b in zip(again, once)) and all(isinstance(o, Override) for o in again)
+
+
+def test_a_sweep_run_parses_each_override_text_once(monkeypatch, capsys, tmp_path):
+    """``madara run -m`` reads its overrides in many rooms (the verb's checks, the grid's
+    sweeps and applicability, compose and its checks, every cell): Hydra's grammar
+    parses each distinct text once, and every reader shares the record."""
+    from collections import Counter
+
+    from madara_cli.config import overrides as mod
+    from madara_cli.experiment import engines
+    from tests.fakes import FakeBackend, madara_main
+
+    monkeypatch.setattr(mod, "_PARSED", {})
+    counts: Counter = Counter()
+    real = mod._parse_one
+
+    def spy(text):
+        counts[text] += 1
+        return real(text)
+
+    monkeypatch.setattr(mod, "_parse_one", spy)
+    monkeypatch.setattr(engines, "make_backend", lambda cfg: FakeBackend())
+    monkeypatch.setattr(engines.EnginePool.__init__, "__defaults__", (None, lambda cfg: FakeBackend(), engines.ResponseCache))
+    code, out, err = madara_main(monkeypatch, capsys, "run", "-m", "strategy=nf,sda", "benchmark=mini", "limit=2",
+                                 f"results_dir={tmp_path / 'r'}")
+    assert code == 0, err
+    assert counts and max(counts.values()) == 1, {t: n for t, n in counts.items() if n > 1}
+    assert "limit=2" in counts and "strategy=sda" in counts  # the cells' own texts were read through it

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from madara_cli.config import compose
+from madara_cli.composition import compose
 from madara_cli.data import loader_plugins
 from madara_cli.data.loader_registry import LOADERS
 from madara_cli.data.splits import load_all_examples

@@ -43,7 +43,7 @@ def test_plan_computes_the_engine_fingerprint_without_loading_it():
     the loaded engine puts in every cache key."""
     pytest.importorskip("llama_cpp")
     from madara_cli.backends import make_backend
-    from madara_cli.config import compose
+    from madara_cli.composition import compose
     from madara_cli.experiment.plan import _fingerprint
 
     cfg = compose(["backend.n_threads=1", "backend.n_ctx=1024"])

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from madara_cli.config import compose
+from madara_cli.composition import compose
 from madara_cli.errors import ConfigError
 from madara_cli.experiment.grid import cell_from_cfg
 from tests.conftest import ROOT
@@ -90,10 +90,10 @@ def test_settings_an_option_reads_still_compose():
 def test_shipped_keys_lay_over_the_old_flat_settings():
     """A backend or retriever node holds only its own settings, but what the keys
     cover is exactly what they covered when every node carried every setting."""
-    from madara_cli.config.plugin_schemas import key_view
+    from madara_cli.config.identity import key_view
 
     assert key_view("backend", dict(compose([]).backend)) == {"name": "llamacpp", "n_ctx": None, "served_model_name": None, "tokenizer": None}
-    from madara_cli.config.schema import keyed
+    from madara_cli.config.identity import keyed
 
     # vLLM's later settings (tokenizer_mode, dtype) leave the key at their defaults
     assert keyed("backend", key_view("backend", dict(compose(["backend=vllm"]).backend))) == {
@@ -136,6 +136,81 @@ def test_shipped_cell_and_probe_keys_do_not_move(overrides, cell_key, probe_key)
         cfg = compose(overrides)
     assert cell_from_cfg(cfg).key == cell_key
     assert ProbeSpec.from_cfg(cfg).key == probe_key
+
+
+# One golden key per shipped strategy (its default cell on the default model, benchmark,
+# backend and retriever), computed before cell, probe and snapshot keys moved into one
+# room (madara_cli/config/identity.py) and unmoved by it: a change that moves one says
+# so in its commit and the CHANGELOG.
+STRATEGY_KEYS = [
+    ("atf", "c160158e"),
+    ("cot", "ed0e6af7"),
+    ("cross_encoder", "39d542c7"),
+    ("madara", "636590a9"),
+    ("main_rag", "d85a1525"),
+    ("nf", "57347540"),
+    ("pde", "80f3dd20"),
+    ("pde_random", "8dfea888"),
+    ("pde_uniform", "f935db33"),
+    ("rrf", "32f5d216"),
+    ("sda", "c34f2f7e"),
+    ("sda_cot", "6af59e06"),
+    ("self_consistency", "4e6fb726"),
+    ("three_agent", "f0032379"),
+]
+
+
+@pytest.mark.parametrize("strategy, config_hash", STRATEGY_KEYS)
+def test_each_shipped_strategy_keeps_its_key(strategy, config_hash):
+    from madara_cli.diagnose.probe import ProbeSpec
+
+    cfg = compose([f"strategy={strategy}"])
+    assert cell_from_cfg(cfg).key == f"smollm2-135m__mini__{strategy}__bm25s-k10__nall__s0__{config_hash}"
+    assert ProbeSpec.from_cfg(cfg).key == "smollm2-135m__mini__n20__15dc292a"  # no strategy moves a probe
+
+
+def test_every_shipped_strategy_has_a_golden_key():
+    from madara_cli.config import options
+
+    assert sorted(s for s, _ in STRATEGY_KEYS) == options("strategy")
+
+
+# Snapshot keys (their file names) per shipped retriever, computed before the move.
+SNAPSHOT_DIGESTS = {"bm25s": "f3d053ce0b7324d4", "dense": "d83f94d12af186a2", "pyserini": "9da96e77b70c250e", "rerank": "610b620a85c7e4a3"}
+
+
+@pytest.mark.parametrize("retriever", sorted(SNAPSHOT_DIGESTS))
+def test_each_shipped_retriever_keeps_its_snapshot_key(retriever):
+    from omegaconf import OmegaConf
+
+    from madara_cli.config.identity import snapshot_identity
+    from madara_cli.data.snapshots import key_digest
+
+    cfg = compose([f"retriever={retriever}"])
+    key = snapshot_identity(OmegaConf.to_container(cfg.benchmark, resolve=True), "src",
+                            OmegaConf.to_container(cfg.retriever, resolve=True), {"sha256": "c"}, None)
+    assert key_digest(key) == SNAPSHOT_DIGESTS[retriever]
+
+
+def test_every_old_key_allowance_is_in_the_one_table():
+    """The identity room's shim table names each allowance with what, since when and why;
+    the constants it documents are the ones keys use."""
+    from madara_cli.config import identity
+
+    assert all(s.what and s.since and s.why for s in identity.SHIMS.values())
+    for name in ("omit_at_old_value", "flat_plugin_defaults", "flat_strategy_defaults", "model_chat_defaults",
+                 "paper_reading", "router_default", "isolation_probe_off", "pde_random_asks_no_agent"):
+        assert name in identity.SHIMS
+    # no other module keeps an old-key constant of its own
+    import pathlib
+
+    pkg = pathlib.Path(identity.__file__).parents[1]
+    for path in pkg.rglob("*.py"):
+        if path.name == "identity.py":
+            continue
+        text = path.read_text(encoding="utf-8")
+        for const in ("KEY_OMITS_AT =", "FLAT_KEY_DEFAULTS =", "FLAT_STRATEGY_DEFAULTS: dict[", "MODEL_CHAT_DEFAULTS ="):
+            assert const not in text, f"{path} defines {const}"
 
 
 # --------------------------------------------------------------------------- #
@@ -292,8 +367,8 @@ EP_MODULE = '''
 
 
 def test_entry_points_register_strategies_and_backends(monkeypatch, tmp_path):
+    from madara_cli.composition.plugins import load_entry_points
     from madara_cli.config.plugin_schemas import schema_for
-    from madara_cli.experiment.plugins import load_entry_points
     from madara_cli.strategies import STRATEGIES
 
     site = tmp_path / "site"
@@ -389,7 +464,7 @@ def test_a_config_yaml_of_before_gives_the_summary_columns_of_before():
 def test_a_label_over_a_named_schema_runs_that_implementation(monkeypatch, tmp_path):
     """A yaml listing ``pde_schema`` under another name (the old way to vary PDE) runs
     pde, as its key says, instead of failing at run time on an unknown strategy."""
-    from madara_cli.config.compose import strategy_impl
+    from madara_cli.config.folders import strategy_impl
 
     d = tmp_path / "configs" / "strategy"
     d.mkdir(parents=True)

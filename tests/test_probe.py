@@ -12,8 +12,8 @@ import pytest
 
 from madara_cli.agents.prompts import RESCORE_BEGIN as _BEGIN
 from madara_cli.agents.prompts import RESCORE_END as _END
-from madara_cli.config import compose
-from madara_cli.config.compose import shipped_prompt_set
+from madara_cli.composition import compose
+from madara_cli.config.folders import shipped_prompt_set
 from madara_cli.diagnose.probe import ProbeSpec
 from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.runner import run_cell

@@ -15,8 +15,8 @@ import pytest
 from madara_cli.agents import digest
 from madara_cli.agents.generator import generation_request
 from madara_cli.agents.prompts import AGENTS, RESCORE_BEGIN, assessor_messages, detector_messages, forced_rescore_messages, judge_messages
-from madara_cli.config import compose
-from madara_cli.config.compose import config_dir, prompt_set, shipped_prompt_set
+from madara_cli.composition import compose
+from madara_cli.config.folders import config_dir, prompt_set, shipped_prompt_set
 from madara_cli.config.prompt_sets import TEMPLATES, Template, TemplateError
 from madara_cli.data.retrieval import QWEN3_PREFIX, rerank_request
 from madara_cli.errors import ConfigError

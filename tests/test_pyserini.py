@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from madara_cli.config import compose
+from madara_cli.composition import compose
 from madara_cli.data.retrieval import pyserini_searcher, retrieve
 from madara_cli.data.splits import load_all_examples
 from tests.conftest import have

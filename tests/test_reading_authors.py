@@ -16,12 +16,12 @@ from madara_cli.agents.generator import clean_answer
 from madara_cli.agents.prompts import AGENTS, CONFLICT
 from madara_cli.agents.scoring import SCORE_STOP, assess, parse_score, parse_score_authors, reading_parsers
 from madara_cli.backends.cache import CachedLLM, ResponseCache
-from madara_cli.config import compose
+from madara_cli.composition import compose
+from madara_cli.composition.plugins import load_plugins
 from madara_cli.data.mini import generate
 from madara_cli.diagnose import perturb, rsc
 from madara_cli.errors import ConfigError
 from madara_cli.experiment.grid import cell_from_cfg, key_settings
-from madara_cli.experiment.plugins import load_plugins
 from madara_cli.strategies import StrategyContext, load_all
 from madara_cli.strategies.selection import pde_vote, pde_vote_authors
 from tests.fakes import FakeBackend
@@ -316,7 +316,7 @@ def _fake_checkout(root):
 
 def test_import_reference_writes_a_prompt_set_that_runs(tmp_path, monkeypatch, backend):
     from madara_cli.agents.prompts import assessor_messages, forced_rescore_messages
-    from madara_cli.config.compose import add_config_dir, prompts_of, shipped_prompt_set
+    from madara_cli.config.folders import add_config_dir, prompts_of, shipped_prompt_set
     from madara_cli.config.reference_prompts import write_reference_set
 
     folder = write_reference_set(_fake_checkout(tmp_path / "ref"), tmp_path / "conf")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from madara_cli.config import compose
+from madara_cli.composition import compose
 from madara_cli.data import retrieval
 from madara_cli.data import saved_index as index_mod
 from madara_cli.data.retrieval import relevance, retrieve
@@ -82,7 +82,7 @@ def _musique_file(tmp_path: Path, n: int = 3, paragraphs: int = 20) -> Path:
 
 def test_musique_assesses_all_20_paragraphs_by_default_and_top_k_on_request(tmp_path):
     """Section 6.5: "20 mixed supporting/distractor paragraphs per query"."""
-    from madara_cli.data.snapshots import snapshot_key
+    from madara_cli.config.identity import snapshot_identity as snapshot_key
     from madara_cli.experiment.grid import cell_from_cfg, semantic_config
 
     path = _musique_file(tmp_path)

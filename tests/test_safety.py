@@ -70,7 +70,7 @@ def test_np_load_never_allows_pickles_by_default():
 
 def test_vllm_engine_does_not_trust_remote_code(fake_vllm):
     from madara_cli.backends import make_backend
-    from madara_cli.config import compose
+    from madara_cli.composition import compose
 
     make_backend(compose(["backend=vllm", "model=qwen2.5-7b"]))
     seen = [engine.init_kwargs for engine in fake_vllm.engines]
@@ -81,7 +81,7 @@ def test_vllm_engine_does_not_trust_remote_code(fake_vllm):
 
 def test_config_values_are_never_evaluated(tmp_path):
     """A Python expression in an override stays a string (OmegaConf does not evaluate it)."""
-    from madara_cli.config import compose
+    from madara_cli.composition import compose
 
     marker = tmp_path / "pwned"
     cfg = compose([f"results_dir=\"__import__('os').mkdir('{marker}')\""])

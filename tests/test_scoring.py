@@ -21,7 +21,7 @@ from madara_cli.agents.scoring import (
     parse_score,
     score_requests,
 )
-from madara_cli.config.compose import shipped_prompt_set
+from madara_cli.config.folders import shipped_prompt_set
 from madara_cli.data.mini import generate
 from madara_cli.records import ChatRequest, Completion, Doc, Example, ScoreRequest
 

@@ -11,7 +11,8 @@ import pytest
 
 from madara_cli.backends.base import Backend
 from madara_cli.backends.cache import CachedLLM, ResponseCache
-from madara_cli.config import compose, strategy_settings
+from madara_cli.composition import compose
+from madara_cli.config import strategy_settings
 from madara_cli.data.mini import generate
 from madara_cli.errors import BackendError
 from madara_cli.experiment.engines import EnginePool

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from madara_cli.backends.cache import CachedLLM, ResponseCache
-from madara_cli.config import compose
+from madara_cli.composition import compose
 from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.grid import expand_sweep
 from madara_cli.experiment.runner import run_cell

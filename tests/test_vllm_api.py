@@ -181,7 +181,7 @@ def _answer(prompts, params):
 
 def test_chat_template_kwargs_reach_llm_chat(monkeypatch):
     from madara_cli.backends.chat import ChatSettings
-    from madara_cli.config import compose
+    from madara_cli.composition import compose
 
     assert "chat_template_kwargs" in inspect.signature(vllm.LLM.chat).parameters
     cfg = compose(["model=qwen3-8b", "backend=vllm"])

@@ -111,7 +111,7 @@ def test_plan_counts_the_finished_cells_as_cached(grid_run):
     assert re.search(r"finished|cached", plan.stdout), plan.stdout
     assert "vllm-unknown" not in plan.stdout + plan.stderr
     from madara_cli.backends import backend_fingerprint
-    from madara_cli.config import compose
+    from madara_cli.composition import compose
 
     fp = backend_fingerprint(compose(ENGINE))
     with sqlite3.connect(results / "cache.sqlite") as db:

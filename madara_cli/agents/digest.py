@@ -22,24 +22,14 @@ from __future__ import annotations
 import hashlib
 import json
 
-from madara_cli.config.compose import shipped_prompt_set
+from madara_cli.config.folders import shipped_prompt_set
 from madara_cli.config.prompt_sets import PromptSet
 from madara_cli.records import ChatRequest, Doc, Example, ScoreRequest
 
 FAMILIES = ("generator", "assessors", "detector", "judge", "rerank", "rescore")
 
-# Which families a strategy's requests come from (beyond the generator, which all use).
-_STRATEGY_FAMILIES = {
-    "nf": (),
-    "self_consistency": (),
-    "cross_encoder": (),
-    "main_rag": ("judge",),
-    # its probe re-scores through the forced prompt; its routed treatments (SDA, CoT, ATF,
-    # PDE) ask the Conflict Detector, so the detector's words are its key's too
-    "madara": ("assessors", "detector", "rescore"),
-}
 # Families a strategy declared when it registered (STRATEGIES.register(..., prompts=...)):
-# a plug-in says what it sends, and exactly that keys its cells.
+# each strategy, shipped or plug-in, says what it sends, and exactly that keys its cells.
 _DECLARED: dict[str, tuple[str, ...]] = {}
 
 
@@ -130,7 +120,7 @@ def prompt_digests(strategy: str, retriever: str = "bm25s", prompts: PromptSet |
     """The digests of every family a cell of ``strategy`` (with ``retriever``) sends,
     in the words of ``prompts`` (the cell's set; the shipped one by default)."""
     declared = _DECLARED.get(strategy)
-    families = ["generator", *(declared if declared is not None else _STRATEGY_FAMILIES.get(strategy, _DEFAULT_FAMILIES))]
+    families = ["generator", *(declared if declared is not None else _DEFAULT_FAMILIES)]
     if retriever == "rerank":
         families.append("rerank")
     return {f: prompt_digest(f, prompts) for f in families}

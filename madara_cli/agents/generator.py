@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from madara_cli.config.compose import shipped_prompt_set
+from madara_cli.config.folders import shipped_prompt_set
 from madara_cli.config.prompt_sets import PromptSet
 from madara_cli.metrics import tidy_answer
 from madara_cli.records import ChatRequest, Doc, Example, Message, messages

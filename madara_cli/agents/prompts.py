@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from madara_cli.config.compose import shipped_prompt_set
+from madara_cli.config.folders import shipped_prompt_set
 from madara_cli.config.prompt_sets import PromptSet
 from madara_cli.records import Doc, Example, Message, messages
 

@@ -12,7 +12,7 @@ composed config, its cache fingerprint (computed without loading a model, for
 whose version provenance records. The shipped modules of this package are found by
 :func:`madara_cli.backends.load_builtin`; an installed package registers its own
 through the ``madara.backends`` entry point group (see
-:mod:`madara_cli.experiment.plugins`).
+:mod:`madara_cli.composition.plugins`).
 """
 
 from __future__ import annotations

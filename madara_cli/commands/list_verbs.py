@@ -29,7 +29,7 @@ def ls(
         return
     if what == "models":  # one per line, with the chat settings every backend applies
         from madara_cli.backends.chat import ChatSettings
-        from madara_cli.config import compose
+        from madara_cli.composition import compose
 
         for name in options("model"):
             m = compose([f"model={name}"]).model
@@ -45,7 +45,7 @@ def _reading_of(folder: Path) -> str:
     from the config.yaml it ran with; ``paper`` where that has no reading node."""
     from omegaconf import OmegaConf
 
-    from madara_cli.config.schema import reading_key
+    from madara_cli.config.identity import reading_key
 
     path = folder / "config.yaml"
     node = OmegaConf.to_container(OmegaConf.load(path)).get("reading") if path.is_file() else None

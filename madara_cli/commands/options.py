@@ -49,8 +49,8 @@ def include_option():
 
 def use_folders(config_dir: Optional[List[Path]], include: Optional[List[Path]]) -> None:
     """Add the verb's own --config-dir and --include folders, as the global options do."""
+    from madara_cli.composition.plugins import add_include, load_plugins
     from madara_cli.config import add_config_dir
-    from madara_cli.experiment.plugins import add_include, load_plugins
 
     for d in config_dir or []:
         add_config_dir(d)

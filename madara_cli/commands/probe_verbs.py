@@ -34,7 +34,7 @@ def probe(
 ) -> None:
     """Diagnose a model-task pair: NF baseline + RSC probe -> route; writes results/probes/<key>/."""
     use_folders(config_dir, include)
-    from madara_cli.config import compose
+    from madara_cli.composition import compose
     from madara_cli.experiment.engines import EnginePool
     from madara_cli.experiment.treat import ensure_probe
     from madara_cli.progress import StageProgress

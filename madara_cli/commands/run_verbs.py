@@ -60,7 +60,8 @@ def run(
 ) -> None:
     """Run one cell (overrides), a sweep (-m key=a,b) or a whole grid (--grid NAME); finished cells are skipped."""
     use_folders(config_dir, include)
-    from madara_cli.config import compose, load_grid
+    from madara_cli.composition import compose
+    from madara_cli.config import load_grid
     from madara_cli.experiment.grid import expand, expand_sweep, has_sweep
     from madara_cli.experiment.runner import run_cells, run_probes
     from madara_cli.progress import StageProgress

@@ -44,7 +44,7 @@ def prepare(
 ) -> None:
     """Make ready what a run's engine loads, without starting it (vLLM: the model folder made once from the embedded GGUF)."""
     from madara_cli.backends import prepare_backend
-    from madara_cli.config import compose
+    from madara_cli.composition import compose
 
     cfg = compose(list(overrides or []))
     out.print(prepare_backend(cfg, say=lambda m: err.print(m, style="dim", markup=False, highlight=False)), markup=False, highlight=False)
@@ -61,7 +61,7 @@ def index_build(
     overrides: Optional[List[str]] = typer.Argument(None, help="retriever=bm25s|dense|pyserini and its settings, e.g. retriever.k1=0.9"),
 ) -> None:
     """Build (or find) a saved index of CORPUS; use it with retriever.index=DIR."""
-    from madara_cli.config import compose
+    from madara_cli.composition import compose
     from madara_cli.data.saved_index import build_index
 
     cfg = compose(([f"retriever={engine}"] if engine else []) + list(overrides or []))

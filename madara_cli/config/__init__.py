@@ -1,12 +1,12 @@
 """Configuration: dataclass schemas (:mod:`.schema`: one per group, one per strategy,
-Enum choices), composition and the config search path (:mod:`.compose`), and the
-checks that run before any data or model loads (:mod:`.validate`). The names most
+Enum choices), the config search path, options and grids (:mod:`.folders`), and the
+checks that run before any data or model loads (:mod:`.validate`). Composing a config
+is one layer up, above the plug-ins (:mod:`madara_cli.composition`). The names most
 code needs are re-exported here."""
 
-from madara_cli.config.compose import (
+from madara_cli.config.folders import (
     add_config_dir,
     chosen_strategy,
-    compose,
     config_dir,
     default_strategy,
     find_config,
@@ -17,14 +17,12 @@ from madara_cli.config.compose import (
     options,
     paper_grids,
     search_dirs,
-    strategy_node,
     to_plain,
     user_config_dirs,
     validate_overrides,
 )
 from madara_cli.config.schema import (
     GROUPS,
-    STRATEGY_SCHEMAS,
     BackendConfig,
     BenchmarkConfig,
     CalibrationSplit,
@@ -56,10 +54,10 @@ from madara_cli.config.schema import (
 from madara_cli.errors import ConfigError
 
 __all__ = [
-    "GROUPS", "STRATEGY_SCHEMAS", "BackendConfig", "BenchmarkConfig", "CalibrationSplit", "Choice", "ConfigError", "DType",
+    "GROUPS", "BackendConfig", "BenchmarkConfig", "CalibrationSplit", "Choice", "ConfigError", "DType",
     "FirstStage", "GenerationConfig", "GridConfig", "GridKind", "ModelConfig", "RSCConfig", "RetrieverConfig", "RootConfig", "Scoring",
-    "Selection", "StrategyConfig", "Style", "Task", "Tokenizer", "Vote", "add_config_dir", "chosen_strategy", "compose",
+    "Selection", "StrategyConfig", "Style", "Task", "Tokenizer", "Vote", "add_config_dir", "chosen_strategy",
     "config_dir", "default_strategy", "find_config", "inapplicable_strategy_overrides", "load_grid", "option_schema",
-    "option_settings", "options", "paper_grids", "plural", "register_schemas", "search_dirs", "strategy_node", "strategy_schema",
+    "option_settings", "options", "paper_grids", "plural", "register_schemas", "search_dirs", "strategy_schema",
     "strategy_settings", "to_plain", "user_config_dirs", "validate_overrides",
 ]

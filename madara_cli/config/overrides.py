@@ -44,29 +44,38 @@ def _split(text: str) -> tuple[str, str, str | None]:
     return head[: len(head) - len(key)], key, value if eq else None
 
 
-def parse_overrides(overrides: Iterable[str | Override]) -> list[Override]:
-    """Each override as an :class:`Override` (already parsed ones are kept as they are,
-    so a list parsed once can be passed down and parsed "again" for free)."""
-    items = list(overrides)
-    if all(isinstance(o, Override) for o in items):
-        return list(items)  # type: ignore[arg-type]
+# Every record made, by its text: an override is parsed by Hydra's grammar once per
+# process, however many rooms read it (a grid's cells repeat its overrides; compose, the
+# grid's applicability check, the launcher and a routed treatment all read them). A
+# record is immutable, so sharing it is safe; the texts of one run are few.
+_PARSED: dict[str, Override] = {}
+
+
+def _parse_one(text: str) -> Override:
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
-    parser = OverridesParser.create()
+    prefix, key, value = _split(text)
+    try:
+        (parsed,) = OverridesParser.create().parse_overrides([text])
+    except HydraException as e:  # OverrideParseException and friends
+        return Override(text, key, value, prefix, None, str(e).strip().splitlines()[0])
+    return Override(text, key, value, prefix, parsed)
+
+
+def parse_overrides(overrides: Iterable[str | Override]) -> list[Override]:
+    """Each override as an :class:`Override`: already parsed ones are kept as they are,
+    and a text parsed before in this process gets the record made then."""
     out: list[Override] = []
-    for item in items:
+    for item in overrides:
         if isinstance(item, Override):
             out.append(item)
             continue
         text = str(item)
-        prefix, key, value = _split(text)
-        try:
-            (parsed,) = parser.parse_overrides([text])
-        except HydraException as e:  # OverrideParseException and friends
-            out.append(Override(text, key, value, prefix, None, str(e).strip().splitlines()[0]))
-            continue
-        out.append(Override(text, key, value, prefix, parsed))
+        record = _PARSED.get(text)
+        if record is None:
+            record = _PARSED[text] = _parse_one(text)
+        out.append(record)
     return out
 
 

@@ -266,7 +266,7 @@ def _stamp(folders: Sequence[Path]) -> tuple:
     return tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for f in folders for p in sorted(Path(f).iterdir()))
 
 
-_LOADED: dict[tuple, tuple[tuple, PromptSet]] = {}
+_SETS: dict[tuple, tuple[tuple, PromptSet]] = {}
 
 
 def load_prompt_set(name: str, dirs: Sequence[Path]) -> PromptSet:
@@ -274,7 +274,7 @@ def load_prompt_set(name: str, dirs: Sequence[Path]) -> PromptSet:
     ``prompts/<name>/``, read and checked (one :class:`ConfigError` line on any
     fault). Kept in memory until one of its files changes."""
     key = (name, tuple(str(d) for d in dirs))
-    hit = _LOADED.get(key)
+    hit = _SETS.get(key)
     if hit is not None:
         try:
             if _stamp([Path(f) for f in hit[1].folders]) == hit[0]:
@@ -283,5 +283,5 @@ def load_prompt_set(name: str, dirs: Sequence[Path]) -> PromptSet:
             pass
     templates, folders = _load(name, dirs, ())
     loaded = PromptSet(name, tuple(str(f) for f in folders), templates)
-    _LOADED[key] = (_stamp(folders), loaded)
+    _SETS[key] = (_stamp(folders), loaded)
     return loaded

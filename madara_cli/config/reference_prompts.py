@@ -126,7 +126,7 @@ def reference_templates(checkout: str | Path) -> dict[str, str]:
 def write_reference_set(checkout: str | Path, out_dir: str | Path) -> Path:
     """Write the ``authors`` set to ``out_dir/prompts/authors/`` (replacing the
     templates of an earlier import) and return that folder; checked by loading it."""
-    from madara_cli.config.compose import config_dir
+    from madara_cli.config.folders import config_dir
     from madara_cli.config.prompt_sets import load_prompt_set
 
     templates = reference_templates(checkout)

@@ -196,32 +196,6 @@ class DType(Choice):
     float = "float"
 
 
-# Settings added after cells were first keyed. At the value that computes what every
-# cell computed before them they are left out of cell, probe and snapshot keys, so
-# those keys stay put; any other value is in the key.
-KEY_OMITS_AT: dict[str, dict[str, Any]] = {
-    "benchmark": {"candidates": "retrieved"},
-    "model": {"hf_source": "hub"},
-    "backend": {"tokenizer_mode": "hf", "dtype": "None"},
-    "generation": {"rescore_max_tokens": "None"},
-}
-
-
-def keyed(group: str, values: dict[str, Any]) -> dict[str, Any]:
-    """``values`` of config group ``group`` as a key covers them (see :data:`KEY_OMITS_AT`)."""
-    omit = KEY_OMITS_AT.get(group, {})
-    return {k: v for k, v in values.items() if not (k in omit and str(v) == omit[k])}
-
-
-def model_keyed(values: dict[str, Any], backend: str) -> dict[str, Any]:
-    """The model node as keys cover it on ``backend``: :func:`keyed`, less the model
-    settings that only other backends read (``hf_source`` is vLLM's: llama.cpp cells of
-    a model keep their keys whatever it says)."""
-    others = {k for name, ks in plugin_schemas.backend_model_settings().items() if name != backend for k in ks}
-    mine = set(plugin_schemas.backend_model_settings().get(backend, ()))
-    return {k: v for k, v in keyed("model", values).items() if k not in others - mine}
-
-
 @dataclass
 class ModelConfig:
     name: str = MISSING
@@ -287,122 +261,38 @@ class RetrieverConfig:
 
 @dataclass
 class StrategyConfig:
-    """What every strategy has; each strategy's schema below extends it with the
-    settings its code reads (:mod:`madara_cli.strategies`)."""
+    """What every strategy has; each strategy's schema extends it with the settings its
+    code reads, beside that code (:mod:`madara_cli.strategies`: registered with it)."""
 
     name: str = MISSING
 
 
-@dataclass
-class NFConfig(StrategyConfig):
-    """No-Filter: every retrieved document goes to the generator; no settings."""
 
 
-@dataclass
-class AssessedConfig(StrategyConfig):
-    """The three agents score every document (strategies/assessed.py: three_agent,
-    cot, sda, sda_cot); the ranking keeps the top_k."""
-
-    top_k: int = 5  # documents kept after assessment (paper: top-5 of 10)
-    weights: list[float] = field(default_factory=lambda: [0.4, 0.3, 0.3])  # relevance, consistency, conflict
-    scoring: Scoring = Scoring.generate  # generate (JSON text) | logprob (expected digit)
-    cot: bool = False
-    conflict: ConflictCalls = ConflictCalls.per_query  # per_query (Appendix N: one call) | per_document
 
 
-@dataclass
-class SDAConfig(AssessedConfig):
-    """sda, sda_cot: the assessed settings plus how tied scores are ranked."""
-
-    rank_ties: RankTies = RankTies.ordinal  # ordinal (the authors') | average
 
 
-@dataclass
-class ATFConfig(AssessedConfig):
-    kappa: float = 0.5  # threshold mu - kappa*sigma
-    min_keep: int = 2
 
 
-@dataclass
-class RRFConfig(AssessedConfig):
-    rrf_k: int = 60
 
 
-@dataclass
-class PDEConfig(AssessedConfig):
-    """pde, pde_uniform, pde_random: scores are read only when selection or vote needs them."""
-
-    selection: Selection = Selection.assessed  # assessed (top-k by score) | random (no assessment)
-    vote: Vote = Vote.score  # score (sum of aggregate scores) | uniform (count)
 
 
-@dataclass
-class SelfConsistencyConfig(StrategyConfig):
-    n_samples: int = 5
 
 
-@dataclass
-class MainRAGConfig(StrategyConfig):
-    main_rag_n: float = 0.0  # keep judge score >= mean - n*std
 
 
-@dataclass
-class CrossEncoderConfig(StrategyConfig):
-    top_k: int = 5
-    cross_encoder: str = "cross-encoder/ms-marco-MiniLM-L-12-v2"
 
 
-@dataclass
-class MadaraConfig(StrategyConfig):
-    """MADARA: the probe, then the routed treatment (PDE, SDA, CoT or ATF) with its own
-    config. The treatments' settings are here so they can be set on a madara cell; one
-    the user set carries over to the routed treatment when that treatment has it
-    (``scoring`` not to CoT, whose reasoning is generated)."""
 
-    probe: Optional[str] = None  # path to a finished probe.json to reuse
-    top_k: int = 5
-    weights: list[float] = field(default_factory=lambda: [0.4, 0.3, 0.3])
-    scoring: Scoring = Scoring.generate
-    cot: bool = False
-    kappa: float = 0.5
-    min_keep: int = 2
-    selection: Selection = Selection.assessed
-    vote: Vote = Vote.score
-    conflict: ConflictCalls = ConflictCalls.per_query
-    rank_ties: RankTies = RankTies.ordinal
-
-
-# Strategy name -> its schema; configs/strategy/<name>.yaml names it in its defaults
-# list as ``<name>_schema``.
-STRATEGY_SCHEMAS: dict[str, type[StrategyConfig]] = {
-    "nf": NFConfig,
-    "three_agent": AssessedConfig,
-    "cot": AssessedConfig,
-    "sda": SDAConfig,
-    "sda_cot": SDAConfig,
-    "atf": ATFConfig,
-    "rrf": RRFConfig,
-    "pde": PDEConfig,
-    "pde_uniform": PDEConfig,
-    "pde_random": PDEConfig,
-    "self_consistency": SelfConsistencyConfig,
-    "main_rag": MainRAGConfig,
-    "cross_encoder": CrossEncoderConfig,
-    "madara": MadaraConfig,
-}
 
 SCHEMA_SUFFIX = "_schema"
 
-# The shipped strategies' schemas are the first entries of the plugin registry, so a
-# lookup by implementation finds shipped and plugin strategies alike.
-for _name, _schema in STRATEGY_SCHEMAS.items():
-    plugin_schemas.register_schema("strategy", _name, _schema)
-
-
 def strategy_schema(name: str) -> type[StrategyConfig] | None:
-    """The schema of strategy implementation ``name`` (the shipped ones, and those that
-    plugins registered in :mod:`madara_cli.config.plugin_schemas`); None for an unknown one."""
-    return STRATEGY_SCHEMAS.get(name) or plugin_schemas.schema_for("strategy", name)
+    """The schema of strategy implementation ``name``, as it registered beside its code
+    (:mod:`madara_cli.config.plugin_schemas`); None for an unknown one."""
+    return plugin_schemas.schema_for("strategy", name)
 
 
 def strategy_settings(name: str) -> list[str]:
@@ -439,14 +329,6 @@ class ReadingConfig:
     empty_chain: EmptyChain = EmptyChain.drop
     chain_source: ChainSource = ChainSource.steps
     requests: RequestShape = RequestShape.madara
-
-
-def reading_key(node: Any) -> dict[str, Any]:
-    """The reading settings off their defaults (``{}`` for the paper's reading): what
-    cell and probe keys and summary.csv add, so ``reading=paper`` moves no key."""
-    defaults = {f.name: str(f.default) for f in fields(ReadingConfig)}
-    values = dict(node or {})
-    return {k: str(v) for k, v in values.items() if k in defaults and str(v) != defaults[k]}
 
 
 @dataclass
@@ -525,9 +407,6 @@ def register_schemas() -> None:
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=RootConfig)
     cs.store(group="grid", name="schema", node=GridConfig)
-    for name, schema in STRATEGY_SCHEMAS.items():
-        cs.store(group="strategy", name=name + SCHEMA_SUFFIX, node=schema)
-    for group, entries in plugin_schemas._SCHEMAS.items():  # plugins' schemas, for a yaml that names <name>_schema
+    for group, entries in plugin_schemas._SCHEMAS.items():  # every option's schema, for a yaml that names <name>_schema
         for name, entry in entries.items():
-            if not (group == "strategy" and name in STRATEGY_SCHEMAS):
-                cs.store(group=group, name=name + SCHEMA_SUFFIX, node=entry.schema)
+            cs.store(group=group, name=name + SCHEMA_SUFFIX, node=entry.schema)

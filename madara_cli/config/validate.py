@@ -2,7 +2,7 @@
 before any data loads or any model starts, and a bad one ends in one line that
 names the key, what it got and what it accepts.
 
-Two passes, both called from :func:`madara_cli.config.compose`:
+Two passes, both called from :func:`madara_cli.composition.compose`:
 
 * :func:`check_override_types` reads each ``key=value`` override against the
   dataclass schemas (``limit=abc`` -> "limit: expected an integer or null, got
@@ -28,6 +28,7 @@ from typing import Any, Callable
 
 from omegaconf import DictConfig
 
+from madara_cli.config.identity import probed
 from madara_cli.config.overrides import Override, malformed, parse_overrides
 
 N_AGENTS = 3  # relevance, consistency, conflict (strategy.weights)
@@ -157,8 +158,7 @@ def validate_config(cfg: DictConfig, error: type[Exception]) -> None:
     if present and name == "rerank" and int(cfg.retriever.candidates) < int(cfg.retriever.k):
         raise error(f"retriever.candidates={cfg.retriever.candidates} is below retriever.k={cfg.retriever.k}: the reranker must see at least k documents")
     present, calibration = _get(cfg, "benchmark.calibration")
-    routed = present and str(cfg.strategy.get("impl") or cfg.strategy.get("name")) == "madara"
-    if routed and not cfg.strategy.get("probe") and isinstance(calibration, int) and calibration < MIN_CALIBRATION:
+    if present and "strategy" in cfg and probed(cfg) and not cfg.strategy.get("probe") and isinstance(calibration, int) and calibration < MIN_CALIBRATION:
         raise error(f"benchmark.calibration={calibration} is out of range for strategy=madara: its RSC probe needs at least "
                     f"{MIN_CALIBRATION} calibration queries (or strategy.probe=PATH, a finished probe)")
     present, mode = _get(cfg, "strategy.scoring")

@@ -41,7 +41,7 @@ QWEN3_PREFIX = "<think>\n\n</think>\n\n"
 def rerank_request(query: str, doc: Doc, prefix: str = "", prompts: Any = None) -> ScoreRequest:
     """Fields ``question`` (the query) and ``document``, rendered with ``prompts`` (a
     :class:`~madara_cli.config.prompt_sets.PromptSet`; the shipped set by default)."""
-    from madara_cli.config.compose import shipped_prompt_set
+    from madara_cli.config.folders import shipped_prompt_set
 
     ps = shipped_prompt_set() if prompts is None else prompts
     fields = {"question": query, "document": doc.render()}
@@ -86,7 +86,7 @@ class GenerativeReranker:
         self.prefix = QWEN3_PREFIX if reranker_name(ctx.cfg).lower().startswith("qwen3") and not _template_closes_thinking(self.llm) else ""
 
     def _rerank(self, queries: Sequence[str], candidates: Sequence[Ranked]) -> list[Ranked]:
-        from madara_cli.config.compose import prompts_of
+        from madara_cli.config.folders import prompts_of
 
         prompts = prompts_of(self.ctx.cfg)
         reqs = [rerank_request(q, d, self.prefix, prompts) for q, cands in zip(queries, candidates, strict=False) for d, _ in cands]

@@ -42,7 +42,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from madara_cli.config.plugin_schemas import key_view
+from madara_cli.config.identity import snapshot_identity
 from madara_cli.data import snapshots
 from madara_cli.data.bm25s_retriever import BM25Index, BM25sRetriever  # noqa: F401
 from madara_cli.data.dense_retriever import DenseRetriever  # noqa: F401
@@ -186,10 +186,10 @@ def retrieve(examples: Sequence[Example], cfg: DictConfig, llm: Any | None = Non
     reranker = None
     if rcfg.name == "rerank":
         reranker = {"model": reranker_name(cfg)}
-    key = snapshots.snapshot_key(
+    key = snapshot_identity(
         benchmark=OmegaConf.to_container(cfg.benchmark, resolve=True),  # type: ignore[arg-type]
         source=source_fingerprint(cfg.benchmark),
-        retriever=key_view("retriever", OmegaConf.to_container(rcfg, resolve=True)),  # type: ignore[arg-type]  # old flat defaults under: keys stay put
+        retriever=OmegaConf.to_container(rcfg, resolve=True),  # type: ignore[arg-type]
         corpus=_corpus_identity(cfg, ctx),
         reranker=reranker,
     )

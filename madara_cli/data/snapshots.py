@@ -43,30 +43,14 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from madara_cli.config.schema import keyed
 from madara_cli.errors import SnapshotError
 from madara_cli.paths import inside, writing
 from madara_cli.records import Doc, Example
-
-SNAPSHOT_FORMAT = 1
-_BENCHMARK_NOT_SEMANTIC = ("sample", "calibration", "path", "corpus")
 
 
 def question_hash(ex: Example) -> str:
     payload = json.dumps({"q": ex.question, "query": ex.meta.get("query"), "pool": [d.id for d in ex.docs or ()]}, ensure_ascii=False)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
-
-
-def snapshot_key(benchmark: dict[str, Any], source: str, retriever: dict[str, Any], corpus: dict[str, Any] | None, reranker: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The identity of a snapshot (see the module docstring)."""
-    return {
-        "format": SNAPSHOT_FORMAT,
-        "benchmark": keyed("benchmark", {k: v for k, v in sorted(benchmark.items()) if k not in _BENCHMARK_NOT_SEMANTIC}),
-        "source": source,
-        "retriever": dict(sorted(retriever.items())),
-        "corpus": corpus,
-        "reranker": reranker,
-    }
 
 
 def key_digest(key: dict[str, Any]) -> str:

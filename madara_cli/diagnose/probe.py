@@ -53,8 +53,6 @@ written once (by the results store) to ``results/probes/<model>__<benchmark>__n<
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import time
 from dataclasses import dataclass, replace
@@ -78,10 +76,10 @@ from madara_cli.agents.scoring import (
     read_rescore,
 )
 from madara_cli.backends.cache import CachedLLM
-from madara_cli.config import to_plain
-from madara_cli.config.compose import prompts_of
+from madara_cli.config.folders import prompts_of
+from madara_cli.config.identity import digest, isolation_on, probe_identity
 from madara_cli.config.prompt_sets import PromptSet
-from madara_cli.config.schema import Rescore, keyed, model_keyed, reading_key
+from madara_cli.config.schema import Rescore
 from madara_cli.diagnose import perturb, router, rsc
 from madara_cli.errors import ConfigError, DataError
 from madara_cli.paths import inside
@@ -90,25 +88,7 @@ from madara_cli.results.outputs import Calibration, IsolationProbe, ProbeRecord,
 from madara_cli.results.probe_stats import ProbeStats
 
 RESCORE_READINGS = tuple(Rescore.__members__)  # forced, prefix (rsc.rescore)
-# What can change a probe's numbers; strategy, limit and output paths cannot.
-_PROBE_KEYS = ("model", "backend", "benchmark", "retriever", "generation", "rsc", "seed")
 ISOLATION_STRATEGY = "pde_random"
-
-
-def isolation_on(cfg: DictConfig) -> bool:
-    """Whether the probe measures the isolation gain: asked for, or needed by the routing policy."""
-    rsc_node, router_node = cfg.get("rsc") or {}, cfg.get("router") or {}
-    return bool(rsc_node.get("isolation_probe", False)) or str(router_node.get("policy", router.PAPER)) == router.ISOLATION
-
-
-def rsc_key(cfg: DictConfig) -> dict:
-    """The ``rsc`` settings as probe and madara-cell keys hash them: the isolation probe
-    enters only when it runs, so every key from before it existed stays where it was."""
-    node = dict(to_plain(cfg).get("rsc") or {})
-    node.pop("isolation_probe", None)
-    if isolation_on(cfg):
-        node["isolation_probe"] = True
-    return node
 
 
 @dataclass(frozen=True)
@@ -133,28 +113,13 @@ class ProbeSpec:
     @classmethod
     def from_cfg(cls, cfg: DictConfig, n: int | None = None) -> "ProbeSpec":
         from madara_cli.agents.digest import prompt_digest
-        from madara_cli.config.plugin_schemas import key_view
         from madara_cli.metrics import METRIC_VERSION
 
-        plain = to_plain(cfg)
-        semantic = {k: plain[k] for k in _PROBE_KEYS}
-        semantic["rsc"] = rsc_key(cfg)
-        semantic["generation"] = keyed("generation", semantic["generation"])  # rescore_max_tokens unset: as before it existed
-        reading = reading_key(plain.get("reading"))
-        if reading:  # the paper's reading keeps every earlier probe key
-            semantic["reading"] = reading
-        semantic["backend"] = keyed("backend", key_view("backend", semantic["backend"]))  # runtime-only out, old flat defaults under
-        semantic["model"] = model_keyed(semantic["model"], str(semantic["backend"]["name"]))
-        semantic["retriever"] = key_view("retriever", semantic["retriever"])
-        # The calibration split is the first n of the seeded order whatever the
-        # evaluated sample, so n (in the key) is all that matters of the split sizes.
-        semantic["benchmark"] = keyed("benchmark", {k: v for k, v in semantic["benchmark"].items() if k not in ("calibration", "sample")})
         prompts = prompts_of(cfg)
-        semantic["prompts"] = {f: prompt_digest(f, prompts) for f in ("generator", "assessors", "rescore")}
-        semantic["metric_version"] = METRIC_VERSION
-        digest = hashlib.sha256(json.dumps(semantic, sort_keys=True).encode()).hexdigest()[:8]
+        digests = {f: prompt_digest(f, prompts) for f in ("generator", "assessors", "rescore")}
+        config_hash = digest(probe_identity(cfg, digests, METRIC_VERSION))
         n = int(n if n is not None else cfg.benchmark.calibration)
-        return cls(model=cfg.model.name, benchmark=cfg.benchmark.name, n=n, config_hash=digest)
+        return cls(model=cfg.model.name, benchmark=cfg.benchmark.name, n=n, config_hash=config_hash)
 
 
 def _cot_request(ex: Example, i: int, cfg: DictConfig, prompts: PromptSet | None = None) -> ChatRequest:
@@ -331,7 +296,7 @@ def _isolation(cfg: DictConfig, llm: CachedLLM, examples: list[Example], nf_corr
     """PDE-Random (its shipped settings: k random documents answered alone, uniform vote)
     on the calibration queries against NF on the same queries: the isolation gain, its
     exact McNemar test and the calls it took (madara's extension)."""
-    from madara_cli.config import compose
+    from madara_cli.composition import compose
     from madara_cli.strategies import STRATEGIES, StrategyContext
 
     # The probe's strategy node belongs to the probed cell; the isolation arm runs

@@ -49,7 +49,7 @@ def reranker_config(cfg: DictConfig) -> DictConfig | None:
     when the cell's own engine ranks, or nothing does. The one step that composes it."""
     if cfg.retriever.name != "rerank" or not cfg.retriever.get("model"):
         return None
-    from madara_cli.config import compose
+    from madara_cli.composition import compose
 
     return compose([f"model={cfg.retriever.model}", f"backend={cfg.backend.name}", f"seed={cfg.seed}"])
 

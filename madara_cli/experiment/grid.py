@@ -12,110 +12,48 @@ left out, so a parallel run that sets threads finds the cells a serial run wrote
 
 from __future__ import annotations
 
-import hashlib
 import itertools
-import json
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
+from madara_cli.composition import compose, load_plugins
 from madara_cli.config import (
     GridConfig,
     chosen_strategy,
-    compose,
     inapplicable_strategy_overrides,
     load_grid,
     option_settings,
-    to_plain,
 )
-from madara_cli.config.compose import strategy_impl
+from madara_cli.config.folders import strategy_impl
+from madara_cli.config.identity import cell_identity, digest, flat_settings, flatten, nested_settings
 from madara_cli.config.overrides import parse_overrides
-from madara_cli.config.plugin_schemas import key_view
-from madara_cli.config.schema import keyed, model_keyed, reading_key
-from madara_cli.config.settings import SEMANTIC_GROUPS, flat_settings, flatten, nested_settings
 from madara_cli.config.validate import not_applicable
 from madara_cli.errors import ConfigError
-from madara_cli.experiment.plugins import load_plugins
 from madara_cli.records import Cell
-
-# Settings inside the semantic groups (config.settings.SEMANTIC_GROUPS) that only change speed or placement are the runtime-only
-# ones each backend's record declares (config.plugin_schemas.runtime_only); they are left out.
-# Backend and retriever nodes are laid over the flat settings they carried before each
-# had a schema of its own (config.plugin_schemas.key_view), so their keys stay put.
-_KEY_VIEW_GROUPS = ("backend", "retriever")
-# Before each strategy had its own schema, every strategy node carried every setting
-# at these defaults, and cells were hashed so. A node is laid over them, so cells
-# finished then keep their keys; being constants, they cannot move a strategy's key
-# (a setting that does not apply to it fails at compose).
-_FLAT_STRATEGY_DEFAULTS: dict = {
-    "top_k": 5, "weights": [0.4, 0.3, 0.3], "scoring": "generate", "cot": False, "kappa": 0.5, "min_keep": 2, "rrf_k": 60,
-    "vote": "score", "selection": "assessed", "n_samples": 5, "main_rag_n": 0.0, "probe": None,
-    "cross_encoder": "cross-encoder/ms-marco-MiniLM-L-12-v2",
-}
-
-_MODEL_CHAT_DEFAULTS: dict = {"chat_template_kwargs": {}, "system_role": True}
 
 
 def semantic_config(cfg: DictConfig) -> dict:
-    """What a cell's hash covers (see the module docstring)."""
+    """What a cell's hash covers (:func:`madara_cli.config.identity.cell_identity`), given
+    what only this floor can know: the digest of each template family the strategy
+    sends, and the commit a hub revision names where the local hub cache knows it."""
     from madara_cli.agents.digest import prompt_digests
-    from madara_cli.config.compose import prompts_of
+    from madara_cli.backends.weights import resolved_revision
+    from madara_cli.config.folders import prompts_of
     from madara_cli.metrics import METRIC_VERSION
 
-    plain = to_plain(cfg)
-    out: dict = {}
-    for group in SEMANTIC_GROUPS:  # the root groups whose settings can change a cell's numbers
-        values = key_view(group, plain[group]) if group in _KEY_VIEW_GROUPS else plain[group]
-        out[group] = model_keyed(values, str(plain["backend"]["name"])) if group == "model" else keyed(group, values)
-    out["strategy"] = {**_FLAT_STRATEGY_DEFAULTS, **out["strategy"]}
-    # Chat settings joined the model schema later: at their defaults they change nothing,
-    # so they stay out and cells finished before keep their keys.
-    for name, default in _MODEL_CHAT_DEFAULTS.items():
-        if out["model"].get(name, default) == default:
-            out["model"].pop(name, None)
-    if out["model"].get("hf_source", "hub") == "hub":
-        from madara_cli.backends.weights import resolved_revision
-
-        # a hub revision is keyed by the commit it names where that is known here (the
-        # local hub cache: `madara prepare` downloads it), so an update on the hub of a
-        # model's weights or chat template makes a new cell; a commit keys as itself
-        commit = resolved_revision(str(out["model"].get("hf_id")), str(out["model"].get("revision")))
-        if commit:
-            out["model"]["revision"] = commit
-    out["limit"], out["seed"] = plain.get("limit"), plain.get("seed")
-    if strategy_impl(cfg.strategy) == "madara":
-        from madara_cli.config.schema import RouterConfig
-        from madara_cli.diagnose.probe import rsc_key
-
-        out["rsc"] = rsc_key(cfg)  # the probe behind the route
-        if plain.get("router") and plain["router"] != to_plain(OmegaConf.structured(RouterConfig)):
-            out["router"] = plain["router"]  # the paper's policy at its thresholds keeps every earlier key
-    reading = reading_key(plain.get("reading"))
-    if reading:  # the paper's reading adds nothing, so every earlier key stays put
-        out["reading"] = reading
-    out["metric_version"] = METRIC_VERSION
-    out["prompts"] = prompt_digests(strategy_impl(cfg.strategy), str(cfg.retriever.name), prompts_of(cfg))
-    if out["strategy"].get("selection") == "random" and out["strategy"].get("vote") == "uniform":
-        # PDE-Random asks no agent: how the Conflict Detector would be asked cannot
-        # change it, so neither may move its key.
-        out["strategy"].pop("conflict", None)
-        out["prompts"].pop("detector", None)
-        if "reading" in out:  # nor how its reply is read, or its scores parsed
-            for name in ("conflict", "score_parser", "requests"):
-                out["reading"].pop(name, None)
-            if not out["reading"] or set(out["reading"]) == {"name"}:
-                out["reading"].pop("name", None)
-            if not out["reading"]:
-                out.pop("reading")
-    return out
+    # cell_identity uses it where the model's keyed source is the hub
+    commit = resolved_revision(str(cfg.model.get("hf_id")), str(cfg.model.get("revision")))
+    prompts = prompt_digests(strategy_impl(cfg.strategy), str(cfg.retriever.name), prompts_of(cfg))
+    return cell_identity(cfg, prompts, METRIC_VERSION, hub_commit=commit)
 
 
 def key_settings(cfg: DictConfig, prompts: bool = True) -> dict:
     """The settings a cell's key covers, flattened to dotted names (``strategy.top_k``,
     ``model.temperature``, ``prompts.generator``; lists as JSON text): one tidy row of
     summary.csv. The cell's own strategy node is used, not the constants laid under it
-    for old keys (``_FLAT_STRATEGY_DEFAULTS``), which a strategy does not read.
+    for old keys (``identity.FLAT_STRATEGY_DEFAULTS``), which a strategy does not read.
     ``prompts=False`` leaves out the prompt digests and the metric version
-    (:func:`madara_cli.config.settings.flat_settings`: a stored config.yaml cannot say
+    (:func:`madara_cli.config.identity.flat_settings`: a stored config.yaml cannot say
     which templates ran, only the record written at run time can)."""
     if not prompts:
         return flat_settings(cfg)
@@ -124,7 +62,7 @@ def key_settings(cfg: DictConfig, prompts: bool = True) -> dict:
     nested["metric_version"] = sem["metric_version"]
     out = flatten(nested)
     # one column to group by, and one per template family
-    out["prompts"] = hashlib.sha256(json.dumps(sem["prompts"], sort_keys=True).encode()).hexdigest()[:8]
+    out["prompts"] = digest(sem["prompts"])
     out.update({f"prompts.{family}": digest for family, digest in sem["prompts"].items()})
     return out
 
@@ -132,10 +70,9 @@ def key_settings(cfg: DictConfig, prompts: bool = True) -> dict:
 def cell_from_cfg(cfg: DictConfig) -> Cell:
     """The cell a composed config runs: its names, and the hash of what can change its
     numbers (:func:`semantic_config`) that ends its key."""
-    digest = hashlib.sha256(json.dumps(semantic_config(cfg), sort_keys=True).encode()).hexdigest()[:8]
     return Cell(
         grid=cfg.grid_name, model=cfg.model.name, benchmark=cfg.benchmark.name, strategy=cfg.strategy.name,
-        retriever=cfg.retriever.name, k=int(cfg.retriever.k), seed=int(cfg.seed), limit=cfg.limit, config_hash=digest,
+        retriever=cfg.retriever.name, k=int(cfg.retriever.k), seed=int(cfg.seed), limit=cfg.limit, config_hash=digest(semantic_config(cfg)),
     )
 
 

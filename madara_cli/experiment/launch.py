@@ -6,7 +6,7 @@ with one job per cell: ``joblib`` runs cells in parallel processes on this machi
 serial run's exactly (:func:`madara_cli.experiment.grid.grid_overrides`: a grid-wide
 ``strategy.X`` goes only to the strategies that have it), written once to
 ``<results>/.hydra/<grid>/cells-<hash>.json``; job ``i`` composes cell ``i`` with
-:func:`madara_cli.config.compose` and runs :func:`madara_cli.experiment.runner.run_cell`.
+:func:`madara_cli.composition.compose` and runs :func:`madara_cli.experiment.runner.run_cell`.
 Every job writes the same results folder and shares the same SQLite response cache,
 so parallel and serial runs produce the same results and a killed sweep resumes from
 the cache. ``hydra.*`` overrides (``hydra.launcher.partition=gpu``) go to Hydra.
@@ -22,11 +22,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from madara_cli.composition.plugins import load_plugins
 from madara_cli.config import load_grid, register_schemas
-from madara_cli.config.compose import primary_and_searchpath
+from madara_cli.config.folders import primary_and_searchpath
 from madara_cli.config.overrides import parse_overrides
 from madara_cli.errors import ConfigError
-from madara_cli.experiment.plugins import load_plugins
 
 LAUNCHERS = {
     "basic": None,
@@ -54,9 +54,9 @@ def _launcher_choice() -> str | None:
 
 def _task(cfg) -> None:
     """One Hydra job: cell number ``madara_cell`` of the list in ``madara_cells``,
-    composed by :func:`madara_cli.config.compose` as the serial run composes it."""
+    composed by :func:`madara_cli.composition.compose` as the serial run composes it."""
     global _POOL
-    from madara_cli.config import compose
+    from madara_cli.composition import compose
     from madara_cli.experiment.engines import EnginePool
     from madara_cli.experiment.runner import run_cell
 
@@ -104,7 +104,7 @@ def _worker_threads(cell: list[str], n_jobs: int) -> list[str]:
 
 
 def _default_backend() -> str:
-    from madara_cli.config import compose
+    from madara_cli.composition import compose
 
     return str(compose([]).backend.name)
 
@@ -187,7 +187,7 @@ def multirun(grid_name: str, extra: list[str], launcher: str = "joblib", n_jobs:
     the composed configs of its cells (the serial run's, to read the results back)."""
     import hydra
 
-    from madara_cli.config import compose
+    from madara_cli.composition import compose
 
     check_launcher(launcher)
     if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs < 1):
@@ -257,7 +257,7 @@ def read_back(cfgs: list) -> LaunchedCells:
 def jobs_folder(grid_name: str, extra: list[str]) -> Path:
     """Where the sweep's job folders (submitit's too) and its cells file go: beside the
     results, in ``<results_dir>/.hydra/<grid>``."""
-    from madara_cli.config import compose
+    from madara_cli.composition import compose
     from madara_cli.paths import inside
 
     given = [o.raw for o in parse_overrides([*load_grid(grid_name).overrides, *extra]) if o.key == "results_dir"]
@@ -267,7 +267,7 @@ def jobs_folder(grid_name: str, extra: list[str]) -> Path:
 
 def _cache_path(grid_name: str, extra: list[str]) -> Path:
     """The cache the sweep's jobs share (only ``results_dir`` and ``cache`` decide it)."""
-    from madara_cli.config import compose
+    from madara_cli.composition import compose
 
     given = [o.raw for o in parse_overrides([*load_grid(grid_name).overrides, *extra]) if o.key in ("results_dir", "cache")]
     return Path(compose(given).cache)

@@ -38,7 +38,8 @@ from typing import Sequence
 from omegaconf import DictConfig, OmegaConf
 
 from madara_cli.backends.cache import CachedLLM, ResponseCache
-from madara_cli.config.compose import strategy_impl
+from madara_cli.config.folders import strategy_impl
+from madara_cli.config.identity import probed
 from madara_cli.experiment.grid import cell_from_cfg
 from madara_cli.records import Cell, ChatRequest, Completion, ScoreRequest, request_key
 from madara_cli.results.record_files import read_cell
@@ -146,7 +147,6 @@ def plan_grid(grid_name: str, cfgs: list[DictConfig]) -> Plan:
     """Estimate every cell of a grid; add measured numbers for finished cells."""
     from madara_cli.errors import DataError, RecordError
     from madara_cli.experiment.examples import load_cell, retrieve_for, sized_to_data
-    from madara_cli.experiment.runner import ROUTED
     from madara_cli.experiment.treat import Treatment
     from madara_cli.strategies import STRATEGIES, StrategyContext, load_all
 
@@ -223,7 +223,7 @@ def plan_grid(grid_name: str, cfgs: list[DictConfig]) -> Plan:
             start = len(rec.seen)
             with llm.fresh_accounting() as acct:
                 try:
-                    if strategy_impl(cfg.strategy) == ROUTED:  # one probe, one route: walked whole
+                    if probed(cfg):  # one probe, one route: walked whole
                         Treatment.prepare(walk_cfg, None, calibration_memo.get(retr_key)).run(StrategyContext(llm=llm, cfg=walk_cfg), examples)
                     else:
                         # Each query's requests depend on that query alone, so the walk goes a

@@ -24,7 +24,8 @@ from typing import Any, Callable
 from omegaconf import DictConfig, OmegaConf
 
 from madara_cli import metrics as M
-from madara_cli.config.compose import strategy_impl
+from madara_cli.config.folders import strategy_impl
+from madara_cli.config.identity import probed
 from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.examples import load_cell, reranker_config, retrieve_for, sized_to_data
 from madara_cli.experiment.grid import cell_from_cfg, key_settings
@@ -37,7 +38,6 @@ from madara_cli.strategies import STRATEGIES, StrategyContext, load_all
 
 log = logging.getLogger(__name__)
 
-ROUTED = "madara"  # strategy=madara: Algorithm 2 (experiment/treat.py), not a strategies/ function
 
 
 @dataclass
@@ -134,7 +134,7 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
         track_cell(cfg, done)  # a cell finished before tracking was on is logged once
         return done
     load_all()
-    routed = strategy_impl(cfg.strategy) == ROUTED
+    routed = probed(cfg)  # strategy=madara: the probe, then Algorithm 2's route (experiment/treat.py)
     strategy = None if routed else STRATEGIES.get(strategy_impl(cfg.strategy))
     check_writable(folder.parent)  # before any work, not after it
     reranker = reranker_config(cfg)  # composed once, up front: the eval and calibration retrievals share it

@@ -78,7 +78,7 @@ def user_strategy_keys(cfg: DictConfig) -> set[str]:
     """The ``strategy.X`` settings the user changed on the madara cell: those differing
     from madara's own composed node. (A setting spelt out at its default changes neither
     the cell's key nor, so, what it may run.)"""
-    from madara_cli.config import compose
+    from madara_cli.composition import compose
 
     base = compose([f"strategy={cfg.strategy.name}"]).strategy
     return {k for k in cfg.strategy if k not in base or cfg.strategy[k] != base[k]} - set(_OWN)
@@ -93,7 +93,7 @@ def routed_config(cfg: DictConfig, route: str, carry: set[str] | None = None) ->
     node's keys), except ``scoring`` for the CoT treatments, whose reasoning must be
     generated. Everything outside ``strategy`` is the cell's, as it stands. ``carry``:
     :func:`user_strategy_keys` of ``cfg`` when the caller worked it out already."""
-    from madara_cli.config import compose
+    from madara_cli.composition import compose
     from madara_cli.config.overrides import parse_overrides
 
     parsed = parse_overrides(str(o) for o in cfg.get("overrides") or [])

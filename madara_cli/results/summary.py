@@ -73,7 +73,7 @@ def cell_settings(record: CellRecord, folder: Path) -> dict[str, Any]:
     try:
         from omegaconf import OmegaConf
 
-        from madara_cli.config.settings import flat_settings
+        from madara_cli.config.identity import flat_settings
 
         return flat_settings(OmegaConf.load(folder / CONFIG_FILE))
     except Exception:  # an unreadable or foreign config.yaml: the row keeps its key columns

@@ -21,14 +21,43 @@ their final generation -- and not even that when their selection coincides.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import numpy as np
 
 from madara_cli.agents.scoring import ScoreMatrix, assess, assessment_report
+from madara_cli.config.schema import ConflictCalls, RankTies, Scoring, StrategyConfig
 from madara_cli.records import Example, Prediction
 from madara_cli.strategies.context import STRATEGIES, StrategyContext, generate_answers, rounded, support_coverage, with_extra
 from madara_cli.strategies.selection import atf_select, atf_threshold, rrf_fuse, sda_rank, top_k, weighted_aggregate
+
+
+@dataclass
+class AssessedConfig(StrategyConfig):
+    """The three agents score every document (strategies/assessed.py: three_agent,
+    cot, sda, sda_cot); the ranking keeps the top_k."""
+
+    top_k: int = 5  # documents kept after assessment (paper: top-5 of 10)
+    weights: list[float] = field(default_factory=lambda: [0.4, 0.3, 0.3])  # relevance, consistency, conflict
+    scoring: Scoring = Scoring.generate  # generate (JSON text) | logprob (expected digit)
+    cot: bool = False
+    conflict: ConflictCalls = ConflictCalls.per_query  # per_query (Appendix N: one call) | per_document
+
+@dataclass
+class SDAConfig(AssessedConfig):
+    """sda, sda_cot: the assessed settings plus how tied scores are ranked."""
+
+    rank_ties: RankTies = RankTies.ordinal  # ordinal (the authors') | average
+
+@dataclass
+class ATFConfig(AssessedConfig):
+    kappa: float = 0.5  # threshold mu - kappa*sigma
+    min_keep: int = 2
+
+@dataclass
+class RRFConfig(AssessedConfig):
+    rrf_k: int = 60
 
 
 def scored(ctx: StrategyContext, examples: Sequence[Example]) -> list[ScoreMatrix]:
@@ -90,30 +119,30 @@ def _select_and_generate(
     return out
 
 
-@STRATEGIES.register("three_agent")
-@STRATEGIES.register("cot")
+@STRATEGIES.register("three_agent", schema=AssessedConfig)
+@STRATEGIES.register("cot", schema=AssessedConfig)
 def weighted_rerank(ctx: StrategyContext, examples: Sequence[Example]) -> list[Prediction]:
     """3-Agent baseline / CoT de-polarization: rerank by the weighted aggregate, top-k."""
     k = int(ctx.strategy.top_k)
     return _select_and_generate(ctx, examples, _weighted, lambda v: top_k(v, k))
 
 
-@STRATEGIES.register("sda")
-@STRATEGIES.register("sda_cot")
+@STRATEGIES.register("sda", schema=SDAConfig)
+@STRATEGIES.register("sda_cot", schema=SDAConfig)
 def score_distribution_alignment(ctx: StrategyContext, examples: Sequence[Example]) -> list[Prediction]:
     """SDA (Algorithm 1): rerank by the weighted mean of per-agent percentile ranks, top-k."""
     k = int(ctx.strategy.top_k)
     return _select_and_generate(ctx, examples, _sda, lambda v: top_k(v, k))
 
 
-@STRATEGIES.register("rrf")
+@STRATEGIES.register("rrf", schema=RRFConfig)
 def reciprocal_rank_fusion(ctx: StrategyContext, examples: Sequence[Example]) -> list[Prediction]:
     """RRF over the three agents' rankings (Appendix C), top-k."""
     k = int(ctx.strategy.top_k)
     return _select_and_generate(ctx, examples, _rrf, lambda v: top_k(v, k))
 
 
-@STRATEGIES.register("atf")
+@STRATEGIES.register("atf", schema=ATFConfig)
 def adaptive_threshold_filtering(ctx: StrategyContext, examples: Sequence[Example]) -> list[Prediction]:
     """ATF (Section 4.3): filter the weighted aggregate at mu - kappa*sigma."""
     st = ctx.strategy

@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence
 from omegaconf import DictConfig
 
 from madara_cli.backends.cache import CachedLLM
-from madara_cli.config.compose import prompts_of
+from madara_cli.config.folders import prompts_of
 from madara_cli.config.plugin_schemas import register_schema, schema_for
 from madara_cli.config.prompt_sets import PromptSet
 from madara_cli.config.schema import StrategyConfig

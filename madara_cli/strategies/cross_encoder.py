@@ -9,15 +9,23 @@ Needs the ``dense`` extra (sentence-transformers) and the model weights.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
+from madara_cli.config.schema import StrategyConfig
 from madara_cli.errors import BackendError
 from madara_cli.records import Example, Prediction
 from madara_cli.strategies.assessed import selection_report
 from madara_cli.strategies.context import STRATEGIES, StrategyContext, generate_answers, rounded, support_coverage, with_extra
 from madara_cli.strategies.selection import top_k
+
+
+@dataclass
+class CrossEncoderConfig(StrategyConfig):
+    top_k: int = 5
+    cross_encoder: str = "cross-encoder/ms-marco-MiniLM-L-12-v2"
 
 _MODELS: dict[str, Any] = {}
 
@@ -44,7 +52,7 @@ def cross_encoder_scores(name: str, pairs: Sequence[tuple[str, str]]) -> np.ndar
     return np.asarray(model.predict(list(pairs), batch_size=64, show_progress_bar=False), dtype=float)
 
 
-@STRATEGIES.register("cross_encoder")
+@STRATEGIES.register("cross_encoder", schema=CrossEncoderConfig, prompts=())
 def cross_encoder_rerank(ctx: StrategyContext, examples: Sequence[Example]) -> list[Prediction]:
     name, k = str(ctx.strategy.cross_encoder), int(ctx.strategy.top_k)
     pairs = [(ex.question, d.render()) for ex in examples for d in ex.docs or ()]

@@ -22,16 +22,23 @@ Calls per query: m extraction + m judge + 1 generation.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
 from madara_cli.agents.prompts import judge_messages
+from madara_cli.config.schema import StrategyConfig
 from madara_cli.records import Completion, Example, Prediction, ScoreRequest
 from madara_cli.strategies.assessed import selection_report
 from madara_cli.strategies.context import STRATEGIES, StrategyContext, generate_answers, rounded, support_coverage, with_extra
 from madara_cli.strategies.pde import per_document_extraction
 from madara_cli.strategies.selection import main_rag_select
+
+
+@dataclass
+class MainRAGConfig(StrategyConfig):
+    main_rag_n: float = 0.0  # keep judge score >= mean - n*std
 
 JUDGE_CANDIDATES = ("Yes", "No")
 JUDGE_STAGE = "main-rag-judge"
@@ -47,7 +54,7 @@ def judge_score(completion: Completion) -> float:
     return max(yes, LOGPROB_FLOOR) - max(no, LOGPROB_FLOOR)
 
 
-@STRATEGIES.register("main_rag")
+@STRATEGIES.register("main_rag", schema=MainRAGConfig, prompts=("judge",))
 def main_rag(ctx: StrategyContext, examples: Sequence[Example]) -> list[Prediction]:
     n = float(ctx.strategy.main_rag_n)
     picks = [list(range(len(ex.docs or ()))) for ex in examples]

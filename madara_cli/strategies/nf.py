@@ -3,12 +3,19 @@ the baseline of every table in the paper (Section 5.3, strategy 1)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
+from madara_cli.config.schema import StrategyConfig
 from madara_cli.records import Example, Prediction
 from madara_cli.strategies.context import STRATEGIES, StrategyContext, generate_answers
 
 
-@STRATEGIES.register("nf")
+@dataclass
+class NFConfig(StrategyConfig):
+    """No-Filter: every retrieved document goes to the generator; no settings."""
+
+
+@STRATEGIES.register("nf", schema=NFConfig, prompts=())
 def no_filter(ctx: StrategyContext, examples: Sequence[Example]) -> list[Prediction]:
     return generate_answers(ctx, "generate", examples, [ex.docs or () for ex in examples])

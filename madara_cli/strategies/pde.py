@@ -30,6 +30,7 @@ variants (and MAIN-RAG's Predictor) share per-document answers through the cache
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -38,9 +39,17 @@ from madara_cli.agents.generator import clean_answer, generation_request
 from madara_cli.config import Selection, Vote
 from madara_cli.errors import ConfigError
 from madara_cli.records import Example, Prediction
-from madara_cli.strategies.assessed import scored, selection_report
+from madara_cli.strategies.assessed import AssessedConfig, scored, selection_report
 from madara_cli.strategies.context import STRATEGIES, StrategyContext, rounded, support_coverage
 from madara_cli.strategies.selection import pde_vote, pde_vote_authors, top_k, weighted_aggregate
+
+
+@dataclass
+class PDEConfig(AssessedConfig):
+    """pde, pde_uniform, pde_random: scores are read only when selection or vote needs them."""
+
+    selection: Selection = Selection.assessed  # assessed (top-k by score) | random (no assessment)
+    vote: Vote = Vote.score  # score (sum of aggregate scores) | uniform (count)
 
 SELECTIONS = tuple(Selection.__members__)  # assessed, random
 VOTES = tuple(Vote.__members__)  # score, uniform
@@ -76,9 +85,9 @@ def random_documents(example: Example, k: int, seed: int) -> list[int]:
     return sorted(int(i) for i in rng.choice(m, size=min(k, m), replace=False)) if m else []
 
 
-@STRATEGIES.register("pde")
-@STRATEGIES.register("pde_uniform")
-@STRATEGIES.register("pde_random")
+@STRATEGIES.register("pde", schema=PDEConfig)
+@STRATEGIES.register("pde_uniform", schema=PDEConfig)
+@STRATEGIES.register("pde_random", schema=PDEConfig)
 def per_document(ctx: StrategyContext, examples: Sequence[Example]) -> list[Prediction]:
     st = ctx.strategy
     selection, vote = str(st.selection), str(st.vote)

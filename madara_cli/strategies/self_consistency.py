@@ -10,17 +10,24 @@ Sample 0 is byte-identical to the NF request, so it comes from the cache after N
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 from madara_cli.agents.generator import clean_answer, generation_request
+from madara_cli.config.schema import StrategyConfig
 from madara_cli.records import Example, Prediction
 from madara_cli.strategies.context import STRATEGIES, StrategyContext
 from madara_cli.strategies.selection import pde_vote
 
+
+@dataclass
+class SelfConsistencyConfig(StrategyConfig):
+    n_samples: int = 5
+
 STAGE = "self-consistency"
 
 
-@STRATEGIES.register("self_consistency")
+@STRATEGIES.register("self_consistency", schema=SelfConsistencyConfig, prompts=())
 def self_consistency(ctx: StrategyContext, examples: Sequence[Example]) -> list[Prediction]:
     n = int(ctx.strategy.n_samples)
     if n < 1:

@@ -3,10 +3,10 @@ installed packages (entry points), and those of ``--include DIR`` folders.
 
 Composition reads each option's settings schema from
 :mod:`madara_cli.config.plugin_schemas`, which the implementing modules fill when they are
-imported; :func:`load_plugins` imports them all, and every path that composes a
-config calls it first: the CLI installs it as the loader that
-:func:`madara_cli.config.compose` runs once (:func:`install_loader`), grids and
-launcher jobs call it themselves.
+imported; :func:`load_plugins` imports them all. :func:`madara_cli.composition.compose`
+runs it once per process (:func:`ensure_loaded`; the CLI asks for a fresh load at
+each invocation, :func:`forget_loaded`), so verbs that compose nothing (tables, route,
+show) never import the engines and strategies; grids and launcher jobs call it too.
 
 * shipped: every module of ``madara_cli/backends/``, every ``madara_cli/data/*_retriever.py``
   and every module of ``madara_cli/strategies/`` (no list to edit);
@@ -33,8 +33,6 @@ import sys
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from madara_cli.config.plugin_schemas import set_check, set_loader
-from madara_cli.data.loader_plugins import find_loader
 from madara_cli.errors import ConfigError, PluginInterrupted
 
 ENTRY_POINT_GROUPS = ("madara.backends", "madara.retrievers", "madara.strategies")
@@ -121,10 +119,20 @@ def load_entry_points() -> None:
             _loaded_entry_points.add((group, ep.value))
 
 
-def install_loader() -> None:
-    """Have the first composition load the plugins (:func:`load_plugins`), so verbs that
-    compose nothing (tables, route, show) never import the engines and strategies."""
-    set_loader(load_plugins)
+_LOADED: list[str | None] = [None]  # the --include folders loaded with, once loaded
+
+
+def ensure_loaded() -> None:
+    """:func:`load_plugins` once per process, again when ``--include`` folders were added since."""
+    include = os.environ.get(INCLUDE_ENV, "")
+    if _LOADED[0] != include:
+        load_plugins()
+        _LOADED[0] = include
+
+
+def forget_loaded() -> None:
+    """Have the next :func:`ensure_loaded` load the plugins afresh (entry points installed since)."""
+    _LOADED[0] = None
 
 
 def load_plugins() -> None:
@@ -140,7 +148,3 @@ def load_plugins() -> None:
     for d in include_dirs():
         for f in sorted(d.glob("*.py")):
             import_file(f)
-    # benchmark.loader is checked at compose time by the data layer's own lookup (it loads
-    # the shipped loaders and the madara.loaders entry points afresh, so one installed
-    # after this call is found too)
-    set_check("loader", find_loader)

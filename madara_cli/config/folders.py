@@ -1,12 +1,7 @@
-"""Composing a run's config: where configs are found (the shipped ones, ``--config-dir``
-folders), override checks, :func:`compose` and :func:`load_grid`.
-
-``configs/config.yaml`` starts its defaults list with ``base_config`` (the
-:class:`~madara_cli.config.schema.RootConfig` schema), and each
-``configs/strategy/<name>.yaml`` with ``<name>_schema`` (that strategy's own
-schema), so composition validates every group option and every choice (Enum)
-setting; :mod:`madara_cli.config.validate` checks overrides first and ranges after.
-The composed config holds plain strings for the choices.
+"""Where configs are found (the shipped ones, ``--config-dir`` folders), the options of
+each group and the schema each names, the override checks that need no plug-in,
+prompt sets and grids (:func:`load_grid`). Composing a config from them is one layer
+up, above the plug-ins it composes: :func:`madara_cli.composition.compose`.
 """
 
 from __future__ import annotations
@@ -15,10 +10,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from madara_cli.config import plugin_schemas as plugins
+from madara_cli.config.identity import strategy_impl, to_plain  # noqa: F401  (re-exported: the names config callers reach for)
 from madara_cli.config.overrides import Override, malformed, parse_overrides
 from madara_cli.config.prompt_sets import SHIPPED, PromptSet, load_prompt_set, prompt_set_names
 from madara_cli.config.schema import (
@@ -26,10 +22,8 @@ from madara_cli.config.schema import (
     SCHEMA_SUFFIX,
     GridConfig,
     GridKind,
-    RootConfig,
     StrategyConfig,
     plural,
-    register_schemas,
     strategy_schema,
 )
 from madara_cli.errors import ConfigError
@@ -198,12 +192,6 @@ def option_impl(option: str) -> str:
     return str(node.get("impl") or _schema_default(node) or node.get("name") or option)
 
 
-def strategy_impl(node: DictConfig) -> str:
-    """The implementation a composed strategy node runs (``impl``, which compose keeps
-    only where it differs from the label ``name``)."""
-    return str(node.get("impl") or node.name)
-
-
 def group_schema(group: str, option: str) -> type | None:
     """The schema of ``group`` option ``option``: strategies by :func:`option_schema`,
     backends and retrievers by the ``name`` their yaml sets (None when unregistered)."""
@@ -220,7 +208,7 @@ def _require_schema(group: str, option: str) -> type:
     impl = option_impl(option) if group == "strategy" else str((_option_yaml(option, group) or {}).get("name", option))
     valid = plugins.registered(group)
     if not valid:
-        raise ConfigError(f"no {group} is registered (load the plugins first: madara_cli.experiment.plugins.load_plugins())")
+        raise ConfigError(f"no {group} is registered (load the plugins first: madara_cli.composition.plugins.load_plugins())")
     what = "strategy implementations (impl:)" if group == "strategy" else f"{plural(group)}"
     raise ConfigError(f"{group} {option}: unknown implementation '{impl}'; registered {what}: {', '.join(valid)}")
 
@@ -239,12 +227,6 @@ def option_settings(option: str) -> list[str]:
     """The settings strategy option ``option`` reads (``name`` first)."""
     schema = option_schema(option)
     return list(schema.__dataclass_fields__) if schema else ["name"]
-
-
-def strategy_node(option: str) -> DictConfig:
-    """Strategy option ``option``'s settings as a composed config would hold them (its
-    schema's defaults and its yaml), plain strings for the choices."""
-    return compose([f"strategy={option}"]).strategy
 
 
 def inapplicable_strategy_overrides(overrides: list[str] | list[Override]) -> list[str]:
@@ -315,105 +297,6 @@ def primary_and_searchpath() -> tuple[str, list[str]]:
         _PRIMARY_COPIES[key] = tmp
     paths = ",".join("file://" + str(d.resolve()) for d in search_dirs())
     return _PRIMARY_COPIES[key], [f"hydra.searchpath=[{paths}]"]
-
-
-PLUGGABLE = ("backend", "retriever", "strategy")
-
-
-def _force_add_settings(overrides: list[Override], chosen: dict[str, str]) -> list[str]:
-    """A group yaml without a ``<name>_schema`` defaults entry (the shipped backends and
-    retrievers, a user's strategy) composes as a free node holding only its own keys;
-    its schema is laid over it after composition, so an override of a schema setting
-    the yaml leaves out is passed as ``++group.X`` (set or add) instead of failing as
-    an unknown key."""
-    free = []
-    for group, option in chosen.items():
-        node = _option_yaml(option, group)
-        if node is not None and _schema_default(node, group) is None:
-            free.append(group + ".")
-    if not free:
-        return [o.raw for o in overrides]
-    out = []
-    for o in overrides:
-        h = o.hydra
-        plain = not (h.package or h.is_add() or h.is_force_add() or h.is_delete())
-        out.append("++" + o.raw if plain and h.key_or_group.startswith(tuple(free)) else o.raw)
-    return out
-
-
-def _typed_group(cfg: DictConfig, group: str, option: str) -> str | None:
-    """Lay the group option's schema over a node composed without it (see above); a
-    strategy's ``impl`` is returned (it is no setting of the schema)."""
-    impl = None
-    if group == "strategy" and "impl" in cfg.strategy:
-        impl = cfg.strategy.impl
-        with open_dict(cfg.strategy):
-            del cfg.strategy["impl"]
-    if OmegaConf.get_type(cfg[group]) is not dict:
-        return impl
-    schema = _require_schema(group, option)
-    settings = list(schema.__dataclass_fields__)
-    extra = [k for k in cfg[group] if k not in settings]
-    if extra:
-        label = cfg[group].get("name", option)
-        raise ConfigError(f"{group} {option}: {group}.{extra[0]} does not apply to {group} {label}; its settings: {', '.join(settings)}")
-    try:
-        cfg[group] = OmegaConf.merge(OmegaConf.structured(schema), cfg[group])
-    except OmegaConfBaseException as e:
-        raise ConfigError(f"{group} {option}: {group}.{getattr(e, 'key', '?')}: {_first_lines(e)}") from None
-    return impl
-
-
-def compose(overrides: list[str] | None = None) -> DictConfig:
-    """Compose ``configs/config.yaml`` with Hydra overrides, validated and resolved;
-    choice settings come back as plain strings."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.errors import HydraException
-
-    from madara_cli.config.validate import check_override_types, validate_config
-
-    overrides = list(overrides or [])
-    parsed = parse_overrides(overrides)  # once: every check below reads these records
-    plugins.ensure_loaded()  # the CLI's loader: shipped, installed and --include plugins register their schemas
-    validate_overrides(parsed)
-    chosen = {g: chosen_option(g, parsed) for g in PLUGGABLE}
-    schemas = {g: (o, _require_schema(g, o)) for g, o in chosen.items()}  # an unknown implementation: one line, now
-    check_override_types(parsed, RootConfig, ConfigError, groups=schemas)
-    _no_sweeps(parsed)
-    register_schemas()
-    hydra_overrides, prompts = _split_prompts(parsed)
-    GlobalHydra.instance().clear()
-    try:
-        primary, extra = primary_and_searchpath()
-        with initialize_config_dir(config_dir=primary, version_base="1.3"):
-            cfg = hydra_compose(config_name="config", overrides=[*extra, *_force_add_settings(hydra_overrides, chosen)])
-        impl = None
-        for group in PLUGGABLE:
-            found = _typed_group(cfg, group, chosen[group])
-            impl = found if group == "strategy" else impl
-        impl = impl or option_impl(chosen["strategy"])  # a yaml naming <impl>_schema runs that implementation
-        if prompts is not None:
-            cfg.prompts = prompts
-        OmegaConf.resolve(cfg)
-        cfg.overrides = list(overrides)
-        cfg = OmegaConf.create(OmegaConf.to_container(cfg, enum_to_str=True))
-        if impl is not None and str(impl) != str(cfg.strategy.name):  # impl == name: elided, so shipped keys stay put
-            cfg.strategy.impl = str(impl)
-        OmegaConf.set_struct(cfg, True)
-    except (HydraException, OmegaConfBaseException) as e:
-        raise ConfigError(f"bad config: {_first_lines(e)} (keys: {', '.join(RootConfig.__dataclass_fields__)})") from None
-    validate_config(cfg, ConfigError)  # ranges, before any data or model loads
-    _known_loader(cfg)
-    prompt_set(str(cfg.prompts))  # every template read and checked, before any model loads
-    return cfg
-
-
-def _known_loader(cfg: DictConfig) -> None:
-    """``benchmark.loader`` names a registered loader (checked by the data layer, once
-    the plugin loader set its check): one line listing the known ones otherwise."""
-    plugins.check_name("loader", str(cfg.benchmark.get("loader", "")))
 
 
 # --------------------------------------------------------------------------- #
@@ -502,7 +385,3 @@ def paper_grids() -> list[str]:
         return (g.kind != "probes", m is None, int(m.group(1)) if m else 0, g.name)
 
     return [g.name for g in sorted((g for g in grids if g.produces), key=order)]
-
-
-def to_plain(cfg: DictConfig) -> dict[str, Any]:
-    return OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)  # type: ignore[return-value]
