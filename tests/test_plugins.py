@@ -281,6 +281,59 @@ TOY_STRATEGY = '''
 '''
 
 
+PREPARED_STRATEGY = '''
+    from madara_cli.config.schema import StrategyConfig
+    from madara_cli.strategies.context import PREPARE_STEPS, STRATEGIES, generate_answers
+
+    SEEN = []
+
+
+    @PREPARE_STEPS.register("first_doc_only")
+    def first_doc_only(cfg, engines, calibration, reranker):
+        SEEN.append((cfg.strategy.name, calibration is not None))
+
+        def run(ctx, examples):
+            return generate_answers(ctx, "generate", examples, [ex.docs[:1] for ex in examples])
+
+        return run
+
+
+    STRATEGIES.register_prepared("prepared_first", schema=StrategyConfig, prompts=(), prepare="first_doc_only")
+'''
+
+
+def test_a_strategy_with_a_prepare_step_runs_what_the_step_returns(monkeypatch, capsys, toy_configs, tmp_path):
+    """madara's shape, open to any strategy: a spec without a run function, whose named
+    prepare step (run before the engine is taken) returns what the cell runs."""
+    import sys
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "prepared_first.py").write_text(textwrap.dedent(PREPARED_STRATEGY))
+    (toy_configs / "strategy").mkdir()
+    (toy_configs / "strategy" / "prepared_first.yaml").write_text("name: prepared_first\n")
+    results = tmp_path / "results"
+    code, _, err = madara(monkeypatch, capsys, "--config-dir", str(toy_configs), "--include", str(PLUGINS), "--include", str(mine),
+                          "run", "backend=toy", "strategy=prepared_first", "limit=2", f"results_dir={results}")
+    assert code == 0, err
+    rows = [json.loads(line) for line in (_only_cell(results) / "predictions.jsonl").read_text().splitlines()]
+    assert [len(r["doc_ids"]) for r in rows] == [1, 1]
+    (module,) = [m for name, m in sys.modules.items() if name.endswith("_prepared_first")]
+    assert module.SEEN == [("prepared_first", True)]
+
+
+def test_madara_is_a_strategy_spec_with_the_probe_as_its_prepare_step():
+    from madara_cli.experiment import treat  # noqa: F401  (the floor that registers the step)
+    from madara_cli.strategies import STRATEGIES
+    from madara_cli.strategies.context import PREPARE_STEPS
+
+    spec = STRATEGIES.spec("madara")
+    assert spec.run is None and spec.prepare in PREPARE_STEPS and set(spec.key_groups) == {"rsc", "router"}
+    assert spec.prompts == ("assessors", "detector", "rescore")
+    with pytest.raises(KeyError, match="prepare step"):
+        STRATEGIES.get("madara")
+
+
 def test_a_strategy_outside_the_package_runs_under_its_own_label(monkeypatch, capsys, toy_configs, tmp_path):
     mine = tmp_path / "mine"
     mine.mkdir()

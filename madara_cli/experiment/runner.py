@@ -25,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from madara_cli import metrics as M
 from madara_cli.config.folders import strategy_impl
-from madara_cli.config.identity import probed
+from madara_cli.experiment import treat  # noqa: F401  (registers strategy=madara's prepare step)
 from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.examples import load_cell, reranker_config, retrieve_for, sized_to_data
 from madara_cli.experiment.grid import cell_from_cfg, key_settings
@@ -35,6 +35,7 @@ from madara_cli.results.prompt_log import prompt_renderer
 from madara_cli.results.provenance import now_iso, provenance
 from madara_cli.results.record_files import read_cell, write_cell
 from madara_cli.strategies import STRATEGIES, StrategyContext, load_all
+from madara_cli.strategies.context import PREPARE_STEPS
 
 log = logging.getLogger(__name__)
 
@@ -134,8 +135,7 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
         track_cell(cfg, done)  # a cell finished before tracking was on is logged once
         return done
     load_all()
-    routed = probed(cfg)  # strategy=madara: the probe, then Algorithm 2's route (experiment/treat.py)
-    strategy = None if routed else STRATEGIES.get(strategy_impl(cfg.strategy))
+    spec = STRATEGIES.spec(strategy_impl(cfg.strategy))
     check_writable(folder.parent)  # before any work, not after it
     reranker = reranker_config(cfg)  # composed once, up front: the eval and calibration retrievals share it
     t0, started = time.perf_counter(), now_iso()
@@ -153,10 +153,9 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
                 return done
         examples, calibration, data_report = retrieve_for(cfg, loaded.examples, pool, reranker), loaded.calibration, loaded.load.to_dict()
     evaluated_set = evaluated_set_info(cfg, examples, calibration, requested)
-    if routed:  # probe -> route -> routed strategy; the probe's data is ready before the engine is taken
-        from madara_cli.experiment.treat import Treatment
-
-        strategy = Treatment.prepare(cfg, pool, calibration, reranker=reranker).run
+    # a prepare step (strategy=madara: probe -> route -> the routed strategy) runs before the
+    # engine is taken, so the probe's data is ready first; it returns what runs
+    strategy = PREPARE_STEPS.get(spec.prepare)(cfg, pool, calibration, reranker) if spec.prepare else spec.run
     llm = pool.get(cfg)
     with llm.fresh_accounting() as accounting, llm.logging_samples(bool(cfg.get("log_samples", True))) as samples:
         ctx = StrategyContext(llm=llm, cfg=cfg)

@@ -36,6 +36,8 @@ from madara_cli.records import Example, Prediction
 from madara_cli.results import record_files
 from madara_cli.results.outputs import ROUTE_FIELDS, ProbeRecord
 from madara_cli.strategies import STRATEGIES, StrategyContext, load_all
+from madara_cli.strategies.context import PREPARE_STEPS, EngineSource, StrategyFn
+from madara_cli.strategies.routed import PROBE_AND_ROUTE
 
 if TYPE_CHECKING:
     from madara_cli.experiment.engines import EnginePool
@@ -161,6 +163,14 @@ class Treatment:
             **({"isolation_gain": record.isolation.gain, "isolation_p": record.isolation.p_value} if record.isolation else {}),
         }
         return [replace(p, extra={**p.extra, "route": route}) for p in preds]
+
+
+@PREPARE_STEPS.register(PROBE_AND_ROUTE)
+def probe_and_route(cfg: DictConfig, engines: EngineSource | None, calibration: list[Example] | None,
+                    reranker: DictConfig | None) -> StrategyFn:
+    """``strategy=madara``'s prepare step (:class:`~madara_cli.strategies.context.StrategySpec`):
+    the probe ready to route, as the strategy function the cell runs."""
+    return Treatment.prepare(cfg, engines, calibration, reranker=reranker).run  # type: ignore[arg-type]
 
 
 def read_probe(path: Path) -> ProbeRecord:

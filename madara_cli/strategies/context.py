@@ -4,6 +4,13 @@ A strategy is ``fn(ctx, examples) -> list[Prediction]``: it receives every examp
 of the cell (``Example.docs`` already holds the retrieved top-k in rank order) and
 issues each stage as ONE batched call through ``ctx.llm``, so the engine sees the
 whole stage at once and the cache shares work between strategies.
+
+Each strategy registers one :class:`StrategySpec`, the same shape as a backend's and a
+retriever's: its settings schema, the prompt families it sends (which decide its cells'
+keys), the root groups beyond the usual ones its key covers, and an optional prepare
+step, named, that runs before the cell's engine is taken and returns what runs
+(``strategy=madara``: the probe and the route, :data:`PREPARE_STEPS`, filled by the
+layer that can run a probe).
 """
 
 from __future__ import annotations
@@ -12,7 +19,7 @@ import importlib
 import pkgutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Optional, Protocol, Sequence
 
 from omegaconf import DictConfig
 
@@ -57,6 +64,31 @@ class StrategyContext:
 StrategyFn = Callable[[StrategyContext, Sequence[Example]], list[Prediction]]
 
 
+class EngineSource(Protocol):
+    """Where a prepare step takes an engine for a config (the run's engine pool)."""
+
+    def get(self, cfg: DictConfig) -> CachedLLM: ...
+
+
+# A prepare step: (the cell's config, its engines or None when nothing may load (plan),
+# the calibration split as the cell loaded it or None, the reranker's config or None)
+# -> the strategy function that runs the cell.
+PrepareFn = Callable[[DictConfig, Optional[EngineSource], Optional[list[Example]], Optional[DictConfig]], StrategyFn]
+PREPARE_STEPS: Registry[PrepareFn] = Registry("prepare step")
+
+
+@dataclass(frozen=True)
+class StrategySpec:
+    """One strategy, as it registered."""
+
+    name: str
+    run: StrategyFn | None  # None: its prepare step returns what runs
+    schema: type  # its settings (a StrategyConfig dataclass)
+    prompts: tuple[str, ...] | None  # prompt families beside the generator's; None: the assessors' and detector's
+    prepare: str | None = None  # a PREPARE_STEPS name, run before the cell's engine is taken
+    key_groups: tuple[str, ...] = ()  # root groups beyond the usual ones its key covers (madara: rsc, router)
+
+
 class StrategyRegistry(Registry[StrategyFn]):
     """Strategies by implementation name (a strategy yaml's ``impl``, else its ``name``).
     ``register(name, schema=Config)`` also declares the settings the strategy reads (a
@@ -65,12 +97,17 @@ class StrategyRegistry(Registry[StrategyFn]):
     :mod:`madara_cli.config.schema`. Registering the same function again (its module
     imported twice) is a no-op."""
 
-    def register(self, name: str, schema: type | None = None, prompts: tuple[str, ...] | None = None) -> Callable[[StrategyFn], StrategyFn]:
+    def __init__(self, kind: str):
+        super().__init__(kind)
+        self._specs: dict[str, StrategySpec] = {}
+
+    def register(self, name: str, schema: type | None = None, prompts: tuple[str, ...] | None = None,
+                 key_groups: tuple[str, ...] = ()) -> Callable[[StrategyFn], StrategyFn]:
         """``prompts``: the prompt families the strategy sends beside the generator's
         (``("judge",)``, ``()``), which its cells' keys then cover exactly; None keeps the
         default of a document-assessment strategy (assessors and detector)."""
         base = super().register(name)
-        if prompts is not None:
+        if prompts is not None:  # an unknown family is refused at once, decorated or not
             from madara_cli.agents.digest import declare_families
 
             declare_families(name, tuple(prompts))
@@ -80,13 +117,53 @@ class StrategyRegistry(Registry[StrategyFn]):
             if old is not None and (getattr(old, "__module__", None), getattr(old, "__qualname__", None)) == (fn.__module__, fn.__qualname__):
                 self._items[name] = fn
                 return fn
-            if schema is not None:
-                register_schema("strategy", name, schema)
-            elif schema_for("strategy", name) is None:  # a plugin without settings: name only
-                register_schema("strategy", name, StrategyConfig)
+            self._declare(StrategySpec(name, fn, schema or StrategyConfig, None if prompts is None else tuple(prompts),
+                                       key_groups=tuple(key_groups)), given_schema=schema is not None)
             return base(fn)
 
         return deco
+
+    def register_prepared(self, name: str, schema: type, prompts: tuple[str, ...] | None, prepare: str,
+                          key_groups: tuple[str, ...] = ()) -> StrategySpec:
+        """Register a strategy whose prepare step (``prepare``, a :data:`PREPARE_STEPS`
+        name) returns what runs; registering it again from the same module is a no-op."""
+        spec = StrategySpec(name, None, schema, None if prompts is None else tuple(prompts), prepare, tuple(key_groups))
+        old = self._specs.get(name)
+        if old is not None:
+            if old == spec:
+                return old
+            raise ValueError(f"{self.kind} '{name}' is already registered")
+        self._declare(spec, given_schema=True)
+        return spec
+
+    def _declare(self, spec: StrategySpec, given_schema: bool) -> None:
+        if spec.prompts is not None:
+            from madara_cli.agents.digest import declare_families
+
+            declare_families(spec.name, spec.prompts)
+        if given_schema or schema_for("strategy", spec.name) is None:  # a plugin without settings: name only
+            register_schema("strategy", spec.name, spec.schema, key_groups=spec.key_groups)
+        self._specs[spec.name] = spec
+
+    def spec(self, name: str) -> StrategySpec:
+        """The spec strategy implementation ``name`` registered."""
+        try:
+            return self._specs[name]
+        except KeyError:
+            raise KeyError(f"unknown {self.kind} '{name}'; valid: {', '.join(self.names())}") from None
+
+    def get(self, name: str) -> StrategyFn:
+        """What strategy ``name`` runs; one that runs only through its prepare step says so."""
+        spec = self._specs.get(name)
+        if spec is not None and spec.run is None:
+            raise KeyError(f"{self.kind} '{name}' runs through its prepare step '{spec.prepare}' (StrategySpec.prepare), not on its own")
+        return super().get(name)
+
+    def names(self) -> list[str]:
+        return sorted(set(self._items) | set(self._specs))
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._items or name in self._specs
 
 
 STRATEGIES: StrategyRegistry = StrategyRegistry("strategy")

@@ -9,11 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from madara_cli.agents.digest import declare_families
-from madara_cli.config.plugin_schemas import register_schema
 from madara_cli.config.schema import ConflictCalls, RankTies, Scoring, Selection, StrategyConfig, Vote
+from madara_cli.strategies.context import STRATEGIES
 
 ROUTED = "madara"
+# Its prepare step: the probe (reused, or run on the calibration split), then the route;
+# it returns the routed treatment (madara_cli.experiment.treat registers it).
+PROBE_AND_ROUTE = "probe_and_route"
 
 
 @dataclass
@@ -36,8 +38,8 @@ class MadaraConfig(StrategyConfig):
     rank_ties: RankTies = RankTies.ordinal
 
 
-# The probe's settings (rsc) and the router's are part of a madara cell's identity.
-register_schema("strategy", ROUTED, MadaraConfig, key_groups=("rsc", "router"))
-# its probe re-scores through the forced prompt; its routed treatments (SDA, CoT, ATF,
-# PDE) ask the Conflict Detector, so the detector's words are its key's too
-declare_families(ROUTED, ("assessors", "detector", "rescore"))
+# Its probe re-scores through the forced prompt and its routed treatments (SDA, CoT, ATF,
+# PDE) ask the Conflict Detector, so the detector's words are its key's too; the probe's
+# settings (rsc) and the router's are part of a madara cell's identity.
+STRATEGIES.register_prepared(ROUTED, schema=MadaraConfig, prompts=("assessors", "detector", "rescore"),
+                             prepare=PROBE_AND_ROUTE, key_groups=("rsc", "router"))
