@@ -24,6 +24,7 @@ import json
 
 from madara_cli.config.folders import shipped_prompt_set
 from madara_cli.config.prompt_sets import PromptSet
+from madara_cli.data.retrievers import retriever_spec
 from madara_cli.records import ChatRequest, Doc, Example, ScoreRequest
 
 FAMILIES = ("generator", "assessors", "detector", "judge", "rerank", "rescore")
@@ -121,6 +122,6 @@ def prompt_digests(strategy: str, retriever: str = "bm25s", prompts: PromptSet |
     in the words of ``prompts`` (the cell's set; the shipped one by default)."""
     declared = _DECLARED.get(strategy)
     families = ["generator", *(declared if declared is not None else _DEFAULT_FAMILIES)]
-    if retriever == "rerank":
-        families.append("rerank")
+    spec = retriever_spec(retriever)
+    families += [f for f in (spec.prompts if spec is not None else ()) if f not in families]
     return {f: prompt_digest(f, prompts) for f in families}

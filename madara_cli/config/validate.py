@@ -154,9 +154,6 @@ def validate_config(cfg: DictConfig, error: type[Exception]) -> None:
         p = Path(str(probe)).expanduser()
         if not p.is_file():
             raise error(f"strategy.probe: no probe file at {p} (run 'madara probe' first, or unset strategy.probe)")
-    present, name = _get(cfg, "retriever.name")
-    if present and name == "rerank" and int(cfg.retriever.candidates) < int(cfg.retriever.k):
-        raise error(f"retriever.candidates={cfg.retriever.candidates} is below retriever.k={cfg.retriever.k}: the reranker must see at least k documents")
     present, calibration = _get(cfg, "benchmark.calibration")
     if present and "strategy" in cfg and probed(cfg) and not cfg.strategy.get("probe") and isinstance(calibration, int) and calibration < MIN_CALIBRATION:
         raise error(f"benchmark.calibration={calibration} is out of range for strategy=madara: its RSC probe needs at least "

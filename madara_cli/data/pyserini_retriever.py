@@ -92,4 +92,4 @@ def _pyserini(rcfg: DictConfig, ctx: RetrievalContext) -> Retriever:
     return PyseriniRetriever(rcfg, ctx)
 
 
-SPEC = register_retriever(RetrieverSpec(name="pyserini", schema=PyseriniConfig, build=_pyserini))
+SPEC = register_retriever(RetrieverSpec(name="pyserini", schema=PyseriniConfig, build=_pyserini, own_corpus=True))

@@ -16,7 +16,7 @@ from omegaconf import DictConfig
 from madara_cli.config.schema import FirstStage
 from madara_cli.data.bm25s_retriever import BM25sConfig
 from madara_cli.data.retrievers import Ranked, RetrievalContext, Retriever, RetrieverSpec, register_retriever, retriever_factory
-from madara_cli.errors import DataError
+from madara_cli.errors import ConfigError, DataError
 from madara_cli.records import Doc, ScoreRequest, messages
 
 
@@ -114,4 +114,13 @@ def _rerank(rcfg: DictConfig, ctx: RetrievalContext) -> Retriever:
     return GenerativeReranker(rcfg, ctx)
 
 
-SPEC = register_retriever(RetrieverSpec(name="rerank", schema=RerankConfig, build=_rerank))
+def _check(cfg: DictConfig) -> None:
+    if int(cfg.retriever.candidates) < int(cfg.retriever.k):
+        raise ConfigError(f"retriever.candidates={cfg.retriever.candidates} is below retriever.k={cfg.retriever.k}: "
+                          "the reranker must see at least k documents")
+
+
+SPEC = register_retriever(RetrieverSpec(
+    name="rerank", schema=RerankConfig, build=_rerank, uses_engine=True, engine_model="model", stand_in="first_stage",
+    prompts=("rerank",), identity=lambda cfg: {"model": reranker_name(cfg)}, check=_check,
+))

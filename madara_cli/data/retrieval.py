@@ -65,6 +65,7 @@ from madara_cli.data.retrievers import (  # noqa: F401 - the names callers impor
     load_builtin,
     register_retriever,
     retriever_factory,
+    retriever_spec,
 )
 from madara_cli.data.saved_index import INDEX_META, corpus_sha256, iter_corpus, read_meta
 from madara_cli.data.sources import source_fingerprint
@@ -106,7 +107,8 @@ def retrieve_fresh(examples: Sequence[Example], retriever: Retriever, k: int, ct
         ranked = retriever.rank_pools([_query(examples[i]) for i in pooled], [examples[i].docs for i in pooled])
         for i, r in zip(pooled, ranked, strict=False):
             out[i] = _scored(r if whole else r[:k], name)
-    if searched and pooled and not ctx.has_corpus and ctx.retriever.name != "pyserini":
+    spec = retriever_spec(str(ctx.retriever.name))
+    if searched and pooled and not ctx.has_corpus and not (spec is not None and spec.own_corpus):
         ids = [examples[i].id for i in searched]
         raise DataError(
             f"benchmark {ctx.cfg.benchmark.name}: {len(ids)} example(s) have no documents while the others ship theirs "
@@ -183,9 +185,8 @@ def retrieve(examples: Sequence[Example], cfg: DictConfig, llm: Any | None = Non
     corpus_sha = corpus_sha256(corpus_path, memo_dir=indexes_dir) if corpus_path else None
     ctx = RetrievalContext(cfg=cfg, llm=llm, indexes_dir=indexes_dir, corpus_path=corpus_path, corpus_sha=corpus_sha)
 
-    reranker = None
-    if rcfg.name == "rerank":
-        reranker = {"model": reranker_name(cfg)}
+    spec = retriever_spec(str(rcfg.name))
+    reranker = spec.identity(cfg) if spec is not None and spec.identity is not None else None
     key = snapshot_identity(
         benchmark=OmegaConf.to_container(cfg.benchmark, resolve=True),  # type: ignore[arg-type]
         source=source_fingerprint(cfg.benchmark),

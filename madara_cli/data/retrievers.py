@@ -63,11 +63,31 @@ RetrieverFactory = Callable[[DictConfig, RetrievalContext], Retriever]
 
 @dataclass(frozen=True)
 class RetrieverSpec:
-    """One retriever: its ``retriever.name``, settings schema and factory."""
+    """One retriever: its ``retriever.name``, settings schema and factory, and what the
+    layers above need to know of it without naming it."""
 
     name: str
     schema: type  # dataclass of its settings, extending config.schema.RetrieverConfig
     build: RetrieverFactory  # (the retriever node, the context) -> Retriever
+    # An LLM ranks (a generative reranker): the run hands it an engine, the cell's own or
+    # the one of the model its `engine_model` setting names (when set).
+    uses_engine: bool = False
+    engine_model: str | None = None
+    # Without an engine (madara plan), the retriever its `stand_in` setting names ranks instead.
+    stand_in: str | None = None
+    prompts: tuple[str, ...] = ()  # prompt families its requests use; cells' keys cover them
+    own_corpus: bool = False  # it searches a corpus of its own (a prebuilt index) when the benchmark names none
+    # What of the run besides its own node changes the documents (the reranker's model):
+    # part of the snapshot's identity.
+    identity: Callable[[DictConfig], dict[str, Any]] | None = None
+    # A check of the composed config (one ConfigError line), run at compose time.
+    check: Callable[[DictConfig], None] | None = None
+
+
+def retriever_spec(name: str) -> RetrieverSpec | None:
+    """The spec registered as ``name`` (after :func:`load_builtin`), or None."""
+    load_builtin()
+    return RETRIEVERS._items.get(name)
 
 
 RETRIEVERS: Registry[RetrieverSpec] = Registry("retriever")

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from omegaconf import DictConfig, OmegaConf
 
 from madara_cli.data.retrieval import retrieve
+from madara_cli.data.retrievers import retriever_spec
 from madara_cli.data.splits import LoadReport, load_splits
 from madara_cli.records import Example
 
@@ -47,20 +48,22 @@ def reranker_config(cfg: DictConfig) -> DictConfig | None:
     """The config of the model named by ``retriever.model`` (the paper: Qwen3-0.6B) for
     a generative reranker (``retriever=rerank``), on the cell's backend and seed; None
     when the cell's own engine ranks, or nothing does. The one step that composes it."""
-    if cfg.retriever.name != "rerank" or not cfg.retriever.get("model"):
+    spec = retriever_spec(str(cfg.retriever.name))
+    if spec is None or not spec.uses_engine or not spec.engine_model or not cfg.retriever.get(spec.engine_model):
         return None
     from madara_cli.composition import compose
 
-    return compose([f"model={cfg.retriever.model}", f"backend={cfg.backend.name}", f"seed={cfg.seed}"])
+    return compose([f"model={cfg.retriever[spec.engine_model]}", f"backend={cfg.backend.name}", f"seed={cfg.seed}"])
 
 
 def reranker_engine(cfg: DictConfig, pool: EnginePool, reranker: DictConfig | None = None) -> CachedLLM | None:
     """The engine a generative reranker needs (``retriever=rerank``): the model named by
     ``retriever.model``, else the cell's own. ``reranker``: :func:`reranker_config` of
     ``cfg`` when the caller composed it already (else it is composed here)."""
-    if cfg.retriever.name != "rerank":
+    spec = retriever_spec(str(cfg.retriever.name))
+    if spec is None or not spec.uses_engine:
         return None
-    if cfg.retriever.get("model"):
+    if spec.engine_model and cfg.retriever.get(spec.engine_model):
         return pool.get(reranker if reranker is not None else reranker_config(cfg))
     return pool.get(cfg)
 
@@ -69,8 +72,9 @@ def retrieve_for(cfg: DictConfig, examples: list[Example], pool: EnginePool | No
     """``examples`` with the cell's top-k documents (``reranker``: see
     :func:`reranker_engine`). Without a pool (``madara plan``, which loads no engine) a
     reranking retriever's first stage stands in for it."""
-    if pool is None and cfg.retriever.name == "rerank":
-        return retrieve(examples, OmegaConf.merge(cfg, {"retriever": {"name": cfg.retriever.first_stage}}))
+    spec = retriever_spec(str(cfg.retriever.name))
+    if pool is None and spec is not None and spec.uses_engine and spec.stand_in:
+        return retrieve(examples, OmegaConf.merge(cfg, {"retriever": {"name": cfg.retriever[spec.stand_in]}}))
     return retrieve(examples, cfg, llm=reranker_engine(cfg, pool, reranker) if pool is not None else None)
 
 
