@@ -80,6 +80,3 @@ def attainable(pct: float, n: int, decimals: int = 1) -> bool:
     k = round(pct * n / 100)
     half = 0.5 * 10.0**-decimals
     return any(abs(100 * kk / n - pct) <= half + 1e-9 for kk in (k - 1, k, k + 1) if 0 <= kk <= n)
-
-
-# --- Table 14: McNemar ---------------------------------------------------------------------

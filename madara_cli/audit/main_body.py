@@ -19,6 +19,13 @@ from madara_cli.diagnose import router as routing
 
 
 def audit_table1() -> list[AuditRow]:
+    """Table 1: its cost multipliers and §6.1's call claim from Table 18's call counts,
+    then its EMs and §6.1's gains against the tables that print the same cells."""
+    return _table1_costs() + _table1_ems()
+
+
+def _table1_costs() -> list[AuditRow]:
+    """Cost multipliers against NF and §6.1's "roughly 4×", from Table 18's call counts."""
     calls = pv.TABLE18_CALLS
     rows: list[AuditRow] = []
     for strategy, label in (("pde_random", "Rand."), ("pde_uniform", "Unif."), ("pde", "Full")):
@@ -49,6 +56,12 @@ def audit_table1() -> list[AuditRow]:
             f"vs 3-Agent ({calls['three_agent']}) the PDE pipeline costs {calls['pde'] / calls['three_agent']:.1f}×",
         )
     )
+    return rows
+
+
+def _table1_ems() -> list[AuditRow]:
+    """The CONFLICTS EMs against Table 2, and §6.1's two gains."""
+    rows: list[AuditRow] = []
     for model in ("llama-3.1-8b", "mistral-7b"):
         for column, t2 in (("nf", "nf"), ("pde", "madara")):
             rows.append(
@@ -82,42 +95,48 @@ def audit_table1() -> list[AuditRow]:
     return rows
 
 
-# --- Tables 15, 16, 5 ------------------------------------------------------------------------
-
-
 def audit_table2() -> list[AuditRow]:
-    rows: list[AuditRow] = []
+    """Table 2: each pair's route (by the router, on the published diagnostics), its class
+    and ρ̂1 against Table 4, its ΔNF; the averages; the GRIM test of the CONFLICTS EMs."""
     diagnostics = published_diagnostics()
-    for model, benchmark in pv.ROUTING_PAIRS:
-        get = partial(pv.lookup, pv.TABLE2, model, benchmark)
-        route = routing.route(diagnostics[(model, benchmark)]).strategy
-        note = f"router.route on NF {get('nf')}, {get('rsc_class')}, ρ̂ {diagnostics[(model, benchmark)].rho}"
-        dagger = pv.TABLE2_DAGGER.get((model, benchmark, "strategy"))
-        if dagger:
-            note += f"; paper footnote †: {dagger}"
-        rows.append(
-            AuditRow(
-                "Table 2",
-                f"{pair_label(model, benchmark)}: routed strategy",
-                strategy_label(get("strategy")),
-                strategy_label(route),
-                "match" if route == get("strategy") else "discrepancy",
-                note,
-            )
-        )
-        t4_class = pv.TABLE4[(model, benchmark, "rsc_class")]
-        t4_rho1 = pv.TABLE4[(model, benchmark, "rho1")]
-        same = t4_class == get("rsc_class") and abs(t4_rho1 - get("rho1")) < 1e-9
-        rows.append(
-            AuditRow(
-                "Table 2",
-                f"{pair_label(model, benchmark)}: RSC class and ρ̂1 vs Table 4",
-                f"{get('rsc_class')}, {get('rho1'):.2f}",
-                f"{t4_class}, {t4_rho1:.2f}",
-                "match" if same else "discrepancy",
-            )
-        )
-        rows.append(numeric_row("Table 2", f"{pair_label(model, benchmark)}: ΔNF = MADARA − NF", get("delta_nf"), get("madara") - get("nf"), 3 * H))
+    rows = [row for model, benchmark in pv.ROUTING_PAIRS for row in _table2_pair(model, benchmark, diagnostics[(model, benchmark)])]
+    return rows + _table2_averages() + [_table2_grim()]
+
+
+def _table2_pair(model: str, benchmark: str, diagnostics: routing.Diagnostics) -> list[AuditRow]:
+    """One pair's routed strategy, its class and ρ̂1 against Table 4, and its ΔNF."""
+    get = partial(pv.lookup, pv.TABLE2, model, benchmark)
+    route = routing.route(diagnostics).strategy
+    note = f"router.route on NF {get('nf')}, {get('rsc_class')}, ρ̂ {diagnostics.rho}"
+    dagger = pv.TABLE2_DAGGER.get((model, benchmark, "strategy"))
+    if dagger:
+        note += f"; paper footnote †: {dagger}"
+    t4_class = pv.TABLE4[(model, benchmark, "rsc_class")]
+    t4_rho1 = pv.TABLE4[(model, benchmark, "rho1")]
+    same = t4_class == get("rsc_class") and abs(t4_rho1 - get("rho1")) < 1e-9
+    return [
+        AuditRow(
+            "Table 2",
+            f"{pair_label(model, benchmark)}: routed strategy",
+            strategy_label(get("strategy")),
+            strategy_label(route),
+            "match" if route == get("strategy") else "discrepancy",
+            note,
+        ),
+        AuditRow(
+            "Table 2",
+            f"{pair_label(model, benchmark)}: RSC class and ρ̂1 vs Table 4",
+            f"{get('rsc_class')}, {get('rho1'):.2f}",
+            f"{t4_class}, {t4_rho1:.2f}",
+            "match" if same else "discrepancy",
+        ),
+        numeric_row("Table 2", f"{pair_label(model, benchmark)}: ΔNF = MADARA − NF", get("delta_nf"), get("madara") - get("nf"), 3 * H),
+    ]
+
+
+def _table2_averages() -> list[AuditRow]:
+    """The printed averages per benchmark and column, against the mean of the five rows."""
+    rows: list[AuditRow] = []
     for benchmark in ("conflicts", "fever"):
         for column in ("nf", "three_agent", "cot", "sda", "madara", "delta_nf"):
             values = [pv.TABLE2[(m, benchmark, column)] for m in pv.CORE_MODELS]
@@ -131,30 +150,28 @@ def audit_table2() -> list[AuditRow]:
                     note="mean of the five printed rows",
                 )
             )
-    # GRIM: every CONFLICTS EM must be some k/N rounded to one decimal.
-    values = [pv.TABLE2[(m, "conflicts", c)] for m in pv.CORE_MODELS for c in ("nf", "three_agent", "cot", "sda", "madara")]
-    bad = [v for v in values if not attainable(v, pv.N_CONFLICTS)]
-    fitting = [n for n in range(100, 1001) if all(attainable(v, n) for v in values)]
-    rows.append(
-        AuditRow(
-            "Table 2",
-            "CONFLICTS EMs attainable as k/N (GRIM test)",
-            f"N = {pv.N_CONFLICTS} (Appendix B)",
-            f"{len(values) - len(bad)}/{len(values)} attainable",
-            "match" if not bad else "discrepancy",
-            (f"not attainable with N={pv.N_CONFLICTS}: {', '.join(fmt(v, 1) for v in bad)}; " if bad else "")
-            + (
-                f"N in [100, 1000] fitting all 25: {', '.join(map(str, fitting[:8]))}{' ...' if len(fitting) > 8 else ''}"
-                if fitting
-                else "no N in [100, 1000] fits all 25"
-            )
-            + "; consistent only if EMs average several runs or drop queries, which the paper does not say",
-        )
-    )
     return rows
 
 
-# --- Table 12 and Table 3: RSC vs entropy routing ---------------------------------------------
+def _table2_grim() -> AuditRow:
+    """GRIM: every CONFLICTS EM must be some k/N rounded to one decimal."""
+    values = [pv.TABLE2[(m, "conflicts", c)] for m in pv.CORE_MODELS for c in ("nf", "three_agent", "cot", "sda", "madara")]
+    bad = [v for v in values if not attainable(v, pv.N_CONFLICTS)]
+    fitting = [n for n in range(100, 1001) if all(attainable(v, n) for v in values)]
+    return AuditRow(
+        "Table 2",
+        "CONFLICTS EMs attainable as k/N (GRIM test)",
+        f"N = {pv.N_CONFLICTS} (Appendix B)",
+        f"{len(values) - len(bad)}/{len(values)} attainable",
+        "match" if not bad else "discrepancy",
+        (f"not attainable with N={pv.N_CONFLICTS}: {', '.join(fmt(v, 1) for v in bad)}; " if bad else "")
+        + (
+            f"N in [100, 1000] fitting all 25: {', '.join(map(str, fitting[:8]))}{' ...' if len(fitting) > 8 else ''}"
+            if fitting
+            else "no N in [100, 1000] fits all 25"
+        )
+        + "; consistent only if EMs average several runs or drop queries, which the paper does not say",
+    )
 
 
 def audit_table5() -> list[AuditRow]:
@@ -204,9 +221,6 @@ def audit_table5() -> list[AuditRow]:
     return rows
 
 
-# --- remaining internal checks ------------------------------------------------------------------
-
-
 def audit_table7() -> list[AuditRow]:
     t = {s: v for (_, _, s), v in pv.TABLE7.items()}
     return [
@@ -227,7 +241,9 @@ def audit_table9() -> list[AuditRow]:
                 continue
             ref = pv.TABLE1[(model, benchmark, "nf")] if benchmark == "triviaqa" else pv.TABLE2[(model, benchmark, "nf")]
             rows.append(
-                numeric_row("Table 9", f"{pair_label(model, benchmark)} NF vs Table {'1' if benchmark == 'triviaqa' else '2'}", printed, ref, 0.0)
+                numeric_row(
+                    "Table 9", f"{pair_label(model, benchmark)} NF vs Table {'1' if benchmark == 'triviaqa' else '2'}", printed, ref, 0.0
+                )
             )
     pde_nf = [pv.TABLE2[(m, b, "nf")] for m, b in pv.ROUTING_PAIRS if pv.TABLE2[(m, b, "strategy")] == "pde"]
     other_nf = [pv.TABLE2[(m, b, "nf")] for m, b in pv.ROUTING_PAIRS if pv.TABLE2[(m, b, "strategy")] != "pde"]

@@ -19,6 +19,15 @@ def _table14_label(r: pv.McNemarRow) -> str:
 
 
 def audit_table14() -> list[AuditRow]:
+    """Table 14: each p-value by exact and χ² McNemar, the Holm stars, b − c against ΔEM·N,
+    the EMs against the tables that print the same cells, and the odds ratios."""
+    p_rows, exact_p = _table14_p_values()
+    return p_rows + _table14_stars(exact_p) + _table14_discordant() + _table14_ems() + _table14_odds()
+
+
+def _table14_p_values() -> tuple[list[AuditRow], dict[pv.McNemarRow, float]]:
+    """Each printed p recomputed by exact McNemar and by χ² with continuity correction; the
+    exact p of every row, which the stars check needs."""
     rows: list[AuditRow] = []
     exact_p: dict[pv.McNemarRow, float] = {}
     for r in pv.TABLE14:
@@ -36,7 +45,12 @@ def audit_table14() -> list[AuditRow]:
             rows.append(
                 AuditRow("Table 14", f"{_table14_label(r)}: p ({name})", r.p_value, f"{p:.3g}", "match" if ok else "discrepancy", note)
             )
-    # Stars: the caption says significance is after Holm correction within each section.
+    return rows, exact_p
+
+
+def _table14_stars(exact_p: dict[pv.McNemarRow, float]) -> list[AuditRow]:
+    """Stars: the caption says significance is after Holm correction within each section."""
+    rows: list[AuditRow] = []
     for section in ("scoring", "pde"):
         members = [r for r in pv.TABLE14 if r.section == section]
         adjusted = stats.holm([exact_p[r] for r in members])
@@ -57,7 +71,12 @@ def audit_table14() -> list[AuditRow]:
                     note,
                 )
             )
-    # b − c must equal N·ΔEM: the discordant counts fix the EM difference.
+    return rows
+
+
+def _table14_discordant() -> list[AuditRow]:
+    """b − c must equal N·ΔEM: the discordant counts fix the EM difference."""
+    rows: list[AuditRow] = []
     for r in pv.TABLE14:
         delta = r.method_em - r.base_em
         implied = [100 * (r.b - r.c) / d for d in (delta + 2 * H, delta - 2 * H) if d > 0]
@@ -87,7 +106,12 @@ def audit_table14() -> list[AuditRow]:
                     'FEVER subset size is not printed ("~1K queries")',
                 )
             )
-    # Method/base EMs should be the Table 2/7/12 EMs of the same cells.
+    return rows
+
+
+def _table14_ems() -> list[AuditRow]:
+    """Method/base EMs should be the Table 2/7/12 EMs of the same cells."""
+    rows: list[AuditRow] = []
     for r in pv.TABLE14:
         for which, strategy, printed in (("method", r.method, r.method_em), ("base", r.base, r.base_em)):
             ref, source = reference_em(r.model, r.benchmark, strategy)
@@ -104,6 +128,12 @@ def audit_table14() -> list[AuditRow]:
                 )
             else:
                 rows.append(numeric_row("Table 14", f"{_table14_label(r)}: {which} EM vs {source}", printed, ref, 0.0, note=""))
+    return rows
+
+
+def _table14_odds() -> list[AuditRow]:
+    """The printed odds ratios against b/c."""
+    rows: list[AuditRow] = []
     for (model, method, base), printed in pv.TABLE14_ODDS.items():
         r = next(x for x in pv.TABLE14 if (x.model, x.method, x.base) == (model, method, base))
         rows.append(numeric_row("Table 14", f"{pair_label(model)} odds ratio b/c", printed, r.b / r.c, H))
@@ -117,10 +147,14 @@ def audit_table15() -> list[AuditRow]:
         return pv.TABLE15[(model, "conflicts", column)]
 
     for model in pv.TABLE15_MODELS:
-        rows.append(numeric_row("Table 15", f"{pair_label(model)} gain = PDE − NF", get(model, "gain"), get(model, "pde") - get(model, "nf"), 3 * H))
+        rows.append(
+            numeric_row("Table 15", f"{pair_label(model)} gain = PDE − NF", get(model, "gain"), get(model, "pde") - get(model, "nf"), 3 * H)
+        )
         group = "weak" if get(model, "nf") < pv.TAU_NF else "strong"
         if group != get(model, "group"):
-            rows.append(AuditRow("Table 15", f"{pair_label(model)} group", get(model, "group"), group, "discrepancy", "NF < 30% defines weak"))
+            rows.append(
+                AuditRow("Table 15", f"{pair_label(model)} group", get(model, "group"), group, "discrepancy", "NF < 30% defines weak")
+            )
     for group in ("weak", "strong"):
         members = [m for m in pv.TABLE15_MODELS if get(m, "group") == group]
         for i, column in enumerate(("nf", "pde", "gain")):
@@ -135,9 +169,15 @@ def audit_table15() -> list[AuditRow]:
                 )
             )
     for model in pv.CORE_MODELS:
-        rows.append(numeric_row("Table 15", f"{pair_label(model)} NF vs Table 2", get(model, "nf"), pv.TABLE2[(model, "conflicts", "nf")], 0.0))
+        rows.append(
+            numeric_row("Table 15", f"{pair_label(model)} NF vs Table 2", get(model, "nf"), pv.TABLE2[(model, "conflicts", "nf")], 0.0)
+        )
     for model in ("llama-3.1-8b", "mistral-7b"):
-        rows.append(numeric_row("Table 15", f"{pair_label(model)} PDE vs Table 2", get(model, "pde"), pv.TABLE2[(model, "conflicts", "madara")], 0.0))
+        rows.append(
+            numeric_row(
+                "Table 15", f"{pair_label(model)} PDE vs Table 2", get(model, "pde"), pv.TABLE2[(model, "conflicts", "madara")], 0.0
+            )
+        )
         r = next(x for x in pv.TABLE14 if (x.model, x.method, x.base) == (model, "pde", "nf"))
         stars = stats.significance_stars(stats.mcnemar(r.b, r.c, "exact"))
         rows.append(
@@ -160,7 +200,9 @@ def audit_table16() -> list[AuditRow]:
         return pv.TABLE16[(model, "triviaqa", column)]
 
     for model in pv.CORE_MODELS:
-        rows.append(numeric_row("Table 16", f"{pair_label(model)} gain = PDE − NF", get(model, "gain"), get(model, "pde") - get(model, "nf"), 3 * H))
+        rows.append(
+            numeric_row("Table 16", f"{pair_label(model)} gain = PDE − NF", get(model, "gain"), get(model, "pde") - get(model, "nf"), 3 * H)
+        )
     for column in ("nf", "pde", "gain"):
         rows.append(
             numeric_row(

@@ -26,7 +26,9 @@ def audit_table6_17() -> list[AuditRow]:
     )
     for i, (name, strategy) in enumerate((("NF", "nf"), ("3-Agent", "three_agent"), ("PDE", "pde")), start=1):
         all_row = pv.TABLE17["all"][i]
-        rows.append(numeric_row("Table 17", f"All-queries {name} vs Table 6", all_row, pv.TABLE6[("qwen2.5-7b", "musique", strategy)][0], 0.0))
+        rows.append(
+            numeric_row("Table 17", f"All-queries {name} vs Table 6", all_row, pv.TABLE6[("qwen2.5-7b", "musique", strategy)][0], 0.0)
+        )
         n1, n2 = pv.TABLE17["chain_complete"][0], pv.TABLE17["chain_broken"][0]
         mix = (n1 * pv.TABLE17["chain_complete"][i] + n2 * pv.TABLE17["chain_broken"][i]) / (n1 + n2)
         rows.append(numeric_row("Table 17", f"{name}: size-weighted mix of subsets = All", all_row, mix, 2 * H))

@@ -51,9 +51,6 @@ def published_diagnostics(triviaqa: bool = False) -> dict[tuple[str, str], routi
     return out
 
 
-# --- formatting and tolerance ------------------------------------------------------------------
-
-
 def reference_em(model: str, benchmark: str, strategy: str) -> tuple[float | None, str]:
     """The EM another table prints for the same (model, benchmark, strategy)."""
     key = (model, benchmark, strategy)
@@ -66,9 +63,6 @@ def reference_em(model: str, benchmark: str, strategy: str) -> tuple[float | Non
     if pv.TABLE12.get((model, benchmark, "oracle")) == strategy:
         return pv.TABLE12[(model, benchmark, "oracle_em")], "Table 12 (oracle)"
     return None, ""
-
-
-# --- Table 4: RSC trend and class ------------------------------------------------------------
 
 
 def printed_ems(model: str, benchmark: str) -> dict[str, float]:

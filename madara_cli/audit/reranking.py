@@ -15,8 +15,16 @@ def audit_table18() -> list[AuditRow]:
     for model in pv.TABLE18_MODELS:
         for benchmark in ("conflicts", "fever"):
             get = partial(pv.lookup, pv.TABLE18, model, benchmark)
-            rows.append(numeric_row("Table 18", f"{pair_label(model, benchmark)} Δ = CE − NF", get("delta"), get("cross_encoder") - get("nf"), 3 * H))
-            rows.append(numeric_row("Table 18", f"{pair_label(model, benchmark)} NF vs Table 2", get("nf"), pv.TABLE2[(model, benchmark, "nf")], 0.0))
+            rows.append(
+                numeric_row(
+                    "Table 18", f"{pair_label(model, benchmark)} Δ = CE − NF", get("delta"), get("cross_encoder") - get("nf"), 3 * H
+                )
+            )
+            rows.append(
+                numeric_row(
+                    "Table 18", f"{pair_label(model, benchmark)} NF vs Table 2", get("nf"), pv.TABLE2[(model, benchmark, "nf")], 0.0
+                )
+            )
     for benchmark in ("conflicts", "fever"):
         for column in pv.TABLE18_COLUMNS:
             values = [pv.TABLE18[(m, benchmark, column)] for m in pv.TABLE18_MODELS]

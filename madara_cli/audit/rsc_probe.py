@@ -60,9 +60,6 @@ def audit_table4() -> list[AuditRow]:
     return rows
 
 
-# --- Table 2: routing, deltas, averages ------------------------------------------------------
-
-
 def audit_table10() -> list[AuditRow]:
     rows: list[AuditRow] = []
     for model in pv.CORE_MODELS:
@@ -76,7 +73,9 @@ def audit_table10() -> list[AuditRow]:
             recomputed = f"{cls} from per-query means; {printed} from Table 4's pooled ρ̂"
             note += "; footnote †: classification follows the pooled ρ̂, as the paper states"
             cls = printed
-        rows.append(AuditRow("Table 10", f"{pair_label(model)} group", printed, recomputed, "match" if cls == printed else "discrepancy", note))
+        rows.append(
+            AuditRow("Table 10", f"{pair_label(model)} group", printed, recomputed, "match" if cls == printed else "discrepancy", note)
+        )
     stds = [pv.TABLE10[(m, "conflicts", c)][1] for m in pv.CORE_MODELS for c in pv.TABLE10_COLUMNS]
     rows.append(
         AuditRow(
@@ -97,7 +96,9 @@ def audit_table11() -> list[AuditRow]:
         get = partial(pv.lookup, pv.TABLE11, *key)
         total = get("subsets_quality_ordered_pct") + get("subsets_stochastic_pct")
         rows.append(
-            AuditRow("Table 11", f"{pair_label(*key)} subset shares sum to 100%", "100", str(total), "match" if total == 100 else "discrepancy")
+            AuditRow(
+                "Table 11", f"{pair_label(*key)} subset shares sum to 100%", "100", str(total), "match" if total == 100 else "discrepancy"
+            )
         )
         full = pv.TABLE4[(*key, "rsc_class")]
         same += get("first_half") == get("last_half") == full
@@ -114,57 +115,10 @@ def audit_table11() -> list[AuditRow]:
 
 
 def audit_table13() -> list[AuditRow]:
-    rows: list[AuditRow] = []
-    stabilities = []
-    for model, benchmark in pv.ROUTING_PAIRS:
-        levels = [pv.TABLE13[(model, benchmark, c)] for c in ("rho1", "rho2", "rho3")]
-        stabilities.append(pv.TABLE13[(model, benchmark, "stability")])
-        inside = all(lo <= x <= hi for x, lo, hi in levels)
-        rows.append(
-            AuditRow(
-                "Table 13",
-                f"{pair_label(model, benchmark)} point estimates inside their CIs",
-                "yes",
-                "yes" if inside else "no",
-                "match" if inside else "discrepancy",
-            )
-        )
-        points = [x for x, _, _ in levels]
-        t4 = [pv.TABLE4[(model, benchmark, c)] for c in ("rho1", "rho2", "rho3")]
-        t10 = [pv.TABLE10[(model, benchmark, c)][0] for c in pv.TABLE10_COLUMNS] if (model, benchmark, "rho1") in pv.TABLE10 else None
-        pooled = all(abs(a - b) < 1e-9 for a, b in zip(points, t4, strict=True))
-        per_query = t10 is not None and all(abs(a - b) < 1e-9 for a, b in zip(points, t10, strict=True))
-        if pooled:
-            status, note = "match", "Table 4's pooled values"
-        elif per_query:
-            status, note = (
-                "match",
-                "equal to Table 10's per-query means, which the footnote allows (so Table 13 mixes pooled and per-query rows)",
-            )
-        else:
-            status, note = (
-                "discrepancy",
-                "differs from Table 4's pooled values; the footnote allows per-query means, but none are printed for this pair",
-            )
-        rows.append(
-            AuditRow(
-                "Table 13",
-                f"{pair_label(model, benchmark)} ρ̂ vs Table 4",
-                ", ".join(fmt(x) for x in points),
-                ", ".join(fmt(x) for x in t4),
-                status,
-                note,
-            )
-        )
-        own = possible_classes(points)
-        printed_class = pv.TABLE4[(model, benchmark, "rsc_class")]
-        recomputed = " or ".join(sorted(own))
-        status, note = ("match", "") if printed_class in own else ("discrepancy", "")
-        if printed_class not in own and per_query:
-            # Footnote ‡: the class comes from the pooled ρ̂ of Table 4, not these per-query means.
-            recomputed += f" from these per-query values; {printed_class} from Table 4's pooled ρ̂"
-            status, note = "match", "footnote ‡: the classification uses the pooled ρ̂"
-        rows.append(AuditRow("Table 13", f"{pair_label(model, benchmark)} class implied by its own ρ̂", printed_class, recomputed, status, note))
+    """Table 13 pair by pair (CIs, ρ̂ against Table 4, the class its own ρ̂ imply), then
+    F.4's stability claim."""
+    rows = [row for model, benchmark in pv.ROUTING_PAIRS for row in _table13_pair(model, benchmark)]
+    stabilities = [pv.TABLE13[(model, benchmark, "stability")] for model, benchmark in pv.ROUTING_PAIRS]
     rows.append(
         AuditRow(
             "Table 13",
@@ -174,4 +128,58 @@ def audit_table13() -> list[AuditRow]:
             "match" if min(stabilities) >= 79 else "discrepancy",
         )
     )
+    return rows
+
+
+def _table13_pair(model: str, benchmark: str) -> list[AuditRow]:
+    """One pair: point estimates inside their CIs; its ρ̂ against Table 4's pooled (or Table
+    10's per-query) values; the class its own ρ̂ imply against the printed one."""
+    rows: list[AuditRow] = []
+    levels = [pv.TABLE13[(model, benchmark, c)] for c in ("rho1", "rho2", "rho3")]
+    inside = all(lo <= x <= hi for x, lo, hi in levels)
+    rows.append(
+        AuditRow(
+            "Table 13",
+            f"{pair_label(model, benchmark)} point estimates inside their CIs",
+            "yes",
+            "yes" if inside else "no",
+            "match" if inside else "discrepancy",
+        )
+    )
+    points = [x for x, _, _ in levels]
+    t4 = [pv.TABLE4[(model, benchmark, c)] for c in ("rho1", "rho2", "rho3")]
+    t10 = [pv.TABLE10[(model, benchmark, c)][0] for c in pv.TABLE10_COLUMNS] if (model, benchmark, "rho1") in pv.TABLE10 else None
+    pooled = all(abs(a - b) < 1e-9 for a, b in zip(points, t4, strict=True))
+    per_query = t10 is not None and all(abs(a - b) < 1e-9 for a, b in zip(points, t10, strict=True))
+    if pooled:
+        status, note = "match", "Table 4's pooled values"
+    elif per_query:
+        status, note = (
+            "match",
+            "equal to Table 10's per-query means, which the footnote allows (so Table 13 mixes pooled and per-query rows)",
+        )
+    else:
+        status, note = (
+            "discrepancy",
+            "differs from Table 4's pooled values; the footnote allows per-query means, but none are printed for this pair",
+        )
+    rows.append(
+        AuditRow(
+            "Table 13",
+            f"{pair_label(model, benchmark)} ρ̂ vs Table 4",
+            ", ".join(fmt(x) for x in points),
+            ", ".join(fmt(x) for x in t4),
+            status,
+            note,
+        )
+    )
+    own = possible_classes(points)
+    printed_class = pv.TABLE4[(model, benchmark, "rsc_class")]
+    recomputed = " or ".join(sorted(own))
+    status, note = ("match", "") if printed_class in own else ("discrepancy", "")
+    if printed_class not in own and per_query:
+        # Footnote ‡: the class comes from the pooled ρ̂ of Table 4, not these per-query means.
+        recomputed += f" from these per-query values; {printed_class} from Table 4's pooled ρ̂"
+        status, note = "match", "footnote ‡: the classification uses the pooled ρ̂"
+    rows.append(AuditRow("Table 13", f"{pair_label(model, benchmark)} class implied by its own ρ̂", printed_class, recomputed, status, note))
     return rows
