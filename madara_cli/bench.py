@@ -205,8 +205,9 @@ def bench_overhead(opts: BenchOptions, scratch: Path, engine) -> dict[str, Any]:
 
 
 def bench_scoring(opts: BenchOptions, scratch: Path, engine) -> dict[str, Any]:
+    from madara_cli.agents.parsing import parse_completion
     from madara_cli.agents.prompts import AGENTS
-    from madara_cli.agents.scoring import parse_completion, score_requests
+    from madara_cli.agents.requests import score_requests
     from madara_cli.stats import spearman
 
     cfg, backend = engine

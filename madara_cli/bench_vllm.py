@@ -30,7 +30,7 @@ WARMUP = 2
 def _stage(cfg, n_questions: int, mode: str, temperature: float | None = None):
     from omegaconf import OmegaConf
 
-    from madara_cli.agents.scoring import score_requests
+    from madara_cli.agents.requests import score_requests
     from madara_cli.experiment.examples import cell_examples
 
     exs = cell_examples(OmegaConf.merge(cfg, {"limit": n_questions}), None).examples
@@ -121,8 +121,8 @@ def bench_vllm_agreement(cfg, n_questions: int) -> dict[str, Any]:
     from omegaconf import OmegaConf
 
     from madara_cli.agents.generator import clean_answer, generation_request
+    from madara_cli.agents.parsing import expected_score, parse_completion
     from madara_cli.agents.prompts import AGENTS
-    from madara_cli.agents.scoring import expected_score, parse_completion
     from madara_cli.backends import make_backend
 
     exs, scores = _stage(cfg, n_questions, "logprob")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from madara_cli.agents.scoring import score_requests
+from madara_cli.agents.requests import score_requests
 from madara_cli.backends import make_backend
 from madara_cli.composition import compose
 from madara_cli.data.mini import generate

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from madara_cli.agents.scoring import impute
+from madara_cli.agents.matrix import impute
 from madara_cli.strategies.selection import sda_rank, top_k
 
 

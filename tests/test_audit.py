@@ -5,16 +5,9 @@ from __future__ import annotations
 import pytest
 
 from madara_cli import paper as pv
-from madara_cli.audit.checks import (
-    STATUSES,
-    audit_table2,
-    audit_table8,
-    audit_table9,
-    format_audit,
-    published_diagnostics,
-    run_audit,
-    summarize,
-)
+from madara_cli.audit import STATUSES, format_audit, published_diagnostics, run_audit, summarize
+from madara_cli.audit.main_body import audit_table2, audit_table9
+from madara_cli.audit.routes import audit_table8
 
 
 @pytest.fixture(scope="module")
@@ -91,28 +84,28 @@ def test_format_audit_lists_both_values(rows):
 
 
 def test_trend_and_class_consistent_with_printed_ties():
-    from madara_cli.audit.checks import _possible_classes, _possible_trends
+    from madara_cli.audit.published import possible_classes, possible_trends
 
-    assert _possible_trends([0.76, 0.43, 0.08]) == {-1.0}
-    assert _possible_classes([0.46, -0.26, 0.08]) == {"stochastic"}
+    assert possible_trends([0.76, 0.43, 0.08]) == {-1.0}
+    assert possible_classes([0.46, -0.26, 0.08]) == {"stochastic"}
     # Table 4's Gemma-2 CONFLICTS row .79/.40/.40: the printed tie breaks either way.
-    assert _possible_trends([0.79, 0.40, 0.40]) == {-1.0, -0.5}
-    assert _possible_classes([0.79, 0.40, 0.40]) == {"quality-ordered", "stochastic"}
+    assert possible_trends([0.79, 0.40, 0.40]) == {-1.0, -0.5}
+    assert possible_classes([0.79, 0.40, 0.40]) == {"quality-ordered", "stochastic"}
 
 
 def test_the_audit_checks_with_the_rules_madara_runs(monkeypatch):
     """No rule of its own: the trend, the class and Table 12's two policies are
     diagnose/rsc.py's and diagnose/router.py's, so changing one moves the audit."""
-    from madara_cli.audit import checks
+    from madara_cli.audit import routes, rsc_probe
     from madara_cli.diagnose import router, rsc
 
     monkeypatch.setattr(rsc, "trend", lambda rhos: 0.5)
-    assert {r.recomputed for r in checks.audit_table4() if r.item.endswith(": ρ*")} == {"0.500"}
+    assert {r.recomputed for r in rsc_probe.audit_table4() if r.item.endswith(": ρ*")} == {"0.500"}
     monkeypatch.setattr(rsc, "classify", lambda rhos, threshold=0.5: rsc.RSCClass((0, 0, 0), 0.0, "degenerate", None, 0.0))
-    assert {r.recomputed for r in checks.audit_table4() if r.item.endswith(": RSC class")} == {"degenerate"}
+    assert {r.recomputed for r in rsc_probe.audit_table4() if r.item.endswith(": RSC class")} == {"degenerate"}
     monkeypatch.setattr(router, "route_entropy", lambda diag, threshold: router.Route(router.PDE, "spy"))
     monkeypatch.setattr(router, "route_binary_rsc", lambda diag: router.Route(router.ATF, "spy"))
-    recs = [r.recomputed for r in checks.audit_table12() if r.item.endswith(": recommendations")]
+    recs = [r.recomputed for r in routes.audit_table12() if r.item.endswith(": recommendations")]
     assert recs and all(r.startswith("RSC ATF") and "entropy PDE" in r for r in recs)
 
 

@@ -248,7 +248,7 @@ def _fake_vllm(monkeypatch, tokenizer):
 
 def test_a_template_without_system_role_renders_every_request_family(tmp_path, monkeypatch, every_request):
     AutoTokenizer = pytest.importorskip("transformers").AutoTokenizer
-    from madara_cli.backends.openai_backend import HFTokenizer
+    from madara_cli.backends.prompt_tokenizers import HFTokenizer
     from madara_cli.backends.vllm_backend import VLLMBackend
 
     folder = _hf_tokenizer(tmp_path, GEMMA_LIKE, ["<bos>", "<start_of_turn>", "<end_of_turn>"])
@@ -318,7 +318,7 @@ def test_control_text_in_content_never_becomes_a_control_token_hf(tmp_path, monk
     holding a family's turn markers gives exactly the template's control tokens."""
     AutoTokenizer = pytest.importorskip("transformers").AutoTokenizer
 
-    from madara_cli.backends.openai_backend import HFTokenizer
+    from madara_cli.backends.prompt_tokenizers import HFTokenizer
     from madara_cli.backends.vllm_backend import VLLMBackend
 
     template, specials, system_role, attack = FAMILIES[family]
@@ -415,7 +415,8 @@ def test_openai_backend_sends_settings_and_hostile_prompts_as_token_ids(tmp_path
     conversation go in the /chat/completions body; a request forging a turn goes to
     /completions as token ids holding the template's control tokens only."""
     pytest.importorskip("transformers")
-    from madara_cli.backends.openai_backend import HFTokenizer, OpenAIBackend
+    from madara_cli.backends.openai_backend import OpenAIBackend
+    from madara_cli.backends.prompt_tokenizers import HFTokenizer
     from tests.fakes import chat_answer, posts
 
     template, specials, _, attack = FAMILIES["chatml"]
@@ -459,7 +460,7 @@ def test_the_qwen3_reranker_gets_its_empty_think_block_once(tmp_path):
     """With enable_thinking off, Qwen3's template ends the generation prompt with the
     empty think block the reranker used to append itself: it is not written twice."""
     pytest.importorskip("transformers")
-    from madara_cli.backends.openai_backend import HFTokenizer
+    from madara_cli.backends.prompt_tokenizers import HFTokenizer
     from madara_cli.data.retrieval import QWEN3_PREFIX, _template_closes_thinking, rerank_request
 
     template, specials, _, _ = FAMILIES["chatml"]

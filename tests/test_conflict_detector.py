@@ -10,18 +10,11 @@ import re
 import numpy as np
 import pytest
 
+from madara_cli.agents.matrix import impute
+from madara_cli.agents.parsing import conflict_to_score, parse_doc_adjustments, read_conflict_reply
+from madara_cli.agents.polarization import assessment_report
 from madara_cli.agents.prompts import CONFLICT, detector_messages
-from madara_cli.agents.scoring import (
-    ADJUSTMENT_TOKENS_PER_DOC,
-    DETECTOR_PREFIX,
-    assess,
-    assessment_report,
-    conflict_request,
-    conflict_to_score,
-    impute,
-    parse_doc_adjustments,
-    read_conflict_reply,
-)
+from madara_cli.agents.requests import ADJUSTMENT_TOKENS_PER_DOC, DETECTOR_PREFIX, conflict_request
 from madara_cli.backends.cache import CachedLLM, ResponseCache
 from madara_cli.composition import compose
 from madara_cli.config.folders import shipped_prompt_set
@@ -29,6 +22,7 @@ from madara_cli.data.mini import generate
 from madara_cli.errors import ConfigError
 from madara_cli.records import ChatRequest, Completion, Doc, Example
 from madara_cli.strategies import STRATEGIES, StrategyContext, load_all
+from madara_cli.strategies.assessed import assess_cell
 from tests.fakes import FakeBackend
 
 load_all()
@@ -159,7 +153,7 @@ def test_per_query_is_two_agents_per_document_plus_one_detector_call(llm, mode, 
     examples = generate(4)
     m = len(examples[0].docs)
     with llm.fresh_accounting() as acc:
-        mats = assess(_ctx(llm, f"strategy.scoring={mode}"), examples)
+        mats = assess_cell(_ctx(llm, f"strategy.scoring={mode}"), examples)
     assert acc.by_stage[stage].requests == 4 * 2 * m
     assert acc.by_stage[stage + "-conflict"].requests == 4
     for mat in mats:
@@ -176,7 +170,7 @@ def test_per_document_keeps_one_detector_call_per_document(llm):
     examples = generate(4)
     m = len(examples[0].docs)
     with llm.fresh_accounting() as acc:
-        mats = assess(_ctx(llm, "strategy.conflict=per_document"), examples)
+        mats = assess_cell(_ctx(llm, "strategy.conflict=per_document"), examples)
     assert acc.by_stage["score"].requests == 4 * 3 * m and "score-conflict" not in acc.by_stage
     assert all(mat.conflict_calls == "per_document" for mat in mats)
     assert assessment_report(mats)["conflict"]["calls"] == "per_document"
@@ -191,7 +185,7 @@ def test_missing_ids_reach_the_cell_report(tmp_path):
     llm = CachedLLM(Forgetful(), ResponseCache(tmp_path / "c.sqlite"))
     examples = generate(2)
     m = len(examples[0].docs)
-    mats = assess(_ctx(llm), examples)
+    mats = assess_cell(_ctx(llm), examples)
     rep = assessment_report(mats)
     assert rep["conflict"]["missing_ids"] == 2 * (m - 2)
     assert rep["failures"]["missing_id"] == 2 * (m - 2)
@@ -205,7 +199,7 @@ def test_bad_conflict_setting_is_a_config_error(llm):
         compose(["strategy=three_agent", "strategy.conflict=sometimes"])
     ctx = _ctx(llm)
     with pytest.raises(ConfigError, match="unknown strategy.conflict 'sometimes'; valid: per_query, per_document"):
-        assess(ctx, generate(1), conflict="sometimes")
+        assess_cell(ctx, generate(1), conflict="sometimes")
 
 
 @pytest.mark.parametrize("name", ["three_agent", "cot", "sda", "sda_cot", "atf", "rrf", "pde", "pde_uniform"])
@@ -254,7 +248,7 @@ def test_pde_random_asks_no_agent_so_its_key_ignores_the_setting():
 
 def test_nan_free_report_when_a_query_has_no_documents(llm):
     ex = Example("empty", "Q?", ("a",), ())
-    mats = assess(_ctx(llm), [ex])
+    mats = assess_cell(_ctx(llm), [ex])
     assert mats[0].m == 0 and not math.isnan(assessment_report(mats)["conflict"]["replies"])
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from madara_cli.agents.generator import generation_request
 from madara_cli.agents.prompts import RELEVANCE
-from madara_cli.agents.scoring import agent_request, score_requests
+from madara_cli.agents.requests import agent_request, score_requests
 from madara_cli.data.mini import generate
 
 pytestmark = pytest.mark.llm

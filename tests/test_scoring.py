@@ -9,18 +9,10 @@ import numpy as np
 import pytest
 
 from madara_cli.agents import prompts
-from madara_cli.agents.scoring import (
-    DIGITS,
-    LOGPROB_PREFIX,
-    ScoreMatrix,
-    assessment_report,
-    build_matrix,
-    conflict_to_score,
-    expected_score,
-    impute,
-    parse_score,
-    score_requests,
-)
+from madara_cli.agents.matrix import ScoreMatrix, build_matrix, impute
+from madara_cli.agents.parsing import conflict_to_score, expected_score, parse_score
+from madara_cli.agents.polarization import assessment_report
+from madara_cli.agents.requests import DIGITS, LOGPROB_PREFIX, score_requests
 from madara_cli.config.folders import shipped_prompt_set
 from madara_cli.data.mini import generate
 from madara_cli.records import ChatRequest, Completion, Doc, Example, ScoreRequest
@@ -260,7 +252,7 @@ def test_score_matrix_to_json(example):
 
 
 def test_agent_request_is_the_strategies_request(example):
-    from madara_cli.agents.scoring import SCORE_STOP, agent_request
+    from madara_cli.agents.requests import SCORE_STOP, agent_request
 
     reqs = score_requests(example, cot=True, mode="generate", max_tokens=384, temperature=0.6, seed=2)
     one = agent_request(example, example.docs, 4, "consistency", cot=True, mode="generate", max_tokens=384, temperature=0.6, seed=2)
@@ -272,7 +264,7 @@ def test_agent_request_is_the_strategies_request(example):
 
 
 def test_parse_completion_restores_the_stop_brace():
-    from madara_cli.agents.scoring import parse_completion
+    from madara_cli.agents.parsing import parse_completion
 
     p = parse_completion(Completion(text='{"reasoning_steps": ["a"], "confidence": 3, "score": 4', finish_reason="stop"), "relevance")
     assert p.value == 4.0 and p.method == "json" and p.reasoning == ("a",)
@@ -285,7 +277,8 @@ def test_parse_completion_restores_the_stop_brace():
 
 def test_rescore_request_is_the_normal_request_plus_the_chain(example):
     """Appendix F.1: the perturbed chain is presented as-is to the same scoring prompt."""
-    from madara_cli.agents.scoring import agent_request, read_rescore, rescore_request
+    from madara_cli.agents.parsing import read_rescore
+    from madara_cli.agents.requests import agent_request, rescore_request
 
     normal = agent_request(example, example.docs, 2, "relevance", cot=True, mode="generate", max_tokens=256, temperature=0.6, seed=3)
     steps = ["Second sentence.", "First sentence, with \"quotes\"."]

@@ -79,13 +79,13 @@ def test_selection_sizes(llm, examples):
 def test_selection_follows_the_examples_own_scores(llm, examples, name):
     import numpy as np
 
-    from madara_cli.agents.scoring import assess
+    from madara_cli.strategies.assessed import assess_cell
     from madara_cli.strategies.selection import atf_select, rrf_fuse, sda_rank, top_k, weighted_aggregate
 
     preds, ctx, _ = _run(llm, name, examples)
     st = ctx.strategy
     for ex, p in zip(examples, preds):
-        (mat,) = assess(ctx, [ex])  # scored alone: the same requests, from the cache
+        (mat,) = assess_cell(ctx, [ex])  # scored alone: the same requests, from the cache
         assert p.extra["scores"] == mat.to_json()
         if name in ("sda", "sda_cot"):
             ranking = sda_rank(mat.scores, st.weights, ties=st.rank_ties)

@@ -65,7 +65,7 @@ def _render(family: str, prompts: PromptSet) -> list[ChatRequest | ScoreRequest]
         ]
     if family == "assessors":
         from madara_cli.agents.prompts import AGENTS
-        from madara_cli.agents.scoring import agent_request, rescore_request
+        from madara_cli.agents.requests import agent_request, rescore_request
 
         out: list[ChatRequest | ScoreRequest] = []
         for ex in _EXAMPLES:
@@ -77,7 +77,7 @@ def _render(family: str, prompts: PromptSet) -> list[ChatRequest | ScoreRequest]
         out += [rescore_request(normal, ["a step.", "another."], mode=m, max_tokens=64, confidence=3) for m in ("generate", "logprob")]
         return out
     if family == "detector":
-        from madara_cli.agents.scoring import conflict_request
+        from madara_cli.agents.requests import conflict_request
 
         return [
             conflict_request(ex, _DOCS, cot=cot, mode=mode, max_tokens=64, temperature=0.0, seed=0, prompts=prompts)
@@ -85,7 +85,7 @@ def _render(family: str, prompts: PromptSet) -> list[ChatRequest | ScoreRequest]
             for cot, mode in ((False, "generate"), (True, "generate"), (False, "logprob"))
         ]
     if family == "rescore":
-        from madara_cli.agents.scoring import forced_rescore_request
+        from madara_cli.agents.requests import forced_rescore_request
 
         steps = ["a step.", "another."]
         return [

@@ -14,7 +14,7 @@ retrieved document on a 0-5 guide and answering in JSON.
 * **Conflict Detector** -- is the document on the well-supported side of a
   disagreement between documents, or part of a conflict? Sees the same context as
   the verifier and reports an *adjustment* in -2..+2, not a 0-5 score
-  (:func:`madara_cli.agents.scoring.conflict_to_score` maps it into the matrix).
+  (:func:`madara_cli.agents.parsing.conflict_to_score` maps it into the matrix).
 
 The CoT variants (Section 4.1, "CoT De-Polarization") keep each role and its guide
 but require five named reasoning steps first, and add ``reasoning_steps`` (one string
@@ -111,7 +111,7 @@ def assessor_messages(
 # of them. The summaries are the documents' excerpts (the same stand-in for another
 # document's claims that the Consistency Verifier gets), labelled with their
 # retrieval rank; the reply maps each number to an adjustment in -2..+2
-# (:func:`madara_cli.agents.scoring.parse_doc_adjustments` reads it).
+# (:func:`madara_cli.agents.parsing.parse_doc_adjustments` reads it).
 # --------------------------------------------------------------------------- #
 
 DOC_ADJUSTMENTS = "doc_adjustments"

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from madara_cli import paper as pv
-from madara_cli.audit.checks import _printed_ems, published_diagnostics
+from madara_cli.audit.published import printed_ems, published_diagnostics
 from madara_cli.diagnose import router
 
 POLICIES = ("paper", "nf_only", "isolation")
@@ -70,7 +70,7 @@ def published_pairs() -> list[PublishedPair]:
     pairs: list[PublishedPair] = []
     diags = published_diagnostics(triviaqa=True)
     for model, benchmark in pv.ROUTING_PAIRS:
-        ems = _printed_ems(model, benchmark)
+        ems = printed_ems(model, benchmark)
         nf = pv.TABLE2[(model, benchmark, "nf")]
         iso = None
         if (model, benchmark, "pde_random") in pv.TABLE1:

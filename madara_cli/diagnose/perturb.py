@@ -26,7 +26,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from madara_cli.agents.scoring import forced_rescore_request, rescore_request
+from madara_cli.agents.requests import forced_rescore_request, rescore_request
 from madara_cli.config.prompt_sets import PromptSet
 from madara_cli.records import ChatRequest, Example, ScoreRequest
 

@@ -14,14 +14,14 @@ first of the evaluated ones; ``benchmark.calibration_split=disjoint`` holds them
    scoring prompt"):
 
    * ``forced`` (default; the authors' code): a forced-reasoning request of its own
-     (:func:`madara_cli.agents.scoring.forced_rescore_request`): the system turn says
+     (:func:`madara_cli.agents.requests.forced_rescore_request`): the system turn says
      the document has been analysed already and the score must come from that
      analysis; the user turn holds the question, the document (first 2,000
      characters) and the perturbed chain between markers; the reply is
      ``{"score": N, "confidence": C}``. No assistant prefix.
    * ``prefix``: the normal CoT request itself, with the perturbed chain written as
      the start of the model's own JSON reply (``{"reasoning_steps": [...],
-     "confidence": ``; :func:`madara_cli.agents.scoring.rescore_request`), so the
+     "confidence": ``; :func:`madara_cli.agents.requests.rescore_request`), so the
      chain is the only thing that differs from the normal request.
 
    Either way only the score is read: generated at the model's temperature (the
@@ -63,18 +63,9 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from madara_cli import metrics as M
+from madara_cli.agents.parsing import ParsedScore, expected_score, parse_completion, parse_score, parse_score_authors, read_rescore
 from madara_cli.agents.prompts import RELEVANCE
-from madara_cli.agents.scoring import (
-    DIGITS,
-    SCORING_MODES,
-    ParsedScore,
-    agent_request,
-    expected_score,
-    parse_completion,
-    parse_score,
-    parse_score_authors,
-    read_rescore,
-)
+from madara_cli.agents.requests import DIGITS, SCORING_MODES, agent_request
 from madara_cli.backends.cache import CachedLLM
 from madara_cli.config.folders import prompts_of
 from madara_cli.config.identity import digest, isolation_on, probe_identity

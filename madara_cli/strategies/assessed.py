@@ -15,7 +15,7 @@ Source: the MADARA paper, Section 5.3 and Appendices B-C.
 Each reads its settings from ``cfg.strategy`` (``cot``, ``weights``, ``top_k``,
 ``kappa``, ``min_keep``, ``rrf_k``, ``scoring``, ``conflict``, ``rank_ties``); ``configs/strategy/<name>.yaml``
 holds the paper's values. All of them issue the same scoring requests (see
-:mod:`madara_cli.agents.scoring`), so after the first one the rest only pay for
+:mod:`madara_cli.agents.requests`), so after the first one the rest only pay for
 their final generation -- and not even that when their selection coincides.
 """
 
@@ -26,7 +26,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from madara_cli.agents.scoring import ScoreMatrix, assess, assessment_report
+from madara_cli.agents.matrix import ScoreMatrix
+from madara_cli.agents.polarization import assessment_report
+from madara_cli.agents.scoring import AssessSettings, assess
 from madara_cli.config.schema import ConflictCalls, RankTies, Scoring, StrategyConfig
 from madara_cli.records import Example, Prediction
 from madara_cli.strategies.context import STRATEGIES, StrategyContext, generate_answers, rounded, support_coverage, with_extra
@@ -44,27 +46,41 @@ class AssessedConfig(StrategyConfig):
     cot: bool = False
     conflict: ConflictCalls = ConflictCalls.per_query  # per_query (Appendix N: one call) | per_document
 
+
 @dataclass
 class SDAConfig(AssessedConfig):
     """sda, sda_cot: the assessed settings plus how tied scores are ranked."""
 
     rank_ties: RankTies = RankTies.ordinal  # ordinal (the authors') | average
 
+
 @dataclass
 class ATFConfig(AssessedConfig):
     kappa: float = 0.5  # threshold mu - kappa*sigma
     min_keep: int = 2
+
 
 @dataclass
 class RRFConfig(AssessedConfig):
     rrf_k: int = 60
 
 
+def assess_cell(
+    ctx: StrategyContext, examples: Sequence[Example], cot: bool | None = None, mode: str | None = None, conflict: str | None = None
+) -> list[ScoreMatrix]:
+    """:func:`~madara_cli.agents.scoring.assess` with the cell's engine, prompt set and
+    settings (``cot``, ``mode`` and ``conflict`` default to the strategy's)."""
+    settings = AssessSettings.from_config(
+        ctx.strategy, ctx.cfg.generation, ctx.cfg.get("reading"), temperature=ctx.temperature, seed=ctx.seed, cot=cot, mode=mode, conflict=conflict
+    )
+    return assess(ctx.llm, examples, settings, ctx.prompts)
+
+
 def scored(ctx: StrategyContext, examples: Sequence[Example]) -> list[ScoreMatrix]:
     """Run the three agents over the cell (one batched call) and record the
     assessment statistics in ``ctx.report["assessment"]``."""
     cot, mode = bool(ctx.strategy.cot), str(ctx.strategy.scoring)
-    mats = assess(ctx, examples, cot=cot, mode=mode)
+    mats = assess_cell(ctx, examples, cot=cot, mode=mode)
     ctx.report["assessment"] = assessment_report(mats, cot=cot, mode=mode)
     return mats
 

@@ -5,7 +5,7 @@ document; column j = agent j) and returns indices into that order. Ties are alwa
 broken by retrieval rank (a stable sort), so every selection is deterministic (SDA's
 per-agent ranks of tied scores are a setting, ``strategy.rank_ties``).
 Score matrices may hold NaN (a failed agent reply); the functions that need
-complete matrices impute first (:func:`madara_cli.agents.scoring.impute`: the
+complete matrices impute first (:func:`madara_cli.agents.matrix.impute`: the
 example's mean for that agent, or 2.5).
 
 Sources: the MADARA paper -- Section 5.3 (weighted aggregation 0.4/0.3/0.3),
@@ -22,7 +22,7 @@ from typing import Sequence
 import numpy as np
 from scipy.stats import rankdata
 
-from madara_cli.agents.scoring import impute
+from madara_cli.agents.matrix import impute
 from madara_cli.metrics import normalize
 
 _EPS = 1e-9  # float tolerance for thresholds and vote ties

@@ -1,0 +1,164 @@
+"""The client-side half of the openai backend's scoring and truncation: the model's chat
+template and token counts as the server will see them (:class:`PromptTokenizer`), read
+from the GGUF's metadata when ``model.gguf`` is set (what a llama.cpp server renders),
+else from the Hugging Face tokenizer of ``model.hf_id@revision`` (what ``vllm serve``
+uses); ``backend.tokenizer`` forces one (:func:`tokenizer_loader`).
+
+When the tokenizer adds BOS to a text prompt (as both servers do for ``/completions``),
+the template's leading BOS string is removed from :meth:`PromptTokenizer.render`, so the
+model sees exactly the tokens the server's own chat rendering gives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from omegaconf import DictConfig
+
+from madara_cli.backends.chat import ChatSettings, ControlText, hf_control_strings, hf_encode_text, safe_token_ids
+from madara_cli.errors import BackendError
+from madara_cli.records import Message
+
+
+class PromptTokenizer(Protocol):
+    """The client-side half of scoring and truncation: the model's chat template
+    and token counts, as the server will see them."""
+
+    def render(self, messages: Sequence[Message]) -> str:
+        """Chat template with the generation prompt, without a leading BOS string."""
+        ...
+
+    def count(self, text: str) -> int:
+        """Tokens the server will feed the model for ``text`` (BOS included)."""
+        ...
+
+    def holds_control(self, texts: Sequence[str]) -> bool:
+        """Whether any of ``texts`` holds a special-token string of the vocabulary."""
+        ...
+
+    def token_ids(self, messages: Sequence[Message], prefix: str = "") -> list[int]:
+        """The whole prompt (BOS, rendering, prefix) as the ids the model must see,
+        control tokens from the template alone."""
+        ...
+
+
+def message_dicts(messages: Sequence[Message]) -> list[dict[str, str]]:
+    """Messages as the JSON objects a chat template (and ``/chat/completions``) takes."""
+    return [{"role": m.role, "content": m.content} for m in messages]
+
+
+def _strip_prefix(text: str, prefix: str | None) -> str:
+    return text[len(prefix) :] if prefix and text.startswith(prefix) else text
+
+
+class GGUFTokenizer:
+    """Template and vocabulary from a GGUF file (loaded vocabulary-only: no weights),
+    rendered exactly as llama-cpp-python's server renders it."""
+
+    def __init__(self, gguf: str, chat: ChatSettings | None = None):
+        self.chat = chat or ChatSettings()
+        try:
+            import llama_cpp
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+        except ImportError:
+            raise BackendError("llama-cpp-python is needed to read the GGUF's chat template: pip install -e '.[cpu]'") from None
+        from madara_cli.backends.weights import resolve_gguf
+
+        path = resolve_gguf(gguf)
+        self._llm = llama_cpp.Llama(model_path=str(path), vocab_only=True, verbose=False)
+        template = self._llm.metadata.get("tokenizer.chat_template")
+        if not template:
+            raise BackendError(f"{path.name} carries no chat template in its metadata")
+        model = self._llm._model
+        bos = model.token_get_text(self._llm.token_bos()) if self._llm.token_bos() >= 0 else ""
+        self._format = Jinja2ChatFormatter(template=template, eos_token=model.token_get_text(self._llm.token_eos()), bos_token=bos)
+        # Only a BOS the server will add again may be removed (SmolLM2's BOS is the
+        # <|im_start|> that opens every turn, and is never added).
+        self._added_bos = bos if model.add_bos_token() else ""
+        from madara_cli.backends.llamacpp import control_strings
+
+        self._control = ControlText(control_strings(self._llm))
+
+    def _full(self, messages: Sequence[Message]) -> str:
+        return self._format(messages=message_dicts(self.chat.conversation(messages)), **self.chat.template_kwargs).prompt
+
+    def render(self, messages: Sequence[Message]) -> str:
+        return _strip_prefix(self._full(messages), self._added_bos)
+
+    def count(self, text: str) -> int:
+        # add_bos follows the GGUF's add_bos_token flag, as the server's tokenisation does
+        return len(self._llm.tokenize(text.encode("utf-8"), add_bos=True, special=True))
+
+    def holds_control(self, texts: Sequence[str]) -> bool:
+        return any(self._control.holds(t) for t in texts)
+
+    def token_ids(self, messages: Sequence[Message], prefix: str = "") -> list[int]:
+        pieces = [m.content for m in self.chat.conversation(messages)] + [prefix]
+        return safe_token_ids(
+            self._full(messages) + prefix,
+            pieces,
+            self._control,
+            lambda t: self._llm.tokenize(t.encode("utf-8"), add_bos=False, special=True),
+            lambda t: self._llm.tokenize(t.encode("utf-8"), add_bos=False, special=False),
+        )
+
+    def close(self) -> None:
+        self._llm.close()
+
+
+class HFTokenizer:
+    """Template and vocabulary of a Hugging Face tokenizer (what ``vllm serve`` uses)."""
+
+    def __init__(self, hf_id: str, revision: str = "main", chat: ChatSettings | None = None):
+        self.chat = chat or ChatSettings()
+        try:
+            from transformers import AutoTokenizer
+        except ImportError:
+            raise BackendError(
+                f"the openai backend renders score prompts and counts tokens client-side: pip install transformers "
+                f"(for the tokenizer of {hf_id}), or set model.gguf and backend.tokenizer=gguf"
+            ) from None
+        try:
+            self._tok = AutoTokenizer.from_pretrained(hf_id, revision=revision)
+        except Exception as e:  # noqa: BLE001 - offline, gated, unknown id: the user's to fix
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise BackendError(f"cannot load the tokenizer of {hf_id}@{revision}: {first}") from e
+        bos_id = self._tok.bos_token_id
+        adds_bos = bos_id is not None and self._tok("x", add_special_tokens=True)["input_ids"][:1] == [bos_id]
+        self._added_bos = self._tok.bos_token if adds_bos else ""
+        self._control = ControlText(hf_control_strings(self._tok))
+
+    def _full(self, messages: Sequence[Message]) -> str:
+        conversation = message_dicts(self.chat.conversation(messages))
+        return self._tok.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True, **self.chat.template_kwargs)
+
+    def render(self, messages: Sequence[Message]) -> str:
+        return _strip_prefix(self._full(messages), self._added_bos)
+
+    def count(self, text: str) -> int:
+        return len(self._tok(text, add_special_tokens=True)["input_ids"])
+
+    def holds_control(self, texts: Sequence[str]) -> bool:
+        return any(self._control.holds(t) for t in texts)
+
+    def token_ids(self, messages: Sequence[Message], prefix: str = "") -> list[int]:
+        pieces = [m.content for m in self.chat.conversation(messages)] + [prefix]
+        encode = lambda t: list(self._tok.encode(t, add_special_tokens=False))  # noqa: E731 - the template carries BOS
+        return safe_token_ids(self._full(messages) + prefix, pieces, self._control, encode, lambda t: hf_encode_text(self._tok, t))
+
+
+def tokenizer_loader(cfg: DictConfig) -> Callable[[], PromptTokenizer]:
+    """``backend.tokenizer``: ``gguf`` (model.gguf's template and vocabulary), ``hf``
+    (the HF tokenizer of model.hf_id@revision), or null: gguf when the model has one."""
+    choice = cfg.backend.get("tokenizer") or ("gguf" if cfg.model.get("gguf") else "hf")
+    chat = ChatSettings.from_model(cfg.model)
+    if choice == "gguf":
+        if not cfg.model.get("gguf"):
+            raise BackendError(f"backend.tokenizer=gguf but model {cfg.model.name} has no model.gguf")
+        gguf = str(cfg.model.gguf)
+        return lambda: GGUFTokenizer(gguf, chat)
+    if choice == "hf":
+        hf_id, revision = str(cfg.model.hf_id), str(cfg.model.revision)
+        return lambda: HFTokenizer(hf_id, revision, chat)
+    raise BackendError(f"unknown backend.tokenizer '{choice}'; valid: gguf, hf (or null)")
