@@ -54,6 +54,20 @@ def _reading_of(folder: Path) -> str:
     return name + (f" ({', '.join(f'{k}={v}' for k, v in off.items())})" if off else "")
 
 
+def _add_intervals(t: Table, record: dict) -> None:
+    """Rows ``em % [95%]`` (and em_strict, contains): each 0/1 rate of a cell with its
+    Wilson interval over n, the small-n rule of :mod:`madara_cli.stats`."""
+    from madara_cli.stats import format_interval, rate_interval
+
+    n = record.get("n")
+    if isinstance(n, bool) or not isinstance(n, int) or not n:
+        return
+    for name in ("em", "em_strict", "contains"):
+        value = record.get(name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            t.add_row(f"{name} % [95% Wilson]", format_interval(rate_interval(value, n)))
+
+
 def show(
     cell: str = typer.Argument(..., help="A finished cell or probe folder, or its key (a unique part of it is enough)"),
     results: Optional[Path] = results_option(),
@@ -82,6 +96,7 @@ def show(
         if isinstance(v, list) and len(v) > 8:
             v = f"[{len(v)} values]"
         t.add_row(k, "" if v is None else str(v))
+    _add_intervals(t, record)
     out.print(t)
     if not prov:
         out.print("[yellow]no provenance recorded[/yellow] (written by a madara older than 0.2)", markup=True)
