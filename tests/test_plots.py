@@ -182,3 +182,30 @@ def test_a_benchmark_name_from_results_never_becomes_a_path(tmp_path: Path):
     figs = write_figure2(root, tmp_path / "out")
     assert [p.parent for p in figs.paths] == [tmp_path / "out"]
     assert figs.paths[0].name == "figure2-_.._escaped.png" and not list(tmp_path.glob("escaped*"))
+
+
+def test_plot_without_matplotlib_fails_in_one_line(results: Path, monkeypatch, capsys):
+    from madara_cli.tables import figure
+
+    monkeypatch.setattr(figure, "pyplot", lambda: None)
+    code, _, err = madara_main(monkeypatch, capsys, "plot", "--results", str(results))
+    one_line_error(code, err, "matplotlib", "madara[plots]")
+
+
+def test_compare_takes_cell_keys_and_results_and_prints_small_n_intervals(tmp_path: Path, monkeypatch, capsys):
+    """`madara compare KEY_A KEY_B --results DIR` (as every verb takes --results); at n = 5
+    it still gives Wilson and Newcombe intervals, never a certain 0."""
+    root = tmp_path / "results"
+    a = write_cell(root, "demo", "smollm2-135m", "mini", "nf", [], n=5, calls=5)
+    b = write_cell(root, "demo", "smollm2-135m", "mini", "pde", [], n=5, calls=105)
+    code, out, err = madara_main(monkeypatch, capsys, "compare", a.name, b.name, "--results", str(root), "--json")
+    assert code == 0, err
+    import json
+
+    r = json.loads(out)
+    assert r["n"] == 5 and r["em_a_ci"][0] == 0 and r["em_a_ci"][1] > 0.4
+    assert r["diff_ci_low"] < -0.3 and r["diff_ci_high"] > 0.3 and r["ci_low"] is None  # no bootstrap below 10 pairs
+    code, out, err = madara_main(monkeypatch, capsys, "compare", a.name, b.name, "--results", str(root))
+    assert code == 0 and "EM  A 0.0% [0.0, 43.4]" in out and "newcombe" in out
+    code, _, err = madara_main(monkeypatch, capsys, "compare", "no-such-key", b.name, "--results", str(root))
+    one_line_error(code, err, "no-such-key")
