@@ -98,3 +98,33 @@ def test_the_prompt_set_worked_example(tmp_path, monkeypatch, capsys, fake_engin
     relevance = [r for r in rows if r["stage"] == "score" and any("useful" in m["content"] or needle in m["content"] for m in r["messages"])]
     assert relevance and all(any(needle in m["content"] for m in r["messages"]) for r in relevance)
     assert "8.5 minutes" in RUNNING  # the example says what it costs on the embedded model
+
+
+def test_ls_grids_gives_each_grid_its_description(monkeypatch, capsys):
+    from madara_cli.config import load_grid, options
+
+    code, out, err = madara_main(monkeypatch, capsys, "ls", "grids")
+    assert code == 0, err
+    lines = dict(ln.split(": ", 1) for ln in out.splitlines() if ": " in ln)
+    for name in options("grid"):
+        assert lines[name] == " ".join(str(load_grid(name).description).split()), name
+
+
+def test_shell_completion_knows_grids_and_override_values():
+    import typer.main
+
+    from madara_cli.cli import app
+    from madara_cli.commands.options import complete_grid, complete_override
+
+    assert "table2" in complete_grid("tab") and all(g.startswith("tab") for g in complete_grid("tab"))
+    assert complete_override("strat") == ["strategy="]
+    assert "strategy=pde" in complete_override("strategy=pd") and "strategy=nf" not in complete_override("strategy=pd")
+    assert complete_override("nosuch=x") == []
+    import click
+
+    run = typer.main.get_command(app).commands["run"]
+    ctx = click.Context(run)
+    grid = next(p for p in run.params if p.name == "grid")
+    over = next(p for p in run.params if p.name == "overrides")
+    assert "table2" in [c.value for c in grid.shell_complete(ctx, "table")]
+    assert "strategy=sda" in [c.value for c in over.shell_complete(ctx, "strategy=sd")]

@@ -35,6 +35,16 @@ def ls(
             m = compose([f"model={name}"]).model
             out.print(f"{name}: {m.hf_id} (chat: {ChatSettings.from_model(m).describe()})", highlight=False)
         return
+    if what == "grids":  # one per line, with what each grid runs (its description:)
+        from madara_cli.config import load_grid
+
+        for name in options("grid"):
+            try:
+                description = str(load_grid(name).description or "").strip()
+            except Exception as e:  # a broken grid file is named, not fatal to the listing  # noqa: BLE001
+                description = f"(unreadable: {str(e).splitlines()[0]})"
+            out.print(f"{name}: {description}" if description else name, markup=False, highlight=False, soft_wrap=True)
+        return
     for name, group in groups.items():
         if what in (None, name):
             out.print(styled("[bold]{}[/bold]: {}", name, ", ".join(options(group))), markup=True)

@@ -11,6 +11,8 @@ from rich.table import Table
 
 from madara_cli.commands.options import (
     UserError,
+    complete_grid,
+    complete_override,
     config_dir_option,
     err,
     honoured,
@@ -51,8 +53,9 @@ def results_table(results, title: str) -> Table:
 
 
 def run(
-    overrides: Optional[List[str]] = typer.Argument(None, help="Hydra overrides, e.g. model=smollm2-135m strategy=nf limit=20"),
-    grid: Optional[str] = typer.Option(None, "--grid", "-g", help="Run every cell of configs/grid/NAME.yaml"),
+    overrides: Optional[List[str]] = typer.Argument(None, help="Hydra overrides, e.g. model=smollm2-135m strategy=nf limit=20",
+                                                    autocompletion=complete_override),
+    grid: Optional[str] = typer.Option(None, "--grid", "-g", help="Run every cell of configs/grid/NAME.yaml", autocompletion=complete_grid),
     multirun: bool = typer.Option(False, "--multirun", "-m", help="Sweep comma-separated overrides (strategy=nf,pde seed=0,1) like Hydra's multirun"),
     cfg_print: Optional[str] = typer.Option(None, "--cfg", help="job: print the composed config of each cell as YAML and exit"),
     results: Optional[Path] = results_option(),
@@ -144,8 +147,8 @@ def probes_table(probes, title: str) -> Table:
 
 
 def plan(
-    grid: str = typer.Option(..., "--grid", "-g", help="Grid to estimate (madara ls grids)"),
-    overrides: Optional[List[str]] = typer.Argument(None, help="Hydra overrides applied to every cell"),
+    grid: str = typer.Option(..., "--grid", "-g", help="Grid to estimate (madara ls grids)", autocompletion=complete_grid),
+    overrides: Optional[List[str]] = typer.Argument(None, help="Hydra overrides applied to every cell", autocompletion=complete_override),
     results: Optional[Path] = results_option(),
     rate: Optional[float] = typer.Option(None, "--rate", help="Engine throughput in calls per second to time the uncached calls at "
                                          "(default: the rate measured in the response cache, else by madara bench --only vllm)"),
