@@ -209,3 +209,23 @@ def test_compare_takes_cell_keys_and_results_and_prints_small_n_intervals(tmp_pa
     assert code == 0 and "EM  A 0.0% [0.0, 43.4]" in out and "newcombe" in out
     code, _, err = madara_main(monkeypatch, capsys, "compare", "no-such-key", b.name, "--results", str(root))
     one_line_error(code, err, "no-such-key")
+
+
+def test_show_and_the_run_table_give_a_zero_of_five_cell_its_interval(tmp_path: Path, monkeypatch, capsys):
+    root = tmp_path / "results"
+    a = write_cell(root, "demo", "smollm2-135m", "mini", "nf", [], n=5, calls=5)
+    code, out, err = madara_main(monkeypatch, capsys, "show", a.name, "--results", str(root))
+    assert code == 0, err
+    assert "em % [95% Wilson]" in out and "0.0 [0.0, 43.4]" in out
+    from types import SimpleNamespace
+
+    from madara_cli.commands.run_verbs import results_table
+    from madara_cli.results.record_files import read_cell
+
+    record = read_cell(a)
+    row = SimpleNamespace(record=record, cell=record.cell, skipped=True)
+    from rich.console import Console
+
+    console = Console(width=250, record=True)
+    console.print(results_table([row], "cell"))
+    assert "0.0 [0.0, 43.4]" in console.export_text()
