@@ -217,3 +217,160 @@ def significance_stars(p: float) -> str:
     if p < 0.05:
         return "*"
     return ""
+
+
+# ---------------------------------------------------------------------------
+# The small-n rule: how every verb, table and figure states its uncertainty.
+#
+# - A cell's EM (or any 0/1 outcome: contains, em_strict) is a proportion of its
+#   questions: its interval is Wilson's score interval (Wilson 1927), or the exact
+#   Clopper-Pearson one (Clopper & Pearson 1934) on request. Both stay honest at any n:
+#   0/5 gives [0, 43.4%] (Wilson), never the zero-width "certain 0" a percentile
+#   bootstrap draws.
+# - A difference of two cells' EM on the same questions is a paired difference of
+#   proportions: Newcombe's hybrid score interval for paired data (Newcombe 1998,
+#   method 10), tested by McNemar's exact test; also honest at any n.
+# - A metric that is not 0/1 (F1) gets a percentile bootstrap only from
+#   MIN_N_FOR_BOOTSTRAP queries or pairs up; below, no interval is drawn and the
+#   reader is told why.
+
+PROPORTION_METHODS = ("wilson", "exact")
+CONFIDENCE = 0.95
+# Below this many queries (or pairs) a percentile interval from resampling says more
+# about the resampler than about the methods.
+MIN_N_FOR_BOOTSTRAP = 10
+
+
+def proportion_interval(k: int, n: int, confidence: float = CONFIDENCE, method: str = "wilson") -> tuple[float, float]:
+    """Two-sided interval for a proportion of ``k`` successes in ``n`` trials.
+
+    - ``"wilson"`` (default): Wilson's score interval,
+      (p̂ + z²/2n ± z·√(p̂(1−p̂)/n + z²/4n²)) / (1 + z²/n), z the normal quantile.
+    - ``"exact"``: Clopper-Pearson, the Beta quantiles B(α/2; k, n−k+1) and
+      B(1−α/2; k+1, n−k), never below the nominal coverage.
+
+    Both are computed by ``scipy.stats.binomtest(k, n).proportion_ci``. ValueError
+    for n < 1 or k outside [0, n]."""
+    if method not in PROPORTION_METHODS:
+        raise ValueError(f"unknown interval method {method!r}; valid: {', '.join(PROPORTION_METHODS)}")
+    k, n = int(k), int(n)
+    if n < 1 or not 0 <= k <= n:
+        raise ValueError(f"a proportion needs 0 <= k <= n and n >= 1, got k={k}, n={n}")
+    ci = _sps.binomtest(k, n).proportion_ci(confidence_level=confidence, method=method)
+    return float(ci.low), float(ci.high)
+
+
+def is_binary(values: Sequence[float] | np.ndarray) -> bool:
+    """Whether every value is 0 or 1 (an outcome a proportion counts)."""
+    v = np.asarray(values, dtype=float)
+    return bool(np.all((v == 0) | (v == 1)))
+
+
+def paired_proportion_difference(a_correct: Sequence[bool] | np.ndarray, b_correct: Sequence[bool] | np.ndarray,
+                                 confidence: float = CONFIDENCE) -> tuple[float, float, float]:
+    """(Δ, low, high): p̂_A − p̂_B on paired 0/1 outcomes and Newcombe's hybrid score
+    interval for it (Newcombe 1998, "Improved confidence intervals for the difference
+    between binomial proportions based on paired data", method 10).
+
+    With the 2×2 counts e (both right), b (A only), c (B only), f (both wrong), (l₁, u₁)
+    and (l₂, u₂) the Wilson intervals of p̂_A and p̂_B, and φ the correlation
+    (ef − bc)/√((e+b)(c+f)(e+c)(b+f)) (0 when a margin is empty):
+    L = Δ − √((p̂_A−l₁)² − 2φ(p̂_A−l₁)(u₂−p̂_B) + (u₂−p̂_B)²),
+    U = Δ + √((u₁−p̂_A)² − 2φ(u₁−p̂_A)(p̂_B−l₂) + (p̂_B−l₂)²)."""
+    a = np.asarray(a_correct, dtype=bool)
+    bb = np.asarray(b_correct, dtype=bool)
+    if a.shape != bb.shape or a.ndim != 1 or a.size == 0:
+        raise ValueError(f"paired outcomes must be 1-D, non-empty and of equal length, got {a.shape} and {bb.shape}")
+    n = a.size
+    e, b = int(np.sum(a & bb)), int(np.sum(a & ~bb))
+    c, f = int(np.sum(~a & bb)), int(np.sum(~a & ~bb))
+    p1, p2 = (e + b) / n, (e + c) / n
+    l1, u1 = proportion_interval(e + b, n, confidence)
+    l2, u2 = proportion_interval(e + c, n, confidence)
+    denom = (e + b) * (c + f) * (e + c) * (b + f)
+    phi = (e * f - b * c) / math.sqrt(denom) if denom > 0 else 0.0
+    d = p1 - p2
+    lower = math.sqrt(max((p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2, 0.0))
+    upper = math.sqrt(max((u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2, 0.0))
+    return d, max(-1.0, d - lower), min(1.0, d + upper)
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A point estimate with its interval (fractions), how it was made, and n. ``low``
+    and ``high`` are None where the rule draws no interval; ``why`` then says why."""
+
+    value: float
+    low: float | None
+    high: float | None
+    n: int
+    method: str
+    why: str = ""
+
+    @property
+    def shown(self) -> bool:
+        return self.low is not None and self.high is not None
+
+    def excludes_zero(self) -> bool:
+        return self.shown and (self.low > 0 or self.high < 0)
+
+
+def mean_interval(values: Sequence[float] | np.ndarray, confidence: float = CONFIDENCE, n_resamples: int = 10_000, seed: int = 0) -> Interval:
+    """The rule's interval for one cell's mean outcome: Wilson for 0/1 outcomes at any
+    n, a seeded percentile bootstrap for other metrics from MIN_N_FOR_BOOTSTRAP
+    queries up, none below (``why`` says so)."""
+    v = np.asarray(values, dtype=float)
+    if v.ndim != 1 or v.size == 0:
+        raise ValueError("an interval needs at least one outcome")
+    mean = float(v.mean())
+    if is_binary(v):
+        lo, hi = proportion_interval(int(v.sum()), v.size, confidence)
+        return Interval(mean, lo, hi, int(v.size), "wilson")
+    if v.size < MIN_N_FOR_BOOTSTRAP:
+        return Interval(mean, None, None, int(v.size), "none", f"n = {v.size} is below {MIN_N_FOR_BOOTSTRAP}: no interval for a non-0/1 metric")
+    boot = paired_bootstrap(v, np.zeros(v.size), n_resamples=n_resamples, seed=seed, confidence=confidence)
+    return Interval(mean, boot.ci_low, boot.ci_high, int(v.size), "bootstrap")
+
+
+def difference_interval(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, confidence: float = CONFIDENCE,
+                        n_resamples: int = 10_000, seed: int = 0) -> Interval:
+    """The rule's interval for mean(a − b) on paired outcomes: Newcombe's paired score
+    interval for 0/1 outcomes at any n; for other metrics a seeded paired bootstrap
+    from MIN_N_FOR_BOOTSTRAP pairs up, unless every pair differs by the same amount
+    (each resample would have the same mean: zero width); none otherwise."""
+    x = np.asarray(a, dtype=float)
+    y = np.asarray(b, dtype=float)
+    if x.shape != y.shape or x.ndim != 1 or x.size == 0:
+        raise ValueError(f"paired outcomes must be 1-D, non-empty and of equal length, got {x.shape} and {y.shape}")
+    if is_binary(x) and is_binary(y):
+        d, lo, hi = paired_proportion_difference(x > 0.5, y > 0.5, confidence)
+        return Interval(d, lo, hi, int(x.size), "newcombe")
+    diff = x - y
+    if x.size < MIN_N_FOR_BOOTSTRAP:
+        return Interval(float(diff.mean()), None, None, int(x.size), "none", f"n = {x.size} pairs is below {MIN_N_FOR_BOOTSTRAP}: no interval")
+    if np.unique(diff).size == 1:
+        return Interval(float(diff.mean()), None, None, int(x.size), "none", "every pair differs by the same amount: a resampled interval would have zero width")
+    boot = paired_bootstrap(x, y, n_resamples=n_resamples, seed=seed, confidence=confidence)
+    return Interval(boot.mean_diff, boot.ci_low, boot.ci_high, int(x.size), "bootstrap")
+
+
+def format_interval(iv: Interval | None, signed: bool = False, digits: int = 1) -> str:
+    """``"20.0 [3.6, 62.4]"`` in percent (``signed``: ``"+20.0 [−5.1, +41.0]"``); the
+    point alone where the rule draws no interval; "—" for None."""
+    if iv is None:
+        return "—"
+    spec = f"+.{digits}f" if signed else f".{digits}f"
+    point = format(100 * iv.value, spec)
+    if not iv.shown:
+        return point
+    return f"{point} [{format(100 * iv.low, spec)}, {format(100 * iv.high, spec)}]"
+
+
+def rate_interval(rate: float | None, n: int, confidence: float = CONFIDENCE, method: str = "wilson") -> Interval | None:
+    """The rule's interval for a stored 0/1 rate (EM, contains) over ``n`` queries, from
+    the aggregate alone: k = round(rate · n) successes. None without a rate or queries."""
+    if rate is None or not n or not math.isfinite(rate):
+        return None
+    k = min(max(round(float(rate) * n), 0), int(n))
+    lo, hi = proportion_interval(k, int(n), confidence, method)
+    return Interval(float(rate), lo, hi, int(n), method)

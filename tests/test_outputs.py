@@ -82,9 +82,9 @@ def test_summary_has_one_numeric_row_per_cell_and_every_metric(results_dir):
     summary.write_summary(results_dir)
     df = pd.read_csv(results_dir / "summary.csv")
     assert len(df) == 2 and set(df["strategy"]) == {"nf", "sda"}
-    for col in ("n", "em", "f1", "contains", "calls", "tokens_in", "tokens_out", "seconds", "k", "seed", "limit"):
+    for col in ("n", "em_pct", "f1_pct", "contains_pct", "em_ci95_low_pct", "calls", "tokens_in", "tokens_out", "seconds", "k", "seed", "limit"):
         assert pd.api.types.is_numeric_dtype(df[col]), col
-    assert df.loc[df.strategy == "sda", "em_strict"].item() == 0.25 and df.loc[df.strategy == "nf", "em_strict"].isna().all()
+    assert df.loc[df.strategy == "sda", "em_strict_pct"].item() == 25.0 and df.loc[df.strategy == "nf", "em_strict_pct"].isna().all()
     import importlib.util
 
     assert (results_dir / "summary.parquet").is_file() == (importlib.util.find_spec("pyarrow") is not None)

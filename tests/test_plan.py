@@ -65,3 +65,41 @@ def test_walking_the_queries_in_blocks_counts_what_one_walk_counts(tmp_path, mon
     monkeypatch.setattr(plan_module, "WALK_BLOCK", 4)  # 6 queries: a block of 4, then one of 2
     blocks = plan_grid("demo", cfgs).by_strategy
     assert whole == blocks and sum(s.requests for s in whole.values()) > 0
+
+
+def test_plan_of_table2_times_vllm_and_counts_the_routing_probe(tmp_path, monkeypatch, capsys):
+    """The issue's check: `madara plan --grid table2` (data not here: placeholders) sizes
+    CONFLICTS at its 458 queries, counts strategy=madara's RSC probe on the 100
+    calibration queries, bounds the output tokens and gives a vLLM time at --rate."""
+    from tests.fakes import madara_main
+
+    code, out, err = madara_main(monkeypatch, capsys, "plan", "--grid", "table2", "--results", str(tmp_path), "--rate", "25", "backend=vllm")
+    assert code == 0, err
+    text = " ".join(out.split())
+    assert "estimated for 458 queries" in text and "its known size 458" in text and "--rate 25 calls/s" in text
+    assert "not estimated" not in text  # the routed cells' probe is walked on placeholder calibration queries
+
+    cfgs = expand("table2", [f"results_dir={tmp_path}", "backend=vllm"])
+    plan = plan_grid("table2", cfgs, rate=25.0)
+    madara, nf = plan.by_strategy["madara"], plan.by_strategy["nf"]
+    assert nf.queries == 5 * (458 + 1000)  # five models on CONFLICTS (458) and FEVER (~1K sampled)
+    assert madara.probe_requests > 0 and madara.requests > madara.probe_requests
+    assert madara.calls >= madara.probe_requests  # the probes are new calls; the routed treatment shares the others' scores
+    total = plan.total()
+    assert total.seconds == pytest.approx((total.calls - total.cached) / 25.0) and total.output_tokens > total.calls
+    with pytest.raises(ValueError, match="must be > 0"):
+        plan_grid("table2", cfgs[:1], rate=0)
+
+
+def test_finished_cells_cost_nothing_more(tmp_path, monkeypatch):
+    from madara_cli.experiment import plan as plan_module
+
+    monkeypatch.setattr(plan_module, "_fingerprint", lambda cfg: "fake")
+    cfgs = [c for c in expand("demo", [f"results_dir={tmp_path}", "limit=3", "benchmark.calibration=3"]) if c.strategy.name in ("nf", "pde")]
+    before = plan_grid("demo", cfgs).by_strategy
+    assert before["nf"].calls > 0 and before["pde"].calls > 0 and before["pde"].output_tokens > 0
+    pool = EnginePool(factory=lambda cfg: FakeBackend())
+    run_cell(next(c for c in cfgs if c.strategy.name == "nf"), pool)
+    after = plan_grid("demo", cfgs, rate=10.0).by_strategy
+    assert (after["nf"].finished_cells, after["nf"].calls, after["nf"].prompt_tokens, after["nf"].seconds) == (1, 0, 0, 0.0)
+    assert after["pde"].finished_cells == 0 and after["pde"].calls == before["pde"].calls

@@ -56,22 +56,59 @@ def test_pareto_front_keeps_the_cheapest_way_to_each_em():
     assert pareto_front([]) == []
 
 
-def test_cis_are_the_seeded_bootstraps_of_madara_cli_stats(results: Path):
+def test_intervals_follow_the_small_n_rule_of_madara_cli_stats(results: Path):
     task = next(t for t in model_tasks(results) if t.model == "llama-3.1-8b")
     nf, pde = task.points
     assert (nf.strategy, pde.strategy, pde.n) == ("nf", "pde", 10)
     a = np.array([1.0] * 9 + [0.0])
     b = np.array([1.0, 1.0] + [0.0] * 8)
-    # Δ vs NF: the paired bootstrap madara compare reports, on the shared queries.
-    boot = stats.paired_bootstrap(a, b, n_resamples=10_000, seed=0)
-    assert pde.paired == boot and boot.ci_low > 0  # a significant gain: the figure stars it
-    # Each bar's own whisker: the same bootstrap of its outcomes against zeros.
-    own = stats.paired_bootstrap(a, np.zeros(10), n_resamples=10_000, seed=0)
-    assert pde.ci == pytest.approx((own.ci_low, own.ci_high)) and 0 <= own.ci_low < 0.9 < own.ci_high <= 1
+    # Δ vs NF: Newcombe's paired score interval (what madara compare reports), on the shared queries.
+    d, lo, hi = stats.paired_proportion_difference(a > 0.5, b > 0.5)
+    assert (pde.paired.value, pde.paired.low, pde.paired.high) == pytest.approx((d, lo, hi)) and lo > 0  # a clear gain: starred
+    # Each bar's own whisker: Wilson's interval of 9/10.
+    assert (pde.ci.low, pde.ci.high) == pytest.approx(stats.proportion_interval(9, 10)) and 0.5 < pde.ci.low < 0.9 < pde.ci.high < 1
     assert nf.paired is None and nf.em == pytest.approx(0.2)
     assert pde.calls_per_query == 21 and nf.calls_per_query == 1
     mini = next(t for t in model_tasks(results) if t.model == "smollm2-135m")
     assert [p.strategy for p in mini.points] == ["nf", "three_agent", "sda", "atf", "pde", "pde_random", "rrf", "madara"]
+
+
+def test_a_zero_of_five_cell_is_never_drawn_as_certain(tmp_path: Path):
+    """The issue's check: 0/5 (and 5/5) cells get intervals of real width, in the bars,
+    in Δ vs NF (where both are 0/5: no discordant pair at all) and in cost vs EM."""
+    root = tmp_path / "results"
+    write_cell(root, "demo", "smollm2-135m", "mini", "nf", [], n=5, calls=5)
+    write_cell(root, "demo", "smollm2-135m", "mini", "pde", [], n=5, calls=105)
+    write_cell(root, "demo", "smollm2-135m", "mini", "sda", [0, 1, 2, 3, 4], n=5, calls=155)
+    (task,) = model_tasks(root)
+    nf, pde, sda = sorted(task.points, key=lambda p: p.strategy)
+    assert (nf.ci.low, nf.ci.high) == pytest.approx((0.0, 0.4345), abs=1e-4)  # Wilson: [0, 43%]
+    assert sda.ci.low == pytest.approx(1 - 0.4345, abs=1e-4) and sda.ci.high == 1.0
+    assert pde.paired.value == 0 and pde.paired.low < -0.3 and pde.paired.high > 0.3 and not pde.paired.excludes_zero()
+    figs = write_plots(root, tmp_path / "out", formats=["png", "pdf"])
+    assert {p.name for p in figs.paths} >= {"em_by_strategy.png", "cost_vs_em.pdf"}
+
+
+def test_figures_are_ready_for_a_paper(results: Path, tmp_path: Path):
+    """TrueType (Type 42) fonts in the PDFs, 300 dpi PNGs, and every cost-vs-EM point named."""
+    import matplotlib.image
+
+    from madara_cli.tables.plots import draw_cost_vs_em
+
+    figs = write_plots(results, tmp_path / "f", formats=["png", "pdf"])
+    pdf = (tmp_path / "f" / "cost_vs_em.pdf").read_bytes()
+    # Type 42 is embedded as TrueType (CIDFontType2 under a Type0 font when glyphs beyond Latin-1 are used).
+    assert b"/Subtype /Type3" not in pdf and (b"/CIDFontType2" in pdf or b"/Subtype /TrueType" in pdf)
+    png = tmp_path / "f" / "cost_vs_em.png"
+    from PIL import Image
+
+    assert Image.open(png).info["dpi"] == pytest.approx((300, 300), abs=1)
+    assert matplotlib.image.imread(png).shape[1] > 1500 and figs.paths
+    tasks = [t for t in model_tasks(results) if t.model == "smollm2-135m"]
+    fig = draw_cost_vs_em(tasks)
+    texts = " | ".join(t.get_text() for ax in fig.axes for t in ax.texts)
+    for name in ("NF", "3-Agent", "SDA", "ATF", "PDE", "MADARA"):
+        assert name in texts, (name, texts)
 
 
 def test_madara_plot_writes_png_and_pdf(results: Path, tmp_path: Path, monkeypatch, capsys):
@@ -145,3 +182,50 @@ def test_a_benchmark_name_from_results_never_becomes_a_path(tmp_path: Path):
     figs = write_figure2(root, tmp_path / "out")
     assert [p.parent for p in figs.paths] == [tmp_path / "out"]
     assert figs.paths[0].name == "figure2-_.._escaped.png" and not list(tmp_path.glob("escaped*"))
+
+
+def test_plot_without_matplotlib_fails_in_one_line(results: Path, monkeypatch, capsys):
+    from madara_cli.tables import figure
+
+    monkeypatch.setattr(figure, "pyplot", lambda: None)
+    code, _, err = madara_main(monkeypatch, capsys, "plot", "--results", str(results))
+    one_line_error(code, err, "matplotlib", "madara[plots]")
+
+
+def test_compare_takes_cell_keys_and_results_and_prints_small_n_intervals(tmp_path: Path, monkeypatch, capsys):
+    """`madara compare KEY_A KEY_B --results DIR` (as every verb takes --results); at n = 5
+    it still gives Wilson and Newcombe intervals, never a certain 0."""
+    root = tmp_path / "results"
+    a = write_cell(root, "demo", "smollm2-135m", "mini", "nf", [], n=5, calls=5)
+    b = write_cell(root, "demo", "smollm2-135m", "mini", "pde", [], n=5, calls=105)
+    code, out, err = madara_main(monkeypatch, capsys, "compare", a.name, b.name, "--results", str(root), "--json")
+    assert code == 0, err
+    import json
+
+    r = json.loads(out)
+    assert r["n"] == 5 and r["em_a_ci"][0] == 0 and r["em_a_ci"][1] > 0.4
+    assert r["diff_ci_low"] < -0.3 and r["diff_ci_high"] > 0.3 and r["ci_low"] is None  # no bootstrap below 10 pairs
+    code, out, err = madara_main(monkeypatch, capsys, "compare", a.name, b.name, "--results", str(root))
+    assert code == 0 and "EM  A 0.0% [0.0, 43.4]" in out and "newcombe" in out
+    code, _, err = madara_main(monkeypatch, capsys, "compare", "no-such-key", b.name, "--results", str(root))
+    one_line_error(code, err, "no-such-key")
+
+
+def test_show_and_the_run_table_give_a_zero_of_five_cell_its_interval(tmp_path: Path, monkeypatch, capsys):
+    root = tmp_path / "results"
+    a = write_cell(root, "demo", "smollm2-135m", "mini", "nf", [], n=5, calls=5)
+    code, out, err = madara_main(monkeypatch, capsys, "show", a.name, "--results", str(root))
+    assert code == 0, err
+    assert "em % [95% Wilson]" in out and "0.0 [0.0, 43.4]" in out
+    from types import SimpleNamespace
+
+    from madara_cli.commands.run_verbs import results_table
+    from madara_cli.results.record_files import read_cell
+
+    record = read_cell(a)
+    row = SimpleNamespace(record=record, cell=record.cell, skipped=True)
+    from rich.console import Console
+
+    console = Console(width=250, record=True)
+    console.print(results_table([row], "cell"))
+    assert "0.0 [0.0, 43.4]" in console.export_text()

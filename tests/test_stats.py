@@ -138,3 +138,43 @@ def test_spearman_values_and_constant_input():
 
 def test_significance_stars():
     assert [stats.significance_stars(p) for p in (0.0009, 0.001, 0.009, 0.049, 0.05, float("nan"))] == ["***", "**", "**", "*", "", ""]
+
+
+def test_proportion_intervals_are_never_zero_width_at_small_n():
+    """The small-n rule: 0/5 is [0, 43.4%] (Wilson) or [0, 52.2%] (Clopper-Pearson), as textbooks give."""
+    assert stats.proportion_interval(0, 5) == pytest.approx((0.0, 0.43448), abs=1e-5)
+    assert stats.proportion_interval(0, 5, method="exact") == pytest.approx((0.0, 1 - 0.025 ** (1 / 5)), abs=1e-9)
+    lo, hi = stats.proportion_interval(5, 5)
+    assert hi == 1.0 and lo == pytest.approx(1 - 0.43448, abs=1e-5)
+    for bad in ((6, 5), (-1, 5), (0, 0)):
+        with pytest.raises(ValueError):
+            stats.proportion_interval(*bad)
+    with pytest.raises(ValueError, match="wilson, exact"):
+        stats.proportion_interval(1, 5, method="wald")
+
+
+def test_newcombe_paired_interval_covers_at_its_level():
+    """Newcombe's method 10 on paired 0/1 outcomes: never zero width, and close to 95%
+    coverage at n = 30 (simulated, seeded)."""
+    d, lo, hi = stats.paired_proportion_difference([0] * 5, [0] * 5)
+    assert d == 0 and lo < -0.4 and hi > 0.4
+    rng = np.random.default_rng(0)
+    n, hits, trials = 30, 0, 2000
+    for _ in range(trials):
+        # both right 0.2, A only 0.1, B only 0.3, neither 0.4: p_A − p_B = −0.2, correlated as two strategies on one question set are
+        cat = rng.choice(4, size=n, p=[0.2, 0.1, 0.3, 0.4])
+        _, lo, hi = stats.paired_proportion_difference(cat <= 1, (cat == 0) | (cat == 2))
+        hits += lo <= -0.2 <= hi
+    assert 0.925 <= hits / trials <= 0.99
+
+
+def test_mean_and_difference_intervals_pick_by_outcome_kind():
+    em = stats.mean_interval([0, 0, 0, 0, 0])
+    assert em.method == "wilson" and em.shown and em.high > 0.4
+    f1 = stats.mean_interval([0.2, 0.5, 0.1])
+    assert f1.method == "none" and not f1.shown and "below 10" in f1.why
+    assert stats.mean_interval(np.linspace(0.05, 0.95, 12)).method == "bootstrap"
+    diff = stats.difference_interval([1, 1, 0], [0, 1, 0])
+    assert diff.method == "newcombe" and diff.low < 0 < diff.high
+    assert stats.format_interval(em) == "0.0 [0.0, 43.4]" and stats.format_interval(f1) == "26.7"
+    assert stats.format_interval(diff, signed=True).startswith("+33.3 [")

@@ -125,7 +125,7 @@ def test_a_metric_version_2_cell_reads_its_two_ems_under_todays_names(tmp_path):
     import pandas as pd
 
     row = pd.read_csv(tmp_path / "summary.csv").iloc[0]
-    assert (row["em"], row["em_strict"]) == (0.75, 0.25) and "em_squad" not in row
+    assert (row["em_pct"], row["em_strict_pct"]) == (75.0, 25.0) and "em_squad" not in row and "em" not in row
 
 
 @pytest.mark.parametrize("body,needle", [
@@ -211,7 +211,7 @@ def test_index_reads_what_the_runner_wrote(tmp_path):
     name, rec = record_files.read_record(res.folder)
     assert name == record_files.METRICS_FILE and rec == res.record
     (row,) = summary.cell_rows(tmp_path)
-    assert row["key"] == res.cell.key and "schema_version" not in row and row["em"] == res.record.em
+    assert row["key"] == res.cell.key and "schema_version" not in row and row["em_pct"] == 100 * res.record.em
 
 
 def test_cell_identity_is_the_grid_cell():

@@ -240,3 +240,34 @@ def test_plan_estimates_time_from_rates_measured_in_the_cache(results_dir):
     assert after.timed_calls == after.calls - after.cached == before.calls
     assert 0.5 * after.calls < after.seconds < 3.0 * after.calls  # score calls at 0.5 s, the answers at 3 s
     assert any("s/call" in n for n in plan.notes)
+
+
+def test_summary_rates_are_percent_with_a_wilson_interval(results_dir):
+    """summary.csv shows EM as the tables do (percent) and says so in the column name."""
+    (cell,) = _sweep(results_dir, "strategy=nf", "limit=2")
+    summary.write_summary(results_dir)
+    row = pd.read_csv(results_dir / "summary.csv").iloc[0]
+    assert "em" not in row.index and row["em_pct"] == pytest.approx(100 * cell.record.em)
+    from madara_cli import stats
+
+    lo, hi = stats.proportion_interval(round(cell.record.em * 2), 2)
+    assert (row["em_ci95_low_pct"], row["em_ci95_high_pct"]) == pytest.approx((100 * lo, 100 * hi)) and hi - lo > 0.5
+
+
+def test_long_csv_rows_say_their_unit_and_the_cell_key_to_join_on(results_dir, tmp_path):
+    from madara_cli.tables import write_tables
+
+    cells = _sweep(results_dir, "strategy=nf,pde", "limit=2")
+    summary.write_summary(results_dir)
+    out = tmp_path / "tables"
+    write_tables(results_dir, out, formats=("long", "tex"))
+    allc = pd.read_csv(out / "all.long.csv")
+    assert allc.unit.notna().mean() > 0.85, allc[allc.unit.isna()][["table", "column"]].drop_duplicates()
+    assert {"%", "pp", "rho", "p-value", "count"} <= set(allc.unit.dropna())
+    keyed = allc[allc.key.notna()]
+    assert set(keyed.key) == {c.cell.key for c in cells}
+    joined = keyed.merge(pd.read_csv(results_dir / "summary.csv"), on="key")
+    assert len(joined) == len(keyed) and (joined.ours == joined.em_pct).all()
+    # \caption numbers the table itself: the paper's number moves behind the title.
+    tex = (out / "table1.tex").read_text()
+    assert "\\caption{PDE component ablation (EM \\%) (paper's Table 1)}" in tex and "Table 1:" not in tex

@@ -3,15 +3,28 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import typer
 
-from madara_cli.commands.options import UserError, out
+from madara_cli.commands.options import UserError, out, results_dir_of, results_option
+
+
+def _cell_folder(given: str, results: Optional[Path]) -> Path:
+    """A cell folder as given, else the finished cell whose key (a unique part of it is
+    enough) names it under the results folder, as ``madara show`` finds one."""
+    path = Path(given)
+    if path.is_dir():
+        return path
+    from madara_cli.results.record_files import find_cell
+
+    return find_cell(results_dir_of(results), given)
 
 
 def compare(
-    run_a: Path = typer.Argument(..., help="A finished cell folder (results/<grid>/<key>)"),
-    run_b: Path = typer.Argument(..., help="Another finished cell folder"),
+    run_a: str = typer.Argument(..., help="A finished cell: its folder (results/<grid>/<key>) or its key (a unique part is enough)"),
+    run_b: str = typer.Argument(..., help="Another finished cell: folder or key"),
+    results: Optional[Path] = results_option(),
     resamples: int = typer.Option(10_000, "--resamples", min=1, help="Paired bootstrap resamples"),
     seed: int = typer.Option(0, "--seed"),
     as_json: bool = typer.Option(False, "--json", help="Print the comparison as one JSON object"),
@@ -22,7 +35,7 @@ def compare(
     from madara_cli.tables import compare_cells, format_comparison
 
     try:
-        result = compare_cells(run_a, run_b, n_resamples=resamples, seed=seed, min_pairs=min_pairs)
+        result = compare_cells(_cell_folder(run_a, results), _cell_folder(run_b, results), n_resamples=resamples, seed=seed, min_pairs=min_pairs)
     except ValueError as e:
         raise UserError(str(e)) from None
     if as_json:

@@ -35,6 +35,16 @@ def ls(
             m = compose([f"model={name}"]).model
             out.print(f"{name}: {m.hf_id} (chat: {ChatSettings.from_model(m).describe()})", highlight=False)
         return
+    if what == "grids":  # one per line, with what each grid runs (its description:)
+        from madara_cli.config import load_grid
+
+        for name in options("grid"):
+            try:
+                description = str(load_grid(name).description or "").strip()
+            except Exception as e:  # a broken grid file is named, not fatal to the listing  # noqa: BLE001
+                description = f"(unreadable: {str(e).splitlines()[0]})"
+            out.print(f"{name}: {description}" if description else name, markup=False, highlight=False, soft_wrap=True)
+        return
     for name, group in groups.items():
         if what in (None, name):
             out.print(styled("[bold]{}[/bold]: {}", name, ", ".join(options(group))), markup=True)
@@ -52,6 +62,20 @@ def _reading_of(folder: Path) -> str:
     off = reading_key(node)
     name = off.pop("name", "paper")
     return name + (f" ({', '.join(f'{k}={v}' for k, v in off.items())})" if off else "")
+
+
+def _add_intervals(t: Table, record: dict) -> None:
+    """Rows ``em % [95%]`` (and em_strict, contains): each 0/1 rate of a cell with its
+    Wilson interval over n, the small-n rule of :mod:`madara_cli.stats`."""
+    from madara_cli.stats import format_interval, rate_interval
+
+    n = record.get("n")
+    if isinstance(n, bool) or not isinstance(n, int) or not n:
+        return
+    for name in ("em", "em_strict", "contains"):
+        value = record.get(name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            t.add_row(f"{name} % [95% Wilson]", format_interval(rate_interval(value, n)))
 
 
 def show(
@@ -82,6 +106,7 @@ def show(
         if isinstance(v, list) and len(v) > 8:
             v = f"[{len(v)} values]"
         t.add_row(k, "" if v is None else str(v))
+    _add_intervals(t, record)
     out.print(t)
     if not prov:
         out.print("[yellow]no provenance recorded[/yellow] (written by a madara older than 0.2)", markup=True)

@@ -119,3 +119,24 @@ def honoured(overrides: list[str], launcher: Optional[str] = None) -> list[str]:
 
 def results_dir_of(results: Optional[Path]) -> Path:
     return results if results is not None else Path("results")
+
+
+def complete_grid(incomplete: str) -> list[str]:
+    """Shell completion of ``--grid``: the grid names that start with what is typed."""
+    from madara_cli.config import options
+
+    return [g for g in options("grid") if g.startswith(incomplete)]
+
+
+def complete_override(incomplete: str) -> list[str]:
+    """Shell completion of an override: ``strat`` → ``strategy=``, ``strategy=pd`` →
+    ``strategy=pde`` (any config group's options: model, backend, benchmark, ...)."""
+    from madara_cli.config import GROUPS, options
+
+    groups = (*GROUPS, "logger")
+    if "=" not in incomplete:
+        return [f"{g}=" for g in groups if g.startswith(incomplete)]
+    key, _, value = incomplete.partition("=")
+    if key not in groups:
+        return []
+    return [f"{key}={o}" for o in options(key) if o.startswith(value)]

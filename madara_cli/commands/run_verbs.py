@@ -11,6 +11,8 @@ from rich.table import Table
 
 from madara_cli.commands.options import (
     UserError,
+    complete_grid,
+    complete_override,
     config_dir_option,
     err,
     honoured,
@@ -25,9 +27,10 @@ from madara_cli.commands.options import (
 
 def results_table(results, title: str) -> Table:
     t = Table(title=title)
-    for col in ("model", "benchmark", "strategy", "n", "EM %", "F1 %", "contains %", "calls", "cache hits", "tokens in/out", "engine s", "status"):
+    for col in ("model", "benchmark", "strategy", "n", "EM % [95%]", "F1 %", "contains % [95%]", "calls", "cache hits", "tokens in/out", "engine s", "status"):
         t.add_column(col, justify="right" if col not in ("model", "benchmark", "strategy", "status") else "left")
     from madara_cli.experiment.runner import Failed
+    from madara_cli.stats import format_interval, rate_interval
 
     for r in results:
         if isinstance(r, Failed):
@@ -40,7 +43,9 @@ def results_table(results, title: str) -> Table:
             return "—" if x is None else f"{100 * x:.1f}"
 
         t.add_row(
-            r.cell.model, r.cell.benchmark, r.cell.strategy, str(m.n), pct(m.em), pct(m.f1), pct(m.contains),
+            # EM and contains are proportions of the n questions: Wilson's 95% interval (madara_cli.stats).
+            r.cell.model, r.cell.benchmark, r.cell.strategy, str(m.n), format_interval(rate_interval(m.em, m.n)), pct(m.f1),
+            format_interval(rate_interval(m.contains, m.n)),
             str(a.get("calls_issued", 0)), str(a.get("cache_hits", 0)),
             f"{a.get('tokens_in', 0):,}/{a.get('tokens_out', 0):,}", f"{m.engine_seconds:.1f}", "done earlier" if r.skipped else "ran",
         )
@@ -48,8 +53,9 @@ def results_table(results, title: str) -> Table:
 
 
 def run(
-    overrides: Optional[List[str]] = typer.Argument(None, help="Hydra overrides, e.g. model=smollm2-135m strategy=nf limit=20"),
-    grid: Optional[str] = typer.Option(None, "--grid", "-g", help="Run every cell of configs/grid/NAME.yaml"),
+    overrides: Optional[List[str]] = typer.Argument(None, help="Hydra overrides, e.g. model=smollm2-135m strategy=nf limit=20",
+                                                    autocompletion=complete_override),
+    grid: Optional[str] = typer.Option(None, "--grid", "-g", help="Run every cell of configs/grid/NAME.yaml", autocompletion=complete_grid),
     multirun: bool = typer.Option(False, "--multirun", "-m", help="Sweep comma-separated overrides (strategy=nf,pde seed=0,1) like Hydra's multirun"),
     cfg_print: Optional[str] = typer.Option(None, "--cfg", help="job: print the composed config of each cell as YAML and exit"),
     results: Optional[Path] = results_option(),
@@ -105,6 +111,7 @@ def run(
         results_ = run_cells(cfgs, progress)
     title = f"grid {grid}" if grid else f"sweep ({len(cfgs)} cells)" if multirun else "cell"
     out.print(results_table(results_, title))
+    out.print("[95%]: Wilson score interval of each proportion over its n questions (madara compare A B tests a difference)", style="dim")
     for r in results_:
         out.print(str(r.folder), style="dim")
     _write_summaries(cfgs, write_summary)
@@ -141,13 +148,16 @@ def probes_table(probes, title: str) -> Table:
 
 
 def plan(
-    grid: str = typer.Option(..., "--grid", "-g", help="Grid to estimate (madara ls grids)"),
-    overrides: Optional[List[str]] = typer.Argument(None, help="Hydra overrides applied to every cell"),
+    grid: str = typer.Option(..., "--grid", "-g", help="Grid to estimate (madara ls grids)", autocompletion=complete_grid),
+    overrides: Optional[List[str]] = typer.Argument(None, help="Hydra overrides applied to every cell", autocompletion=complete_override),
     results: Optional[Path] = results_option(),
+    rate: Optional[float] = typer.Option(None, "--rate", help="Engine throughput in calls per second to time the uncached calls at "
+                                         "(default: the rate measured in the response cache, else by madara bench --only vllm)"),
     config_dir: Optional[List[Path]] = config_dir_option(),
     include: Optional[List[Path]] = include_option(),
 ) -> None:
-    """Cells, calls and prompt tokens per strategy before a grid runs; measured numbers after."""
+    """Cells, calls, prompt and output tokens and engine time per strategy before a grid runs (finished cells count zero; a routed
+    cell's RSC probe is counted); measured numbers after."""
     use_folders(config_dir, include)
     from madara_cli.config import load_grid
     from madara_cli.experiment.grid import expand
@@ -155,24 +165,31 @@ def plan(
 
     if load_grid(grid).kind == "probes":
         raise UserError(f"grid {grid} holds probes; plan estimates strategy grids")
-    p = plan_grid(grid, expand(grid, honoured(with_results(list(overrides or []), results))))
+    if rate is not None and not rate > 0:
+        raise UserError(f"--rate {rate:g}: a throughput in engine calls per second must be > 0")
+    p = plan_grid(grid, expand(grid, honoured(with_results(list(overrides or []), results))), rate=rate)
     t = Table(title=f"plan: grid {grid} ({len(p.cells)} cells)")
-    for col in ("strategy", "cells", "requests", "per query", "Table 18", "engine calls", "already cached", "prompt tokens", "est. time",
-                "measured cells", "measured requests", "measured calls"):
+    for col in ("strategy", "cells", "requests", "per query", "probe", "Table 18", "engine calls", "already cached", "prompt tokens",
+                "output tokens ≤", "est. time", "measured cells", "measured requests", "measured calls"):
         t.add_column(col, justify="left" if col == "strategy" else "right")
     rows = list(p.by_strategy.items()) + [("total", p.total())]
     for name, s in rows:
         est = f" ({s.estimated_cells} est.)" if s.estimated_cells else ""
+        est += f" ({s.finished_cells} done)" if s.finished_cells else ""
         per_query, paper = ("—", "—") if name == "total" else (format_per_query(s), paper_calls_per_query(name))
-        t.add_row(name, f"{s.cells}{est}", f"{s.requests:,}", per_query, paper, f"{s.calls:,}", f"{s.cached:,}", f"{s.prompt_tokens:,}", _plan_time(s),
+        t.add_row(name, f"{s.cells}{est}", f"{s.requests:,}", per_query, f"{s.probe_requests:,}" if s.probe_requests else "—", paper,
+                  f"{s.calls:,}", f"{s.cached:,}", f"{s.prompt_tokens:,}", f"{s.output_tokens:,}", _plan_time(s),
                   str(s.measured_cells), f"{s.measured_requests:,}" if s.measured_cells else "—", f"{s.measured_calls:,}" if s.measured_cells else "—")
     out.print(t)
-    out.print("engine calls count work shared through the response cache once; prompt tokens ≈ characters / 4; "
+    out.print("engine calls count work shared through the response cache once, finished cells none; prompt tokens ≈ characters / 4; "
+              "output tokens ≤: the uncached calls' max_tokens (a score request reads one token); "
               "per query: the strategy's own scoring + other requests per query, beside Table 18's note on LLM calls per query; "
-              "est. time: the uncached calls at the engine's seconds per call measured in the cache (— before any)", style="dim")
+              "probe: the requests of madara's one-time RSC probe on the calibration split (in requests); "
+              "est. time: the uncached calls at --rate, else the engine's seconds per call measured in the cache or by madara bench --only vllm "
+              "(— before any)", style="dim")
     if p.total().estimated_cells:
         out.print(f"{p.total().estimated_cells} cell(s) are estimates: their data is not here yet, so they were counted "
-                  "on placeholder queries (limit or benchmark.sample of them, k passages each)", highlight=False)
+                  "on placeholder queries (limit, else benchmark.sample capped at the known size, k passages each)", highlight=False)
     for n in p.notes:
         out.print(str(n), style="dim", highlight=False)
 

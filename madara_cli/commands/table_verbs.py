@@ -67,9 +67,12 @@ def plot(
     Result folders that cannot be read are named and left out, as tables and report do:
     the other figures are drawn, and the exit status is 1."""
     from madara_cli.results.stored import load_results
+    from madara_cli.tables.figure import NO_MATPLOTLIB, pyplot
     from madara_cli.tables.plots import write_plots
 
     results_dir = results_dir_of(results)
+    if pyplot() is None:  # drawing is this verb's whole job: nothing drawn is a failure, not a note
+        raise UserError(f"madara plot draws nothing here: {NO_MATPLOTLIB}")
     try:
         figs = write_plots(results_dir, out_dir, formats=format.split(","), metric=metric)
     except ValueError as e:

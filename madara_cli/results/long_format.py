@@ -14,7 +14,7 @@ import math
 import re
 from typing import Any, Protocol, runtime_checkable
 
-LONG_COLUMNS = ["table", "row", "column", "ours", "paper", "delta", "n", "p", "model", "benchmark", "strategy", "metric", "unit"]
+LONG_COLUMNS = ["table", "row", "column", "ours", "paper", "delta", "n", "p", "model", "benchmark", "strategy", "metric", "unit", "key"]
 
 
 @runtime_checkable
@@ -74,13 +74,33 @@ def split_pair(cell: Any) -> tuple[float | None, float | None, float | None, int
     return None if value is None else (value, None, None, None, None)
 
 
-def _unit(text: str, cell: Any) -> str | None:
-    """What a number of a table cell counts: percent (EM and friends), a ratio (× costs)
-    or a bare number (p-values, counts, ρ)."""
+_RHO_COLUMNS = ("Shuffled", "Contradicted", "Contra.", "Random")
+
+
+def _unit(text: str, cell: Any, column: str = "", title: str = "") -> str | None:
+    """What a number of a table cell counts, from the cell, its column and the table's
+    title: ``%`` (EM and friends), ``pp`` (a difference of percentages), ``x`` (a cost
+    ratio), ``p-value``, ``count``, ``rho`` (a Spearman correlation), ``entropy``; None
+    for a number none of these names."""
     if (isinstance(cell, Identified) and cell.ident is not None) or "%" in text:
         return "%"
     if "×" in text:
         return "x"
+    col = column.strip()
+    if "Δ" in col or "Gain" in col or "(pp)" in col or "(pp)" in title or text.rstrip().endswith("pp"):
+        return "pp"
+    if "%" in col:
+        return "%"
+    if col == "p" or col.startswith(("p (", "p-value", "p ")):
+        return "p-value"
+    if col in ("b", "c", "n", "Queries") or col.startswith("n "):
+        return "count"
+    if "ρ" in col or col.startswith(_RHO_COLUMNS) or "Spearman" in title:
+        return "rho"
+    if any(w in col for w in ("EM", "NF", "F1", "CE", "Oracle", "τ")) or "EM %" in title or "(EM" in title:
+        return "%"
+    if "Entropy" in col:
+        return "entropy"
     return None
 
 
@@ -89,10 +109,14 @@ def long_table(df, name: str | None = None):
     ``row`` joins the leading label columns (Model, Task, ...); ``model``,
     ``benchmark``, ``strategy`` and ``metric`` are the ids a measured cell carries
     (:class:`Identified`; the tables fill the others from the labels),
-    ``unit`` is ``%``, ``x`` (a cost ratio) or empty for a bare number."""
+    ``unit`` says what the number counts (:func:`_unit`: ``%``, ``pp``, ``x``,
+    ``p-value``, ``count``, ``rho``, ``entropy``; empty where nothing says), and
+    ``key`` is the cell key of a measured value (its results folder; the ``key`` column
+    of summary.csv), empty for the paper's numbers and aggregates."""
     import pandas as pd
 
     name = name or df.attrs.get("name", "")
+    title = str(df.attrs.get("title") or "")
     cols = list(df.columns)
     parsed = [[split_pair(v) for v in row] for row in df.itertuples(index=False, name=None)]
     n_label = 0
@@ -109,7 +133,8 @@ def long_table(df, name: str | None = None):
             cell = df.iat[i, j]
             model, benchmark, strategy, metric = (cell.ident if isinstance(cell, Identified) else None) or (None, None, None, None)
             out.append({"table": name, "row": label, "column": str(cols[j]), "ours": ours, "paper": paper, "delta": delta, "n": n, "p": p,
-                        "model": model, "benchmark": benchmark, "strategy": strategy, "metric": metric, "unit": _unit(str(cell), cell)})
+                        "model": model, "benchmark": benchmark, "strategy": strategy, "metric": metric,
+                        "unit": _unit(str(cell), cell, str(cols[j]), title), "key": getattr(cell, "key", None)})
     frame = pd.DataFrame(out, columns=LONG_COLUMNS)
     for c in ("ours", "paper", "delta", "p"):
         frame[c] = pd.to_numeric(frame[c], errors="coerce").astype(float)

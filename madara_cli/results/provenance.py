@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import importlib.metadata as _md
+import json
 import platform
 import socket
 import subprocess
@@ -30,13 +31,28 @@ def now_iso() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
+# Written into a wheel at build time (setup.py): the commit it was built from.
+BUILD_INFO = Path(__file__).resolve().parents[1] / "build_info.json"
+
+
+def _build_info(path: Path) -> dict[str, Any] | None:
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(info, dict) or not isinstance(info.get("commit"), str):
+        return None
+    return {"commit": info["commit"], "dirty": info.get("dirty"), "source": "build"}
+
+
 @lru_cache(maxsize=1)
 def git_commit() -> dict[str, Any] | None:
-    """Commit (and whether the tree is dirty) of the checkout madara runs from; None when
-    madara is installed from a wheel or git is absent."""
+    """Commit (and whether the tree is dirty) of the checkout madara runs from; for a
+    wheel (no .git), the commit stamped into it at build time (:data:`BUILD_INFO`);
+    None when neither is known (built from an sdist, or git absent)."""
     root = Path(__file__).resolve().parents[2]
     if not (root / ".git").exists():
-        return None
+        return _build_info(BUILD_INFO)
     try:
         head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
         if head.returncode != 0:

@@ -1,6 +1,11 @@
 """The summary of a results folder: one row per finished cell (keys, n, every numeric
 metric, calls, tokens, seconds, the settings its key covers, provenance last), written
-as ``summary.csv`` and, when pyarrow is importable, ``summary.parquet``."""
+as ``summary.csv`` and, when pyarrow is importable, ``summary.parquet``.
+
+The rates (``em``, ``em_strict``, ``f1``, ``contains``) are in percent, as every table
+shows them, and their columns say so: ``em_pct``, ..., with ``em_ci95_low_pct`` and
+``em_ci95_high_pct`` the Wilson 95% interval of EM over the cell's n questions (the
+small-n rule of :mod:`madara_cli.stats`). metrics.json keeps fractions."""
 
 from __future__ import annotations
 
@@ -9,8 +14,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from madara_cli import stats
 from madara_cli.errors import RecordError
-from madara_cli.results.outputs import CellRecord
+from madara_cli.results.outputs import METRICS, CellRecord
 from madara_cli.results.record_files import CONFIG_FILE, METRICS_FILE, read_cell
 
 SUMMARY_CSV = "summary.csv"
@@ -42,8 +48,13 @@ def cell_rows(results_dir: Path | str) -> list[dict[str, Any]]:
         row: dict[str, Any] = {k: getattr(record, k) for k in KEY_COLUMNS}
         row["n"] = record.n
         for k, v in record.to_dict().items():  # every numeric metric the cell reports, whatever its name
-            if k not in _NOT_METRICS and _is_number(v):
+            if k in METRICS and _is_number(v):
+                row[f"{k}_pct"] = 100.0 * v  # a rate, in percent as the tables show it
+            elif k not in _NOT_METRICS and _is_number(v):
                 row[k] = v
+        iv = stats.rate_interval(record.em, record.n)
+        if iv is not None:
+            row["em_ci95_low_pct"], row["em_ci95_high_pct"] = 100.0 * iv.low, 100.0 * iv.high
         acc = record.accounting
         row["requests"] = acc.get("requests")
         row["calls"] = acc.get("calls_issued")

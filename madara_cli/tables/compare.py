@@ -31,8 +31,9 @@ def paired_outcomes(
 
 
 # Below this many pairs a percentile interval from resampling says more about the
-# resampler than about the methods; the exact McNemar test is valid at any n.
-MIN_PAIRS_FOR_CI = 10
+# resampler than about the methods; the exact McNemar test and Newcombe's paired score
+# interval (the small-n rule of madara_cli.stats) are valid at any n.
+MIN_PAIRS_FOR_CI = stats.MIN_N_FOR_BOOTSTRAP
 
 
 def _rows_by_id(preds: tuple[dict[str, Any], ...], folder: Path, metric: str) -> dict[str, dict[str, Any]]:
@@ -95,7 +96,9 @@ def no_ci_reason(diff: np.ndarray, min_pairs: int = MIN_PAIRS_FOR_CI) -> str | N
 def compare_cells(dir_a: Path, dir_b: Path, n_resamples: int = 10_000, seed: int = 0, min_pairs: int = MIN_PAIRS_FOR_CI) -> dict[str, Any]:
     """Compare cell A against cell B on their shared example ids.
 
-    Returns n, EM of each (fractions), the discordant counts b (A right, B wrong) and c
+    Returns n, EM of each (fractions) with its 95% interval and Δ with its paired 95%
+    interval (the small-n rule of :mod:`madara_cli.stats`: Wilson and Newcombe's paired
+    score interval for EM, valid at any n), the discordant counts b (A right, B wrong) and c
     (A wrong, B right), McNemar p-values (exact binomial and χ² with continuity
     correction) and a seeded paired bootstrap of mean EM(A) − EM(B) with its 95% CI and
     two-sided p; when the bootstrap would be degenerate (:func:`no_ci_reason`) the CI
@@ -113,6 +116,8 @@ def compare_cells(dir_a: Path, dir_b: Path, n_resamples: int = 10_000, seed: int
     b, c = stats.discordant(em_a > 0.5, em_b > 0.5)
     reason = no_ci_reason(em_a - em_b, min_pairs)
     boot = None if reason else stats.paired_bootstrap(em_a, em_b, n_resamples=n_resamples, seed=seed)
+    diff = stats.difference_interval(em_a, em_b, n_resamples=n_resamples, seed=seed)
+    own_a, own_b = stats.mean_interval(em_a), stats.mean_interval(em_b)
     return {
         "dir_a": str(dir_a),
         "dir_b": str(dir_b),
@@ -125,7 +130,12 @@ def compare_cells(dir_a: Path, dir_b: Path, n_resamples: int = 10_000, seed: int
         "c": c,
         "p_mcnemar_exact": stats.mcnemar(b, c, "exact"),
         "p_mcnemar_chi2_cc": stats.mcnemar(b, c, "chi2-cc"),
+        "em_a_ci": [own_a.low, own_a.high],
+        "em_b_ci": [own_b.low, own_b.high],
+        "interval_method": f"{own_a.method} (each cell), {diff.method} (Δ)",
         "mean_diff": float((em_a - em_b).mean()),
+        "diff_ci_low": diff.low,
+        "diff_ci_high": diff.high,
         "ci_low": None if boot is None else boot.ci_low,
         "ci_high": None if boot is None else boot.ci_high,
         "p_bootstrap": None if boot is None else boot.p_value,
@@ -135,6 +145,13 @@ def compare_cells(dir_a: Path, dir_b: Path, n_resamples: int = 10_000, seed: int
     }
 
 
+def _ci(pair, signed: bool = False) -> str:
+    if not pair or None in pair:
+        return ""
+    spec = "+.1f" if signed else ".1f"
+    return f" [{format(100 * pair[0], spec)}, {format(100 * pair[1], spec)}]"
+
+
 def format_comparison(result: dict[str, Any]) -> str:
     """Human-readable summary of :func:`compare_cells` (EM in %)."""
     r = result
@@ -142,7 +159,9 @@ def format_comparison(result: dict[str, Any]) -> str:
         f"A: {r['dir_a']}",
         f"B: {r['dir_b']}",
         f"paired on {r['n']} shared ids (only in A: {r['only_in_a']}, only in B: {r['only_in_b']})",
-        f"EM  A {100 * r['em_a']:.1f}%   B {100 * r['em_b']:.1f}%   Δ {100 * r['mean_diff']:+.1f}pp",
+        f"EM  A {100 * r['em_a']:.1f}%{_ci(r.get('em_a_ci'))}   B {100 * r['em_b']:.1f}%{_ci(r.get('em_b_ci'))}   "
+        f"Δ {100 * r['mean_diff']:+.1f}pp{_ci([r.get('diff_ci_low'), r.get('diff_ci_high')], signed=True)}"
+        + (f"   (95% intervals: {r['interval_method']})" if r.get("interval_method") else ""),
         f"discordant pairs: b = {r['b']} (A right, B wrong), c = {r['c']} (A wrong, B right)",
         f"McNemar p: exact {r['p_mcnemar_exact']:.3g} {stats.significance_stars(r['p_mcnemar_exact'])}   "
         f"χ² cc {r['p_mcnemar_chi2_cc']:.3g}",

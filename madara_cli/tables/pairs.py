@@ -29,11 +29,12 @@ class Measured(float):
     f1: float | None
     contains: float | None
     ident: tuple[str, str, str, str] | None  # (model, benchmark, strategy, metric) ids: the long CSV's columns
+    key: str | None  # the cell's key (its results folder name), for joining the long CSV with summary.csv
 
     def __new__(cls, value: float, n: int | None = None, f1: float | None = None, contains: float | None = None,
-                ident: tuple[str, str, str, str] | None = None) -> "Measured":
+                ident: tuple[str, str, str, str] | None = None, key: str | None = None) -> "Measured":
         obj = super().__new__(cls, value)
-        obj.n, obj.f1, obj.contains, obj.ident = n, f1, contains, ident
+        obj.n, obj.f1, obj.contains, obj.ident, obj.key = n, f1, contains, ident, key
         return obj
 
 
@@ -60,6 +61,7 @@ class Pair(str):
         obj.delta = None if ours is None or paper is None else float(ours) - float(paper)
         obj.n, obj.p = n, p
         obj.ident = getattr(ours, "ident", None)
+        obj.key = getattr(ours, "key", None)
         return obj
 
 

@@ -1,13 +1,14 @@
 """The figures of a results folder (``madara plot`` and the report page).
 
 - ``em_by_strategy``: each model-task's EM per strategy, n under each bar, whiskers the
-  bootstrap 95% CI of the cell's own EM; under it, Δ = strategy − NF on the queries both
-  answered with its paired-bootstrap 95% CI (:func:`madara_cli.stats.paired_bootstrap`,
-  seeded, as ``madara compare``), ``*`` where that CI excludes 0. Both bootstraps
-  resample queries: the own CI as a paired bootstrap against zeros.
+  cell's 95% interval; under it, Δ = strategy − NF on the queries both answered with
+  its paired 95% interval, ``*`` where that interval excludes 0. Both follow the one
+  small-n rule of :mod:`madara_cli.stats` (``mean_interval``, ``difference_interval``:
+  Wilson and Newcombe's paired score interval for EM, as ``madara compare``), so a
+  0/5 cell is drawn as [0, 43%], never as a certain 0.
 - ``cost_vs_em``: LLM calls per query (requests, cached or not, ÷ n: what the strategy
-  needs) against EM, one point per strategy, the Pareto front (fewest calls for the EM)
-  drawn as a step line through ringed points.
+  needs) against EM, one labelled point per strategy with its EM interval, the Pareto
+  front (fewest calls for the EM) drawn as a step line through ringed points.
 - ``routing_map``: every probed pair at (NF EM, ρ̂1) with the τ_NF and ρ̂1 thresholds,
   coloured by the route its probe recorded, marked by its RSC class.
 - ``rsc_trend``: ρ̂1..3 (shuffled, contradicted, random chain) of every probe, one line
@@ -67,8 +68,8 @@ class StrategyPoint:
     strategy: str
     em: float
     n: int
-    ci: tuple[float, float] | None  # bootstrap 95% CI of the cell's own EM
-    paired: stats.BootstrapResult | None  # Δ vs NF on the shared queries; None for NF and where there is no NF
+    ci: stats.Interval | None  # the cell's own 95% interval (stats.mean_interval)
+    paired: stats.Interval | None  # Δ vs NF on the shared queries (stats.difference_interval); None for NF and where there is no NF
     calls_per_query: float | None
     path: Path
 
@@ -100,11 +101,10 @@ def _outcomes(cell: StoredCell, metric: str) -> dict[str, float]:
     return out
 
 
-def _own_ci(values: Sequence[float], n_resamples: int, seed: int) -> tuple[float, float] | None:
+def _own_ci(values: Sequence[float], n_resamples: int, seed: int) -> stats.Interval | None:
     if not values:
         return None
-    boot = stats.paired_bootstrap(np.asarray(values), np.zeros(len(values)), n_resamples=n_resamples, seed=seed)
-    return boot.ci_low, boot.ci_high
+    return stats.mean_interval(np.asarray(values), n_resamples=n_resamples, seed=seed)
 
 
 def model_tasks(source: Path | str | Results, metric: str = "em", n_resamples: int = N_RESAMPLES, seed: int = SEED) -> list[ModelTask]:
@@ -139,7 +139,7 @@ def model_tasks(source: Path | str | Results, metric: str = "em", n_resamples: i
             if shared:
                 a = np.asarray([mine[i] for i in shared])
                 b = np.asarray([nf[i] for i in shared])
-                paired = stats.paired_bootstrap(a, b, n_resamples=n_resamples, seed=seed)
+                paired = stats.difference_interval(a, b, n_resamples=n_resamples, seed=seed)
             ci = _own_ci(list(mine.values()), n_resamples, seed)
             points.append(StrategyPoint(strategy, float(value), cell.n, ci, paired, cell.calls_per_query(), cell.path))
         if points:
@@ -170,8 +170,8 @@ def _grid(plt, n: int, width: float, height: float):
 
 
 def draw_em_by_strategy(tasks: Sequence[ModelTask], metric: str = "em"):
-    """Per model-task: EM bars with each cell's bootstrap CI above, Δ vs NF with its
-    paired-bootstrap CI below, on the same strategies."""
+    """Per model-task: EM bars with each cell's 95% interval above, Δ vs NF with its
+    paired 95% interval below, on the same strategies (the rule of :mod:`madara_cli.stats`)."""
     plt = pyplot()
     widest = max(len(t.points) for t in tasks)
     cols = min(3, len(tasks))
@@ -188,16 +188,17 @@ def draw_em_by_strategy(tasks: Sequence[ModelTask], metric: str = "em"):
         for x, p in zip(xs, task.points, strict=True):
             colour, hatch, marker = strategy_style(p.strategy)
             ax.bar(x, 100 * p.em, color=colour, hatch=hatch, edgecolor="#333333", linewidth=0.5, alpha=0.9)
-            if p.ci is not None:
-                lo, hi = 100 * p.ci[0], 100 * p.ci[1]
+            if p.ci is not None and p.ci.shown:
+                lo, hi = 100 * p.ci.low, 100 * p.ci.high
                 ax.errorbar(x, 100 * p.em, yerr=[[max(0.0, 100 * p.em - lo)], [max(0.0, hi - 100 * p.em)]], fmt="none", ecolor="black",
                             elinewidth=0.8, capsize=3)
             if p.paired is not None:
                 d = p.paired
-                low.errorbar(x, 100 * d.mean_diff, yerr=[[100 * (d.mean_diff - d.ci_low)], [100 * (d.ci_high - d.mean_diff)]], fmt=marker,
+                yerr = [[100 * (d.value - d.low)], [100 * (d.high - d.value)]] if d.shown else None
+                low.errorbar(x, 100 * d.value, yerr=yerr, fmt=marker,
                              color=colour, markeredgecolor="#333333", ecolor="black", elinewidth=0.8, capsize=3)
-                if d.ci_low > 0 or d.ci_high < 0:
-                    low.annotate("*", (x, 100 * d.ci_high), textcoords="offset points", xytext=(0, 1), ha="center", fontsize=10)
+                if d.excludes_zero():
+                    low.annotate("*", (x, 100 * d.high), textcoords="offset points", xytext=(0, 1), ha="center", fontsize=10)
         nf = next((p for p in task.points if p.strategy == "nf"), None)
         if nf is not None:
             ax.axhline(100 * nf.em, color="#555555", lw=0.8, ls="--")
@@ -213,8 +214,10 @@ def draw_em_by_strategy(tasks: Sequence[ModelTask], metric: str = "em"):
         ax.set_title(task.title, fontsize=9)
         ax.tick_params(axis="y", labelsize=7)
         low.tick_params(axis="y", labelsize=7)
-    suptitle(fig, f"{name} by strategy. Top: each cell's bootstrap 95% CI (dashed: NF). Bottom: Δ vs NF on shared queries, "
-        f"paired-bootstrap 95% CI ({N_RESAMPLES:,} resamples, seed {SEED}); * CI excludes 0",
+    how = ("Wilson 95% interval" if metric != "f1" else f"bootstrap 95% CI from n = {stats.MIN_N_FOR_BOOTSTRAP} ({N_RESAMPLES:,} resamples, seed {SEED})")
+    paired_how = ("Newcombe paired 95% interval" if metric != "f1" else "paired-bootstrap 95% CI")
+    suptitle(fig, f"{name} by strategy. Top: each cell's {how} (dashed: NF). Bottom: Δ vs NF on shared queries, "
+        f"{paired_how}; * interval excludes 0",
         fontsize=8,
     )
     fig.tight_layout()
@@ -224,6 +227,14 @@ def draw_em_by_strategy(tasks: Sequence[ModelTask], metric: str = "em"):
 def _n_text(points: Sequence[StrategyPoint]) -> str:
     ns = sorted({p.n for p in points})
     return f"n={ns[0]}" if len(ns) == 1 else f"n={ns[0]}–{ns[-1]}"
+
+
+def _labels_by_spot(points: Sequence[StrategyPoint], xy: Sequence[tuple[float, float]]) -> dict[tuple[float, float], list[str]]:
+    """The strategy labels at each drawn spot, in the paper's order."""
+    spots: dict[tuple[float, float], list[str]] = {}
+    for p, at in zip(points, xy, strict=True):
+        spots.setdefault(at, []).append(label(p.strategy))
+    return spots
 
 
 def draw_cost_vs_em(tasks: Sequence[ModelTask], metric: str = "em"):
@@ -243,7 +254,14 @@ def draw_cost_vs_em(tasks: Sequence[ModelTask], metric: str = "em"):
             # Strategies at the same cost and EM are drawn as nested, shrinking markers so each stays visible.
             dup = seen[xy[i]] = seen.get(xy[i], -1) + 1
             ax.scatter(*xy[i], color=colour, marker=marker, s=70 * 0.55**dup, zorder=3 + dup, edgecolors="#333333", linewidths=0.5)
+            if p.ci is not None and p.ci.shown and dup == 0:
+                ax.errorbar(*xy[i], yerr=[[max(0.0, xy[i][1] - 100 * p.ci.low)], [max(0.0, 100 * p.ci.high - xy[i][1])]], fmt="none",
+                            ecolor="#999999", elinewidth=0.6, capsize=2, zorder=1)
             drawn.add(p.strategy)
+        # Each point is named beside it; strategies on one spot share one label, so seven
+        # overlapping strategies read as one list instead of an unlabelled pile.
+        for spot, names in _labels_by_spot(points, xy).items():
+            ax.annotate(", ".join(names), spot, textcoords="offset points", xytext=(6, 4), fontsize=6, color="#222222", zorder=10)
         fx = [xy[i][0] for i in front]
         fy = [xy[i][1] for i in front]
         ax.step(fx, fy, where="post", color="black", lw=1, zorder=2)
@@ -267,7 +285,7 @@ def draw_cost_vs_em(tasks: Sequence[ModelTask], metric: str = "em"):
     ncol = max(1, min(len(names), int(fig.get_figwidth() / 1.0)))
     rows = math.ceil(len(names) / ncol)
     fig.legend(proxies, names, loc="lower center", ncol=ncol, fontsize=7, frameon=False)
-    suptitle(fig, f"Cost vs {name}: one point per strategy; calls = requests ÷ n (cached or not)", fontsize=9)
+    suptitle(fig, f"Cost vs {name}: one labelled point per strategy (grey: its 95% interval); calls = requests ÷ n (cached or not)", fontsize=9)
     height = fig.get_size_inches()[1]
     fig.tight_layout(rect=(0, min(0.4, 0.25 * rows / height + 0.02), 1, 1))
     return fig
@@ -364,7 +382,7 @@ def build_figures(source: Path | str | Results, metric: str = "em") -> tuple[lis
     figures, notes = [], []
     tasks = model_tasks(results, metric)
     if tasks:
-        figures.append(("em_by_strategy", "EM by strategy (95% CIs)", draw_em_by_strategy(tasks, metric)))
+        figures.append(("em_by_strategy", "EM by strategy (95% intervals)", draw_em_by_strategy(tasks, metric)))
         costed = [ModelTask(t.model, t.benchmark, t.retriever, tuple(p for p in t.points if p.calls_per_query)) for t in tasks]
         costed = [t for t in costed if t.points]
         if costed:

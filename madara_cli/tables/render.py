@@ -7,6 +7,7 @@ tidy numeric CSV (``<table>.long.csv`` and all tables in ``all.long.csv``).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
@@ -102,6 +103,19 @@ def latex_escape(text: str) -> str:
     )
 
 
+_TABLE_PREFIX = re.compile(r"^\s*(Table\s+([A-Za-z]?\d+[A-Za-z.\d]*|[A-Z](\.\d+)?))\s*[:.]\s*")
+
+
+def latex_caption(title: str) -> str:
+    """A title as a LaTeX caption: ``\\caption`` prints its own "Table N:", so the paper's
+    number moves to the end ("PDE ablation (paper's Table 1)") instead of reading
+    "Table 3: Table 1: PDE ablation"."""
+    m = _TABLE_PREFIX.match(title)
+    if not m:
+        return title
+    return f"{title[m.end():]} (paper's {m.group(1)})"
+
+
 def to_latex(df: pd.DataFrame) -> str:
     """A ``table`` environment with a booktabs ``tabular`` (through pandas' Styler) and
     the notes under it."""
@@ -113,7 +127,7 @@ def to_latex(df: pd.DataFrame) -> str:
         position="t",
         position_float="centering",
         hrules=True,
-        caption=latex_escape(df.attrs["title"]) if df.attrs.get("title") else None,
+        caption=latex_escape(latex_caption(df.attrs["title"])) if df.attrs.get("title") else None,
         label=f"tab:madara-{df.attrs['name']}" if df.attrs.get("name") else None,
     )
     text = text.replace("\\centering\n", "\\centering\n\\scriptsize\n", 1)

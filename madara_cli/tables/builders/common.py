@@ -58,7 +58,7 @@ def our_em(res: Results, model: str, benchmark: str, strategy: str, grid: str | 
     """Our EM in % for a cell, or None when it has not run."""
     cell = res.find(model, benchmark, strategy, grid, retrievers)
     return None if cell is None or cell.em is None else Measured(100.0 * cell.em, cell.n, cell.f1, cell.contains,
-                                                                 (cell.model, cell.benchmark, cell.strategy, cell.metric))
+                                                                 (cell.model, cell.benchmark, cell.strategy, cell.metric), cell.key)
 
 
 def percent(cell: StoredCell | None) -> float | None:
