@@ -171,7 +171,8 @@ def test_swept_setting_of_another_strategy_does_not_duplicate_cells():
                                   "self_consistency", "main_rag", "cross_encoder"])
 def test_each_strategy_schema_is_what_its_code_reads(monkeypatch, tmp_path, name):
     """Read the code, not the yaml: run the strategy on the fake engine and record
-    every setting it reads from ``ctx.strategy``; that is its schema, minus ``name``
+    every setting it reads from ``ctx.strategy`` or its typed settings (``ctx.settings_as``);
+    that is its schema, minus ``name``
     (the runner's). pde_random reads the scoring settings only when a score vote
     needs them, so it also runs with ``strategy.vote=score``."""
     import numpy as np
@@ -201,6 +202,8 @@ def test_each_strategy_schema_is_what_its_code_reads(monkeypatch, tmp_path, name
             return self._node[key]
 
     monkeypatch.setattr(StrategyContext, "strategy", property(lambda self: Recording(self.cfg.strategy)))
+    typed = StrategyContext.settings_as
+    monkeypatch.setattr(StrategyContext, "settings_as", lambda self, schema: Recording(typed(self, schema)))
     monkeypatch.setattr(cross_encoder, "cross_encoder_scores", lambda model, pairs: np.arange(len(pairs), dtype=float))
     llm = CachedLLM(FakeBackend(), ResponseCache(tmp_path / "c.sqlite"))
     for extra in ([], ["strategy.vote=score"]) if name == "pde_random" else ([],):

@@ -79,7 +79,8 @@ def assess_cell(
 def scored(ctx: StrategyContext, examples: Sequence[Example]) -> list[ScoreMatrix]:
     """Run the three agents over the cell (one batched call) and record the
     assessment statistics in ``ctx.report["assessment"]``."""
-    cot, mode = bool(ctx.strategy.cot), str(ctx.strategy.scoring)
+    st = ctx.settings_as(AssessedConfig)
+    cot, mode = st.cot, str(st.scoring)
     mats = assess_cell(ctx, examples, cot=cot, mode=mode)
     ctx.report["assessment"] = assessment_report(mats, cot=cot, mode=mode)
     return mats
@@ -95,15 +96,17 @@ Ranking = Callable[[StrategyContext, np.ndarray], np.ndarray]
 
 
 def _weighted(ctx: StrategyContext, s: np.ndarray) -> np.ndarray:
-    return weighted_aggregate(s, list(ctx.strategy.weights))
+    return weighted_aggregate(s, ctx.settings_as(AssessedConfig).weights)
 
 
 def _sda(ctx: StrategyContext, s: np.ndarray) -> np.ndarray:
-    return sda_rank(s, list(ctx.strategy.weights), ties=str(ctx.strategy.rank_ties))
+    st = ctx.settings_as(SDAConfig)
+    return sda_rank(s, st.weights, ties=str(st.rank_ties))
 
 
 def _rrf(ctx: StrategyContext, s: np.ndarray) -> np.ndarray:
-    return rrf_fuse(s, k=int(ctx.strategy.rrf_k), weights=list(ctx.strategy.weights))
+    st = ctx.settings_as(RRFConfig)
+    return rrf_fuse(s, k=st.rrf_k, weights=st.weights)
 
 
 def _select_and_generate(
@@ -139,7 +142,7 @@ def _select_and_generate(
 @STRATEGIES.register("cot", schema=AssessedConfig)
 def weighted_rerank(ctx: StrategyContext, examples: Sequence[Example]) -> list[Prediction]:
     """3-Agent baseline / CoT de-polarization: rerank by the weighted aggregate, top-k."""
-    k = int(ctx.strategy.top_k)
+    k = ctx.settings_as(AssessedConfig).top_k
     return _select_and_generate(ctx, examples, _weighted, lambda v: top_k(v, k))
 
 
@@ -147,22 +150,22 @@ def weighted_rerank(ctx: StrategyContext, examples: Sequence[Example]) -> list[P
 @STRATEGIES.register("sda_cot", schema=SDAConfig)
 def score_distribution_alignment(ctx: StrategyContext, examples: Sequence[Example]) -> list[Prediction]:
     """SDA (Algorithm 1): rerank by the weighted mean of per-agent percentile ranks, top-k."""
-    k = int(ctx.strategy.top_k)
+    k = ctx.settings_as(SDAConfig).top_k
     return _select_and_generate(ctx, examples, _sda, lambda v: top_k(v, k))
 
 
 @STRATEGIES.register("rrf", schema=RRFConfig)
 def reciprocal_rank_fusion(ctx: StrategyContext, examples: Sequence[Example]) -> list[Prediction]:
     """RRF over the three agents' rankings (Appendix C), top-k."""
-    k = int(ctx.strategy.top_k)
+    k = ctx.settings_as(RRFConfig).top_k
     return _select_and_generate(ctx, examples, _rrf, lambda v: top_k(v, k))
 
 
 @STRATEGIES.register("atf", schema=ATFConfig)
 def adaptive_threshold_filtering(ctx: StrategyContext, examples: Sequence[Example]) -> list[Prediction]:
     """ATF (Section 4.3): filter the weighted aggregate at mu - kappa*sigma."""
-    st = ctx.strategy
-    kappa, lo, hi = float(st.kappa), int(st.min_keep), int(st.top_k)
+    st = ctx.settings_as(ATFConfig)
+    kappa, lo, hi = st.kappa, st.min_keep, st.top_k
     return _select_and_generate(
         ctx,
         examples,

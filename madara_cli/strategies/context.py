@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable, Optional, Protocol, Sequence
+from typing import Any, Callable, Optional, Protocol, Sequence, TypeVar
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from madara_cli.backends.cache import CachedLLM
 from madara_cli.config.folders import prompts_of
@@ -31,16 +31,26 @@ from madara_cli.config.schema import StrategyConfig
 from madara_cli.records import Doc, Example, Prediction
 from madara_cli.registry import Registry
 
+S = TypeVar("S")
+
 
 @dataclass
 class StrategyContext:
     llm: CachedLLM
-    cfg: DictConfig  # the whole composed config; strategies read cfg.strategy
+    cfg: DictConfig  # the whole composed config; strategies read their settings through settings_as
     report: dict[str, Any] = field(default_factory=dict)  # extra cell metrics (parse failures, ...)
 
     @property
     def strategy(self) -> DictConfig:
         return self.cfg.strategy
+
+    def settings_as(self, schema: type[S]) -> S:
+        """The strategy node as an instance of ``schema`` (its registered settings
+        dataclass, or one it extends): ints, floats, lists and Enum choices typed, each
+        checked against the schema once, instead of a cast at every read."""
+        names = {f.name for f in fields(schema)}  # type: ignore[arg-type]
+        node = {k: v for k, v in self.cfg.strategy.items() if k in names}
+        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), node))  # type: ignore[return-value]
 
     @property
     def temperature(self) -> float:

@@ -54,7 +54,8 @@ def cross_encoder_scores(name: str, pairs: Sequence[tuple[str, str]]) -> np.ndar
 
 @STRATEGIES.register("cross_encoder", schema=CrossEncoderConfig, prompts=())
 def cross_encoder_rerank(ctx: StrategyContext, examples: Sequence[Example]) -> list[Prediction]:
-    name, k = str(ctx.strategy.cross_encoder), int(ctx.strategy.top_k)
+    st = ctx.settings_as(CrossEncoderConfig)
+    name, k = st.cross_encoder, st.top_k
     pairs = [(ex.question, d.render()) for ex in examples for d in ex.docs or ()]
     flat = cross_encoder_scores(name, pairs)
     scores, pos = [], 0

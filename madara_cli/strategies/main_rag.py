@@ -56,7 +56,7 @@ def judge_score(completion: Completion) -> float:
 
 @STRATEGIES.register("main_rag", schema=MainRAGConfig, prompts=("judge",))
 def main_rag(ctx: StrategyContext, examples: Sequence[Example]) -> list[Prediction]:
-    n = float(ctx.strategy.main_rag_n)
+    n = ctx.settings_as(MainRAGConfig).main_rag_n
     picks = [list(range(len(ex.docs or ()))) for ex in examples]
     answers = per_document_extraction(ctx, examples, picks)
     prompts = ctx.prompts

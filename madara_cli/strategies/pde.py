@@ -89,13 +89,13 @@ def random_documents(example: Example, k: int, seed: int) -> list[int]:
 @STRATEGIES.register("pde_uniform", schema=PDEConfig)
 @STRATEGIES.register("pde_random", schema=PDEConfig)
 def per_document(ctx: StrategyContext, examples: Sequence[Example]) -> list[Prediction]:
-    st = ctx.strategy
+    st = ctx.settings_as(PDEConfig)
     selection, vote = str(st.selection), str(st.vote)
     if selection not in SELECTIONS:
         raise ConfigError(f"unknown strategy.selection '{selection}'; valid: {', '.join(SELECTIONS)}")
     if vote not in VOTES:
         raise ConfigError(f"unknown strategy.vote '{vote}'; valid: {', '.join(VOTES)}")
-    k, weights = int(st.top_k), list(st.weights)
+    k, weights = st.top_k, st.weights
     needs_scores = selection == "assessed" or vote == "score"
     aggregates = [weighted_aggregate(m.scores, weights) for m in scored(ctx, examples)] if needs_scores else [None] * len(examples)
     if selection == "assessed":

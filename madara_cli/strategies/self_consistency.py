@@ -29,7 +29,7 @@ STAGE = "self-consistency"
 
 @STRATEGIES.register("self_consistency", schema=SelfConsistencyConfig, prompts=())
 def self_consistency(ctx: StrategyContext, examples: Sequence[Example]) -> list[Prediction]:
-    n = int(ctx.strategy.n_samples)
+    n = ctx.settings_as(SelfConsistencyConfig).n_samples
     if n < 1:
         raise ValueError(f"strategy.n_samples must be >= 1, got {n}")
     gen, prompts = ctx.cfg.generation, ctx.prompts
