@@ -84,6 +84,9 @@ class BackendSpec:
     prepare: Optional[Callable[["DictConfig", Callable[[str], None]], str]] = None
     model_settings: tuple[str, ...] = ()  # model.* settings only this backend reads: in its cells' keys alone
     worker_threads: Optional[str] = None  # the setting that takes a parallel worker's share of the cores (launchers set it)
+    # What this machine lacks to run it, as one line (None: nothing), checked without
+    # loading anything: `madara reproduce` stops on it before the first cell.
+    missing: Optional[Callable[[], Optional[str]]] = None
 
 
 BACKENDS: Registry[BackendSpec] = Registry("backend")

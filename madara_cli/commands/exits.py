@@ -54,6 +54,9 @@ def override_for_option(option: str, argv: list[str]) -> str | None:
             value = argv[i + 1]
         elif arg.startswith(option + "="):
             value = arg.split("=", 1)[1]
-    if key == "backend" and value not in (None, "llamacpp", "vllm", "openai"):
-        return "backend=llamacpp (CPU) or backend=vllm (GPU)"
+    if key == "backend" and value is not None:
+        from madara_cli.config import options
+
+        if value not in options("backend"):
+            return f"backend=NAME ({', '.join(options('backend'))})"
     return f"{key}={value if value is not None else '...'}"

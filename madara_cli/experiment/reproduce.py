@@ -9,11 +9,10 @@ on disk, so a rerun picks up where this one stopped.
 
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from madara_cli.config import load_grid, options
+from madara_cli.config import find_config, load_grid, options
 from madara_cli.errors import ConfigError
 from madara_cli.experiment.grid import expand
 from madara_cli.experiment.runner import Failed, run_cells, run_probes
@@ -30,13 +29,18 @@ class ReproduceReport:
 
 def check_backend(backend: str) -> None:
     """Stop at once, with one line, when the engine cannot run here."""
-    if backend == "vllm" and importlib.util.find_spec("vllm") is None:
-        raise ConfigError(
-            "vLLM is not installed (pip install -e '.[vllm]' on a CUDA machine); "
-            "for the CPU version run: make reproduce BACKEND=llamacpp MODELS=smollm2-135m"
-        )
     if backend not in options("backend"):
         raise ConfigError(f"unknown backend '{backend}'; valid backends: {', '.join(options('backend'))}")
+    from madara_cli.backends import BACKENDS, load_builtin
+    from madara_cli.config.folders import default_option, read_yaml
+
+    load_builtin()
+    name = str(read_yaml(find_config("backend", backend)).get("name", backend))  # type: ignore[arg-type, union-attr]
+    spec = BACKENDS._items.get(name)
+    lacking = spec.missing() if spec is not None and spec.missing is not None else None
+    if lacking:
+        raise ConfigError(f"{lacking}; for the embedded CPU model run: make reproduce "
+                          f"BACKEND={default_option('backend')} MODELS={default_option('model')}")
 
 
 def reproduce(backend: str, models: list[str], grids: list[str], results_dir: str = "results", progress=None, extra: list[str] | None = None) -> ReproduceReport:
