@@ -19,7 +19,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # core: plain records, numbers and the shared small services everything uses
     ("records", "metrics", "stats", "errors", "jsonl", "config", "paper", "paths", "logs", "progress", "registry", "layers"),
     # where examples and completions come from
-    ("data", "backends"),
+    ("data", "backends", "retrievers"),
     # the agents' prompts and scoring; the typed results on disk
     ("agents", "results"),
     # the document-assessment strategies

@@ -24,8 +24,8 @@ import json
 
 from madara_cli.config.folders import shipped_prompt_set
 from madara_cli.config.prompt_sets import PromptSet
-from madara_cli.data.retrievers import retriever_spec
 from madara_cli.records import ChatRequest, Doc, Example, ScoreRequest
+from madara_cli.retrievers.spec import retriever_spec
 
 FAMILIES = ("generator", "assessors", "detector", "judge", "rerank", "rescore")
 

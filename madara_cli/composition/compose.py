@@ -38,8 +38,8 @@ from madara_cli.config.overrides import Override, parse_overrides
 from madara_cli.config.plugin_schemas import PLUGGABLE
 from madara_cli.config.schema import RootConfig, register_schemas
 from madara_cli.data.loader_plugins import find_loader
-from madara_cli.data.retrievers import retriever_spec
 from madara_cli.errors import ConfigError
+from madara_cli.retrievers.spec import retriever_spec
 
 
 def _force_add_settings(overrides: list[Override], chosen: dict[str, str]) -> list[str]:

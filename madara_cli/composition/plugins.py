@@ -8,7 +8,7 @@ runs it once per process (:func:`ensure_loaded`; the CLI asks for a fresh load a
 each invocation, :func:`forget_loaded`), so verbs that compose nothing (tables, route,
 show) never import the engines and strategies; grids and launcher jobs call it too.
 
-* shipped: every module of ``madara_cli/backends/``, every ``madara_cli/data/*_retriever.py``
+* shipped: every module of ``madara_cli/backends/``, every module of ``madara_cli/retrievers/``
   and every module of ``madara_cli/strategies/`` (no list to edit);
 * installed packages: the entry point groups ``madara.backends``, ``madara.retrievers``
   and ``madara.strategies``; an entry point names a module (importing it registers
@@ -97,7 +97,7 @@ def import_file(path: Path) -> str:
 
 def _register(obj: object) -> None:
     from madara_cli.backends.base import BackendSpec, register_backend
-    from madara_cli.data.retrievers import RetrieverSpec, register_retriever
+    from madara_cli.retrievers.spec import RetrieverSpec, register_retriever
 
     if isinstance(obj, BackendSpec):
         register_backend(obj)
@@ -138,7 +138,7 @@ def forget_loaded() -> None:
 def load_plugins() -> None:
     """Register every backend, retriever and strategy: shipped, installed, included."""
     from madara_cli.backends import load_builtin as load_backends
-    from madara_cli.data.retrievers import load_builtin as load_retrievers
+    from madara_cli.retrievers.spec import load_builtin as load_retrievers
     from madara_cli.strategies import load_all
 
     load_backends()

@@ -247,7 +247,7 @@ class BenchmarkConfig:
 @dataclass
 class RetrieverConfig:
     """What every retriever has; each retriever module declares a schema extending it
-    with the settings it reads (madara_cli/data/*_retriever.py)."""
+    with the settings it reads (madara_cli/retrievers/<name>.py)."""
 
     name: str = MISSING  # the registered retriever
     k: int = 10  # documents kept per query

@@ -14,8 +14,8 @@ order. Which documents an example ranks depends on what the benchmark ships:
   best corpus documents as distractors up to k when a corpus is given, ordered by
   the same retriever over the union.
 
-Retrievers (``configs/retriever/``), one module each (``data/<name>_retriever.py``),
-each registering its record in :data:`~madara_cli.data.retrievers.RETRIEVERS`:
+Retrievers (``configs/retriever/``), one module each (``retrievers/<name>.py``),
+each registering its record in :data:`~madara_cli.retrievers.spec.RETRIEVERS`:
 
 * ``bm25s`` (default): Lucene-style BM25 (k1=0.9, b=0.4 as pyserini) with the same
   tokenisation, stop words and Snowball stemmer at index and query time; a corpus is
@@ -44,10 +44,14 @@ from omegaconf import DictConfig, OmegaConf
 
 from madara_cli.config.identity import snapshot_identity
 from madara_cli.data import snapshots
-from madara_cli.data.bm25s_retriever import BM25Index, BM25sRetriever  # noqa: F401
-from madara_cli.data.dense_retriever import DenseRetriever  # noqa: F401
-from madara_cli.data.pyserini_retriever import PyseriniRetriever, pyserini_searcher  # noqa: F401
-from madara_cli.data.rerank_retriever import (  # noqa: F401 - the names callers import from here
+from madara_cli.data.saved_index import INDEX_META, corpus_sha256, iter_corpus, read_meta
+from madara_cli.data.sources import source_fingerprint
+from madara_cli.errors import DataError
+from madara_cli.records import Doc, Example
+from madara_cli.retrievers.bm25s import BM25Index, BM25sRetriever  # noqa: F401
+from madara_cli.retrievers.dense import DenseRetriever  # noqa: F401
+from madara_cli.retrievers.pyserini import PyseriniRetriever, pyserini_searcher  # noqa: F401
+from madara_cli.retrievers.rerank import (  # noqa: F401 - the names callers import from here
     QWEN3_PREFIX,
     GenerativeReranker,
     _template_closes_thinking,
@@ -55,7 +59,7 @@ from madara_cli.data.rerank_retriever import (  # noqa: F401 - the names callers
     rerank_request,
     reranker_name,
 )
-from madara_cli.data.retrievers import (  # noqa: F401 - the names callers import from here
+from madara_cli.retrievers.spec import (  # noqa: F401 - the names callers import from here
     RETRIEVERS,
     Ranked,
     RetrievalContext,
@@ -67,10 +71,6 @@ from madara_cli.data.retrievers import (  # noqa: F401 - the names callers impor
     retriever_factory,
     retriever_spec,
 )
-from madara_cli.data.saved_index import INDEX_META, corpus_sha256, iter_corpus, read_meta
-from madara_cli.data.sources import source_fingerprint
-from madara_cli.errors import DataError
-from madara_cli.records import Doc, Example
 
 log = logging.getLogger("madara.retrieval")
 

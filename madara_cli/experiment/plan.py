@@ -184,11 +184,11 @@ def plan_grid(grid_name: str, cfgs: list[DictConfig], rate: float | None = None)
     measured in the response cache, else ``madara bench --only vllm``'s)."""
     if rate is not None and not (rate > 0):
         raise ValueError(f"--rate {rate}: a throughput in engine calls per second must be > 0")
-    from madara_cli.data.retrievers import retriever_spec
     from madara_cli.diagnose.probe import find_or_run_probe
     from madara_cli.errors import DataError, RecordError
     from madara_cli.experiment.examples import load_cell, retrieve_for, sized_to_data
     from madara_cli.experiment.treat import Treatment
+    from madara_cli.retrievers.spec import retriever_spec
     from madara_cli.strategies import STRATEGIES, StrategyContext, load_all
     from madara_cli.strategies.context import PREPARE_STEPS
 

@@ -14,11 +14,11 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from madara_cli.data.bm25s_retriever import BM25sConfig, BM25sRetriever
-from madara_cli.data.retrievers import Ranked, RetrievalContext, Retriever, RetrieverSpec, corpus_index_dir, register_retriever
 from madara_cli.data.saved_index import INDEX_META, check_index, index_settings, parse_corpus_row
 from madara_cli.errors import DataError
 from madara_cli.records import Doc
+from madara_cli.retrievers.bm25s import BM25sConfig, BM25sRetriever
+from madara_cli.retrievers.spec import Ranked, RetrievalContext, Retriever, RetrieverSpec, corpus_index_dir, register_retriever
 
 
 @dataclass

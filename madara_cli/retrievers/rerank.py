@@ -14,10 +14,10 @@ from typing import Any, Optional
 from omegaconf import DictConfig
 
 from madara_cli.config.schema import FirstStage
-from madara_cli.data.bm25s_retriever import BM25sConfig
-from madara_cli.data.retrievers import Ranked, RetrievalContext, Retriever, RetrieverSpec, register_retriever, retriever_factory
 from madara_cli.errors import ConfigError, DataError
 from madara_cli.records import Doc, ScoreRequest, messages
+from madara_cli.retrievers.bm25s import BM25sConfig
+from madara_cli.retrievers.spec import Ranked, RetrievalContext, Retriever, RetrieverSpec, register_retriever, retriever_factory
 
 
 @dataclass

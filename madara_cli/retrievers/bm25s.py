@@ -12,9 +12,9 @@ import numpy as np
 from omegaconf import DictConfig
 
 from madara_cli.config.schema import RetrieverConfig
-from madara_cli.data.retrievers import Ranked, RetrievalContext, Retriever, RetrieverSpec, corpus_index_dir, register_retriever
 from madara_cli.data.saved_index import BM25sIndex, index_settings
 from madara_cli.records import Doc
+from madara_cli.retrievers.spec import Ranked, RetrievalContext, Retriever, RetrieverSpec, corpus_index_dir, register_retriever
 
 
 @dataclass

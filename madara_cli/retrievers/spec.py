@@ -1,7 +1,7 @@
 """What every retriever shares: the :class:`Retriever` protocol, the context a
 retrieval runs in, and the record each retriever module registers.
 
-A retriever is one module (``madara_cli/data/<name>_retriever.py``, found by
+A retriever is one module (``madara_cli/retrievers/<name>.py``, found by
 :func:`load_builtin`; an installed package's through the ``madara.retrievers`` entry
 point group) plus one ``configs/retriever/<name>.yaml``. Its :class:`RetrieverSpec`
 names its settings schema (a dataclass extending
@@ -109,15 +109,13 @@ _LOADED = False
 
 
 def load_builtin() -> None:
-    """Import every ``*_retriever`` module of this package, so each registers its spec."""
+    """Import every module of this package, so each retriever registers its spec (the
+    rule backends and strategies follow too: a shipped plug-in is a module of its package)."""
     global _LOADED
     if _LOADED:
         return
-    import madara_cli.data as pkg
-
-    for mod in pkgutil.iter_modules(pkg.__path__):
-        if mod.name.endswith("_retriever"):
-            importlib.import_module(f"madara_cli.data.{mod.name}")
+    for mod in pkgutil.iter_modules([str(Path(__file__).parent)]):  # this package's folder
+        importlib.import_module(f"madara_cli.retrievers.{mod.name}")
     _LOADED = True
 
 
