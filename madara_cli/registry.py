@@ -27,6 +27,10 @@ class Registry(Generic[T]):
         except KeyError:
             raise KeyError(f"unknown {self.kind} '{name}'; valid: {', '.join(sorted(self._items))}") from None
 
+    def find(self, name: str) -> T | None:
+        """The item registered as ``name``, or None."""
+        return self._items.get(name)
+
     def names(self) -> list[str]:
         return sorted(self._items)
 

@@ -59,7 +59,8 @@ def prepare_backend(cfg: DictConfig, say=lambda m: None) -> str:
 def engine_package(name: str | None) -> str | None:
     """The distribution whose version provenance records for backend ``name``."""
     load_builtin()
-    return BACKENDS._items[name].package if name in BACKENDS else None
+    spec = BACKENDS.find(name)
+    return spec.package if spec is not None else None
 
 
 __all__ = ["Backend", "BackendError", "BackendSpec", "BACKENDS", "backend_fingerprint", "backend_spec", "engine_package",

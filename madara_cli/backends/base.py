@@ -95,7 +95,7 @@ BACKENDS: Registry[BackendSpec] = Registry("backend")
 def register_backend(spec: BackendSpec) -> BackendSpec:
     """Register ``spec`` (and its schema, for composition). The same module registering
     again is a no-op; another one under a taken name is an error."""
-    old = BACKENDS._items.get(spec.name)
+    old = BACKENDS.find(spec.name)
     if old is not None:
         if getattr(old.build, "__module__", None) == getattr(spec.build, "__module__", None):
             return old

@@ -77,6 +77,11 @@ def schema_for(group: str, name: str) -> type | None:
     return entry.schema if entry else None
 
 
+def entries(group: str) -> dict[str, SchemaEntry]:
+    """Every option of ``group`` registered so far, by name."""
+    return dict(_SCHEMAS.get(group, {}))
+
+
 def registered(group: str) -> list[str]:
     return sorted(_SCHEMAS.get(group, {}))
 

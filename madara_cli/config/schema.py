@@ -407,6 +407,6 @@ def register_schemas() -> None:
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=RootConfig)
     cs.store(group="grid", name="schema", node=GridConfig)
-    for group, entries in plugin_schemas._SCHEMAS.items():  # every option's schema, for a yaml that names <name>_schema
-        for name, entry in entries.items():
+    for group in plugin_schemas.PLUGGABLE:  # every option's schema, for a yaml that names <name>_schema
+        for name, entry in plugin_schemas.entries(group).items():
             cs.store(group=group, name=name + SCHEMA_SUFFIX, node=entry.schema)

@@ -36,7 +36,7 @@ def check_backend(backend: str) -> None:
 
     load_builtin()
     name = str(read_yaml(find_config("backend", backend)).get("name", backend))  # type: ignore[arg-type, union-attr]
-    spec = BACKENDS._items.get(name)
+    spec = BACKENDS.find(name)
     lacking = spec.missing() if spec is not None and spec.missing is not None else None
     if lacking:
         raise ConfigError(f"{lacking}; for the embedded CPU model run: make reproduce "

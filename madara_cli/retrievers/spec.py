@@ -87,7 +87,7 @@ class RetrieverSpec:
 def retriever_spec(name: str) -> RetrieverSpec | None:
     """The spec registered as ``name`` (after :func:`load_builtin`), or None."""
     load_builtin()
-    return RETRIEVERS._items.get(name)
+    return RETRIEVERS.find(name)
 
 
 RETRIEVERS: Registry[RetrieverSpec] = Registry("retriever")
@@ -95,7 +95,7 @@ RETRIEVERS: Registry[RetrieverSpec] = Registry("retriever")
 
 def register_retriever(spec: RetrieverSpec) -> RetrieverSpec:
     """Register ``spec`` and its schema; the same module registering again is a no-op."""
-    old = RETRIEVERS._items.get(spec.name)
+    old = RETRIEVERS.find(spec.name)
     if old is not None:
         if getattr(old.build, "__module__", None) == getattr(spec.build, "__module__", None):
             return old
