@@ -45,7 +45,7 @@ from tests.conftest import ROOT
 # --------------------------------------------------------------------------- #
 # A deterministic engine
 
-# cross_encoder needs model weights; tests/test_strategies_e2e.py exercises it separately.
+# cross_encoder needs model weights; tests/strategies/test_strategies_e2e.py exercises it separately.
 FAKE_STRATEGIES = [
     "nf", "three_agent", "cot", "sda", "sda_cot", "atf", "rrf",
     "pde", "pde_uniform", "pde_random", "self_consistency", "main_rag",

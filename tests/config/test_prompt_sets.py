@@ -28,7 +28,7 @@ from tests.test_cli_e2e import only_cell
 # Rendered requests and digests captured at commit 62abdde, before the prompts left
 # the Python modules (the digest's synthetic examples in every mode, and the requests
 # of _extra_requests() below as sha256s).
-FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "prompt_requests_62abdde.json").read_text(encoding="utf-8"))
+FIXTURE = json.loads((Path(__file__).parents[1] / "fixtures" / "prompt_requests_62abdde.json").read_text(encoding="utf-8"))
 
 
 def _extra_requests() -> list[dict]:

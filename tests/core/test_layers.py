@@ -18,7 +18,7 @@ import pytest
 
 from madara_cli.layers import LAYERS
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = "madara_cli"
 
 # Imports allowed to break the order, as (importer, imported) -> why: none. An entry the

@@ -4,7 +4,7 @@ checked up front, and never loses work that had finished.
 
 Most cases go through the real entry point (:func:`madara_cli.cli.main`, in process,
 with ``sys.argv`` set: ``tests.fakes.madara_main``); the cases that need an engine use
-the deterministic fake engine (``tests.fakes.FakeBackend``). SIGKILL mid-stage is tests/test_resume.py; SIGINT is
+the deterministic fake engine (``tests.fakes.FakeBackend``). SIGKILL mid-stage is tests/e2e/test_resume.py; SIGINT is
 tested here both on the entry point and (marked ``llm``) on a real run.
 """
 

@@ -3,7 +3,7 @@ snapshots edited after retrieval, files that are not UTF-8, YAML that is broken 
 tagged, a full disk, an unwritable HOME or cache folder, and runs that fail before
 their first cell. Each ends in one line (or a refusal) and leaves nothing behind.
 
-Like tests/test_bad_input.py, CLI cases go through the real entry point in process;
+Like tests/e2e/test_bad_input.py, CLI cases go through the real entry point in process;
 cases that need an engine use the deterministic fake engine (``tests.fakes.FakeBackend``).
 """
 
@@ -125,7 +125,7 @@ def test_config_dir_names_cannot_climb_out(monkeypatch, capsys, tmp_path):
     (user / "model").mkdir()
     (user / "grid" / "esc.yaml").write_text("name: ../../esc\naxes:\n  strategy: [nf]\n")
     shipped = Path(compose([]).model.name)
-    model = (Path(__file__).resolve().parent.parent / "configs" / "model" / f"{shipped}.yaml").read_text()
+    model = (Path(__file__).resolve().parents[2] / "configs" / "model" / f"{shipped}.yaml").read_text()
     (user / "model" / "evil.yaml").write_text(model.replace(f"name: {shipped}", "name: ../../evil"))
     results = tmp_path / "results"
     monkeypatch.setenv("MADARA_CONFIG_DIR", "")  # recorded, so the --config-dir the run adds is undone

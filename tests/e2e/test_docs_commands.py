@@ -17,7 +17,7 @@ import pytest
 
 from tests.fakes import FakeBackend, madara_main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RUNNING = (ROOT / "docs" / "running.md").read_text(encoding="utf-8")
 
 

@@ -23,7 +23,7 @@ def test_setup_stamps_the_commit_into_the_built_package():
 
     import setuptools
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     spec = importlib.util.spec_from_file_location("madara_setup", root / "setup.py")
     module = importlib.util.module_from_spec(spec)
     calls = {}

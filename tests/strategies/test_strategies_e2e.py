@@ -217,7 +217,7 @@ def test_malformed_agent_output_is_counted_not_fatal(tmp_path, examples):
     llm = CachedLLM(backend, ResponseCache(tmp_path / "c.sqlite"))
     for name in ("three_agent", "sda", "atf", "rrf", "pde"):
         # One reply per score, so failures / replies is the failure rate (a per-query
-        # detector reply holds ten scores: tests/test_conflict_detector.py).
+        # detector reply holds ten scores: tests/agents/test_conflict_detector.py).
         preds, ctx, _ = _run(llm, name, examples, "strategy.conflict=per_document")
         assert len(preds) == 8
         rep = ctx.report["assessment"]
