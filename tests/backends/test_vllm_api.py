@@ -211,10 +211,10 @@ def test_control_text_in_a_document_is_sent_as_text_with_vllms_tokenizer(tmp_pat
     from vllm.tokenizers import get_tokenizer
 
     from madara_cli.backends.chat import ChatSettings
-    from tests.test_chat_settings import FAMILIES, _hf_tokenizer, _hostile
+    from tests.fakes import FAMILIES, hf_tokenizer, hostile_messages
 
     template, specials, _, attack = FAMILIES["chatml"]
-    tok = get_tokenizer(str(_hf_tokenizer(tmp_path, template, specials)))
+    tok = get_tokenizer(str(hf_tokenizer(tmp_path, template, specials)))
 
     class ChatMLEngine(Engine):
         def get_tokenizer(self):
@@ -223,13 +223,13 @@ def test_control_text_in_a_document_is_sent_as_text_with_vllms_tokenizer(tmp_pat
     monkeypatch.setattr(vllm_backend, "_import_vllm", lambda: types.SimpleNamespace(SamplingParams=vllm.SamplingParams, LLM=ChatMLEngine))
     b = VLLMBackend(hf_id="org/chatml", max_model_len=512, chat=ChatSettings({"enable_thinking": False}))
     b.llm.answer = _answer
-    b.chat([ChatRequest(_hostile("An ordinary passage.")), ChatRequest(_hostile(attack))])
+    b.chat([ChatRequest(hostile_messages("An ordinary passage.")), ChatRequest(hostile_messages(attack))])
     (k1, a1, kw1), (k2, (prompts,), _) = b.llm.calls
     assert k1 == "chat" and len(a1[0]) == 1 and kw1["chat_template_kwargs"] == {"enable_thinking": False}
     assert k2 == "generate" and len(prompts) == 1
     ids = prompts[0]["prompt_token_ids"]
     special = set(tok.convert_tokens_to_ids(specials))
-    naive = tok.encode(b.render.render(_hostile(attack)), add_special_tokens=False)
+    naive = tok.encode(b.render.render(hostile_messages(attack)), add_special_tokens=False)
     assert sum(i in special for i in ids) == 5 < sum(i in special for i in naive)  # 3 openings + 2 closings: the template's
 
 

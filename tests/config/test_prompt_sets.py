@@ -22,8 +22,7 @@ from madara_cli.data.retrieval import QWEN3_PREFIX, rerank_request
 from madara_cli.errors import ConfigError
 from madara_cli.records import ChatRequest, Doc, Example
 from tests.conftest import ROOT
-from tests.fakes import madara
-from tests.test_cli_e2e import only_cell
+from tests.fakes import madara, only_cell
 
 # Rendered requests and digests captured at commit 62abdde, before the prompts left
 # the Python modules (the digest's synthetic examples in every mode, and the requests

@@ -6,23 +6,16 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import replace
-from typing import Sequence
 
 import pytest
 
-from madara_cli.agents.prompts import RESCORE_BEGIN as _BEGIN
-from madara_cli.agents.prompts import RESCORE_END as _END
 from madara_cli.composition import compose
-from madara_cli.config.folders import shipped_prompt_set
 from madara_cli.diagnose.probe import ProbeSpec
 from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.runner import run_cell
 from madara_cli.experiment.treat import ensure_probe
 from madara_cli.records import ChatRequest, Completion, ScoreRequest
-from tests.fakes import madara
-
-# The forced re-score's system turn as the shipped set renders it.
-FORCED_RESCORE_SYSTEM = shipped_prompt_set().render("rescore_system", analysis_begin=_BEGIN, analysis_end=_END)
+from tests.fakes import FORCED_RESCORE_SYSTEM, ScriptedBackend, document_signature, madara, scripted_probe
 
 PROBE_FIELDS = {
     "model", "benchmark", "n", "rho", "p_values", "rho_star", "rho_bar", "rsc_class", "coupling", "per_query",
@@ -30,74 +23,11 @@ PROBE_FIELDS = {
 }
 
 
-_DOC = re.compile(r"(?:Document to assess[^\n]*|Document):\n(.*?)\n\n", re.DOTALL)
 _TAG = re.compile(r"Evidence tag (\d+)")
 
 
-def _sig(user: str) -> int:
-    return sum(map(ord, _DOC.search(user).group(1))) % 997
-
-
-class ScriptedBackend:
-    """Test double: scores a document by a rule over the prompt, so the probe's
-    arithmetic can be checked without a model. ``score_fn(user, sig)`` gets the
-    user turn and a signature of the assessed document; CoT chains carry that
-    signature as an "evidence tag", so a re-scoring can tell its own chain from a
-    random one."""
-
-    name = "scripted"
-
-    def __init__(self, score_fn):
-        self.score_fn = score_fn
-        self.calls = 0
-        self.requests: list = []
-
-    fingerprint = "scripted:v1"
-    batch_size = 64
-
-    def chat(self, requests: Sequence[ChatRequest]) -> list[Completion]:
-        self.calls += len(requests)
-        self.requests.extend(requests)
-        out = []
-        for r in requests:
-            user = r.messages[-1].content
-            if r.prefix:  # re-scoring: continue the JSON the perturbed chain began
-                score = self.score_fn(user + "\n" + r.prefix, _sig(user))
-                out.append(Completion(text=f'3, "score": {score}', finish_reason="stop"))
-            elif r.messages[0].content == FORCED_RESCORE_SYSTEM:  # forced re-score: the chain is in the user turn
-                out.append(Completion(text=json.dumps({"score": self.score_fn(user, _sig(user)), "confidence": 3})[:-1], finish_reason="stop"))
-            elif "reasoning_steps" in r.messages[0].content:  # CoT scoring
-                sig = _sig(user)
-                steps = [f"Evidence tag {sig}.", "The document is relevant to the question.", "It names the answer."]
-                out.append(Completion(text=json.dumps({"reasoning_steps": steps, "confidence": 4, "score": self.score_fn(user, sig)})))
-            else:  # generator
-                out.append(Completion(text="unknown"))
-        return out
-
-    def next_token_logprobs(self, requests: Sequence[ScoreRequest]) -> list[Completion]:
-        self.calls += len(requests)
-        self.requests.extend(requests)
-        out = []
-        for r in requests:  # all mass on the scripted digit
-            user = r.messages[-1].content
-            s = self.score_fn(user + "\n" + r.prefix, _sig(user))
-            out.append(Completion(text="", logprobs={c: (0.0 if int(c) == s else -30.0) for c in r.candidates}))
-        return out
-
-    def close(self) -> None:
-        pass
-
-
-def _probe(tmp_path, score_fn, n=6, *extra):
-    cfg = compose(["benchmark=mini", f"results_dir={tmp_path}", *extra])
-    backend = ScriptedBackend(score_fn)
-    pool = EnginePool(factory=lambda c: backend)
-    record, path, reused = ensure_probe(cfg, pool, n)
-    return record, path, reused, backend, pool, cfg
-
-
 def test_constant_scores_report_degenerate_not_nan(tmp_path):
-    record, path, reused, *_ = _probe(tmp_path, lambda user, sig: 0)
+    record, path, reused, *_ = scripted_probe(tmp_path, lambda user, sig: 0)
     assert not reused and path.is_file()
     saved = json.loads(path.read_text())  # strict JSON: no NaN anywhere
     json.dumps(saved, allow_nan=False)
@@ -121,7 +51,7 @@ def test_reasoning_tracking_scores_are_quality_ordered_and_rerun_is_free(tmp_pat
             return min(5, max(0, base + (sig // 7) % 3 - 1))
         return base  # shuffled
 
-    record, path, _, backend, pool, cfg = _probe(tmp_path, score)
+    record, path, _, backend, pool, cfg = scripted_probe(tmp_path, score)
     assert record.n == 6 and set(record.to_dict()) >= PROBE_FIELDS
     r1, r2, r3 = record.rho
     assert r1 == pytest.approx(1.0) and r1 > r2 > r3
@@ -147,7 +77,7 @@ def test_rescore_request_differs_from_the_normal_one_only_in_the_chain(tmp_path)
     """F.1: the perturbed chain "is presented as-is to the scoring prompt"."""
     from madara_cli.diagnose import perturb
 
-    record, _, _, backend, _, _ = _probe(tmp_path, _tracking, 6, "rsc.rescore=prefix")
+    record, _, _, backend, _, _ = scripted_probe(tmp_path, _tracking, 6, "rsc.rescore=prefix")
     assert record.rescore == "prefix"
     normal = [r for r in backend.requests if isinstance(r, ChatRequest) and not r.prefix and "reasoning_steps" in r.messages[0].content]
     rescore = [r for r in backend.requests if isinstance(r, ChatRequest) and r.prefix]
@@ -157,7 +87,7 @@ def test_rescore_request_differs_from_the_normal_one_only_in_the_chain(tmp_path)
         twin = by_messages[r.messages]  # the very prompt that produced the normal score
         assert (r.temperature, r.top_p, r.seed) == (twin.temperature, twin.top_p, twin.seed)
         chain = json.loads(r.prefix + '3, "score": 0}')["reasoning_steps"]
-        own = [f"Evidence tag {_sig(r.messages[-1].content)}.", "The document is relevant to the question.", "It names the answer."]
+        own = [f"Evidence tag {document_signature(r.messages[-1].content)}.", "The document is relevant to the question.", "It names the answer."]
         level = k // 60
         if level == 0:  # shuffled: the same sentences, another order
             assert sorted(chain) == sorted(own) and chain != own
@@ -173,7 +103,7 @@ def test_forced_rescore_carries_the_chain_in_the_user_turn_and_no_prefix(tmp_pat
     from madara_cli.agents.prompts import RESCORE_BEGIN, RESCORE_END
     from madara_cli.diagnose import perturb
 
-    record, path, _, backend, _, cfg = _probe(tmp_path, _tracking)
+    record, path, _, backend, _, cfg = scripted_probe(tmp_path, _tracking)
     assert json.loads(path.read_text())["rescore"] == "forced" and record.rescoring == "generate"
     normal = [r for r in backend.requests if isinstance(r, ChatRequest) and "reasoning_steps" in r.messages[0].content]
     forced = [r for r in backend.requests if isinstance(r, ChatRequest) and r.messages[0].content == FORCED_RESCORE_SYSTEM]
@@ -185,7 +115,7 @@ def test_forced_rescore_carries_the_chain_in_the_user_turn_and_no_prefix(tmp_pat
         assert user.startswith("Question: ") and "\nDocument:\n" in user
         block = user.split(RESCORE_BEGIN + "\n", 1)[1].split("\n" + RESCORE_END, 1)[0]
         chain = [line[2:] for line in block.splitlines()]
-        own = [f"Evidence tag {_sig(user)}.", "The document is relevant to the question.", "It names the answer."]
+        own = [f"Evidence tag {document_signature(user)}.", "The document is relevant to the question.", "It names the answer."]
         if k // 60 == 1:
             assert chain == [perturb.contradict_text(s) for s in own]
         elif k // 60 == 0:
@@ -194,7 +124,7 @@ def test_forced_rescore_carries_the_chain_in_the_user_turn_and_no_prefix(tmp_pat
     # The same tracking model is diagnosed the same way under either reading.
     r1, r2, r3 = record.rho
     assert r1 == pytest.approx(1.0) and r1 > r2 > r3 and record.rsc_class == "quality-ordered"
-    prefix, *_ = _probe(tmp_path / "p", _tracking, 6, "rsc.rescore=prefix")
+    prefix, *_ = scripted_probe(tmp_path / "p", _tracking, 6, "rsc.rescore=prefix")
     assert prefix.key != record.key and prefix.rho == pytest.approx(record.rho)
     from madara_cli.commands.probe_verbs import print_probe
 
@@ -225,7 +155,7 @@ def test_chains_without_steps_lose_their_score_fields_and_empty_ones_are_exclude
             out = super().chat(requests)
             for n, r in enumerate(requests):
                 if "reasoning_steps" in r.messages[0].content:
-                    sig = _sig(r.messages[-1].content)
+                    sig = document_signature(r.messages[-1].content)
                     if sig % 3 == 0:  # nothing but the fields
                         text = json.dumps({"score": sig % 6, "confidence": 4})
                     else:  # prose, then the object without steps
@@ -238,7 +168,7 @@ def test_chains_without_steps_lose_their_score_fields_and_empty_ones_are_exclude
     record, _, _ = ensure_probe(cfg, EnginePool(factory=lambda c: backend), 6)
     sc = record.scores
     empty = sum(1 for r in backend.requests if isinstance(r, ChatRequest) and "reasoning_steps" in r.messages[0].content
-                and _sig(r.messages[-1].content) % 3 == 0)
+                and document_signature(r.messages[-1].content) % 3 == 0)
     assert 0 < empty < 60 and sc.chains_empty == empty and sc.n_pairs_probed == 60 - empty and sc.chains_from_raw_text == 60
     forced = [r.messages[1].content for r in backend.requests if isinstance(r, ChatRequest) and r.messages[0].content == FORCED_RESCORE_SYSTEM]
     assert len(forced) == 3 * (60 - empty)
@@ -260,8 +190,8 @@ def _tracking(user: str, sig: int) -> int:
 
 
 def test_logprob_rescoring_gives_the_same_diagnosis(tmp_path):
-    gen, *_ = _probe(tmp_path / "g", _tracking)
-    lp, *_ = _probe(tmp_path / "l", _tracking, 6, "rsc.rescoring=logprob")
+    gen, *_ = scripted_probe(tmp_path / "g", _tracking)
+    lp, *_ = scripted_probe(tmp_path / "l", _tracking, 6, "rsc.rescoring=logprob")
     assert "rsc-rescore" in lp.accounting["by_stage"] and lp.rho == pytest.approx(gen.rho)
     assert lp.key != gen.key  # a different protocol is a different probe
 
@@ -278,10 +208,10 @@ def test_the_probe_spec_is_derived_once_per_probe(tmp_path, monkeypatch):
     calls = []
     original = ProbeSpec.from_cfg.__func__
     monkeypatch.setattr(ProbeSpec, "from_cfg", classmethod(lambda cls, *a, **k: calls.append(a) or original(cls, *a, **k)))
-    record, path, reused, *_ = _probe(tmp_path, _tracking)
+    record, path, reused, *_ = scripted_probe(tmp_path, _tracking)
     assert not reused and len(calls) == 1 and path.parent.name == record.key
     calls.clear()
-    _, again, reused, *_ = _probe(tmp_path, _tracking)
+    _, again, reused, *_ = scripted_probe(tmp_path, _tracking)
     assert reused and again == path and len(calls) == 1
 
 

@@ -29,7 +29,7 @@ from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.runner import run_cell
 from madara_cli.records import ChatRequest, Completion, Message
 from tests.conftest import ROOT
-from tests.fakes import FakeBackend, madara_main, one_line_error
+from tests.fakes import FakeBackend, madara_main, musique_row, one_line_error
 
 # --------------------------------------------------------------------------- #
 # Unknown names
@@ -226,7 +226,7 @@ def test_empty_jsonl_says_empty_not_stopiteration(monkeypatch, capsys, no_engine
 
 
 def test_malformed_jsonl_names_the_line(monkeypatch, capsys, no_engine, tmp_path):
-    good = json.dumps(_musique_row("2hop__1"))
+    good = json.dumps(musique_row("2hop__1"))
     code, _, err = _run_file(monkeypatch, capsys, tmp_path, f"{good}\n{{oops\n{good}\n")
     one_line_error(code, err, "bench.jsonl:2: not valid JSON")
 
@@ -241,10 +241,10 @@ HOSTILE_SAYS = {"nested too deeply": "nested too deeply", "integer of 5000 digit
 
 
 def _hostile_rows(case: str, musique: bool) -> str:
-    good = json.dumps(_musique_row("2hop__1")) if musique else json.dumps({"question": "q?", "answers": ["a"]})
+    good = json.dumps(musique_row("2hop__1")) if musique else json.dumps({"question": "q?", "answers": ["a"]})
     bad = HOSTILE_LINES[case]
     if musique:
-        row = _musique_row("2hop__2")
+        row = musique_row("2hop__2")
         bad = bad.replace('{"question": "q?", "answers": ["a"]', json.dumps(row)[:-1]).replace(
             '{"question": "Where is the tower\\ud800?", "answers": ["a"]}', json.dumps(row).replace("Where is the tower?", "Where is the tower\\ud800?"))
     return f"{good}\n{bad}\n"
@@ -297,7 +297,7 @@ def test_a_utf8_bom_is_accepted_by_every_reader(tmp_path):
     corpus.write_text('\ufeff{"id": "d1", "title": "a", "text": "ok"}\n', encoding="utf-8")
     assert [d.id for d in iter_corpus(corpus)] == ["d1"]
     musique = tmp_path / "musique.jsonl"
-    musique.write_text("\ufeff" + json.dumps(_musique_row("2hop__1")) + "\n", encoding="utf-8")
+    musique.write_text("\ufeff" + json.dumps(musique_row("2hop__1")) + "\n", encoding="utf-8")
     [ex] = load_all_examples(compose(["benchmark=musique", f"benchmark.path={musique}"]).benchmark)
     assert ex.id == "2hop__1"
 
@@ -312,20 +312,12 @@ def test_rows_missing_required_fields(monkeypatch, capsys, no_engine, tmp_path):
     one_line_error(code, err, "rows lack field(s)", "paragraphs")
 
 
-def _musique_row(qid: str, answer: str = "Paris", paragraphs: int = 3, question: str = "Where is the tower?") -> dict:
-    return {
-        "id": qid, "question": question, "answer": answer, "answer_aliases": [],
-        "paragraphs": [{"idx": i, "title": f"T{i}", "paragraph_text": f"The tower {i} is in Paris, says source {i}.", "is_supporting": i == 0}
-                       for i in range(paragraphs)],
-    }
-
-
 def _fake_pool() -> EnginePool:
     return EnginePool(factory=lambda cfg: FakeBackend())
 
 
 def test_rows_without_answers_or_question_are_counted_named_and_recorded(tmp_path, capsys):
-    rows = [_musique_row("2hop__1"), _musique_row("2hop__2", answer=""), _musique_row("2hop__3"), _musique_row("2hop__4", question="  ")]
+    rows = [musique_row("2hop__1"), musique_row("2hop__2", answer=""), musique_row("2hop__3"), musique_row("2hop__4", question="  ")]
     path = tmp_path / "m.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     cfg = compose(["benchmark=musique", f"benchmark.path={path}", "benchmark.calibration=0", f"results_dir={tmp_path / 'r'}"])
@@ -341,7 +333,7 @@ def test_rows_without_answers_or_question_are_counted_named_and_recorded(tmp_pat
 
 
 def test_a_row_without_documents_is_named(tmp_path):
-    rows = [_musique_row("2hop__1"), _musique_row("2hop__2", paragraphs=0), _musique_row("2hop__3")]
+    rows = [musique_row("2hop__1"), musique_row("2hop__2", paragraphs=0), musique_row("2hop__3")]
     path = tmp_path / "m.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     for candidates, expected in (("retrieved", r"1 example\(s\) have no documents.*2hop__2"), ("all", r"1 example\(s\) of musique ship none \(2hop__2\)")):

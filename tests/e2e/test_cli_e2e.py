@@ -4,18 +4,11 @@ cache, and the one-line errors."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from tests.conftest import ROOT, configs_with_grid, grid_outcome
-from tests.fakes import madara
-
-
-def only_cell(results: Path) -> Path:
-    cells = [p for p in results.glob("*/*") if (p / "metrics.json").is_file()]
-    assert len(cells) == 1, cells
-    return cells[0]
+from tests.fakes import madara, only_cell
 
 
 @pytest.mark.llm

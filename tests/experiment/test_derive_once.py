@@ -10,7 +10,7 @@ import madara_cli.composition as composition
 from madara_cli.composition import compose
 from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.runner import run_cell
-from tests.test_strategies_e2e import FakeBackend
+from tests.fakes import FakeBackend
 
 MADARA = ["strategy=madara", "benchmark.calibration=6", "rsc.rescoring=logprob", "rsc.bootstrap=50", "limit=3"]
 

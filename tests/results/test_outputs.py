@@ -340,9 +340,9 @@ def test_verbose_shows_info_lines(results_dir, capsys):
 
 
 def test_probe_records_provenance_and_prompts(tmp_path):
-    from tests.test_probe import _probe
+    from tests.fakes import scripted_probe
 
-    record, path, *_ = _probe(tmp_path, lambda user, sig: sig % 6)
+    record, path, *_ = scripted_probe(tmp_path, lambda user, sig: sig % 6)
     saved = json.loads(path.read_text())
     assert saved["provenance"]["overrides"] == ["benchmark=mini", f"results_dir={tmp_path}"]
     assert saved["provenance"]["madara_version"] and record.provenance == saved["provenance"]

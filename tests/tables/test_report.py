@@ -14,8 +14,7 @@ import pytest
 from madara_cli.tables.builders import TABLES, build_table
 from madara_cli.tables.report import esc, write_report
 from tests.fakes import madara_main, one_line_error
-from tests.results_fixtures import write_cell, write_probe
-from tests.test_plots import PROV, demo_like_results
+from tests.results_fixtures import PROV, demo_like_results, write_cell, write_probe
 
 pytest.importorskip("matplotlib")
 

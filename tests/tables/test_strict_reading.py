@@ -241,10 +241,10 @@ def test_plan_names_a_benchmark_file_that_is_missing(monkeypatch, capsys, tmp_pa
 
 
 def _three_rows(tmp_path: Path) -> Path:
-    from tests.test_bad_input import _musique_row
+    from tests.fakes import musique_row
 
     path = tmp_path / "three.jsonl"
-    path.write_text("".join(json.dumps(_musique_row(f"2hop__{i}")) + "\n" for i in range(3)))
+    path.write_text("".join(json.dumps(musique_row(f"2hop__{i}")) + "\n" for i in range(3)))
     return path
 
 
