@@ -3,9 +3,9 @@
 - :class:`FakeBackend`: a deterministic engine (hash-drawn JSON scores, answers picked
   from the documents) that runs every strategy in :data:`FAKE_STRATEGIES` through the
   real cache, runner and configs, in milliseconds and without a model.
-- :func:`madara`: the ``madara`` command as a user types it, in a child process.
-- :func:`madara_main`: the same entry point in this process (``sys.argv`` set,
-  ``SystemExit`` caught), for tests that monkeypatch what it reaches.
+- :func:`cli`: the ``madara`` command as a user types it, in a child process, or in this
+  process given ``monkeypatch`` and ``capsys``; :func:`spawn` leaves the child running.
+  Every CLI call in the tests goes through them (tests/e2e/test_one_entry_point.py).
 - :func:`one_line_error`: the check that a failure is one clear line, no traceback.
 - :class:`RelevanceJudge`: the generative reranker's engine, 'yes' when a document names
   the question's subject.
@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import pytest
 
@@ -140,27 +140,68 @@ class FakeBackend:
 # The command line
 
 
-def madara(*args: str, env: dict | None = None, cwd: Path = ROOT, timeout: int = 600) -> subprocess.CompletedProcess:
-    """Run ``python -m madara_cli.cli ARGS`` in a child process from ``cwd`` (the
-    checkout by default), wide enough that tables do not wrap. This checkout comes first
-    on the child's ``PYTHONPATH`` and the caller's entries stay after it, so the child
-    imports this code and sees the same packages as the tests."""
+class Ran(NamedTuple):
+    """What one CLI call left: its exit code and what it printed. The field names are
+    ``subprocess.CompletedProcess``'s; it unpacks as ``code, out, err``."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def _command(args: Sequence[str], prelude: str | None = None) -> list[str]:
+    """The child's command line: ``python -m madara_cli.cli ARGS``, or with ``prelude``
+    (Python run first, e.g. to register a test-only verb) the same entry point after it."""
+    if prelude is None:
+        return [sys.executable, "-m", "madara_cli.cli", *args]
+    entry = "import sys\nfrom madara_cli import cli\nsys.argv = ['madara', *sys.argv[1:]]\ncli.main()\n"
+    return [sys.executable, "-c", f"{prelude}\n{entry}", *args]
+
+
+def _child_env(env: dict | None) -> dict[str, str]:
+    """This checkout first on the child's ``PYTHONPATH`` and the caller's entries after it,
+    so the child imports this code and sees the same packages as the tests; wide enough
+    that tables do not wrap."""
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    return subprocess.run(
-        [sys.executable, "-m", "madara_cli.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=timeout,
-        env={**os.environ, "PYTHONPATH": path, "COLUMNS": "200", **(env or {})},
-    )
+    return {**os.environ, "PYTHONPATH": path, "COLUMNS": "200", **(env or {})}
 
 
-def madara_main(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    """Run the CLI entry point in process; (exit code, stdout, stderr)."""
-    from madara_cli import cli
+# Environment variables the CLI itself sets (--config-dir, --include): undone after an
+# in-process call's test.
+_CLI_WRITES = ("MADARA_CONFIG_DIR", "MADARA_INCLUDE")
 
+
+def cli(*args: str, env: dict | None = None, cwd: Path | None = None, timeout: int = 600,
+        monkeypatch: pytest.MonkeyPatch | None = None, capsys: pytest.CaptureFixture | None = None) -> Ran:
+    """The ``madara`` command as a user types it: every CLI call in the tests goes through here.
+
+    By default in a child process (from ``cwd``, the checkout unless given; ``env`` added to
+    this environment). Given ``monkeypatch`` and ``capsys``, the same entry point runs in this
+    process (``sys.argv`` set, ``SystemExit`` caught), for tests that patch what it reaches;
+    ``env`` and ``cwd`` then apply through ``monkeypatch`` and are undone after the test."""
+    if monkeypatch is None:
+        r = subprocess.run(_command(args), capture_output=True, text=True, cwd=cwd or ROOT, timeout=timeout, env=_child_env(env))
+        return Ran(r.returncode, r.stdout, r.stderr)
+    assert capsys is not None, "an in-process call reads what it printed through capsys"
+    from madara_cli import cli as entry
+
+    for name in _CLI_WRITES:
+        monkeypatch.setenv(name, os.environ.get(name, ""))
+    for name, value in (env or {}).items():
+        monkeypatch.setenv(name, value)
+    if cwd is not None:
+        monkeypatch.chdir(cwd)
     monkeypatch.setattr(sys, "argv", ["madara", *args])
     with pytest.raises(SystemExit) as e:
-        cli.main()
+        entry.main()
     cap = capsys.readouterr()
-    return int(e.value.code or 0), cap.out, cap.err
+    return Ran(int(e.value.code or 0), cap.out, cap.err)
+
+
+def spawn(*args: str, env: dict | None = None, cwd: Path | None = None, prelude: str | None = None, **popen: Any) -> subprocess.Popen:
+    """:func:`cli`'s child process, left running (``subprocess.Popen`` keywords pass through),
+    for tests that signal or kill it mid-run."""
+    return subprocess.Popen(_command(args, prelude), cwd=cwd or ROOT, env=_child_env(env), **popen)
 
 
 def one_line_error(code: int, err: str, *needles: str) -> str:

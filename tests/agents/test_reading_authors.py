@@ -368,9 +368,9 @@ def test_import_reference_refuses_an_unrecognised_checkout(tmp_path, layout):
 
 
 def test_import_reference_command_is_one_line_on_a_bad_folder(tmp_path, monkeypatch, capsys):
-    from tests.fakes import madara_main
+    from tests.fakes import cli
 
-    code, _, err = madara_main(monkeypatch, capsys, "prompts", "import-reference", str(tmp_path / "nowhere"), "--out", str(tmp_path / "c"))
+    code, _, err = cli("prompts", "import-reference", str(tmp_path / "nowhere"), "--out", str(tmp_path / "c"), monkeypatch=monkeypatch, capsys=capsys)
     assert code != 0 and len(err.strip().splitlines()) == 1 and "js-lee-AI/MADARA" in err
 
 

@@ -9,7 +9,7 @@ import sqlite3
 from madara_cli.backends.cache import ResponseCache
 from madara_cli.backends.shards import ShardedCache, checkpoint, merge_shards, shard_dir
 from madara_cli.records import Completion
-from tests.fakes import madara
+from tests.fakes import cli
 
 
 def c(text: str, **kw) -> Completion:
@@ -96,7 +96,7 @@ def test_cache_merge_cli_reports_and_keeps_a_broken_shard(tmp_path):
     s.put_many("fp", "chat", [("x", c("x"))])
     s.close()
     (shard_dir(cache) / "bad.sqlite").write_bytes(b"not a database" * 100)
-    r = madara("cache", "merge", "--cache", str(cache))
+    r = cli("cache", "merge", "--cache", str(cache))
     assert r.returncode == 2, r.stderr
     assert "merged 1 shards" in r.stdout and "1 new" in r.stdout
     lines = r.stderr.strip().splitlines()

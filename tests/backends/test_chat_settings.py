@@ -16,7 +16,7 @@ from madara_cli.data.mini import generate
 from madara_cli.experiment.grid import semantic_config
 from madara_cli.records import ChatRequest, Completion, Message, ScoreRequest, messages
 from madara_cli.strategies import STRATEGIES, StrategyContext, load_all
-from tests.fakes import FAKE_STRATEGIES, FAMILIES, GEMMA_LIKE, FakeBackend, hf_tokenizer, hostile_messages, madara
+from tests.fakes import FAKE_STRATEGIES, FAMILIES, GEMMA_LIKE, FakeBackend, cli, hf_tokenizer, hostile_messages
 
 load_all()
 
@@ -33,14 +33,14 @@ def test_paper_models_carry_their_chat_settings():
 
 
 def test_cfg_job_shows_enable_thinking_for_qwen3_on_vllm():
-    r = madara("run", "model=qwen3-8b", "backend=vllm", "--cfg", "job")
+    r = cli("run", "model=qwen3-8b", "backend=vllm", "--cfg", "job")
     assert r.returncode == 0, r.stderr
     assert "chat_template_kwargs:\n    enable_thinking: false" in r.stdout
     assert "name: vllm" in r.stdout
 
 
 def test_ls_models_prints_the_chat_settings():
-    r = madara("ls", "models")
+    r = cli("ls", "models")
     assert r.returncode == 0, r.stderr
     lines = {line.split(":")[0]: line for line in r.stdout.splitlines()}
     assert "enable_thinking=false" in lines["qwen3-8b"]

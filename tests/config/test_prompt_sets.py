@@ -22,7 +22,7 @@ from madara_cli.data.retrieval import QWEN3_PREFIX, rerank_request
 from madara_cli.errors import ConfigError
 from madara_cli.records import ChatRequest, Doc, Example
 from tests.conftest import ROOT
-from tests.fakes import madara, only_cell
+from tests.fakes import cli, only_cell
 
 # Rendered requests and digests captured at commit 62abdde, before the prompts left
 # the Python modules (the digest's synthetic examples in every mode, and the requests
@@ -142,7 +142,7 @@ def test_a_user_set_changes_the_words_and_the_digests(user_dir):
 def test_prompts_is_a_config_key_shown_in_the_composed_config(user_dir):
     assert compose([]).prompts == "madara"
     assert compose(["prompts=mine"]).prompts == "mine"
-    out = madara("run", "prompts=mine", "--config-dir", str(user_dir), "strategy=three_agent", "limit=1", "--cfg", "job")
+    out = cli("run", "prompts=mine", "--config-dir", str(user_dir), "strategy=three_agent", "limit=1", "--cfg", "job")
     assert out.returncode == 0, out.stderr
     assert "\nprompts: mine\n" in out.stdout
 
@@ -185,7 +185,7 @@ def test_a_broken_set_fails_at_compose_time_in_one_line(user_dir):
     (mine / "relevence_user.txt").write_text("x\n", encoding="utf-8")
     assert "unknown file relevence_user.txt" in _compose_error("prompts=mine")
     # From the command line: one line, exit 2, no traceback, before any model loads.
-    out = madara("--config-dir", str(user_dir), "run", "prompts=mine", "strategy=nf", "limit=1")
+    out = cli("--config-dir", str(user_dir), "run", "prompts=mine", "strategy=nf", "limit=1")
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert out.stderr.strip().count("\n") == 0 and "relevence_user.txt" in out.stderr
 
@@ -240,7 +240,7 @@ def test_run_with_a_prompt_set_only_in_a_config_dir(user_dir, tmp_path):
     rel.write_text(rel.read_text(encoding="utf-8").replace("Decide how useful the document is", "Judge how helpful the document is"), encoding="utf-8")
     results = tmp_path / "results"
     # One query over its top 2 documents: 2 x 2 assessor calls, the detector and the generator.
-    out = madara("run", "prompts=mine", "--config-dir", str(user_dir), "strategy=three_agent", "limit=1", "retriever.k=2", "strategy.top_k=1",
+    out = cli("run", "prompts=mine", "--config-dir", str(user_dir), "strategy=three_agent", "limit=1", "retriever.k=2", "strategy.top_k=1",
                  f"results_dir={results}", timeout=1200)
     assert out.returncode == 0, out.stderr
     rows = [json.loads(x) for x in (only_cell(results) / "prompts.jsonl").read_text(encoding="utf-8").splitlines()]

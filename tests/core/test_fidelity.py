@@ -13,7 +13,7 @@ from madara_cli.composition import compose
 from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.grid import cell_from_cfg
 from madara_cli.experiment.runner import run_cell
-from tests.fakes import FakeBackend, madara
+from tests.fakes import FakeBackend, cli
 
 
 def _key(*overrides: str) -> str:
@@ -179,8 +179,8 @@ def test_tables_render_any_metric_and_footnote_the_split(tmp_path):
 
 
 def test_route_published_reproduces_table2_from_the_command_line():
-    r = madara("route", "--published")
+    r = cli("route", "--published")
     assert r.returncode == 0, r.stderr
     assert "10/10 of Table 2's routes reproduced" in r.stdout
-    bad = madara("tables", "--metric", "accuracy")
+    bad = cli("tables", "--metric", "accuracy")
     assert bad.returncode == 2 and "valid: em, em_strict, f1, contains" in bad.stderr

@@ -21,6 +21,7 @@ from madara_cli.data.splits import load_all_examples, load_benchmark, split
 from madara_cli.errors import DataError
 from madara_cli.records import Example
 from tests.conftest import ROOT
+from tests.fakes import cli
 
 
 def examples_of(name: str, path: Path | str, *extra: str) -> list[Example]:
@@ -292,9 +293,6 @@ def test_offline_mode_fails_fast_through_datasets(tmp_path):
 
 
 def test_cli_prints_the_hub_error_as_one_line(tmp_path):
-    r = subprocess.run(
-        [sys.executable, "-m", "madara_cli.cli", "run", "benchmark=triviaqa", "strategy=nf", "limit=2", f"results_dir={tmp_path / 'r'}"],
-        capture_output=True, text=True, cwd=ROOT, env=_offline_env(tmp_path), timeout=300,
-    )
+    r = cli("run", "benchmark=triviaqa", "strategy=nf", "limit=2", f"results_dir={tmp_path / 'r'}", env=_offline_env(tmp_path), timeout=300)
     assert r.returncode == 2, r.stderr
     assert r.stderr.strip().splitlines() == [f"error: {HUB_LINE}"]

@@ -4,8 +4,6 @@ an installed package's ``madara.loaders`` entry point."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,7 +15,7 @@ from madara_cli.data.loader_registry import LOADERS
 from madara_cli.data.splits import load_all_examples
 from madara_cli.errors import DataError
 from madara_cli.records import Doc
-from tests.conftest import ROOT
+from tests.fakes import cli
 
 ROWS = [
     {"id": "q1", "question": " Who wrote Hamlet? ", "answers": ["William Shakespeare", "Shakespeare"],
@@ -82,10 +80,7 @@ def test_rows_without_answers_are_dropped_as_for_every_benchmark(tmp_path, capsy
 def test_jsonl_without_a_path_says_to_set_one(tmp_path):
     with pytest.raises(DataError, match=r"set benchmark\.path=FILE"):
         load_all_examples(compose(["benchmark=jsonl"]).benchmark)
-    r = subprocess.run(
-        [sys.executable, "-m", "madara_cli.cli", "run", "benchmark=jsonl", "strategy=nf", "limit=1", f"results_dir={tmp_path}"],
-        capture_output=True, text=True, cwd=ROOT, timeout=300, env={**os.environ, "COLUMNS": "200"},
-    )
+    r = cli("run", "benchmark=jsonl", "strategy=nf", "limit=1", f"results_dir={tmp_path}", timeout=300)
     assert r.returncode != 0 and "Traceback" not in r.stderr
     lines = [x for x in r.stderr.splitlines() if x.strip()]
     assert len(lines) == 1 and "set benchmark.path=FILE" in lines[0], r.stderr
@@ -209,11 +204,8 @@ def test_nf_and_pde_run_on_a_five_row_file(tmp_path):
     # PDE scores through next-token log-probabilities (one forward pass per score, not
     # a JSON reply): the same stages, small enough for a shared 2-core machine.
     for strategy in ("strategy=nf", "strategy=pde strategy.scoring=logprob"):
-        r = subprocess.run(
-            [sys.executable, "-m", "madara_cli.cli", "run", "model=smollm2-135m", "benchmark=jsonl", f"benchmark.path={f}",
-             *strategy.split(), "limit=5", f"results_dir={results}"],
-            capture_output=True, text=True, cwd=ROOT, timeout=1500, env={**os.environ, "COLUMNS": "200"},
-        )
+        r = cli("run", "model=smollm2-135m", "benchmark=jsonl", f"benchmark.path={f}",
+                *strategy.split(), "limit=5", f"results_dir={results}", timeout=1500)
         assert r.returncode == 0, r.stderr
     cells = {p.name.split("__")[2]: p for p in results.glob("*/*") if (p / "metrics.json").is_file()}
     assert set(cells) == {"nf", "pde"}

@@ -13,7 +13,7 @@ from madara_cli.composition import compose
 from madara_cli.data.retrieval import pyserini_searcher, retrieve
 from madara_cli.data.splits import load_all_examples
 from tests.conftest import have
-from tests.fakes import madara
+from tests.fakes import cli
 
 pytestmark = pytest.mark.skipif(
     not (have("pyserini") and have("jnius")),
@@ -34,7 +34,7 @@ def flashrag(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def lucene_index(flashrag, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("indexes")
-    r = madara("index", "build", "--engine", "pyserini", "--corpus", str(flashrag / "wiki_sample_corpus.jsonl"), "--out", str(out))
+    r = cli("index", "build", "--engine", "pyserini", "--corpus", str(flashrag / "wiki_sample_corpus.jsonl"), "--out", str(out))
     assert r.returncode == 0, r.stderr
     line = next(x for x in r.stdout.splitlines() if x.startswith("index ready: "))
     path = Path(line.removeprefix("index ready: ").strip())
@@ -100,7 +100,7 @@ def test_benchmark_corpus_builds_its_lucene_index_once(flashrag, lucene_index, t
 @pytest.mark.llm
 def test_nf_cell_on_flashrag_nq_with_pyserini(flashrag, lucene_index, tmp_path):
     results = tmp_path / "results"
-    r = madara("run", "model=smollm2-135m", "benchmark=triviaqa", f"benchmark.path={flashrag / 'nq_test.jsonl'}", "retriever=pyserini",
+    r = cli("run", "model=smollm2-135m", "benchmark=triviaqa", f"benchmark.path={flashrag / 'nq_test.jsonl'}", "retriever=pyserini",
                f"retriever.index={lucene_index}", "strategy=nf", "limit=2", "backend.n_threads=1", f"results_dir={results}")
     assert r.returncode == 0, r.stderr
     (metrics,) = list(results.glob("*/*/metrics.json"))

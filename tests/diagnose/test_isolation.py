@@ -21,7 +21,7 @@ from madara_cli.experiment.grid import cell_from_cfg
 from madara_cli.experiment.runner import run_cell
 from madara_cli.experiment.treat import ensure_probe
 from madara_cli.records import ChatRequest, Completion, ScoreRequest
-from tests.fakes import madara
+from tests.fakes import cli
 
 QO = (0.76, 0.43, 0.08)  # quality-ordered, strongly coupled: the scoring arm is ATF
 STOCHASTIC = (0.39, 0.04, 0.14)
@@ -147,16 +147,16 @@ def test_policy_comparison_gaps():
 
 
 def test_route_cli_published_isolation():
-    r = madara("route", "--published", "--policy", "isolation", timeout=120)
+    r = cli("route", "--published", "--policy", "isolation", timeout=120)
     assert r.returncode == 0, r.stderr
     assert "isolation policy keeps 10/10 of Table 2's routes" in r.stdout
     assert "mean oracle gap" in r.stdout and "musique" in r.stdout
-    audit = madara("audit", "--policies", timeout=120)
+    audit = cli("audit", "--policies", timeout=120)
     assert audit.returncode == 0 and "Where the isolation policy differs from the paper's: qwen2.5-7b / musique" in audit.stdout
     assert "| pair | NF | Δ_iso (p) |" in audit.stdout
-    bad = madara("route", "--nf", "14", "--policy", "oracle", timeout=120)
+    bad = cli("route", "--nf", "14", "--policy", "oracle", timeout=120)
     assert bad.returncode != 0 and "valid: paper, isolation" in bad.stderr and "Traceback" not in bad.stderr
-    one = madara("route", "--nf", "14", "--rho", "0.83", "0.54", "0.03", "--policy", "isolation", "--iso-em", "12", "--iso-n", "100", timeout=120)
+    one = cli("route", "--nf", "14", "--rho", "0.83", "0.54", "0.03", "--policy", "isolation", "--iso-em", "12", "--iso-n", "100", timeout=120)
     assert one.returncode == 0, one.stderr
     assert "route: atf" in one.stdout.replace("\n", " ")
 
@@ -178,7 +178,7 @@ def test_keys_do_not_move_while_the_isolation_probe_is_off():
 
 
 def test_bad_policy_is_one_line(tmp_path):
-    r = madara("run", "strategy=madara", "router.policy=oracle", f"results_dir={tmp_path}", timeout=120)
+    r = cli("run", "strategy=madara", "router.policy=oracle", f"results_dir={tmp_path}", timeout=120)
     assert r.returncode == 2 and "router.policy" in r.stderr and "paper" in r.stderr and "Traceback" not in r.stderr
 
 
@@ -272,7 +272,7 @@ def test_isolation_policy_on_a_probe_without_it_is_one_line(tmp_path):
 def test_isolation_probe_on_cpu(tmp_path):
     """SmolLM2 on the mini benchmark: `madara probe rsc.isolation_probe=true` records Δ_iso and its p-value."""
     args = ["probe", "--n", "3", f"results_dir={tmp_path}", "generation.cot_max_tokens=64", "rsc.rescoring=logprob", "rsc.isolation_probe=true"]
-    r = madara(*args, timeout=1500)
+    r = cli(*args, timeout=1500)
     assert r.returncode == 0, r.stderr
     assert "Δ_iso" in r.stdout and "McNemar" in r.stdout and "router.policy=isolation" in r.stdout
     (path,) = list(tmp_path.glob("probes/*/probe.json"))

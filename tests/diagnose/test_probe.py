@@ -15,7 +15,7 @@ from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.runner import run_cell
 from madara_cli.experiment.treat import ensure_probe
 from madara_cli.records import ChatRequest, Completion, ScoreRequest
-from tests.fakes import FORCED_RESCORE_SYSTEM, ScriptedBackend, document_signature, madara, scripted_probe
+from tests.fakes import FORCED_RESCORE_SYSTEM, ScriptedBackend, cli, document_signature, scripted_probe
 
 PROBE_FIELDS = {
     "model", "benchmark", "n", "rho", "p_values", "rho_star", "rho_bar", "rsc_class", "coupling", "per_query",
@@ -221,7 +221,7 @@ def test_probe_cli_on_cpu_then_madara_reuses_it(tmp_path):
         "probe", "--model", "smollm2-135m", "--benchmark", "mini", "--n", "3",
         f"results_dir={tmp_path}", "generation.cot_max_tokens=96", "rsc.rescoring=logprob",
     ]
-    r = madara(*args, timeout=1200)
+    r = cli(*args, timeout=1200)
     assert r.returncode == 0, r.stderr
     assert "route:" in r.stdout and re.search(r"class: \S+", r.stdout)
     (path,) = list(tmp_path.glob("probes/*/probe.json"))

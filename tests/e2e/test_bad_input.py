@@ -3,7 +3,7 @@ non-zero exit (or a counted fallback), before any model loads where the input ca
 checked up front, and never loses work that had finished.
 
 Most cases go through the real entry point (:func:`madara_cli.cli.main`, in process,
-with ``sys.argv`` set: ``tests.fakes.madara_main``); the cases that need an engine use
+with ``sys.argv`` set: ``tests.fakes.cli`` with ``monkeypatch``); the cases that need an engine use
 the deterministic fake engine (``tests.fakes.FakeBackend``). SIGKILL mid-stage is tests/e2e/test_resume.py; SIGINT is
 tested here both on the entry point and (marked ``llm``) on a real run.
 """
@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import json
 import multiprocessing as mp
-import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -29,7 +27,7 @@ from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.runner import run_cell
 from madara_cli.records import ChatRequest, Completion, Message
 from tests.conftest import ROOT
-from tests.fakes import FakeBackend, madara_main, musique_row, one_line_error
+from tests.fakes import FakeBackend, cli, musique_row, one_line_error, spawn
 
 # --------------------------------------------------------------------------- #
 # Unknown names
@@ -46,15 +44,15 @@ from tests.fakes import FakeBackend, madara_main, musique_row, one_line_error
     ],
 )
 def test_unknown_group_option_names_the_valid_ones(monkeypatch, capsys, no_engine, tmp_path, override, needle):
-    code, _, err = madara_main(monkeypatch, capsys, "run", override, f"results_dir={tmp_path / 'r'}")
+    code, _, err = cli("run", override, f"results_dir={tmp_path / 'r'}", monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, needle)
     assert not (tmp_path / "r").exists()
 
 
 def test_unknown_grid_and_command(monkeypatch, capsys, no_engine):
-    code, _, err = madara_main(monkeypatch, capsys, "run", "--grid", "nope")
+    code, _, err = cli("run", "--grid", "nope", monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, "unknown grid 'nope'", "demo")
-    code, _, err = madara_main(monkeypatch, capsys, "rnu")
+    code, _, err = cli("rnu", monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, "valid commands:", "run")
 
 
@@ -76,7 +74,7 @@ def test_unknown_grid_and_command(monkeypatch, capsys, no_engine):
     ],
 )
 def test_malformed_overrides_name_key_and_type(monkeypatch, capsys, no_engine, override, needles):
-    code, _, err = madara_main(monkeypatch, capsys, "run", "strategy=three_agent", override)
+    code, _, err = cli("run", "strategy=three_agent", override, monkeypatch=monkeypatch, capsys=capsys)
     line = one_line_error(code, err, *needles)
     assert "Error merging override" not in line
 
@@ -117,7 +115,7 @@ def test_malformed_overrides_name_key_and_type(monkeypatch, capsys, no_engine, o
 )
 def test_out_of_range_settings_fail_before_any_work(monkeypatch, capsys, no_engine, tmp_path, override, needle):
     overrides = override.split() if override.startswith("strategy=") else ["strategy=pde", override]
-    code, _, err = madara_main(monkeypatch, capsys, "run", *overrides, f"results_dir={tmp_path / 'r'}")
+    code, _, err = cli("run", *overrides, f"results_dir={tmp_path / 'r'}", monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, needle)
     assert not (tmp_path / "r").exists(), "nothing may be written for a refused config"
 
@@ -137,23 +135,23 @@ def test_out_of_range_settings_fail_before_any_work(monkeypatch, capsys, no_engi
     ],
 )
 def test_a_setting_of_another_strategy_or_a_bad_choice_stops_before_any_work(monkeypatch, capsys, no_engine, tmp_path, overrides, needle):
-    code, _, err = madara_main(monkeypatch, capsys, "run", *overrides, f"results_dir={tmp_path / 'r'}")
+    code, _, err = cli("run", *overrides, f"results_dir={tmp_path / 'r'}", monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, needle)
     assert code == 2
     assert not (tmp_path / "r").exists(), "nothing may be written for a refused config"
 
 
 def test_a_grid_setting_that_fits_none_of_its_strategies_stops_before_any_work(monkeypatch, capsys, no_engine, tmp_path):
-    code, _, err = madara_main(monkeypatch, capsys, "run", "--grid", "demo", "strategy.rrf_kk=3", f"results_dir={tmp_path / 'r'}")
+    code, _, err = cli("run", "--grid", "demo", "strategy.rrf_kk=3", f"results_dir={tmp_path / 'r'}", monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, "unknown key 'strategy.rrf_kk'")
-    code, _, err = madara_main(monkeypatch, capsys, "run", "--grid", "table16", "strategy.kappa=0.9", f"results_dir={tmp_path / 'r'}")
+    code, _, err = cli("run", "--grid", "table16", "strategy.kappa=0.9", f"results_dir={tmp_path / 'r'}", monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, "strategy.kappa does not apply to")
     assert code == 2 and not (tmp_path / "r").exists()
 
 
 def test_launcher_jobs_below_one_are_refused(monkeypatch, capsys, no_engine, tmp_path):
     for jobs in ("0", "-2"):
-        code, _, err = madara_main(monkeypatch, capsys, "run", "--grid", "demo", "--launcher", "joblib", "-j", jobs, f"results_dir={tmp_path / 'r'}")
+        code, _, err = cli("run", "--grid", "demo", "--launcher", "joblib", "-j", jobs, f"results_dir={tmp_path / 'r'}", monkeypatch=monkeypatch, capsys=capsys)
         one_line_error(code, err, "'-j'", "greater than or equal to 1")
     from madara_cli.experiment.launch import multirun
 
@@ -171,23 +169,23 @@ def test_every_shipped_config_passes_validation():
 
 
 def test_probe_and_route_and_compare_ranges(monkeypatch, capsys, no_engine):
-    code, _, err = madara_main(monkeypatch, capsys, "probe", "--n", "-1")
+    code, _, err = cli("probe", "--n", "-1", monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, "--n")
-    code, _, err = madara_main(monkeypatch, capsys, "probe", "rsc.rescoring=bogus")
+    code, _, err = cli("probe", "rsc.rescoring=bogus", monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, "rsc.rescoring='bogus'")
-    code, out, err = madara_main(monkeypatch, capsys, "route", "--nf", "20", "--rho", "5", "-7", "2")
+    code, out, err = cli("route", "--nf", "20", "--rho", "5", "-7", "2", monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, "[-1, 1]", "5 -7 2")
     assert "route:" not in out
-    code, _, err = madara_main(monkeypatch, capsys, "compare", "a", "b", "--resamples", "0")
+    code, _, err = cli("compare", "a", "b", "--resamples", "0", monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, "--resamples")
     for option, value in (("--tau-nf", "130"), ("--rho1", "2"), ("--entropy", "1.5"), ("--entropy", "-0.1")):
-        code, out, err = madara_main(monkeypatch, capsys, "route", "--nf", "20", "--rho", "0.5", "0.2", "0.1", option, value)
+        code, out, err = cli("route", "--nf", "20", "--rho", "0.5", "0.2", "0.1", option, value, monkeypatch=monkeypatch, capsys=capsys)
         one_line_error(code, err, option)
         assert "route:" not in out
 
 
 def test_missing_probe_file_for_madara(monkeypatch, capsys, no_engine, tmp_path):
-    code, _, err = madara_main(monkeypatch, capsys, "run", "strategy=madara", f"strategy.probe={tmp_path / 'nope.json'}")
+    code, _, err = cli("run", "strategy=madara", f"strategy.probe={tmp_path / 'nope.json'}", monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, "strategy.probe: no probe file at")
 
 
@@ -211,7 +209,7 @@ def _run_file(monkeypatch, capsys, tmp_path, body: str | None, name: str = "benc
     path = tmp_path / name
     if body is not None:
         path.write_text(body)
-    return madara_main(monkeypatch, capsys, "run", f"benchmark={benchmark}", f"benchmark.path={path}", f"results_dir={tmp_path / 'r'}")
+    return cli("run", f"benchmark={benchmark}", f"benchmark.path={path}", f"results_dir={tmp_path / 'r'}", monkeypatch=monkeypatch, capsys=capsys)
 
 
 def test_missing_benchmark_file(monkeypatch, capsys, no_engine, tmp_path):
@@ -408,7 +406,7 @@ def test_cache_file_that_is_not_a_database(monkeypatch, capsys, no_engine, tmp_p
     results = tmp_path / "r"
     results.mkdir()
     (results / "cache.sqlite").write_bytes(b"this is not sqlite at all " * 100)
-    code, _, err = madara_main(monkeypatch, capsys, "run", "limit=1", f"results_dir={results}")
+    code, _, err = cli("run", "limit=1", f"results_dir={results}", monkeypatch=monkeypatch, capsys=capsys)
     line = one_line_error(code, err, str(results / "cache.sqlite"), "mv ")
     assert "damaged" in line
 
@@ -469,9 +467,9 @@ def test_cache_hits_do_not_call_the_engine(tmp_path):
 def test_results_folder_not_writable(monkeypatch, capsys, no_engine, tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    code, _, err = madara_main(monkeypatch, capsys, "run", "limit=1", f"results_dir={blocker / 'results'}")
+    code, _, err = cli("run", "limit=1", f"results_dir={blocker / 'results'}", monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, "cannot use", str(blocker))
-    code, _, err = madara_main(monkeypatch, capsys, "tables", "--results", str(tmp_path), "--out", str(blocker / "tables"))
+    code, _, err = cli("tables", "--results", str(tmp_path), "--out", str(blocker / "tables"), monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, "cannot use", str(blocker))
 
 
@@ -496,7 +494,7 @@ def test_truncated_metrics_json_is_reported_by_tables(monkeypatch, capsys, tmp_p
         res = run_cell(compose(["strategy=nf", f"results_dir={results}"]), pool, examples=generate(2))
     text = (res.folder / "metrics.json").read_text()
     (res.folder / "metrics.json").write_text(text[: len(text) // 2])
-    code, out, err = madara_main(monkeypatch, capsys, "tables", "--results", str(results))
+    code, out, err = cli("tables", "--results", str(results), monkeypatch=monkeypatch, capsys=capsys)
     assert code == 1 and "wrote" in out  # the other tables are written; the exit says one cell is missing
     line = one_line_error(code, err, res.folder.name, "not readable JSON")
     assert line.startswith("error:")
@@ -512,14 +510,14 @@ def test_a_results_path_with_markup_is_printed_as_it_is(monkeypatch, capsys, tmp
     monkeypatch.setenv("MADARA_CONFIG_DIR", "")
     monkeypatch.setenv("MADARA_INCLUDE", "")
     monkeypatch.setenv("COLUMNS", "400")
-    code, out, err = madara_main(monkeypatch, capsys, "--config-dir", str(configs), "--include", str(ROOT / "tests" / "plugins"),
-                                 "run", "backend=toy", "strategy=nf", "benchmark=mini", "limit=2", "--results", str(results))
+    code, out, err = cli("--config-dir", str(configs), "--include", str(ROOT / "tests" / "plugins"),
+                                 "run", "backend=toy", "strategy=nf", "benchmark=mini", "limit=2", "--results", str(results), monkeypatch=monkeypatch, capsys=capsys)
     assert code == 0 and "Traceback" not in err, err
     [cell] = [p for p in results.glob("*/*") if (p / "metrics.json").is_file()]
     assert str(cell) in out.replace("\n", "")
-    code, out, err = madara_main(monkeypatch, capsys, "show", cell.name, "--results", str(results))
+    code, out, err = cli("show", cell.name, "--results", str(results), monkeypatch=monkeypatch, capsys=capsys)
     assert code == 0 and str(cell) in out.replace("\n", ""), err
-    code, out, err = madara_main(monkeypatch, capsys, "tables", "--results", str(results))
+    code, out, err = cli("tables", "--results", str(results), monkeypatch=monkeypatch, capsys=capsys)
     assert code in (0, 1) and "Traceback" not in err and "MarkupError" not in err, err
     assert "wrote" in out and "[/x][bold]" in out
 
@@ -534,7 +532,7 @@ def test_plot_names_torn_metrics_and_exits_1_like_tables(monkeypatch, capsys, tm
         torn = run_cell(compose(["strategy=pde", f"results_dir={results}"]), pool, examples=generate(2))
     text = (torn.folder / "metrics.json").read_text()
     (torn.folder / "metrics.json").write_text(text[: len(text) // 2])
-    code, out, err = madara_main(monkeypatch, capsys, "plot", "--results", str(results), "--format", "png")
+    code, out, err = cli("plot", "--results", str(results), "--format", "png", monkeypatch=monkeypatch, capsys=capsys)
     assert code == 1 and ".png" in out and "Traceback" not in err, (out, err)  # the readable cell is still drawn
     [line] = [ln for ln in err.splitlines() if ln.startswith("error:")]  # the notes say which figures need a probe
     assert torn.folder.name in line and "not readable JSON" in line and "figures were drawn without them" in line
@@ -546,7 +544,7 @@ def test_duplicate_corpus_ids_stop_the_index_build(monkeypatch, capsys, tmp_path
     rows = [{"id": "a", "title": "A", "text": "alpha"}, {"id": "b", "title": "B", "text": "beta"}, {"id": "a", "title": "A2", "text": "again"}]
     corpus.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out_dir = tmp_path / "idx"
-    code, _, err = madara_main(monkeypatch, capsys, "index", "build", "--corpus", str(corpus), "--out", str(out_dir))
+    code, _, err = cli("index", "build", "--corpus", str(corpus), "--out", str(out_dir), monkeypatch=monkeypatch, capsys=capsys)
     assert code == 2 and "Traceback" not in err
     [line] = [ln for ln in err.splitlines() if ln.startswith("error:")]  # beside tqdm's progress bar
     assert str(corpus) in line and "document id 'a' appears twice" in line and "documents 1 and 3" in line
@@ -576,23 +574,19 @@ def test_finished_cell_survives_a_failed_forced_rerun(tmp_path):
 
 
 _NAP = """
-import sys, time
+import time
 from madara_cli import cli
 
 @cli.app.command("nap")
 def nap():
     print("ready", flush=True)
     time.sleep(120)
-
-sys.argv = ["madara", "nap"]
-cli.main()
 """
 
 
 @pytest.mark.parametrize("sig,code,word", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")])
 def test_interrupt_prints_one_line_and_exits_128_plus_signal(sig, code, word):
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-c", _NAP], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = spawn("nap", prelude=_NAP, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "ready"
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
@@ -613,8 +607,8 @@ def _cached(path: Path) -> int:
 @pytest.mark.llm
 def test_sigint_mid_stage_keeps_the_cache_and_resumes(tmp_path):
     n = 10
-    cmd = [sys.executable, "-m", "madara_cli.cli", "run", "strategy=nf", f"limit={n}", "backend.batch_size=1", "backend.n_threads=1", f"results_dir={tmp_path}"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    args = ["run", "strategy=nf", f"limit={n}", "backend.batch_size=1", "backend.n_threads=1", f"results_dir={tmp_path}"]
+    proc = spawn(*args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 300
     while _cached(tmp_path / "cache.sqlite") < 2 and time.time() < deadline and proc.poll() is None:
         time.sleep(0.05)
@@ -625,7 +619,7 @@ def test_sigint_mid_stage_keeps_the_cache_and_resumes(tmp_path):
     done = _cached(tmp_path / "cache.sqlite")
     assert 2 <= done < n
     assert not list(tmp_path.glob("adhoc/*/metrics.json"))
-    resumed = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    resumed = cli(*args)
     assert resumed.returncode == 0, resumed.stderr
     (m,) = list(tmp_path.glob("adhoc/*/metrics.json"))
     acct = json.loads(m.read_text())["accounting"]

@@ -23,7 +23,7 @@ from madara_cli.errors import CacheError, ConfigError, DataError
 from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.runner import run_cell
 from madara_cli.records import Completion
-from tests.fakes import FakeBackend, madara_main, one_line_error
+from tests.fakes import FakeBackend, cli, one_line_error
 
 # Every case here is reported before a model could load (or runs the fake engine).
 pytestmark = pytest.mark.usefixtures("no_engine")
@@ -53,7 +53,7 @@ def test_every_naming_setting_refuses_a_path(monkeypatch, capsys, tmp_path, key,
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.chdir(work)
-    code, _, err = madara_main(monkeypatch, capsys, "run", "strategy=nf", "limit=1", f"{key}={value}", f"results_dir={work / 'results'}")
+    code, _, err = cli("run", "strategy=nf", "limit=1", f"{key}={value}", f"results_dir={work / 'results'}", monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, key, "cannot name a results folder")
     assert tree(tmp_path) == ["work"]  # nothing written, inside or out
 
@@ -63,20 +63,20 @@ def test_every_naming_setting_refuses_a_path(monkeypatch, capsys, tmp_path, key,
 def test_one_naming_rule_for_every_name(monkeypatch, capsys, tmp_path, key, value):
     """Letters, digits, '-', '_' and '.', at most NAME_MAX_BYTES: a quote (that broke
     MLflow's filter), a space, a non-ASCII letter or a long name stop at compose time."""
-    code, _, err = madara_main(monkeypatch, capsys, "run", "strategy=nf", "limit=1", f'{key}="{value}"', f"results_dir={tmp_path / 'r'}")
+    code, _, err = cli("run", "strategy=nf", "limit=1", f'{key}="{value}"', f"results_dir={tmp_path / 'r'}", monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, key, "cannot name a results folder", "letters, digits")
     assert not (tmp_path / "r").exists()
 
 
 def test_grid_and_prompt_set_names_follow_the_same_rule(monkeypatch, capsys, tmp_path):
-    code, _, err = madara_main(monkeypatch, capsys, "run", "--grid", "it's", f"results_dir={tmp_path / 'r'}")
+    code, _, err = cli("run", "--grid", "it's", f"results_dir={tmp_path / 'r'}", monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, "--grid", "cannot name a results folder")
     long_set = tmp_path / "configs" / "prompts" / ("p" * 49)
     long_set.mkdir(parents=True)
     (long_set / "set.yaml").write_text("extends: madara\n")
     monkeypatch.setenv("MADARA_CONFIG_DIR", "")
-    code, _, err = madara_main(monkeypatch, capsys, "--config-dir", str(tmp_path / "configs"), "run", "prompts=" + "p" * 49,
-                               f"results_dir={tmp_path / 'r'}")
+    code, _, err = cli("--config-dir", str(tmp_path / "configs"), "run", "prompts=" + "p" * 49,
+                               f"results_dir={tmp_path / 'r'}", monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, "prompts", "over 48")
     assert not (tmp_path / "r").exists()
 
@@ -105,15 +105,15 @@ def test_must_show_grid_name_traversal_writes_nothing_outside(monkeypatch, capsy
     work = tmp_path / "a" / "b"
     work.mkdir(parents=True)
     monkeypatch.chdir(work)
-    code, _, err = madara_main(monkeypatch, capsys, "run", "strategy=nf", "limit=1", "grid_name=../../x")
+    code, _, err = cli("run", "strategy=nf", "limit=1", "grid_name=../../x", monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, "grid_name='../../x'")
     assert tree(tmp_path) == ["a", "a/b"]
 
 
 def test_a_sweep_and_a_grid_refuse_it_too(monkeypatch, capsys, tmp_path):
-    code, _, err = madara_main(monkeypatch, capsys, "run", "-m", "strategy=nf,pde", "limit=1", "grid_name=../x", f"results_dir={tmp_path / 'r'}")
+    code, _, err = cli("run", "-m", "strategy=nf,pde", "limit=1", "grid_name=../x", f"results_dir={tmp_path / 'r'}", monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, "grid_name")
-    code, _, err = madara_main(monkeypatch, capsys, "run", "--grid", "../x", f"results_dir={tmp_path / 'r'}")
+    code, _, err = cli("run", "--grid", "../x", f"results_dir={tmp_path / 'r'}", monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, "--grid")
     assert tree(tmp_path) == []
 
@@ -129,11 +129,11 @@ def test_config_dir_names_cannot_climb_out(monkeypatch, capsys, tmp_path):
     (user / "model" / "evil.yaml").write_text(model.replace(f"name: {shipped}", "name: ../../evil"))
     results = tmp_path / "results"
     monkeypatch.setenv("MADARA_CONFIG_DIR", "")  # recorded, so the --config-dir the run adds is undone
-    code, _, err = madara_main(monkeypatch, capsys, "--config-dir", str(user), "run", "--grid", "esc", f"results_dir={results}")
+    code, _, err = cli("--config-dir", str(user), "run", "--grid", "esc", f"results_dir={results}", monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, "esc.yaml", "cannot name a results folder")
-    code, _, err = madara_main(monkeypatch, capsys, "--config-dir", str(user), "run", "model=evil", "limit=1", f"results_dir={results}")
+    code, _, err = cli("--config-dir", str(user), "run", "model=evil", "limit=1", f"results_dir={results}", monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, "model.name='../../evil'")
-    code, _, err = madara_main(monkeypatch, capsys, "--config-dir", str(user), "probe", "--model", "evil", f"results_dir={results}")
+    code, _, err = cli("--config-dir", str(user), "probe", "--model", "evil", f"results_dir={results}", monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, "model.name")
     assert not results.exists() and not (tmp_path.parent / "esc").exists() and not (tmp_path.parent / "evil").exists()
 
@@ -189,7 +189,7 @@ def test_must_show_edited_snapshot_then_force_is_one_line(monkeypatch, capsys, t
     snap = _snapshot(results)
     _edit_first_document(snap)
     before = tree(results)
-    code, _, err = madara_main(monkeypatch, capsys, "run", "strategy=nf", "limit=1", "force=true", f"results_dir={results}")
+    code, _, err = cli("run", "strategy=nf", "limit=1", "force=true", f"results_dir={results}", monkeypatch=monkeypatch, capsys=capsys)
     line = one_line_error(code, err, str(snap), "line 1", "content hash", "mv ")
     assert "force=true" in line  # says force does not rebuild it, and what does
     assert tree(results) == before
@@ -251,7 +251,7 @@ def test_a_hand_edited_snapshot_stops_the_run_with_or_without_force(monkeypatch,
     snap.write_text("\n".join(edit(snap.read_text(encoding="utf-8").splitlines())) + "\n", encoding="utf-8")
     before = tree(results)
     for args in (["limit=3"], ["limit=2", "force=true"]):  # a new cell reading the snapshot; the finished one forced
-        code, _, err = madara_main(monkeypatch, capsys, "run", "strategy=nf", *args, f"results_dir={results}")
+        code, _, err = cli("run", "strategy=nf", *args, f"results_dir={results}", monkeypatch=monkeypatch, capsys=capsys)
         one_line_error(code, err, str(snap), *needles, f"mv {snap} ")
     assert tree(results) == before
 
@@ -269,11 +269,11 @@ def test_a_meta_file_that_does_not_match_stops_the_run(monkeypatch, capsys, tmp_
         ("[1, 2", "not a JSON object"),
     ]:
         meta_path.write_text(body)
-        code, _, err = madara_main(monkeypatch, capsys, "run", "strategy=nf", "limit=1", "force=true", f"results_dir={results}")
+        code, _, err = cli("run", "strategy=nf", "limit=1", "force=true", f"results_dir={results}", monkeypatch=monkeypatch, capsys=capsys)
         one_line_error(code, err, str(snap), meta_path.name, needle, "mv ")
     meta_path.write_text(json.dumps({**meta, "retriever": {**meta["retriever"], "k": 99}}))
     meta_path.rename(meta_path.with_name("moved.json"))
-    code, _, err = madara_main(monkeypatch, capsys, "run", "strategy=nf", "limit=1", "force=true", f"results_dir={results}")
+    code, _, err = cli("run", "strategy=nf", "limit=1", "force=true", f"results_dir={results}", monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, str(snap), "has no meta file")
     # The mv the line gives rebuilds it, whatever the meta file beside it says.
     meta_path.with_name("moved.json").rename(meta_path)
@@ -367,8 +367,8 @@ def test_must_show_non_utf8_benchmark_file_is_one_line_and_leaves_no_folder(monk
     for results in (tmp_path / "new-results", tmp_path / "old-results"):
         if results.name == "old-results":
             results.mkdir()
-        code, _, err = madara_main(monkeypatch, capsys, "run", "benchmark=musique", f"benchmark.path={bench}", "strategy=nf", "limit=1",
-                              f"results_dir={results}")
+        code, _, err = cli("run", "benchmark=musique", f"benchmark.path={bench}", "strategy=nf", "limit=1",
+                              f"results_dir={results}", monkeypatch=monkeypatch, capsys=capsys)
         one_line_error(code, err, str(bench), "not UTF-8", f"offset {offset}", "line 2", "0xe9")
     assert tree(tmp_path) == ["bench.jsonl", "old-results"]  # no adhoc/, no new results folder
 
@@ -402,7 +402,7 @@ def test_broken_or_tagged_yaml_under_config_dir_is_one_line(monkeypatch, capsys,
     path = user / "strategy" / "mine.yaml"
     path.write_bytes(body.format(marker=marker).encode("latin-1"))
     monkeypatch.setenv("MADARA_CONFIG_DIR", "")  # recorded, so the --config-dir the run adds is undone
-    code, _, err = madara_main(monkeypatch, capsys, "--config-dir", str(user), "run", "--cfg", "job", "strategy=mine")
+    code, _, err = cli("--config-dir", str(user), "run", "--cfg", "job", "strategy=mine", monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, str(path), *needles)
     assert not marker.exists()  # nothing in it ran
 
@@ -451,7 +451,7 @@ def test_full_disk_during_a_snapshot_write_is_one_line(monkeypatch, capsys, tmp_
     results = tmp_path / "results"
     (results / "snapshots").mkdir(parents=True)
     (results / "snapshots" / name).symlink_to("/dev/full")
-    code, _, err = madara_main(monkeypatch, capsys, "run", "strategy=nf", "limit=1", f"results_dir={results}")
+    code, _, err = cli("run", "strategy=nf", "limit=1", f"results_dir={results}", monkeypatch=monkeypatch, capsys=capsys)
     line = one_line_error(code, err, f"no space left on {results / 'snapshots' / name}")
     assert "damaged" not in line
     assert not (results / "adhoc").exists()
@@ -481,7 +481,7 @@ def test_no_space_line_from_the_entry_point(monkeypatch, capsys):
             raise OSError(errno.ENOSPC, "No space left on device")
 
     try:
-        code, _, err = madara_main(monkeypatch, capsys, "fill-disk")
+        code, _, err = cli("fill-disk", monkeypatch=monkeypatch, capsys=capsys)
     finally:
         cli.app.registered_commands.pop()
     line = one_line_error(code, err, "no space left on /r/adhoc/cell/predictions.jsonl", "finished cells and cached completions are kept")
@@ -493,8 +493,8 @@ def test_unwritable_cache_folder_names_it(monkeypatch, capsys, tmp_path):
     blocker.write_text("")
     with fake_pool() as pool:
         run_cell(compose(["strategy=nf", "limit=1", f"results_dir={tmp_path / 'r'}"]), pool)  # the snapshot exists: the cache is next
-    code, _, err = madara_main(monkeypatch, capsys, "run", "strategy=nf", "limit=1", "force=true", f"results_dir={tmp_path / 'r'}",
-                          f"cache={blocker / 'cache' / 'cache.sqlite'}")
+    code, _, err = cli("run", "strategy=nf", "limit=1", "force=true", f"results_dir={tmp_path / 'r'}",
+                          f"cache={blocker / 'cache' / 'cache.sqlite'}", monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, "cannot use", str(blocker))
 
 
@@ -512,8 +512,8 @@ def test_unwritable_home_names_the_datasets_cache_folder(monkeypatch, capsys, tm
     bench = tmp_path / "bench.jsonl"
     bench.write_text(_musique_line("2hop__1"), encoding="utf-8")
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", Path(blocker / "home" / ".cache" / "huggingface" / "datasets"))
-    code, _, err = madara_main(monkeypatch, capsys, "run", "benchmark=musique", f"benchmark.path={bench}", "strategy=nf", "limit=1",
-                          f"results_dir={tmp_path / 'r'}")
+    code, _, err = cli("run", "benchmark=musique", f"benchmark.path={bench}", "strategy=nf", "limit=1",
+                          f"results_dir={tmp_path / 'r'}", monkeypatch=monkeypatch, capsys=capsys)
     line = one_line_error(code, err, str(blocker))
     assert "cannot read as json" not in line and not line.startswith(f"error: {bench}")  # not called a bad data file
     assert "HF_HOME" in line

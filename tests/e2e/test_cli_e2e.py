@@ -8,13 +8,13 @@ import json
 import pytest
 
 from tests.conftest import ROOT, configs_with_grid, grid_outcome
-from tests.fakes import madara, only_cell
+from tests.fakes import cli, only_cell
 
 
 @pytest.mark.llm
 def test_nf_cell_runs_and_rerun_is_free(results_dir):
     args = ["run", "model=smollm2-135m", "benchmark=mini", "strategy=nf", "limit=4", f"results_dir={results_dir}"]
-    first = madara(*args)
+    first = cli(*args)
     assert first.returncode == 0, first.stderr
     assert "EM %" in first.stdout and "smollm2-135m" in first.stdout
     cell = only_cell(results_dir)
@@ -24,11 +24,11 @@ def test_nf_cell_runs_and_rerun_is_free(results_dir):
     assert len(rows) == 4 and all(len(r["doc_ids"]) == 10 for r in rows)
 
     # Same cell again: finished, so nothing runs at all.
-    again = madara(*args)
+    again = cli(*args)
     assert again.returncode == 0 and "done earlier" in again.stdout
 
     # Forced re-run: every completion comes from the cache, metrics identical.
-    forced = madara(*args, "force=true")
+    forced = cli(*args, "force=true")
     assert forced.returncode == 0, forced.stderr
     m2 = json.loads((cell / "metrics.json").read_text())
     assert m2["accounting"]["calls_issued"] == 0 and m2["accounting"]["cache_hits"] == 4
@@ -39,7 +39,7 @@ def test_nf_cell_runs_and_rerun_is_free(results_dir):
 @pytest.mark.llm
 def test_grid_runs_every_cell(tmp_path, results_dir):
     env = configs_with_grid(tmp_path, "tiny", "axes:\n  model: [smollm2-135m]\n  benchmark: [mini]\n  strategy: [nf]\noverrides: [limit=2]\n")
-    r = madara("run", "--grid", "tiny", f"results_dir={results_dir}", "seed=1", env=env)
+    r = cli("run", "--grid", "tiny", f"results_dir={results_dir}", "seed=1", env=env)
     assert r.returncode == 0, r.stderr
     assert (only_cell(results_dir).parent.name) == "tiny"
 
@@ -56,7 +56,7 @@ def test_grid_runs_every_cell(tmp_path, results_dir):
     ],
 )
 def test_user_errors_are_one_line_exit_2(args, needle):
-    r = madara(*args)
+    r = cli(*args)
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], r.stderr
@@ -73,7 +73,7 @@ def test_launcher_sees_config_dir_options(tmp_path):
     (user / "strategy" / "nf_mine.yaml").write_text((ROOT / "configs" / "strategy" / "nf.yaml").read_text())
     (user / "grid" / "mygrid.yaml").write_text("name: mygrid\naxes:\n  model: [smollm2-135m]\n  benchmark: [mini]\n  strategy: [nf_mine]\noverrides: [limit=1]\n")
     results = tmp_path / "results"
-    r = madara("--config-dir", str(user), "run", "--grid", "mygrid", "--launcher", "joblib", "-j", "1", f"results_dir={results}")
+    r = cli("--config-dir", str(user), "run", "--grid", "mygrid", "--launcher", "joblib", "-j", "1", f"results_dir={results}")
     assert r.returncode == 0, r.stderr
     [cell] = results.glob("mygrid/*/metrics.json")
     assert json.loads(cell.read_text())["n"] == 1
@@ -85,10 +85,10 @@ def test_joblib_launcher_matches_serial(tmp_path):
     par, ser = tmp_path / "parallel", tmp_path / "serial"
     # No backend.n_threads here: the launcher sets it per worker, and a thread count
     # must not change cell identity, or the read-back would not find the workers' cells.
-    p = madara("run", "--grid", "pair", "--launcher", "joblib", "-j", "2", f"results_dir={par}", env=env)
+    p = cli("run", "--grid", "pair", "--launcher", "joblib", "-j", "2", f"results_dir={par}", env=env)
     assert p.returncode == 0, p.stderr
     assert len(list(par.glob("pair/*/metrics.json"))) == 2  # exactly the serial run's folders, none twice
-    s = madara("run", "--grid", "pair", f"results_dir={ser}", "backend.n_threads=1", env=env)
+    s = cli("run", "--grid", "pair", f"results_dir={ser}", "backend.n_threads=1", env=env)
     assert s.returncode == 0, s.stderr
     assert sorted(p.name for p in par.glob("pair/*")) == sorted(p.name for p in ser.glob("pair/*"))
 

@@ -4,8 +4,6 @@ and metrics apart from the ``timing`` section of metrics.json."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,8 +12,7 @@ from madara_cli.composition import compose
 from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.runner import run_cell
 from madara_cli.tables import write_tables
-from tests.conftest import ROOT
-from tests.fakes import FakeBackend
+from tests.fakes import FakeBackend, cli
 
 STRATEGIES = ("nf", "three_agent", "pde", "pde_random", "atf")
 
@@ -69,8 +66,8 @@ def test_a_different_seed_changes_the_predictions(tmp_path):
 def test_real_engine_runs_are_byte_identical(tmp_path):
     heads, preds = [], []
     for name in ("a", "b"):
-        cmd = [sys.executable, "-m", "madara_cli.cli", "run", "strategy=nf", "limit=3", "backend.n_threads=1", f"results_dir={tmp_path / name}"]
-        subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, timeout=600)
+        r = cli("run", "strategy=nf", "limit=3", "backend.n_threads=1", f"results_dir={tmp_path / name}")
+        assert r.returncode == 0, r.stderr
         (m,) = list((tmp_path / name).glob("adhoc/*/metrics.json"))
         heads.append(_without_timing(m))
         preds.append((m.parent / "predictions.jsonl").read_bytes())

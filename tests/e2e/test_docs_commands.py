@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes import FakeBackend, madara_main
+from tests.fakes import FakeBackend, cli
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNNING = (ROOT / "docs" / "running.md").read_text(encoding="utf-8")
@@ -42,7 +42,7 @@ def test_the_mlflow_snippet_reads_the_runs_madara_logs(tmp_path, monkeypatch, ca
     pytest.importorskip("mlflow")
     monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
     monkeypatch.chdir(tmp_path)
-    code, _, err = madara_main(monkeypatch, capsys, "run", "logger=mlflow", "strategy=nf", "limit=2", "results_dir=results")
+    code, _, err = cli("run", "logger=mlflow", "strategy=nf", "limit=2", "results_dir=results", monkeypatch=monkeypatch, capsys=capsys)
     assert code == 0, err
     snippet = fenced(RUNNING, "### Experiment tracking", "python")
     script = snippet.rstrip().splitlines()
@@ -62,15 +62,15 @@ def test_the_compare_line_of_the_verb_list_runs(tmp_path, monkeypatch, capsys, f
     usage = line.split("#")[0].split()
     assert usage[:4] == ["madara", "compare", "A", "B"] and "[--results" in usage and "[--json]" in usage
     for strategy in ("nf", "pde"):
-        code, _, err = madara_main(monkeypatch, capsys, "run", f"strategy={strategy}", "limit=3", f"results_dir={tmp_path}")
+        code, _, err = cli("run", f"strategy={strategy}", "limit=3", f"results_dir={tmp_path}", monkeypatch=monkeypatch, capsys=capsys)
         assert code == 0, err
     keys = sorted(p.name for p in (tmp_path / "adhoc").iterdir() if p.is_dir())
     nf_key = next(k for k in keys if "__nf__" in k)
     pde_key = next(k for k in keys if "__pde__" in k)
-    code, out, err = madara_main(monkeypatch, capsys, "compare", nf_key, pde_key, "--results", str(tmp_path), "--json")
+    code, out, err = cli("compare", nf_key, pde_key, "--results", str(tmp_path), "--json", monkeypatch=monkeypatch, capsys=capsys)
     assert code == 0, err
     assert json.loads(out)["n"] == 3
-    code, out, err = madara_main(monkeypatch, capsys, "compare", str(tmp_path / "adhoc" / nf_key), str(tmp_path / "adhoc" / pde_key))
+    code, out, err = cli("compare", str(tmp_path / "adhoc" / nf_key), str(tmp_path / "adhoc" / pde_key), monkeypatch=monkeypatch, capsys=capsys)
     assert code == 0 and "McNemar p" in out and "[" in out
 
 
@@ -82,7 +82,7 @@ def test_the_prompt_set_worked_example(tmp_path, monkeypatch, capsys, fake_engin
     ran = []
     for ln in lines:
         if ln.startswith("madara run"):
-            code, _, err = madara_main(monkeypatch, capsys, *shlex.split(ln)[1:], "results_dir=results")
+            code, _, err = cli(*shlex.split(ln)[1:], "results_dir=results", monkeypatch=monkeypatch, capsys=capsys)
             assert code == 0, err
         elif ln.startswith(("mkdir", "cp", "sed")):
             subprocess.run(["bash", "-c", ln], cwd=tmp_path, check=True, timeout=60)
@@ -103,7 +103,7 @@ def test_the_prompt_set_worked_example(tmp_path, monkeypatch, capsys, fake_engin
 def test_ls_grids_gives_each_grid_its_description(monkeypatch, capsys):
     from madara_cli.config import load_grid, options
 
-    code, out, err = madara_main(monkeypatch, capsys, "ls", "grids")
+    code, out, err = cli("ls", "grids", monkeypatch=monkeypatch, capsys=capsys)
     assert code == 0, err
     lines = dict(ln.split(": ", 1) for ln in out.splitlines() if ": " in ln)
     for name in options("grid"):

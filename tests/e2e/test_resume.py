@@ -8,12 +8,11 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.fakes import cli, spawn
 
 N = 12
 
@@ -28,8 +27,8 @@ def _cached(path) -> int:
         return 0
 
 
-def _cmd(results) -> list[str]:
-    return [sys.executable, "-m", "madara_cli.cli", "run", "strategy=nf", f"limit={N}", "backend.batch_size=1", f"results_dir={results}"]
+def _args(results) -> list[str]:
+    return ["run", "strategy=nf", f"limit={N}", "backend.batch_size=1", f"results_dir={results}"]
 
 
 def _metrics(results) -> dict:
@@ -40,7 +39,7 @@ def _metrics(results) -> dict:
 @pytest.mark.llm
 def test_sigkill_mid_stage_then_resume(tmp_path):
     killed = tmp_path / "killed"
-    proc = subprocess.Popen(_cmd(killed), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = spawn(*_args(killed), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     cache = killed / "cache.sqlite"
     deadline = time.time() + 300
     while _cached(cache) < 3 and time.time() < deadline and proc.poll() is None:
@@ -51,14 +50,15 @@ def test_sigkill_mid_stage_then_resume(tmp_path):
     assert 3 <= done_before < N, "the run should have been killed mid-stage"
     assert not list(killed.glob("adhoc/*/metrics.json")), "a killed cell must not look finished"
 
-    resumed = subprocess.run(_cmd(killed), cwd=ROOT, capture_output=True, text=True, timeout=600)
+    resumed = cli(*_args(killed))
     assert resumed.returncode == 0, resumed.stderr
     m = _metrics(killed)
     assert m["accounting"]["calls_issued"] == N - done_before
     assert m["accounting"]["cache_hits"] == done_before
 
     clean = tmp_path / "clean"
-    subprocess.run(_cmd(clean), cwd=ROOT, capture_output=True, text=True, timeout=600, check=True)
+    r = cli(*_args(clean))
+    assert r.returncode == 0, r.stderr
     c = _metrics(clean)
     assert (m["em"], m["f1"], m["contains"]) == (c["em"], c["f1"], c["contains"])
     preds = lambda r: [json.loads(x)["raw"] for x in next(r.glob("adhoc/*/predictions.jsonl")).read_text().splitlines()]  # noqa: E731

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import configs_with_grid, grid_outcome, have
-from tests.fakes import chat_answer, madara, posts
+from tests.fakes import chat_answer, cli, posts
 
 GRID = ("axes:\n  model: [smollm2-135m]\n  benchmark: [mini]\n  strategy: [nf, three_agent]\n"
         "overrides: [limit=1, retriever.k=2, strategy.scoring=logprob]\n")
@@ -36,7 +36,7 @@ def cache_rows(root: Path) -> dict[str, dict]:
 def serial(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("serial")
     env = configs_with_grid(tmp, "pair", GRID)
-    r = madara("run", "--grid", "pair", f"results_dir={tmp / 'results'}", "backend.n_threads=1", env=env)
+    r = cli("run", "--grid", "pair", f"results_dir={tmp / 'results'}", "backend.n_threads=1", env=env)
     assert r.returncode == 0, r.stderr
     return tmp / "results"
 
@@ -71,7 +71,7 @@ def test_without_any_hydra_plugin_the_launcher_tests_skip(monkeypatch, tmp_path)
 def test_submitit_local_grid_matches_serial(tmp_path, serial):
     env = configs_with_grid(tmp_path, "pair", GRID)
     results = tmp_path / "results"
-    r = madara("run", "--grid", "pair", "--launcher", "submitit_local", f"results_dir={results}", "backend.n_threads=1", env=env)
+    r = cli("run", "--grid", "pair", "--launcher", "submitit_local", f"results_dir={results}", "backend.n_threads=1", env=env)
     assert r.returncode == 0, r.stderr
     assert "grid pair (submitit_local)" in r.stdout
     # submitit's job folders (pickled job, logs, result) live beside the results.
@@ -84,7 +84,7 @@ def test_submitit_local_grid_matches_serial(tmp_path, serial):
 def test_ray_local_cluster_grid_matches_serial(tmp_path, serial):
     env = {**configs_with_grid(tmp_path, "pair", GRID), "RAY_USAGE_STATS_ENABLED": "0"}
     results = tmp_path / "results"
-    r = madara("run", "--grid", "pair", "--launcher", "ray", "-j", "2", f"results_dir={results}", "backend.n_threads=1", env=env)
+    r = cli("run", "--grid", "pair", "--launcher", "ray", "-j", "2", f"results_dir={results}", "backend.n_threads=1", env=env)
     assert r.returncode == 0, r.stderr
     assert "grid pair (ray)" in r.stdout
     check_like_serial(results, serial)
@@ -95,7 +95,7 @@ def test_ray_local_cluster_grid_matches_serial(tmp_path, serial):
 def test_joblib_grid_with_a_grid_wide_strategy_setting_matches_serial(tmp_path, serial):
     env = configs_with_grid(tmp_path, "pair", GRID)
     results = tmp_path / "results"
-    r = madara("run", "--grid", "pair", "--launcher", "joblib", "-j", "2", f"results_dir={results}", env=env)
+    r = cli("run", "--grid", "pair", "--launcher", "joblib", "-j", "2", f"results_dir={results}", env=env)
     assert r.returncode == 0, r.stderr
     assert "grid pair (joblib)" in r.stdout
     assert len(grid_outcome(serial)) == 2 and grid_outcome(results) == grid_outcome(serial)
@@ -186,7 +186,7 @@ def test_joblib_grid_against_an_openai_server(tmp_path, fake_server):
             "overrides: [limit=2, retriever.k=2]\n")
     env = configs_with_grid(tmp_path, "served", grid)
     results = tmp_path / "results"
-    r = madara("run", "--grid", "served", "--launcher", "joblib", "-j", "2", "backend=openai", f"backend.base_url={fake_server.base_url}",
+    r = cli("run", "--grid", "served", "--launcher", "joblib", "-j", "2", "backend=openai", f"backend.base_url={fake_server.base_url}",
                f"results_dir={results}", env=env, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "grid served (joblib)" in r.stdout

@@ -71,9 +71,9 @@ def test_plan_of_table2_times_vllm_and_counts_the_routing_probe(tmp_path, monkey
     """The issue's check: `madara plan --grid table2` (data not here: placeholders) sizes
     CONFLICTS at its 458 queries, counts strategy=madara's RSC probe on the 100
     calibration queries, bounds the output tokens and gives a vLLM time at --rate."""
-    from tests.fakes import madara_main
+    from tests.fakes import cli
 
-    code, out, err = madara_main(monkeypatch, capsys, "plan", "--grid", "table2", "--results", str(tmp_path), "--rate", "25", "backend=vllm")
+    code, out, err = cli("plan", "--grid", "table2", "--results", str(tmp_path), "--rate", "25", "backend=vllm", monkeypatch=monkeypatch, capsys=capsys)
     assert code == 0, err
     text = " ".join(out.split())
     assert "estimated for 458 queries" in text and "its known size 458" in text and "--rate 25 calls/s" in text

@@ -10,12 +10,12 @@ import pytest
 from madara_cli.experiment.reproduce import reproduce
 from madara_cli.experiment.runner import Failed
 from tests.conftest import configs_with_grid
-from tests.fakes import madara
+from tests.fakes import cli
 
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed here")
 def test_vllm_default_stops_with_one_line():
-    r = madara("reproduce")
+    r = cli("reproduce")
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "vLLM is not installed" in lines[0] and "BACKEND=llamacpp" in lines[0]

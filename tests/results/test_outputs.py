@@ -20,7 +20,7 @@ from madara_cli.experiment.grid import cell_from_cfg, expand_sweep, has_sweep
 from madara_cli.experiment.runner import run_cell
 from madara_cli.results import long_format, provenance, record_files, summary
 from tests.conftest import ROOT
-from tests.fakes import FakeBackend, madara
+from tests.fakes import FakeBackend, cli
 
 
 def _cell(results: Path, *overrides: str):
@@ -147,32 +147,32 @@ def test_tables_write_long_csv_and_styler_latex(results_dir, tmp_path):
 
 def test_show_prints_metrics_and_provenance(results_dir):
     _, r = _cell(results_dir, "strategy=nf")
-    res = madara("show", r.cell.key[:30], "--results", str(results_dir))
+    res = cli("show", r.cell.key[:30], "--results", str(results_dir))
     assert res.returncode == 0, res.stderr
     assert "madara_version" in res.stdout and "overrides" in res.stdout and "strategy=nf" in res.stdout and "em" in res.stdout
     if (ROOT / ".git").exists():
         assert provenance.git_commit()["commit"][:12] in res.stdout
-    bad = madara("show", "no-such-cell", "--results", str(results_dir))
+    bad = cli("show", "no-such-cell", "--results", str(results_dir))
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
 
 
 def test_compare_json(results_dir):
     _, a = _cell(results_dir, "strategy=nf")
     _, b = _cell(results_dir, "strategy=sda")
-    res = madara("compare", str(a.folder), str(b.folder), "--json", "--resamples", "200")
+    res = cli("compare", str(a.folder), str(b.folder), "--json", "--resamples", "200")
     assert res.returncode == 0, res.stderr
     data = json.loads(res.stdout)
     assert data["n"] == 4 and 0.0 <= data["p_mcnemar_exact"] <= 1.0
 
 
 def test_cfg_job_prints_yaml_and_sweeps_need_multirun(tmp_path):
-    res = madara("run", "--cfg", "job", "strategy=pde", "limit=2")
+    res = cli("run", "--cfg", "job", "strategy=pde", "limit=2")
     assert res.returncode == 0, res.stderr
     cfg = yaml.safe_load(res.stdout)
     assert cfg["strategy"]["name"] == "pde" and cfg["limit"] == 2
-    sweep = madara("run", "strategy=nf,pde", "limit=2")
+    sweep = cli("run", "strategy=nf,pde", "limit=2")
     assert sweep.returncode == 2 and "-m/--multirun" in sweep.stderr and sweep.stderr.count("\n") == 1
-    many = madara("run", "-m", "--cfg", "job", "strategy=nf,pde", "limit=2")
+    many = cli("run", "-m", "--cfg", "job", "strategy=nf,pde", "limit=2")
     assert many.returncode == 0 and [d["strategy"]["name"] for d in yaml.safe_load_all(many.stdout)] == ["nf", "pde"]
 
 
@@ -184,11 +184,11 @@ def test_multirun_fills_an_adhoc_grid():
 
 
 def test_results_option_is_the_results_dir_override(tmp_path):
-    res = madara("run", "--cfg", "job", "--results", str(tmp_path / "r"))
+    res = cli("run", "--cfg", "job", "--results", str(tmp_path / "r"))
     assert yaml.safe_load(res.stdout)["results_dir"] == str(tmp_path / "r")
-    res = madara("run", "--cfg", "job", "--results", str(tmp_path / "r"), f"results_dir={tmp_path / 'explicit'}")
+    res = cli("run", "--cfg", "job", "--results", str(tmp_path / "r"), f"results_dir={tmp_path / 'explicit'}")
     assert yaml.safe_load(res.stdout)["results_dir"] == str(tmp_path / "explicit")
-    probe_help = madara("probe", "--help")
+    probe_help = cli("probe", "--help")
     assert "--model" in probe_help.stdout and "-m," not in probe_help.stdout and "--results" in probe_help.stdout
 
 
@@ -305,7 +305,7 @@ def test_reproduce_exits_non_zero_and_lists_what_was_skipped(tmp_path):
     from tests.conftest import configs_with_grid
 
     env = configs_with_grid(tmp_path, "skip-repro", "axes:\n  model: [llama-3.1-8b]\n  benchmark: [conflicts]\n  strategy: [nf]\noverrides: [limit=2]\n")
-    res = madara("reproduce", "--backend", "llamacpp", "--models", "smollm2-135m", "--grids", "skip-repro",
+    res = cli("reproduce", "--backend", "llamacpp", "--models", "smollm2-135m", "--grids", "skip-repro",
                  "--results", str(tmp_path / "results"), env=env)
     assert res.returncode == 1, res.stderr
     assert "skipped smollm2-135m/conflicts/nf" in res.stdout and "benchmark.path" in res.stdout
@@ -335,7 +335,7 @@ def test_verbose_shows_info_lines(results_dir, capsys):
         for n, hs in handlers.items():
             logging.getLogger(n).handlers = hs
         logs._CONFIGURED = monkey_saved
-    res = madara("-v", "ls", "grids")
+    res = cli("-v", "ls", "grids")
     assert res.returncode == 0 and "table2" in res.stdout
 
 
@@ -368,18 +368,18 @@ def test_config_dir_adds_and_replaces_group_options(tmp_path):
     (user / "strategy" / "sda_top3.yaml").write_text("name: sda\ntop_k: 3\n")  # no defaults list: sda's schema by name
     (user / "strategy" / "pde.yaml").write_text("name: pde\ntop_k: 4\n")  # replaces the shipped pde
     (user / "strategy" / "nf_top3.yaml").write_text("name: nf\ntop_k: 3\n")  # NF keeps every document: no top_k
-    ls = madara("--config-dir", str(user), "ls", "strategies")
+    ls = cli("--config-dir", str(user), "ls", "strategies")
     assert ls.returncode == 0 and "sda_top3" in ls.stdout and "three_agent" in ls.stdout
-    mine = yaml.safe_load(madara("--config-dir", str(user), "run", "--cfg", "job", "strategy=sda_top3", "strategy.scoring=logprob").stdout)
+    mine = yaml.safe_load(cli("--config-dir", str(user), "run", "--cfg", "job", "strategy=sda_top3", "strategy.scoring=logprob").stdout)
     assert mine["strategy"] == {"name": "sda", "top_k": 3, "weights": [0.4, 0.3, 0.3], "scoring": "logprob", "cot": False, "conflict": "per_query", "rank_ties": "ordinal"}
-    pde = yaml.safe_load(madara("--config-dir", str(user), "run", "--cfg", "job", "strategy=pde", "strategy.vote=uniform").stdout)
+    pde = yaml.safe_load(cli("--config-dir", str(user), "run", "--cfg", "job", "strategy=pde", "strategy.vote=uniform").stdout)
     assert pde["strategy"]["top_k"] == 4 and pde["strategy"]["vote"] == "uniform"
-    nf = madara("--config-dir", str(user), "run", "--cfg", "job", "strategy=nf_top3")
+    nf = cli("--config-dir", str(user), "run", "--cfg", "job", "strategy=nf_top3")
     assert nf.returncode == 2 and "strategy.top_k does not apply to strategy nf; its settings: name" in nf.stderr
-    bad = madara("--config-dir", str(user), "run", "--cfg", "job", "strategy=sda_top3", "strategy.kappa=1")
+    bad = cli("--config-dir", str(user), "run", "--cfg", "job", "strategy=sda_top3", "strategy.kappa=1")
     assert bad.returncode == 2 and "strategy.kappa does not apply to strategy sda_top3" in bad.stderr
-    assert yaml.safe_load(madara("run", "--cfg", "job", "strategy=pde").stdout)["strategy"]["top_k"] == 5
-    missing = madara("--config-dir", str(tmp_path / "nope"), "ls")
+    assert yaml.safe_load(cli("run", "--cfg", "job", "strategy=pde").stdout)["strategy"]["top_k"] == 5
+    missing = cli("--config-dir", str(tmp_path / "nope"), "ls")
     assert missing.returncode == 2 and "no such folder" in missing.stderr
 
 

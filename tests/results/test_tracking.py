@@ -17,7 +17,7 @@ from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.grid import cell_from_cfg
 from madara_cli.experiment.runner import run_cell
 from tests.conftest import have
-from tests.fakes import FakeBackend, free_port, madara, madara_main, one_line_error
+from tests.fakes import FakeBackend, cli, free_port, one_line_error
 
 
 def _run(results: Path, *overrides: str):
@@ -145,7 +145,7 @@ def test_a_missing_tracker_is_one_line(tmp_path):
     """With the extra absent, the cell is still written and the error names the install."""
     if have("mlflow"):
         pytest.skip("mlflow is installed")
-    res = madara("run", "--cfg", "job", "logger=mlflow", timeout=120)
+    res = cli("run", "--cfg", "job", "logger=mlflow", timeout=120)
     assert res.returncode == 0  # composing is fine; the tracker is needed only once a cell finishes
     from madara_cli.errors import TrackingError
     from madara_cli.results.tracking import tracker
@@ -165,7 +165,7 @@ def test_a_missing_tracker_package_stops_the_run_before_any_engine(monkeypatch, 
     for name in (logger, f"{logger}.tracking"):
         monkeypatch.setitem(sys.modules, name, None)  # as if not installed: importing it raises ImportError
     results = tmp_path / "r"
-    code, _, err = madara_main(monkeypatch, capsys, "run", f"logger={logger}", "limit=1", f"results_dir={results}")
+    code, _, err = cli("run", f"logger={logger}", "limit=1", f"results_dir={results}", monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, needle, "pip install 'madara[tracking]'")
     assert not results.exists()
 
@@ -175,8 +175,8 @@ def test_an_unwritable_mlflow_store_stops_the_run_before_any_engine(monkeypatch,
     blocker = tmp_path / "blocker"
     blocker.write_text("a file where the store's folder would go")
     results = tmp_path / "r"
-    code, _, err = madara_main(monkeypatch, capsys, "run", "logger=mlflow", f"logger.uri={(blocker / 'mlruns').as_uri()}", "limit=1",
-                               f"results_dir={results}")
+    code, _, err = cli("run", "logger=mlflow", f"logger.uri={(blocker / 'mlruns').as_uri()}", "limit=1",
+                               f"results_dir={results}", monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, "the MLflow store", str(blocker / "mlruns"), "cannot be written")
     assert not results.exists()
 
@@ -189,8 +189,8 @@ def test_the_preflight_leaves_nothing_behind_when_the_run_then_fails(monkeypatch
     bench = tmp_path / "bench.jsonl"
     bench.write_text('{"question": "q?", "answers": ["a"]}\n{"question": "q?", "answers": ["a"], "x": ' + "[" * 100_000 + "}\n")
     results = tmp_path / "r"
-    code, _, err = madara_main(monkeypatch, capsys, "run", f"logger={logger}", "benchmark=jsonl", f"benchmark.path={bench}",
-                               "limit=1", f"results_dir={results}")
+    code, _, err = cli("run", f"logger={logger}", "benchmark=jsonl", f"benchmark.path={bench}",
+                               "limit=1", f"results_dir={results}", monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, "bench.jsonl:2")
     assert not results.exists()
 
@@ -199,8 +199,8 @@ def test_an_unwritable_wandb_folder_stops_the_run_before_any_engine(monkeypatch,
     pytest.importorskip("wandb")
     blocker = tmp_path / "blocker"
     blocker.write_text("")
-    code, _, err = madara_main(monkeypatch, capsys, "run", "logger=wandb", f"logger.dir={blocker / 'w'}", "limit=1",
-                               f"results_dir={tmp_path / 'r'}")
+    code, _, err = cli("run", "logger=wandb", f"logger.dir={blocker / 'w'}", "limit=1",
+                               f"results_dir={tmp_path / 'r'}", monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, "the W&B offline folder", "cannot be written")
 
 
@@ -212,10 +212,10 @@ def test_an_unreachable_mlflow_server_stops_the_run_within_seconds(monkeypatch, 
     uri = f"http://127.0.0.1:{free_port()}"
     results = tmp_path / "r"
     t0 = time.monotonic()
-    code, _, err = madara_main(monkeypatch, capsys, "run", "logger=mlflow", f"logger.uri={uri}", "limit=1", f"results_dir={results}")
+    code, _, err = cli("run", "logger=mlflow", f"logger.uri={uri}", "limit=1", f"results_dir={results}", monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, "the MLflow server", uri, "cannot be reached")
     assert time.monotonic() - t0 < 20 and not results.exists()
-    code, _, err = madara_main(monkeypatch, capsys, "probe", "logger=mlflow", f"logger.uri={uri}", f"results_dir={results}")
+    code, _, err = cli("probe", "logger=mlflow", f"logger.uri={uri}", f"results_dir={results}", monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, "cannot be reached")
 
 
@@ -245,7 +245,7 @@ def test_madara_run_logger_mlflow_on_the_embedded_model(tmp_path):
     """The issue's check: `madara run logger=mlflow limit=1`, then mlflow.search_runs."""
     pytest.importorskip("mlflow")
     results = tmp_path / "results"
-    res = madara("run", "logger=mlflow", "limit=1", f"results_dir={results}", "backend.n_threads=1")
+    res = cli("run", "logger=mlflow", "limit=1", f"results_dir={results}", "backend.n_threads=1")
     assert res.returncode == 0, res.stderr
     runs = _search(results / "mlruns")
     assert len(runs) == 1
@@ -255,5 +255,5 @@ def test_madara_run_logger_mlflow_on_the_embedded_model(tmp_path):
 
 
 def test_ls_lists_the_loggers():
-    res = madara("ls", "loggers", timeout=120)
+    res = cli("ls", "loggers", timeout=120)
     assert res.returncode == 0 and res.stdout.strip() == "loggers: mlflow, none, wandb"

@@ -13,7 +13,7 @@ from madara_cli import stats
 from madara_cli.results import record_files
 from madara_cli.tables.figure import write_figure2
 from madara_cli.tables.plots import model_tasks, pareto_front, write_plots
-from tests.fakes import madara_main, one_line_error
+from tests.fakes import cli, one_line_error
 from tests.results_fixtures import demo_like_results, write_cell, write_probe
 
 pytest.importorskip("matplotlib")
@@ -87,7 +87,7 @@ def test_figures_are_ready_for_a_paper(results: Path, tmp_path: Path):
 
 def test_madara_plot_writes_png_and_pdf(results: Path, tmp_path: Path, monkeypatch, capsys):
     out = tmp_path / "figs"
-    code, stdout, stderr = madara_main(monkeypatch, capsys, "plot", "--results", str(results), "--out", str(out), "--format", "png,pdf")
+    code, stdout, stderr = cli("plot", "--results", str(results), "--out", str(out), "--format", "png,pdf", monkeypatch=monkeypatch, capsys=capsys)
     assert code == 0, stderr
     import matplotlib.image
 
@@ -104,9 +104,9 @@ def test_madara_plot_writes_png_and_pdf(results: Path, tmp_path: Path, monkeypat
 def test_plot_formats_and_bad_input(results: Path, tmp_path: Path, monkeypatch, capsys):
     figs = write_plots(results, tmp_path / "svg", formats=["svg"])
     assert {p.suffix for p in figs.paths} == {".svg"} and all(p.read_text().lstrip().startswith("<?xml") for p in figs.paths)
-    code, _, err = madara_main(monkeypatch, capsys, "plot", "--results", str(results), "--format", "png,gif")
+    code, _, err = cli("plot", "--results", str(results), "--format", "png,gif", monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, "gif", "png, pdf, svg")
-    code, _, err = madara_main(monkeypatch, capsys, "plot", "--results", str(results), "--metric", "bleu")
+    code, _, err = cli("plot", "--results", str(results), "--metric", "bleu", monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, "bleu", "em_strict")
 
 
@@ -126,26 +126,26 @@ def test_skipped_figures_say_why(tmp_path: Path, monkeypatch, capsys):
     assert "ρ̂1..3 figure skipped: no probe records all three ρ̂" in figs.notes
     assert "Figure 2 for mini skipped: its probes record no per-query ρ at all three levels" in figs.notes
     (tmp_path / "empty").mkdir()
-    code, _, err = madara_main(monkeypatch, capsys, "plot", "--results", str(tmp_path / "empty"))
+    code, _, err = cli("plot", "--results", str(tmp_path / "empty"), monkeypatch=monkeypatch, capsys=capsys)
     assert code == 0 and "note: EM-by-strategy and cost-vs-EM figures skipped: no finished cell" in err
-    code, _, err = madara_main(monkeypatch, capsys, "plot", "--results", str(tmp_path / "absent"))
+    code, _, err = cli("plot", "--results", str(tmp_path / "absent"), monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, "no results folder at")
 
 
 def test_tables_draw_figure2_for_every_probed_benchmark(tmp_path: Path, monkeypatch, capsys):
     root = tmp_path / "results"
     write_probe(root, "mistral-7b", "fever", [0.6, 0.3, 0.0], "quality-ordered", "cot")
-    code, stdout, stderr = madara_main(monkeypatch, capsys, "tables", "--results", str(root), "--format", "md")
+    code, stdout, stderr = cli("tables", "--results", str(root), "--format", "md", monkeypatch=monkeypatch, capsys=capsys)
     assert code == 0, stderr
     assert (root / "figures" / "figure2-fever.png").is_file() and not (root / "figures" / "figure2.png").exists()
     assert "figure2-fever.png" in stdout and "note:" not in stderr
     # A probe whose record has no per-query values: the figure is skipped, and the user is told.
     write_probe(root, "llama-3.1-8b", "conflicts", per_query={"mean": [0.5, 0.2, 0.0], "std": [0.1, 0.1, 0.1]})
-    code, _, stderr = madara_main(monkeypatch, capsys, "tables", "--results", str(root), "--format", "md")
+    code, _, stderr = cli("tables", "--results", str(root), "--format", "md", monkeypatch=monkeypatch, capsys=capsys)
     assert code == 0 and "note: Figure 2 for conflicts skipped: its probes record no per-query ρ at all three levels" in stderr
     empty = tmp_path / "no-probes"
     write_cell(empty, "adhoc", "smollm2-135m", "mini", "nf", [0])
-    code, _, stderr = madara_main(monkeypatch, capsys, "tables", "--results", str(empty), "--format", "md")
+    code, _, stderr = cli("tables", "--results", str(empty), "--format", "md", monkeypatch=monkeypatch, capsys=capsys)
     assert code == 0 and "note:" not in stderr  # no probe, nothing to say about Figure 2
 
 
@@ -162,7 +162,7 @@ def test_plot_without_matplotlib_fails_in_one_line(results: Path, monkeypatch, c
     from madara_cli.tables import figure
 
     monkeypatch.setattr(figure, "pyplot", lambda: None)
-    code, _, err = madara_main(monkeypatch, capsys, "plot", "--results", str(results))
+    code, _, err = cli("plot", "--results", str(results), monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, "matplotlib", "madara[plots]")
 
 
@@ -172,23 +172,23 @@ def test_compare_takes_cell_keys_and_results_and_prints_small_n_intervals(tmp_pa
     root = tmp_path / "results"
     a = write_cell(root, "demo", "smollm2-135m", "mini", "nf", [], n=5, calls=5)
     b = write_cell(root, "demo", "smollm2-135m", "mini", "pde", [], n=5, calls=105)
-    code, out, err = madara_main(monkeypatch, capsys, "compare", a.name, b.name, "--results", str(root), "--json")
+    code, out, err = cli("compare", a.name, b.name, "--results", str(root), "--json", monkeypatch=monkeypatch, capsys=capsys)
     assert code == 0, err
     import json
 
     r = json.loads(out)
     assert r["n"] == 5 and r["em_a_ci"][0] == 0 and r["em_a_ci"][1] > 0.4
     assert r["diff_ci_low"] < -0.3 and r["diff_ci_high"] > 0.3 and r["ci_low"] is None  # no bootstrap below 10 pairs
-    code, out, err = madara_main(monkeypatch, capsys, "compare", a.name, b.name, "--results", str(root))
+    code, out, err = cli("compare", a.name, b.name, "--results", str(root), monkeypatch=monkeypatch, capsys=capsys)
     assert code == 0 and "EM  A 0.0% [0.0, 43.4]" in out and "newcombe" in out
-    code, _, err = madara_main(monkeypatch, capsys, "compare", "no-such-key", b.name, "--results", str(root))
+    code, _, err = cli("compare", "no-such-key", b.name, "--results", str(root), monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, "no-such-key")
 
 
 def test_show_and_the_run_table_give_a_zero_of_five_cell_its_interval(tmp_path: Path, monkeypatch, capsys):
     root = tmp_path / "results"
     a = write_cell(root, "demo", "smollm2-135m", "mini", "nf", [], n=5, calls=5)
-    code, out, err = madara_main(monkeypatch, capsys, "show", a.name, "--results", str(root))
+    code, out, err = cli("show", a.name, "--results", str(root), monkeypatch=monkeypatch, capsys=capsys)
     assert code == 0, err
     assert "em % [95% Wilson]" in out and "0.0 [0.0, 43.4]" in out
     from types import SimpleNamespace

@@ -13,7 +13,7 @@ import pytest
 
 from madara_cli.tables.builders import TABLES, build_table
 from madara_cli.tables.report import esc, write_report
-from tests.fakes import madara_main, one_line_error
+from tests.fakes import cli, one_line_error
 from tests.results_fixtures import PROV, demo_like_results, write_cell, write_probe
 
 pytest.importorskip("matplotlib")
@@ -77,12 +77,12 @@ def test_madara_report_cli(page: Path, tmp_path: Path, monkeypatch, capsys):
     root = page.parent.parent
     opened = []
     monkeypatch.setattr("webbrowser.open", lambda url: opened.append(url) or True)
-    code, stdout, stderr = madara_main(monkeypatch, capsys, "report", "--results", str(root), "--open")
+    code, stdout, stderr = cli("report", "--results", str(root), "--open", monkeypatch=monkeypatch, capsys=capsys)
     assert code == 0, stderr
     path = root / "report" / "index.html"
     assert f"wrote {path} ({len(TABLES)} tables, 6 figures)" in stdout
     assert opened == [path.resolve().as_uri()]
-    code, _, err = madara_main(monkeypatch, capsys, "report", "--results", str(tmp_path / "nothing"))
+    code, _, err = cli("report", "--results", str(tmp_path / "nothing"), monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, "no results folder at")
 
 

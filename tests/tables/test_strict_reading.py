@@ -14,7 +14,7 @@ from madara_cli.errors import BackendError
 from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.runner import run_cell
 from madara_cli.tables import compare_cells, format_comparison
-from tests.fakes import FakeBackend, madara_main, one_line_error
+from tests.fakes import FakeBackend, cli, one_line_error
 from tests.results_fixtures import write_cell
 
 # --------------------------------------------------------------------------- #
@@ -79,7 +79,7 @@ def test_compare_refuses_cells_of_different_benchmarks(monkeypatch, capsys, tmp_
     b = write_cell(tmp_path, "g", "m", "musique", "nf", correct=range(3))  # the same ids q0..q9, other questions
     with pytest.raises(ValueError, match="A ran on benchmark conflicts, B on musique"):
         compare_cells(a, b)
-    code, out, err = madara_main(monkeypatch, capsys, "compare", str(a), str(b))
+    code, out, err = cli("compare", str(a), str(b), monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, "cannot be paired")
     assert "McNemar" not in out
 
@@ -94,7 +94,7 @@ def test_compare_refuses_other_questions_under_the_same_ids(tmp_path):
 def test_compare_refuses_a_duplicate_id(monkeypatch, capsys, tmp_path):
     a = write_cell(tmp_path, "g", "m", "musique", "pde", correct=range(8))
     b = write_cell(tmp_path, "g", "m", "musique", "nf", ids=["q0", "q1", "q1"] + [f"q{i}" for i in range(3, 10)])
-    code, _, err = madara_main(monkeypatch, capsys, "compare", str(a), str(b))
+    code, _, err = cli("compare", str(a), str(b), monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, "1 example id(s) occur more than once (q1)", str(b))
 
 
@@ -116,7 +116,7 @@ def test_compare_at_two_pairs_gives_the_exact_mcnemar_and_no_interval(monkeypatc
     assert "n = 2 pairs is below 10" in r["no_ci_reason"]
     text = format_comparison(r)
     assert "exact 0.5" in text and "no CI shown" in text and "CI [" not in text and "p = 0" not in text
-    code, out, _ = madara_main(monkeypatch, capsys, "compare", str(a), str(b), "--json")
+    code, out, _ = cli("compare", str(a), str(b), "--json", monkeypatch=monkeypatch, capsys=capsys)
     assert code == 0 and json.loads(out)["ci_low"] is None
 
 
@@ -154,7 +154,7 @@ def _damaged_results(root: Path) -> dict[str, Path]:
 
 def test_tables_names_every_unreadable_cell_writes_the_rest_and_exits_1(monkeypatch, capsys, tmp_path):
     cells = _damaged_results(tmp_path)
-    code, out, err = madara_main(monkeypatch, capsys, "tables", "--results", str(tmp_path), "--format", "md,long")
+    code, out, err = cli("tables", "--results", str(tmp_path), "--format", "md,long", monkeypatch=monkeypatch, capsys=capsys)
     assert code == 1, err
     line = one_line_error(code, err, "3 result folder(s)", "the tables were written without them")
     assert f"{cells['half']} (has config.yaml, predictions.jsonl but no metrics.json" in line
@@ -173,7 +173,7 @@ def test_many_unreadable_cells_are_counted_with_the_first_few_and_a_pointer_to_s
     for i in range(7):
         cell = write_cell(tmp_path, "g", f"m{i}", "musique", "nf", correct=range(3))
         (cell / "metrics.json").unlink()
-    code, _, err = madara_main(monkeypatch, capsys, "tables", "--results", str(tmp_path), "--only", "table2", "--format", "md")
+    code, _, err = cli("tables", "--results", str(tmp_path), "--only", "table2", "--format", "md", monkeypatch=monkeypatch, capsys=capsys)
     line = one_line_error(code, err, "7 result folder(s)", "and 2 more (madara show FOLDER says what is wrong with each)")
     assert code == 1 and line.count("but no metrics.json") == 5
 
@@ -190,25 +190,25 @@ def test_a_folder_that_cannot_be_listed_is_named(monkeypatch, capsys, tmp_path):
         return listdir(self)
 
     monkeypatch.setattr(Path, "iterdir", iterdir)
-    code, _, err = madara_main(monkeypatch, capsys, "tables", "--results", str(tmp_path), "--only", "table2", "--format", "md")
+    code, _, err = cli("tables", "--results", str(tmp_path), "--only", "table2", "--format", "md", monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, "1 result folder(s)", f"{locked} (cannot be read (Permission denied))")
 
 
 def test_show_says_what_is_wrong_with_a_damaged_cell(monkeypatch, capsys, tmp_path):
     cells = _damaged_results(tmp_path)
-    code, _, err = madara_main(monkeypatch, capsys, "show", str(cells["half"]))
+    code, _, err = cli("show", str(cells["half"]), monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, "is not a finished cell", "no metrics.json")
-    code, _, err = madara_main(monkeypatch, capsys, "show", cells["high"].name, "--results", str(tmp_path))
+    code, _, err = cli("show", cells["high"].name, "--results", str(tmp_path), monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, "em 'high' is not a fraction")
-    code, out, _ = madara_main(monkeypatch, capsys, "show", str(cells["good"]))
+    code, out, _ = cli("show", str(cells["good"]), monkeypatch=monkeypatch, capsys=capsys)
     assert code == 0 and "llama-3.1-8b" in out
 
 
 def test_a_results_folder_that_does_not_exist_is_an_error_not_created(monkeypatch, capsys, tmp_path):
     missing = tmp_path / "no" / "such" / "dir"
-    code, _, err = madara_main(monkeypatch, capsys, "tables", "--results", str(missing))
+    code, _, err = cli("tables", "--results", str(missing), monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, f"no results folder {missing}")
-    code, _, err = madara_main(monkeypatch, capsys, "show", "some-key", "--results", str(missing))
+    code, _, err = cli("show", "some-key", "--results", str(missing), monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, f"no results folder {missing}")
     assert not (tmp_path / "no").exists()
 
@@ -219,7 +219,7 @@ def test_a_results_folder_that_does_not_exist_is_an_error_not_created(monkeypatc
 
 def test_cache_merge_of_a_cache_that_does_not_exist(monkeypatch, capsys, tmp_path):
     missing = tmp_path / "no" / "such" / "cache.sqlite"
-    code, _, err = madara_main(monkeypatch, capsys, "cache", "merge", "--cache", str(missing))
+    code, _, err = cli("cache", "merge", "--cache", str(missing), monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, f"no response cache {missing}")
     assert not (tmp_path / "no").exists()
 
@@ -232,7 +232,7 @@ def test_plan_names_a_benchmark_file_that_is_missing(monkeypatch, capsys, tmp_pa
     env = configs_with_grid(tmp_path, "typo", f"axes:\n  benchmark: [musique]\n  strategy: [nf]\noverrides: [limit=2, benchmark.path={missing}]\n")
     for k, v in env.items():
         monkeypatch.setenv(k, v)
-    code, _, err = madara_main(monkeypatch, capsys, "plan", "--grid", "typo", "--results", str(tmp_path / "r"))
+    code, _, err = cli("plan", "--grid", "typo", "--results", str(tmp_path / "r"), monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, "not found", str(missing))
 
 
@@ -318,7 +318,7 @@ def test_reproduce_counts_a_folder_its_tables_could_not_read_as_skipped(monkeypa
     results = tmp_path / "results"
     half = write_cell(results, "table2", "llama-3.1-8b", "conflicts", "pde", correct=range(3))
     (half / "metrics.json").unlink()
-    code, out, _ = madara_main(monkeypatch, capsys, "reproduce", "--backend", "llamacpp", "--models", "smollm2-135m", "--grids", "nodata",
-                          "--results", str(results))
+    code, out, _ = cli("reproduce", "--backend", "llamacpp", "--models", "smollm2-135m", "--grids", "nodata",
+                          "--results", str(results), monkeypatch=monkeypatch, capsys=capsys)
     assert code == 1
     assert f"skipped {half}: left out of the tables: has config.yaml, predictions.jsonl but no metrics.json" in " ".join(out.split())
