@@ -472,10 +472,10 @@ def test_full_disk_while_writing_a_cell_names_it_and_leaves_no_partial_copy(tmp_
 
 
 def test_no_space_line_from_the_entry_point(monkeypatch, capsys):
-    from madara_cli import cli
+    from madara_cli import cli as entry
     from madara_cli.paths import writing
 
-    @cli.app.command("fill-disk", hidden=True)
+    @entry.app.command("fill-disk", hidden=True)
     def fill_disk():
         with writing("/r/adhoc/cell/predictions.jsonl"):
             raise OSError(errno.ENOSPC, "No space left on device")
@@ -483,7 +483,7 @@ def test_no_space_line_from_the_entry_point(monkeypatch, capsys):
     try:
         code, _, err = cli("fill-disk", monkeypatch=monkeypatch, capsys=capsys)
     finally:
-        cli.app.registered_commands.pop()
+        entry.app.registered_commands.pop()
     line = one_line_error(code, err, "no space left on /r/adhoc/cell/predictions.jsonl", "finished cells and cached completions are kept")
     assert "damaged" not in line
 
