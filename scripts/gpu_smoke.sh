@@ -4,7 +4,7 @@
 # benchmark -- NF, PDE with logprob scoring, a 10-query RSC probe -- then calls/s and
 # tokens/s of madara's NF cell beside vLLM's own offline throughput on the same prompts,
 # madara bench --only vllm (the stage call against LLM.generate, prefix caching on and off)
-# and the real-engine test tier (tests/test_vllm_engine.py: every Table 2 strategy, the
+# and the real-engine test tier (tests/backends/test_vllm_engine.py: every Table 2 strategy, the
 # probe, resume, kill -9; SmolLM2 from its GGUF, so it needs the gguf and accelerate
 # packages too: pip install gguf accelerate).
 #
@@ -28,4 +28,4 @@ set -x
 "$PY" -m madara_cli.cli probe --model "$MODEL" --benchmark mini --n 10 backend=vllm results_dir="$RESULTS"
 "$PY" scripts/gpu_throughput.py --model "$MODEL" --limit "$LIMIT"
 "$PY" -m madara_cli.cli bench --only vllm --stage-limit 2 --out "$RESULTS/bench" model="$MODEL"
-"$PY" -m pytest -q -m "vllm_engine or vllm_api" tests/test_vllm_engine.py tests/test_vllm_api.py
+"$PY" -m pytest -q -m "vllm_engine or vllm_api" tests/backends/test_vllm_engine.py tests/backends/test_vllm_api.py

@@ -195,3 +195,29 @@ def write_probe(
     data.update(fields)
     record_files.write_probe(probe_dir, ProbeRecord.from_dict(data))
     return probe_dir
+
+
+PROV = {
+    "madara_version": "0.1.0", "git_commit": "0123456789abcdef", "git_dirty": False, "python": "3.11.7",
+    "engine": {"backend": "llamacpp", "package": "llama-cpp-python", "version": "0.3.36"},
+    "overrides": ["limit=10", "strategy.scoring=logprob"], "started": "2026-12-01T10:00:00", "ended": "2026-12-01T10:01:00",
+    "seconds": 60.0,
+}
+
+
+def demo_like_results(root: Path) -> Path:
+    """A results folder shaped like the demo's: SmolLM2 on mini with the strategies of
+    Tables 1-2 (calls per query as those strategies spend them), a second model-task,
+    and probes on two benchmarks."""
+    model, bench = "smollm2-135m", "mini"
+    plan = {  # strategy: (right queries, calls per query)
+        "nf": ([0, 1, 7], 1), "three_agent": ([0, 1, 2, 7], 31), "sda": ([0, 1, 2, 3], 31), "atf": ([0, 1, 7], 31),
+        "rrf": ([0, 2, 7], 31), "pde": (list(range(7)), 21), "pde_random": ([0, 1, 2], 21), "madara": (list(range(7)), 23),
+    }
+    for strategy, (right, calls) in plan.items():
+        write_cell(root, "demo", model, bench, strategy, right, calls=10 * calls, provenance=PROV, timing={"engine_seconds": 12.5})
+    write_cell(root, "table2", "llama-3.1-8b", "conflicts", "nf", [0, 1], calls=10)
+    write_cell(root, "table2", "llama-3.1-8b", "conflicts", "pde", [0, 1, 2, 3, 4, 5, 6, 7, 8], calls=210)
+    write_probe(root, model, bench, [0.31, 0.12, -0.05], "stochastic", "pde", reason="NF 30.0% ≥ τ_NF; stochastic → PDE")
+    write_probe(root, "llama-3.1-8b", "conflicts", [0.7, 0.4, 0.1], "quality-ordered", "pde")
+    return root

@@ -1,0 +1,205 @@
+"""`madara plot`: the figures of a results folder, their CIs and Pareto front, the
+notes when a figure is skipped, and Figure 2 for every probed benchmark."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from madara_cli import stats
+from madara_cli.results import record_files
+from madara_cli.tables.figure import write_figure2
+from madara_cli.tables.plots import model_tasks, pareto_front, write_plots
+from tests.fakes import cli, one_line_error
+from tests.results_fixtures import demo_like_results, write_cell, write_probe
+
+pytest.importorskip("matplotlib")
+
+@pytest.fixture
+def results(tmp_path: Path) -> Path:
+    return demo_like_results(tmp_path / "results")
+
+
+def test_pareto_front_keeps_the_cheapest_way_to_each_em():
+    # (calls, EM): (5, 30) costs more than (1, 30); (10, 50) is beaten by (10, 70); (30, 60) by (10, 70).
+    points = [(1, 30), (10, 70), (30, 60), (10, 50), (5, 30), (40, 80)]
+    assert pareto_front(points) == [0, 1, 5]
+    assert pareto_front([]) == []
+
+
+def test_intervals_follow_the_small_n_rule_of_madara_cli_stats(results: Path):
+    task = next(t for t in model_tasks(results) if t.model == "llama-3.1-8b")
+    nf, pde = task.points
+    assert (nf.strategy, pde.strategy, pde.n) == ("nf", "pde", 10)
+    a = np.array([1.0] * 9 + [0.0])
+    b = np.array([1.0, 1.0] + [0.0] * 8)
+    # Δ vs NF: Newcombe's paired score interval (what madara compare reports), on the shared queries.
+    d, lo, hi = stats.paired_proportion_difference(a > 0.5, b > 0.5)
+    assert (pde.paired.value, pde.paired.low, pde.paired.high) == pytest.approx((d, lo, hi)) and lo > 0  # a clear gain: starred
+    # Each bar's own whisker: Wilson's interval of 9/10.
+    assert (pde.ci.low, pde.ci.high) == pytest.approx(stats.proportion_interval(9, 10)) and 0.5 < pde.ci.low < 0.9 < pde.ci.high < 1
+    assert nf.paired is None and nf.em == pytest.approx(0.2)
+    assert pde.calls_per_query == 21 and nf.calls_per_query == 1
+    mini = next(t for t in model_tasks(results) if t.model == "smollm2-135m")
+    assert [p.strategy for p in mini.points] == ["nf", "three_agent", "sda", "atf", "pde", "pde_random", "rrf", "madara"]
+
+
+def test_a_zero_of_five_cell_is_never_drawn_as_certain(tmp_path: Path):
+    """The issue's check: 0/5 (and 5/5) cells get intervals of real width, in the bars,
+    in Δ vs NF (where both are 0/5: no discordant pair at all) and in cost vs EM."""
+    root = tmp_path / "results"
+    write_cell(root, "demo", "smollm2-135m", "mini", "nf", [], n=5, calls=5)
+    write_cell(root, "demo", "smollm2-135m", "mini", "pde", [], n=5, calls=105)
+    write_cell(root, "demo", "smollm2-135m", "mini", "sda", [0, 1, 2, 3, 4], n=5, calls=155)
+    (task,) = model_tasks(root)
+    nf, pde, sda = sorted(task.points, key=lambda p: p.strategy)
+    assert (nf.ci.low, nf.ci.high) == pytest.approx((0.0, 0.4345), abs=1e-4)  # Wilson: [0, 43%]
+    assert sda.ci.low == pytest.approx(1 - 0.4345, abs=1e-4) and sda.ci.high == 1.0
+    assert pde.paired.value == 0 and pde.paired.low < -0.3 and pde.paired.high > 0.3 and not pde.paired.excludes_zero()
+    figs = write_plots(root, tmp_path / "out", formats=["png", "pdf"])
+    assert {p.name for p in figs.paths} >= {"em_by_strategy.png", "cost_vs_em.pdf"}
+
+
+def test_figures_are_ready_for_a_paper(results: Path, tmp_path: Path):
+    """TrueType (Type 42) fonts in the PDFs, 300 dpi PNGs, and every cost-vs-EM point named."""
+    import matplotlib.image
+
+    from madara_cli.tables.plots import draw_cost_vs_em
+
+    figs = write_plots(results, tmp_path / "f", formats=["png", "pdf"])
+    pdf = (tmp_path / "f" / "cost_vs_em.pdf").read_bytes()
+    # Type 42 is embedded as TrueType (CIDFontType2 under a Type0 font when glyphs beyond Latin-1 are used).
+    assert b"/Subtype /Type3" not in pdf and (b"/CIDFontType2" in pdf or b"/Subtype /TrueType" in pdf)
+    png = tmp_path / "f" / "cost_vs_em.png"
+    from PIL import Image
+
+    assert Image.open(png).info["dpi"] == pytest.approx((300, 300), abs=1)
+    assert matplotlib.image.imread(png).shape[1] > 1500 and figs.paths
+    tasks = [t for t in model_tasks(results) if t.model == "smollm2-135m"]
+    fig = draw_cost_vs_em(tasks)
+    texts = " | ".join(t.get_text() for ax in fig.axes for t in ax.texts)
+    for name in ("NF", "3-Agent", "SDA", "ATF", "PDE", "MADARA"):
+        assert name in texts, (name, texts)
+
+
+def test_madara_plot_writes_png_and_pdf(results: Path, tmp_path: Path, monkeypatch, capsys):
+    out = tmp_path / "figs"
+    code, stdout, stderr = cli("plot", "--results", str(results), "--out", str(out), "--format", "png,pdf", monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 0, stderr
+    import matplotlib.image
+
+    for stem in ("em_by_strategy", "cost_vs_em", "routing_map", "rsc_trend", "figure2", "figure2-mini"):
+        png, pdf = out / f"{stem}.png", out / f"{stem}.pdf"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", stem
+        assert pdf.read_bytes()[:5] == b"%PDF-", stem
+        assert str(png) in stdout
+        pixels = matplotlib.image.imread(png)
+        assert pixels.shape[0] > 300 and pixels.shape[1] > 300 and float(pixels[..., :3].std()) > 0.05, stem  # drawn, not blank
+    assert "note:" not in stderr  # every figure had what it needs
+
+
+def test_plot_formats_and_bad_input(results: Path, tmp_path: Path, monkeypatch, capsys):
+    figs = write_plots(results, tmp_path / "svg", formats=["svg"])
+    assert {p.suffix for p in figs.paths} == {".svg"} and all(p.read_text().lstrip().startswith("<?xml") for p in figs.paths)
+    code, _, err = cli("plot", "--results", str(results), "--format", "png,gif", monkeypatch=monkeypatch, capsys=capsys)
+    one_line_error(code, err, "gif", "png, pdf, svg")
+    code, _, err = cli("plot", "--results", str(results), "--metric", "bleu", monkeypatch=monkeypatch, capsys=capsys)
+    one_line_error(code, err, "bleu", "em_strict")
+
+
+def test_skipped_figures_say_why(tmp_path: Path, monkeypatch, capsys):
+    root = tmp_path / "results"
+    write_cell(root, "adhoc", "smollm2-135m", "mini", "nf", [0], accounting={})
+    figs = write_plots(root, tmp_path / "out")
+    assert [p.name for p in figs.paths] == ["em_by_strategy.png", "em_by_strategy.pdf"]
+    assert any(n.startswith("cost-vs-EM figure skipped: no cell records its LLM calls") for n in figs.notes)
+    assert any(n.startswith("ρ̂1..3 figure skipped: no RSC probe") for n in figs.notes)
+    assert any(n.startswith("routing figure skipped: no RSC probe") for n in figs.notes)
+    assert any(n.startswith("Figure 2 skipped: no RSC probe") for n in figs.notes)
+    # A degenerate probe (no parsable scores, as SmolLM2's can be): routed, but no ρ̂ to draw.
+    write_probe(root, "smollm2-135m", "mini", None, "degenerate", "pde", em_nf=0.0, per_query=None)
+    figs = write_plots(root, tmp_path / "out2", formats=["png"])
+    assert "routing_map.png" in [p.name for p in figs.paths]
+    assert "ρ̂1..3 figure skipped: no probe records all three ρ̂" in figs.notes
+    assert "Figure 2 for mini skipped: its probes record no per-query ρ at all three levels" in figs.notes
+    (tmp_path / "empty").mkdir()
+    code, _, err = cli("plot", "--results", str(tmp_path / "empty"), monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 0 and "note: EM-by-strategy and cost-vs-EM figures skipped: no finished cell" in err
+    code, _, err = cli("plot", "--results", str(tmp_path / "absent"), monkeypatch=monkeypatch, capsys=capsys)
+    one_line_error(code, err, "no results folder at")
+
+
+def test_tables_draw_figure2_for_every_probed_benchmark(tmp_path: Path, monkeypatch, capsys):
+    root = tmp_path / "results"
+    write_probe(root, "mistral-7b", "fever", [0.6, 0.3, 0.0], "quality-ordered", "cot")
+    code, stdout, stderr = cli("tables", "--results", str(root), "--format", "md", monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 0, stderr
+    assert (root / "figures" / "figure2-fever.png").is_file() and not (root / "figures" / "figure2.png").exists()
+    assert "figure2-fever.png" in stdout and "note:" not in stderr
+    # A probe whose record has no per-query values: the figure is skipped, and the user is told.
+    write_probe(root, "llama-3.1-8b", "conflicts", per_query={"mean": [0.5, 0.2, 0.0], "std": [0.1, 0.1, 0.1]})
+    code, _, stderr = cli("tables", "--results", str(root), "--format", "md", monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 0 and "note: Figure 2 for conflicts skipped: its probes record no per-query ρ at all three levels" in stderr
+    empty = tmp_path / "no-probes"
+    write_cell(empty, "adhoc", "smollm2-135m", "mini", "nf", [0])
+    code, _, stderr = cli("tables", "--results", str(empty), "--format", "md", monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 0 and "note:" not in stderr  # no probe, nothing to say about Figure 2
+
+
+def test_a_benchmark_name_from_results_never_becomes_a_path(tmp_path: Path):
+    root = tmp_path / "results"
+    folder = write_probe(root, "mistral-7b", "fever")
+    record_files.write_probe(folder, dataclasses.replace(record_files.read_probe(folder), benchmark="../../escaped"))
+    figs = write_figure2(root, tmp_path / "out")
+    assert [p.parent for p in figs.paths] == [tmp_path / "out"]
+    assert figs.paths[0].name == "figure2-_.._escaped.png" and not list(tmp_path.glob("escaped*"))
+
+
+def test_plot_without_matplotlib_fails_in_one_line(results: Path, monkeypatch, capsys):
+    from madara_cli.tables import figure
+
+    monkeypatch.setattr(figure, "pyplot", lambda: None)
+    code, _, err = cli("plot", "--results", str(results), monkeypatch=monkeypatch, capsys=capsys)
+    one_line_error(code, err, "matplotlib", "madara[plots]")
+
+
+def test_compare_takes_cell_keys_and_results_and_prints_small_n_intervals(tmp_path: Path, monkeypatch, capsys):
+    """`madara compare KEY_A KEY_B --results DIR` (as every verb takes --results); at n = 5
+    it still gives Wilson and Newcombe intervals, never a certain 0."""
+    root = tmp_path / "results"
+    a = write_cell(root, "demo", "smollm2-135m", "mini", "nf", [], n=5, calls=5)
+    b = write_cell(root, "demo", "smollm2-135m", "mini", "pde", [], n=5, calls=105)
+    code, out, err = cli("compare", a.name, b.name, "--results", str(root), "--json", monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 0, err
+    import json
+
+    r = json.loads(out)
+    assert r["n"] == 5 and r["em_a_ci"][0] == 0 and r["em_a_ci"][1] > 0.4
+    assert r["diff_ci_low"] < -0.3 and r["diff_ci_high"] > 0.3 and r["ci_low"] is None  # no bootstrap below 10 pairs
+    code, out, err = cli("compare", a.name, b.name, "--results", str(root), monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 0 and "EM  A 0.0% [0.0, 43.4]" in out and "newcombe" in out
+    code, _, err = cli("compare", "no-such-key", b.name, "--results", str(root), monkeypatch=monkeypatch, capsys=capsys)
+    one_line_error(code, err, "no-such-key")
+
+
+def test_show_and_the_run_table_give_a_zero_of_five_cell_its_interval(tmp_path: Path, monkeypatch, capsys):
+    root = tmp_path / "results"
+    a = write_cell(root, "demo", "smollm2-135m", "mini", "nf", [], n=5, calls=5)
+    code, out, err = cli("show", a.name, "--results", str(root), monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 0, err
+    assert "em % [95% Wilson]" in out and "0.0 [0.0, 43.4]" in out
+    from types import SimpleNamespace
+
+    from madara_cli.commands.run_verbs import results_table
+    from madara_cli.results.record_files import read_cell
+
+    record = read_cell(a)
+    row = SimpleNamespace(record=record, cell=record.cell, skipped=True)
+    from rich.console import Console
+
+    console = Console(width=250, record=True)
+    console.print(results_table([row], "cell"))
+    assert "0.0 [0.0, 43.4]" in console.export_text()

@@ -1,0 +1,136 @@
+"""`madara report`: one self-contained HTML page per results folder, checked as text
+(every table, routing decision and cell, no outside fetch, no markup from results) and
+in a real headless Chromium (no console error, every image renders, a screenshot)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from madara_cli.tables.builders import TABLES, build_table
+from madara_cli.tables.report import esc, write_report
+from tests.fakes import cli, one_line_error
+from tests.results_fixtures import PROV, demo_like_results, write_cell, write_probe
+
+pytest.importorskip("matplotlib")
+
+CHROMIUM = next((p for p in (shutil.which("chromium"), shutil.which("chromium-browser"), shutil.which("google-chrome")) if p), None)
+# No sandbox (root in a container), no GPU, and nothing that talks to the network on its own.
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync"]
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="Chromium not installed (apt-get install -y chromium)")
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory) -> Path:
+    root = demo_like_results(tmp_path_factory.mktemp("report") / "results")
+    return write_report(root).path
+
+
+def test_report_shows_tables_routing_provenance_and_figures(page: Path):
+    assert page == page.parent.parent / "report" / "index.html"
+    text = page.read_text(encoding="utf-8")
+    for table in TABLES.values():  # every paper table, with the paper's values beside ours
+        assert f'id="{table.name}"' in text, table.name
+    assert "20.0 / 13.9 (+6.1)" in text  # Llama NF on CONFLICTS: ours (2 of 10) beside the paper's 13.9, as madara tables renders it
+    routing = text.split('id="routing"')[1].split('id="tables"')[0]
+    assert routing.count("<tr>") == 3  # header + two probed pairs
+    assert "NF 30.0% ≥ τ_NF; stochastic → PDE" in routing and "Stochastic" in routing and "+0.31" in routing
+    cells = text.split('id="cells"')[1]
+    assert cells.count("<code>smollm2-135m__mini__") == 8
+    assert "llamacpp (llama-cpp-python 0.3.36)" in cells and "git 0123456789ab" in cells and "limit=10 strategy.scoring=logprob" in cells
+    assert "wall 60.0 s; engine 12.5 s" in cells
+    assert len(re.findall(r'<img alt="[^"]*" src="data:image/png;base64,', text)) == 6  # 4 plots + Figure 2 on two benchmarks
+    # Self-contained: nothing to fetch (no script, no outside stylesheet, font or image).
+    assert "<script" not in text
+    assert not re.findall(r'(?:src|href)="(?!data:|#)', text)
+    assert "@import" not in text and "url(" not in text
+
+
+def test_report_tables_are_the_builders_own_cells(page: Path):
+    text = page.read_text(encoding="utf-8")
+    root = page.parent.parent
+    for name in ("table1", "table2", "table4", "table18"):
+        df = build_table(name, root)
+        html_table = text.split(f'id="{name}"')[1].split('<div class="table"')[0]
+        for row in df.itertuples(index=False, name=None):
+            assert "<tr>" + "".join(f"<td>{esc(v)}</td>" for v in row) + "</tr>" in html_table, (name, row)
+
+
+def test_strings_from_results_are_escaped(tmp_path: Path):
+    root = tmp_path / "results"
+    evil = '<script>alert(1)</script>'
+    attr = '"><img src=x onerror=alert(2)>'
+    write_cell(root, "adhoc", evil, "mini", "nf", [0], folder="evil-cell", provenance={**PROV, "overrides": [attr]})
+    write_probe(root, "mistral-7b", "mini", reason=evil)
+    text = write_report(root).path.read_text(encoding="utf-8")
+    assert evil not in text and attr not in text and "onerror=alert(2)>" not in text
+    assert esc(evil) in text and esc(attr) in text
+    assert "<script" not in text
+
+
+def test_madara_report_cli(page: Path, tmp_path: Path, monkeypatch, capsys):
+    root = page.parent.parent
+    opened = []
+    monkeypatch.setattr("webbrowser.open", lambda url: opened.append(url) or True)
+    code, stdout, stderr = cli("report", "--results", str(root), "--open", monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 0, stderr
+    path = root / "report" / "index.html"
+    assert f"wrote {path} ({len(TABLES)} tables, 6 figures)" in stdout
+    assert opened == [path.resolve().as_uri()]
+    code, _, err = cli("report", "--results", str(tmp_path / "nothing"), monkeypatch=monkeypatch, capsys=capsys)
+    one_line_error(code, err, "no results folder at")
+
+
+def _blank(png: Path) -> bool:
+    import matplotlib.image
+
+    pixels = matplotlib.image.imread(png)[..., :3]
+    return float(pixels.std()) < 0.02
+
+
+@needs_chromium
+def test_screenshot_in_headless_chromium(page: Path, tmp_path: Path):
+    shot = tmp_path / "report.png"
+    run = subprocess.run(
+        [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}", "--window-size=1280,4000",
+         page.resolve().as_uri()],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert shot.is_file() and shot.stat().st_size > 50_000
+    import matplotlib.image
+
+    assert matplotlib.image.imread(shot).shape[:2] == (4000, 1280)
+    assert not _blank(shot)
+
+
+@needs_chromium
+def test_page_loads_with_no_console_error_and_every_image_renders(page: Path, tmp_path: Path):
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright not installed (the dev extra)")
+    messages, requests = [], []
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS[1:])
+        try:
+            tab = browser.new_page(viewport={"width": 1280, "height": 4000})
+            tab.on("console", lambda m: messages.append(f"{m.type}: {m.text}"))
+            tab.on("pageerror", lambda e: messages.append(f"pageerror: {e}"))
+            tab.on("requestfailed", lambda r: messages.append(f"requestfailed: {r.url}"))
+            tab.on("request", lambda r: requests.append(r.url))
+            tab.goto(page.resolve().as_uri(), wait_until="load")
+            images = tab.evaluate("[...document.images].map(i => [i.alt, i.complete, i.naturalWidth, i.naturalHeight])")
+            tables = tab.locator("table").count()
+            tab.screenshot(path=str(tmp_path / "full.png"), full_page=True)
+        finally:
+            browser.close()
+    assert [m for m in messages if m.startswith(("error", "pageerror", "requestfailed", "warning"))] == []
+    assert len(images) >= 3
+    assert all(complete and width > 0 and height > 0 for _, complete, width, height in images), images
+    assert tables >= len(TABLES) + 2  # the paper tables, the routing decisions, the cells
+    # The page is the only thing it loads: data URIs are not requests, and nothing goes out.
+    assert [u for u in requests if not u.startswith("data:")] == [page.resolve().as_uri()]
+    assert not _blank(tmp_path / "full.png")
