@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 _FENCE = re.compile(r"```(?:bash|sh|console|shell)?\n(.*?)```", re.S)
 _COMMAND = re.compile(r"^(?:\S+=\S+\s+)*(?:\.venv[-\w]*/bin/)?madara(?:\s|$)")
