@@ -48,9 +48,9 @@ $(BIN)/madara: pyproject.toml constraints.txt
 
 setup: $(BIN)/madara ## Create .venv and install madara with the CPU engine (llama.cpp + SmolLM2) and test tools
 
-demo: setup ## Run the demo grid (SmolLM2-135M on CPU, mini benchmark) and print the results table
+demo: setup ## Diagnose -> Treat on SmolLM2-135M (CPU, mini benchmark), then the report page and what to type next
 	$(BIN)/madara run --grid demo
-	$(BIN)/madara tables --only table1,table2 --format md
+	@$(BIN)/madara report --next "madara run --grid demo-full (every strategy, ~12 min on 2 cores)"
 
 test: setup ## Run the test suite (includes real llama.cpp runs on CPU)
 	$(BIN)/pytest -q

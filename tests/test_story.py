@@ -15,6 +15,8 @@ from madara_cli.tables.builders import TABLES
 from madara_cli.tables.lookup import load_results
 from madara_cli.tables.report import esc, holds_ours, write_report
 from madara_cli.tables.story import cards, story_lines
+from tests.conftest import ROOT
+from tests.fakes import FakeBackend, madara_main
 from tests.results_fixtures import write_cell, write_probe
 from tests.test_plots import demo_like_results
 
@@ -107,3 +109,36 @@ def test_a_probe_whose_route_has_not_run_says_so(tmp_path: Path):
     line = story_lines(load_results(tmp_path), "p")[1]
     assert "the routed SDA has not run (madara run model=mistral-7b benchmark=mini strategy=madara)" in line
 
+
+def test_make_demo_ends_with_the_report_and_the_larger_grid():
+    make = (ROOT / "Makefile").read_text()
+    recipe = make.split("\ndemo:")[1].split("\n\n")[0].strip().splitlines()
+    assert "madara run --grid demo" in recipe[1]
+    assert "madara report --next" in recipe[-1] and "demo-full" in recipe[-1]
+    from madara_cli.config import load_grid
+
+    small, full = load_grid("demo"), load_grid("demo-full")
+    assert {"nf", "madara"} <= set(small.axes["strategy"]) < set(full.axes["strategy"])
+
+
+def test_the_demo_grid_ends_with_five_lines_on_the_fake_engine(tmp_path: Path, monkeypatch, capsys):
+    """The demo's cells through the real runner on the fake engine, then `madara report`
+    as `make demo` calls it: the page is written and five lines follow."""
+    from madara_cli.experiment.engines import EnginePool
+    from madara_cli.experiment.grid import expand
+    from madara_cli.experiment.runner import run_cell
+
+    fake = FakeBackend()
+    pool = EnginePool(factory=lambda cfg: fake)
+    for cfg in expand("demo", [f"results_dir={tmp_path}"]):
+        run_cell(cfg, pool)
+    code, stdout, stderr = madara_main(monkeypatch, capsys, "report", "--results", str(tmp_path), "--next", "madara run --grid demo-full")
+    assert code == 0, stderr
+    page = tmp_path / "report" / "index.html"
+    lines = [ln for ln in stdout.splitlines() if ln.strip()]
+    assert lines[-5].startswith(f"wrote {page} ")
+    assert [ln.split()[0] for ln in lines[-4:]] == ["Diagnose", "Treat", "Look", "Next"]
+    assert "SmolLM2-135M × Mini" in lines[-4] and "→ route " in lines[-4]
+    assert re.search(r"routed \S+ EM \d+\.\d% vs NF \d+\.\d%", lines[-3]) and "McNemar exact p" in lines[-3]
+    assert lines[-1].endswith("madara run --grid demo-full") and "madara show smollm2-135m__mini__madara" in lines[-1]
+    assert page.is_file() and '<article class="card">' in page.read_text(encoding="utf-8")
