@@ -91,6 +91,9 @@ def test_story_lines_say_what_ran_and_what_to_type_next(page: Path):
     smol = lines[2:4]
     assert "SmolLM2-135M × Mini: NF EM 30.0%" in smol[0] and "→ route PDE: NF 30.0% ≥ τ_NF; stochastic → PDE" in smol[0]
     assert "routed PDE EM 70.0% vs NF 30.0% (+40.0 pp) on 10 queries; McNemar exact p = 0.22" in smol[1]
+    # Llama's NF (20%) is under the capability floor: F1 and contains stand beside EM, as in the tables.
+    assert lines[1].endswith("; F1 90.0% vs 20.0%, contains 90.0% vs 20.0% (EM under the 30% floor says little)")
+    assert "F1" not in smol[1]
     assert lines[4].startswith("Look      open results/report/index.html")
     assert "madara show " in lines[5] and lines[5].endswith("madara run --grid demo-full")
     assert story_lines(load_results(page.parent.parent), "p", most=1)[2].strip().startswith("… and 1 more")
@@ -141,4 +144,5 @@ def test_the_demo_grid_ends_with_five_lines_on_the_fake_engine(tmp_path: Path, m
     assert "SmolLM2-135M × Mini" in lines[-4] and "→ route " in lines[-4]
     assert re.search(r"routed \S+ EM \d+\.\d% vs NF \d+\.\d%", lines[-3]) and "McNemar exact p" in lines[-3]
     assert lines[-1].endswith("madara run --grid demo-full") and "madara show smollm2-135m__mini__madara" in lines[-1]
+    assert f" --results {tmp_path} (the routed cell" in lines[-1]
     assert page.is_file() and '<article class="card">' in page.read_text(encoding="utf-8")

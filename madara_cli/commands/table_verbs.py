@@ -108,7 +108,7 @@ def report(
         err.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
     out.print(f"wrote {page.path} ({page.tables} tables, {page.figures} figures)", markup=False, highlight=False, soft_wrap=True)
     shown = load_results(results_dir, metric)
-    for line in story_lines(shown, str(page.path), next_command):
+    for line in story_lines(shown, str(page.path), next_command, results_arg=None if results is None else str(results)):
         out.print(line, markup=False, highlight=False, soft_wrap=True)
     if open_page:
         import webbrowser

@@ -32,7 +32,7 @@ from madara_cli.tables.figure import pyplot
 from madara_cli.tables.lookup import Results, load_results
 from madara_cli.tables.plots import build_figures
 from madara_cli.tables.render import results_notes
-from madara_cli.tables.story import Card, cards, paired_text, pct, rho_text
+from madara_cli.tables.story import Card, below_floor_text, cards, paired_text, pct, rho_text
 
 REPORT_DIR = "report"
 REPORT_FILE = "index.html"
@@ -146,6 +146,9 @@ def _card_html(card: Card) -> str:
         delta = "" if nf is None else f" ({card.routed_em - nf:+.1f} pp)"
         treat = (f"<strong>{esc(route)} EM {esc(pct(card.routed_em))}</strong> vs NF {esc(pct(nf))}{esc(delta)} on {esc(card.routed.n)} queries "
                  f"({esc(card.routed_source)}); {esc(paired_text(card))}")
+        floor = below_floor_text(card)
+        if floor:
+            treat += f"; {esc(floor)}"
     return (
         f'<article class="card"><h3>{esc(card.label)}</h3><dl>'
         f"<dt>Baseline</dt><dd>No-Filter EM {esc(pct(card.nf_em))}{esc(nf_n)}{esc(cal)}</dd>"

@@ -18,6 +18,7 @@ from madara_cli.results.outputs import ProbeRecord
 from madara_cli.tables.builders.common import madara_outcome
 from madara_cli.tables.compare import paired_outcomes
 from madara_cli.tables.lookup import Results, StoredCell
+from madara_cli.tables.pairs import CAPABILITY_FLOOR
 
 
 @dataclass(frozen=True)
@@ -111,19 +112,38 @@ def diagnose_line(card: Card) -> str:
             f"{rho_text(probe)} → route {route}: {probe.reason or 'no reason recorded'}")
 
 
+def below_floor_text(card: Card) -> str:
+    """F1 and contains of the routed cell beside NF's, where an EM is under the
+    capability floor (as the tables show them there); else empty."""
+    nf = card.nf
+    if card.routed is None or nf is None or nf.em is None or card.routed_em is None:
+        return ""
+    if min(card.routed_em, 100 * nf.em) >= CAPABILITY_FLOOR:
+        return ""
+    r = card.routed
+    return (f"F1 {_frac(r.f1)} vs {_frac(nf.f1)}, contains {_frac(r.contains)} vs {_frac(nf.contains)} "
+            f"(EM under the {CAPABILITY_FLOOR:.0f}% floor says little)")
+
+
+def _frac(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:.1f}%"
+
+
 def treat_line(card: Card) -> str:
     route = pv.STRATEGY_LABELS.get(card.route or "", card.route or "?")
     if card.routed_em is None:
         return f"Treat     {card.label}: the routed {route} has not run (madara run model={card.model} benchmark={card.benchmark} strategy=madara)"
     nf = card.nf.em * 100 if card.nf is not None and card.nf.em is not None else None
     delta = "" if nf is None else f" ({card.routed_em - nf:+.1f} pp)"
+    floor = below_floor_text(card)
     return (f"Treat     {card.label}: routed {route} EM {pct(card.routed_em)} vs NF {pct(nf)}{delta} on {card.routed.n} queries; "
-            f"{paired_text(card)}")
+            f"{paired_text(card)}{'; ' + floor if floor else ''}")
 
 
-def story_lines(results: Results, page: str, next_command: str | None = None, most: int = 3) -> list[str]:
+def story_lines(results: Results, page: str, next_command: str | None = None, most: int = 3, results_arg: str | None = None) -> list[str]:
     """What ``madara report`` prints after writing the page: per card (at most ``most``)
-    a Diagnose and a Treat line, then where to look and what to type next."""
+    a Diagnose and a Treat line, then where to look and what to type next
+    (``results_arg``: the ``--results`` folder the user named, repeated in ``madara show``)."""
     found = cards(results)
     lines: list[str] = []
     for card in found[:most]:
@@ -134,7 +154,8 @@ def story_lines(results: Results, page: str, next_command: str | None = None, mo
         lines.append("Diagnose  no RSC probe in this folder: madara probe --model M --benchmark B (or strategy=madara) writes one")
     lines.append(f"Look      open {page}   (the Diagnose → Treat cards first, then figures, routing map, tables)")
     shown = next((c.routed for c in found if c.routed is not None), None)
-    steps = [f"madara show {shown.key} (the routed cell, with its provenance)"] if shown is not None else []
+    where = f" --results {results_arg}" if results_arg else ""
+    steps = [f"madara show {shown.key}{where} (the routed cell, with its provenance)"] if shown is not None else []
     steps.append(next_command or "madara ls grids (what else can run)")
     lines.append("Next      " + "   ·   ".join(steps))
     return lines
