@@ -113,6 +113,17 @@ def test_a_probe_whose_route_has_not_run_says_so(tmp_path: Path):
     assert "the routed SDA has not run (madara run model=mistral-7b benchmark=mini strategy=madara)" in line
 
 
+def test_a_degenerate_probe_card_says_there_is_no_rho(tmp_path: Path):
+    write_cell(tmp_path, "demo", "smollm2-135m", "mini", "nf", [], n=5)
+    write_probe(tmp_path, "smollm2-135m", "mini", None, "degenerate", "pde", n=2, em_nf=0.0,
+                degenerate={"is_degenerate": True, "floor_share": 1.0, "ceiling_share": 0.0, "mean_score": 0.0},
+                reason="NF EM 0% < τ_NF 30% → per-document isolation (PDE)")
+    text = write_report(tmp_path).path.read_text(encoding="utf-8")
+    card = text.split('<article class="card">')[1].split("</article>")[0]
+    assert "<strong>Degenerate</strong>: no ρ̂ (degenerate scores)" in card and "shuffled" not in card
+    assert "the routed PDE has not run" in card
+
+
 def test_make_demo_ends_with_the_report_and_the_larger_grid():
     make = (ROOT / "Makefile").read_text()
     recipe = make.split("\ndemo:")[1].split("\n\n")[0].strip().splitlines()

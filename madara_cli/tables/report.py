@@ -153,7 +153,7 @@ def _card_html(card: Card) -> str:
         f'<article class="card"><h3>{esc(card.label)}</h3><dl>'
         f"<dt>Baseline</dt><dd>No-Filter EM {esc(pct(card.nf_em))}{esc(nf_n)}{esc(cal)}</dd>"
         f"<dt>Diagnose</dt><dd>RSC class <strong>{esc(pv.CLASS_LABELS.get(probe.rsc_class, probe.rsc_class or '—'))}</strong>: "
-        f"{esc(rho_text(probe))} (shuffled / contradicted / random chains){esc(star)}</dd>"
+        f"{esc(rho_text(probe))}{'' if probe.rho_at(0) is None else ' (shuffled / contradicted / random chains)'}{esc(star)}</dd>"
         f"<dt>Route</dt><dd><strong>{esc(route)}</strong>: {esc(probe.reason or 'no reason recorded')}</dd>"
         f"<dt>Treat</dt><dd>{treat}</dd></dl></article>"
     )
