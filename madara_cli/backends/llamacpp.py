@@ -70,13 +70,37 @@ def default_threads() -> int:
     15 (and issue 13 saw a cell run 7x slower with all cores than with one). SMT siblings add nothing
     to its matrix kernels. So: physical cores minus the runnable processes already
     there (1-minute load average), at least 1. The thread count does not change the
-    numbers (same text and logits with 1 or 2 threads), only the speed."""
+    numbers (same text and logits with 1 or 2 threads), only the speed.
+
+    The 1-minute average still counts work that has just ended -- right after ``make
+    setup`` compiled llama.cpp on every core it reads ~2 on 2 idle cores, and a demo
+    would run on 1 thread throughout -- so the processes runnable now
+    (:func:`runnable_now`) cap it: a core counts as busy only when it was over the last
+    minute and still is."""
     cores = physical_cores()
     try:
         busy = os.getloadavg()[0]
     except OSError:  # pragma: no cover - no load average on this platform
         busy = 0.0
+    now = runnable_now()
+    if now is not None:
+        busy = min(busy, now)
     return max(1, min(cores, int(cores - busy + 0.5)))
+
+
+def runnable_now(samples: int = 5, gap_s: float = 0.02) -> float | None:
+    """Threads runnable on this machine now, besides this one: the median of a few reads
+    of ``/proc/loadavg``'s ``running/total`` field (None where there is none)."""
+    counts = []
+    for i in range(samples):
+        try:
+            running = Path("/proc/loadavg").read_text().split()[3].split("/")[0]
+            counts.append(max(0, int(running) - 1))  # this thread is running while it reads
+        except (OSError, IndexError, ValueError):
+            return None
+        if i + 1 < samples:
+            time.sleep(gap_s)
+    return float(sorted(counts)[len(counts) // 2])
 
 
 class LlamaCppBackend:

@@ -92,10 +92,15 @@ def report(
     out_dir: Optional[Path] = typer.Option(None, "--out", help="Where to write index.html (default: RESULTS/report)"),
     metric: str = typer.Option("em", "--metric", help="What our cells show: em (EM as the paper's authors compute it), em_strict, f1, contains"),
     open_page: bool = typer.Option(False, "--open", help="Open the page in the web browser"),
+    next_command: Optional[str] = typer.Option(
+        None, "--next", help="The command to suggest last, after `madara show` (make demo suggests the larger demo grid)",
+    ),
 ) -> None:
-    """Write one self-contained HTML page of a results folder: figures, routing decisions, every paper table, cell provenance."""
+    """Write one self-contained HTML page of a results folder: the Diagnose → Treat cards, figures, the routing map,
+    every paper table, cell provenance; then print what the folder showed and what to type next."""
     from madara_cli.results.stored import load_results
     from madara_cli.tables.report import write_report
+    from madara_cli.tables.story import story_lines
 
     results_dir = results_dir_of(results)
     try:
@@ -105,12 +110,15 @@ def report(
     for note in page.notes:
         err.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
     out.print(f"wrote {page.path} ({page.tables} tables, {page.figures} figures)", markup=False, highlight=False, soft_wrap=True)
+    shown = load_results(results_dir, metric)
+    for line in story_lines(shown, str(page.path), next_command, results_arg=None if results is None else str(results)):
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
     if open_page:
         import webbrowser
 
         if not webbrowser.open(page.path.resolve().as_uri()):
             err.print(f"note: no web browser found here; open {page.path.resolve().as_uri()} yourself", markup=False, highlight=False, soft_wrap=True)
-    problems = load_results(results_dir).problems
+    problems = shown.problems
     if problems:
         err.print(f"error: {unreadable_folders(problems)}; the report was written without them", markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(1)

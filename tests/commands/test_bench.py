@@ -48,12 +48,38 @@ def test_thread_default_leaves_busy_cores_alone(monkeypatch):
     from madara_cli.backends import llamacpp
 
     monkeypatch.setattr(llamacpp, "physical_cores", lambda: 8)
+    monkeypatch.setattr(llamacpp, "runnable_now", lambda: 40.0)  # busy now: the 1-minute average decides
     monkeypatch.setattr(llamacpp.os, "getloadavg", lambda: (0.2, 0.0, 0.0))
     assert llamacpp.default_threads() == 8  # idle: every physical core
     monkeypatch.setattr(llamacpp.os, "getloadavg", lambda: (3.0, 0.0, 0.0))
     assert llamacpp.default_threads() == 5  # three cores taken by others
     monkeypatch.setattr(llamacpp.os, "getloadavg", lambda: (40.0, 0.0, 0.0))
     assert llamacpp.default_threads() == 1  # oversubscribed: one thread, never zero
+    # Work that has just ended (a compile on every core) still weighs on the average;
+    # what is runnable now caps it.
+    monkeypatch.setattr(llamacpp.os, "getloadavg", lambda: (7.5, 0.0, 0.0))
+    monkeypatch.setattr(llamacpp, "runnable_now", lambda: 0.0)
+    assert llamacpp.default_threads() == 8
+    monkeypatch.setattr(llamacpp, "runnable_now", lambda: 2.0)
+    assert llamacpp.default_threads() == 6
+    monkeypatch.setattr(llamacpp, "runnable_now", lambda: None)  # no /proc/loadavg: the average alone
+    assert llamacpp.default_threads() == 1
+
+
+def test_runnable_now_reads_proc_loadavg(monkeypatch, tmp_path):
+    from madara_cli.backends import llamacpp
+
+    reads = iter(["0.50 0.40 0.30 3/211 999\n", "0.50 0.40 0.30 1/211 999\n", "0.50 0.40 0.30 2/211 999\n"])
+    real = llamacpp.Path
+
+    class FakePath(type(real())):
+        def read_text(self, *a, **k):
+            return next(reads) if str(self) == "/proc/loadavg" else super().read_text(*a, **k)
+
+    monkeypatch.setattr(llamacpp, "Path", FakePath)
+    assert llamacpp.runnable_now(samples=3, gap_s=0) == 1.0  # median of 2, 0, 1 (each minus the reader)
+    reads = iter(["garbage"])
+    assert llamacpp.runnable_now(samples=1, gap_s=0) is None
 
 
 @pytest.mark.llm

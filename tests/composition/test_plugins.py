@@ -125,10 +125,10 @@ KEYS_BEFORE = [
 def test_shipped_cell_and_probe_keys_do_not_move(overrides, cell_key, probe_key):
     from madara_cli.diagnose.probe import ProbeSpec
 
-    if "grid_name=demo" in overrides:  # the demo grid's first cell, as the grid composes it
+    if "grid_name=demo" in overrides:  # the first cell of the demo grid that was (demo-full since issue 30), as it composes it
         from madara_cli.experiment.grid import expand
 
-        cfg = expand("demo")[0]
+        cfg = expand("demo-full")[0]
     else:
         cfg = compose(overrides)
     assert cell_from_cfg(cfg).key == cell_key

@@ -1,0 +1,162 @@
+"""What a results folder shows, told as Diagnose → Treat: one card per probed pair.
+
+A card holds, for one model × benchmark: the No-Filter EM (the NF cell's, and the
+probe's on its calibration queries), the RSC probe's ρ̂ values and class, the route
+with its reason (the router's own words, as the probe recorded them), and the routed
+treatment's EM beside NF with McNemar's exact test on the queries both cells answered
+(:func:`madara_cli.stats.mcnemar`). The report page puts the cards first, and
+``madara report`` prints them as lines; nothing here runs or re-routes anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from madara_cli import paper as pv
+from madara_cli import stats
+from madara_cli.results.outputs import ProbeRecord
+from madara_cli.tables.builders.common import madara_outcome
+from madara_cli.tables.compare import paired_outcomes
+from madara_cli.tables.lookup import Results, StoredCell
+from madara_cli.tables.pairs import CAPABILITY_FLOOR
+
+
+@dataclass(frozen=True)
+class Paired:
+    """McNemar on the queries two cells share: b (routed right, NF wrong), c (the reverse)."""
+
+    n: int
+    b: int
+    c: int
+    p: float
+
+
+@dataclass(frozen=True)
+class Card:
+    model: str
+    benchmark: str
+    probe: ProbeRecord
+    nf: StoredCell | None  # the No-Filter cell
+    route: str | None  # the treatment the probe routed to (the madara cell's, where it ran)
+    routed: StoredCell | None  # the madara cell, else the routed strategy's own cell
+    routed_source: str  # "madara cell" | "<route> cell (routed)" | ""
+    paired: Paired | None  # routed vs NF, when both cells' predictions are on disk
+
+    @property
+    def label(self) -> str:
+        return f"{pv.MODEL_LABELS.get(self.model, self.model)} × {pv.BENCHMARK_LABELS.get(self.benchmark, self.benchmark)}"
+
+    @property
+    def nf_em(self) -> float | None:
+        """The NF cell's EM in %, else the probe's calibration NF."""
+        if self.nf is not None and self.nf.em is not None:
+            return 100 * self.nf.em
+        return None if self.probe.em_nf is None else 100 * self.probe.em_nf
+
+    @property
+    def routed_em(self) -> float | None:
+        return None if self.routed is None or self.routed.em is None else 100 * self.routed.em
+
+
+def _paired(routed: StoredCell | None, nf: StoredCell | None) -> Paired | None:
+    if routed is None or nf is None:
+        return None
+    pr, pn = routed.predictions(), nf.predictions()
+    if not pr or not pn:
+        return None
+    ids, a, b = paired_outcomes(pr, pn, routed.outcome_metric)
+    if not ids:
+        return None
+    bb, cc = stats.discordant(a > 0.5, b > 0.5)
+    return Paired(len(ids), bb, cc, stats.mcnemar(bb, cc, "exact"))
+
+
+def cards(results: Results) -> list[Card]:
+    """One card per probed model × benchmark, the paper's models first."""
+    order = {m: i for i, m in enumerate(pv.MODEL_LABELS)}
+    pairs = sorted({(p.model, p.benchmark) for p in results.probes}, key=lambda mb: (order.get(mb[0], 99), mb[0], mb[1]))
+    out = []
+    for model, benchmark in pairs:
+        probe = results.probe(model, benchmark)
+        nf = results.find(model, benchmark, "nf")
+        route, _, routed, source = madara_outcome(results, model, benchmark, None)
+        route = route or probe.route
+        out.append(Card(model, benchmark, probe, nf, route, routed, source, _paired(routed, nf)))
+    return out
+
+
+def pct(x: float | None) -> str:
+    return "—" if x is None else f"{x:.1f}%"
+
+
+def rho_text(probe: ProbeRecord) -> str:
+    """ρ̂1/ρ̂2/ρ̂3 as the probe measured them (— for a level it could not measure)."""
+    values = [probe.rho_at(i) for i in range(3)]
+    if all(v is None for v in values):
+        return "no ρ̂ (degenerate scores)" if probe.is_degenerate else "no ρ̂"
+    return "ρ̂ " + "/".join("—" if v is None else f"{v:+.2f}" for v in values)
+
+
+def paired_text(card: Card) -> str:
+    if card.paired is None:
+        return "no paired test (a cell's predictions are missing)"
+    p = card.paired
+    return f"McNemar exact p = {p.p:.2g} on {p.n} shared queries (routed right/NF wrong {p.b}, the reverse {p.c})"
+
+
+def diagnose_line(card: Card) -> str:
+    probe = card.probe
+    cal = "" if probe.em_nf is None else f" ({100 * probe.em_nf:.1f}% on the probe's {probe.n} calibration queries)"
+    route = pv.STRATEGY_LABELS.get(card.route or "", card.route or "no route")
+    return (f"Diagnose  {card.label}: NF EM {pct(card.nf_em)}{cal}; RSC class {pv.CLASS_LABELS.get(probe.rsc_class, probe.rsc_class or '—')}, "
+            f"{rho_text(probe)} → route {route}: {probe.reason or 'no reason recorded'}")
+
+
+def below_floor_text(card: Card) -> str:
+    """F1 and contains of the routed cell beside NF's, where an EM is under the
+    capability floor (as the tables show them there); else empty."""
+    nf = card.nf
+    if card.routed is None or nf is None or nf.em is None or card.routed_em is None:
+        return ""
+    if min(card.routed_em, 100 * nf.em) >= CAPABILITY_FLOOR:
+        return ""
+    r = card.routed
+    return (f"F1 {_frac(r.f1)} vs {_frac(nf.f1)}, contains {_frac(r.contains)} vs {_frac(nf.contains)} "
+            f"(EM under the {CAPABILITY_FLOOR:.0f}% floor says little)")
+
+
+def _frac(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:.1f}%"
+
+
+def treat_line(card: Card) -> str:
+    route = pv.STRATEGY_LABELS.get(card.route or "", card.route or "?")
+    if card.routed_em is None:
+        return f"Treat     {card.label}: the routed {route} has not run (madara run model={card.model} benchmark={card.benchmark} strategy=madara)"
+    nf = card.nf.em * 100 if card.nf is not None and card.nf.em is not None else None
+    delta = "" if nf is None else f" ({card.routed_em - nf:+.1f} pp)"
+    floor = below_floor_text(card)
+    return (f"Treat     {card.label}: routed {route} EM {pct(card.routed_em)} vs NF {pct(nf)}{delta} on {card.routed.n} queries; "
+            f"{paired_text(card)}{'; ' + floor if floor else ''}")
+
+
+def story_lines(results: Results, page: str, next_command: str | None = None, most: int = 3, results_arg: str | None = None) -> list[str]:
+    """What ``madara report`` prints after writing the page: per card (at most ``most``)
+    a Diagnose and a Treat line, then where to look and what to type next
+    (``results_arg``: the ``--results`` folder the user named, repeated in ``madara show``)."""
+    found = cards(results)
+    lines: list[str] = []
+    for card in found[:most]:
+        lines += [diagnose_line(card), treat_line(card)]
+    if len(found) > most:
+        lines.append(f"          … and {len(found) - most} more probed pair(s) on the page")
+    if not found:
+        lines.append("Diagnose  no RSC probe in this folder: madara probe --model M --benchmark B (or strategy=madara) writes one")
+    lines.append(f"Look      open {page}   (the Diagnose → Treat cards first, then figures, routing map, tables)")
+    shown = next((c.routed for c in found if c.routed is not None), None)
+    where = f" --results {results_arg}" if results_arg else ""
+    steps = [f"madara show {shown.key}{where} (the routed cell, with its provenance)"] if shown is not None else []
+    steps.append(next_command or "madara ls grids (what else can run)")
+    lines.append("Next      " + "   ·   ".join(steps))
+    return lines
+
