@@ -17,8 +17,7 @@ from madara_cli.tables.report import esc, holds_ours, write_report
 from madara_cli.tables.story import cards, story_lines
 from tests.conftest import ROOT
 from tests.fakes import FakeBackend, cli
-from tests.results_fixtures import write_cell, write_probe
-from tests.test_plots import demo_like_results
+from tests.results_fixtures import demo_like_results, write_cell, write_probe
 
 pytest.importorskip("matplotlib")
 
