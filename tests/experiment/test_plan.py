@@ -15,8 +15,8 @@ from tests.fakes import FakeBackend
 
 @pytest.mark.llm  # the plan fingerprints the SmolLM2 GGUF file (no model is loaded)
 def test_demo_plan_is_within_10_percent_of_calls_issued(tmp_path):
-    cfgs = expand("demo", [f"results_dir={tmp_path}", "limit=4", "benchmark.calibration=4"])
-    plan = plan_grid("demo", cfgs)
+    cfgs = expand("demo-full", [f"results_dir={tmp_path}", "limit=4", "benchmark.calibration=4"])
+    plan = plan_grid("demo-full", cfgs)
     assert plan.total().cells == len(cfgs) and plan.total().measured_cells == 0
 
     fake = FakeBackend()
@@ -29,12 +29,12 @@ def test_demo_plan_is_within_10_percent_of_calls_issued(tmp_path):
     assert fake.chat_calls + fake.score_calls == total
     assert within(plan.total().calls, total), (plan.total().calls, total)
 
-    after = plan_grid("demo", cfgs)
+    after = plan_grid("demo-full", cfgs)
     for name, n in issued.items():
         assert after.by_strategy[name].measured_calls == n
     # Planning never writes where runs look (no probe or cell from placeholder replies).
-    assert all(json.loads(p.read_text())["accounting"]["calls_issued"] >= 0 for p in tmp_path.glob("demo/*/metrics.json"))
-    assert len(list(tmp_path.glob("demo/*/metrics.json"))) == len(cfgs)
+    assert all(json.loads(p.read_text())["accounting"]["calls_issued"] >= 0 for p in tmp_path.glob("demo-full/*/metrics.json"))
+    assert len(list(tmp_path.glob("demo-full/*/metrics.json"))) == len(cfgs)
 
 
 @pytest.mark.llm
@@ -60,10 +60,10 @@ def test_walking_the_queries_in_blocks_counts_what_one_walk_counts(tmp_path, mon
     from madara_cli.experiment import plan as plan_module
 
     monkeypatch.setattr(plan_module, "_fingerprint", lambda cfg: "fake")  # no GGUF file to fingerprint
-    cfgs = expand("demo", [f"results_dir={tmp_path}", "limit=6", "benchmark.calibration=4"])
-    whole = plan_grid("demo", cfgs).by_strategy
+    cfgs = expand("demo-full", [f"results_dir={tmp_path}", "limit=6", "benchmark.calibration=4"])
+    whole = plan_grid("demo-full", cfgs).by_strategy
     monkeypatch.setattr(plan_module, "WALK_BLOCK", 4)  # 6 queries: a block of 4, then one of 2
-    blocks = plan_grid("demo", cfgs).by_strategy
+    blocks = plan_grid("demo-full", cfgs).by_strategy
     assert whole == blocks and sum(s.requests for s in whole.values()) > 0
 
 
@@ -95,11 +95,11 @@ def test_finished_cells_cost_nothing_more(tmp_path, monkeypatch):
     from madara_cli.experiment import plan as plan_module
 
     monkeypatch.setattr(plan_module, "_fingerprint", lambda cfg: "fake")
-    cfgs = [c for c in expand("demo", [f"results_dir={tmp_path}", "limit=3", "benchmark.calibration=3"]) if c.strategy.name in ("nf", "pde")]
-    before = plan_grid("demo", cfgs).by_strategy
+    cfgs = [c for c in expand("demo-full", [f"results_dir={tmp_path}", "limit=3", "benchmark.calibration=3"]) if c.strategy.name in ("nf", "pde")]
+    before = plan_grid("demo-full", cfgs).by_strategy
     assert before["nf"].calls > 0 and before["pde"].calls > 0 and before["pde"].output_tokens > 0
     pool = EnginePool(factory=lambda cfg: FakeBackend())
     run_cell(next(c for c in cfgs if c.strategy.name == "nf"), pool)
-    after = plan_grid("demo", cfgs, rate=10.0).by_strategy
+    after = plan_grid("demo-full", cfgs, rate=10.0).by_strategy
     assert (after["nf"].finished_cells, after["nf"].calls, after["nf"].prompt_tokens, after["nf"].seconds) == (1, 0, 0, 0.0)
     assert after["pde"].finished_cells == 0 and after["pde"].calls == before["pde"].calls
