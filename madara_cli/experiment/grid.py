@@ -16,7 +16,7 @@ import itertools
 
 from omegaconf import DictConfig
 
-from madara_cli.composition import compose, load_plugins
+from madara_cli.composition import compose, ensure_loaded, load_plugins
 from madara_cli.config import (
     GridConfig,
     chosen_strategy,
@@ -78,7 +78,9 @@ def cell_from_cfg(cfg: DictConfig) -> Cell:
 
 def grid_overrides(grid: GridConfig, extra: list[str]) -> list[list[str]]:
     """The override list of every cell: the cross product of the axes, models
-    outermost so that cells sharing a model run back to back (the model loads once)."""
+    outermost so that cells sharing a model run back to back (the model loads once).
+    The plug-ins load first: which strategy has which setting is theirs to say."""
+    ensure_loaded()
     axes = sorted(grid.axes.items(), key=lambda kv: (kv[0] != "model", kv[0]))
     fixed, swept = _split_sweeps(list(extra))
     names = [a for a, _ in axes] + [k for k, _ in swept]

@@ -194,3 +194,20 @@ def test_joblib_grid_against_an_openai_server(tmp_path, fake_server):
     assert len(cells) == 2 and all(n == 2 for _, _, n, _ in cells.values())
     # NF: one call per question; PDE-Random: one per question and document
     assert len(posts(fake_server, "/v1/chat/completions")) == 2 + 2 * 2
+
+
+def test_a_fresh_process_drops_a_grid_wide_setting_where_it_does_not_apply():
+    """A launcher lays out a grid's cells in a process that composed nothing yet (the
+    plug-ins, whose schemas say which strategy has which setting, are not loaded): the
+    grid's cell lists must be what the serial run's are, strategy.scoring left off nf."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    code = ("from madara_cli.config import GridConfig\nfrom madara_cli.experiment.grid import grid_overrides\n"
+            "cells = grid_overrides(GridConfig(name='g', axes={'strategy': ['nf', 'sda']}), ['strategy.scoring=logprob'])\n"
+            "print(sorted(c[0] + (' scored' if 'strategy.scoring=logprob' in c else '') for c in cells))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "['strategy=nf', 'strategy=sda scored']"
