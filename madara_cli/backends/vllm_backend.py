@@ -462,6 +462,10 @@ def weights_for(cfg: DictConfig, say=None) -> str:
 
 
 def _vllm(cfg: DictConfig) -> Backend:
+    # Before anything is made for the engine (the model folder from a GGUF needs torch
+    # and gguf): without vLLM that advice would be wrong, whatever else is installed.
+    if (why := _missing()) is not None:
+        raise BackendError(why)
     _check(cfg)
     settings = engine_settings(cfg)
     return VLLMBackend(
@@ -503,7 +507,10 @@ NOT_INSTALLED = "vLLM is not installed: pip install -e '.[vllm]' on a GPU machin
 
 def _missing() -> str | None:
     import importlib.util
+    import sys
 
+    if "vllm" in sys.modules:  # imported already (or blocked: None), perhaps without a __spec__
+        return NOT_INSTALLED if sys.modules["vllm"] is None else None
     return NOT_INSTALLED if importlib.util.find_spec("vllm") is None else None
 
 

