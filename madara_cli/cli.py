@@ -13,6 +13,7 @@ from typing import List, Optional
 
 import typer
 
+from madara_cli.bench import verb as bench_verb
 from madara_cli.commands import compare_verbs, list_verbs, probe_verbs, route_verbs, run_verbs, table_verbs, tool_verbs
 from madara_cli.commands.exits import RESUME_HINT, Interrupted, interrupt, os_error_line, override_for_option
 from madara_cli.commands.options import UserError, err
@@ -59,7 +60,7 @@ app.command()(compare_verbs.compare)
 app.command()(route_verbs.audit)
 app.command()(run_verbs.reproduce)
 app.command()(list_verbs.show)
-app.command()(tool_verbs.bench)
+app.command()(bench_verb.bench)
 app.command()(tool_verbs.prepare)
 app.add_typer(tool_verbs.index_app, name="index")
 app.add_typer(tool_verbs.cache_app, name="cache")

@@ -32,6 +32,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("tables", "audit"),
     # running grids of cells
     ("experiment",),
-    # the front doors
-    ("bench", "bench_vllm", "cli", "commands"),
+    # the verbs, and beside them the developer's measurements of the runner
+    ("bench", "commands"),
+    # the front door
+    ("cli",),
 )

@@ -22,7 +22,7 @@ from madara_cli.agents.requests import score_requests
 from madara_cli.backends import make_backend
 from madara_cli.composition import compose
 from madara_cli.data.mini import generate
-from madara_cli.data.retrieval import retrieve
+from madara_cli.retrievers.retrieval import retrieve
 
 
 def main() -> None:

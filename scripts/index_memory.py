@@ -1,5 +1,5 @@
 """Measure the memory and time of building a bm25s index (the numbers in
-madara_cli/data/saved_index.py's docstring).
+madara_cli/retrievers/saved_index.py's docstring).
 
     python scripts/index_memory.py --corpus ../shared/data/flashrag_sample/wiki_sample_corpus.jsonl --scales 1 20 100
 
@@ -23,7 +23,7 @@ CHILD = r"""
 import json, resource, sys, time
 from pathlib import Path
 from omegaconf import OmegaConf
-from madara_cli.data.saved_index import build_index
+from madara_cli.retrievers.saved_index import build_index
 import bm25s, Stemmer  # noqa: F401  (imports count as baseline)
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 cfg = OmegaConf.create({"name": "bm25s", "k1": 0.9, "b": 0.4, "stemmer": "english", "stopwords": "en"})

@@ -22,8 +22,8 @@ import tempfile
 from pathlib import Path
 
 from madara_cli.composition import compose
-from madara_cli.data.retrieval import pyserini_searcher
-from madara_cli.data.saved_index import BM25sIndex, build_index, index_settings
+from madara_cli.retrievers.pyserini import pyserini_searcher
+from madara_cli.retrievers.saved_index import BM25sIndex, build_index, index_settings
 
 
 def questions(path: Path) -> list[str]:

@@ -98,7 +98,7 @@ def _render(family: str, prompts: PromptSet) -> list[ChatRequest | ScoreRequest]
 
         return [ChatRequest(messages=judge_messages(ex, _DOCS[0], "Varn", prompts)) for ex in _EXAMPLES]
     if family == "rerank":
-        from madara_cli.data.retrieval import rerank_request
+        from madara_cli.retrievers.rerank import rerank_request
 
         return [rerank_request(_EXAMPLES[0].question, _DOCS[0], prompts=prompts)]
     raise ValueError(f"unknown prompt family '{family}'; valid: {', '.join(FAMILIES)}")

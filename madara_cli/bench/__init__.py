@@ -24,7 +24,7 @@ Sections (``--only`` picks some):
   keeps every core busy (what the ``backend.n_threads`` default rests on).
 * ``vllm`` -- the vLLM backend's stage call against vLLM's own ``LLM.generate`` on the
   same prompts, prefix caching on and off, and vLLM against llama.cpp at temperature 0
-  (:mod:`madara_cli.bench_vllm`).
+  (:mod:`madara_cli.bench.vllm`).
 * ``vllm_cpu`` -- what the CPU build's defaults rest on: float32 vs bfloat16, and vLLM's
   thread binding vs both cores to OpenMP.
 
@@ -372,7 +372,7 @@ def bench_threads(opts: BenchOptions, scratch: Path) -> dict[str, Any]:
 def _bench_vllm(opts: BenchOptions, scratch: Path) -> dict[str, Any]:
     from dataclasses import replace
 
-    from madara_cli.bench_vllm import bench_vllm  # vLLM's section: its own room
+    from madara_cli.bench.vllm import bench_vllm  # vLLM's section: its own room
 
     cfg = _cfg(replace(opts, n_threads=None), "backend=vllm", "retriever.k=3", f"results_dir={scratch / 'vllm'}")
     return bench_vllm(cfg, opts.stage_limit, opts.score_questions)
@@ -381,7 +381,7 @@ def _bench_vllm(opts: BenchOptions, scratch: Path) -> dict[str, Any]:
 def _bench_vllm_cpu(opts: BenchOptions, scratch: Path) -> dict[str, Any]:
     from dataclasses import replace
 
-    from madara_cli.bench_vllm import bench_vllm_cpu
+    from madara_cli.bench.vllm import bench_vllm_cpu
 
     return bench_vllm_cpu(_cfg(replace(opts, n_threads=None), "backend=vllm", "retriever.k=3", f"results_dir={scratch / 'vllm'}"), opts.stage_limit)
 

@@ -18,7 +18,7 @@ since when and why, in one table.
 This module is in the bottom layer: what only a higher floor can know (the digests of
 the rendered prompts, a hub revision's commit, the probe behind a routed cell) is
 handed in by the caller (:func:`madara_cli.experiment.grid.semantic_config`,
-:meth:`madara_cli.diagnose.probe.ProbeSpec.from_cfg`, :func:`madara_cli.data.retrieval`).
+:meth:`madara_cli.diagnose.probe.ProbeSpec.from_cfg`, :func:`madara_cli.retrievers.retrieval`).
 """
 
 from __future__ import annotations
@@ -287,7 +287,7 @@ def probe_identity(cfg: Any, prompts: dict[str, str], metric_version: int | str)
 
 def snapshot_identity(benchmark: dict[str, Any], source: str, retriever: dict[str, Any], corpus: dict[str, Any] | None,
                       reranker: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The identity of a retrieval snapshot (:mod:`madara_cli.data.snapshots`): the
+    """The identity of a retrieval snapshot (:mod:`madara_cli.retrievers.snapshots`): the
     benchmark's keyed settings, where its questions come from, the retriever node as keys
     cover it (:func:`key_view`), the corpus fingerprint and the reranker's settings."""
     return {

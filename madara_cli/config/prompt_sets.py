@@ -21,7 +21,7 @@ template, and ``\\r\\n`` line ends read as ``\\n``.
 
 This module knows nothing about what the prompts say; the request builders
 (:mod:`madara_cli.agents.prompts`, :mod:`madara_cli.agents.generator`, the reranker
-in :mod:`madara_cli.data.retrieval`) compute the fields and pick the templates.
+in :mod:`madara_cli.retrievers.retrieval`) compute the fields and pick the templates.
 """
 
 from __future__ import annotations

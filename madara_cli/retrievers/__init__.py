@@ -2,7 +2,7 @@
 a :class:`~madara_cli.retrievers.spec.RetrieverSpec`; :func:`load_builtin` imports every
 module of this package, so a new shipped retriever is one module plus one
 ``configs/retriever/<name>.yaml``. The orchestration (snapshots, the three kinds of query)
-is :mod:`madara_cli.data.retrieval`."""
+is :mod:`madara_cli.retrievers.retrieval`."""
 
 from madara_cli.retrievers.spec import RETRIEVERS, RetrieverSpec, load_builtin, register_retriever, retriever_spec
 

@@ -1,6 +1,6 @@
 """``retriever=bm25s`` (the default): Lucene-style BM25 (k1=0.9, b=0.4 as pyserini)
 with the same tokenisation, stop words and Snowball stemmer at index and query time;
-a corpus is indexed once into ``<results_dir>/indexes/`` (:mod:`madara_cli.data.saved_index`)."""
+a corpus is indexed once into ``<results_dir>/indexes/`` (:mod:`madara_cli.retrievers.saved_index`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import numpy as np
 from omegaconf import DictConfig
 
 from madara_cli.config.schema import RetrieverConfig
-from madara_cli.data.saved_index import BM25sIndex, index_settings
+from madara_cli.retrievers.saved_index import BM25sIndex, index_settings
 from madara_cli.records import Doc
 from madara_cli.retrievers.spec import Ranked, RetrievalContext, Retriever, RetrieverSpec, corpus_index_dir, register_retriever
 

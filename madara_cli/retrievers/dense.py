@@ -11,7 +11,7 @@ import numpy as np
 from omegaconf import DictConfig
 
 from madara_cli.config.schema import RetrieverConfig
-from madara_cli.data.saved_index import DenseIndex, index_settings, load_encoder
+from madara_cli.retrievers.saved_index import DenseIndex, index_settings, load_encoder
 from madara_cli.records import Doc
 from madara_cli.retrievers.spec import Ranked, RetrievalContext, Retriever, RetrieverSpec, corpus_index_dir, register_retriever
 

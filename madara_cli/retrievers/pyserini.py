@@ -14,7 +14,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from madara_cli.data.saved_index import INDEX_META, check_index, index_settings, parse_corpus_row
+from madara_cli.retrievers.saved_index import INDEX_META, check_index, index_settings, parse_corpus_row
 from madara_cli.errors import DataError
 from madara_cli.records import Doc
 from madara_cli.retrievers.bm25s import BM25sConfig, BM25sRetriever
@@ -31,7 +31,7 @@ def pyserini_searcher(index: str, k1: float, b: float):
     """A LuceneSearcher over a prebuilt index name (``wikipedia-dpr-100w``), a madara
     ``lucene`` index (``madara index build --engine pyserini``) or a Lucene folder, with
     BM25(k1, b). Missing extra or Java: one-line DataError (see :mod:`.lucene`)."""
-    from madara_cli.data import lucene
+    from madara_cli.retrievers import lucene
 
     LuceneSearcher = lucene.start()
     folder = lucene.lucene_dir(index)
@@ -55,7 +55,7 @@ class PyseriniRetriever:
         return self._pools.rank_pools(queries, pools)
 
     def _index(self) -> str:
-        from madara_cli.data.lucene import lucene_dir
+        from madara_cli.retrievers.lucene import lucene_dir
 
         index = self.rcfg.get("index")
         if self.ctx.corpus_path is not None:  # benchmark.corpus: its Lucene index, built once

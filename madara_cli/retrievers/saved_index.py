@@ -240,7 +240,7 @@ def ensure_index(corpus_path: str | Path, out_dir: str | Path, cfg: DictConfig, 
         if settings["kind"] == "bm25s":
             n_docs = _build_bm25s(corpus_path, tmp, settings, progress)
         elif settings["kind"] == "lucene":
-            from madara_cli.data import lucene
+            from madara_cli.retrievers import lucene
 
             n_docs = lucene.build(unique_ids(iter_corpus(corpus_path), corpus_path), tmp)
         else:

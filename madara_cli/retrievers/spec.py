@@ -7,7 +7,7 @@ point group) plus one ``configs/retriever/<name>.yaml``. Its :class:`RetrieverSp
 names its settings schema (a dataclass extending
 :class:`~madara_cli.config.schema.RetrieverConfig`, enforced at compose) and how to
 build it for a retrieval. The orchestration (snapshots, the three kinds of query) is
-:mod:`madara_cli.data.retrieval`.
+:mod:`madara_cli.retrievers.retrieval`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from omegaconf import DictConfig
 
 from madara_cli.config.plugin_schemas import register_schema
-from madara_cli.data.saved_index import check_index, ensure_index, index_settings
+from madara_cli.retrievers.saved_index import check_index, ensure_index, index_settings
 from madara_cli.errors import DataError
 from madara_cli.records import Doc
 from madara_cli.registry import Registry

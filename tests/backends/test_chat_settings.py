@@ -164,7 +164,7 @@ class RecordingBackend(FakeBackend):
 def every_request(tmp_path_factory) -> list[ChatRequest | ScoreRequest]:
     """One request of each kind madara sends: every strategy (generate and logprob
     scoring), the RSC probe's CoT and re-score requests, the generative reranker's."""
-    from madara_cli.data.retrieval import rerank_request
+    from madara_cli.retrievers.rerank import rerank_request
     from madara_cli.diagnose.probe import run_probe
 
     backend = RecordingBackend()
@@ -404,7 +404,7 @@ def test_the_qwen3_reranker_gets_its_empty_think_block_once(tmp_path):
     empty think block the reranker used to append itself: it is not written twice."""
     pytest.importorskip("transformers")
     from madara_cli.backends.prompt_tokenizers import HFTokenizer
-    from madara_cli.data.retrieval import QWEN3_PREFIX, _template_closes_thinking, rerank_request
+    from madara_cli.retrievers.rerank import QWEN3_PREFIX, _template_closes_thinking, rerank_request
 
     template, specials, _, _ = FAMILIES["chatml"]
     folder = hf_tokenizer(tmp_path, template, specials)

@@ -181,7 +181,7 @@ def test_each_shipped_retriever_keeps_its_snapshot_key(retriever):
     from omegaconf import OmegaConf
 
     from madara_cli.config.identity import snapshot_identity
-    from madara_cli.data.snapshots import key_digest
+    from madara_cli.retrievers.snapshots import key_digest
 
     cfg = compose([f"retriever={retriever}"])
     key = snapshot_identity(OmegaConf.to_container(cfg.benchmark, resolve=True), "src",

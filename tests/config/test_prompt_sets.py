@@ -18,7 +18,7 @@ from madara_cli.agents.prompts import AGENTS, RESCORE_BEGIN, assessor_messages, 
 from madara_cli.composition import compose
 from madara_cli.config.folders import config_dir, prompt_set, shipped_prompt_set
 from madara_cli.config.prompt_sets import TEMPLATES, Template, TemplateError
-from madara_cli.data.retrieval import QWEN3_PREFIX, rerank_request
+from madara_cli.retrievers.rerank import QWEN3_PREFIX, rerank_request
 from madara_cli.errors import ConfigError
 from madara_cli.records import ChatRequest, Doc, Example
 from tests.conftest import ROOT

