@@ -50,6 +50,24 @@ def backend_fingerprint(cfg: DictConfig) -> str:
     return backend_spec(str(cfg.backend.name)).fingerprint(cfg)
 
 
+def backend_key_fragment(cfg: DictConfig) -> dict[str, str]:
+    """What the keys of ``cfg``'s cells and probes add for its backend beyond its
+    settings (:attr:`BackendSpec.key_fragment`); empty for most backends (and for a
+    name no backend has registered: composing refuses that one)."""
+    load_builtin()
+    spec = BACKENDS.find(str(cfg.backend.name))
+    return dict(spec.key_fragment(cfg)) if spec is not None and spec.key_fragment else {}
+
+
+def with_key_fragment(identity: dict, cfg: DictConfig) -> dict:
+    """``identity`` (a cell's or probe's) with the backend's key fragment under
+    ``backend.key_fragment``; unchanged when the backend declares none."""
+    fragment = backend_key_fragment(cfg)
+    if fragment:
+        identity["backend"] = {**identity["backend"], "key_fragment": fragment}
+    return identity
+
+
 def prepare_backend(cfg: DictConfig, say=lambda m: None) -> str:
     """Make ready what ``make_backend(cfg)`` loads, without loading it; what is where."""
     spec = backend_spec(str(cfg.backend.name))
@@ -63,5 +81,5 @@ def engine_package(name: str | None) -> str | None:
     return spec.package if spec is not None else None
 
 
-__all__ = ["Backend", "BackendError", "BackendSpec", "BACKENDS", "backend_fingerprint", "backend_spec", "engine_package",
-           "load_builtin", "make_backend", "prepare_backend", "register_backend"]
+__all__ = ["Backend", "BackendError", "BackendSpec", "BACKENDS", "backend_fingerprint", "backend_key_fragment", "backend_spec", "engine_package",
+           "load_builtin", "make_backend", "prepare_backend", "register_backend", "with_key_fragment"]

@@ -87,6 +87,11 @@ class BackendSpec:
     # What this machine lacks to run it, as one line (None: nothing), checked without
     # loading anything: `madara reproduce` stops on it before the first cell.
     missing: Optional[Callable[[], Optional[str]]] = None
+    # What the keys of its cells and probes add beyond its settings, computed without
+    # loading a model: what its local inputs are (a digest of their bytes, where a setting
+    # holds only their path) and what its settings resolve to on this machine (``auto``
+    # devices). None, or an empty dict: nothing, and no key moves.
+    key_fragment: Optional[Callable[["DictConfig"], dict[str, str]]] = None
 
 
 BACKENDS: Registry[BackendSpec] = Registry("backend")

@@ -104,11 +104,12 @@ class ProbeSpec:
     @classmethod
     def from_cfg(cls, cfg: DictConfig, n: int | None = None) -> "ProbeSpec":
         from madara_cli.agents.digest import prompt_digest
+        from madara_cli.backends import with_key_fragment
         from madara_cli.metrics import METRIC_VERSION
 
         prompts = prompts_of(cfg)
         digests = {f: prompt_digest(f, prompts) for f in ("generator", "assessors", "rescore")}
-        config_hash = digest(probe_identity(cfg, digests, METRIC_VERSION))
+        config_hash = digest(with_key_fragment(probe_identity(cfg, digests, METRIC_VERSION), cfg))
         n = int(n if n is not None else cfg.benchmark.calibration)
         return cls(model=cfg.model.name, benchmark=cfg.benchmark.name, n=n, config_hash=config_hash)
 

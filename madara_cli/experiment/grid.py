@@ -37,6 +37,7 @@ def semantic_config(cfg: DictConfig) -> dict:
     what only this floor can know: the digest of each template family the strategy
     sends, and the commit a hub revision names where the local hub cache knows it."""
     from madara_cli.agents.digest import prompt_digests
+    from madara_cli.backends import with_key_fragment
     from madara_cli.backends.weights import resolved_revision
     from madara_cli.config.folders import prompts_of
     from madara_cli.metrics import METRIC_VERSION
@@ -44,7 +45,7 @@ def semantic_config(cfg: DictConfig) -> dict:
     # cell_identity uses it where the model's keyed source is the hub
     commit = resolved_revision(str(cfg.model.get("hf_id")), str(cfg.model.get("revision")))
     prompts = prompt_digests(strategy_impl(cfg.strategy), str(cfg.retriever.name), prompts_of(cfg))
-    return cell_identity(cfg, prompts, METRIC_VERSION, hub_commit=commit)
+    return with_key_fragment(cell_identity(cfg, prompts, METRIC_VERSION, hub_commit=commit), cfg)
 
 
 def key_settings(cfg: DictConfig, prompts: bool = True) -> dict:
