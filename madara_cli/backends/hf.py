@@ -45,7 +45,7 @@ from madara_cli.backends.base import Backend, BackendSpec, installed_version, re
 from madara_cli.backends.chat import ChatSettings
 from madara_cli.backends.weights import cache_root, file_fingerprint, hf_folder_from_gguf, resolve_gguf, resolved_revision
 from madara_cli.config.schema import BackendConfig
-from madara_cli.errors import BackendError
+from madara_cli.errors import BackendError, ConfigError
 
 GPU_DTYPE = "bfloat16"
 CPU_DTYPE = "float32"
@@ -163,13 +163,13 @@ def _check(cfg: DictConfig) -> None:
     if device != "auto" and device.split(":")[0] not in DEVICE_KINDS or device.count(":") > 1 or (
         ":" in device and not device.split(":")[1].isdigit()
     ):
-        raise BackendError(f"backend.device={device!r}: use auto, cpu, cuda, cuda:N or mps")
+        raise ConfigError(f"backend.device={device!r}: use auto, cpu, cuda, cuda:N or mps")
     if device_map and device != "auto":
-        raise BackendError("backend.device_map places the model itself: leave backend.device at auto")
+        raise ConfigError("backend.device_map places the model itself: leave backend.device at auto")
     if dtype is not None and str(dtype) not in TORCH_DTYPES:
-        raise BackendError(f"backend.dtype={dtype!r}: use one of {', '.join(TORCH_DTYPES)} (or null: bfloat16 on a GPU, float32 on the CPU)")
+        raise ConfigError(f"backend.dtype={dtype!r}: use one of {', '.join(TORCH_DTYPES)} (or null: bfloat16 on a GPU, float32 on the CPU)")
     if int(b.micro_batch) < 1:
-        raise BackendError(f"backend.micro_batch={b.micro_batch}: at least 1")
+        raise ConfigError(f"backend.micro_batch={b.micro_batch}: at least 1")
 
 
 def engine_settings(cfg: DictConfig) -> EngineSettings:

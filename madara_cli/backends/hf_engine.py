@@ -108,6 +108,7 @@ class HFBackend:
             raise BackendError(f"backend=hf needs torch and transformers ({e}): pip install torch transformers") from None
         from madara_cli.backends.vllm_backend import PromptRenderer
 
+        _quiet(transformers)
         self._torch = torch
         if n_threads:
             torch.set_num_threads(int(n_threads))
@@ -119,11 +120,11 @@ class HFBackend:
         self.chat_settings = chat or ChatSettings()
         where = f"{weights}@{revision}" if revision else weights
         hub = {"revision": revision} if revision else {}
-        try:
-            self.tokenizer = transformers.AutoTokenizer.from_pretrained(weights, **hub)
+        try:  # the model first: a folder it cannot read says so, rather than what its tokenizer lacks
             model = transformers.AutoModelForCausalLM.from_pretrained(
                 weights, dtype=getattr(torch, placement.dtype), device_map=placement.device_map, **hub
             )
+            self.tokenizer = transformers.AutoTokenizer.from_pretrained(weights, **hub)
         except Exception as e:  # noqa: BLE001 - offline, gated, unknown architecture, bad folder: the user's to fix
             raise BackendError(f"transformers could not load {where}: {_one_line(e)}") from None
         limit = getattr(model.config, "max_position_embeddings", None)
@@ -256,6 +257,16 @@ class HFBackend:
                 scores[c] = float(logp[row, first]) if first is not None else -math.inf
             out.append({"text": "", "tokens_in": len(x), "tokens_out": 0, "logprobs": scores})
         return out
+
+
+def _quiet(transformers: Any) -> None:
+    """transformers' warnings and loading bars drown madara's own lines (and break the
+    one-line errors); ``madara -v`` shows them."""
+    import logging
+
+    if not logging.getLogger("madara_cli").isEnabledFor(logging.INFO):
+        transformers.logging.set_verbosity_error()
+        transformers.logging.disable_progress_bar()
 
 
 def _eos_ids(model: Any, tokenizer: Any) -> list[int]:
