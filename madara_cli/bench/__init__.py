@@ -28,12 +28,16 @@ Sections (``--only`` picks some):
 * ``vllm_cpu`` -- what the CPU build's defaults rest on: float32 vs bfloat16, and vLLM's
   thread binding vs both cores to OpenMP.
 
+A module of this package may add sections of its own (:func:`register_section`): an
+engine's bench lives beside the others without this module naming it.
+
 Timings are wall-clock on whatever else the machine runs; the ratios compare runs made
 back to back in one process, which is what they are for.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import multiprocessing as mp
 import os
@@ -390,16 +394,51 @@ def _ratio(a: float, b: float) -> float | None:
     return None if not b else round(float(a) / float(b), 3)
 
 
+@dataclass(frozen=True)
+class BenchSection:
+    """A section a module of this package adds: ``run(opts, scratch)`` measures and
+    returns what goes into ``<name>.json``; ``rows(result)`` are its lines of the table."""
+
+    name: str
+    run: Callable[[BenchOptions, Path], dict[str, Any]]
+    rows: Callable[[dict[str, Any]], list[tuple[str, str, str]]]
+
+
+_ADDED: dict[str, BenchSection] = {}
+
+
+def register_section(section: BenchSection) -> BenchSection:
+    if section.name in SECTIONS or _ADDED.get(section.name, section) is not section:
+        raise ValueError(f"bench section '{section.name}' is already taken")
+    _ADDED[section.name] = section
+    return section
+
+
+def added_sections() -> dict[str, BenchSection]:
+    """The sections the modules of this package add (each imported here to register its own)."""
+    import pkgutil
+
+    for mod in pkgutil.iter_modules(__path__):
+        if mod.name != "verb":
+            importlib.import_module(f"{__name__}.{mod.name}")
+    return dict(_ADDED)
+
+
+def all_sections() -> tuple[str, ...]:
+    return SECTIONS + tuple(added_sections())
+
+
 # --------------------------------------------------------------------------- #
 
 
 def run_bench(opts: BenchOptions, only: tuple[str, ...] = DEFAULT_SECTIONS, say: Callable[[str], None] = print) -> dict[str, Any]:
     """Run the sections, write ``<out_dir>/<section>.json`` and ``summary.json``."""
-    bad = [s for s in only if s not in SECTIONS]
+    added = added_sections()
+    bad = [s for s in only if s not in SECTIONS and s not in added]
     if bad:
         from madara_cli.errors import ConfigError
 
-        raise ConfigError(f"unknown bench section(s) {', '.join(bad)}; valid: {', '.join(SECTIONS)}")
+        raise ConfigError(f"unknown bench section(s) {', '.join(bad)}; valid: {', '.join(all_sections())}")
     from madara_cli.experiment.runner import ensure_writable
 
     ensure_writable(opts.out_dir)
@@ -412,7 +451,8 @@ def run_bench(opts: BenchOptions, only: tuple[str, ...] = DEFAULT_SECTIONS, say:
             t0 = time.perf_counter()
             if name in ("overhead", "scoring", "stages") and engine is None:
                 engine = _engine(opts, scratch)
-            fn = {"calls": bench_calls, "stats": bench_stats, "threads": bench_threads, "vllm": _bench_vllm, "vllm_cpu": _bench_vllm_cpu}.get(name)
+            fn = {"calls": bench_calls, "stats": bench_stats, "threads": bench_threads, "vllm": _bench_vllm, "vllm_cpu": _bench_vllm_cpu,
+                  **{k: sec.run for k, sec in added.items()}}.get(name)
             r = fn(opts, scratch) if fn else {"overhead": bench_overhead, "scoring": bench_scoring, "stages": bench_stages}[name](opts, scratch, engine)
             r["section_seconds"] = round(time.perf_counter() - t0, 2)
             r["machine"] = machine()
@@ -488,6 +528,9 @@ def summary_rows(results: dict[str, Any]) -> list[tuple[str, str, str]]:
     if t:
         for r in t["runs"]:
             rows.append(("threads", f"n_threads={r['n_threads']}: alone {r['tokens_per_s_alone']} tok/s, cores busy {r['tokens_per_s_with_busy_cores']} tok/s", ""))
+    for name, section in added_sections().items():
+        if results.get(name):
+            rows += section.rows(results[name])
     return rows
 
 
