@@ -376,8 +376,10 @@ def random_model_like(source: str, out: str, seed: int = 0, layers: int = 2, hid
     about accuracy. A large ``init_range`` makes next-token distributions peaked, so a
     greedy reply does not hinge on rounding."""
     import torch
+    import transformers
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
+    _quiet(transformers)
     config = AutoConfig.from_pretrained(source)
     heads = max(1, hidden // 16)
     config.update({"num_hidden_layers": layers, "hidden_size": hidden, "intermediate_size": 2 * hidden, "num_attention_heads": heads,

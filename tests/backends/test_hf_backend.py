@@ -277,3 +277,25 @@ def test_a_missing_device_or_folder_is_one_line(tmp_path):
     (broken / "config.json").write_text('{"model_type": "no-such-architecture"}')
     r = cli("run", "backend=hf", f"model.hf_source={broken}", "strategy=nf", "limit=1", f"results_dir={tmp_path / 'c'}")
     one_line_error(r.returncode, r.stderr, "transformers could not load")
+
+
+def test_the_gpu_engine_check_passes_on_the_cpu_and_skips_without_cuda(tmp_path):
+    """scripts/hf_engine_check.py (gpu_smoke.sh's transformers section) on this machine:
+    its checks pass on the CPU, and asked for CUDA where there is none it skips in one
+    line, as does the smoke script's section."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    ok = subprocess.run([sys.executable, "scripts/hf_engine_check.py", "--device", "cpu", "--dtype", "float32"], cwd=root,
+                        capture_output=True, text=True, timeout=900)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "OK (engine check, not accuracy)" in ok.stdout and '"greedy_replies_equal_in_batch": "4/4"' in ok.stdout
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA machine: the skip path does not apply")
+    r = subprocess.run([sys.executable, "scripts/hf_engine_check.py"], cwd=root, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip().endswith("sees no CUDA device"), r.stdout + r.stderr
+    smoke = subprocess.run(["bash", "scripts/gpu_smoke.sh"], cwd=root, capture_output=True, text=True, timeout=300,
+                           env={**__import__("os").environ, "ONLY": "hf", "PY": sys.executable})
+    assert smoke.returncode == 0, smoke.stdout + smoke.stderr
+    assert "engine check on CUDA" in smoke.stdout and "sees no CUDA device" in smoke.stdout and "== vLLM ==" not in smoke.stdout
