@@ -15,7 +15,10 @@ by name); anything else is a local model folder. Settings (``configs/backend/hf.
 * ``adapter``: a PEFT adapter folder (a LoRA not merged into its base), applied on load.
 * ``micro_batch``: rows per ``generate`` call or forward pass; ``batch_size``: requests
   the response cache hands over at once (sorted by length inside, reported per
-  micro-batch); ``n_threads``: torch's CPU threads (null: torch's default).
+  micro-batch); ``n_threads``: torch's CPU threads (null: on the CPU, the physical
+  cores other processes leave free, as for llama.cpp: torch's threads also spin while
+  they wait for each other, and on a loaded 2-core machine two threads ran a stage
+  several times slower than one).
 
 **Identity.** The fingerprint (the response cache's model identity) and the cell key's
 backend fragment (:attr:`BackendSpec.key_fragment`) hold what the weights *are*, not
@@ -62,7 +65,7 @@ class HFConfig(BackendConfig):
     dtype: Optional[str] = None  # None: bfloat16 on a GPU, float32 on the CPU
     device_map: Optional[str] = None  # accelerate's placement over several GPUs (then device is not set)
     adapter: Optional[str] = None  # a PEFT adapter folder
-    n_threads: Optional[int] = None  # torch's CPU threads; None: torch's default
+    n_threads: Optional[int] = None  # torch's CPU threads; None: on the CPU, the physical cores other processes leave free
 
 
 # --------------------------------------------------------------------------- #

@@ -110,8 +110,12 @@ class HFBackend:
 
         _quiet(transformers)
         self._torch = torch
-        if n_threads:
-            torch.set_num_threads(int(n_threads))
+        if n_threads or placement.device == "cpu":
+            from madara_cli.backends.llamacpp import default_threads
+
+            # torch's threads wait for each other spinning, as llama.cpp's do: on cores
+            # other processes hold, fewer threads are faster (see default_threads)
+            torch.set_num_threads(int(n_threads or default_threads()))
         self._fingerprint = fingerprint
         self._batch_size = int(batch_size)
         self.micro_batch = max(1, int(micro_batch))

@@ -299,3 +299,22 @@ def test_the_gpu_engine_check_passes_on_the_cpu_and_skips_without_cuda(tmp_path)
                            env={**__import__("os").environ, "ONLY": "hf", "PY": sys.executable})
     assert smoke.returncode == 0, smoke.stdout + smoke.stderr
     assert "engine check on CUDA" in smoke.stdout and "sees no CUDA device" in smoke.stdout and "== vLLM ==" not in smoke.stdout
+
+
+def test_the_thread_count_changes_speed_not_numbers(tiny):
+    """n_threads is runtime-only: one thread or two, the same replies and scores (its
+    default, the free physical cores, varies with the machine's load)."""
+    s = [ScoreRequest(m.messages, candidates=tuple("0123")) for m in (SHORT, LONG, MID)]
+    got = {}
+    before = torch.get_num_threads()
+    try:
+        for n in (1, 2):
+            b = engine(tiny, f"backend.n_threads={n}")
+            assert torch.get_num_threads() == n
+            got[n] = ([c.text for c in b.chat([SHORT, LONG, MID])], b.next_token_logprobs(s))
+            b.close()
+    finally:
+        torch.set_num_threads(before)
+    assert got[1][0] == got[2][0]
+    for a, b in zip(got[1][1], got[2][1]):
+        assert max(abs(a.logprobs[k] - b.logprobs[k]) for k in a.logprobs) < 1e-4
