@@ -46,7 +46,7 @@ from omegaconf import DictConfig
 
 from madara_cli.backends.base import Backend, BackendSpec, installed_version, register_backend
 from madara_cli.backends.chat import ChatSettings
-from madara_cli.backends.weights import cache_root, file_fingerprint, hf_folder_from_gguf, resolve_gguf, resolved_revision
+from madara_cli.backends.weights import COMMIT, cache_root, file_fingerprint, hf_folder_from_gguf, resolve_gguf, resolved_revision
 from madara_cli.config.schema import BackendConfig
 from madara_cli.errors import BackendError, ConfigError
 
@@ -285,12 +285,17 @@ def _build(cfg: DictConfig) -> Backend:
     device = _device(str(b.device), settings.device_kind, b.get("device_map"))
     weights = weights_for(cfg, say=logging.getLogger("madara_cli.progress").info)
     hub = _source(cfg) == "hub"
-    return HFBackend(
+    backend = HFBackend(
         weights=weights, placement=Placement(device=device, dtype=settings.dtype, device_map=b.get("device_map")),
         fingerprint=settings.fingerprint(), max_len=settings.max_len,
         revision=(settings.weights.split("@", 1)[1] if hub else None), adapter=b.get("adapter"), chat=settings.chat,
         batch_size=int(b.batch_size), micro_batch=int(b.micro_batch), n_threads=b.get("n_threads"),
     )
+    if hub and not COMMIT.match(settings.weights.split("@", 1)[1]):
+        # downloaded just now: the commit it named is known from here on (as on vLLM;
+        # madara prepare downloads first, so the first cell is keyed by it already)
+        backend._fingerprint = engine_settings(cfg).fingerprint()
+    return backend
 
 
 def _device(device: str, kind: str, device_map: str | None) -> str:

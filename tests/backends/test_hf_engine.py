@@ -58,7 +58,9 @@ def test_logprob_scoring_reads_every_digit_distribution(tmp_path):
 
 
 def test_bench_prints_the_ratio_against_raw_generate_and_agrees_with_llamacpp(tmp_path):
-    r = cli("bench", "--only", "hf", "--stage-limit", "1", "--questions", "2", "--out", str(tmp_path / "bench"), timeout=2400)
+    # one document a question and short JSON replies: float32 on 2 CPU cores takes about a minute a pass of 3 requests
+    r = cli("bench", "--only", "hf", "--stage-limit", "1", "--questions", "2", "--out", str(tmp_path / "bench"), "retriever.k=1",
+            "generation.score_max_tokens=16", timeout=2400)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "raw model.generate" in r.stdout and "vs llama.cpp at temperature 0" in r.stdout
     data = json.loads((tmp_path / "bench" / "hf.json").read_text())
@@ -67,6 +69,6 @@ def test_bench_prints_the_ratio_against_raw_generate_and_agrees_with_llamacpp(tm
     assert o["ratio_madara_vs_raw"] > 0.6, o
     assert o["same_replies"] == o["requests"], o  # greedy both ways: the same tokens, the same stops
     a = data["agreement"]
-    # measured on this machine kind (docs/hf.md); the vLLM tier asserts the same bounds
+    # measured on this machine kind: top digit 6/6, mean |ΔE| 0.039, answers 1 of 2 (docs/hf.md); the vLLM tier asserts the same bounds
     assert a["top_digit_agreement"] >= 0.7 and a["expected_score_mean_abs_diff"] <= 0.15 and a["answers_equal"] >= 0.5, a
     assert json.loads((tmp_path / "bench" / "summary.json").read_text())["hf"]["ratio_madara_vs_raw"] == o["ratio_madara_vs_raw"]

@@ -77,6 +77,7 @@ def test_a_setting_it_lacks_and_a_bad_value_are_one_line(tmp_path):
     one_line_error(r.returncode, r.stderr, "leave backend.device at auto")
 
 
+@pytest.mark.llm  # fingerprints the embedded model's GGUF file
 def test_dtype_follows_the_device_kind_and_is_in_the_identity():
     cpu = hf("backend.device=cpu")
     assert backend_key_fragment(cpu)["dtype"] == "float32" and backend_key_fragment(cpu)["device"] == "cpu"
@@ -87,6 +88,7 @@ def test_dtype_follows_the_device_kind_and_is_in_the_identity():
     assert cell_from_cfg(gpu).key != cell_from_cfg(cpu).key
 
 
+@pytest.mark.llm  # fingerprints the embedded model's GGUF file
 def test_the_fingerprint_names_the_weights_engine_releases_and_chat_settings():
     from madara_cli.backends.base import installed_version
 
@@ -109,6 +111,7 @@ def test_a_local_folder_is_keyed_by_its_files_not_its_path(tmp_path):
     assert cell_from_cfg(cfg_a).key != key
 
 
+@pytest.mark.llm  # fingerprints the embedded model's GGUF file
 def test_an_adapter_is_keyed_by_its_content(tmp_path):
     ad = adapter_folder(tmp_path / "lora")
     base = hf("backend.device=cpu")
@@ -123,6 +126,7 @@ def test_an_adapter_is_keyed_by_its_content(tmp_path):
         backend_fingerprint(hf(f"backend.adapter={tmp_path}"))
 
 
+@pytest.mark.llm  # fingerprints the embedded model's GGUF file
 def test_speed_settings_keep_the_key_and_the_probe_key_takes_the_fragment(tmp_path):
     from madara_cli.diagnose.probe import ProbeSpec
 
@@ -159,6 +163,7 @@ def test_file_digests_are_memoised_on_stamps_a_copy_cannot_keep(tmp_path, monkey
     assert list((tmp_path / "cache" / "file-sha256").iterdir())
 
 
+@pytest.mark.llm  # fingerprints the embedded model's GGUF file
 def test_without_torch_the_run_says_what_to_install(tmp_path):
     import subprocess
 
@@ -171,3 +176,14 @@ def test_without_torch_the_run_says_what_to_install(tmp_path):
               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _, err = p.communicate(timeout=300)
     one_line_error(p.returncode, err, "backend=hf needs torch and transformers: pip install")
+
+
+def test_a_hub_model_is_keyed_by_the_commit_its_revision_names(tmp_path, monkeypatch):
+    cfg = hf("model.hf_source=hub", "backend.device=cpu")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    assert "@hub@main:" in backend_fingerprint(cfg)  # not downloaded yet: the revision as configured
+    ref = tmp_path / "hub" / "models--HuggingFaceTB--SmolLM2-135M-Instruct" / "refs" / "main"
+    ref.parent.mkdir(parents=True)
+    ref.write_text("a" * 40)
+    assert f"@hub@{'a' * 40}:" in backend_fingerprint(cfg)
+    assert backend_key_fragment(cfg)["weights"] == f"hub@{'a' * 40}"
