@@ -8,8 +8,9 @@ OpenAI-compatible server with bounded concurrency.
 Each backend module declares one :class:`BackendSpec` and registers it with
 :func:`register_backend`: its settings schema, how to build the engine from a
 composed config, its cache fingerprint (computed without loading a model, for
-``madara plan``), its runtime-only settings (left out of cell keys) and the package
-whose version provenance records. The shipped modules of this package are found by
+``madara plan``), its runtime-only settings (left out of cell keys), what its cells'
+and probes' keys add beyond its settings (``key_fragment``: a local input's content
+digest, a resolved device) and the package whose version provenance records. The shipped modules of this package are found by
 :func:`madara_cli.backends.load_builtin`; an installed package registers its own
 through the ``madara.backends`` entry point group (see
 :mod:`madara_cli.composition.plugins`).

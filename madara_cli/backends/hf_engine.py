@@ -136,6 +136,14 @@ class HFBackend:
             raise BackendError(
                 f"{where} holds {limit} positions, fewer than model.max_model_len={self.max_len}: set model.max_model_len={limit}"
             )
+        self.eos_ids = _eos_ids(model, self.tokenizer)
+        if not self.eos_ids:
+            raise BackendError(f"{where} names no end-of-sequence token (generation_config or tokenizer): generation could not stop")
+        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_ids[0]
+        # on the base model, before an adapter wraps it: peft's generate hands the base its config
+        model.generation_config = transformers.GenerationConfig(
+            eos_token_id=self.eos_ids, pad_token_id=self.pad_id, bos_token_id=model.generation_config.bos_token_id
+        )
         if placement.device_map is None:
             try:
                 model = model.to(placement.device)
@@ -153,13 +161,6 @@ class HFBackend:
         model.eval()
         self.model = model
         self.device = torch.device(placement.device)
-        self.eos_ids = _eos_ids(model, self.tokenizer)
-        if not self.eos_ids:
-            raise BackendError(f"{where} names no end-of-sequence token (generation_config or tokenizer): generation could not stop")
-        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_ids[0]
-        model.generation_config = transformers.GenerationConfig(
-            eos_token_id=self.eos_ids, pad_token_id=self.pad_id, bos_token_id=model.generation_config.bos_token_id
-        )
         self.render = PromptRenderer(self.tokenizer, self.chat_settings)
         forward = getattr(model, "get_base_model", lambda: model)().forward
         self._keeps_last = "logits_to_keep" in inspect.signature(forward).parameters

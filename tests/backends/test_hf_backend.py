@@ -257,6 +257,8 @@ def test_an_adapter_is_applied_and_keyed(tiny, tmp_path):
         a, b = plain.next_token_logprobs(s)[0], adapted.next_token_logprobs(s)[0]
         assert max(abs(a.logprobs[k] - b.logprobs[k]) for k in a.logprobs) > 1e-3  # the adapter changes the numbers
         assert adapted.fingerprint != plain.fingerprint and ":adapter:" in adapted.fingerprint
+        (c,) = adapted.chat([LONG])  # generate goes through peft's wrapper, with the request's settings only
+        assert c.tokens_out == LONG.max_tokens and c.text
     finally:
         plain.close()
         adapted.close()
