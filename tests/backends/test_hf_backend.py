@@ -320,3 +320,19 @@ def test_the_thread_count_changes_speed_not_numbers(tiny):
     assert got[1][0] == got[2][0]
     for a, b in zip(got[1][1], got[2][1]):
         assert max(abs(a.logprobs[k] - b.logprobs[k]) for k in a.logprobs) < 1e-4
+
+
+def test_device_map_places_the_model_through_accelerate(tiny):
+    """backend.device_map (a model larger than one GPU): accelerate places the layers; on
+    a machine without a GPU they land on the CPU, and replies are the same as placed by hand."""
+    if torch.cuda.is_available():
+        pytest.skip("a GPU machine: the CPU placement does not apply")
+    mapped = make_backend(compose(["backend=hf", "model=smollm2-135m", f"model.hf_source={tiny}", "backend.device_map=auto"]))
+    plain = engine(tiny)
+    try:
+        assert mapped.placement.device_map == "auto" and {p.device.type for p in mapped.model.parameters()} == {"cpu"}
+        assert mapped.chat([LONG])[0].text == plain.chat([LONG])[0].text
+        assert mapped.fingerprint == plain.fingerprint  # placement is not identity
+    finally:
+        mapped.close()
+        plain.close()
