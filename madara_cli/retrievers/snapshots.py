@@ -43,6 +43,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from madara_cli.config.identity import snapshot_name
 from madara_cli.errors import SnapshotError
 from madara_cli.paths import inside, writing
 from madara_cli.records import Doc, Example
@@ -51,10 +52,6 @@ from madara_cli.records import Doc, Example
 def question_hash(ex: Example) -> str:
     payload = json.dumps({"q": ex.question, "query": ex.meta.get("query"), "pool": [d.id for d in ex.docs or ()]}, ensure_ascii=False)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
-
-
-def key_digest(key: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(key, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
 
 
 def content_hash(row: dict[str, Any]) -> str:
@@ -81,8 +78,7 @@ class Snapshot:
 
     def __init__(self, root: str | Path, key: dict[str, Any]):
         self.key = key
-        b, r = key["benchmark"].get("name", "benchmark"), key["retriever"]
-        stem = f"{b}__{r.get('name', 'retriever')}-k{r.get('k', '')}__{key_digest(key)}"
+        stem = snapshot_name(key)
         self.path = inside(root, Path(root) / f"{stem}.jsonl")
         self.meta_path = inside(root, Path(root) / f"{stem}.meta.json")
 

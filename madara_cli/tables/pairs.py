@@ -1,7 +1,7 @@
 """Cell formatting: ``ours / paper (Δ)`` text that keeps its numbers.
 
 Value cells read ``ours / paper (Δ)`` with Δ = ours − paper; ``—`` marks a cell not run
-yet and ``n/a`` a value the paper does not print. :func:`madara_cli.tables.catalog.finish`
+yet and ``n/a`` a value the paper does not print. :func:`madara_cli.tables.declare.finish`
 turns a builder's rows into the table's DataFrame and footer.
 """
 

@@ -17,19 +17,20 @@ from madara_cli.agents.parsing import parse_score, parse_score_authors, reading_
 from madara_cli.agents.prompts import AGENTS, CONFLICT
 from madara_cli.agents.requests import SCORE_STOP
 from madara_cli.backends.cache import CachedLLM, ResponseCache
-from madara_cli.composition import compose
+from madara_cli.composition import compose, ensure_loaded
+from madara_cli.composition.identify import identify
 from madara_cli.composition.plugins import load_plugins
 from madara_cli.data.mini import generate
 from madara_cli.diagnose import perturb, rsc
 from madara_cli.errors import ConfigError
-from madara_cli.experiment.grid import cell_from_cfg, key_settings
-from madara_cli.strategies import StrategyContext, load_all
+from madara_cli.experiment.grid import cell_from_cfg
+from madara_cli.strategies import StrategyContext
 from madara_cli.strategies.assessed import assess_cell
 from madara_cli.strategies.selection import pde_vote, pde_vote_authors
 from tests.fakes import FakeBackend
 
 load_plugins()
-load_all()
+ensure_loaded()  # every plug-in registered, as composition does first
 
 
 class Recording(FakeBackend):
@@ -72,17 +73,17 @@ def test_paper_reading_moves_no_key_and_authors_has_its_own():
     authors = cell_from_cfg(compose(["strategy=three_agent", "reading=authors"])).config_hash
     one = cell_from_cfg(compose(["strategy=three_agent", "reading.score_parser=authors"])).config_hash
     assert len({plain, authors, one}) == 3
-    row = key_settings(compose(["strategy=three_agent", "reading=authors"]))
+    row = (lambda c: identify(c).settings(c))(compose(["strategy=three_agent", "reading=authors"]))
     assert row["reading.name"] == "authors" and row["reading.score_parser"] == "authors"
-    assert not any(k.startswith("reading.") for k in key_settings(compose(["strategy=three_agent"])))
+    assert not any(k.startswith("reading.") for k in (lambda c: identify(c).settings(c))(compose(["strategy=three_agent"])))
 
 
 def test_probe_key_moves_only_off_the_paper_reading():
-    from madara_cli.diagnose.probe import ProbeSpec
+    from madara_cli.composition.identify import identify_probe
 
-    plain = ProbeSpec.from_cfg(compose([])).config_hash
-    assert ProbeSpec.from_cfg(compose(["reading=paper"])).config_hash == plain
-    assert ProbeSpec.from_cfg(compose(["reading=authors"])).config_hash != plain
+    plain = identify_probe(compose([])).config_hash
+    assert identify_probe(compose(["reading=paper"])).config_hash == plain
+    assert identify_probe(compose(["reading=authors"])).config_hash != plain
 
 
 @pytest.mark.parametrize("override", ["reading=bogus", "reading.score_parser=bogus"])

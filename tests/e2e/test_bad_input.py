@@ -284,8 +284,8 @@ def test_a_lone_surrogate_from_any_loader_is_one_line(monkeypatch):
 
 def test_a_utf8_bom_is_accepted_by_every_reader(tmp_path):
     """Files saved by editors that write a byte-order mark read as without one."""
-    from madara_cli.retrievers.saved_index import iter_corpus
     from madara_cli.data.splits import load_all_examples
+    from madara_cli.retrievers.saved_index import iter_corpus
 
     own = tmp_path / "own.jsonl"
     own.write_text("\ufeff" + json.dumps({"id": "q1", "question": "q?", "answers": ["a"]}) + "\n", encoding="utf-8")

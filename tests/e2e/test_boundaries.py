@@ -84,10 +84,10 @@ def test_grid_and_prompt_set_names_follow_the_same_rule(monkeypatch, capsys, tmp
 def test_the_name_bound_keeps_the_longest_file_name_under_255_bytes(tmp_path):
     """The longest name madara writes is a cell being written, .tmp-<key>-<pid>: with every
     name at the bound and every count at its maximum it still fits, and it is created."""
+    from madara_cli.config.identity import Cell
     from madara_cli.config.validate import MAX_K, MAX_LIMIT, MAX_SEED
     from madara_cli.experiment.grid import cell_from_cfg
     from madara_cli.paths import NAME_MAX_BYTES
-    from madara_cli.records import Cell
 
     n = "x" * NAME_MAX_BYTES
     cfg = compose(["strategy=nf", f"grid_name={n}", f"model.name={n}", f"benchmark.name={n}", f"strategy.name={n}",
@@ -139,8 +139,8 @@ def test_config_dir_names_cannot_climb_out(monkeypatch, capsys, tmp_path):
 
 
 def test_paths_built_from_names_are_checked_before_a_write(tmp_path):
+    from madara_cli.config.identity import Cell
     from madara_cli.paths import inside
-    from madara_cli.records import Cell
 
     assert inside(tmp_path, tmp_path / "g" / "k") == tmp_path / "g" / "k"
     with pytest.raises(PermissionError, match="outside the results folder"):
@@ -168,8 +168,8 @@ def _edit_first_document(snap: Path) -> None:
 
 
 def test_snapshot_lines_carry_a_content_hash_checked_on_load(tmp_path):
-    from madara_cli.retrievers.snapshots import content_hash
     from madara_cli.results.record_files import read_predictions
+    from madara_cli.retrievers.snapshots import content_hash
 
     results = tmp_path / "results"
     with fake_pool() as pool:
@@ -328,9 +328,9 @@ def test_a_large_snapshot_holds_each_passage_text_once(tmp_path):
     """madara plan on 50,000 queries held a copy of a passage per query that retrieved it
     (docs/benchmarks.md): a load shares one copy among the lines, and an index's corpus
     file reads a passage once."""
+    from madara_cli.records import Doc, Example
     from madara_cli.retrievers.saved_index import build_index, iter_corpus
     from madara_cli.retrievers.snapshots import Snapshot
-    from madara_cli.records import Doc, Example
 
     passage = "The tower stands in Paris. " * 20
     snap = Snapshot(tmp_path / "snapshots", {"benchmark": {"name": "b"}, "retriever": {"name": "r", "k": 1}})

@@ -8,7 +8,7 @@ import numpy as np
 from madara_cli import paper as pv
 from madara_cli.strategies.assessed import ATFConfig
 from madara_cli.tables.builders.common import benchmark_label, model_label, number, our_em, strategy_label, table_pairs
-from madara_cli.tables.catalog import Built, table
+from madara_cli.tables.declare import Built, table
 from madara_cli.tables.lookup import Results
 from madara_cli.tables.pairs import pair
 

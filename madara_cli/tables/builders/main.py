@@ -21,7 +21,7 @@ from madara_cli.tables.builders.common import (
     strategy_label,
     table_pairs,
 )
-from madara_cli.tables.catalog import Built, table
+from madara_cli.tables.declare import Built, table
 from madara_cli.tables.lookup import DENSE, PROBES_GRID, RERANK, SPARSE, Results
 from madara_cli.tables.pairs import MISSING, pair, pair_text
 
