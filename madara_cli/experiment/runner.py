@@ -30,6 +30,7 @@ from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.examples import load_cell, reranker_config, retrieve_for, sized_to_data
 from madara_cli.experiment.grid import cell_from_cfg, key_settings
 from madara_cli.records import Cell, Example, Prediction
+from madara_cli.results.health import Health, HealthRule, cell_health
 from madara_cli.results.outputs import CellRecord, timing_section
 from madara_cli.results.prompt_log import prompt_renderer
 from madara_cli.results.provenance import now_iso, provenance
@@ -132,6 +133,7 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
     folder = cell.folder(cfg.results_dir)
     if not cfg.force and (done := finished_cell(cfg, cell=cell)) is not None:
         log.info("%s: finished earlier, read back from %s", cell.key, folder)
+        check_health(cfg, cell.key, done.record.health, earlier=True)
         track_cell(cfg, done)  # a cell finished before tracking was on is logged once
         return done
     load_all()
@@ -150,6 +152,7 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
             folder = cell.folder(cfg.results_dir)
             if not cfg.force and (done := finished_cell(cfg, cell=cell)) is not None:
                 log.info("%s: finished earlier, read back from %s", cell.key, folder)
+                check_health(cfg, cell.key, done.record.health, earlier=True)
                 return done
         examples, calibration, data_report = retrieve_for(cfg, loaded.examples, pool, reranker), loaded.calibration, loaded.load.to_dict()
     evaluated_set = evaluated_set_info(cfg, examples, calibration, requested)
@@ -177,6 +180,8 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
             f"{cell.key}: {cot_cut} CoT replies stopped at generation.cot_max_tokens={int(cfg.generation.cot_max_tokens)} "
             "(accounting.by_stage.*.cut_at_max_tokens); a reply cut before its score is a parse failure"
         )
+    health = cell_health(ctx.report, acct, HealthRule.from_config(cfg))
+    check_health(cfg, cell.key, health)  # before anything is written: a refused cell leaves no folder
     record = CellRecord(
         cell=cell,
         **M.aggregate(scores),
@@ -187,6 +192,7 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
         report={**ctx.report, "settings": key_settings(cfg)},
         data=data_report,
         accounting=acct,
+        health=health,
         # Everything above is a function of the config, the data and the seed; timing and
         # provenance (versions, host, start/end) live apart, so two runs compare byte for byte without them.
         provenance=provenance(cfg, started, now_iso(), time.perf_counter() - t0),
@@ -200,6 +206,25 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
     result = CellResult(cell, folder, record)
     track_cell(cfg, result)
     return result
+
+
+def check_health(cfg: DictConfig, key: str, health: Health, earlier: bool = False) -> None:
+    """One warning line for a degraded cell (judged by the config's ``health`` rule),
+    or, under ``health.on_degraded=fail``, :class:`~madara_cli.errors.DegradedCell`."""
+    from madara_cli.errors import DegradedCell
+
+    rule = HealthRule.from_config(cfg)
+    judged = health.judged(rule)
+    if not judged.degraded:
+        return
+    when = "finished earlier, and " if earlier else ""
+    if rule.on_degraded == "fail":
+        raise DegradedCell(f"{key}: {when}degraded: {judged.reason}; health.on_degraded=fail refuses it"
+                           + ("" if earlier else " (nothing written; its completions stay cached)"))
+    from madara_cli.data.splits import warn
+
+    warn(f"{key}: {when}degraded: {judged.reason}; its numbers are marked wherever they appear "
+         "(health.on_degraded=fail refuses such a cell)")
 
 
 def track_cell(cfg: DictConfig, result: CellResult) -> None:
