@@ -145,10 +145,11 @@ class ChainSource(Choice):
 
 
 class RequestShape(Choice):
-    """Stop strings of the base assessor requests (reading.requests)."""
+    """Stop strings of the assessor and forced re-score requests, and the forced
+    re-score's user turn (reading.requests)."""
 
-    madara = "madara"  # base replies stop at the first "}"
-    authors = "authors"  # the authors' code: no stop string (the budget alone ends a reply)
+    madara = "madara"  # base replies and forced re-scores stop at the first "}"; the re-score shows a cut document as "... ", its steps tidied
+    authors = "authors"  # the authors' code: no stop string (the budget alone ends a reply); the document's first 2,000 characters and the steps as written
 
 
 class Task(Choice):
