@@ -28,7 +28,7 @@ def _prefer_pairs(prefer: Optional[List[str]]) -> tuple[tuple[str, str], ...]:
         raise UserError(str(e)) from None
 
 
-def _refuse(e) -> None:
+def refuse_variant(e) -> None:
     """One line naming the table cell and the settings its variants differ in, then one
     line per candidate with the ``--prefer`` that picks it; exit 2."""
     err.print(f"error: {e}", markup=False, highlight=False, soft_wrap=True)
@@ -70,7 +70,7 @@ def tables(
             routing_nf=routing_nf, prefer=_prefer_pairs(prefer),
         )
     except AmbiguousVariant as e:
-        _refuse(e)
+        refuse_variant(e)
     except ValueError as e:
         raise UserError(str(e)) from None
     for p in paths:
@@ -139,7 +139,7 @@ def report(
     try:
         page = write_report(results_dir, out_dir, metric=metric, prefer=chosen)
     except AmbiguousVariant as e:
-        _refuse(e)
+        refuse_variant(e)
     except ValueError as e:
         raise UserError(str(e)) from None
     for note in page.notes:

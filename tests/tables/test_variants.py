@@ -93,3 +93,21 @@ def test_a_malformed_prefer_is_one_line(tmp_path: Path, monkeypatch, capsys, bad
     code, out, err = cli("tables", "--results", str(tmp_path), "--prefer", bad, monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, f"--prefer {bad}: expected KEY=VALUE")
     assert code == 2
+
+
+def test_reproduce_that_cannot_choose_a_variant_refuses_after_the_grids(tmp_path: Path, monkeypatch, capsys):
+    """The grids ran (their cells are on disk); the tables could not choose: one note, the
+    refusal and its candidates, exit 2, no traceback."""
+    from madara_cli.experiment import reproduce
+
+    two_backends(tmp_path)
+
+    def tables_only(backend, models, grids, results_dir, progress, overrides):
+        return load_results(results_dir).find("smollm2-135m", "mini", "nf")
+
+    monkeypatch.setattr(reproduce, "reproduce", tables_only)
+    code, out, err = cli("reproduce", "--grids", "table1", "--results", str(tmp_path), monkeypatch=monkeypatch, capsys=capsys)
+    lines = _errors(err)
+    assert code == 2 and "Traceback" not in err
+    assert lines[0].startswith("note: the grids ran; write the tables with madara tables") and lines[1].startswith("error: 2 variants")
+    assert len(lines) == 4 and all(ln.startswith("  --prefer backend.name=") for ln in lines[2:])
