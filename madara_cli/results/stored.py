@@ -194,8 +194,10 @@ class AmbiguousVariant(ValueError):
     def __init__(self, wanted: tuple[str, str, str], cells: Sequence[StoredCell], differing: tuple[str, ...]):
         self.wanted, self.differing = wanted, differing
         self.candidates = [(c, picking_prefer(c, cells, differing), {k: c.settings.get(k) for k in differing}) for c in cells]
+        variants = len({tuple(_text(c.settings.get(k)) for k in differing) for c in cells})
+        counted = f" ({len(cells)} cells)" if len(cells) != variants else ""
         super().__init__(
-            f"{len(cells)} variants of {' × '.join(wanted)} could fill a table cell, differing in {', '.join(differing)}; "
+            f"{variants} variants of {' × '.join(wanted)}{counted} could fill a table cell, differing in {', '.join(differing)}; "
             f"madara does not guess: pick one with --prefer KEY=VALUE (candidates below)"
         )
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from madara_cli.results.health import MARK
-from madara_cli.tables.lookup import Pick, Results, load_results
+from madara_cli.tables.lookup import VARIANT_RULE, Pick, Results, load_results
 from madara_cli.tables.pairs import FLOOR_NOTE, MISSING
 
 Rows = list[dict[str, str]]
@@ -96,7 +96,7 @@ def rests_on_notes(picked: Sequence[Pick]) -> list[str]:
         named = "; ".join(f"{_cell_name(p.cell)}: {p.label()} (by {', '.join(p.rules) or 'the size rule'}; "
                           f"{len(p.others)} other cell(s) set aside)" for p in chosen[:NAMED_IN_NOTE])
         more = f"; and {len(chosen) - NAMED_IN_NOTE} more" if len(chosen) > NAMED_IN_NOTE else ""
-        notes.append(f"Variants used: {named}{more}. Rule: the table's own grid first, then `--prefer KEY=VALUE`.")
+        notes.append(f"Variants used: {named}{more}. {VARIANT_RULE}")
     return notes
 
 

@@ -111,3 +111,15 @@ def test_reproduce_that_cannot_choose_a_variant_refuses_after_the_grids(tmp_path
     assert code == 2 and "Traceback" not in err
     assert lines[0].startswith("note: the grids ran; write the tables with madara tables") and lines[1].startswith("error: 2 variants")
     assert len(lines) == 4 and all(ln.startswith("  --prefer backend.name=") for ln in lines[2:])
+
+
+def test_cells_of_one_variant_are_counted_as_one(tmp_path: Path):
+    two_backends(tmp_path)
+    write_cell(tmp_path, "demo", "smollm2-135m", "mini", "nf", [0], n=2, folder="nf__llamacpp_small", limit=2, settings={**SETTINGS, "limit": 2})
+    with pytest.raises(AmbiguousVariant) as e:
+        load_results(tmp_path).find("smollm2-135m", "mini", "nf")
+    assert str(e.value).startswith("2 variants of smollm2-135m × mini × nf (3 cells) could fill a table cell")
+    prefers = sorted(line.split()[1] for line in e.value.candidate_lines())
+    assert prefers == ["backend.name=llamacpp", "backend.name=llamacpp", "backend.name=vllm"]
+    chosen = load_results(tmp_path, prefer=(("backend.name", "llamacpp"),)).find("smollm2-135m", "mini", "nf")
+    assert chosen.path.name == "nf__llamacpp"  # then the size rule: the full run
