@@ -214,7 +214,8 @@ def test_old_records_read_fine_in_summary_and_show(tmp_path: Path, monkeypatch, 
 def test_three_agent_on_the_embedded_model_ends_degraded_and_says_so(tmp_path: Path):
     """The issue's command on SmolLM2-135M: most of its 30 scores cannot be read today."""
     res = tmp_path / "r"
-    code, out, err = cli("run", "strategy=three_agent", "limit=1", f"results_dir={res}")
+    # 22 engine calls of up to 64 tokens on CPU: minutes on a busy machine
+    code, out, err = cli("run", "strategy=three_agent", "limit=1", f"results_dir={res}", env={"COLUMNS": "250"}, timeout=1800)
     assert code == 0, err
     (warning,) = [ln for ln in err.splitlines() if ln.startswith("warning:") and "degraded: stage" in ln]
     assert "│ degraded" in out
