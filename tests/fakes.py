@@ -578,6 +578,14 @@ def document_signature(user: str) -> int:
     return sum(map(ord, _DOC.search(user).group(1))) % 997
 
 
+def stopped(reply: str, stop: Sequence[str]) -> str:
+    """What an engine returns for ``reply`` under the stop strings ``stop``: the text
+    before the first of them, the stop string itself dropped (vLLM, llama.cpp and
+    OpenAI-compatible servers all drop it)."""
+    cut = min((i for i in (reply.find(s) for s in stop if s) if i >= 0), default=len(reply))
+    return reply[:cut]
+
+
 class ScriptedBackend:
     """Test double: scores a document by a rule over the prompt, so the probe's
     arithmetic can be checked without a model. ``score_fn(user, sig)`` gets the
@@ -605,7 +613,8 @@ class ScriptedBackend:
                 score = self.score_fn(user + "\n" + r.prefix, document_signature(user))
                 out.append(Completion(text=f'3, "score": {score}', finish_reason="stop"))
             elif r.messages[0].content == FORCED_RESCORE_SYSTEM:  # forced re-score: the chain is in the user turn
-                out.append(Completion(text=json.dumps({"score": self.score_fn(user, document_signature(user)), "confidence": 3})[:-1], finish_reason="stop"))
+                reply = json.dumps({"score": self.score_fn(user, document_signature(user)), "confidence": 3})
+                out.append(Completion(text=stopped(reply, r.stop), finish_reason="stop"))
             elif "reasoning_steps" in r.messages[0].content:  # CoT scoring
                 sig = document_signature(user)
                 steps = [f"Evidence tag {sig}.", "The document is relevant to the question.", "It names the answer."]

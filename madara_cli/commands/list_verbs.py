@@ -78,6 +78,15 @@ def _add_intervals(t: Table, record: dict) -> None:
             t.add_row(f"{name} % [95% Wilson]", format_interval(rate_interval(value, n)))
 
 
+def _print_health(record) -> None:
+    """A cell's health, one line under its table (yellow when degraded); nothing for a probe."""
+    from madara_cli.results.health import health_line
+    from madara_cli.results.outputs import CellRecord
+
+    if isinstance(record, CellRecord):
+        out.print(health_line(record), style="yellow" if record.health.degraded else None, markup=False, highlight=False, soft_wrap=True)
+
+
 def show(
     cell: str = typer.Argument(..., help="A finished cell or probe folder, or its key (a unique part of it is enough)"),
     results: Optional[Path] = results_option(),
@@ -107,6 +116,7 @@ def show(
             v = f"[{len(v)} values]"
         t.add_row(k, "" if v is None else str(v))
     _add_intervals(t, record)
+    _print_health(typed)  # first, above the long table
     out.print(t)
     if not prov:
         out.print("[yellow]no provenance recorded[/yellow] (written by a madara older than 0.2)", markup=True)

@@ -27,7 +27,7 @@ from madara_cli.commands.options import (
 def results_table(results, title: str) -> Table:
     t = Table(title=title)
     for col in ("model", "benchmark", "strategy", "n", "EM % [95%]", "F1 %", "contains % [95%]", "calls", "cache hits", "tokens in/out", "engine s", "status"):
-        t.add_column(col, justify="right" if col not in ("model", "benchmark", "strategy", "status") else "left")
+        t.add_column(col, justify="right" if col not in ("model", "benchmark", "strategy", "status") else "left", no_wrap=col == "status")
     from madara_cli.experiment.runner import Failed
     from madara_cli.stats import format_interval, rate_interval
 
@@ -46,9 +46,18 @@ def results_table(results, title: str) -> Table:
             r.cell.model, r.cell.benchmark, r.cell.strategy, str(m.n), format_interval(rate_interval(m.em, m.n)), pct(m.f1),
             format_interval(rate_interval(m.contains, m.n)),
             str(a.get("calls_issued", 0)), str(a.get("cache_hits", 0)),
-            f"{a.get('tokens_in', 0):,}/{a.get('tokens_out', 0):,}", f"{m.engine_seconds:.1f}", "done earlier" if r.skipped else "ran",
+            f"{a.get('tokens_in', 0):,}/{a.get('tokens_out', 0):,}", f"{m.engine_seconds:.1f}", cell_status(r),
         )
     return t
+
+
+def cell_status(result) -> str:
+    """The run table's status of a finished cell: ``ran`` or ``done earlier``, and
+    ``degraded`` when its scores are past the health threshold (results/health.py)."""
+    degraded = result.record.health.degraded
+    if result.skipped:
+        return "done earlier, degraded" if degraded else "done earlier"
+    return "degraded" if degraded else "ran"
 
 
 def run(

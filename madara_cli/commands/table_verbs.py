@@ -4,11 +4,37 @@ shows, written from the results on disk (nothing runs)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
 from madara_cli.commands.options import UserError, err, out, results_dir_of, results_option
+
+
+def prefer_option():
+    return typer.Option(
+        None, "--prefer",
+        help="KEY=VALUE (repeatable): which variant fills a table cell when several finished cells match it, e.g. "
+             "backend.name=vllm, reading=authors, grid=demo-full (the table's own grid comes first; otherwise madara refuses to guess)",
+    )
+
+
+def _prefer_pairs(prefer: Optional[List[str]]) -> tuple[tuple[str, str], ...]:
+    from madara_cli.results.stored import parse_prefer
+
+    try:
+        return parse_prefer(prefer or [])
+    except ValueError as e:
+        raise UserError(str(e)) from None
+
+
+def refuse_variant(e) -> None:
+    """One line naming the table cell and the settings its variants differ in, then one
+    line per candidate with the ``--prefer`` that picks it; exit 2."""
+    err.print(f"error: {e}", markup=False, highlight=False, soft_wrap=True)
+    for line in e.candidate_lines():
+        err.print(line, markup=False, highlight=False, soft_wrap=True)
+    raise typer.Exit(2)
 
 
 def tables(
@@ -21,12 +47,15 @@ def tables(
         "calibration", "--routing-nf",
         help="NF EM Tables 8/9/19 route on: calibration (the probe's, as strategy=madara) or full (the NF cell)",
     ),
+    prefer: Optional[List[str]] = prefer_option(),
 ) -> None:
     """Write every paper table (ours beside the paper's) from the results on disk; never runs anything.
 
     Result folders that cannot be read are named and left out; the other tables are
-    written, and the exit status is 1 so that a script notices the gap."""
-    from madara_cli.results.stored import TABLE_METRICS, load_results
+    written, and the exit status is 1 so that a script notices the gap. Where several
+    variants of one table cell are on disk, the table's own grid comes first, then --prefer;
+    otherwise nothing is written and the candidates are listed (exit 2)."""
+    from madara_cli.results.stored import TABLE_METRICS, AmbiguousVariant, load_results
     from madara_cli.tables import write_tables
     from madara_cli.tables.figure import write_figure2
 
@@ -38,8 +67,10 @@ def tables(
     try:
         paths = write_tables(
             results_dir, out_dir or results_dir / "tables", only=only.split(",") if only else None, formats=tuple(format.split(",")), metric=metric,
-            routing_nf=routing_nf,
+            routing_nf=routing_nf, prefer=_prefer_pairs(prefer),
         )
+    except AmbiguousVariant as e:
+        refuse_variant(e)
     except ValueError as e:
         raise UserError(str(e)) from None
     for p in paths:
@@ -95,22 +126,26 @@ def report(
     next_command: Optional[str] = typer.Option(
         None, "--next", help="The command to suggest last, after `madara show` (make demo suggests the larger demo grid)",
     ),
+    prefer: Optional[List[str]] = prefer_option(),
 ) -> None:
     """Write one self-contained HTML page of a results folder: the Diagnose → Treat cards, figures, the routing map,
     every paper table, cell provenance; then print what the folder showed and what to type next."""
-    from madara_cli.results.stored import load_results
+    from madara_cli.results.stored import AmbiguousVariant, load_results
     from madara_cli.tables.report import write_report
     from madara_cli.tables.story import story_lines
 
     results_dir = results_dir_of(results)
+    chosen = _prefer_pairs(prefer)
     try:
-        page = write_report(results_dir, out_dir, metric=metric)
+        page = write_report(results_dir, out_dir, metric=metric, prefer=chosen)
+    except AmbiguousVariant as e:
+        refuse_variant(e)
     except ValueError as e:
         raise UserError(str(e)) from None
     for note in page.notes:
         err.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
     out.print(f"wrote {page.path} ({page.tables} tables, {page.figures} figures)", markup=False, highlight=False, soft_wrap=True)
-    shown = load_results(results_dir, metric)
+    shown = load_results(results_dir, metric, prefer=chosen)
     for line in story_lines(shown, str(page.path), next_command, results_arg=None if results is None else str(results)):
         out.print(line, markup=False, highlight=False, soft_wrap=True)
     if open_page:

@@ -430,6 +430,19 @@ def reading_key(node: Any) -> dict[str, Any]:
     return {k: str(v) for k, v in values.items() if k in defaults and str(v) != defaults[k]}
 
 
+# Reading families whose off-default value computes differently than when it was first
+# keyed (issue 36: the authors' re-score sent without a stop string and shown as their
+# code shows it, their parser reading unstopped replies as they came, their chain
+# fallback and unsplit shuffle), so cells and probes made before are not read back.
+READING_REVISIONS: dict[str, int] = {"requests": 2, "score_parser": 2, "conflict": 2, "chain_source": 2}
+
+
+def reading_identity(node: Any) -> dict[str, Any]:
+    """:func:`reading_key` as cell and probe hashes cover it: a revised family's value
+    carries its revision (``authors@2``); the paper's reading is still ``{}``."""
+    return {k: f"{v}@{READING_REVISIONS[k]}" if k in READING_REVISIONS else v for k, v in reading_key(node).items()}
+
+
 def unkeyed(group: str, name: str) -> tuple[str, ...]:
     """The settings of ``group`` option ``name`` no key covers: its runtime-only ones (and,
     for a shipped backend, every speed-only setting a flat node of before could hold)."""
@@ -508,7 +521,7 @@ def _cell_payload(cfg: Any, prompts: dict[str, str], metric_version: int | str) 
             out["model"].pop(name, None)
     out["limit"], out["seed"] = plain.get("limit"), plain.get("seed")
     out.update(_probe_groups(cfg, plain))
-    reading = reading_key(plain.get("reading"))
+    reading = reading_identity(plain.get("reading"))
     if reading:
         out["reading"] = reading
     out["metric_version"] = metric_version
@@ -573,7 +586,7 @@ def _probe_payload(cfg: Any, prompts: dict[str, str], metric_version: int | str)
     out: dict[str, Any] = {k: plain[k] for k in PROBE_GROUPS}
     out["rsc"] = rsc_key(cfg)
     out["generation"] = keyed("generation", out["generation"])
-    reading = reading_key(plain.get("reading"))
+    reading = reading_identity(plain.get("reading"))
     if reading:
         out["reading"] = reading
     out["backend"] = keyed("backend", key_view("backend", out["backend"]))

@@ -69,6 +69,7 @@ RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "rsc.bootstrap": _int(1),
     "router.iso_alpha": _num(0.0, 1.0, lo_open=True, hi_open=True),  # a significance level
     "router.iso_min_gain": _num(0.0),
+    "health.max_imputed": _num(0.0, 1.0),  # a share of a stage's scores
 }
 
 

@@ -1,5 +1,5 @@
 """The summary of a results folder: one row per finished cell (keys, n, every numeric
-metric, calls, tokens, seconds, the settings its key covers, provenance last), written
+metric, calls, tokens, seconds, its health, the settings its key covers, provenance last), written
 as ``summary.csv`` and, when pyarrow is importable, ``summary.parquet``.
 
 The rates (``em``, ``em_strict``, ``f1``, ``contains``) are in percent, as every table
@@ -23,7 +23,7 @@ SUMMARY_CSV = "summary.csv"
 SUMMARY_PARQUET = "summary.parquet"
 
 KEY_COLUMNS = ("grid", "model", "benchmark", "strategy", "retriever", "k", "seed", "limit", "key")
-_NOT_METRICS = {"schema_version", "cell", "accounting", "provenance", "timing", "n"}
+_NOT_METRICS = {"schema_version", "cell", "accounting", "health", "provenance", "timing", "n"}
 
 
 def _is_number(v: Any) -> bool:
@@ -62,6 +62,7 @@ def cell_rows(results_dir: Path | str) -> list[dict[str, Any]]:
         row["tokens_in"] = acc.get("tokens_in")
         row["tokens_out"] = acc.get("tokens_out")
         row["engine_seconds"] = record.engine_seconds  # the timing section's (older records: the accounting's)
+        row.update(health_columns(record))
         prov = record.provenance or {}
         row["seconds"] = record.seconds
         settings = cell_settings(record, metrics_path.parent)
@@ -72,6 +73,23 @@ def cell_rows(results_dir: Path | str) -> list[dict[str, Any]]:
         row["path"] = str(metrics_path.parent)
         rows.append(row)
     return rows
+
+
+def health_columns(record: CellRecord) -> dict[str, Any]:
+    """What a cell's numbers rest on (results/health.py): ``health`` (ok, degraded,
+    unknown), the worst stage past the threshold, and the scores read, imputed, cut at
+    the token budget and missing an id over all scoring stages (empty when unknown)."""
+    health = record.health
+    over = health.over() if health.degraded else []
+    known = health.status != "unknown"
+    return {
+        "health": health.status,
+        "health_stage": over[0].stage if over else None,
+        "scores": health.scores if known else None,
+        "scores_imputed": health.imputed if known else None,
+        "scores_cut_at_max_tokens": sum(s.cut_at_max_tokens for s in health.stages) if known else None,
+        "scores_missing_id": sum(s.missing_id for s in health.stages) if known else None,
+    }
 
 
 def cell_settings(record: CellRecord, folder: Path) -> dict[str, Any]:

@@ -79,6 +79,7 @@ _LATEX_UNICODE = [
     ("–", "--"),
     ("†", r"$^\dagger$"),
     ("‡", r"$^\ddagger$"),
+    ("◊", r"$^\diamond$"),
     ("·", r"$\cdot$"),
     ("χ²", r"$\chi^2$"),
     ("÷", r"$\div$"),
@@ -197,6 +198,9 @@ def results_notes(results, metric: str) -> list[str]:
     how the evaluated sets relate to the calibration queries."""
     notes = []
     metric = metric_name(metric)
+    if results.prefer:
+        notes.append("Variants chosen by " + ", ".join(f"`--prefer {k}={v}`" for k, v in results.prefer)
+                     + " where several matched a table cell (the table's own grid first).")
     if metric == "em":
         # Two readings of the paper's EM exist (README, Choices and deviations), so
         # every table says which one its numbers are.
@@ -222,6 +226,7 @@ def write_tables(
     formats: Iterable[str] = FORMATS,
     metric: str = "em",
     routing_nf: str = "calibration",
+    prefer: Sequence[tuple[str, str]] = (),
 ) -> list[Path]:
     """Build the requested tables from ``results_dir`` and write ``out_dir/<table>.<fmt>``.
 
@@ -229,21 +234,25 @@ def write_tables(
     metric raises ValueError listing the valid ones. ``metric`` is what our cells show
     (``em``, EM as the authors compute it, by default); ``routing_nf`` the NF EM
     Tables 8, 9 and 19 route on (``calibration``: the probe's, as strategy=madara;
-    ``full``: the NF cell). Returns the written paths in order.
+    ``full``: the NF cell); ``prefer`` the ``--prefer`` settings that choose among
+    variants (:data:`~madara_cli.results.stored.VARIANT_RULE`). Every table is built
+    before any is written, so one that refuses to guess a variant
+    (:class:`~madara_cli.results.stored.AmbiguousVariant`) leaves nothing half-written.
+    Returns the written paths in order.
     """
     formats = tuple(formats)
     bad = [f for f in formats if f not in RENDERERS]
     if bad:
         raise ValueError(f"unknown format(s) {', '.join(bad)}; valid: {', '.join(RENDERERS)}")
     names = [resolve_table_name(n) for n in only] if only else list(TABLES)
-    results = load_results(results_dir, metric, routing_nf)
+    results = load_results(results_dir, metric, routing_nf, prefer)
     extra_notes = results_notes(results, metric)
+    built = {name: TABLES[name].builder(results) for name in dict.fromkeys(names)}
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     longs: list[pd.DataFrame] = []
-    for name in dict.fromkeys(names):
-        df = TABLES[name].builder(results)
+    for name, df in built.items():
         if extra_notes:
             df.attrs["notes"] = [*df.attrs.get("notes", []), *extra_notes]
         for fmt in formats:

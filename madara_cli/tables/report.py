@@ -32,7 +32,7 @@ from madara_cli.tables.figure import pyplot
 from madara_cli.tables.lookup import Results, load_results
 from madara_cli.tables.plots import build_figures
 from madara_cli.tables.render import results_notes
-from madara_cli.tables.story import Card, below_floor_text, cards, paired_text, pct, rho_text
+from madara_cli.tables.story import Card, below_floor_text, cards, health_text, paired_text, pct, rho_text
 
 REPORT_DIR = "report"
 REPORT_FILE = "index.html"
@@ -155,8 +155,14 @@ def _card_html(card: Card) -> str:
         f"<dt>Diagnose</dt><dd>RSC class <strong>{esc(pv.CLASS_LABELS.get(probe.rsc_class, probe.rsc_class or '—'))}</strong>: "
         f"{esc(rho_text(probe))}{'' if probe.rho_at(0) is None else ' (shuffled / contradicted / random chains)'}{esc(star)}</dd>"
         f"<dt>Route</dt><dd><strong>{esc(route)}</strong>: {esc(probe.reason or 'no reason recorded')}</dd>"
-        f"<dt>Treat</dt><dd>{treat}</dd></dl></article>"
+        f"<dt>Treat</dt><dd>{treat}</dd>{_health_html(card)}</dl></article>"
     )
+
+
+def _health_html(card: Card) -> str:
+    """A Health row on a card whose NF or routed cell is degraded (else nothing)."""
+    text = health_text(card)
+    return f'<dt>Health</dt><dd class="degraded">{esc(text)}</dd>' if text else ""
 
 
 def story_html(results: Results) -> str:
@@ -295,11 +301,19 @@ def cells_html(results: Results) -> str:
             settings += f"<details><summary>config.yaml</summary><pre>{esc(config)}</pre></details>"
         rows.append([
             esc(c.grid), f"<code>{esc(c.key)}</code>", esc(c.model), esc(c.benchmark), esc(c.strategy), esc(c.n), esc(_pct(r.em)),
-            esc("—" if calls is None else f"{calls:.1f}"), settings, esc(_engine(prov)), esc(_versions(prov) if prov else "no provenance recorded"),
-            esc(_timing(r)),
+            esc("—" if calls is None else f"{calls:.1f}"), _cell_health_html(r), settings, esc(_engine(prov)),
+            esc(_versions(prov) if prov else "no provenance recorded"), esc(_timing(r)),
         ])
-    headers = ["grid", "key", "model", "benchmark", "strategy", "n", "EM %", "calls/query", "settings", "engine", "versions", "timing"]
+    headers = ["grid", "key", "model", "benchmark", "strategy", "n", "EM %", "calls/query", "health", "settings", "engine", "versions", "timing"]
     return _rows_html(headers, rows, raw=(True,) * len(headers))
+
+
+def _cell_health_html(record: Any) -> str:
+    """A cell's health status; when degraded, the stage and cause beside it."""
+    health = record.health
+    if not health.degraded:
+        return esc(health.status)
+    return f'<span class="degraded">degraded</span>: {esc(health.reason)}'
 
 
 def _figure_png(fig: Any) -> str:
@@ -320,7 +334,7 @@ th,td{border:1px solid #ccc;padding:.25rem .5rem;text-align:left;vertical-align:
 tbody tr:nth-child(even){background:#fafafa}ul.notes{font-size:.78rem;color:#444;margin-top:.2rem}
 figure{margin:1rem 0;display:inline-block;vertical-align:top;max-width:100%}figure img{max-width:100%;height:auto;border:1px solid #ddd}
 figcaption{font-size:.85rem;color:#333}pre{font-size:.72rem;max-height:24rem;overflow:auto;background:#f6f6f6;padding:.4rem}
-code{font-size:.85em}.skipped{color:#8a4b00}
+code{font-size:.85em}.skipped{color:#8a4b00}.degraded{color:#a03c00;font-weight:600}
 .cards{display:flex;flex-wrap:wrap;gap:1rem}.card{border:1px solid #bcd;border-left:4px solid #0072B2;padding:.4rem .9rem;max-width:40rem;background:#fbfdff}
 .card h3{margin:.3rem 0}.card dl{display:grid;grid-template-columns:6rem 1fr;gap:.2rem .6rem;margin:.3rem 0;font-size:.9rem}.card dt{font-weight:600;color:#0072B2}.card dd{margin:0}
 details.fold>summary{cursor:pointer;margin:.5rem 0;font-weight:600}svg.map .ax{font-size:10px;fill:#555}svg.map .zone{font-size:10px;fill:#999}
@@ -413,13 +427,16 @@ ours show {esc(metric)}; written by madara {esc(madara_version())}.</p>
     return page, len(figures), len(tables), tuple(notes)
 
 
-def write_report(results_dir: Path | str, out_dir: Path | None = None, metric: str = "em") -> ReportResult:
+def write_report(results_dir: Path | str, out_dir: Path | None = None, metric: str = "em",
+                 prefer: Sequence[tuple[str, str]] = ()) -> ReportResult:
     """Write ``out_dir/index.html`` (default ``results_dir/report``). ValueError for an
-    unknown metric, or when ``results_dir`` is not a folder."""
+    unknown metric, or when ``results_dir`` is not a folder;
+    :class:`~madara_cli.results.stored.AmbiguousVariant` (nothing written) when several
+    variants could fill a table cell and ``prefer`` picks none."""
     root = Path(results_dir)
     if not root.is_dir():
         raise ValueError(f"no results folder at {root} (run something first, or pass --results DIR)")
-    results = load_results(root, metric)
+    results = load_results(root, metric, prefer=prefer)
     page, n_figures, n_tables, notes = render_report(results, metric)
     out = Path(out_dir) if out_dir is not None else root / REPORT_DIR
     out.mkdir(parents=True, exist_ok=True)

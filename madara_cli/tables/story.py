@@ -125,6 +125,13 @@ def below_floor_text(card: Card) -> str:
             f"(EM under the {CAPABILITY_FLOOR:.0f}% floor says little)")
 
 
+def health_text(card: Card) -> str:
+    """The card's cells that are degraded (results/health.py: their scores mostly
+    imputed), each with the stage and cause; empty when none is."""
+    cells = (("routed", card.routed), ("NF", card.nf))
+    return "; ".join(f"{what} cell degraded ({c.record.health.reason})" for what, c in cells if c is not None and c.degraded)
+
+
 def _frac(x: float | None) -> str:
     return "—" if x is None else f"{100 * x:.1f}%"
 
@@ -136,8 +143,9 @@ def treat_line(card: Card) -> str:
     nf = card.nf.em * 100 if card.nf is not None and card.nf.em is not None else None
     delta = "" if nf is None else f" ({card.routed_em - nf:+.1f} pp)"
     floor = below_floor_text(card)
+    health = health_text(card)
     return (f"Treat     {card.label}: routed {route} EM {pct(card.routed_em)} vs NF {pct(nf)}{delta} on {card.routed.n} queries; "
-            f"{paired_text(card)}{'; ' + floor if floor else ''}")
+            f"{paired_text(card)}{'; ' + floor if floor else ''}{'; ' + health if health else ''}")
 
 
 def story_lines(results: Results, page: str, next_command: str | None = None, most: int = 3, results_arg: str | None = None) -> list[str]:
