@@ -25,6 +25,7 @@ later) or ``httpx`` before it; they share this API.
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -99,6 +100,15 @@ def _deadline_backend(httpcore: ModuleType) -> Any:
             self._inner.write(buffer, _time_left(httpcore.WriteTimeout, timeout))
 
         def close(self) -> None:
+            # Shut the socket down first: a read blocked in another thread (a request in
+            # flight when Ctrl-C closes the engine) then returns at once, instead of
+            # holding the process at exit until the server answers or the deadline passes.
+            sock = self._inner.get_extra_info("socket")
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:  # already closed by the peer
+                    pass
             self._inner.close()
 
         def start_tls(self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None) -> Any:

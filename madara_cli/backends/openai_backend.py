@@ -1,6 +1,7 @@
 """OpenAI-compatible HTTP backend: any server with ``/v1/chat/completions`` and
-``/v1/completions`` (``vllm serve``, ``python -m llama_cpp.server``, SGLang), so that
-many workers can share one served model.
+``/v1/completions`` (``vllm serve``, llama.cpp's ``llama-server``, SGLang;
+llama-cpp-python's server takes text prompts only), so that many workers can share one
+served model.
 
 * **chat**: one ``POST /chat/completions`` per request (messages, temperature, top_p,
   max_tokens, seed, stop); the server applies the model's chat template.
@@ -25,12 +26,20 @@ many workers can share one served model.
 * **truncation**: :func:`fit_messages` with token counts from the same client-side
   tokenizer, against ``backend.n_ctx``, else the ``max_model_len`` the server reports
   in ``/models`` (vLLM does), else ``model.max_model_len``.
-* **transport**: the standard library (``urllib``) on a pool of ``max_in_flight``
-  threads, so at most that many requests are in flight; 429, 5xx, connection resets
-  and timeouts are retried ``retries`` times with exponential backoff (honouring
-  ``Retry-After``); a refused connection and any other 4xx fail at once with a
-  one-line :class:`BackendError`. ``Completion.seconds`` is each request's round
-  trip; requests overlap, so a stage's sum exceeds its wall time.
+* **transport** (:mod:`madara_cli.backends.http_client`): one pooled httpx client with
+  keep-alive, at most ``max_in_flight`` requests in flight (a thread pool of that size);
+  ``timeout_s`` is each attempt's wall time from connect to the last byte; no redirect
+  is followed (a 3xx is one line naming its Location: following it would carry the API
+  key to another origin); 429, 5xx, connection resets and time-outs are retried
+  ``retries`` times with exponential backoff (honouring ``Retry-After``), and what
+  outlasts them ends with the line that says a rerun resumes; a refused connection
+  (before the server ever answered) and any other 4xx fail at once with a one-line
+  :class:`BackendError`. ``Completion.seconds`` is each request's round trip; requests
+  overlap, so a stage's sum exceeds its wall time.
+* **replies** are checked before they become a Completion, which the cache keeps for
+  good: the text a string or a list of text parts (joined), counts non-negative
+  integers, log-probabilities numbers at most 0. A reply that fails is an
+  :class:`InvalidReply` (one line naming what is wrong) and nothing of it is cached.
 
 * **chat settings** (``backends/chat.py``): ``chat_template_kwargs`` go into every
   ``/chat/completions`` body (the field ``vllm serve`` and SGLang read; llama.cpp's
@@ -46,8 +55,11 @@ many workers can share one served model.
   message rather than forge a turn). Every other request is sent as before.
 
 The fingerprint is ``openai:{base_url}:{model}``, plus the model id the server reports
-in ``/models`` when it has that endpoint (llama.cpp reports the GGUF path), plus the
-chat settings when they are not the defaults.
+in ``/models`` when it has that endpoint and it differs (llama.cpp reports the GGUF
+path), plus the server's software and version when it says them (``vllm-0.32.0``,
+``llama-cpp-python-0.3.36``: the engine that answers, as ``backend=vllm`` keys vLLM's
+version), plus the chat settings when they are not the defaults. The same identity
+(``served``) goes into each cell's provenance.
 """
 
 from __future__ import annotations
@@ -655,7 +667,7 @@ class OpenAIConfig(BackendConfig):
     api_key_env: str = "OPENAI_API_KEY"  # name of the env var holding the key
     max_in_flight: int = 8
     retries: int = 4
-    timeout_s: float = 120.0
+    timeout_s: float = 120.0  # wall-clock seconds per attempt, from connect to the reply's last byte
     # explicit: every sampling field in the body, so `vllm serve` samples as offline
     # LLM.chat does; minimal: temperature and top_p only (APIs that refuse other fields).
     sampling: str = "explicit"
@@ -673,6 +685,12 @@ def _check_sampling(cfg: DictConfig) -> None:
 
 
 def _openai(cfg: DictConfig) -> Backend:
+    return openai_backend(cfg)
+
+
+def openai_backend(cfg: DictConfig, keep_alive: bool = True) -> OpenAIBackend:
+    """``backend=openai``'s engine for a composed config; ``keep_alive=False`` opens a
+    connection per request (``madara bench --only openai_pool`` compares the two)."""
     _check_sampling(cfg)
     b = cfg.backend
     return OpenAIBackend(
@@ -689,6 +707,7 @@ def _openai(cfg: DictConfig) -> Backend:
         chat=ChatSettings.from_model(cfg.model),
         sampling=str(b.sampling),
         require_listed=bool(b.get("served_model_name")),
+        keep_alive=keep_alive,
     )
 
 

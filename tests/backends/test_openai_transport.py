@@ -360,3 +360,23 @@ def test_the_served_identity_reaches_provenance_and_summary_columns():
     assert served_columns(prov) == {"served_model": "org/model", "server": "vllm 0.32.0"}
     assert served_columns(provenance(compose([]), "a", "b")) == {}
     assert "openai" not in prov["packages"]  # installed beside madara, never imported by it
+
+
+def test_closing_the_engine_releases_requests_in_flight(fake_server):
+    """Ctrl-C closes the engine while requests wait on a slow server: their threads
+    must end then, or the process would wait for them at exit (up to the deadline)."""
+    import threading
+
+    fake_server.responders["/v1/chat/completions"] = lambda body: chat_answer()
+    b = make(fake_server, max_in_flight=2, timeout_s=60, retries=0)
+    fake_server.delay = 8.0
+    failed: list[BaseException] = []
+    caller = threading.Thread(target=lambda: failed.append(pytest.raises(BackendError, b.chat, [ASK, ASK])), daemon=True)
+    caller.start()
+    time.sleep(1.0)  # both requests are in flight
+    t0 = time.perf_counter()
+    b.close()
+    workers = [t for t in threading.enumerate() if t.name.startswith("madara-openai")]
+    for t in workers:
+        t.join(timeout=5)
+    assert not any(t.is_alive() for t in workers) and time.perf_counter() - t0 < 5
