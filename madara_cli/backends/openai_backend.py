@@ -332,7 +332,9 @@ class OpenAIBackend:
             # Fail fast on an unreachable server, and learn what it serves.
             served = self._served_model(require_listed)
             self.served_id = served.get("id") if served else None
-            self.n_ctx = int(n_ctx or (served or {}).get("max_model_len") or default_n_ctx)
+            reported = (served or {}).get("max_model_len")
+            reported = reported if isinstance(reported, int) and not isinstance(reported, bool) and reported > 0 else None
+            self.n_ctx = int(n_ctx or reported or default_n_ctx)
             self.served = self._identify(served)
             # Loaded now, not at the first request: a tokenizer that cannot be had is
             # one line before any stage starts.
@@ -394,6 +396,8 @@ class OpenAIBackend:
             if 300 <= reply.status < 400:
                 raise BackendError(self._redirect_line(method, url, reply))
             if reply.status >= 400:
+                if self._refuses_token_ids(reply, body):
+                    raise HTTPStatus(self._token_ids_line(reply), reply.status)
                 if reply.status in RETRY_STATUS and not last:
                     time.sleep(self._backoff(attempt, reply.headers.get("retry-after")))
                     continue
@@ -409,13 +413,22 @@ class OpenAIBackend:
         return (f"{method} {url} answered HTTP {reply.status} redirecting to {where}; madara follows no redirect (it would carry "
                 f"the API key to wherever it points): set backend.base_url to the address that answers")
 
+    @staticmethod
+    def _refuses_token_ids(reply: Reply, body: dict[str, Any] | None) -> bool:
+        """A token-id prompt the server would not read: llama-cpp-python's server
+        validates ``prompt`` as text and answers 500 (422 in other versions) with a
+        validation error per token."""
+        if not isinstance((body or {}).get("prompt"), list) or reply.status not in (400, 422, 500):
+            return False
+        text = reply.body[:4096].decode("utf-8", "replace").lower()
+        return reply.status != 500 or "validation error" in text or "valid string" in text
+
+    def _token_ids_line(self, reply: Reply) -> str:
+        return (f"the server at {self.base_url} refuses prompts given as token ids (HTTP {reply.status}); madara sends one when a "
+                "document or question holds the model's control text, which a text prompt would turn into control tokens: "
+                "serve the model with vllm serve, llama.cpp's llama-server or SGLang (they take token ids), or use backend=llamacpp")
+
     def _status_line(self, method: str, url: str, reply: Reply, body: dict[str, Any] | None, tries: str) -> str:
-        if reply.status in (400, 422) and isinstance((body or {}).get("prompt"), list):
-            # llama-cpp-python's server validates `prompt` as text and answers with a
-            # validation error per element of the token list.
-            return (f"the server at {self.base_url} refuses prompts given as token ids (HTTP {reply.status}); madara sends one when a "
-                    "document or question holds the model's control text, which a text prompt would turn into control tokens: "
-                    "serve the model with vllm serve, llama.cpp's llama-server or SGLang (they take token ids), or use backend=llamacpp")
         line = f"{method} {url} failed{tries} with HTTP {reply.status}: {_server_message(reply.body)}"
         if reply.status == 404 and not urlsplit(self.base_url).path.rstrip("/").endswith("/v1"):
             line += f"; backend.base_url has no /v1 (OpenAI-compatible servers answer under it: backend.base_url={self.base_url}/v1)"

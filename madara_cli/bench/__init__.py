@@ -504,7 +504,7 @@ def summary_rows(results: dict[str, Any]) -> list[tuple[str, str, str]]:
         for w, what in (("transport", "GET /v1/models"), ("score", "logprob scores")):
             r = op[w]
             rows.append(("openai_pool", f"{what} ({r['requests_per_pass']}/pass, {server.get('software')} {server.get('version')}): keep-alive "
-                         f"{r['requests_per_s_pooled']:.1f} vs new connection {r['requests_per_s_per_request_connection']:.1f} requests/s",
+                         f"{r['requests_per_s_pooled']:.3g} vs new connection {r['requests_per_s_per_request_connection']:.3g} requests/s",
                          _x(op[f"ratio_pooled_vs_per_request_{w}"])))
     elif op:
         rows.append(("openai_pool", op["skipped"], "—"))

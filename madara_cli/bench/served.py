@@ -90,7 +90,7 @@ def _rate(n: int, seconds: float) -> float:
     return n / seconds if seconds > 0 else float("nan")
 
 
-def bench_openai_pool(cfg, scratch: Path, n_scores: int, n_threads: int | None) -> dict[str, Any]:
+def bench_openai_pool(cfg, scratch: Path, n_scores: int, n_threads: int | None, transport_requests: int = TRANSPORT_REQUESTS) -> dict[str, Any]:
     """``cfg``: composed with ``backend=openai`` (its ``base_url`` is replaced by the
     server started here); ``n_scores``: the score requests per pass (the first of the
     first question's stage); ``n_threads``: the server's llama.cpp threads."""
@@ -116,10 +116,10 @@ def bench_openai_pool(cfg, scratch: Path, n_scores: int, n_threads: int | None) 
         engines = {"pooled": openai_backend(served, keep_alive=True), "per_request": openai_backend(served, keep_alive=False)}
         try:
             work = {
-                "transport": lambda b: [b._call("GET", "/models", retries=0) for _ in range(TRANSPORT_REQUESTS)],
+                "transport": lambda b: [b._call("GET", "/models", retries=0) for _ in range(transport_requests)],
                 "score": lambda b: b.next_token_logprobs(scores),
             }
-            counts = {"transport": TRANSPORT_REQUESTS, "score": len(scores)}
+            counts = {"transport": transport_requests, "score": len(scores)}
             seconds: dict[str, dict[str, float]] = {w: {m: 0.0 for m in engines} for w in work}
             for w, fn in work.items():
                 for b in engines.values():  # untimed: the server's first shapes, the client's first connections

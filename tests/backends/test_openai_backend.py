@@ -451,8 +451,8 @@ def test_real_control_text_on_a_text_only_server_is_one_line(llama_server):
     finally:
         b.close()
     line = str(e.value)
-    # llama-cpp-python's server answers a token-id prompt with a validation error per token
-    assert "\n" not in line and len(line) < 400 and "refuses prompts given as token ids (HTTP 422)" in line, line
+    # llama-cpp-python's server answers a token-id prompt with a 500 holding a validation error per token
+    assert "\n" not in line and len(line) < 400 and "refuses prompts given as token ids (HTTP 500)" in line, line
 
 
 @pytest.mark.llm
@@ -499,3 +499,25 @@ def test_real_run_prints_no_engine_lines_and_a_server_gone_mid_run_says_resume(t
     assert "n_ctx_train" not in r.stderr and "PyTorch was not found" not in r.stderr, r.stderr
     (metrics,) = results.glob("adhoc/*/metrics.json")
     assert json.loads(metrics.read_text())["accounting"]["calls_issued"] == 3 - done  # only what was not finished
+
+
+@pytest.mark.llm
+def test_bench_openai_pool_measures_both_clients_on_a_real_server(tmp_path):
+    """The section's shape on a small run (its figures are the bench's to print, not a test's)."""
+    from dataclasses import replace
+
+    import llama_cpp
+
+    from madara_cli.bench import BenchOptions, _cfg, summary_rows
+    from madara_cli.bench.served import bench_openai_pool
+
+    _gguf_or_skip()
+    opts = BenchOptions(n_threads=None)
+    cfg = _cfg(replace(opts, n_threads=None), "backend=openai", "retriever.k=3", f"results_dir={tmp_path / 'openai'}")
+    out = bench_openai_pool(cfg, tmp_path, n_scores=1, n_threads=1, transport_requests=5)
+    assert out["server"]["software"] == "llama-cpp-python" and out["server"]["version"] == llama_cpp.__version__
+    for w in ("transport", "score"):
+        assert out[w]["requests_per_s_pooled"] > 0 and out[w]["requests_per_s_per_request_connection"] > 0
+        assert out[f"ratio_pooled_vs_per_request_{w}"] > 0
+    rows = summary_rows({"openai_pool": out})
+    assert [r[0] for r in rows] == ["openai_pool", "openai_pool"] and all(r[2].endswith("×") for r in rows)

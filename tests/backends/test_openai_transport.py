@@ -274,7 +274,17 @@ def test_a_server_that_goes_away_mid_run_says_rerun_to_resume():
     assert str(e.value).endswith(RESUME_HINT)
 
 
-def test_token_id_prompts_refused_by_a_text_only_server_are_one_line(fake_server):
+# llama-cpp-python's server validates `prompt` as text: one error per token, as a 500
+# (0.3.36) or a FastAPI 422.
+REFUSALS = {
+    "422": (422, {"detail": [{"loc": ["body", "prompt", i], "msg": "Input should be a valid string", "type": "string_type"} for i in range(123)]}),
+    "500": (500, {"error": {"message": "44 validation errors: {'type': 'string_type', 'loc': ('body', 'prompt', 'str'), "
+                                       "'msg': 'Input should be a valid string', 'input': [1, 9690, 198]}", "type": "internal_server_error"}}),
+}
+
+
+@pytest.mark.parametrize("refusal", list(REFUSALS))
+def test_token_id_prompts_refused_by_a_text_only_server_are_one_line(fake_server, refusal):
     class ControlAware(WordTokenizer):
         def holds_control(self, texts):
             return any("<|im_start|>" in t for t in texts)
@@ -282,18 +292,18 @@ def test_token_id_prompts_refused_by_a_text_only_server_are_one_line(fake_server
         def token_ids(self, msgs, prefix=""):
             return list(range(len(self.render(msgs).split()) + 1))
 
-    # llama-cpp-python's server validates `prompt` as text: one error per list element.
-    detail = [{"loc": ["body", "prompt", i], "msg": "Input should be a valid string", "type": "string_type"} for i in range(123)]
-    fake_server.responders["/v1/completions"] = lambda body: (422, {"detail": detail}, {})
-    b = make(fake_server, tokenizer=ControlAware)
+    status, payload = REFUSALS[refusal]
+    fake_server.responders["/v1/completions"] = lambda body: (status, payload, {})
+    b = make(fake_server, tokenizer=ControlAware, retries=3)
     try:
         with pytest.raises(BackendError) as e:
             b.chat([ChatRequest(messages("s", "a document that spells <|im_start|>system"))])
     finally:
         b.close()
     line = str(e.value)
-    assert "\n" not in line and len(line) < 400 and "refuses prompts given as token ids (HTTP 422)" in line
+    assert "\n" not in line and len(line) < 400 and f"refuses prompts given as token ids (HTTP {status})" in line
     assert "vllm serve" in line and "backend=llamacpp" in line and "Input should be" not in line
+    assert len(posts(fake_server, "/v1/completions")) == 1  # the same body would be refused again: not retried
 
 
 def test_a_served_model_name_the_server_does_not_list_exits_2_naming_what_it_serves(fake_server, tmp_path):
@@ -380,3 +390,11 @@ def test_closing_the_engine_releases_requests_in_flight(fake_server):
     for t in workers:
         t.join(timeout=5)
     assert not any(t.is_alive() for t in workers) and time.perf_counter() - t0 < 5
+
+
+@pytest.mark.parametrize("reported", ["4096", -1, True, 2.5, None])
+def test_a_context_length_that_is_not_a_count_is_not_taken(fake_server, reported):
+    fake_server.responders["/v1/models"] = lambda body: (200, {"data": [{"id": "org/model", "max_model_len": reported}]}, {})
+    b = make(fake_server, default_n_ctx=1234)
+    b.close()
+    assert b.n_ctx == 1234
