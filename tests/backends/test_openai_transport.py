@@ -90,11 +90,12 @@ def test_the_fallback_to_httpx_works_where_it_is_installed(fake_server, monkeypa
 # -- a server that cannot turn the run against its user ---------------------------------
 
 
-def test_a_redirect_is_one_line_naming_the_location_and_no_credential_leaves(fake_server):
+@pytest.mark.parametrize("status", [302, 307])  # 302: what urllib followed as a GET, key and all
+def test_a_redirect_is_one_line_naming_the_location_and_no_credential_leaves(fake_server, status):
     with scripted_server() as other:
         other.responders["/v1/chat/completions"] = lambda body: chat_answer("from elsewhere")
         elsewhere = f"{other.base_url}/chat/completions"
-        fake_server.responders["/v1/chat/completions"] = lambda body: (307, {}, {"Location": elsewhere})
+        fake_server.responders["/v1/chat/completions"] = lambda body: (status, {}, {"Location": elsewhere})
         b = make(fake_server, api_key="sk-secret")
         try:
             with pytest.raises(BackendError) as e:
@@ -103,7 +104,7 @@ def test_a_redirect_is_one_line_naming_the_location_and_no_credential_leaves(fak
             b.close()
         assert other.requests == []  # neither the POST nor the key went there
     line = str(e.value)
-    assert "\n" not in line and "HTTP 307" in line and elsewhere in line and "backend.base_url" in line
+    assert "\n" not in line and f"HTTP {status}" in line and elsewhere in line and "backend.base_url" in line
     assert len(posts(fake_server, "/v1/chat/completions")) == 1  # a redirect is not retried
 
 
