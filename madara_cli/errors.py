@@ -16,6 +16,10 @@ reports them import them from here without pulling in the module that first met 
 
 from __future__ import annotations
 
+# What a run that stops part-way keeps, and how it goes on: the interrupt's line and a
+# served engine that went away mid-run end with it.
+RESUME_HINT = "finished cells and cached completions are kept; rerun the same command to resume"
+
 
 class ConfigError(ValueError):
     """A bad override or config a user can fix; printed as one line, exit 2."""
@@ -58,4 +62,4 @@ class CacheError(BackendError):
     printed as one line naming the file and what to do."""
 
 
-__all__ = ["BackendError", "CacheError", "ConfigError", "DataError", "DegradedCell", "PluginInterrupted", "RecordError", "SnapshotError", "TrackingError"]
+__all__ = ["RESUME_HINT", "BackendError", "CacheError", "ConfigError", "DataError", "DegradedCell", "PluginInterrupted", "RecordError", "SnapshotError", "TrackingError"]

@@ -250,8 +250,11 @@ class RelevanceJudge:
 
 class Script:
     """What the fake server answers: ``responders[path]`` is called with the request
-    body and returns (status, json_body, headers) or the string "reset" (close the
-    connection without answering). Every request is recorded."""
+    body and returns (status, json_body, headers) (a ``bytes`` body is sent as it is),
+    the string "reset" (close the connection without answering) or "trickle" (send
+    the status line one byte every ``trickle_s`` seconds, never finishing). Every
+    request is recorded; it speaks HTTP/1.1 with keep-alive, and ``connections``
+    counts the TCP connections it accepted."""
 
     def __init__(self):
         self.requests: list[tuple[str, str, dict[str, str], Any]] = []
@@ -260,6 +263,8 @@ class Script:
         self.in_flight = 0
         self.max_in_flight = 0
         self.delay = 0.0
+        self.connections = 0
+        self.trickle_s = 0.2
 
 
 @contextmanager
@@ -268,8 +273,15 @@ def scripted_server() -> Iterator[Script]:
     script = Script()
 
     class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, as uvicorn and vllm serve speak
+
         def log_message(self, *args):  # keep pytest output clean
             pass
+
+        def setup(self):
+            super().setup()
+            with script.lock:
+                script.connections += 1
 
         def _handle(self, method):
             n = int(self.headers.get("Content-Length") or 0)
@@ -291,8 +303,18 @@ def scripted_server() -> Iterator[Script]:
                 self.close_connection = True
                 self.connection.shutdown(socket.SHUT_RDWR)
                 return
+            if answer == "trickle":
+                self.close_connection = True
+                try:
+                    for byte in b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 100_000:
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                        time.sleep(script.trickle_s)
+                except OSError:  # the client gave up
+                    pass
+                return
             status, payload, headers = answer
-            data = json.dumps(payload).encode()
+            data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))

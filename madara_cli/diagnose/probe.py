@@ -355,7 +355,7 @@ def find_or_run_probe(
     t0, started = time.perf_counter(), now_iso()
     with llm.logging_samples(bool(cfg.get("log_samples", True))) as samples:
         record = run_probe(cfg, llm, examples=examples, spec=spec)
-    probe = replace(record, provenance=provenance(cfg, started, now_iso(), time.perf_counter() - t0))
+    probe = replace(record, provenance=provenance(cfg, started, now_iso(), time.perf_counter() - t0, engine=llm.backend))
     folder.mkdir(parents=True, exist_ok=True)
     if cfg.get("log_samples", True):
         write_prompts(folder, samples, prompt_renderer(llm.backend))

@@ -139,7 +139,7 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
         health=health,
         # Everything above is a function of the config, the data and the seed; timing and
         # provenance (versions, host, start/end) live apart, so two runs compare byte for byte without them.
-        provenance=provenance(cfg, started, now_iso(), time.perf_counter() - t0),
+        provenance=provenance(cfg, started, now_iso(), time.perf_counter() - t0, engine=llm.backend),
         timing=timing_section(acct, time.perf_counter() - t0),
     )
     log_samples = bool(cfg.get("log_samples", True))

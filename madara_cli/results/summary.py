@@ -67,6 +67,7 @@ def cell_rows(results_dir: Path | str) -> list[dict[str, Any]]:
         row["seconds"] = record.seconds
         settings = cell_settings(record, metrics_path.parent)
         row["backend"] = settings.get("backend.name")
+        row.update(served_columns(prov))
         row.update({k: v for k, v in settings.items() if k not in row})
         row["madara_version"] = prov.get("madara_version")
         row["git_commit"] = prov.get("git_commit")
@@ -90,6 +91,20 @@ def health_columns(record: CellRecord) -> dict[str, Any]:
         "scores_cut_at_max_tokens": sum(s.cut_at_max_tokens for s in health.stages) if known else None,
         "scores_missing_id": sum(s.missing_id for s in health.stages) if known else None,
     }
+
+
+def served_columns(prov: Mapping[str, Any]) -> dict[str, Any]:
+    """What a served engine said it was (``backend=openai``): the model id it reports
+    and its software and version, so two servers behind one ``model=`` differ in the
+    summary. Nothing for an engine madara ran itself."""
+    engine = prov.get("engine") if isinstance(prov, Mapping) else None
+    server = engine.get("server") if isinstance(engine, Mapping) else None
+    if not isinstance(server, Mapping):
+        return {}
+    software, version = server.get("software"), server.get("version")
+    named = " ".join(str(x) for x in (software, version) if isinstance(x, str) and x)
+    model_id = server.get("model_id")
+    return {"served_model": model_id if isinstance(model_id, str) else None, "server": named or None}
 
 
 def cell_settings(record: CellRecord, folder: Path) -> dict[str, Any]:
