@@ -37,10 +37,13 @@ HUB_PROBE_TIMEOUT_S = 3.0
 
 
 def file_sha256(path: str | Path) -> str:
-    """sha256 of a file's bytes, memoised per (path, size, mtime) within the process."""
+    """sha256 of a file's bytes, memoised within the process per path and
+    :func:`~madara_cli.sidefiles.file_stamp` (inode, size, mtime, ctime: a same-size
+    edit whose mtime was put back is hashed again)."""
+    from madara_cli.sidefiles import file_stamp
+
     p = Path(path).expanduser().resolve()
-    st = p.stat()
-    memo_key = (str(p), st.st_size, st.st_mtime_ns)
+    memo_key = (str(p), *file_stamp(p))
     if memo_key not in _SHA_MEMO:
         h = hashlib.sha256()
         with p.open("rb") as f:
@@ -50,7 +53,7 @@ def file_sha256(path: str | Path) -> str:
     return _SHA_MEMO[memo_key]
 
 
-_SHA_MEMO: dict[tuple[str, int, int], str] = {}
+_SHA_MEMO: dict[tuple[str, int, int, int, int], str] = {}
 
 
 def not_utf8(path: str | Path, what: str = "file") -> DataError | None:

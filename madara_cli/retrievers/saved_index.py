@@ -132,31 +132,15 @@ _MEMO_NAME = "file-sha256.json"
 
 def corpus_sha256(path: str | Path, memo_dir: str | Path | None = None) -> str:
     """sha256 of the corpus file. Hashing a full Wikipedia dump takes tens of
-    seconds, so the result is also memoised on disk in ``memo_dir`` by (path, size,
-    mtime): a changed file is always re-hashed."""
+    seconds, so the result is also memoised on disk in ``memo_dir`` by the file's
+    stamp (:func:`madara_cli.sidefiles.file_stamp`: inode, size, mtime and ctime): a
+    changed file is always re-hashed, even one whose size and mtime were kept."""
+    from madara_cli.sidefiles import stamp_memo
+
     p = Path(path).expanduser().resolve()
     if not p.is_file():
         raise DataError(f"corpus file not found: {p}")
-    st = p.stat()
-    stamp = {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
-    memo_file = Path(memo_dir) / _MEMO_NAME if memo_dir else None
-    memo: dict[str, Any] = {}
-    if memo_file and memo_file.is_file():
-        try:
-            memo = json.loads(memo_file.read_text())
-        except (OSError, json.JSONDecodeError):
-            memo = {}
-        hit = memo.get(str(p))
-        if hit and {k: hit.get(k) for k in stamp} == stamp:
-            return hit["sha256"]
-    sha = file_sha256(p)
-    if memo_file:
-        memo[str(p)] = {**stamp, "sha256": sha}
-        memo_file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = memo_file.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(memo, indent=1))
-        tmp.replace(memo_file)
-    return sha
+    return stamp_memo(Path(memo_dir) / _MEMO_NAME if memo_dir else None, p, file_sha256, field="sha256")
 
 
 # ---------------------------------------------------------------------------
@@ -186,10 +170,17 @@ def index_name(settings: dict[str, Any], corpus_hash: str) -> str:
 
 
 def read_meta(index_dir: str | Path) -> dict[str, Any]:
+    """An index's ``madara_index.json``; a cut or foreign one is one line naming it and
+    saying how to rebuild the index."""
+    from madara_cli.sidefiles import read_json
+
     p = Path(index_dir) / INDEX_META
-    if not p.is_file():
+    if not p.exists():
         raise DataError(f"{index_dir} is not a madara index (no {INDEX_META}); build one with: madara index build --corpus FILE")
-    return json.loads(p.read_text())
+    try:
+        return read_json(p, "the index's metadata")
+    except DataError as e:
+        raise DataError(f"{e}; move the index aside and build it again: mv '{index_dir}' '{index_dir}.broken'") from None
 
 
 def check_index(index_dir: str | Path, settings: dict[str, Any], corpus_hash: str | None = None) -> dict[str, Any]:
