@@ -370,3 +370,107 @@ def test_the_guarded_reader_names_the_file_and_never_blocks(tmp_path):
     tagged.write_text("a: !!python/object/apply:pathlib.Path ['x']\n")
     with pytest.raises(DataError, match="tag"):
         read_yaml_data(tagged, "config")
+
+
+# --------------------------------------------------------------------------- #
+# madara prompts import-reference CHECKOUT --out DIR
+
+
+def _checkout(root: Path, word: str = "Zebra") -> Path:
+    from tests.agents.test_reading_authors import _fake_checkout
+
+    _fake_checkout(root)
+    for f in (root / "madara").iterdir():
+        f.write_text(f.read_text().replace("Zebra", word).replace("zebra", word.lower()))
+    return root
+
+
+def _import(monkeypatch, capsys, checkout: Path, out: Path) -> tuple[int, str, str]:
+    return cli("prompts", "import-reference", str(checkout), "--out", str(out), monkeypatch=monkeypatch, capsys=capsys)
+
+
+@pytest.mark.parametrize("link", ["prompts/authors", "prompts"])
+def test_import_reference_refuses_a_linked_target_and_touches_nothing_behind_it(monkeypatch, capsys, tmp_path, link):
+    """It deleted every *.txt in whatever DIR/prompts/authors linked to."""
+    victim = tmp_path / "victim"
+    (victim / "authors").mkdir(parents=True)
+    (victim / "notes.txt").write_text("mine")
+    (victim / "authors" / "notes.txt").write_text("mine too")
+    out = tmp_path / "conf"
+    (out / "prompts").mkdir(parents=True) if link == "prompts/authors" else out.mkdir()
+    (out / link).symlink_to(victim / "authors" if link == "prompts/authors" else victim)
+    code, _, err = _import(monkeypatch, capsys, _checkout(tmp_path / "ref"), out)
+    one_line_error(code, err, str(out / link), "is a link")
+    assert sorted(str(p.relative_to(victim)) for p in victim.rglob("*")) == ["authors", "authors/notes.txt", "notes.txt"]
+
+
+def test_import_reference_refuses_an_out_that_is_a_file(monkeypatch, capsys, tmp_path):
+    out = tmp_path / "conf"
+    out.write_text("a file")
+    code, _, err = _import(monkeypatch, capsys, _checkout(tmp_path / "ref"), out)
+    one_line_error(code, err, str(out), "not a folder")
+    assert out.read_text() == "a file"
+
+
+@pytest.mark.parametrize("what", ["file", "folder", "fifo"])
+def test_import_reference_never_reads_outside_the_checkout(monkeypatch, capsys, tmp_path, what):
+    ref = _checkout(tmp_path / "ref")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    if what == "file":
+        (outside / "prompts.py").write_text((ref / "madara" / "prompts.py").read_text())
+        (ref / "madara" / "prompts.py").unlink()
+        (ref / "madara" / "prompts.py").symlink_to(outside / "prompts.py")
+        needles = ("prompts.py", "a link out of the checkout")
+    elif what == "folder":
+        (ref / "madara").rename(outside / "madara")
+        (ref / "madara").symlink_to(outside / "madara")
+        needles = ("a link out of the checkout",)
+    else:
+        (ref / "madara" / "rsc.py").unlink()
+        os.mkfifo(ref / "madara" / "rsc.py")
+        needles = ("rsc.py", "a FIFO, not a regular file")
+    code, _, err = _import(monkeypatch, capsys, ref, tmp_path / "conf")
+    one_line_error(code, err, *needles)
+    assert not (tmp_path / "conf" / "prompts").exists()
+
+
+@pytest.mark.parametrize("source,needle", [
+    ("X = " + "1+" * 200_000 + "1\n", "nested too deeply"),
+    ("X = " + "-" * 200_000 + "1\n", "too large for memory"),
+])
+def test_import_reference_past_the_parser_s_limits_is_one_line(monkeypatch, capsys, tmp_path, source, needle):
+    ref = _checkout(tmp_path / "ref")
+    (ref / "madara" / "treatments.py").write_text(source)
+    code, _, err = _import(monkeypatch, capsys, ref, tmp_path / "conf")
+    one_line_error(code, err, str(ref), needle)
+
+
+def _import_many(checkout: str, out: str, n: int) -> None:
+    from madara_cli.config.reference_prompts import write_reference_set
+
+    for _ in range(n):
+        write_reference_set(checkout, out)
+
+
+def test_two_imports_into_one_folder_each_leave_a_whole_set(tmp_path):
+    """Deleting the old templates and writing the new ones in place let two imports mix
+    their files (or fail on the other's deletions); now each renames a whole set in."""
+    import multiprocessing as mp
+
+    out = tmp_path / "conf"
+    a, b = _checkout(tmp_path / "a", "Zebra"), _checkout(tmp_path / "b", "Yak")
+    procs = [mp.get_context("fork").Process(target=_import_many, args=(str(c), str(out), 15)) for c in (a, b)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(300)
+    assert [p.exitcode for p in procs] == [0, 0]
+    folder = out / "prompts" / "authors"
+    words = {w for f in folder.glob("*_system.txt") for w in ("Zebra", "Yak") if w in f.read_text()}
+    assert len(words) == 1, words
+    from madara_cli.config.reference_prompts import reference_templates
+
+    assert sorted(p.name for p in folder.iterdir()) == sorted([*(f"{n}.txt" for n in reference_templates(a)), "set.yaml"])
+    assert sorted(p.name for p in (out / "prompts").iterdir()) == [".authors.lock", "authors"]
+    assert not [p for p in out.iterdir() if p.name.startswith(".authors-import-")]
