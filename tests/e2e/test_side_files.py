@@ -474,3 +474,31 @@ def test_two_imports_into_one_folder_each_leave_a_whole_set(tmp_path):
     assert sorted(p.name for p in folder.iterdir()) == sorted([*(f"{n}.txt" for n in reference_templates(a)), "set.yaml"])
     assert sorted(p.name for p in (out / "prompts").iterdir()) == [".authors.lock", "authors"]
     assert not [p for p in out.iterdir() if p.name.startswith(".authors-import-")]
+
+
+# --------------------------------------------------------------------------- #
+# Other files a verb reads back: predictions of a shared cell, plan's bench rates
+
+
+@pytest.mark.parametrize("line,needle", [
+    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    ('{"id": "q", "em": ' + "7" * 5000 + "}", "more than 4,300 digits"),
+])
+def test_compare_names_an_unreadable_predictions_line(monkeypatch, capsys, tmp_path, line, needle):
+    with fake_pool() as pool:
+        a = run_cell(compose(["strategy=nf", "limit=2", f"results_dir={tmp_path}"]), pool).folder
+        b = run_cell(compose(["strategy=pde_random", "limit=2", f"results_dir={tmp_path}"]), pool).folder
+    preds = b / "predictions.jsonl"
+    preds.write_text(preds.read_text() + line + "\n")
+    code, _, err = cli("compare", str(a), str(b), monkeypatch=monkeypatch, capsys=capsys)
+    one_line_error(code, err, f"{preds}:3", needle)
+
+
+@pytest.mark.parametrize("body", ['{"overhead": {"fingerprint": "fp", "requests": "many", "prefix_caching_on": {}}}',
+                                  '{"overhead": {"fingerprint": "fp", "requests": 4, "prefix_caching_on": {"madara_seconds": ["x"]}}}',
+                                  '{"overhead": [1]}', "[" * 100_000, '{"overh'])
+def test_an_odd_bench_file_only_means_no_measured_rates(tmp_path, body):
+    from madara_cli.experiment.plan import bench_rates
+
+    (tmp_path / "vllm.json").write_text(body)
+    assert bench_rates(tmp_path, "fp") == {}
