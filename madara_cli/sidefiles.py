@@ -165,8 +165,9 @@ def yaml_problem(text: str) -> tuple[Any, str | None]:
 
     if not _LOADER:
         _LOADER.append(_yaml_loader())
+    loader = _LOADER[0](text)  # yaml.SafeLoader's subclass (OmegaConf's), less aliases and python/ tags
     try:
-        value = yaml.load(text, Loader=_LOADER[0])  # noqa: S506 - a SafeLoader without aliases or python/ tags
+        value = loader.get_single_data()
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
@@ -177,6 +178,8 @@ def yaml_problem(text: str) -> tuple[Any, str | None]:
         return None, "nested too deeply to be a config"
     except ValueError as e:  # an integer over Python's 4,300-digit limit
         return None, too_long_integer(e)
+    finally:
+        loader.dispose()
     if not encodes(value):
         return None, "holds a \\ud800-\\udfff escape that is not half of a surrogate pair: not Unicode text"
     return value, None

@@ -263,7 +263,11 @@ def _load(name: str, dirs: Sequence[Path], chain: tuple[str, ...]) -> tuple[dict
 
 
 def _stamp(folders: Sequence[Path]) -> tuple:
-    return tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for f in folders for p in sorted(Path(f).iterdir()))
+    """What a loaded set is kept by: every file's :func:`~madara_cli.sidefiles.file_stamp`
+    (a same-size edit whose mtime was put back is read again: its digest is in cell keys)."""
+    from madara_cli.sidefiles import file_stamp
+
+    return tuple((str(p), *file_stamp(p)) for f in folders for p in sorted(Path(f).iterdir()))
 
 
 _SETS: dict[tuple, tuple[tuple, PromptSet]] = {}

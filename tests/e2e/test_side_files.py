@@ -202,6 +202,28 @@ def test_a_same_size_edit_with_its_mtime_put_back_is_hashed_again(tmp_path):
     assert after != before and after == corpus_sha256(corpus)
 
 
+def test_a_prompt_template_edited_with_its_mtime_put_back_is_read_again(tmp_path):
+    """A loaded prompt set is kept in memory by its files' stamps; its digest enters cell
+    keys, so a stale set would reuse cells of the old wording."""
+    import shutil
+
+    from madara_cli.config.folders import config_dir
+    from madara_cli.config.prompt_sets import load_prompt_set
+
+    folder = tmp_path / "prompts" / "mine"
+    folder.mkdir(parents=True)
+    (folder / "set.yaml").write_text("extends: madara\n")
+    template = folder / "factoid_system.txt"
+    shutil.copy(config_dir() / "prompts" / "madara" / "factoid_system.txt", template)
+    text = template.read_text()
+    before = load_prompt_set("mine", [tmp_path, config_dir()]).render("factoid_system")
+    st = template.stat()
+    template.write_text("X" + text[1:])  # same size
+    os.utime(template, ns=(st.st_atime_ns, st.st_mtime_ns))
+    after = load_prompt_set("mine", [tmp_path, config_dir()]).render("factoid_system")
+    assert after != before and after.startswith("X")
+
+
 # --------------------------------------------------------------------------- #
 # A finished cell read by `madara show`
 
