@@ -15,7 +15,7 @@ import typer
 
 from madara_cli.bench import verb as bench_verb
 from madara_cli.commands import compare_verbs, list_verbs, probe_verbs, route_verbs, run_verbs, table_verbs, tool_verbs
-from madara_cli.commands.exits import RESUME_HINT, Interrupted, interrupt, os_error_line, override_for_option, received, forget_received
+from madara_cli.commands.exits import RESUME_HINT, Interrupted, forget_received, interrupt, os_error_line, override_for_option, received
 from madara_cli.commands.options import UserError, err
 
 app = typer.Typer(

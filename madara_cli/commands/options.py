@@ -11,6 +11,7 @@ from typing import List, Optional
 import typer
 from rich.console import Console
 
+
 class _Terminal(Console):
     """A console that shows every control character of the text it prints as a visible
     escape (:func:`madara_cli.sidefiles.printable`; newlines and tabs kept): what verbs

@@ -169,8 +169,8 @@ def test_a_cut_index_meta_is_one_line_naming_it(monkeypatch, capsys, no_engine, 
 
 @pytest.mark.parametrize("memo", ["[1, 2, 3]", b'{"a": "\xff"}', '{"x": {"stamp": [1]', '"just text"'])
 def test_a_damaged_hash_memo_is_rebuilt_not_a_traceback(tmp_path, caplog, memo):
-    from madara_cli.retrievers.saved_index import corpus_sha256
     from madara_cli.data.sources import file_sha256
+    from madara_cli.retrievers.saved_index import corpus_sha256
 
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text('{"id": "1", "text": "a"}\n')
