@@ -52,14 +52,20 @@ def ls(
 
 def _reading_of(folder: Path) -> str:
     """The cell's reading (``reading=paper|authors`` and any setting off its default),
-    from the config.yaml it ran with; ``paper`` where that has no reading node."""
-    from omegaconf import OmegaConf
-
+    from the config.yaml it ran with; ``paper`` where that has no reading node. The file
+    is read as plain data (a results folder may come from anyone: a tag is never
+    constructed); one that cannot be read says so in the row instead."""
     from madara_cli.config.identity import reading_key
+    from madara_cli.errors import DataError
+    from madara_cli.sidefiles import read_yaml_data
 
     path = folder / "config.yaml"
-    node = OmegaConf.to_container(OmegaConf.load(path)).get("reading") if path.is_file() else None
-    off = reading_key(node)
+    try:
+        config = read_yaml_data(path, "the cell's config") if path.exists() else None
+    except DataError as e:
+        return f"(unreadable: {e})"
+    node = config.get("reading") if isinstance(config, dict) else None
+    off = reading_key(node if isinstance(node, dict) else None)
     name = off.pop("name", "paper")
     return name + (f" ({', '.join(f'{k}={v}' for k, v in off.items())})" if off else "")
 
@@ -102,9 +108,11 @@ def show(
         fname, typed = read_record(folder)
     except ValueError as e:
         raise UserError(str(e)) from None
+    from madara_cli.sidefiles import json_printable, printable
+
     record = typed.to_dict()
     if as_json:
-        print(json.dumps(record, indent=2, ensure_ascii=False))
+        print(json_printable(json.dumps(record, indent=2, ensure_ascii=False)))
         return
     prov = typed.provenance or {}
     t = Table(title=f"{folder.name} ({fname})", show_header=False)
@@ -114,7 +122,7 @@ def show(
     for k, v in flat_items({k: v for k, v in record.items() if k not in skip}):
         if isinstance(v, list) and len(v) > 8:
             v = f"[{len(v)} values]"
-        t.add_row(k, "" if v is None else str(v))
+        t.add_row(printable(k), "" if v is None else printable(v))
     _add_intervals(t, record)
     _print_health(typed)  # first, above the long table
     out.print(t)
@@ -125,12 +133,12 @@ def show(
         p.add_column("key", style="bold")
         p.add_column("value", overflow="fold")
         for k in ("madara_version", "git_commit", "git_dirty", "python", "platform", "host", "started", "ended", "seconds"):
-            p.add_row(k, str(prov.get(k)))
+            p.add_row(k, printable(prov.get(k)))
         engine = prov.get("engine") or {}
-        p.add_row("engine", f"{engine.get('backend')} ({engine.get('package') or '-'} {engine.get('version') or ''})".strip())
-        p.add_row("overrides", " ".join(prov.get("overrides") or []) or "(none)")
-        p.add_row("reading", _reading_of(folder))
-        p.add_row("command", "madara " + " ".join(prov.get("argv") or []))
-        p.add_row("packages", ", ".join(f"{k} {v}" for k, v in (prov.get("packages") or {}).items()))
+        p.add_row("engine", printable(f"{engine.get('backend')} ({engine.get('package') or '-'} {engine.get('version') or ''})".strip()))
+        p.add_row("overrides", printable(" ".join(map(str, prov.get("overrides") or [])) or "(none)"))
+        p.add_row("reading", printable(_reading_of(folder)))
+        p.add_row("command", printable("madara " + " ".join(map(str, prov.get("argv") or []))))
+        p.add_row("packages", printable(", ".join(f"{k} {v}" for k, v in (prov.get("packages") or {}).items())))
         out.print(p)
     out.print(str(folder), style="dim")

@@ -367,16 +367,18 @@ def bench_rates(bench_dir: Path, fingerprint: str) -> dict:
     (``<results>/bench/vllm.json``): its stage call spread over its requests (chat) and
     its prefill-only pass (score, one token), prefix caching on. Empty when the bench
     has not run on this fingerprint."""
-    try:
-        data = json.loads((bench_dir / "vllm.json").read_text(encoding="utf-8"))
-        over = data["overhead"]
+    from madara_cli.errors import DataError
+    from madara_cli.sidefiles import read_json
+
+    try:  # a side file like any other: cut, foreign or odd, it only means no measured rates
+        over = read_json(bench_dir / "vllm.json", "the vLLM bench")["overhead"]
         on = over["prefix_caching_on"]
-    except (OSError, ValueError, KeyError, TypeError):
+        if over.get("fingerprint") != fingerprint or not over.get("requests"):
+            return {}
+        n = int(over["requests"])
+        return {"chat": (float(min(on["madara_seconds"])) / n, n), "score": (float(min(on["prefill_seconds"])) / n, n), "source": "bench"}
+    except (DataError, ValueError, KeyError, TypeError, AttributeError, ZeroDivisionError):
         return {}
-    if over.get("fingerprint") != fingerprint or not over.get("requests"):
-        return {}
-    n = int(over["requests"])
-    return {"chat": (min(on["madara_seconds"]) / n, n), "score": (min(on["prefill_seconds"]) / n, n), "source": "bench"}
 
 
 # A retrieved passage's length in characters (FlashRAG's 100-word Wikipedia chunks).

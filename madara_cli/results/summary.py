@@ -118,8 +118,10 @@ def cell_settings(record: CellRecord, folder: Path) -> dict[str, Any]:
         from omegaconf import OmegaConf
 
         from madara_cli.config.identity import flat_settings
+        from madara_cli.sidefiles import read_yaml_data
 
-        return flat_settings(OmegaConf.load(folder / CONFIG_FILE))
+        # Plain data (no tags, no aliases): a results folder may come from anyone.
+        return flat_settings(OmegaConf.create(read_yaml_data(folder / CONFIG_FILE, "the cell's config")))
     except Exception:  # an unreadable or foreign config.yaml: the row keeps its key columns
         return {}
 
