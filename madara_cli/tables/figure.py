@@ -178,7 +178,7 @@ def figure2_figures(source: Path | str | Results) -> tuple[list[Figure], list[st
     results = _results(source)
     benchmarks = probed_benchmarks(results)
     if not benchmarks:
-        return [], [f"Figure 2 skipped: no RSC probe in {results.root} (madara probe --model M --benchmark B writes one)"]
+        return [], [f"Figure 2 skipped: no RSC probe in {results.root} (madara probe model=M benchmark=B writes one)"]
     if pyplot() is None:
         return [], [f"Figure 2 skipped: {NO_MATPLOTLIB}"]
     figures, notes = [], []

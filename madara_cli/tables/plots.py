@@ -253,6 +253,12 @@ def draw_em_by_strategy(tasks: Sequence[ModelTask], metric: str = "em", forced=F
         if nf is not None:
             ax.axhline(100 * nf.em, color="#555555", lw=0.8, ls="--")
         low.axhline(0, color="#555555", lw=0.8, ls="--")
+        # Symmetric about 0 with room beyond the farthest point or whisker (and its *), so
+        # no marker sits on the frame.
+        reach = [abs(100 * v) for p in task.points if p.paired is not None
+                 for v in (p.paired.value, p.paired.low, p.paired.high) if v is not None]
+        span = max([5.0, *reach]) * 1.25
+        low.set_ylim(-span, span)
         if not any(p.paired for p in task.points):
             low.text(0.5, 0.5, "no NF cell to pair with" if nf is None else "no other strategy shares NF's queries",
                      transform=low.transAxes, ha="center", va="center", fontsize=NOTE, color="#555555")
@@ -475,8 +481,8 @@ def draw_routing_map(probes: Sequence[Any]):
     thresholds; colour is the route (one colour per strategy), marker the RSC class.
     Pairs without ρ̂1 sit on a grey strip inside the axes, under -1."""
     plt = pyplot()
-    fig = plt.figure(figsize=(9.6, 5.0))
-    ax = fig.add_axes((0.08, 0.12, 0.58, 0.76))
+    fig = plt.figure(figsize=(8.8, 4.9))
+    ax = fig.add_axes((0.08, 0.12, 0.56, 0.76))
     routes: dict[str, str] = {}
     numbers: list[tuple[float, float, str]] = []
     key = ["Paper (Table 2), hollow:"]
@@ -503,7 +509,7 @@ def draw_routing_map(probes: Sequence[Any]):
     ax.axhspan(-1.45, -1.08, color="#eeeeee", zorder=0)
     ax.text(101, NO_RHO, "no ρ̂1 (degenerate)", fontsize=NOTE, va="center", ha="right", color="#555555")
     ax.text(pv.TAU_NF + 1, 1.12, f"τ_NF {pv.TAU_NF:g}%", fontsize=NOTE, color="#555555", va="top")
-    ax.text(101, pv.TAU_RHO1 - 0.04, f"ρ̂1 {pv.TAU_RHO1:g}", fontsize=NOTE, color="#555555", va="top", ha="right")
+    ax.text(45, pv.TAU_RHO1 - 0.04, f"ρ̂1 {pv.TAU_RHO1:g}", fontsize=NOTE, color="#555555", va="top", ha="center")
     ax.text(pv.TAU_NF / 2, 1.12, "→ PDE", fontsize=NOTE, color="#777777", va="top", ha="center")
     ax.set_xlim(-4, 104)  # room for a marker at 0 or 100
     ax.set_ylim(-1.45, 1.18)
@@ -520,9 +526,9 @@ def draw_routing_map(probes: Sequence[Any]):
     handles = [Line2D([], [], ls="", marker="o", markersize=8, color=routes[r], markeredgecolor="#333333", label=f"→ {label(r)}") for r in order]
     handles += [Line2D([], [], ls="", marker=m, markersize=8, color="white", markeredgecolor="#333333", label=pv.CLASS_LABELS.get(k, k))
                 for k, m in _CLASS_MARKERS.items()]
-    fig.legend(handles=handles, fontsize=NOTE, loc="lower left", bbox_to_anchor=(0.68, 0.08), ncol=2, frameon=False,
+    fig.legend(handles=handles, fontsize=NOTE, loc="lower left", bbox_to_anchor=(0.655, 0.08), ncol=2, frameon=False,
                title="route (colour) · RSC class (marker)", title_fontsize=NOTE)
-    fig.text(0.68, 0.88, "\n".join(key), fontsize=NOTE, va="top", ha="left", family="DejaVu Sans")
+    fig.text(0.665, 0.88, "\n".join(key), fontsize=NOTE, va="top", ha="left", family="DejaVu Sans")
     fig.suptitle("Routing map", fontsize=TITLE)
     return fig
 
@@ -533,9 +539,11 @@ ROUTING_CAPTION = ("Where each model-task pair sits against the router's thresho
                    "marker the RSC class; a pair without ρ̂1 (degenerate scores) sits on the grey strip.")
 
 
-def build_figures(source: Path | str | Results, metric: str = "em") -> tuple[list[Figure], list[str]]:
+def build_figures(source: Path | str | Results, metric: str = "em", per_panel: bool = False) -> tuple[list[Figure], list[str]]:
     """Every figure the results allow: ([:class:`Figure`], one note per figure skipped
-    and why). The caller saves and closes the figures."""
+    and why). ``per_panel`` (the report page) draws one figure per model-task and per
+    benchmark instead of one with a panel each, so every figure fits a column of the
+    page at a readable size. The caller saves and closes the figures."""
     results = _results(source)
     if pyplot() is None:
         return [], [f"figures skipped: {NO_MATPLOTLIB}"]
@@ -544,14 +552,17 @@ def build_figures(source: Path | str | Results, metric: str = "em") -> tuple[lis
     tasks = model_tasks(results, shown)
     name = metric_name(shown)
     drawn = lambda ts: tuple(dict.fromkeys(p.strategy for t in ts for p in t.points))  # noqa: E731
+    panels = (lambda items: [(f"-{i}", [item]) for i, item in enumerate(items, 1)]) if per_panel else (lambda items: [("", list(items))])
     if tasks:
-        figures.append(Figure("em_by_strategy", f"{name} by strategy", em_caption(shown, forced),
-                              draw_em_by_strategy(tasks, shown, bool(forced)), drawn(tasks), shown))
+        for suffix, group in panels(tasks):
+            figures.append(Figure(f"em_by_strategy{suffix}", f"{name} by strategy", em_caption(shown, forced),
+                                  draw_em_by_strategy(group, shown, bool(forced)), drawn(group), shown))
         costed = [ModelTask(t.model, t.benchmark, t.retriever, tuple(p for p in t.points if p.calls_per_query)) for t in tasks]
         costed = [t for t in costed if t.points]
         if costed:
-            figures.append(Figure("cost_vs_em", f"Cost vs {name}", cost_caption(shown, forced), draw_cost_vs_em(costed, shown, bool(forced)),
-                                  drawn(costed), shown))
+            for suffix, group in panels(costed):
+                figures.append(Figure(f"cost_vs_em{suffix}", f"Cost vs {name}", cost_caption(shown, forced),
+                                      draw_cost_vs_em(group, shown, bool(forced)), drawn(group), shown))
         else:
             notes.append("cost-vs-EM figure skipped: no cell records its LLM calls (accounting.requests or calls_issued)")
     else:
@@ -567,7 +578,8 @@ def build_figures(source: Path | str | Results, metric: str = "em") -> tuple[lis
     figures.append(Figure("routing_map", "Routing map", ROUTING_CAPTION, draw_routing_map(routed), routes, "em"))
     by_bench = rsc_probes(results)
     if by_bench:
-        figures.append(Figure("rsc_trend", "RSC probe: ρ̂1..3", RSC_CAPTION, draw_rsc_trend(by_bench)))
+        for suffix, group in panels(by_bench.items()):
+            figures.append(Figure(f"rsc_trend{suffix}", "RSC probe: ρ̂1..3", RSC_CAPTION, draw_rsc_trend(dict(group))))
     else:
         notes.append("ρ̂1..3 figure skipped: " + ("no probe records all three ρ̂" if results.probes else f"no RSC probe in {results.root}"))
     fig2, fig2_notes = figure2_figures(results)

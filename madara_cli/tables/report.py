@@ -308,7 +308,7 @@ def render_report(results: Results, metric: str = "em") -> tuple[str, int, int, 
     """The page's HTML, the number of figures and tables in it, and the skip notes."""
     from madara_cli.results.provenance import madara_version
 
-    figures, notes = build_figures(results, metric)
+    figures, notes = build_figures(results, metric, per_panel=True)
     figure_views = [figure_view(f) for f in figures]
     extra = results_notes(results, metric)
     shown, folded = [], []
@@ -343,7 +343,7 @@ th,td{border:1px solid #ccc;padding:.25rem .5rem;text-align:left;vertical-align:
 tbody tr:nth-child(even){background:#fafafa}ul.notes{font-size:.78rem;color:#444;margin-top:.2rem}
 pre{font-size:.72rem;max-height:24rem;overflow:auto;background:#f6f6f6;padding:.4rem}code{font-size:.85em}
 .legend{display:flex;flex-wrap:wrap;gap:.3rem 1.1rem;align-items:center;margin:.6rem 0 1rem;font-size:.9rem}
-.swatch{display:inline-block;width:.9rem;height:.9rem;border:1px solid #333;border-radius:2px;vertical-align:-.12rem;margin-right:.3rem}
+.tag{white-space:nowrap}.swatch{display:inline-block;width:.9rem;height:.9rem;border:1px solid #333;border-radius:2px;vertical-align:-.12rem;margin-right:.3rem}
 .figures{display:flex;flex-wrap:wrap;gap:1.6rem 2rem;align-items:flex-start}
 figure{margin:0;max-width:100%;flex:0 1 auto}
 figure img{display:block;width:100%;height:auto;border:1px solid var(--rule);background:#fff}

@@ -191,7 +191,9 @@ def test_show_and_the_run_table_give_a_zero_of_five_cell_its_interval(tmp_path: 
     a = write_cell(root, "demo", "smollm2-135m", "mini", "nf", [], n=5, calls=5)
     code, out, err = cli("show", a.name, "--results", str(root), monkeypatch=monkeypatch, capsys=capsys)
     assert code == 0, err
-    assert "em % [95% Wilson]" in out and "0.0 [0.0, 43.4]" in out
+    assert "EM %        0.0 [0.0, 43.4]  (Wilson 95%)" in out  # the summary's first lines
+    code, out, err = cli("show", a.name, "--results", str(root), "--all", monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 0 and "em % [95% Wilson]" in out  # and every rate with its interval in the full record
     from types import SimpleNamespace
 
     from madara_cli.commands.run_verbs import results_table
