@@ -12,7 +12,8 @@ Overrides are the command line's (``key=value``, Hydra's grammar); ``results=`` 
 ``results_dir=`` override. A finished cell, probe or cached completion is reused exactly
 as the command line reuses it: both go through these functions (``madara run`` calls
 :func:`configs` and :func:`run_configs`, ``madara probe`` :func:`probe`, ``madara
-route`` :func:`route`), and ``summary.csv`` is :func:`cells_frame` written to disk.
+route`` :func:`route`), and ``summary.csv`` holds the frame :func:`cells_frame` returns
+(both are :func:`madara_cli.results.summary.summary_frame`).
 Errors a user can fix are :class:`madara_cli.errors.ConfigError`, ``DataError`` or
 ``BackendError`` (all ValueErrors or RuntimeErrors with a one-line message).
 
@@ -221,7 +222,7 @@ def check_nf_percent(nf: float) -> None:
     if not 0.0 <= nf <= 100.0:
         raise ConfigError(f"nf is an EM percentage in [0, 100]; got {nf:g}")
     if 0.0 < nf <= 1.0:
-        raise ConfigError(f"nf={nf:g} reads as a fraction (as metrics.json and probe.json store it: {nf:g} is {100 * nf:g}%); "
+        raise ConfigError(f"nf={nf:g} reads as a fraction (as cell and probe records store it: {nf:g} is {100 * nf:g}%); "
                           f"the router takes percent: nf={100 * nf:g} (an NF under 1% routes as nf=0 does)")
 
 

@@ -29,7 +29,7 @@ def compare(
     seed: int = typer.Option(0, "--seed"),
     as_json: bool = typer.Option(False, "--json", help="Print the comparison as one JSON object"),
     min_pairs: int = typer.Option(10, "--min-pairs", min=1, help="Fewest shared examples for which a bootstrap CI is shown (below it: the exact McNemar test only)"),
-    metric: str = typer.Option("em", "--metric", help="What to compare: em | em_strict | f1 | contains (per query, from predictions.jsonl)"),
+    metric: str = typer.Option("em", "--metric", help="What to compare: em | em_strict | f1 | contains (per query, from the cells' predictions)"),
 ) -> None:
     """Paired comparison of two cells on their shared examples: the metric (EM by default), b, c, McNemar, bootstrap CI.
     Cells of different benchmarks or questions, or with an id twice, are refused."""

@@ -134,7 +134,7 @@ def benchmark_line(name: str) -> str:
         where = "offline: needs benchmark.path=FILE"
     if "corpus" in node and not node.get("corpus"):
         where += "; its documents need benchmark.corpus=FILE or retriever.index=DIR"
-    return f"{description('benchmark', name)} — {where}"
+    return _joined(description("benchmark", name), where)
 
 
 def strategy_line(name: str) -> str:
@@ -147,7 +147,11 @@ def strategy_line(name: str) -> str:
         where = f"offline: {'yes' if _hub_has('models', str(extra)) else 'no'} (its reranker {extra})"
     else:
         where = "offline: yes (needs only the model)"
-    return f"{description('strategy', name)} — {where}"
+    return _joined(description("strategy", name), where)
+
+
+def _joined(what: str, where: str) -> str:
+    return f"{what} — {where}" if what else where
 
 
 DESCRIBE = {"models": model_line, "benchmarks": benchmark_line, "strategies": strategy_line}

@@ -24,7 +24,6 @@ from madara_cli.commands.options import (
     with_results,
 )
 
-
 # The run table's last note: what its two time columns count.
 TIME_NOTE = ("wall s: the cell's elapsed time; engine s Σ: the engine's seconds summed over every request, which exceeds "
              "wall time when requests run in parallel (a server's concurrent requests, a batch)")
