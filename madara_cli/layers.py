@@ -32,6 +32,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("tables", "audit"),
     # running grids of cells
     ("experiment",),
+    # the Python API: run, probe, route, load results as DataFrames (the verbs call it)
+    ("api",),
     # the verbs, and beside them the developer's measurements of the runner
     ("bench", "commands"),
     # the front door

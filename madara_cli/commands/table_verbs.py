@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
+from rich.table import Table
 
 from madara_cli.commands.options import UserError, err, out, results_dir_of, results_option
 
@@ -56,8 +57,8 @@ def tables(
     variants of one table cell are on disk, the table's own grid comes first, then --prefer;
     otherwise nothing is written and the candidates are listed (exit 2)."""
     from madara_cli.results.stored import TABLE_METRICS, AmbiguousVariant, load_results
-    from madara_cli.tables import write_tables
     from madara_cli.tables.figure import write_figure2
+    from madara_cli.tables.render import filled_cells, render_tables
 
     if metric not in TABLE_METRICS:
         raise UserError(f"unknown metric '{metric}'; valid: {', '.join(TABLE_METRICS)}")
@@ -65,7 +66,7 @@ def tables(
     if not results_dir.is_dir():
         raise UserError(f"no results folder {results_dir} (run a grid first, or pass --results DIR / set MADARA_RESULTS)")
     try:
-        paths = write_tables(
+        written = render_tables(
             results_dir, out_dir or results_dir / "tables", only=only.split(",") if only else None, formats=tuple(format.split(",")), metric=metric,
             routing_nf=routing_nf, prefer=_prefer_pairs(prefer),
         )
@@ -73,9 +74,11 @@ def tables(
         refuse_variant(e)
     except ValueError as e:
         raise UserError(str(e)) from None
+    paths = written.paths
     for p in paths:
         if p.suffix == ".md" and only:
             out.print(p.read_text(encoding="utf-8"), markup=False, highlight=False)
+    print_filled(filled_cells(written.long, written.titles), metric)
     figs = write_figure2(results_dir, note_no_probe=False) if not only else None
     shown = f"; figure(s) {', '.join(str(p) for p in figs.paths)}" if figs and figs.paths else ""
     out.print(f"wrote {len(paths)} files under {(out_dir or results_dir / 'tables')}{shown}", soft_wrap=True)
@@ -85,6 +88,28 @@ def tables(
     if problems:
         err.print(f"error: {unreadable_folders(problems)}; the tables were written without them", markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(1)
+
+
+def print_filled(filled, metric: str) -> None:
+    """Which paper tables our cells filled and how they compare with the paper: one
+    line per table with a value of ours, then the tables that hold none yet."""
+    from madara_cli.tables.plots import metric_name
+
+    mine = [f for f in filled if f.ours]
+    if mine:
+        t = Table(title=f"paper cells filled (ours as {metric_name(metric)})", title_justify="left")
+        for col in ("table", "ours", "beside paper", "mean Δ pp", "largest gap (pp)"):
+            t.add_column(col, justify="left" if col in ("table", "largest gap (pp)") else "right")
+        for f in mine:
+            gap = "—" if f.largest is None else f"{f.largest[2]:+.1f}  {f.largest[0]} · {f.largest[1]}"
+            t.add_row(f.table, str(f.ours), str(f.beside_paper), "—" if f.mean_delta is None else f"{f.mean_delta:+.1f}", gap)
+        out.print(t)
+        out.print("ours: numbers of ours in the table; beside paper: of those, where the paper prints a value; "
+                  "Δ = ours − paper on the percent cells", style="dim", markup=False, highlight=False)
+    empty = [f.table for f in filled if not f.ours]
+    if empty:
+        out.print(f"{len(empty)} table(s) hold no cell of ours yet: {', '.join(empty)} (madara ls grids --paper: what fills them)",
+                  markup=False, highlight=False, soft_wrap=True)
 
 
 def plot(

@@ -1,4 +1,5 @@
-"""The summary of a results folder: one row per finished cell (keys, n, every numeric
+"""The summary of a results folder: one row per finished cell (keys, with ``route`` after
+``strategy``: the treatment a ``madara`` cell was routed to, n, every numeric
 metric, calls, tokens, seconds, its health, the settings its key covers, provenance last), written
 as ``summary.csv`` and, when pyarrow is importable, ``summary.parquet``.
 
@@ -23,6 +24,7 @@ SUMMARY_CSV = "summary.csv"
 SUMMARY_PARQUET = "summary.parquet"
 
 KEY_COLUMNS = ("grid", "model", "benchmark", "strategy", "retriever", "k", "seed", "limit", "key")
+ROUTE_COLUMN = "route"
 _NOT_METRICS = {"schema_version", "cell", "accounting", "health", "provenance", "timing", "n"}
 
 
@@ -45,7 +47,11 @@ def cell_rows(results_dir: Path | str) -> list[dict[str, Any]]:
             continue
         if record is None:
             continue
-        row: dict[str, Any] = {k: getattr(record, k) for k in KEY_COLUMNS}
+        row: dict[str, Any] = {}
+        for k in KEY_COLUMNS:
+            row[k] = getattr(record, k)
+            if k == "strategy":  # what a madara cell ran: the treatment its probe routed it to (empty for other strategies)
+                row[ROUTE_COLUMN] = record.madara.get("route")
         row["n"] = record.n
         for k, v in record.to_dict().items():  # every numeric metric the cell reports, whatever its name
             if k in METRICS and _is_number(v):
@@ -139,11 +145,11 @@ def summary_frame(results_dir: Path | str):
     rows = cell_rows(results_dir)
     df = pd.DataFrame(rows)
     if df.empty:
-        return pd.DataFrame(columns=[*KEY_COLUMNS, "n"])
+        return pd.DataFrame(columns=[*KEY_COLUMNS[:4], ROUTE_COLUMN, *KEY_COLUMNS[4:], "n"])
     tail = [c for c in ("madara_version", "git_commit", "path") if c in df.columns]
     df = df[[c for c in df.columns if c not in tail] + tail]
     for col in df.columns:  # numbers stay numbers (ints where every cell has one); text settings stay text
-        if col not in ("key", "path") and _numeric_column(df[col].tolist()):
+        if col not in ("key", "path", ROUTE_COLUMN) and _numeric_column(df[col].tolist()):
             df[col] = pd.to_numeric(df[col], errors="coerce")
     return df
 

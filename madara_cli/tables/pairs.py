@@ -83,6 +83,15 @@ def pair(ours: float | None, paper: float | None, digits: int = 1, signed: bool 
     return Pair(f"{o} / {p} ({fmt(round(ours - paper, digits + 2), digits, signed=True)})", ours, paper, n)
 
 
+def setting(value: float, paper: float | None, digits: int = 1) -> str:
+    """A constant both sides set, not measured (Table 9's τ_static): its value once,
+    marked as a setting, never ``30.0 / 30.0 (+0.0)`` as if a measurement agreed. The
+    long CSV keeps the paper's value and no value of ours."""
+    same = paper is not None and round(value, digits) == round(paper, digits)
+    text = f"{fmt(value, digits)} (setting)" if same else f"{fmt(value, digits)} (setting; paper {fmt(paper, digits)})"
+    return Pair(text, None, paper)
+
+
 def pair_text(ours: str | None, paper: str | None) -> str:
     """Categorical cell (class, strategy): ``ours / paper`` with ``(=)`` or ``(≠)``."""
     o = ours if ours else MISSING

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from madara_cli.metrics import metric_name
-from madara_cli.results.long_format import long_table
+from madara_cli.results.long_format import LONG_COLUMNS, long_table
 from madara_cli.results.summary import write_summary
 from madara_cli.tables.builders import TABLES, resolve_table_name
 from madara_cli.tables.lookup import load_results
@@ -228,6 +229,30 @@ def write_tables(
     routing_nf: str = "calibration",
     prefer: Sequence[tuple[str, str]] = (),
 ) -> list[Path]:
+    """Build the requested tables from ``results_dir`` and write ``out_dir/<table>.<fmt>``
+    (:func:`render_tables`); returns the written paths in order."""
+    return render_tables(results_dir, out_dir, only, formats, metric, routing_nf, prefer).paths
+
+
+@dataclass(frozen=True)
+class WrittenTables:
+    """What :func:`render_tables` wrote, and every number of the tables in long form
+    (:func:`madara_cli.results.long_format.long_table`, ids filled), whatever the formats."""
+
+    paths: list[Path]
+    long: pd.DataFrame
+    titles: dict[str, str]
+
+
+def render_tables(
+    results_dir: Path,
+    out_dir: Path,
+    only: Sequence[str] | None = None,
+    formats: Iterable[str] = FORMATS,
+    metric: str = "em",
+    routing_nf: str = "calibration",
+    prefer: Sequence[tuple[str, str]] = (),
+) -> WrittenTables:
     """Build the requested tables from ``results_dir`` and write ``out_dir/<table>.<fmt>``.
 
     ``only`` takes table names ("table2", "2", "g1", ...); an unknown name, format or
@@ -252,7 +277,9 @@ def write_tables(
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     longs: list[pd.DataFrame] = []
+    titles: dict[str, str] = {}
     for name, df in built.items():
+        titles[name] = str(df.attrs.get("title") or name)
         if extra_notes:
             df.attrs["notes"] = [*df.attrs.get("notes", []), *extra_notes]
         for fmt in formats:
@@ -261,11 +288,40 @@ def write_tables(
             tmp.write_text(to_long_csv(df, metric) if fmt == "long" else RENDERERS[fmt](df), encoding="utf-8")
             tmp.replace(path)
             written.append(path)
-        if "long" in formats:
-            longs.append(tidy_long(long_table(df, name), metric))
-    if longs:  # every table's numbers in one tidy file
+        longs.append(tidy_long(long_table(df, name), metric))
+    long = pd.concat(longs, ignore_index=True) if longs else pd.DataFrame(columns=LONG_COLUMNS)
+    if "long" in formats:  # every table's numbers in one tidy file
         path = out / "all.long.csv"
-        pd.concat(longs, ignore_index=True).to_csv(path, index=False)
+        long.to_csv(path, index=False)
         written.append(path)
     write_summary(results_dir)
-    return written
+    return WrittenTables(written, long, titles)
+
+
+@dataclass(frozen=True)
+class Filled:
+    """How one paper table's cells of ours compare with the paper: how many numbers
+    of ours it holds, how many stand beside a paper value, and for those in percent the
+    mean Δ (ours − paper, pp) and the largest gap (its row and column)."""
+
+    table: str
+    title: str
+    ours: int
+    beside_paper: int
+    mean_delta: float | None
+    largest: tuple[str, str, float] | None  # (row, column, Δ)
+
+
+def filled_cells(long: pd.DataFrame, titles: dict[str, str]) -> list[Filled]:
+    """One :class:`Filled` per table, in the order given by ``titles``."""
+    out = []
+    for name, title in titles.items():
+        rows = long[(long["table"] == name) & long["ours"].notna()]
+        both = rows[rows["paper"].notna()]
+        pct = both[both["unit"] == "%"]
+        largest = None
+        if not pct.empty:
+            i = pct["delta"].abs().idxmax()
+            largest = (str(pct.at[i, "row"]), str(pct.at[i, "column"]), float(pct.at[i, "delta"]))
+        out.append(Filled(name, title, len(rows), len(both), float(pct["delta"].mean()) if not pct.empty else None, largest))
+    return out

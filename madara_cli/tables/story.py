@@ -159,11 +159,11 @@ def story_lines(results: Results, page: str, next_command: str | None = None, mo
     if len(found) > most:
         lines.append(f"          … and {len(found) - most} more probed pair(s) on the page")
     if not found:
-        lines.append("Diagnose  no RSC probe in this folder: madara probe --model M --benchmark B (or strategy=madara) writes one")
+        lines.append("Diagnose  no RSC probe in this folder: madara probe model=M benchmark=B (or strategy=madara) writes one")
     lines.append(f"Look      open {page}   (the Diagnose → Treat cards first, then figures, routing map, tables)")
     shown = next((c.routed for c in found if c.routed is not None), None)
     where = f" --results {results_arg}" if results_arg else ""
-    steps = [f"madara show {shown.key}{where} (the routed cell, with its provenance)"] if shown is not None else []
+    steps = [f"madara show {shown.key}{where} (the routed cell at a glance; --all adds its provenance)"] if shown is not None else []
     steps.append(next_command or "madara ls grids (what else can run)")
     lines.append("Next      " + "   ·   ".join(steps))
     return lines

@@ -154,9 +154,10 @@ def test_a_degraded_cell_shows_in_the_run_table_show_summary_tables_and_report(t
     code, out, _ = cli("run", "strategy=three_agent", "limit=2", f"results_dir={res}", env={"COLUMNS": "250"},
                        monkeypatch=monkeypatch, capsys=capsys)
     assert code == 0 and "done earlier, degraded" in out
-    # madara show: the health line before the long table
+    # madara show: the health row on the first screen
     code, out, _ = cli("show", "three_agent", "--results", str(res), monkeypatch=monkeypatch, capsys=capsys)
-    assert code == 0 and out.lstrip().startswith("health: degraded: stage score")
+    health = next(ln for ln in out.splitlines() if ln.lstrip().startswith("health "))
+    assert code == 0 and "degraded: stage score" in health and out.splitlines().index(health) < 10
     # summary.csv
     (row,) = list(csv.DictReader((res / "summary.csv").open()))
     assert row["health"] == "degraded" and row["health_stage"].startswith("score") and int(row["scores_imputed"]) > 0
@@ -195,13 +196,19 @@ def test_a_card_names_its_degraded_cells(tmp_path: Path):
     assert "routed cell degraded" in treat_line(card)
 
 
+def _row(out: str, label: str) -> str:
+    """The text of ``madara show``'s summary row ``label``."""
+    (line,) = [ln for ln in out.splitlines() if ln.split()[:1] == [label]]
+    return line.strip().removeprefix(label).strip()
+
+
 def test_old_records_read_fine_in_summary_and_show(tmp_path: Path, monkeypatch, capsys):
     folder = write_cell(tmp_path, "adhoc", "m", "b", "nf", [0], n=2, assessment={})
     vague = write_cell(tmp_path, "adhoc", "m", "b", "three_agent", [0], n=2)  # an assessment without per-agent counts
     code, out, _ = cli("show", str(folder), monkeypatch=monkeypatch, capsys=capsys)
-    assert code == 0 and out.lstrip().startswith("health: ok: no scores to read")
+    assert code == 0 and _row(out, "health").startswith("ok: no scores to read")
     code, out, _ = cli("show", str(vague), monkeypatch=monkeypatch, capsys=capsys)
-    assert code == 0 and out.lstrip().startswith("health: unknown: the record does not say")
+    assert code == 0 and _row(out, "health").startswith("unknown: the record does not say")
     from madara_cli.results.summary import cell_rows
 
     rows = {r["strategy"]: r for r in cell_rows(tmp_path)}
@@ -220,7 +227,7 @@ def test_three_agent_on_the_embedded_model_ends_degraded_and_says_so(tmp_path: P
     (warning,) = [ln for ln in err.splitlines() if ln.startswith("warning:") and "degraded: stage" in ln]
     assert "│ degraded" in out
     code, out, _ = cli("show", "three_agent", "--results", str(res))
-    assert out.lstrip().startswith("health: degraded")
+    assert _row(out, "health").startswith("degraded")
     (row,) = list(csv.DictReader((res / "summary.csv").open()))
     assert row["health"] == "degraded"
     assert cli("tables", "--results", str(res), "--only", "table2").returncode == 0

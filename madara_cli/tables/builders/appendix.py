@@ -7,13 +7,13 @@ import numpy as np
 
 from madara_cli import paper as pv
 from madara_cli.strategies.assessed import ATFConfig
-from madara_cli.tables.builders.common import benchmark_label, marked, model_label, number, our_em, strategy_label, table_pairs
+from madara_cli.tables.builders.common import benchmark_label, marked, model_label, number, our_em, percent_f1, strategy_label, table_pairs
 from madara_cli.tables.declare import Built, table
 from madara_cli.tables.lookup import Results
 from madara_cli.tables.pairs import pair
 
 
-@table("table_g1", "Table G.1: Token F1 (paper values not in the text)", grid="table2")
+@table("table_g1", "Table G.1: Token F1 (%; paper values not in the text)", grid="table2")
 def table_g1(res: Results, grid: str) -> Built:
     """Table G.1: Token F1 for every model × benchmark × method; the paper's values are not in its text."""
     strategies = ("nf", "three_agent", "cot", "sda", "sda_cot", "atf", "pde", "madara")
@@ -22,11 +22,11 @@ def table_g1(res: Results, grid: str) -> Built:
         row = {"Model": model_label(model), "Task": benchmark_label(benchmark)}
         for s in strategies:
             cell = res.find(model, benchmark, s, grid)
-            row[strategy_label(s)] = pair(None if cell is None else marked(cell.f1, cell), None, digits=3)
+            row[strategy_label(s)] = pair(marked(percent_f1(cell), cell), None)
         rows.append(row)
-    quoted = ", ".join(f"{strategy_label(s)} {v:.3f}" for (_, s), v in pv.APPENDIX_M_F1.items())
+    quoted = ", ".join(f"{strategy_label(s)} {100 * v:.1f}" for (_, s), v in pv.APPENDIX_M_F1.items())
     notes = [
-        f"Table G.1's values are not in the paper's text (paper column n/a). Appendix M quotes Llama-3.1-8B F1 {quoted} (benchmark not named; likely CONFLICTS). FEVER F1 equals EM."
+        f"Table G.1's values are not in the paper's text (paper column n/a). Appendix M quotes Llama-3.1-8B F1 (%) {quoted} (benchmark not named; likely CONFLICTS). FEVER F1 equals EM."
     ]
     return rows, notes
 

@@ -77,6 +77,11 @@ def marked(value: float | None, cell: StoredCell | None) -> float | None:
     return Measured(float(value), degraded=True)
 
 
+def percent_f1(cell: StoredCell | None) -> float | None:
+    """A cell's token F1 in %, as every rate in the tables (the paper prints F1 as a fraction)."""
+    return None if cell is None or cell.f1 is None else 100 * cell.f1
+
+
 def mean_of_all(values: Sequence[float | None]) -> float | None:
     """The mean of an average row: only when every row it averages has a value."""
     return float(np.mean(values)) if all(v is not None for v in values) else None
