@@ -104,3 +104,9 @@ def utf8_error(path: str | Path) -> str | None:
         except UnicodeDecodeError:
             return f"a character cut off at the end of the file (offset {offset - len(pending)})"
     return None
+
+
+def cache_root() -> Path:
+    """madara's per-machine cache (compiled wheels, model folders made from GGUF files,
+    file digests): ``$MADARA_CACHE``, else ``~/.cache/madara``."""
+    return Path(os.environ.get("MADARA_CACHE") or Path.home() / ".cache" / "madara")

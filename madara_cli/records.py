@@ -10,10 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
-
-from madara_cli.paths import inside
 
 
 @dataclass(frozen=True)
@@ -94,14 +91,6 @@ class ScoreRequest:
         return {"kind": "score", **asdict(self)}
 
 
-def request_key(fingerprint: str, request: ChatRequest | ScoreRequest) -> str:
-    """Cache key: model fingerprint + canonical request (messages, sampling params, seed)."""
-    payload = json.dumps(
-        {"model": fingerprint, "request": request.canonical()}, sort_keys=True, ensure_ascii=False
-    )
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
-
-
 def sampling_seed(request: ChatRequest) -> int:
     """The seed an engine samples ``request`` with: derived from the request's seed (the
     cell's) and everything else it holds, so each request draws from a stream of its
@@ -140,35 +129,3 @@ class Prediction:
     raw: str = ""
     doc_ids: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One measurement of a grid: (model, benchmark, strategy, retriever, k, seed,
-    limit) plus the hash of every setting that can change its numbers. ``key`` names
-    its results folder. Built from a composed config by
-    :func:`madara_cli.experiment.grid.cell_from_cfg`."""
-
-    grid: str
-    model: str
-    benchmark: str
-    strategy: str
-    retriever: str
-    k: int
-    seed: int
-    limit: int | None
-    config_hash: str
-
-    @property
-    def key(self) -> str:
-        n = "all" if self.limit is None else str(self.limit)
-        return f"{self.model}__{self.benchmark}__{self.strategy}__{self.retriever}-k{self.k}__n{n}__s{self.seed}__{self.config_hash}"
-
-    def to_dict(self) -> dict:
-        return {
-            "grid": self.grid, "model": self.model, "benchmark": self.benchmark, "strategy": self.strategy,
-            "retriever": self.retriever, "k": self.k, "seed": self.seed, "limit": self.limit, "key": self.key,
-        }
-
-    def folder(self, results_dir: str | Path) -> Path:
-        return inside(results_dir, Path(results_dir) / self.grid / self.key)

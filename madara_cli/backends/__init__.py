@@ -1,41 +1,25 @@
 """Backends: one protocol (base.Backend), several engines, one cache in front.
 
 Every engine module declares a :class:`~madara_cli.backends.base.BackendSpec` and
-registers it; :func:`load_builtin` imports the modules of this package, so a new
-shipped backend is one module plus one ``configs/backend/<name>.yaml``.
+registers it in the one catalog; the one loader
+(:func:`madara_cli.composition.plugins.load_plugins`) imports every module of this
+package, so a new shipped backend is one module plus one ``configs/backend/<name>.yaml``.
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-
 from omegaconf import DictConfig
 
-from madara_cli.backends.base import BACKENDS, Backend, BackendSpec, register_backend
+from madara_cli.backends.base import Backend, BackendSpec, register_backend
 from madara_cli.errors import BackendError
-
-_LOADED = False
-
-
-def load_builtin() -> None:
-    """Import every module of this package, so that each engine registers its spec (the
-    engines import their optional libraries only when built)."""
-    global _LOADED
-    if _LOADED:
-        return
-    import madara_cli.backends as pkg
-
-    for mod in pkgutil.iter_modules(pkg.__path__):
-        importlib.import_module(f"madara_cli.backends.{mod.name}")
-    _LOADED = True
+from madara_cli.plugins.catalog import CATALOG
 
 
 def backend_spec(name: str) -> BackendSpec:
-    """The registered backend ``name``; BackendError naming the registered ones otherwise."""
-    load_builtin()
+    """The registered backend ``name``; BackendError naming the registered ones otherwise
+    (the plug-ins are loaded by composition, before anything asks)."""
     try:
-        return BACKENDS.get(name)
+        return CATALOG.get("backend", name)  # type: ignore[return-value]
     except KeyError as e:
         raise BackendError(str(e.args[0])) from None
 
@@ -50,24 +34,6 @@ def backend_fingerprint(cfg: DictConfig) -> str:
     return backend_spec(str(cfg.backend.name)).fingerprint(cfg)
 
 
-def backend_key_fragment(cfg: DictConfig) -> dict[str, str]:
-    """What the keys of ``cfg``'s cells and probes add for its backend beyond its
-    settings (:attr:`BackendSpec.key_fragment`); empty for most backends (and for a
-    name no backend has registered: composing refuses that one)."""
-    load_builtin()
-    spec = BACKENDS.find(str(cfg.backend.name))
-    return dict(spec.key_fragment(cfg)) if spec is not None and spec.key_fragment else {}
-
-
-def with_key_fragment(identity: dict, cfg: DictConfig) -> dict:
-    """``identity`` (a cell's or probe's) with the backend's key fragment under
-    ``backend.key_fragment``; unchanged when the backend declares none."""
-    fragment = backend_key_fragment(cfg)
-    if fragment:
-        identity["backend"] = {**identity["backend"], "key_fragment": fragment}
-    return identity
-
-
 def prepare_backend(cfg: DictConfig, say=lambda m: None) -> str:
     """Make ready what ``make_backend(cfg)`` loads, without loading it; what is where."""
     spec = backend_spec(str(cfg.backend.name))
@@ -76,10 +42,9 @@ def prepare_backend(cfg: DictConfig, say=lambda m: None) -> str:
 
 def engine_package(name: str | None) -> str | None:
     """The distribution whose version provenance records for backend ``name``."""
-    load_builtin()
-    spec = BACKENDS.find(name)
+    spec = CATALOG.find("backend", str(name))
     return spec.package if spec is not None else None
 
 
-__all__ = ["Backend", "BackendError", "BackendSpec", "BACKENDS", "backend_fingerprint", "backend_key_fragment", "backend_spec", "engine_package",
-           "load_builtin", "make_backend", "prepare_backend", "register_backend", "with_key_fragment"]
+__all__ = ["Backend", "BackendError", "BackendSpec", "backend_fingerprint", "backend_spec", "engine_package",
+           "make_backend", "prepare_backend", "register_backend"]

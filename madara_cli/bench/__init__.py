@@ -27,6 +27,10 @@ Sections (``--only`` picks some):
   (:mod:`madara_cli.bench.vllm`).
 * ``vllm_cpu`` -- what the CPU build's defaults rest on: float32 vs bfloat16, and vLLM's
   thread binding vs both cores to OpenMP.
+* ``openai_pool`` -- ``backend=openai``'s pooled client (keep-alive) against a new
+  connection per request, requests/s on a real local server (llama-cpp-python's, serving
+  the model's GGUF) for bare requests and for a stage's logprob scores
+  (:mod:`madara_cli.bench.served`).
 
 A module of this package may add sections of its own (:func:`register_section`): an
 engine's bench lives beside the others without this module naming it.
@@ -53,7 +57,7 @@ import numpy as np
 
 from madara_cli.backends.llamacpp import physical_cores  # what the n_threads default rests on
 
-SECTIONS = ("calls", "overhead", "scoring", "stats", "stages", "threads", "vllm", "vllm_cpu")
+SECTIONS = ("calls", "overhead", "scoring", "stats", "stages", "threads", "vllm", "vllm_cpu", "openai_pool")
 DEFAULT_SECTIONS = ("calls", "overhead", "scoring", "stats", "stages")  # threads: minutes on a busy machine; vllm: needs vLLM
 TABLE_STRATEGIES = ("nf", "pde_random", "pde_uniform", "pde", "three_agent", "cot", "sda", "sda_cot", "atf")
 # Table 18 notes give calls per query for nf, 3-Agent/CoT/SDA, ATF, PDE and PDE-Random;
@@ -390,6 +394,15 @@ def _bench_vllm_cpu(opts: BenchOptions, scratch: Path) -> dict[str, Any]:
     return bench_vllm_cpu(_cfg(replace(opts, n_threads=None), "backend=vllm", "retriever.k=3", f"results_dir={scratch / 'vllm'}"), opts.stage_limit)
 
 
+def _bench_openai_pool(opts: BenchOptions, scratch: Path) -> dict[str, Any]:
+    from dataclasses import replace
+
+    from madara_cli.bench.served import bench_openai_pool
+
+    cfg = _cfg(replace(opts, n_threads=None), "backend=openai", "retriever.k=3", f"results_dir={scratch / 'openai'}")
+    return bench_openai_pool(cfg, scratch, opts.score_docs, opts.n_threads)
+
+
 def _ratio(a: float, b: float) -> float | None:
     return None if not b else round(float(a) / float(b), 3)
 
@@ -452,7 +465,7 @@ def run_bench(opts: BenchOptions, only: tuple[str, ...] = DEFAULT_SECTIONS, say:
             if name in ("overhead", "scoring", "stages") and engine is None:
                 engine = _engine(opts, scratch)
             fn = {"calls": bench_calls, "stats": bench_stats, "threads": bench_threads, "vllm": _bench_vllm, "vllm_cpu": _bench_vllm_cpu,
-                  **{k: sec.run for k, sec in added.items()}}.get(name)
+                  "openai_pool": _bench_openai_pool, **{k: sec.run for k, sec in added.items()}}.get(name)
             r = fn(opts, scratch) if fn else {"overhead": bench_overhead, "scoring": bench_scoring, "stages": bench_stages}[name](opts, scratch, engine)
             r["section_seconds"] = round(time.perf_counter() - t0, 2)
             r["machine"] = machine()
@@ -524,6 +537,16 @@ def summary_rows(results: dict[str, Any]) -> list[tuple[str, str, str]]:
         rows.append(("vllm_cpu", f"bfloat16 ÷ float32 seconds, same {vc['requests']} requests (the CPU build's default: float32)",
                      _x(vc["ratio_bfloat16_vs_float32_seconds"])))
         rows.append(("vllm_cpu", "both cores to OpenMP ÷ vLLM's binding (one core kept), seconds", _x(vc["ratio_all_cores_vs_default_binding_seconds"])))
+    op = results.get("openai_pool")
+    if op and "skipped" not in op:
+        server = op["server"] or {}
+        for w, what in (("transport", "GET /v1/models"), ("score", "logprob scores")):
+            r = op[w]
+            rows.append(("openai_pool", f"{what} ({r['requests_per_pass']}/pass, {server.get('software')} {server.get('version')}): keep-alive "
+                         f"{r['requests_per_s_pooled']:.3g} vs new connection {r['requests_per_s_per_request_connection']:.3g} requests/s",
+                         _x(op[f"ratio_pooled_vs_per_request_{w}"])))
+    elif op:
+        rows.append(("openai_pool", op["skipped"], "—"))
     t = results.get("threads")
     if t:
         for r in t["runs"]:

@@ -37,9 +37,8 @@ from madara_cli.config.folders import (
 from madara_cli.config.overrides import Override, parse_overrides
 from madara_cli.config.plugin_schemas import PLUGGABLE
 from madara_cli.config.schema import RootConfig, register_schemas
-from madara_cli.data.loader_plugins import find_loader
+from madara_cli.data.loaders import find_loader
 from madara_cli.errors import ConfigError
-from madara_cli.retrievers.spec import retriever_spec
 
 
 def _force_add_settings(overrides: list[Override], chosen: dict[str, str]) -> list[str]:
@@ -126,11 +125,8 @@ def compose(overrides: list[str] | None = None) -> DictConfig:
         OmegaConf.set_struct(cfg, True)
     except (HydraException, OmegaConfBaseException) as e:
         raise ConfigError(f"bad config: {_first_lines(e)} (keys: {', '.join(RootConfig.__dataclass_fields__)})") from None
-    validate_config(cfg, ConfigError)  # ranges, before any data or model loads
     _known_loader(cfg)
-    spec = retriever_spec(str(cfg.retriever.name))
-    if spec is not None and spec.check is not None:
-        spec.check(cfg)  # the retriever's own check of the composed config
+    validate_config(cfg, ConfigError)  # ranges and each chosen plug-in's checks, before any data or model loads
     prompt_set(str(cfg.prompts))  # every template read and checked, before any model loads
     return cfg
 

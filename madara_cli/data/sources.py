@@ -1,6 +1,6 @@
 """Where a benchmark's rows come from: a local file or the Hugging Face hub, one code path.
 
-Every loader (:mod:`madara_cli.data.benchmarks`, plug-ins) reads its rows through
+Every loader (:mod:`madara_cli.data.loaders.benchmarks`, plug-ins) reads its rows through
 :func:`read_rows`, so a benchmark comes either from the hub
 (``benchmark.hf_id``/``hf_config``/``split``) or, with ``benchmark.path=FILE``, from a
 local JSON / JSONL / Parquet / CSV / TSV file in the same format, through the same
@@ -12,7 +12,6 @@ rows read (part of every retrieval snapshot key).
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import socket
@@ -25,6 +24,7 @@ from urllib.parse import urlparse
 
 from omegaconf import DictConfig
 
+from madara_cli.config.identity import file_digest
 from madara_cli.errors import DataError
 from madara_cli.jsonl import ENCODING, parse_line
 from madara_cli.paths import utf8_error
@@ -34,23 +34,6 @@ log = logging.getLogger(__name__)
 
 
 HUB_PROBE_TIMEOUT_S = 3.0
-
-
-def file_sha256(path: str | Path) -> str:
-    """sha256 of a file's bytes, memoised per (path, size, mtime) within the process."""
-    p = Path(path).expanduser().resolve()
-    st = p.stat()
-    memo_key = (str(p), st.st_size, st.st_mtime_ns)
-    if memo_key not in _SHA_MEMO:
-        h = hashlib.sha256()
-        with p.open("rb") as f:
-            for block in iter(lambda: f.read(1 << 22), b""):
-                h.update(block)
-        _SHA_MEMO[memo_key] = h.hexdigest()
-    return _SHA_MEMO[memo_key]
-
-
-_SHA_MEMO: dict[tuple[str, int, int], str] = {}
 
 
 def not_utf8(path: str | Path, what: str = "file") -> DataError | None:
@@ -69,7 +52,7 @@ def source_fingerprint(cfg: DictConfig) -> str:
         p = Path(cfg.path).expanduser()
         if not p.is_file():
             raise DataError(f"benchmark {cfg.name}: file not found: {p}")
-        return f"file:sha256:{file_sha256(p)}"
+        return f"file:sha256:{file_digest(p)}"
     if cfg.loader == "mini":
         return f"mini:n{cfg.n_questions}"
     rev = f"@{cfg.revision}" if cfg.get("revision") else ""

@@ -1,7 +1,7 @@
 """A benchmark loaded and split: the loader's examples, the rows dropped, the paper's
 seeded sampling and the calibration split.
 
-:func:`load_splits` finds the loader (:func:`~madara_cli.data.loader_plugins.find_loader`),
+:func:`load_splits` finds the loader (:func:`~madara_cli.data.loaders.find_loader`),
 drops rows no cell can score (counted in a :class:`LoadReport`, one warning line) and
 draws the evaluated and calibration examples from one seeded shuffle (:func:`split`).
 """
@@ -16,7 +16,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from madara_cli.data.loader_plugins import find_loader
+from madara_cli.data.loaders import find_loader
 from madara_cli.errors import DataError
 from madara_cli.jsonl import encodes
 from madara_cli.records import Example

@@ -53,65 +53,37 @@ written once (by the results store) to ``results/probes/<model>__<benchmark>__n<
 
 from __future__ import annotations
 
+import logging
 import math
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from madara_cli import metrics as M
 from madara_cli.agents.parsing import ParsedScore, expected_score, parse_completion, parse_score, parse_score_authors, read_rescore
-from madara_cli.agents.prompts import RELEVANCE
+from madara_cli.agents.prompts import EMPTY_CHAIN_PLACEHOLDER, RELEVANCE
 from madara_cli.agents.requests import DIGITS, SCORING_MODES, agent_request
 from madara_cli.backends.cache import CachedLLM
 from madara_cli.config.folders import prompts_of
-from madara_cli.config.identity import digest, isolation_on, probe_identity
+from madara_cli.config.identity import isolation_on
 from madara_cli.config.prompt_sets import PromptSet
 from madara_cli.config.schema import Rescore
 from madara_cli.diagnose import perturb, router, rsc
 from madara_cli.errors import ConfigError, DataError
-from madara_cli.paths import inside
 from madara_cli.records import ChatRequest, Example
 from madara_cli.results.outputs import Calibration, IsolationProbe, ProbeRecord, ProbeScores, timing_section
 from madara_cli.results.probe_stats import ProbeStats
 
+if TYPE_CHECKING:
+    from madara_cli.composition.identify import ProbeIdentity
+
+log = logging.getLogger(__name__)
+
 RESCORE_READINGS = tuple(Rescore.__members__)  # forced, prefix (rsc.rescore)
-ISOLATION_STRATEGY = "pde_random"
-
-
-@dataclass(frozen=True)
-class ProbeSpec:
-    model: str
-    benchmark: str
-    n: int
-    config_hash: str
-
-    @property
-    def key(self) -> str:
-        return f"{self.model}__{self.benchmark}__n{self.n}__{self.config_hash}"
-
-    def folder(self, results_dir: str | Path) -> Path:
-        return inside(results_dir, Path(results_dir) / "probes" / self.key)
-
-    def with_n(self, n: int) -> "ProbeSpec":
-        """The same probe on ``n`` calibration queries: ``config_hash`` does not cover the
-        calibration size, so this equals :meth:`from_cfg` with that ``n``."""
-        return replace(self, n=int(n))
-
-    @classmethod
-    def from_cfg(cls, cfg: DictConfig, n: int | None = None) -> "ProbeSpec":
-        from madara_cli.agents.digest import prompt_digest
-        from madara_cli.backends import with_key_fragment
-        from madara_cli.metrics import METRIC_VERSION
-
-        prompts = prompts_of(cfg)
-        digests = {f: prompt_digest(f, prompts) for f in ("generator", "assessors", "rescore")}
-        config_hash = digest(with_key_fragment(probe_identity(cfg, digests, METRIC_VERSION), cfg))
-        n = int(n if n is not None else cfg.benchmark.calibration)
-        return cls(model=cfg.model.name, benchmark=cfg.benchmark.name, n=n, config_hash=config_hash)
 
 
 def _cot_request(ex: Example, i: int, cfg: DictConfig, prompts: PromptSet | None = None) -> ChatRequest:
@@ -133,19 +105,18 @@ def _ragged(values: Sequence[float], lengths: Sequence[int]) -> list[list[float]
 
 
 def run_probe(
-    cfg: DictConfig, llm: CachedLLM, n: int | None = None, examples: Sequence[Example] | None = None, *, spec: ProbeSpec | None = None
+    cfg: DictConfig, llm: CachedLLM, n: int | None = None, examples: Sequence[Example] | None = None, *, spec: ProbeIdentity
 ) -> ProbeRecord:
     """NF + RSC on the calibration split ``examples`` (retrieved: the first ``n`` queries
     of the seeded order, :func:`madara_cli.experiment.examples.cell_examples` with
     ``split="calibration"``); returns the probe record, without provenance. Its
     ``accounting`` counts this probe's calls alone, even when the engine is shared.
-    ``spec``: the probe's :meth:`ProbeSpec.from_cfg`, when the caller has it already."""
+    ``spec``: the probe's identity (:func:`~madara_cli.composition.identify.identify_probe`), its arms composed."""
     if cfg.rsc.rescoring not in SCORING_MODES:
         raise ConfigError(f"unknown rsc.rescoring '{cfg.rsc.rescoring}'; valid: {', '.join(SCORING_MODES)}")
     if str(cfg.rsc.get("rescore", "forced")) not in RESCORE_READINGS:
         raise ConfigError(f"unknown rsc.rescore '{cfg.rsc.rescore}'; valid: {', '.join(RESCORE_READINGS)}")
     t0 = time.perf_counter()
-    spec = spec or ProbeSpec.from_cfg(cfg, n)
     if examples is None:
         raise TypeError("run_probe needs the calibration examples (experiment.examples.cell_examples(cfg, pool, 'calibration'))")
     examples = list(examples)
@@ -160,10 +131,9 @@ def run_probe(
     return replace(record, accounting=counts, timing=timing)
 
 
-def _probe(cfg: DictConfig, llm: CachedLLM, spec: ProbeSpec, examples: list[Example]) -> ProbeRecord:
-    from madara_cli.strategies import STRATEGIES, StrategyContext, load_all
+def _probe(cfg: DictConfig, llm: CachedLLM, spec: ProbeIdentity, examples: list[Example]) -> ProbeRecord:
+    from madara_cli.strategies import STRATEGIES, StrategyContext
 
-    load_all()
     ctx = StrategyContext(llm=llm, cfg=cfg)
 
     # 1. No-Filter EM on the calibration queries.
@@ -171,7 +141,7 @@ def _probe(cfg: DictConfig, llm: CachedLLM, spec: ProbeSpec, examples: list[Exam
     reading = cfg.get("reading") or {}
     nf_correct = _correct(nf, examples, tidy=str(reading.get("answers", "tidy")) == "tidy")
     em_nf = 100.0 * float(np.mean(nf_correct))
-    isolation = _isolation(cfg, llm, examples, nf_correct) if isolation_on(cfg) else None
+    isolation = _isolation(cfg, llm, examples, nf_correct, spec.arms["isolation"]) if isolation_on(cfg) else None
 
     # 2. Normal CoT relevance scores and their chains: one batched stage.
     pairs = [(ex, i) for ex in examples for i in range(len(ex.docs or ()))]
@@ -196,15 +166,20 @@ def _probe(cfg: DictConfig, llm: CachedLLM, spec: ProbeSpec, examples: list[Exam
 
     # 3-4. Perturb and re-score the included pairs, all three levels in one batched stage.
     mode, how = str(cfg.rsc.rescoring), str(cfg.rsc.get("rescore", "forced"))
+    from_field = str(reading.get("chain_source", "steps")) == "field"
     levels = perturb.perturb_chains(
         _ragged(chains, lengths), seed=int(cfg.seed), contradiction=str(reading.get("contradiction", "paper")),
-        shuffle=str(reading.get("shuffle", "changed")), empty_chain=str(reading.get("empty_chain", "drop")),
+        shuffle=str(reading.get("shuffle", "changed")), empty_chain=str(reading.get("empty_chain", "drop")), resplit=not from_field,
     ).by_level()
     budget = int(cfg.generation.get("rescore_max_tokens") or cfg.generation.score_max_tokens)
     todo = [p for p, keep in enumerate(included) if keep]
-    flat_levels = [[steps or ([EMPTY_CHAIN_PLACEHOLDER] if placeholder else steps) for row in level for steps in row] for level in levels]
+    # reading.requests=authors: no stop string on the forced re-score, the document and
+    # the steps as the authors' code shows them (an empty chain as the placeholder alone)
+    shape = str(reading.get("requests", "madara"))
+    fill = [] if shape == "authors" and how == "forced" else [EMPTY_CHAIN_PLACEHOLDER]
+    flat_levels = [[steps or (fill if placeholder else steps) for row in level for steps in row] for level in levels]
     requests = [
-        perturb.perturbed_rescore_request(pairs[p], normal_requests[p], flat[p], parsed[p].confidence, mode, how, budget, prompts)
+        perturb.perturbed_rescore_request(pairs[p], normal_requests[p], flat[p], parsed[p].confidence, mode, how, budget, prompts, shape)
         for flat in flat_levels
         for p in todo
     ]
@@ -270,8 +245,6 @@ def _probe(cfg: DictConfig, llm: CachedLLM, spec: ProbeSpec, examples: list[Exam
 _ISOLATION_FIELDS = ("em_nf", "em_iso", "n", "p_value", "b", "c", "source")
 
 
-# What an empty chain is re-scored with under reading.empty_chain=placeholder.
-EMPTY_CHAIN_PLACEHOLDER = "(there is no previous analysis)"
 
 
 def _correct(preds, examples: Sequence[Example], tidy: bool = True) -> list[bool]:
@@ -284,23 +257,22 @@ def _thresholds(cfg: DictConfig) -> router.Thresholds:
     return router.Thresholds(iso_alpha=float(node.get("iso_alpha", 0.05)), iso_min_gain=float(node.get("iso_min_gain", 0.0)))
 
 
-def _isolation(cfg: DictConfig, llm: CachedLLM, examples: list[Example], nf_correct: list[bool]) -> dict[str, Any]:
-    """PDE-Random (its shipped settings: k random documents answered alone, uniform vote)
-    on the calibration queries against NF on the same queries: the isolation gain, its
-    exact McNemar test and the calls it took (madara's extension)."""
-    from madara_cli.composition import compose
+def _isolation(cfg: DictConfig, llm: CachedLLM, examples: list[Example], nf_correct: list[bool], node: DictConfig) -> dict[str, Any]:
+    """PDE-Random (its shipped settings, ``node``, composed with the probe's identity: k
+    random documents answered alone, uniform vote) on the calibration queries against NF
+    on the same queries: the isolation gain, its exact McNemar test and the calls it took
+    (madara's extension)."""
     from madara_cli.strategies import STRATEGIES, StrategyContext
 
     # The probe's strategy node belongs to the probed cell; the isolation arm runs
     # PDE-Random as shipped, everything else (model, generation, seed) the probe's.
-    node = compose([f"strategy={ISOLATION_STRATEGY}"]).strategy
     iso_cfg = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
     iso_cfg.strategy = node
     with llm.fresh_accounting(propagate=True) as accounting:
-        preds = STRATEGIES.get(ISOLATION_STRATEGY)(StrategyContext(llm=llm, cfg=iso_cfg), examples)
+        preds = STRATEGIES.get(str(node.name))(StrategyContext(llm=llm, cfg=iso_cfg), examples)
     measured = router.Isolation.from_outcomes(nf_correct, _correct(preds, examples))
     return {
-        "strategy": ISOLATION_STRATEGY,
+        "strategy": str(node.name),
         "top_k": int(node.top_k),
         "em_nf": measured.em_nf,
         "em_iso": measured.em_iso,
@@ -340,26 +312,50 @@ def _json_floats(values: Sequence[float]) -> list[float | None]:
     return [None if (v is None or math.isnan(v)) else round(float(v), 4) for v in values]
 
 
+def finished_probe(cfg: DictConfig, spec: ProbeIdentity) -> ProbeRecord | None:
+    """The finished probe ``spec`` names, or one finished under a key it had before keys
+    moved whose record shows it read the same inputs (SHIMS ``content_keyed_inputs``);
+    None when it has not run. An old probe that cannot show that is said in one line
+    and not used."""
+    from madara_cli.config.identity import standing
+    from madara_cli.data.splits import warn
+    from madara_cli.results.record_files import probe_path, read_probe
+
+    done = read_probe(spec.folder(cfg.results_dir))
+    if done is not None:
+        return done
+    for old in spec.legacy:
+        record = read_probe(old.folder(cfg.results_dir))
+        if record is None:
+            continue
+        why = standing(record.provenance, spec.evidence)
+        if why is None:
+            log.info("probe %s: finished earlier under its key before inputs were keyed by content, %s", spec.key, old.key)
+            return replace(record, path=probe_path(old.folder(cfg.results_dir)))
+        warn(f"probes/{old.key} was finished before inputs were keyed by content, and {why}: the probe runs anew as {spec.key}")
+    return None
+
+
 def find_or_run_probe(
     cfg: DictConfig, llm: CachedLLM, n: int | None = None, force: bool = False, examples: Sequence[Example] | None = None,
-    *, spec: ProbeSpec | None = None,
+    *, spec: ProbeIdentity,
 ) -> tuple[ProbeRecord, Path, bool]:
     """The finished probe for this (model, benchmark, n, settings), or run it now on
-    the calibration ``examples`` (:func:`madara_cli.experiment.treat.ensure_probe`
-    loads them). ``spec``: the probe's :meth:`ProbeSpec.from_cfg`, when the caller has
-    derived it already (``n`` is then its ``n``). Returns (record, path of its file, reused)."""
+    the calibration ``examples`` (:func:`madara_cli.experiment.walk.ensure_probe`
+    loads them). ``spec``: the probe's identity (:func:`~madara_cli.composition.identify.identify_probe`:
+    its key, the keys it had before and its composed arms; ``n`` is its ``n``). Returns
+    (record, path of its file, reused)."""
     from madara_cli.results.prompt_log import prompt_renderer, write_prompts
     from madara_cli.results.provenance import now_iso, provenance
-    from madara_cli.results.record_files import probe_path, read_probe, write_probe
+    from madara_cli.results.record_files import probe_path, write_probe
 
-    spec = spec or ProbeSpec.from_cfg(cfg, n)
     folder = spec.folder(cfg.results_dir)
-    if not force and (done := read_probe(folder)) is not None:
-        return done, probe_path(folder), True
+    if not force and (done := finished_probe(cfg, spec)) is not None:
+        return done, Path(done.path) if done.path else probe_path(folder), True
     t0, started = time.perf_counter(), now_iso()
     with llm.logging_samples(bool(cfg.get("log_samples", True))) as samples:
         record = run_probe(cfg, llm, examples=examples, spec=spec)
-    probe = replace(record, provenance=provenance(cfg, started, now_iso(), time.perf_counter() - t0))
+    probe = replace(record, provenance=provenance(cfg, started, now_iso(), time.perf_counter() - t0, engine=llm.backend))
     folder.mkdir(parents=True, exist_ok=True)
     if cfg.get("log_samples", True):
         write_prompts(folder, samples, prompt_renderer(llm.backend))

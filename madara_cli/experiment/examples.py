@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig, OmegaConf
 
-from madara_cli.retrievers.retrieval import retrieve
 from madara_cli.data.splits import LoadReport, load_splits
 from madara_cli.records import Example
+from madara_cli.retrievers.retrieval import retrieve
 from madara_cli.retrievers.spec import retriever_spec
 
 if TYPE_CHECKING:

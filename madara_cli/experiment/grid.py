@@ -1,13 +1,8 @@
-"""Grids and cells.
+"""Grids: the cells of a grid or a sweep, composed.
 
-A cell is one (model, benchmark, strategy, retriever, k, seed, limit) measurement.
-Its canonical ``key`` names its results folder; the key ends with a short hash of
-exactly what can change its numbers (:func:`semantic_config`): the model, engine,
-benchmark, retrieval, strategy and generation settings, the limit and seed, the
-metric definitions' version and a digest of every prompt template the strategy
-sends. Settings that only change speed or placement (threads, batch sizes,
-timeouts, GPU memory share, tensor parallelism, server address, output paths) are
-left out, so a parallel run that sets threads finds the cells a serial run wrote.
+A cell is one (model, benchmark, strategy, retriever, k, seed, limit) measurement; its
+identity (the key that names its folder, hashing exactly what can change its numbers)
+is :func:`madara_cli.composition.identify`'s, derived once per cell.
 """
 
 from __future__ import annotations
@@ -17,6 +12,7 @@ import itertools
 from omegaconf import DictConfig
 
 from madara_cli.composition import compose, ensure_loaded, load_plugins
+from madara_cli.composition.identify import identify
 from madara_cli.config import (
     GridConfig,
     chosen_strategy,
@@ -24,57 +20,16 @@ from madara_cli.config import (
     load_grid,
     option_settings,
 )
-from madara_cli.config.folders import strategy_impl
-from madara_cli.config.identity import cell_identity, digest, flat_settings, flatten, nested_settings
+from madara_cli.config.identity import Cell
 from madara_cli.config.overrides import parse_overrides
 from madara_cli.config.validate import not_applicable
 from madara_cli.errors import ConfigError
-from madara_cli.records import Cell
-
-
-def semantic_config(cfg: DictConfig) -> dict:
-    """What a cell's hash covers (:func:`madara_cli.config.identity.cell_identity`), given
-    what only this floor can know: the digest of each template family the strategy
-    sends, and the commit a hub revision names where the local hub cache knows it."""
-    from madara_cli.agents.digest import prompt_digests
-    from madara_cli.backends import with_key_fragment
-    from madara_cli.backends.weights import resolved_revision
-    from madara_cli.config.folders import prompts_of
-    from madara_cli.metrics import METRIC_VERSION
-
-    # cell_identity uses it where the model's keyed source is the hub
-    commit = resolved_revision(str(cfg.model.get("hf_id")), str(cfg.model.get("revision")))
-    prompts = prompt_digests(strategy_impl(cfg.strategy), str(cfg.retriever.name), prompts_of(cfg))
-    return with_key_fragment(cell_identity(cfg, prompts, METRIC_VERSION, hub_commit=commit), cfg)
-
-
-def key_settings(cfg: DictConfig, prompts: bool = True) -> dict:
-    """The settings a cell's key covers, flattened to dotted names (``strategy.top_k``,
-    ``model.temperature``, ``prompts.generator``; lists as JSON text): one tidy row of
-    summary.csv. The cell's own strategy node is used, not the constants laid under it
-    for old keys (``identity.FLAT_STRATEGY_DEFAULTS``), which a strategy does not read.
-    ``prompts=False`` leaves out the prompt digests and the metric version
-    (:func:`madara_cli.config.identity.flat_settings`: a stored config.yaml cannot say
-    which templates ran, only the record written at run time can)."""
-    if not prompts:
-        return flat_settings(cfg)
-    sem = semantic_config(cfg)
-    nested = nested_settings(cfg)
-    nested["metric_version"] = sem["metric_version"]
-    out = flatten(nested)
-    # one column to group by, and one per template family
-    out["prompts"] = digest(sem["prompts"])
-    out.update({f"prompts.{family}": digest for family, digest in sem["prompts"].items()})
-    return out
 
 
 def cell_from_cfg(cfg: DictConfig) -> Cell:
-    """The cell a composed config runs: its names, and the hash of what can change its
-    numbers (:func:`semantic_config`) that ends its key."""
-    return Cell(
-        grid=cfg.grid_name, model=cfg.model.name, benchmark=cfg.benchmark.name, strategy=cfg.strategy.name,
-        retriever=cfg.retriever.name, k=int(cfg.retriever.k), seed=int(cfg.seed), limit=cfg.limit, config_hash=digest(semantic_config(cfg)),
-    )
+    """The cell a composed config runs (its names and hash): :func:`identify`'s, for a
+    caller that needs nothing else of the identity."""
+    return identify(cfg).cell
 
 
 def grid_overrides(grid: GridConfig, extra: list[str]) -> list[list[str]]:

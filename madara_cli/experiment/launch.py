@@ -245,7 +245,7 @@ class LaunchedCells:
 def read_back(cfgs: list) -> LaunchedCells:
     """The results of the cells :func:`multirun` launched, read from the results folder
     (nothing runs here: a cell a job did not finish is reported, not run)."""
-    from madara_cli.experiment.runner import finished_cell
+    from madara_cli.experiment.walk import finished_cell
 
     found = [(cfg, finished_cell(cfg, sized=True)) for cfg in cfgs]
     return LaunchedCells(

@@ -49,11 +49,10 @@ from typing import Sequence
 from omegaconf import DictConfig, OmegaConf
 
 from madara_cli.backends.cache import CachedLLM, ResponseCache
+from madara_cli.composition.identify import identify
 from madara_cli.config.folders import strategy_impl
-from madara_cli.config.identity import probed
-from madara_cli.experiment.grid import cell_from_cfg
-from madara_cli.records import Cell, ChatRequest, Completion, ScoreRequest, request_key
-from madara_cli.results.record_files import read_cell
+from madara_cli.config.identity import Cell, probed, request_key
+from madara_cli.records import ChatRequest, Completion, ScoreRequest
 
 
 class _Recorder:
@@ -187,12 +186,11 @@ def plan_grid(grid_name: str, cfgs: list[DictConfig], rate: float | None = None)
     from madara_cli.diagnose.probe import find_or_run_probe
     from madara_cli.errors import DataError, RecordError
     from madara_cli.experiment.examples import load_cell, retrieve_for, sized_to_data
-    from madara_cli.experiment.treat import Treatment
+    from madara_cli.experiment.treat import Treatment, strategy_for
+    from madara_cli.experiment.walk import finished_cell
     from madara_cli.retrievers.spec import retriever_spec
-    from madara_cli.strategies import STRATEGIES, StrategyContext, load_all
-    from madara_cli.strategies.context import PREPARE_STEPS
+    from madara_cli.strategies import STRATEGIES, StrategyContext
 
-    load_all()
     plan = Plan(grid=grid_name)
     seen_keys: set[str] = set()
     recorders: dict[str, CachedLLM] = {}
@@ -233,14 +231,16 @@ def plan_grid(grid_name: str, cfgs: list[DictConfig], rate: float | None = None)
                     estimated.add(retr_key)
             if retr_key in loaded_memo:  # the key the cell will run under (a limit beyond the data is cut)
                 cfg, _ = sized_to_data(cfg, loaded_memo[retr_key])
-            cell = cell_from_cfg(cfg)
+            ident = identify(cfg)
+            cell = ident.cell
             plan.cells.append(cell)
             sp = plan.by_strategy.setdefault(cell.strategy, StrategyPlan())
             sp.cells += 1
             try:
-                done = read_cell(cell.folder(cfg.results_dir))
+                found = finished_cell(cfg, ident=ident)
             except RecordError:
-                done = None  # unreadable: estimated like an unfinished cell
+                found = None  # unreadable: estimated like an unfinished cell
+            done = found.record if found is not None else None
             if done is not None:
                 acct = done.accounting
                 sp.finished_cells += 1
@@ -291,13 +291,13 @@ def plan_grid(grid_name: str, cfgs: list[DictConfig], rate: float | None = None)
             start = len(rec.seen)
             with llm.fresh_accounting() as acct:
                 try:
-                    if spec.prepare:  # madara: the probe is on disk (walked above, or finished): one route
-                        PREPARE_STEPS.get(spec.prepare)(walk_cfg, None, calibration_memo.get(retr_key), None)(StrategyContext(llm=llm, cfg=walk_cfg), examples)
+                    if spec.run is None:  # madara: the probe is on disk (walked above, or finished): one route
+                        strategy_for(spec, walk_cfg, None, calibration_memo.get(retr_key), None)(StrategyContext(llm=llm, cfg=walk_cfg), examples)
                     else:
                         # Each query's requests depend on that query alone, so the walk goes a
                         # block of queries at a time: one block's rendered prompts are held at
                         # once, not the whole benchmark's (docs/benchmarks.md).
-                        strategy = STRATEGIES.get(strategy_impl(cfg.strategy))
+                        strategy = spec.run
                         for i in range(0, len(examples), WALK_BLOCK):
                             strategy(StrategyContext(llm=llm, cfg=walk_cfg), examples[i:i + WALK_BLOCK])
                 except DataError:
@@ -367,16 +367,18 @@ def bench_rates(bench_dir: Path, fingerprint: str) -> dict:
     (``<results>/bench/vllm.json``): its stage call spread over its requests (chat) and
     its prefill-only pass (score, one token), prefix caching on. Empty when the bench
     has not run on this fingerprint."""
-    try:
-        data = json.loads((bench_dir / "vllm.json").read_text(encoding="utf-8"))
-        over = data["overhead"]
+    from madara_cli.errors import DataError
+    from madara_cli.sidefiles import read_json
+
+    try:  # a side file like any other: cut, foreign or odd, it only means no measured rates
+        over = read_json(bench_dir / "vllm.json", "the vLLM bench")["overhead"]
         on = over["prefix_caching_on"]
-    except (OSError, ValueError, KeyError, TypeError):
+        if over.get("fingerprint") != fingerprint or not over.get("requests"):
+            return {}
+        n = int(over["requests"])
+        return {"chat": (float(min(on["madara_seconds"])) / n, n), "score": (float(min(on["prefill_seconds"])) / n, n), "source": "bench"}
+    except (DataError, ValueError, KeyError, TypeError, AttributeError, ZeroDivisionError):
         return {}
-    if over.get("fingerprint") != fingerprint or not over.get("requests"):
-        return {}
-    n = int(over["requests"])
-    return {"chat": (min(on["madara_seconds"]) / n, n), "score": (min(on["prefill_seconds"]) / n, n), "source": "bench"}
 
 
 # A retrieved passage's length in characters (FlashRAG's 100-word Wikipedia chunks).

@@ -1,6 +1,7 @@
-"""Executes cells: load -> retrieve (:func:`madara_cli.experiment.examples.cell_examples`)
--> strategy -> metrics -> results folder. A ``madara`` cell probes and routes first
-(:mod:`madara_cli.experiment.treat`), then runs the routed strategy.
+"""Executes cells: the pipeline's one walk up to the engine (identify -> finished? -> load
+-> retrieve -> what runs: :mod:`madara_cli.experiment.walk`; a ``madara`` cell probes and
+routes there, :mod:`madara_cli.experiment.treat`), then the strategy on the cell's engine
+-> metrics -> results folder.
 
 One engine per model is kept open in an
 :class:`~madara_cli.experiment.engines.EnginePool` (a context manager that closes
@@ -24,34 +25,17 @@ from typing import Any, Callable
 from omegaconf import DictConfig, OmegaConf
 
 from madara_cli import metrics as M
-from madara_cli.config.folders import strategy_impl
-from madara_cli.experiment import treat  # noqa: F401  (registers strategy=madara's prepare step)
 from madara_cli.experiment.engines import EnginePool
-from madara_cli.experiment.examples import load_cell, reranker_config, retrieve_for, sized_to_data
-from madara_cli.experiment.grid import cell_from_cfg, key_settings
-from madara_cli.records import Cell, Example, Prediction
+from madara_cli.experiment.walk import CellResult, prepare_cell
+from madara_cli.records import Example, Prediction
+from madara_cli.results.health import Health, HealthRule, cell_health
 from madara_cli.results.outputs import CellRecord, timing_section
 from madara_cli.results.prompt_log import prompt_renderer
 from madara_cli.results.provenance import now_iso, provenance
-from madara_cli.results.record_files import read_cell, write_cell
-from madara_cli.strategies import STRATEGIES, StrategyContext, load_all
-from madara_cli.strategies.context import PREPARE_STEPS
+from madara_cli.results.record_files import write_cell
+from madara_cli.strategies import StrategyContext
 
 log = logging.getLogger(__name__)
-
-
-
-@dataclass
-class CellResult:
-    cell: Cell
-    folder: Path
-    record: CellRecord
-    skipped: bool = False  # finished earlier; read from disk
-
-    @property
-    def metrics(self) -> dict[str, Any]:
-        """The record as it is stored (a plain dict)."""
-        return self.record.to_dict()
 
 
 def ensure_writable(folder: Path) -> None:
@@ -104,58 +88,21 @@ def evaluated_set_info(cfg: DictConfig, examples: list[Example], calibration: li
     return info
 
 
-def finished_cell(cfg: DictConfig, sized: bool = False, cell: Cell | None = None) -> CellResult | None:
-    """The cell's finished result on disk, or None when it has not finished. With
-    ``sized``, a cell whose limit or calibration the data cut (:func:`sized_to_data`)
-    is looked for under the key it ran as, which takes loading the benchmark.
-    ``cell``: ``cell_from_cfg(cfg)`` when the caller already derived it (its key hashes
-    the config and the prompt digests: derived once per run, then passed down)."""
-    cell = cell if cell is not None else cell_from_cfg(cfg)
-    folder = cell.folder(cfg.results_dir)
-    record = read_cell(folder)
-    if record is None and sized:
-        from madara_cli.errors import DataError
-
-        try:
-            fitted, requested = sized_to_data(cfg, load_cell(cfg))
-        except DataError:  # its data is not here: then it has not run either
-            return None
-        if requested:
-            return finished_cell(fitted)
-    return None if record is None else CellResult(cell, folder, record, skipped=True)
-
-
 def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None = None) -> CellResult:
-    """Run one cell (or read it back if finished and not ``cfg.force``). Its key is
-    derived once here (again only when the data cut its limit: then it is another cell)."""
-    cell = cell_from_cfg(cfg)
-    folder = cell.folder(cfg.results_dir)
-    if not cfg.force and (done := finished_cell(cfg, cell=cell)) is not None:
-        log.info("%s: finished earlier, read back from %s", cell.key, folder)
-        track_cell(cfg, done)  # a cell finished before tracking was on is logged once
-        return done
-    load_all()
-    spec = STRATEGIES.spec(strategy_impl(cfg.strategy))
-    check_writable(folder.parent)  # before any work, not after it
-    reranker = reranker_config(cfg)  # composed once, up front: the eval and calibration retrievals share it
+    """Run one cell (or read it back if finished and not ``cfg.force``): the pipeline's one
+    walk (:func:`madara_cli.experiment.walk.prepare_cell`) up to the engine, then the
+    strategy on the cell's engine, the metrics and the record."""
     t0, started = time.perf_counter(), now_iso()
-    calibration: list[Example] | None = None
-    data_report: dict[str, Any] | None = None
-    requested: dict[str, int] = {}
-    if examples is None:
-        loaded = load_cell(cfg)
-        cfg, requested = sized_to_data(cfg, loaded)
-        if requested:  # the data held fewer queries than asked: the cell is the one that ran
-            cell = cell_from_cfg(cfg)
-            folder = cell.folder(cfg.results_dir)
-            if not cfg.force and (done := finished_cell(cfg, cell=cell)) is not None:
-                log.info("%s: finished earlier, read back from %s", cell.key, folder)
-                return done
-        examples, calibration, data_report = retrieve_for(cfg, loaded.examples, pool, reranker), loaded.calibration, loaded.load.to_dict()
+    prepared = prepare_cell(cfg, pool, examples=examples, before_work=lambda ident: check_writable(ident.folder(cfg.results_dir).parent))
+    if isinstance(prepared, CellResult):
+        log.info("%s: finished earlier, read back from %s", prepared.cell.key, prepared.folder)
+        check_health(cfg, prepared.cell.key, prepared.record.health, earlier=True)
+        track_cell(cfg, prepared)  # a cell finished before tracking was on is logged once
+        return prepared
+    cfg, ident, examples, calibration = prepared.cfg, prepared.ident, prepared.examples, prepared.calibration
+    data_report, requested, strategy = prepared.data, prepared.requested, prepared.strategy
+    cell, folder = ident.cell, ident.folder(cfg.results_dir)
     evaluated_set = evaluated_set_info(cfg, examples, calibration, requested)
-    # a prepare step (strategy=madara: probe -> route -> the routed strategy) runs before the
-    # engine is taken, so the probe's data is ready first; it returns what runs
-    strategy = PREPARE_STEPS.get(spec.prepare)(cfg, pool, calibration, reranker) if spec.prepare else spec.run
     llm = pool.get(cfg)
     with llm.fresh_accounting() as accounting, llm.logging_samples(bool(cfg.get("log_samples", True))) as samples:
         ctx = StrategyContext(llm=llm, cfg=cfg)
@@ -177,6 +124,8 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
             f"{cell.key}: {cot_cut} CoT replies stopped at generation.cot_max_tokens={int(cfg.generation.cot_max_tokens)} "
             "(accounting.by_stage.*.cut_at_max_tokens); a reply cut before its score is a parse failure"
         )
+    health = cell_health(ctx.report, acct, HealthRule.from_config(cfg))
+    check_health(cfg, cell.key, health)  # before anything is written: a refused cell leaves no folder
     record = CellRecord(
         cell=cell,
         **M.aggregate(scores),
@@ -184,12 +133,13 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
         empty_answers=sum(1 for r in rows if not str(r["prediction"]).strip()),  # empty generations score 0, counted here
         # The settings the key covers, as they were when it ran (summary.csv's columns;
         # the prompt digests cannot be recovered from config.yaml later).
-        report={**ctx.report, "settings": key_settings(cfg)},
+        report={**ctx.report, "settings": ident.settings(cfg)},
         data=data_report,
         accounting=acct,
+        health=health,
         # Everything above is a function of the config, the data and the seed; timing and
         # provenance (versions, host, start/end) live apart, so two runs compare byte for byte without them.
-        provenance=provenance(cfg, started, now_iso(), time.perf_counter() - t0),
+        provenance=provenance(cfg, started, now_iso(), time.perf_counter() - t0, engine=llm.backend),
         timing=timing_section(acct, time.perf_counter() - t0),
     )
     log_samples = bool(cfg.get("log_samples", True))
@@ -200,6 +150,25 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
     result = CellResult(cell, folder, record)
     track_cell(cfg, result)
     return result
+
+
+def check_health(cfg: DictConfig, key: str, health: Health, earlier: bool = False) -> None:
+    """One warning line for a degraded cell (judged by the config's ``health`` rule),
+    or, under ``health.on_degraded=fail``, :class:`~madara_cli.errors.DegradedCell`."""
+    from madara_cli.errors import DegradedCell
+
+    rule = HealthRule.from_config(cfg)
+    judged = health.judged(rule)
+    if not judged.degraded:
+        return
+    when = "finished earlier, and " if earlier else ""
+    if rule.on_degraded == "fail":
+        raise DegradedCell(f"{key}: {when}degraded: {judged.reason}; health.on_degraded=fail refuses it"
+                           + ("" if earlier else " (nothing written; its completions stay cached)"))
+    from madara_cli.data.splits import warn
+
+    warn(f"{key}: {when}degraded: {judged.reason}; its numbers are marked wherever they appear "
+         "(health.on_degraded=fail refuses such a cell)")
 
 
 def track_cell(cfg: DictConfig, result: CellResult) -> None:
@@ -271,7 +240,7 @@ def run_cells(cfgs: list[DictConfig], progress=None, keep_going: bool = False) -
 
 def run_probes(cfgs: list[DictConfig], progress=None, keep_going: bool = False, force: bool = False) -> list[tuple[dict, Path, bool] | Failed]:
     """One RSC probe per config (a ``kind: probes`` grid)."""
-    from madara_cli.experiment.treat import ensure_probe
+    from madara_cli.experiment.walk import ensure_probe
 
     return _run_each(
         cfgs, lambda cfg, pool: ensure_probe(cfg, pool, force=force),

@@ -30,14 +30,14 @@ from typing import TYPE_CHECKING, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from madara_cli.diagnose.probe import ProbeSpec, find_or_run_probe, routed
+from madara_cli.composition.identify import ProbeIdentity, identify_probe
+from madara_cli.diagnose.probe import find_or_run_probe, finished_probe, routed
 from madara_cli.experiment.examples import cell_examples, retrieve_for
 from madara_cli.records import Example, Prediction
 from madara_cli.results import record_files
 from madara_cli.results.outputs import ROUTE_FIELDS, ProbeRecord
-from madara_cli.strategies import STRATEGIES, StrategyContext, load_all
-from madara_cli.strategies.context import PREPARE_STEPS, EngineSource, StrategyFn
-from madara_cli.strategies.routed import PROBE_AND_ROUTE
+from madara_cli.strategies import STRATEGIES, StrategyContext, StrategySpec
+from madara_cli.strategies.context import EngineSource, StrategyFn
 
 if TYPE_CHECKING:
     from madara_cli.experiment.engines import EnginePool
@@ -46,27 +46,8 @@ if TYPE_CHECKING:
 _OWN = ("name", "probe")
 
 
-def _probe_done(cfg: DictConfig, spec: ProbeSpec) -> bool:
-    return record_files.probe_path(spec.folder(cfg.results_dir)).is_file()
-
-
-def ensure_probe(cfg: DictConfig, pool: EnginePool, n: int | None = None, force: bool = False) -> tuple[ProbeRecord, Path, bool]:
-    """The finished probe of ``cfg`` (``madara probe``, a ``kind: probes`` grid), or run
-    it now: the calibration split is loaded and retrieved first (a reranker may need
-    its own engine), then the probed model's engine is taken. Returns (record, path, reused)."""
-    spec = ProbeSpec.from_cfg(cfg, n)  # once per probe: the probe below runs under it
-    examples = None
-    if force or not _probe_done(cfg, spec):
-        examples = cell_examples(cfg, pool, split="calibration", n=n).examples
-        if len(examples) < spec.n:  # keyed by the n that ran, as a cell's limit is
-            from madara_cli.data.splits import warn
-
-            warn(f"a probe of {spec.n} calibration queries asked for, but benchmark {cfg.benchmark.name} holds {len(examples)}: "
-                 f"it runs on {len(examples)} and is keyed n{len(examples)}")
-            spec = spec.with_n(len(examples))
-    record, path, reused = find_or_run_probe(cfg, pool.get(cfg), force=force, examples=examples, spec=spec)
-    track_probe(cfg, record, path, reused)
-    return record, path, reused
+def _probe_done(cfg: DictConfig, spec: ProbeIdentity) -> bool:
+    return finished_probe(cfg, spec) is not None
 
 
 def track_probe(cfg: DictConfig, record: ProbeRecord, path: Path, reused: bool) -> None:
@@ -118,7 +99,7 @@ class Treatment:
 
     pinned: tuple[ProbeRecord, Path] | None = None
     calibration: list[Example] | None = None
-    spec: ProbeSpec | None = None  # the probe's, derived once in prepare (None with a pinned probe)
+    spec: ProbeIdentity | None = None  # the probe's, derived once in prepare (None with a pinned probe)
     carry: set[str] | None = None  # the strategy.X settings the user set, carried to the treatment (user_strategy_keys)
 
     @classmethod
@@ -133,7 +114,7 @@ class Treatment:
             path = Path(str(cfg.strategy.probe))
             record = read_probe(path)
             return cls(pinned=(record, record.path or path), carry=carry)
-        spec = ProbeSpec.from_cfg(cfg)
+        spec = identify_probe(cfg)
         if _probe_done(cfg, spec):
             return cls(spec=spec, carry=carry)
         if calibration is None:
@@ -165,12 +146,17 @@ class Treatment:
         return [replace(p, extra={**p.extra, "route": route}) for p in preds]
 
 
-@PREPARE_STEPS.register(PROBE_AND_ROUTE)
-def probe_and_route(cfg: DictConfig, engines: EngineSource | None, calibration: list[Example] | None,
-                    reranker: DictConfig | None) -> StrategyFn:
-    """``strategy=madara``'s prepare step (:class:`~madara_cli.strategies.context.StrategySpec`):
-    the probe ready to route, as the strategy function the cell runs."""
-    return Treatment.prepare(cfg, engines, calibration, reranker=reranker).run  # type: ignore[arg-type]
+def strategy_for(spec: StrategySpec, cfg: DictConfig, engines: EngineSource | None, calibration: list[Example] | None,
+                 reranker: DictConfig | None) -> StrategyFn:
+    """What runs a cell of ``spec``, worked out before the cell's engine is taken: a
+    routed strategy's probe made ready to route (Diagnose -> Treat), a plug-in's prepare
+    step's result, or its run function."""
+    if spec.routed:
+        return Treatment.prepare(cfg, engines, calibration, reranker=reranker).run  # type: ignore[arg-type]
+    if spec.prepare is not None:
+        return spec.prepare(cfg, engines, calibration, reranker)
+    assert spec.run is not None
+    return spec.run
 
 
 def read_probe(path: Path) -> ProbeRecord:
@@ -183,7 +169,6 @@ def read_probe(path: Path) -> ProbeRecord:
         raise DataError(f"strategy.probe: {e}") from None
     if record is None:
         raise ConfigError(f"strategy.probe: no probe file at {path}")
-    load_all()
     if record.route not in STRATEGIES:
         raise DataError(f"strategy.probe: {path} routes to unknown strategy '{record.route}'")
     return record

@@ -1,9 +1,10 @@
-"""Retrievers: one module per retriever (bm25s, pyserini, dense, rerank), each registering
-a :class:`~madara_cli.retrievers.spec.RetrieverSpec`; :func:`load_builtin` imports every
-module of this package, so a new shipped retriever is one module plus one
-``configs/retriever/<name>.yaml``. The orchestration (snapshots, the three kinds of query)
-is :mod:`madara_cli.retrievers.retrieval`."""
+"""The retrieval wing: the retrievers (one module each: bm25s, pyserini, dense, rerank,
+each registering a :class:`~madara_cli.retrievers.spec.RetrieverSpec` in the one catalog)
+and what they share: the frozen snapshots (:mod:`.snapshots`), saved indexes
+(:mod:`.saved_index`, :mod:`.lucene`) and the retrieval stage a cell runs
+(:mod:`.retrieval`). A new shipped retriever is one module plus one
+``configs/retriever/<name>.yaml``."""
 
-from madara_cli.retrievers.spec import RETRIEVERS, RetrieverSpec, load_builtin, register_retriever, retriever_spec
+from madara_cli.retrievers.spec import RetrieverSpec, register_retriever, retriever_spec
 
-__all__ = ["RETRIEVERS", "RetrieverSpec", "load_builtin", "register_retriever", "retriever_spec"]
+__all__ = ["RetrieverSpec", "register_retriever", "retriever_spec"]

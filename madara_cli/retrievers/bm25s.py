@@ -11,9 +11,10 @@ from typing import Optional
 import numpy as np
 from omegaconf import DictConfig
 
-from madara_cli.config.schema import RetrieverConfig
-from madara_cli.retrievers.saved_index import BM25sIndex, index_settings
+from madara_cli.config.schema import RetrieverConfig, input_field
+from madara_cli.plugins.shape import num_range
 from madara_cli.records import Doc
+from madara_cli.retrievers.saved_index import BM25sIndex, index_settings
 from madara_cli.retrievers.spec import Ranked, RetrievalContext, Retriever, RetrieverSpec, corpus_index_dir, register_retriever
 
 
@@ -25,7 +26,7 @@ class BM25sConfig(RetrieverConfig):
     b: float = 0.4
     stemmer: Optional[str] = "english"
     stopwords: Optional[str] = "en"
-    index: Optional[str] = None  # a saved index (madara index build); None = benchmark.corpus, indexed once
+    index: Optional[str] = input_field("index")  # a saved index (madara index build); None = benchmark.corpus, indexed once
 
 
 class BM25Index:
@@ -81,4 +82,8 @@ def _bm25s(rcfg: DictConfig, ctx: RetrievalContext) -> Retriever:
     return BM25sRetriever(rcfg, ctx)
 
 
-SPEC = register_retriever(RetrieverSpec(name="bm25s", schema=BM25sConfig, build=_bm25s))
+# Lucene's BM25 parameters: what every retriever built on bm25s' scoring accepts.
+BM25_RANGES = {"k1": num_range(0.0), "b": num_range(0.0, 1.0)}
+
+SPEC = register_retriever(RetrieverSpec(name="bm25s", schema=BM25sConfig, build=_bm25s, ranges=BM25_RANGES,
+                                        description="BM25 (bm25s, Lucene's scoring and analysis): the default"))

@@ -10,9 +10,9 @@ from typing import Optional
 import numpy as np
 from omegaconf import DictConfig
 
-from madara_cli.config.schema import RetrieverConfig
-from madara_cli.retrievers.saved_index import DenseIndex, index_settings, load_encoder
+from madara_cli.config.schema import RetrieverConfig, input_field
 from madara_cli.records import Doc
+from madara_cli.retrievers.saved_index import DenseIndex, index_settings, load_encoder
 from madara_cli.retrievers.spec import Ranked, RetrievalContext, Retriever, RetrieverSpec, corpus_index_dir, register_retriever
 
 
@@ -20,7 +20,7 @@ from madara_cli.retrievers.spec import Ranked, RetrievalContext, Retriever, Retr
 class DenseConfig(RetrieverConfig):
     """``retriever=dense``'s settings."""
 
-    index: Optional[str] = None  # a prebuilt dense index (madara index build ... retriever=dense); None = benchmark.corpus
+    index: Optional[str] = input_field("index")  # a prebuilt dense index (madara index build ... retriever=dense); None = benchmark.corpus
     encoder: Optional[str] = None  # sentence-transformers model name or path
 
 
@@ -52,4 +52,5 @@ def _dense(rcfg: DictConfig, ctx: RetrievalContext) -> Retriever:
     return DenseRetriever(rcfg, ctx)
 
 
-SPEC = register_retriever(RetrieverSpec(name="dense", schema=DenseConfig, build=_dense))
+SPEC = register_retriever(RetrieverSpec(name="dense", schema=DenseConfig, build=_dense, extra="dense",
+                                        description="dense retrieval (sentence-transformers + faiss; Contriever-MS MARCO)"))

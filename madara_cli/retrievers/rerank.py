@@ -15,8 +15,9 @@ from omegaconf import DictConfig
 
 from madara_cli.config.schema import FirstStage
 from madara_cli.errors import ConfigError, DataError
+from madara_cli.plugins.shape import PromptFamily, int_range
 from madara_cli.records import Doc, ScoreRequest, messages
-from madara_cli.retrievers.bm25s import BM25sConfig
+from madara_cli.retrievers.bm25s import BM25_RANGES, BM25sConfig
 from madara_cli.retrievers.spec import Ranked, RetrievalContext, Retriever, RetrieverSpec, register_retriever, retriever_factory
 
 
@@ -46,6 +47,19 @@ def rerank_request(query: str, doc: Doc, prefix: str = "", prompts: Any = None) 
     ps = shipped_prompt_set() if prompts is None else prompts
     fields = {"question": query, "document": doc.render()}
     return ScoreRequest(messages=messages(ps.render("rerank_system", **fields), ps.render("rerank_user", **fields)), candidates=("yes", "no"), prefix=prefix)
+
+
+def sample_requests(prompts: Any) -> list[ScoreRequest]:
+    """The family's requests for the fixed sample its digest is taken over."""
+    from madara_cli.config.prompt_sets import SAMPLE_DOCS, SAMPLE_EXAMPLES
+
+    return [rerank_request(SAMPLE_EXAMPLES[0].question, SAMPLE_DOCS[0], prompts=prompts)]
+
+
+# The generative reranker's prompt family: its wording is the prompt set's (Qwen3-Reranker's
+# own format in the shipped set); it keys the snapshots and cells that rerank.
+RERANK = PromptFamily("rerank", {"rerank_system": ("question", "document"), "rerank_user": ("question", "document")},
+                      sample=sample_requests)
 
 
 def relevance(logprobs: dict[str, float] | None) -> float:
@@ -120,7 +134,17 @@ def _check(cfg: DictConfig) -> None:
                           "the reranker must see at least k documents")
 
 
+def _identity(cfg: DictConfig) -> dict[str, Any]:
+    """What of the run besides its own node changes the documents it keeps: the model that
+    ranks and the words it is asked in (the prompt set's rerank templates)."""
+    from madara_cli.config.folders import prompts_of
+    from madara_cli.config.identity import family_digest
+
+    return {"model": reranker_name(cfg), "prompts": {"rerank": family_digest(sample_requests(prompts_of(cfg)))}}
+
+
 SPEC = register_retriever(RetrieverSpec(
     name="rerank", schema=RerankConfig, build=_rerank, uses_engine=True, engine_model="model", stand_in="first_stage",
-    prompts=("rerank",), identity=lambda cfg: {"model": reranker_name(cfg)}, check=_check,
+    prompts=(RERANK,), identity=_identity, checks=(_check,), ranges={**BM25_RANGES, "candidates": int_range(1)},
+    description="the paper's generative reranker: an LLM's P(yes) over first-stage candidates",
 ))

@@ -15,7 +15,7 @@ order. Which documents an example ranks depends on what the benchmark ships:
   the same retriever over the union.
 
 Retrievers (``configs/retriever/``), one module each (``retrievers/<name>.py``),
-each registering its record in :data:`~madara_cli.retrievers.spec.RETRIEVERS`:
+each registering its spec in the one catalog (:mod:`madara_cli.plugins.catalog`):
 
 * ``bm25s`` (default): Lucene-style BM25 (k1=0.9, b=0.4 as pyserini) with the same
   tokenisation, stop words and Snowball stemmer at index and query time; a corpus is
@@ -43,10 +43,10 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from madara_cli.config.identity import snapshot_identity
-from madara_cli.retrievers import snapshots
 from madara_cli.data.sources import source_fingerprint
 from madara_cli.errors import DataError
 from madara_cli.records import Doc, Example
+from madara_cli.retrievers import snapshots
 from madara_cli.retrievers.saved_index import INDEX_META, corpus_sha256, iter_corpus, read_meta
 from madara_cli.retrievers.spec import Ranked, RetrievalContext, Retriever, retriever_factory, retriever_spec
 
@@ -145,6 +145,25 @@ def _corpus_identity(cfg: DictConfig, ctx: RetrievalContext) -> dict[str, Any] |
     return ident or None
 
 
+def snapshot_key(cfg: DictConfig, ctx: RetrievalContext | None = None) -> dict[str, Any]:
+    """The identity of the snapshot a cell of ``cfg`` retrieves into
+    (:func:`madara_cli.config.identity.snapshot_identity`): the benchmark's rows by
+    content, the retriever's settings (a saved index by its manifest), the corpus by
+    content, and what else changes the documents kept (the reranker's model and prompt)."""
+    if ctx is None:
+        corpus_path = Path(str(cfg.benchmark.corpus)).expanduser() if cfg.benchmark.get("corpus") else None
+        ctx = RetrievalContext(cfg=cfg, llm=None, indexes_dir=Path(str(cfg.get("results_dir") or "results")) / "indexes",
+                               corpus_path=corpus_path, corpus_sha=corpus_sha256(corpus_path) if corpus_path else None)
+    spec = retriever_spec(str(cfg.retriever.name))
+    return snapshot_identity(
+        benchmark=OmegaConf.to_container(cfg.benchmark, resolve=True),  # type: ignore[arg-type]
+        source=source_fingerprint(cfg.benchmark),
+        retriever=OmegaConf.to_container(cfg.retriever, resolve=True),  # type: ignore[arg-type]
+        corpus=_corpus_identity(cfg, ctx),
+        reranker=spec.identity(cfg) if spec is not None and spec.identity is not None else None,
+    )
+
+
 def retrieve(examples: Sequence[Example], cfg: DictConfig, llm: Any | None = None) -> Retrieved:
     """Top-``cfg.retriever.k`` documents for each example (rank order in ``docs``),
     read from / appended to the frozen snapshot under ``<results_dir>/snapshots``.
@@ -160,18 +179,11 @@ def retrieve(examples: Sequence[Example], cfg: DictConfig, llm: Any | None = Non
     results_dir = Path(str(cfg.get("results_dir") or "results"))
     indexes_dir = results_dir / "indexes"
     corpus_path = Path(str(cfg.benchmark.corpus)).expanduser() if cfg.benchmark.get("corpus") else None
-    corpus_sha = corpus_sha256(corpus_path, memo_dir=indexes_dir) if corpus_path else None
+    corpus_sha = corpus_sha256(corpus_path) if corpus_path else None
     ctx = RetrievalContext(cfg=cfg, llm=llm, indexes_dir=indexes_dir, corpus_path=corpus_path, corpus_sha=corpus_sha)
 
-    spec = retriever_spec(str(rcfg.name))
-    reranker = spec.identity(cfg) if spec is not None and spec.identity is not None else None
-    key = snapshot_identity(
-        benchmark=OmegaConf.to_container(cfg.benchmark, resolve=True),  # type: ignore[arg-type]
-        source=source_fingerprint(cfg.benchmark),
-        retriever=OmegaConf.to_container(rcfg, resolve=True),  # type: ignore[arg-type]
-        corpus=_corpus_identity(cfg, ctx),
-        reranker=reranker,
-    )
+    key = snapshot_key(cfg, ctx)
+    reranker = key["reranker"]
     snap = snapshots.Snapshot(results_dir / "snapshots", key)
     stored = snap.load()
     docs: dict[str, tuple[Doc, ...]] = {}

@@ -52,7 +52,8 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig
 
-from madara_cli.data.sources import file_sha256, not_utf8
+from madara_cli.config.identity import file_digest, index_name
+from madara_cli.data.sources import not_utf8
 from madara_cli.errors import DataError
 from madara_cli.jsonl import ENCODING, parse_line
 from madara_cli.records import Doc
@@ -127,36 +128,14 @@ def count_lines(path: str | Path) -> int:
     return n
 
 
-_MEMO_NAME = "file-sha256.json"
-
-
-def corpus_sha256(path: str | Path, memo_dir: str | Path | None = None) -> str:
-    """sha256 of the corpus file. Hashing a full Wikipedia dump takes tens of
-    seconds, so the result is also memoised on disk in ``memo_dir`` by (path, size,
-    mtime): a changed file is always re-hashed."""
+def corpus_sha256(path: str | Path) -> str:
+    """sha256 of the corpus file, by its content (:func:`madara_cli.config.identity.file_digest`:
+    remembered on disk for large files against stamps an edit cannot keep, so a full
+    Wikipedia dump is read once per machine and an edit in place is always seen)."""
     p = Path(path).expanduser().resolve()
     if not p.is_file():
         raise DataError(f"corpus file not found: {p}")
-    st = p.stat()
-    stamp = {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
-    memo_file = Path(memo_dir) / _MEMO_NAME if memo_dir else None
-    memo: dict[str, Any] = {}
-    if memo_file and memo_file.is_file():
-        try:
-            memo = json.loads(memo_file.read_text())
-        except (OSError, json.JSONDecodeError):
-            memo = {}
-        hit = memo.get(str(p))
-        if hit and {k: hit.get(k) for k in stamp} == stamp:
-            return hit["sha256"]
-    sha = file_sha256(p)
-    if memo_file:
-        memo[str(p)] = {**stamp, "sha256": sha}
-        memo_file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = memo_file.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(memo, indent=1))
-        tmp.replace(memo_file)
-    return sha
+    return file_digest(p)
 
 
 # ---------------------------------------------------------------------------
@@ -177,19 +156,18 @@ def index_settings(cfg: DictConfig) -> dict[str, Any]:
     raise DataError(f"retriever {cfg.name} builds no local index; index kinds: {', '.join(INDEX_KINDS)}")
 
 
-def _digest(obj: Any, n: int = 8) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:n]
-
-
-def index_name(settings: dict[str, Any], corpus_hash: str) -> str:
-    return f"{settings['kind']}-{corpus_hash[:16]}-{_digest(settings)}"
-
-
 def read_meta(index_dir: str | Path) -> dict[str, Any]:
+    """An index's ``madara_index.json``; a cut or foreign one is one line naming it and
+    saying how to rebuild the index."""
+    from madara_cli.sidefiles import read_json
+
     p = Path(index_dir) / INDEX_META
-    if not p.is_file():
+    if not p.exists():
         raise DataError(f"{index_dir} is not a madara index (no {INDEX_META}); build one with: madara index build --corpus FILE")
-    return json.loads(p.read_text())
+    try:
+        return read_json(p, "the index's metadata")
+    except DataError as e:
+        raise DataError(f"{e}; move the index aside and build it again: mv '{index_dir}' '{index_dir}.broken'") from None
 
 
 def check_index(index_dir: str | Path, settings: dict[str, Any], corpus_hash: str | None = None) -> dict[str, Any]:
@@ -225,7 +203,7 @@ def ensure_index(corpus_path: str | Path, out_dir: str | Path, cfg: DictConfig, 
     corpus_path = Path(corpus_path).expanduser()
     out_dir = Path(out_dir).expanduser()
     settings = index_settings(cfg)
-    sha = corpus_sha256(corpus_path, memo_dir=out_dir)
+    sha = corpus_sha256(corpus_path)
     final = out_dir / index_name(settings, sha)
     if (final / INDEX_META).is_file():
         check_index(final, settings, sha)

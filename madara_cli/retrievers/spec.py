@@ -1,8 +1,8 @@
 """What every retriever shares: the :class:`Retriever` protocol, the context a
 retrieval runs in, and the record each retriever module registers.
 
-A retriever is one module (``madara_cli/retrievers/<name>.py``, found by
-:func:`load_builtin`; an installed package's through the ``madara.retrievers`` entry
+A retriever is one module (``madara_cli/retrievers/<name>.py``, imported by the one
+loader, :func:`madara_cli.composition.plugins.load_plugins`; an installed package's through the ``madara.retrievers`` entry
 point group) plus one ``configs/retriever/<name>.yaml``. Its :class:`RetrieverSpec`
 names its settings schema (a dataclass extending
 :class:`~madara_cli.config.schema.RetrieverConfig`, enforced at compose) and how to
@@ -12,20 +12,19 @@ build it for a retrieval. The orchestration (snapshots, the three kinds of query
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from omegaconf import DictConfig
 
-from madara_cli.config.plugin_schemas import register_schema
-from madara_cli.retrievers.saved_index import check_index, ensure_index, index_settings
 from madara_cli.errors import DataError
+from madara_cli.plugins.catalog import CATALOG
+from madara_cli.plugins.shape import Spec
 from madara_cli.records import Doc
-from madara_cli.registry import Registry
+from madara_cli.retrievers.saved_index import check_index, ensure_index, index_settings
 
 Ranked = list[tuple[Doc, float]]
 
@@ -61,13 +60,15 @@ class RetrievalContext:
 RetrieverFactory = Callable[[DictConfig, RetrievalContext], Retriever]
 
 
-@dataclass(frozen=True)
-class RetrieverSpec:
-    """One retriever: its ``retriever.name``, settings schema and factory, and what the
-    layers above need to know of it without naming it."""
+@dataclass(frozen=True, kw_only=True)
+class RetrieverSpec(Spec):
+    """One retriever: what every plug-in declares (:class:`~madara_cli.plugins.shape.Spec`:
+    its ``retriever.name``, a settings schema extending config.schema.RetrieverConfig,
+    the prompt families its requests send, compose-time checks) plus its factory and
+    what the layers above need to know of it without naming it."""
 
-    name: str
-    schema: type  # dataclass of its settings, extending config.schema.RetrieverConfig
+    kind: ClassVar[str] = "retriever"
+
     build: RetrieverFactory  # (the retriever node, the context) -> Retriever
     # An LLM ranks (a generative reranker): the run hands it an engine, the cell's own or
     # the one of the model its `engine_model` setting names (when set).
@@ -75,55 +76,26 @@ class RetrieverSpec:
     engine_model: str | None = None
     # Without an engine (madara plan), the retriever its `stand_in` setting names ranks instead.
     stand_in: str | None = None
-    prompts: tuple[str, ...] = ()  # prompt families its requests use; cells' keys cover them
     own_corpus: bool = False  # it searches a corpus of its own (a prebuilt index) when the benchmark names none
-    # What of the run besides its own node changes the documents (the reranker's model):
-    # part of the snapshot's identity.
+    # What of the run besides its own node changes the documents (the reranker's model
+    # and prompt): part of the snapshot's identity.
     identity: Callable[[DictConfig], dict[str, Any]] | None = None
-    # A check of the composed config (one ConfigError line), run at compose time.
-    check: Callable[[DictConfig], None] | None = None
 
 
 def retriever_spec(name: str) -> RetrieverSpec | None:
-    """The spec registered as ``name`` (after :func:`load_builtin`), or None."""
-    load_builtin()
-    return RETRIEVERS.find(name)
-
-
-RETRIEVERS: Registry[RetrieverSpec] = Registry("retriever")
+    """The spec registered as ``name``, or None (the plug-ins are loaded by composition)."""
+    return CATALOG.find("retriever", name)  # type: ignore[return-value]
 
 
 def register_retriever(spec: RetrieverSpec) -> RetrieverSpec:
-    """Register ``spec`` and its schema; the same module registering again is a no-op."""
-    old = RETRIEVERS.find(spec.name)
-    if old is not None:
-        if getattr(old.build, "__module__", None) == getattr(spec.build, "__module__", None):
-            return old
-        raise ValueError(f"retriever '{spec.name}' is already registered (by {old.build.__module__})")
-    register_schema("retriever", spec.name, spec.schema)
-    RETRIEVERS.register(spec.name)(spec)
-    return spec
-
-
-_LOADED = False
-
-
-def load_builtin() -> None:
-    """Import every module of this package, so each retriever registers its spec (the
-    rule backends and strategies follow too: a shipped plug-in is a module of its package)."""
-    global _LOADED
-    if _LOADED:
-        return
-    for mod in pkgutil.iter_modules([str(Path(__file__).parent)]):  # this package's folder
-        importlib.import_module(f"madara_cli.retrievers.{mod.name}")
-    _LOADED = True
+    """:func:`madara_cli.plugins.register` for a retriever."""
+    return CATALOG.register(spec, sys._getframe(1).f_globals.get("__name__", "?"))
 
 
 def retriever_factory(name: str) -> RetrieverFactory:
     """The factory of registered retriever ``name``; DataError naming the registered ones."""
-    load_builtin()
     try:
-        return RETRIEVERS.get(name).build
+        return CATALOG.get("retriever", name).build  # type: ignore[attr-defined]
     except KeyError as e:
         raise DataError(str(e.args[0])) from None
 

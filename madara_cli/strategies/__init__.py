@@ -1,6 +1,7 @@
-"""Document-assessment strategies. Each is a function over the whole cell's examples,
-registered by name; ``configs/strategy/<name>.yaml`` selects it."""
+"""Document-assessment strategies. Each module registers the spec of one or more
+strategies (:class:`~madara_cli.strategies.context.StrategySpec`) in the one catalog;
+``configs/strategy/<name>.yaml`` selects one."""
 
-from madara_cli.strategies.context import STRATEGIES, StrategyContext, load_all
+from madara_cli.strategies.context import STRATEGIES, StrategyContext, StrategySpec
 
-__all__ = ["STRATEGIES", "StrategyContext", "load_all"]
+__all__ = ["STRATEGIES", "StrategyContext", "StrategySpec"]

@@ -21,6 +21,7 @@ their final generation -- and not even that when their selection coincides.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -30,8 +31,9 @@ from madara_cli.agents.matrix import ScoreMatrix
 from madara_cli.agents.polarization import assessment_report
 from madara_cli.agents.scoring import AssessSettings, assess
 from madara_cli.config.schema import ConflictCalls, RankTies, Scoring, StrategyConfig
+from madara_cli.plugins import int_range, num_range, register
 from madara_cli.records import Example, Prediction
-from madara_cli.strategies.context import STRATEGIES, StrategyContext, generate_answers, rounded, support_coverage, with_extra
+from madara_cli.strategies.context import StrategyContext, StrategySpec, generate_answers, rounded, support_coverage, with_extra
 from madara_cli.strategies.selection import atf_select, atf_threshold, rrf_fuse, sda_rank, top_k, weighted_aggregate
 
 
@@ -63,6 +65,28 @@ class ATFConfig(AssessedConfig):
 @dataclass
 class RRFConfig(AssessedConfig):
     rrf_k: int = 60
+
+
+N_AGENTS = 3  # relevance, consistency, conflict (strategy.weights)
+
+
+def check_weights(cfg) -> None:
+    """strategy.weights: one non-negative number per agent, not all zero."""
+    from madara_cli.errors import ConfigError
+
+    w = list(cfg.strategy.weights)
+    if len(w) != N_AGENTS:
+        raise ConfigError(f"strategy.weights has {len(w)} value(s); expected {N_AGENTS} (relevance, consistency, conflict), e.g. strategy.weights=[0.4,0.3,0.3]")
+    if any(isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0 for x in w) or not any(w):
+        raise ConfigError(f"strategy.weights={w}: expected {N_AGENTS} non-negative numbers, not all zero")
+
+
+# What every assessing strategy checks (its ranges beside its schema's; settings that undo
+# each other are config/validate.py's CONFLICTS), and the prompt families it sends: the
+# three agents and the Conflict Detector (strategy.conflict=per_query).
+ASSESSED_RANGES = {"top_k": int_range(1)}
+ASSESSED_CHECKS = (check_weights,)
+ASSESSED_PROMPTS = ("assessors", "detector")
 
 
 def assess_cell(
@@ -138,30 +162,24 @@ def _select_and_generate(
     return out
 
 
-@STRATEGIES.register("three_agent", schema=AssessedConfig)
-@STRATEGIES.register("cot", schema=AssessedConfig)
 def weighted_rerank(ctx: StrategyContext, examples: Sequence[Example]) -> list[Prediction]:
     """3-Agent baseline / CoT de-polarization: rerank by the weighted aggregate, top-k."""
     k = ctx.settings_as(AssessedConfig).top_k
     return _select_and_generate(ctx, examples, _weighted, lambda v: top_k(v, k))
 
 
-@STRATEGIES.register("sda", schema=SDAConfig)
-@STRATEGIES.register("sda_cot", schema=SDAConfig)
 def score_distribution_alignment(ctx: StrategyContext, examples: Sequence[Example]) -> list[Prediction]:
     """SDA (Algorithm 1): rerank by the weighted mean of per-agent percentile ranks, top-k."""
     k = ctx.settings_as(SDAConfig).top_k
     return _select_and_generate(ctx, examples, _sda, lambda v: top_k(v, k))
 
 
-@STRATEGIES.register("rrf", schema=RRFConfig)
 def reciprocal_rank_fusion(ctx: StrategyContext, examples: Sequence[Example]) -> list[Prediction]:
     """RRF over the three agents' rankings (Appendix C), top-k."""
     k = ctx.settings_as(RRFConfig).top_k
     return _select_and_generate(ctx, examples, _rrf, lambda v: top_k(v, k))
 
 
-@STRATEGIES.register("atf", schema=ATFConfig)
 def adaptive_threshold_filtering(ctx: StrategyContext, examples: Sequence[Example]) -> list[Prediction]:
     """ATF (Section 4.3): filter the weighted aggregate at mu - kappa*sigma."""
     st = ctx.settings_as(ATFConfig)
@@ -175,3 +193,20 @@ def adaptive_threshold_filtering(ctx: StrategyContext, examples: Sequence[Exampl
             "threshold": rounded([atf_threshold(v, kappa)])[0], "mu": rounded([float(np.mean(v))])[0] if len(v) else None, "max_keep": hi,
         },
     )
+
+
+SPECS = [
+    register(StrategySpec(name="three_agent", schema=AssessedConfig, run=weighted_rerank, ranges=ASSESSED_RANGES,
+                          checks=ASSESSED_CHECKS, prompts=ASSESSED_PROMPTS, description="3-Agent: the three agents' weighted scores, top-k kept")),
+    register(StrategySpec(name="cot", schema=AssessedConfig, run=weighted_rerank, ranges=ASSESSED_RANGES,
+                          checks=ASSESSED_CHECKS, prompts=ASSESSED_PROMPTS, description="CoT de-polarisation: agents reason before scoring")),
+    register(StrategySpec(name="sda", schema=SDAConfig, run=score_distribution_alignment, ranges=ASSESSED_RANGES,
+                          checks=ASSESSED_CHECKS, prompts=ASSESSED_PROMPTS, description="SDA: percentile-rank alignment of each agent's scores")),
+    register(StrategySpec(name="sda_cot", schema=SDAConfig, run=score_distribution_alignment, ranges=ASSESSED_RANGES,
+                          checks=ASSESSED_CHECKS, prompts=ASSESSED_PROMPTS, description="SDA+CoT: alignment over reasoned scores")),
+    register(StrategySpec(name="rrf", schema=RRFConfig, run=reciprocal_rank_fusion, ranges={**ASSESSED_RANGES, "rrf_k": int_range(0)},
+                          checks=ASSESSED_CHECKS, prompts=ASSESSED_PROMPTS, description="RRF: reciprocal rank fusion of the agents' rankings")),
+    register(StrategySpec(name="atf", schema=ATFConfig, run=adaptive_threshold_filtering,
+                          ranges={**ASSESSED_RANGES, "kappa": num_range(0.0), "min_keep": int_range(0)},
+                          checks=ASSESSED_CHECKS, prompts=ASSESSED_PROMPTS, description="ATF: keep documents above mu - kappa*sigma")),
+]

@@ -5,31 +5,26 @@ of the cell (``Example.docs`` already holds the retrieved top-k in rank order) a
 issues each stage as ONE batched call through ``ctx.llm``, so the engine sees the
 whole stage at once and the cache shares work between strategies.
 
-Each strategy registers one :class:`StrategySpec`, the same shape as a backend's and a
-retriever's: its settings schema, the prompt families it sends (which decide its cells'
-keys), the root groups beyond the usual ones its key covers, and an optional prepare
-step, named, that runs before the cell's engine is taken and returns what runs
-(``strategy=madara``: the probe and the route, :data:`PREPARE_STEPS`, filled by the
-layer that can run a probe).
+Each strategy registers one :class:`StrategySpec` in the one catalog, the same shape as
+every plug-in's (:mod:`madara_cli.plugins.shape`): its settings schema, the prompt families
+it sends (which decide its cells' keys), its ranges and checks, and what runs a cell (a
+run function, a prepare step that returns one, or, for ``madara``, the route).
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from dataclasses import dataclass, field, fields
-from pathlib import Path
-from typing import Any, Callable, Optional, Protocol, Sequence, TypeVar
+from typing import Any, Callable, ClassVar, Optional, Protocol, Sequence, TypeVar
 
 from omegaconf import DictConfig, OmegaConf
 
 from madara_cli.backends.cache import CachedLLM
 from madara_cli.config.folders import prompts_of
-from madara_cli.config.plugin_schemas import register_schema, schema_for
 from madara_cli.config.prompt_sets import PromptSet
 from madara_cli.config.schema import StrategyConfig
+from madara_cli.plugins.catalog import CATALOG
+from madara_cli.plugins.shape import Spec
 from madara_cli.records import Doc, Example, Prediction
-from madara_cli.registry import Registry
 
 S = TypeVar("S")
 
@@ -84,105 +79,64 @@ class EngineSource(Protocol):
 # the calibration split as the cell loaded it or None, the reranker's config or None)
 # -> the strategy function that runs the cell.
 PrepareFn = Callable[[DictConfig, Optional[EngineSource], Optional[list[Example]], Optional[DictConfig]], StrategyFn]
-PREPARE_STEPS: Registry[PrepareFn] = Registry("prepare step")
 
 
-@dataclass(frozen=True)
-class StrategySpec:
-    """One strategy, as it registered."""
+@dataclass(frozen=True, kw_only=True)
+class StrategySpec(Spec):
+    """One strategy: what every plug-in declares (:class:`~madara_cli.plugins.shape.Spec`:
+    its implementation name, a settings schema extending config.schema.StrategyConfig,
+    the prompt families it sends beside the generator's, ranges and checks) plus what
+    runs a cell of it.
 
-    name: str
-    run: StrategyFn | None  # None: its prepare step returns what runs
-    schema: type  # its settings (a StrategyConfig dataclass)
-    prompts: tuple[str, ...] | None  # prompt families beside the generator's; None: the assessors' and detector's
-    prepare: str | None = None  # a PREPARE_STEPS name, run before the cell's engine is taken
-    key_groups: tuple[str, ...] = ()  # root groups beyond the usual ones its key covers (madara: rsc, router)
+    ``run`` is ``fn(ctx, examples) -> predictions``. A strategy may instead have a
+    ``prepare`` step, run before the cell's engine is taken, that returns what runs. A
+    ``routed`` strategy (``madara``) runs none of its own: the pipeline probes the model,
+    routes, and runs the strategy the route names (Diagnose -> Treat,
+    :mod:`madara_cli.experiment.treat`); ``key_groups`` are the root groups beyond the usual
+    ones its key covers (``madara``: the probe's ``rsc`` and the ``router``)."""
+
+    kind: ClassVar[str] = "strategy"
+
+    schema: Optional[type] = StrategyConfig  # a strategy without settings of its own has the name alone
+    run: Optional[StrategyFn] = None
+    prepare: Optional[PrepareFn] = None
+    routed: bool = False
+    key_groups: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if sum((self.run is not None, self.prepare is not None, self.routed)) != 1:
+            raise TypeError(f"strategy '{self.name}': exactly one of run, prepare and routed says what runs a cell")
 
 
-class StrategyRegistry(Registry[StrategyFn]):
-    """Strategies by implementation name (a strategy yaml's ``impl``, else its ``name``).
-    ``register(name, schema=Config)`` also declares the settings the strategy reads (a
-    dataclass extending :class:`~madara_cli.config.schema.StrategyConfig`), so a plugin
-    strategy is checked at compose like the shipped ones, whose schemas live in
-    :mod:`madara_cli.config.schema`. Registering the same function again (its module
-    imported twice) is a no-op."""
+class _Strategies:
+    """The strategies in the one catalog, by implementation name (a strategy yaml's
+    ``impl``, else its ``name``)."""
 
-    def __init__(self, kind: str):
-        super().__init__(kind)
-        self._specs: dict[str, StrategySpec] = {}
-
-    def register(self, name: str, schema: type | None = None, prompts: tuple[str, ...] | None = None,
-                 key_groups: tuple[str, ...] = ()) -> Callable[[StrategyFn], StrategyFn]:
-        """``prompts``: the prompt families the strategy sends beside the generator's
-        (``("judge",)``, ``()``), which its cells' keys then cover exactly; None keeps the
-        default of a document-assessment strategy (assessors and detector)."""
-        base = super().register(name)
-        if prompts is not None:  # an unknown family is refused at once, decorated or not
-            from madara_cli.agents.digest import declare_families
-
-            declare_families(name, tuple(prompts))
-
-        def deco(fn: StrategyFn) -> StrategyFn:
-            old = self._items.get(name)
-            if old is not None and (getattr(old, "__module__", None), getattr(old, "__qualname__", None)) == (fn.__module__, fn.__qualname__):
-                self._items[name] = fn
-                return fn
-            self._declare(StrategySpec(name, fn, schema or StrategyConfig, None if prompts is None else tuple(prompts),
-                                       key_groups=tuple(key_groups)), given_schema=schema is not None)
-            return base(fn)
-
-        return deco
-
-    def register_prepared(self, name: str, schema: type, prompts: tuple[str, ...] | None, prepare: str,
-                          key_groups: tuple[str, ...] = ()) -> StrategySpec:
-        """Register a strategy whose prepare step (``prepare``, a :data:`PREPARE_STEPS`
-        name) returns what runs; registering it again from the same module is a no-op."""
-        spec = StrategySpec(name, None, schema, None if prompts is None else tuple(prompts), prepare, tuple(key_groups))
-        old = self._specs.get(name)
-        if old is not None:
-            if old == spec:
-                return old
-            raise ValueError(f"{self.kind} '{name}' is already registered")
-        self._declare(spec, given_schema=True)
-        return spec
-
-    def _declare(self, spec: StrategySpec, given_schema: bool) -> None:
-        if spec.prompts is not None:
-            from madara_cli.agents.digest import declare_families
-
-            declare_families(spec.name, spec.prompts)
-        if given_schema or schema_for("strategy", spec.name) is None:  # a plugin without settings: name only
-            register_schema("strategy", spec.name, spec.schema, key_groups=spec.key_groups)
-        self._specs[spec.name] = spec
+    kind = "strategy"
 
     def spec(self, name: str) -> StrategySpec:
-        """The spec strategy implementation ``name`` registered."""
-        try:
-            return self._specs[name]
-        except KeyError:
-            raise KeyError(f"unknown {self.kind} '{name}'; valid: {', '.join(self.names())}") from None
+        return CATALOG.get("strategy", name)  # type: ignore[return-value]
 
     def get(self, name: str) -> StrategyFn:
-        """What strategy ``name`` runs; one that runs only through its prepare step says so."""
-        spec = self._specs.get(name)
-        if spec is not None and spec.run is None:
-            raise KeyError(f"{self.kind} '{name}' runs through its prepare step '{spec.prepare}' (StrategySpec.prepare), not on its own")
-        return super().get(name)
+        """What strategy ``name`` runs; one that runs through its prepare step or the
+        route says so."""
+        spec = self.spec(name)
+        if spec.run is None:
+            how = "its prepare step (StrategySpec.prepare)" if spec.prepare else "the route of its probe (StrategySpec.routed)"
+            raise KeyError(f"strategy '{name}' runs through {how}, not on its own")
+        return spec.run
 
     def names(self) -> list[str]:
-        return sorted(set(self._items) | set(self._specs))
+        return CATALOG.names("strategy")
 
     def __contains__(self, name: str) -> bool:
-        return name in self._items or name in self._specs
+        return CATALOG.find("strategy", name) is not None
+
+    def __iter__(self):
+        return iter(self.names())
 
 
-STRATEGIES: StrategyRegistry = StrategyRegistry("strategy")
-
-
-def load_all() -> None:
-    """Import every module of this package so that each registers its strategies."""
-    for mod in pkgutil.iter_modules([str(Path(__file__).parent)]):  # this package's folder
-        importlib.import_module(f"madara_cli.strategies.{mod.name}")
+STRATEGIES = _Strategies()
 
 
 def generate_answers(ctx: StrategyContext, stage: str, examples: Sequence[Example], selections: Sequence[Sequence[Doc]]) -> list[Prediction]:

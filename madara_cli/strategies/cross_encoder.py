@@ -16,9 +16,10 @@ import numpy as np
 
 from madara_cli.config.schema import StrategyConfig
 from madara_cli.errors import BackendError
+from madara_cli.plugins import int_range, register
 from madara_cli.records import Example, Prediction
 from madara_cli.strategies.assessed import selection_report
-from madara_cli.strategies.context import STRATEGIES, StrategyContext, generate_answers, rounded, support_coverage, with_extra
+from madara_cli.strategies.context import StrategyContext, StrategySpec, generate_answers, rounded, support_coverage, with_extra
 from madara_cli.strategies.selection import top_k
 
 
@@ -52,7 +53,6 @@ def cross_encoder_scores(name: str, pairs: Sequence[tuple[str, str]]) -> np.ndar
     return np.asarray(model.predict(list(pairs), batch_size=64, show_progress_bar=False), dtype=float)
 
 
-@STRATEGIES.register("cross_encoder", schema=CrossEncoderConfig, prompts=())
 def cross_encoder_rerank(ctx: StrategyContext, examples: Sequence[Example]) -> list[Prediction]:
     st = ctx.settings_as(CrossEncoderConfig)
     name, k = st.cross_encoder, st.top_k
@@ -72,3 +72,7 @@ def cross_encoder_rerank(ctx: StrategyContext, examples: Sequence[Example]) -> l
         with_extra(p, ce_scores=rounded(s), selected=idx, **support_coverage(ex, p.doc_ids))
         for ex, p, s, idx in zip(examples, preds, scores, picks)
     ]
+
+
+SPEC = register(StrategySpec(name="cross_encoder", schema=CrossEncoderConfig, run=cross_encoder_rerank, ranges={"top_k": int_range(1)},
+                             extra="dense", description="Cross-encoder reranking (sentence-transformers), top-k kept"))

@@ -29,9 +29,11 @@ import numpy as np
 
 from madara_cli.agents.prompts import judge_messages
 from madara_cli.config.schema import StrategyConfig
+from madara_cli.plugins import num_range, register
 from madara_cli.records import Completion, Example, Prediction, ScoreRequest
+from madara_cli.results.health import JUDGE_STAGE  # the stage a cell's health counts the judge's scores under
 from madara_cli.strategies.assessed import selection_report
-from madara_cli.strategies.context import STRATEGIES, StrategyContext, generate_answers, rounded, support_coverage, with_extra
+from madara_cli.strategies.context import StrategyContext, StrategySpec, generate_answers, rounded, support_coverage, with_extra
 from madara_cli.strategies.pde import per_document_extraction
 from madara_cli.strategies.selection import main_rag_select
 
@@ -41,7 +43,6 @@ class MainRAGConfig(StrategyConfig):
     main_rag_n: float = 0.0  # keep judge score >= mean - n*std
 
 JUDGE_CANDIDATES = ("Yes", "No")
-JUDGE_STAGE = "main-rag-judge"
 LOGPROB_FLOOR = -50.0
 
 
@@ -54,7 +55,6 @@ def judge_score(completion: Completion) -> float:
     return max(yes, LOGPROB_FLOOR) - max(no, LOGPROB_FLOOR)
 
 
-@STRATEGIES.register("main_rag", schema=MainRAGConfig, prompts=("judge",))
 def main_rag(ctx: StrategyContext, examples: Sequence[Example]) -> list[Prediction]:
     n = ctx.settings_as(MainRAGConfig).main_rag_n
     picks = [list(range(len(ex.docs or ()))) for ex in examples]
@@ -93,3 +93,7 @@ def main_rag(ctx: StrategyContext, examples: Sequence[Example]) -> list[Predicti
             )
         )
     return out
+
+
+SPEC = register(StrategySpec(name="main_rag", schema=MainRAGConfig, run=main_rag, ranges={"main_rag_n": num_range()},
+                             prompts=("judge",), description="MAIN-RAG: a Yes/No judge per document, kept above mean - n*std"))

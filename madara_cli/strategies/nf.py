@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from madara_cli.config.schema import StrategyConfig
+from madara_cli.plugins import register
 from madara_cli.records import Example, Prediction
-from madara_cli.strategies.context import STRATEGIES, StrategyContext, generate_answers
+from madara_cli.strategies.context import StrategyContext, StrategySpec, generate_answers
 
 
 @dataclass
@@ -16,6 +17,8 @@ class NFConfig(StrategyConfig):
     """No-Filter: every retrieved document goes to the generator; no settings."""
 
 
-@STRATEGIES.register("nf", schema=NFConfig, prompts=())
 def no_filter(ctx: StrategyContext, examples: Sequence[Example]) -> list[Prediction]:
     return generate_answers(ctx, "generate", examples, [ex.docs or () for ex in examples])
+
+
+SPEC = register(StrategySpec(name="nf", schema=NFConfig, run=no_filter, description="No-Filter: every retrieved document to the generator"))

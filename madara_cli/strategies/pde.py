@@ -38,9 +38,10 @@ import numpy as np
 from madara_cli.agents.generator import clean_answer, generation_request
 from madara_cli.config import Selection, Vote
 from madara_cli.errors import ConfigError
+from madara_cli.plugins import register
 from madara_cli.records import Example, Prediction
-from madara_cli.strategies.assessed import AssessedConfig, scored, selection_report
-from madara_cli.strategies.context import STRATEGIES, StrategyContext, rounded, support_coverage
+from madara_cli.strategies.assessed import ASSESSED_CHECKS, ASSESSED_PROMPTS, ASSESSED_RANGES, AssessedConfig, scored, selection_report
+from madara_cli.strategies.context import StrategyContext, StrategySpec, rounded, support_coverage
 from madara_cli.strategies.selection import pde_vote, pde_vote_authors, top_k, weighted_aggregate
 
 
@@ -85,9 +86,6 @@ def random_documents(example: Example, k: int, seed: int) -> list[int]:
     return sorted(int(i) for i in rng.choice(m, size=min(k, m), replace=False)) if m else []
 
 
-@STRATEGIES.register("pde", schema=PDEConfig)
-@STRATEGIES.register("pde_uniform", schema=PDEConfig)
-@STRATEGIES.register("pde_random", schema=PDEConfig)
 def per_document(ctx: StrategyContext, examples: Sequence[Example]) -> list[Prediction]:
     st = ctx.settings_as(PDEConfig)
     selection, vote = str(st.selection), str(st.vote)
@@ -134,3 +132,14 @@ def per_document(ctx: StrategyContext, examples: Sequence[Example]) -> list[Pred
         "mean_answer_groups": round(float(np.mean(n_groups)), 4) if n_groups else 0.0,
     }
     return preds
+
+
+SPECS = [
+    register(StrategySpec(name=name, schema=PDEConfig, run=per_document, ranges=ASSESSED_RANGES, checks=ASSESSED_CHECKS,
+                          prompts=ASSESSED_PROMPTS, description=text))
+    for name, text in (
+        ("pde", "PDE: each kept document answered alone, answers voted by score"),
+        ("pde_uniform", "PDE ablation: assessed documents, uniform vote"),
+        ("pde_random", "PDE ablation: k random documents, uniform vote (asks no agent)"),
+    )
+]

@@ -1,21 +1,21 @@
 """MADARA's routed strategy (``strategy=madara``): the RSC probe on the calibration
 queries, then the treatment the router picks (PDE, SDA, CoT or ATF), run with its own
-config. Its settings and the prompt families it sends are declared here, beside the
-other strategies'; what it runs is composed one floor up, where the probe and the
-engine pool live (:class:`madara_cli.experiment.treat.Treatment`)."""
+config. Its spec is declared here, beside the other strategies': settings, prompt
+families, the groups its key covers, and ``routed``: what runs a cell is the route of
+its probe, which the pipeline works out where the probe and the engine pool live
+(:mod:`madara_cli.experiment.treat`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Optional
 
-from madara_cli.config.schema import ConflictCalls, RankTies, Scoring, Selection, StrategyConfig, Vote
-from madara_cli.strategies.context import STRATEGIES
+from madara_cli.config.schema import ConflictCalls, RankTies, Scoring, Selection, StrategyConfig, Vote, input_field
+from madara_cli.plugins import int_range, num_range, register
+from madara_cli.strategies.assessed import ASSESSED_CHECKS, ASSESSED_PROMPTS, ASSESSED_RANGES
+from madara_cli.strategies.context import StrategySpec
 
 ROUTED = "madara"
-# Its prepare step: the probe (reused, or run on the calibration split), then the route;
-# it returns the routed treatment (madara_cli.experiment.treat registers it).
-PROBE_AND_ROUTE = "probe_and_route"
 
 
 @dataclass
@@ -25,7 +25,7 @@ class MadaraConfig(StrategyConfig):
     the user set carries over to the routed treatment when that treatment has it
     (``scoring`` not to CoT, whose reasoning is generated)."""
 
-    probe: Optional[str] = None  # path to a finished probe.json to reuse
+    probe: Optional[str] = input_field("file")  # path to a finished probe.json to reuse
     top_k: int = 5
     weights: list[float] = field(default_factory=lambda: [0.4, 0.3, 0.3])
     scoring: Scoring = Scoring.generate
@@ -38,8 +38,34 @@ class MadaraConfig(StrategyConfig):
     rank_ties: RankTies = RankTies.ordinal
 
 
+def check_probe(cfg) -> None:
+    """A pinned probe must be there; a probe to run needs two calibration queries at least
+    (fewer have no correlation)."""
+    from pathlib import Path
+
+    from madara_cli.errors import ConfigError
+
+    probe = cfg.strategy.get("probe")
+    if probe:
+        p = Path(str(probe)).expanduser()
+        if not p.is_file():
+            raise ConfigError(f"strategy.probe: no probe file at {p} (run 'madara probe' first, or unset strategy.probe)")
+        return
+    calibration = cfg.benchmark.get("calibration")
+    if isinstance(calibration, int) and calibration < MIN_CALIBRATION:
+        raise ConfigError(f"benchmark.calibration={calibration} is out of range for strategy=madara: its RSC probe needs at least "
+                          f"{MIN_CALIBRATION} calibration queries (or strategy.probe=PATH, a finished probe)")
+
+
+# The RSC probe correlates scores over calibration queries: fewer than two have no correlation.
+MIN_CALIBRATION = 2
+
 # Its probe re-scores through the forced prompt and its routed treatments (SDA, CoT, ATF,
 # PDE) ask the Conflict Detector, so the detector's words are its key's too; the probe's
-# settings (rsc) and the router's are part of a madara cell's identity.
-STRATEGIES.register_prepared(ROUTED, schema=MadaraConfig, prompts=("assessors", "detector", "rescore"),
-                             prepare=PROBE_AND_ROUTE, key_groups=("rsc", "router"))
+# settings (rsc) and the router's are part of a madara cell's identity. What runs a cell is
+# the route (madara_cli.experiment.treat: probe, route, treat).
+SPEC = register(StrategySpec(
+    name=ROUTED, schema=MadaraConfig, routed=True, prompts=(*ASSESSED_PROMPTS, "rescore"), key_groups=("rsc", "router"),
+    ranges={**ASSESSED_RANGES, "kappa": num_range(0.0), "min_keep": int_range(0)}, checks=(*ASSESSED_CHECKS, check_probe),
+    description="MADARA: probe the model (RSC), route, and run the treatment the route names",
+))

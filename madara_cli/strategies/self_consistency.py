@@ -15,8 +15,9 @@ from typing import Sequence
 
 from madara_cli.agents.generator import clean_answer, generation_request
 from madara_cli.config.schema import StrategyConfig
+from madara_cli.plugins import int_range, register
 from madara_cli.records import Example, Prediction
-from madara_cli.strategies.context import STRATEGIES, StrategyContext
+from madara_cli.strategies.context import StrategyContext, StrategySpec
 from madara_cli.strategies.selection import pde_vote
 
 
@@ -27,7 +28,6 @@ class SelfConsistencyConfig(StrategyConfig):
 STAGE = "self-consistency"
 
 
-@STRATEGIES.register("self_consistency", schema=SelfConsistencyConfig, prompts=())
 def self_consistency(ctx: StrategyContext, examples: Sequence[Example]) -> list[Prediction]:
     n = ctx.settings_as(SelfConsistencyConfig).n_samples
     if n < 1:
@@ -54,3 +54,7 @@ def self_consistency(ctx: StrategyContext, examples: Sequence[Example]) -> list[
             )
         )
     return preds
+
+
+SPEC = register(StrategySpec(name="self_consistency", schema=SelfConsistencyConfig, run=self_consistency,
+                             ranges={"n_samples": int_range(1)}, description="Self-consistency: sampled answers over all documents, majority vote"))

@@ -16,16 +16,16 @@ from madara_cli.agents.polarization import assessment_report
 from madara_cli.agents.prompts import CONFLICT, detector_messages
 from madara_cli.agents.requests import ADJUSTMENT_TOKENS_PER_DOC, DETECTOR_PREFIX, conflict_request
 from madara_cli.backends.cache import CachedLLM, ResponseCache
-from madara_cli.composition import compose
+from madara_cli.composition import compose, ensure_loaded
 from madara_cli.config.folders import shipped_prompt_set
 from madara_cli.data.mini import generate
 from madara_cli.errors import ConfigError
 from madara_cli.records import ChatRequest, Completion, Doc, Example
-from madara_cli.strategies import STRATEGIES, StrategyContext, load_all
+from madara_cli.strategies import STRATEGIES, StrategyContext
 from madara_cli.strategies.assessed import assess_cell
 from tests.fakes import FakeBackend
 
-load_all()
+ensure_loaded()  # every plug-in registered, as composition does first
 
 J = 2  # the detector's column
 

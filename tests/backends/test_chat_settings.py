@@ -11,14 +11,14 @@ import pytest
 
 from madara_cli.backends.cache import CachedLLM, ResponseCache
 from madara_cli.backends.chat import ChatSettings, ControlText, fold_system, safe_token_ids, strip_thinking
-from madara_cli.composition import compose
+from madara_cli.composition import compose, ensure_loaded
+from madara_cli.composition.identify import identify, identify_probe
 from madara_cli.data.mini import generate
-from madara_cli.experiment.grid import semantic_config
 from madara_cli.records import ChatRequest, Completion, Message, ScoreRequest, messages
-from madara_cli.strategies import STRATEGIES, StrategyContext, load_all
+from madara_cli.strategies import STRATEGIES, StrategyContext
 from tests.fakes import FAKE_STRATEGIES, FAMILIES, GEMMA_LIKE, FakeBackend, cli, hf_tokenizer, hostile_messages
 
-load_all()
+ensure_loaded()  # every plug-in registered, as composition does first
 
 # -- settings in the configs -------------------------------------------------------------
 
@@ -63,10 +63,10 @@ def test_settings_move_the_fingerprint_and_key_only_when_set():
     assert vllm_fp("org/m", "main", "bfloat16", 4096, "0.9") == "hf:org/m@main:bfloat16:len4096:vllm-0.9:rs"  # rs: seed per request
     assert vllm_fp("org/m", "main", "bfloat16", 4096, "0.9", ChatSettings(system_role=False)).endswith(":chat-nosys")
     # Cell keys: unchanged for models at the defaults, honest for the others.
-    assert "chat_template_kwargs" not in semantic_config(compose(["model=smollm2-135m"]))["model"]
-    assert "system_role" not in semantic_config(compose(["model=llama-3.1-8b"]))["model"]
-    assert semantic_config(compose(["model=qwen3-8b"]))["model"]["chat_template_kwargs"] == {"enable_thinking": False}
-    assert semantic_config(compose(["model=gemma-2-9b"]))["model"]["system_role"] is False
+    assert "chat_template_kwargs" not in _payload(compose(["model=smollm2-135m"]))["model"]
+    assert "system_role" not in _payload(compose(["model=llama-3.1-8b"]))["model"]
+    assert _payload(compose(["model=qwen3-8b"]))["model"]["chat_template_kwargs"] == {"enable_thinking": False}
+    assert _payload(compose(["model=gemma-2-9b"]))["model"]["system_role"] is False
 
 
 def test_folding_puts_the_system_text_before_the_first_user_turn():
@@ -164,8 +164,8 @@ class RecordingBackend(FakeBackend):
 def every_request(tmp_path_factory) -> list[ChatRequest | ScoreRequest]:
     """One request of each kind madara sends: every strategy (generate and logprob
     scoring), the RSC probe's CoT and re-score requests, the generative reranker's."""
-    from madara_cli.retrievers.rerank import rerank_request
     from madara_cli.diagnose.probe import run_probe
+    from madara_cli.retrievers.rerank import rerank_request
 
     backend = RecordingBackend()
     llm = CachedLLM(backend, ResponseCache(tmp_path_factory.mktemp("fam") / "c.sqlite"))
@@ -175,7 +175,7 @@ def every_request(tmp_path_factory) -> list[ChatRequest | ScoreRequest]:
     for extra in (["strategy=three_agent", "strategy.scoring=logprob"], ["strategy=madara"], ["strategy=madara", "rsc.rescoring=logprob"]):
         cfg = compose(extra)
         if extra[0] == "strategy=madara":
-            run_probe(cfg, llm, n=2, examples=exs[:2])
+            run_probe(cfg, llm, n=2, examples=exs[:2], spec=identify_probe(cfg, 2))
         else:
             STRATEGIES.get("three_agent")(StrategyContext(llm=llm, cfg=cfg), exs)
     backend.requests.append(rerank_request("who?", exs[0].docs[0]))
@@ -413,3 +413,9 @@ def test_the_qwen3_reranker_gets_its_empty_think_block_once(tmp_path):
     assert HFTokenizer(str(folder), chat=off).render(req.messages) == HFTokenizer(str(folder)).render(req.messages) + QWEN3_PREFIX
     engine = types.SimpleNamespace(backend=types.SimpleNamespace(chat_settings=off))
     assert _template_closes_thinking(engine) and not _template_closes_thinking(types.SimpleNamespace(backend=object()))
+
+
+def _payload(cfg):
+    """What a cell's hash covers."""
+
+    return identify(cfg).payload

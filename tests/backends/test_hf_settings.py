@@ -1,6 +1,7 @@
 """``backend=hf`` without running a model: its settings, their checks, and its identity
-(the fingerprint and the keys' backend fragment: weights and adapter by content, the
-resolved dtype and device), and that the backend lives in its own modules."""
+(the fingerprint, and what its keys hold through the one identity room: weights and
+adapter by content, the hub commit, the resolved dtype and device), and that the
+backend lives in its own modules."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from madara_cli.backends import backend_fingerprint, backend_key_fragment, backend_spec
+from madara_cli.backends import backend_fingerprint, backend_spec
 from madara_cli.composition import compose
+from madara_cli.composition.identify import identify, identify_probe
 from madara_cli.errors import BackendError
 from madara_cli.experiment.grid import cell_from_cfg
 from tests.fakes import cli, one_line_error
@@ -43,7 +45,7 @@ def test_the_backend_is_registered_with_its_schema_and_declarations():
     assert spec.package == "transformers"
     assert spec.model_settings == ("hf_source",)
     assert set(spec.runtime_only) == {"batch_size", "micro_batch", "device_map", "n_threads"}
-    assert spec.worker_threads == "n_threads" and spec.key_fragment is not None
+    assert spec.worker_threads == "n_threads" and spec.resolves is not None and spec.loads_hub is not None
     cfg = hf()
     assert cfg.backend.device == "auto" and cfg.backend.dtype is None and cfg.backend.micro_batch == 16
 
@@ -80,9 +82,13 @@ def test_a_setting_it_lacks_and_a_bad_value_are_one_line(tmp_path):
 @pytest.mark.llm  # fingerprints the embedded model's GGUF file
 def test_dtype_follows_the_device_kind_and_is_in_the_identity():
     cpu = hf("backend.device=cpu")
-    assert backend_key_fragment(cpu)["dtype"] == "float32" and backend_key_fragment(cpu)["device"] == "cpu"
+    assert identify(cpu).fragments.resolved == {"dtype": "float32", "device": "cpu"}
     gpu = hf("backend.device=cuda")  # computed without a GPU: nothing is loaded
-    assert backend_key_fragment(gpu) == {**backend_key_fragment(cpu), "dtype": "bfloat16", "device": "cuda"}
+    assert identify(gpu).fragments.resolved == {"dtype": "bfloat16", "device": "cuda"}
+    # the key holds what the settings resolve to, in their place
+    assert {k: identify(gpu).payload["backend"][k] for k in ("dtype", "device")} == {"dtype": "bfloat16", "device": "cuda"}
+    # auto and null on this CPU machine are the same cell as cpu and float32 said outright
+    assert cell_from_cfg(hf()).key == cell_from_cfg(cpu).key == cell_from_cfg(hf("backend.device=cpu", "backend.dtype=float32")).key
     assert ":bfloat16:cuda:" in backend_fingerprint(gpu) and ":float32:cpu:" in backend_fingerprint(cpu)
     assert backend_fingerprint(hf("backend.device=cuda", "backend.dtype=float32")) != backend_fingerprint(gpu)
     assert cell_from_cfg(gpu).key != cell_from_cfg(cpu).key
@@ -104,7 +110,8 @@ def test_a_local_folder_is_keyed_by_its_files_not_its_path(tmp_path):
     b = model_folder(tmp_path / "b")  # the same files elsewhere
     cfg_a, cfg_b = hf(f"model.hf_source={a}", "backend.device=cpu"), hf(f"model.hf_source={b}", "backend.device=cpu")
     assert backend_fingerprint(cfg_a) == backend_fingerprint(cfg_b)
-    assert backend_key_fragment(cfg_a) == backend_key_fragment(cfg_b)
+    assert identify(cfg_a).fragments.inputs == identify(cfg_b).fragments.inputs
+    assert cell_from_cfg(cfg_a).config_hash == cell_from_cfg(cfg_b).config_hash
     key = cell_from_cfg(cfg_a).key
     (a / "model.safetensors").write_bytes(b"x" * 64)  # retrained in place: same path, same size
     assert backend_fingerprint(cfg_a) != backend_fingerprint(cfg_b)
@@ -118,7 +125,7 @@ def test_an_adapter_is_keyed_by_its_content(tmp_path):
     with_adapter = hf("backend.device=cpu", f"backend.adapter={ad}")
     fp = backend_fingerprint(with_adapter)
     assert fp != backend_fingerprint(base) and ":adapter:" in fp and ":peft-" in fp
-    assert backend_key_fragment(with_adapter)["adapter"].startswith("adapter:")
+    assert identify(with_adapter).fragments.inputs["backend.adapter"].startswith("sha256:")
     key = cell_from_cfg(with_adapter).key
     (ad / "adapter_model.safetensors").write_bytes(b"b" * 32)
     assert backend_fingerprint(with_adapter) != fp and cell_from_cfg(with_adapter).key != key
@@ -127,40 +134,21 @@ def test_an_adapter_is_keyed_by_its_content(tmp_path):
 
 
 @pytest.mark.llm  # fingerprints the embedded model's GGUF file
-def test_speed_settings_keep_the_key_and_the_probe_key_takes_the_fragment(tmp_path):
-    from madara_cli.diagnose.probe import ProbeSpec
-
+def test_speed_settings_keep_the_key_and_the_probe_key_holds_the_adapter_and_device(tmp_path):
     cfg = hf("backend.device=cpu")
     fast = hf("backend.device=cpu", "backend.micro_batch=64", "backend.batch_size=1024", "backend.n_threads=1")
     assert cell_from_cfg(cfg).key == cell_from_cfg(fast).key
-    assert ProbeSpec.from_cfg(cfg).config_hash == ProbeSpec.from_cfg(fast).config_hash
+    assert identify_probe(cfg).probe.config_hash == identify_probe(fast).probe.config_hash
     ad = adapter_folder(tmp_path / "lora")
-    assert ProbeSpec.from_cfg(hf("backend.device=cpu", f"backend.adapter={ad}")).config_hash != ProbeSpec.from_cfg(cfg).config_hash
+    assert identify_probe(hf("backend.device=cpu", f"backend.adapter={ad}")).probe.config_hash != identify_probe(cfg).probe.config_hash
+    assert identify_probe(hf("backend.device=cuda")).probe.config_hash != identify_probe(cfg).probe.config_hash
 
 
 def test_other_backends_keys_do_not_move():
-    """The key fragment is the hf backend's alone: llama.cpp cells keep their keys."""
+    """Resolved settings are the hf backend's alone: llama.cpp cells keep their keys."""
     cfg = compose(["model=smollm2-135m"])
-    assert backend_key_fragment(cfg) == {}
-    from madara_cli.experiment.grid import semantic_config
-
-    assert "key_fragment" not in semantic_config(cfg)["backend"]
-
-
-def test_file_digests_are_memoised_on_stamps_a_copy_cannot_keep(tmp_path, monkeypatch):
-    import os
-
-    from madara_cli.backends import hf as hf_mod
-
-    monkeypatch.setenv("MADARA_CACHE", str(tmp_path / "cache"))
-    f = tmp_path / "w.bin"
-    f.write_bytes(b"one")
-    first = hf_mod.file_sha256(f)
-    st = f.stat()
-    f.write_bytes(b"two")  # same size
-    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))  # touch -r: mtime kept, ctime moves
-    assert hf_mod.file_sha256(f) != first
-    assert list((tmp_path / "cache" / "file-sha256").iterdir())
+    assert identify(cfg).fragments.resolved == {}
+    assert "device" not in identify(cfg).payload["backend"]
 
 
 @pytest.mark.llm  # fingerprints the embedded model's GGUF file
@@ -186,4 +174,4 @@ def test_a_hub_model_is_keyed_by_the_commit_its_revision_names(tmp_path, monkeyp
     ref.parent.mkdir(parents=True)
     ref.write_text("a" * 40)
     assert f"@hub@{'a' * 40}:" in backend_fingerprint(cfg)
-    assert backend_key_fragment(cfg)["weights"] == f"hub@{'a' * 40}"
+    assert identify(cfg).fragments.hub_commit == "a" * 40 and identify(cfg).payload["model"]["revision"] == "a" * 40

@@ -101,7 +101,9 @@ def test_shipped_keys_lay_over_the_old_flat_settings():
 
 
 # Cell and probe keys computed at commit 62abdde, before backends and retrievers had a
-# schema each (tools: Cell.from_cfg, ProbeSpec.from_cfg).
+# schema each. Since local inputs are keyed by content (the GGUF by its digest, never its
+# path) these are the keys the same cells had before (identify(cfg).legacy): finished
+# results are still found under them (SHIMS content_keyed_inputs).
 KEYS_BEFORE = [
     (["strategy=nf", "limit=5", "grid_name=demo"], "smollm2-135m__mini__nf__bm25s-k10__n5__s0__68e1147a", "smollm2-135m__mini__n4__bfae2e7a"),
     (["backend=llamacpp", "backend.n_threads=3"], "smollm2-135m__mini__nf__bm25s-k10__nall__s0__57347540", "smollm2-135m__mini__n20__15dc292a"),
@@ -120,56 +122,96 @@ KEYS_BEFORE = [
     (["strategy=madara"], "smollm2-135m__mini__madara__bm25s-k10__nall__s0__636590a9", "smollm2-135m__mini__n20__15dc292a"),
 ]
 
-
-@pytest.mark.parametrize("overrides, cell_key, probe_key", KEYS_BEFORE)
-def test_shipped_cell_and_probe_keys_do_not_move(overrides, cell_key, probe_key):
-    from madara_cli.diagnose.probe import ProbeSpec
-
-    if "grid_name=demo" in overrides:  # the first cell of the demo grid that was (demo-full since issue 30), as it composes it
-        from madara_cli.experiment.grid import expand
-
-        cfg = expand("demo-full")[0]
-    else:
-        cfg = compose(overrides)
-    assert cell_from_cfg(cfg).key == cell_key
-    assert ProbeSpec.from_cfg(cfg).key == probe_key
-
-
-# One golden key per shipped strategy (its default cell on the default model, benchmark,
-# backend and retriever), computed before cell, probe and snapshot keys moved into one
-# room (madara_cli/config/identity.py) and unmoved by it: a change that moves one says
-# so in its commit and the CHANGELOG.
-STRATEGY_KEYS = [
-    ("atf", "c160158e"),
-    ("cot", "ed0e6af7"),
-    ("cross_encoder", "39d542c7"),
-    ("madara", "636590a9"),
-    ("main_rag", "d85a1525"),
-    ("nf", "57347540"),
-    ("pde", "80f3dd20"),
-    ("pde_random", "8dfea888"),
-    ("pde_uniform", "f935db33"),
-    ("rrf", "32f5d216"),
-    ("sda", "c34f2f7e"),
-    ("sda_cot", "6af59e06"),
-    ("self_consistency", "4e6fb726"),
-    ("three_agent", "f0032379"),
+# The same cells' keys since local inputs are keyed by content (CHANGELOG: every cell of a
+# model read from a GGUF moved; hub models without a GGUF did not).
+KEYS_NOW = [
+    (["strategy=nf", "limit=5", "grid_name=demo"], "smollm2-135m__mini__nf__bm25s-k10__n5__s0__8feab980", "smollm2-135m__mini__n4__3faa2ab5"),
+    (["backend=llamacpp", "backend.n_threads=3"], "smollm2-135m__mini__nf__bm25s-k10__nall__s0__f6d90a6b", "smollm2-135m__mini__n20__bbe58420"),
+    (["backend=vllm"], "smollm2-135m__mini__nf__bm25s-k10__nall__s0__a3b7a669", "smollm2-135m__mini__n20__bffbd72a"),
+    (["backend=openai"], "smollm2-135m__mini__nf__bm25s-k10__nall__s0__eb690af5", "smollm2-135m__mini__n20__592004b6"),
+    (["backend=openai", "backend.n_ctx=2048"], "smollm2-135m__mini__nf__bm25s-k10__nall__s0__73274da4", "smollm2-135m__mini__n20__db4c4ec0"),
+    (["backend=vllm", "model=qwen2.5-7b"], "qwen2.5-7b__mini__nf__bm25s-k10__nall__s0__582c0fe7", "qwen2.5-7b__mini__n20__101c7b6b"),
+    (["retriever=dense"], "smollm2-135m__mini__nf__dense-k10__nall__s0__b0c6c0e4", "smollm2-135m__mini__n20__362c368c"),
+    (["retriever=pyserini"], "smollm2-135m__mini__nf__pyserini-k10__nall__s0__5c650b15", "smollm2-135m__mini__n20__5dec8e54"),
+    (["retriever=rerank", "retriever.candidates=20"], "smollm2-135m__mini__nf__rerank-k10__nall__s0__91aee319", "smollm2-135m__mini__n20__c0c8e652"),
+    (["strategy=madara"], "smollm2-135m__mini__madara__bm25s-k10__nall__s0__d2031f3b", "smollm2-135m__mini__n20__bbe58420"),
 ]
 
 
-@pytest.mark.parametrize("strategy, config_hash", STRATEGY_KEYS)
-def test_each_shipped_strategy_keeps_its_key(strategy, config_hash):
-    from madara_cli.diagnose.probe import ProbeSpec
+def _composed(overrides):
+    if "grid_name=demo" in overrides:  # the first cell of the demo grid that was (demo-full since issue 30), as it composes it
+        from madara_cli.experiment.grid import expand
 
-    cfg = compose([f"strategy={strategy}"])
-    assert cell_from_cfg(cfg).key == f"smollm2-135m__mini__{strategy}__bm25s-k10__nall__s0__{config_hash}"
-    assert ProbeSpec.from_cfg(cfg).key == "smollm2-135m__mini__n20__15dc292a"  # no strategy moves a probe
+        return expand("demo-full")[0]
+    return compose(overrides)
+
+
+def _before(ident):
+    """The key a cell or probe had under the path-keyed rule (itself where nothing moved)."""
+    return (ident.legacy[0] if ident.legacy else getattr(ident, "cell", None) or ident.probe).key
+
+
+@pytest.mark.parametrize("overrides, cell_key, probe_key", KEYS_BEFORE)
+def test_the_keys_of_before_are_still_known(overrides, cell_key, probe_key):
+    from madara_cli.composition.identify import identify, identify_probe
+
+    cfg = _composed(overrides)
+    assert _before(identify(cfg)) == cell_key
+    assert _before(identify_probe(cfg)) == probe_key
+
+
+@pytest.mark.llm  # the embedded model's GGUF is read: its digest keys the cells
+@pytest.mark.parametrize("overrides, cell_key, probe_key", KEYS_NOW)
+def test_shipped_cell_and_probe_keys_do_not_move(overrides, cell_key, probe_key):
+    from madara_cli.composition.identify import identify_probe
+
+    cfg = _composed(overrides)
+    assert cell_from_cfg(cfg).key == cell_key
+    assert identify_probe(cfg).key == probe_key
+
+
+# One golden key per shipped strategy (its default cell on the default model, benchmark,
+# backend and retriever): now, and before local inputs were keyed by content. A change
+# that moves one says so in its commit and the CHANGELOG.
+STRATEGY_KEYS = [
+    ("atf", "05e2e68e", "c160158e"),
+    ("cot", "015e77e1", "ed0e6af7"),
+    ("cross_encoder", "ff11c20c", "39d542c7"),
+    ("madara", "d2031f3b", "636590a9"),
+    ("main_rag", "519dc279", "d85a1525"),
+    ("nf", "f6d90a6b", "57347540"),
+    ("pde", "d663f846", "80f3dd20"),
+    ("pde_random", "46859073", "8dfea888"),
+    ("pde_uniform", "58b85fd6", "f935db33"),
+    ("rrf", "1ada7fad", "32f5d216"),
+    ("sda", "cc7df6c8", "c34f2f7e"),
+    ("sda_cot", "94105763", "6af59e06"),
+    ("self_consistency", "d6c1ebd1", "4e6fb726"),
+    ("three_agent", "099bdc69", "f0032379"),
+]
+
+
+@pytest.mark.llm  # the embedded model's GGUF is read: its digest keys the cells
+@pytest.mark.parametrize("strategy, config_hash, before", STRATEGY_KEYS)
+def test_each_shipped_strategy_keeps_its_key(strategy, config_hash, before):
+    from madara_cli.composition.identify import identify, identify_probe
+
+    ident = identify(compose([f"strategy={strategy}"]))
+    assert ident.key == f"smollm2-135m__mini__{strategy}__bm25s-k10__nall__s0__{config_hash}"
+    assert identify_probe(compose([f"strategy={strategy}"])).key == "smollm2-135m__mini__n20__bbe58420"  # no strategy moves a probe
+
+
+@pytest.mark.parametrize("strategy, config_hash, before", STRATEGY_KEYS)
+def test_each_shipped_strategy_is_found_under_its_key_of_before(strategy, config_hash, before):
+    from madara_cli.composition.identify import identify
+
+    assert _before(identify(compose([f"strategy={strategy}"]))) == f"smollm2-135m__mini__{strategy}__bm25s-k10__nall__s0__{before}"
 
 
 def test_every_shipped_strategy_has_a_golden_key():
     from madara_cli.config import options
 
-    assert sorted(s for s, _ in STRATEGY_KEYS) == options("strategy")
+    assert sorted(s for s, *_ in STRATEGY_KEYS) == options("strategy")
 
 
 # Snapshot keys (their file names) per shipped retriever, computed before the move.
@@ -180,13 +222,12 @@ SNAPSHOT_DIGESTS = {"bm25s": "f3d053ce0b7324d4", "dense": "d83f94d12af186a2", "p
 def test_each_shipped_retriever_keeps_its_snapshot_key(retriever):
     from omegaconf import OmegaConf
 
-    from madara_cli.config.identity import snapshot_identity
-    from madara_cli.retrievers.snapshots import key_digest
+    from madara_cli.config.identity import snapshot_identity, snapshot_name
 
     cfg = compose([f"retriever={retriever}"])
     key = snapshot_identity(OmegaConf.to_container(cfg.benchmark, resolve=True), "src",
                             OmegaConf.to_container(cfg.retriever, resolve=True), {"sha256": "c"}, None)
-    assert key_digest(key) == SNAPSHOT_DIGESTS[retriever]
+    assert snapshot_name(key).rsplit("__", 1)[1] == SNAPSHOT_DIGESTS[retriever]
 
 
 def test_every_old_key_allowance_is_in_the_one_table():
@@ -196,7 +237,7 @@ def test_every_old_key_allowance_is_in_the_one_table():
 
     assert all(s.what and s.since and s.why for s in identity.SHIMS.values())
     for name in ("omit_at_old_value", "flat_plugin_defaults", "flat_strategy_defaults", "model_chat_defaults",
-                 "paper_reading", "router_default", "isolation_probe_off", "pde_random_asks_no_agent"):
+                 "paper_reading", "router_default", "isolation_probe_off", "pde_random_asks_no_agent", "content_keyed_inputs"):
         assert name in identity.SHIMS
     # no other module keeps an old-key constant of its own
     import pathlib
@@ -263,7 +304,8 @@ TOY_STRATEGY = '''
     from dataclasses import dataclass
 
     from madara_cli.config.schema import StrategyConfig
-    from madara_cli.strategies.context import STRATEGIES, generate_answers
+    from madara_cli.plugins import register
+    from madara_cli.strategies.context import StrategySpec, generate_answers
 
 
     @dataclass
@@ -271,21 +313,23 @@ TOY_STRATEGY = '''
         n_docs: int = 3  # the first n retrieved documents go to the generator
 
 
-    @STRATEGIES.register("first_docs", schema=FirstDocsConfig, prompts=())
     def first_docs(ctx, examples):
         n = int(ctx.strategy.n_docs)
         return generate_answers(ctx, "generate", examples, [ex.docs[:n] for ex in examples])
+
+
+    SPEC = register(StrategySpec(name="first_docs", schema=FirstDocsConfig, run=first_docs))
 '''
 
 
 PREPARED_STRATEGY = '''
     from madara_cli.config.schema import StrategyConfig
-    from madara_cli.strategies.context import PREPARE_STEPS, STRATEGIES, generate_answers
+    from madara_cli.plugins import register
+    from madara_cli.strategies.context import StrategySpec, generate_answers
 
     SEEN = []
 
 
-    @PREPARE_STEPS.register("first_doc_only")
     def first_doc_only(cfg, engines, calibration, reranker):
         SEEN.append((cfg.strategy.name, calibration is not None))
 
@@ -295,13 +339,13 @@ PREPARED_STRATEGY = '''
         return run
 
 
-    STRATEGIES.register_prepared("prepared_first", schema=StrategyConfig, prompts=(), prepare="first_doc_only")
+    SPEC = register(StrategySpec(name="prepared_first", schema=StrategyConfig, prepare=first_doc_only))
 '''
 
 
 def test_a_strategy_with_a_prepare_step_runs_what_the_step_returns(monkeypatch, capsys, toy_configs, tmp_path):
-    """madara's shape, open to any strategy: a spec without a run function, whose named
-    prepare step (run before the engine is taken) returns what the cell runs."""
+    """A spec without a run function, whose prepare step (run before the engine is taken)
+    returns what the cell runs."""
     import sys
 
     mine = tmp_path / "mine"
@@ -319,15 +363,17 @@ def test_a_strategy_with_a_prepare_step_runs_what_the_step_returns(monkeypatch, 
     assert module.SEEN == [("prepared_first", True)]
 
 
-def test_madara_is_a_strategy_spec_with_the_probe_as_its_prepare_step():
-    from madara_cli.experiment import treat  # noqa: F401  (the floor that registers the step)
+def test_madara_is_a_routed_strategy_spec():
+    """Its spec says what it is (routed: the probe's route runs the cell), and no table
+    filled from a higher floor stands between it and the pipeline."""
+    from madara_cli.composition import ensure_loaded
     from madara_cli.strategies import STRATEGIES
-    from madara_cli.strategies.context import PREPARE_STEPS
 
+    ensure_loaded()
     spec = STRATEGIES.spec("madara")
-    assert spec.run is None and spec.prepare in PREPARE_STEPS and set(spec.key_groups) == {"rsc", "router"}
-    assert spec.prompts == ("assessors", "detector", "rescore")
-    with pytest.raises(KeyError, match="prepare step"):
+    assert spec.run is None and spec.prepare is None and spec.routed and set(spec.key_groups) == {"rsc", "router"}
+    assert spec.families() == ("assessors", "detector", "rescore")
+    with pytest.raises(KeyError, match="route"):
         STRATEGIES.get("madara")
 
 
@@ -388,7 +434,8 @@ EP_MODULE = '''
     from dataclasses import dataclass
 
     from madara_cli.config.schema import StrategyConfig
-    from madara_cli.strategies.context import STRATEGIES, generate_answers
+    from madara_cli.plugins import register
+    from madara_cli.strategies.context import StrategySpec, generate_answers
 
 
     @dataclass
@@ -396,9 +443,11 @@ EP_MODULE = '''
         depth: int = 1
 
 
-    @STRATEGIES.register("ep_last_doc", schema=LastDocConfig)
     def last_doc(ctx, examples):
         return generate_answers(ctx, "generate", examples, [ex.docs[-int(ctx.strategy.depth):] for ex in examples])
+
+
+    register(StrategySpec(name="ep_last_doc", schema=LastDocConfig, run=last_doc))
 
 
     from madara_cli.backends.base import BackendSpec
@@ -500,14 +549,14 @@ def test_a_config_yaml_of_before_gives_the_summary_columns_of_before():
     config.yaml; summary.csv (written by madara tables) reads its columns from it."""
     from omegaconf import OmegaConf
 
-    from madara_cli.experiment.grid import key_settings
+    from madara_cli.config.identity import flat_settings
 
     cfg = OmegaConf.to_container(compose(["strategy=nf", "limit=2"]))
     cfg["backend"] = {"name": "llamacpp", "batch_size": 16, "n_threads": None, "n_ctx": None, "tensor_parallel_size": 1,
                       "gpu_memory_utilization": 0.9, "enable_prefix_caching": True, "base_url": "http://127.0.0.1:8000/v1",
                       "served_model_name": None, "tokenizer": None, "api_key_env": "OPENAI_API_KEY", "max_in_flight": 8,
                       "retries": 4, "timeout_s": 120.0}
-    columns = [k for k in key_settings(OmegaConf.create(cfg), prompts=False) if k.startswith("backend.")]
+    columns = [k for k in flat_settings(OmegaConf.create(cfg)) if k.startswith("backend.")]
     assert columns == ["backend.name", "backend.n_ctx", "backend.served_model_name", "backend.tokenizer"]
 
 
@@ -523,3 +572,61 @@ def test_a_label_over_a_named_schema_runs_that_implementation(monkeypatch, tmp_p
     node = compose(["strategy=pde_top3"]).strategy
     assert strategy_impl(node) == "pde" and node.impl == "pde" and node.top_k == 3
     assert "impl" not in compose(["strategy=pde"]).strategy
+
+
+def test_each_shipped_strategy_yaml_names_the_module_of_its_spec():
+    import re
+
+    from madara_cli.composition import ensure_loaded
+    from madara_cli.config import options
+    from madara_cli.plugins.catalog import CATALOG
+
+    ensure_loaded()
+    for name in options("strategy"):
+        text = (ROOT / "configs" / "strategy" / f"{name}.yaml").read_text()
+        (module,) = re.findall(r"its spec \(schema, ranges, checks, prompt families\): (madara_cli/strategies/\w+)\.py", text)
+        assert CATALOG.owner("strategy", name) == module.replace("/", "."), name
+
+
+def test_one_registration_shape_for_every_kind():
+    """Every shipped plug-in is a Spec in the one catalog, registered by the module that
+    implements it; no kind keeps a registry of its own."""
+    import pathlib
+
+    from madara_cli.composition import ensure_loaded
+    from madara_cli.plugins.catalog import CATALOG, KINDS
+    from madara_cli.plugins.shape import Spec
+
+    ensure_loaded()
+    for kind in KINDS:
+        assert CATALOG.names(kind), kind
+        for spec in CATALOG.specs(kind).values():
+            assert isinstance(spec, Spec) and type(spec).kind == kind
+    pkg = ROOT / "madara_cli"
+    for path in pkg.rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        assert "Registry(" not in text and ".register(\"" not in text, f"{path.relative_to(ROOT)} keeps a registry of its own"
+    assert not (pkg / "registry.py").exists() and pathlib.Path(pkg / "plugins" / "catalog.py").is_file()
+
+
+# One golden key per shipped benchmark (its loader and config), on a hub model served by
+# vLLM: no local input, so unmoved by content keying (computed when it came in).
+BENCHMARK_KEYS = [
+    ("arc_challenge", "568573fd"), ("asqa", "47e2f840"), ("conflictqa", "c1442067"), ("conflictqa-strategyqa", "483a386e"),
+    ("conflicts", "c4bb5c52"), ("fever", "26edcc5f"), ("jsonl", "7b114103"), ("mini", "582c0fe7"), ("musique", "5aa886a9"),
+    ("popqa", "1b7d2eee"), ("triviaqa", "b603a36d"),
+]
+
+
+@pytest.mark.parametrize("benchmark, config_hash", BENCHMARK_KEYS)
+def test_each_shipped_benchmark_keeps_its_key(benchmark, config_hash):
+    from madara_cli.composition.identify import identify
+
+    ident = identify(compose([f"benchmark={benchmark}", "model=qwen2.5-7b", "backend=vllm"]))
+    assert ident.key == f"qwen2.5-7b__{benchmark}__nf__bm25s-k10__nall__s0__{config_hash}" and not ident.legacy
+
+
+def test_every_shipped_benchmark_has_a_golden_key():
+    from madara_cli.config import options
+
+    assert sorted(b for b, _ in BENCHMARK_KEYS) == options("benchmark")

@@ -17,12 +17,16 @@ from madara_cli.agents.generator import generation_request
 from madara_cli.agents.prompts import AGENTS, RESCORE_BEGIN, assessor_messages, detector_messages, forced_rescore_messages, judge_messages
 from madara_cli.composition import compose
 from madara_cli.config.folders import config_dir, prompt_set, shipped_prompt_set
-from madara_cli.config.prompt_sets import TEMPLATES, Template, TemplateError
-from madara_cli.retrievers.rerank import QWEN3_PREFIX, rerank_request
+from madara_cli.config.prompt_sets import Template, TemplateError
 from madara_cli.errors import ConfigError
 from madara_cli.records import ChatRequest, Doc, Example
+from madara_cli.retrievers.rerank import QWEN3_PREFIX, rerank_request
 from tests.conftest import ROOT
 from tests.fakes import cli, only_cell
+
+# The shipped families, each declared where its builders live (madara_cli.agents.families;
+# the reranker's in madara_cli.retrievers.rerank).
+FAMILIES = ("generator", "assessors", "detector", "judge", "rerank", "rescore")
 
 # Rendered requests and digests captured at commit 62abdde, before the prompts left
 # the Python modules (the digest's synthetic examples in every mode, and the requests
@@ -69,16 +73,20 @@ def user_dir(tmp_path, monkeypatch) -> Path:
 # --- the shipped set: byte-identical to the code it replaced ---------------------------------
 
 
-@pytest.mark.parametrize("family", digest.FAMILIES)
+@pytest.mark.parametrize("family", FAMILIES)
 def test_shipped_set_renders_every_family_in_every_mode_as_before(family):
-    now = [r.canonical() for r in digest._render(family, shipped_prompt_set())]
+    from madara_cli.composition import ensure_loaded
+    from madara_cli.plugins.catalog import CATALOG
+
+    ensure_loaded()
+    now = [r.canonical() for r in CATALOG.family(family).sample(shipped_prompt_set())]
     assert json.loads(json.dumps(now)) == FIXTURE["requests"][family]
     assert digest.prompt_digest(family) == FIXTURE["digests"][family]
 
 
 def test_shipped_digests_are_the_recorded_values():
     assert FIXTURE["commit"] == "62abdde"
-    assert {f: digest.prompt_digest(f, prompt_set("madara")) for f in digest.FAMILIES} == {
+    assert {f: digest.prompt_digest(f, prompt_set("madara")) for f in FAMILIES} == {
         "generator": "cb4a66824e7f6b2a", "assessors": "855e723fcd2c2a21", "detector": "9c5ec7a9100a1ae1",
         "judge": "5c555048f2f92c01", "rerank": "feefadf03ec07311", "rescore": "14fd9ccb20c7a611",
     }
@@ -91,7 +99,12 @@ def test_shipped_set_renders_hard_inputs_as_before():
 
 def test_the_shipped_set_is_complete_and_packaged():
     folder = ROOT / "configs" / "prompts" / "madara"
-    assert sorted(p.stem for p in folder.glob("*.txt")) == sorted(TEMPLATES)
+    from madara_cli.composition import ensure_loaded
+    from madara_cli.plugins.catalog import CATALOG
+
+    ensure_loaded()
+    shipped = {t for name, f in CATALOG.families().items() if CATALOG.owner("prompts", name).startswith("madara_cli.") for t in f.templates}
+    assert sorted(p.stem for p in folder.glob("*.txt")) == sorted(shipped)
     assert "*.txt" in (ROOT / "setup.py").read_text()  # nested config folders and their text files ship in the wheel
 
 
@@ -128,14 +141,14 @@ def test_substituted_text_is_never_read_as_a_template():
 
 def test_a_user_set_changes_the_words_and_the_digests(user_dir):
     mine = user_dir / "prompts" / "mine"
-    assert {f: digest.prompt_digest(f, prompt_set("mine")) for f in digest.FAMILIES} == FIXTURE["digests"]  # same words, same digests
+    assert {f: digest.prompt_digest(f, prompt_set("mine")) for f in FAMILIES} == FIXTURE["digests"]  # same words, same digests
     (mine / "judge_system.txt").write_text("You judge evidence. Reply Yes or No.\n", encoding="utf-8")
     (mine / "question_line.txt").write_text("Q: {{question}}\n", encoding="utf-8")
     ps = prompt_set("mine")
     ex = Example("q", "Where?", ("x",), (Doc("d", "Here."),), "factoid")
     assert judge_messages(ex, ex.docs[0], "Here", ps)[0].content == "You judge evidence. Reply Yes or No."
     assert assessor_messages(ex, ex.docs, 0, "relevance", prompts=ps)[1].content.startswith("Q: Where?\n\n")
-    moved = {f: digest.prompt_digest(f, ps) for f in digest.FAMILIES}
+    moved = {f: digest.prompt_digest(f, ps) for f in FAMILIES}
     assert {f for f in moved if moved[f] != FIXTURE["digests"][f]} == {"judge", "assessors", "detector", "rescore"}
 
 
@@ -179,9 +192,8 @@ def test_a_broken_set_fails_at_compose_time_in_one_line(user_dir):
     (mine / "consistency_user.txt").write_text("{{question.__class__}}\n", encoding="utf-8")
     msg = _compose_error("prompts=mine")
     assert "'mine'" in msg and "consistency_user.txt" in msg and "opens no field" in msg
-    (mine / "consistency_user.txt").unlink()
-    msg = _compose_error("prompts=mine")
-    assert "'mine'" in msg and "no consistency_user.txt" in msg and "extends: madara" in msg
+    (mine / "consistency_user.txt").unlink()  # a template the set does not word: the shipped one
+    assert prompt_set("mine").templates["consistency_user"] == shipped_prompt_set().templates["consistency_user"]
     (mine / "relevence_user.txt").write_text("x\n", encoding="utf-8")
     assert "unknown file relevence_user.txt" in _compose_error("prompts=mine")
     # From the command line: one line, exit 2, no traceback, before any model loads.
@@ -202,7 +214,7 @@ def test_a_template_saved_with_a_bom_reads_as_without(user_dir):
     f.write_bytes(b"\xef\xbb\xbf" + f.read_bytes())
     compose(["prompts=mine"])
     # the same words, so the same digests as the shipped set's
-    assert {fam: digest.prompt_digest(fam, prompt_set("mine")) for fam in digest.FAMILIES} == FIXTURE["digests"]
+    assert {fam: digest.prompt_digest(fam, prompt_set("mine")) for fam in FAMILIES} == FIXTURE["digests"]
 
 
 def test_a_user_set_reaches_every_request_of_a_cell(user_dir, tmp_path):
@@ -260,16 +272,35 @@ def test_editing_a_detector_template_moves_a_madara_cells_key(user_dir):
     assert cell_from_cfg(compose(["strategy=madara", "prompts=mine"])).key != before
 
 
-def test_a_plugins_declared_families_decide_its_key(user_dir):
-    from madara_cli.strategies.context import STRATEGIES
+def test_a_set_without_extends_words_only_what_it_holds(user_dir):
+    """A set of one's own need not copy the shipped set nor say extends: what it does not
+    word comes from the shipped set."""
+    only = user_dir / "prompts" / "only"
+    only.mkdir()
+    (only / "factoid_system.txt").write_text("Answer in one word.\n", encoding="utf-8")
+    ps = prompt_set("only")
+    assert ps.render("factoid_system", documents="", question="", claim="") == "Answer in one word."
+    assert ps.templates["relevance_system"] == shipped_prompt_set().templates["relevance_system"]
+    assert compose(["prompts=only"]).prompts == "only"
 
-    @STRATEGIES.register("judged_test", prompts=("judge",))
-    def judged(ctx, examples):  # pragma: no cover - never run
+
+@pytest.fixture
+def catalog(monkeypatch):
+    """What this test registers stays in it."""
+    from tests.fakes import fresh_catalog
+
+    yield from fresh_catalog(monkeypatch)
+
+
+def test_a_plugins_declared_families_decide_its_key(user_dir, catalog):
+    from madara_cli.plugins import register
+    from madara_cli.strategies.context import StrategySpec
+
+    def never(ctx, examples):  # pragma: no cover - never run
         return []
 
-    @STRATEGIES.register("plain_test", prompts=())
-    def plain(ctx, examples):  # pragma: no cover - never run
-        return []
+    register(StrategySpec(name="judged_test", run=never, prompts=("judge",)))
+    register(StrategySpec(name="plain_test", run=never))
 
     mine = user_dir / "prompts" / "mine"
     base = {s: digest.prompt_digests(s, prompts=prompt_set("mine")) for s in ("judged_test", "plain_test")}
@@ -279,5 +310,7 @@ def test_a_plugins_declared_families_decide_its_key(user_dir):
     (mine / "judge_system.txt").write_text("You judge evidence. Reply Yes or No.\n", encoding="utf-8")
     after = {s: digest.prompt_digests(s, prompts=prompt_set("mine")) for s in base}
     assert after["judged_test"] != base["judged_test"] and after["plain_test"] == base["plain_test"]
-    with pytest.raises(ValueError, match="unknown prompt families"):
-        STRATEGIES.register("bad_test", prompts=("jduge",))
+    register(StrategySpec(name="bad_test", run=never, prompts=("jduge",)))
+    (user_dir / "strategy").mkdir()
+    (user_dir / "strategy" / "bad_test.yaml").write_text("name: bad_test\n")
+    assert "strategy bad_test sends prompt family 'jduge', which nothing declares" in _compose_error("strategy=bad_test")

@@ -10,12 +10,10 @@ from pathlib import Path
 import pytest
 
 from madara_cli.composition import compose
-from madara_cli.data import loader_plugins
-from madara_cli.data.loader_registry import LOADERS
 from madara_cli.data.splits import load_all_examples
-from madara_cli.errors import DataError
+from madara_cli.errors import ConfigError, DataError
 from madara_cli.records import Doc
-from tests.fakes import cli
+from tests.fakes import cli, fresh_catalog
 
 ROWS = [
     {"id": "q1", "question": " Who wrote Hamlet? ", "answers": ["William Shakespeare", "Shakespeare"],
@@ -107,10 +105,9 @@ def test_rows_without_documents_retrieve_from_the_corpus(tmp_path):
 
 @pytest.fixture
 def fresh_registry(monkeypatch):
-    """Loaders and entry points registered by a test stay inside it."""
-    loader_plugins.load_all()
-    monkeypatch.setattr(LOADERS, "_items", dict(LOADERS._items))
-    monkeypatch.setattr(loader_plugins, "_LOADED_ENTRY_POINTS", set(loader_plugins._LOADED_ENTRY_POINTS))
+    """Loaders and entry points registered by a test stay inside it (the next compose
+    loads the plug-ins afresh, as each CLI invocation does)."""
+    yield from fresh_catalog(monkeypatch)
 
 
 def install_fake(site: Path, dist: str, entry: str, module: str, source: str) -> None:
@@ -124,14 +121,17 @@ def install_fake(site: Path, dist: str, entry: str, module: str, source: str) ->
 
 
 TOY_LOADER = '''
-from madara_cli.data.loader_registry import LOADERS
+from madara_cli.data.loaders import LoaderSpec
+from madara_cli.plugins import register
 from madara_cli.records import Doc, Example
 
 
-@LOADERS.register("toy")
 def load_toy(cfg):
     return [Example(id=f"toy-{i}", question=f"What is toy {i}?", answers=(f"answer {i}",),
                     docs=(Doc(id=f"toy-{i}-d0", text=f"Toy {i} is answer {i}."),)) for i in range(cfg.n_questions)]
+
+
+register(LoaderSpec(name="toy", load=load_toy))
 '''
 
 
@@ -151,9 +151,9 @@ def test_a_loader_registers_from_an_entry_point(tmp_path, monkeypatch, fresh_reg
 def test_an_entry_point_callable_is_called_to_register(tmp_path, monkeypatch, fresh_registry):
     site = tmp_path / "site"
     site.mkdir()
-    source = TOY_LOADER.replace('@LOADERS.register("toy")\n', "").replace("load_toy", "load_toy2")
-    install_fake(site, "toy_callable", "toy2 = toy_callable_mod:register", "toy_callable_mod",
-                 source + '\n\ndef register():\n    LOADERS.register("toy2")(load_toy2)\n')
+    source = TOY_LOADER.replace('register(LoaderSpec(name="toy", load=load_toy))\n', "").replace("load_toy", "load_toy2")
+    install_fake(site, "toy_callable", "toy2 = toy_callable_mod:register_toy", "toy_callable_mod",
+                 source + '\n\ndef register_toy():\n    register(LoaderSpec(name="toy2", load=load_toy2))\n')
     monkeypatch.syspath_prepend(str(site))
     monkeypatch.delitem(sys.modules, "toy_callable_mod", raising=False)
     assert [ex.id for ex in load_all_examples(compose(["benchmark=mini", "benchmark.loader=toy2", "benchmark.n_questions=2"]).benchmark)] == ["toy-0", "toy-1"]
@@ -164,8 +164,9 @@ def test_an_entry_point_callable_is_called_to_register(tmp_path, monkeypatch, fr
     [
         ("gone = not_installed_anywhere", "unrelated_mod", "", "ModuleNotFoundError: No module named 'not_installed_anywhere'"),
         ("broken = broken_mod", "broken_mod", "raise RuntimeError('the plug-in\\nis broken')\n", "RuntimeError: the plug-in is broken"),
-        ("taken = taken_mod", "taken_mod", "from madara_cli.data.loader_registry import LOADERS\nLOADERS.register('musique')(print)\n",
-         "benchmark loader 'musique' is already registered"),
+        ("taken = taken_mod", "taken_mod",
+         "from madara_cli.data.loaders import LoaderSpec\nfrom madara_cli.plugins import register\nregister(LoaderSpec(name='musique', load=print))\n",
+         "ValueError: loader 'musique' is already registered (by madara_cli.data.loaders.benchmarks)"),
     ],
 )
 def test_a_broken_or_missing_plugin_is_one_line_naming_its_entry_point(tmp_path, monkeypatch, fresh_registry, entry, module, source, says):
@@ -174,10 +175,11 @@ def test_a_broken_or_missing_plugin_is_one_line_naming_its_entry_point(tmp_path,
     install_fake(site, f"dist_{module}", entry, module, source)
     monkeypatch.syspath_prepend(str(site))
     monkeypatch.delitem(sys.modules, module, raising=False)
-    with pytest.raises(DataError) as e:
-        load_all_examples(compose(["benchmark=mini"]).benchmark)
+    with pytest.raises(ConfigError) as e:  # the one loader's one style, for every kind of plug-in
+        compose(["benchmark=mini"])
     msg = str(e.value)
-    assert f"loader plug-in '{entry}' (entry point group madara.loaders) failed to load" in msg
+    name, _, value = entry.partition(" = ")
+    assert msg.startswith(f"plugin {name} (entry point madara.loaders: {value}): ")
     assert says in msg and "\n" not in msg
 
 
@@ -185,7 +187,7 @@ def test_an_unknown_loader_lists_the_known_ones_at_compose_time():
     with pytest.raises(DataError) as e:
         compose(["benchmark=mini", "benchmark.loader=nosuch"])  # before any data or model loads
     msg = str(e.value)
-    assert msg.startswith("unknown benchmark loader 'nosuch'; valid: ") and "jsonl" in msg and "musique" in msg and "madara.loaders" in msg
+    assert msg.startswith("unknown benchmark loader 'nosuch'; valid: ") and "jsonl" in msg and "musique" in msg and "--include" in msg
 
 
 # ---------------------------------------------------------------------------

@@ -14,12 +14,12 @@ from scipy import stats as sps
 from madara_cli import paper as pv
 from madara_cli.audit.policies import compare_policies, mean_gaps
 from madara_cli.composition import compose
+from madara_cli.composition.identify import identify_probe
 from madara_cli.diagnose import router
-from madara_cli.diagnose.probe import ProbeSpec
 from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.grid import cell_from_cfg
 from madara_cli.experiment.runner import run_cell
-from madara_cli.experiment.treat import ensure_probe
+from madara_cli.experiment.walk import ensure_probe
 from madara_cli.records import ChatRequest, Completion, ScoreRequest
 from tests.fakes import cli
 
@@ -170,8 +170,8 @@ def test_keys_do_not_move_while_the_isolation_probe_is_off():
     on = compose(["strategy=madara", "benchmark=mini", "rsc.isolation_probe=true"])
     policy = compose(["strategy=madara", "benchmark=mini", "router.policy=isolation"])
     assert cell_from_cfg(base).key == cell_from_cfg(spelled).key
-    assert ProbeSpec.from_cfg(base, 6).key == ProbeSpec.from_cfg(spelled, 6).key
-    assert ProbeSpec.from_cfg(on, 6).key == ProbeSpec.from_cfg(policy, 6).key != ProbeSpec.from_cfg(base, 6).key
+    assert identify_probe(base, 6).key == identify_probe(spelled, 6).key
+    assert identify_probe(on, 6).key == identify_probe(policy, 6).key != identify_probe(base, 6).key
     assert len({cell_from_cfg(c).key for c in (base, on, policy)}) == 3
     # Cells of other strategies never see the router.
     assert cell_from_cfg(compose(["strategy=nf", "router.policy=isolation"])).key == cell_from_cfg(compose(["strategy=nf"])).key

@@ -10,10 +10,10 @@ from dataclasses import replace
 import pytest
 
 from madara_cli.composition import compose
-from madara_cli.diagnose.probe import ProbeSpec
+from madara_cli.composition.identify import identify_probe
 from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.runner import run_cell
-from madara_cli.experiment.treat import ensure_probe
+from madara_cli.experiment.walk import ensure_probe
 from madara_cli.records import ChatRequest, Completion, ScoreRequest
 from tests.fakes import FORCED_RESCORE_SYSTEM, ScriptedBackend, cli, document_signature, scripted_probe
 
@@ -197,17 +197,19 @@ def test_logprob_rescoring_gives_the_same_diagnosis(tmp_path):
 
 
 def test_probe_key_ignores_strategy_and_limit():
-    a = ProbeSpec.from_cfg(compose(["strategy=nf", "limit=3"]), 10)
-    b = ProbeSpec.from_cfg(compose(["strategy=madara"]), 10)
-    c = ProbeSpec.from_cfg(compose(["seed=1"]), 10)
+    a = identify_probe(compose(["strategy=nf", "limit=3"]), 10)
+    b = identify_probe(compose(["strategy=madara"]), 10)
+    c = identify_probe(compose(["seed=1"]), 10)
     assert a.key == b.key != c.key
-    assert a.with_n(4) == ProbeSpec.from_cfg(compose(["strategy=nf"]), 4)  # the hash leaves the calibration size out
+    assert a.with_n(4) == identify_probe(compose(["strategy=nf"]), 4)  # the hash leaves the calibration size out
 
 
 def test_the_probe_spec_is_derived_once_per_probe(tmp_path, monkeypatch):
+    from madara_cli.composition import identify
+
     calls = []
-    original = ProbeSpec.from_cfg.__func__
-    monkeypatch.setattr(ProbeSpec, "from_cfg", classmethod(lambda cls, *a, **k: calls.append(a) or original(cls, *a, **k)))
+    original = identify.probe_identity
+    monkeypatch.setattr(identify, "probe_identity", lambda *a, **k: calls.append(a) or original(*a, **k))
     record, path, reused, *_ = scripted_probe(tmp_path, _tracking)
     assert not reused and len(calls) == 1 and path.parent.name == record.key
     calls.clear()
@@ -258,7 +260,7 @@ def test_probe_key_moves_with_the_rescore_reading_and_madara_cells_with_it():
     from madara_cli.experiment.grid import cell_from_cfg
 
     forced, prefix = (compose(["strategy=madara", *extra]) for extra in ([], ["rsc.rescore=prefix"]))
-    assert ProbeSpec.from_cfg(forced, 10).key != ProbeSpec.from_cfg(prefix, 10).key
+    assert identify_probe(forced, 10).key != identify_probe(prefix, 10).key
     assert cell_from_cfg(forced).key != cell_from_cfg(prefix).key
     nf = [compose(["strategy=nf", *extra]) for extra in ([], ["rsc.rescore=prefix"])]
     assert cell_from_cfg(nf[0]).key == cell_from_cfg(nf[1]).key  # a strategy that runs no probe keeps its key

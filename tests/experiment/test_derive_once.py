@@ -32,17 +32,17 @@ def composes(monkeypatch):
 
 @pytest.fixture
 def keys(monkeypatch):
-    """How many times the runner derives a cell key."""
-    from madara_cli.experiment import runner
+    """How many times a cell's identity is derived (composition.identify's one rule call)."""
+    from madara_cli.composition import identify
 
     count = [0]
-    real = runner.cell_from_cfg
+    real = identify.cell_identity
 
-    def spy(cfg):
+    def spy(*a, **k):
         count[0] += 1
-        return real(cfg)
+        return real(*a, **k)
 
-    monkeypatch.setattr(runner, "cell_from_cfg", spy)
+    monkeypatch.setattr(identify, "cell_identity", spy)
     return count
 
 

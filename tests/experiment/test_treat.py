@@ -56,11 +56,11 @@ def test_the_import_check_catches_each_form(tmp_path):
 
 
 def test_a_madara_cell_derives_its_probe_spec_once(tmp_path, monkeypatch):
-    from madara_cli.diagnose.probe import ProbeSpec
+    from madara_cli.composition import identify
 
     calls = []
-    original = ProbeSpec.from_cfg.__func__
-    monkeypatch.setattr(ProbeSpec, "from_cfg", classmethod(lambda cls, *a, **k: calls.append(a) or original(cls, *a, **k)))
+    original = identify.probe_identity
+    monkeypatch.setattr(identify, "probe_identity", lambda *a, **k: calls.append(a) or original(*a, **k))
     with EnginePool(factory=lambda cfg: FakeBackend()) as pool:
         result = run_cell(compose([*MADARA, "limit=4", f"results_dir={tmp_path}"]), pool)
     assert len(calls) == 1 and result.metrics["madara"]["probe_reused"] is False

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from madara_cli.composition import compose
+from madara_cli.config.identity import Cell
 from madara_cli.errors import RecordError
 from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.runner import run_cell
-from madara_cli.records import Cell
 from madara_cli.results import record_files, stored, summary
 from madara_cli.results.outputs import SCHEMA_VERSION, CellRecord, ProbeRecord
 from tests.conftest import ROOT

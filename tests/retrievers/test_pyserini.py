@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from madara_cli.composition import compose
+from madara_cli.data.splits import load_all_examples
 from madara_cli.retrievers.pyserini import pyserini_searcher
 from madara_cli.retrievers.retrieval import retrieve
-from madara_cli.data.splits import load_all_examples
 from tests.conftest import have
 from tests.fakes import cli
 

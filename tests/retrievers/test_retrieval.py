@@ -14,13 +14,12 @@ from pathlib import Path
 import pytest
 
 from madara_cli.composition import compose
-from madara_cli.retrievers import retrieval
+from madara_cli.data.splits import load_all_examples
+from madara_cli.errors import DataError
 from madara_cli.retrievers import saved_index as index_mod
 from madara_cli.retrievers.rerank import QWEN3_PREFIX, relevance
 from madara_cli.retrievers.retrieval import retrieve
 from madara_cli.retrievers.saved_index import build_index, ensure_index, read_meta
-from madara_cli.data.splits import load_all_examples
-from madara_cli.errors import DataError
 from tests.fakes import RelevanceJudge
 
 
@@ -84,7 +83,7 @@ def _musique_file(tmp_path: Path, n: int = 3, paragraphs: int = 20) -> Path:
 def test_musique_assesses_all_20_paragraphs_by_default_and_top_k_on_request(tmp_path):
     """Section 6.5: "20 mixed supporting/distractor paragraphs per query"."""
     from madara_cli.config.identity import snapshot_identity as snapshot_key
-    from madara_cli.experiment.grid import cell_from_cfg, semantic_config
+    from madara_cli.experiment.grid import cell_from_cfg
 
     path = _musique_file(tmp_path)
     cfg, exs = setup("musique", path, tmp_path / "r")
@@ -99,10 +98,10 @@ def test_musique_assesses_all_20_paragraphs_by_default_and_top_k_on_request(tmp_
     # Two readings, two cells and two snapshots; "retrieved" (the reading before the
     # setting existed) is left out of both keys, so those cells keep theirs.
     assert cell_from_cfg(cfg).key != cell_from_cfg(top).key
-    assert "candidates" not in semantic_config(top)["benchmark"] and semantic_config(cfg)["benchmark"]["candidates"] == "all"
+    assert "candidates" not in _payload(top)["benchmark"] and _payload(cfg)["benchmark"]["candidates"] == "all"
     plain = {"name": "musique", "candidates": "retrieved"}
     assert snapshot_key(plain, "s", {"k": 10}, None) == snapshot_key({"name": "musique"}, "s", {"k": 10}, None)
-    assert "candidates" not in semantic_config(compose(["benchmark=mini"]))["benchmark"]
+    assert "candidates" not in _payload(compose(["benchmark=mini"]))["benchmark"]
 
 
 def test_all_candidates_on_a_benchmark_without_own_documents_is_one_line_error(shared_data, tmp_path):
@@ -342,7 +341,10 @@ def test_rerank_orders_by_the_llm_and_freezes_the_result(shared_data, tmp_path):
     # Reused without any engine; the snapshot names its reranker.
     assert [[d.id for d in e.docs] for e in retrieve(exs[:3], cfg)] == [[d.id for d in e.docs] for e in out]
     (meta,) = (tmp_path / "snapshots").glob("*.meta.json")
-    assert json.loads(meta.read_text())["reranker"] == {"model": "smollm2-135m"}
+    reranker = json.loads(meta.read_text())["reranker"]
+    # The reranker's model and the wording of its prompt: a reworded prompt is another snapshot.
+    assert reranker["model"] == "smollm2-135m" and set(reranker["prompts"]) == {"rerank"}
+    assert len(reranker["prompts"]["rerank"]) == 16
     # Missing examples need the engine: one line saying so.
     with pytest.raises(DataError, match="retriever=rerank scores documents with an LLM"):
         retrieve(exs[3:4], cfg)
@@ -377,3 +379,10 @@ def test_rerank_with_the_embedded_model(shared_data, tmp_path):
     with EnginePool() as pool:
         out = retrieve(exs[:1], cfg, llm=pool.get(cfg))
     assert len(out[0].docs) == 2 and all(0.0 <= d.meta["score"] <= 1.0 for d in out[0].docs)
+
+
+def _payload(cfg):
+    """What a cell's hash covers."""
+    from madara_cli.composition.identify import identify
+
+    return identify(cfg).payload

@@ -11,17 +11,17 @@ import pytest
 
 from madara_cli.backends.base import Backend
 from madara_cli.backends.cache import CachedLLM, ResponseCache
-from madara_cli.composition import compose
+from madara_cli.composition import compose, ensure_loaded
 from madara_cli.config import strategy_settings
 from madara_cli.data.mini import generate
 from madara_cli.errors import BackendError
 from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.runner import run_cell
 from madara_cli.records import ChatRequest
-from madara_cli.strategies import STRATEGIES, StrategyContext, load_all
+from madara_cli.strategies import STRATEGIES, StrategyContext
 from tests.fakes import FAKE_STRATEGIES, FakeBackend
 
-load_all()
+ensure_loaded()  # every plug-in registered, as composition does first
 
 SCORE_STAGES = ("score", "score-cot", "score-logprob", "score-conflict", "score-cot-conflict", "score-logprob-conflict")
 

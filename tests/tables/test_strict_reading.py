@@ -259,7 +259,7 @@ def _warnings(capsys) -> list[str]:
 
 def test_a_limit_beyond_the_data_is_clipped_in_the_key(tmp_path, capsys):
     from madara_cli.experiment.grid import cell_from_cfg
-    from madara_cli.experiment.runner import finished_cell
+    from madara_cli.experiment.walk import finished_cell
 
     big = _cell_cfg(tmp_path, "limit=100000", "benchmark.calibration=2")
     with EnginePool(factory=lambda cfg: FakeBackend()) as pool:
@@ -296,7 +296,7 @@ def test_calibration_beyond_the_data_is_clipped_said_and_recorded(tmp_path, caps
 
 
 def test_a_probe_and_a_madara_cell_on_fewer_queries_than_asked_are_keyed_by_what_ran(tmp_path, capsys):
-    from madara_cli.experiment.treat import ensure_probe
+    from madara_cli.experiment.walk import ensure_probe
 
     cfg = compose(["strategy=madara", "benchmark.n_questions=3", "benchmark.calibration=50", "rsc.rescoring=logprob",
                    "rsc.bootstrap=50", f"results_dir={tmp_path}", f"cache={tmp_path / 'c.sqlite'}"])

@@ -129,7 +129,7 @@ def test_compare_cells_errors(results: Path, tmp_path: Path):
 
 def test_a_table_is_declared_once_with_its_title_and_grids(results: Path):
     from madara_cli.tables.builders import ORDER
-    from madara_cli.tables.catalog import table
+    from madara_cli.tables.declare import table
 
     assert tuple(TABLES) == ORDER and ORDER[:3] == ("table1", "table2", "table3") and ORDER[-1] == "table_j_hops"
     spec = TABLES["table3"]

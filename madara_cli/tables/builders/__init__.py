@@ -1,5 +1,5 @@
 """One function per paper table, grouped by topic, each declared with
-:func:`madara_cli.tables.catalog.table` (its name, title and grids). Each takes a
+:func:`madara_cli.tables.declare.table` (its name, title and grids). Each takes a
 results folder (or an already loaded :class:`~madara_cli.tables.lookup.Results`) and
 returns a DataFrame of ``ours / paper (Δ)`` cells (see :mod:`madara_cli.tables.pairs`);
 nothing is re-run.
@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from madara_cli.tables.builders import appendix, cost, main, musique, probe_diagnostics, routing, significance  # noqa: F401 - each declares its tables
-from madara_cli.tables.catalog import DECLARED, Table
+from madara_cli.tables.declare import DECLARED, Table
 from madara_cli.tables.lookup import Results
 
 # The order ``madara tables`` writes them in (and the report shows them in).

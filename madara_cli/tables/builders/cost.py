@@ -6,7 +6,7 @@ import numpy as np
 
 from madara_cli import paper as pv
 from madara_cli.tables.builders.common import mean_of_all, model_label, our_em, strategy_label
-from madara_cli.tables.catalog import Built, table
+from madara_cli.tables.declare import Built, table
 from madara_cli.tables.lookup import Results
 from madara_cli.tables.pairs import MISSING, pair
 

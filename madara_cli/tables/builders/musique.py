@@ -8,8 +8,8 @@ import numpy as np
 from madara_cli import paper as pv
 from madara_cli import stats
 from madara_cli.tables.builders.common import benchmark_label, model_label, percent, strategy_label, table_pairs
-from madara_cli.tables.catalog import Built, table
 from madara_cli.tables.compare import paired_outcomes
+from madara_cli.tables.declare import Built, table
 from madara_cli.tables.lookup import Results, hop_count, support_in_topk
 from madara_cli.tables.pairs import MISSING, pair
 

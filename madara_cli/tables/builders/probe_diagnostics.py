@@ -7,7 +7,7 @@ from functools import partial
 
 from madara_cli import paper as pv
 from madara_cli.tables.builders.common import benchmark_label, class_label, model_label, number
-from madara_cli.tables.catalog import Built, table
+from madara_cli.tables.declare import Built, table
 from madara_cli.tables.lookup import PROBE_FILE, PROBES_GRID, Results
 from madara_cli.tables.pairs import MISSING, fmt, pair, pair_text
 

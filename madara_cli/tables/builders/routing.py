@@ -21,7 +21,7 @@ from madara_cli.tables.builders.common import (
     routing_nf_note,
     strategy_label,
 )
-from madara_cli.tables.catalog import Built, table
+from madara_cli.tables.declare import Built, table
 from madara_cli.tables.lookup import PROBES_GRID, Results
 from madara_cli.tables.pairs import fmt, pair, pair_count, pair_text
 

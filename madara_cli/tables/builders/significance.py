@@ -17,7 +17,7 @@ from madara_cli.tables.builders.common import (
     percent,
     strategy_label,
 )
-from madara_cli.tables.catalog import Built, table
+from madara_cli.tables.declare import Built, table
 from madara_cli.tables.lookup import DENSE, Results
 from madara_cli.tables.pairs import MISSING, pair
 

@@ -30,16 +30,16 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from madara_cli.data.loader_registry import LOADERS
+from madara_cli.data.loaders import LoaderSpec
 from madara_cli.data.sources import not_utf8
 from madara_cli.errors import DataError
 from madara_cli.jsonl import ENCODING, parse_line
+from madara_cli.plugins import register
 from madara_cli.records import Doc, Example
 
 ROW_SHAPE = 'question, answers (a string or a list of strings), optional id and documents (strings or {"title", "text"})'
 
 
-@LOADERS.register("jsonl")
 def load_jsonl(cfg: DictConfig) -> list[Example]:
     """The rows of ``benchmark.path`` as examples, in file order (see the module docstring)."""
     if not cfg.get("path"):
@@ -120,3 +120,6 @@ def _documents(value: Any, qid: str, bad) -> tuple[Doc, ...] | None:
 def _kind(v: Any) -> str:
     names = {dict: "an object", list: "a list", str: "a string", bool: "true/false", int: "a number", float: "a number", type(None): "null"}
     return names.get(type(v), type(v).__name__)
+
+
+SPEC = register(LoaderSpec(name="jsonl", load=load_jsonl, description="your own data: a local JSONL file (benchmark.path=FILE)"))

@@ -1,4 +1,4 @@
-"""Loaders of the paper's benchmarks (registered into data.loader_registry.LOADERS).
+"""Loaders of the paper's benchmarks (each a LoaderSpec in the one catalog, listed at the bottom).
 
 Each loader turns the rows of one source format into :class:`Example` records, in
 source order, with every gold alias, the dataset's own documents when it ships
@@ -26,9 +26,10 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from madara_cli.data.loader_registry import LOADERS
+from madara_cli.data.loaders import LoaderSpec
 from madara_cli.data.sources import read_rows
 from madara_cli.errors import DataError
+from madara_cli.plugins import register
 from madara_cli.records import Doc, Example
 
 
@@ -67,7 +68,6 @@ def _require(rows: list[dict], fields: Iterable[str], cfg: DictConfig, hint: str
         raise DataError(f"benchmark {cfg.name}: rows lack field(s) {', '.join(missing)}; expected {hint}")
 
 
-@LOADERS.register("mini")
 def load_mini(cfg: DictConfig) -> list[Example]:
     from madara_cli.data.mini import generate
 
@@ -81,7 +81,6 @@ CONFLICTS_TEXT_FIELDS = ("short_text", "snippet", "response_str")
 CONFLICTS_MAX_WORDS = 400  # response_str can be a whole web page
 
 
-@LOADERS.register("conflicts")
 def load_conflicts(cfg: DictConfig) -> list[Example]:
     """CONFLICTS rows: ``{question, correct_answer, conflict_type, source,
     search_results: [{title, url, snippet, date, response_str, short_text}]}``
@@ -160,7 +159,6 @@ def _relation(target_answer: str, answers: tuple[str, ...]) -> str:
     return "supportive" if _mentions(target_answer, answers) else "conflicting"
 
 
-@LOADERS.register("conflictqa")
 def load_conflictqa(cfg: DictConfig) -> list[Example]:
     """ConflictQA in either of two shapes (detected from the fields):
 
@@ -277,7 +275,6 @@ def _fever_pages(row: dict) -> list[str]:
     return list(pages)
 
 
-@LOADERS.register("fever")
 def load_fever(cfg: DictConfig) -> list[Example]:
     """FEVER claims as ``task="fever"`` examples with the label as the answer
     (SUPPORTS / REFUTES; NOT ENOUGH INFO is dropped, as in the paper's binary task).
@@ -316,7 +313,6 @@ def load_fever(cfg: DictConfig) -> list[Example]:
 # TriviaQA, PopQA (open-domain factoid QA over a corpus)
 
 
-@LOADERS.register("triviaqa")
 def load_triviaqa(cfg: DictConfig) -> list[Example]:
     """TriviaQA with every alias: HF ``mandarjoshi/trivia_qa`` (``answer.aliases``,
     ``normalized_aliases``, ``value``), the open-domain jsonl of the shared slice
@@ -337,7 +333,6 @@ def load_triviaqa(cfg: DictConfig) -> list[Example]:
     return examples
 
 
-@LOADERS.register("popqa")
 def load_popqa(cfg: DictConfig) -> list[Example]:
     """PopQA (``akariasai/PopQA``): ``question`` and ``possible_answers`` (a JSON
     string on the hub); subject popularity and relation in meta."""
@@ -360,7 +355,6 @@ def load_popqa(cfg: DictConfig) -> list[Example]:
 _HOPS = re.compile(r"^(\d+)hop")
 
 
-@LOADERS.register("musique")
 def load_musique(cfg: DictConfig) -> list[Example]:
     """MuSiQue-Ans: each question with its 20 paragraphs as documents (ids
     ``<qid>-p<idx>``), ``meta["supporting"]`` = the paragraphs marked
@@ -405,7 +399,6 @@ def load_musique(cfg: DictConfig) -> list[Example]:
 # ARC-Challenge, ASQA (MAIN-RAG)
 
 
-@LOADERS.register("arc_challenge")
 def load_arc(cfg: DictConfig) -> list[Example]:
     """ARC-Challenge (``allenai/ai2_arc``): the question with its lettered choices;
     the gold answers are the answer key and the choice's text. Retrieval uses the
@@ -430,7 +423,6 @@ def load_arc(cfg: DictConfig) -> list[Example]:
     return examples
 
 
-@LOADERS.register("asqa")
 def load_asqa(cfg: DictConfig) -> list[Example]:
     """ASQA (``din0s/asqa``): the ambiguous question; answers = every short answer of
     its disambiguated QA pairs (``meta["qa_pairs"]`` keeps them per pair for
@@ -449,3 +441,16 @@ def load_asqa(cfg: DictConfig) -> list[Example]:
             )
         )
     return examples
+
+
+SPECS = [register(LoaderSpec(name=name, load=load, description=text)) for name, load, text in (
+    ("mini", load_mini, "the offline mini benchmark madara generates itself (no download)"),
+    ("conflicts", load_conflicts, "CONFLICTS (Cattan et al. 2025): 458 queries with conflicting search results"),
+    ("conflictqa", load_conflictqa, "ConflictQA (Xie et al. 2023): entity-substituted evidence"),
+    ("fever", load_fever, "FEVER: claim verification (SUPPORTS / REFUTES)"),
+    ("triviaqa", load_triviaqa, "TriviaQA: open-domain factoid questions"),
+    ("popqa", load_popqa, "PopQA: long-tail entity questions"),
+    ("musique", load_musique, "MuSiQue: multi-hop questions over 20 paragraphs"),
+    ("arc_challenge", load_arc, "ARC-Challenge: grade-school science, multiple choice"),
+    ("asqa", load_asqa, "ASQA: ambiguous factoid questions"),
+)]

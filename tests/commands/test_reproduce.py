@@ -7,7 +7,7 @@ import importlib.util
 
 import pytest
 
-from madara_cli.experiment.reproduce import reproduce
+from madara_cli.commands.reproduce_verbs import reproduce_all as reproduce
 from madara_cli.experiment.runner import Failed
 from tests.conftest import configs_with_grid
 from tests.fakes import cli

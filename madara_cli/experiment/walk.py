@@ -1,0 +1,179 @@
+"""One walk of a cell through the pipeline, written once for ``madara run``, ``madara plan``,
+the probe and ``madara bench``:
+
+    identify -> finished? -> load -> size to the data (identify again if cut) -> retrieve
+    -> what runs (a strategy's run function, its prepare step, or madara's probe and route)
+
+:func:`prepare_cell` walks it up to the point where an engine answers: the runner then
+runs the strategy on the cell's engine and writes the record; ``madara plan`` runs it on
+an engine that records the requests instead of sending them. :func:`prepare_probe` is the
+same walk for a probe. Nothing here sends a request of its own but the retrieval a
+reranker asks of an engine and a madara cell's probe (each through the ``engines`` it
+is given: a plan gives recorders).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from omegaconf import DictConfig
+
+from madara_cli.composition.identify import CellIdentity, ProbeIdentity, identify, identify_probe
+from madara_cli.config.identity import Cell, standing, strategy_impl
+from madara_cli.experiment.examples import CellExamples, cell_examples, load_cell, reranker_config, retrieve_for, sized_to_data
+from madara_cli.experiment.treat import strategy_for
+from madara_cli.records import Example
+from madara_cli.results.outputs import CellRecord
+from madara_cli.results.record_files import read_cell
+from madara_cli.strategies import STRATEGIES
+from madara_cli.strategies.context import EngineSource, StrategyFn
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class CellResult:
+    cell: Cell
+    folder: Path
+    record: CellRecord
+    skipped: bool = False  # finished earlier; read from disk
+    found_as: str | None = None  # the key it was finished under, when that is an earlier one (SHIMS content_keyed_inputs)
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        """The record as it is stored (a plain dict)."""
+        return self.record.to_dict()
+
+
+def finished_cell(cfg: DictConfig, sized: bool = False, ident: CellIdentity | None = None) -> CellResult | None:
+    """The cell's finished result on disk, or None when it has not finished. A cell
+    finished under a key it had before keys moved stands for it when its record shows it
+    read the same inputs (SHIMS ``content_keyed_inputs``); one that cannot show it is
+    said in one line and runs anew (its old folder stays). With ``sized``, a cell whose
+    limit or calibration the data cut (:func:`sized_to_data`) is looked for under the key
+    it ran as, which takes loading the benchmark. ``ident``: ``identify(cfg)`` when the
+    caller has it (derived once per cell, then passed down)."""
+    ident = ident if ident is not None else identify(cfg)
+    folder = ident.folder(cfg.results_dir)
+    record = read_cell(folder)
+    if record is not None:
+        return CellResult(ident.cell, folder, record, skipped=True)
+    for old in ident.legacy:
+        old_folder = old.folder(cfg.results_dir)
+        record = read_cell(old_folder)
+        if record is None:
+            continue
+        why = standing(record.provenance, ident.evidence)
+        if why is None:
+            log.info("%s: finished earlier under its key before inputs were keyed by content, %s", ident.key, old.key)
+            return CellResult(ident.cell, old_folder, record, skipped=True, found_as=old.key)
+        from madara_cli.data.splits import warn
+
+        warn(f"{old.key} was finished before inputs were keyed by content, and {why}: the cell runs anew as {ident.key}")
+    if sized:
+        from madara_cli.errors import DataError
+
+        try:
+            fitted, requested = sized_to_data(cfg, load_cell(cfg))
+        except DataError:  # its data is not here: then it has not run either
+            return None
+        if requested:
+            return finished_cell(fitted)
+    return None
+
+
+@dataclass
+class PreparedCell:
+    """A cell walked up to its engine: its config as it runs (sized to the data), its
+    identity, its evaluated queries retrieved, the calibration split as loaded, what the
+    loader kept and dropped, and what runs it."""
+
+    cfg: DictConfig
+    ident: CellIdentity
+    examples: list[Example]
+    calibration: list[Example] | None
+    strategy: StrategyFn
+    data: dict[str, Any] | None = None
+    requested: dict[str, int] = field(default_factory=dict)
+
+
+def prepare_cell(cfg: DictConfig, engines: EngineSource | None, examples: list[Example] | None = None,
+                 loaded: CellExamples | None = None, force: bool | None = None,
+                 before_work: Callable[[CellIdentity], None] | None = None) -> CellResult | PreparedCell:
+    """Walk a cell up to its engine (see the module docstring): its finished result when
+    it has one (and ``force`` is off: ``cfg.force`` by default), else what runs it.
+    ``examples``: queries already retrieved (``madara bench``); ``loaded``: the cell's
+    benchmark as :func:`load_cell` gives it, when the caller loaded it already (a plan
+    loads each benchmark once for many cells); ``before_work``: called with the identity
+    once the cell is known to need running, before any data loads (the runner checks the
+    results folder can be written there)."""
+    force = bool(cfg.get("force")) if force is None else force
+    ident = identify(cfg)
+    if not force and (done := finished_cell(cfg, ident=ident)) is not None:
+        return done
+    if before_work is not None:
+        before_work(ident)
+    spec = STRATEGIES.spec(strategy_impl(cfg.strategy))
+    reranker = reranker_config(cfg)  # composed once, up front: the eval and calibration retrievals share it
+    calibration: list[Example] | None = None
+    data: dict[str, Any] | None = None
+    requested: dict[str, int] = {}
+    if examples is None:
+        loaded = loaded if loaded is not None else load_cell(cfg)
+        cfg, requested = sized_to_data(cfg, loaded)
+        if requested:  # the data held fewer queries than asked: the cell is the one that runs
+            ident = identify(cfg)
+            if not force and (done := finished_cell(cfg, ident=ident)) is not None:
+                return done
+        examples, calibration, data = retrieve_for(cfg, loaded.examples, engines, reranker), loaded.calibration, loaded.load.to_dict()
+    # what runs is worked out before the engine is taken, so a routed cell's probe has its
+    # data first (the calibration split may need a reranker's engine)
+    strategy = strategy_for(spec, cfg, engines, calibration, reranker)
+    return PreparedCell(cfg=cfg, ident=ident, examples=list(examples), calibration=calibration, strategy=strategy,
+                        data=data, requested=requested)
+
+
+@dataclass
+class PreparedProbe:
+    """A probe walked up to its engine: its identity (keyed by the n that runs), and its
+    calibration queries retrieved, or None when it is finished already."""
+
+    ident: ProbeIdentity
+    examples: list[Example] | None
+
+
+def prepare_probe(cfg: DictConfig, engines: EngineSource | None, n: int | None = None, force: bool = False) -> PreparedProbe:
+    """The probe of ``cfg`` on ``n`` calibration queries (default ``benchmark.calibration``):
+    its identity, and, unless it is finished (and not ``force``), its calibration split
+    loaded and retrieved first (a reranker may need its own engine)."""
+    from madara_cli.diagnose.probe import finished_probe
+
+    ident = identify_probe(cfg, n)
+    if not force and finished_probe(cfg, ident) is not None:
+        return PreparedProbe(ident, None)
+    examples = cell_examples(cfg, engines, split="calibration", n=n).examples  # type: ignore[arg-type]
+    if len(examples) < ident.n:  # keyed by the n that ran, as a cell's limit is
+        from madara_cli.data.splits import warn
+
+        warn(f"a probe of {ident.n} calibration queries asked for, but benchmark {cfg.benchmark.name} holds {len(examples)}: "
+             f"it runs on {len(examples)} and is keyed n{len(examples)}")
+        ident = ident.with_n(len(examples))
+    return PreparedProbe(ident, examples)
+
+
+def ensure_probe(cfg: DictConfig, pool: EngineSource, n: int | None = None, force: bool = False) -> tuple[Any, Path, bool]:
+    """The finished probe of ``cfg`` (``madara probe``, a ``kind: probes`` grid), or run
+    it now: the pipeline's walk of a probe (:func:`madara_cli.experiment.walk.prepare_probe`:
+    its identity derived once, its calibration split loaded and retrieved first, a
+    reranker may need its own engine), then the probed model's engine is taken. Returns
+    (record, path, reused)."""
+    from madara_cli.diagnose.probe import find_or_run_probe
+    from madara_cli.experiment.treat import track_probe
+
+    prepared = prepare_probe(cfg, pool, n, force=force)
+    record, path, reused = find_or_run_probe(cfg, pool.get(cfg), force=force, examples=prepared.examples, spec=prepared.ident)
+    track_probe(cfg, record, path, reused)
+    return record, path, reused
