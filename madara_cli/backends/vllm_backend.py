@@ -60,7 +60,15 @@ from omegaconf import DictConfig
 from madara_cli.backends.base import Backend, BackendSpec, installed_version, register_backend
 from madara_cli.backends.chat import ChatSettings, ControlText, hf_control_strings, hf_encode_text, safe_token_ids
 from madara_cli.backends.truncate import fit_messages
-from madara_cli.backends.weights import COMMIT, file_fingerprint, hf_folder_from_gguf, hf_source_inputs, loads_hub_source, resolve_gguf, resolved_revision
+from madara_cli.backends.weights import (
+    COMMIT,
+    file_fingerprint,
+    hf_folder_from_gguf,
+    hf_source_inputs,
+    loads_hub_source,
+    resolve_gguf,
+    resolved_revision,
+)
 from madara_cli.config.identity import input_digest
 from madara_cli.config.schema import BackendConfig
 from madara_cli.errors import BackendError
