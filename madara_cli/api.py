@@ -47,27 +47,14 @@ PathLike = str | Path
 def _overrides(overrides: Iterable[str] | str | None, results: PathLike | None) -> list[str]:
     """The overrides as a list, ``results`` as ``results_dir=`` in front (an explicit
     ``results_dir=`` among them wins)."""
-    from madara_cli.config.overrides import parse_overrides
+    from madara_cli.config.overrides import override_value, parse_overrides
 
     if isinstance(overrides, str):  # one override given bare: "strategy=nf"
         overrides = [overrides]
     out = list(overrides or [])
     if results is not None and not any(o.key == "results_dir" for o in parse_overrides(out)):
-        out.insert(0, f"results_dir={_override_value(str(results))}")
+        out.insert(0, f"results_dir={override_value(str(results))}")
     return out
-
-
-def _override_value(text: str) -> str:
-    """A path as an override value: quoted when Hydra's grammar would read it as more
-    than text (a ``,`` sweeps, ``[`` starts a list, ``=`` or a space splits)."""
-    import re
-
-    if re.fullmatch(r"[\w./~:+@%-]*", text):
-        return text
-    for q in ("'", '"'):
-        if q not in text and not text.endswith("\\"):
-            return f"{q}{text}{q}"
-    return text
 
 
 def compose(overrides: Iterable[str] | str | None = None, *, results: PathLike | None = None) -> DictConfig:

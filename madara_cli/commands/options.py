@@ -76,25 +76,11 @@ def use_folders(config_dir: Optional[List[Path]], include: Optional[List[Path]])
 
 def with_results(overrides: list[str], results: Optional[Path]) -> list[str]:
     """``--results DIR`` as the ``results_dir=`` override; an explicit override wins."""
-    from madara_cli.config.overrides import parse_overrides
+    from madara_cli.config.overrides import override_value, parse_overrides
 
     if results is None or any(o.key == "results_dir" for o in parse_overrides(overrides)):
         return overrides
     return [f"results_dir={override_value(str(results))}", *overrides]
-
-
-def override_value(text: str) -> str:
-    """``text`` as the value of a Hydra override: as it is when the grammar reads it as
-    plain text, else quoted (a path holding ``[``, ``,``, ``=`` or a space would be read
-    as a list, a sweep or a second override)."""
-    import re
-
-    if re.fullmatch(r"[\w./~:+@%-]*", text):
-        return text
-    for q in ("'", '"'):
-        if q not in text and not text.endswith("\\"):
-            return f"{q}{text}{q}"
-    return text
 
 
 def honoured(overrides: list[str], launcher: Optional[str] = None) -> list[str]:

@@ -88,3 +88,17 @@ def last_value(overrides: Iterable[Override], key: str) -> str | None:
     """The value of the last override setting ``key`` (with any prefix); None if none."""
     given = [o.value for o in overrides if o.key == key and o.value is not None]
     return given[-1] if given else None
+
+
+def override_value(text: str) -> str:
+    """``text`` as the value of a Hydra override: as it is when the grammar reads it as
+    plain text, else quoted (a path holding ``[``, ``,``, ``=`` or a space would be read
+    as a list, a sweep or a second override)."""
+    import re
+
+    if re.fullmatch(r"[\w./~:+@%-]*", text):
+        return text
+    for q in ("'", '"'):
+        if q not in text and not text.endswith("\\"):
+            return f"{q}{text}{q}"
+    return text
