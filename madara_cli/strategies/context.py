@@ -13,6 +13,9 @@ run function, a prepare step that returns one, or, for ``madara``, the route).
 
 from __future__ import annotations
 
+import copy
+import functools
+import json
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, ClassVar, Optional, Protocol, Sequence, TypeVar
 
@@ -45,7 +48,7 @@ class StrategyContext:
         checked against the schema once, instead of a cast at every read."""
         names = {f.name for f in fields(schema)}  # type: ignore[arg-type]
         node = {k: v for k, v in self.cfg.strategy.items() if k in names}
-        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), node))  # type: ignore[return-value]
+        return copy.deepcopy(_settings(schema, json.dumps(OmegaConf.to_container(OmegaConf.create(node)), sort_keys=True)))
 
     @property
     def temperature(self) -> float:
@@ -64,6 +67,13 @@ class StrategyContext:
     def prompts(self) -> PromptSet:
         """The cell's prompt set (``cfg.prompts``), read and checked at compose time."""
         return prompts_of(self.cfg)
+
+
+@functools.lru_cache(maxsize=256)
+def _settings(schema: type, node: str) -> Any:
+    """The strategy settings ``node`` (JSON) as ``schema``: made once per (schema, settings),
+    since a plan of a grid asks for the same ones for every cell (each caller gets a copy)."""
+    return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), json.loads(node)))
 
 
 StrategyFn = Callable[[StrategyContext, Sequence[Example]], list[Prediction]]
