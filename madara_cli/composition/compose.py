@@ -17,8 +17,12 @@ The composed config holds plain strings for the choices.
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import functools
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
@@ -117,6 +121,7 @@ def _hydra_once(overrides: list[str]) -> DictConfig:
 # the same, byte for byte, as one composed whole (tests/core/test_compose_fast.py).
 _BASES: dict[tuple, bytes] = {}  # Hydra's first step, pickled
 _REPOS: dict[tuple, object] = {}
+_GROUPS: dict[tuple, bool] = {}  # (search state, key) -> whether Hydra reads the key as a config group
 _STATE_FILES_MAX = 2000  # a search path holding more yaml files than this is composed whole every time
 _RACY_S = 2.0  # a yaml file changed this recently may change again within its stamp's resolution
 
@@ -155,6 +160,29 @@ def _search_state(overrides_head: tuple[str, ...]) -> tuple | None:
     return (primary, overrides_head, tuple(stamps), registered_schemas())
 
 
+_HELD: dict[tuple, tuple | None] | None = None  # while held_state() is on: each search path's state, read once
+
+
+@contextlib.contextmanager
+def held_state() -> Iterator[None]:
+    """Compose many cells (a grid) from the config files as they are when it starts: their
+    stamps are read once, not once per cell."""
+    global _HELD
+    outer, _HELD = _HELD, (_HELD if _HELD is not None else {})
+    try:
+        yield
+    finally:
+        _HELD = outer
+
+
+def _state(head: tuple[str, ...]) -> tuple | None:
+    if _HELD is None:
+        return _search_state(head)
+    if head not in _HELD:
+        _HELD[head] = _search_state(head)
+    return _HELD[head]
+
+
 def _hydra_config(primary: str, overrides: list[str]) -> DictConfig:
     """Hydra's composition of ``config.yaml`` with ``overrides`` (the search path's
     ``hydra.searchpath`` first): the defaults-list step made once per distinct group
@@ -165,7 +193,7 @@ def _hydra_config(primary: str, overrides: list[str]) -> DictConfig:
 
     parsed = [o.hydra for o in parse_overrides(overrides)]
     head = tuple(o.input_line for o in parsed if o is not None and o.key_or_group == "hydra.searchpath")
-    state = _search_state(head) if all(o is not None for o in parsed) else None
+    state = _state(head) if all(o is not None for o in parsed) else None
     if state is None:
         return _hydra_once(overrides)
     if state not in _REPOS:
@@ -181,15 +209,64 @@ def _hydra_config(primary: str, overrides: list[str]) -> DictConfig:
     def laid_over(o) -> bool:  # a value override, as Hydra's defaults list sorts it (not Hydra's own settings)
         if o.is_sweep_override() or o.key_or_group == "hydra" or o.key_or_group.startswith(("hydra.", "hydra/")):
             return False
-        return isinstance(o.value(), dict) or not repo.group_exists(o.key_or_group)  # type: ignore[attr-defined]
+        if isinstance(o.value(), dict):
+            return True
+        if (state, o.key_or_group) not in _GROUPS:
+            _GROUPS[(state, o.key_or_group)] = bool(repo.group_exists(o.key_or_group))  # type: ignore[attr-defined]
+        return not _GROUPS[(state, o.key_or_group)]
 
-    values = [o for o in parsed if laid_over(o)]
-    base = tuple(o.input_line for o in parsed if not laid_over(o))
+    sorted_out = [laid_over(o) for o in parsed]
+    values = [o for o, v in zip(parsed, sorted_out) if v]
+    base = tuple(o.input_line for o, v in zip(parsed, sorted_out) if not v)
     key = (state, base)
     if key not in _BASES:
         _BASES[key] = pickle.dumps(_hydra_once(list(base)))  # a copy is unpickled per cell: 5x faster than deepcopy
     cfg = pickle.loads(_BASES[key])
     ConfigLoaderImpl._apply_overrides_to_config(values, cfg)
+    return cfg
+
+
+# The composed config is plain (OmegaConf.create of its resolved container): building one
+# node by node is the largest part of what a cell costs once Hydra's step is remembered,
+# and a grid's cells hold the same keys, lists of the same lengths and values of the same
+# types. So a config of each such shape is built once and kept pickled; a cell's is an
+# unpickled copy with the values that differ set one by one, the nodes create() would make.
+_PLAIN: dict[tuple, tuple[bytes, Any]] = {}
+
+
+def _shape(value: Any) -> Any:
+    if isinstance(value, dict):
+        return ("dict", tuple((k, _shape(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return ("list", tuple(_shape(v) for v in value))
+    return type(value)
+
+
+def _differences(new: Any, old: Any, path: tuple = ()) -> list[tuple[tuple, Any]]:
+    """(path, value) of every leaf of ``new`` unlike ``old``'s (the two of one shape)."""
+    if isinstance(new, dict):
+        return [d for k, v in new.items() for d in _differences(v, old[k], (*path, k))]
+    if isinstance(new, list):
+        return [d for i, v in enumerate(new) for d in _differences(v, old[i], (*path, i))]
+    return [] if new == old else [(path, new)]
+
+
+def _plain(container: dict) -> DictConfig:
+    """``OmegaConf.create(container)``, from a kept config of the same shape (see above)."""
+    import pickle
+
+    shape = _shape(container)
+    if shape not in _PLAIN:
+        made = OmegaConf.create(container)
+        _PLAIN[shape] = (pickle.dumps(made), copy.deepcopy(container))
+        return made
+    blob, seen = _PLAIN[shape]
+    cfg = pickle.loads(blob)
+    for path, value in _differences(container, seen):
+        node = cfg
+        for k in path[:-1]:
+            node = node[k]
+        node[path[-1]] = value
     return cfg
 
 
@@ -222,7 +299,7 @@ def compose(overrides: list[str] | None = None) -> DictConfig:
             cfg.prompts = prompts
         OmegaConf.resolve(cfg)
         cfg.overrides = list(overrides)
-        cfg = OmegaConf.create(OmegaConf.to_container(cfg, enum_to_str=True))
+        cfg = _plain(OmegaConf.to_container(cfg, enum_to_str=True))
         if impl is not None and str(impl) != str(cfg.strategy.name):  # impl == name: elided, so shipped keys stay put
             cfg.strategy.impl = str(impl)
         OmegaConf.set_struct(cfg, True)

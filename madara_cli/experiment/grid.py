@@ -112,11 +112,14 @@ def _composed(cells: list[list[str]], progress: Callable[[int, int], None] | Non
     """Each cell's overrides composed (Hydra's defaults step is made once per distinct
     group choices: :func:`madara_cli.composition.compose`), ``progress(done, total)``
     told after each."""
+    from madara_cli.composition.compose import held_state
+
     out = []
-    for i, o in enumerate(cells, 1):
-        out.append(compose(o))
-        if progress is not None:
-            progress(i, len(cells))
+    with held_state():  # the config files' stamps are read once for the grid
+        for i, o in enumerate(cells, 1):
+            out.append(compose(o))
+            if progress is not None:
+                progress(i, len(cells))
     return out
 
 

@@ -9,7 +9,10 @@ runs the strategy on the cell's engine and writes the record; ``madara plan`` ru
 an engine that records the requests instead of sending them. :func:`prepare_probe` is the
 same walk for a probe. Nothing here sends a request of its own but the retrieval a
 reranker asks of an engine and a madara cell's probe (each through the ``engines`` it
-is given: a plan gives recorders).
+is given). A plan gives engines that record instead of answering (``answers = False``):
+a reranker then ranks with its first stage (a ranking from placeholder replies would be
+frozen in the snapshot), and the plan passes its own ``load`` (each benchmark loaded
+once for a grid) or, for data that is not here, its placeholder queries as ``loaded``.
 """
 
 from __future__ import annotations

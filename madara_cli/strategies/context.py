@@ -80,7 +80,9 @@ StrategyFn = Callable[[StrategyContext, Sequence[Example]], list[Prediction]]
 
 
 class EngineSource(Protocol):
-    """Where a prepare step takes an engine for a config (the run's engine pool)."""
+    """Where a prepare step takes an engine for a config (the run's engine pool). A source
+    whose engines record requests instead of answering them (``madara plan``'s) has
+    ``answers = False``: nothing it replies may be kept (experiment.examples.engines_answer)."""
 
     def get(self, cfg: DictConfig) -> CachedLLM: ...
 

@@ -19,8 +19,9 @@ fast = importlib.import_module("madara_cli.composition.compose")
 
 
 def _whole(monkeypatch):
-    """Compose every cell the slow way: no remembered defaults step."""
+    """Compose every cell the slow way: no remembered defaults step, no kept shape."""
     monkeypatch.setattr(fast, "_search_state", lambda head: None)
+    monkeypatch.setattr(fast, "_plain", OmegaConf.create)
 
 
 def _cells() -> list[list[str]]:
