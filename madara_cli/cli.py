@@ -15,7 +15,7 @@ import typer
 
 from madara_cli.bench import verb as bench_verb
 from madara_cli.commands import compare_verbs, list_verbs, probe_verbs, reproduce_verbs, route_verbs, run_verbs, table_verbs, tool_verbs
-from madara_cli.commands.exits import RESUME_HINT, Interrupted, interrupt, os_error_line, override_for_option
+from madara_cli.commands.exits import RESUME_HINT, Interrupted, forget_received, interrupt, os_error_line, override_for_option, received
 from madara_cli.commands.options import UserError, err
 
 app = typer.Typer(
@@ -82,8 +82,16 @@ def main() -> None:
     # engine and the cache.
     signal.signal(signal.SIGINT, interrupt)
     signal.signal(signal.SIGTERM, interrupt)
+    forget_received()
     try:
-        rv = app(standalone_mode=False, prog_name="madara")  # also under python -m madara_cli.cli (completion scripts name it)
+        try:
+            rv = app(standalone_mode=False, prog_name="madara")  # also under python -m madara_cli.cli (completion scripts name it)
+        except Interrupted:
+            raise
+        except BaseException:
+            if received() is not None:  # the interrupt, turned into another error by code it passed through
+                raise Interrupted(received()) from None
+            raise
     except Interrupted as e:
         err.print(f"{'interrupted' if e.signum == signal.SIGINT else 'terminated'}: {RESUME_HINT}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(128 + e.signum)

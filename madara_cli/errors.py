@@ -5,7 +5,8 @@ non-zero (2 for a setting or data a user can fix); none of them ends in a traceb
   that the config asks for cannot be used).
 - :class:`DataError` — missing or unreadable benchmark data (:class:`SnapshotError`: a
   retrieval snapshot edited after it was written; :class:`RecordError`: a results file
-  that cannot be read as its record).
+  that cannot be read as its record; :class:`DegradedCell`: a cell that rests on too
+  many imputed scores, refused under ``health.on_degraded=fail``).
 - :class:`BackendError` — an engine that cannot run (missing engine, unreachable server,
   bad model path; :class:`CacheError`: a response cache that cannot be used).
 
@@ -14,6 +15,10 @@ reports them import them from here without pulling in the module that first met 
 """
 
 from __future__ import annotations
+
+# What a run that stops part-way keeps, and how it goes on: the interrupt's line and a
+# served engine that went away mid-run end with it.
+RESUME_HINT = "finished cells and cached completions are kept; rerun the same command to resume"
 
 
 class ConfigError(ValueError):
@@ -37,6 +42,11 @@ class RecordError(DataError):
     """A results file that cannot be read as its record (printed as one line)."""
 
 
+class DegradedCell(DataError):
+    """A cell whose scores are past the health threshold under
+    ``health.on_degraded=fail``: nothing of it is written (printed as one line)."""
+
+
 class PluginInterrupted(BaseException):
     """A KeyboardInterrupt while a plug-in imported: one line naming it, exit 130 (a
     BaseException, like the interrupt it stands for, so no ``except Exception`` eats it)."""
@@ -52,4 +62,4 @@ class CacheError(BackendError):
     printed as one line naming the file and what to do."""
 
 
-__all__ = ["BackendError", "CacheError", "ConfigError", "DataError", "PluginInterrupted", "RecordError", "SnapshotError", "TrackingError"]
+__all__ = ["RESUME_HINT", "BackendError", "CacheError", "ConfigError", "DataError", "DegradedCell", "PluginInterrupted", "RecordError", "SnapshotError", "TrackingError"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 LAYERS: tuple[tuple[str, ...], ...] = (
     # core: plain records, numbers and the shared small services everything uses
-    ("records", "metrics", "stats", "errors", "jsonl", "plugins", "config", "paper", "paths", "logs", "progress", "layers"),
+    ("records", "metrics", "stats", "errors", "jsonl", "sidefiles", "plugins", "config", "paper", "paths", "logs", "progress", "layers"),
     # where examples and completions come from
     ("data", "backends", "retrievers"),
     # the agents' prompts and scoring; the typed results on disk
@@ -32,6 +32,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("tables", "audit"),
     # running grids of cells
     ("experiment",),
+    # the Python API: run, probe, route, load results as DataFrames (the verbs call it)
+    ("api",),
     # the verbs, and beside them the developer's measurements of the runner
     ("bench", "commands"),
     # the front door

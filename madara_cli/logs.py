@@ -29,6 +29,16 @@ class _PlainHandler(logging.StreamHandler):
         super().emit(record)
 
 
+class _Printable(logging.Formatter):
+    """A log line with every control character shown as an escape (newlines kept): a
+    message may quote a file madara did not write (:func:`madara_cli.sidefiles.printable`)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        from madara_cli.sidefiles import printable
+
+        return printable(super().format(record), keep_newlines=True)
+
+
 def setup_logging(verbose: int = 0, console: Console | None = None) -> None:
     """Configure the ``madara_cli`` loggers once: WARNING, or INFO with ``-v``, DEBUG with ``-vv``.
     ``madara_cli.progress`` always logs at INFO (it is the run's heartbeat on a non-terminal)."""
@@ -41,12 +51,12 @@ def setup_logging(verbose: int = 0, console: Console | None = None) -> None:
         if console.is_terminal:
             handler = RichHandler(console=console, show_path=verbose >= 2, rich_tracebacks=False, markup=False,
                                   show_time=True, omit_repeated_times=False, log_time_format="%H:%M:%S")
-            handler.setFormatter(logging.Formatter("%(message)s"))
+            handler.setFormatter(_Printable("%(message)s"))
         else:
             # A log file, CI or `| tee`: one line per record, never wrapped at the 80
             # columns rich assumes without a terminal, so grep sees whole lines.
             handler = _PlainHandler(console)
-            handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(message)s", "%H:%M:%S"))
+            handler.setFormatter(_Printable("%(asctime)s %(levelname)-7s %(message)s", "%H:%M:%S"))
         for root in roots:
             root.addHandler(handler)
             root.propagate = False

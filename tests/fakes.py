@@ -250,8 +250,11 @@ class RelevanceJudge:
 
 class Script:
     """What the fake server answers: ``responders[path]`` is called with the request
-    body and returns (status, json_body, headers) or the string "reset" (close the
-    connection without answering). Every request is recorded."""
+    body and returns (status, json_body, headers) (a ``bytes`` body is sent as it is),
+    the string "reset" (close the connection without answering) or "trickle" (send
+    the status line one byte every ``trickle_s`` seconds, never finishing). Every
+    request is recorded; it speaks HTTP/1.1 with keep-alive, and ``connections``
+    counts the TCP connections it accepted."""
 
     def __init__(self):
         self.requests: list[tuple[str, str, dict[str, str], Any]] = []
@@ -260,6 +263,8 @@ class Script:
         self.in_flight = 0
         self.max_in_flight = 0
         self.delay = 0.0
+        self.connections = 0
+        self.trickle_s = 0.2
 
 
 @contextmanager
@@ -268,8 +273,15 @@ def scripted_server() -> Iterator[Script]:
     script = Script()
 
     class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, as uvicorn and vllm serve speak
+
         def log_message(self, *args):  # keep pytest output clean
             pass
+
+        def setup(self):
+            super().setup()
+            with script.lock:
+                script.connections += 1
 
         def _handle(self, method):
             n = int(self.headers.get("Content-Length") or 0)
@@ -291,8 +303,18 @@ def scripted_server() -> Iterator[Script]:
                 self.close_connection = True
                 self.connection.shutdown(socket.SHUT_RDWR)
                 return
+            if answer == "trickle":
+                self.close_connection = True
+                try:
+                    for byte in b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 100_000:
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                        time.sleep(script.trickle_s)
+                except OSError:  # the client gave up
+                    pass
+                return
             status, payload, headers = answer
-            data = json.dumps(payload).encode()
+            data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
@@ -578,6 +600,14 @@ def document_signature(user: str) -> int:
     return sum(map(ord, _DOC.search(user).group(1))) % 997
 
 
+def stopped(reply: str, stop: Sequence[str]) -> str:
+    """What an engine returns for ``reply`` under the stop strings ``stop``: the text
+    before the first of them, the stop string itself dropped (vLLM, llama.cpp and
+    OpenAI-compatible servers all drop it)."""
+    cut = min((i for i in (reply.find(s) for s in stop if s) if i >= 0), default=len(reply))
+    return reply[:cut]
+
+
 class ScriptedBackend:
     """Test double: scores a document by a rule over the prompt, so the probe's
     arithmetic can be checked without a model. ``score_fn(user, sig)`` gets the
@@ -605,7 +635,8 @@ class ScriptedBackend:
                 score = self.score_fn(user + "\n" + r.prefix, document_signature(user))
                 out.append(Completion(text=f'3, "score": {score}', finish_reason="stop"))
             elif r.messages[0].content == FORCED_RESCORE_SYSTEM:  # forced re-score: the chain is in the user turn
-                out.append(Completion(text=json.dumps({"score": self.score_fn(user, document_signature(user)), "confidence": 3})[:-1], finish_reason="stop"))
+                reply = json.dumps({"score": self.score_fn(user, document_signature(user)), "confidence": 3})
+                out.append(Completion(text=stopped(reply, r.stop), finish_reason="stop"))
             elif "reasoning_steps" in r.messages[0].content:  # CoT scoring
                 sig = document_signature(user)
                 steps = [f"Evidence tag {sig}.", "The document is relevant to the question.", "It names the answer."]

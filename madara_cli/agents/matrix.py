@@ -67,12 +67,14 @@ def impute(scores: np.ndarray) -> np.ndarray:
 
 
 def build_matrix(
-    example: Example, completions: Sequence[Completion], mode: str, conflict_reply: Completion | None = None, parsers: Sequence[str] | None = None
+    example: Example, completions: Sequence[Completion], mode: str, conflict_reply: Completion | None = None, parsers: Sequence[str] | None = None,
+    stop_sent: bool = True,
 ) -> ScoreMatrix:
     """Assemble one example's matrix from its document-major completions: over all
     three agents, or -- with ``conflict_reply``, the per-query detector's one reply --
     over the first two, the detector's column read from that reply. ``parsers`` names
-    each agent's reader (``madara`` or ``authors``; all ``madara`` by default)."""
+    each agent's reader (``madara`` or ``authors``; all ``madara`` by default);
+    ``stop_sent``: whether the agents' requests sent a stop string (:func:`read_reply`)."""
     docs = example.docs or ()
     m, a = len(docs), len(AGENTS)
     per_doc = a if conflict_reply is None else a - 1
@@ -84,7 +86,7 @@ def build_matrix(
     cut = 0
     for n, c in enumerate(completions):
         i, j = divmod(n, per_doc)
-        parsed, raw[i][j] = read_reply(c, AGENTS[j], mode, parsers[j] if parsers else "madara")
+        parsed, raw[i][j] = read_reply(c, AGENTS[j], mode, parsers[j] if parsers else "madara", stop_sent)
         scores[i, j] = parsed.value
         reasons[i][j] = parsed.failure
         reasoning[i][j] = parsed.reasoning

@@ -382,10 +382,14 @@ def read_rescore(completion: Completion, agent: str = "relevance") -> ParsedScor
     return ParsedScore(parsed.value, parsed.raw_value, parsed.failure, parsed.method, (), parsed.confidence)
 
 
-def read_reply(completion: Completion, agent: str, mode: str, parser: str = "madara") -> tuple[ParsedScore, str]:
+def read_reply(completion: Completion, agent: str, mode: str, parser: str = "madara", stop_sent: bool = True) -> tuple[ParsedScore, str]:
     """(parsed, text read) of one agent completion: the expected digit in ``logprob`` mode
     (the text read is the candidates' log-probabilities as JSON), else the reply with the
-    ``}`` the stop string removed put back, read by ``parser`` (``madara`` or ``authors``)."""
+    ``}`` the stop string removed put back, read by ``parser`` (``madara`` or ``authors``).
+    ``stop_sent``: whether the request sent a stop string. Without one no brace was
+    removed, so the authors' parser reads the reply as it came, as their code does (a
+    reply that never closed its object scores 0 there); madara's own parser still
+    closes an object a reply ended inside, its lenient reading of any reply."""
     if mode == "logprob":
         lp = completion.logprobs or {}
         value = expected_score(lp, DIGITS)
@@ -394,7 +398,7 @@ def read_reply(completion: Completion, agent: str, mode: str, parser: str = "mad
             return ParsedScore(math.nan, failure="no_mass"), raw
         return ParsedScore(value, raw_value=value, method="logprob"), raw
     text = completion.text
-    if completion.finish_reason == "stop" and text.count("{") > text.count("}"):
+    if completion.finish_reason == "stop" and text.count("{") > text.count("}") and (stop_sent or parser != "authors"):
         text += "}"
     return (parse_score_authors(text) if parser == "authors" else parse_score(text, agent)), text
 

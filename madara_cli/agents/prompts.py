@@ -160,15 +160,36 @@ def _analysis_block(steps: Sequence[str]) -> str:
     return "\n".join(f"- {line}" for line in lines if line)
 
 
-def forced_rescore_messages(example: Example, doc: Doc, steps: Sequence[str], prompts: PromptSet | None = None) -> tuple[Message, ...]:
+# An empty chain's analysis under reading.empty_chain=placeholder (madara's words).
+EMPTY_CHAIN_PLACEHOLDER = "(there is no previous analysis)"
+
+
+def _analysis_as_written(steps: Sequence[str]) -> str:
+    # reading.requests=authors: one "- step" line per step as the chain holds it (the
+    # authors' code collapses nothing), the bare placeholder for an empty chain; the
+    # markers are still taken out, for the reason above.
+    if not steps:
+        return EMPTY_CHAIN_PLACEHOLDER
+    return "\n".join(f"- {str(s).replace(RESCORE_BEGIN, '').replace(RESCORE_END, '')}" for s in steps)
+
+
+def forced_rescore_messages(example: Example, doc: Doc, steps: Sequence[str], prompts: PromptSet | None = None,
+                            shape: str = "madara") -> tuple[Message, ...]:
     """Fields ``query``, ``question``/``claim``, ``document`` (cut to
     :data:`RESCORE_DOC_CHARS` characters), ``chain`` (the perturbed steps, one ``- step``
     line each, the markers taken out) and the markers ``analysis_begin`` /
-    ``analysis_end`` that delimit it."""
+    ``analysis_end`` that delimit it.
+
+    ``shape`` is ``reading.requests``: ``madara`` marks a cut document with `` ...``,
+    collapses the whitespace inside each step and leaves out empty ones; ``authors``
+    shows the document's first 2,000 characters as they are and each step as written
+    (an empty chain as :data:`EMPTY_CHAIN_PLACEHOLDER` alone), as the authors' code
+    builds its forced re-score."""
     ps = _set(prompts)
     text = doc.render()
     if len(text) > RESCORE_DOC_CHARS:
-        text = text[:RESCORE_DOC_CHARS] + " ..."
-    fields = {**_query_fields(example, ps), "document": text, "chain": _analysis_block(steps),
+        text = text[:RESCORE_DOC_CHARS] + ("" if shape == "authors" else " ...")
+    chain = _analysis_as_written(steps) if shape == "authors" else _analysis_block(steps)
+    fields = {**_query_fields(example, ps), "document": text, "chain": chain,
               "analysis_begin": RESCORE_BEGIN, "analysis_end": RESCORE_END}
     return messages(ps.render("rescore_system", **fields), ps.render("rescore_user", **fields))

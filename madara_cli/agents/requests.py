@@ -167,7 +167,7 @@ def rescore_request(normal: ChatRequest, steps: Sequence[str], *, mode: str, max
 
 def forced_rescore_request(
     example: Example, doc: Doc, steps: Sequence[str], *, mode: str, max_tokens: int, temperature: float, seed: int,
-    prompts: PromptSet | None = None,
+    prompts: PromptSet | None = None, shape: str = "madara",
 ) -> ChatRequest | ScoreRequest:
     """The RSC probe's re-score under ``rsc.rescore=forced`` (the authors' reading of
     F.1): a request of its own (:func:`madara_cli.agents.prompts.forced_rescore_messages`)
@@ -175,13 +175,19 @@ def forced_rescore_request(
     assistant prefix. The reply is ``{"score": N, "confidence": C}``.
 
     ``mode="generate"``: sampled like the normal CoT request (its temperature and seed),
-    stopped at the closing brace, read with :func:`parse_completion`.
+    stopped at the closing brace, read with :func:`parse_completion`; with
+    ``shape="authors"`` (``reading.requests=authors``) no stop string is sent, as the
+    authors' code sends none: their parser reads a reply whose brace an engine dropped
+    with the stop string as 0.
     ``mode="logprob"``: the expected digit after ``{"score": `` -- the score is the
     reply's first field, so nothing of the chain or the confidence is in the prefix.
+    ``shape`` also decides how the user turn shows the document and the chain
+    (:func:`~madara_cli.agents.prompts.forced_rescore_messages`).
     """
-    msgs = forced_rescore_messages(example, doc, steps, prompts=prompts)
+    msgs = forced_rescore_messages(example, doc, steps, prompts=prompts, shape=shape)
     if mode == "generate":
-        return ChatRequest(messages=msgs, max_tokens=max_tokens, temperature=temperature, seed=seed, stop=SCORE_STOP)
+        return ChatRequest(messages=msgs, max_tokens=max_tokens, temperature=temperature, seed=seed,
+                           stop=() if shape == "authors" else SCORE_STOP)
     if mode == "logprob":
         return ScoreRequest(messages=msgs, candidates=DIGITS, prefix=LOGPROB_PREFIX)
     raise ValueError(f"unknown rescoring mode '{mode}'; valid: {', '.join(SCORING_MODES)}")

@@ -31,7 +31,7 @@ from madara_cli.agents.parsing import reading_parsers
 from madara_cli.agents.prompts import AGENTS, CONFLICT
 from madara_cli.agents.requests import check_conflict, conflict_request, conflict_stage_name, score_requests, stage_name
 from madara_cli.config.prompt_sets import PromptSet
-from madara_cli.records import Completion, Example
+from madara_cli.records import ChatRequest, Completion, Example
 
 if TYPE_CHECKING:
     from madara_cli.backends.cache import CachedLLM
@@ -107,11 +107,12 @@ def assess(llm: CachedLLM, examples: Sequence[Example], settings: AssessSettings
         for ex in examples
     ]
     back = _score_agent_major(llm, stage_name(s.cot, s.mode), s.mode, per_example, len(agents))
+    stop_sent = any(r.stop for reqs in per_example for r in reqs if isinstance(r, ChatRequest))
     if s.conflict == "per_document":
-        return [build_matrix(ex, comps, s.mode, parsers=s.parsers) for ex, comps in zip(examples, back)]
+        return [build_matrix(ex, comps, s.mode, parsers=s.parsers, stop_sent=stop_sent) for ex, comps in zip(examples, back)]
     reply_of = _ask_detector(llm, examples, s, prompts)
     return [
-        build_matrix(ex, comps, s.mode, reply_of.get(e, Completion(text="")), parsers=s.parsers)
+        build_matrix(ex, comps, s.mode, reply_of.get(e, Completion(text="")), parsers=s.parsers, stop_sent=stop_sent)
         for e, (ex, comps) in enumerate(zip(examples, back))
     ]
 

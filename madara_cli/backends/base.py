@@ -99,6 +99,11 @@ class BackendSpec(Spec):
     # its cells (a weights or template update is a new cell); no other engine's key
     # depends on what the hub cache holds.
     loads_hub: Optional[Callable[["DictConfig"], bool]] = None
+    # What settings left to this machine resolve to for a composed config, computed
+    # without loading a model ({"device": "cuda", "dtype": "bfloat16"} for device=auto,
+    # dtype=null on a GPU): keys hold the resolved value in the setting's place, so a cell
+    # run on a GPU and on a laptop are not one cell. None: every setting is what it says.
+    resolves: Optional[Callable[["DictConfig"], dict[str, str]]] = None
 
 
 def register_backend(spec: BackendSpec) -> BackendSpec:

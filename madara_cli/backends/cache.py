@@ -55,11 +55,64 @@ def _encode(c: Completion) -> str:
     return json.dumps(d, ensure_ascii=False)
 
 
-def _decode(s: str) -> Completion:
-    d = json.loads(s)
+def _number(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+# What each stored field must hold; a row with a field not listed (a newer madara's
+# Completion) or a value of another type is one this madara cannot read.
+_ROW_FIELDS: dict[str, Callable[[object], bool]] = {
+    "text": lambda v: isinstance(v, str),
+    "tokens_in": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "tokens_out": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "seconds": _number,
+    "finish_reason": lambda v: isinstance(v, str),
+    "logprobs": lambda v: v is None or (isinstance(v, dict) and all(isinstance(k, str) and (x is None or _number(x)) for k, x in v.items())),
+    "truncated": lambda v: isinstance(v, bool),
+}
+
+
+def _decode(s: object) -> Completion | None:
+    """The completion a stored row holds, or None for a row this madara cannot read: cut
+    (a torn write, a damaged copy), or written by a newer madara (a field this version
+    does not know, as a cache merged from a newer madara holds). Such a row is a cache
+    miss: the request is sent again and its reply stored over the row."""
+    from madara_cli.sidefiles import json_problem
+
+    d, problem = json_problem(s) if isinstance(s, str) else (None, "not text")
+    if problem is not None or not isinstance(d, dict) or "text" not in d:
+        return None
+    if any(k not in _ROW_FIELDS or not _ROW_FIELDS[k](v) for k, v in d.items()):
+        return None
     if d.get("logprobs") is not None:
-        d["logprobs"] = {k: (-math.inf if v is None else v) for k, v in d["logprobs"].items()}
+        d["logprobs"] = {k: (-math.inf if v is None else float(v)) for k, v in d["logprobs"].items()}
     return Completion(**d, cached=True)
+
+
+def decode_rows(rows: Sequence[tuple[str, object]]) -> tuple[dict[str, Completion], int]:
+    """(key -> completion of every readable row, how many rows could not be read)."""
+    found: dict[str, Completion] = {}
+    bad = 0
+    for k, v in rows:
+        c = _decode(v)
+        if c is None:
+            bad += 1
+        else:
+            found[k] = c
+    return found, bad
+
+
+def readable_row(s: object) -> int:
+    """1 when a stored row is one this madara can read (SQLite's function for ``cache merge``)."""
+    return int(_decode(s) is not None)
+
+
+def warn_unreadable(path: Path, bad: int) -> None:
+    import logging
+
+    logging.getLogger(__name__).warning(
+        "response cache %s: %d cached entr%s this madara cannot read (cut, or written by a newer madara); recomputed",
+        path, bad, "y" if bad == 1 else "ies")
 
 
 # Below this much free space an SQLite "disk I/O error" is taken for a full disk
@@ -120,6 +173,7 @@ class ResponseCache:
         with writing(self.path.parent):
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
+        self.unreadable = 0  # rows read that this madara could not decode (each a miss, recomputed)
         with _guard(self.path):
             self._db = sqlite3.connect(self.path, timeout=60, check_same_thread=False)
             # WAL needs shared memory between the processes, so one machine: a shard on a
@@ -130,7 +184,10 @@ class ResponseCache:
             self._db.commit()
 
     def get_many(self, keys: Sequence[str]) -> dict[str, Completion]:
+        """The readable completions stored for ``keys``; a row this madara cannot read is
+        left out (a miss) and counted in :attr:`unreadable`."""
         found: dict[str, Completion] = {}
+        bad = 0
         with self._lock, _guard(self.path):
             for i in range(0, len(keys), 500):
                 chunk = list(keys[i : i + 500])
@@ -138,7 +195,12 @@ class ResponseCache:
                 rows = self._db.execute(
                     f"SELECT key, completion FROM completions WHERE key IN ({marks})", chunk
                 ).fetchall()
-                found.update((k, _decode(v)) for k, v in rows)
+                readable, n = decode_rows(rows)
+                found.update(readable)
+                bad += n
+            self.unreadable += bad
+        if bad:
+            warn_unreadable(self.path, bad)
         return found
 
     def put_many(self, fingerprint: str, kind: str, items: Sequence[tuple[str, Completion]]) -> None:
@@ -156,7 +218,7 @@ class ResponseCache:
         with self._lock, _guard(self.path):
             rows = self._db.execute(
                 "SELECT kind, AVG(json_extract(completion, '$.seconds')), COUNT(*) FROM completions "
-                "WHERE fingerprint = ? GROUP BY kind", (fingerprint,)
+                "WHERE fingerprint = ? AND json_valid(completion) GROUP BY kind", (fingerprint,)
             ).fetchall()
         return {kind: (float(mean), int(n)) for kind, mean, n in rows if mean is not None}
 
@@ -207,6 +269,9 @@ class StageStats:
     # or not: a CoT chain cut before its score is a reply the strategy had to read anyway.
     cut_at_max_tokens: int = 0
     thinking_stripped: int = 0  # replies that still held a <think> block (removed before parsing)
+    # Cached rows this madara could not read (cut, or a newer madara's format): each was
+    # a miss, sent again and stored over the row.
+    cache_unreadable: int = 0
 
     def count(self, c: Completion) -> None:
         """One completion the engine produced (what every request costs, cached or
@@ -218,7 +283,7 @@ class StageStats:
 
     def add(self, other: "StageStats") -> None:
         for f in ("requests", "cache_hits", "calls_issued", "tokens_in", "tokens_out", "issued_tokens_in", "issued_tokens_out",
-                  "seconds", "truncated", "cut_at_max_tokens", "thinking_stripped"):
+                  "seconds", "truncated", "cut_at_max_tokens", "thinking_stripped", "cache_unreadable"):
             setattr(self, f, getattr(self, f) + getattr(other, f))
 
 
@@ -294,7 +359,9 @@ class CachedLLM:
         stats = self.accounting.stage(stage)
         fp = self.backend.fingerprint
         keys = [request_key(fp, r) for r in requests]
+        unreadable = getattr(self.cache, "unreadable", 0)
         results: dict[str, Completion] = self.cache.get_many(list(dict.fromkeys(keys)))
+        stats.cache_unreadable += getattr(self.cache, "unreadable", 0) - unreadable
         stats.requests += len(requests)
         stats.cache_hits += sum(1 for k in keys if k in results)
         # Identical requests inside one batch are sent once.

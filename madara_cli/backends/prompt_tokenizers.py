@@ -11,8 +11,10 @@ model sees exactly the tokens the server's own chat rendering gives.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Protocol
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Protocol
 
 from omegaconf import DictConfig
 
@@ -66,7 +68,11 @@ class GGUFTokenizer:
         from madara_cli.backends.weights import resolve_gguf
 
         path = resolve_gguf(gguf)
-        self._llm = llama_cpp.Llama(model_path=str(path), vocab_only=True, verbose=False)
+        with _without_context_warning():
+            try:
+                self._llm = llama_cpp.Llama(model_path=str(path), vocab_only=True, verbose=False)
+            except ValueError as e:  # "Failed to load model from file"
+                raise BackendError(f"llama.cpp cannot read the vocabulary of {path}: {e}") from None
         template = self._llm.metadata.get("tokenizer.chat_template")
         if not template:
             raise BackendError(f"{path.name} carries no chat template in its metadata")
@@ -107,23 +113,42 @@ class GGUFTokenizer:
         self._llm.close()
 
 
+@contextmanager
+def _without_context_warning() -> Iterator[None]:
+    """A vocabulary-only load still makes a context, and llama.cpp then logs
+    ``n_ctx_seq (512) > n_ctx_train (0) -- possible training context overflow`` (no
+    training context is known without the weights), at error level, on every run of the
+    openai backend: nothing a user can act on. For the load, its log callback drops that
+    line and hands every other to llama-cpp-python's own, which is then put back."""
+    import ctypes
+
+    import llama_cpp
+
+    try:
+        from llama_cpp import _logger
+    except ImportError:  # another layout of the bindings: leave its logging alone
+        yield
+        return
+    library = _logger.llama_log_callback
+
+    @llama_cpp.llama_log_callback
+    def without_overflow_warning(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+        if b"n_ctx_train (0)" not in (text or b""):
+            library(level, text, user_data)
+
+    llama_cpp.llama_log_set(without_overflow_warning, ctypes.c_void_p(0))
+    try:
+        yield
+    finally:
+        llama_cpp.llama_log_set(library, ctypes.c_void_p(0))
+
+
 class HFTokenizer:
     """Template and vocabulary of a Hugging Face tokenizer (what ``vllm serve`` uses)."""
 
     def __init__(self, hf_id: str, revision: str = "main", chat: ChatSettings | None = None):
         self.chat = chat or ChatSettings()
-        try:
-            from transformers import AutoTokenizer
-        except ImportError:
-            raise BackendError(
-                f"the openai backend renders score prompts and counts tokens client-side: pip install transformers "
-                f"(for the tokenizer of {hf_id}), or set model.gguf and backend.tokenizer=gguf"
-            ) from None
-        try:
-            self._tok = AutoTokenizer.from_pretrained(hf_id, revision=revision)
-        except Exception as e:  # noqa: BLE001 - offline, gated, unknown id: the user's to fix
-            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-            raise BackendError(f"cannot load the tokenizer of {hf_id}@{revision}: {first}") from e
+        self._tok = _hf_tokenizer(hf_id, revision)
         bos_id = self._tok.bos_token_id
         adds_bos = bos_id is not None and self._tok("x", add_special_tokens=True)["input_ids"][:1] == [bos_id]
         self._added_bos = self._tok.bos_token if adds_bos else ""
@@ -146,6 +171,55 @@ class HFTokenizer:
         pieces = [m.content for m in self.chat.conversation(messages)] + [prefix]
         encode = lambda t: list(self._tok.encode(t, add_special_tokens=False))  # noqa: E731 - the template carries BOS
         return safe_token_ids(self._full(messages) + prefix, pieces, self._control, encode, lambda t: hf_encode_text(self._tok, t))
+
+
+def _hf_tokenizer(hf_id: str, revision: str) -> Any:
+    """The tokenizer of ``hf_id@revision``. Without the hub (``HF_HUB_OFFLINE``, or a
+    3-second probe that gets no connection) it is read from the local cache alone, and one
+    that is not there is one line at once, before transformers is even imported: the hub
+    client would otherwise spend about 50 s in retries, printing each, to fail the same way."""
+    from madara_cli.backends.weights import hub_cache
+    from madara_cli.data.sources import _hub_offline_requested, hub_reachable
+
+    local = Path(hf_id).expanduser().is_dir()
+    offline = not local and (_hub_offline_requested() or not hub_reachable())
+    not_here = BackendError(
+        f"cannot reach the Hugging Face hub for the tokenizer of {hf_id}@{revision}, and it is not in the local cache "
+        "(the openai backend renders score prompts and counts tokens with it): fetch it where the hub is reachable, "
+        "or use a model with model.gguf (backend.tokenizer=gguf)"
+    )
+    if offline and not (hub_cache() / f"models--{hf_id.replace('/', '--')}").is_dir():
+        raise not_here
+    auto = _auto_tokenizer(hf_id)
+    try:
+        return auto.from_pretrained(hf_id, revision=revision, **({"local_files_only": True} if offline else {}))
+    except Exception as e:  # noqa: BLE001 - offline, gated, unknown id: the user's to fix
+        if offline:
+            raise not_here from None
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise BackendError(f"cannot load the tokenizer of {hf_id}@{revision}: {first}") from None
+
+
+def _auto_tokenizer(hf_id: str) -> Any:
+    """transformers' AutoTokenizer, imported without its advice that PyTorch is missing
+    (a tokenizer needs none; the line would be printed on every run without torch)."""
+    import os
+
+    saved = os.environ.get("TRANSFORMERS_NO_ADVISORY_WARNINGS")
+    os.environ["TRANSFORMERS_NO_ADVISORY_WARNINGS"] = "1"
+    try:
+        from transformers import AutoTokenizer
+    except ImportError:
+        raise BackendError(
+            f"the openai backend renders score prompts and counts tokens client-side: pip install transformers "
+            f"(for the tokenizer of {hf_id}), or set model.gguf and backend.tokenizer=gguf"
+        ) from None
+    finally:
+        if saved is None:
+            os.environ.pop("TRANSFORMERS_NO_ADVISORY_WARNINGS", None)
+        else:
+            os.environ["TRANSFORMERS_NO_ADVISORY_WARNINGS"] = saved
+    return AutoTokenizer
 
 
 def tokenizer_loader(cfg: DictConfig) -> Callable[[], PromptTokenizer]:

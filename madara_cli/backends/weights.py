@@ -57,6 +57,21 @@ def file_fingerprint(path: Path) -> str:
 
 
 
+def hf_source_inputs(cfg) -> dict[str, str]:
+    """What an engine that loads ``model.hf_source`` (vLLM, transformers) reads of this
+    machine's files (``BackendSpec.model_inputs``): the GGUF its folder is made from, or a
+    local model folder; nothing for a hub model (its commit keys it instead)."""
+    source = str(cfg.model.get("hf_source") or "hub")
+    if source == "hub":
+        return {}
+    return {"gguf": "file"} if source == "gguf" else {"hf_source": "folder"}
+
+
+def loads_hub_source(cfg) -> bool:
+    """Whether such an engine loads ``model.hf_id`` from the hub (``BackendSpec.loads_hub``)."""
+    return str(cfg.model.get("hf_source") or "hub") == "hub"
+
+
 def gguf_folder(gguf: str) -> Path:
     """Where :func:`hf_folder_from_gguf` keeps the folder made from ``gguf`` (made or not)."""
     return cache_root() / "hf-from-gguf" / file_digest(resolve_gguf(gguf))[:16]

@@ -27,6 +27,13 @@ Sections (``--only`` picks some):
   (:mod:`madara_cli.bench.vllm`).
 * ``vllm_cpu`` -- what the CPU build's defaults rest on: float32 vs bfloat16, and vLLM's
   thread binding vs both cores to OpenMP.
+* ``openai_pool`` -- ``backend=openai``'s pooled client (keep-alive) against a new
+  connection per request, requests/s on a real local server (llama-cpp-python's, serving
+  the model's GGUF) for bare requests and for a stage's logprob scores
+  (:mod:`madara_cli.bench.served`).
+
+A module of this package may add sections of its own (:func:`register_section`): an
+engine's bench lives beside the others without this module naming it.
 
 Timings are wall-clock on whatever else the machine runs; the ratios compare runs made
 back to back in one process, which is what they are for.
@@ -34,6 +41,7 @@ back to back in one process, which is what they are for.
 
 from __future__ import annotations
 
+import importlib
 import json
 import multiprocessing as mp
 import os
@@ -49,7 +57,7 @@ import numpy as np
 
 from madara_cli.backends.llamacpp import physical_cores  # what the n_threads default rests on
 
-SECTIONS = ("calls", "overhead", "scoring", "stats", "stages", "threads", "vllm", "vllm_cpu")
+SECTIONS = ("calls", "overhead", "scoring", "stats", "stages", "threads", "vllm", "vllm_cpu", "openai_pool")
 DEFAULT_SECTIONS = ("calls", "overhead", "scoring", "stats", "stages")  # threads: minutes on a busy machine; vllm: needs vLLM
 TABLE_STRATEGIES = ("nf", "pde_random", "pde_uniform", "pde", "three_agent", "cot", "sda", "sda_cot", "atf")
 # Table 18 notes give calls per query for nf, 3-Agent/CoT/SDA, ATF, PDE and PDE-Random;
@@ -386,8 +394,51 @@ def _bench_vllm_cpu(opts: BenchOptions, scratch: Path) -> dict[str, Any]:
     return bench_vllm_cpu(_cfg(replace(opts, n_threads=None), "backend=vllm", "retriever.k=3", f"results_dir={scratch / 'vllm'}"), opts.stage_limit)
 
 
+def _bench_openai_pool(opts: BenchOptions, scratch: Path) -> dict[str, Any]:
+    from dataclasses import replace
+
+    from madara_cli.bench.served import bench_openai_pool
+
+    cfg = _cfg(replace(opts, n_threads=None), "backend=openai", "retriever.k=3", f"results_dir={scratch / 'openai'}")
+    return bench_openai_pool(cfg, scratch, opts.score_docs, opts.n_threads)
+
+
 def _ratio(a: float, b: float) -> float | None:
     return None if not b else round(float(a) / float(b), 3)
+
+
+@dataclass(frozen=True)
+class BenchSection:
+    """A section a module of this package adds: ``run(opts, scratch)`` measures and
+    returns what goes into ``<name>.json``; ``rows(result)`` are its lines of the table."""
+
+    name: str
+    run: Callable[[BenchOptions, Path], dict[str, Any]]
+    rows: Callable[[dict[str, Any]], list[tuple[str, str, str]]]
+
+
+_ADDED: dict[str, BenchSection] = {}
+
+
+def register_section(section: BenchSection) -> BenchSection:
+    if section.name in SECTIONS or _ADDED.get(section.name, section) is not section:
+        raise ValueError(f"bench section '{section.name}' is already taken")
+    _ADDED[section.name] = section
+    return section
+
+
+def added_sections() -> dict[str, BenchSection]:
+    """The sections the modules of this package add (each imported here to register its own)."""
+    import pkgutil
+
+    for mod in pkgutil.iter_modules(__path__):
+        if mod.name != "verb":
+            importlib.import_module(f"{__name__}.{mod.name}")
+    return dict(_ADDED)
+
+
+def all_sections() -> tuple[str, ...]:
+    return SECTIONS + tuple(added_sections())
 
 
 # --------------------------------------------------------------------------- #
@@ -395,11 +446,12 @@ def _ratio(a: float, b: float) -> float | None:
 
 def run_bench(opts: BenchOptions, only: tuple[str, ...] = DEFAULT_SECTIONS, say: Callable[[str], None] = print) -> dict[str, Any]:
     """Run the sections, write ``<out_dir>/<section>.json`` and ``summary.json``."""
-    bad = [s for s in only if s not in SECTIONS]
+    added = added_sections()
+    bad = [s for s in only if s not in SECTIONS and s not in added]
     if bad:
         from madara_cli.errors import ConfigError
 
-        raise ConfigError(f"unknown bench section(s) {', '.join(bad)}; valid: {', '.join(SECTIONS)}")
+        raise ConfigError(f"unknown bench section(s) {', '.join(bad)}; valid: {', '.join(all_sections())}")
     from madara_cli.experiment.runner import ensure_writable
 
     ensure_writable(opts.out_dir)
@@ -412,7 +464,8 @@ def run_bench(opts: BenchOptions, only: tuple[str, ...] = DEFAULT_SECTIONS, say:
             t0 = time.perf_counter()
             if name in ("overhead", "scoring", "stages") and engine is None:
                 engine = _engine(opts, scratch)
-            fn = {"calls": bench_calls, "stats": bench_stats, "threads": bench_threads, "vllm": _bench_vllm, "vllm_cpu": _bench_vllm_cpu}.get(name)
+            fn = {"calls": bench_calls, "stats": bench_stats, "threads": bench_threads, "vllm": _bench_vllm, "vllm_cpu": _bench_vllm_cpu,
+                  "openai_pool": _bench_openai_pool, **{k: sec.run for k, sec in added.items()}}.get(name)
             r = fn(opts, scratch) if fn else {"overhead": bench_overhead, "scoring": bench_scoring, "stages": bench_stages}[name](opts, scratch, engine)
             r["section_seconds"] = round(time.perf_counter() - t0, 2)
             r["machine"] = machine()
@@ -484,10 +537,23 @@ def summary_rows(results: dict[str, Any]) -> list[tuple[str, str, str]]:
         rows.append(("vllm_cpu", f"bfloat16 ÷ float32 seconds, same {vc['requests']} requests (the CPU build's default: float32)",
                      _x(vc["ratio_bfloat16_vs_float32_seconds"])))
         rows.append(("vllm_cpu", "both cores to OpenMP ÷ vLLM's binding (one core kept), seconds", _x(vc["ratio_all_cores_vs_default_binding_seconds"])))
+    op = results.get("openai_pool")
+    if op and "skipped" not in op:
+        server = op["server"] or {}
+        for w, what in (("transport", "GET /v1/models"), ("score", "logprob scores")):
+            r = op[w]
+            rows.append(("openai_pool", f"{what} ({r['requests_per_pass']}/pass, {server.get('software')} {server.get('version')}): keep-alive "
+                         f"{r['requests_per_s_pooled']:.3g} vs new connection {r['requests_per_s_per_request_connection']:.3g} requests/s",
+                         _x(op[f"ratio_pooled_vs_per_request_{w}"])))
+    elif op:
+        rows.append(("openai_pool", op["skipped"], "—"))
     t = results.get("threads")
     if t:
         for r in t["runs"]:
             rows.append(("threads", f"n_threads={r['n_threads']}: alone {r['tokens_per_s_alone']} tok/s, cores busy {r['tokens_per_s_with_busy_cores']} tok/s", ""))
+    for name, section in added_sections().items():
+        if results.get(name):
+            rows += section.rows(results[name])
     return rows
 
 

@@ -19,7 +19,6 @@ against llama.cpp, on the same requests in one run.
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any
 
@@ -28,15 +27,9 @@ WARMUP = 2
 
 
 def _stage(cfg, n_questions: int, mode: str, temperature: float | None = None):
-    from omegaconf import OmegaConf
+    from madara_cli.bench.engine_agreement import stage_requests
 
-    from madara_cli.agents.requests import score_requests
-    from madara_cli.experiment.examples import cell_examples
-
-    exs = cell_examples(OmegaConf.merge(cfg, {"limit": n_questions}), None).examples
-    temp = float(cfg.model.temperature) if temperature is None else temperature
-    kw = dict(cot=False, mode=mode, max_tokens=int(cfg.generation.score_max_tokens), temperature=temp, seed=int(cfg.seed))
-    return exs, [r for ex in exs for r in score_requests(ex, **kw)]
+    return stage_requests(cfg, n_questions, mode, temperature)
 
 
 def _timed(fn) -> float:
@@ -118,57 +111,11 @@ def _fingerprint(cfg) -> str:
 
 def bench_vllm_agreement(cfg, n_questions: int) -> dict[str, Any]:
     """Temperature 0 on both engines, same requests."""
-    from omegaconf import OmegaConf
+    from madara_cli.bench.engine_agreement import agreement_with_llamacpp
 
-    from madara_cli.agents.generator import clean_answer, generation_request
-    from madara_cli.agents.parsing import expected_score, parse_completion
-    from madara_cli.agents.prompts import AGENTS
-    from madara_cli.backends import make_backend
-
-    exs, scores = _stage(cfg, n_questions, "logprob")
-    _, jsons = _stage(cfg, n_questions, "generate", temperature=0.0)
-    answers = [generation_request(ex, ex.docs, int(cfg.generation.max_tokens), 0.0, int(cfg.seed)) for ex in exs]
-    got: dict[str, dict[str, list]] = {}
-    for name in ("llamacpp", "vllm"):
-        backend = make_backend(OmegaConf.merge(cfg, {"backend": {"name": name}}) if name == "vllm" else _llamacpp_cfg(cfg))
-        try:
-            got[name] = {"scores": backend.next_token_logprobs(scores), "json": backend.chat(jsons), "answers": backend.chat(answers)}
-        finally:
-            backend.close()
-    a, b = got["llamacpp"], got["vllm"]
-    ea = [expected_score(c.logprobs, r.candidates) for c, r in zip(a["scores"], scores)]
-    eb = [expected_score(c.logprobs, r.candidates) for c, r in zip(b["scores"], scores)]
-
-    def top(c, r) -> str | None:
-        finite = {k: v for k, v in (c.logprobs or {}).items() if v is not None and math.isfinite(v)}
-        return max(finite, key=finite.get) if finite else None
-
-    both = [(x, y) for x, y in zip(ea, eb) if not (math.isnan(x) or math.isnan(y))]
-    pa = [parse_completion(c, AGENTS[i % len(AGENTS)], "generate") for i, c in enumerate(a["json"])]
-    pb = [parse_completion(c, AGENTS[i % len(AGENTS)], "generate") for i, c in enumerate(b["json"])]
-    task = str(cfg.benchmark.task)
-    ans_a = [clean_answer(c.text, task) for c in a["answers"]]
-    ans_b = [clean_answer(c.text, task) for c in b["answers"]]
-    return {
-        "questions": len(exs), "score_requests": len(scores), "json_requests": len(jsons),
-        "top_digit_agreement": round(sum(top(x, r) == top(y, r) for x, y, r in zip(a["scores"], b["scores"], scores)) / len(scores), 3),
-        "expected_score_mean_abs_diff": round(sum(abs(x - y) for x, y in both) / len(both), 3) if both else None,
-        "expected_score_max_abs_diff": round(max(abs(x - y) for x, y in both), 3) if both else None,
-        "json_parse_rate_llamacpp": round(sum(p.ok for p in pa) / len(pa), 3),
-        "json_parse_rate_vllm": round(sum(p.ok for p in pb) / len(pb), 3),
-        "json_equal_values": round(sum(x.ok and y.ok and x.value == y.value for x, y in zip(pa, pb)) / len(pa), 3),
-        "answers_equal": round(sum(x == y for x, y in zip(ans_a, ans_b)) / len(ans_a), 3),
-        "answers": [{"llamacpp": x, "vllm": y} for x, y in zip(ans_a, ans_b)],
-        "notes": ["llama.cpp computes on the GGUF's Q4_1 blocks, vLLM on the float32 folder dequantised from them: the same weights,"
-                  " other arithmetic, so greedy replies part where two tokens are close"],
-    }
-
-
-def _llamacpp_cfg(cfg):
-    from madara_cli.composition import compose
-
-    return compose([f"model={cfg.model.name}", f"benchmark={cfg.benchmark.name}", "backend=llamacpp", "backend.n_threads=2",
-                    f"seed={int(cfg.seed)}", f"results_dir={cfg.results_dir}"])
+    return agreement_with_llamacpp(cfg, n_questions, [
+        "llama.cpp computes on the GGUF's Q4_1 blocks, vLLM on the float32 folder dequantised from them: the same weights,"
+        " other arithmetic, so greedy replies part where two tokens are close"])
 
 
 def bench_vllm_cpu(cfg, n_questions: int) -> dict[str, Any]:

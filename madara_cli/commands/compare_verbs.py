@@ -29,13 +29,15 @@ def compare(
     seed: int = typer.Option(0, "--seed"),
     as_json: bool = typer.Option(False, "--json", help="Print the comparison as one JSON object"),
     min_pairs: int = typer.Option(10, "--min-pairs", min=1, help="Fewest shared examples for which a bootstrap CI is shown (below it: the exact McNemar test only)"),
+    metric: str = typer.Option("em", "--metric", help="What to compare: em | em_strict | f1 | contains (per query, from the cells' predictions)"),
 ) -> None:
-    """Paired comparison of two cells on their shared examples: EM, b, c, McNemar, bootstrap CI.
+    """Paired comparison of two cells on their shared examples: the metric (EM by default), b, c, McNemar, bootstrap CI.
     Cells of different benchmarks or questions, or with an id twice, are refused."""
     from madara_cli.tables import compare_cells, format_comparison
 
     try:
-        result = compare_cells(_cell_folder(run_a, results), _cell_folder(run_b, results), n_resamples=resamples, seed=seed, min_pairs=min_pairs)
+        result = compare_cells(_cell_folder(run_a, results), _cell_folder(run_b, results), n_resamples=resamples, seed=seed, min_pairs=min_pairs,
+                               metric=metric)
     except ValueError as e:
         raise UserError(str(e)) from None
     if as_json:

@@ -4,7 +4,7 @@ that does what another runner's option does."""
 
 from __future__ import annotations
 
-RESUME_HINT = "finished cells and cached completions are kept; rerun the same command to resume"
+from madara_cli.errors import RESUME_HINT  # noqa: F401 - the CLI's lines read it from here
 
 
 class Interrupted(BaseException):
@@ -15,9 +15,26 @@ class Interrupted(BaseException):
         self.signum = signum
 
 
+_RECEIVED: list[int] = []  # the signals received during this command, first first
+
+
 def interrupt(signum, frame) -> None:
-    """The SIGINT/SIGTERM handler: raise :class:`Interrupted`."""
+    """The SIGINT/SIGTERM handler: raise :class:`Interrupted` (and remember the signal:
+    a library that catches every exception, OmegaConf among them, may turn the
+    interrupt into an error of its own, which must still end as the interrupt)."""
+    _RECEIVED.append(signum)
     raise Interrupted(signum)
+
+
+def forget_received() -> None:
+    """A new command starts with no signal received (the entry point can run in-process
+    more than once)."""
+    _RECEIVED.clear()
+
+
+def received() -> int | None:
+    """The first SIGINT/SIGTERM received during this command, or None."""
+    return _RECEIVED[0] if _RECEIVED else None
 
 
 def os_error_line(e: OSError) -> str:

@@ -27,13 +27,13 @@ def ls(
             raise UserError("--paper lists grids: madara ls grids --paper")
         print("\n".join(paper_grids()))
         return
-    if what == "models":  # one per line, with the chat settings every backend applies
-        from madara_cli.backends.chat import ChatSettings
-        from madara_cli.composition import compose
-
-        for name in options("model"):
-            m = compose([f"model={name}"]).model
-            out.print(f"{name}: {m.hf_id} (chat: {ChatSettings.from_model(m).describe()})", highlight=False)
+    if what in ("models", "benchmarks", "strategies"):  # one per line: what it is, and whether it runs here offline
+        for name in options(groups[what]):
+            try:
+                line = DESCRIBE[what](name)
+            except Exception as e:  # a broken config is named, not fatal to the listing  # noqa: BLE001
+                line = f"(unreadable: {str(e).splitlines()[0] if str(e) else type(e).__name__})"
+            out.print(f"{name}: {line}", markup=False, highlight=False, soft_wrap=True)
         return
     if what == "grids":  # one per line, with what each grid runs (its description:)
         from madara_cli.config import load_grid
@@ -50,16 +50,129 @@ def ls(
             out.print(styled("[bold]{}[/bold]: {}", name, ", ".join(options(group))), markup=True)
 
 
+# --- madara ls models | benchmarks | strategies: a line each, with offline availability
+
+
+DESCRIPTION_CHARS = 110
+
+
+def description(group: str, name: str) -> str:
+    """The first sentence of the comment that opens ``configs/<group>/<name>.yaml``
+    (each shipped option says there what it is), cut at a word near
+    :data:`DESCRIPTION_CHARS`; empty when the file opens with no comment."""
+    import re
+
+    from madara_cli.config.folders import find_config
+
+    path = find_config(group, name)
+    lines = []
+    for line in (path.read_text(encoding="utf-8").splitlines() if path else []):
+        if not line.startswith("#"):
+            break
+        lines.append(line.lstrip("#").strip())
+    text = " ".join(x for x in lines if x)
+    # A sentence ends at ". " before a capital (not after "et al.") or at "; ".
+    first = re.split(r"(?<!\bal)\.\s+(?=[A-Z])|;\s", text, maxsplit=1)[0].rstrip(".;")
+    if len(first) > DESCRIPTION_CHARS:
+        first = first[:DESCRIPTION_CHARS].rsplit(" ", 1)[0].rstrip(",;:") + " …"
+    return first
+
+
+def _hub_has(kind: str, hf_id: str | None) -> bool:
+    """Whether the local Hugging Face cache holds ``hf_id`` (``kind``: models | datasets), read from disk only."""
+    from madara_cli.backends.weights import hub_cache
+
+    if not hf_id or hf_id.count("/") != 1:
+        return False
+    folder = hub_cache() / f"{kind}--{hf_id.replace('/', '--')}" / "snapshots"
+    if folder.is_dir() and any(folder.iterdir()):
+        return True
+    if kind == "datasets":  # the datasets library's own cache: <org>___<name>
+        import os
+
+        root = Path(os.environ.get("HF_DATASETS_CACHE") or Path(os.environ.get("HF_HOME") or Path.home() / ".cache" / "huggingface") / "datasets")
+        return (root / hf_id.replace("/", "___")).is_dir()
+    return False
+
+
+def model_line(name: str) -> str:
+    """A model: its hub id and size, whether each kind of engine finds its weights here
+    without a network, and the chat settings every backend applies."""
+    from madara_cli.backends.chat import ChatSettings
+    from madara_cli.backends.weights import resolve_gguf
+    from madara_cli.composition import compose
+    from madara_cli.errors import BackendError
+
+    m = compose([f"model={name}"]).model
+    size = f", {m.params_b:g}B" if m.get("params_b") else ""
+    gguf = False
+    if m.get("gguf"):
+        try:
+            resolve_gguf(str(m.gguf))
+            gguf = True
+        except BackendError:
+            pass
+    llama = "llama.cpp: GGUF here" if gguf else ("llama.cpp: GGUF missing" if m.get("gguf") else "llama.cpp: no GGUF (model.gguf=FILE)")
+    hf = gguf and m.get("hf_source") == "gguf" or _hub_has("models", m.get("hf_id"))
+    weights = "vLLM/transformers: weights here" if hf else "vLLM/transformers: not downloaded (needs the hub)"
+    offline = "offline: yes" if gguf or hf else "offline: no"
+    return f"{m.hf_id}{size}; {offline} ({llama}; {weights}); chat: {ChatSettings.from_model(m).describe()}"
+
+
+def benchmark_line(name: str) -> str:
+    """A benchmark: what it is, and whether its questions (and documents) are here offline."""
+    from madara_cli.config.folders import find_config, read_yaml
+
+    node = read_yaml(find_config("benchmark", name)) or {}
+    if node.get("loader") == "mini":
+        where = "offline: yes (generated here)"
+    elif node.get("path"):
+        where = f"offline: {'yes' if Path(str(node['path'])).expanduser().is_file() else 'no'} (benchmark.path {node['path']})"
+    elif node.get("hf_id"):
+        where = "offline: yes (in the hub cache)" if _hub_has("datasets", node["hf_id"]) else f"offline: no ({node['hf_id']} not downloaded; or benchmark.path=FILE)"
+    else:
+        where = "offline: needs benchmark.path=FILE"
+    if "corpus" in node and not node.get("corpus"):
+        where += "; its documents need benchmark.corpus=FILE or retriever.index=DIR"
+    return _joined(description("benchmark", name), where)
+
+
+def strategy_line(name: str) -> str:
+    """A strategy: what it does, and whether it needs more than the model (a reranker from the hub)."""
+    from madara_cli.config.folders import find_config, read_yaml
+
+    node = read_yaml(find_config("strategy", name)) or {}
+    extra = node.get("cross_encoder")
+    if extra:
+        where = f"offline: {'yes' if _hub_has('models', str(extra)) else 'no'} (its reranker {extra})"
+    else:
+        where = "offline: yes (needs only the model)"
+    return _joined(description("strategy", name), where)
+
+
+def _joined(what: str, where: str) -> str:
+    return f"{what} — {where}" if what else where
+
+
+DESCRIBE = {"models": model_line, "benchmarks": benchmark_line, "strategies": strategy_line}
+
+
 def _reading_of(folder: Path) -> str:
     """The cell's reading (``reading=paper|authors`` and any setting off its default),
-    from the config.yaml it ran with; ``paper`` where that has no reading node."""
-    from omegaconf import OmegaConf
-
+    from the config.yaml it ran with; ``paper`` where that has no reading node. The file
+    is read as plain data (a results folder may come from anyone: a tag is never
+    constructed); one that cannot be read says so in the row instead."""
     from madara_cli.config.identity import reading_key
+    from madara_cli.errors import DataError
+    from madara_cli.sidefiles import read_yaml_data
 
     path = folder / "config.yaml"
-    node = OmegaConf.to_container(OmegaConf.load(path)).get("reading") if path.is_file() else None
-    off = reading_key(node)
+    try:
+        config = read_yaml_data(path, "the cell's config") if path.exists() else None
+    except DataError as e:
+        return f"(unreadable: {e})"
+    node = config.get("reading") if isinstance(config, dict) else None
+    off = reading_key(node if isinstance(node, dict) else None)
     name = off.pop("name", "paper")
     return name + (f" ({', '.join(f'{k}={v}' for k, v in off.items())})" if off else "")
 
@@ -78,14 +191,128 @@ def _add_intervals(t: Table, record: dict) -> None:
             t.add_row(f"{name} % [95% Wilson]", format_interval(rate_interval(value, n)))
 
 
+# ``madara show`` opens with this many lines at most before ``--all``'s full record.
+SUMMARY_LINES = 25
+
+
+def _rate(value: float | None, n: int) -> str:
+    """A 0/1 rate in % with its Wilson 95% interval over n (the small-n rule of :mod:`madara_cli.stats`)."""
+    from madara_cli.stats import format_interval, rate_interval
+
+    return "—" if value is None else f"{format_interval(rate_interval(value, n))}  (Wilson 95%)"
+
+
+def _mean(folder: Path, name: str, value: float | None) -> str:
+    """A graded metric (F1) in % with the rule's interval from the per-query values on disk."""
+    from madara_cli.results.record_files import read_predictions
+    from madara_cli.stats import MIN_N_FOR_BOOTSTRAP, format_interval, mean_interval
+
+    if value is None:
+        return "—"
+    try:
+        values = [float(r[name]) for r in read_predictions(folder) if isinstance(r.get(name), (int, float))]
+    except (OSError, ValueError):
+        values = []
+    if not values:
+        return f"{100 * value:.1f}"
+    iv = mean_interval(values)
+    how = {"wilson": "Wilson 95%", "bootstrap": "bootstrap 95%"}.get(iv.method, f"no interval below n={MIN_N_FOR_BOOTSTRAP}")
+    return f"{format_interval(iv)}  ({how})"
+
+
+def _cost(acc: dict, n: int | None, wall: float | None, engine: float) -> str:
+    requests = acc.get("requests")
+    if requests is None and "calls_issued" in acc:  # records written before requests were counted
+        requests = int(acc.get("calls_issued", 0)) + int(acc.get("cache_hits", 0))
+    parts = []
+    if requests is not None:
+        per = f", {requests / n:.1f} per query" if n else ""
+        parts.append(f"{requests:,} requests{per} ({acc.get('calls_issued', 0):,} sent to the engine, {acc.get('cache_hits', 0):,} from the cache)")
+    if acc.get("tokens_in") is not None:
+        parts.append(f"tokens {acc.get('tokens_in', 0):,} in / {acc.get('tokens_out', 0):,} out")
+    if isinstance(wall, (int, float)):
+        parts.append(f"wall {wall:.1f} s")
+    parts.append(f"engine {engine:.1f} s (summed over requests)")
+    return "; ".join(parts)
+
+
+def health_rows(record) -> list[tuple[str, str]]:
+    """What a cell's numbers rest on (results/health.py): its status and, per scoring
+    stage, how many scores were imputed, cut at the token budget or missing an id."""
+    from madara_cli.results.health import health_line
+    from madara_cli.results.outputs import CellRecord
+
+    if not isinstance(record, CellRecord):
+        return []
+    return [("health", health_line(record).removeprefix("health: "))]
+
+
+def cell_summary_rows(folder: Path, record) -> list[tuple[str, str]]:
+    """What ``madara show`` prints first for a finished cell: what ran, EM/F1/contains
+    with their 95% intervals, the score health, the route and its reason (a ``madara``
+    cell), the cost and where it lives. One (label, text) pair per line."""
+    k = f", k={record.k}" if record.k is not None else ""
+    limit = f", limit {record.limit}" if record.limit is not None else ""
+    rows = [
+        ("cell", f"{record.model} on {record.benchmark}: {record.strategy} (retriever {record.retriever}{k})"),
+        ("ran", f"n={record.n} queries{limit}, seed {record.seed}, grid {record.grid}"),
+        ("EM %", _rate(record.em, record.n)),
+        ("F1 %", _mean(folder, "f1", record.f1)),
+        ("contains %", _rate(record.contains, record.n)),
+    ]
+    rows += health_rows(record)
+    routed = record.madara
+    if routed:
+        rsc = routed.get("rsc_class") or "—"
+        nf = routed.get("em_nf_calibration")
+        nf_text = "" if nf is None else f", calibration NF {100 * nf:.1f}%"
+        rows.append(("route", f"{routed.get('route') or '—'}: {routed.get('reason') or 'no reason recorded'}"))
+        rows.append(("probe", f"{routed.get('probe') or '—'} (RSC class {rsc}{nf_text}{', reused' if routed.get('probe_reused') else ''})"))
+    rows.append(("cost", _cost(record.accounting or {}, record.n, record.seconds, record.engine_seconds)))
+    rows.append(("key", record.key))
+    return rows
+
+
+def probe_summary_rows(record) -> list[tuple[str, str]]:
+    """What ``madara show`` prints first for an RSC probe: the pair, NF, ρ̂, class, route and reason, cost."""
+    def f(x, fmt="{:+.2f}"):
+        return "—" if x is None else fmt.format(x)
+
+    timing = record.timing or {}
+    wall = (record.provenance or {}).get("seconds", timing.get("wall_seconds"))
+    rows = [
+        ("probe", f"{record.model} on {record.benchmark}, n={record.n} calibration queries"),
+        ("NF EM %", _rate(record.em_nf, record.n)),
+        ("ρ̂1/ρ̂2/ρ̂3", " / ".join(f(record.rho_at(i)) for i in range(3)) + "  (shuffled / contradicted / random chains)"),
+        ("class", f"{record.rsc_class or '—'} (ρ* {f(record.rho_star)}, coupling {record.coupling or '—'})"),
+        ("route", f"{record.route or '—'}: {record.reason or 'no reason recorded'}"),
+        ("cost", _cost(record.accounting or {}, None, wall, float(timing.get("engine_seconds", 0) or 0))),
+    ]
+    if record.key:
+        rows.append(("key", record.key))
+    return rows
+
+
+def print_summary(rows: list[tuple[str, str]], title: str) -> None:
+    """The summary as aligned ``label  text`` lines, never wrapped (one row, one line)."""
+    from rich.cells import cell_len
+
+    width = max(cell_len(label) for label, _ in rows)
+    out.print(title, style="bold", markup=False, highlight=False, soft_wrap=True)
+    for label, text in rows:
+        out.print(f"  {label}{' ' * (width - cell_len(label))}  {text}", markup=False, highlight=False, soft_wrap=True)
+
+
 def show(
     cell: str = typer.Argument(..., help="A finished cell or probe folder, or its key (a unique part of it is enough)"),
     results: Optional[Path] = results_option(),
+    show_all: bool = typer.Option(False, "--all", help="Also print the whole record and the provenance (versions, commit, overrides, times, host)"),
     as_json: bool = typer.Option(False, "--json", help="Print the cell's or probe's record as JSON"),
 ) -> None:
-    """A finished cell's metrics with its provenance: versions, commit, overrides, times, host."""
+    """A finished cell or probe at a glance: what ran, EM/F1 with intervals, route and reason, cost (--all: every field and the provenance)."""
     import json
 
+    from madara_cli.results.outputs import CellRecord
     from madara_cli.results.record_files import find_cell, flat_items, read_record
 
     try:
@@ -93,19 +320,31 @@ def show(
         fname, typed = read_record(folder)
     except ValueError as e:
         raise UserError(str(e)) from None
+    from madara_cli.sidefiles import json_printable, printable
+
     record = typed.to_dict()
     if as_json:
-        print(json.dumps(record, indent=2, ensure_ascii=False))
+        print(json_printable(json.dumps(record, indent=2, ensure_ascii=False)))
+        return
+    if isinstance(typed, CellRecord):
+        print_summary(cell_summary_rows(folder, typed), f"{folder.name} ({fname})")
+    else:
+        print_summary(probe_summary_rows(typed), f"{folder.name} ({fname})")
+    if not show_all:
+        out.print(str(folder), style="dim", markup=False, highlight=False, soft_wrap=True)
+        where = f" --results {results}" if results is not None else ""
+        out.print(f"every field and the provenance: madara show {folder.name}{where} --all", style="dim", markup=False, highlight=False,
+                  soft_wrap=True)
         return
     prov = typed.provenance or {}
-    t = Table(title=f"{folder.name} ({fname})", show_header=False)
+    t = Table(title="record", show_header=False)
     t.add_column("key", style="bold")
     t.add_column("value", overflow="fold")
     skip = {"provenance", "scores", "per_query", "bootstrap"}
     for k, v in flat_items({k: v for k, v in record.items() if k not in skip}):
         if isinstance(v, list) and len(v) > 8:
             v = f"[{len(v)} values]"
-        t.add_row(k, "" if v is None else str(v))
+        t.add_row(printable(k), "" if v is None else printable(v))
     _add_intervals(t, record)
     out.print(t)
     if not prov:
@@ -115,12 +354,12 @@ def show(
         p.add_column("key", style="bold")
         p.add_column("value", overflow="fold")
         for k in ("madara_version", "git_commit", "git_dirty", "python", "platform", "host", "started", "ended", "seconds"):
-            p.add_row(k, str(prov.get(k)))
+            p.add_row(k, printable(prov.get(k)))
         engine = prov.get("engine") or {}
-        p.add_row("engine", f"{engine.get('backend')} ({engine.get('package') or '-'} {engine.get('version') or ''})".strip())
-        p.add_row("overrides", " ".join(prov.get("overrides") or []) or "(none)")
-        p.add_row("reading", _reading_of(folder))
-        p.add_row("command", "madara " + " ".join(prov.get("argv") or []))
-        p.add_row("packages", ", ".join(f"{k} {v}" for k, v in (prov.get("packages") or {}).items()))
+        p.add_row("engine", printable(f"{engine.get('backend')} ({engine.get('package') or '-'} {engine.get('version') or ''})".strip()))
+        p.add_row("overrides", printable(" ".join(map(str, prov.get("overrides") or [])) or "(none)"))
+        p.add_row("reading", printable(_reading_of(folder)))
+        p.add_row("command", printable("madara " + " ".join(map(str, prov.get("argv") or []))))
+        p.add_row("packages", printable(", ".join(f"{k} {v}" for k, v in (prov.get("packages") or {}).items())))
         out.print(p)
     out.print(str(folder), style="dim")

@@ -11,12 +11,26 @@ from typing import List, Optional
 import typer
 from rich.console import Console
 
+
+class _Terminal(Console):
+    """A console that shows every control character of the text it prints as a visible
+    escape (:func:`madara_cli.sidefiles.printable`; newlines and tabs kept): what verbs
+    print comes from files madara did not write in this run (someone else's results
+    folder, a cache, a config), and an ESC sequence there must not retitle the window,
+    clear the screen or forge a line. rich's own styling is added after this, so it stays."""
+
+    def render_str(self, text: str, **kwargs):  # noqa: ANN201, ANN003 - rich's signature
+        from madara_cli.sidefiles import printable
+
+        return super().render_str(printable(text, keep_newlines=True), **kwargs)
+
+
 # Tables stay readable when piped (rich would otherwise assume 80 columns). Neither console
 # parses markup: paths, names and data ("results/[/x]") are printed as they are, never
 # read as rich tags (which crashed run, show and tables after their work was written).
 # A line that styles its own words passes markup=True and escapes every value (:func:`styled`).
-out = Console(width=None if sys.stdout.isatty() else 160, markup=False)
-err = Console(stderr=True, markup=False)
+out = _Terminal(width=None if sys.stdout.isatty() else 160, markup=False)
+err = _Terminal(stderr=True, markup=False)
 
 
 def styled(template: str, *values: object) -> str:

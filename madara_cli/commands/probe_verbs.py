@@ -23,34 +23,28 @@ from madara_cli.commands.options import (
 
 
 def probe(
-    model: str = typer.Option("smollm2-135m", "--model", help="Model config name (madara ls models)"),
-    benchmark: str = typer.Option("mini", "--benchmark", "-b", help="Benchmark config name"),
+    overrides: Optional[List[str]] = typer.Argument(None, help="Hydra overrides, as for run: model=M benchmark=B backend=vllm benchmark.path=FILE"),
+    model: Optional[str] = typer.Option(None, "--model", help="Model config name (madara ls models); the same as model=M (default smollm2-135m)"),
+    benchmark: Optional[str] = typer.Option(None, "--benchmark", "-b", help="Benchmark config name; the same as benchmark=B (default mini)"),
     n: Optional[int] = typer.Option(None, "--n", min=1, help="Calibration queries (default: benchmark.calibration, 100 for the paper's benchmarks)"),
     force: bool = typer.Option(False, "--force", help="Recompute even if a finished probe exists (completions still come from the cache)"),
-    overrides: Optional[List[str]] = typer.Argument(None, help="Hydra overrides, e.g. backend=vllm benchmark.path=FILE"),
     results: Optional[Path] = results_option(),
     config_dir: Optional[List[Path]] = config_dir_option(),
     include: Optional[List[Path]] = include_option(),
 ) -> None:
-    """Diagnose a model-task pair: NF baseline + RSC probe -> route; writes results/probes/<key>/."""
+    """Diagnose a model-task pair: NF baseline + RSC probe -> route; writes results/probes/<key>/.
+    Takes model= and benchmark= like run (--model and --benchmark say the same)."""
     use_folders(config_dir, include)
-    from madara_cli.composition import compose
-    from madara_cli.experiment.engines import EnginePool
-    from madara_cli.experiment.walk import ensure_probe
+    from madara_cli import api
     from madara_cli.progress import StageProgress
-    from madara_cli.results.record_files import no_empty_folders_left
 
-    cfg = compose(with_results([f"model={model}", f"benchmark={benchmark}", *honoured(list(overrides or []))], results))
-    from madara_cli.results.tracking import preflight
-
-    preflight([cfg])  # a tracker that cannot be used: one line now, before the engine starts
-    with no_empty_folders_left([str(cfg.results_dir)]), StageProgress(err) as progress, EnginePool(progress=progress) as pool:
-        progress.label = f"probe {model}/{benchmark}"
+    with StageProgress(err) as progress:
         try:
-            record, path, reused = ensure_probe(cfg, pool, n, force=force)
-        except ValueError as e:
+            done = api.probe(with_results(honoured(list(overrides or [])), results), model=model, benchmark=benchmark, n=n, force=force,
+                             progress=progress)
+        except ValueError as e:  # a bad --n for this benchmark, and the config's own errors: one line
             raise UserError(str(e)) from None
-    print_probe(record, path, reused)
+    print_probe(done.record, done.path, done.reused)
 
 
 def print_probe(r, path: Path, reused: bool) -> None:

@@ -97,8 +97,17 @@ def reproduce(
     results_dir = results_dir if results_dir is not None else str(results_dir_of(results))
     overrides = [o.raw for o in parsed if o not in plain_results]
     names = [g for g in grids.replace(",", " ").split() if g] if grids else paper_grids()
+    from madara_cli.results.stored import AmbiguousVariant
+
     with StageProgress(err) as progress:
-        report = reproduce_all(backend, [m for m in models.replace(" ", ",").split(",") if m], names, results_dir, progress, overrides)
+        try:
+            report = reproduce_all(backend, [m for m in models.replace(" ", ",").split(",") if m], names, results_dir, progress, overrides)
+        except AmbiguousVariant as e:  # every cell is on disk; only the tables could not choose
+            from madara_cli.commands.table_verbs import refuse_variant
+
+            err.print(f"note: the grids ran; write the tables with madara tables --results {results_dir} --prefer KEY=VALUE",
+                      markup=False, highlight=False, soft_wrap=True)
+            refuse_variant(e)
     out.print(f"finished cells and probes: {report.finished}; skipped: {len(report.failed)}")
     for f in report.failed:
         out.print(f"  skipped {f.label}: {f.reason}", markup=False, highlight=False)

@@ -62,8 +62,9 @@ def _route_published(thresholds) -> None:
 
 
 def route(
-    nf: Optional[float] = typer.Option(None, "--nf", help="No-Filter EM on the calibration set, in percent"),
-    rho: Optional[Tuple[float, float, float]] = typer.Option(None, "--rho", help="rho_1 rho_2 rho_3 (shuffled, contradicted, random); omit for degenerate scoring"),
+    nf: Optional[float] = typer.Option(None, "--nf", help="No-Filter EM on the calibration set, in percent (45, not 0.45: a fraction is refused)"),
+    rho: Optional[Tuple[float, float, float]] = typer.Option(None, "--rho", help="rho_1 rho_2 rho_3 (shuffled, contradicted, random)"),
+    degenerate: bool = typer.Option(False, "--degenerate", help="The probe's scores were degenerate (no rho): instead of --rho"),
     rsc_class: Optional[str] = typer.Option(None, "--class", help="quality-ordered | stochastic | degenerate (derived from --rho when omitted)"),
     entropy: Optional[float] = typer.Option(None, "--entropy", min=0.0, max=1.0, help="normalised score entropy (for the entropy policy)"),
     tau_nf: float = typer.Option(30.0, "--tau-nf", min=0.0, max=100.0, help="NF threshold (percent)"),
@@ -73,46 +74,42 @@ def route(
     iso_em: Optional[float] = typer.Option(None, "--iso-em", help="isolation policy: PDE-Random EM in percent on the same queries as --nf"),
     iso_n: Optional[int] = typer.Option(None, "--iso-n", min=1, help="isolation policy: how many queries --nf and --iso-em were measured on"),
 ) -> None:
-    """What MADARA would route to, and why, from diagnostics alone (runs nothing)."""
+    """What MADARA would route to, and why, from diagnostics alone (runs nothing): --nf PERCENT with --rho R1 R2 R3 or --degenerate."""
+    from madara_cli import api
     from madara_cli.diagnose import router
 
     if policy not in router.POLICIES:
         raise UserError(f"--policy {policy!r} is not a routing policy; valid: {', '.join(router.POLICIES)}")
-    thresholds = router.Thresholds(tau_nf=tau_nf, rho1=rho1)
     if published:
+        thresholds = router.Thresholds(tau_nf=tau_nf, rho1=rho1)
         if policy == router.ISOLATION:
             _compare_policies_published(thresholds)
         else:
             _route_published(thresholds)
         return
     if nf is None:
-        raise UserError("route needs --nf PERCENT (and --rho R1 R2 R3), or --published")
-    bad = [x for x in (rho or ()) if not -1.0 <= x <= 1.0]
-    if bad:
-        raise UserError(f"--rho values are Spearman correlations in [-1, 1]; got {' '.join(f'{x:g}' for x in rho)}")
-    if not 0.0 <= nf <= 100.0:
-        raise UserError(f"--nf is an EM percentage in [0, 100]; got {nf:g}")
+        raise UserError("route needs --nf PERCENT and --rho R1 R2 R3 (or --degenerate for degenerate scores), or --published")
+    if rho is None and not degenerate:  # a missing --rho is no longer read as "degenerate": that is said explicitly
+        raise UserError("route needs the probe's --rho R1 R2 R3, or --degenerate for a probe whose scores were degenerate (no ρ̂)")
+    if rho is not None and degenerate:
+        raise UserError("--rho and --degenerate contradict each other: a degenerate probe measured no ρ̂; give one of them")
     try:
-        diag = router.Diagnostics(em_nf=nf, rho=tuple(rho) if rho else None, rsc_class=rsc_class, entropy=entropy)
+        routed = api.route(nf, rho, degenerate=degenerate, rsc_class=rsc_class, entropy=entropy, tau_nf=tau_nf, rho1=rho1, policy=policy,
+                           iso_em=iso_em, iso_n=iso_n)
     except ValueError as e:
-        raise UserError(str(e)) from None
-    iso = None
-    if (iso_em is None) != (iso_n is None):
-        raise UserError("the isolation gain needs both --iso-em PERCENT and --iso-n QUERIES")
-    if iso_em is not None:
-        if not 0.0 <= iso_em <= 100.0:
-            raise UserError(f"--iso-em is an EM percentage in [0, 100]; got {iso_em:g}")
-        iso = router.Isolation.from_published(nf, iso_em, iso_n, "given")
-    elif policy == router.ISOLATION:
-        out.print("no --iso-em/--iso-n: the isolation policy has no measurement and routes as the paper's", style="yellow")
-    try:
-        decision = router.route_policy(policy, diag, iso, thresholds)
-    except ValueError as e:
-        raise UserError(str(e)) from None
-    out.print(styled("[bold]route:[/bold] {}", decision.strategy), markup=True)
-    out.print(styled("[bold]reason:[/bold] {}", decision.reason), markup=True)
-    nf_only = router.route_nf_only(diag, tau_nf)
-    out.print(f"NF-only policy: {nf_only.strategy}" + (f"; entropy policy: {router.route_entropy(diag).strategy}" if entropy is not None else ""), style="dim")
+        raise UserError(_as_options(str(e))) from None
+    if routed.iso_note:
+        out.print(routed.iso_note, style="yellow")
+    out.print(styled("[bold]route:[/bold] {}", routed.strategy), markup=True)
+    out.print(styled("[bold]reason:[/bold] {}", routed.reason), markup=True)
+    out.print(f"NF-only policy: {routed.nf_only}" + (f"; entropy policy: {routed.by_entropy}" if routed.by_entropy else ""), style="dim")
+
+
+def _as_options(message: str) -> str:
+    """The API's message in the command line's words: --nf 45 for nf=45."""
+    import re
+
+    return re.sub(r"\bnf=(\S+?)([ )]|$)", r"--nf \1\2", message).replace("rho is three", "--rho is three")
 
 
 def audit(

@@ -23,17 +23,22 @@ from madara_cli.commands.options import (
     with_results,
 )
 
+# The run table's last note: what its two time columns count.
+TIME_NOTE = ("wall s: the cell's elapsed time; engine s Σ: the engine's seconds summed over every request, which exceeds "
+             "wall time when requests run in parallel (a server's concurrent requests, a batch)")
+
 
 def results_table(results, title: str) -> Table:
     t = Table(title=title)
-    for col in ("model", "benchmark", "strategy", "n", "EM % [95%]", "F1 %", "contains % [95%]", "calls", "cache hits", "tokens in/out", "engine s", "status"):
-        t.add_column(col, justify="right" if col not in ("model", "benchmark", "strategy", "status") else "left")
+    for col in ("model", "benchmark", "strategy", "n", "EM % [95%]", "F1 %", "contains % [95%]", "calls", "cache hits", "tokens in/out",
+                "wall s", "engine s Σ", "status"):
+        t.add_column(col, justify="right" if col not in ("model", "benchmark", "strategy", "status") else "left", no_wrap=col == "status")
     from madara_cli.experiment.runner import Failed
     from madara_cli.stats import format_interval, rate_interval
 
     for r in results:
         if isinstance(r, Failed):
-            t.add_row(r.label, "", "", "", "", "", "", "", "", "", "", f"skipped: {r.reason}")
+            t.add_row(r.label, "", "", "", "", "", "", "", "", "", "", "", f"skipped: {r.reason}")
             continue
         m = r.record
         a = m.accounting
@@ -46,9 +51,19 @@ def results_table(results, title: str) -> Table:
             r.cell.model, r.cell.benchmark, r.cell.strategy, str(m.n), format_interval(rate_interval(m.em, m.n)), pct(m.f1),
             format_interval(rate_interval(m.contains, m.n)),
             str(a.get("calls_issued", 0)), str(a.get("cache_hits", 0)),
-            f"{a.get('tokens_in', 0):,}/{a.get('tokens_out', 0):,}", f"{m.engine_seconds:.1f}", "done earlier" if r.skipped else "ran",
+            f"{a.get('tokens_in', 0):,}/{a.get('tokens_out', 0):,}", "—" if m.seconds is None else f"{m.seconds:.1f}", f"{m.engine_seconds:.1f}",
+            cell_status(r),
         )
     return t
+
+
+def cell_status(result) -> str:
+    """The run table's status of a finished cell: ``ran`` or ``done earlier``, and
+    ``degraded`` when its scores are past the health threshold (results/health.py)."""
+    degraded = result.record.health.degraded
+    if result.skipped:
+        return "done earlier, degraded" if degraded else "done earlier"
+    return "degraded" if degraded else "ran"
 
 
 def run(
@@ -65,10 +80,9 @@ def run(
 ) -> None:
     """Run one cell (overrides), a sweep (-m key=a,b) or a whole grid (--grid NAME); finished cells are skipped."""
     use_folders(config_dir, include)
-    from madara_cli.composition import compose
+    from madara_cli import api
     from madara_cli.config import load_grid
-    from madara_cli.experiment.grid import expand, expand_sweep, has_sweep
-    from madara_cli.experiment.runner import run_cells, run_probes
+    from madara_cli.experiment.runner import run_probes
     from madara_cli.progress import StageProgress
     from madara_cli.results.record_files import no_empty_folders_left
     from madara_cli.results.summary import write_summary
@@ -79,12 +93,8 @@ def run(
             raise UserError(f"--cfg {cfg_print}: only --cfg job is supported (the composed config of each cell)")
         from omegaconf import OmegaConf
 
-        cfgs = expand(grid, overrides) if grid else expand_sweep(overrides) if multirun else [compose(overrides)]
-        print("---\n".join(OmegaConf.to_yaml(c) for c in cfgs), end="")
+        print("---\n".join(OmegaConf.to_yaml(c) for c in api.configs(overrides, grid=grid, multirun=multirun)), end="")
         return
-    if not grid and not multirun and has_sweep(overrides):
-        raise UserError("comma-separated values sweep: add -m/--multirun (madara run -m strategy=nf,pde), "
-                        "or quote a literal list as key=[a,b]")
     if launcher:
         if not grid:
             raise UserError("--launcher needs --grid NAME")
@@ -99,21 +109,20 @@ def run(
             raise UserError(f"{len(back.missing)} cell(s) did not finish under the {launcher} launcher ({', '.join(back.missing)}); rerun to resume")
         _write_summaries(launched, write_summary)
         return
+    cfgs = api.configs(overrides, grid=grid, multirun=multirun)
     if grid and load_grid(grid).kind == "probes":
-        cfgs = expand(grid, overrides)
         with no_empty_folders_left({str(c.results_dir) for c in cfgs}), StageProgress(err) as progress:
             probes = run_probes(cfgs, progress)
         out.print(probes_table(probes, f"grid {grid}"))
         return
-    cfgs = expand(grid, overrides) if grid else expand_sweep(overrides) if multirun else [compose(overrides)]
-    with no_empty_folders_left({str(c.results_dir) for c in cfgs}), StageProgress(err) as progress:
-        results_ = run_cells(cfgs, progress)
+    with StageProgress(err) as progress:
+        results_ = api.run_configs(cfgs, progress=progress)
     title = f"grid {grid}" if grid else f"sweep ({len(cfgs)} cells)" if multirun else "cell"
     out.print(results_table(results_, title))
-    out.print("[95%]: Wilson score interval of each proportion over its n questions (madara compare A B tests a difference)", style="dim")
+    out.print("[95%]: Wilson score interval of each proportion over its n questions (madara compare A B tests a difference); " + TIME_NOTE,
+              style="dim")
     for r in results_:
         out.print(str(r.folder), style="dim")
-    _write_summaries(cfgs, write_summary)
 
 
 def _results_root(overrides: list[str]) -> str:

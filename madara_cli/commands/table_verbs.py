@@ -4,11 +4,38 @@ shows, written from the results on disk (nothing runs)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
+from rich.table import Table
 
 from madara_cli.commands.options import UserError, err, out, results_dir_of, results_option
+
+
+def prefer_option():
+    return typer.Option(
+        None, "--prefer",
+        help="KEY=VALUE (repeatable): which variant fills a table cell when several finished cells match it, e.g. "
+             "backend.name=vllm, reading=authors, grid=demo-full (the table's own grid comes first; otherwise madara refuses to guess)",
+    )
+
+
+def _prefer_pairs(prefer: Optional[List[str]]) -> tuple[tuple[str, str], ...]:
+    from madara_cli.results.stored import parse_prefer
+
+    try:
+        return parse_prefer(prefer or [])
+    except ValueError as e:
+        raise UserError(str(e)) from None
+
+
+def refuse_variant(e) -> None:
+    """One line naming the table cell and the settings its variants differ in, then one
+    line per candidate with the ``--prefer`` that picks it; exit 2."""
+    err.print(f"error: {e}", markup=False, highlight=False, soft_wrap=True)
+    for line in e.candidate_lines():
+        err.print(line, markup=False, highlight=False, soft_wrap=True)
+    raise typer.Exit(2)
 
 
 def tables(
@@ -21,14 +48,17 @@ def tables(
         "calibration", "--routing-nf",
         help="NF EM Tables 8/9/19 route on: calibration (the probe's, as strategy=madara) or full (the NF cell)",
     ),
+    prefer: Optional[List[str]] = prefer_option(),
 ) -> None:
     """Write every paper table (ours beside the paper's) from the results on disk; never runs anything.
 
     Result folders that cannot be read are named and left out; the other tables are
-    written, and the exit status is 1 so that a script notices the gap."""
-    from madara_cli.results.stored import TABLE_METRICS, load_results
-    from madara_cli.tables import write_tables
+    written, and the exit status is 1 so that a script notices the gap. Where several
+    variants of one table cell are on disk, the table's own grid comes first, then --prefer;
+    otherwise nothing is written and the candidates are listed (exit 2)."""
+    from madara_cli.results.stored import TABLE_METRICS, AmbiguousVariant, load_results
     from madara_cli.tables.figure import write_figure2
+    from madara_cli.tables.render import filled_cells, render_tables
 
     if metric not in TABLE_METRICS:
         raise UserError(f"unknown metric '{metric}'; valid: {', '.join(TABLE_METRICS)}")
@@ -36,15 +66,19 @@ def tables(
     if not results_dir.is_dir():
         raise UserError(f"no results folder {results_dir} (run a grid first, or pass --results DIR / set MADARA_RESULTS)")
     try:
-        paths = write_tables(
+        written = render_tables(
             results_dir, out_dir or results_dir / "tables", only=only.split(",") if only else None, formats=tuple(format.split(",")), metric=metric,
-            routing_nf=routing_nf,
+            routing_nf=routing_nf, prefer=_prefer_pairs(prefer),
         )
+    except AmbiguousVariant as e:
+        refuse_variant(e)
     except ValueError as e:
         raise UserError(str(e)) from None
+    paths = written.paths
     for p in paths:
         if p.suffix == ".md" and only:
             out.print(p.read_text(encoding="utf-8"), markup=False, highlight=False)
+    print_filled(filled_cells(written.long, written.titles), metric)
     figs = write_figure2(results_dir, note_no_probe=False) if not only else None
     shown = f"; figure(s) {', '.join(str(p) for p in figs.paths)}" if figs and figs.paths else ""
     out.print(f"wrote {len(paths)} files under {(out_dir or results_dir / 'tables')}{shown}", soft_wrap=True)
@@ -54,6 +88,28 @@ def tables(
     if problems:
         err.print(f"error: {unreadable_folders(problems)}; the tables were written without them", markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(1)
+
+
+def print_filled(filled, metric: str) -> None:
+    """Which paper tables our cells filled and how they compare with the paper: one
+    line per table with a value of ours, then the tables that hold none yet."""
+    from madara_cli.tables.plots import metric_name
+
+    mine = [f for f in filled if f.ours]
+    if mine:
+        t = Table(title=f"paper cells filled (ours as {metric_name(metric)})", title_justify="left")
+        for col in ("table", "ours", "beside paper", "mean Δ pp", "largest gap (pp)"):
+            t.add_column(col, justify="left" if col in ("table", "largest gap (pp)") else "right")
+        for f in mine:
+            gap = "—" if f.largest is None else f"{f.largest[2]:+.1f}  {f.largest[0]} · {f.largest[1]}"
+            t.add_row(f.table, str(f.ours), str(f.beside_paper), "—" if f.mean_delta is None else f"{f.mean_delta:+.1f}", gap)
+        out.print(t)
+        out.print("ours: numbers of ours in the table; beside paper: of those, where the paper prints a value; "
+                  "Δ = ours − paper on the percent cells", style="dim", markup=False, highlight=False)
+    empty = [f.table for f in filled if not f.ours]
+    if empty:
+        out.print(f"{len(empty)} table(s) hold no cell of ours yet: {', '.join(empty)} (madara ls grids --paper: what fills them)",
+                  markup=False, highlight=False, soft_wrap=True)
 
 
 def plot(
@@ -95,22 +151,26 @@ def report(
     next_command: Optional[str] = typer.Option(
         None, "--next", help="The command to suggest last, after `madara show` (make demo suggests the larger demo grid)",
     ),
+    prefer: Optional[List[str]] = prefer_option(),
 ) -> None:
     """Write one self-contained HTML page of a results folder: the Diagnose → Treat cards, figures, the routing map,
     every paper table, cell provenance; then print what the folder showed and what to type next."""
-    from madara_cli.results.stored import load_results
+    from madara_cli.results.stored import AmbiguousVariant, load_results
     from madara_cli.tables.report import write_report
     from madara_cli.tables.story import story_lines
 
     results_dir = results_dir_of(results)
+    chosen = _prefer_pairs(prefer)
     try:
-        page = write_report(results_dir, out_dir, metric=metric)
+        page = write_report(results_dir, out_dir, metric=metric, prefer=chosen)
+    except AmbiguousVariant as e:
+        refuse_variant(e)
     except ValueError as e:
         raise UserError(str(e)) from None
     for note in page.notes:
         err.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
     out.print(f"wrote {page.path} ({page.tables} tables, {page.figures} figures)", markup=False, highlight=False, soft_wrap=True)
-    shown = load_results(results_dir, metric)
+    shown = load_results(results_dir, metric, prefer=chosen)
     for line in story_lines(shown, str(page.path), next_command, results_arg=None if results is None else str(results)):
         out.print(line, markup=False, highlight=False, soft_wrap=True)
     if open_page:

@@ -58,6 +58,9 @@ def cache_merge(
                         "(pass --cache RESULTS/cache.sqlite of the sweep)")
     r = merge_shards(cache, keep=keep)
     out.print(f"merged {r.shards} shards from {shard_dir(cache)}: {r.rows} entries, {r.added} new to {cache}", markup=False, highlight=False)
+    if r.skipped:
+        err.print(f"skipped {r.skipped} entries this madara cannot read (cut, or written by a newer madara): not copied; "
+                  f"their shards are kept: {', '.join(r.kept)}", markup=False, highlight=False, soft_wrap=True)
     if r.failed:
         raise UserError("shards not merged (kept): " + "; ".join(r.failed))
 

@@ -7,10 +7,12 @@ only the plug-ins can say is gathered here, one floor above them, from their spe
   declared families, in the words of its prompt set);
 * every local input it reads, by content: a setting whose schema field is an
   ``input_field`` (``benchmark.path``, ``benchmark.corpus``, ``retriever.index``, a
-  pinned ``strategy.probe``), and of the model only what its engine reads
+  pinned ``strategy.probe``, transformers' ``backend.adapter``), and of the model only what its engine reads
   (``BackendSpec.model_inputs``: llama.cpp the GGUF, vLLM the GGUF or folder it loads,
   a served model nothing);
 * the hub commit, only where the engine loads the hub (``BackendSpec.loads_hub``);
+* what the engine's settings left to this machine resolve to (``BackendSpec.resolves``:
+  transformers' ``device=auto`` is ``cuda`` on a GPU machine), in the setting's place;
 * the source of a plug-in that does not ship with madara (an ``--include`` file's
   digest, an installed package's name and version).
 
@@ -150,6 +152,7 @@ def _inputs(cfg: DictConfig) -> tuple[dict[str, Any], tuple[str, ...]]:
             inputs[f"model.{name}"] = input_digest(cfg.model.get(name), kind)
     unread = tuple(f"model.{name}" for name in marked if name not in reads)
     for group, schema in (
+        ("backend", spec.schema),
         ("benchmark", BenchmarkConfig),
         ("retriever", schema_for("retriever", str(cfg.retriever.name))),
         ("strategy", schema_for("strategy", strategy_impl(cfg.strategy))),
@@ -169,6 +172,14 @@ def _hub_commit(cfg: DictConfig) -> str | None:
     if spec.loads_hub is None or not spec.loads_hub(cfg):
         return None
     return resolved_revision(str(cfg.model.get("hf_id")), str(cfg.model.get("revision")))
+
+
+def _resolved(cfg: DictConfig) -> dict[str, str]:
+    """What the engine's settings left to this machine resolve to (``BackendSpec.resolves``)."""
+    from madara_cli.backends import backend_spec
+
+    spec = backend_spec(str(cfg.backend.name))
+    return dict(spec.resolves(cfg)) if spec.resolves is not None else {}
 
 
 def _plugins(cfg: DictConfig) -> dict[str, str]:
@@ -200,7 +211,7 @@ def _fragments(cfg: DictConfig, families: tuple[str, ...] | None = None) -> Frag
 
     inputs, unread = _inputs(cfg)
     return Fragments(prompts=_families(cfg, families), metric_version=METRIC_VERSION, inputs=inputs, unread=unread,
-                     hub_commit=_hub_commit(cfg), plugins=_plugins(cfg))
+                     hub_commit=_hub_commit(cfg), plugins=_plugins(cfg), resolved=_resolved(cfg))
 
 
 def _evidence(fragments: Fragments, probe_prompts_added: tuple[str, ...] = ()) -> dict[str, str | None]:

@@ -25,9 +25,9 @@ file's content digest, a package's name and version): the cells that use it are 
 it (:mod:`madara_cli.composition.identify`).
 
 A plugin that fails to import or register is one line naming it and what happened (the
-same for every kind): an exception (exit 2), ``sys.exit`` at import (exit 2, where it
-used to end the command with the plug-in's own status having run nothing) or an
-interrupt (exit 130).
+same for every kind): an exception of any kind, ``BaseException`` subclasses of its own
+included (exit 2), ``sys.exit`` at import (exit 2, where it used to end the command with
+the plug-in's own status having run nothing) or an interrupt (exit 130).
 """
 
 from __future__ import annotations
@@ -97,7 +97,12 @@ def _one_line(e: BaseException) -> str:
 
 
 def _failed(plugin: str, e: BaseException) -> BaseException:
-    """The one-line error for a plug-in that raised ``e`` while it imported or registered."""
+    """The one-line error for a plug-in that raised ``e`` while it imported or registered:
+    any exception, ``BaseException`` subclasses of its own included (a
+    ``GeneratorExit``, a class of its own that no ``except Exception`` catches). madara's
+    own signals (the SIGINT/SIGTERM interrupt of the entry point) pass through as they are."""
+    if not isinstance(e, (Exception, KeyboardInterrupt, SystemExit)) and type(e).__module__.split(".")[0] == "madara_cli":
+        return e
     if isinstance(e, KeyboardInterrupt):
         return PluginInterrupted(f"{plugin}: interrupted while importing; nothing ran")
     if isinstance(e, SystemExit):
@@ -119,7 +124,7 @@ def import_file(path: Path) -> str:
     before = _registered()
     try:
         spec.loader.exec_module(module)
-    except (Exception, SystemExit, KeyboardInterrupt) as e:  # noqa: BLE001 - a plugin's own error, named in one line
+    except BaseException as e:  # noqa: BLE001 - a plugin's own error, of any kind, named in one line
         sys.modules.pop(name, None)
         raise _failed(f"--include {path}", e) from None
     from madara_cli.config.identity import file_digest
@@ -154,7 +159,7 @@ def load_entry_points() -> None:
                 _register(ep.load(), ep.value.split(":")[0])
             except ConfigError:
                 raise
-            except (Exception, SystemExit, KeyboardInterrupt) as e:  # noqa: BLE001 - an installed plugin's error, named in one line
+            except BaseException as e:  # noqa: BLE001 - an installed plugin's error, of any kind, named in one line
                 raise _failed(f"plugin {ep.name} (entry point {group}: {ep.value})", e) from None
             dist = getattr(ep, "dist", None)
             _note_sources(before, f"package:{dist.name}=={dist.version}" if dist is not None else f"entry-point:{ep.value}")

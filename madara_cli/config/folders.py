@@ -59,33 +59,23 @@ def config_dir() -> Path:
 
 
 def read_yaml(path: Path) -> Any:
-    """A config file's YAML; a syntax error, a tag (``!!python/object``: configs are
-    data, and a tag is never constructed) or a byte that is not UTF-8 is one line
+    """A config file's YAML (:func:`madara_cli.sidefiles.yaml_problem`: a regular file,
+    UTF-8, plain data); a syntax error, a tag (``!!python/object``: configs are data,
+    and a tag is never constructed), an alias or a byte that is not UTF-8 is one line
     naming the file and where."""
-    import yaml
+    from madara_cli.sidefiles import read_text, yaml_problem
 
-    from madara_cli.jsonl import encodes, too_long_integer
-    from madara_cli.paths import utf8_error
-
+    value, problem = yaml_problem(read_text(path, "the config", ConfigError))
+    if problem is not None:
+        raise ConfigError(f"{path}: {problem}")
+    if value is not None and not isinstance(value, (dict, list)):
+        raise ConfigError(f"{path}: holds a {type(value).__name__}, not a mapping of settings")
     try:
-        node = OmegaConf.load(path)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-        problem = " ".join(str(getattr(e, "problem", None) or getattr(e, "context", None) or e).split())
-        hint = " (YAML tags are refused: a config holds data, never objects)" if "tag" in problem else ""
-        raise ConfigError(f"{path}: {where}{problem}{hint}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not UTF-8 text: {utf8_error(path) or 'undecodable bytes'}") from None
+        return OmegaConf.create(value if value is not None else {})
     except OmegaConfBaseException as e:
         raise ConfigError(f"{path}: {_first_lines(e)}") from None
     except RecursionError:
         raise ConfigError(f"{path}: nested too deeply to be a config") from None
-    except ValueError as e:  # an integer over Python's 4,300-digit limit
-        raise ConfigError(f"{path}: {too_long_integer(e)}") from None
-    if not encodes(OmegaConf.to_container(node, resolve=False)):
-        raise ConfigError(f"{path}: holds a \\ud800-\\udfff escape that is not half of a surrogate pair: not Unicode text")
-    return node
 
 
 # read_yaml's nodes by the file's stamp, for the few files every composition reads (the
@@ -115,28 +105,85 @@ def read_yaml_once(path: Path) -> Any:
     return _READ[stamp]
 
 
-_CHECKED_DIRS: set[str] = set()
+def _regular(path: Path) -> bool:
+    """``path`` is a regular file (a link to one counts); a FIFO, socket or folder named
+    ``*.yaml`` is never an option (opening a FIFO blocks)."""
+    import stat
+
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except OSError:
+        return False
 
 
-def _check_user_configs(d: Path) -> None:
-    """Read every YAML file of a ``--config-dir`` folder once, so a broken one is named
-    (file and line) before Hydra meets it halfway through composing."""
-    if str(d) in _CHECKED_DIRS:
-        return
-    for f in sorted([*d.glob("*.yaml"), *d.glob("*/*.yaml")]):
-        read_yaml(f)
-    _CHECKED_DIRS.add(str(d))
+def _not_regular(group: str, name: str) -> Path | None:
+    """The ``<group>/<name>.yaml`` of a search folder that exists but is not a regular file."""
+    for d in search_dirs():
+        p = d / group / f"{name}.yaml"
+        if (p.exists() or p.is_symlink()) and not _regular(p):
+            return p
+    return None
 
 
 def user_config_dirs() -> list[Path]:
     """Folders added with ``--config-dir DIR`` (``$MADARA_CONFIG_DIR``, ``os.pathsep``-separated),
-    searched before the shipped configs: their group options add to or replace the shipped ones."""
+    searched before the shipped configs: their group options add to or replace the shipped ones.
+    Nothing in them is read here: a command parses only the files it selects
+    (:func:`check_selected`), so a file nobody names costs nothing."""
     dirs = [Path(p).expanduser() for p in os.environ.get("MADARA_CONFIG_DIR", "").split(os.pathsep) if p.strip()]
     for d in dirs:
         if not d.is_dir():
             raise ConfigError(f"--config-dir {d}: no such folder")
-        _check_user_configs(d)
     return dirs
+
+
+def _in_user_dir(path: Path, users: list[Path]) -> bool:
+    return any(path.parent.parent == d or path.parent == d for d in users)
+
+
+def _default_entries(node: Any, group: str) -> list[tuple[str, str]]:
+    """The (group, option) files a defaults list names: ``group: option``,
+    ``/group/option``, ``group/option``, or a bare name in the file's own group (a
+    schema of the ConfigStore is no file, and is simply not found)."""
+    out: list[tuple[str, str]] = []
+    entries = node.get("defaults", []) if isinstance(node, DictConfig) else []
+    for entry in entries if isinstance(entries, (list, ListConfig)) else []:
+        if isinstance(entry, (dict, DictConfig)):
+            for key, value in entry.items():
+                key = str(key).split()[-1].lstrip("/").split("@")[0]
+                if isinstance(value, str) and key:
+                    out.append((key, value))
+        elif isinstance(entry, str) and entry != "_self_":
+            path = entry.split("@")[0].lstrip("/")
+            out.append(tuple(path.rsplit("/", 1)) if "/" in path else (group, path))  # type: ignore[arg-type]
+    return out
+
+
+def check_selected(overrides: list[str] | list[Override]) -> None:
+    """Read (with :func:`read_yaml`) every ``--config-dir`` file the composition of
+    ``overrides`` selects, before Hydra does: the root ``config.yaml``, each group's
+    chosen option and what their defaults lists name. A broken, tagged, aliased or
+    non-regular one is one line naming it; a file nobody selects is never opened."""
+    users = user_config_dirs()
+    if not users:
+        return
+    todo: list[tuple[str, str]] = []
+    for group in (*GROUPS, "logger", "reading"):
+        try:
+            todo.append((group, chosen_option(group, overrides)))
+        except ConfigError:  # a root config.yaml that picks none: Hydra names what is missing
+            continue
+    seen: set[Path] = set()
+    while todo:
+        group, name = todo.pop()
+        path = _not_regular(group, name)
+        if path is not None:
+            read_yaml(path)  # one line: "... is a FIFO, not a regular file"
+        path = find_config(group, name)
+        if path is None or path in seen or not _in_user_dir(path, users):
+            continue
+        seen.add(path)
+        todo.extend(_default_entries(read_yaml(path), group))
 
 
 def add_config_dir(path: str | Path) -> None:
@@ -148,26 +195,32 @@ def add_config_dir(path: str | Path) -> None:
     os.environ["MADARA_CONFIG_DIR"] = os.pathsep.join([*current, str(d)])
 
 
+def _root_config() -> Path:
+    """The root ``config.yaml``: the first search folder's regular one."""
+    return next(d for d in search_dirs() if _regular(d / "config.yaml")) / "config.yaml"
+
+
 def search_dirs() -> list[Path]:
     """User config folders first, then the shipped configs."""
     return [*user_config_dirs(), config_dir()]
 
 
 def find_config(group: str, name: str) -> Path | None:
-    """``<group>/<name>.yaml`` from the first search folder that has it."""
+    """``<group>/<name>.yaml`` from the first search folder that has it as a regular file."""
     for d in search_dirs():
-        if (d / group / f"{name}.yaml").is_file():
+        if _regular(d / group / f"{name}.yaml"):
             return d / group / f"{name}.yaml"
     return None
 
 
 def options(group: str) -> list[str]:
-    return sorted({p.stem for d in search_dirs() if (d / group).is_dir() for p in (d / group).glob("*.yaml")})
+    """The option names of ``group``: its regular ``*.yaml`` files (names only: none is read)."""
+    return sorted({p.stem for d in search_dirs() if (d / group).is_dir() for p in (d / group).glob("*.yaml") if _regular(p)})
 
 
 def default_option(group: str) -> str:
     """The option of ``group`` the root ``config.yaml``'s defaults list picks."""
-    root = next(d for d in search_dirs() if (d / "config.yaml").is_file()) / "config.yaml"
+    root = _root_config()
     for entry in read_yaml_once(root).get("defaults", []):
         if isinstance(entry, DictConfig) and group in entry:
             return str(entry[group])
@@ -291,8 +344,11 @@ def validate_overrides(overrides: list[str] | list[Override]) -> None:
         if key in (*GROUPS, "logger", "reading") and not o.is_sweep_override():
             value = o.value()
             valid = options(key)
+            if value not in valid and isinstance(value, str) and _not_regular(key, value) is not None:
+                read_yaml(_not_regular(key, value))  # one line naming the FIFO (or folder) of that name
             if value not in valid:
                 raise ConfigError(f"unknown {key} '{value}'; valid {plural(key)}: {', '.join(valid)}")
+    check_selected(parsed)
 
 
 def _no_sweeps(overrides: list[Override]) -> None:
@@ -314,13 +370,15 @@ def primary_and_searchpath() -> tuple[str, list[str]]:
     users = user_config_dirs()
     if not users:
         return str(config_dir().resolve()), []
-    root = next(d for d in search_dirs() if (d / "config.yaml").is_file()) / "config.yaml"
+    root = _root_config()
     key = str(root.resolve())
     if key not in _PRIMARY_COPIES or not Path(_PRIMARY_COPIES[key], "config.yaml").is_file():
         import tempfile
 
         tmp = tempfile.mkdtemp(prefix="madara-configs-")
-        Path(tmp, "config.yaml").write_text(root.read_text(encoding="utf-8"), encoding="utf-8")
+        from madara_cli.sidefiles import read_text
+
+        Path(tmp, "config.yaml").write_text(read_text(root, "the config", ConfigError), encoding="utf-8")
         _PRIMARY_COPIES[key] = tmp
     paths = ",".join("file://" + str(d.resolve()) for d in search_dirs())
     return _PRIMARY_COPIES[key], [f"hydra.searchpath=[{paths}]"]

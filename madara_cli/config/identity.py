@@ -74,79 +74,39 @@ def family_digest(requests: Any) -> str:
     return digest([r.canonical() for r in requests], 16, ascii=False)
 
 
-def file_stamp(path: Path) -> tuple[int, ...]:
-    """What must stay the same for a file's bytes to be taken as unchanged: its device,
-    inode, size, and modification AND change times in nanoseconds. ``touch -r`` or
-    ``cp -p`` can put an old mtime back, and a same-size edit keeps the size; neither
-    can set the ctime, which the kernel moves on every write and every metadata change."""
-    st = path.stat()
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-
-
 _FILE_DIGESTS: dict[str, tuple[tuple[int, ...], str]] = {}
 # Files at least this large keep their digest on disk too (a 20 GB corpus is read once per
 # machine, not once per process); smaller ones are read again in a new process.
 DISK_MEMO_BYTES = 16 << 20
-_MEMO_FILE = "file-digests.json"
-_MEMO_ENTRIES = 512
+MEMO_FILE = "file-digests.json"  # under madara's cache folder (paths.cache_root)
 
 
-def _disk_memo_path() -> Path:
-    from madara_cli.paths import cache_root
-
-    return cache_root() / _MEMO_FILE
-
-
-def _read_disk_memo() -> dict[str, Any]:
-    """The on-disk memo, or empty when it is missing, unreadable or not what it should be
-    (a memo is a shortcut: anything wrong with it only costs a re-read)."""
-    try:
-        data = json.loads(_disk_memo_path().read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _write_disk_memo(key: str, stamp: tuple[int, ...], sha: str) -> None:
-    memo = _read_disk_memo()
-    memo.pop(key, None)
-    memo[key] = {"stamp": list(stamp), "sha256": sha}
-    while len(memo) > _MEMO_ENTRIES:
-        memo.pop(next(iter(memo)))
-    path = _disk_memo_path()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(memo), encoding="utf-8")
-        tmp.replace(path)
-    except OSError:
-        pass  # a read-only cache folder: the digest is still right, only not remembered
+def _sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def file_digest(path: str | Path) -> str:
-    """sha256 (hex) of a file's bytes, remembered against :func:`file_stamp` (in the
-    process, and on disk for large files), so an edit in place is always seen."""
+    """sha256 (hex) of a file's bytes, remembered against its stamp
+    (:func:`madara_cli.sidefiles.file_stamp`: inode, size, mtime and ctime in nanoseconds,
+    which ``touch -r`` or ``cp -p`` cannot put back) in the process, and on disk for large
+    files (a guarded memo: a damaged one is rebuilt), so an edit in place is always seen."""
+    from madara_cli.paths import cache_root
+    from madara_cli.sidefiles import file_stamp, stamp_memo
+
     p = Path(path).expanduser().resolve()
     stamp = file_stamp(p)
     key = str(p)
     hit = _FILE_DIGESTS.get(key)
     if hit is not None and hit[0] == stamp:
         return hit[1]
-    if stamp[2] >= DISK_MEMO_BYTES:
-        row = _read_disk_memo().get(key)
-        if isinstance(row, dict) and row.get("stamp") == list(stamp) and isinstance(row.get("sha256"), str):
-            _FILE_DIGESTS[key] = (stamp, row["sha256"])
-            return row["sha256"]
-    h = hashlib.sha256()
-    with p.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
-    sha = h.hexdigest()
-    if file_stamp(p) != stamp:  # written to while it was read: whatever was read is no identity
-        return file_digest(p)
-    _FILE_DIGESTS[key] = (stamp, sha)
-    if stamp[2] >= DISK_MEMO_BYTES:
-        _write_disk_memo(key, stamp, sha)
+    big = stamp[1] >= DISK_MEMO_BYTES
+    sha = stamp_memo(cache_root() / MEMO_FILE, p, _sha256_of, field="sha256") if big else _sha256_of(p)
+    if file_stamp(p) == stamp:  # written to while it was read: whatever was read is no identity
+        _FILE_DIGESTS[key] = (stamp, sha)
     return sha
 
 
@@ -430,6 +390,19 @@ def reading_key(node: Any) -> dict[str, Any]:
     return {k: str(v) for k, v in values.items() if k in defaults and str(v) != defaults[k]}
 
 
+# Reading families whose off-default value computes differently than when it was first
+# keyed (issue 36: the authors' re-score sent without a stop string and shown as their
+# code shows it, their parser reading unstopped replies as they came, their chain
+# fallback and unsplit shuffle), so cells and probes made before are not read back.
+READING_REVISIONS: dict[str, int] = {"requests": 2, "score_parser": 2, "conflict": 2, "chain_source": 2}
+
+
+def reading_identity(node: Any) -> dict[str, Any]:
+    """:func:`reading_key` as cell and probe hashes cover it: a revised family's value
+    carries its revision (``authors@2``); the paper's reading is still ``{}``."""
+    return {k: f"{v}@{READING_REVISIONS[k]}" if k in READING_REVISIONS else v for k, v in reading_key(node).items()}
+
+
 def unkeyed(group: str, name: str) -> tuple[str, ...]:
     """The settings of ``group`` option ``name`` no key covers: its runtime-only ones (and,
     for a shipped backend, every speed-only setting a flat node of before could hold)."""
@@ -476,6 +449,9 @@ class Fragments:
     unread: tuple[str, ...] = ()
     hub_commit: str | None = None  # set only when the engine loads the hub and its cache knows the commit
     plugins: dict[str, str] = field(default_factory=dict)  # "kind:name" -> source digest (--include, entry points)
+    # backend settings left to this machine, as they resolve here ("device": "cuda" for
+    # device=auto): held in the setting's place (BackendSpec.resolves)
+    resolved: dict[str, str] = field(default_factory=dict)
 
 
 def _content_keyed(out: dict[str, Any], fragments: Fragments) -> dict[str, Any]:
@@ -490,6 +466,8 @@ def _content_keyed(out: dict[str, Any], fragments: Fragments) -> dict[str, Any]:
             out[group].pop(name)
     if fragments.hub_commit:
         out["model"]["revision"] = fragments.hub_commit
+    if fragments.resolved and isinstance(out.get("backend"), dict):
+        out["backend"].update(fragments.resolved)
     if fragments.plugins:
         out["plugins"] = dict(fragments.plugins)
     return out
@@ -508,7 +486,7 @@ def _cell_payload(cfg: Any, prompts: dict[str, str], metric_version: int | str) 
             out["model"].pop(name, None)
     out["limit"], out["seed"] = plain.get("limit"), plain.get("seed")
     out.update(_probe_groups(cfg, plain))
-    reading = reading_key(plain.get("reading"))
+    reading = reading_identity(plain.get("reading"))
     if reading:
         out["reading"] = reading
     out["metric_version"] = metric_version
@@ -573,7 +551,7 @@ def _probe_payload(cfg: Any, prompts: dict[str, str], metric_version: int | str)
     out: dict[str, Any] = {k: plain[k] for k in PROBE_GROUPS}
     out["rsc"] = rsc_key(cfg)
     out["generation"] = keyed("generation", out["generation"])
-    reading = reading_key(plain.get("reading"))
+    reading = reading_identity(plain.get("reading"))
     if reading:
         out["reading"] = reading
     out["backend"] = keyed("backend", key_view("backend", out["backend"]))

@@ -271,7 +271,7 @@ def _load(name: str, dirs: Sequence[Path], chain: tuple[str, ...]) -> tuple[dict
 def _stamp(folders: Sequence[Path]) -> tuple:
     """What must stay the same for a loaded set to stand: every file's stamp, change time
     included (a same-size edit with its mtime put back is still seen)."""
-    from madara_cli.config.identity import file_stamp
+    from madara_cli.sidefiles import file_stamp
 
     return tuple((str(p), file_stamp(p)) for f in folders for p in sorted(Path(f).iterdir()))
 

@@ -5,7 +5,9 @@ researcher who has their repository (github js-lee-AI/MADARA) can turn it into a
 prompt set with ``madara prompts import-reference CHECKOUT --out DIR`` and run it with
 ``--config-dir DIR prompts=authors reading=authors``.
 
-The checkout is read, never executed: :mod:`ast` finds the module-level string
+The checkout is read, never executed, and only inside itself: a file that is a link
+out of the tree, or no regular file (a FIFO would block), is refused. :mod:`ast` finds
+the module-level string
 constants of ``madara/prompts.py`` (the assessors' and generators' system prompts and
 the CoT prefix) and of ``madara/rsc.py`` (the forced re-score's system prompt), and the
 f-strings their user-turn builders return, whose placeholders become the prompt set's
@@ -14,11 +16,18 @@ other documents, the three CoT prompts share one prefix, and the detector is ask
 per document (with ``reading=authors``). Templates their code has no counterpart for
 (logprob scoring, the per-query detector, MAIN-RAG's judge, the reranker, one-shot
 examples) come from the shipped set (``set.yaml``: ``extends: madara``).
+
+The set is written into a staging folder beside its place, checked by loading it, and
+renamed into place under a lock: two imports into one folder each leave a whole set,
+never a mix, and a killed import leaves the earlier set as it was. A ``prompts`` or
+``prompts/authors`` that is a link, or a file, is refused (the import replaced the
+templates of whatever the link pointed to).
 """
 
 from __future__ import annotations
 
 import ast
+import os
 from pathlib import Path
 
 from madara_cli.config.prompt_sets import SET_FILE, SHIPPED, SUFFIX
@@ -43,11 +52,17 @@ _USER_TURNS = {
 
 
 def _parse(root: Path, rel: Path) -> ast.Module:
+    from madara_cli.sidefiles import read_text
+
     path = root / rel
-    if not path.is_file():
+    if not (path.exists() or path.is_symlink()):
         raise ConfigError(f"{root}: not a checkout of the authors' reference code (js-lee-AI/MADARA): no {rel.as_posix()}")
+    real, top = path.resolve(), root.resolve()
+    if top not in real.parents:
+        raise ConfigError(f"{path}: a link out of the checkout (to {real}); the import reads only the checkout's own files")
+    text = read_text(real, "the authors' " + rel.as_posix(), ConfigError)
     try:
-        return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        return ast.parse(text, filename=str(path))
     except (SyntaxError, UnicodeDecodeError, ValueError) as e:
         raise ConfigError(f"{path}: unreadable as Python ({type(e).__name__}); expected the authors' {rel.as_posix()}") from None
 
@@ -100,7 +115,18 @@ def _need(constants: dict[str, str], name: str, where: Path) -> str:
 
 
 def reference_templates(checkout: str | Path) -> dict[str, str]:
-    """Template name -> text of the ``authors`` prompt set, read from ``checkout``."""
+    """Template name -> text of the ``authors`` prompt set, read from ``checkout``. A
+    file past the parser's limits (an expression nested deeper than the recursion limit,
+    one too large for memory) is one line naming the checkout."""
+    try:
+        return _templates(checkout)
+    except (RecursionError, MemoryError) as e:
+        what = "nested too deeply" if isinstance(e, RecursionError) else "too large for memory"
+        raise ConfigError(f"{checkout}: a file of the checkout is {what} for Python's parser; "
+                          "expected the authors' reference code (js-lee-AI/MADARA)") from None
+
+
+def _templates(checkout: str | Path) -> dict[str, str]:
     root = Path(checkout).expanduser()
     if not root.is_dir():
         raise ConfigError(f"{checkout}: no such folder (expected a checkout of the authors' reference code, js-lee-AI/MADARA)")
@@ -123,20 +149,52 @@ def reference_templates(checkout: str | Path) -> dict[str, str]:
     return out
 
 
+def _target(base: Path) -> Path:
+    """``base/prompts/authors``, after refusing what the import must not write through:
+    a ``--out`` that is a file, or a ``prompts`` or ``authors`` that is a link or a file."""
+    if (base.exists() or base.is_symlink()) and not base.is_dir():
+        raise ConfigError(f"--out {base}: not a folder")
+    for part in (base / "prompts", base / "prompts" / NAME):
+        if part.is_symlink():
+            raise ConfigError(f"--out {base}: {part} is a link (to {os.readlink(part)}); the import replaces that folder, "
+                              "so it writes only a real folder: remove the link or pick another --out")
+        if part.exists() and not part.is_dir():
+            raise ConfigError(f"--out {base}: {part} is not a folder")
+    return base / "prompts" / NAME
+
+
 def write_reference_set(checkout: str | Path, out_dir: str | Path) -> Path:
-    """Write the ``authors`` set to ``out_dir/prompts/authors/`` (replacing the
-    templates of an earlier import) and return that folder; checked by loading it."""
+    """Write the ``authors`` set to ``out_dir/prompts/authors/`` (replacing the set of
+    an earlier import whole) and return that folder; checked by loading it before it
+    takes the place of the old one."""
+    import fcntl
+    import shutil
+    import tempfile
+
     from madara_cli.config.folders import config_dir
     from madara_cli.config.prompt_sets import load_prompt_set
 
-    templates = reference_templates(checkout)
     base = Path(out_dir).expanduser()
-    folder = base / "prompts" / NAME
-    folder.mkdir(parents=True, exist_ok=True)
-    for old in folder.glob("*" + SUFFIX):
-        old.unlink()
-    for name, text in sorted(templates.items()):
-        (folder / (name + SUFFIX)).write_text(text + "\n", encoding="utf-8")
-    (folder / SET_FILE).write_text(f"extends: {SHIPPED}\n", encoding="utf-8")
-    load_prompt_set(NAME, [base, config_dir()])  # a template it cannot read fails here, not at run time
+    folder = _target(base)
+    templates = reference_templates(checkout)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    _target(base)  # again: nothing may have put a link there meanwhile
+    # Beside prompts/, not in it: a staging folder there would be listed as a prompt set.
+    staging = Path(tempfile.mkdtemp(prefix=f".{NAME}-import-", dir=base))
+    try:
+        new = staging / "prompts" / NAME
+        new.mkdir(parents=True)
+        for name, text in sorted(templates.items()):
+            (new / (name + SUFFIX)).write_text(text + "\n", encoding="utf-8")
+        (new / SET_FILE).write_text(f"extends: {SHIPPED}\n", encoding="utf-8")
+        load_prompt_set(NAME, [staging, config_dir()])  # a template it cannot read fails here, not at run time
+        with open(folder.parent / f".{NAME}.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # one swap at a time: each import leaves a whole set
+            _target(base)
+            old = staging / "replaced"
+            if folder.exists():
+                folder.rename(old)
+            new.rename(folder)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return folder

@@ -145,10 +145,11 @@ class ChainSource(Choice):
 
 
 class RequestShape(Choice):
-    """Stop strings of the base assessor requests (reading.requests)."""
+    """Stop strings of the assessor and forced re-score requests, and the forced
+    re-score's user turn (reading.requests)."""
 
-    madara = "madara"  # base replies stop at the first "}"
-    authors = "authors"  # the authors' code: no stop string (the budget alone ends a reply)
+    madara = "madara"  # base replies and forced re-scores stop at the first "}"; the re-score shows a cut document as "... ", its steps tidied
+    authors = "authors"  # the authors' code: no stop string (the budget alone ends a reply); the document's first 2,000 characters and the steps as written
 
 
 class Task(Choice):
@@ -374,6 +375,20 @@ class RouterConfig:
     iso_min_gain: float = 0.0  # isolation policy: EM points a gain must exceed to keep PDE below tau_NF
 
 
+class OnDegraded(Choice):
+    warn = "warn"  # write the cell, mark it degraded wherever its numbers appear, one warning line
+    fail = "fail"  # refuse it: nothing written, the run exits non-zero (for runs that must not publish imputed numbers)
+
+
+@dataclass
+class HealthConfig:
+    """When a cell's numbers rest on too many imputed scores (results/health.py). An
+    output rule: not part of any cell key."""
+
+    max_imputed: float = 0.10  # degraded: more than this share of one scoring stage's scores imputed
+    on_degraded: OnDegraded = OnDegraded.warn
+
+
 class Tracker(Choice):
     none = "none"
     mlflow = "mlflow"
@@ -404,6 +419,7 @@ class RootConfig:
     rsc: RSCConfig = field(default_factory=RSCConfig)
     router: RouterConfig = field(default_factory=RouterConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
+    health: HealthConfig = field(default_factory=HealthConfig)
     grid_name: str = "adhoc"  # results/<grid_name>/...; set by --grid
     limit: Optional[int] = None  # evaluate only the first N sampled queries
     seed: int = 0

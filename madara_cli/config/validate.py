@@ -13,14 +13,17 @@ Two passes, both called from :func:`madara_cli.composition.compose`:
   ``strategy=sda strategy.kappa=0.9`` -> "strategy.kappa does not apply to strategy
   sda; its settings: ...";
 * :func:`validate_config` checks ranges of the composed config (``strategy.top_k >=
-  1``, ``limit >= 1`` or null, weights matching the three agents, ...). Choices need
-  no check there: they are Enum fields of the schemas, which OmegaConf enforces.
+  1``, ``limit >= 1`` or null, weights matching the three agents, ...) and refuses
+  the pairs of settings one of which would silently undo the other (:data:`CONFLICTS`).
+  Choices need no check there: they are Enum fields of the schemas, which OmegaConf
+  enforces.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import typing
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Callable
 
@@ -69,6 +72,7 @@ RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "rsc.bootstrap": _int(1),
     "router.iso_alpha": _num(0.0, 1.0, lo_open=True, hi_open=True),  # a significance level
     "router.iso_min_gain": _num(0.0),
+    "health.max_imputed": _num(0.0, 1.0),  # a share of a stage's scores
 }
 
 
@@ -105,9 +109,10 @@ def validate_config(cfg: DictConfig, error: type[Exception]) -> None:
         present, v = _get(cfg, key)
         if present and not ok(v):
             raise error(f"{key}={_show(v)} is out of range: expected {desc}")
-    for spec in chosen_specs(cfg):  # and its checks of settings that conflict
+    for spec in chosen_specs(cfg):  # and its own checks
         for check in spec.checks:
             check(cfg)
+    check_conflicts(cfg, error)  # settings of different groups, or kinds, that undo each other
     from madara_cli.plugins.catalog import CATALOG
 
     for spec in chosen_specs(cfg):
@@ -133,6 +138,91 @@ def chosen_specs(cfg: DictConfig) -> list:
         if spec is not None:
             out.append(spec)
     return out
+
+
+# --------------------------------------------------------------------------- #
+# Conflicting pairs
+# --------------------------------------------------------------------------- #
+
+ANY = object()  # a setting's value does not matter, only that it was set
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """A setting the cell asks for that other settings undo without a word.
+
+    ``asked``: (key, value) the cell holds; when ``written``, only if the user wrote that
+    key (an override, a grid's setting), since the value is also the default that
+    cells carry without asking (``strategy.conflict=per_query``). ``beside``: every
+    (key, value) that must hold too. ``why``: what happens instead, and the way out."""
+
+    asked: tuple[str, Any]
+    beside: tuple[tuple[str, Any], ...]
+    why: str
+    written: bool = True
+
+
+# Found where the code reads each setting: agents/scoring.py (the detector's calls, the
+# CoT scores), config/identity.py isolation_on (the isolation probe), diagnose/probe.py
+# _thresholds (the isolation policy's thresholds, read only when that probe runs).
+CONFLICTS: tuple[Conflict, ...] = (
+    Conflict(("strategy.conflict", "per_query"), (("reading.conflict", "score_field"),),
+             "the authors' reading asks the Conflict Detector about each document (per_document); "
+             "drop strategy.conflict or use reading.conflict=adjustment"),
+    Conflict(("strategy.scoring", "logprob"), (("strategy.cot", True),),
+             "CoT scores are generated text; use strategy.scoring=generate", written=False),
+    Conflict(("rsc.isolation_probe", False), (("router.policy", "isolation"),),
+             "the isolation policy routes on the isolation gain, so its probe runs; drop rsc.isolation_probe=false "
+             "or use router.policy=paper"),
+    Conflict(("router.iso_alpha", ANY), (("router.policy", "paper"), ("rsc.isolation_probe", False)),
+             "nothing measures the isolation gain it tests; add router.policy=isolation (or rsc.isolation_probe=true "
+             "to print its route) or drop it"),
+    Conflict(("router.iso_min_gain", ANY), (("router.policy", "paper"), ("rsc.isolation_probe", False)),
+             "nothing measures the isolation gain it bounds; add router.policy=isolation (or rsc.isolation_probe=true "
+             "to print its route) or drop it"),
+)
+
+
+def _written_keys(cfg: DictConfig) -> set[str]:
+    """The setting keys the overrides a config was composed with write (``cfg.overrides``)."""
+    try:
+        written = [str(x) for x in cfg.get("overrides") or []]
+    except Exception:  # noqa: BLE001 - a config without its overrides: nothing was written
+        return set()
+    return {o.key for o in parse_overrides(written) if o.hydra is not None and not o.hydra.is_delete()}
+
+
+def _holds(cfg: DictConfig, key: str, want: Any) -> tuple[bool, Any]:
+    """(whether ``key`` holds ``want`` in the composed config, its value)."""
+    present, value = _get(cfg, key)
+    if not present:
+        return False, value
+    if want is ANY:
+        return True, value
+    if isinstance(want, bool):
+        return value is want, value
+    return str(value) == str(want), value
+
+
+def check_conflicts(cfg: DictConfig, error: type[Exception]) -> None:
+    """Raise ``error`` (one line naming both settings) on the first pair of
+    :data:`CONFLICTS` the composed config holds."""
+    written: set[str] | None = None
+    for c in CONFLICTS:
+        key, want = c.asked
+        held, value = _holds(cfg, key, want)
+        if not held or not all(_holds(cfg, k, v)[0] for k, v in c.beside):
+            continue
+        if c.written:
+            written = _written_keys(cfg) if written is None else written
+            if key not in written:
+                continue
+        beside = " and ".join(f"{k}={_shown(_get(cfg, k)[1])}" for k, _ in c.beside)
+        raise error(f"{key}={_shown(value)} conflicts with {beside}: {c.why}")
+
+
+def _shown(v: Any) -> str:
+    return str(v).lower() if isinstance(v, bool) else "null" if v is None else str(v)
 
 
 # --------------------------------------------------------------------------- #

@@ -101,6 +101,11 @@ def split_sentences(reasoning: Reasoning) -> list[str]:
     return [sentence for step in reasoning if step and step.strip() for sentence in _split_text(step)]
 
 
+def _as_written(reasoning: Reasoning) -> list[str]:
+    """A chain's steps exactly as it holds them (a string is one step)."""
+    return [reasoning] if isinstance(reasoning, str) else list(reasoning)
+
+
 def steps_of(reasoning: Reasoning) -> list[str]:
     """A chain as the list of steps it is shown as: a string is one step, a sequence
     keeps its non-empty steps."""
@@ -114,7 +119,7 @@ def _join(sentences: Sequence[str], like: Reasoning) -> str:
     return " ".join(sentences) if isinstance(like, str) else "\n".join(sentences)
 
 
-def shuffled_sentences(reasoning: Reasoning, seed: Seed, may_repeat: bool = False) -> list[str]:
+def shuffled_sentences(reasoning: Reasoning, seed: Seed, may_repeat: bool = False, resplit: bool = True) -> list[str]:
     """Level 1 (Shuffled) as a list: the chain's sentences permuted with a fixed seed.
 
     ``R' = permute(R)`` with ``numpy.random.default_rng(seed)`` over the sentences of
@@ -122,8 +127,11 @@ def shuffled_sentences(reasoning: Reasoning, seed: Seed, may_repeat: bool = Fals
     least two sentences, the chain is rotated by one instead, so the perturbation is
     never a silent no-op (with 2 sentences the identity is drawn half the time). A
     chain of identical sentences can still read the same after shuffling.
+    ``resplit=False`` permutes the chain's steps as they are (chains the authors'
+    splitter made already: a step is not split again at a quote or bracket after a
+    full stop).
     """
-    sentences = split_sentences(reasoning)
+    sentences = split_sentences(reasoning) if resplit else _as_written(reasoning)
     n = len(sentences)
     if n < 2:
         return sentences
@@ -242,17 +250,22 @@ _SENTENCES_AUTHORS = re.compile(r"(?<=[.!?])\s+|\n+")
 def chain_from_field(reply: str) -> list[str]:
     """A CoT reply's chain as the authors' probe reads it (``reading.chain_source=field``):
     the span from the first ``{`` to the last ``}`` decoded; its ``reasoning_steps``,
-    else its ``reasoning`` value (a list joined with spaces, anything else as text);
-    an object with neither, or a reply with no span, gives an empty chain, and a reply
-    whose span does not decode is its own chain. The text is then split after ``.``/``!``/``?`` and
-    at line breaks."""
+    else its ``reasoning`` value (a list of strings joined with spaces, anything else
+    as Python writes it); an object with neither, or a reply with no span, gives an
+    empty chain, and a reply whose span does not decode, or whose steps are a list
+    holding numbers or objects, is its own chain. The text is then split after
+    ``.``/``!``/``?`` and at line breaks (whitespace kept inside each step): the steps
+    the other levels then take as they are (:func:`perturb_chains` with ``resplit=False``)."""
     import json
 
     span = re.search(r"\{.*\}", reply or "", re.DOTALL)
     try:
         data = json.loads(span.group(0)) if span else {}
         value = (data.get("reasoning_steps") or data.get("reasoning") or "") if isinstance(data, dict) else reply
-        text = " ".join(str(v) for v in value) if isinstance(value, list) else str(value)
+        if isinstance(value, list) and not all(isinstance(v, str) for v in value):
+            text = reply or ""  # steps written as numbers or objects cannot be joined as text: the whole reply
+        else:
+            text = " ".join(value) if isinstance(value, list) else str(value)  # Python's text of a value: True, 4.0, {'a': 1}
     except ValueError:
         text = reply or ""
     return [p for p in _SENTENCES_AUTHORS.split(text.strip()) if p]
@@ -300,7 +313,8 @@ class PerturbedChains:
 
 
 def perturb_chains(
-    chains: Sequence[Sequence[Reasoning]], seed: int = 0, *, contradiction: str = "paper", shuffle: str = "changed", empty_chain: str = "drop"
+    chains: Sequence[Sequence[Reasoning]], seed: int = 0, *, contradiction: str = "paper", shuffle: str = "changed", empty_chain: str = "drop",
+    resplit: bool = True,
 ) -> PerturbedChains:
     """All three perturbation levels for chains indexed ``[query][doc]`` (F.1).
 
@@ -314,11 +328,15 @@ def perturb_chains(
     :func:`contradict_text_authors`; ``shuffle="may_repeat"`` keeps an identity
     permutation; ``empty_chain="placeholder"`` gives an empty chain a donor at level 3
     too (it is re-scored, not dropped; donors are still chains with steps).
+    ``resplit=False`` (chains read by :func:`chain_from_field`, already split by the
+    authors' rule) keeps every level's steps as the chain holds them: shuffled as they
+    are, contradicted and lent without being split or trimmed, as the authors' code does.
     """
     may_repeat = shuffle == "may_repeat"
     swap = contradict_text_authors if contradiction == "authors" else contradict_text
-    shuffled = [[shuffled_sentences(c, (seed, j, i), may_repeat) for i, c in enumerate(row)] for j, row in enumerate(chains)]
-    contradicted = [[[swap(step) for step in steps_of(c)] for c in row] for row in chains]
+    steps = steps_of if resplit else _as_written
+    shuffled = [[shuffled_sentences(c, (seed, j, i), may_repeat, resplit) for i, c in enumerate(row)] for j, row in enumerate(chains)]
+    contradicted = [[[swap(step) for step in steps(c)] for c in row] for row in chains]
     # Only chains with steps are given or lent: an empty chain (excluded by the probe)
     # stays empty and is never another pair's donor. With no empty chain this is the
     # plain draw over all pairs.
@@ -331,10 +349,10 @@ def perturb_chains(
         for n in range(len(flat)):
             pool = [u for u in usable if u != n]
             if pool:
-                lent[n] = steps_of(flat[pool[int(rng.integers(0, len(pool)))]])
+                lent[n] = steps(flat[pool[int(rng.integers(0, len(pool)))]])
     elif len(usable) >= 2:
         drawn = random_reasoning([[flat[n] for n in usable]], seed)[0]
-        lent = {n: steps_of(c) for n, c in zip(usable, drawn)}
+        lent = {n: steps(c) for n, c in zip(usable, drawn)}
     elif len(flat) < 2:
         random_reasoning(chains, seed)  # raises: no other pair to draw from
     random, position = [], 0
@@ -346,16 +364,18 @@ def perturb_chains(
 
 def perturbed_rescore_request(
     pair: tuple[Example, int], normal: ChatRequest, steps: Sequence[str], confidence: int | None, mode: str, how: str, budget: int,
-    prompts: PromptSet | None = None,
+    prompts: PromptSet | None = None, shape: str = "madara",
 ) -> ChatRequest | ScoreRequest:
     """One perturbed chain's re-score request, in the reading ``rsc.rescore`` names:
     ``prefix``, the normal CoT request with the reply begun by the chain; ``forced`` (the
     authors' reading), a forced-reasoning request of its own for document ``pair[1]``
     of query ``pair[0]``, at the normal request's temperature and seed, worded by
-    ``prompts`` (the cell's prompt set; None = the shipped one)."""
+    ``prompts`` (the cell's prompt set; None = the shipped one) in the request shape
+    ``shape`` names (``reading.requests``)."""
     if how == "prefix":
         return rescore_request(normal, steps, mode=mode, max_tokens=budget, confidence=confidence)
     ex, i = pair
     return forced_rescore_request(
-        ex, (ex.docs or ())[i], steps, mode=mode, max_tokens=budget, temperature=normal.temperature, seed=normal.seed, prompts=prompts
+        ex, (ex.docs or ())[i], steps, mode=mode, max_tokens=budget, temperature=normal.temperature, seed=normal.seed, prompts=prompts,
+        shape=shape,
     )

@@ -65,7 +65,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from madara_cli import metrics as M
 from madara_cli.agents.parsing import ParsedScore, expected_score, parse_completion, parse_score, parse_score_authors, read_rescore
-from madara_cli.agents.prompts import RELEVANCE
+from madara_cli.agents.prompts import EMPTY_CHAIN_PLACEHOLDER, RELEVANCE
 from madara_cli.agents.requests import DIGITS, SCORING_MODES, agent_request
 from madara_cli.backends.cache import CachedLLM
 from madara_cli.config.folders import prompts_of
@@ -166,15 +166,20 @@ def _probe(cfg: DictConfig, llm: CachedLLM, spec: ProbeIdentity, examples: list[
 
     # 3-4. Perturb and re-score the included pairs, all three levels in one batched stage.
     mode, how = str(cfg.rsc.rescoring), str(cfg.rsc.get("rescore", "forced"))
+    from_field = str(reading.get("chain_source", "steps")) == "field"
     levels = perturb.perturb_chains(
         _ragged(chains, lengths), seed=int(cfg.seed), contradiction=str(reading.get("contradiction", "paper")),
-        shuffle=str(reading.get("shuffle", "changed")), empty_chain=str(reading.get("empty_chain", "drop")),
+        shuffle=str(reading.get("shuffle", "changed")), empty_chain=str(reading.get("empty_chain", "drop")), resplit=not from_field,
     ).by_level()
     budget = int(cfg.generation.get("rescore_max_tokens") or cfg.generation.score_max_tokens)
     todo = [p for p, keep in enumerate(included) if keep]
-    flat_levels = [[steps or ([EMPTY_CHAIN_PLACEHOLDER] if placeholder else steps) for row in level for steps in row] for level in levels]
+    # reading.requests=authors: no stop string on the forced re-score, the document and
+    # the steps as the authors' code shows them (an empty chain as the placeholder alone)
+    shape = str(reading.get("requests", "madara"))
+    fill = [] if shape == "authors" and how == "forced" else [EMPTY_CHAIN_PLACEHOLDER]
+    flat_levels = [[steps or (fill if placeholder else steps) for row in level for steps in row] for level in levels]
     requests = [
-        perturb.perturbed_rescore_request(pairs[p], normal_requests[p], flat[p], parsed[p].confidence, mode, how, budget, prompts)
+        perturb.perturbed_rescore_request(pairs[p], normal_requests[p], flat[p], parsed[p].confidence, mode, how, budget, prompts, shape)
         for flat in flat_levels
         for p in todo
     ]
@@ -240,8 +245,6 @@ def _probe(cfg: DictConfig, llm: CachedLLM, spec: ProbeIdentity, examples: list[
 _ISOLATION_FIELDS = ("em_nf", "em_iso", "n", "p_value", "b", "c", "source")
 
 
-# What an empty chain is re-scored with under reading.empty_chain=placeholder.
-EMPTY_CHAIN_PLACEHOLDER = "(there is no previous analysis)"
 
 
 def _correct(preds, examples: Sequence[Example], tidy: bool = True) -> list[bool]:
@@ -352,7 +355,7 @@ def find_or_run_probe(
     t0, started = time.perf_counter(), now_iso()
     with llm.logging_samples(bool(cfg.get("log_samples", True))) as samples:
         record = run_probe(cfg, llm, examples=examples, spec=spec)
-    probe = replace(record, provenance=provenance(cfg, started, now_iso(), time.perf_counter() - t0))
+    probe = replace(record, provenance=provenance(cfg, started, now_iso(), time.perf_counter() - t0, engine=llm.backend))
     folder.mkdir(parents=True, exist_ok=True)
     if cfg.get("log_samples", True):
         write_prompts(folder, samples, prompt_renderer(llm.backend))

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import json
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -177,16 +176,18 @@ def bench_rates(bench_dir: Path, fingerprint: str, prefix_caching: bool = True) 
     """Seconds per prompt and output token from ``madara bench --only vllm`` on this engine
     (``<results>/bench/vllm.json``, the pass with prefix caching as the cell runs it), with
     the requests it timed; None when the bench has not run on this fingerprint."""
-    try:
-        data = json.loads((bench_dir / "vllm.json").read_text(encoding="utf-8"))
-        over = data["overhead"]
+    from madara_cli.errors import DataError
+    from madara_cli.sidefiles import read_json
+
+    try:  # a side file like any other: cut, foreign or odd, it only means no measured rates
+        over = read_json(bench_dir / "vllm.json", "the vLLM bench")["overhead"]
         timed = over["prefix_caching_on" if prefix_caching else "prefix_caching_off"]
         prefill, decode = float(timed["seconds_per_prompt_token"]), float(timed["seconds_per_output_token"])
-    except (OSError, ValueError, KeyError, TypeError):
+        if over.get("fingerprint") != fingerprint or not (prefill > 0 and decode > 0):
+            return None
+        return Rates(prefill_s=prefill, decode_s=decode), int(over.get("requests") or 0)
+    except (DataError, ValueError, KeyError, TypeError, AttributeError, OverflowError):
         return None
-    if over.get("fingerprint") != fingerprint or not (prefill > 0 and decode > 0):
-        return None
-    return Rates(prefill_s=prefill, decode_s=decode), int(over.get("requests") or 0)
 
 
 @dataclass

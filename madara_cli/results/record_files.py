@@ -136,35 +136,37 @@ def read_config_text(folder: Path | str) -> str | None:
 
 
 @lru_cache(maxsize=256)
-def _read_predictions(path: str, stamp: tuple[int, int, int]) -> tuple[dict[str, Any], ...]:
+def _read_predictions(path: str, stamp: tuple[int, ...]) -> tuple[dict[str, Any], ...]:
+    from madara_cli.sidefiles import json_problem, read_text
+
     rows = []
-    with open(path, encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, start=1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path}:{line_no}: not valid JSON ({err.msg})") from None
-            if isinstance(row, dict) and "em_squad" in row and "em_strict" not in row:
-                # METRIC_VERSION 2 rows: em was the strict match, em_squad the SQuAD one
-                # (today's em), as the cell's record is read (records._metric_values).
-                row = {**row, "em": row["em_squad"], "em_strict": row.get("em")}
-                del row["em_squad"]
-            rows.append(row)
+    for line_no, line in enumerate(read_text(path, "the predictions", ValueError).split("\n"), start=1):
+        line = line.strip()
+        if not line:
+            continue
+        row, problem = json_problem(line)  # a shared folder's file: nesting, huge integers, lone surrogates too
+        if problem is not None:
+            raise ValueError(f"{path}:{line_no}: {problem}")
+        if isinstance(row, dict) and "em_squad" in row and "em_strict" not in row:
+            # METRIC_VERSION 2 rows: em was the strict match, em_squad the SQuAD one
+            # (today's em), as the cell's record is read (records._metric_values).
+            row = {**row, "em": row["em_squad"], "em_strict": row.get("em")}
+            del row["em_squad"]
+        rows.append(row)
     return tuple(rows)
 
 
 def read_predictions(folder: Path | str) -> tuple[dict[str, Any], ...]:
     """The per-example rows of a finished cell, cached until the file changes (its
-    inode, size or mtime: a rewritten cell is a new file even within one clock tick).
-    The rows are shared: do not edit them. ValueError when the folder has none."""
+    :func:`~madara_cli.sidefiles.file_stamp`: a rewritten cell is a new file even within
+    one clock tick). The rows are shared: do not edit them. ValueError (one line) when
+    the folder has none or a line cannot be read."""
+    from madara_cli.sidefiles import file_stamp
+
     path = Path(folder) / PREDICTIONS
     if not path.is_file():
         raise ValueError(f"no {PREDICTIONS} in {folder}: is it a finished cell folder (results/<grid>/<cell>)?")
-    st = path.stat()
-    return _read_predictions(str(path), (st.st_ino, st.st_size, st.st_mtime_ns))
+    return _read_predictions(str(path), file_stamp(path))
 
 
 # --- a probe's file, and finding a record again ---------------------------------------------------

@@ -6,9 +6,11 @@ supporting-chain coverage (Table 17, Appendix J)."""
 
 from __future__ import annotations
 
+import functools
+import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -82,6 +84,17 @@ class StoredCell:
     def calls_per_query(self) -> float | None:
         return self.record.calls_per_query()
 
+    @functools.cached_property
+    def settings(self) -> dict[str, Any]:
+        """The settings its key covers, flattened (summary.csv's columns; read once)."""
+        from madara_cli.results.summary import cell_settings
+
+        return cell_settings(self.record, self.path)
+
+    @property
+    def degraded(self) -> bool:
+        return self.record.health.degraded
+
 
 StoredProbe = ProbeRecord  # a probe as the tables see it: its record, with ``path``
 
@@ -96,16 +109,43 @@ class Results:
     skipped: tuple[str, ...] = ()  # folders that hold results madara cannot read
     problems: tuple[tuple[str, str], ...] = ()  # (folder, what is wrong with it), the same folders
     routing_nf: str = "calibration"  # the NF EM the routing tables route on (ROUTING_NF_SOURCES)
+    prefer: tuple[tuple[str, str], ...] = ()  # ``--prefer KEY=VALUE``: which variant fills a table cell (VARIANT_RULE)
+    # The cells :meth:`find` returned since :meth:`watching` (what a table rests on: its
+    # health marks and variant notes); shared by the copies one table's builder makes.
+    picked: list["Pick"] = field(default_factory=list, compare=False, repr=False)
+
+    def watching(self) -> "Results":
+        """A copy whose :attr:`picked` starts empty: what one table's lookups return."""
+        return replace(self, picked=[])
 
     def find(self, model: str, benchmark: str, strategy: str, grid: str | None = None,
              retrievers: Sequence[str] = ("bm25s", "pyserini")) -> StoredCell | None:
-        """Best matching cell: own grid first, then full runs, then largest n, then seed 0."""
+        """The cell that fills one table cell, by :data:`VARIANT_RULE`: the table's own
+        grid first, then the ``--prefer`` settings; cells that still differ in a setting
+        their key covers are variants, and rather than guess it raises
+        :class:`AmbiguousVariant` naming them; among cells of one variant, a full run
+        before a ``limit``-ed one, then the largest n, then seed 0."""
         matches = [
             c for c in self.cells if (c.model, c.benchmark, c.strategy) == (model, benchmark, strategy) and c.retriever in retrievers
         ]
         if not matches:
             return None
-        return min(matches, key=lambda c: (c.grid != grid, c.limit is not None, -c.n, c.seed or 0, c.key))
+        rules: list[str] = []
+        pool = matches
+        own = [c for c in pool if grid is not None and c.grid == grid]
+        if own and len(own) < len(pool):
+            pool, rules = own, [f"the table's own grid {grid}"]
+        for key, value in self.prefer:
+            kept = [c for c in pool if prefer_matches(c, key, value)]
+            if kept and len(kept) < len(pool):
+                pool = kept
+                rules.append(f"--prefer {key}={value}")
+        differing = distinguishing(pool)
+        if differing:
+            raise AmbiguousVariant((model, benchmark, strategy), pool, differing)
+        chosen = min(pool, key=lambda c: (c.limit is not None, -c.n, c.seed or 0, c.grid, c.key))
+        self.picked.append(Pick(chosen, tuple(c for c in matches if c is not chosen), tuple(rules), distinguishing(matches)))
+        return chosen
 
     def probe(self, model: str, benchmark: str, n_preferred: int = 100) -> ProbeRecord | None:
         """The probe for a pair, preferring the paper's n = 100, then the largest n."""
@@ -115,19 +155,144 @@ class Results:
         return min(matches, key=lambda p: (p.n != n_preferred, -p.n))
 
 
+# --- choosing among variants -------------------------------------------------------------------
+
+VARIANT_RULE = (
+    "One table cell, several finished cells (same model × benchmark × strategy): the table's own grid first, then each "
+    "`--prefer KEY=VALUE`; cells that still differ in a setting their key covers (backend, prompts, temperature, reading, k, ...) "
+    "are variants, and the table refuses to guess between them; among cells of one variant, a full run before a limit-ed one, "
+    "then the largest n, then seed 0."
+)
+# Settings that are not a variant: the lookup's own names, the size rule's, and the
+# metric version (read under today's names, records.METRIC_VERSION).
+_NOT_VARIANT = frozenset({"model.name", "benchmark.name", "strategy.name", "limit", "seed", "metric_version"})
+# A group named alone in --prefer means its name (``backend=vllm``: ``backend.name=vllm``).
+_PREFER_GROUPS = ("model", "backend", "benchmark", "retriever", "strategy", "reading")
+
+
+@dataclass(frozen=True)
+class Pick:
+    """A cell :meth:`Results.find` returned: the others that matched, the rules that set
+    them aside (own grid, ``--prefer``) and the settings the matches differ in."""
+
+    cell: StoredCell
+    others: tuple[StoredCell, ...]
+    rules: tuple[str, ...]
+    differing: tuple[str, ...]
+
+    def label(self) -> str:
+        """The chosen cell's distinguishing settings (``backend.name=vllm``), or its key."""
+        values = self.cell.settings
+        shown = [f"{k}={_text(values.get(k))}" for k in self.differing]
+        return ", ".join(shown) if shown else self.cell.key
+
+
+class AmbiguousVariant(ValueError):
+    """Several variants could fill one table cell and no rule picks one. ``candidates``
+    are (cell, the ``--prefer`` that picks it, its distinguishing settings)."""
+
+    def __init__(self, wanted: tuple[str, str, str], cells: Sequence[StoredCell], differing: tuple[str, ...]):
+        self.wanted, self.differing = wanted, differing
+        self.candidates = [(c, picking_prefer(c, cells, differing), {k: c.settings.get(k) for k in differing}) for c in cells]
+        variants = len({tuple(_text(c.settings.get(k)) for k in differing) for c in cells})
+        counted = f" ({len(cells)} cells)" if len(cells) != variants else ""
+        super().__init__(
+            f"{variants} variants of {' × '.join(wanted)}{counted} could fill a table cell, differing in {', '.join(differing)}; "
+            f"madara does not guess: pick one with --prefer KEY=VALUE (candidates below)"
+        )
+
+    def candidate_lines(self) -> list[str]:
+        """One line per candidate: the ``--prefer`` that picks it (and ``--prefer grid=G``
+        where its grid is its own, which settles every table cell of that grid at once),
+        its distinguishing settings where the ``--prefer`` does not already say them, and its folder."""
+        grids = [c.grid for c, _, _ in self.candidates]
+        lines = []
+        for cell, prefer, values in self.candidates:
+            settings = ", ".join(f"{k}={_text(v)}" for k, v in values.items())
+            also = f" (or --prefer grid={cell.grid})" if grids.count(cell.grid) == 1 else ""
+            shown = "" if prefer == f"--prefer {settings}" else f"   ({settings})"
+            lines.append(f"  {prefer}{also}{shown}   {cell.path}")
+        return lines
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def distinguishing(cells: Sequence[StoredCell]) -> tuple[str, ...]:
+    """The settings (present in every cell) whose values differ among ``cells``; the
+    prompt families' digests only when the prompt set's own digest differs too."""
+    if len(cells) < 2:
+        return ()
+    views = [c.settings for c in cells]
+    shared = set(views[0]).intersection(*views[1:]) - _NOT_VARIANT
+    out = sorted(k for k in shared if len({_text(v[k]) for v in views}) > 1)
+    if "prompts" in out:  # one digest names the set's difference; the families' say the same again
+        out = [k for k in out if not k.startswith("prompts.")]
+    return tuple(out)
+
+
+def prefer_matches(cell: StoredCell, key: str, value: str) -> bool:
+    """Whether ``cell`` has setting ``key`` (``grid`` is the grid folder; a group alone,
+    ``backend``, is its name) equal to ``value`` (compared as text; numbers as numbers)."""
+    if key == "grid":
+        return cell.grid == value
+    key = f"{key}.name" if key in _PREFER_GROUPS else key
+    settings = cell.settings
+    if key not in settings:
+        return False
+    have = settings[key]
+    if isinstance(have, (int, float)) and not isinstance(have, bool):
+        try:
+            return math.isclose(float(have), float(value))
+        except ValueError:
+            return False
+    return _text(have) == value
+
+
+def picking_prefer(cell: StoredCell, cells: Sequence[StoredCell], differing: Sequence[str]) -> str:
+    """``--prefer KEY=VALUE`` (one or more) that leaves ``cell``'s variant alone among ``cells``."""
+    mine = {k: _text(cell.settings.get(k)) for k in differing}
+    for k in differing:  # one setting that is this cell's alone
+        if sum(1 for c in cells if _text(c.settings.get(k)) == mine[k]) == sum(1 for c in cells if _same_variant(c, cell, differing)):
+            return f"--prefer {k}={mine[k]}"
+    return " ".join(f"--prefer {k}={v}" for k, v in mine.items())
+
+
+def _same_variant(a: StoredCell, b: StoredCell, differing: Sequence[str]) -> bool:
+    return all(_text(a.settings.get(k)) == _text(b.settings.get(k)) for k in differing)
+
+
+def parse_prefer(items: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """``KEY=VALUE`` strings as pairs; ValueError naming one that is not of that form."""
+    out = []
+    for item in items:
+        key, sep, value = str(item).partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise ValueError(f"--prefer {item}: expected KEY=VALUE (a setting of summary.csv, e.g. backend.name=vllm, or grid=NAME)")
+        out.append((key.strip(), value.strip()))
+    return tuple(out)
+
+
 # Which NF EM the routing tables (8, 9, 19) route on: the probe's NF over its
 # calibration queries (what strategy=madara routes on; Section 4: "The NF threshold is
 # estimated from the RSC calibration set"), or the NF cell over the evaluated set.
 ROUTING_NF_SOURCES = ("calibration", "full")
 
 
-def load_results(results_dir: Path | str, metric: str = "em", routing_nf: str = "calibration") -> Results:
+def load_results(results_dir: Path | str, metric: str = "em", routing_nf: str = "calibration",
+                 prefer: Sequence[tuple[str, str]] = ()) -> Results:
     """Scan ``results/<grid>/<cell>/`` and ``results/probes/*/`` for finished records.
 
     ``metric`` picks what the tables show as each cell's score (``em``, EM as the
     authors compute it, by default; ``em_strict``, ``f1`` or ``contains``; the older
     name ``em_squad`` means ``em``); ``routing_nf`` which NF EM the routing tables
-    route on (:data:`ROUTING_NF_SOURCES`).
+    route on (:data:`ROUTING_NF_SOURCES`); ``prefer`` the ``--prefer`` settings that
+    choose among variants of one table cell (:data:`VARIANT_RULE`).
 
     Folders starting with ``.`` (``.tmp-*``: runs in progress) are ignored. A folder
     that holds cell files but no readable record (no ``metrics.json`` beside its
@@ -144,7 +309,7 @@ def load_results(results_dir: Path | str, metric: str = "em", routing_nf: str = 
     probes: list[ProbeRecord] = []
     problems: list[tuple[str, str]] = []
     if not root.is_dir():
-        return Results(root, (), (), routing_nf=routing_nf)
+        return Results(root, (), (), routing_nf=routing_nf, prefer=tuple(prefer))
     for grid_dir in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
         try:
             subs = sorted(p for p in grid_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
@@ -173,7 +338,7 @@ def load_results(results_dir: Path | str, metric: str = "em", routing_nf: str = 
                 problems.append((str(sub), record_problem(e, sub)))
                 continue
             cells.append(StoredCell(record, sub, metric))
-    return Results(root, tuple(cells), tuple(probes), tuple(p for p, _ in problems), tuple(problems), routing_nf)
+    return Results(root, tuple(cells), tuple(probes), tuple(p for p, _ in problems), tuple(problems), routing_nf, tuple(prefer))
 
 
 # --- a prediction row's supporting chain (MuSiQue) ---------------------------------------------

@@ -1,5 +1,6 @@
-"""The summary of a results folder: one row per finished cell (keys, n, every numeric
-metric, calls, tokens, seconds, the settings its key covers, provenance last), written
+"""The summary of a results folder: one row per finished cell (keys, with ``route`` after
+``strategy``: the treatment a ``madara`` cell was routed to, n, every numeric
+metric, calls, tokens, seconds, its health, the settings its key covers, provenance last), written
 as ``summary.csv`` and, when pyarrow is importable, ``summary.parquet``.
 
 The rates (``em``, ``em_strict``, ``f1``, ``contains``) are in percent, as every table
@@ -23,7 +24,8 @@ SUMMARY_CSV = "summary.csv"
 SUMMARY_PARQUET = "summary.parquet"
 
 KEY_COLUMNS = ("grid", "model", "benchmark", "strategy", "retriever", "k", "seed", "limit", "key")
-_NOT_METRICS = {"schema_version", "cell", "accounting", "provenance", "timing", "n"}
+ROUTE_COLUMN = "route"
+_NOT_METRICS = {"schema_version", "cell", "accounting", "health", "provenance", "timing", "n"}
 
 
 def _is_number(v: Any) -> bool:
@@ -45,7 +47,11 @@ def cell_rows(results_dir: Path | str) -> list[dict[str, Any]]:
             continue
         if record is None:
             continue
-        row: dict[str, Any] = {k: getattr(record, k) for k in KEY_COLUMNS}
+        row: dict[str, Any] = {}
+        for k in KEY_COLUMNS:
+            row[k] = getattr(record, k)
+            if k == "strategy":  # what a madara cell ran: the treatment its probe routed it to (empty for other strategies)
+                row[ROUTE_COLUMN] = record.madara.get("route")
         row["n"] = record.n
         for k, v in record.to_dict().items():  # every numeric metric the cell reports, whatever its name
             if k in METRICS and _is_number(v):
@@ -62,16 +68,49 @@ def cell_rows(results_dir: Path | str) -> list[dict[str, Any]]:
         row["tokens_in"] = acc.get("tokens_in")
         row["tokens_out"] = acc.get("tokens_out")
         row["engine_seconds"] = record.engine_seconds  # the timing section's (older records: the accounting's)
+        row.update(health_columns(record))
         prov = record.provenance or {}
         row["seconds"] = record.seconds
         settings = cell_settings(record, metrics_path.parent)
         row["backend"] = settings.get("backend.name")
+        row.update(served_columns(prov))
         row.update({k: v for k, v in settings.items() if k not in row})
         row["madara_version"] = prov.get("madara_version")
         row["git_commit"] = prov.get("git_commit")
         row["path"] = str(metrics_path.parent)
         rows.append(row)
     return rows
+
+
+def health_columns(record: CellRecord) -> dict[str, Any]:
+    """What a cell's numbers rest on (results/health.py): ``health`` (ok, degraded,
+    unknown), the worst stage past the threshold, and the scores read, imputed, cut at
+    the token budget and missing an id over all scoring stages (empty when unknown)."""
+    health = record.health
+    over = health.over() if health.degraded else []
+    known = health.status != "unknown"
+    return {
+        "health": health.status,
+        "health_stage": over[0].stage if over else None,
+        "scores": health.scores if known else None,
+        "scores_imputed": health.imputed if known else None,
+        "scores_cut_at_max_tokens": sum(s.cut_at_max_tokens for s in health.stages) if known else None,
+        "scores_missing_id": sum(s.missing_id for s in health.stages) if known else None,
+    }
+
+
+def served_columns(prov: Mapping[str, Any]) -> dict[str, Any]:
+    """What a served engine said it was (``backend=openai``): the model id it reports
+    and its software and version, so two servers behind one ``model=`` differ in the
+    summary. Nothing for an engine madara ran itself."""
+    engine = prov.get("engine") if isinstance(prov, Mapping) else None
+    server = engine.get("server") if isinstance(engine, Mapping) else None
+    if not isinstance(server, Mapping):
+        return {}
+    software, version = server.get("software"), server.get("version")
+    named = " ".join(str(x) for x in (software, version) if isinstance(x, str) and x)
+    model_id = server.get("model_id")
+    return {"served_model": model_id if isinstance(model_id, str) else None, "server": named or None}
 
 
 def cell_settings(record: CellRecord, folder: Path) -> dict[str, Any]:
@@ -85,8 +124,10 @@ def cell_settings(record: CellRecord, folder: Path) -> dict[str, Any]:
         from omegaconf import OmegaConf
 
         from madara_cli.config.identity import flat_settings
+        from madara_cli.sidefiles import read_yaml_data
 
-        return flat_settings(OmegaConf.load(folder / CONFIG_FILE))
+        # Plain data (no tags, no aliases): a results folder may come from anyone.
+        return flat_settings(OmegaConf.create(read_yaml_data(folder / CONFIG_FILE, "the cell's config")))
     except Exception:  # an unreadable or foreign config.yaml: the row keeps its key columns
         return {}
 
@@ -104,11 +145,11 @@ def summary_frame(results_dir: Path | str):
     rows = cell_rows(results_dir)
     df = pd.DataFrame(rows)
     if df.empty:
-        return pd.DataFrame(columns=[*KEY_COLUMNS, "n"])
+        return pd.DataFrame(columns=[*KEY_COLUMNS[:4], ROUTE_COLUMN, *KEY_COLUMNS[4:], "n"])
     tail = [c for c in ("madara_version", "git_commit", "path") if c in df.columns]
     df = df[[c for c in df.columns if c not in tail] + tail]
     for col in df.columns:  # numbers stay numbers (ints where every cell has one); text settings stay text
-        if col not in ("key", "path") and _numeric_column(df[col].tolist()):
+        if col not in ("key", "path", ROUTE_COLUMN) and _numeric_column(df[col].tolist()):
             df[col] = pd.to_numeric(df[col], errors="coerce")
     return df
 

@@ -157,10 +157,17 @@ def index_settings(cfg: DictConfig) -> dict[str, Any]:
 
 
 def read_meta(index_dir: str | Path) -> dict[str, Any]:
+    """An index's ``madara_index.json``; a cut or foreign one is one line naming it and
+    saying how to rebuild the index."""
+    from madara_cli.sidefiles import read_json
+
     p = Path(index_dir) / INDEX_META
-    if not p.is_file():
+    if not p.exists():
         raise DataError(f"{index_dir} is not a madara index (no {INDEX_META}); build one with: madara index build --corpus FILE")
-    return json.loads(p.read_text())
+    try:
+        return read_json(p, "the index's metadata")
+    except DataError as e:
+        raise DataError(f"{e}; move the index aside and build it again: mv '{index_dir}' '{index_dir}.broken'") from None
 
 
 def check_index(index_dir: str | Path, settings: dict[str, Any], corpus_hash: str | None = None) -> dict[str, Any]:

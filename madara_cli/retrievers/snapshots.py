@@ -22,14 +22,21 @@ info), checked on every load: a line whose documents were edited stops the run w
 one line naming the file, instead of feeding the edited text to every strategy.
 The meta file's ``ledger`` records the whole file: how many lines it holds and a chain
 hash over their ``h`` in order (updated under the same lock after every append). So a
-line without its hash, or one added, removed or reordered by hand, or a meta file that
-does not name this snapshot's key, stops the run too, with one line naming the file (and
-the line where it can tell) and the ``mv`` that rebuilds it. ``force=true`` re-runs cells
-on the same frozen snapshot (that is what frozen means); it never skips these checks.
-A snapshot whose meta predates the ledger gets one on its first load, once every line
-checks against its own hash; a line without a hash is never trusted (it would let an
-edited copy stand in for a retrieved line). The ledger lives beside the key in the meta
-file, not in it: the snapshot's file name (its key digest) and every cell key stay put.
+line without its hash, or one removed, reordered or changed inside the recorded lines,
+a meta file that does not name this snapshot's key, or one without a ledger (deleting
+it would otherwise make the file trusted as it is), stops the run too, with one line
+naming the file (and the line where it can tell) and the ``mv`` that rebuilds it.
+``force=true`` re-runs cells on the same frozen snapshot (that is what frozen means); it
+never skips these checks. A line without a hash is never trusted (it would let an edited
+copy stand in for a retrieved line).
+
+A writer killed between its append and its ledger update leaves complete, self-hashed
+lines after the recorded ones; that is never a reason to refuse the file. Each append
+first marks the ledger ``appending``, so the next load knows such lines for a killed
+writer's and records them (nothing is retrieved again); lines after the recorded ones
+without the mark (a madara from before it, or added by hand) are cut off with a warning
+and their examples retrieved again, never used. The ledger lives beside the key in the
+meta file, not in it: the snapshot's file name (its key digest) and every cell key stay put.
 """
 
 from __future__ import annotations
@@ -89,7 +96,8 @@ class Snapshot:
         )
 
     def _meta(self) -> dict[str, Any] | None:
-        """The meta file, checked against this snapshot's key; None when there is none."""
+        """The meta file, checked against this snapshot's key and holding a ledger; None
+        when there is none."""
         if not self.meta_path.is_file():
             return None
         try:
@@ -102,21 +110,27 @@ class Snapshot:
         if {k: v for k, v in meta.items() if k != "ledger"} != want:
             raise self._refuse(f"has a meta file {self.meta_path.name} that does not record this snapshot's key")
         ledger = meta.get("ledger")
-        if ledger is not None and not (
-            isinstance(ledger, dict) and isinstance(ledger.get("lines"), int) and isinstance(ledger.get("chain"), str)
-        ):
+        if ledger is None:
+            # Every snapshot madara writes has one; trusting a file without it would let a
+            # deleted key stand in for a check of every line's place.
+            raise self._refuse(f"has a meta file {self.meta_path.name} without a ledger (its record of the file's lines): "
+                               f"it was deleted, or the file predates the ledger")
+        if not (isinstance(ledger, dict) and isinstance(ledger.get("lines"), int) and not isinstance(ledger.get("lines"), bool)
+                and isinstance(ledger.get("chain"), str) and isinstance(ledger.get("appending", False), bool)):
             raise self._refuse(f"has a meta file {self.meta_path.name} whose ledger is damaged")
         return meta
 
-    def _scan(self, upto: int | None) -> tuple[dict[str, tuple[str, tuple[Doc, ...], dict[str, Any]]], int, str, str]:
+    def _scan(self, upto: int | None) -> tuple[dict[str, tuple[str, tuple[Doc, ...], dict[str, Any]]], int, str, str, int]:
         """Every line checked against its hash: (entries, lines, chain over all lines,
-        chain over the first ``upto`` lines). A torn line (a killed writer's, never
-        recorded in the ledger) is skipped."""
+        chain over the first ``upto`` lines, the byte offset where line ``upto`` ends).
+        A torn line (a killed writer's, never recorded in the ledger) is skipped. The
+        entries are those of the first ``upto`` lines (all, when None)."""
         out: dict[str, tuple[str, tuple[Doc, ...], dict[str, Any]]] = {}
         texts: dict[str, str] = {}
-        count, chain, chain_upto = 0, "", ""
+        count, chain, chain_upto, offset, end_upto = 0, "", "", 0, 0
         with self.path.open("rb") as f:
             for number, raw in enumerate(f, 1):
+                offset += len(raw)
                 try:
                     row = json.loads(raw.decode("utf-8"))
                 except (UnicodeDecodeError, ValueError):
@@ -135,32 +149,16 @@ class Snapshot:
                         f"line {number} (example {row['id']!r}) does not match the content hash recorded when it was retrieved: "
                         f"its documents were changed after retrieval"
                     )
-                out[row["id"]] = entry
                 count += 1
+                if upto is None or count <= upto:
+                    out[row["id"]] = entry
                 chain = _chain(chain, row["h"])
                 if count == upto:
-                    chain_upto = chain
-        return out, count, chain, chain_upto
+                    chain_upto, end_upto = chain, offset
+        return out, count, chain, chain_upto, end_upto
 
-    def load(self) -> dict[str, tuple[str, tuple[Doc, ...], dict[str, Any]]]:
-        """id -> (question hash, docs, info). A torn line (a killed writer) is ignored;
-        a line that does not match its content hash, or a file that does not match its
-        meta file's ledger, raises :class:`SnapshotError` (see the module docstring)."""
-        if not self.path.is_file():
-            return {}
-        with self.path.open("rb") as lock:  # shared: a parallel worker's append lands before or after, never between
-            fcntl.flock(lock, fcntl.LOCK_SH)
-            try:
-                meta = self._meta()
-                if meta is None:
-                    raise self._refuse(f"has no meta file {self.meta_path.name} (the key and ledger it was written under)")
-                ledger = meta.get("ledger")
-                out, count, chain, chain_upto = self._scan(ledger["lines"] if ledger else None)
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
-        if ledger is None:  # a meta file from before the ledger: record it now
-            self._write_lines([])
-            return out
+    def _check_recorded(self, ledger: dict[str, Any], count: int, chain_upto: str) -> None:
+        """The recorded lines are there, in order: anything else is an edit."""
         if count < ledger["lines"]:
             raise self._refuse(f"holds {count} lines where its meta file records {ledger['lines']}: lines were removed")
         if (chain_upto if ledger["lines"] else "") != ledger["chain"]:
@@ -168,9 +166,63 @@ class Snapshot:
                 f"lines 1-{ledger['lines']} are not the lines its meta file records, in that order: a line was removed, "
                 f"inserted or reordered"
             )
-        if count > ledger["lines"]:
-            raise self._refuse(f"line {ledger['lines'] + 1} was added after its meta file last recorded it ({count} lines, {ledger['lines']} recorded)")
+
+    def load(self) -> dict[str, tuple[str, tuple[Doc, ...], dict[str, Any]]]:
+        """id -> (question hash, docs, info). A torn line (a killed writer) is ignored;
+        a line that does not match its content hash, or a file whose recorded lines are
+        not those its meta file's ledger records, raises :class:`SnapshotError` (see the
+        module docstring). Complete lines after the recorded ones are a killed writer's:
+        recorded when the ledger says an append was under way, else dropped (and
+        retrieved again); never a reason to refuse the file."""
+        if not self.path.is_file():
+            return {}
+        for _ in range(2):
+            with self.path.open("rb") as lock:  # shared: a parallel worker's append lands before or after, never between
+                fcntl.flock(lock, fcntl.LOCK_SH)
+                try:
+                    meta = self._meta()
+                    if meta is None:
+                        raise self._refuse(f"has no meta file {self.meta_path.name} (the key and ledger it was written under)")
+                    ledger = meta["ledger"]
+                    out, count, _, chain_upto, _ = self._scan(ledger["lines"])
+                    self._check_recorded(ledger, count, chain_upto)
+                finally:
+                    fcntl.flock(lock, fcntl.LOCK_UN)
+            if count == ledger["lines"] and not ledger.get("appending"):
+                break
+            self._settle()  # then read again what it recorded or kept
         return out
+
+    def _settle(self) -> None:
+        """Under the file lock, bring the ledger up to the file after a writer was killed
+        between its append and its ledger update: with the ledger's ``appending`` mark
+        (set before every append) the complete lines after the recorded ones are that
+        writer's, and are recorded; without it (a madara from before the mark, or lines
+        added by hand) they are cut off, so their examples are retrieved again."""
+        import logging
+
+        with writing(self.path), self.path.open("rb+") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                meta = self._meta()
+                if meta is None:
+                    return
+                ledger = meta["ledger"]
+                _, count, chain, chain_upto, end_upto = self._scan(ledger["lines"])
+                self._check_recorded(ledger, count, chain_upto)
+                extra = count - ledger["lines"]
+                if ledger.get("appending"):
+                    self._write_meta({**meta, "ledger": {"lines": count, "chain": chain}})
+                    if extra:
+                        logging.getLogger(__name__).warning(
+                            "retrieval snapshot %s: recorded %d line(s) a writer appended before it was stopped", self.path, extra)
+                elif extra:
+                    f.truncate(end_upto)
+                    logging.getLogger(__name__).warning(
+                        "retrieval snapshot %s: dropped %d line(s) after the %d its meta file records (a writer stopped before "
+                        "recording them, or lines added by hand); their examples are retrieved again", self.path, extra, ledger["lines"])
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
 
     @staticmethod
     def _line(row: dict[str, Any]) -> tuple[str, str]:
@@ -189,10 +241,17 @@ class Snapshot:
             return 0
         return self._write_lines(itertools.chain([first], lines))
 
+    def _write_meta(self, meta: dict[str, Any]) -> None:
+        tmp = self.meta_path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        tmp.replace(self.meta_path)
+
     def _write_lines(self, lines: Iterable[tuple[str, str]]) -> int:
         """Append ``lines`` ((text, hash) pairs) and record them in the meta file's
-        ledger, both under the file lock (a meta file without a ledger gets one counting
-        the file as it is); the number written."""
+        ledger, all under the file lock: the ledger is first marked ``appending``, then
+        the lines are written, then it records them. A writer killed in between leaves
+        the mark, and the next load records its complete lines (:meth:`_settle`). The
+        number written."""
         written = 0
         with writing(self.path):
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -202,24 +261,26 @@ class Snapshot:
                     end = f.seek(0, os.SEEK_END)
                     # A new file (or one moved aside to rebuild it) gets a fresh meta file:
                     # whatever the old one said (a stale ledger, a damaged key) is replaced.
-                    meta = dict(self.key) if end == 0 else (self._meta() or dict(self.key))
-                    ledger = {"lines": 0, "chain": ""} if end == 0 else meta.get("ledger")
-                    if ledger is None:
-                        _, count, chain, _ = self._scan(None)
+                    meta = dict(self.key) if end == 0 else self._meta()
+                    if meta is None:
+                        raise self._refuse(f"has no meta file {self.meta_path.name} (the key and ledger it was written under)")
+                    ledger = {"lines": 0, "chain": ""} if end == 0 else meta["ledger"]
+                    if ledger.get("appending"):  # a killed writer's lines: recorded before ours follow them
+                        _, count, chain, chain_upto, _ = self._scan(ledger["lines"])
+                        self._check_recorded(ledger, count, chain_upto)
                         ledger = {"lines": count, "chain": chain}
                     count, chain = ledger["lines"], ledger["chain"]
                     for text, h in lines:
-                        if written == 0 and end > 0:  # a killed writer's torn line must not swallow ours
-                            f.seek(end - 1)
-                            if f.read(1) != b"\n":
-                                f.write(b"\n")
+                        if written == 0:
+                            self._write_meta({**meta, "ledger": {"lines": count, "chain": chain, "appending": True}})
+                            if end > 0:  # a killed writer's torn line must not swallow ours
+                                f.seek(end - 1)
+                                if f.read(1) != b"\n":
+                                    f.write(b"\n")
                         f.write(text.encode("utf-8"))
                         count, chain, written = count + 1, _chain(chain, h), written + 1
                     f.flush()
-                    meta = {**meta, "ledger": {"lines": count, "chain": chain}}
-                    tmp = self.meta_path.with_suffix(f".{os.getpid()}.tmp")
-                    tmp.write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-                    tmp.replace(self.meta_path)
+                    self._write_meta({**meta, "ledger": {"lines": count, "chain": chain}})
                 finally:
                     fcntl.flock(f, fcntl.LOCK_UN)
         return written

@@ -81,18 +81,11 @@ def check_weights(cfg) -> None:
         raise ConfigError(f"strategy.weights={w}: expected {N_AGENTS} non-negative numbers, not all zero")
 
 
-def check_scoring(cfg) -> None:
-    """CoT scores are generated text: they cannot be read from next-token log-probs."""
-    from madara_cli.errors import ConfigError
-
-    if str(cfg.strategy.scoring) == "logprob" and bool(cfg.strategy.get("cot")):
-        raise ConfigError("strategy.scoring=logprob with strategy.cot=true: CoT scores are generated text; use strategy.scoring=generate")
-
-
-# What every assessing strategy checks (its ranges beside its schema's), and the prompt
-# families it sends: the three agents and the Conflict Detector (strategy.conflict=per_query).
+# What every assessing strategy checks (its ranges beside its schema's; settings that undo
+# each other are config/validate.py's CONFLICTS), and the prompt families it sends: the
+# three agents and the Conflict Detector (strategy.conflict=per_query).
 ASSESSED_RANGES = {"top_k": int_range(1)}
-ASSESSED_CHECKS = (check_weights, check_scoring)
+ASSESSED_CHECKS = (check_weights,)
 ASSESSED_PROMPTS = ("assessors", "detector")
 
 

@@ -31,6 +31,7 @@ from madara_cli.agents.prompts import judge_messages
 from madara_cli.config.schema import StrategyConfig
 from madara_cli.plugins import num_range, register
 from madara_cli.records import Completion, Example, Prediction, ScoreRequest
+from madara_cli.results.health import JUDGE_STAGE  # the stage a cell's health counts the judge's scores under
 from madara_cli.strategies.assessed import selection_report
 from madara_cli.strategies.context import StrategyContext, StrategySpec, generate_answers, rounded, support_coverage, with_extra
 from madara_cli.strategies.pde import per_document_extraction
@@ -42,7 +43,6 @@ class MainRAGConfig(StrategyConfig):
     main_rag_n: float = 0.0  # keep judge score >= mean - n*std
 
 JUDGE_CANDIDATES = ("Yes", "No")
-JUDGE_STAGE = "main-rag-judge"
 LOGPROB_FLOOR = -50.0
 
 

@@ -93,8 +93,17 @@ def no_ci_reason(diff: np.ndarray, min_pairs: int = MIN_PAIRS_FOR_CI) -> str | N
     return None
 
 
-def compare_cells(dir_a: Path, dir_b: Path, n_resamples: int = 10_000, seed: int = 0, min_pairs: int = MIN_PAIRS_FOR_CI) -> dict[str, Any]:
-    """Compare cell A against cell B on their shared example ids.
+COMPARE_METRICS = ("em", "em_strict", "f1", "contains")
+# A graded metric (F1) counts a query as answered right above this, for McNemar's b and c.
+GRADED_RIGHT = 0.5
+
+
+def compare_cells(dir_a: Path, dir_b: Path, n_resamples: int = 10_000, seed: int = 0, min_pairs: int = MIN_PAIRS_FOR_CI,
+                  metric: str = "em") -> dict[str, Any]:
+    """Compare cell A against cell B on their shared example ids, on ``metric`` (em,
+    em_strict, f1 or contains: the per-query values in predictions.jsonl). The result's
+    keys name the metric (``em_a``, ``f1_a``, ...) and ``metric`` says which it is;
+    for F1, McNemar's b and c count queries with F1 above :data:`GRADED_RIGHT`.
 
     Returns n, EM of each (fractions) with its 95% interval and Δ with its paired 95%
     interval (the small-n rule of :mod:`madara_cli.stats`: Wilson and Newcombe's paired
@@ -106,32 +115,36 @@ def compare_cells(dir_a: Path, dir_b: Path, n_resamples: int = 10_000, seed: int
     has no predictions or is not a finished cell, an id occurs twice, no ids are
     shared, or the cells ran on different benchmarks or questions.
     """
+    if metric not in COMPARE_METRICS:
+        raise ValueError(f"unknown metric '{metric}'; valid: {', '.join(COMPARE_METRICS)}")
     dir_a, dir_b = Path(dir_a), Path(dir_b)
     preds_a, preds_b = read_predictions(dir_a), read_predictions(dir_b)
-    rows_a, rows_b = _rows_by_id(preds_a, dir_a, "em"), _rows_by_id(preds_b, dir_b, "em")
-    ids, em_a, em_b = paired_outcomes(preds_a, preds_b, "em")
+    rows_a, rows_b = _rows_by_id(preds_a, dir_a, metric), _rows_by_id(preds_b, dir_b, metric)
+    ids, em_a, em_b = paired_outcomes(preds_a, preds_b, metric)
     if not ids:
         raise ValueError(f"{dir_a} and {dir_b} share no example ids: were they run on the same benchmark and limit?")
     _same_data(dir_a, dir_b, ids, rows_a, rows_b)
-    b, c = stats.discordant(em_a > 0.5, em_b > 0.5)
+    b, c = stats.discordant(em_a > GRADED_RIGHT, em_b > GRADED_RIGHT)
     reason = no_ci_reason(em_a - em_b, min_pairs)
     boot = None if reason else stats.paired_bootstrap(em_a, em_b, n_resamples=n_resamples, seed=seed)
     diff = stats.difference_interval(em_a, em_b, n_resamples=n_resamples, seed=seed)
     own_a, own_b = stats.mean_interval(em_a), stats.mean_interval(em_b)
+    m = metric
     return {
         "dir_a": str(dir_a),
         "dir_b": str(dir_b),
+        "metric": m,
         "n": len(ids),
         "only_in_a": len(rows_a) - len(ids),
         "only_in_b": len(rows_b) - len(ids),
-        "em_a": float(em_a.mean()),
-        "em_b": float(em_b.mean()),
+        f"{m}_a": float(em_a.mean()),
+        f"{m}_b": float(em_b.mean()),
         "b": b,
         "c": c,
         "p_mcnemar_exact": stats.mcnemar(b, c, "exact"),
         "p_mcnemar_chi2_cc": stats.mcnemar(b, c, "chi2-cc"),
-        "em_a_ci": [own_a.low, own_a.high],
-        "em_b_ci": [own_b.low, own_b.high],
+        f"{m}_a_ci": [own_a.low, own_a.high],
+        f"{m}_b_ci": [own_b.low, own_b.high],
         "interval_method": f"{own_a.method} (each cell), {diff.method} (Δ)",
         "mean_diff": float((em_a - em_b).mean()),
         "diff_ci_low": diff.low,
@@ -153,16 +166,19 @@ def _ci(pair, signed: bool = False) -> str:
 
 
 def format_comparison(result: dict[str, Any]) -> str:
-    """Human-readable summary of :func:`compare_cells` (EM in %)."""
+    """Human-readable summary of :func:`compare_cells` (the metric in %)."""
     r = result
+    m = r.get("metric", "em")
+    name = {"em": "EM", "em_strict": "EM (strict)", "f1": "F1"}.get(m, m)
     lines = [
         f"A: {r['dir_a']}",
         f"B: {r['dir_b']}",
         f"paired on {r['n']} shared ids (only in A: {r['only_in_a']}, only in B: {r['only_in_b']})",
-        f"EM  A {100 * r['em_a']:.1f}%{_ci(r.get('em_a_ci'))}   B {100 * r['em_b']:.1f}%{_ci(r.get('em_b_ci'))}   "
+        f"{name}  A {100 * r[f'{m}_a']:.1f}%{_ci(r.get(f'{m}_a_ci'))}   B {100 * r[f'{m}_b']:.1f}%{_ci(r.get(f'{m}_b_ci'))}   "
         f"Δ {100 * r['mean_diff']:+.1f}pp{_ci([r.get('diff_ci_low'), r.get('diff_ci_high')], signed=True)}"
         + (f"   (95% intervals: {r['interval_method']})" if r.get("interval_method") else ""),
-        f"discordant pairs: b = {r['b']} (A right, B wrong), c = {r['c']} (A wrong, B right)",
+        f"discordant pairs: b = {r['b']} (A right, B wrong), c = {r['c']} (A wrong, B right)"
+        + (f"; right: F1 > {GRADED_RIGHT:g}" if m == "f1" else ""),
         f"McNemar p: exact {r['p_mcnemar_exact']:.3g} {stats.significance_stars(r['p_mcnemar_exact'])}   "
         f"χ² cc {r['p_mcnemar_chi2_cc']:.3g}",
     ]

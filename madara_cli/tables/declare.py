@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from madara_cli.tables.lookup import Results, load_results
+from madara_cli.results.health import MARK
+from madara_cli.tables.lookup import VARIANT_RULE, Pick, Results, load_results
 from madara_cli.tables.pairs import FLOOR_NOTE, MISSING
 
 Rows = list[dict[str, str]]
@@ -55,9 +56,9 @@ def table(name: str, title: str, grid: str, also: Sequence[str] = ()) -> Callabl
             raise RuntimeError(f"table {name!r} is declared twice: {DECLARED[name].builder.__module__} and {body.__module__}")
 
         def builder(results: Path | str | Results) -> pd.DataFrame:
-            res = results if isinstance(results, Results) else load_results(results)
+            res = (results if isinstance(results, Results) else load_results(results)).watching()
             rows, notes = body(res, spec.grid)
-            return finish(rows, spec, notes)
+            return finish(rows, spec, [*notes, *rests_on_notes(res.picked)])
 
         # The body's name and docstring, but the builder's own signature (results -> DataFrame).
         functools.update_wrapper(builder, body, assigned=("__module__", "__name__", "__qualname__", "__doc__"), updated=())
@@ -67,6 +68,36 @@ def table(name: str, title: str, grid: str, also: Sequence[str] = ()) -> Callabl
         return builder
 
     return declare
+
+
+# Named in a note up to this many; beyond, a count.
+NAMED_IN_NOTE = 4
+
+
+def _cell_name(cell) -> str:
+    return f"{cell.model} × {cell.benchmark} × {cell.strategy}"
+
+
+def rests_on_notes(picked: Sequence[Pick]) -> list[str]:
+    """What a table's numbers rest on, from the cells its lookups returned: the cells
+    that are degraded (their numbers carry :data:`~madara_cli.results.health.MARK`)
+    and, where several variants matched a table cell, which one was used and by what
+    rule (``madara_cli.results.stored.VARIANT_RULE``)."""
+    notes = []
+    unique = list({id(p.cell): p for p in picked}.values())
+    degraded = [p.cell for p in unique if p.cell.degraded]
+    if degraded:
+        named = "; ".join(f"{_cell_name(c)} ({c.record.health.reason})" for c in degraded[:NAMED_IN_NOTE])
+        more = f"; and {len(degraded) - NAMED_IN_NOTE} more" if len(degraded) > NAMED_IN_NOTE else ""
+        notes.append(f"{MARK} rests on a degraded cell: more than `health.max_imputed` of a scoring stage's scores were imputed "
+                     f"rather than read from the model (results/health.py; `madara show KEY` for each): {named}{more}.")
+    chosen = [p for p in unique if p.differing]
+    if chosen:
+        named = "; ".join(f"{_cell_name(p.cell)}: {p.label()} (by {', '.join(p.rules) or 'the size rule'}; "
+                          f"{len(p.others)} other cell(s) set aside)" for p in chosen[:NAMED_IN_NOTE])
+        more = f"; and {len(chosen) - NAMED_IN_NOTE} more" if len(chosen) > NAMED_IN_NOTE else ""
+        notes.append(f"Variants used: {named}{more}. {VARIANT_RULE}")
+    return notes
 
 
 def finish(rows: Rows, spec: Table, notes: Iterable[str] = ()) -> pd.DataFrame:

@@ -2,11 +2,11 @@
 for every benchmark that has probes (the paper draws it for CONFLICTS).
 
 Reads ``per_query.values`` (three lists of per-query ρ, one per level) from each probe's
-record (paper Appendix F.2). Violins are bluish green for quality-ordered probes
-(ρ* = −1.0) and vermillion otherwise (the paper's green and red, taken from the
-Okabe-Ito palette so they stay apart for colour-blind readers), with the mean written
-under each violin. Also the helpers every madara figure shares: the palette, the
-matplotlib loader and the writer of PNG/PDF/SVG files.
+record (paper Appendix F.2). Violins are green for quality-ordered probes (ρ* = −1.0)
+and rose otherwise (the paper's green and red, in colours no strategy has:
+:mod:`madara_cli.tables.palette`), with the mean written under each violin. Also what
+every madara figure shares: the :class:`Figure` record, the matplotlib loader and the
+writer of PNG/PDF/SVG files.
 """
 
 from __future__ import annotations
@@ -21,14 +21,25 @@ import numpy as np
 
 from madara_cli import paper as pv
 from madara_cli.tables.lookup import Results, _results
+from madara_cli.tables.palette import NOT_QUALITY_ORDERED, QUALITY_ORDERED
 
 LEVELS = ("Shuffled", "Contra.", "Random")
-# Okabe & Ito (2008), "Color Universal Design": eight colours told apart under the common
-# colour-vision deficiencies; black comes last so it is the rarest fill.
-OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#56B4E9", "#CC79A7", "#F0E442", "#000000")
-QUALITY_ORDERED, NOT_QUALITY_ORDERED = "#009E73", "#D55E00"
 FIGURE_FORMATS = ("png", "pdf", "svg")
 NO_MATPLOTLIB = "it needs matplotlib (pip install 'madara[plots]')"
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One drawn figure: its file stem, a short title, the caption that says what it
+    shows and how to read it, the matplotlib figure, the strategies it colours (each in
+    its one colour) and the metric it shows."""
+
+    stem: str
+    title: str
+    caption: str
+    fig: Any
+    strategies: tuple[str, ...] = ()
+    metric: str = ""
 
 
 @dataclass(frozen=True)
@@ -133,7 +144,7 @@ def figure2_panels(results: Results, benchmark: str) -> list[tuple[Any, list[np.
 def draw_figure2(panels: list[tuple[Any, list[np.ndarray]]], benchmark: str):
     """The Figure 2 violins for one benchmark as a matplotlib figure (matplotlib must be importable)."""
     plt = pyplot()
-    fig, axes = plt.subplots(1, len(panels), figsize=(max(3.2 * len(panels), 4.0), 3.6), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=(max(3.4 * len(panels), 6.0), 4.2), sharey=True, squeeze=False)
     for ax, (probe, levels) in zip(axes[0], panels, strict=True):
         colour = QUALITY_ORDERED if probe.rsc_class == "quality-ordered" else NOT_QUALITY_ORDERED
         parts = ax.violinplot(levels, showmedians=True, showextrema=False)
@@ -153,17 +164,21 @@ def draw_figure2(panels: list[tuple[Any, list[np.ndarray]]], benchmark: str):
         for spine in ax.spines.values():
             spine.set_edgecolor(colour)
     axes[0][0].set_ylabel("per-query Spearman ρ")
-    suptitle(fig, f"Per-query Spearman ρ on {pv.BENCHMARK_LABELS.get(benchmark, benchmark)} (numbers: means)", fontsize=10)
+    suptitle(fig, f"Figure 2: per-query ρ on {pv.BENCHMARK_LABELS.get(benchmark, benchmark)}", fontsize=11)
     fig.tight_layout()
     return fig
 
 
-def figure2_figures(source: Path | str | Results) -> tuple[list[tuple[str, str, Any]], list[str]]:
-    """Figure 2 for every probed benchmark: ([(file stem, title, figure)], notes on the ones skipped)."""
+FIGURE2_CAPTION = ("Per-query Spearman ρ between the re-scored chain's quality and its score, one violin per perturbation level "
+                   "(line: median; number: mean), a panel per model. Green: a quality-ordered probe (ρ* = −1); rose: otherwise.")
+
+
+def figure2_figures(source: Path | str | Results) -> tuple[list[Figure], list[str]]:
+    """Figure 2 for every probed benchmark: ([:class:`Figure`], notes on the ones skipped)."""
     results = _results(source)
     benchmarks = probed_benchmarks(results)
     if not benchmarks:
-        return [], [f"Figure 2 skipped: no RSC probe in {results.root} (madara probe --model M --benchmark B writes one)"]
+        return [], [f"Figure 2 skipped: no RSC probe in {results.root} (madara probe model=M benchmark=B writes one)"]
     if pyplot() is None:
         return [], [f"Figure 2 skipped: {NO_MATPLOTLIB}"]
     figures, notes = [], []
@@ -173,7 +188,7 @@ def figure2_figures(source: Path | str | Results) -> tuple[list[tuple[str, str, 
             notes.append(f"Figure 2 for {benchmark} skipped: its probes record no per-query ρ at all three levels")
             continue
         label = pv.BENCHMARK_LABELS.get(benchmark, benchmark)
-        figures.append((figure2_stem(benchmark), f"Figure 2: per-query Spearman ρ on {label}", draw_figure2(panels, benchmark)))
+        figures.append(Figure(figure2_stem(benchmark), f"Figure 2: per-query ρ on {label}", FIGURE2_CAPTION, draw_figure2(panels, benchmark)))
     return figures, notes
 
 
@@ -189,7 +204,7 @@ def write_figure2(results_dir: Path | str, out_dir: Path | None = None, formats:
     if not note_no_probe and not results.probes:
         notes = []
     out = Path(out_dir) if out_dir is not None else Path(results.root) / "figures"
-    paths = [p for stem, _, fig in figures for p in save_figure(fig, out, stem, formats)]
+    paths = [p for f in figures for p in save_figure(f.fig, out, f.stem, formats)]
     return FigureSet(tuple(paths), tuple(notes))
 
 

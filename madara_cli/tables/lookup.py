@@ -6,8 +6,9 @@ which reads every results file: a :class:`Results` of :class:`StoredCell` (a cel
 holds) and probe records (:class:`~madara_cli.results.outputs.ProbeRecord`, typed:
 ``probe.rsc_class``, ``probe.rho_at(0)``, ``probe.degenerate.mean_score``).
 :meth:`Results.find` picks the cell a table shows for a (model, benchmark, strategy) in
-any grid folder, preferring the table's own grid, then full runs over ``limit``-ed ones,
-then the largest n. This module adds the retriever families the tables group cells by.
+any grid folder by a rule it states (``VARIANT_RULE``: the table's own grid, then
+``--prefer``; variants it cannot tell apart raise :class:`AmbiguousVariant`; then full
+runs over ``limit``-ed ones, then the largest n). This module adds the retriever families the tables group cells by.
 Nothing here formats or computes a table value, and nothing is re-run.
 """
 
@@ -19,6 +20,9 @@ from madara_cli.results.record_files import PROBE_FILE, PROBES_GRID
 from madara_cli.results.stored import (
     BINARY_METRICS,
     TABLE_METRICS,
+    VARIANT_RULE,
+    AmbiguousVariant,
+    Pick,
     Results,
     StoredCell,
     StoredProbe,
@@ -29,7 +33,7 @@ from madara_cli.results.stored import (
 )
 
 __all__ = [
-    "BINARY_METRICS", "PROBE_FILE", "PROBES_GRID", "TABLE_METRICS", "Results", "StoredCell", "StoredProbe", "Support",
+    "BINARY_METRICS", "PROBE_FILE", "PROBES_GRID", "TABLE_METRICS", "VARIANT_RULE", "AmbiguousVariant", "Pick", "Results", "StoredCell", "StoredProbe", "Support",
     "hop_count", "load_results", "support_in_topk", "_results", "SPARSE", "DENSE", "RERANK",
 ]
 

@@ -9,32 +9,37 @@ from __future__ import annotations
 
 import math
 
+from madara_cli.results.health import MARK
+
 MISSING = "—"
 NOT_REPORTED = "n/a"
 
 
 def fmt(x: float | None, digits: int = 1, signed: bool = False) -> str:
-    """A number as a table prints it (``−`` for minus, ``—`` when absent)."""
+    """A number as a table prints it (``−`` for minus, ``—`` when absent), marked
+    :data:`~madara_cli.results.health.MARK` when it rests on a degraded cell."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return MISSING
     text = f"{x:+.{digits}f}" if signed else f"{x:.{digits}f}"
-    return text.replace("-", "−")
+    return text.replace("-", "−") + (MARK if getattr(x, "degraded", False) else "")
 
 
 class Measured(float):
-    """An EM of ours (in %) that knows how many queries it was measured on, and the
-    cell's F1 and contains (fractions)."""
+    """An EM of ours (in %) that knows how many queries it was measured on, the
+    cell's F1 and contains (fractions), and whether the cell is degraded (its scores
+    mostly imputed: printed with :data:`~madara_cli.results.health.MARK`)."""
 
     n: int | None
     f1: float | None
     contains: float | None
     ident: tuple[str, str, str, str] | None  # (model, benchmark, strategy, metric) ids: the long CSV's columns
     key: str | None  # the cell's key (its results folder name), for joining the long CSV with summary.csv
+    degraded: bool
 
     def __new__(cls, value: float, n: int | None = None, f1: float | None = None, contains: float | None = None,
-                ident: tuple[str, str, str, str] | None = None, key: str | None = None) -> "Measured":
+                ident: tuple[str, str, str, str] | None = None, key: str | None = None, degraded: bool = False) -> "Measured":
         obj = super().__new__(cls, value)
-        obj.n, obj.f1, obj.contains, obj.ident, obj.key = n, f1, contains, ident, key
+        obj.n, obj.f1, obj.contains, obj.ident, obj.key, obj.degraded = n, f1, contains, ident, key, degraded
         return obj
 
 
@@ -76,6 +81,15 @@ def pair(ours: float | None, paper: float | None, digits: int = 1, signed: bool 
     if ours is None or paper is None:
         return Pair(f"{o} / {p}", ours, paper, n)
     return Pair(f"{o} / {p} ({fmt(round(ours - paper, digits + 2), digits, signed=True)})", ours, paper, n)
+
+
+def setting(value: float, paper: float | None, digits: int = 1) -> str:
+    """A constant both sides set, not measured (Table 9's τ_static): its value once,
+    marked as a setting, never ``30.0 / 30.0 (+0.0)`` as if a measurement agreed. The
+    long CSV keeps the paper's value and no value of ours."""
+    same = paper is not None and round(value, digits) == round(paper, digits)
+    text = f"{fmt(value, digits)} (setting)" if same else f"{fmt(value, digits)} (setting; paper {fmt(paper, digits)})"
+    return Pair(text, None, paper)
 
 
 def pair_text(ours: str | None, paper: str | None) -> str:

@@ -1,22 +1,29 @@
 """The figures of a results folder (``madara plot`` and the report page).
 
-- ``em_by_strategy``: each model-task's EM per strategy, n under each bar, whiskers the
-  cell's 95% interval; under it, Δ = strategy − NF on the queries both answered with
-  its paired 95% interval, ``*`` where that interval excludes 0. Both follow the one
-  small-n rule of :mod:`madara_cli.stats` (``mean_interval``, ``difference_interval``:
+- ``em_by_strategy``: each model-task's score per strategy, n under each bar, whiskers
+  the cell's 95% interval; under it, Δ = strategy − NF on the queries both answered
+  with its paired 95% interval, ``*`` where that interval excludes 0. Both follow the
+  one small-n rule of :mod:`madara_cli.stats` (``mean_interval``, ``difference_interval``:
   Wilson and Newcombe's paired score interval for EM, as ``madara compare``), so a
   0/5 cell is drawn as [0, 43%], never as a certain 0.
 - ``cost_vs_em``: LLM calls per query (requests, cached or not, ÷ n: what the strategy
-  needs) against EM, one labelled point per strategy with its EM interval, the Pareto
-  front (fewest calls for the EM) drawn as a step line through ringed points.
-- ``routing_map``: every probed pair at (NF EM, ρ̂1) with the τ_NF and ρ̂1 thresholds,
-  coloured by the route its probe recorded, marked by its RSC class.
+  needs) against the score, one labelled point per strategy with its interval, the
+  Pareto front (fewest calls for the score) drawn as a step line through ringed points.
+- ``routing_map``: the paper's ten model-task pairs (Table 2, hollow and numbered) and
+  every probed pair of ours (filled, named) at (NF EM, ρ̂1) with the τ_NF and ρ̂1
+  thresholds, coloured by the route, marked by the RSC class.
 - ``rsc_trend``: ρ̂1..3 (shuffled, contradicted, random chain) of every probe, one line
   per model with its bootstrap CIs, per benchmark; the legend gives ρ* and the class.
 - Figure 2 for every probed benchmark (:mod:`madara_cli.tables.figure`).
 
-Everything is read from the results store; the numbers are the cells' own (EM as the
-record holds it, the per-query outcomes for the CIs); nothing is re-run.
+When EM says nothing (every cell 0, as SmolLM2-135M's often are), the first two show
+F1, else contains, and their title and caption say so (:func:`shown_metric`). Each
+strategy has one colour (:mod:`madara_cli.tables.palette`) in every figure. Every
+figure has a short title; what it shows and how to read it is its caption (the report
+prints it under the figure).
+
+Everything is read from the results store; the numbers are the cells' own (the metric
+as the record holds it, the per-query outcomes for the CIs); nothing is re-run.
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ from madara_cli import paper as pv
 from madara_cli import stats
 from madara_cli.tables.figure import (
     NO_MATPLOTLIB,
-    OKABE_ITO,
+    Figure,
     FigureSet,
     check_formats,
     figure2_figures,
@@ -42,19 +49,15 @@ from madara_cli.tables.figure import (
     suptitle,
 )
 from madara_cli.tables.lookup import Results, StoredCell, _results
+from madara_cli.tables.palette import model_shade, strategy_style
 
 N_RESAMPLES = 10_000
 SEED = 0
-HATCHES = ("", "//", "..", "xx")
-MARKERS = ("o", "s", "^", "D")
 _STRATEGY_ORDER = {s: i for i, s in enumerate(pv.STRATEGY_LABELS)}
-
-
-def strategy_style(strategy: str) -> tuple[str, str, str]:
-    """(colour, hatch, marker) of a strategy, the same in every figure: eight Okabe-Ito
-    colours, then the same colours again with a hatch and another marker."""
-    i = _STRATEGY_ORDER.get(strategy, len(_STRATEGY_ORDER) + sum(map(ord, strategy)) % 16)
-    return OKABE_ITO[i % len(OKABE_ITO)], HATCHES[(i // len(OKABE_ITO)) % len(HATCHES)], MARKERS[(i // len(OKABE_ITO)) % len(MARKERS)]
+METRIC_NAMES = {"em": "EM", "em_strict": "EM (strict)", "f1": "F1", "contains": "contains"}
+# When the asked-for EM is 0 in every cell, the figures show these instead, first that
+# is not: F1 credits a partly right answer, contains a gold alias anywhere in it.
+FALLBACKS = ("f1", "contains")
 
 
 def label(strategy: str) -> str:
@@ -169,17 +172,62 @@ def _grid(plt, n: int, width: float, height: float):
     return fig, flat[:n]
 
 
-def draw_em_by_strategy(tasks: Sequence[ModelTask], metric: str = "em"):
-    """Per model-task: EM bars with each cell's 95% interval above, Δ vs NF with its
+def metric_name(metric: str) -> str:
+    return METRIC_NAMES.get(metric, metric)
+
+
+def _values(results: Results, metric: str) -> list[float]:
+    out = []
+    for cell in results.cells:
+        value = cell.record.metric(metric)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            out.append(float(value))
+    return out
+
+
+def shown_metric(source: Path | str | Results, metric: str = "em") -> tuple[str, str]:
+    """The metric the strategy figures show, and why when it is not ``metric``: an EM
+    that is 0 in every cell draws empty frames, so F1 (else contains) stands in, the
+    first of them some cell scores above 0. An asked-for F1 or contains is always kept."""
+    results = _results(source)
+    if metric not in ("em", "em_strict"):
+        return metric, ""
+    values = _values(results, metric)
+    if not values or any(v > 0 for v in values):
+        return metric, ""
+    for fallback in FALLBACKS:
+        if any(v > 0 for v in _values(results, fallback)):
+            return fallback, (f"{metric_name(metric)} is 0 in every cell, so these figures show {metric_name(fallback)} "
+                              f"(madara plot --metric {metric} draws {metric_name(metric)} anyway)")
+    return metric, ""
+
+
+def _grid(plt, n: int, width: float, height: float):
+    cols = min(3, n)
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
+    flat = list(axes.flat)
+    for ax in flat[n:]:
+        ax.set_visible(False)
+    return fig, flat[:n]
+
+
+# Text sizes (points) of every figure: read at the page's scale (about 1.15 CSS px per
+# point on the report), none is below 8.
+TITLE, LABEL, TICK, NOTE = 11, 9, 8, 8
+
+
+def draw_em_by_strategy(tasks: Sequence[ModelTask], metric: str = "em", forced=False):
+    """Per model-task: score bars with each cell's 95% interval above, Δ vs NF with its
     paired 95% interval below, on the same strategies (the rule of :mod:`madara_cli.stats`)."""
     plt = pyplot()
     widest = max(len(t.points) for t in tasks)
     cols = min(3, len(tasks))
     rows = math.ceil(len(tasks) / cols)
-    width = max(3.2, 0.55 * widest + 1.2)
-    fig = plt.figure(figsize=(width * cols, 5.2 * rows))
+    width = max(6.0 if cols == 1 else 4.2, 0.6 * widest + 1.6)
+    fig = plt.figure(figsize=(width * cols, 4.8 * rows + 0.4))
     grid = fig.add_gridspec(2 * rows, cols, height_ratios=[2.2, 1.0] * rows)
-    name = "EM" if metric == "em" else metric
+    name = metric_name(metric)
     for idx, task in enumerate(tasks):
         r, c = divmod(idx, cols)
         ax = fig.add_subplot(grid[2 * r, c])
@@ -187,41 +235,56 @@ def draw_em_by_strategy(tasks: Sequence[ModelTask], metric: str = "em"):
         xs = np.arange(len(task.points))
         for x, p in zip(xs, task.points, strict=True):
             colour, hatch, marker = strategy_style(p.strategy)
-            ax.bar(x, 100 * p.em, color=colour, hatch=hatch, edgecolor="#333333", linewidth=0.5, alpha=0.9)
+            ax.bar(x, 100 * p.em, color=colour, hatch=hatch, edgecolor="#333333", linewidth=0.5, width=0.7)
+            ax.annotate(f"{100 * p.em:.1f}", (x, 100 * p.em), textcoords="offset points", xytext=(0, 2), ha="center", va="bottom",
+                        fontsize=NOTE, color="#222222")
             if p.ci is not None and p.ci.shown:
                 lo, hi = 100 * p.ci.low, 100 * p.ci.high
-                ax.errorbar(x, 100 * p.em, yerr=[[max(0.0, 100 * p.em - lo)], [max(0.0, hi - 100 * p.em)]], fmt="none", ecolor="black",
-                            elinewidth=0.8, capsize=3)
+                ax.errorbar(x + 0.22, 100 * p.em, yerr=[[max(0.0, 100 * p.em - lo)], [max(0.0, hi - 100 * p.em)]], fmt="none",
+                            ecolor="black", elinewidth=0.8, capsize=3)
             if p.paired is not None:
                 d = p.paired
                 yerr = [[100 * (d.value - d.low)], [100 * (d.high - d.value)]] if d.shown else None
-                low.errorbar(x, 100 * d.value, yerr=yerr, fmt=marker,
+                low.errorbar(x, 100 * d.value, yerr=yerr, fmt=marker, markersize=7,
                              color=colour, markeredgecolor="#333333", ecolor="black", elinewidth=0.8, capsize=3)
                 if d.excludes_zero():
-                    low.annotate("*", (x, 100 * d.high), textcoords="offset points", xytext=(0, 1), ha="center", fontsize=10)
+                    low.annotate("*", (x, 100 * d.high), textcoords="offset points", xytext=(0, 1), ha="center", fontsize=TITLE)
         nf = next((p for p in task.points if p.strategy == "nf"), None)
         if nf is not None:
             ax.axhline(100 * nf.em, color="#555555", lw=0.8, ls="--")
         low.axhline(0, color="#555555", lw=0.8, ls="--")
+        # Symmetric about 0 with room beyond the farthest point or whisker (and its *), so
+        # no marker sits on the frame.
+        reach = [abs(100 * v) for p in task.points if p.paired is not None
+                 for v in (p.paired.value, p.paired.low, p.paired.high) if v is not None]
+        span = max([5.0, *reach]) * 1.25
+        low.set_ylim(-span, span)
         if not any(p.paired for p in task.points):
             low.text(0.5, 0.5, "no NF cell to pair with" if nf is None else "no other strategy shares NF's queries",
-                     transform=low.transAxes, ha="center", va="center", fontsize=7, color="#555555")
+                     transform=low.transAxes, ha="center", va="center", fontsize=NOTE, color="#555555")
         ax.tick_params(axis="x", labelbottom=False)
-        low.set_xticks(xs, [f"{label(p.strategy)}\nn={p.n}" for p in task.points], rotation=45, ha="right", fontsize=7)
+        low.set_xticks(xs, [f"{label(p.strategy)}\nn={p.n}" for p in task.points], fontsize=TICK,
+                       rotation=0 if len(task.points) <= 4 else 35, ha="center" if len(task.points) <= 4 else "right")
+        low.set_xlim(-0.6, len(task.points) - 0.4)
         ax.set_ylim(0, 105)
-        ax.set_ylabel(f"{name} %", fontsize=8)
-        low.set_ylabel("Δ vs NF (pp)", fontsize=7)
-        ax.set_title(task.title, fontsize=9)
-        ax.tick_params(axis="y", labelsize=7)
-        low.tick_params(axis="y", labelsize=7)
-    how = ("Wilson 95% interval" if metric != "f1" else f"bootstrap 95% CI from n = {stats.MIN_N_FOR_BOOTSTRAP} ({N_RESAMPLES:,} resamples, seed {SEED})")
-    paired_how = ("Newcombe paired 95% interval" if metric != "f1" else "paired-bootstrap 95% CI")
-    suptitle(fig, f"{name} by strategy. Top: each cell's {how} (dashed: NF). Bottom: Δ vs NF on shared queries, "
-        f"{paired_how}; * interval excludes 0",
-        fontsize=8,
-    )
+        ax.set_ylabel(f"{name} %", fontsize=LABEL)
+        low.set_ylabel("Δ vs NF (pp)", fontsize=LABEL)
+        ax.set_title(task.title, fontsize=LABEL + 1)
+        ax.tick_params(axis="y", labelsize=TICK)
+        low.tick_params(axis="y", labelsize=TICK)
+    suptitle(fig, f"{name} by strategy" + (" (EM is 0 everywhere)" if forced else ""), fontsize=TITLE)
     fig.tight_layout()
     return fig
+
+
+def em_caption(metric: str, forced: str) -> str:
+    name = metric_name(metric)
+    how = ("Wilson 95% interval" if metric not in ("f1",) else
+           f"bootstrap 95% CI from n = {stats.MIN_N_FOR_BOOTSTRAP} ({N_RESAMPLES:,} resamples, seed {SEED}; none below)")
+    paired_how = "Newcombe paired 95% interval" if metric != "f1" else "paired-bootstrap 95% CI"
+    lead = f"{forced}. " if forced else ""
+    return (f"{lead}Top: each strategy's {name} with n under its bar; whiskers: the cell's {how}; dashed: NF. "
+            f"Bottom: Δ vs NF on the queries both answered, {paired_how}; * where it excludes 0.")
 
 
 def _n_text(points: Sequence[StrategyPoint]) -> str:
@@ -237,13 +300,61 @@ def _labels_by_spot(points: Sequence[StrategyPoint], xy: Sequence[tuple[float, f
     return spots
 
 
-def draw_cost_vs_em(tasks: Sequence[ModelTask], metric: str = "em"):
+# Where a label may go around its point (offset points, horizontal alignment), tried in turn.
+_SPOTS = ((7, 4, "left"), (7, -12, "left"), (-7, 4, "right"), (-7, -12, "right"), (7, 14, "left"), (-7, 14, "right"),
+          (7, -22, "left"), (-7, -22, "right"), (0, 16, "center"), (0, -24, "center"))
+
+
+def place_labels(ax, items: Sequence[tuple[float, float, str]], fontsize: float, avoid: Sequence[tuple[float, float]] = (),
+                 taken: list | None = None, **text_kw) -> list:
+    """Name each point (x, y, text) beside it where the name overlaps no name placed
+    before (these and ``taken``'s, which it extends and returns), no point in ``avoid``
+    and stays inside the axes; when every place collides, the one that collides least.
+    Call after the axes' limits are set."""
+    fig = ax.figure
+    fig.canvas.draw()  # the transforms below need the final layout of this axes
+    to_px = ax.transData.transform
+    box = ax.get_window_extent()
+    scale = fig.dpi / 72.0
+    taken = [] if taken is None else taken
+    marks = [tuple(to_px((x, y))) for x, y in [*avoid, *((x, y) for x, y, _ in items)]]
+    for x, y, text in items:
+        px, py = to_px((x, y))
+        w, h = 0.6 * fontsize * len(text) * scale, 1.25 * fontsize * scale
+        best, best_cost = None, math.inf
+        for dx, dy, ha in _SPOTS:
+            left = px + dx * scale - (w if ha == "right" else w / 2 if ha == "center" else 0)
+            bottom = py + dy * scale
+            rect = (left, bottom, left + w, bottom + h)
+            outside = max(0.0, box.x0 - rect[0]) + max(0.0, rect[2] - box.x1) + max(0.0, box.y0 - rect[1]) + max(0.0, rect[3] - box.y1)
+            overlap = sum(_overlap(rect, t) for t in taken)
+            hits = sum(1 for mx, my in marks if rect[0] - 4 <= mx <= rect[2] + 4 and rect[1] - 4 <= my <= rect[3] + 4 and (mx, my) != (px, py))
+            cost = 1000 * outside + overlap + 400 * hits
+            if cost < best_cost:
+                best, best_cost = (dx, dy, ha, rect), cost
+            if cost == 0:
+                break
+        dx, dy, ha, rect = best
+        taken.append(rect)
+        ax.annotate(text, (x, y), textcoords="offset points", xytext=(dx, dy), ha=ha, va="bottom", fontsize=fontsize,
+                    annotation_clip=False, **text_kw)
+    return taken
+
+
+def _overlap(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> float:
+    w = min(a[2], b[2]) - max(a[0], b[0])
+    h = min(a[3], b[3]) - max(a[1], b[1])
+    return w * h if w > 0 and h > 0 else 0.0
+
+
+def draw_cost_vs_em(tasks: Sequence[ModelTask], metric: str = "em", forced=False):
     from matplotlib.ticker import ScalarFormatter
 
     plt = pyplot()
-    fig, axes = _grid(plt, len(tasks), 4.2, 3.6)
-    name = "EM" if metric == "em" else metric
+    fig, axes = _grid(plt, len(tasks), 6.0 if len(tasks) == 1 else 4.4, 4.2)
+    name = metric_name(metric)
     drawn: set[str] = set()
+    labels = []
     for ax, task in zip(axes, tasks, strict=True):
         points = [p for p in task.points if p.calls_per_query]
         xy = [(p.calls_per_query, 100 * p.em) for p in points]
@@ -251,44 +362,59 @@ def draw_cost_vs_em(tasks: Sequence[ModelTask], metric: str = "em"):
         seen: dict[tuple[float, float], int] = {}
         for i, p in enumerate(points):
             colour, _, marker = strategy_style(p.strategy)
-            # Strategies at the same cost and EM are drawn as nested, shrinking markers so each stays visible.
+            # Strategies at the same cost and score are drawn as nested, shrinking markers so each stays visible.
             dup = seen[xy[i]] = seen.get(xy[i], -1) + 1
-            ax.scatter(*xy[i], color=colour, marker=marker, s=70 * 0.55**dup, zorder=3 + dup, edgecolors="#333333", linewidths=0.5)
+            ax.scatter(*xy[i], color=colour, marker=marker, s=90 * 0.55**dup, zorder=3 + dup, edgecolors="#333333", linewidths=0.5)
             if p.ci is not None and p.ci.shown and dup == 0:
                 ax.errorbar(*xy[i], yerr=[[max(0.0, xy[i][1] - 100 * p.ci.low)], [max(0.0, 100 * p.ci.high - xy[i][1])]], fmt="none",
                             ecolor="#999999", elinewidth=0.6, capsize=2, zorder=1)
             drawn.add(p.strategy)
-        # Each point is named beside it; strategies on one spot share one label, so seven
-        # overlapping strategies read as one list instead of an unlabelled pile.
-        for spot, names in _labels_by_spot(points, xy).items():
-            ax.annotate(", ".join(names), spot, textcoords="offset points", xytext=(6, 4), fontsize=6, color="#222222", zorder=10)
         fx = [xy[i][0] for i in front]
         fy = [xy[i][1] for i in front]
         ax.step(fx, fy, where="post", color="black", lw=1, zorder=2)
-        ax.scatter(fx, fy, s=160, facecolors="none", edgecolors="black", linewidths=1, zorder=9)
+        ax.scatter(fx, fy, s=190, facecolors="none", edgecolors="black", linewidths=1, zorder=9)
         costs = [c for c, _ in xy]
         if max(costs) / min(costs) >= 10:
             ax.set_xscale("log")
             ax.xaxis.set_major_formatter(ScalarFormatter())
-        ax.set_xlabel("LLM calls per query", fontsize=8)
-        ax.set_ylabel(f"{name} %", fontsize=8)
-        ax.set_ylim(-4, 104)  # room for a marker at 0 or 100
-        ax.set_title(f"{task.title} ({_n_text(points)})", fontsize=9)
-        ax.tick_params(labelsize=7)
+        # Room around the outermost points, so no marker or name sits on the frame.
+        lo, hi = min(costs), max(costs)
+        if ax.get_xscale() == "log":
+            ax.set_xlim(lo / 1.6, hi * 1.6)
+        else:
+            pad = max(0.6, 0.12 * (hi - lo))
+            ax.set_xlim(max(0.0, lo - pad), hi + pad)
+        ax.set_ylim(-6, 106)
+        labels.append((ax, [(*spot, ", ".join(names)) for spot, names in _labels_by_spot(points, xy).items()]))
+        ax.set_xlabel("LLM calls per query", fontsize=LABEL)
+        ax.set_ylabel(f"{name} %", fontsize=LABEL)
+        ax.set_title(f"{task.title} ({_n_text(points)})", fontsize=LABEL + 1)
+        ax.tick_params(labelsize=TICK)
     from matplotlib.lines import Line2D
 
     order = sorted(drawn, key=lambda s: (_STRATEGY_ORDER.get(s, 99), s))
-    proxies = [Line2D([], [], ls="", marker=strategy_style(s)[2], markersize=7, markerfacecolor=strategy_style(s)[0],
+    proxies = [Line2D([], [], ls="", marker=strategy_style(s)[2], markersize=8, markerfacecolor=strategy_style(s)[0],
                       markeredgecolor="#333333", markeredgewidth=0.5) for s in order]  # one size in the legend, nested or not
-    proxies.append(Line2D([], [], ls="-", color="black", marker="o", markersize=10, markerfacecolor="none", markeredgecolor="black"))
+    proxies.append(Line2D([], [], ls="-", color="black", marker="o", markersize=11, markerfacecolor="none", markeredgecolor="black"))
     names = [label(s) for s in order] + ["Pareto front"]
-    ncol = max(1, min(len(names), int(fig.get_figwidth() / 1.0)))
+    ncol = max(1, min(len(names), int(fig.get_figwidth() / 1.2)))
     rows = math.ceil(len(names) / ncol)
-    fig.legend(proxies, names, loc="lower center", ncol=ncol, fontsize=7, frameon=False)
-    suptitle(fig, f"Cost vs {name}: one labelled point per strategy (grey: its 95% interval); calls = requests ÷ n (cached or not)", fontsize=9)
+    fig.legend(proxies, names, loc="lower center", ncol=ncol, fontsize=TICK, frameon=False)
+    suptitle(fig, f"Cost vs {name}" + (" (EM is 0 everywhere)" if forced else ""), fontsize=TITLE)
     height = fig.get_size_inches()[1]
-    fig.tight_layout(rect=(0, min(0.4, 0.25 * rows / height + 0.02), 1, 1))
+    fig.tight_layout(rect=(0, min(0.4, 0.28 * rows / height + 0.02), 1, 1))
+    # Each point is named beside it, once the layout is final; strategies on one spot
+    # share one label, so seven overlapping strategies read as one list.
+    for ax, items in labels:
+        place_labels(ax, items, NOTE, color="#222222", zorder=10)
     return fig
+
+
+def cost_caption(metric: str, forced: str) -> str:
+    lead = f"{forced}. " if forced else ""
+    return (f"{lead}One named point per strategy: LLM calls per query (requests ÷ n, cached or not: what the strategy needs) "
+            f"against {metric_name(metric)}; grey whiskers: its 95% interval. The step line through the ringed points is the "
+            "Pareto front: no cheaper strategy scores higher.")
 
 
 def rsc_probes(results: Results) -> dict[str, list[Any]]:
@@ -302,12 +428,17 @@ def rsc_probes(results: Results) -> dict[str, list[Any]]:
     return by_bench
 
 
+LINE_STYLES = ("-", "--", ":", "-.")
+MODEL_MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+
+
 def draw_rsc_trend(by_bench: dict[str, list[Any]]):
     plt = pyplot()
-    fig, axes = _grid(plt, len(by_bench), 4.4, 3.6)
+    fig, axes = _grid(plt, len(by_bench), 6.0 if len(by_bench) == 1 else 4.6, 4.2)
     for ax, (benchmark, probes) in zip(axes, by_bench.items(), strict=True):
         for j, probe in enumerate(probes):
-            colour, marker = OKABE_ITO[j % len(OKABE_ITO)], MARKERS[(j // len(OKABE_ITO)) % len(MARKERS)]
+            # Models are told apart by grey, line style and marker: colour is for strategies.
+            colour, ls, marker = model_shade(j, len(probes)), LINE_STYLES[j % len(LINE_STYLES)], MODEL_MARKERS[j % len(MODEL_MARKERS)]
             rho = [probe.rho_at(i) for i in range(3)]
             cis = [probe.ci_at(i) for i in range(3)]
             lower = [r - ci[0] if ci and ci[0] is not None else 0.0 for r, ci in zip(rho, cis)]
@@ -315,78 +446,123 @@ def draw_rsc_trend(by_bench: dict[str, list[Any]]):
             star = "?" if probe.rho_star is None else f"{probe.rho_star:+.1f}"
             name = f"{pv.MODEL_LABELS.get(probe.model, probe.model)}: {pv.CLASS_LABELS.get(probe.rsc_class, probe.rsc_class or '?')}, ρ*={star} (n={probe.n})"
             x = np.arange(1, 4) + (j - (len(probes) - 1) / 2) * 0.04
-            ax.errorbar(x, rho, yerr=[np.maximum(lower, 0), np.maximum(upper, 0)], color=colour, marker=marker, capsize=2, lw=1.2, label=name)
+            ax.errorbar(x, rho, yerr=[np.maximum(lower, 0), np.maximum(upper, 0)], color=colour, ls=ls, marker=marker, capsize=2, lw=1.2,
+                        label=name)
         ax.axhline(pv.TAU_RHO1, color="#555555", lw=0.8, ls="--")
-        ax.text(3.3, pv.TAU_RHO1, f"ρ̂1 threshold {pv.TAU_RHO1}", fontsize=6, va="bottom", ha="right", color="#555555")
+        ax.text(3.3, pv.TAU_RHO1, f"ρ̂1 threshold {pv.TAU_RHO1} ", fontsize=NOTE, va="bottom", ha="right", color="#555555")
         ax.axhline(0, color="grey", lw=0.5, ls=":")
-        ax.set_xticks([1, 2, 3], ["ρ̂1 shuffled", "ρ̂2 contradicted", "ρ̂3 random"], fontsize=7)
+        ax.set_xticks([1, 2, 3], ["ρ̂1 shuffled", "ρ̂2 contradicted", "ρ̂3 random"], fontsize=TICK)
         ax.set_xlim(0.7, 3.3)
-        ax.set_ylim(-1.05, 1.05)
-        ax.set_ylabel("Spearman ρ̂ (score vs chain quality)", fontsize=7)
-        ax.set_title(f"RSC probe on {pv.BENCHMARK_LABELS.get(benchmark, benchmark)}", fontsize=9)
-        ax.legend(fontsize=6, loc="lower left")
-        ax.tick_params(axis="y", labelsize=7)
-    suptitle(fig, "ρ̂1..3 per probe (whiskers: bootstrap 95% CIs); a falling line is a quality-ordered scorer", fontsize=9)
+        ax.set_ylim(-1.08, 1.08)
+        ax.set_ylabel("Spearman ρ̂ (score vs chain quality)", fontsize=LABEL)
+        ax.set_title(pv.BENCHMARK_LABELS.get(benchmark, benchmark), fontsize=LABEL + 1)
+        ax.legend(fontsize=NOTE, loc="lower left")
+        ax.tick_params(axis="y", labelsize=TICK)
+    suptitle(fig, "RSC probe: ρ̂1..3", fontsize=TITLE)
     fig.tight_layout()
     return fig
 
 
+RSC_CAPTION = ("ρ̂1..3 of every probe (whiskers: bootstrap 95% CIs), one line per model, a panel per benchmark; the dashed line is "
+               "the ρ̂1 threshold. A line that falls from shuffled to random chains is a quality-ordered scorer.")
+
 _CLASS_MARKERS = {"quality-ordered": "o", "stochastic": "s", "degenerate": "^"}
+NO_RHO = -1.25  # where a pair without ρ̂1 (degenerate scores) sits: a grey strip inside the axes, under -1
+
+
+def paper_pairs() -> list[tuple[str, str, str, float, float, str]]:
+    """The paper's ten routed pairs (Table 2): (model, benchmark, class, NF EM %, ρ̂1, route)."""
+    return [(m, b, *(pv.lookup(pv.TABLE2, m, b, c) for c in ("rsc_class", "nf", "rho1", "strategy"))) for m, b in pv.ROUTING_PAIRS]
 
 
 def draw_routing_map(probes: Sequence[Any]):
-    """Each probed pair at (NF EM, ρ̂1) with the thresholds the router uses: colour is
-    the route its probe recorded, marker the RSC class. Pairs without ρ̂1 sit on a strip
-    under the axis."""
+    """The one routing map: the paper's ten pairs (hollow, numbered, keyed beside the
+    axes) and each probed pair of ours (filled, named) at (NF EM, ρ̂1) with the router's
+    thresholds; colour is the route (one colour per strategy), marker the RSC class.
+    Pairs without ρ̂1 sit on a grey strip inside the axes, under -1."""
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 4.4))
-    routes: dict[str, Any] = {}
+    fig = plt.figure(figsize=(8.8, 4.9))
+    ax = fig.add_axes((0.08, 0.12, 0.56, 0.76))
+    routes: dict[str, str] = {}
+    numbers: list[tuple[float, float, str]] = []
+    key = ["Paper (Table 2), hollow:"]
+    for number, (model, bench, cls, nf, rho1, route) in enumerate(paper_pairs(), 1):
+        colour = strategy_style(route)[0]
+        routes.setdefault(route, colour)
+        ax.scatter(nf, rho1, facecolors="white", edgecolors=colour, marker=_CLASS_MARKERS.get(cls, "D"), s=70, linewidths=1.6, zorder=3)
+        numbers.append((nf, rho1, str(number)))
+        key.append(f"{number:>2}  {pv.MODEL_LABELS.get(model, model)} · {pv.BENCHMARK_LABELS.get(bench, bench)} → {label(route)}")
+    ours = []
     for p in probes:
         nf = 100 * p.em_nf if isinstance(p.em_nf, (int, float)) else None
         if nf is None:
             continue
         rho1 = p.rho_at(0)
-        y = rho1 if rho1 is not None else -1.25
+        y = rho1 if rho1 is not None else NO_RHO
         colour = strategy_style(p.route or "")[0]
         routes.setdefault(p.route or "?", colour)
-        ax.scatter(nf, y, color=colour, marker=_CLASS_MARKERS.get(p.rsc_class, "D"), s=60, edgecolors="#333333", linewidths=0.5, zorder=3)
-        ax.annotate(f"{pv.MODEL_LABELS.get(p.model, p.model)} · {pv.BENCHMARK_LABELS.get(p.benchmark, p.benchmark)} (n={p.n})", (nf, y),
-                    textcoords="offset points", xytext=(5, 3), fontsize=6)
+        ax.scatter(nf, y, color=colour, marker=_CLASS_MARKERS.get(p.rsc_class, "D"), s=90, edgecolors="#222222", linewidths=0.8, zorder=4)
+        name = f"{pv.MODEL_LABELS.get(p.model, p.model)} · {pv.BENCHMARK_LABELS.get(p.benchmark, p.benchmark)}"
+        ours.append((nf, y, name))
     ax.axvline(pv.TAU_NF, color="#555555", lw=0.8, ls="--")
-    ax.axhline(pv.TAU_RHO1, color="#555555", lw=0.8, ls="--")
-    ax.axhspan(-1.4, -1.1, color="#eeeeee", zorder=0)
-    ax.text(99, -1.25, "no ρ̂1", fontsize=6, va="center", ha="right", color="#555555")
-    ax.text(pv.TAU_NF, 1.02, f" τ_NF {pv.TAU_NF:g}%", fontsize=6, color="#555555", va="bottom")
-    ax.set_xlim(-3, 103)  # room for a marker at 0 or 100
-    ax.set_ylim(-1.4, 1.1)
-    ax.set_xlabel("No-Filter EM % (calibration)", fontsize=8)
-    ax.set_ylabel("ρ̂1 (shuffled chains)", fontsize=8)
-    ax.tick_params(labelsize=7)
+    ax.axhline(pv.TAU_RHO1, xmin=(pv.TAU_NF + 4) / 108, color="#555555", lw=0.8, ls="--")
+    ax.axhspan(-1.45, -1.08, color="#eeeeee", zorder=0)
+    ax.text(101, NO_RHO, "no ρ̂1 (degenerate)", fontsize=NOTE, va="center", ha="right", color="#555555")
+    ax.text(pv.TAU_NF + 1, 1.12, f"τ_NF {pv.TAU_NF:g}%", fontsize=NOTE, color="#555555", va="top")
+    ax.text(45, pv.TAU_RHO1 - 0.04, f"ρ̂1 {pv.TAU_RHO1:g}", fontsize=NOTE, color="#555555", va="top", ha="center")
+    ax.text(pv.TAU_NF / 2, 1.12, "→ PDE", fontsize=NOTE, color="#777777", va="top", ha="center")
+    ax.set_xlim(-4, 104)  # room for a marker at 0 or 100
+    ax.set_ylim(-1.45, 1.18)
+    ax.set_yticks([-1.0, -0.5, 0.0, 0.5, 1.0])
+    # Named once the limits are set: ours first (bold), then the paper's numbers around them.
+    taken = place_labels(ax, ours, NOTE, avoid=[(x, y) for x, y, _ in numbers], fontweight="bold")
+    place_labels(ax, numbers, NOTE, avoid=[(x, y) for x, y, _ in ours], taken=taken, color="#444444")
+    ax.set_xlabel("No-Filter EM % (ours: the probe's calibration queries)", fontsize=LABEL)
+    ax.set_ylabel("ρ̂1 (shuffled chains)", fontsize=LABEL)
+    ax.tick_params(labelsize=TICK)
     from matplotlib.lines import Line2D
 
-    handles = [Line2D([], [], ls="", marker="o", color=c, markeredgecolor="#333333", label=f"→ {label(r)}") for r, c in routes.items()]
-    handles += [Line2D([], [], ls="", marker=m, color="white", markeredgecolor="#333333", label=pv.CLASS_LABELS.get(k, k))
+    order = sorted(routes, key=lambda s: (_STRATEGY_ORDER.get(s, 99), s))
+    handles = [Line2D([], [], ls="", marker="o", markersize=8, color=routes[r], markeredgecolor="#333333", label=f"→ {label(r)}") for r in order]
+    handles += [Line2D([], [], ls="", marker=m, markersize=8, color="white", markeredgecolor="#333333", label=pv.CLASS_LABELS.get(k, k))
                 for k, m in _CLASS_MARKERS.items()]
-    ax.legend(handles=handles, fontsize=6, loc="upper right", ncol=2)
-    suptitle(fig, "Routing decisions: each probed pair's NF EM and ρ̂1, coloured by its route, marked by its RSC class", fontsize=9)
-    fig.tight_layout()
+    fig.legend(handles=handles, fontsize=NOTE, loc="lower left", bbox_to_anchor=(0.655, 0.08), ncol=2, frameon=False,
+               title="route (colour) · RSC class (marker)", title_fontsize=NOTE)
+    fig.text(0.665, 0.88, "\n".join(key), fontsize=NOTE, va="top", ha="left", family="DejaVu Sans")
+    fig.suptitle("Routing map", fontsize=TITLE)
     return fig
 
 
-def build_figures(source: Path | str | Results, metric: str = "em") -> tuple[list[tuple[str, str, Any]], list[str]]:
-    """Every figure the results allow: ([(file stem, title, matplotlib figure)], one note
-    per figure skipped and why). The caller saves and closes the figures."""
+ROUTING_CAPTION = ("Where each model-task pair sits against the router's thresholds: No-Filter EM across (τ_NF = 30%), ρ̂1 up "
+                   "(0.5 splits weak from strong coupling above τ_NF). Hollow, numbered: the paper's ten pairs (Table 2); filled, "
+                   "named: ours, at the NF EM of the probe's calibration queries (what the router reads). Colour is the route, "
+                   "marker the RSC class; a pair without ρ̂1 (degenerate scores) sits on the grey strip.")
+
+
+def build_figures(source: Path | str | Results, metric: str = "em", per_panel: bool = False) -> tuple[list[Figure], list[str]]:
+    """Every figure the results allow: ([:class:`Figure`], one note per figure skipped
+    and why). ``per_panel`` (the report page) draws one figure per model-task and per
+    benchmark instead of one with a panel each, so every figure fits a column of the
+    page at a readable size. The caller saves and closes the figures."""
     results = _results(source)
     if pyplot() is None:
         return [], [f"figures skipped: {NO_MATPLOTLIB}"]
     figures, notes = [], []
-    tasks = model_tasks(results, metric)
+    shown, forced = shown_metric(results, metric)
+    tasks = model_tasks(results, shown)
+    name = metric_name(shown)
+    drawn = lambda ts: tuple(dict.fromkeys(p.strategy for t in ts for p in t.points))  # noqa: E731
+    panels = (lambda items: [(f"-{i}", [item]) for i, item in enumerate(items, 1)]) if per_panel else (lambda items: [("", list(items))])
     if tasks:
-        figures.append(("em_by_strategy", "EM by strategy (95% intervals)", draw_em_by_strategy(tasks, metric)))
+        for suffix, group in panels(tasks):
+            figures.append(Figure(f"em_by_strategy{suffix}", f"{name} by strategy", em_caption(shown, forced),
+                                  draw_em_by_strategy(group, shown, bool(forced)), drawn(group), shown))
         costed = [ModelTask(t.model, t.benchmark, t.retriever, tuple(p for p in t.points if p.calls_per_query)) for t in tasks]
         costed = [t for t in costed if t.points]
         if costed:
-            figures.append(("cost_vs_em", "Cost (LLM calls per query) vs EM", draw_cost_vs_em(costed, metric)))
+            for suffix, group in panels(costed):
+                figures.append(Figure(f"cost_vs_em{suffix}", f"Cost vs {name}", cost_caption(shown, forced),
+                                      draw_cost_vs_em(group, shown, bool(forced)), drawn(group), shown))
         else:
             notes.append("cost-vs-EM figure skipped: no cell records its LLM calls (accounting.requests or calls_issued)")
     else:
@@ -395,13 +571,15 @@ def build_figures(source: Path | str | Results, metric: str = "em") -> tuple[lis
     order = {m: i for i, m in enumerate(pv.MODEL_LABELS)}
     pairs = sorted({(p.model, p.benchmark) for p in results.probes}, key=lambda mb: (order.get(mb[0], 99), mb[0], mb[1]))
     routed = [p for p in (results.probe(m, b) for m, b in pairs) if isinstance(p.em_nf, (int, float)) and p.route]
-    if routed:
-        figures.append(("routing_map", "Routing decisions (NF EM vs ρ̂1)", draw_routing_map(routed)))
-    else:
-        notes.append("routing figure skipped: " + ("no probe records its NF EM and route" if results.probes else f"no RSC probe in {results.root}"))
+    if not routed:
+        notes.append("routing map: the paper's pairs only; " + ("no probe of ours records its NF EM and route" if results.probes
+                                                                 else f"no RSC probe in {results.root}"))
+    routes = tuple(dict.fromkeys([*(r for *_, r in paper_pairs()), *(p.route for p in routed)]))
+    figures.append(Figure("routing_map", "Routing map", ROUTING_CAPTION, draw_routing_map(routed), routes, "em"))
     by_bench = rsc_probes(results)
     if by_bench:
-        figures.append(("rsc_trend", "ρ̂1..3 per probe", draw_rsc_trend(by_bench)))
+        for suffix, group in panels(by_bench.items()):
+            figures.append(Figure(f"rsc_trend{suffix}", "RSC probe: ρ̂1..3", RSC_CAPTION, draw_rsc_trend(dict(group))))
     else:
         notes.append("ρ̂1..3 figure skipped: " + ("no probe records all three ρ̂" if results.probes else f"no RSC probe in {results.root}"))
     fig2, fig2_notes = figure2_figures(results)
@@ -421,5 +599,5 @@ def write_plots(results_dir: Path | str, out_dir: Path | None = None, formats: S
     results = _results(results_dir)
     figures, notes = build_figures(results, metric)
     out = Path(out_dir) if out_dir is not None else Path(results.root) / "figures"
-    paths = [p for stem, _, fig in figures for p in save_figure(fig, out, stem, formats)]
+    paths = [p for f in figures for p in save_figure(f.fig, out, f.stem, formats)]
     return FigureSet(tuple(paths), tuple(notes))

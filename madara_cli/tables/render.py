@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from madara_cli.metrics import metric_name
-from madara_cli.results.long_format import long_table
+from madara_cli.results.long_format import LONG_COLUMNS, long_table
 from madara_cli.results.summary import write_summary
 from madara_cli.tables.builders import TABLES, resolve_table_name
 from madara_cli.tables.lookup import load_results
@@ -79,6 +80,7 @@ _LATEX_UNICODE = [
     ("–", "--"),
     ("†", r"$^\dagger$"),
     ("‡", r"$^\ddagger$"),
+    ("◊", r"$^\diamond$"),
     ("·", r"$\cdot$"),
     ("χ²", r"$\chi^2$"),
     ("÷", r"$\div$"),
@@ -197,6 +199,9 @@ def results_notes(results, metric: str) -> list[str]:
     how the evaluated sets relate to the calibration queries."""
     notes = []
     metric = metric_name(metric)
+    if results.prefer:
+        notes.append("Variants chosen by " + ", ".join(f"`--prefer {k}={v}`" for k, v in results.prefer)
+                     + " where several matched a table cell (the table's own grid first).")
     if metric == "em":
         # Two readings of the paper's EM exist (README, Choices and deviations), so
         # every table says which one its numbers are.
@@ -222,28 +227,59 @@ def write_tables(
     formats: Iterable[str] = FORMATS,
     metric: str = "em",
     routing_nf: str = "calibration",
+    prefer: Sequence[tuple[str, str]] = (),
 ) -> list[Path]:
+    """Build the requested tables from ``results_dir`` and write ``out_dir/<table>.<fmt>``
+    (:func:`render_tables`); returns the written paths in order."""
+    return render_tables(results_dir, out_dir, only, formats, metric, routing_nf, prefer).paths
+
+
+@dataclass(frozen=True)
+class WrittenTables:
+    """What :func:`render_tables` wrote, and every number of the tables in long form
+    (:func:`madara_cli.results.long_format.long_table`, ids filled), whatever the formats."""
+
+    paths: list[Path]
+    long: pd.DataFrame
+    titles: dict[str, str]
+
+
+def render_tables(
+    results_dir: Path,
+    out_dir: Path,
+    only: Sequence[str] | None = None,
+    formats: Iterable[str] = FORMATS,
+    metric: str = "em",
+    routing_nf: str = "calibration",
+    prefer: Sequence[tuple[str, str]] = (),
+) -> WrittenTables:
     """Build the requested tables from ``results_dir`` and write ``out_dir/<table>.<fmt>``.
 
     ``only`` takes table names ("table2", "2", "g1", ...); an unknown name, format or
     metric raises ValueError listing the valid ones. ``metric`` is what our cells show
     (``em``, EM as the authors compute it, by default); ``routing_nf`` the NF EM
     Tables 8, 9 and 19 route on (``calibration``: the probe's, as strategy=madara;
-    ``full``: the NF cell). Returns the written paths in order.
+    ``full``: the NF cell); ``prefer`` the ``--prefer`` settings that choose among
+    variants (:data:`~madara_cli.results.stored.VARIANT_RULE`). Every table is built
+    before any is written, so one that refuses to guess a variant
+    (:class:`~madara_cli.results.stored.AmbiguousVariant`) leaves nothing half-written.
+    Returns the written paths in order.
     """
     formats = tuple(formats)
     bad = [f for f in formats if f not in RENDERERS]
     if bad:
         raise ValueError(f"unknown format(s) {', '.join(bad)}; valid: {', '.join(RENDERERS)}")
     names = [resolve_table_name(n) for n in only] if only else list(TABLES)
-    results = load_results(results_dir, metric, routing_nf)
+    results = load_results(results_dir, metric, routing_nf, prefer)
     extra_notes = results_notes(results, metric)
+    built = {name: TABLES[name].builder(results) for name in dict.fromkeys(names)}
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     longs: list[pd.DataFrame] = []
-    for name in dict.fromkeys(names):
-        df = TABLES[name].builder(results)
+    titles: dict[str, str] = {}
+    for name, df in built.items():
+        titles[name] = str(df.attrs.get("title") or name)
         if extra_notes:
             df.attrs["notes"] = [*df.attrs.get("notes", []), *extra_notes]
         for fmt in formats:
@@ -252,11 +288,40 @@ def write_tables(
             tmp.write_text(to_long_csv(df, metric) if fmt == "long" else RENDERERS[fmt](df), encoding="utf-8")
             tmp.replace(path)
             written.append(path)
-        if "long" in formats:
-            longs.append(tidy_long(long_table(df, name), metric))
-    if longs:  # every table's numbers in one tidy file
+        longs.append(tidy_long(long_table(df, name), metric))
+    long = pd.concat(longs, ignore_index=True) if longs else pd.DataFrame(columns=LONG_COLUMNS)
+    if "long" in formats:  # every table's numbers in one tidy file
         path = out / "all.long.csv"
-        pd.concat(longs, ignore_index=True).to_csv(path, index=False)
+        long.to_csv(path, index=False)
         written.append(path)
     write_summary(results_dir)
-    return written
+    return WrittenTables(written, long, titles)
+
+
+@dataclass(frozen=True)
+class Filled:
+    """How one paper table's cells of ours compare with the paper: how many numbers
+    of ours it holds, how many stand beside a paper value, and for those in percent the
+    mean Δ (ours − paper, pp) and the largest gap (its row and column)."""
+
+    table: str
+    title: str
+    ours: int
+    beside_paper: int
+    mean_delta: float | None
+    largest: tuple[str, str, float] | None  # (row, column, Δ)
+
+
+def filled_cells(long: pd.DataFrame, titles: dict[str, str]) -> list[Filled]:
+    """One :class:`Filled` per table, in the order given by ``titles``."""
+    out = []
+    for name, title in titles.items():
+        rows = long[(long["table"] == name) & long["ours"].notna()]
+        both = rows[rows["paper"].notna()]
+        pct = both[both["unit"] == "%"]
+        largest = None
+        if not pct.empty:
+            i = pct["delta"].abs().idxmax()
+            largest = (str(pct.at[i, "row"]), str(pct.at[i, "column"]), float(pct.at[i, "delta"]))
+        out.append(Filled(name, title, len(rows), len(both), float(pct["delta"].mean()) if not pct.empty else None, largest))
+    return out

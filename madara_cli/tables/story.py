@@ -125,6 +125,13 @@ def below_floor_text(card: Card) -> str:
             f"(EM under the {CAPABILITY_FLOOR:.0f}% floor says little)")
 
 
+def health_text(card: Card) -> str:
+    """The card's cells that are degraded (results/health.py: their scores mostly
+    imputed), each with the stage and cause; empty when none is."""
+    cells = (("routed", card.routed), ("NF", card.nf))
+    return "; ".join(f"{what} cell degraded ({c.record.health.reason})" for what, c in cells if c is not None and c.degraded)
+
+
 def _frac(x: float | None) -> str:
     return "—" if x is None else f"{100 * x:.1f}%"
 
@@ -136,8 +143,9 @@ def treat_line(card: Card) -> str:
     nf = card.nf.em * 100 if card.nf is not None and card.nf.em is not None else None
     delta = "" if nf is None else f" ({card.routed_em - nf:+.1f} pp)"
     floor = below_floor_text(card)
+    health = health_text(card)
     return (f"Treat     {card.label}: routed {route} EM {pct(card.routed_em)} vs NF {pct(nf)}{delta} on {card.routed.n} queries; "
-            f"{paired_text(card)}{'; ' + floor if floor else ''}")
+            f"{paired_text(card)}{'; ' + floor if floor else ''}{'; ' + health if health else ''}")
 
 
 def story_lines(results: Results, page: str, next_command: str | None = None, most: int = 3, results_arg: str | None = None) -> list[str]:
@@ -151,11 +159,11 @@ def story_lines(results: Results, page: str, next_command: str | None = None, mo
     if len(found) > most:
         lines.append(f"          … and {len(found) - most} more probed pair(s) on the page")
     if not found:
-        lines.append("Diagnose  no RSC probe in this folder: madara probe --model M --benchmark B (or strategy=madara) writes one")
+        lines.append("Diagnose  no RSC probe in this folder: madara probe model=M benchmark=B (or strategy=madara) writes one")
     lines.append(f"Look      open {page}   (the Diagnose → Treat cards first, then figures, routing map, tables)")
     shown = next((c.routed for c in found if c.routed is not None), None)
     where = f" --results {results_arg}" if results_arg else ""
-    steps = [f"madara show {shown.key}{where} (the routed cell, with its provenance)"] if shown is not None else []
+    steps = [f"madara show {shown.key}{where} (the routed cell at a glance; --all adds its provenance)"] if shown is not None else []
     steps.append(next_command or "madara ls grids (what else can run)")
     lines.append("Next      " + "   ·   ".join(steps))
     return lines

@@ -18,7 +18,7 @@ from madara_cli.agents.prompts import AGENTS, CONFLICT
 from madara_cli.agents.requests import SCORE_STOP
 from madara_cli.backends.cache import CachedLLM, ResponseCache
 from madara_cli.composition import compose, ensure_loaded
-from madara_cli.composition.identify import identify
+from madara_cli.composition.identify import identify, identify_probe
 from madara_cli.composition.plugins import load_plugins
 from madara_cli.data.mini import generate
 from madara_cli.diagnose import perturb, rsc
@@ -394,3 +394,140 @@ def test_pde_random_key_ignores_the_assessors_readings():
     for setting in ("reading.conflict=score_field", "reading.score_parser=authors", "reading.requests=authors"):
         assert cell_from_cfg(compose([*base, setting])).config_hash == plain, setting
     assert cell_from_cfg(compose([*base, "reading.pde_grouping=authors"])).config_hash != plain
+
+
+# --------------------------------------------------------------------------- #
+# 9. The probe under the preset computes what their probe computes (issue 36)
+# --------------------------------------------------------------------------- #
+
+
+def _tracking(user: str, sig: int) -> int:
+    """A model whose re-score follows the analysis it is handed (tests/diagnose/test_probe.py's)."""
+    import re
+
+    tag = re.search(r"Evidence tag (\d+)", user)
+    if tag is None:
+        return sig % 6
+    if int(tag.group(1)) != sig:
+        return int(tag.group(1)) % 6
+    return min(5, max(0, sig % 6 + (sig // 7) % 3 - 1)) if "irrelevant" in user else sig % 6
+
+
+def test_stop_stripped_rescore_replies_read_as_zero_by_their_parser():
+    """Why the preset's re-score sends no stop string: an engine drops the ``}`` it stops
+    at, and their parser reads a reply without its closing brace as 0."""
+    from tests.fakes import stopped
+
+    reply = json.dumps({"score": 4, "confidence": 3})
+    assert parse_score_authors(stopped(reply, SCORE_STOP)).value == 0.0
+    assert parse_score_authors(stopped(reply, ())).value == 4.0
+
+
+def test_the_presets_probe_reads_generated_rescores_as_their_parser_does(tmp_path):
+    """End to end on an engine that drops its stop strings: every forced re-score goes out
+    without one, so each reply is read as their parser reads the whole reply; the
+    tracking model is quality-ordered and, over NF's floor, routes to ATF (sent with the
+    stop string, every re-score read 0: ρ̂ [0, 0, 0], and SDA)."""
+    from madara_cli.agents.parsing import parse_score_authors as theirs
+    from madara_cli.diagnose import router
+    from madara_cli.records import ChatRequest
+    from tests.fakes import FORCED_RESCORE_SYSTEM, scripted_probe, stopped
+
+    record, _, _, backend, _, _ = scripted_probe(tmp_path, _tracking, 6, "reading=authors")
+    forced = [r for r in backend.requests if isinstance(r, ChatRequest) and r.messages[0].content == FORCED_RESCORE_SYSTEM]
+    assert len(forced) == 180 and all(r.stop == () and r.max_tokens == 256 for r in forced)
+    replies = [json.dumps({"score": _tracking(r.messages[-1].content, _signature(r)), "confidence": 3}) for r in forced]
+    assert all(theirs(stopped(text, r.stop)).value == _tracking(r.messages[-1].content, _signature(r)) for text, r in zip(replies, forced))
+    r1, r2, r3 = record.rho
+    assert r1 == pytest.approx(1.0) and r1 > r2 > r3 and record.rsc_class == "quality-ordered"
+    assert router.route(router.Diagnostics.from_probe(50.0, record)).strategy == "atf"
+
+
+def _signature(request) -> int:
+    from tests.fakes import document_signature
+
+    return document_signature(request.messages[-1].content)
+
+
+def test_the_papers_probe_still_stops_its_rescore(tmp_path):
+    from madara_cli.records import ChatRequest
+    from tests.fakes import FORCED_RESCORE_SYSTEM, scripted_probe
+
+    _, _, _, backend, _, _ = scripted_probe(tmp_path, _tracking, 6)
+    forced = [r for r in backend.requests if isinstance(r, ChatRequest) and r.messages[0].content == FORCED_RESCORE_SYSTEM]
+    assert forced and all(r.stop == SCORE_STOP for r in forced)
+
+
+def test_no_brace_is_restored_to_their_parser_when_no_stop_string_was_sent():
+    from madara_cli.agents.parsing import read_reply
+    from madara_cli.records import Completion
+
+    open_object = Completion(text='{"score": 4, "reasoning": "fine"', finish_reason="stop")  # ended without its brace
+    assert read_reply(open_object, "relevance", "generate", "authors", stop_sent=False)[0].value == 0.0  # as their code reads it
+    assert read_reply(open_object, "relevance", "generate", "authors", stop_sent=True)[0].value == 4.0  # the stop string took it
+    assert read_reply(open_object, "relevance", "generate", "madara", stop_sent=False)[0].value == 4.0  # madara's lenient reading
+
+
+def test_the_presets_assessors_read_unstopped_replies_as_they_came(backend):
+    class OpenEnded(Recording):
+        def chat(self, requests):
+            return [c if "reviewers" not in r.messages[0].content else type(c)(text='{"score": 4', finish_reason="stop")
+                    for r, c in zip(requests, super().chat(requests))]
+
+    from madara_cli.backends.cache import CachedLLM as Cached
+
+    b, llm = backend
+    open_ended = Cached(OpenEnded(), llm.cache)
+    mats = assess_cell(StrategyContext(llm=open_ended, cfg=compose(["strategy=three_agent", "reading=authors"])), generate(1))
+    assert mats and (mats[0].scores == 0.0).all()  # no stop string went out, so no brace came off
+    mats = assess_cell(StrategyContext(llm=open_ended, cfg=compose(["strategy=three_agent", "reading.score_parser=authors"])), generate(1))
+    assert (mats[0].scores[:, 0] == 4.0).all()  # base replies stopped at "}": the brace is put back
+
+
+@pytest.mark.parametrize("steps", [[1, 2, 3], [{"step": 1, "text": "It is relevant."}], ["One.", 2]])
+def test_steps_written_as_numbers_or_objects_fall_back_to_the_whole_reply(steps):
+    reply = json.dumps({"reasoning_steps": steps, "score": 3})
+    assert perturb.chain_from_field(reply) == [reply]  # their join fails: the reply is the chain
+    assert perturb.chain_from_field('{"reasoning": 4, "score": 3}') == ["4"]  # a lone value as Python writes it
+    assert perturb.chain_from_field('{"reasoning_steps": ["A is so.  B is so.", "C."]}') == ["A is so.", "B is so.", "C."]
+
+
+def test_field_steps_are_shuffled_contradicted_and_lent_as_they_are():
+    chain = perturb.chain_from_field('{"reasoning_steps": ["It says \\"yes.\\" Then it stops.", "(See 1.) Fine  here.", "Last."]}')
+    # their splitter cuts only where whitespace follows . ! ? itself: a quote or bracket in between keeps the step whole
+    assert chain == ['It says "yes." Then it stops.', "(See 1.) Fine  here.", "Last."]
+    assert len(perturb.split_sentences(chain)) == 5  # madara's would cut both steps again
+    levels = perturb.perturb_chains([[chain, ["Other one.", "Other two."]]], seed=3, shuffle="may_repeat", resplit=False)
+    assert sorted(levels.shuffled[0][0]) == sorted(chain)  # a permutation of the steps as written
+    assert levels.contradicted[0][0] == chain and levels.random[0][1] == chain  # nothing split or trimmed
+
+
+def test_the_presets_rescore_shows_the_document_and_steps_as_their_code_does():
+    from madara_cli.agents.prompts import RESCORE_BEGIN, RESCORE_END, forced_rescore_messages
+    from madara_cli.records import Doc
+
+    ex = generate(1)[0]
+    doc = Doc(id="d", title="", text="x" * 2500)
+    steps = ["First  step,   spaced.", " Leading space."]
+    _, ours = forced_rescore_messages(ex, doc, steps)
+    _, authors = forced_rescore_messages(ex, doc, steps, shape="authors")
+    assert "x" * 2000 + " ..." in ours.content and "x" * 2001 not in ours.content
+    assert "x" * 2000 + "\n" in authors.content and "x" * 2000 + " ..." not in authors.content
+    chain = authors.content.split(RESCORE_BEGIN + "\n", 1)[1].split("\n" + RESCORE_END, 1)[0]
+    assert chain == "- First  step,   spaced.\n-  Leading space."
+    assert "- First step, spaced.\n- Leading space." in ours.content
+    _, empty = forced_rescore_messages(ex, doc, [], shape="authors")
+    assert "(there is no previous analysis)" in empty.content and "- (there" not in empty.content
+
+
+def test_authors_keys_move_with_what_their_reading_now_computes():
+    # the hashes reading=authors gave before issue 36 (under the path-keyed rule of then):
+    # its finished cells and probes are not read back, under either rule
+    authors = compose(["strategy=three_agent", "reading=authors"])
+    assert {c.config_hash for c in (identify(authors).cell, *identify(authors).legacy)}.isdisjoint({"6e0ba06e"})
+    assert {p.config_hash for p in (identify_probe(authors).probe, *identify_probe(authors).legacy)}.isdisjoint({"69a2cfbf"})
+    # a family whose computation did not change keeps its key (found under its key of before)
+    strip = identify(compose(["strategy=three_agent", "reading.answers=strip"]))
+    assert [c.config_hash for c in strip.legacy] == ["7da900b0"]
+    row = identify(authors).settings(authors)
+    assert row["reading.requests"] == "authors"  # summary.csv shows the value, not the revision

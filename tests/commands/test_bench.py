@@ -40,6 +40,24 @@ def test_unknown_section_is_one_line(tmp_path):
         run_bench(BenchOptions(out_dir=tmp_path), ("calls", "speed"))
 
 
+def test_a_bench_module_adds_its_section_without_this_package_naming_it(tmp_path, monkeypatch):
+    """Sections added by the modules of madara_cli/bench (the transformers engine's,
+    ``hf``) are listed, run and put in the table and the summary like the built-in ones."""
+    import madara_cli.bench as bench
+
+    assert "hf" in bench.all_sections() and bench.added_sections()["hf"].name == "hf"
+    with pytest.raises(ConfigError, match="vllm_cpu, hf"):
+        run_bench(BenchOptions(out_dir=tmp_path), ("speed",))
+    monkeypatch.setitem(bench._ADDED, "toy", bench.BenchSection(
+        name="toy", run=lambda opts, scratch: {"ratio_toy": 2.0, "x": 1}, rows=lambda r: [("toy", "a toy measure", f"{r['ratio_toy']}x")]))
+    res = run_bench(BenchOptions(out_dir=tmp_path / "bench"), ("toy",), say=lambda m: None)
+    assert json.loads((tmp_path / "bench" / "toy.json").read_text())["x"] == 1
+    assert json.loads((tmp_path / "bench" / "summary.json").read_text()) == {"toy": {"ratio_toy": 2.0}}
+    assert ("toy", "a toy measure", "2.0x") in summary_rows(res)
+    with pytest.raises(ValueError, match="already taken"):
+        bench.register_section(bench.BenchSection(name="vllm", run=lambda o, s: {}, rows=lambda r: []))
+
+
 def test_physical_cores_is_at_least_one():
     assert physical_cores() >= 1
 

@@ -231,7 +231,6 @@ def _hand_edits():
     return {
         "unhashed edited line": (unhash_edited, "line 1", "no content hash"),
         "appended unhashed copy": (append_unhashed_copy, "line 3", "no content hash"),
-        "appended hashed copy": (lambda lines: [*lines, lines[0]], "line 3", "was added"),
         "removed line": (lambda lines: lines[1:], "lines were removed", "holds 1 lines"),
         "reordered lines": (lambda lines: lines[::-1], "lines 1-2", "reordered"),
         "replaced by another line": (lambda lines: [lines[0], lines[0]], "lines 1-2", "reordered"),
@@ -284,28 +283,54 @@ def test_a_meta_file_that_does_not_match_stops_the_run(monkeypatch, capsys, tmp_
     assert json.loads(meta_path.read_text()) == meta
 
 
-def test_a_snapshot_from_before_the_ledger_gets_one_then_is_checked(tmp_path):
-    """A meta file without a ledger (snapshots written before it) is given one on the
-    first load, once every line checks against its hash; then a removed line is caught.
-    The file name (the key digest) does not move."""
+def test_a_meta_file_without_its_ledger_is_refused(monkeypatch, capsys, tmp_path):
+    """Deleting the meta file's ``ledger`` must not make the file trusted as it is (the
+    path snapshots from before the ledger took): one line naming the file and the mv,
+    with or without force; the finished cell is untouched."""
+    results = tmp_path / "results"
+    with fake_pool() as pool:
+        run_cell(compose(["strategy=nf", "limit=2", f"results_dir={results}"]), pool)
+    snap = _snapshot(results)
+    meta_path = snap.with_name(snap.name.replace(".jsonl", ".meta.json"))
+    meta = json.loads(meta_path.read_text())
+    assert meta["ledger"]["lines"] == 2
+    meta_path.write_text(json.dumps({k: v for k, v in meta.items() if k != "ledger"}))
+    lines = snap.read_text(encoding="utf-8").splitlines()
+    snap.write_text("\n".join(lines[::-1]) + "\n", encoding="utf-8")  # what the deleted ledger would have caught
+    before = tree(results)
+    for args in (["limit=3"], ["limit=2", "force=true"]):
+        code, _, err = cli("run", "strategy=nf", *args, f"results_dir={results}", monkeypatch=monkeypatch, capsys=capsys)
+        one_line_error(code, err, str(snap), "without a ledger", f"mv {snap} ")
+    assert tree(results) == before
+
+
+def test_lines_appended_after_the_recorded_ones_are_dropped_never_used(tmp_path, caplog):
+    """A hashed line added after the recorded ones without the ledger's appending mark
+    (by hand, or by a madara from before the mark killed before its ledger update) is
+    not a refusal: it is cut off with a warning and never read; its example is
+    retrieved again."""
     from madara_cli.retrievers.snapshots import Snapshot
 
     results = tmp_path / "results"
     with fake_pool() as pool:
         run_cell(compose(["strategy=nf", "limit=2", f"results_dir={results}"]), pool)
-    snap_path = _snapshot(results)
-    meta_path = snap_path.with_name(snap_path.name.replace(".jsonl", ".meta.json"))
-    meta = json.loads(meta_path.read_text())
-    assert meta["ledger"]["lines"] == 2
-    key = {k: v for k, v in meta.items() if k != "ledger"}
-    meta_path.write_text(json.dumps(key))
-    snap = Snapshot(results / "snapshots", key)
-    assert snap.path == snap_path
-    loaded = snap.load()
-    assert len(loaded) == 2 and json.loads(meta_path.read_text())["ledger"] == meta["ledger"]
-    snap_path.write_text(snap_path.read_text().splitlines()[0] + "\n")
-    with pytest.raises(DataError, match="lines were removed"):
-        snap.load()
+        snap = _snapshot(results)
+        original = snap.read_bytes()
+        lines = snap.read_text(encoding="utf-8").splitlines()
+        row = json.loads(lines[0])
+        row["docs"][0]["text"] = "The tower stands in Rome."
+        from madara_cli.retrievers.snapshots import content_hash
+
+        row["h"] = content_hash(row)  # a forged line carrying a right hash: it would win over line 1 if read
+        with snap.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(row) + "\n")
+        meta = json.loads(snap.with_name(snap.name.replace(".jsonl", ".meta.json")).read_text())
+        loaded = Snapshot(results / "snapshots", {k: v for k, v in meta.items() if k != "ledger"}).load()
+        assert "Rome" not in loaded[row["id"]][1][0].text
+        assert snap.read_bytes() == original
+        assert "dropped 1 line(s)" in caplog.text
+        out = run_cell(compose(["strategy=nf", "limit=2", f"results_dir={results}", "force=true"]), pool)
+    assert not out.skipped and snap.read_bytes() == original
 
 
 def test_a_torn_line_of_a_killed_writer_is_skipped_and_the_next_append_counts(tmp_path):
@@ -322,6 +347,47 @@ def test_a_torn_line_of_a_killed_writer_is_skipped_and_the_next_append_counts(tm
     meta = json.loads(snap_path.with_name(snap_path.name.replace(".jsonl", ".meta.json")).read_text())
     assert meta["ledger"]["lines"] == 2
     assert len(Snapshot(results / "snapshots", {k: v for k, v in meta.items() if k != "ledger"}).load()) == 2
+
+
+def _run_killed_before_the_ledger_update(results: str) -> None:
+    """A child process: the cell's retrieval appends its lines, then the process dies
+    (os._exit, as under kill -9) where the ledger would have recorded them."""
+    from madara_cli.retrievers.snapshots import Snapshot
+
+    real = Snapshot._write_meta
+
+    def die_before_recording(self, meta):
+        if not meta["ledger"].get("appending") and meta["ledger"]["lines"] > 0:
+            os._exit(9)
+        real(self, meta)
+
+    Snapshot._write_meta = die_before_recording
+    with fake_pool() as pool:
+        run_cell(compose(["strategy=nf", "limit=2", f"results_dir={results}"]), pool)
+
+
+def test_a_writer_killed_between_append_and_ledger_update_is_recorded_on_rerun(tmp_path, caplog):
+    """The crash window: lines appended, the ledger not yet updated. madara had said
+    "rerun the same command to resume", and the rerun refused the file as hand-edited.
+    Now it records the killed writer's lines, retrieves nothing again and succeeds."""
+    import multiprocessing as mp
+
+    results = tmp_path / "results"
+    child = mp.get_context("fork").Process(target=_run_killed_before_the_ledger_update, args=(str(results),))
+    child.start()
+    child.join(300)
+    assert child.exitcode == 9
+    snap = _snapshot(results)
+    meta_path = snap.with_name(snap.name.replace(".jsonl", ".meta.json"))
+    written = snap.read_bytes()
+    assert written.count(b"\n") == 2 and json.loads(meta_path.read_text())["ledger"] == {"lines": 0, "chain": "", "appending": True}
+    with fake_pool() as pool:
+        out = run_cell(compose(["strategy=nf", "limit=2", f"results_dir={results}"]), pool)
+    assert not out.skipped and (out.folder / "metrics.json").is_file()
+    assert snap.read_bytes() == written  # nothing retrieved again
+    ledger = json.loads(meta_path.read_text())["ledger"]
+    assert ledger["lines"] == 2 and "appending" not in ledger
+    assert "recorded 2 line(s) a writer appended before it was stopped" in caplog.text
 
 
 def test_a_large_snapshot_holds_each_passage_text_once(tmp_path):

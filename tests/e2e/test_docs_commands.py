@@ -44,7 +44,7 @@ def test_the_mlflow_snippet_reads_the_runs_madara_logs(tmp_path, monkeypatch, ca
     monkeypatch.chdir(tmp_path)
     code, _, err = cli("run", "logger=mlflow", "strategy=nf", "limit=2", "results_dir=results", monkeypatch=monkeypatch, capsys=capsys)
     assert code == 0, err
-    snippet = fenced(RUNNING, "### Experiment tracking", "python")
+    snippet = fenced(RUNNING, "## Experiment tracking", "python")
     script = snippet.rstrip().splitlines()
     script[-1] = f"print({script[-1]}.to_json(orient='records'))"
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_ALLOW_FILE_STORE"}  # the snippet must set what it needs

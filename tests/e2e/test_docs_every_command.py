@@ -80,8 +80,8 @@ def _compose(params: dict, verb: str, monkeypatch) -> None:
     from madara_cli.experiment.grid import grid_overrides
 
     overrides = [o for o in (params.get("overrides") or []) if "=" in o]
-    if verb == "probe":
-        overrides += [f"model={params['model']}"] + ([f"benchmark={params['benchmark']}"] if params.get("benchmark") else [])
+    if verb == "probe":  # --model / --benchmark as madara_cli.api.probe reads them: before the overrides, which win
+        overrides = [f"{k}={params[k]}" for k in ("model", "benchmark") if params.get(k)] + overrides
     if params.get("multirun") or any("," in o.split("=", 1)[1] for o in overrides if not o.startswith(("+", "~"))):
         overrides = [o.split(",")[0] if "," in o else o for o in overrides]  # a sweep: its first point
     if params.get("grid"):

@@ -50,6 +50,7 @@ def test_wheel_installs_and_runs_from_anywhere(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     assert "madara_cli/configs/config.yaml" in names and "madara_cli/configs/grid/demo.yaml" in names
     assert "madara_cli/configs/prompts/madara/relevance_system.txt" in names  # the shipped prompt set
+    assert "madara_cli/tables/templates/report.html.j2" in names  # the report page's template
 
     elsewhere = tmp_path / "somewhere-else"
     elsewhere.mkdir()

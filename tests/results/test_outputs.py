@@ -149,6 +149,9 @@ def test_show_prints_metrics_and_provenance(results_dir):
     _, r = _cell(results_dir, "strategy=nf")
     res = cli("show", r.cell.key[:30], "--results", str(results_dir))
     assert res.returncode == 0, res.stderr
+    assert "EM %" in res.stdout and "madara_version" not in res.stdout  # the summary first; provenance behind --all
+    res = cli("show", r.cell.key[:30], "--results", str(results_dir), "--all")
+    assert res.returncode == 0, res.stderr
     assert "madara_version" in res.stdout and "overrides" in res.stdout and "strategy=nf" in res.stdout and "em" in res.stdout
     if (ROOT / ".git").exists():
         assert provenance.git_commit()["commit"][:12] in res.stdout

@@ -341,7 +341,10 @@ def test_rerank_orders_by_the_llm_and_freezes_the_result(shared_data, tmp_path):
     # Reused without any engine; the snapshot names its reranker.
     assert [[d.id for d in e.docs] for e in retrieve(exs[:3], cfg)] == [[d.id for d in e.docs] for e in out]
     (meta,) = (tmp_path / "snapshots").glob("*.meta.json")
-    assert json.loads(meta.read_text())["reranker"] == {"model": "smollm2-135m"}
+    reranker = json.loads(meta.read_text())["reranker"]
+    # The reranker's model and the wording of its prompt: a reworded prompt is another snapshot.
+    assert reranker["model"] == "smollm2-135m" and set(reranker["prompts"]) == {"rerank"}
+    assert len(reranker["prompts"]["rerank"]) == 16
     # Missing examples need the engine: one line saying so.
     with pytest.raises(DataError, match="retriever=rerank scores documents with an LLM"):
         retrieve(exs[3:4], cfg)

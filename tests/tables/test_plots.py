@@ -114,10 +114,11 @@ def test_skipped_figures_say_why(tmp_path: Path, monkeypatch, capsys):
     root = tmp_path / "results"
     write_cell(root, "adhoc", "smollm2-135m", "mini", "nf", [0], accounting={})
     figs = write_plots(root, tmp_path / "out")
-    assert [p.name for p in figs.paths] == ["em_by_strategy.png", "em_by_strategy.pdf"]
+    # The routing map is always drawn: the paper's ten pairs, and a note that none of ours is on it.
+    assert [p.name for p in figs.paths] == ["em_by_strategy.png", "em_by_strategy.pdf", "routing_map.png", "routing_map.pdf"]
     assert any(n.startswith("cost-vs-EM figure skipped: no cell records its LLM calls") for n in figs.notes)
     assert any(n.startswith("ρ̂1..3 figure skipped: no RSC probe") for n in figs.notes)
-    assert any(n.startswith("routing figure skipped: no RSC probe") for n in figs.notes)
+    assert any(n.startswith("routing map: the paper's pairs only; no RSC probe") for n in figs.notes)
     assert any(n.startswith("Figure 2 skipped: no RSC probe") for n in figs.notes)
     # A degenerate probe (no parsable scores, as SmolLM2's can be): routed, but no ρ̂ to draw.
     write_probe(root, "smollm2-135m", "mini", None, "degenerate", "pde", em_nf=0.0, per_query=None)
@@ -190,7 +191,9 @@ def test_show_and_the_run_table_give_a_zero_of_five_cell_its_interval(tmp_path: 
     a = write_cell(root, "demo", "smollm2-135m", "mini", "nf", [], n=5, calls=5)
     code, out, err = cli("show", a.name, "--results", str(root), monkeypatch=monkeypatch, capsys=capsys)
     assert code == 0, err
-    assert "em % [95% Wilson]" in out and "0.0 [0.0, 43.4]" in out
+    assert "EM %        0.0 [0.0, 43.4]  (Wilson 95%)" in out  # the summary's first lines
+    code, out, err = cli("show", a.name, "--results", str(root), "--all", monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 0 and "em % [95% Wilson]" in out  # and every rate with its interval in the full record
     from types import SimpleNamespace
 
     from madara_cli.commands.run_verbs import results_table
@@ -203,3 +206,100 @@ def test_show_and_the_run_table_give_a_zero_of_five_cell_its_interval(tmp_path: 
     console = Console(width=250, record=True)
     console.print(results_table([row], "cell"))
     assert "0.0 [0.0, 43.4]" in console.export_text()
+
+
+def _zero_em_cells(root: Path) -> Path:
+    """SmolLM2 as the demo leaves it: EM 0 in every cell, F1 and contains above 0."""
+    rows = [{"em": 0, "f1": f1, "contains": c} for f1, c in ((0.5, 1), (0.0, 0), (0.25, 1), (0.0, 0), (0.4, 1))]
+    write_cell(root, "demo", "smollm2-135m", "mini", "nf", predictions=rows, calls=5)
+    write_cell(root, "demo", "smollm2-135m", "mini", "pde", predictions=[{**r, "f1": r["f1"] / 2} for r in rows], calls=105)
+    return root
+
+
+def test_an_em_of_zero_everywhere_draws_f1_and_says_so(tmp_path: Path):
+    from madara_cli.tables.plots import build_figures, shown_metric
+
+    root = _zero_em_cells(tmp_path / "results")
+    assert shown_metric(root, "em") == ("f1", "EM is 0 in every cell, so these figures show F1 (madara plot --metric em draws EM anyway)")
+    figures, _ = build_figures(root)
+    by_stem = {f.stem: f for f in figures}
+    bars = by_stem["em_by_strategy"]
+    assert (bars.metric, bars.title) == ("f1", "F1 by strategy") and bars.caption.startswith("EM is 0 in every cell, so these figures show F1")
+    assert by_stem["cost_vs_em"].title == "Cost vs F1" and by_stem["cost_vs_em"].metric == "f1"
+    # The bars are F1's (23% and 11.5%), not empty frames at 0.
+    heights = sorted(round(p.get_height(), 1) for p in bars.fig.axes[0].patches)
+    assert heights == [11.5, 23.0]
+    # An asked-for metric is kept; an informative EM is kept; contains stands in when F1 is 0 too.
+    assert shown_metric(root, "f1") == ("f1", "") and shown_metric(root, "contains") == ("contains", "")
+    write_cell(tmp_path / "some", "demo", "smollm2-135m", "mini", "nf", [0], n=5)
+    assert shown_metric(tmp_path / "some", "em") == ("em", "")
+    write_cell(tmp_path / "flat", "demo", "smollm2-135m", "mini", "nf", predictions=[{"em": 0, "f1": 0.0, "contains": 1}, {"em": 0, "f1": 0.0}])
+    assert shown_metric(tmp_path / "flat", "em")[0] == "contains"
+
+
+def _inside(fig, ax, artists) -> list[str]:
+    """The texts among ``artists`` whose drawn box leaves ``ax``'s frame."""
+    fig.canvas.draw()
+    frame = ax.get_window_extent()
+    bad = []
+    for a in artists:
+        box = a.get_window_extent()
+        if box.x0 < frame.x0 - 1 or box.x1 > frame.x1 + 1 or box.y0 < frame.y0 - 1 or box.y1 > frame.y1 + 1:
+            bad.append(a.get_text())
+    return bad
+
+
+def test_points_and_their_names_stay_inside_the_axes(tmp_path: Path):
+    """Our degenerate pair (NF 0, no ρ̂1) sat under the axis labels; a pair at NF 100
+    would hang its name off the right edge."""
+    from madara_cli.tables.plots import NO_RHO, draw_cost_vs_em, draw_routing_map
+
+    root = tmp_path / "results"
+    write_probe(root, "smollm2-135m", "mini", None, "degenerate", "pde", em_nf=0.0, per_query=None)
+    write_probe(root, "qwen3-8b", "mini", [0.95, 0.5, 0.1], "quality-ordered", "atf", em_nf=1.0)
+    from madara_cli.results.stored import load_results
+
+    results = load_results(root)
+    fig = draw_routing_map([results.probe(m, "mini") for m in ("smollm2-135m", "qwen3-8b")])
+    ax = fig.axes[0]
+    (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+    points = np.concatenate([c.get_offsets() for c in ax.collections if len(c.get_offsets())])
+    assert len(points) == 10 + 2  # the paper's ten pairs and our two
+    assert all(x0 < x < x1 and y0 < y < y1 for x, y in points), points
+    assert [0.0, NO_RHO] in points.tolist()  # the degenerate pair, on the strip inside the frame
+    names = [t for t in ax.texts if t.get_text().startswith(("SmolLM2", "Qwen3"))]
+    assert len(names) == 2 and _inside(fig, ax, names) == []
+    root2 = tmp_path / "cost"
+    write_cell(root2, "demo", "smollm2-135m", "mini", "nf", [], n=5, calls=5)
+    write_cell(root2, "demo", "smollm2-135m", "mini", "self_consistency", [0, 1, 2, 3, 4], n=5, calls=5 * 40)
+    write_cell(root2, "demo", "smollm2-135m", "mini", "pde_random", [0, 1, 2, 3, 4], n=5, calls=5 * 38)
+    fig = draw_cost_vs_em(model_tasks(root2))
+    ax = fig.axes[0]
+    labels = [t for t in ax.texts if t.get_text()]
+    assert {t.get_text() for t in labels} == {"NF", "PDE-Random", "Self-Consistency"} and _inside(fig, ax, labels) == []
+
+
+def test_one_colour_per_strategy_in_every_figure(results: Path):
+    """The palette is defined once (madara_cli.tables.palette): a strategy's bars, its
+    cost point and its route on the map share its one colour, and no two strategies
+    (nor Figure 2's class colours) share one."""
+    from matplotlib.colors import to_hex
+
+    from madara_cli import paper as pv
+    from madara_cli.tables.figure import Figure
+    from madara_cli.tables.palette import NOT_QUALITY_ORDERED, QUALITY_ORDERED, STRATEGY_COLOURS, strategy_colour
+    from madara_cli.tables.plots import build_figures
+
+    assert set(STRATEGY_COLOURS) == set(pv.STRATEGY_LABELS)
+    assert len({*STRATEGY_COLOURS.values(), QUALITY_ORDERED, NOT_QUALITY_ORDERED}) == len(STRATEGY_COLOURS) + 2
+    figures, _ = build_figures(results)
+    by_stem: dict[str, Figure] = {f.stem: f for f in figures}
+    mini = next(t for t in model_tasks(results) if t.model == "smollm2-135m")
+    bars = [ax for ax in by_stem["em_by_strategy"].fig.axes if ax.get_title() == "SmolLM2-135M · Mini"][0]
+    assert [to_hex(p.get_facecolor()) for p in bars.patches] == [strategy_colour(p.strategy).lower() for p in mini.points]
+    cost = [ax for ax in by_stem["cost_vs_em"].fig.axes if ax.get_title().startswith("SmolLM2-135M · Mini")][0]
+    drawn = {to_hex(c.get_facecolor()[0]) for c in cost.collections if len(c.get_offsets()) == 1 and c.get_facecolor().size}
+    assert {strategy_colour(p.strategy).lower() for p in mini.points} <= drawn
+    routes = {to_hex(c.get_edgecolor()[0]) for c in by_stem["routing_map"].fig.axes[0].collections if len(c.get_offsets())}
+    assert {strategy_colour(r).lower() for r in ("pde", "sda", "atf", "cot")} <= routes
+    assert by_stem["routing_map"].strategies[:4] == ("pde", "atf", "cot", "sda")  # the paper's routes, in Table 2's order

@@ -31,6 +31,23 @@ def page(tmp_path_factory) -> Path:
     return write_report(root).path
 
 
+def demo_results(root: Path) -> Path:
+    """What `make demo` leaves on the embedded model: NF and madara on mini with EM 0 in
+    every cell (F1 and contains above 0), and a degenerate probe at NF 0 routed to PDE."""
+    rows = [{"em": 0, "f1": f1, "contains": c} for f1, c in ((0.5, 1), (0.0, 0), (0.25, 1), (0.0, 0), (0.4, 1))]
+    write_cell(root, "demo", "smollm2-135m", "mini", "nf", predictions=rows, calls=5, provenance=PROV)
+    write_cell(root, "demo", "smollm2-135m", "mini", "madara", predictions=[{**r, "f1": r["f1"] / 2, "extra": {"route": "pde"}} for r in rows],
+               calls=5 * 23, provenance=PROV, madara={"route": "pde", "reason": "NF EM 0% < τ_NF 30% → per-document isolation (PDE)"})
+    write_probe(root, "smollm2-135m", "mini", None, "degenerate", "pde", n=2, em_nf=0.0, per_query=None,
+                reason="NF EM 0% < τ_NF 30% → per-document isolation (PDE)")
+    return root
+
+
+@pytest.fixture(scope="module")
+def demo_page(tmp_path_factory) -> Path:
+    return write_report(demo_results(tmp_path_factory.mktemp("demo") / "results")).path
+
+
 def test_report_shows_tables_routing_provenance_and_figures(page: Path):
     assert page == page.parent.parent / "report" / "index.html"
     text = page.read_text(encoding="utf-8")
@@ -44,7 +61,9 @@ def test_report_shows_tables_routing_provenance_and_figures(page: Path):
     assert cells.count("<code>smollm2-135m__mini__") == 8
     assert "llamacpp (llama-cpp-python 0.3.36)" in cells and "git 0123456789ab" in cells and "limit=10 strategy.scoring=logprob" in cells
     assert "wall 60.0 s; engine 12.5 s" in cells
-    assert len(re.findall(r'<img alt="[^"]*" src="data:image/png;base64,', text)) == 6  # 4 plots + Figure 2 on two benchmarks
+    # One figure per model-task and per benchmark (each fits a column of the page): EM and cost for two
+    # model-tasks, the one routing map, ρ̂1..3 for two benchmarks, Figure 2 on two benchmarks.
+    assert len(re.findall(r'<img alt="[^"]*" src="data:image/png;base64,', text)) == 2 + 2 + 1 + 2 + 2
     # Self-contained: nothing to fetch (no script, no outside stylesheet, font or image).
     assert "<script" not in text
     assert not re.findall(r'(?:src|href)="(?!data:|#)', text)
@@ -80,7 +99,7 @@ def test_madara_report_cli(page: Path, tmp_path: Path, monkeypatch, capsys):
     code, stdout, stderr = cli("report", "--results", str(root), "--open", monkeypatch=monkeypatch, capsys=capsys)
     assert code == 0, stderr
     path = root / "report" / "index.html"
-    assert f"wrote {path} ({len(TABLES)} tables, 6 figures)" in stdout
+    assert f"wrote {path} ({len(TABLES)} tables, 9 figures)" in stdout
     assert opened == [path.resolve().as_uri()]
     code, _, err = cli("report", "--results", str(tmp_path / "nothing"), monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, "no results folder at")
@@ -134,3 +153,72 @@ def test_page_loads_with_no_console_error_and_every_image_renders(page: Path, tm
     # The page is the only thing it loads: data URIs are not requests, and nothing goes out.
     assert [u for u in requests if not u.startswith("data:")] == [page.resolve().as_uri()]
     assert not _blank(tmp_path / "full.png")
+
+
+# In the page: every element that names a strategy, with its colour, and every figure's
+# pixels counted per strategy colour (a canvas reads the embedded PNGs; a data URI does
+# not taint it), at the two widths the report is read at.
+_GLANCE = """() => {
+  const rgb = el => getComputedStyle(el).backgroundColor.match(/\\d+/g).slice(0, 3).map(Number);
+  const swatches = [...document.querySelectorAll('[data-strategy]')].map(el => [el.dataset.strategy, rgb(el).join(',')]);
+  const colour = {};
+  for (const [s, c] of swatches) colour[s] = c.split(',').map(Number);
+  const figures = [...document.querySelectorAll('figure[data-stem]')].map(f => {
+    const img = f.querySelector('img');
+    const canvas = document.createElement('canvas');
+    canvas.width = img.naturalWidth; canvas.height = img.naturalHeight;
+    const ctx = canvas.getContext('2d');
+    ctx.drawImage(img, 0, 0);
+    const data = ctx.getImageData(0, 0, canvas.width, canvas.height).data;
+    const wanted = (f.dataset.strategies || '').split(' ').filter(Boolean);
+    const counts = Object.fromEntries(wanted.map(s => [s, 0]));
+    for (let i = 0; i < data.length; i += 4) {
+      for (const s of wanted) {
+        const c = colour[s];
+        if (c && Math.abs(data[i] - c[0]) < 6 && Math.abs(data[i + 1] - c[1]) < 6 && Math.abs(data[i + 2] - c[2]) < 6) counts[s]++;
+      }
+    }
+    return {stem: f.dataset.stem, metric: f.dataset.metric, shown: img.getBoundingClientRect().width, counts,
+            caption: f.querySelector('figcaption').textContent};
+  });
+  return {swatches, figures, svgs: document.querySelectorAll('svg').length,
+          maps: document.querySelectorAll('figure[data-stem="routing_map"]').length,
+          overflow: document.documentElement.scrollWidth - document.documentElement.clientWidth};
+}"""
+
+
+@needs_chromium
+@pytest.mark.parametrize("width", [1400, 800])
+def test_the_demos_page_tells_its_story_at_a_glance(demo_page: Path, page: Path, tmp_path: Path, width: int):
+    """The issue's check, in Chromium: non-empty figures (EM is 0 on the demo, so they
+    show F1 and say so), exactly one routing map, one colour per strategy everywhere on
+    the page, and nothing wider than the window."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright not installed (the dev extra)")
+    seen = {}
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS[1:])
+        try:
+            for name, url in (("demo", demo_page), ("like", page)):
+                tab = browser.new_page(viewport={"width": width, "height": 1000})
+                tab.goto(url.resolve().as_uri(), wait_until="load")
+                seen[name] = tab.evaluate(_GLANCE)
+                tab.screenshot(path=str(tmp_path / f"{name}-{width}.png"), full_page=True)
+                tab.close()
+        finally:
+            browser.close()
+    for name, got in seen.items():
+        colours: dict[str, set[str]] = {}
+        for strategy, colour in got["swatches"]:
+            colours.setdefault(strategy, set()).add(colour)
+        assert all(len(c) == 1 for c in colours.values()), (name, colours)  # one colour per strategy on the whole page
+        assert len({next(iter(c)) for c in colours.values()}) == len(colours), (name, colours)  # and no colour for two
+        assert got["maps"] == 1 and got["svgs"] == 0, name  # one routing map, the figure; no hand-drawn SVG beside it
+        assert got["overflow"] <= 0, (name, got["overflow"])
+        for fig in got["figures"]:
+            assert 0 < fig["shown"] <= width, (name, fig["stem"], fig["shown"])
+            for strategy, count in fig["counts"].items():  # every strategy a figure colours is drawn in it, in its colour
+                assert count >= 30, (name, fig["stem"], strategy, count)
+    demo = {f["stem"]: f for f in seen["demo"]["figures"]}
+    assert demo["em_by_strategy-1"]["metric"] == "f1" and demo["em_by_strategy-1"]["caption"].startswith("F1 by strategy. EM is 0 in every cell")
+    assert demo["em_by_strategy-1"]["counts"]["nf"] > 2000 and demo["em_by_strategy-1"]["counts"]["madara"] > 1000  # bars, not empty frames
+    assert not _blank(tmp_path / f"demo-{width}.png")

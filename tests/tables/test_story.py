@@ -54,15 +54,29 @@ def test_the_page_opens_with_the_cards(page: Path):
 
 
 def test_the_routing_map_has_the_papers_ten_pairs_beside_ours(page: Path):
+    """One routing map on the page, the matplotlib figure: the paper's ten pairs (hollow,
+    numbered, keyed beside the axes) and ours (filled, named), coloured by the route."""
+    from matplotlib.colors import to_hex
+
+    from madara_cli.tables.palette import strategy_colour
+    from madara_cli.tables.plots import build_figures
+
     text = page.read_text(encoding="utf-8")
-    svg = text.split('id="map"')[1].split("</svg>")[0]
-    titles = re.findall(r"<title>([^<]*)</title>", svg)
-    paper, ours = [t for t in titles if t.startswith("paper: ")], [t for t in titles if t.startswith("ours: ")]
-    assert len(paper) == len(pv.ROUTING_PAIRS) == 10 and len(ours) == 2
+    assert text.count('data-stem="routing_map"') == 1 and "<svg" not in text  # no hand-drawn second map, no table of it
+    figures, _ = build_figures(page.parent.parent)
+    fig = next(f for f in figures if f.stem == "routing_map").fig
+    ax = fig.axes[0]
+    points = [(tuple(c.get_offsets()[0]), to_hex(c.get_edgecolor()[0]), to_hex(c.get_facecolor()[0])) for c in ax.collections
+              if len(c.get_offsets()) == 1]
+    hollow = [(xy, edge) for xy, edge, face in points if face == "#ffffff"]
+    filled = [(xy, face) for xy, edge, face in points if face != "#ffffff"]
+    assert len(hollow) == len(pv.ROUTING_PAIRS) == 10 and len(filled) == 2
     # Table 2's values: Mistral-7B CONFLICTS sits at NF 18.1, ρ̂1 0.35 and routes to PDE.
-    assert any(t.startswith("paper: Mistral-7B-v0.3 · Conflicts, NF 18.1%, ρ̂1 +0.35, Quality-Ordered → PDE") for t in paper)
-    assert any(t.startswith("ours: SmolLM2-135M · Mini, NF 30.0%, ρ̂1 +0.31, Stochastic → PDE") for t in ours)
-    assert "<script" not in svg and "onload" not in svg
+    assert ((18.1, 0.35), strategy_colour("pde").lower()) in [((round(x, 2), round(y, 2)), c) for (x, y), c in hollow]
+    assert ((30.0, 0.31), strategy_colour("pde").lower()) in [((round(x, 2), round(y, 2)), c) for (x, y), c in filled]
+    key = " ".join(t.get_text() for t in fig.texts)
+    assert " 3  Mistral-7B-v0.3 · Conflicts → PDE" in key and "10  Gemma-2-9B · FEVER → ATF" in key
+    assert {t.get_text() for t in ax.texts} >= {"SmolLM2-135M · Mini", "Llama-3.1-8B · Conflicts", *map(str, range(1, 11))}
 
 
 def test_tables_without_a_value_of_ours_are_folded(page: Path):
@@ -70,7 +84,9 @@ def test_tables_without_a_value_of_ours_are_folded(page: Path):
 
     text = page.read_text(encoding="utf-8")
     root = page.parent.parent
-    folded = set(re.findall(r'<details class="fold"><summary>.*?</summary>\n<div class="table" id="([^"]+)"', text))
+    fold = text.split('<details class="fold">')[1].split("</section>")[0]  # one compact list of them all
+    folded = set(re.findall(r'<li><details><summary>[^<]*(?:<code>[^<]*</code>[^<]*)*</summary><div class="table" id="([^"]+)"', fold))
+    assert fold.count("<li><details>") == len(folded) and f"{len(folded)} more paper table(s) with no cell of ours yet" in fold
     ours = {name for name in TABLES if holds_ours(build_table(name, root))}
     assert folded == set(TABLES) - ours
     assert "table1" in ours and folded  # Llama NF on CONFLICTS is ours; most tables here are the paper's alone

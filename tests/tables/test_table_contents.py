@@ -261,11 +261,13 @@ def test_table7_aggregation_rows_and_other_pairs(tmp_path):
     write_cell(tmp_path, g, "qwen3-8b", "conflicts", "rrf", range(6), f1=0.65)
     write_cell(tmp_path, g, "mistral-7b", "fever", "sda", range(5))
     df = build_table("table7", tmp_path).set_index("Method")
-    assert tuple(df.loc["3-Agent"]) == ("60.0 / 62.4 (−2.4)", "0.700 / 0.695 (+0.005)")
-    assert tuple(df.loc["RRF (k=60)"]) == ("60.0 / 61.6 (−1.6)", "0.650 / 0.678 (−0.028)")
-    assert tuple(df.loc["SDA+CoT"]) == ("— / 63.9", "— / 0.695")
+    # F1 in percent like EM (the paper prints it as a fraction): one unit on every table.
+    assert list(df.columns) == ["EM (%)", "Token F1 (%)"]
+    assert tuple(df.loc["3-Agent"]) == ("60.0 / 62.4 (−2.4)", "70.0 / 69.5 (+0.5)")
+    assert tuple(df.loc["RRF (k=60)"]) == ("60.0 / 61.6 (−1.6)", "65.0 / 67.8 (−2.8)")
+    assert tuple(df.loc["SDA+CoT"]) == ("— / 63.9", "— / 69.5")
     # A pair the paper does not print gets its own rows, one per aggregation.
-    assert tuple(df.loc["SDA — Mistral-7B-v0.3 × FEVER"]) == ("50.0 / n/a", "0.500 / n/a")
+    assert tuple(df.loc["SDA — Mistral-7B-v0.3 × FEVER"]) == ("50.0 / n/a", "50.0 / n/a")
     assert tuple(df.loc["RRF — Mistral-7B-v0.3 × FEVER"]) == ("— / n/a", "— / n/a")
     assert len(df) == 4 + 4
 
@@ -281,8 +283,9 @@ def test_table9_calibration_nf(tmp_path):
         "20.0 / 13.9 (+6.1)",
         "90.0 / 88.7 (+1.3)",
         "30.0 / 29.8 (+0.2)",
-        "30.0 / 30.0 (+0.0)",
+        "30.0 (setting)",  # a constant both sides set: never shown as a measured agreement
     )
+    assert any(n.endswith("τ_static is a setting, not a measurement: the router's default τ_NF, the paper's value.") for n in df.attrs["notes"])
     assert cells(row(df, Model="Qwen3-8B"), "NF CFL", "NF TQA") == ("— / 60.8", "20.0 (F1 20.0, cont. 20.0) / n/a")
     assert FLOOR_NOTE in df.attrs["notes"]
 
@@ -411,9 +414,10 @@ def test_table_g1_token_f1(tmp_path):
     write_cell(tmp_path, "demo", "smollm2-135m", "mini", "nf", [0], n=4)  # F1 1/4
     df = build_table("table_g1", tmp_path)
     assert len(df) == 10 + 1  # the ten routing pairs and the demo's pair
-    assert cells(row(df, Model="Llama-3.1-8B", Task="Conflicts"), "NF", "PDE", "CoT") == ("0.250 / n/a", "0.560 / n/a", "— / n/a")
-    assert row(df, Model="SmolLM2-135M", Task="Mini")["NF"] == "0.250 / n/a"
-    assert any("Llama-3.1-8B F1 NF 0.256, PDE 0.560" in n for n in df.attrs["notes"])
+    # Percent, as Table 2 prints EM (the paper's 0.309 reads 30.9 here).
+    assert cells(row(df, Model="Llama-3.1-8B", Task="Conflicts"), "NF", "PDE", "CoT") == ("25.0 / n/a", "56.0 / n/a", "— / n/a")
+    assert row(df, Model="SmolLM2-135M", Task="Mini")["NF"] == "25.0 / n/a"
+    assert any("Llama-3.1-8B F1 (%) NF 25.6, PDE 56.0" in n for n in df.attrs["notes"])
 
 
 # --- every table has a content test ---------------------------------------------------------------------

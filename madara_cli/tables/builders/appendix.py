@@ -7,13 +7,13 @@ import numpy as np
 
 from madara_cli import paper as pv
 from madara_cli.strategies.assessed import ATFConfig
-from madara_cli.tables.builders.common import benchmark_label, model_label, number, our_em, strategy_label, table_pairs
+from madara_cli.tables.builders.common import benchmark_label, marked, model_label, number, our_em, percent_f1, strategy_label, table_pairs
 from madara_cli.tables.declare import Built, table
 from madara_cli.tables.lookup import Results
 from madara_cli.tables.pairs import pair
 
 
-@table("table_g1", "Table G.1: Token F1 (paper values not in the text)", grid="table2")
+@table("table_g1", "Table G.1: Token F1 (%; paper values not in the text)", grid="table2")
 def table_g1(res: Results, grid: str) -> Built:
     """Table G.1: Token F1 for every model × benchmark × method; the paper's values are not in its text."""
     strategies = ("nf", "three_agent", "cot", "sda", "sda_cot", "atf", "pde", "madara")
@@ -22,11 +22,11 @@ def table_g1(res: Results, grid: str) -> Built:
         row = {"Model": model_label(model), "Task": benchmark_label(benchmark)}
         for s in strategies:
             cell = res.find(model, benchmark, s, grid)
-            row[strategy_label(s)] = pair(None if cell is None else cell.f1, None, digits=3)
+            row[strategy_label(s)] = pair(marked(percent_f1(cell), cell), None)
         rows.append(row)
-    quoted = ", ".join(f"{strategy_label(s)} {v:.3f}" for (_, s), v in pv.APPENDIX_M_F1.items())
+    quoted = ", ".join(f"{strategy_label(s)} {100 * v:.1f}" for (_, s), v in pv.APPENDIX_M_F1.items())
     notes = [
-        f"Table G.1's values are not in the paper's text (paper column n/a). Appendix M quotes Llama-3.1-8B F1 {quoted} (benchmark not named; likely CONFLICTS). FEVER F1 equals EM."
+        f"Table G.1's values are not in the paper's text (paper column n/a). Appendix M quotes Llama-3.1-8B F1 (%) {quoted} (benchmark not named; likely CONFLICTS). FEVER F1 equals EM."
     ]
     return rows, notes
 
@@ -60,7 +60,7 @@ def table_polarization(res: Results, grid: str) -> Built:
         for strategy in ("three_agent", "cot"):
             cell = res.find(model, benchmark, strategy, grid)
             rate = polarization_rate(cell.assessment) if cell else None
-            rates.append(None if rate is None else 100.0 * rate)
+            rates.append(None if rate is None else marked(100.0 * rate, cell))
         drop = rates[0] - rates[1] if None not in rates else None
         printed_drop = paper[0] - paper[1] if None not in paper else None
         rows.append(
@@ -99,9 +99,9 @@ def table_b_atf(res: Results, grid: str) -> Built:
                 "Model": model_label(model),
                 "Task": benchmark_label(benchmark),
                 "n": pair(float(len(kept)) if kept else None, paper.get("n"), digits=0),
-                "Keeps all top-5 (%)": pair(keep_all, paper.get("keep_all_pct")),
-                "Mean μ": pair(float(np.mean(mus)) if mus else None, paper.get("mu"), digits=2),
-                "Mean docs kept": pair(float(np.mean(kept)) if kept else None, paper.get("mean_kept")),
+                "Keeps all top-5 (%)": pair(marked(keep_all, cell), paper.get("keep_all_pct")),
+                "Mean μ": pair(marked(float(np.mean(mus)), cell) if mus else None, paper.get("mu"), digits=2),
+                "Mean docs kept": pair(marked(float(np.mean(kept)), cell) if kept else None, paper.get("mean_kept")),
             }
         )
     notes = [

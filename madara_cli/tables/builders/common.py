@@ -58,12 +58,28 @@ def our_em(res: Results, model: str, benchmark: str, strategy: str, grid: str | 
     """Our EM in % for a cell, or None when it has not run."""
     cell = res.find(model, benchmark, strategy, grid, retrievers)
     return None if cell is None or cell.em is None else Measured(100.0 * cell.em, cell.n, cell.f1, cell.contains,
-                                                                 (cell.model, cell.benchmark, cell.strategy, cell.metric), cell.key)
+                                                                 (cell.model, cell.benchmark, cell.strategy, cell.metric), cell.key,
+                                                                 degraded=cell.degraded)
 
 
 def percent(cell: StoredCell | None) -> float | None:
-    """A cell's score in %, as a plain number (unlike :func:`our_em`, no F1 and contains beside a low one)."""
-    return None if cell is None or cell.em is None else 100 * cell.em
+    """A cell's score in %, as a plain number (unlike :func:`our_em`, no F1 and contains
+    beside a low one), marked when the cell is degraded."""
+    if cell is None or cell.em is None:
+        return None
+    return Measured(100 * cell.em, degraded=True) if cell.degraded else 100 * cell.em
+
+
+def marked(value: float | None, cell: StoredCell | None) -> float | None:
+    """``value`` read from ``cell``, carrying the degraded mark when the cell is degraded."""
+    if value is None or cell is None or not cell.degraded:
+        return value
+    return Measured(float(value), degraded=True)
+
+
+def percent_f1(cell: StoredCell | None) -> float | None:
+    """A cell's token F1 in %, as every rate in the tables (the paper prints F1 as a fraction)."""
+    return None if cell is None or cell.f1 is None else 100 * cell.f1
 
 
 def mean_of_all(values: Sequence[float | None]) -> float | None:

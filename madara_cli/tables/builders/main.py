@@ -16,6 +16,7 @@ from madara_cli.tables.builders.common import (
     model_label,
     our_em,
     percent,
+    percent_f1,
     routing_nf,
     routing_nf_note,
     strategy_label,
@@ -23,7 +24,7 @@ from madara_cli.tables.builders.common import (
 )
 from madara_cli.tables.declare import Built, table
 from madara_cli.tables.lookup import DENSE, PROBES_GRID, RERANK, SPARSE, Results
-from madara_cli.tables.pairs import MISSING, pair, pair_text
+from madara_cli.tables.pairs import MISSING, pair, pair_text, setting
 
 
 @table("table1", "Table 1: PDE component ablation (EM %)", grid="table1")
@@ -133,7 +134,8 @@ def table5(res: Results, grid: str) -> Built:
 
 @table("table7", "Table 7: SDA vs RRF on Qwen3-8B × CONFLICTS", grid="table7")
 def table7(res: Results, grid: str) -> Built:
-    """Table 7: SDA vs RRF aggregation on Qwen3-8B × CONFLICTS (EM %, Token F1)."""
+    """Table 7: SDA vs RRF aggregation on Qwen3-8B × CONFLICTS (EM %, Token F1 %: the
+    paper prints F1 as a fraction; here it is in percent, as every other rate)."""
     rows = []
     for (model, benchmark, strategy), (em, f1) in pv.TABLE7.items():
         cell = res.find(model, benchmark, strategy, grid)
@@ -141,7 +143,7 @@ def table7(res: Results, grid: str) -> Built:
             {
                 "Method": strategy_label(strategy) + (" (k=60)" if strategy == "rrf" else ""),
                 "EM (%)": pair(percent(cell), em),
-                "Token F1": pair(None if cell is None else cell.f1, f1, digits=3),
+                "Token F1 (%)": pair(percent_f1(cell), 100 * f1, digits=1),
             }
         )
     for model, benchmark in table_pairs(res, (), [s for (_, _, s) in pv.TABLE7]):
@@ -153,7 +155,7 @@ def table7(res: Results, grid: str) -> Built:
                 {
                     "Method": f"{strategy_label(strategy)} — {model_label(model)} × {benchmark_label(benchmark)}",
                     "EM (%)": pair(percent(cell), None),
-                    "Token F1": pair(None if cell is None else cell.f1, None, digits=3),
+                    "Token F1 (%)": pair(percent_f1(cell), None),
                 }
             )
     return rows, ["All four rows share the same underlying 3-agent scores (response cache)."]
@@ -170,10 +172,10 @@ def table9(res: Results, grid: str) -> Built:
             nf, source = routing_nf(res, model, benchmark, grid)
             used.append(source)
             row[label] = pair(nf, pv.TABLE9[(model, benchmark, "nf")])
-        row["τ_static"] = pair(pv.TAU_NF, pv.TABLE9_TAU_STATIC)
+        row["τ_static"] = setting(pv.TAU_NF, pv.TABLE9_TAU_STATIC)
         rows.append(row)
     notes = [
-        "The paper prints a dash for strong models' TriviaQA NF (shown n/a): the routing rule does not use it. τ_static (ours) is the router default.",
+        "The paper prints a dash for strong models' TriviaQA NF (shown n/a): the routing rule does not use it. τ_static is a setting, not a measurement: the router's default τ_NF, the paper's value.",
         routing_nf_note(res, used) + " The paper's caption calls these calibration NF; its values equal Table 2's NF on the evaluated set.",
     ]
     return rows, notes

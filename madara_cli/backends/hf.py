@@ -1,0 +1,300 @@
+"""Hugging Face transformers backend (``backend=hf``): the engine most researchers
+already have, ``AutoModelForCausalLM`` in madara's own process, batched as
+lm-evaluation-harness's ``hf`` model is (the engine itself: :mod:`.hf_engine`).
+
+What it loads (``model.hf_source``, as on vLLM): ``hub`` is ``model.hf_id`` at
+``model.revision``; ``gguf`` is the folder made once from ``model.gguf``
+(:func:`~madara_cli.backends.weights.hf_folder_from_gguf`, so the embedded SmolLM2 runs
+by name); anything else is a local model folder. Settings (``configs/backend/hf.yaml``):
+
+* ``device``: ``auto`` (CUDA, else Apple's MPS, else the CPU), ``cpu``, ``cuda``,
+  ``cuda:N``, ``mps``; ``device_map`` (``auto``, ``balanced``, ...) instead spreads a
+  model larger than one GPU over all of them (accelerate's placement).
+* ``dtype``: null is bfloat16 on a GPU and float32 on the CPU (the embedded model's
+  weights are a GGUF's Q4_1 blocks dequantised, which float32 holds exactly).
+* ``adapter``: a PEFT adapter folder (a LoRA not merged into its base), applied on load.
+* ``micro_batch``: rows per ``generate`` call or forward pass; ``batch_size``: requests
+  the response cache hands over at once (sorted by length inside, reported per
+  micro-batch); ``n_threads``: torch's CPU threads (null: on the CPU, the physical
+  cores other processes leave free, as for llama.cpp: torch's threads also spin while
+  they wait for each other: with the load average at 4 on 2 cores, a forward pass of
+  3 x 300 tokens of the embedded model took 25 s on two threads and 14 s on one; the
+  logits were bit-identical).
+
+**Identity.** The fingerprint (the response cache's model identity) and the cell key
+hold what the weights *are*, not where they lie: the hub commit (read from the local
+hub cache, as vLLM's: ``loads_hub``), the GGUF's hash, or a digest of a local folder's
+files (``model_inputs``); the adapter by a digest of its files (``backend.adapter`` is an
+input field); and, in the setting's place, the dtype and device kind ``auto`` and null
+resolve to here (``resolves``: a GPU machine and a laptop are not the same numbers). All
+of it is composed in :mod:`madara_cli.composition.identify` with every other engine's;
+the digests are :mod:`madara_cli.config.identity`'s, memoised on each file's stamp, so a
+multi-gigabyte folder is read once. The fingerprint adds the context length and the
+transformers, torch (and, with an adapter, peft) releases.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from omegaconf import DictConfig
+
+from madara_cli.backends.base import Backend, BackendSpec, installed_version, register_backend
+from madara_cli.backends.chat import ChatSettings
+from madara_cli.backends.weights import (
+    COMMIT,
+    file_fingerprint,
+    hf_folder_from_gguf,
+    hf_source_inputs,
+    loads_hub_source,
+    resolve_gguf,
+    resolved_revision,
+)
+from madara_cli.config.identity import folder_digest
+from madara_cli.config.schema import BackendConfig, input_field
+from madara_cli.errors import BackendError, ConfigError
+
+GPU_DTYPE = "bfloat16"
+CPU_DTYPE = "float32"
+DEVICE_KINDS = ("cpu", "cuda", "mps")
+
+
+@dataclass
+class HFConfig(BackendConfig):
+    """``backend=hf``'s settings (the model's length, revision and hf_source are model.*)."""
+
+    batch_size: int = 256
+    micro_batch: int = 16
+    device: str = "auto"
+    dtype: Optional[str] = None  # None: bfloat16 on a GPU, float32 on the CPU
+    device_map: Optional[str] = None  # accelerate's placement over several GPUs (then device is not set)
+    adapter: Optional[str] = input_field("folder", help="a PEFT adapter folder (keys hold its content)")
+    n_threads: Optional[int] = None  # torch's CPU threads; None: on the CPU, the physical cores other processes leave free
+
+
+# --------------------------------------------------------------------------- #
+# Identity, without loading a model
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """What the engine loads and how it computes, from a composed config, without
+    loading anything (``madara plan`` fingerprints the engine with it)."""
+
+    hf_id: str
+    weights: str  # "hub@<commit or revision>", "gguf:<file>:<sha>", "dir:<digest>"
+    adapter: str  # "" or "adapter:<digest>"
+    dtype: str
+    device_kind: str
+    max_len: int
+    transformers: str
+    torch: str
+    peft: str
+    chat: ChatSettings = ChatSettings()
+
+    def resolved(self) -> dict[str, str]:
+        """What ``backend.dtype`` and ``backend.device`` resolve to here (keys hold these)."""
+        return {"dtype": self.dtype, "device": self.device_kind}
+
+    def fingerprint(self) -> str:
+        adapter = f":{self.adapter}:peft-{self.peft}" if self.adapter else ""
+        # ":rows": each row sampled from a generator of its own (hf_engine.RowSampler)
+        return (f"hf:{self.hf_id}@{self.weights}{adapter}:{self.dtype}:{self.device_kind}:len{self.max_len}"
+                f":transformers-{self.transformers}:torch-{self.torch}:rows{self.chat.fingerprint()}")
+
+
+def _source(cfg: DictConfig) -> str:
+    return str(cfg.model.get("hf_source") or "hub")
+
+
+def weights_identity(cfg: DictConfig) -> str:
+    model = cfg.model
+    source = _source(cfg)
+    if source == "gguf":
+        if not model.get("gguf"):
+            raise BackendError(f"model {model.name} has hf_source: gguf but no model.gguf file")
+        return file_fingerprint(resolve_gguf(str(model.gguf)))
+    if source == "hub":
+        return f"hub@{resolved_revision(str(model.hf_id), str(model.revision)) or model.revision}"
+    return f"dir:{folder_digest(_model_folder(source))[:16]}"
+
+
+def _model_folder(source: str) -> Path:
+    folder = Path(source).expanduser()
+    if not (folder / "config.json").is_file():
+        raise BackendError(f"model.hf_source={source}: no config.json there (a Hugging Face model folder, 'hub' or 'gguf')")
+    return folder
+
+
+def _adapter_folder(path: str) -> Path:
+    folder = Path(path).expanduser()
+    if not (folder / "adapter_config.json").is_file():
+        raise BackendError(f"backend.adapter={path}: no adapter_config.json there (a PEFT adapter folder, as save_pretrained writes it)")
+    return folder
+
+
+def _have(module: str) -> bool:
+    if module in sys.modules:
+        return sys.modules[module] is not None
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def device_kind(device: str, device_map: str | None) -> str:
+    """``cpu``, ``cuda`` or ``mps``: what ``device`` (or a ``device_map``) resolves to on
+    this machine. ``auto`` asks torch (imported here; without torch, ``cpu``)."""
+    if device != "auto":
+        return device.split(":")[0]
+    if not _have("torch"):
+        return "cpu"
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda"
+    if device_map is None and getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+def _check(cfg: DictConfig) -> None:
+    from madara_cli.backends.hf_engine import TORCH_DTYPES
+
+    b = cfg.backend
+    device, device_map, dtype = str(b.device), b.get("device_map"), b.get("dtype")
+    if device != "auto" and device.split(":")[0] not in DEVICE_KINDS or device.count(":") > 1 or (
+        ":" in device and not device.split(":")[1].isdigit()
+    ):
+        raise ConfigError(f"backend.device={device!r}: use auto, cpu, cuda, cuda:N or mps")
+    if device_map and device != "auto":
+        raise ConfigError("backend.device_map places the model itself: leave backend.device at auto")
+    if dtype is not None and str(dtype) not in TORCH_DTYPES:
+        raise ConfigError(f"backend.dtype={dtype!r}: use one of {', '.join(TORCH_DTYPES)} (or null: bfloat16 on a GPU, float32 on the CPU)")
+    if int(b.micro_batch) < 1:
+        raise ConfigError(f"backend.micro_batch={b.micro_batch}: at least 1")
+
+
+def engine_settings(cfg: DictConfig) -> EngineSettings:
+    _check(cfg)
+    b = cfg.backend
+    kind = device_kind(str(b.device), b.get("device_map"))
+    adapter = b.get("adapter")
+    return EngineSettings(
+        hf_id=str(cfg.model.hf_id), weights=weights_identity(cfg),
+        adapter=f"adapter:{folder_digest(_adapter_folder(str(adapter)))[:16]}" if adapter else "",
+        dtype=str(b.get("dtype") or (CPU_DTYPE if kind == "cpu" else GPU_DTYPE)), device_kind=kind,
+        max_len=int(cfg.model.max_model_len), transformers=installed_version("transformers"), torch=installed_version("torch"),
+        peft=installed_version("peft") if adapter else "", chat=ChatSettings.from_model(cfg.model),
+    )
+
+
+# --------------------------------------------------------------------------- #
+# The spec
+
+
+def weights_for(cfg: DictConfig, say=None) -> str:
+    """What ``from_pretrained`` loads: the hub id, the folder made from the GGUF, or the
+    local folder."""
+    source = _source(cfg)
+    if source == "hub":
+        return str(cfg.model.hf_id)
+    if source == "gguf":
+        lacking = [m for m in ("gguf", "accelerate") if not _have(m)]
+        if lacking and not _converted(cfg):
+            raise BackendError(f"model {cfg.model.name} is loaded from a folder made once from its GGUF, which needs "
+                               f"{' and '.join(lacking)}: pip install gguf accelerate (or set model.hf_source to a model folder)")
+        return str(hf_folder_from_gguf(str(cfg.model.gguf), say=say))
+    return str(_model_folder(source))
+
+
+def _converted(cfg: DictConfig) -> bool:
+    from madara_cli.backends.weights import gguf_folder
+
+    folder = gguf_folder(str(cfg.model.gguf))
+    return (folder / "config.json").is_file() and (folder / "madara-source.json").is_file()
+
+
+NOT_INSTALLED = "backend=hf needs torch and transformers: pip install torch transformers (on a CPU-only machine, torch's CPU wheel)"
+
+
+def _missing() -> str | None:
+    return None if _have("torch") and _have("transformers") else NOT_INSTALLED
+
+
+def _build(cfg: DictConfig) -> Backend:
+    if (why := _missing()) is not None:
+        raise BackendError(why)
+    settings = engine_settings(cfg)
+    b = cfg.backend
+    if b.get("adapter") and not _have("peft"):
+        raise BackendError("backend.adapter needs peft: pip install peft")
+    if b.get("device_map") and not _have("accelerate"):
+        raise BackendError("backend.device_map needs accelerate: pip install accelerate")
+    from madara_cli.backends.hf_engine import HFBackend, Placement
+
+    device = _device(str(b.device), settings.device_kind, b.get("device_map"))
+    weights = weights_for(cfg, say=logging.getLogger("madara_cli.progress").info)
+    hub = _source(cfg) == "hub"
+    backend = HFBackend(
+        weights=weights, placement=Placement(device=device, dtype=settings.dtype, device_map=b.get("device_map")),
+        fingerprint=settings.fingerprint(), max_len=settings.max_len,
+        revision=(settings.weights.split("@", 1)[1] if hub else None), adapter=b.get("adapter"), chat=settings.chat,
+        batch_size=int(b.batch_size), micro_batch=int(b.micro_batch), n_threads=b.get("n_threads"),
+    )
+    if hub and not COMMIT.match(settings.weights.split("@", 1)[1]):
+        # downloaded just now: the commit it named is known from here on (as on vLLM;
+        # madara prepare downloads first, so the first cell is keyed by it already)
+        backend._fingerprint = engine_settings(cfg).fingerprint()
+    return backend
+
+
+def _device(device: str, kind: str, device_map: str | None) -> str:
+    """The torch device the inputs go to; a GPU that is asked for and absent is one line."""
+    import torch
+
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise BackendError(f"backend.device={device}: torch sees no CUDA device here (torch {torch.__version__}); use backend.device=cpu")
+    if kind == "mps" and not (getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()):
+        raise BackendError(f"backend.device={device}: torch sees no MPS device here; use backend.device=cpu")
+    if device_map:
+        return "cuda:0" if kind == "cuda" else kind
+    return kind if device == "auto" else device
+
+
+def _fingerprint(cfg: DictConfig) -> str:
+    return engine_settings(cfg).fingerprint()
+
+
+def _resolves(cfg: DictConfig) -> dict[str, str]:
+    return engine_settings(cfg).resolved()
+
+
+def _prepare(cfg: DictConfig, say) -> str:
+    settings = engine_settings(cfg)
+    weights = weights_for(cfg, say=say)
+    if _source(cfg) == "hub":  # download now, so the commit keys the cells from their first run
+        try:
+            from huggingface_hub import snapshot_download
+
+            say(f"downloading {cfg.model.hf_id}@{cfg.model.revision} into the Hugging Face cache")
+            weights = snapshot_download(str(cfg.model.hf_id), revision=str(cfg.model.revision))
+        except Exception as e:  # noqa: BLE001 - offline, gated, unknown: one line
+            raise BackendError(f"could not download {cfg.model.hf_id}@{cfg.model.revision}: {' '.join(str(e).split())[:300]}") from None
+        settings = engine_settings(cfg)
+    return f"transformers loads {cfg.model.name} from {weights}; engine identity {settings.fingerprint()}"
+
+
+SPEC = register_backend(BackendSpec(
+    name="hf", schema=HFConfig, build=_build, fingerprint=_fingerprint, prepare=_prepare,
+    # the rows of a generate call change its rounding only (tests/backends/test_hf_backend.py
+    # measures it); device_map places layers; the thread count changes speed.
+    runtime_only=("batch_size", "micro_batch", "device_map", "n_threads"),
+    package="transformers", model_settings=("hf_source",), worker_threads="n_threads", missing=_missing,
+    model_inputs=hf_source_inputs, loads_hub=loads_hub_source, resolves=_resolves,
+))
