@@ -30,7 +30,8 @@ class StageProgress:
     """A ``ProgressFn`` (stage, done, total): rich bars on a terminal, log lines elsewhere
     (``log_lines`` forces either)."""
 
-    def __init__(self, console: Console | None = None, log_lines: bool | None = None):
+    def __init__(self, console: Console | None = None, log_lines: bool | None = None, unit: str = "calls"):
+        self.unit = unit  # what is counted: calls (a stage's), cells (madara plan's walk)
         self.console = console or Console(stderr=True, markup=False)
         self.log_lines = (not self.console.is_terminal) if log_lines is None else log_lines
         self._progress = Progress(
@@ -70,7 +71,7 @@ class StageProgress:
         self._progress.update(tid, completed=done, total=total)
         task = self._progress.tasks[[t.id for t in self._progress.tasks].index(tid)]
         speed = task.speed
-        self._progress.update(tid, rate=f"{speed:.1f} calls/s" if speed else "")
+        self._progress.update(tid, rate=f"{speed:.1f} {self.unit}/s" if speed else "")
 
     def cells(self, done: int, total: int, eta_s: float | None = None) -> None:
         """A grid's progress: cells done of ``total`` and the estimated time to the end
@@ -88,7 +89,7 @@ class StageProgress:
         now = time.monotonic() if now is None else now
         if name not in self._started or done == 0:
             self._started[name] = (now, now, 0)
-            log.info("%s: 0/%d calls", name, total)
+            log.info("%s: 0/%d %s", name, total, self.unit)
             return
         start, last_t, last_done = self._started[name]
         step = max(1, int(total * LOG_EVERY_FRACTION))
@@ -98,5 +99,5 @@ class StageProgress:
         elapsed = max(now - start, 1e-9)
         rate = done / elapsed
         eta = (total - done) / rate if rate > 0 else float("inf")
-        log.info("%s: %d/%d calls, %.2f calls/s, %s", name, done, total, rate,
+        log.info("%s: %d/%d %s, %.2f %s/s, %s", name, done, total, self.unit, rate, self.unit,
                  f"done in {_duration(elapsed)}" if done >= total else f"ETA {_duration(eta)}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -72,10 +72,16 @@ class ChatRequest:
     prefix: str = ""
 
     def canonical(self) -> dict[str, Any]:
-        body = asdict(self)
-        if not body["prefix"]:
-            del body["prefix"]  # keys of plain chat requests stay what they were
-        return {"kind": "chat", **body}
+        # What dataclasses.asdict gives, built directly (a cache key per request: asdict's
+        # generic deep copy was most of the cost of hashing one).
+        body: dict[str, Any] = {
+            "kind": "chat", "messages": tuple({"role": m.role, "content": m.content} for m in self.messages),
+            "max_tokens": self.max_tokens, "temperature": self.temperature, "top_p": self.top_p, "seed": self.seed,
+            "stop": tuple(self.stop),
+        }
+        if self.prefix:  # keys of plain chat requests stay what they were
+            body["prefix"] = self.prefix
+        return body
 
 
 @dataclass(frozen=True)
@@ -88,7 +94,8 @@ class ScoreRequest:
     prefix: str = ""
 
     def canonical(self) -> dict[str, Any]:
-        return {"kind": "score", **asdict(self)}
+        return {"kind": "score", "messages": tuple({"role": m.role, "content": m.content} for m in self.messages),
+                "candidates": tuple(self.candidates), "prefix": self.prefix}
 
 
 def sampling_seed(request: ChatRequest) -> int:

@@ -1,8 +1,15 @@
 """Load check for ``madara plan``: a large JSONL benchmark and corpus, wall time and peak
-memory (the figures in docs/benchmarks.md).
+memory; or a grid of many cells, cells per second (the figures in docs/benchmarks.md).
 
     python scripts/bench_plan_load.py                       # 50,000 rows, 20,000 documents
     python scripts/bench_plan_load.py --rows 5000 --docs 2000 --strategies nf pde
+    python scripts/bench_plan_load.py --cells 10000         # a grid of 10,000 cells: compose and plan, cells/s
+
+With ``--cells N`` it builds a grid of N cells (``--strategies`` x ``seed=range(...)``,
+the mini benchmark, one query a cell) and, in a fresh process each, composes every cell
+the fast way (Hydra's defaults step once per distinct group choices), composes a sample
+of them whole, and runs ``madara plan --grid`` over all of them: each as cells per second,
+the fast and whole composition side by side.
 
 Writes, in a temporary folder, a ``benchmark=jsonl`` file of ``--rows`` questions without
 documents of their own (so every one is retrieved for) and a corpus of ``--docs``
@@ -70,12 +77,65 @@ def run_plan(configs: Path, bench: Path, corpus: Path, results: Path) -> tuple[f
     return wall, (peak[-1] / 1024 if peak else float("nan")), proc.returncode
 
 
+# Composes the grid's cells in this child: every cell the fast way, then a sample whole
+# (the defaults step not remembered); prints the seconds of each.
+COMPOSE = (
+    "import importlib, sys, time\n"
+    "from madara_cli.config import load_grid\n"
+    "from madara_cli.composition import compose, load_plugins\n"
+    "from madara_cli.experiment.grid import grid_overrides\n"
+    "load_plugins()\n"
+    "cells = grid_overrides(load_grid('scale'), sys.argv[1:])\n"
+    "t0 = time.perf_counter(); [compose(o) for o in cells]; fast = time.perf_counter() - t0\n"
+    "step = max(1, len(cells) // 40); sample = cells[::step]\n"
+    "importlib.import_module('madara_cli.composition.compose')._search_state = lambda head: None\n"
+    "t0 = time.perf_counter(); [compose(o) for o in sample]; whole = time.perf_counter() - t0\n"
+    "print('COMPOSED', len(cells), fast, len(sample), whole)\n"
+)
+
+
+def grid_at_scale(n_cells: int, strategies: list[str]) -> int:
+    """Compose and plan a grid of about ``n_cells`` cells; print cells/s."""
+    seeds = max(1, n_cells // len(strategies))
+    with tempfile.TemporaryDirectory(prefix="madara-plan-scale-") as tmp:
+        folder = Path(tmp)
+        configs = folder / "configs"
+        (configs / "grid").mkdir(parents=True)
+        (configs / "grid" / "scale.yaml").write_text(
+            f"name: scale\naxes:\n  strategy: [{', '.join(strategies)}]\n"
+            "overrides: [benchmark=mini, limit=1, strategy.scoring=logprob]\n", encoding="utf-8")
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p),
+               "MADARA_CONFIG_DIR": str(configs), "COLUMNS": "100"}
+        sweep = [f"seed=range(0,{seeds})", f"results_dir={folder / 'results'}"]
+        proc = subprocess.run([sys.executable, "-c", COMPOSE, *sweep], capture_output=True, text=True, env=env)
+        line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("COMPOSED ")), None)
+        if proc.returncode != 0 or line is None:
+            print(proc.stdout[-2000:], proc.stderr[-4000:], sep="\n", file=sys.stderr)
+            return proc.returncode or 1
+        _, n, fast, n_sample, whole = line.split()
+        fast_rate, whole_rate = int(n) / float(fast), int(n_sample) / float(whole)
+        print(f"compose {int(n):,} cells: {fast_rate:,.1f} cells/s ({float(fast):.1f} s); whole, {n_sample} of them: "
+              f"{whole_rate:,.1f} cells/s; fast / whole: {fast_rate / whole_rate:.1f}x")
+        t0 = time.perf_counter()
+        plan = subprocess.run([sys.executable, "-c", CHILD, "plan", "--grid", "scale", *sweep], capture_output=True, text=True, env=env)
+        wall = time.perf_counter() - t0
+        if plan.returncode != 0:
+            print(plan.stdout[-2000:], plan.stderr[-4000:], sep="\n", file=sys.stderr)
+            return plan.returncode
+        print(f"madara plan --grid scale ({int(n):,} cells, compose included): {wall:.1f} s wall, {int(n) / wall:,.1f} cells/s")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=50_000)
     ap.add_argument("--docs", type=int, default=20_000)
-    ap.add_argument("--strategies", nargs="+", default=["nf"])
+    ap.add_argument("--strategies", nargs="+", default=None, help="default: nf (rows), nf pde three_agent sda (--cells)")
+    ap.add_argument("--cells", type=int, default=None, help="a grid of this many cells instead: compose and plan cells/s")
     args = ap.parse_args()
+    if args.cells is not None:
+        return grid_at_scale(args.cells, args.strategies or ["nf", "pde", "three_agent", "sda"])
+    args.strategies = args.strategies or ["nf"]
     with tempfile.TemporaryDirectory(prefix="madara-plan-load-") as tmp:
         folder = Path(tmp)
         t0 = time.perf_counter()

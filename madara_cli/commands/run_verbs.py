@@ -156,60 +156,49 @@ def probes_table(probes, title: str) -> Table:
 
 
 def plan(
-    grid: str = typer.Option(..., "--grid", "-g", help="Grid to estimate (madara ls grids)", autocompletion=complete_grid),
-    overrides: Optional[List[str]] = typer.Argument(None, help="Hydra overrides applied to every cell", autocompletion=complete_override),
+    overrides: Optional[List[str]] = typer.Argument(None, help="Hydra overrides: one cell (strategy=three_agent limit=5), "
+                                                    "or applied to every cell of --grid", autocompletion=complete_override),
+    grid: Optional[str] = typer.Option(None, "--grid", "-g", help="Grid to estimate (madara ls grids); without it, the one cell "
+                                       "the overrides make", autocompletion=complete_grid),
+    multirun: bool = typer.Option(False, "--multirun", "-m", help="Sweep comma-separated overrides (strategy=nf,pde seed=0,1), as run -m does"),
     results: Optional[Path] = results_option(),
     rate: Optional[float] = typer.Option(None, "--rate", help="Engine throughput in calls per second to time the uncached calls at "
-                                         "(default: the rate measured in the response cache, else by madara bench --only vllm)"),
+                                         "(default: the engine's calibration: measured in the response cache, by madara bench, or a prior)"),
+    as_json: bool = typer.Option(False, "--json", help="The plan as JSON on stdout (every number in full, and each engine's calibration)"),
+    as_csv: bool = typer.Option(False, "--csv", help="The plan as CSV on stdout: one row per strategy and the total"),
     config_dir: Optional[List[Path]] = config_dir_option(),
     include: Optional[List[Path]] = include_option(),
 ) -> None:
-    """Cells, calls, prompt and output tokens and engine time per strategy before a grid runs (finished cells count zero; a routed
-    cell's RSC probe is counted); measured numbers after."""
+    """Cells, requests, calls, prompt and output tokens and engine time per strategy before a grid or a cell runs (finished cells
+    count zero; a routed cell's RSC probe is counted; the time says which calibration it rests on); measured numbers after."""
     use_folders(config_dir, include)
+    from madara_cli.commands import plan_output
+    from madara_cli.composition import compose
     from madara_cli.config import load_grid
-    from madara_cli.experiment.grid import expand
-    from madara_cli.experiment.plan import format_per_query, paper_calls_per_query, plan_grid
+    from madara_cli.experiment.grid import expand, expand_sweep, has_sweep
+    from madara_cli.experiment.plan import plan_grid
 
-    if load_grid(grid).kind == "probes":
+    if as_json and as_csv:
+        raise UserError("--json and --csv: pick one output")
+    if grid and load_grid(grid).kind == "probes":
         raise UserError(f"grid {grid} holds probes; plan estimates strategy grids")
     if rate is not None and not rate > 0:
         raise UserError(f"--rate {rate:g}: a throughput in engine calls per second must be > 0")
-    p = plan_grid(grid, expand(grid, honoured(with_results(list(overrides or []), results))), rate=rate)
-    t = Table(title=f"plan: grid {grid} ({len(p.cells)} cells)")
-    for col in ("strategy", "cells", "requests", "per query", "probe", "Table 18", "engine calls", "already cached", "prompt tokens",
-                "output tokens ≤", "est. time", "measured cells", "measured requests", "measured calls"):
-        t.add_column(col, justify="left" if col == "strategy" else "right")
-    rows = list(p.by_strategy.items()) + [("total", p.total())]
-    for name, s in rows:
-        est = f" ({s.estimated_cells} est.)" if s.estimated_cells else ""
-        est += f" ({s.finished_cells} done)" if s.finished_cells else ""
-        per_query, paper = ("—", "—") if name == "total" else (format_per_query(s), paper_calls_per_query(name))
-        t.add_row(name, f"{s.cells}{est}", f"{s.requests:,}", per_query, f"{s.probe_requests:,}" if s.probe_requests else "—", paper,
-                  f"{s.calls:,}", f"{s.cached:,}", f"{s.prompt_tokens:,}", f"{s.output_tokens:,}", _plan_time(s),
-                  str(s.measured_cells), f"{s.measured_requests:,}" if s.measured_cells else "—", f"{s.measured_calls:,}" if s.measured_cells else "—")
-    out.print(t)
-    out.print("engine calls count work shared through the response cache once, finished cells none; prompt tokens ≈ characters / 4; "
-              "output tokens ≤: the uncached calls' max_tokens (a score request reads one token); "
-              "per query: the strategy's own scoring + other requests per query, beside Table 18's note on LLM calls per query; "
-              "probe: the requests of madara's one-time RSC probe on the calibration split (in requests); "
-              "est. time: the uncached calls at --rate, else the engine's seconds per call measured in the cache or by madara bench --only vllm "
-              "(— before any)", style="dim")
-    if p.total().estimated_cells:
-        out.print(f"{p.total().estimated_cells} cell(s) are estimates: their data is not here yet, so they were counted "
-                  "on placeholder queries (limit, else benchmark.sample capped at the known size, k passages each)", highlight=False)
-    for n in p.notes:
-        out.print(str(n), style="dim", highlight=False)
-
-
-def _plan_time(s) -> str:
-    """Estimated engine time of a plan row: "—" without a measured rate, "≥" when only
-    some of its uncached calls have one."""
-    from madara_cli.progress import _duration
-
-    uncached = s.calls - s.cached
-    if uncached <= 0:
-        return "0s"
-    if not s.timed_calls:
-        return "—"
-    return ("" if s.timed_calls + 0.5 >= uncached else "≥ ") + _duration(s.seconds)
+    overrides = honoured(with_results(list(overrides or []), results))
+    if not grid and not multirun and has_sweep(overrides):
+        raise UserError("comma-separated values sweep: add -m/--multirun (madara plan -m strategy=nf,pde), "
+                        "or quote a literal list as key=[a,b]")
+    composing = plan_output.Heartbeat("plan: composing", err)
+    try:
+        cfgs = expand(grid, overrides, progress=composing) if grid else expand_sweep(overrides, progress=composing) if multirun else [compose(overrides)]
+    finally:
+        composing.close()
+    shown = [o for o in overrides if not str(o).startswith("results_dir=")]
+    title = (f"plan: grid {grid} ({len(cfgs):,} cells)" if grid else f"plan: sweep ({len(cfgs):,} cells)" if multirun
+             else f"plan: one cell ({' '.join(shown) or 'the defaults'})")
+    walking = plan_output.Heartbeat("plan: walking", err)
+    try:
+        p = plan_grid(grid or str(cfgs[0].grid_name), cfgs, rate=rate, progress=walking)
+    finally:
+        walking.close()
+    plan_output.show(p, title, "json" if as_json else "csv" if as_csv else "table", out)

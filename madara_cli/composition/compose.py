@@ -17,6 +17,13 @@ The composed config holds plain strings for the choices.
 
 from __future__ import annotations
 
+import contextlib
+import copy
+import functools
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
@@ -79,18 +86,193 @@ def _typed_group(cfg: DictConfig, group: str, option: str) -> str | None:
         label = cfg[group].get("name", option)
         raise ConfigError(f"{group} {option}: {group}.{extra[0]} does not apply to {group} {label}; its settings: {', '.join(settings)}")
     try:
-        cfg[group] = OmegaConf.merge(OmegaConf.structured(schema), cfg[group])
+        cfg[group] = OmegaConf.merge(_structured(schema), cfg[group])
     except OmegaConfBaseException as e:
         raise ConfigError(f"{group} {option}: {group}.{getattr(e, 'key', '?')}: {_first_lines(e)}") from None
     return impl
 
 
-def compose(overrides: list[str] | None = None) -> DictConfig:
-    """Compose ``configs/config.yaml`` with Hydra overrides, validated and resolved;
-    choice settings come back as plain strings."""
+@functools.cache
+def _structured(schema: type) -> DictConfig:
+    """``OmegaConf.structured(schema)``, made once per schema (a merge copies its first
+    config, so the one made is never changed)."""
+    return OmegaConf.structured(schema)
+
+
+def _hydra_once(overrides: list[str]) -> DictConfig:
+    """Hydra's composition of ``config.yaml`` with ``overrides``, from the primary config
+    folder (the first of ``overrides`` name the search path: :func:`primary_and_searchpath`)."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=primary_and_searchpath()[0], version_base="1.3"):
+        return hydra_compose(config_name="config", overrides=list(overrides))
+
+
+# Hydra composes a config in two steps: the defaults list (config.yaml and the group
+# options chosen) is merged, then each value override (``limit=5``, ``strategy.top_k=3``,
+# ``++backend.x=1``) is laid over the result in order. The first step is most of the
+# cost (about 0.1 s a cell), and a grid repeats it for every cell with the same group
+# choices: it is made once per distinct (search path and its files, schemas, group
+# choices and Hydra settings), and each cell's value overrides are laid over a copy by
+# Hydra's own step (ConfigLoaderImpl._apply_overrides_to_config), so a composed config is
+# the same, byte for byte, as one composed whole (tests/core/test_compose_fast.py).
+_BASES: dict[tuple, bytes] = {}  # Hydra's first step, pickled
+_REPOS: dict[tuple, object] = {}
+_GROUPS: dict[tuple, bool] = {}  # (search state, key) -> whether Hydra reads the key as a config group
+_STATE_FILES_MAX = 2000  # a search path holding more yaml files than this is composed whole every time
+_RACY_S = 2.0  # a yaml file changed this recently may change again within its stamp's resolution
+
+
+def _search_state(overrides_head: tuple[str, ...]) -> tuple | None:
+    """What Hydra's first step reads besides the overrides: the search path, every yaml
+    file in it by its stamp (device, inode, size, mtime and ctime in nanoseconds), and the
+    schemas registered; None when a file changed within the last :data:`_RACY_S` seconds
+    (or the folders are too large to stamp), and the config is then composed whole."""
+    import os
+    import time
+
+    from madara_cli.config.folders import search_dirs
+    from madara_cli.config.schema import registered_schemas
+
+    primary = primary_and_searchpath()[0]
+    stamps: list[tuple] = []
+    now = time.time_ns()
+    for root in dict.fromkeys([Path(primary), *search_dirs()]):
+        for folder, dirs, files in os.walk(root):
+            dirs.sort()
+            if len(Path(folder).relative_to(root).parts) >= 3:
+                dirs.clear()
+            for name in sorted(files):
+                if not name.endswith((".yaml", ".yml")):
+                    continue
+                try:
+                    st = os.stat(os.path.join(folder, name))
+                except OSError:
+                    return None
+                if now - max(st.st_mtime_ns, st.st_ctime_ns) < _RACY_S * 1e9:
+                    return None
+                stamps.append((folder, name, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+                if len(stamps) > _STATE_FILES_MAX:
+                    return None
+    return (primary, overrides_head, tuple(stamps), registered_schemas())
+
+
+_HELD: dict[tuple, tuple | None] | None = None  # while held_state() is on: each search path's state, read once
+
+
+@contextlib.contextmanager
+def held_state() -> Iterator[None]:
+    """Compose many cells (a grid) from the config files as they are when it starts: their
+    stamps are read once, not once per cell."""
+    global _HELD
+    outer, _HELD = _HELD, (_HELD if _HELD is not None else {})
+    try:
+        yield
+    finally:
+        _HELD = outer
+
+
+def _state(head: tuple[str, ...]) -> tuple | None:
+    if _HELD is None:
+        return _search_state(head)
+    if head not in _HELD:
+        _HELD[head] = _search_state(head)
+    return _HELD[head]
+
+
+def _hydra_config(primary: str, overrides: list[str]) -> DictConfig:
+    """Hydra's composition of ``config.yaml`` with ``overrides`` (the search path's
+    ``hydra.searchpath`` first): the defaults-list step made once per distinct group
+    choices (see above), the value overrides laid over a copy of it."""
+    import pickle
+
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+
+    parsed = [o.hydra for o in parse_overrides(overrides)]
+    head = tuple(o.input_line for o in parsed if o is not None and o.key_or_group == "hydra.searchpath")
+    state = _state(head) if all(o is not None for o in parsed) else None
+    if state is None:
+        return _hydra_once(overrides)
+    if state not in _REPOS:
+        from hydra import initialize_config_dir
+        from hydra.core.global_hydra import GlobalHydra
+
+        GlobalHydra.instance().clear()
+        with initialize_config_dir(config_dir=primary, version_base="1.3"):
+            loader = GlobalHydra.instance().config_loader()
+            _REPOS[state] = loader._parse_overrides_and_create_caching_repo("config", list(head))[1]  # type: ignore[attr-defined]
+    repo = _REPOS[state]
+
+    def laid_over(o) -> bool:  # a value override, as Hydra's defaults list sorts it (not Hydra's own settings)
+        if o.is_sweep_override() or o.key_or_group == "hydra" or o.key_or_group.startswith(("hydra.", "hydra/")):
+            return False
+        if isinstance(o.value(), dict):
+            return True
+        if (state, o.key_or_group) not in _GROUPS:
+            _GROUPS[(state, o.key_or_group)] = bool(repo.group_exists(o.key_or_group))  # type: ignore[attr-defined]
+        return not _GROUPS[(state, o.key_or_group)]
+
+    sorted_out = [laid_over(o) for o in parsed]
+    values = [o for o, v in zip(parsed, sorted_out) if v]
+    base = tuple(o.input_line for o, v in zip(parsed, sorted_out) if not v)
+    key = (state, base)
+    if key not in _BASES:
+        _BASES[key] = pickle.dumps(_hydra_once(list(base)))  # a copy is unpickled per cell: 5x faster than deepcopy
+    cfg = pickle.loads(_BASES[key])
+    ConfigLoaderImpl._apply_overrides_to_config(values, cfg)
+    return cfg
+
+
+# The composed config is plain (OmegaConf.create of its resolved container): building one
+# node by node is the largest part of what a cell costs once Hydra's step is remembered,
+# and a grid's cells hold the same keys, lists of the same lengths and values of the same
+# types. So a config of each such shape is built once and kept pickled; a cell's is an
+# unpickled copy with the values that differ set one by one, the nodes create() would make.
+_PLAIN: dict[tuple, tuple[bytes, Any]] = {}
+
+
+def _shape(value: Any) -> Any:
+    if isinstance(value, dict):
+        return ("dict", tuple((k, _shape(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return ("list", tuple(_shape(v) for v in value))
+    return type(value)
+
+
+def _differences(new: Any, old: Any, path: tuple = ()) -> list[tuple[tuple, Any]]:
+    """(path, value) of every leaf of ``new`` unlike ``old``'s (the two of one shape)."""
+    if isinstance(new, dict):
+        return [d for k, v in new.items() for d in _differences(v, old[k], (*path, k))]
+    if isinstance(new, list):
+        return [d for i, v in enumerate(new) for d in _differences(v, old[i], (*path, i))]
+    return [] if new == old else [(path, new)]
+
+
+def _plain(container: dict) -> DictConfig:
+    """``OmegaConf.create(container)``, from a kept config of the same shape (see above)."""
+    import pickle
+
+    shape = _shape(container)
+    if shape not in _PLAIN:
+        made = OmegaConf.create(container)
+        _PLAIN[shape] = (pickle.dumps(made), copy.deepcopy(container))
+        return made
+    blob, seen = _PLAIN[shape]
+    cfg = pickle.loads(blob)
+    for path, value in _differences(container, seen):
+        node = cfg
+        for k in path[:-1]:
+            node = node[k]
+        node[path[-1]] = value
+    return cfg
+
+
+def compose(overrides: list[str] | None = None) -> DictConfig:
+    """Compose ``configs/config.yaml`` with Hydra overrides, validated and resolved;
+    choice settings come back as plain strings."""
     from hydra.errors import HydraException
 
     from madara_cli.config.validate import check_override_types, validate_config
@@ -105,11 +287,9 @@ def compose(overrides: list[str] | None = None) -> DictConfig:
     _no_sweeps(parsed)
     register_schemas()
     hydra_overrides, prompts = _split_prompts(parsed)
-    GlobalHydra.instance().clear()
     try:
         primary, extra = primary_and_searchpath()
-        with initialize_config_dir(config_dir=primary, version_base="1.3"):
-            cfg = hydra_compose(config_name="config", overrides=[*extra, *_force_add_settings(hydra_overrides, chosen)])
+        cfg = _hydra_config(primary, [*extra, *_force_add_settings(hydra_overrides, chosen)])
         impl = None
         for group in PLUGGABLE:
             found = _typed_group(cfg, group, chosen[group])
@@ -119,7 +299,7 @@ def compose(overrides: list[str] | None = None) -> DictConfig:
             cfg.prompts = prompts
         OmegaConf.resolve(cfg)
         cfg.overrides = list(overrides)
-        cfg = OmegaConf.create(OmegaConf.to_container(cfg, enum_to_str=True))
+        cfg = _plain(OmegaConf.to_container(cfg, enum_to_str=True))
         if impl is not None and str(impl) != str(cfg.strategy.name):  # impl == name: elided, so shipped keys stay put
             cfg.strategy.impl = str(impl)
         OmegaConf.set_struct(cfg, True)

@@ -78,6 +78,33 @@ def read_yaml(path: Path) -> Any:
         raise ConfigError(f"{path}: nested too deeply to be a config") from None
 
 
+# read_yaml's nodes by the file's stamp, for the few files every composition reads (the
+# root config.yaml and the chosen options' yaml): a grid of 10,000 cells reads each once.
+_READ: dict[tuple, Any] = {}
+_RACY_NS = 2_000_000_000  # a file changed this recently may change again within its stamp's resolution
+
+
+def read_yaml_once(path: Path) -> Any:
+    """:func:`read_yaml`, made once per file while the file stays the same (device,
+    inode, size, mtime and ctime in nanoseconds; a file changed in the last two seconds is
+    read again every time). The node is shared, so it is read-only."""
+    import time
+
+    try:
+        st = path.stat()
+    except OSError:
+        return read_yaml(path)  # read_yaml names the file and what is wrong
+    stamp = (str(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) < _RACY_NS:
+        return read_yaml(path)
+    if stamp not in _READ:
+        node = read_yaml(path)
+        if isinstance(node, (DictConfig, ListConfig)):
+            OmegaConf.set_readonly(node, True)
+        _READ[stamp] = node
+    return _READ[stamp]
+
+
 def _regular(path: Path) -> bool:
     """``path`` is a regular file (a link to one counts); a FIFO, socket or folder named
     ``*.yaml`` is never an option (opening a FIFO blocks)."""
@@ -194,7 +221,7 @@ def options(group: str) -> list[str]:
 def default_option(group: str) -> str:
     """The option of ``group`` the root ``config.yaml``'s defaults list picks."""
     root = _root_config()
-    for entry in read_yaml(root).get("defaults", []):
+    for entry in read_yaml_once(root).get("defaults", []):
         if isinstance(entry, DictConfig) and group in entry:
             return str(entry[group])
     raise ConfigError(f"{root}: its defaults list picks no {group}")
@@ -224,7 +251,7 @@ def _option_yaml(option: str, group: str = "strategy") -> DictConfig | None:
     path = find_config(group, option)
     if path is None:
         return None
-    node = read_yaml(path)
+    node = read_yaml_once(path)
     return node if isinstance(node, DictConfig) else None
 
 

@@ -441,10 +441,31 @@ class GridConfig:
     kind: GridKind = GridKind.cells
 
 
-def register_schemas() -> None:
-    cs = ConfigStore.instance()
-    cs.store(name="base_config", node=RootConfig)
-    cs.store(group="grid", name="schema", node=GridConfig)
+_REGISTERED: tuple | None = None  # what register_schemas stored last
+
+
+def registered_schemas() -> tuple:
+    """Every schema Hydra's config store should hold now, as (group, name, schema) rows:
+    what :func:`register_schemas` stores (and what a composition reads from the store)."""
+    rows = [("", "base_config", RootConfig), ("grid", "schema", GridConfig)]
     for group in plugin_schemas.PLUGGABLE:  # every option's schema, for a yaml that names <name>_schema
         for name, entry in plugin_schemas.entries(group).items():
-            cs.store(group=group, name=name + SCHEMA_SUFFIX, node=entry.schema)
+            rows.append((group, name + SCHEMA_SUFFIX, entry.schema))
+    return tuple(rows)
+
+
+def register_schemas() -> None:
+    """Store every schema in Hydra's config store; nothing to do when the same ones are
+    there already (each store builds a structured config: most of a composition's cost
+    when repeated for every cell of a grid)."""
+    global _REGISTERED
+    rows = registered_schemas()
+    cs = ConfigStore.instance()
+    if rows == _REGISTERED and "base_config.yaml" in cs.repo:
+        return
+    for group, name, node in rows:
+        if group:
+            cs.store(group=group, name=name, node=node)
+        else:
+            cs.store(name=name, node=node)
+    _REGISTERED = rows

@@ -37,11 +37,23 @@ class CellExamples:
     ``examples``: the queries asked for (evaluated cut to ``limit``, or the calibration
     split), retrieved. ``calibration``: the calibration split as loaded, not retrieved
     (how the evaluated set relates to it is recorded per cell; a ``madara`` cell
-    probes on it). ``load``: what the loader kept and dropped."""
+    probes on it). ``load``: what the loader kept and dropped. ``sizes``: (evaluated,
+    calibration) queries the benchmark holds when these examples stand for more than
+    themselves (``madara plan``'s placeholder queries for data that is not here yet);
+    None: as many as there are."""
 
     examples: list[Example]
     calibration: list[Example]
     load: LoadReport
+    sizes: tuple[int, int] | None = None
+
+    @property
+    def n_examples(self) -> int:
+        return len(self.examples) if self.sizes is None else self.sizes[0]
+
+    @property
+    def n_calibration(self) -> int:
+        return len(self.calibration) if self.sizes is None else self.sizes[1]
 
 
 def reranker_config(cfg: DictConfig) -> DictConfig | None:
@@ -68,11 +80,20 @@ def reranker_engine(cfg: DictConfig, pool: EnginePool, reranker: DictConfig | No
     return pool.get(cfg)
 
 
+def engines_answer(pool: object | None) -> bool:
+    """Whether ``pool``'s engines answer: ``madara plan``'s recording engines
+    (``answers = False``) reply with placeholders, and a ranking made from those must
+    never be frozen in a retrieval snapshot."""
+    return pool is not None and bool(getattr(pool, "answers", True))
+
+
 def retrieve_for(cfg: DictConfig, examples: list[Example], pool: EnginePool | None, reranker: DictConfig | None = None) -> list[Example]:
     """``examples`` with the cell's top-k documents (``reranker``: see
-    :func:`reranker_engine`). Without a pool (``madara plan``, which loads no engine) a
-    reranking retriever's first stage stands in for it."""
+    :func:`reranker_engine`). Without engines that answer (none: ``madara bench``; a
+    plan's recorders) a reranking retriever's first stage stands in for it."""
     spec = retriever_spec(str(cfg.retriever.name))
+    if not engines_answer(pool):
+        pool = None
     if pool is None and spec is not None and spec.uses_engine and spec.stand_in:
         return retrieve(examples, OmegaConf.merge(cfg, {"retriever": {"name": cfg.retriever[spec.stand_in]}}))
     return retrieve(examples, cfg, llm=reranker_engine(cfg, pool, reranker) if pool is not None else None)
@@ -100,13 +121,13 @@ def sized_to_data(cfg: DictConfig, loaded: CellExamples) -> tuple[DictConfig, di
 
     changes: dict = {}
     name = str(cfg.benchmark.name)
-    if cfg.limit is not None and len(loaded.examples) < int(cfg.limit):
-        n = len(loaded.examples)
+    if cfg.limit is not None and loaded.n_examples < int(cfg.limit):
+        n = loaded.n_examples
         changes["limit"] = n
         warn(f"limit={cfg.limit} is more than the {n} queries benchmark {name} holds: the cell runs on {n} and is keyed n{n}")
     wanted = int(cfg.benchmark.calibration)
-    if len(loaded.calibration) < wanted:
-        n = len(loaded.calibration)
+    if loaded.n_calibration < wanted:
+        n = loaded.n_calibration
         changes["benchmark"] = {"calibration": n}
         what = "" if n else f" (calibration_split={cfg.benchmark.get('calibration_split', 'nested')} leaves none beside the evaluated queries)"
         warn(f"benchmark.calibration={wanted} is more than benchmark {name} holds: clipped to {n}{what}; recorded in the cell's evaluated_set")

@@ -8,6 +8,7 @@ is :func:`madara_cli.composition.identify`'s, derived once per cell.
 from __future__ import annotations
 
 import itertools
+from typing import Callable
 
 from omegaconf import DictConfig
 
@@ -107,13 +108,29 @@ def _split_sweeps(overrides: list[str]) -> tuple[list[str], list[tuple[str, list
     return fixed, swept
 
 
-def expand(grid_name: str, extra: list[str] | None = None, axes: dict[str, list[str]] | None = None) -> list[DictConfig]:
+def _composed(cells: list[list[str]], progress: Callable[[int, int], None] | None) -> list[DictConfig]:
+    """Each cell's overrides composed (Hydra's defaults step is made once per distinct
+    group choices: :func:`madara_cli.composition.compose`), ``progress(done, total)``
+    told after each."""
+    from madara_cli.composition.compose import held_state
+
+    out = []
+    with held_state():  # the config files' stamps are read once for the grid
+        for i, o in enumerate(cells, 1):
+            out.append(compose(o))
+            if progress is not None:
+                progress(i, len(cells))
+    return out
+
+
+def expand(grid_name: str, extra: list[str] | None = None, axes: dict[str, list[str]] | None = None,
+           progress: Callable[[int, int], None] | None = None) -> list[DictConfig]:
     """Composed configs of every cell; ``axes`` replaces whole axes (e.g. the models)."""
     load_plugins()
     grid = load_grid(grid_name)
     if axes:
         grid.axes = {**grid.axes, **axes}
-    return [compose(o) for o in grid_overrides(grid, list(extra or []))]
+    return _composed(grid_overrides(grid, list(extra or [])), progress)
 
 
 def has_sweep(overrides: list[str]) -> bool:
@@ -121,10 +138,10 @@ def has_sweep(overrides: list[str]) -> bool:
     return bool(_split_sweeps(list(overrides))[1])
 
 
-def expand_sweep(overrides: list[str]) -> list[DictConfig]:
+def expand_sweep(overrides: list[str], progress: Callable[[int, int], None] | None = None) -> list[DictConfig]:
     """``madara run -m key=a,b ...``: the cross product of the sweeps as an ad-hoc grid
     (``results/<grid_name>/``, ``adhoc`` unless ``grid_name=`` says otherwise)."""
     load_plugins()
     fixed, _ = _split_sweeps(list(overrides))
     name = next((o.value for o in parse_overrides(fixed) if o.key == "grid_name" and not o.prefix and o.value is not None), "adhoc")
-    return [compose(o) for o in grid_overrides(GridConfig(name=name), list(overrides))]
+    return _composed(grid_overrides(GridConfig(name=name), list(overrides)), progress)

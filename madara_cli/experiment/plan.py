@@ -1,11 +1,14 @@
-"""``madara plan``: what a grid will cost before it runs, and what it cost after.
+"""``madara plan``: what a grid (or one cell) will cost before it runs, and what it cost after.
 
-The estimate walks every cell's real strategy code on the real examples and
-retrieved documents, with the engine replaced by :class:`_Recorder`. The recorder
-answers each request with a placeholder reply derived from the request's hash (a
-parseable score, a distinct answer) purely so the walk can continue with realistic
-variety; its replies are never stored, reported or cached anywhere a run can see. What it records are the requests
-themselves, hashed exactly as the response cache hashes them, so the plan knows:
+Every cell goes through the pipeline's one walk (:func:`madara_cli.experiment.walk.prepare_cell`;
+a routed cell's probe through :func:`~madara_cli.experiment.walk.prepare_probe`) on the
+real examples and retrieved documents, and then its strategy runs on engines that record
+the requests instead of sending them (:class:`_Recorder`, handed out by :class:`Recorders`).
+A recorder answers each request with a placeholder reply derived from the request's hash
+(a parseable score, a distinct answer) purely so the walk can continue with realistic
+variety; its replies are never stored, reported or cached anywhere a run can see (a
+routed cell's placeholder probe goes to a scratch results folder). What it records are
+the requests themselves, keyed exactly as the response cache keys them, so the plan knows:
 
 * the requests each strategy makes (``requests``),
 * the engine calls the grid needs once work shared through the cache is counted
@@ -16,24 +19,28 @@ themselves, hashed exactly as the response cache hashes them, so the plan knows:
   a score request reads one next token),
 * a routed cell's (``madara``) RSC probe on the calibration split, counted apart
   (``probe_requests``) because it runs once before the treatment,
-* the engine time, at a throughput given (``--rate``), measured in the response cache
-  or by ``madara bench --only vllm``,
+* the engine time of the uncached calls, from their prompt tokens and output budgets
+  at the rates of :mod:`madara_cli.experiment.engine_time` (measured here, by ``madara
+  bench``, or a labelled prior; each engine's calibration is named in ``calibrations``),
 * each strategy's own requests per query, the agents' scoring apart
   (:meth:`StrategyPlan.per_query`), beside Table 18's calls per query
   (:func:`paper_calls_per_query`).
 
-A cell that is already finished costs nothing more: its calls, tokens and time count
-zero (its measured numbers stand beside them). A benchmark whose data is not here yet
-is counted on placeholder queries at its known evaluated size (:data:`KNOWN_SIZES`:
-the paper's CONFLICTS has 458 queries, not ``benchmark.sample``'s cap of 1,000).
+What is plan's own and nothing else: the recorder, the counting, the placeholder
+queries of a benchmark whose data is not here yet (counted at its known evaluated
+size, :data:`KNOWN_SIZES`: the paper's CONFLICTS has 458 queries, not
+``benchmark.sample``'s cap of 1,000; passed into the walk as its loaded examples), and
+the estimates. A cell that is already finished costs nothing more: the walk returns it
+finished, its calls, tokens and time count zero and its measured numbers stand beside
+them.
 
 Requests that depend on model outputs (the documents a filter keeps, the answers
 MAIN-RAG's judge sees, the RSC chains) are counted with the placeholder outputs:
 their number is right, their content is not, so whether two strategies happen to
 send an identical final prompt is only estimated. Routed cells (``madara``) use a
-finished probe when one exists, else the route the placeholder probe gives. Examples
-come from :func:`madara_cli.experiment.examples.cell_examples`' own steps, without an
-engine: a reranking retriever's first stage stands in for it.
+finished probe when one exists, else the route the placeholder probe gives. A
+reranking retriever does not rank with a recorder (its ranking would be frozen in the
+snapshot): its first stage stands in for it.
 """
 
 from __future__ import annotations
@@ -44,15 +51,26 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
 from madara_cli.backends.cache import CachedLLM, ResponseCache
-from madara_cli.composition.identify import identify
-from madara_cli.config.folders import strategy_impl
 from madara_cli.config.identity import Cell, probed, request_key
+from madara_cli.experiment.engine_time import Calibration, calibrate
 from madara_cli.records import ChatRequest, Completion, ScoreRequest
+
+WALK_BLOCK = 1000  # queries a plan walks at a time (see Planner.walk)
+
+
+@dataclass(frozen=True)
+class _Note:
+    """One recorded request: its prompt's characters, its kind as the cache files it, and
+    the most tokens its reply may hold (a score request reads one)."""
+
+    chars: int
+    kind: str
+    budget: int
 
 
 class _Recorder:
@@ -62,9 +80,7 @@ class _Recorder:
 
     def __init__(self, fingerprint: str):
         self._fingerprint = fingerprint
-        self.seen: list[tuple[str, int]] = []  # (key, prompt chars)
-        self.max_out: dict[str, int] = {}  # key -> the most tokens its reply may hold
-        self.kinds: dict[str, str] = {}  # key -> "chat" | "score", as the cache files it
+        self.seen: dict[str, _Note] = {}  # key -> note, in the order first asked, since the last take()
 
     @property
     def fingerprint(self) -> str:
@@ -74,12 +90,17 @@ class _Recorder:
     def batch_size(self) -> int:
         return 1 << 30
 
+    def take(self) -> dict[str, _Note]:
+        """The requests recorded since the last call (each once)."""
+        seen, self.seen = self.seen, {}
+        return seen
+
     def _note(self, r: ChatRequest | ScoreRequest) -> str:
-        chars = sum(len(m.content) for m in r.messages) + len(getattr(r, "prefix", ""))
         key = request_key(self._fingerprint, r)
-        self.seen.append((key, chars))
-        self.kinds[key] = "score" if isinstance(r, ScoreRequest) else "chat"
-        self.max_out[key] = 1 if isinstance(r, ScoreRequest) else int(getattr(r, "max_tokens", 0) or 0)
+        if key not in self.seen:
+            chars = sum(len(m.content) for m in r.messages) + len(getattr(r, "prefix", "") or "")
+            score = isinstance(r, ScoreRequest)
+            self.seen[key] = _Note(chars, "score" if score else "chat", 1 if score else int(getattr(r, "max_tokens", 0) or 0))
         return key
 
     def chat(self, requests: Sequence[ChatRequest]) -> list[Completion]:
@@ -105,6 +126,47 @@ class _Recorder:
         pass
 
 
+class _NoStore:
+    """The recorders' response cache: holds nothing (a placeholder reply is a function of
+    its request, so asking again gives the same one; a plan of many cells keeps no reply)."""
+
+    path = Path("(plan: no cache)")
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, Completion]:
+        return {}
+
+    def put_many(self, fingerprint: str, kind: str, items: Sequence[tuple[str, Completion]]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class Recorders:
+    """The plan's engine source (:class:`~madara_cli.strategies.context.EngineSource`):
+    one recording engine per engine fingerprint, the fingerprint the real engine would
+    have, computed without loading it (so ``cached`` counts what the real response cache
+    holds). Its engines do not answer (``answers``), so the walk never ranks with them."""
+
+    answers = False
+
+    def __init__(self) -> None:
+        self._by_engine: dict[str, CachedLLM] = {}
+        self._fingerprints: dict[str, str] = {}
+
+    def fingerprint(self, cfg: DictConfig) -> str:
+        engine = json.dumps([OmegaConf.to_container(cfg.model), OmegaConf.to_container(cfg.backend), cfg.seed], sort_keys=True, default=str)
+        if engine not in self._fingerprints:
+            self._fingerprints[engine] = _fingerprint(cfg)
+        return self._fingerprints[engine]
+
+    def get(self, cfg: DictConfig) -> CachedLLM:
+        fp = self.fingerprint(cfg)
+        if fp not in self._by_engine:
+            self._by_engine[fp] = CachedLLM(_Recorder(fp), _NoStore())  # type: ignore[arg-type]
+        return self._by_engine[fp]
+
+
 @dataclass
 class StrategyPlan:
     cells: int = 0
@@ -118,9 +180,10 @@ class StrategyPlan:
     measured_cells: int = 0
     measured_requests: int = 0
     measured_calls: int = 0
+    measured_seconds: float = 0.0  # the finished cells' engine seconds, as recorded
     estimated_cells: int = 0  # cells whose data is not here: counted on placeholder queries
-    seconds: float = 0.0  # engine seconds the uncached calls should take, at the rates measured in the cache
-    timed_calls: float = 0.0  # uncached calls with a measured rate (``seconds`` covers only these)
+    seconds: float = 0.0  # engine seconds the uncached calls should take (see experiment.cost)
+    timed_calls: float = 0.0  # uncached calls with a calibration (``seconds`` covers only these)
     queries: int = 0  # evaluated queries over its cells
     scoring_requests: int = 0  # of ``requests``, those of the agents' scoring stages (score*)
 
@@ -132,6 +195,14 @@ class StrategyPlan:
             return None
         return self.scoring_requests / self.queries, (self.requests - self.probe_requests - self.scoring_requests) / self.queries
 
+    @property
+    def uncached(self) -> int:
+        return max(self.calls - self.cached, 0)
+
+    @property
+    def fully_timed(self) -> bool:
+        return self.timed_calls + 0.5 >= self.uncached
+
 
 @dataclass
 class Plan:
@@ -139,6 +210,7 @@ class Plan:
     cells: list[Cell] = field(default_factory=list)
     by_strategy: dict[str, StrategyPlan] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    calibrations: list[Calibration] = field(default_factory=list)
 
     def total(self) -> StrategyPlan:
         t = StrategyPlan()
@@ -148,12 +220,8 @@ class Plan:
         return t
 
 
-WALK_BLOCK = 1000  # queries a plan walks at a time (see plan_grid)
-
-
 def _fingerprint(cfg: DictConfig) -> str:
-    """The fingerprint the real engine would use, without loading it (so ``cached``
-    counts what the real response cache holds): the backend record's own."""
+    """The fingerprint the real engine would use, without loading it: the backend record's own."""
     from madara_cli.backends import backend_fingerprint
 
     return backend_fingerprint(cfg)
@@ -177,208 +245,306 @@ def evaluated_size(cfg: DictConfig) -> int | None:
     return min(int(n), known) if known is not None else int(n)
 
 
-def plan_grid(grid_name: str, cfgs: list[DictConfig], rate: float | None = None) -> Plan:
-    """Estimate every cell of a grid; add measured numbers for finished cells.
-    ``rate``: engine calls per second to time the uncached calls at (else the rates
-    measured in the response cache, else ``madara bench --only vllm``'s)."""
+def _calibration_size(cfg: DictConfig, n: int | None = None) -> int:
+    """Calibration queries the benchmark holds when its data is not here: the split asked
+    for (``n``, else ``benchmark.calibration``), capped by its known size."""
+    wanted = int(n if n is not None else cfg.benchmark.calibration)
+    known = KNOWN_SIZES.get(str(cfg.benchmark.name))
+    return min(wanted, known) if known is not None else wanted
+
+
+class Loads:
+    """How the plan's walk loads a benchmark (:data:`madara_cli.experiment.walk.Load`):
+    each benchmark once for the whole grid (its rows are memoised by the benchmark's
+    settings, and split per seed as :func:`~madara_cli.data.splits.load_splits` splits
+    them; a load that failed fails again without a retry), and, for a benchmark whose data
+    is not here, the placeholder queries the plan counts instead (:meth:`placeholder`)."""
+
+    def __init__(self) -> None:
+        self._rows: dict[str, Any] = {}
+        self._splits: dict[tuple[str, int], Any] = {}
+        self.failed: Exception | None = None  # the last load that failed (what a placeholder may stand in for)
+
+    def _load_rows(self, key: str, bench: DictConfig):
+        from madara_cli.data.splits import load_with_report
+
+        if key not in self._rows:
+            try:
+                self._rows[key] = load_with_report(bench)
+            except Exception as e:  # memoised as it was: the next cell of this benchmark fails the same way, at once
+                self._rows[key] = e
+        rows = self._rows[key]
+        if isinstance(rows, Exception):
+            self.failed = rows
+            raise rows
+        return rows
+
+    def load(self, cfg: DictConfig, split: str = "eval", n: int | None = None):
+        from madara_cli.data.splits import Splits
+        from madara_cli.data.splits import split as split_rows
+        from madara_cli.experiment.examples import SPLITS, CellExamples
+
+        if split not in SPLITS:
+            raise ValueError(f"split must be one of {SPLITS}, not {split!r}")
+        bench = cfg.benchmark if n is None else OmegaConf.merge(cfg.benchmark, {"calibration": int(n)})
+        key = json.dumps(OmegaConf.to_container(bench, resolve=True), sort_keys=True, default=str)
+        seed = int(cfg.seed)
+        if (key, seed) not in self._splits:
+            examples, report = self._load_rows(key, bench)
+            evaluated, calibration = split_rows(examples, bench.sample, bench.calibration, seed, bench.get("calibration_split", "nested"))
+            self._splits[(key, seed)] = Splits(evaluated, calibration, report)
+        loaded = self._splits[(key, seed)]
+        if split == "eval":
+            chosen = loaded.evaluated[: int(cfg.limit)] if cfg.limit is not None else loaded.evaluated
+        else:
+            chosen = loaded.calibration
+        return CellExamples(chosen, loaded.calibration, loaded.report)
+
+    @staticmethod
+    def placeholder(cfg: DictConfig, split: str = "eval", n: int | None = None):
+        """Placeholder queries for ``cfg``'s benchmark (its data is not here): up to
+        :data:`PLACEHOLDER_QUERIES` queries, standing for the evaluated and calibration
+        sizes the benchmark would hold (``CellExamples.sizes``); None when its size is
+        unknown."""
+        from madara_cli.data.splits import LoadReport
+        from madara_cli.experiment.examples import CellExamples
+
+        size = evaluated_size(cfg)
+        if size is None:
+            return None
+        held_cal = _calibration_size(cfg, n)
+        if split == "calibration":
+            exs = placeholder_examples(cfg, held_cal)
+            return CellExamples(exs, exs, LoadReport(), sizes=(held_cal, held_cal))
+        exs = placeholder_examples(cfg, size)
+        # The calibration split is nested in the evaluated one (its first queries).
+        cal = placeholder_examples(cfg, held_cal)
+        return CellExamples(exs, cal, LoadReport(), sizes=(size, held_cal))
+
+
+@dataclass
+class _Walked:
+    """What one walk of a strategy recorded: its requests and queries (scaled), and its
+    new calls once across the grid."""
+
+    requests: float = 0.0
+    scoring: float = 0.0
+    queries: float = 0.0
+
+
+class Planner:
+    """The state of one plan across its cells (see the module docstring)."""
+
+    def __init__(self, grid_name: str, rate: float | None = None):
+        self.plan = Plan(grid=grid_name)
+        self.rate = rate
+        self.engines = Recorders()
+        self.loads = Loads()
+        self.scratch = Path(tempfile.mkdtemp(prefix="madara-plan-"))
+        self.seen_keys: set[str] = set()
+        self.real_caches: dict[str, ResponseCache | None] = {}
+        self.calibrations: dict[str, Calibration] = {}
+        # strategy -> (engine, kind, output budget) -> [uncached calls, their prompt characters]
+        self.uncached: dict[str, dict[tuple[str, str, int], list[float]]] = {}
+        self._seeded: set[str] = set()
+
+    def close(self) -> None:
+        for c in self.real_caches.values():
+            if c is not None:
+                c.close()
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+    # -- configs -------------------------------------------------------------------
+
+    def scratch_cfg(self, cfg: DictConfig) -> DictConfig:
+        """``cfg`` with its results in the scratch folder, untracked and without prompt
+        logs: where a walk on placeholder replies may write (a routed cell's probe), seeded
+        with the real finished probes so that a finished one is found there too."""
+        real = Path(str(cfg.results_dir))
+        probes = real / "probes"
+        if str(real) not in self._seeded:
+            self._seeded.add(str(real))
+            if probes.is_dir():
+                shutil.copytree(probes, self.scratch / "results" / "probes", dirs_exist_ok=True)
+        return OmegaConf.merge(cfg, {"results_dir": str(self.scratch / "results"), "log_samples": False, "logger": {"name": "none"}})
+
+    def real_cache(self, cfg: DictConfig) -> ResponseCache | None:
+        path = str(Path(str(cfg.cache)).resolve())
+        if path not in self.real_caches:
+            self.real_caches[path] = ResponseCache(path) if Path(path).is_file() else None
+        return self.real_caches[path]
+
+    # -- one cell ------------------------------------------------------------------
+
+    def cell(self, cfg: DictConfig) -> None:
+        from madara_cli.errors import DataError, RecordError
+        from madara_cli.experiment.walk import CellResult, prepare_cell
+
+        estimated = False
+        self.loads.failed = None
+        try:
+            try:
+                prepared = prepare_cell(cfg, self.engines, load=self.loads.load)
+            except RecordError:  # an unreadable finished record: estimated like an unfinished cell
+                prepared = prepare_cell(cfg, self.engines, load=self.loads.load, force=True)
+        except DataError as e:
+            fallback = self.loads.placeholder(cfg)
+            # Only the benchmark's own data may be missing; and a file the user named is
+            # there to be read: estimating around a typo would report a plan for data that
+            # does not exist.
+            if e is not self.loads.failed or fallback is None or cfg.benchmark.get("path"):
+                raise
+            self._note_estimate(cfg, e, fallback)
+            estimated = True
+            prepared = prepare_cell(self.scratch_cfg(cfg), self.engines, loaded=fallback, force=True)
+        if isinstance(prepared, CellResult):
+            self._finished(prepared)
+            return
+        cell = prepared.ident.cell
+        self.plan.cells.append(cell)
+        sp = self.plan.by_strategy.setdefault(cell.strategy, StrategyPlan())
+        sp.cells += 1
+        sp.estimated_cells += int(estimated)
+        from madara_cli.retrievers.spec import retriever_spec
+
+        rspec = retriever_spec(str(prepared.cfg.retriever.name))
+        if rspec is not None and rspec.uses_engine:
+            note = f"{cell.key}: its retriever asks the engine about each candidate on first retrieval (not counted)"
+            if note not in self.plan.notes:
+                self.plan.notes.append(note)
+        scale = (fallback.n_examples / max(len(prepared.examples), 1)) if estimated else 1.0
+        routed = probed(prepared.cfg)
+        # Strategies write nothing; a routed cell writes its probe, and goes to the scratch folder.
+        ctx_cfg = self.scratch_cfg(prepared.cfg) if routed and not estimated else prepared.cfg
+        if routed:
+            self._probe(prepared.cfg, ctx_cfg, sp, cell.strategy, estimated)
+        self._strategy(prepared, ctx_cfg, sp, cell.strategy, scale, routed)
+
+    def _note_estimate(self, cfg: DictConfig, e: Exception, fallback) -> None:
+        n = fallback.n_examples
+        known = KNOWN_SIZES.get(str(cfg.benchmark.name))
+        size = f"its known size {known}" if known is not None and n == known else "limit, else benchmark.sample"
+        note = (f"{cfg.benchmark.name}: data not here ({re.split(r'[:;]', str(e))[0]}): estimated for {n} queries × k={cfg.retriever.k} "
+                f"documents ({size}) from {len(fallback.examples)} placeholder queries")
+        if note not in self.plan.notes:
+            self.plan.notes.append(note)
+
+    def _finished(self, done) -> None:
+        self.plan.cells.append(done.cell)
+        sp = self.plan.by_strategy.setdefault(done.cell.strategy, StrategyPlan())
+        sp.cells += 1
+        acct = done.record.accounting
+        sp.finished_cells += 1
+        sp.measured_cells += 1
+        sp.measured_requests += int(acct.get("requests", 0))
+        sp.measured_calls += int(acct.get("calls_issued", 0))
+        sp.measured_seconds += float(acct.get("seconds", 0.0) or 0.0)
+
+    def _probe(self, cfg: DictConfig, ctx_cfg: DictConfig, sp: StrategyPlan, strategy: str, estimated: bool) -> None:
+        """A routed cell's RSC probe, walked on its own (through the walk's probe step) so
+        that it is counted at the calibration split's size, before the treatment reads it."""
+        from madara_cli.diagnose.probe import find_or_run_probe
+        from madara_cli.experiment.walk import prepare_probe
+
+        if cfg.strategy.get("probe"):
+            return  # a pinned probe: nothing to run
+        if estimated:
+            fallback = self.loads.placeholder(cfg, "calibration")
+            prepared = prepare_probe(cfg, self.engines, load=lambda *_a, **_k: fallback)
+            scale = fallback.n_examples / max(len(fallback.examples), 1)
+        else:
+            prepared = prepare_probe(cfg, self.engines, load=self.loads.load)
+            scale = 1.0
+        if prepared.examples is None:
+            return  # finished: the treatment reads it
+        llm = self.engines.get(cfg)
+        with llm.fresh_accounting() as acct:
+            find_or_run_probe(ctx_cfg, llm, examples=prepared.examples, spec=prepared.ident)
+        n = round(acct.total().requests * scale)
+        sp.probe_requests += n
+        sp.requests += n
+        self._count(cfg, strategy, scale)
+
+    def _strategy(self, prepared, ctx_cfg: DictConfig, sp: StrategyPlan, strategy: str, scale: float, routed: bool) -> None:
+        from madara_cli.strategies import StrategyContext
+
+        llm = self.engines.get(prepared.cfg)
+        examples = prepared.examples
+        with llm.fresh_accounting() as acct:
+            if routed:
+                prepared.strategy(StrategyContext(llm=llm, cfg=ctx_cfg), examples)  # probe read back, one route
+            else:
+                # Each query's requests depend on that query alone, so the walk goes a
+                # block of queries at a time: one block's rendered prompts are held at
+                # once, not the whole benchmark's (docs/benchmarks.md).
+                for i in range(0, len(examples), WALK_BLOCK):
+                    prepared.strategy(StrategyContext(llm=llm, cfg=ctx_cfg), examples[i:i + WALK_BLOCK])
+        sp.requests += round(acct.total().requests * scale)
+        sp.queries += round(len(examples) * scale)
+        sp.scoring_requests += round(sum(v.requests for k, v in acct.by_stage.items() if k.startswith("score")) * scale)
+        self._count(prepared.cfg, strategy, scale)
+
+    def _count(self, cfg: DictConfig, strategy: str, scale: float) -> None:
+        """Add the engine calls the last walk recorded to ``strategy``'s plan: once across
+        the grid, the real cache's share apart (its replies teach the calibration what
+        this engine's replies use of their budget), the rest priced later."""
+        llm = self.engines.get(cfg)
+        fp = llm.backend.fingerprint
+        recorded = llm.backend.take()  # type: ignore[attr-defined]
+        fresh = [(k, note) for k, note in recorded.items() if k not in self.seen_keys]
+        self.seen_keys.update(k for k, _ in fresh)
+        sp = self.plan.by_strategy[strategy]
+        cache = self.real_cache(cfg)
+        if fp not in self.calibrations:
+            self.calibrations[fp] = calibrate(cfg, fp, cache, self.rate)
+        calibration = self.calibrations[fp]
+        in_cache = cache.get_many([k for k, _ in fresh]) if cache is not None and fresh else {}
+        sp.calls += round(len(fresh) * scale)
+        sp.cached += len(in_cache)
+        sp.prompt_tokens += round(sum(note.chars for _, note in fresh) * scale) // 4
+        buckets = self.uncached.setdefault(strategy, {})
+        for k, note in fresh:
+            done = in_cache.get(k)
+            if done is not None:
+                calibration.observed.add(note.chars, note.budget, note.kind, done.tokens_in, done.tokens_out)
+                continue
+            sp.output_tokens += round(note.budget * scale)
+            bucket = buckets.setdefault((fp, note.kind, note.budget), [0.0, 0.0])
+            bucket[0] += scale
+            bucket[1] += note.chars * scale
+
+    # -- the end -------------------------------------------------------------------
+
+    def finish(self) -> Plan:
+        """Price the uncached calls now that every cached reply was seen."""
+        for strategy, buckets in self.uncached.items():
+            sp = self.plan.by_strategy[strategy]
+            for (fp, kind, budget), (calls, chars) in buckets.items():
+                seconds = self.calibrations[fp].seconds(kind, budget, calls, chars)
+                if seconds is not None:
+                    sp.seconds += seconds
+                    sp.timed_calls += calls
+        self.plan.calibrations = list(self.calibrations.values())
+        return self.plan
+
+
+def plan_grid(grid_name: str, cfgs: list[DictConfig], rate: float | None = None,
+              progress: Callable[[int, int], None] | None = None) -> Plan:
+    """Estimate every cell of a grid (or of one cell); add measured numbers for finished
+    cells. ``rate``: engine calls per second to time the uncached calls at (else the
+    calibration of :mod:`madara_cli.experiment.engine_time`). ``progress(done, total)`` is told
+    after each cell."""
     if rate is not None and not (rate > 0):
         raise ValueError(f"--rate {rate}: a throughput in engine calls per second must be > 0")
-    from madara_cli.diagnose.probe import find_or_run_probe
-    from madara_cli.errors import DataError, RecordError
-    from madara_cli.experiment.examples import load_cell, retrieve_for, sized_to_data
-    from madara_cli.experiment.treat import Treatment, strategy_for
-    from madara_cli.experiment.walk import finished_cell
-    from madara_cli.retrievers.spec import retriever_spec
-    from madara_cli.strategies import STRATEGIES, StrategyContext
-
-    plan = Plan(grid=grid_name)
-    seen_keys: set[str] = set()
-    recorders: dict[str, CachedLLM] = {}
-    real_caches: dict[str, ResponseCache] = {}
-    examples_memo: dict[str, list] = {}
-    loaded_memo: dict = {}  # retrieval key -> the cell's load (experiment.examples.CellExamples)
-    calibration_memo: dict[str, list] = {}  # the calibration split a routed cell probes on
-    estimated: set[str] = set()
-    scales: dict[str, float] = {}
-    probe_scales: dict[str, float] = {}  # placeholder calibration queries -> the calibration size
-    rates: dict[str, dict[str, tuple[float, int]]] = {}  # fingerprint -> kind -> (mean s, n)
-    scratch = Path(tempfile.mkdtemp(prefix="madara-plan-"))
+    planner = Planner(grid_name, rate)
     try:
-        for cfg in cfgs:
-            # Examples and retrieval are real (snapshots are reused and written as usual).
-            retr_key = json.dumps([OmegaConf.to_container(cfg.benchmark), OmegaConf.to_container(cfg.retriever), cfg.seed, cfg.limit], sort_keys=True, default=str)
-            if retr_key not in examples_memo and retr_key not in loaded_memo:
-                try:
-                    loaded_memo[retr_key] = load_cell(cfg)
-                except DataError as e:
-                    exs = placeholder_examples(cfg)
-                    # A file the user named is there to be read: estimating around a typo
-                    # would report a plan for data that does not exist.
-                    if exs is None or cfg.benchmark.get("path"):
-                        raise
-                    n = evaluated_size(cfg)
-                    known = KNOWN_SIZES.get(str(cfg.benchmark.name))
-                    size = f"its known size {known}" if known is not None and n == known else "limit, else benchmark.sample"
-                    note = (f"{cfg.benchmark.name}: data not here ({re.split(r'[:;]', str(e))[0]}): estimated for {n} queries × k={cfg.retriever.k} "
-                            f"documents ({size}) from {len(exs)} placeholder queries")
-                    if note not in plan.notes:
-                        plan.notes.append(note)
-                    examples_memo[retr_key] = exs
-                    scales[retr_key] = n / len(exs)
-                    # The calibration split is nested in the evaluated one (its first queries).
-                    calibration_memo[retr_key] = exs[:min(len(exs), int(cfg.benchmark.calibration))]
-                    probe_scales[retr_key] = min(int(cfg.benchmark.calibration), n) / max(len(calibration_memo[retr_key]), 1)
-                    estimated.add(retr_key)
-            if retr_key in loaded_memo:  # the key the cell will run under (a limit beyond the data is cut)
-                cfg, _ = sized_to_data(cfg, loaded_memo[retr_key])
-            ident = identify(cfg)
-            cell = ident.cell
-            plan.cells.append(cell)
-            sp = plan.by_strategy.setdefault(cell.strategy, StrategyPlan())
-            sp.cells += 1
-            try:
-                found = finished_cell(cfg, ident=ident)
-            except RecordError:
-                found = None  # unreadable: estimated like an unfinished cell
-            done = found.record if found is not None else None
-            if done is not None:
-                acct = done.accounting
-                sp.finished_cells += 1
-                sp.measured_cells += 1
-                sp.measured_requests += int(acct.get("requests", 0))
-                sp.measured_calls += int(acct.get("calls_issued", 0))
-
-            if retr_key in estimated:
-                sp.estimated_cells += 1
-            elif retr_key not in examples_memo:
-                loaded = loaded_memo[retr_key]
-                rspec = retriever_spec(str(cfg.retriever.name))
-                if rspec is not None and rspec.uses_engine:
-                    plan.notes.append(f"{cell.key}: its retriever asks the engine about each candidate on first retrieval (not counted)")
-                examples_memo[retr_key] = retrieve_for(cfg, loaded.examples, None)
-                calibration_memo[retr_key] = loaded.calibration
-            examples = examples_memo[retr_key]
-
-            fp = _fingerprint(cfg)
-            if fp not in recorders:
-                recorders[fp] = CachedLLM(_Recorder(fp), ResponseCache(scratch / f"{len(recorders)}.sqlite"))
-            llm = recorders[fp]
-            rec: _Recorder = llm.backend  # type: ignore[assignment]
-            # The walk writes nothing where runs look: a routed cell's placeholder probe
-            # goes to a scratch results folder seeded with the real finished probes.
-            walk_cfg = OmegaConf.merge(cfg, {"results_dir": str(scratch / "results")})
-            real_probes = Path(cfg.results_dir) / "probes"
-            if real_probes.is_dir() and not (scratch / "results" / "probes").exists():
-                shutil.copytree(real_probes, scratch / "results" / "probes")
-            scale = scales.get(retr_key, 1.0)  # placeholder walks cover a few queries for many
-            spec = STRATEGIES.spec(strategy_impl(cfg.strategy))
-            if probed(cfg) and done is None:
-                # The probe runs once, on the calibration split, before the treatment: walked
-                # on its own so that it is counted at the calibration split's size.
-                probe_start = len(rec.seen)
-                with llm.fresh_accounting() as probe_acct:
-                    try:
-                        treatment = Treatment.prepare(walk_cfg, None, calibration_memo.get(retr_key))
-                        if treatment.calibration is not None:
-                            find_or_run_probe(walk_cfg, llm, examples=treatment.calibration, spec=treatment.spec)
-                    except DataError:
-                        if retr_key not in estimated:
-                            raise
-                probe_scale = probe_scales.get(retr_key, 1.0)
-                _count(plan, sp, rec, rec.seen[probe_start:], seen_keys, real_caches, rates, cfg, fp, probe_scale, done is not None)
-                sp.probe_requests += round(probe_acct.total().requests * probe_scale)
-                sp.requests += round(probe_acct.total().requests * probe_scale)
-            start = len(rec.seen)
-            with llm.fresh_accounting() as acct:
-                try:
-                    if spec.run is None:  # madara: the probe is on disk (walked above, or finished): one route
-                        strategy_for(spec, walk_cfg, None, calibration_memo.get(retr_key), None)(StrategyContext(llm=llm, cfg=walk_cfg), examples)
-                    else:
-                        # Each query's requests depend on that query alone, so the walk goes a
-                        # block of queries at a time: one block's rendered prompts are held at
-                        # once, not the whole benchmark's (docs/benchmarks.md).
-                        strategy = spec.run
-                        for i in range(0, len(examples), WALK_BLOCK):
-                            strategy(StrategyContext(llm=llm, cfg=walk_cfg), examples[i:i + WALK_BLOCK])
-                except DataError:
-                    if retr_key not in estimated:
-                        raise
-                    note = f"{cell.strategy} on {cell.benchmark}: not estimated (its routing probe needs the calibration split)"
-                    if note not in plan.notes:
-                        plan.notes.append(note)
-            _count(plan, sp, rec, rec.seen[start:], seen_keys, real_caches, rates, cfg, fp, scale, done is not None)
-            sp.requests += round(acct.total().requests * scale)
-            sp.queries += round(len(examples) * scale)
-            sp.scoring_requests += round(sum(v.requests for k, v in acct.by_stage.items() if k.startswith("score")) * scale)
+        for i, cfg in enumerate(cfgs, 1):
+            planner.cell(cfg)
+            if progress is not None:
+                progress(i, len(cfgs))
+        return planner.finish()
     finally:
-        for c in real_caches.values():
-            c.close()
-        for llm in recorders.values():
-            llm.cache.close()
-        shutil.rmtree(scratch, ignore_errors=True)
-    if rate is not None:
-        for sp in plan.by_strategy.values():  # the given throughput times every uncached call
-            sp.seconds, sp.timed_calls = max(sp.calls - sp.cached, 0) / rate, float(max(sp.calls - sp.cached, 0))
-        plan.notes.append(f"estimated time: the uncached engine calls at the given --rate {rate:g} calls/s")
-        return plan
-    for fp, by_kind in rates.items():
-        if by_kind and by_kind.get("source") == "bench":
-            plan.notes.append(f"estimated time: seconds per call from madara bench --only vllm for {fp.split(':')[0]}… "
-                              f"(chat {by_kind['chat'][0]:.3f} s, score {by_kind['score'][0]:.3f} s, batched)")
-        elif by_kind:
-            shown = ", ".join(f"{kind} {mean:.2f} s/call over {n:,}" for kind, (mean, n) in sorted(by_kind.items()))
-            plan.notes.append(f"estimated time: engine seconds per call measured in the cache for {fp.split(':')[0]}…: {shown}")
-    return plan
-
-
-def _count(plan: Plan, sp: StrategyPlan, rec: _Recorder, new: list[tuple[str, int]], seen_keys: set[str],
-           real_caches: dict[str, ResponseCache], rates: dict, cfg: DictConfig, fp: str, scale: float, finished: bool) -> None:
-    """Add the engine calls a walk recorded (``new``: the keys its own cache missed) to
-    ``sp``: once across the grid, the real cache's share apart, tokens and time at the
-    measured rates. A finished cell's calls are marked seen (a later cell sharing them
-    reads them from the cache) but cost nothing more."""
-    cache_path = str(Path(cfg.cache).resolve())
-    if cache_path not in real_caches and Path(cache_path).is_file():
-        real_caches[cache_path] = ResponseCache(cache_path)
-    fresh = [(k, c) for k, c in new if k not in seen_keys]
-    seen_keys.update(k for k, _ in fresh)
-    if finished:
-        return
-    in_cache = real_caches[cache_path].get_many([k for k, _ in fresh]) if cache_path in real_caches else {}
-    sp.calls += round(len(fresh) * scale)
-    sp.cached += len(in_cache)
-    if cache_path in real_caches and fp not in rates:
-        rates[fp] = real_caches[cache_path].seconds_per_call(fp)
-    if not rates.get(fp):
-        rates[fp] = bench_rates(Path(str(cfg.results_dir)) / "bench", fp)
-    for k, _ in fresh:
-        if k in in_cache:
-            continue
-        sp.output_tokens += round(rec.max_out.get(k, 0) * scale)
-        rate = rates.get(fp, {}).get(rec.kinds.get(k, "chat"))
-        if rate is not None:
-            sp.seconds += rate[0] * scale
-            sp.timed_calls += scale
-    sp.prompt_tokens += round(sum(c for _, c in fresh) * scale) // 4
-
-
-def bench_rates(bench_dir: Path, fingerprint: str) -> dict:
-    """Seconds per call by kind from ``madara bench --only vllm`` on this engine
-    (``<results>/bench/vllm.json``): its stage call spread over its requests (chat) and
-    its prefill-only pass (score, one token), prefix caching on. Empty when the bench
-    has not run on this fingerprint."""
-    from madara_cli.errors import DataError
-    from madara_cli.sidefiles import read_json
-
-    try:  # a side file like any other: cut, foreign or odd, it only means no measured rates
-        over = read_json(bench_dir / "vllm.json", "the vLLM bench")["overhead"]
-        on = over["prefix_caching_on"]
-        if over.get("fingerprint") != fingerprint or not over.get("requests"):
-            return {}
-        n = int(over["requests"])
-        return {"chat": (float(min(on["madara_seconds"])) / n, n), "score": (float(min(on["prefill_seconds"])) / n, n), "source": "bench"}
-    except (DataError, ValueError, KeyError, TypeError, AttributeError, ZeroDivisionError):
-        return {}
+        planner.close()
 
 
 # A retrieved passage's length in characters (FlashRAG's 100-word Wikipedia chunks).
@@ -386,14 +552,14 @@ PLACEHOLDER_DOC_CHARS = 600
 PLACEHOLDER_QUERIES = 20  # walked; counts scale linearly to the configured size
 
 
-def placeholder_examples(cfg: DictConfig) -> list | None:
+def placeholder_examples(cfg: DictConfig, n: int | None = None) -> list | None:
     """Stand-in queries when a benchmark's data is not here yet: up to
-    :data:`PLACEHOLDER_QUERIES` queries with ``retriever.k`` passages of typical length,
-    so a plan counts requests before anything is downloaded (the caller scales them to
-    ``limit``, else ``benchmark.sample``). None when the size is unknown."""
+    :data:`PLACEHOLDER_QUERIES` of ``n`` queries (default :func:`evaluated_size`) with
+    ``retriever.k`` passages of typical length, so a plan counts requests before anything
+    is downloaded (the caller scales them to ``n``). None when the size is unknown."""
     from madara_cli.records import Doc, Example
 
-    n = evaluated_size(cfg)
+    n = evaluated_size(cfg) if n is None else n
     if n is None:
         return None
     n = min(int(n), PLACEHOLDER_QUERIES)

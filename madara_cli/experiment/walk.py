@@ -9,7 +9,10 @@ runs the strategy on the cell's engine and writes the record; ``madara plan`` ru
 an engine that records the requests instead of sending them. :func:`prepare_probe` is the
 same walk for a probe. Nothing here sends a request of its own but the retrieval a
 reranker asks of an engine and a madara cell's probe (each through the ``engines`` it
-is given: a plan gives recorders).
+is given). A plan gives engines that record instead of answering (``answers = False``):
+a reranker then ranks with its first stage (a ranking from placeholder replies would be
+frozen in the snapshot), and the plan passes its own ``load`` (each benchmark loaded
+once for a grid) or, for data that is not here, its placeholder queries as ``loaded``.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from omegaconf import DictConfig
 
 from madara_cli.composition.identify import CellIdentity, ProbeIdentity, identify, identify_probe
 from madara_cli.config.identity import Cell, standing, strategy_impl
-from madara_cli.experiment.examples import CellExamples, cell_examples, load_cell, reranker_config, retrieve_for, sized_to_data
+from madara_cli.experiment.examples import CellExamples, load_cell, reranker_config, retrieve_for, sized_to_data
 from madara_cli.experiment.treat import strategy_for
 from madara_cli.records import Example
 from madara_cli.results.outputs import CellRecord
@@ -100,16 +103,22 @@ class PreparedCell:
     requested: dict[str, int] = field(default_factory=dict)
 
 
+# How a walk loads a benchmark: load_cell's signature (cfg, split, n). ``madara plan``
+# passes one that loads each benchmark once for a whole grid.
+Load = Callable[..., CellExamples]
+
+
 def prepare_cell(cfg: DictConfig, engines: EngineSource | None, examples: list[Example] | None = None,
                  loaded: CellExamples | None = None, force: bool | None = None,
-                 before_work: Callable[[CellIdentity], None] | None = None) -> CellResult | PreparedCell:
+                 before_work: Callable[[CellIdentity], None] | None = None, load: Load = load_cell) -> CellResult | PreparedCell:
     """Walk a cell up to its engine (see the module docstring): its finished result when
     it has one (and ``force`` is off: ``cfg.force`` by default), else what runs it.
     ``examples``: queries already retrieved (``madara bench``); ``loaded``: the cell's
-    benchmark as :func:`load_cell` gives it, when the caller loaded it already (a plan
-    loads each benchmark once for many cells); ``before_work``: called with the identity
-    once the cell is known to need running, before any data loads (the runner checks the
-    results folder can be written there)."""
+    benchmark as :func:`load_cell` gives it, when the caller has it already (a plan's
+    placeholder queries); ``load``: how the benchmark is loaded otherwise, after the
+    finished check (a plan loads each benchmark once for many cells); ``before_work``:
+    called with the identity once the cell is known to need running, before any data
+    loads (the runner checks the results folder can be written there)."""
     force = bool(cfg.get("force")) if force is None else force
     ident = identify(cfg)
     if not force and (done := finished_cell(cfg, ident=ident)) is not None:
@@ -122,7 +131,7 @@ def prepare_cell(cfg: DictConfig, engines: EngineSource | None, examples: list[E
     data: dict[str, Any] | None = None
     requested: dict[str, int] = {}
     if examples is None:
-        loaded = loaded if loaded is not None else load_cell(cfg)
+        loaded = loaded if loaded is not None else load(cfg)
         cfg, requested = sized_to_data(cfg, loaded)
         if requested:  # the data held fewer queries than asked: the cell is the one that runs
             ident = identify(cfg)
@@ -145,22 +154,26 @@ class PreparedProbe:
     examples: list[Example] | None
 
 
-def prepare_probe(cfg: DictConfig, engines: EngineSource | None, n: int | None = None, force: bool = False) -> PreparedProbe:
+def prepare_probe(cfg: DictConfig, engines: EngineSource | None, n: int | None = None, force: bool = False,
+                  load: Load = load_cell) -> PreparedProbe:
     """The probe of ``cfg`` on ``n`` calibration queries (default ``benchmark.calibration``):
     its identity, and, unless it is finished (and not ``force``), its calibration split
-    loaded and retrieved first (a reranker may need its own engine)."""
+    loaded (``load``, as in :func:`prepare_cell`) and retrieved first (a reranker may
+    need its own engine)."""
     from madara_cli.diagnose.probe import finished_probe
 
     ident = identify_probe(cfg, n)
     if not force and finished_probe(cfg, ident) is not None:
         return PreparedProbe(ident, None)
-    examples = cell_examples(cfg, engines, split="calibration", n=n).examples  # type: ignore[arg-type]
-    if len(examples) < ident.n:  # keyed by the n that ran, as a cell's limit is
+    loaded = load(cfg, "calibration", n)
+    examples = retrieve_for(cfg, loaded.examples, engines)  # type: ignore[arg-type]
+    held = loaded.n_examples
+    if held < ident.n:  # keyed by the n that ran, as a cell's limit is
         from madara_cli.data.splits import warn
 
-        warn(f"a probe of {ident.n} calibration queries asked for, but benchmark {cfg.benchmark.name} holds {len(examples)}: "
-             f"it runs on {len(examples)} and is keyed n{len(examples)}")
-        ident = ident.with_n(len(examples))
+        warn(f"a probe of {ident.n} calibration queries asked for, but benchmark {cfg.benchmark.name} holds {held}: "
+             f"it runs on {held} and is keyed n{held}")
+        ident = ident.with_n(held)
     return PreparedProbe(ident, examples)
 
 

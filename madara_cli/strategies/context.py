@@ -13,6 +13,9 @@ run function, a prepare step that returns one, or, for ``madara``, the route).
 
 from __future__ import annotations
 
+import copy
+import functools
+import json
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, ClassVar, Optional, Protocol, Sequence, TypeVar
 
@@ -45,7 +48,7 @@ class StrategyContext:
         checked against the schema once, instead of a cast at every read."""
         names = {f.name for f in fields(schema)}  # type: ignore[arg-type]
         node = {k: v for k, v in self.cfg.strategy.items() if k in names}
-        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), node))  # type: ignore[return-value]
+        return copy.deepcopy(_settings(schema, json.dumps(OmegaConf.to_container(OmegaConf.create(node)), sort_keys=True)))
 
     @property
     def temperature(self) -> float:
@@ -66,11 +69,20 @@ class StrategyContext:
         return prompts_of(self.cfg)
 
 
+@functools.lru_cache(maxsize=256)
+def _settings(schema: type, node: str) -> Any:
+    """The strategy settings ``node`` (JSON) as ``schema``: made once per (schema, settings),
+    since a plan of a grid asks for the same ones for every cell (each caller gets a copy)."""
+    return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), json.loads(node)))
+
+
 StrategyFn = Callable[[StrategyContext, Sequence[Example]], list[Prediction]]
 
 
 class EngineSource(Protocol):
-    """Where a prepare step takes an engine for a config (the run's engine pool)."""
+    """Where a prepare step takes an engine for a config (the run's engine pool). A source
+    whose engines record requests instead of answering them (``madara plan``'s) has
+    ``answers = False``: nothing it replies may be kept (experiment.examples.engines_answer)."""
 
     def get(self, cfg: DictConfig) -> CachedLLM: ...
 

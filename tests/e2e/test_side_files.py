@@ -527,10 +527,12 @@ def test_compare_names_an_unreadable_predictions_line(monkeypatch, capsys, tmp_p
 
 
 @pytest.mark.parametrize("body", ['{"overhead": {"fingerprint": "fp", "requests": "many", "prefix_caching_on": {}}}',
-                                  '{"overhead": {"fingerprint": "fp", "requests": 4, "prefix_caching_on": {"madara_seconds": ["x"]}}}',
-                                  '{"overhead": [1]}', "[" * 100_000, '{"overh'])
+                                  '{"overhead": {"fingerprint": "fp", "requests": 4, "prefix_caching_on": {"seconds_per_prompt_token": ["x"]}}}',
+                                  '{"overhead": {"fingerprint": "fp", "requests": "many", "prefix_caching_on": '
+                                  '{"seconds_per_prompt_token": 1e-3, "seconds_per_output_token": 2e-2}}}',
+                                  '{"overhead": [1]}', "[" * 100_000, '{"overh', '["overhead"]'])
 def test_an_odd_bench_file_only_means_no_measured_rates(tmp_path, body):
-    from madara_cli.experiment.plan import bench_rates
+    from madara_cli.experiment.engine_time import bench_rates
 
     (tmp_path / "vllm.json").write_text(body)
-    assert bench_rates(tmp_path, "fp") == {}
+    assert bench_rates(tmp_path, "fp") is None

@@ -226,8 +226,10 @@ def test_plan_estimates_time_from_rates_measured_in_the_cache(results_dir):
     from madara_cli.experiment.plan import _fingerprint, plan_grid
 
     cfg = compose(["strategy=sda", "strategy.scoring=logprob", "limit=2", f"results_dir={results_dir}"])
-    before = plan_grid("adhoc", [cfg]).total()
-    assert before.calls > 0 and before.timed_calls == 0 and before.seconds == 0
+    before = plan_grid("adhoc", [cfg])
+    # Nothing measured yet: timed by the prior for llama.cpp on a CPU, and said to be one (issue 36).
+    assert before.total().calls > 0 and before.total().timed_calls == before.total().calls
+    assert before.calibrations[0].source == "prior" and "a prior, not measured here" in before.calibrations[0].describe()
     cache = ResponseCache(cfg.cache)
     fp = _fingerprint(cfg)
     cache.put_many(fp, "score", [(f"other-{i}", Completion(text="", seconds=0.5, logprobs={"1": -1.0})) for i in range(3)])
@@ -237,9 +239,10 @@ def test_plan_estimates_time_from_rates_measured_in_the_cache(results_dir):
     cache.close()
     plan = plan_grid("adhoc", [cfg])
     after = plan.total()
-    assert after.timed_calls == after.calls - after.cached == before.calls
-    assert 0.5 * after.calls < after.seconds < 3.0 * after.calls  # score calls at 0.5 s, the answers at 3 s
-    assert any("s/call" in n for n in plan.notes)
+    assert after.timed_calls == after.calls - after.cached == before.total().calls
+    # completions without token counts: the fit keeps only the time per call, their mean (1.75 s)
+    assert after.seconds == pytest.approx(1.75 * after.calls)
+    assert plan.calibrations[0].source == "measured" and "measured here over 6 calls" in plan.calibrations[0].describe()
 
 
 def test_summary_rates_are_percent_with_a_wilson_interval(results_dir):

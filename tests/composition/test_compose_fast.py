@@ -1,0 +1,99 @@
+"""Composing a grid fast (issue 38, "grids at scale"): Hydra's defaults step is made once
+per distinct group choices and each cell's value overrides are laid over a copy. The
+configs and the errors must be exactly those of composing each cell whole."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import asdict
+
+import pytest
+from omegaconf import OmegaConf
+
+from madara_cli.composition import compose, load_plugins
+from madara_cli.config import load_grid
+from madara_cli.errors import ConfigError
+from madara_cli.experiment.grid import grid_overrides
+
+fast = importlib.import_module("madara_cli.composition.compose")
+
+
+def _whole(monkeypatch):
+    """Compose every cell the slow way: no remembered defaults step, no kept shape."""
+    monkeypatch.setattr(fast, "_search_state", lambda head: None)
+    monkeypatch.setattr(fast, "_plain", OmegaConf.create)
+
+
+def _cells() -> list[list[str]]:
+    load_plugins()
+    cells: list[list[str]] = []
+    for grid, extra in (("demo-full", ["results_dir=/tmp/x", "seed=0,1"]), ("table2", ["backend=vllm", "limit=3"]),
+                        ("demo", ["strategy.scoring=logprob", "generation.max_tokens=16", "retriever.k=3,4"])):
+        cells += grid_overrides(load_grid(grid), extra)
+    return cells + [
+        ["strategy=three_agent", "limit=5", "model.temperature=0.3"],
+        ["model=qwen2.5-7b", "backend=vllm", "backend.enforce_eager=true", "backend.kv_cache_gib=2"],
+        ["retriever=rerank", "strategy=madara", "rsc.rescoring=logprob", "router.policy=isolation"],
+        ["strategy=pde", "strategy.top_k=3", "reading=authors", "prompts=madara", "cache=/tmp/c.sqlite"],
+        ["benchmark=jsonl", "benchmark.path=/tmp/q.jsonl", "+benchmark.sample=7"],
+    ]
+
+
+def test_a_grid_composes_byte_for_byte_as_each_cell_whole(monkeypatch):
+    cells = _cells()
+    quick = [OmegaConf.to_yaml(compose(o)) for o in cells]
+    assert len(fast._BASES) < len(cells)  # the defaults step was shared
+    _whole(monkeypatch)
+    assert [OmegaConf.to_yaml(compose(o)) for o in cells] == quick
+
+
+@pytest.mark.parametrize("bad", [
+    ["strategy=pde", "strategy.top_k=abc"],
+    ["limit=-1"],
+    ["backend.nonexistent=1"],
+    ["model=nope"],
+    ["strategy=nf", "+strategy.bogus=1"],
+    ["seed=x"],
+    ["generation.max_tokens=0"],
+])
+def test_a_bad_cell_is_refused_with_the_same_line(monkeypatch, bad):
+    compose(["strategy=pde"])  # the defaults step of a neighbour is remembered
+    with pytest.raises(ConfigError) as quick:
+        compose(bad)
+    _whole(monkeypatch)
+    with pytest.raises(ConfigError) as whole:
+        compose(bad)
+    assert str(quick.value) == str(whole.value)
+
+
+def test_an_edited_option_file_is_read_again(tmp_path, monkeypatch):
+    """The remembered step is keyed by every config file's stamp: editing a yaml of a
+    --config-dir (here with the two-second guard for fresh files off) composes anew."""
+    monkeypatch.setattr(fast, "_RACY_S", 0.0)
+    monkeypatch.setenv("MADARA_CONFIG_DIR", str(tmp_path))
+    (tmp_path / "model").mkdir()
+    option = tmp_path / "model" / "mine.yaml"
+    option.write_text("name: mine\nhf_id: a/b\ntemperature: 0.1\n")
+    assert compose(["model=mine", "strategy=nf"]).model.temperature == 0.1
+    option.write_text("name: mine\nhf_id: a/b\ntemperature: 0.25\n")
+    assert compose(["model=mine", "strategy=nf"]).model.temperature == 0.25
+
+
+def test_request_keys_are_what_they_were():
+    """canonical() is built directly now (hashing a request was mostly dataclasses.asdict):
+    the same dict as asdict gave, so no cache key moves."""
+    from madara_cli.config.identity import digest, request_key
+    from madara_cli.records import ChatRequest, Message, ScoreRequest
+
+    msgs = (Message("system", "Be brief. ü"), Message("user", "Who founded Varn?"))
+    for r, legacy in (
+        (ChatRequest(msgs, max_tokens=32, temperature=0.6, seed=3, stop=("}",)), None),
+        (ChatRequest(msgs, prefix='{"score": '), None),
+        (ScoreRequest(msgs, ("0", "1", "2"), prefix="Score: "), "score"),
+    ):
+        body = asdict(r)
+        if legacy is None and not body["prefix"]:
+            del body["prefix"]
+        old = {"kind": legacy or "chat", **body}
+        assert r.canonical() == old
+        assert request_key("fp", r) == digest({"model": "fp", "request": old}, 64, ascii=False)
