@@ -46,7 +46,7 @@ def test_a_bench_module_adds_its_section_without_this_package_naming_it(tmp_path
     import madara_cli.bench as bench
 
     assert "hf" in bench.all_sections() and bench.added_sections()["hf"].name == "hf"
-    with pytest.raises(ConfigError, match="vllm_cpu, hf"):
+    with pytest.raises(ConfigError, match=r"vllm_cpu, openai_pool, hf\b"):
         run_bench(BenchOptions(out_dir=tmp_path), ("speed",))
     monkeypatch.setitem(bench._ADDED, "toy", bench.BenchSection(
         name="toy", run=lambda opts, scratch: {"ratio_toy": 2.0, "x": 1}, rows=lambda r: [("toy", "a toy measure", f"{r['ratio_toy']}x")]))
