@@ -119,7 +119,7 @@ def _hydra_once(overrides: list[str]) -> DictConfig:
 # choices and Hydra settings), and each cell's value overrides are laid over a copy by
 # Hydra's own step (ConfigLoaderImpl._apply_overrides_to_config), so a composed config is
 # the same, byte for byte, as one composed whole (tests/core/test_compose_fast.py).
-_BASES: dict[tuple, bytes] = {}  # Hydra's first step, pickled
+_BASES: dict[tuple, DictConfig] = {}  # Hydra's first step, copied per cell
 _REPOS: dict[tuple, object] = {}
 _GROUPS: dict[tuple, bool] = {}  # (search state, key) -> whether Hydra reads the key as a config group
 _STATE_FILES_MAX = 2000  # a search path holding more yaml files than this is composed whole every time
@@ -187,8 +187,6 @@ def _hydra_config(primary: str, overrides: list[str]) -> DictConfig:
     """Hydra's composition of ``config.yaml`` with ``overrides`` (the search path's
     ``hydra.searchpath`` first): the defaults-list step made once per distinct group
     choices (see above), the value overrides laid over a copy of it."""
-    import pickle
-
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
 
     parsed = [o.hydra for o in parse_overrides(overrides)]
@@ -220,8 +218,10 @@ def _hydra_config(primary: str, overrides: list[str]) -> DictConfig:
     base = tuple(o.input_line for o, v in zip(parsed, sorted_out) if not v)
     key = (state, base)
     if key not in _BASES:
-        _BASES[key] = pickle.dumps(_hydra_once(list(base)))  # a copy is unpickled per cell: 5x faster than deepcopy
-    cfg = pickle.loads(_BASES[key])
+        _BASES[key] = _hydra_once(list(base))
+    # deepcopy, not a pickle round trip (about 2x faster, but tests/core/test_safety.py
+    # keeps pickle out of the package whatever it would read)
+    cfg = copy.deepcopy(_BASES[key])
     ConfigLoaderImpl._apply_overrides_to_config(values, cfg)
     return cfg
 
@@ -229,9 +229,9 @@ def _hydra_config(primary: str, overrides: list[str]) -> DictConfig:
 # The composed config is plain (OmegaConf.create of its resolved container): building one
 # node by node is the largest part of what a cell costs once Hydra's step is remembered,
 # and a grid's cells hold the same keys, lists of the same lengths and values of the same
-# types. So a config of each such shape is built once and kept pickled; a cell's is an
-# unpickled copy with the values that differ set one by one, the nodes create() would make.
-_PLAIN: dict[tuple, tuple[bytes, Any]] = {}
+# types. So a config of each such shape is built once and kept; a cell's is a copy of it
+# with the values that differ set one by one, the nodes create() would make.
+_PLAIN: dict[tuple, tuple[DictConfig, Any]] = {}
 
 
 def _shape(value: Any) -> Any:
@@ -253,15 +253,13 @@ def _differences(new: Any, old: Any, path: tuple = ()) -> list[tuple[tuple, Any]
 
 def _plain(container: dict) -> DictConfig:
     """``OmegaConf.create(container)``, from a kept config of the same shape (see above)."""
-    import pickle
-
     shape = _shape(container)
     if shape not in _PLAIN:
         made = OmegaConf.create(container)
-        _PLAIN[shape] = (pickle.dumps(made), copy.deepcopy(container))
+        _PLAIN[shape] = (copy.deepcopy(made), copy.deepcopy(container))
         return made
-    blob, seen = _PLAIN[shape]
-    cfg = pickle.loads(blob)
+    kept, seen = _PLAIN[shape]
+    cfg = copy.deepcopy(kept)
     for path, value in _differences(container, seen):
         node = cfg
         for k in path[:-1]:
