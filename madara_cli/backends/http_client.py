@@ -85,9 +85,40 @@ def _time_left(timeout_error: type[Exception], timeout: float | None) -> float |
     return left if timeout is None else min(timeout, left)
 
 
-def _deadline_backend(httpcore: ModuleType) -> Any:
+class _Streams:
+    """Every connection the pool's backend has opened and not yet closed, so that closing
+    the client ends them all: also one opened by a request racing the close (its thread
+    was between the client's own check and the connect when the close came)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: set[Any] = set()
+        self.closed = False
+
+    def add(self, stream: Any) -> bool:
+        """Register ``stream``; False (and nothing registered) once the client is closed."""
+        with self._lock:
+            if not self.closed:
+                self._open.add(stream)
+                return True
+        return False
+
+    def discard(self, stream: Any) -> None:
+        with self._lock:
+            self._open.discard(stream)
+
+    def close_all(self) -> None:
+        with self._lock:
+            self.closed = True
+            live, self._open = list(self._open), set()
+        for stream in live:
+            stream.close()
+
+
+def _deadline_backend(httpcore: ModuleType, streams: _Streams) -> Any:
     """httpcore's sync network backend with each operation's timeout clamped to the
-    current attempt's deadline."""
+    current attempt's deadline. Every stream it opens is registered in ``streams``; none
+    opens once they are closed."""
 
     class DeadlineStream(httpcore.NetworkStream):
         def __init__(self, inner: Any):
@@ -100,6 +131,7 @@ def _deadline_backend(httpcore: ModuleType) -> Any:
             self._inner.write(buffer, _time_left(httpcore.WriteTimeout, timeout))
 
         def close(self) -> None:
+            streams.discard(self)
             # Shut the socket down first: a read blocked in another thread (a request in
             # flight when Ctrl-C closes the engine) then returns at once, instead of
             # holding the process at exit until the server answers or the deadline passes.
@@ -121,13 +153,24 @@ def _deadline_backend(httpcore: ModuleType) -> Any:
         def __init__(self) -> None:
             self._inner = httpcore.SyncBackend()
 
+        def _opened(self, inner: Any) -> Any:
+            stream = DeadlineStream(inner)
+            if not streams.add(stream):
+                stream.close()
+                raise httpcore.ConnectError("the client was closed")
+            return stream
+
         def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
                         socket_options: Any = None) -> Any:
+            if streams.closed:
+                raise httpcore.ConnectError("the client was closed")
             clamped = _time_left(httpcore.ConnectTimeout, timeout)
-            return DeadlineStream(self._inner.connect_tcp(host, port, clamped, local_address, socket_options))
+            return self._opened(self._inner.connect_tcp(host, port, clamped, local_address, socket_options))
 
         def connect_unix_socket(self, path: str, timeout: float | None = None, socket_options: Any = None) -> Any:
-            return DeadlineStream(self._inner.connect_unix_socket(path, _time_left(httpcore.ConnectTimeout, timeout), socket_options))
+            if streams.closed:
+                raise httpcore.ConnectError("the client was closed")
+            return self._opened(self._inner.connect_unix_socket(path, _time_left(httpcore.ConnectTimeout, timeout), socket_options))
 
         def sleep(self, seconds: float) -> None:
             time.sleep(seconds)
@@ -135,7 +178,7 @@ def _deadline_backend(httpcore: ModuleType) -> Any:
     return DeadlineBackend()
 
 
-def _transport(httpx: ModuleType, httpcore: ModuleType, max_connections: int, keep_alive: bool) -> Any:
+def _transport(httpx: ModuleType, httpcore: ModuleType, max_connections: int, keep_alive: bool, streams: _Streams) -> Any:
     """An httpx transport over httpcore's connection pool on the deadline backend (what
     ``httpx.HTTPTransport`` builds, with the network backend its constructor does not take)."""
 
@@ -157,7 +200,7 @@ def _transport(httpx: ModuleType, httpcore: ModuleType, max_connections: int, ke
                 max_connections=max_connections,
                 max_keepalive_connections=max_connections if keep_alive else 0,
                 keepalive_expiry=KEEPALIVE_S,
-                network_backend=_deadline_backend(httpcore),
+                network_backend=_deadline_backend(httpcore, streams),
             )
 
         def handle_request(self, request: Any) -> Any:
@@ -196,8 +239,9 @@ class PooledClient:
         httpx, httpcore = http_modules()
         self._httpx, self._httpcore = httpx, httpcore
         n = max(1, int(max_connections))
+        self._streams = _Streams()
         self._client = httpx.Client(
-            transport=_transport(httpx, httpcore, n, keep_alive),
+            transport=_transport(httpx, httpcore, n, keep_alive, self._streams),
             limits=httpx.Limits(max_connections=n, max_keepalive_connections=n if keep_alive else 0),
             follow_redirects=False,
         )
@@ -208,6 +252,8 @@ class PooledClient:
     def request(self, method: str, url: str, body: bytes | None, headers: dict[str, str], deadline_s: float) -> Reply:
         """One attempt, ended by ``deadline_s`` of wall time. Raises :class:`Refused`,
         :class:`Transient` (with why) or :class:`Failed`."""
+        if self._streams.closed:
+            raise Failed("the client was closed")
         timeout = self._httpx.Timeout(deadline_s)
         _deadline.at = time.monotonic() + deadline_s
         try:
@@ -235,4 +281,7 @@ class PooledClient:
             _deadline.at = None
 
     def close(self) -> None:
+        """End every connection, including those whose requests are in flight in other
+        threads (they return at once, failed); later requests fail without connecting."""
+        self._streams.close_all()
         self._client.close()

@@ -384,13 +384,39 @@ def test_closing_the_engine_releases_requests_in_flight(fake_server):
     failed: list[BaseException] = []
     caller = threading.Thread(target=lambda: failed.append(pytest.raises(BackendError, b.chat, [ASK, ASK])), daemon=True)
     caller.start()
-    time.sleep(1.0)  # both requests are in flight
+    deadline = time.monotonic() + 30  # both requests in flight, however loaded the machine
+    while fake_server.in_flight < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert fake_server.in_flight == 2
     t0 = time.perf_counter()
     b.close()
     workers = [t for t in threading.enumerate() if t.name.startswith("madara-openai")]
     for t in workers:
         t.join(timeout=5)
     assert not any(t.is_alive() for t in workers) and time.perf_counter() - t0 < 5
+
+
+def test_a_request_that_races_the_close_does_not_connect(fake_server):
+    """A request whose thread reaches the transport only after the engine was closed (it
+    was between the client's check and the connect) fails at once, opening nothing."""
+    from madara_cli.backends.http_client import Failed, PooledClient
+
+    client = PooledClient(max_connections=2)
+    client.close()
+    before = fake_server.connections
+    t0 = time.perf_counter()
+    with pytest.raises(Failed, match="closed"):
+        client.request("POST", fake_server.base_url + "/chat/completions", b"{}", {}, deadline_s=30)
+    # and past the client's own check, at the pool's connect
+    from madara_cli.backends.http_client import _Streams, _transport, http_modules
+
+    httpx, httpcore = http_modules()
+    streams = _Streams()
+    transport = _transport(httpx, httpcore, 2, True, streams)
+    streams.close_all()
+    with pytest.raises(httpcore.ConnectError, match="closed"):
+        transport.handle_request(httpx.Request("GET", fake_server.base_url + "/models"))
+    assert fake_server.connections == before and time.perf_counter() - t0 < 5
 
 
 @pytest.mark.parametrize("reported", ["4096", -1, True, 2.5, None])
