@@ -56,10 +56,11 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def read_bytes(path: str | Path, what: str, error: type[Exception] = DataError) -> bytes:
+def read_bytes(path: str | Path, what: str, error: type[Exception] = DataError, max_bytes: int | None = None) -> bytes:
     """The bytes of the regular file ``path``; anything else (a FIFO, a folder, a
     device) is one ``error`` naming it, without blocking: the file is opened
-    non-blocking and checked before a byte is read."""
+    non-blocking and checked before a byte is read. A file over ``max_bytes`` is one
+    ``error`` too, before it is read."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as e:
@@ -68,6 +69,9 @@ def read_bytes(path: str | Path, what: str, error: type[Exception] = DataError) 
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             raise error(f"{path}: {what} is {_kind(mode)}, not a regular file; refusing to read it")
+        size = os.fstat(fd).st_size
+        if max_bytes is not None and size > max_bytes:
+            raise error(f"{path}: {what} is {size / (1 << 20):.1f} MiB, over its limit of {max_bytes >> 10} KiB; refusing to read it")
         with os.fdopen(fd, "rb", closefd=False) as f:
             return f.read()
     except OSError as e:
@@ -76,10 +80,10 @@ def read_bytes(path: str | Path, what: str, error: type[Exception] = DataError) 
         os.close(fd)
 
 
-def read_text(path: str | Path, what: str, error: type[Exception] = DataError) -> str:
+def read_text(path: str | Path, what: str, error: type[Exception] = DataError, max_bytes: int | None = None) -> str:
     """The regular file ``path`` as UTF-8 text (a leading byte-order mark dropped); a
     byte that is not UTF-8 is one ``error`` naming where."""
-    data = read_bytes(path, what, error)
+    data = read_bytes(path, what, error, max_bytes)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:

@@ -54,6 +54,7 @@ def ls(
 
 
 DESCRIPTION_CHARS = 110
+DESCRIPTION_READ = 8192  # bytes of a config file read for its opening comment
 
 
 def description(group: str, name: str) -> str:
@@ -65,8 +66,12 @@ def description(group: str, name: str) -> str:
     from madara_cli.config.folders import find_config
 
     path = find_config(group, name)
+    head = b""
+    if path:
+        with path.open("rb") as f:  # the opening comment: the first lines, never a whole large file
+            head = f.read(DESCRIPTION_READ)
     lines = []
-    for line in (path.read_text(encoding="utf-8").splitlines() if path else []):
+    for line in head.decode("utf-8", errors="replace").splitlines():
         if not line.startswith("#"):
             break
         lines.append(line.lstrip("#").strip())

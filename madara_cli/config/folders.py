@@ -58,6 +58,11 @@ def config_dir() -> Path:
     return packaged
 
 
+# A config file is settings, a few KiB; one larger than this is refused unread (a 20 MB
+# file took minutes and gigabytes to parse).
+MAX_CONFIG_BYTES = 1 << 20
+
+
 def read_yaml(path: Path) -> Any:
     """A config file's YAML (:func:`madara_cli.sidefiles.yaml_problem`: a regular file,
     UTF-8, plain data); a syntax error, a tag (``!!python/object``: configs are data,
@@ -65,7 +70,7 @@ def read_yaml(path: Path) -> Any:
     naming the file and where."""
     from madara_cli.sidefiles import read_text, yaml_problem
 
-    value, problem = yaml_problem(read_text(path, "the config", ConfigError))
+    value, problem = yaml_problem(read_text(path, "the config", ConfigError, MAX_CONFIG_BYTES))
     if problem is not None:
         raise ConfigError(f"{path}: {problem}")
     if value is not None and not isinstance(value, (dict, list)):

@@ -329,6 +329,12 @@ def test_a_fifo_or_an_alias_bomb_nobody_selects_costs_nothing(monkeypatch, capsy
     # holds "fifo", so the check is on the listed names)
     listed = [ln.split(":", 1)[0] for ln in out.splitlines()]
     assert code == 0 and "mine" in listed and "fifo" not in listed and "fifo.yaml" not in out
+    # the 20 MB file is listed, refused unread (ls took 13 minutes parsing it)
+    big = next(ln for ln in out.splitlines() if ln.startswith("big:"))
+    assert "unreadable" in big and "MiB, over its limit" in big
+    assert time.perf_counter() - t0 < 60
+    code, _, err = cli("--config-dir", str(user), "run", "--cfg", "job", "strategy=big", monkeypatch=monkeypatch, capsys=capsys)
+    one_line_error(code, err, "big.yaml", "over its limit")
 
 
 @pytest.mark.parametrize("name,needles", [
