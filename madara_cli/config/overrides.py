@@ -59,7 +59,10 @@ def _parse_one(text: str) -> Override:
     try:
         (parsed,) = OverridesParser.create().parse_overrides([text])
     except HydraException as e:  # OverrideParseException and friends
-        return Override(text, key, value, prefix, None, str(e).strip().splitlines()[0])
+        why = str(e).strip().splitlines()[0]
+        if value and value.startswith("~"):  # the shell leaves ~ alone after key=, and Hydra's grammar refuses it
+            why += f" (the shell does not expand '~' after '='; write the path out: {key}=$HOME{value[1:]})"
+        return Override(text, key, value, prefix, None, why)
     return Override(text, key, value, prefix, parsed)
 
 

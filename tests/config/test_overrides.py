@@ -40,6 +40,14 @@ def test_a_malformed_override_keeps_its_text_and_hydras_first_line():
         compose(["limit=2", "model=["])
 
 
+def test_a_tilde_path_says_to_write_it_out():
+    """``backend.adapter=~/lora``: the shell leaves the ``~`` alone and Hydra refuses it;
+    the one line says what to type instead."""
+    with pytest.raises(ConfigError) as err:
+        compose(["backend.adapter=~/lora"])
+    assert "write the path out: backend.adapter=$HOME/lora" in str(err.value) and "\n" not in str(err.value)
+
+
 def test_parsing_a_parsed_list_again_is_the_same_records():
     once = parse_overrides(["strategy=pde", "strategy.top_k=3"])
     again = parse_overrides(once)
