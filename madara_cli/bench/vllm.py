@@ -22,8 +22,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-PASSES = 4  # timed, after two untimed passes of each (first shapes still warm kernels up on the CPU build)
-WARMUP = 2
+PASSES = 2  # timed, after one untimed pass of each (the first shapes still warm kernels up on the CPU build)
+WARMUP = 1
 
 
 def _stage(cfg, n_questions: int, mode: str, temperature: float | None = None):
