@@ -134,13 +134,16 @@ def _search_state(overrides_head: tuple[str, ...]) -> tuple | None:
     import os
     import time
 
-    from madara_cli.config.folders import search_dirs
+    from madara_cli.config.folders import scratch_primaries, search_dirs
     from madara_cli.config.schema import registered_schemas
 
     primary = primary_and_searchpath()[0]
     stamps: list[tuple] = []
     now = time.time_ns()
-    for root in dict.fromkeys([Path(primary), *search_dirs()]):
+    # a scratch primary is a copy of a config.yaml stamped below (written when it first
+    # served, so always "just changed"): stamping it would compose a grid whole
+    own = [] if primary in scratch_primaries() else [Path(primary)]
+    for root in dict.fromkeys([*own, *search_dirs()]):
         for folder, dirs, files in os.walk(root):
             dirs.sort()
             if len(Path(folder).relative_to(root).parts) >= 3:
@@ -167,10 +170,13 @@ _HELD: dict[tuple, tuple | None] | None = None  # while held_state() is on: each
 def held_state() -> Iterator[None]:
     """Compose many cells (a grid) from the config files as they are when it starts: their
     stamps are read once, not once per cell."""
+    from madara_cli.config.folders import holding_files
+
     global _HELD
     outer, _HELD = _HELD, (_HELD if _HELD is not None else {})
     try:
-        yield
+        with holding_files():
+            yield
     finally:
         _HELD = outer
 
@@ -178,9 +184,36 @@ def held_state() -> Iterator[None]:
 def _state(head: tuple[str, ...]) -> tuple | None:
     if _HELD is None:
         return _search_state(head)
-    if head not in _HELD:
+    if _HELD.get(head) is None:  # None (a file just changed) is read again, not held for the grid
         _HELD[head] = _search_state(head)
     return _HELD[head]
+
+
+def _clone(node: Any, parent: Any = None) -> Any:
+    """A copy of an OmegaConf node and everything under it, as ``copy.deepcopy`` makes it
+    (each node's metadata and flags its own, values shared as OmegaConf's own copy shares
+    them, a fresh resolver cache) at about a tenth of its cost: ``deepcopy`` goes through
+    the generic memo machinery for every node and every metadata field, and was a third
+    of what a grid cell cost to compose. Checked against ``deepcopy`` in
+    tests/composition/test_compose_fast.py, for the OmegaConf pinned in constraints.txt."""
+    from collections import defaultdict
+
+    new = object.__new__(type(node))
+    state = dict(node.__dict__)
+    meta = copy.copy(state["_metadata"])
+    meta.flags = dict(meta.flags) if meta.flags is not None else {}
+    meta.resolver_cache = defaultdict(dict)
+    state["_metadata"] = meta
+    state["_parent"] = parent
+    if "_flags_cache" in state:
+        state["_flags_cache"] = None
+    content = state.get("_content")
+    if isinstance(content, dict):
+        state["_content"] = {k: _clone(v, new) for k, v in content.items()}
+    elif isinstance(content, list):
+        state["_content"] = [_clone(v, new) for v in content]
+    new.__dict__.update(state)
+    return new
 
 
 def _hydra_config(primary: str, overrides: list[str]) -> DictConfig:
@@ -219,9 +252,9 @@ def _hydra_config(primary: str, overrides: list[str]) -> DictConfig:
     key = (state, base)
     if key not in _BASES:
         _BASES[key] = _hydra_once(list(base))
-    # deepcopy, not a pickle round trip (about 2x faster, but tests/core/test_safety.py
-    # keeps pickle out of the package whatever it would read)
-    cfg = copy.deepcopy(_BASES[key])
+    # a clone, not a pickle round trip (tests/core/test_safety.py keeps pickle out of the
+    # package whatever it would read)
+    cfg = _clone(_BASES[key])
     ConfigLoaderImpl._apply_overrides_to_config(values, cfg)
     return cfg
 
@@ -259,13 +292,23 @@ def _plain(container: dict) -> DictConfig:
         _PLAIN[shape] = (copy.deepcopy(made), copy.deepcopy(container))
         return made
     kept, seen = _PLAIN[shape]
-    cfg = copy.deepcopy(kept)
+    cfg = _clone(kept)
     for path, value in _differences(container, seen):
         node = cfg
         for k in path[:-1]:
             node = node[k]
         node[path[-1]] = value
     return cfg
+
+
+def _interpolates(value: Any) -> bool:
+    """Whether any string in a container holds ``${`` (an interpolation, or text that
+    looks like one: then OmegaConf decides)."""
+    if isinstance(value, dict):
+        return any(_interpolates(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_interpolates(v) for v in value)
+    return isinstance(value, str) and "${" in value
 
 
 def compose(overrides: list[str] | None = None) -> DictConfig:
@@ -295,16 +338,19 @@ def compose(overrides: list[str] | None = None) -> DictConfig:
         impl = impl or option_impl(chosen["strategy"])  # a yaml naming <impl>_schema runs that implementation
         if prompts is not None:
             cfg.prompts = prompts
-        OmegaConf.resolve(cfg)
-        cfg.overrides = list(overrides)
-        cfg = _plain(OmegaConf.to_container(cfg, enum_to_str=True))
-        if impl is not None and str(impl) != str(cfg.strategy.name):  # impl == name: elided, so shipped keys stay put
-            cfg.strategy.impl = str(impl)
+        container = OmegaConf.to_container(cfg, enum_to_str=True)
+        if _interpolates(container):  # resolving walks every node: only when a value asks for it
+            OmegaConf.resolve(cfg)
+            container = OmegaConf.to_container(cfg, enum_to_str=True)
+        container["overrides"] = list(overrides)  # as given: never resolved
+        if impl is not None and str(impl) != str(container["strategy"]["name"]):  # impl == name: elided, so shipped keys stay put
+            container["strategy"]["impl"] = str(impl)
+        cfg = _plain(container)
         OmegaConf.set_struct(cfg, True)
     except (HydraException, OmegaConfBaseException) as e:
         raise ConfigError(f"bad config: {_first_lines(e)} (keys: {', '.join(RootConfig.__dataclass_fields__)})") from None
     _known_loader(cfg)
-    validate_config(cfg, ConfigError)  # ranges and each chosen plug-in's checks, before any data or model loads
+    validate_config(cfg, ConfigError, plain=container)  # ranges and each chosen plug-in's checks, before any data or model loads
     prompt_set(str(cfg.prompts))  # every template read and checked, before any model loads
     return cfg
 

@@ -6,9 +6,12 @@ up, above the plug-ins it composes: :func:`madara_cli.composition.compose`.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -28,6 +31,43 @@ from madara_cli.config.schema import (
 )
 from madara_cli.errors import ConfigError
 
+# While a grid composes (:func:`holding_files`), where each config file is and whether it
+# is a regular file are looked up once, not once per cell: a cell asked the file system
+# the same few hundred questions (about a fifth of what composing it cost). The answers
+# are those of the folders as they were when the grid started, as the composition's own
+# remembered defaults step (madara_cli.composition.compose.held_state) is.
+_HELD_FS: dict[tuple, Any] | None = None
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+@contextlib.contextmanager
+def holding_files() -> Iterator[None]:
+    """Answer the file lookups below from what they answered first, until the block ends."""
+    global _HELD_FS
+    outer, _HELD_FS = _HELD_FS, (_HELD_FS if _HELD_FS is not None else {})
+    try:
+        yield
+    finally:
+        _HELD_FS = outer
+
+
+def _held_key(name: str, *args: Any) -> tuple:
+    """A held answer's key: the question and the folders it was asked of."""
+    return (name, os.environ.get("MADARA_CONFIG_DIR", ""), os.environ.get("MADARA_CONFIGS", ""), *args)
+
+
+def _held(fn: _F) -> _F:
+    @functools.wraps(fn)
+    def wrapper(*args: Any) -> Any:
+        if _HELD_FS is None:
+            return fn(*args)
+        key = _held_key(fn.__name__, *args)
+        if key not in _HELD_FS:
+            _HELD_FS[key] = fn(*args)  # an error is not held: it is raised again next time
+        found = _HELD_FS[key]
+        return list(found) if isinstance(found, list) else found
+    return wrapper  # type: ignore[return-value]
+
 
 def _packaged_configs() -> Path | None:
     """The copy of ``configs/`` that ships inside the wheel (``madara_cli/configs``)."""
@@ -40,6 +80,7 @@ def _packaged_configs() -> Path | None:
     return d if (d / "config.yaml").is_file() else None
 
 
+@_held
 def config_dir() -> Path:
     """The shipped configs, first of: ``$MADARA_CONFIGS``, the checkout's ``configs/``
     (editable installs, ``PYTHONPATH=.``), the copy packaged in the wheel."""
@@ -110,6 +151,7 @@ def read_yaml_once(path: Path) -> Any:
     return _READ[stamp]
 
 
+@_held
 def _regular(path: Path) -> bool:
     """``path`` is a regular file (a link to one counts); a FIFO, socket or folder named
     ``*.yaml`` is never an option (opening a FIFO blocks)."""
@@ -121,6 +163,7 @@ def _regular(path: Path) -> bool:
         return False
 
 
+@_held
 def _not_regular(group: str, name: str) -> Path | None:
     """The ``<group>/<name>.yaml`` of a search folder that exists but is not a regular file."""
     for d in search_dirs():
@@ -178,6 +221,9 @@ def check_selected(overrides: list[str] | list[Override]) -> None:
             todo.append((group, chosen_option(group, overrides)))
         except ConfigError:  # a root config.yaml that picks none: Hydra names what is missing
             continue
+    held = _held_key("check_selected", *todo)
+    if _HELD_FS is not None and held in _HELD_FS:  # these choices' files were read and found sound
+        return
     seen: set[Path] = set()
     while todo:
         group, name = todo.pop()
@@ -189,6 +235,8 @@ def check_selected(overrides: list[str] | list[Override]) -> None:
             continue
         seen.add(path)
         todo.extend(_default_entries(read_yaml(path), group))
+    if _HELD_FS is not None:
+        _HELD_FS[held] = True
 
 
 def add_config_dir(path: str | Path) -> None:
@@ -200,16 +248,19 @@ def add_config_dir(path: str | Path) -> None:
     os.environ["MADARA_CONFIG_DIR"] = os.pathsep.join([*current, str(d)])
 
 
+@_held
 def _root_config() -> Path:
     """The root ``config.yaml``: the first search folder's regular one."""
     return next(d for d in search_dirs() if _regular(d / "config.yaml")) / "config.yaml"
 
 
+@_held
 def search_dirs() -> list[Path]:
     """User config folders first, then the shipped configs."""
     return [*user_config_dirs(), config_dir()]
 
 
+@_held
 def find_config(group: str, name: str) -> Path | None:
     """``<group>/<name>.yaml`` from the first search folder that has it as a regular file."""
     for d in search_dirs():
@@ -218,11 +269,13 @@ def find_config(group: str, name: str) -> Path | None:
     return None
 
 
+@_held
 def options(group: str) -> list[str]:
     """The option names of ``group``: its regular ``*.yaml`` files (names only: none is read)."""
     return sorted({p.stem for d in search_dirs() if (d / group).is_dir() for p in (d / group).glob("*.yaml") if _regular(p)})
 
 
+@_held
 def default_option(group: str) -> str:
     """The option of ``group`` the root ``config.yaml``'s defaults list picks."""
     root = _root_config()
@@ -364,29 +417,46 @@ def _no_sweeps(overrides: list[Override]) -> None:
             raise ConfigError(f"'{o.raw}' is a sweep: run it with madara run -m {o.raw} (or --grid); for a list value write {o.hydra.key_or_group}=[...]")
 
 
-_PRIMARY_COPIES: dict[str, str] = {}
+_PRIMARY_COPIES: dict[str, tuple[str, tuple]] = {}  # the root config.yaml -> (its scratch folder, its stamp when copied)
 
 
 def primary_and_searchpath() -> tuple[str, list[str]]:
     """Hydra's primary config folder and the ``hydra.searchpath`` override that puts the
     ``--config-dir`` folders ahead of the shipped configs. Hydra remembers a primary
     config it did not find before the search path grew, so with user folders the
-    primary is a scratch folder holding only the first ``config.yaml`` found."""
+    primary is a scratch folder holding only the first ``config.yaml`` found (copied
+    again when that file's stamp moves)."""
     users = user_config_dirs()
     if not users:
         return str(config_dir().resolve()), []
     root = _root_config()
     key = str(root.resolve())
-    if key not in _PRIMARY_COPIES or not Path(_PRIMARY_COPIES[key], "config.yaml").is_file():
+    try:
+        st = root.stat()
+        stamp: tuple = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    except OSError:
+        stamp = ()
+    kept = _PRIMARY_COPIES.get(key)
+    if kept is None or kept[1] != stamp or not stamp or not Path(kept[0], "config.yaml").is_file():
         import tempfile
 
-        tmp = tempfile.mkdtemp(prefix="madara-configs-")
+        tmp = kept[0] if kept is not None and Path(kept[0]).is_dir() else tempfile.mkdtemp(prefix="madara-configs-")
         from madara_cli.sidefiles import read_text
 
         Path(tmp, "config.yaml").write_text(read_text(root, "the config", ConfigError), encoding="utf-8")
-        _PRIMARY_COPIES[key] = tmp
+        _PRIMARY_COPIES[key] = (tmp, stamp)
+    return _PRIMARY_COPIES[key][0], [_searchpath()]
+
+
+def scratch_primaries() -> set[str]:
+    """The scratch primary folders made so far: copies of a ``config.yaml`` of the search
+    path, which a stamp of the search path's files covers already."""
+    return {folder for folder, _ in _PRIMARY_COPIES.values()}
+
+
+def _searchpath() -> str:
     paths = ",".join("file://" + str(d.resolve()) for d in search_dirs())
-    return _PRIMARY_COPIES[key], [f"hydra.searchpath=[{paths}]"]
+    return f"hydra.searchpath=[{paths}]"
 
 
 # --------------------------------------------------------------------------- #

@@ -45,7 +45,7 @@ def to_plain(cfg: Any) -> dict[str, Any]:
 def strategy_impl(node: Any) -> str:
     """The implementation a composed strategy node runs (``impl``, which compose keeps
     only where it differs from the label ``name``)."""
-    return str(node.get("impl") or node.name)
+    return str(node.get("impl") or node["name"])
 
 
 # --------------------------------------------------------------------------- #

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import asdict
+from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
@@ -22,6 +23,7 @@ def _whole(monkeypatch):
     """Compose every cell the slow way: no remembered defaults step, no kept shape."""
     monkeypatch.setattr(fast, "_search_state", lambda head: None)
     monkeypatch.setattr(fast, "_plain", OmegaConf.create)
+    monkeypatch.setattr(fast, "_interpolates", lambda container: True)
 
 
 def _cells() -> list[list[str]]:
@@ -36,6 +38,8 @@ def _cells() -> list[list[str]]:
         ["retriever=rerank", "strategy=madara", "rsc.rescoring=logprob", "router.policy=isolation"],
         ["strategy=pde", "strategy.top_k=3", "reading=authors", "prompts=madara", "cache=/tmp/c.sqlite"],
         ["benchmark=jsonl", "benchmark.path=/tmp/q.jsonl", "+benchmark.sample=7"],
+        ["strategy=nf", "seed=3", "grid_name=g${seed}"],  # an interpolation: resolved
+        ["strategy=nf", "seed=4", "grid_name=g${seed}"],
     ]
 
 
@@ -44,6 +48,7 @@ def test_a_grid_composes_byte_for_byte_as_each_cell_whole(monkeypatch):
     monkeypatch.setattr(fast, "_BASES", {})  # what earlier tests composed is not this grid's
     quick = [OmegaConf.to_yaml(compose(o)) for o in cells]
     assert len(fast._BASES) < len(cells)  # the defaults step was shared
+    assert OmegaConf.to_yaml(compose(cells[-1])).count("grid_name: g4") == 1
     _whole(monkeypatch)
     assert [OmegaConf.to_yaml(compose(o)) for o in cells] == quick
 
@@ -98,3 +103,70 @@ def test_request_keys_are_what_they_were():
         old = {"kind": legacy or "chat", **body}
         assert r.canonical() == old
         assert request_key("fp", r) == digest({"model": "fp", "request": old}, 64, ascii=False)
+
+
+def test_a_grid_with_a_config_dir_shares_the_defaults_step(tmp_path, monkeypatch):
+    """With a --config-dir, Hydra's primary folder is a scratch copy of config.yaml written
+    when the first cell composes. Stamped as a file of the search path, it was always
+    "just changed", so every cell of the grid was composed whole (a 1,000-cell plan took
+    311 s, not the 50 s the compose bench showed)."""
+    import time
+
+    from madara_cli.config import folders
+
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "mine.yaml").write_text("name: mine\nhf_id: a/b\ntemperature: 0.1\n")
+    time.sleep(fast._RACY_S + 0.2)  # the user's files are settled; the scratch copy is made below
+    monkeypatch.setenv("MADARA_CONFIG_DIR", str(tmp_path))
+    monkeypatch.setattr(folders, "_PRIMARY_COPIES", {})
+    monkeypatch.setattr(fast, "_BASES", {})
+    whole = []
+    monkeypatch.setattr(fast, "_hydra_once", lambda o, real=fast._hydra_once: whole.append(o) or real(o))
+    with fast.held_state():
+        cfgs = [compose(["model=mine", "strategy=nf", f"seed={s}"]) for s in range(5)]
+    assert [c.seed for c in cfgs] == list(range(5))
+    assert len(whole) == 1  # one defaults step for the five cells
+
+
+def test_an_edited_root_config_is_copied_again(tmp_path, monkeypatch):
+    """The scratch primary follows the config.yaml it copies."""
+    monkeypatch.setattr(fast, "_RACY_S", 0.0)
+    monkeypatch.setenv("MADARA_CONFIG_DIR", str(tmp_path))
+    shipped = (Path(fast.__file__).parents[2] / "configs" / "config.yaml").read_text()
+    (tmp_path / "config.yaml").write_text(shipped.replace("seed: 0", "seed: 7"))
+    assert compose(["strategy=nf"]).seed == 7
+    (tmp_path / "config.yaml").write_text(shipped.replace("seed: 0", "seed: 11"))
+    assert compose(["strategy=nf"]).seed == 11
+
+
+def test_a_clone_is_a_deepcopy():
+    """The fast copy of a composed config is what copy.deepcopy makes: the same YAML, the
+    same node types (a typed setting still refuses a wrong value), flags and values its
+    own, parents its own (an interpolation resolves inside the copy)."""
+    import copy
+
+    from omegaconf.errors import ConfigAttributeError, ValidationError
+
+    from madara_cli.config.schema import register_schemas
+
+    register_schemas()
+    typed = OmegaConf.merge(OmegaConf.structured(fast._require_schema("strategy", "pde")), {"top_k": 4})
+    cfg = OmegaConf.create({"strategy": typed, "seed": 3, "echo": "${seed}", "xs": [1, {"a": 2}], "none": None})
+    OmegaConf.set_struct(cfg, True)
+    clone, deep = fast._clone(cfg), copy.deepcopy(cfg)
+    assert OmegaConf.to_yaml(clone) == OmegaConf.to_yaml(deep) == OmegaConf.to_yaml(cfg)
+    assert {k: type(clone.strategy._get_node(k)) for k in clone.strategy} == {k: type(deep.strategy._get_node(k)) for k in deep.strategy}
+    assert OmegaConf.get_type(clone.strategy) is OmegaConf.get_type(deep.strategy)
+    with pytest.raises(ValidationError):
+        clone.strategy.top_k = "many"
+    with pytest.raises(ConfigAttributeError):  # struct mode came along
+        clone.unknown = 1
+    clone.seed = 9
+    assert clone.echo == 9 and cfg.echo == 3  # the interpolation reads the clone's own parent
+    clone.xs[1].a = 5
+    assert cfg.xs[1].a == 2
+    OmegaConf.set_struct(clone, False)
+    clone.unknown = 1
+    with pytest.raises(ConfigAttributeError):
+        cfg.unknown = 1  # the original's flags are its own
+    assert clone.xs._get_parent() is clone and clone.strategy._get_parent() is clone
