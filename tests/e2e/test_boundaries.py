@@ -415,6 +415,33 @@ def test_a_large_snapshot_holds_each_passage_text_once(tmp_path):
     assert files[1] is files[1] and files[1].text == "passage 1" and len(list(iter_corpus(corpus))) == 3
 
 
+def test_a_snapshot_checked_once_is_checked_again_after_any_edit(tmp_path, monkeypatch):
+    """A plan reads one snapshot per cell: what a whole check found is kept by the file's
+    stamp (change time included), so a second load does not scan again, and an edit,
+    even one that keeps the size and puts the mtime back, is checked and refused."""
+    import time
+
+    from madara_cli.errors import SnapshotError
+    from madara_cli.records import Doc, Example
+    from madara_cli.retrievers import snapshots
+
+    monkeypatch.setattr(snapshots, "_RACY_NS", 0)  # here: kept at once (the guard is 2 s)
+    monkeypatch.setattr(snapshots, "_CHECKED", {})
+    snap = snapshots.Snapshot(tmp_path / "snapshots", {"benchmark": {"name": "b"}, "retriever": {"name": "r", "k": 1}})
+    snap.append([(Example(id="q1", question="q?", answers=("a",)), [Doc(id="d", text="The tower is in Paris.", title="T")], {})])
+    first = snap.load()
+    scans = []
+    monkeypatch.setattr(snapshots.Snapshot, "_scan", lambda self, upto, real=snapshots.Snapshot._scan: scans.append(1) or real(self, upto))
+    assert snap.load() == first and scans == []  # kept: not scanned again
+    time.sleep(0.05)  # past the file system's clock tick
+    st = snap.path.stat()
+    snap.path.write_text(snap.path.read_text().replace("Paris", "Rome!"))
+    os.utime(snap.path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    with pytest.raises(SnapshotError, match="content hash"):
+        snap.load()
+    assert scans == [1]
+
+
 # --------------------------------------------------------------------------- #
 # Files that are not UTF-8, YAML that is broken or tagged
 
