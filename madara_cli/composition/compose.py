@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -216,17 +217,16 @@ def _clone(node: Any, parent: Any = None) -> Any:
     return new
 
 
-def _hydra_config(primary: str, overrides: list[str]) -> DictConfig:
-    """Hydra's composition of ``config.yaml`` with ``overrides`` (the search path's
-    ``hydra.searchpath`` first): the defaults-list step made once per distinct group
-    choices (see above), the value overrides laid over a copy of it."""
-    from hydra._internal.config_loader_impl import ConfigLoaderImpl
-
+def _split_values(primary: str, overrides: list[str]) -> tuple[tuple, list, tuple[str, ...]] | None:
+    """(search state, value overrides, the rest as given) of a composition's overrides:
+    the value overrides are those Hydra lays over the defaults list's result, in order;
+    the rest (the search path, group choices, Hydra's own settings) make that result.
+    None when the config files are not stamped (it is then composed whole)."""
     parsed = [o.hydra for o in parse_overrides(overrides)]
     head = tuple(o.input_line for o in parsed if o is not None and o.key_or_group == "hydra.searchpath")
     state = _state(head) if all(o is not None for o in parsed) else None
     if state is None:
-        return _hydra_once(overrides)
+        return None
     if state not in _REPOS:
         from hydra import initialize_config_dir
         from hydra.core.global_hydra import GlobalHydra
@@ -249,6 +249,19 @@ def _hydra_config(primary: str, overrides: list[str]) -> DictConfig:
     sorted_out = [laid_over(o) for o in parsed]
     values = [o for o, v in zip(parsed, sorted_out) if v]
     base = tuple(o.input_line for o, v in zip(parsed, sorted_out) if not v)
+    return state, values, base
+
+
+def _hydra_config(primary: str, overrides: list[str]) -> DictConfig:
+    """Hydra's composition of ``config.yaml`` with ``overrides`` (the search path's
+    ``hydra.searchpath`` first): the defaults-list step made once per distinct group
+    choices (see above), the value overrides laid over a copy of it."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+
+    split = _split_values(primary, overrides)
+    if split is None:
+        return _hydra_once(overrides)
+    state, values, base = split
     key = (state, base)
     if key not in _BASES:
         _BASES[key] = _hydra_once(list(base))
@@ -311,6 +324,179 @@ def _interpolates(value: Any) -> bool:
     return isinstance(value, str) and "${" in value
 
 
+def _container(primary: str, given: list[str], chosen: dict[str, str], prompts: str | None,
+               interpolations: list[tuple[tuple, str]] | None = None) -> dict:
+    """The composed config as plain data, resolved (without ``overrides``): Hydra's
+    composition of ``given``, each group's schema laid over its node, the strategy's
+    ``impl`` kept where it differs from its name. ``interpolations`` is given each
+    (path, text) of a value that interpolates, as written."""
+    cfg = _hydra_config(primary, given)
+    impl = None
+    for group in PLUGGABLE:
+        found = _typed_group(cfg, group, chosen[group])
+        impl = found if group == "strategy" else impl
+    impl = impl or option_impl(chosen["strategy"])  # a yaml naming <impl>_schema runs that implementation
+    if prompts is not None:
+        cfg.prompts = prompts
+    container = OmegaConf.to_container(cfg, enum_to_str=True)
+    written: list[tuple[tuple, str]] = []
+    if _interpolates(container):  # resolving walks every node: only when a value asks for it
+        written = _interpolations(container)
+        OmegaConf.resolve(cfg)
+        container = OmegaConf.to_container(cfg, enum_to_str=True)
+    if impl is not None and str(impl) != str(container["strategy"]["name"]):  # impl == name: elided, so shipped keys stay put
+        container["strategy"]["impl"] = str(impl)
+    if interpolations is not None:
+        interpolations.extend(written)
+    return container  # type: ignore[return-value]
+
+
+# A grid's cells share their group choices and differ in a few value overrides
+# (``seed=3``, ``strategy.top_k=5``). While a grid composes (held_state), a cell is made
+# from two kinds of remembered compositions: its group choices' alone (the base), and,
+# for each of its value overrides, the base with that override alone, kept as the
+# leaves it changes. Where the changes of a cell's overrides touch different leaves, the
+# cell is the base with all of them set: what composing it whole gives, since a value
+# override sets its own key and the values that interpolate it. Where two touch one leaf
+# (a key given twice, or two keys one value interpolates), where an override adds to or
+# deletes from the config, or where composing a part alone fails, the cell is composed
+# the ordinary way. Compared byte for byte against whole compositions in
+# tests/composition/test_compose_fast.py.
+_CELL_BASES: dict[tuple, dict | None] = {}
+_CELL_CHANGES: dict[tuple, list | None] = {}
+
+
+def _copy_plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _copy_plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy_plain(v) for v in value]
+    return value
+
+
+def _changes(new: Any, old: Any, path: tuple = ()) -> list[tuple[tuple, Any]] | None:
+    """(path, value) of every value of ``new`` that ``old`` lacks or holds otherwise (a
+    list is one value); None when ``new`` lacks a key ``old`` has."""
+    if not (isinstance(new, dict) and isinstance(old, dict)):
+        return [] if type(new) is type(old) and new == old else [(path, new)]
+    if any(k not in new for k in old):
+        return None
+    out: list[tuple[tuple, Any]] = []
+    for k, v in new.items():
+        if k not in old:
+            out.append(((*path, k), v))
+            continue
+        found = _changes(v, old[k], (*path, k))
+        if found is None:
+            return None
+        out.extend(found)
+    return out
+
+
+def _interpolations(value: Any, path: tuple = ()) -> list[tuple[tuple, str]]:
+    if isinstance(value, dict):
+        return [x for k, v in value.items() for x in _interpolations(v, (*path, k))]
+    if isinstance(value, list):
+        return [x for i, v in enumerate(value) for x in _interpolations(v, (*path, i))]
+    return [(path, value)] if isinstance(value, str) and "${" in value else []
+
+
+_PLAIN_REF = re.compile(r"\$\{([A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*)*)\}")
+
+
+def _reads(container: dict, written: list[tuple[tuple, str]]) -> tuple | None:
+    """What a base's interpolations read: each (path, text, the values it refers to), or
+    None where one is more than plain ``${key}`` references (a resolver, a relative or
+    nested reference): the changes an override makes are then this base's alone."""
+    out = []
+    for path, text in written:
+        if "${" in _PLAIN_REF.sub("", text):
+            return None
+        refs = []
+        for key in _PLAIN_REF.findall(text):
+            node: Any = container
+            for part in key.split("."):
+                if not isinstance(node, dict) or part not in node:
+                    return None
+                node = node[part]
+            refs.append(repr(node))
+        out.append((path, text, tuple(refs)))
+    return tuple(out)
+
+
+def _quiet_container(primary: str, given: list[str], chosen: dict[str, str], prompts: str | None,
+                     interpolations: list[tuple[tuple, str]] | None = None) -> dict | None:
+    from hydra.errors import HydraException
+
+    try:
+        return _container(primary, given, chosen, prompts, interpolations)
+    except (ConfigError, HydraException, OmegaConfBaseException):
+        return None  # the cell composed whole says what is wrong
+
+
+def _set_by(o: Any, one: dict, start: dict) -> list[tuple[tuple, Any]] | None:
+    """What value override ``o`` set, composed over ``start`` alone (``one``): the values
+    that differ, and its own key's value even where it equals ``start``'s (another base
+    sharing these changes may hold another value there)."""
+    changes = _changes(one, start)
+    if changes is None:
+        return None
+    key = tuple(o.key_or_group.split("."))
+    node: Any = one
+    for part in key:
+        if not isinstance(node, dict) or part not in node:
+            return None  # a key Hydra placed elsewhere: composed the ordinary way
+        node = node[part]
+    if not any(key[:len(path)] == path for path, _ in changes):
+        changes.append((key, node))
+    return changes
+
+
+def _cell_container(primary: str, given: list[str], chosen: dict[str, str], prompts: str | None) -> dict | None:
+    """A grid cell's container from its remembered parts (see above); None where it is
+    composed the ordinary way."""
+    split = _split_values(primary, given)
+    if split is None:
+        return None
+    state, values, base = split
+    if any(o.is_add() or o.is_delete() or o.package or isinstance(o.value(), dict) or "${" in o.input_line for o in values):
+        return None
+    bkey = (state, base, prompts, tuple(sorted(chosen.items())))
+    if bkey not in _CELL_BASES:
+        written: list[tuple[tuple, str]] = []
+        made = _quiet_container(primary, list(base), chosen, prompts, written)
+        _CELL_BASES[bkey] = None if made is None else (made, _reads(made, written))
+    if _CELL_BASES[bkey] is None:
+        return None
+    start, reads = _CELL_BASES[bkey]
+    out = _copy_plain(start)
+    touched: set[tuple] = set()
+    above: set[tuple] = set()  # every proper prefix of a touched path
+    for o in values:
+        head = o.key_or_group.split(".")[0]
+        # What an override changes depends on its key's type (the root schema's, or the
+        # chosen option's for a pluggable group) and on the values that interpolate it:
+        # bases alike in both share it (a grid's seed=3 is worked out once, not once per
+        # strategy); a base with other interpolations keeps its own.
+        ckey = (state, o.input_line, head, chosen.get(head), prompts, reads) if reads is not None else (bkey, o.input_line)
+        if ckey not in _CELL_CHANGES:
+            one = _quiet_container(primary, [*base, o.input_line], chosen, prompts)
+            _CELL_CHANGES[ckey] = None if one is None else _set_by(o, one, start)
+        changes = _CELL_CHANGES[ckey]
+        if changes is None:
+            return None
+        for path, value in changes:
+            if path in touched or path in above or any(path[:i] in touched for i in range(1, len(path))):
+                return None
+            touched.add(path)
+            above.update(path[:i] for i in range(1, len(path)))
+            node = out
+            for k in path[:-1]:
+                node = node[k]
+            node[path[-1]] = _copy_plain(value)
+    return out
+
+
 def compose(overrides: list[str] | None = None) -> DictConfig:
     """Compose ``configs/config.yaml`` with Hydra overrides, validated and resolved;
     choice settings come back as plain strings."""
@@ -330,21 +516,11 @@ def compose(overrides: list[str] | None = None) -> DictConfig:
     hydra_overrides, prompts = _split_prompts(parsed)
     try:
         primary, extra = primary_and_searchpath()
-        cfg = _hydra_config(primary, [*extra, *_force_add_settings(hydra_overrides, chosen)])
-        impl = None
-        for group in PLUGGABLE:
-            found = _typed_group(cfg, group, chosen[group])
-            impl = found if group == "strategy" else impl
-        impl = impl or option_impl(chosen["strategy"])  # a yaml naming <impl>_schema runs that implementation
-        if prompts is not None:
-            cfg.prompts = prompts
-        container = OmegaConf.to_container(cfg, enum_to_str=True)
-        if _interpolates(container):  # resolving walks every node: only when a value asks for it
-            OmegaConf.resolve(cfg)
-            container = OmegaConf.to_container(cfg, enum_to_str=True)
+        given = [*extra, *_force_add_settings(hydra_overrides, chosen)]
+        container = _cell_container(primary, given, chosen, prompts) if _HELD is not None else None
+        if container is None:
+            container = _container(primary, given, chosen, prompts)
         container["overrides"] = list(overrides)  # as given: never resolved
-        if impl is not None and str(impl) != str(container["strategy"]["name"]):  # impl == name: elided, so shipped keys stay put
-            container["strategy"]["impl"] = str(impl)
         cfg = _plain(container)
         OmegaConf.set_struct(cfg, True)
     except (HydraException, OmegaConfBaseException) as e:

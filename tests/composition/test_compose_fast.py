@@ -24,6 +24,7 @@ def _whole(monkeypatch):
     monkeypatch.setattr(fast, "_search_state", lambda head: None)
     monkeypatch.setattr(fast, "_plain", OmegaConf.create)
     monkeypatch.setattr(fast, "_interpolates", lambda container: True)
+    monkeypatch.setattr(fast, "_cell_container", lambda *a: None)
 
 
 def _cells() -> list[list[str]]:
@@ -53,6 +54,47 @@ def test_a_grid_composes_byte_for_byte_as_each_cell_whole(monkeypatch):
     assert [OmegaConf.to_yaml(compose(o)) for o in cells] == quick
 
 
+# Cells whose value overrides meet: one key given twice, a key another's value
+# interpolates, a key one value interpolates beside it, a free group's added settings.
+MEETING = [
+    ["strategy=nf", "limit=1", "limit=2"],
+    ["strategy=nf", "results_dir=/tmp/a", "cache=/tmp/b.sqlite"],
+    ["strategy=nf", "cache=/tmp/b.sqlite", "results_dir=/tmp/a"],  # set alone, results_dir would move cache too
+    ["strategy=nf", "seed=5", "grid_name=g${seed}", "limit=2"],
+    ["backend=vllm", "backend.enforce_eager=true", "backend.kv_cache_gib=2", "seed=1"],
+    ["strategy=pde", "strategy.top_k=3", "strategy.top_k=4", "seed=2"],
+    ["strategy=pde", "prompts=madara", "strategy.top_k=2"],
+    # a value the first base holds already, set over a base that holds another
+    ["reading=authors", "strategy=nf", "generation.max_tokens=64"],
+    ["strategy=nf", "generation.max_tokens=64"],
+    ["strategy=sda", "seed=1"],
+    ["strategy=sda", "seed=1", "results_dir=/tmp/a"],
+]
+
+
+def test_a_grid_held_composes_byte_for_byte_as_each_cell_whole(monkeypatch):
+    """Inside a grid (held_state) a cell is made from its group choices' base and each
+    value override's own changes; it must be what composing it whole gives."""
+    cells = _cells() + MEETING
+    monkeypatch.setattr(fast, "_CELL_BASES", {})
+    monkeypatch.setattr(fast, "_CELL_CHANGES", {})
+    made = []
+    real = fast._cell_container
+
+    def counted(*a):
+        out = real(*a)
+        made.append(out is not None)
+        return out
+
+    monkeypatch.setattr(fast, "_cell_container", counted)
+    with fast.held_state():
+        quick = [OmegaConf.to_yaml(compose(o)) for o in cells]
+    assert sum(made) > len(cells) // 2  # most cells were made from their parts
+    assert not all(made)  # and the meeting ones were composed whole
+    _whole(monkeypatch)
+    assert [OmegaConf.to_yaml(compose(o)) for o in cells] == quick
+
+
 @pytest.mark.parametrize("bad", [
     ["strategy=pde", "strategy.top_k=abc"],
     ["limit=-1"],
@@ -66,6 +108,10 @@ def test_a_bad_cell_is_refused_with_the_same_line(monkeypatch, bad):
     compose(["strategy=pde"])  # the defaults step of a neighbour is remembered
     with pytest.raises(ConfigError) as quick:
         compose(bad)
+    with fast.held_state(), pytest.raises(ConfigError) as held:  # inside a grid, from parts
+        compose(["strategy=pde", "seed=1"])
+        compose(bad)
+    assert str(held.value) == str(quick.value)
     _whole(monkeypatch)
     with pytest.raises(ConfigError) as whole:
         compose(bad)
