@@ -44,6 +44,7 @@ from madara_cli.config.identity import (
     probe_identity,
     standing,  # noqa: F401  (the rule the finders apply; re-exported beside the identities)
     strategy_impl,
+    to_plain,
 )
 from madara_cli.config.plugin_schemas import schema_for
 from madara_cli.config.schema import BenchmarkConfig, ModelConfig
@@ -243,13 +244,14 @@ def identify(cfg: DictConfig) -> CellIdentity:
     from madara_cli.backends.weights import resolved_revision
 
     fragments = _fragments(cfg)
-    payload = cell_identity(cfg, fragments)
+    plain = to_plain(cfg)  # read by both payloads below, never changed
+    payload = cell_identity(cfg, fragments, plain)
     cell = Cell(
         grid=str(cfg.grid_name), model=str(cfg.model.name), benchmark=str(cfg.benchmark.name), strategy=str(cfg.strategy.name),
         retriever=str(cfg.retriever.name), k=int(cfg.retriever.k), seed=int(cfg.seed), limit=cfg.limit, config_hash=digest(payload),
     )
     old_commit = resolved_revision(str(cfg.model.get("hf_id")), str(cfg.model.get("revision")))
-    old = cell.with_hash(digest(path_keyed_cell_identity(cfg, fragments.prompts, fragments.metric_version, old_commit)))
+    old = cell.with_hash(digest(path_keyed_cell_identity(cfg, fragments.prompts, fragments.metric_version, old_commit, plain)))
     legacy = () if old == cell else (old,)
     return CellIdentity(cell=cell, payload=payload, fragments=fragments, legacy=legacy, evidence=_evidence(fragments))
 

@@ -481,6 +481,7 @@ def _split_prompts(overrides: list[Override]) -> tuple[list[Override], str | Non
     return rest, chosen
 
 
+@_held
 def prompt_set(name: str = SHIPPED) -> PromptSet:
     """Prompt set ``name`` (``prompts/<name>/`` of the first search folder that has it), checked."""
     return load_prompt_set(name, search_dirs())

@@ -45,7 +45,8 @@ def to_plain(cfg: Any) -> dict[str, Any]:
 def strategy_impl(node: Any) -> str:
     """The implementation a composed strategy node runs (``impl``, which compose keeps
     only where it differs from the label ``name``)."""
-    return str(node.get("impl") or node["name"])
+    impl = node["impl"] if "impl" in node else None  # not node.get: a missing key of a struct config costs an exception
+    return str(impl or node["name"])
 
 
 # --------------------------------------------------------------------------- #
@@ -473,8 +474,8 @@ def _content_keyed(out: dict[str, Any], fragments: Fragments) -> dict[str, Any]:
     return out
 
 
-def _cell_payload(cfg: Any, prompts: dict[str, str], metric_version: int | str) -> dict[str, Any]:
-    plain = to_plain(cfg)
+def _cell_payload(cfg: Any, prompts: dict[str, str], metric_version: int | str, plain: dict[str, Any] | None = None) -> dict[str, Any]:
+    plain = to_plain(cfg) if plain is None else plain
     backend = str(plain["backend"]["name"])
     out: dict[str, Any] = {}
     for group in SEMANTIC_GROUPS:
@@ -496,20 +497,21 @@ def _cell_payload(cfg: Any, prompts: dict[str, str], metric_version: int | str) 
     return out
 
 
-def cell_identity(cfg: Any, fragments: Fragments) -> dict[str, Any]:
+def cell_identity(cfg: Any, fragments: Fragments, plain: dict[str, Any] | None = None) -> dict[str, Any]:
     """What a cell's hash covers: every setting that can change its numbers (runtime-only
     ones left out), the digest of each prompt family it sends, every local input it
     reads by its content, the hub commit where its engine loads the hub, and the source
-    of any plug-in that does not ship with madara."""
-    return _content_keyed(_cell_payload(cfg, fragments.prompts, fragments.metric_version), fragments)
+    of any plug-in that does not ship with madara. ``plain``: ``to_plain(cfg)``, where
+    the caller holds it (it is read, never changed)."""
+    return _content_keyed(_cell_payload(cfg, fragments.prompts, fragments.metric_version, plain), fragments)
 
 
 def path_keyed_cell_identity(cfg: Any, prompts: dict[str, str], metric_version: int | str,
-                             hub_commit: str | None = None) -> dict[str, Any]:
+                             hub_commit: str | None = None, plain: dict[str, Any] | None = None) -> dict[str, Any]:
     """What a cell's hash covered before content_keyed_inputs: local inputs as the
     strings that named them, and the hub commit whenever the model's keyed source was the
     hub, whatever the engine (kept to find results finished under those keys)."""
-    out = _cell_payload(cfg, prompts, metric_version)
+    out = _cell_payload(cfg, prompts, metric_version, plain)
     if hub_commit and out["model"].get("hf_source", "hub") == "hub":
         out["model"]["revision"] = hub_commit
     return out
@@ -529,7 +531,7 @@ def _probe_groups(cfg: Any, plain: dict[str, Any]) -> dict[str, Any]:
     if "rsc" in groups:
         out["rsc"] = rsc_key(cfg)
     if "router" in groups and plain.get("router") and plain["router"] != to_plain(OmegaConf.structured(RouterConfig)):
-        out["router"] = plain["router"]
+        out["router"] = dict(plain["router"])  # a copy: the payload is changed later, plain is shared
     return out
 
 

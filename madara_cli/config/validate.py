@@ -22,6 +22,7 @@ Two passes, both called from :func:`madara_cli.composition.compose`:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import typing
 from dataclasses import dataclass
 from enum import Enum
@@ -235,6 +236,13 @@ def _shown(v: Any) -> str:
 # --------------------------------------------------------------------------- #
 
 
+@functools.lru_cache(maxsize=512)
+def _hints(cls: type) -> dict[str, Any]:
+    """``typing.get_type_hints(cls)``, worked out once per schema class (it evaluates
+    every annotation: about a millisecond a cell of a grid). Read only."""
+    return typing.get_type_hints(cls)
+
+
 def _schema_field(root: type, dotted: str, groups: dict[str, type | None] | None = None) -> tuple[str, Any] | None:
     """(status, type) of ``dotted`` in the dataclass schema: ("ok", type), or
     ("unknown", parent class) when the last part is not a field, or None when the
@@ -248,7 +256,7 @@ def _schema_field(root: type, dotted: str, groups: dict[str, type | None] | None
             return None
         cls, parts = groups[parts[0]], parts[1:]
     for i, part in enumerate(parts):
-        hints = typing.get_type_hints(cls)
+        hints = _hints(cls)
         if part not in hints:
             return ("unknown", cls)
         t = hints[part]

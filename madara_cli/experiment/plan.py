@@ -536,12 +536,15 @@ def plan_grid(grid_name: str, cfgs: list[DictConfig], rate: float | None = None,
     after each cell."""
     if rate is not None and not (rate > 0):
         raise ValueError(f"--rate {rate}: a throughput in engine calls per second must be > 0")
+    from madara_cli.config.folders import holding_files
+
     planner = Planner(grid_name, rate)
     try:
-        for i, cfg in enumerate(cfgs, 1):
-            planner.cell(cfg)
-            if progress is not None:
-                progress(i, len(cfgs))
+        with holding_files():  # the config folders and prompt sets as the plan found them, looked up once
+            for i, cfg in enumerate(cfgs, 1):
+                planner.cell(cfg)
+                if progress is not None:
+                    progress(i, len(cfgs))
         return planner.finish()
     finally:
         planner.close()

@@ -47,8 +47,8 @@ class StrategyContext:
         dataclass, or one it extends): ints, floats, lists and Enum choices typed, each
         checked against the schema once, instead of a cast at every read."""
         names = {f.name for f in fields(schema)}  # type: ignore[arg-type]
-        node = {k: v for k, v in self.cfg.strategy.items() if k in names}
-        return copy.deepcopy(_settings(schema, json.dumps(OmegaConf.to_container(OmegaConf.create(node)), sort_keys=True)))
+        node = {k: v for k, v in OmegaConf.to_container(self.cfg.strategy, resolve=True).items() if k in names}  # type: ignore[union-attr]
+        return copy.deepcopy(_settings(schema, json.dumps(node, sort_keys=True)))
 
     @property
     def temperature(self) -> float:
