@@ -201,7 +201,9 @@ def _clone(node: Any, parent: Any = None) -> Any:
 
     new = object.__new__(type(node))
     state = dict(node.__dict__)
-    meta = copy.copy(state["_metadata"])
+    old = state["_metadata"]
+    meta = object.__new__(type(old))  # copy.copy, without its reduce protocol (half a clone's cost)
+    meta.__dict__.update(old.__dict__)
     meta.flags = dict(meta.flags) if meta.flags is not None else {}
     meta.resolver_cache = defaultdict(dict)
     state["_metadata"] = meta
@@ -452,6 +454,29 @@ def _set_by(o: Any, one: dict, start: dict) -> list[tuple[tuple, Any]] | None:
     return changes
 
 
+# A value axis of many values (seed=range(0,2500)) would compose one part per value. Where
+# one value of a key set exactly that key to exactly the value given (its type kept: an
+# int to an int setting, a string to a string one) and nothing interpolates the key,
+# another value of the same type sets it the same way: the key's changes are that value.
+# (Types are checked per cell before this, by check_override_types; ranges after, by
+# validate_config.)
+_LIKE: dict[tuple, bool] = {}
+_SCALARS = (int, float, bool, str)
+
+
+def _like(o: Any, ckey: tuple, reads: tuple | None) -> tuple | None:
+    """The key under which override ``o``'s changes stand for its key's other values of
+    its type; None where they cannot (see above)."""
+    value = o.value()
+    if reads is None or type(value) not in _SCALARS or o.is_force_add():
+        return None
+    key = o.key_or_group
+    for _, text, _ in reads:
+        if any(ref == key or ref.startswith(key + ".") or key.startswith(ref + ".") for ref in _PLAIN_REF.findall(text)):
+            return None
+    return (ckey[0], *ckey[2:], key, type(value))
+
+
 def _cell_container(primary: str, given: list[str], chosen: dict[str, str], prompts: str | None) -> dict | None:
     """A grid cell's container from its remembered parts (see above); None where it is
     composed the ordinary way."""
@@ -480,8 +505,15 @@ def _cell_container(primary: str, given: list[str], chosen: dict[str, str], prom
         # strategy); a base with other interpolations keeps its own.
         ckey = (state, o.input_line, head, chosen.get(head), prompts, reads) if reads is not None else (bkey, o.input_line)
         if ckey not in _CELL_CHANGES:
-            one = _quiet_container(primary, [*base, o.input_line], chosen, prompts)
-            _CELL_CHANGES[ckey] = None if one is None else _set_by(o, one, start)
+            like = _like(o, ckey, reads)
+            if like is not None and _LIKE.get(like):
+                _CELL_CHANGES[ckey] = [(tuple(o.key_or_group.split(".")), o.value())]
+            else:
+                one = _quiet_container(primary, [*base, o.input_line], chosen, prompts)
+                _CELL_CHANGES[ckey] = None if one is None else _set_by(o, one, start)
+                if like is not None:
+                    _LIKE[like] = _CELL_CHANGES[ckey] == [(tuple(o.key_or_group.split(".")), o.value())] and \
+                        type(_CELL_CHANGES[ckey][0][1]) is type(o.value())  # type: ignore[index]
         changes = _CELL_CHANGES[ckey]
         if changes is None:
             return None

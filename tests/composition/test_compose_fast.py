@@ -69,7 +69,32 @@ MEETING = [
     ["strategy=nf", "generation.max_tokens=64"],
     ["strategy=sda", "seed=1"],
     ["strategy=sda", "seed=1", "results_dir=/tmp/a"],
+    # values of one key worked out from another of its type (an int setting given an
+    # int or null, a float setting given a float, then an int it converts)
+    ["strategy=nf", "seed=7"], ["strategy=pde", "seed=8"], ["strategy=nf", "limit=null"], ["strategy=nf", "limit=4"],
+    ["strategy=nf", "model.temperature=0.5"], ["strategy=nf", "model.temperature=0.7"],
+    ["strategy=nf", "model.temperature=1"], ["strategy=nf", "model.temperature=2"],
+    ["strategy=nf", "grid_name=a"], ["strategy=nf", "grid_name=b"], ["strategy=nf", "results_dir=/tmp/c"],
 ]
+
+
+def test_a_value_axis_composes_one_part_per_key_not_per_value(monkeypatch):
+    """seed=range(0,40) over two strategies: each value's changes are the value itself,
+    worked out from the first one composed (not one composition per value)."""
+    monkeypatch.setattr(fast, "_CELL_BASES", {})
+    monkeypatch.setattr(fast, "_CELL_CHANGES", {})
+    monkeypatch.setattr(fast, "_LIKE", {})
+    parts = []
+    real = fast._quiet_container
+    monkeypatch.setattr(fast, "_quiet_container", lambda *a: parts.append(a[1]) or real(*a))
+    cells = [[f"strategy={s}", f"seed={i}"] for s in ("nf", "pde") for i in range(40)]
+    with fast.held_state():
+        quick = [OmegaConf.to_yaml(compose(o)) for o in cells]
+    assert len(parts) <= 4  # two bases, and seed worked out once
+    assert "seed: 39" in quick[39] and "seed: 39" in quick[79]
+    _whole(monkeypatch)
+    assert [OmegaConf.to_yaml(compose(o)) for o in cells] == quick
+
 
 
 def test_a_grid_held_composes_byte_for_byte_as_each_cell_whole(monkeypatch):
