@@ -45,7 +45,7 @@ def to_plain(cfg: Any) -> dict[str, Any]:
 def strategy_impl(node: Any) -> str:
     """The implementation a composed strategy node runs (``impl``, which compose keeps
     only where it differs from the label ``name``)."""
-    impl = node["impl"] if "impl" in node else None  # not node.get: a missing key of a struct config costs an exception
+    impl = node["impl"] if "impl" in node.keys() else None  # not get or in: a struct config raises (and formats) a missing key inside
     return str(impl or node["name"])
 
 

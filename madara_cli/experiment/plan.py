@@ -153,8 +153,16 @@ class Recorders:
     def __init__(self) -> None:
         self._by_engine: dict[str, CachedLLM] = {}
         self._fingerprints: dict[str, str] = {}
+        self._last: tuple[DictConfig, str] | None = None
 
     def fingerprint(self, cfg: DictConfig) -> str:
+        if self._last is not None and self._last[0] is cfg:  # a cell asks several times in a row
+            return self._last[1]
+        fp = self._fingerprint_of(cfg)
+        self._last = (cfg, fp)
+        return fp
+
+    def _fingerprint_of(self, cfg: DictConfig) -> str:
         engine = json.dumps([OmegaConf.to_container(cfg.model), OmegaConf.to_container(cfg.backend), cfg.seed], sort_keys=True, default=str)
         if engine not in self._fingerprints:
             self._fingerprints[engine] = _fingerprint(cfg)
