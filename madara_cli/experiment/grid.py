@@ -53,23 +53,28 @@ def _strategy_settings_where_they_apply(grid_name: str, cells: list[list[str]]) 
     [nf, sda] scores sda by logprob and leaves nf alone; one that fits none of the
     grid's strategies is the same one-line error as on a single cell. Cells that come
     out identical (a swept setting their strategy lacks) are kept once."""
+    from madara_cli.config.folders import holding_files
+
     out: list[list[str]] = []
+    seen: set[tuple[str, ...]] = set()  # a set, not `in out`: a 10,000-cell grid compared every pair
     dropped_from: dict[str, set[str]] = {}
     kept_somewhere: set[str] = set()
     keys: dict[str, str] = {}
-    for cell in cells:
-        parsed = parse_overrides(cell)  # once per cell, for both questions below
-        keys.update((o.raw, o.key) for o in parsed)
-        drop = set(inapplicable_strategy_overrides(parsed))
-        strategy = chosen_strategy(parsed)
-        for text in cell:
-            if text in drop:
-                dropped_from.setdefault(text, set()).add(strategy)
-            else:
-                kept_somewhere.add(text)
-        kept = [o for o in cell if o not in drop]
-        if kept not in out:
-            out.append(kept)
+    with holding_files():  # each strategy option's schema looked up once, not once per cell
+        for cell in cells:
+            parsed = parse_overrides(cell)  # once per cell, for both questions below
+            keys.update((o.raw, o.key) for o in parsed)
+            drop = set(inapplicable_strategy_overrides(parsed))
+            strategy = chosen_strategy(parsed)
+            for text in cell:
+                if text in drop:
+                    dropped_from.setdefault(text, set()).add(strategy)
+                else:
+                    kept_somewhere.add(text)
+            kept = [o for o in cell if o not in drop]
+            if tuple(kept) not in seen:
+                seen.add(tuple(kept))
+                out.append(kept)
     for text, strategies in dropped_from.items():
         if text not in kept_somewhere:
             key = keys[text]
