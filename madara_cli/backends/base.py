@@ -21,6 +21,7 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, ClassVar, Optional, Protocol, Sequence, runtime_checkable
 
+from madara_cli.config.held import held
 from madara_cli.plugins.catalog import CATALOG
 from madara_cli.plugins.shape import Spec
 from madara_cli.records import ChatRequest, Completion, ScoreRequest
@@ -112,6 +113,7 @@ def register_backend(spec: BackendSpec) -> BackendSpec:
     return CATALOG.register(spec, sys._getframe(1).f_globals.get("__name__", "?"))
 
 
+@held
 def installed_version(dist: str) -> str:
     """The installed version of distribution ``dist``, or "unknown"."""
     from importlib.metadata import PackageNotFoundError, version

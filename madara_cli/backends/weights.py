@@ -22,6 +22,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from madara_cli.backends.base import installed_version
 from madara_cli.config.identity import dist_file, file_digest
 from madara_cli.errors import BackendError
 from madara_cli.paths import cache_root
@@ -34,12 +35,8 @@ def resolve_gguf(spec: str) -> Path:
     """``dist:NAME`` -> the single .gguf inside installed distribution NAME; else a path."""
     if spec.startswith("dist:"):
         name = spec[5:]
-        import importlib.metadata
-
-        try:
-            importlib.metadata.distribution(name)
-        except importlib.metadata.PackageNotFoundError:
-            raise BackendError(f"the model package '{name}' is not installed (pip install '{name}', or: make setup)") from None
+        if installed_version(name) == "unknown":
+            raise BackendError(f"the model package '{name}' is not installed (pip install '{name}', or: make setup)")
         path = dist_file(spec, ".gguf")
         if path is None:
             raise BackendError(f"no .gguf file inside the installed distribution '{name}'")

