@@ -9,8 +9,9 @@ With ``--cells N`` it builds a grid of N cells (``--strategies`` x ``seed=range(
 the mini benchmark, one query a cell) and, in a fresh process each, composes every cell
 as a grid composes (each cell from its group choices' remembered base and each value
 override's remembered changes: madara_cli.composition.compose), composes a sample
-of them whole, and runs ``madara plan --grid`` over all of them: each as cells per second,
-the fast and whole composition side by side.
+of them whole, and runs ``madara plan --grid`` over all of them, in one process (``-j 1``)
+and with its walker processes (the default): each as cells per second, the fast and whole
+composition side by side, one process and walkers side by side.
 
 Writes, in a temporary folder, a ``benchmark=jsonl`` file of ``--rows`` questions without
 documents of their own (so every one is retrieved for) and a corpus of ``--docs``
@@ -120,13 +121,21 @@ def grid_at_scale(n_cells: int, strategies: list[str]) -> int:
         fast_rate, whole_rate = int(n) / float(fast), int(n_sample) / float(whole)
         print(f"compose {int(n):,} cells: {fast_rate:,.1f} cells/s ({float(fast):.1f} s); whole, {n_sample} of them: "
               f"{whole_rate:,.1f} cells/s; fast / whole: {fast_rate / whole_rate:.1f}x")
-        t0 = time.perf_counter()
-        plan = subprocess.run([sys.executable, "-c", CHILD, "plan", "--grid", "scale", *sweep], capture_output=True, text=True, env=env)
-        wall = time.perf_counter() - t0
-        if plan.returncode != 0:
-            print(plan.stdout[-2000:], plan.stderr[-4000:], sep="\n", file=sys.stderr)
-            return plan.returncode
-        print(f"madara plan --grid scale ({int(n):,} cells, compose included): {wall:.1f} s wall, {int(n) / wall:,.1f} cells/s")
+        walls, printed = {}, []
+        for label, jobs in (("one process", ["-j", "1"]), ("walkers (the default)", [])):
+            t0 = time.perf_counter()
+            plan = subprocess.run([sys.executable, "-c", CHILD, "plan", "--grid", "scale", "--json", *jobs, *sweep],
+                                  capture_output=True, text=True, env=env)
+            walls[label] = time.perf_counter() - t0
+            printed.append(plan.stdout)
+            if plan.returncode != 0:
+                print(plan.stdout[-2000:], plan.stderr[-4000:], sep="\n", file=sys.stderr)
+                return plan.returncode
+            print(f"madara plan --grid scale, {label} ({int(n):,} cells, compose included): {walls[label]:.1f} s wall, "
+                  f"{int(n) / walls[label]:,.1f} cells/s")
+        one, walkers = walls.values()
+        print(f"walkers / one process: {one / walkers:.2f}x faster ({os.cpu_count()} CPUs); "
+              f"the same plan: {'yes' if printed[0] == printed[1] else 'NO'}")
     return 0
 
 

@@ -128,14 +128,19 @@ def _composed(cells: list[list[str]], progress: Callable[[int, int], None] | Non
     return out
 
 
-def expand(grid_name: str, extra: list[str] | None = None, axes: dict[str, list[str]] | None = None,
-           progress: Callable[[int, int], None] | None = None) -> list[DictConfig]:
-    """Composed configs of every cell; ``axes`` replaces whole axes (e.g. the models)."""
+def grid_cells(grid_name: str, extra: list[str] | None = None, axes: dict[str, list[str]] | None = None) -> list[list[str]]:
+    """Every cell's overrides, not yet composed; ``axes`` replaces whole axes (e.g. the models)."""
     load_plugins()
     grid = load_grid(grid_name)
     if axes:
         grid.axes = {**grid.axes, **axes}
-    return _composed(grid_overrides(grid, list(extra or [])), progress)
+    return grid_overrides(grid, list(extra or []))
+
+
+def expand(grid_name: str, extra: list[str] | None = None, axes: dict[str, list[str]] | None = None,
+           progress: Callable[[int, int], None] | None = None) -> list[DictConfig]:
+    """Composed configs of every cell; ``axes`` replaces whole axes (e.g. the models)."""
+    return _composed(grid_cells(grid_name, extra, axes), progress)
 
 
 def has_sweep(overrides: list[str]) -> bool:
@@ -143,10 +148,17 @@ def has_sweep(overrides: list[str]) -> bool:
     return bool(_split_sweeps(list(overrides))[1])
 
 
-def expand_sweep(overrides: list[str], progress: Callable[[int, int], None] | None = None) -> list[DictConfig]:
-    """``madara run -m key=a,b ...``: the cross product of the sweeps as an ad-hoc grid
-    (``results/<grid_name>/``, ``adhoc`` unless ``grid_name=`` says otherwise)."""
+def sweep_cells(overrides: list[str]) -> tuple[str, list[list[str]]]:
+    """``madara run -m key=a,b ...``: the ad-hoc grid's name (``adhoc`` unless
+    ``grid_name=`` says otherwise; its cells go to ``results/<grid_name>/``) and every
+    cell's overrides, the cross product of the sweeps."""
     load_plugins()
     fixed, _ = _split_sweeps(list(overrides))
     name = next((o.value for o in parse_overrides(fixed) if o.key == "grid_name" and not o.prefix and o.value is not None), "adhoc")
-    return _composed(grid_overrides(GridConfig(name=name), list(overrides)), progress)
+    return str(name), grid_overrides(GridConfig(name=name), list(overrides))
+
+
+def expand_sweep(overrides: list[str], progress: Callable[[int, int], None] | None = None) -> list[DictConfig]:
+    """``madara run -m key=a,b ...``: the cross product of the sweeps as an ad-hoc grid
+    composed (:func:`sweep_cells`)."""
+    return _composed(sweep_cells(overrides)[1], progress)

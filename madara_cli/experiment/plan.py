@@ -46,8 +46,10 @@ snapshot): its first stage stands in for it.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -173,6 +175,15 @@ class Recorders:
         if fp not in self._by_engine:
             self._by_engine[fp] = CachedLLM(_Recorder(fp), _NoStore())  # type: ignore[arg-type]
         return self._by_engine[fp]
+
+    def engines(self) -> list[CachedLLM]:
+        """The recording engines handed out so far."""
+        return list(self._by_engine.values())
+
+
+def _add(adds: dict[str, float], **more: float) -> None:
+    for name, value in more.items():
+        adds[name] = adds.get(name, 0) + value
 
 
 @dataclass
@@ -331,35 +342,58 @@ class Loads:
 
 
 @dataclass
-class _Walked:
-    """What one walk of a strategy recorded: its requests and queries (scaled), and its
-    new calls once across the grid."""
+class _Counted:
+    """One walk's engine calls (a strategy's, or a routed cell's probe), as the grid-wide
+    count needs them (:meth:`Planner.account`)."""
 
-    requests: float = 0.0
-    scoring: float = 0.0
-    queries: float = 0.0
+    fingerprint: str
+    cache: str  # the real response cache's path
+    calibration: Calibration | None  # this engine's, when the walker that recorded this met it first
+    scale: float
+    recorded: list[tuple[str, _Note]]
+
+
+@dataclass
+class CellWalk:
+    """What walking one cell found (:meth:`Planner.walk`): everything the plan counts of
+    it, so that it can be counted in grid order by another process than the one that
+    walked it (a plan's walkers: :func:`plan_cells`)."""
+
+    cell: Cell
+    finished: dict[str, float] | None = None  # a finished cell's measured accounting
+    estimated: bool = False
+    notes: list[str] = field(default_factory=list)
+    adds: dict[str, float] = field(default_factory=dict)  # StrategyPlan fields to add to
+    counted: list[_Counted] = field(default_factory=list)
 
 
 class Planner:
-    """The state of one plan across its cells (see the module docstring)."""
+    """The state of one plan across its cells (see the module docstring): :meth:`walk`
+    walks a cell, :meth:`account` counts the walk in grid order (calls once across the
+    grid, the real cache's share); :meth:`cell` does both."""
 
-    def __init__(self, grid_name: str, rate: float | None = None):
+    def __init__(self, grid_name: str, rate: float | None = None, scratch: Path | None = None):
         self.plan = Plan(grid=grid_name)
         self.rate = rate
         self.engines = Recorders()
         self.loads = Loads()
-        self.scratch = Path(tempfile.mkdtemp(prefix="madara-plan-"))
+        if scratch is not None:
+            scratch.mkdir(parents=True, exist_ok=True)
+        self.scratch = scratch if scratch is not None else Path(tempfile.mkdtemp(prefix="madara-plan-"))
         self.seen_keys: set[str] = set()
         self.real_caches: dict[str, ResponseCache | None] = {}
-        self.calibrations: dict[str, Calibration] = {}
+        self.calibrations: dict[str, Calibration] = {}  # the plan's, in grid order
+        self._calibrated: dict[str, Calibration] = {}  # those this walker worked out
         # strategy -> (engine, kind, output budget) -> [uncached calls, their prompt characters]
         self.uncached: dict[str, dict[tuple[str, str, int], list[float]]] = {}
         self._seeded: set[str] = set()
+        self.defer_routed = False  # a walker: a routed cell is left to the parent (its probe is the grid's)
 
     def close(self) -> None:
         for c in self.real_caches.values():
             if c is not None:
                 c.close()
+        self.real_caches = {}
         shutil.rmtree(self.scratch, ignore_errors=True)
 
     # -- configs -------------------------------------------------------------------
@@ -376,8 +410,8 @@ class Planner:
                 shutil.copytree(probes, self.scratch / "results" / "probes", dirs_exist_ok=True)
         return OmegaConf.merge(cfg, {"results_dir": str(self.scratch / "results"), "log_samples": False, "logger": {"name": "none"}})
 
-    def real_cache(self, cfg: DictConfig) -> ResponseCache | None:
-        path = str(Path(str(cfg.cache)).resolve())
+    def real_cache(self, cfg: DictConfig | str) -> ResponseCache | None:
+        path = str(Path(str(cfg if isinstance(cfg, str) else cfg.cache)).resolve())
         if path not in self.real_caches:
             self.real_caches[path] = ResponseCache(path) if Path(path).is_file() else None
         return self.real_caches[path]
@@ -385,10 +419,19 @@ class Planner:
     # -- one cell ------------------------------------------------------------------
 
     def cell(self, cfg: DictConfig) -> None:
+        """Walk the cell ``cfg`` and count it."""
+        walked = self.walk(cfg)
+        assert walked is not None  # only a walker defers
+        self.account(walked)
+
+    def walk(self, cfg: DictConfig) -> CellWalk | None:
+        """Walk the cell ``cfg``; what it found, to :meth:`account` (None: a routed cell
+        that a walker leaves to the parent, ``defer_routed``)."""
         from madara_cli.errors import DataError, RecordError
         from madara_cli.experiment.walk import CellResult, prepare_cell
 
         estimated = False
+        notes: list[str] = []
         self.loads.failed = None
         try:
             try:
@@ -402,53 +445,39 @@ class Planner:
             # does not exist.
             if e is not self.loads.failed or fallback is None or cfg.benchmark.get("path"):
                 raise
-            self._note_estimate(cfg, e, fallback)
+            notes.append(self._estimate_note(cfg, e, fallback))
             estimated = True
             prepared = prepare_cell(self.scratch_cfg(cfg), self.engines, loaded=fallback, force=True)
         if isinstance(prepared, CellResult):
-            self._finished(prepared)
-            return
+            acct = prepared.record.accounting
+            return CellWalk(prepared.cell, finished={"requests": int(acct.get("requests", 0)), "calls": int(acct.get("calls_issued", 0)),
+                                                     "seconds": float(acct.get("seconds", 0.0) or 0.0)})
+        routed = probed(prepared.cfg)
+        if routed and self.defer_routed:
+            return None
         cell = prepared.ident.cell
-        self.plan.cells.append(cell)
-        sp = self.plan.by_strategy.setdefault(cell.strategy, StrategyPlan())
-        sp.cells += 1
-        sp.estimated_cells += int(estimated)
+        walked = CellWalk(cell, estimated=estimated, notes=notes)
         from madara_cli.retrievers.spec import retriever_spec
 
         rspec = retriever_spec(str(prepared.cfg.retriever.name))
         if rspec is not None and rspec.uses_engine:
-            note = f"{cell.key}: its retriever asks the engine about each candidate on first retrieval (not counted)"
-            if note not in self.plan.notes:
-                self.plan.notes.append(note)
+            notes.append(f"{cell.key}: its retriever asks the engine about each candidate on first retrieval (not counted)")
         scale = (fallback.n_examples / max(len(prepared.examples), 1)) if estimated else 1.0
-        routed = probed(prepared.cfg)
         # Strategies write nothing; a routed cell writes its probe, and goes to the scratch folder.
         ctx_cfg = self.scratch_cfg(prepared.cfg) if routed and not estimated else prepared.cfg
         if routed:
-            self._probe(prepared.cfg, ctx_cfg, sp, cell.strategy, estimated)
-        self._strategy(prepared, ctx_cfg, sp, cell.strategy, scale, routed)
+            self._probe(walked, prepared.cfg, ctx_cfg, estimated)
+        self._strategy(walked, prepared, ctx_cfg, scale, routed)
+        return walked
 
-    def _note_estimate(self, cfg: DictConfig, e: Exception, fallback) -> None:
+    def _estimate_note(self, cfg: DictConfig, e: Exception, fallback) -> str:
         n = fallback.n_examples
         known = KNOWN_SIZES.get(str(cfg.benchmark.name))
         size = f"its known size {known}" if known is not None and n == known else "limit, else benchmark.sample"
-        note = (f"{cfg.benchmark.name}: data not here ({re.split(r'[:;]', str(e))[0]}): estimated for {n} queries × k={cfg.retriever.k} "
+        return (f"{cfg.benchmark.name}: data not here ({re.split(r'[:;]', str(e))[0]}): estimated for {n} queries × k={cfg.retriever.k} "
                 f"documents ({size}) from {len(fallback.examples)} placeholder queries")
-        if note not in self.plan.notes:
-            self.plan.notes.append(note)
 
-    def _finished(self, done) -> None:
-        self.plan.cells.append(done.cell)
-        sp = self.plan.by_strategy.setdefault(done.cell.strategy, StrategyPlan())
-        sp.cells += 1
-        acct = done.record.accounting
-        sp.finished_cells += 1
-        sp.measured_cells += 1
-        sp.measured_requests += int(acct.get("requests", 0))
-        sp.measured_calls += int(acct.get("calls_issued", 0))
-        sp.measured_seconds += float(acct.get("seconds", 0.0) or 0.0)
-
-    def _probe(self, cfg: DictConfig, ctx_cfg: DictConfig, sp: StrategyPlan, strategy: str, estimated: bool) -> None:
+    def _probe(self, walked: CellWalk, cfg: DictConfig, ctx_cfg: DictConfig, estimated: bool) -> None:
         """A routed cell's RSC probe, walked on its own (through the walk's probe step) so
         that it is counted at the calibration split's size, before the treatment reads it."""
         from madara_cli.diagnose.probe import find_or_run_probe
@@ -469,11 +498,10 @@ class Planner:
         with llm.fresh_accounting() as acct:
             find_or_run_probe(ctx_cfg, llm, examples=prepared.examples, spec=prepared.ident)
         n = round(acct.total().requests * scale)
-        sp.probe_requests += n
-        sp.requests += n
-        self._count(cfg, strategy, scale)
+        _add(walked.adds, probe_requests=n, requests=n)
+        walked.counted.append(self._recorded(cfg, scale))
 
-    def _strategy(self, prepared, ctx_cfg: DictConfig, sp: StrategyPlan, strategy: str, scale: float, routed: bool) -> None:
+    def _strategy(self, walked: CellWalk, prepared, ctx_cfg: DictConfig, scale: float, routed: bool) -> None:
         from madara_cli.strategies import StrategyContext
 
         llm = self.engines.get(prepared.cfg)
@@ -487,24 +515,53 @@ class Planner:
                 # once, not the whole benchmark's (docs/benchmarks.md).
                 for i in range(0, len(examples), WALK_BLOCK):
                     prepared.strategy(StrategyContext(llm=llm, cfg=ctx_cfg), examples[i:i + WALK_BLOCK])
-        sp.requests += round(acct.total().requests * scale)
-        sp.queries += round(len(examples) * scale)
-        sp.scoring_requests += round(sum(v.requests for k, v in acct.by_stage.items() if k.startswith("score")) * scale)
-        self._count(prepared.cfg, strategy, scale)
+        _add(walked.adds, requests=round(acct.total().requests * scale), queries=round(len(examples) * scale),
+             scoring_requests=round(sum(v.requests for k, v in acct.by_stage.items() if k.startswith("score")) * scale))
+        walked.counted.append(self._recorded(prepared.cfg, scale))
 
-    def _count(self, cfg: DictConfig, strategy: str, scale: float) -> None:
-        """Add the engine calls the last walk recorded to ``strategy``'s plan: once across
-        the grid, the real cache's share apart (its replies teach the calibration what
-        this engine's replies use of their budget), the rest priced later."""
+    def _recorded(self, cfg: DictConfig, scale: float) -> _Counted:
+        """The engine calls the last walk recorded, with this engine's calibration the
+        first time this walker meets it (it reads the real cache's timings)."""
         llm = self.engines.get(cfg)
         fp = llm.backend.fingerprint
-        recorded = llm.backend.take()  # type: ignore[attr-defined]
-        fresh = [(k, note) for k, note in recorded.items() if k not in self.seen_keys]
+        cache = str(Path(str(cfg.cache)).resolve())
+        calibration = None
+        if fp not in self._calibrated:
+            calibration = self._calibrated[fp] = calibrate(cfg, fp, self.real_cache(cache), self.rate)
+        return _Counted(fp, cache, calibration, scale, list(llm.backend.take().items()))  # type: ignore[attr-defined]
+
+    # -- counting, in grid order -----------------------------------------------------
+
+    def account(self, walked: CellWalk) -> None:
+        """Count one walked cell, in grid order: its calls once across the grid, the real
+        cache's share apart (its replies teach the calibration what this engine's replies
+        use of their budget), the rest priced later (:meth:`finish`)."""
+        self.plan.cells.append(walked.cell)
+        sp = self.plan.by_strategy.setdefault(walked.cell.strategy, StrategyPlan())
+        sp.cells += 1
+        for note in walked.notes:
+            if note not in self.plan.notes:
+                self.plan.notes.append(note)
+        if walked.finished is not None:
+            sp.finished_cells += 1
+            sp.measured_cells += 1
+            sp.measured_requests += int(walked.finished["requests"])
+            sp.measured_calls += int(walked.finished["calls"])
+            sp.measured_seconds += float(walked.finished["seconds"])
+            return
+        sp.estimated_cells += int(walked.estimated)
+        for name, value in walked.adds.items():
+            setattr(sp, name, getattr(sp, name) + value)
+        for counted in walked.counted:
+            self._count(sp, walked.cell.strategy, counted)
+
+    def _count(self, sp: StrategyPlan, strategy: str, counted: _Counted) -> None:
+        fp, scale = counted.fingerprint, counted.scale
+        fresh = [(k, note) for k, note in counted.recorded if k not in self.seen_keys]
         self.seen_keys.update(k for k, _ in fresh)
-        sp = self.plan.by_strategy[strategy]
-        cache = self.real_cache(cfg)
-        if fp not in self.calibrations:
-            self.calibrations[fp] = calibrate(cfg, fp, cache, self.rate)
+        cache = self.real_cache(counted.cache)
+        if fp not in self.calibrations and counted.calibration is not None:
+            self.calibrations[fp] = counted.calibration
         calibration = self.calibrations[fp]
         in_cache = cache.get_many([k for k, _ in fresh]) if cache is not None and fresh else {}
         sp.calls += round(len(fresh) * scale)
@@ -561,6 +618,103 @@ def plan_grid(grid_name: str, cfgs: list[DictConfig], rate: float | None = None,
 # A retrieved passage's length in characters (FlashRAG's 100-word Wikipedia chunks).
 PLACEHOLDER_DOC_CHARS = 600
 PLACEHOLDER_QUERIES = 20  # walked; counts scale linearly to the configured size
+
+
+# A grid of this many cells or more is planned in several processes (plan_jobs): below
+# it, starting them costs more than they save.
+PARALLEL_FROM = 200
+_WALKER: Planner | None = None  # in a walker process: its own planner (plan_cells)
+
+
+def plan_jobs(n_cells: int, jobs: int | None = None) -> int:
+    """How many processes plan ``n_cells`` cells: ``jobs`` when given (at least 1); else,
+    where processes fork (Linux) and the grid has :data:`PARALLEL_FROM` cells or more,
+    one per CPU this process may use, up to 8; else 1."""
+    if jobs is not None:
+        return max(1, int(jobs))
+    if n_cells < PARALLEL_FROM or sys.platform != "linux":
+        return 1
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(cpus, 8, n_cells // (PARALLEL_FROM // 2)))
+
+
+def plan_cells(grid_name: str, cells: list[list[str]], rate: float | None = None, jobs: int | None = None,
+               progress: Callable[[int, int], None] | None = None) -> Plan:
+    """:func:`plan_grid` of the cells these overrides compose, each composed where it is
+    walked, in :func:`plan_jobs` processes: walkers forked from this one (its plug-ins,
+    config folders and remembered compositions as they are here) compose and walk blocks
+    of cells, and this process counts each walk in grid order, so the plan is the one a
+    single process makes. A routed cell (its probe is the grid's: a later cell of its
+    model and benchmark finds it) and any cell a walker could not walk are composed and
+    walked here, where an error is raised as a single process raises it."""
+    if rate is not None and not (rate > 0):
+        raise ValueError(f"--rate {rate}: a throughput in engine calls per second must be > 0")
+    from madara_cli.composition import compose
+    from madara_cli.composition.compose import held_state
+
+    jobs = plan_jobs(len(cells), jobs)
+    planner = Planner(grid_name, rate)
+    try:
+        with held_state():  # the config files, folders and prompt sets as the plan found them, read once
+            if jobs == 1:
+                for i, overrides in enumerate(cells, 1):
+                    planner.cell(compose(overrides))
+                    if progress is not None:
+                        progress(i, len(cells))
+                return planner.finish()
+            import multiprocessing
+
+            size = max(8, min(64, len(cells) // (jobs * 16) or 1))
+            blocks = [cells[i:i + size] for i in range(0, len(cells), size)]
+            done = 0
+            with multiprocessing.get_context("fork").Pool(jobs, initializer=_walker_start,
+                                                          initargs=(grid_name, rate, str(planner.scratch))) as pool:
+                for block, walks in zip(blocks, pool.imap(_walk_block, blocks)):
+                    for overrides, walked in zip(block, walks):
+                        if walked is None:
+                            planner.cell(compose(overrides))
+                        else:
+                            planner.account(walked)
+                        done += 1
+                        if progress is not None:
+                            progress(done, len(cells))
+            return planner.finish()
+    finally:
+        planner.close()
+
+
+def _walker_start(grid_name: str, rate: float | None, scratch: str) -> None:
+    """A walker process starts (forked inside the parent's ``held_state``): its own
+    planner, its scratch folder under the parent's; Ctrl-C is the parent's to answer (it
+    ends the walkers), SIGTERM ends a walker at once. What it inherited is frozen out of
+    the garbage collector's passes (it is the parent's, alive for the walker's life)."""
+    import gc
+    import signal
+
+    global _WALKER
+    gc.freeze()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _WALKER = Planner(grid_name, rate, scratch=Path(scratch) / f"walker-{os.getpid()}")
+    _WALKER.defer_routed = True
+
+
+def _walk_block(block: list[list[str]]) -> list[CellWalk | None]:
+    """Compose and walk each cell of ``block`` in a walker; None for a cell the parent
+    walks (routed, or failed here: the parent raises the error in grid order)."""
+    from madara_cli.composition import compose
+
+    planner = _WALKER
+    assert planner is not None
+    out: list[CellWalk | None] = []
+    for overrides in block:
+        try:
+            out.append(planner.walk(compose(overrides)))
+        except Exception:
+            out.append(None)
+            for llm in planner.engines.engines():  # what the failed walk recorded is not the next cell's
+                llm.backend.take()  # type: ignore[attr-defined]
+    return out
 
 
 def placeholder_examples(cfg: DictConfig, n: int | None = None) -> list | None:

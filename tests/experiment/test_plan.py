@@ -107,3 +107,94 @@ def test_finished_cells_cost_nothing_more(tmp_path, monkeypatch):
     after = plan_grid("demo-full", cfgs, rate=10.0).by_strategy
     assert (after["nf"].finished_cells, after["nf"].calls, after["nf"].prompt_tokens, after["nf"].seconds) == (1, 0, 0, 0.0)
     assert after["pde"].finished_cells == 0 and after["pde"].calls == before["pde"].calls
+
+
+def _walked_here(monkeypatch) -> list[str]:
+    """The strategies of the cells this process walks (a forked walker counts in its own copy)."""
+    from madara_cli.experiment import plan as plan_module
+
+    here: list[str] = []
+    walk = plan_module.Planner.walk
+
+    def spy(self, cfg):
+        here.append(str(cfg.strategy.name))
+        return walk(self, cfg)
+
+    monkeypatch.setattr(plan_module.Planner, "walk", spy)
+    return here
+
+
+def test_a_grid_planned_in_several_processes_is_the_plan_of_one(tmp_path, monkeypatch):
+    """`plan_cells` forks walkers that compose and walk blocks of cells while this process
+    counts each walk in grid order: every number, note, calibration and cell is the one
+    process's plan. A routed cell (its probe is the grid's) is walked here; a finished
+    cell is counted as measured wherever it was found."""
+    from madara_cli.commands.plan_output import to_json
+    from madara_cli.composition import compose
+    from madara_cli.experiment import plan as plan_module
+    from madara_cli.experiment.grid import grid_cells
+
+    monkeypatch.setattr(plan_module, "_fingerprint", lambda cfg: "fake")
+    cells = grid_cells("demo-full", [f"results_dir={tmp_path}", "limit=3", "benchmark.calibration=3", "seed=0,1"])
+    assert len(cells) == 22
+    run_cell(compose(cells[0]), EnginePool(factory=lambda cfg: FakeBackend()))  # one finished cell
+    whole = to_json(plan_grid("demo-full", expand("demo-full", [f"results_dir={tmp_path}", "limit=3", "benchmark.calibration=3", "seed=0,1"])), "t")
+    one = to_json(plan_module.plan_cells("demo-full", cells, jobs=1), "t")
+    here = _walked_here(monkeypatch)
+    two = to_json(plan_module.plan_cells("demo-full", cells, jobs=2), "t")
+    assert one == whole and two == one
+    assert sorted(here) == ["madara", "madara"]  # the other 20 cells were walked by the walkers
+    assert two["total"]["finished_cells"] == 1 and two["total"]["calls"] > 0 and two["calibrations"]
+
+
+def test_a_cell_that_fails_in_a_walker_fails_the_plan_as_in_one_process(tmp_path, monkeypatch):
+    """A walker that cannot compose or walk a cell leaves it to this process, which raises
+    the error in grid order, as a plan in one process does."""
+    from madara_cli.errors import ConfigError, DataError
+    from madara_cli.experiment import plan as plan_module
+    from madara_cli.experiment.grid import grid_cells
+
+    monkeypatch.setattr(plan_module, "_fingerprint", lambda cfg: "fake")
+    cells = grid_cells("demo-full", [f"results_dir={tmp_path}", "limit=2", "benchmark.calibration=2", "seed=0,1"])
+    missing = tmp_path / "missing.jsonl"
+    cells[13] = [*cells[13], "benchmark=jsonl", f"benchmark.path={missing}"]
+    failing = next(o.split("=", 1)[1] for o in cells[13] if o.startswith("strategy="))
+    errors = []
+    for jobs in (1, 2):
+        here = _walked_here(monkeypatch)
+        with pytest.raises((ConfigError, DataError)) as e:
+            plan_module.plan_cells("demo-full", cells, jobs=jobs)
+        errors.append(str(e.value))
+        if jobs == 2:  # the walkers walked the cells before it (no routed one among them): here, only the failing one
+            assert here == [failing]
+        monkeypatch.undo()
+        monkeypatch.setattr(plan_module, "_fingerprint", lambda cfg: "fake")
+    assert errors[0] == errors[1] and str(missing) in errors[0]
+
+
+def test_plan_jobs_forks_walkers_only_for_a_large_grid():
+    import sys
+
+    from madara_cli.experiment.plan import PARALLEL_FROM, plan_jobs
+
+    assert plan_jobs(PARALLEL_FROM - 1) == 1 and plan_jobs(5, jobs=3) == 3 and plan_jobs(5, jobs=0) == 1
+    if sys.platform == "linux":
+        import os
+
+        assert plan_jobs(100_000) == max(1, min(len(os.sched_getaffinity(0)), 8))
+
+
+def test_plan_with_jobs_prints_the_plan_of_one_process(tmp_path, monkeypatch, capsys):
+    """`madara plan --grid G -j 2` (what a 10,000-cell grid gets by default) prints what
+    `-j 1` prints."""
+    from madara_cli.experiment import plan as plan_module
+    from tests.fakes import cli
+
+    monkeypatch.setattr(plan_module, "_fingerprint", lambda cfg: "fake")
+    outs = []
+    for jobs in ("1", "2"):
+        code, out, err = cli("plan", "--grid", "demo-full", "--results", str(tmp_path), "--json", "-j", jobs, "limit=2",
+                             "benchmark.calibration=2", "seed=0,1", monkeypatch=monkeypatch, capsys=capsys)
+        assert code == 0, err
+        outs.append(json.loads(out))
+    assert outs[0] == outs[1] and outs[0]["cells"] == 22
