@@ -29,18 +29,54 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass, field, fields
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf.nodes import ValueNode
 
 from madara_cli.config import plugin_schemas
 from madara_cli.config.held import held
 from madara_cli.config.schema import ReadingConfig, RouterConfig, RouterPolicy
 
 
-def to_plain(cfg: Any) -> dict[str, Any]:
-    return OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)  # type: ignore[return-value]
+def to_plain(cfg: Any) -> Any:
+    """``OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)``: the config as plain
+    data, interpolations resolved, enums by name. Read straight from the nodes, which
+    takes half the time of OmegaConf's own walk (it validates every key it reads again):
+    a plan of a grid makes several per cell. Anything but a plain node (a structured
+    config object, an error while resolving) goes through OmegaConf's walk, which then
+    answers, or raises, in its own words; tests compare both over every shipped grid."""
+    if isinstance(cfg, (DictConfig, ListConfig)):
+        try:
+            return _plain(cfg)
+        except Exception:
+            pass
+    return OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+
+
+def _plain(node: Any) -> Any:
+    if isinstance(node, (DictConfig, ListConfig)):
+        if node._is_none():
+            return None
+        if node._is_missing():
+            return "???"
+        if node._is_interpolation():
+            return _plain(node._dereference_node())
+        if isinstance(node, ListConfig):
+            return [_plain(v) for v in node._content]  # type: ignore[union-attr]
+        return {(k.name if isinstance(k, Enum) else k): _plain(v) for k, v in node._content.items()}  # type: ignore[union-attr]
+    if not isinstance(node, ValueNode):
+        raise _NotPlain
+    if node._is_interpolation():
+        return _plain(node._dereference_node())
+    value = node._value()
+    return value.name if isinstance(value, Enum) else value
+
+
+class _NotPlain(Exception):
+    """A node :func:`_plain` leaves to OmegaConf's walk."""
 
 
 def strategy_impl(node: Any) -> str:

@@ -40,9 +40,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from madara_cli.config.identity import snapshot_identity
+from madara_cli.config.identity import snapshot_identity, to_plain
 from madara_cli.data.sources import source_fingerprint
 from madara_cli.errors import DataError
 from madara_cli.records import Doc, Example
@@ -156,9 +156,9 @@ def snapshot_key(cfg: DictConfig, ctx: RetrievalContext | None = None) -> dict[s
                                corpus_path=corpus_path, corpus_sha=corpus_sha256(corpus_path) if corpus_path else None)
     spec = retriever_spec(str(cfg.retriever.name))
     return snapshot_identity(
-        benchmark=OmegaConf.to_container(cfg.benchmark, resolve=True),  # type: ignore[arg-type]
+        benchmark=to_plain(cfg.benchmark),
         source=source_fingerprint(cfg.benchmark),
-        retriever=OmegaConf.to_container(cfg.retriever, resolve=True),  # type: ignore[arg-type]
+        retriever=to_plain(cfg.retriever),
         corpus=_corpus_identity(cfg, ctx),
         reranker=spec.identity(cfg) if spec is not None and spec.identity is not None else None,
     )

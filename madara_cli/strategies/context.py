@@ -23,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from madara_cli.backends.cache import CachedLLM
 from madara_cli.config.folders import prompts_of
+from madara_cli.config.identity import to_plain
 from madara_cli.config.prompt_sets import PromptSet
 from madara_cli.config.schema import StrategyConfig
 from madara_cli.plugins.catalog import CATALOG
@@ -47,7 +48,7 @@ class StrategyContext:
         dataclass, or one it extends): ints, floats, lists and Enum choices typed, each
         checked against the schema once, instead of a cast at every read."""
         names = {f.name for f in fields(schema)}  # type: ignore[arg-type]
-        node = {k: v for k, v in OmegaConf.to_container(self.cfg.strategy, resolve=True).items() if k in names}  # type: ignore[union-attr]
+        node = {k: v for k, v in to_plain(self.cfg.strategy).items() if k in names}  # type: ignore[union-attr]
         return copy.deepcopy(_settings(schema, json.dumps(node, sort_keys=True)))
 
     @property

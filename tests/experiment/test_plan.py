@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import time
+from pathlib import Path
 
 import pytest
 
@@ -198,3 +202,48 @@ def test_plan_with_jobs_prints_the_plan_of_one_process(tmp_path, monkeypatch, ca
         assert code == 0, err
         outs.append(json.loads(out))
     assert outs[0] == outs[1] and outs[0]["cells"] == 22
+
+
+def _children(pid: int) -> list[int]:
+    import subprocess
+
+    found = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+    return [int(p) for p in found]
+
+
+def _alive(pid: int) -> bool:
+    from pathlib import Path
+
+    try:
+        state = next(ln for ln in Path(f"/proc/{pid}/status").read_text().splitlines() if ln.startswith("State:"))
+    except (OSError, StopIteration):
+        return False
+    return "zombie" not in state
+
+
+@pytest.mark.llm  # the plan fingerprints the SmolLM2 GGUF file (no model is loaded)
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc for the walker processes")
+@pytest.mark.parametrize("sig, code, word", [(signal.SIGTERM, 143, "terminated:"), (signal.SIGINT, 130, "interrupted:")])
+def test_a_plan_stopped_while_its_walkers_run_leaves_none_behind(tmp_path, sig, code, word):
+    """SIGTERM or Ctrl-C of `madara plan` on a grid large enough for walker processes:
+    its one line and exit status, and no walker left running. (`-j 2`: under xdist each
+    test worker holds one CPU, where the default is one process.)"""
+    from tests.fakes import one_line_error, spawn
+
+    proc = spawn("plan", "--grid", "demo-full", "--results", str(tmp_path), "-j", "2", "limit=1", "seed=range(0,40)",
+                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    walkers: list[int] = []
+    deadline = time.monotonic() + 120
+    while len(walkers) < 2 and time.monotonic() < deadline and proc.poll() is None:
+        walkers = _children(proc.pid)
+        time.sleep(0.2)
+    assert walkers, f"no walker process started (exit {proc.poll()}): {proc.stderr.read() if proc.poll() is not None else ''}"
+    time.sleep(1.0)  # the walkers are composing and walking
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == code, err
+    one_line_error(proc.returncode, "\n".join(ln for ln in err.splitlines() if "cells/s" not in ln), word)  # progress lines apart
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in walkers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(p) for p in walkers)
