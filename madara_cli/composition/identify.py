@@ -139,27 +139,29 @@ def _input_fields(schema: type | None) -> dict[str, str]:
     return {f.name: f.metadata["input"] for f in fields(schema) if f.metadata.get("input")} if schema else {}
 
 
-def _inputs(cfg: DictConfig) -> tuple[dict[str, Any], tuple[str, ...]]:
+def _inputs(cfg: DictConfig, plain: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
     """(every local input the cell reads -> its content digest, the model's input
-    settings its engine does not read)."""
+    settings its engine does not read). ``plain``: ``to_plain(cfg)``, read instead of
+    ``cfg`` where it can be."""
     from madara_cli.backends import backend_spec
 
-    spec = backend_spec(str(cfg.backend.name))
+    spec = backend_spec(str(plain["backend"]["name"]))
     marked = _input_fields(ModelConfig)
-    reads = spec.model_inputs(cfg) if spec.model_inputs is not None else {k: v for k, v in marked.items() if cfg.model.get(k)}
+    model = plain["model"]
+    reads = spec.model_inputs(cfg) if spec.model_inputs is not None else {k: v for k, v in marked.items() if model.get(k)}
     inputs: dict[str, Any] = {}
     for name, kind in reads.items():
-        if cfg.model.get(name):
-            inputs[f"model.{name}"] = input_digest(cfg.model.get(name), kind)
+        if model.get(name):
+            inputs[f"model.{name}"] = input_digest(model.get(name), kind)
     unread = tuple(f"model.{name}" for name in marked if name not in reads)
     for group, schema in (
         ("backend", spec.schema),
         ("benchmark", BenchmarkConfig),
-        ("retriever", schema_for("retriever", str(cfg.retriever.name))),
-        ("strategy", schema_for("strategy", strategy_impl(cfg.strategy))),
+        ("retriever", schema_for("retriever", str(plain["retriever"]["name"]))),
+        ("strategy", schema_for("strategy", strategy_impl(plain["strategy"]))),
     ):
         for name, kind in _input_fields(schema).items():
-            value = cfg[group].get(name)
+            value = plain[group].get(name)
             if value:
                 inputs[f"{group}.{name}"] = input_digest(value, kind)
     return inputs, unread
@@ -183,12 +185,12 @@ def _resolved(cfg: DictConfig) -> dict[str, str]:
     return dict(spec.resolves(cfg)) if spec.resolves is not None else {}
 
 
-def _plugins(cfg: DictConfig) -> dict[str, str]:
-    """The sources of the cell's plug-ins that do not ship with madara."""
+def _plugins(plain: dict[str, Any]) -> dict[str, str]:
+    """The sources of the cell's plug-ins that do not ship with madara (``plain``: the cell's config, ``to_plain``)."""
     from madara_cli.composition.plugins import plugin_source
 
-    chosen = (("backend", str(cfg.backend.name)), ("retriever", str(cfg.retriever.name)),
-              ("strategy", strategy_impl(cfg.strategy)), ("loader", str(cfg.benchmark.get("loader"))))
+    chosen = (("backend", str(plain["backend"]["name"])), ("retriever", str(plain["retriever"]["name"])),
+              ("strategy", strategy_impl(plain["strategy"])), ("loader", str(plain["benchmark"].get("loader"))))
     return {f"{kind}:{name}": src for kind, name in chosen if (src := plugin_source(kind, name)) is not None}
 
 
@@ -207,12 +209,13 @@ def _families(cfg: DictConfig, base: tuple[str, ...] | None) -> dict[str, str]:
     return {f: prompt_digest(f, prompts) for f in families}
 
 
-def _fragments(cfg: DictConfig, families: tuple[str, ...] | None = None) -> Fragments:
+def _fragments(cfg: DictConfig, families: tuple[str, ...] | None = None, plain: dict[str, Any] | None = None) -> Fragments:
     from madara_cli.metrics import METRIC_VERSION
 
-    inputs, unread = _inputs(cfg)
+    plain = plain if plain is not None else to_plain(cfg)
+    inputs, unread = _inputs(cfg, plain)
     return Fragments(prompts=_families(cfg, families), metric_version=METRIC_VERSION, inputs=inputs, unread=unread,
-                     hub_commit=_hub_commit(cfg), plugins=_plugins(cfg), resolved=_resolved(cfg))
+                     hub_commit=_hub_commit(cfg), plugins=_plugins(plain), resolved=_resolved(cfg))
 
 
 def _evidence(fragments: Fragments, probe_prompts_added: tuple[str, ...] = ()) -> dict[str, str | None]:
@@ -243,14 +246,16 @@ def identify(cfg: DictConfig) -> CellIdentity:
     """The identity of the cell ``cfg`` composes (see the module docstring)."""
     from madara_cli.backends.weights import resolved_revision
 
-    fragments = _fragments(cfg)
-    plain = to_plain(cfg)  # read by both payloads below, never changed
+    plain = to_plain(cfg)  # read by the fragments and both payloads below, never changed
+    fragments = _fragments(cfg, plain=plain)
     payload = cell_identity(cfg, fragments, plain)
+    model, retriever = plain["model"], plain["retriever"]
     cell = Cell(
-        grid=str(cfg.grid_name), model=str(cfg.model.name), benchmark=str(cfg.benchmark.name), strategy=str(cfg.strategy.name),
-        retriever=str(cfg.retriever.name), k=int(cfg.retriever.k), seed=int(cfg.seed), limit=cfg.limit, config_hash=digest(payload),
+        grid=str(plain["grid_name"]), model=str(model["name"]), benchmark=str(plain["benchmark"]["name"]),
+        strategy=str(plain["strategy"]["name"]), retriever=str(retriever["name"]), k=int(retriever["k"]), seed=int(plain["seed"]),
+        limit=plain["limit"], config_hash=digest(payload),
     )
-    old_commit = resolved_revision(str(cfg.model.get("hf_id")), str(cfg.model.get("revision")))
+    old_commit = resolved_revision(str(model.get("hf_id")), str(model.get("revision")))
     old = cell.with_hash(digest(path_keyed_cell_identity(cfg, fragments.prompts, fragments.metric_version, old_commit, plain)))
     legacy = () if old == cell else (old,)
     return CellIdentity(cell=cell, payload=payload, fragments=fragments, legacy=legacy, evidence=_evidence(fragments))

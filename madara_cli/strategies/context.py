@@ -51,18 +51,30 @@ class StrategyContext:
         node = {k: v for k, v in to_plain(self.cfg.strategy).items() if k in names}  # type: ignore[union-attr]
         return copy.deepcopy(_settings(schema, json.dumps(node, sort_keys=True)))
 
+    # What the properties below read of ``cfg``, read once per config (a strategy asks
+    # for each with every request it builds); the config it was read from is held with
+    # it, so a context given another config reads that one.
+    _read: tuple[Any, dict[Any, Any]] | None = field(default=None, init=False, repr=False, compare=False)
+
+    def _once(self, name: Any, read: Callable[[DictConfig], Any]) -> Any:
+        if self._read is None or self._read[0] is not self.cfg:
+            self._read = (self.cfg, {})
+        values = self._read[1]
+        if name not in values:
+            values[name] = read(self.cfg)
+        return values[name]
+
     @property
     def temperature(self) -> float:
-        return float(self.cfg.model.temperature)
+        return self._once("temperature", lambda cfg: float(cfg.model.temperature))
 
     @property
     def seed(self) -> int:
-        return int(self.cfg.seed)
+        return self._once("seed", lambda cfg: int(cfg.seed))
 
     def reading(self, name: str, default: str) -> str:
         """Setting ``name`` of the ``reading`` group (``default`` where a config has none)."""
-        node = self.cfg.get("reading") or {}
-        return str(node.get(name, default))
+        return self._once(("reading", name, default), lambda cfg: str((cfg.get("reading") or {}).get(name, default)))
 
     @property
     def prompts(self) -> PromptSet:
