@@ -711,12 +711,15 @@ def _walk_block(block: list[list[str]]) -> list[CellWalk | None]:
     assert planner is not None
     out: list[CellWalk | None] = []
     for overrides in block:
+        calibrated = set(planner._calibrated)
         try:
             out.append(planner.walk(compose(overrides)))
         except Exception:
             out.append(None)
             for llm in planner.engines.engines():  # what the failed walk recorded is not the next cell's
                 llm.backend.take()  # type: ignore[attr-defined]
+            for fp in set(planner._calibrated) - calibrated:  # nor the calibration it worked out: the next walk of that engine carries it
+                del planner._calibrated[fp]
     return out
 
 
