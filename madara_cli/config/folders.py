@@ -29,8 +29,6 @@ from madara_cli.config.schema import (
 )
 from madara_cli.errors import ConfigError
 
-_held = held  # the lookups below answer once per grid (madara_cli.config.held)
-
 
 def _packaged_configs() -> Path | None:
     """The copy of ``configs/`` that ships inside the wheel (``madara_cli/configs``)."""
@@ -43,7 +41,7 @@ def _packaged_configs() -> Path | None:
     return d if (d / "config.yaml").is_file() else None
 
 
-@_held
+@held
 def config_dir() -> Path:
     """The shipped configs, first of: ``$MADARA_CONFIGS``, the checkout's ``configs/``
     (editable installs, ``PYTHONPATH=.``), the copy packaged in the wheel."""
@@ -114,7 +112,7 @@ def read_yaml_once(path: Path) -> Any:
     return _READ[stamp]
 
 
-@_held
+@held
 def _regular(path: Path) -> bool:
     """``path`` is a regular file (a link to one counts); a FIFO, socket or folder named
     ``*.yaml`` is never an option (opening a FIFO blocks)."""
@@ -126,7 +124,7 @@ def _regular(path: Path) -> bool:
         return False
 
 
-@_held
+@held
 def _not_regular(group: str, name: str) -> Path | None:
     """The ``<group>/<name>.yaml`` of a search folder that exists but is not a regular file."""
     for d in search_dirs():
@@ -210,19 +208,19 @@ def add_config_dir(path: str | Path) -> None:
     os.environ["MADARA_CONFIG_DIR"] = os.pathsep.join([*current, str(d)])
 
 
-@_held
+@held
 def _root_config() -> Path:
     """The root ``config.yaml``: the first search folder's regular one."""
     return next(d for d in search_dirs() if _regular(d / "config.yaml")) / "config.yaml"
 
 
-@_held
+@held
 def search_dirs() -> list[Path]:
     """User config folders first, then the shipped configs."""
     return [*user_config_dirs(), config_dir()]
 
 
-@_held
+@held
 def find_config(group: str, name: str) -> Path | None:
     """``<group>/<name>.yaml`` from the first search folder that has it as a regular file."""
     for d in search_dirs():
@@ -231,13 +229,13 @@ def find_config(group: str, name: str) -> Path | None:
     return None
 
 
-@_held
+@held
 def options(group: str) -> list[str]:
     """The option names of ``group``: its regular ``*.yaml`` files (names only: none is read)."""
     return sorted({p.stem for d in search_dirs() if (d / group).is_dir() for p in (d / group).glob("*.yaml") if _regular(p)})
 
 
-@_held
+@held
 def default_option(group: str) -> str:
     """The option of ``group`` the root ``config.yaml``'s defaults list picks."""
     root = _root_config()
@@ -443,7 +441,7 @@ def _split_prompts(overrides: list[Override]) -> tuple[list[Override], str | Non
     return rest, chosen
 
 
-@_held
+@held
 def prompt_set(name: str = SHIPPED) -> PromptSet:
     """Prompt set ``name`` (``prompts/<name>/`` of the first search folder that has it), checked."""
     return load_prompt_set(name, search_dirs())

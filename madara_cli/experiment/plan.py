@@ -410,8 +410,8 @@ class Planner:
                 shutil.copytree(probes, self.scratch / "results" / "probes", dirs_exist_ok=True)
         return OmegaConf.merge(cfg, {"results_dir": str(self.scratch / "results"), "log_samples": False, "logger": {"name": "none"}})
 
-    def real_cache(self, cfg: DictConfig | str) -> ResponseCache | None:
-        path = str(Path(str(cfg if isinstance(cfg, str) else cfg.cache)).resolve())
+    def real_cache(self, path: str) -> ResponseCache | None:
+        """The real response cache at ``path`` (resolved), opened once; None where there is none."""
         if path not in self.real_caches:
             self.real_caches[path] = ResponseCache(path) if Path(path).is_file() else None
         return self.real_caches[path]
@@ -593,14 +593,18 @@ class Planner:
         return self.plan
 
 
+def _check_rate(rate: float | None) -> None:
+    if rate is not None and not (rate > 0):
+        raise ValueError(f"--rate {rate}: a throughput in engine calls per second must be > 0")
+
+
 def plan_grid(grid_name: str, cfgs: list[DictConfig], rate: float | None = None,
               progress: Callable[[int, int], None] | None = None) -> Plan:
     """Estimate every cell of a grid (or of one cell); add measured numbers for finished
     cells. ``rate``: engine calls per second to time the uncached calls at (else the
     calibration of :mod:`madara_cli.experiment.engine_time`). ``progress(done, total)`` is told
     after each cell."""
-    if rate is not None and not (rate > 0):
-        raise ValueError(f"--rate {rate}: a throughput in engine calls per second must be > 0")
+    _check_rate(rate)
     from madara_cli.config.folders import holding_files
 
     planner = Planner(grid_name, rate)
@@ -647,8 +651,7 @@ def plan_cells(grid_name: str, cells: list[list[str]], rate: float | None = None
     single process makes. A routed cell (its probe is the grid's: a later cell of its
     model and benchmark finds it) and any cell a walker could not walk are composed and
     walked here, where an error is raised as a single process raises it."""
-    if rate is not None and not (rate > 0):
-        raise ValueError(f"--rate {rate}: a throughput in engine calls per second must be > 0")
+    _check_rate(rate)
     from madara_cli.composition import compose
     from madara_cli.composition.compose import held_state
 
