@@ -78,6 +78,8 @@ class CellIdentity:
         content digest of every local input (``inputs.benchmark.path``)."""
         nested = nested_settings(cfg)
         nested["metric_version"] = self.fragments.metric_version
+        # what the key holds of the settings left to this machine (device=auto ran on cuda)
+        nested["backend"].update(self.fragments.resolved)
         out = flatten(nested)
         out["prompts"] = digest(self.fragments.prompts)
         out.update({f"prompts.{family}": d for family, d in self.fragments.prompts.items()})

@@ -303,6 +303,27 @@ def test_the_gpu_engine_check_passes_on_the_cpu_and_skips_without_cuda(tmp_path)
     assert "engine check on CUDA" in smoke.stdout and "sees no CUDA device" in smoke.stdout and "== vLLM ==" not in smoke.stdout
 
 
+def test_the_engine_checks_half_precision_tolerance_is_two_units_of_the_largest_logit():
+    """On CUDA a padded batch runs other matrix kernels: in bfloat16 a score moves by a
+    unit of its logits' magnitude (0.355 on an H200, logits near 40). The check allows two
+    such units in a half dtype, 1e-3 in float32; a padding error moves whole logits."""
+    import importlib.util
+    from types import SimpleNamespace
+
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("hf_engine_check", root / "scripts" / "hf_engine_check.py")
+    check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check)
+    logits = torch.zeros(1, 3, 8)
+    logits[0, -1, 2] = -41.0  # |largest| 41: bfloat16's unit there is 32 * 2**-7 = 0.25
+    backend = SimpleNamespace(render=SimpleNamespace(ids=lambda messages, prefix: [1, 2, 3]), device="cpu",
+                              model=lambda ids: SimpleNamespace(logits=logits))
+    request = ScoreRequest(SHORT.messages, candidates=("0",))
+    assert check.tolerance(backend, request, "bfloat16") == 0.5
+    assert check.tolerance(backend, request, "float16") == 2 * 32 * 2.0 ** -10
+    assert check.tolerance(backend, request, "float32") == 1e-3
+
+
 def test_the_thread_count_changes_speed_not_numbers(tiny):
     """n_threads is runtime-only: one thread or two, the same replies and scores (its
     default, the free physical cores, varies with the machine's load)."""

@@ -87,6 +87,13 @@ def test_dtype_follows_the_device_kind_and_is_in_the_identity():
     assert identify(gpu).fragments.resolved == {"dtype": "bfloat16", "device": "cuda"}
     # the key holds what the settings resolve to, in their place
     assert {k: identify(gpu).payload["backend"][k] for k in ("dtype", "device")} == {"dtype": "bfloat16", "device": "cuda"}
+    # and the settings a cell records (metrics.json, summary.csv) say so: device=auto is
+    # shown as what it ran on, not as "auto" and a dtype of null
+    auto_on_gpu = hf("backend.device=cuda", "backend.dtype=null")
+    shown = identify(auto_on_gpu).settings(auto_on_gpu)
+    assert (shown["backend.device"], shown["backend.dtype"]) == ("cuda", "bfloat16")
+    shown = identify(hf()).settings(hf())
+    assert (shown["backend.device"], shown["backend.dtype"]) == ("cpu", "float32")
     # auto and null on this CPU machine are the same cell as cpu and float32 said outright
     assert cell_from_cfg(hf()).key == cell_from_cfg(cpu).key == cell_from_cfg(hf("backend.device=cpu", "backend.dtype=float32")).key
     assert ":bfloat16:cuda:" in backend_fingerprint(gpu) and ":float32:cpu:" in backend_fingerprint(cpu)
