@@ -498,6 +498,10 @@ def fresh_catalog(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     saved = None, {k: dict(v) for k, v in CATALOG._specs.items()}, dict(CATALOG._owners), dict(CATALOG._families)
     monkeypatch.setattr(plugins, "_loaded_entry_points", set(plugins._loaded_entry_points))
     monkeypatch.setattr(plugins, "_SOURCES", dict(plugins._SOURCES))
+    # the files it includes too: a file remembered as imported while the catalog forgot
+    # what it registered would not register again (a later test's --include of the same
+    # file then found no plug-in, depending on which tests shared its worker)
+    monkeypatch.setattr(plugins, "_loaded_files", dict(plugins._loaded_files))
     plugins.forget_loaded()
     yield
     CATALOG._specs.clear()
