@@ -39,6 +39,7 @@ from omegaconf.nodes import ValueNode
 from madara_cli.config import plugin_schemas
 from madara_cli.config.held import held
 from madara_cli.config.schema import ReadingConfig, RouterConfig, RouterPolicy
+from madara_cli.records import ScoreRequest
 
 
 def to_plain(cfg: Any) -> Any:
@@ -102,7 +103,29 @@ def digest(payload: Any, length: int = 8, *, ascii: bool = True) -> str:
 def request_key(fingerprint: str, request: Any) -> str:
     """The response cache's key of a request: the engine's fingerprint and the canonical
     request (messages, sampling parameters, seed), hashed whole."""
+    if type(request) is ScoreRequest:
+        return _score_key(fingerprint, request)
     return digest({"model": fingerprint, "request": request.canonical()}, 64, ascii=False)
+
+
+# Score requests carry no seed, so the strategies of a grid that share an assessment ask
+# the same ones cell after cell (a plan of 10,000 cells hashed each again). Their fields
+# are text alone, so equal requests are equal canonically: the key is kept for the last
+# few thousand, by value. (Chat requests hold numbers, where 1 == 1.0 == True and 0.0 ==
+# -0.0 while their JSON differs: they are always hashed.)
+_SCORE_KEYS: dict[tuple[str, ScoreRequest], str] = {}
+_SCORE_KEYS_KEPT = 4096
+
+
+def _score_key(fingerprint: str, request: ScoreRequest) -> str:
+    memo = (fingerprint, request)
+    key = _SCORE_KEYS.get(memo)
+    if key is None:
+        key = digest({"model": fingerprint, "request": request.canonical()}, 64, ascii=False)
+        if len(_SCORE_KEYS) >= _SCORE_KEYS_KEPT:
+            _SCORE_KEYS.clear()
+        _SCORE_KEYS[memo] = key
+    return key
 
 
 def family_digest(requests: Any) -> str:

@@ -176,6 +176,32 @@ def test_request_keys_are_what_they_were():
         assert request_key("fp", r) == digest({"model": "fp", "request": old}, 64, ascii=False)
 
 
+def test_a_score_requests_key_is_kept_by_value_and_a_chat_requests_never():
+    """Score requests (text only, no seed) repeat cell after cell of a grid: their keys are
+    kept by value, and a kept key is the one hashing gives, per engine. Chat requests are
+    hashed each time: 1 == 1.0 and 0.0 == -0.0 while their JSON, and so their keys, differ."""
+    from madara_cli.config import identity
+    from madara_cli.config.identity import digest, request_key
+    from madara_cli.records import ChatRequest, Message, ScoreRequest
+
+    def hashed(fp, r):
+        return digest({"model": fp, "request": r.canonical()}, 64, ascii=False)
+
+    msgs = (Message("system", "Score it."), Message("user", "Document: ü"))
+    identity._SCORE_KEYS.clear()
+    first = request_key("fp-a", ScoreRequest(msgs, ("0", "1"), prefix="{"))
+    again = ScoreRequest((Message("system", "Score it."), Message("user", "Document: ü")), ("0", "1"), prefix="{")  # equal, not the same
+    assert first == request_key("fp-a", again) == hashed("fp-a", again)
+    assert request_key("fp-b", again) == hashed("fp-b", again) != first
+    assert request_key("fp-a", ScoreRequest(msgs, ("0", "1"), prefix="")) != first
+    assert ("fp-a", again) in identity._SCORE_KEYS
+    for _ in range(identity._SCORE_KEYS_KEPT + 5):  # bounded
+        request_key("fp-a", ScoreRequest(msgs, (str(_),)))
+    assert len(identity._SCORE_KEYS) <= identity._SCORE_KEYS_KEPT
+    one, one_float = ChatRequest(msgs, temperature=1), ChatRequest(msgs, temperature=1.0)
+    assert one == one_float and request_key("fp", one) == hashed("fp", one) != request_key("fp", one_float) == hashed("fp", one_float)
+
+
 def test_a_grid_with_a_config_dir_shares_the_defaults_step(tmp_path, monkeypatch):
     """With a --config-dir, Hydra's primary folder is a scratch copy of config.yaml written
     when the first cell composes. Stamped as a file of the search path, it was always
