@@ -51,13 +51,18 @@ def _split(text: str) -> tuple[str, str, str | None]:
 _PARSED: dict[str, Override] = {}
 
 
+_PARSER: list = []  # Hydra's override parser, made once: making one registers its grammar's functions (inspect.signature of each)
+
+
 def _parse_one(text: str) -> Override:
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
+    if not _PARSER:
+        _PARSER.append(OverridesParser.create())
     prefix, key, value = _split(text)
     try:
-        (parsed,) = OverridesParser.create().parse_overrides([text])
+        (parsed,) = _PARSER[0].parse_overrides([text])
     except HydraException as e:  # OverrideParseException and friends
         why = str(e).strip().splitlines()[0]
         if value and value.startswith("~"):  # the shell leaves ~ alone after key=, and Hydra's grammar refuses it
