@@ -298,3 +298,44 @@ def test_rescore_request_is_the_normal_request_plus_the_chain(example):
     assert not read_rescore(Completion(text="I think so", finish_reason="stop")).ok
     with pytest.raises(ValueError, match="valid: generate, logprob"):
         rescore_request(normal, steps, mode="bogus", max_tokens=64)
+
+
+def test_a_score_replys_logprobs_read_as_before_and_kept_by_exact_value():
+    """The read of a score request's log-probabilities is kept by each value's repr: a kept
+    read is the one computing gives, and 0, 0.0 and -0.0 (one value, three JSON texts) are
+    kept apart; NaN and -inf read as no mass."""
+    import json
+    import math
+
+    import numpy as np
+
+    from madara_cli.agents import parsing
+    from madara_cli.agents.parsing import DIGITS, expected_score, read_reply
+    from madara_cli.records import Completion
+
+    parsing._LOGPROBS_READ.clear()
+    for lp in ({"0": -2.0, "1": -0.5, "5": -1.25}, {"0": 0, "1": -3.0}, {"0": 0.0, "1": -3.0}, {"0": -0.0, "1": -3.0},
+               {"0": -math.inf, "1": math.nan}, {"3": -0.000049, "4": -7.1234567}):
+        for _ in range(2):  # computed, then kept
+            parsed, raw = read_reply(Completion(text="", logprobs=dict(lp)), "relevance", "logprob")
+            want = expected_score(lp, DIGITS)
+            assert (math.isnan(parsed.value) and math.isnan(want)) or parsed.value == want
+            assert raw == json.dumps({c: (None if not math.isfinite(v) else round(v, 4)) for c, v in lp.items()})
+            assert parsed.failure == ("no_mass" if math.isnan(want) else None)
+    assert len(parsing._LOGPROBS_READ) == 6  # 0, 0.0 and -0.0 apart
+    for _ in range(parsing._LOGPROBS_KEPT + 3):
+        read_reply(Completion(text="", logprobs={"0": -float(_)}), "relevance", "logprob")
+    assert len(parsing._LOGPROBS_READ) <= parsing._LOGPROBS_KEPT
+    assert np.isfinite(read_reply(Completion(text="", logprobs={"2": -1.0}), "relevance", "logprob")[0].value)
+
+
+def test_the_extreme_score_test_is_numpys_isclose():
+    """polarization's 0-or-5 test is np.isclose at its default tolerances, value for value,
+    at the tolerance's edges, signed zeros, NaN and infinities included."""
+    from madara_cli.agents.polarization import _near
+
+    rng = np.random.default_rng(0)
+    edges = [0.0, -0.0, 5.0, 5.00004, 5.00005, 5.0000500001, 4.99995, 1e-8, 1.1e-8, -1e-8, np.nan, np.inf, -np.inf]
+    values = np.concatenate([rng.uniform(-1, 6, 20_000), edges, 5 + rng.normal(0, 3e-5, 20_000), rng.normal(0, 2e-8, 20_000)])
+    for target in (0.0, 5.0):
+        assert (np.isclose(values, target) == _near(values, target)).all()
