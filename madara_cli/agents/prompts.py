@@ -40,6 +40,7 @@ cover claims.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Sequence
 
 from madara_cli.config.folders import shipped_prompt_set
@@ -70,7 +71,12 @@ def _mode(agent: str, cot: bool, logprob: bool) -> str:
 
 def excerpt(doc: Doc, chars: int = EXCERPT_CHARS) -> str:
     """The first ``chars`` characters of a document, cut at a word boundary."""
-    text = " ".join(doc.render().split())
+    return _excerpt(doc.render(), chars)
+
+
+@lru_cache(maxsize=4096)  # each document is excerpted for every other one it is scored beside, cell after cell
+def _excerpt(rendered: str, chars: int) -> str:
+    text = " ".join(rendered.split())
     if len(text) <= chars:
         return text
     cut = text[:chars]
