@@ -60,9 +60,8 @@ def inside(root: str | Path, path: str | Path) -> Path:
     """``path``, after making sure it lies inside ``root``. Judged on the names alone
     (``..`` folded, links not followed): a results subfolder that the user linked to
     another disk on purpose stays usable."""
-    base = Path(os.path.abspath(root))
-    target = Path(os.path.abspath(path))
-    if target != base and base not in target.parents:
+    base, target = os.path.abspath(root), os.path.abspath(path)
+    if target != base and not target.startswith(base if base.endswith(os.sep) else base + os.sep):  # a parent of target, by whole names
         raise PermissionError(f"{path} would be written outside the results folder {root}; refusing")
     return Path(path)
 

@@ -145,6 +145,15 @@ def test_paths_built_from_names_are_checked_before_a_write(tmp_path):
     assert inside(tmp_path, tmp_path / "g" / "k") == tmp_path / "g" / "k"
     with pytest.raises(PermissionError, match="outside the results folder"):
         inside(tmp_path, tmp_path / "g" / ".." / ".." / "x")
+    # by whole names: a sibling that starts with the folder's name is outside it
+    for root, path, ok in (("/r", "/r", True), ("/r", "/r/a", True), ("/r", "/rx", False), ("/r", "/rx/a", False), ("/", "/a", True),
+                           ("/r/", "/r/a/", True), ("r", "r/a", True), ("r", "rr/a", False), ("/r", "/r/./../r/z", True),
+                           ("/r", "/r/../x", False), ("/r/s", "/r", False), ("/r//s", "/r/s/t", True)):
+        if ok:
+            assert inside(root, path) == Path(path)
+        else:
+            with pytest.raises(PermissionError):
+                inside(root, path)
     cell = Cell(grid="../../x", model="m", benchmark="b", strategy="nf", retriever="bm25s", k=10, seed=0, limit=1, config_hash="0")
     with pytest.raises(PermissionError):
         cell.folder(tmp_path / "results")
