@@ -80,3 +80,26 @@ def test_a_sweep_run_parses_each_override_text_once(monkeypatch, capsys, tmp_pat
     assert code == 0, err
     assert counts and max(counts.values()) == 1, {t: n for t, n in counts.items() if n > 1}
     assert "limit=2" in counts and "strategy=sda" in counts  # the cells' own texts were read through it
+
+
+def test_a_plain_integer_override_is_the_record_hydras_grammar_makes():
+    """``key=<int>`` is read without running Hydra's parser (a seed sweep's cells): the
+    record is the grammar's own, value type included, for every text it takes; every other
+    text (a sign, leading zeros, underscores, a float, a word, odd keys) goes to the parser."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from madara_cli.config.overrides import _plain_int, parse_overrides
+
+    grammar = OverridesParser.create()
+    taken = ["seed=3", "seed=0", "seed=-2", "seed=-0", "strategy.top_k=5", "a.b.c=12", "seed=999999999999999999", "true=1", "null=1",
+             "nan=2", "inf=3", "_x=1", "x_1=4", "True=5", "int=3", "range=3", "choice=1", "hydra.job.chdir=1", "Q=7"]
+    left = ["seed=+3", "x=00", "x=01", "x=-01", "x=1_000", "x=1e3", "x=1.0", "x=null", "x=true", "a..b=1", "a.=1", ".a=1", "x= 1",
+            "x=1 ", "+x=1", "~x", "x-y=1", "x=1,2", "group@pkg=1", "seed=9999999999999999999"]
+    for text in taken:
+        mine = _plain_int(text)
+        (hydra,) = grammar.parse_overrides([text])
+        assert mine is not None and mine.hydra == hydra and type(mine.hydra._value) is type(hydra._value), text
+        assert (mine.raw, mine.key, mine.value, mine.prefix, mine.error) == (text, hydra.key_or_group, text.split("=")[1], "", None)
+    for text in left:
+        assert _plain_int(text) is None, text
+    assert parse_overrides(["seed=12"])[0].hydra.value() == 12
