@@ -265,6 +265,7 @@ def chosen_strategy(overrides: list[str] | list[Override]) -> str:
     return chosen_option("strategy", overrides)
 
 
+@held
 def _option_yaml(option: str, group: str = "strategy") -> DictConfig | None:
     path = find_config(group, option)
     if path is None:
@@ -380,12 +381,13 @@ def _no_sweeps(overrides: list[Override]) -> None:
 _PRIMARY_COPIES: dict[str, tuple[str, tuple]] = {}  # the root config.yaml -> (its scratch folder, its stamp when copied)
 
 
+@held
 def primary_and_searchpath() -> tuple[str, list[str]]:
     """Hydra's primary config folder and the ``hydra.searchpath`` override that puts the
     ``--config-dir`` folders ahead of the shipped configs. Hydra remembers a primary
     config it did not find before the search path grew, so with user folders the
     primary is a scratch folder holding only the first ``config.yaml`` found (copied
-    again when that file's stamp moves)."""
+    again when that file's stamp moves; while a grid holds its files, as it found them)."""
     users = user_config_dirs()
     if not users:
         return str(config_dir().resolve()), []
