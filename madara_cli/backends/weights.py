@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 from madara_cli.backends.base import installed_version
+from madara_cli.config.held import held
 from madara_cli.config.identity import dist_file, file_digest
 from madara_cli.errors import BackendError
 from madara_cli.paths import cache_root
@@ -124,10 +125,12 @@ def hub_cache() -> Path:
     return Path(os.environ.get("HF_HOME") or Path.home() / ".cache" / "huggingface") / "hub"
 
 
+@held
 def resolved_revision(hf_id: str, revision: str) -> str | None:
     """The commit ``revision`` of hub repository ``hf_id`` names, read from the local hub
     cache; ``revision`` itself when it is a commit; None when it cannot be known here
-    (not downloaded yet, or ``hf_id`` is a local folder)."""
+    (not downloaded yet, or ``hf_id`` is a local folder). While a plan holds its files,
+    as the hub cache was when it started (each cell's identity asks it twice)."""
     if COMMIT.match(revision or ""):
         return revision
     if not hf_id or Path(hf_id).expanduser().is_dir() or hf_id.count("/") != 1:
