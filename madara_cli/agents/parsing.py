@@ -46,6 +46,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -391,7 +392,7 @@ def read_reply(completion: Completion, agent: str, mode: str, parser: str = "mad
     reply that never closed its object scores 0 there); madara's own parser still
     closes an object a reply ended inside, its lenient reading of any reply."""
     if mode == "logprob":
-        return _read_logprobs(completion.logprobs or {})
+        return _read_logprobs(tuple((c, v, repr(v)) for c, v in (completion.logprobs or {}).items()))
     text = completion.text
     if completion.finish_reason == "stop" and text.count("{") > text.count("}") and (stop_sent or parser != "authors"):
         text += "}"
@@ -400,24 +401,18 @@ def read_reply(completion: Completion, agent: str, mode: str, parser: str = "mad
 
 # The candidates' log-probabilities of a score request come back alike wherever the same
 # request is asked (the strategies of a grid that share an assessment, a plan's cells):
-# what they read as is kept for the last few thousand, by each value's repr (exact, and
-# telling 0 from 0.0 and -0.0 apart, whose JSON differs).
-_LOGPROBS_READ: dict[tuple, tuple[ParsedScore, str]] = {}
-_LOGPROBS_KEPT = 4096
-
-
-def _read_logprobs(lp: Mapping[str, float]) -> tuple[ParsedScore, str]:
-    """(the expected digit, the log-probabilities as JSON) of a score request's reply."""
-    memo = tuple((c, repr(v)) for c, v in lp.items())
-    read = _LOGPROBS_READ.get(memo)
-    if read is None:
-        value = expected_score(lp, DIGITS)
-        raw = json.dumps({c: (None if not math.isfinite(v) else round(v, 4)) for c, v in lp.items()})
-        read = (ParsedScore(math.nan, failure="no_mass"), raw) if math.isnan(value) else (ParsedScore(value, raw_value=value, method="logprob"), raw)
-        if len(_LOGPROBS_READ) >= _LOGPROBS_KEPT:
-            _LOGPROBS_READ.clear()
-        _LOGPROBS_READ[memo] = read
-    return read
+# what they read as is kept for the last few thousand, by value and repr (the repr tells
+# 0, 0.0 and -0.0 apart, equal values whose JSON differs).
+@lru_cache(maxsize=4096)
+def _read_logprobs(items: tuple[tuple[str, float, str], ...]) -> tuple[ParsedScore, str]:
+    """(the expected digit, the log-probabilities as JSON) of a score request's reply:
+    ``items`` are its (candidate, log-probability, repr) in the reply's order."""
+    lp = {c: v for c, v, _ in items}
+    value = expected_score(lp, DIGITS)
+    raw = json.dumps({c: (None if not math.isfinite(v) else round(v, 4)) for c, v in lp.items()})
+    if math.isnan(value):
+        return ParsedScore(math.nan, failure="no_mass"), raw
+    return ParsedScore(value, raw_value=value, method="logprob"), raw
 
 
 def reading_parsers(reading: Any) -> tuple[str, ...]:

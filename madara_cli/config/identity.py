@@ -25,6 +25,7 @@ plug-ins' specs by :func:`madara_cli.composition.identify.identify`.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -113,19 +114,9 @@ def request_key(fingerprint: str, request: Any) -> str:
 # are text alone, so equal requests are equal canonically: the key is kept for the last
 # few thousand, by value. (Chat requests hold numbers, where 1 == 1.0 == True and 0.0 ==
 # -0.0 while their JSON differs: they are always hashed.)
-_SCORE_KEYS: dict[tuple[str, ScoreRequest], str] = {}
-_SCORE_KEYS_KEPT = 4096
-
-
+@functools.lru_cache(maxsize=4096)
 def _score_key(fingerprint: str, request: ScoreRequest) -> str:
-    memo = (fingerprint, request)
-    key = _SCORE_KEYS.get(memo)
-    if key is None:
-        key = digest({"model": fingerprint, "request": request.canonical()}, 64, ascii=False)
-        if len(_SCORE_KEYS) >= _SCORE_KEYS_KEPT:
-            _SCORE_KEYS.clear()
-        _SCORE_KEYS[memo] = key
-    return key
+    return digest({"model": fingerprint, "request": request.canonical()}, 64, ascii=False)
 
 
 def family_digest(requests: Any) -> str:

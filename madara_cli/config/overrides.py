@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Iterable
 
 
@@ -52,7 +53,13 @@ def _split(text: str) -> tuple[str, str, str | None]:
 _PARSED: dict[str, Override] = {}
 
 
-_PARSER: list = []  # Hydra's override parser, made once: making one registers its grammar's functions (inspect.signature of each)
+@lru_cache(maxsize=1)
+def _parser() -> Any:
+    """Hydra's override parser, made once: making one registers its grammar's functions
+    (``inspect.signature`` of each)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    return OverridesParser.create()
 
 
 # ``key=<int>`` (a seed sweep's cells, a grid's limits and top-k), read as Hydra's grammar
@@ -75,17 +82,14 @@ def _plain_int(text: str) -> Override | None:
 
 
 def _parse_one(text: str) -> Override:
-    from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
     simple = _plain_int(text)
     if simple is not None:
         return simple
-    if not _PARSER:
-        _PARSER.append(OverridesParser.create())
     prefix, key, value = _split(text)
     try:
-        (parsed,) = _PARSER[0].parse_overrides([text])
+        (parsed,) = _parser().parse_overrides([text])
     except HydraException as e:  # OverrideParseException and friends
         why = str(e).strip().splitlines()[0]
         if value and value.startswith("~"):  # the shell leaves ~ alone after key=, and Hydra's grammar refuses it

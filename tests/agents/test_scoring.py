@@ -313,7 +313,7 @@ def test_a_score_replys_logprobs_read_as_before_and_kept_by_exact_value():
     from madara_cli.agents.parsing import DIGITS, expected_score, read_reply
     from madara_cli.records import Completion
 
-    parsing._LOGPROBS_READ.clear()
+    parsing._read_logprobs.cache_clear()
     for lp in ({"0": -2.0, "1": -0.5, "5": -1.25}, {"0": 0, "1": -3.0}, {"0": 0.0, "1": -3.0}, {"0": -0.0, "1": -3.0},
                {"0": -math.inf, "1": math.nan}, {"3": -0.000049, "4": -7.1234567}):
         for _ in range(2):  # computed, then kept
@@ -322,10 +322,11 @@ def test_a_score_replys_logprobs_read_as_before_and_kept_by_exact_value():
             assert (math.isnan(parsed.value) and math.isnan(want)) or parsed.value == want
             assert raw == json.dumps({c: (None if not math.isfinite(v) else round(v, 4)) for c, v in lp.items()})
             assert parsed.failure == ("no_mass" if math.isnan(want) else None)
-    assert len(parsing._LOGPROBS_READ) == 6  # 0, 0.0 and -0.0 apart
-    for _ in range(parsing._LOGPROBS_KEPT + 3):
+    assert parsing._read_logprobs.cache_info().currsize == 6  # 0, 0.0 and -0.0 apart
+    kept = parsing._read_logprobs.cache_info().maxsize
+    for _ in range(kept + 3):
         read_reply(Completion(text="", logprobs={"0": -float(_)}), "relevance", "logprob")
-    assert len(parsing._LOGPROBS_READ) <= parsing._LOGPROBS_KEPT
+    assert parsing._read_logprobs.cache_info().currsize <= kept
     assert np.isfinite(read_reply(Completion(text="", logprobs={"2": -1.0}), "relevance", "logprob")[0].value)
 
 

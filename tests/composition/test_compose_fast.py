@@ -188,16 +188,19 @@ def test_a_score_requests_key_is_kept_by_value_and_a_chat_requests_never():
         return digest({"model": fp, "request": r.canonical()}, 64, ascii=False)
 
     msgs = (Message("system", "Score it."), Message("user", "Document: ü"))
-    identity._SCORE_KEYS.clear()
+    identity._score_key.cache_clear()
     first = request_key("fp-a", ScoreRequest(msgs, ("0", "1"), prefix="{"))
     again = ScoreRequest((Message("system", "Score it."), Message("user", "Document: ü")), ("0", "1"), prefix="{")  # equal, not the same
     assert first == request_key("fp-a", again) == hashed("fp-a", again)
     assert request_key("fp-b", again) == hashed("fp-b", again) != first
     assert request_key("fp-a", ScoreRequest(msgs, ("0", "1"), prefix="")) != first
-    assert ("fp-a", again) in identity._SCORE_KEYS
-    for _ in range(identity._SCORE_KEYS_KEPT + 5):  # bounded
+    hits = identity._score_key.cache_info().hits
+    request_key("fp-a", again)
+    assert identity._score_key.cache_info().hits == hits + 1  # kept, by value
+    kept = identity._score_key.cache_info().maxsize
+    for _ in range(kept + 5):  # bounded
         request_key("fp-a", ScoreRequest(msgs, (str(_),)))
-    assert len(identity._SCORE_KEYS) <= identity._SCORE_KEYS_KEPT
+    assert identity._score_key.cache_info().currsize <= kept
     one, one_float = ChatRequest(msgs, temperature=1), ChatRequest(msgs, temperature=1.0)
     assert one == one_float and request_key("fp", one) == hashed("fp", one) != request_key("fp", one_float) == hashed("fp", one_float)
 
