@@ -69,6 +69,7 @@ def _read_config(config: DictConfig | PathLike) -> DictConfig:
     """A composed config as it is, or one read from a YAML file (a cell's ``config.yaml``
     runs that cell again: the same key, so a finished one is reused), checked as a
     composed one is."""
+    from madara_cli.config.folders import read_yaml
     from madara_cli.config.validate import validate_config
 
     if isinstance(config, DictConfig):
@@ -76,7 +77,7 @@ def _read_config(config: DictConfig | PathLike) -> DictConfig:
     path = Path(config)
     if not path.is_file():
         raise ConfigError(f"no config file at {path} (pass a composed config, or a cell's config.yaml)")
-    cfg = OmegaConf.load(path)
+    cfg = read_yaml(path)  # the guarded reader: plain data, no resolver (the file was not typed here)
     if not isinstance(cfg, DictConfig) or "strategy" not in cfg or "model" not in cfg:
         raise ConfigError(f"{path} is not a madara cell config (no model or strategy section); madara run --cfg job prints one")
     validate_config(cfg, ConfigError)

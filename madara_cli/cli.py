@@ -93,16 +93,16 @@ def main() -> None:
                 raise Interrupted(received()) from None
             raise
     except Interrupted as e:
-        err.print(f"{'interrupted' if e.signum == signal.SIGINT else 'terminated'}: {RESUME_HINT}", markup=False, highlight=False, soft_wrap=True)
+        _say(f"{'interrupted' if e.signum == signal.SIGINT else 'terminated'}: {RESUME_HINT}")
         sys.exit(128 + e.signum)
     except cx.NoSuchOption as e:
         hint = override_for_option(e.option_name, sys.argv[1:])
         if hint:
-            err.print(f"error: no such option {e.option_name}: madara takes settings as overrides; write {hint}", markup=False, highlight=False, soft_wrap=True)
+            _say(f"error: no such option {e.option_name}: madara takes settings as overrides; write {hint}")
             sys.exit(2)
         cmd = e.ctx.command if e.ctx else None
         valid = sorted(o for p in (cmd.params if cmd else []) for o in p.opts if o.startswith("-")) + ["--help"]
-        err.print(f"error: no such option {e.option_name}; valid options: {', '.join(valid)}", markup=False, highlight=False, soft_wrap=True)
+        _say(f"error: no such option {e.option_name}; valid options: {', '.join(valid)}")
         sys.exit(2)
     except cx.UsageError as e:
         if type(e).__name__ == "NoArgsIsHelpError":
@@ -111,21 +111,28 @@ def main() -> None:
         hint = ""
         if "No such command" in e.format_message():
             hint = "; valid commands: " + ", ".join(sorted(app_commands()))
-        err.print(f"error: {e.format_message()}{hint}", markup=False, highlight=False, soft_wrap=True)
+        _say(f"error: {e.format_message()}{hint}")
         sys.exit(2)
     except PluginInterrupted as e:
-        err.print(f"error: {e}", markup=False, highlight=False, soft_wrap=True)
+        _say(f"error: {e}")
         sys.exit(130)
     except (typer.Abort, KeyboardInterrupt):
-        err.print(f"interrupted: {RESUME_HINT}", markup=False, highlight=False, soft_wrap=True)
+        _say(f"interrupted: {RESUME_HINT}")
         sys.exit(130)
     except (UserError, ConfigError, DataError, BackendError) as e:
-        err.print(f"error: {e}", markup=False, highlight=False, soft_wrap=True)
+        _say(f"error: {e}")
         sys.exit(2)
     except OSError as e:  # a folder that cannot be written, a full disk: one line, finished work stays
-        err.print(f"error: {os_error_line(e)} (finished cells and cached completions are kept)", markup=False, highlight=False, soft_wrap=True)
+        _say(f"error: {os_error_line(e)} (finished cells and cached completions are kept)")
         sys.exit(2)
     sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _say(line: str) -> None:
+    """One line on stderr, as it is (no markup), with no URL's password in it."""
+    from madara_cli.credentials import redact
+
+    err.print(redact(line), markup=False, highlight=False, soft_wrap=True)
 
 
 def app_commands() -> list[str]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 LAYERS: tuple[tuple[str, ...], ...] = (
     # core: plain records, numbers and the shared small services everything uses
-    ("records", "metrics", "stats", "errors", "jsonl", "sidefiles", "plugins", "config", "paper", "paths", "logs", "progress", "layers"),
+    ("records", "metrics", "stats", "errors", "credentials", "jsonl", "sidefiles", "plugins", "config", "paper", "paths", "logs", "progress", "layers"),
     # where examples and completions come from
     ("data", "backends", "retrievers"),
     # the agents' prompts and scoring; the typed results on disk

@@ -31,12 +31,14 @@ class _PlainHandler(logging.StreamHandler):
 
 class _Printable(logging.Formatter):
     """A log line with every control character shown as an escape (newlines kept): a
-    message may quote a file madara did not write (:func:`madara_cli.sidefiles.printable`)."""
+    message may quote a file madara did not write (:func:`madara_cli.sidefiles.printable`),
+    and no URL's password (:func:`madara_cli.credentials.redact`)."""
 
     def format(self, record: logging.LogRecord) -> str:
+        from madara_cli.credentials import redact
         from madara_cli.sidefiles import printable
 
-        return printable(super().format(record), keep_newlines=True)
+        return printable(redact(super().format(record)), keep_newlines=True)
 
 
 def setup_logging(verbose: int = 0, console: Console | None = None) -> None:

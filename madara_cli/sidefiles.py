@@ -169,8 +169,9 @@ def yaml_problem(text: str) -> tuple[Any, str | None]:
 
     if not _LOADER:
         _LOADER.append(_yaml_loader())
-    loader = _LOADER[0](text)  # yaml.SafeLoader's subclass (OmegaConf's), less aliases and python/ tags
+    loader = None
     try:
+        loader = _LOADER[0](text)  # yaml.SafeLoader's subclass (OmegaConf's), less aliases and python/ tags; its reader refuses control characters
         value = loader.get_single_data()
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
@@ -183,7 +184,8 @@ def yaml_problem(text: str) -> tuple[Any, str | None]:
     except ValueError as e:  # an integer over Python's 4,300-digit limit
         return None, too_long_integer(e)
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     if not encodes(value):
         return None, "holds a \\ud800-\\udfff escape that is not half of a surrogate pair: not Unicode text"
     return value, None

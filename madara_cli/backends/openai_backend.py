@@ -54,7 +54,8 @@ served model.
   takes text, such as llama-cpp-python's, refuses the body, and the run stops with its
   message rather than forge a turn). Every other request is sent as before.
 
-The fingerprint is ``openai:{base_url}:{model}``, plus the model id the server reports
+The fingerprint is ``openai:{base_url}:{model}`` (the URL without user info: a password
+in ``base_url`` authenticates the requests and is never kept, shown or keyed), plus the model id the server reports
 in ``/models`` when it has that endpoint and it differs (llama.cpp reports the GGUF
 path), plus the server's software and version when it says them (``vllm-0.32.0``,
 ``llama-cpp-python-0.3.36``: the engine that answers, as ``backend=vllm`` keys vLLM's
@@ -84,6 +85,7 @@ from madara_cli.backends.http_client import Failed, PooledClient, Refused, Reply
 from madara_cli.backends.prompt_tokenizers import PromptTokenizer, message_dicts, tokenizer_loader
 from madara_cli.backends.truncate import fit_messages
 from madara_cli.config.schema import BackendConfig, Tokenizer
+from madara_cli.credentials import redact, without_userinfo
 from madara_cli.errors import RESUME_HINT, BackendError
 from madara_cli.plugins.shape import int_range, num_range
 from madara_cli.records import ChatRequest, Completion, Message, ScoreRequest, sampling_seed
@@ -316,7 +318,8 @@ class OpenAIBackend:
         require_listed: bool = False,
         keep_alive: bool = True,
     ):
-        self.base_url = base_url.rstrip("/")
+        self._url = base_url.rstrip("/")  # what requests go to: a password in it is used, never shown or kept
+        self.base_url = without_userinfo(self._url)
         self.chat_settings = chat or ChatSettings()
         self.sampling = sampling
         self.model = model
@@ -369,7 +372,8 @@ class OpenAIBackend:
         self, method: str, path: str, body: dict[str, Any] | None = None, timeout_s: float | None = None, retries: int | None = None,
         url: str | None = None,
     ) -> Any:
-        url = url or self.base_url + path
+        url = url or self._url + path
+        shown = without_userinfo(url)
         data = None if body is None else json.dumps(body).encode("utf-8")
         headers = {"Accept": "application/json"}
         if data is not None:
@@ -384,33 +388,33 @@ class OpenAIBackend:
                 reply = self._http.request(method, url, data, headers, timeout_s or self.timeout_s)
             except Refused:
                 if attempt or self._answered:
-                    raise BackendError(f"the server at {self.base_url} went away during {method} {url} (connection refused); {RESUME_HINT}") from None
+                    raise BackendError(f"the server at {self.base_url} went away during {method} {shown} (connection refused); {RESUME_HINT}") from None
                 raise Unreachable(f"cannot connect to {self.base_url}: is the server running?") from None
             except Transient as e:
                 if not last:
                     time.sleep(self._backoff(attempt, None))
                     continue
-                raise BackendError(f"{method} {url} failed{tries}: {_one_line(str(e))}; {RESUME_HINT}") from None
+                raise BackendError(f"{method} {shown} failed{tries}: {_one_line(redact(str(e)))}; {RESUME_HINT}") from None
             except Failed as e:
-                raise BackendError(f"{method} {url} failed: {_one_line(str(e))}") from None
+                raise BackendError(f"{method} {shown} failed: {_one_line(redact(str(e)))}") from None
             self._answered = True
             if 300 <= reply.status < 400:
-                raise BackendError(self._redirect_line(method, url, reply))
+                raise BackendError(self._redirect_line(method, shown, reply))
             if reply.status >= 400:
                 if self._refuses_token_ids(reply, body):
                     raise HTTPStatus(self._token_ids_line(reply), reply.status)
                 if reply.status in RETRY_STATUS and not last:
                     time.sleep(self._backoff(attempt, reply.headers.get("retry-after")))
                     continue
-                raise HTTPStatus(self._status_line(method, url, reply, body, tries), reply.status)
+                raise HTTPStatus(self._status_line(method, shown, reply, body, tries), reply.status)
             try:
                 return _json(reply.body)
             except ValueError as e:
-                raise InvalidReply(f"{method} {url} returned a body that is not JSON ({e}): {_one_line(reply.body.decode('utf-8', 'replace'))}") from None
+                raise InvalidReply(f"{method} {shown} returned a body that is not JSON ({e}): {_one_line(reply.body.decode('utf-8', 'replace'))}") from None
         raise AssertionError("unreachable")
 
     def _redirect_line(self, method: str, url: str, reply: Reply) -> str:
-        where = _one_line(reply.headers.get("location") or "(no Location)", 200)
+        where = _one_line(redact(reply.headers.get("location") or "(no Location)"), 200)
         return (f"{method} {url} answered HTTP {reply.status} redirecting to {where}; madara follows no redirect (it would carry "
                 f"the API key to wherever it points): set backend.base_url to the address that answers")
 
@@ -430,7 +434,7 @@ class OpenAIBackend:
                 "serve the model with vllm serve, llama.cpp's llama-server or SGLang (they take token ids), or use backend=llamacpp")
 
     def _status_line(self, method: str, url: str, reply: Reply, body: dict[str, Any] | None, tries: str) -> str:
-        line = f"{method} {url} failed{tries} with HTTP {reply.status}: {_server_message(reply.body)}"
+        line = f"{method} {url} failed{tries} with HTTP {reply.status}: {redact(_server_message(reply.body))}"
         if reply.status == 404 and not urlsplit(self.base_url).path.rstrip("/").endswith("/v1"):
             line += f"; backend.base_url has no /v1 (OpenAI-compatible servers answer under it: backend.base_url={self.base_url}/v1)"
         if reply.status in RETRY_STATUS:
@@ -490,7 +494,7 @@ class OpenAIBackend:
         vllm``; llama.cpp's ``llama-server``: ``GET /props``' ``build_info``;
         llama-cpp-python's server: its OpenAPI title and version). Each probe is optional
         and short; what no probe answers stays None."""
-        parts = urlsplit(self.base_url)
+        parts = urlsplit(self._url)
         root = urlunsplit((parts.scheme, parts.netloc, re.sub(r"/v1/?$", "", parts.path), "", ""))
         owner = served.get("owned_by") if served else None
         out: dict[str, Any] = {

