@@ -14,7 +14,7 @@ as the command line reuses it: both go through these functions (``madara run`` c
 :func:`configs` and :func:`run_configs`, ``madara probe`` :func:`probe`, ``madara
 route`` :func:`route`), and ``summary.csv`` holds the frame :func:`cells_frame` returns
 (both are :func:`madara_cli.results.summary.summary_frame`).
-Errors a user can fix are :class:`madara_cli.errors.ConfigError`, ``DataError`` or
+Errors a user can fix are :class:`madara_cli.core.errors.ConfigError`, ``DataError`` or
 ``BackendError`` (all ValueErrors or RuntimeErrors with a one-line message).
 
 See docs/python-api.md for a worked example.
@@ -30,7 +30,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from madara_cli.errors import ConfigError
+from madara_cli.core.errors import ConfigError
 from madara_cli.experiment.runner import Failed
 from madara_cli.experiment.walk import CellResult
 from madara_cli.results.outputs import ProbeRecord

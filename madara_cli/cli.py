@@ -35,7 +35,7 @@ def _global(
     """Options every verb shares."""
     from madara_cli.composition.plugins import add_include, forget_loaded, load_plugins
     from madara_cli.config import add_config_dir
-    from madara_cli.logs import setup_logging
+    from madara_cli.core.logs import setup_logging
 
     for d in config_dir or []:
         add_config_dir(d)
@@ -69,7 +69,7 @@ app.add_typer(tool_verbs.prompts_app, name="prompts")
 
 def main() -> None:
     """Entry point: one clear line instead of a traceback for anything a user can fix."""
-    from madara_cli.errors import BackendError, ConfigError, DataError, PluginInterrupted
+    from madara_cli.core.errors import BackendError, ConfigError, DataError, PluginInterrupted
 
     try:  # typer >= 0.20 vendors click; older ones use it directly
         from typer._click import exceptions as cx
@@ -130,7 +130,7 @@ def main() -> None:
 
 def _say(line: str) -> None:
     """One line on stderr, as it is (no markup), with no URL's password in it."""
-    from madara_cli.credentials import redact
+    from madara_cli.core.credentials import redact
 
     err.print(redact(line), markup=False, highlight=False, soft_wrap=True)
 

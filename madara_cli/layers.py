@@ -16,26 +16,29 @@ so that a new module or package is placed in the order by the change that adds i
 from __future__ import annotations
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    # core: plain records, numbers and the shared small services everything uses
-    ("records", "metrics", "stats", "errors", "credentials", "jsonl", "sidefiles", "plugins", "config", "paper", "paths", "logs", "progress", "layers"),
-    # where examples and completions come from
-    ("data", "backends", "retrievers"),
+    # core: plain records, numbers, errors and the small shared services (one room); the
+    # paper's published numbers beside it
+    ("core", "paper", "layers"),
+    # the one catalog of plug-ins and the one spec shape
+    ("plugins",),
+    # settings: schemas, config folders, prompt sets, the identity room
+    ("config",),
+    # composing a run's config (it names the shipped plug-ins as strings, so it sits below
+    # them); where examples and completions come from
+    ("composition", "data", "backends", "retrievers"),
     # the agents' prompts and scoring; the typed results on disk
     ("agents", "results"),
     # the document-assessment strategies
     ("strategies",),
-    # composing a run's config, above the plug-ins it loads (no callbacks below)
-    ("composition",),
     # the Diagnose arm: RSC probe and router
     ("diagnose",),
-    # reading finished results into paper tables; the paper checked against itself
-    ("tables", "audit"),
+    # reading finished results into paper tables; the paper checked against itself;
     # running grids of cells
-    ("experiment",),
-    # the Python API: run, probe, route, load results as DataFrames (the verbs call it)
-    ("api",),
-    # the verbs, and beside them the developer's measurements of the runner
-    ("bench", "commands"),
+    ("tables", "audit", "experiment"),
+    # the Python API (the verbs call it), and beside it the developer's measurements
+    ("api", "bench"),
+    # the verbs
+    ("commands",),
     # the front door
     ("cli",),
 )

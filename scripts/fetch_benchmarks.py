@@ -60,7 +60,7 @@ def main() -> None:
                 failed += 1
                 continue
         else:
-            from madara_cli.errors import DataError
+            from madara_cli.core.errors import DataError
 
             try:
                 dest = fetch(name, args.out, args.set)

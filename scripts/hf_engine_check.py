@@ -67,7 +67,7 @@ def check(device: str, dtype: str, source: Path, work: Path) -> dict:
     import torch
 
     from madara_cli.backends.hf_engine import HFBackend, Placement, random_model_like
-    from madara_cli.records import ChatRequest, ScoreRequest, messages
+    from madara_cli.core.records import ChatRequest, ScoreRequest, messages
 
     folder = random_model_like(str(source), str(work / "random-model"), layers=4, hidden=256)
     b = HFBackend(weights=folder, placement=Placement(device=device, dtype=dtype), fingerprint="engine-check", micro_batch=4)

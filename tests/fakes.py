@@ -41,7 +41,7 @@ import pytest
 
 from madara_cli.agents.prompts import RESCORE_BEGIN, RESCORE_END
 from madara_cli.config.folders import shipped_prompt_set
-from madara_cli.records import ChatRequest, Completion, Message, ScoreRequest, messages
+from madara_cli.core.records import ChatRequest, Completion, Message, ScoreRequest, messages
 from tests.conftest import ROOT
 
 # --------------------------------------------------------------------------- #
@@ -497,7 +497,7 @@ def fresh_catalog(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     plugins.ensure_loaded()
     saved = None, {k: dict(v) for k, v in CATALOG._specs.items()}, dict(CATALOG._owners), dict(CATALOG._families)
     monkeypatch.setattr(plugins, "_loaded_entry_points", set(plugins._loaded_entry_points))
-    monkeypatch.setattr(plugins, "_SOURCES", dict(plugins._SOURCES))
+    monkeypatch.setattr(CATALOG, "_sources", dict(CATALOG._sources))
     # the files it includes too: a file remembered as imported while the catalog forgot
     # what it registered would not register again (a later test's --include of the same
     # file then found no plug-in, depending on which tests shared its worker)

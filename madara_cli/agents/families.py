@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from madara_cli.config.prompt_sets import SAMPLE_DOCS, SAMPLE_EXAMPLES
-from madara_cli.plugins import PromptFamily, register_family
+from madara_cli.plugins import PromptFamily, register
 
 _QUERY = ("query", "question", "claim")  # the labelled query line, and the query's text under either name
 _ASSESSOR_FIELDS = (*_QUERY, "index", "document", "other_documents")
@@ -76,34 +76,34 @@ def _rescore(prompts: Any) -> list:
 
 def _judge(prompts: Any) -> list:
     from madara_cli.agents.prompts import judge_messages
-    from madara_cli.records import ChatRequest
+    from madara_cli.core.records import ChatRequest
 
     return [ChatRequest(messages=judge_messages(ex, SAMPLE_DOCS[0], "Varn", prompts)) for ex in SAMPLE_EXAMPLES]
 
 
-SHARED = register_family(PromptFamily("shared", {"question_line": ("question",), "claim_line": ("claim",)}))
+SHARED = register(PromptFamily("shared", {"question_line": ("question",), "claim_line": ("claim",)}))
 
 _GEN = ("documents", "question", "claim")
-GENERATOR = register_family(PromptFamily("generator", {
+GENERATOR = register(PromptFamily("generator", {
     "factoid_system": _GEN, "factoid_user": _GEN, "fever_system": _GEN, "fever_user": _GEN,
     "factoid_oneshot_documents": (), "factoid_oneshot_question": (), "factoid_oneshot_answer": (),
     "fever_oneshot_documents": (), "fever_oneshot_question": (), "fever_oneshot_answer": (),
 }, sample=_generator))
 
-ASSESSORS = register_family(PromptFamily("assessors", {
+ASSESSORS = register(PromptFamily("assessors", {
     f"{agent}{mode}_{turn}": _ASSESSOR_FIELDS
     for agent in ("relevance", "consistency", "conflict")
     for mode in ("", "_cot", "_logprob")
     for turn in ("system", "user")
 }, sample=_assessors))
 
-DETECTOR = register_family(PromptFamily("detector", {
+DETECTOR = register(PromptFamily("detector", {
     f"detector{mode}_{turn}": (*_QUERY, "documents", "ids", "count") for mode in ("", "_cot") for turn in ("system", "user")
 }, sample=_detector))
 
 _JUDGE = ("document", "question", "claim", "answer")
-JUDGE = register_family(PromptFamily("judge", {"judge_system": _JUDGE, "judge_user": _JUDGE, "judge_fever_user": _JUDGE},
+JUDGE = register(PromptFamily("judge", {"judge_system": _JUDGE, "judge_user": _JUDGE, "judge_fever_user": _JUDGE},
                                      sample=_judge))
 
 _RESCORE = (*_QUERY, "document", "chain", "analysis_begin", "analysis_end")
-RESCORE = register_family(PromptFamily("rescore", {"rescore_system": _RESCORE, "rescore_user": _RESCORE}, sample=_rescore))
+RESCORE = register(PromptFamily("rescore", {"rescore_system": _RESCORE, "rescore_user": _RESCORE}, sample=_rescore))

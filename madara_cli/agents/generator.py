@@ -13,8 +13,8 @@ from typing import Sequence
 
 from madara_cli.config.folders import shipped_prompt_set
 from madara_cli.config.prompt_sets import PromptSet
-from madara_cli.metrics import tidy_answer
-from madara_cli.records import ChatRequest, Doc, Example, Message, messages
+from madara_cli.core.metrics import tidy_answer
+from madara_cli.core.records import ChatRequest, Doc, Example, Message, messages
 
 # The wording is a prompt set's (madara_cli.config.prompt_sets; shipped:
 # configs/prompts/madara/factoid_*.txt and fever_*.txt). The shipped factoid system
@@ -98,7 +98,7 @@ def fever_label(text: str) -> str | None:
 def clean_answer(text: str, task: str = "factoid", reading: str = "tidy") -> str:
     """Reduce a generation to the answer string, identically for every strategy.
 
-    Factoid: :func:`madara_cli.metrics.tidy_answer` (first non-empty line, no
+    Factoid: :func:`madara_cli.core.metrics.tidy_answer` (first non-empty line, no
     ``Answer:`` lead-in, no wrapping pair of quotes, brackets or emphasis, no final
     period), which every metric also applies to the gold aliases, so a verbatim-correct
     reply stays correct. FEVER: :func:`fever_label` of the whole reply; a reply naming

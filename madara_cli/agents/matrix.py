@@ -12,7 +12,7 @@ import numpy as np
 
 from madara_cli.agents.parsing import NEUTRAL, read_conflict_reply, read_reply
 from madara_cli.agents.prompts import AGENTS, CONFLICT
-from madara_cli.records import Completion, Example
+from madara_cli.core.records import Completion, Example
 
 
 @dataclass(frozen=True, eq=False)

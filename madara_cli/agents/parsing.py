@@ -53,7 +53,7 @@ import numpy as np
 
 from madara_cli.agents.prompts import AGENTS, CONFLICT, DOC_ADJUSTMENTS, SCORE_KEY
 from madara_cli.agents.requests import DETECTOR_PREFIX, DIGITS
-from madara_cli.records import Completion
+from madara_cli.core.records import Completion
 
 NEUTRAL = 2.5  # imputation when an agent failed on every document of an example
 # Valid range of each agent's raw output (before mapping to 0-5).

@@ -45,10 +45,8 @@ from typing import Sequence
 
 from madara_cli.config.folders import shipped_prompt_set
 from madara_cli.config.prompt_sets import PromptSet
-from madara_cli.records import Doc, Example, Message, messages
-
-RELEVANCE, CONSISTENCY, CONFLICT = "relevance", "consistency", "conflict"
-AGENTS: tuple[str, str, str] = (RELEVANCE, CONSISTENCY, CONFLICT)
+from madara_cli.core.records import Doc, Example, Message, messages
+from madara_cli.core.vocabulary import AGENTS, CONFLICT, CONSISTENCY, RELEVANCE  # noqa: F401  (the agents' names)
 
 EXCERPT_CHARS = 200
 

@@ -51,7 +51,8 @@ from madara_cli.agents.prompts import (
 )
 from madara_cli.config.prompt_sets import PromptSet
 from madara_cli.config.schema import Scoring
-from madara_cli.records import ChatRequest, Doc, Example, ScoreRequest
+from madara_cli.core.records import ChatRequest, Doc, Example, ScoreRequest
+from madara_cli.core.vocabulary import conflict_stage_name, stage_name  # noqa: F401  (the stages these requests go under)
 
 DIGITS: tuple[str, ...] = ("0", "1", "2", "3", "4", "5")
 LOGPROB_PREFIX = '{"score": '
@@ -70,7 +71,7 @@ DETECTOR_PREFIX = '{"' + DOC_ADJUSTMENTS + '": {"1": '  # logprob mode: the repl
 
 
 def _check_mode(mode: str, cot: bool) -> None:
-    from madara_cli.errors import ConfigError  # a user-fixable setting: one line, exit 2
+    from madara_cli.core.errors import ConfigError  # a user-fixable setting: one line, exit 2
 
     if mode not in SCORING_MODES:
         raise ConfigError(f"unknown strategy.scoring '{mode}'; valid: {', '.join(SCORING_MODES)}")
@@ -112,14 +113,6 @@ def score_requests(
         for i in range(len(docs))
         for agent in agents
     ]
-
-
-def stage_name(cot: bool, mode: str) -> str:
-    return "score-logprob" if mode == "logprob" else ("score-cot" if cot else "score")
-
-
-def conflict_stage_name(cot: bool, mode: str) -> str:
-    return stage_name(cot, mode) + "-conflict"
 
 
 def conflict_request(
@@ -194,7 +187,7 @@ def forced_rescore_request(
 
 
 def check_conflict(conflict: str) -> None:
-    from madara_cli.errors import ConfigError
+    from madara_cli.core.errors import ConfigError
 
     if conflict not in CONFLICT_CALLS:
         raise ConfigError(f"unknown strategy.conflict '{conflict}'; valid: {', '.join(CONFLICT_CALLS)}")

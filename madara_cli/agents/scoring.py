@@ -31,7 +31,7 @@ from madara_cli.agents.parsing import reading_parsers
 from madara_cli.agents.prompts import AGENTS, CONFLICT
 from madara_cli.agents.requests import check_conflict, conflict_request, conflict_stage_name, score_requests, stage_name
 from madara_cli.config.prompt_sets import PromptSet
-from madara_cli.records import ChatRequest, Completion, Example
+from madara_cli.core.records import ChatRequest, Completion, Example
 
 if TYPE_CHECKING:
     from madara_cli.backends.cache import CachedLLM

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 
 from madara_cli import paper as pv
-from madara_cli import stats
 from madara_cli.audit.judging import AuditRow, H, attainable, fmt, numeric_row, pair_label, printed_half_unit, strategy_label
 from madara_cli.audit.published import reference_em
+from madara_cli.core import stats
 
 
 def _table14_label(r: pv.McNemarRow) -> str:

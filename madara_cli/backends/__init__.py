@@ -10,33 +10,23 @@ from __future__ import annotations
 
 from omegaconf import DictConfig
 
-from madara_cli.backends.base import Backend, BackendSpec, register_backend
-from madara_cli.errors import BackendError
+from madara_cli.backends.base import Backend, BackendSpec
 from madara_cli.plugins.catalog import CATALOG
-
-
-def backend_spec(name: str) -> BackendSpec:
-    """The registered backend ``name``; BackendError naming the registered ones otherwise
-    (the plug-ins are loaded by composition, before anything asks)."""
-    try:
-        return CATALOG.get("backend", name)  # type: ignore[return-value]
-    except KeyError as e:
-        raise BackendError(str(e.args[0])) from None
 
 
 def make_backend(cfg: DictConfig) -> Backend:
     """Build the engine named by ``cfg.backend.name`` for ``cfg.model``."""
-    return backend_spec(str(cfg.backend.name)).build(cfg)
+    return CATALOG.get("backend", str(cfg.backend.name)).build(cfg)
 
 
 def backend_fingerprint(cfg: DictConfig) -> str:
     """The cache fingerprint ``make_backend(cfg)`` would have, without loading a model."""
-    return backend_spec(str(cfg.backend.name)).fingerprint(cfg)
+    return CATALOG.get("backend", str(cfg.backend.name)).fingerprint(cfg)
 
 
 def prepare_backend(cfg: DictConfig, say=lambda m: None) -> str:
     """Make ready what ``make_backend(cfg)`` loads, without loading it; what is where."""
-    spec = backend_spec(str(cfg.backend.name))
+    spec = CATALOG.get("backend", str(cfg.backend.name))
     return spec.prepare(cfg, say) if spec.prepare else f"backend {spec.name} needs nothing prepared for model {cfg.model.name}"
 
 
@@ -46,5 +36,4 @@ def engine_package(name: str | None) -> str | None:
     return spec.package if spec is not None else None
 
 
-__all__ = ["Backend", "BackendError", "BackendSpec", "backend_fingerprint", "backend_spec", "engine_package",
-           "make_backend", "prepare_backend", "register_backend"]
+__all__ = ["Backend", "BackendSpec", "backend_fingerprint", "engine_package", "make_backend", "prepare_backend"]

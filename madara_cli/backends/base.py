@@ -6,7 +6,7 @@ without change: llama.cpp runs the batch sequentially, vLLM in one call, an
 OpenAI-compatible server with bounded concurrency.
 
 Each backend module declares one :class:`BackendSpec` and registers it with
-:func:`register_backend`: its settings schema, how to build the engine from a
+:func:`madara_cli.plugins.register`: its settings schema, how to build the engine from a
 composed config, its cache fingerprint (computed without loading a model, for
 ``madara plan``), its runtime-only settings (left out of cell keys) and the package
 whose version provenance records. The one loader
@@ -17,14 +17,12 @@ point group, a folder of your own through ``--include``.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, ClassVar, Optional, Protocol, Sequence, runtime_checkable
 
-from madara_cli.config.held import held
-from madara_cli.plugins.catalog import CATALOG
+from madara_cli.core.held import held
+from madara_cli.core.records import ChatRequest, Completion, ScoreRequest
 from madara_cli.plugins.shape import Spec
-from madara_cli.records import ChatRequest, Completion, ScoreRequest
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -105,12 +103,6 @@ class BackendSpec(Spec):
     # dtype=null on a GPU): keys hold the resolved value in the setting's place, so a cell
     # run on a GPU and on a laptop are not one cell. None: every setting is what it says.
     resolves: Optional[Callable[["DictConfig"], dict[str, str]]] = None
-
-
-def register_backend(spec: BackendSpec) -> BackendSpec:
-    """:func:`madara_cli.plugins.register` for a backend (the one catalog; the module that
-    registered first may register again, another module under a taken name may not)."""
-    return CATALOG.register(spec, sys._getframe(1).f_globals.get("__name__", "?"))
 
 
 @held

@@ -31,8 +31,8 @@ from typing import Callable, Iterator, Sequence, TypeVar
 from madara_cli.backends.base import Backend
 from madara_cli.backends.chat import strip_thinking
 from madara_cli.config.identity import request_key
-from madara_cli.errors import CacheError
-from madara_cli.records import ChatRequest, Completion, ScoreRequest
+from madara_cli.core.errors import CacheError
+from madara_cli.core.records import ChatRequest, Completion, ScoreRequest
 
 R = TypeVar("R", ChatRequest, ScoreRequest)
 
@@ -77,7 +77,7 @@ def _decode(s: object) -> Completion | None:
     (a torn write, a damaged copy), or written by a newer madara (a field this version
     does not know, as a cache merged from a newer madara holds). Such a row is a cache
     miss: the request is sent again and its reply stored over the row."""
-    from madara_cli.sidefiles import json_problem
+    from madara_cli.core.sidefiles import json_problem
 
     d, problem = json_problem(s) if isinstance(s, str) else (None, "not text")
     if problem is not None or not isinstance(d, dict) or "text" not in d:
@@ -167,7 +167,7 @@ class ResponseCache:
     processes (WAL journal, short transactions)."""
 
     def __init__(self, path: Path | str, wal: bool = True):
-        from madara_cli.paths import writing
+        from madara_cli.core.paths import writing
 
         self.path = Path(path)
         with writing(self.path.parent):

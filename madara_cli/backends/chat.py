@@ -28,8 +28,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from madara_cli.errors import BackendError
-from madara_cli.records import Message
+from madara_cli.core.errors import BackendError
+from madara_cli.core.records import Message
 
 # Gemma's own later templates (Gemma 3) put the system text before the first user
 # text with a blank line between; Gemma-2's refuses a system turn altogether.

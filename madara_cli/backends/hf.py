@@ -27,7 +27,7 @@ hub cache, as vLLM's: ``loads_hub``), the GGUF's hash, or a digest of a local fo
 files (``model_inputs``); the adapter by a digest of its files (``backend.adapter`` is an
 input field); and, in the setting's place, the dtype and device kind ``auto`` and null
 resolve to here (``resolves``: a GPU machine and a laptop are not the same numbers). All
-of it is composed in :mod:`madara_cli.composition.identify` with every other engine's;
+of it is composed in :mod:`madara_cli.config.identity` with every other engine's;
 the digests are :mod:`madara_cli.config.identity`'s, memoised on each file's stamp, so a
 multi-gigabyte folder is read once. The fingerprint adds the context length and the
 transformers, torch (and, with an adapter, peft) releases.
@@ -44,20 +44,20 @@ from typing import Optional
 
 from omegaconf import DictConfig
 
-from madara_cli.backends.base import Backend, BackendSpec, installed_version, register_backend
+from madara_cli.backends.base import Backend, BackendSpec, installed_version
 from madara_cli.backends.chat import ChatSettings
 from madara_cli.backends.weights import (
-    COMMIT,
     file_fingerprint,
     hf_folder_from_gguf,
     hf_source_inputs,
     loads_hub_source,
     resolve_gguf,
-    resolved_revision,
 )
 from madara_cli.config.identity import folder_digest
 from madara_cli.config.schema import BackendConfig, input_field
-from madara_cli.errors import BackendError, ConfigError
+from madara_cli.core.errors import BackendError, ConfigError
+from madara_cli.core.hub import COMMIT, resolved_revision
+from madara_cli.plugins import register
 
 GPU_DTYPE = "bfloat16"
 CPU_DTYPE = "float32"
@@ -239,7 +239,7 @@ def _build(cfg: DictConfig) -> Backend:
     from madara_cli.backends.hf_engine import HFBackend, Placement
 
     device = _device(str(b.device), settings.device_kind, b.get("device_map"))
-    weights = weights_for(cfg, say=logging.getLogger("madara_cli.progress").info)
+    weights = weights_for(cfg, say=logging.getLogger("madara_cli.core.progress").info)
     hub = _source(cfg) == "hub"
     backend = HFBackend(
         weights=weights, placement=Placement(device=device, dtype=settings.dtype, device_map=b.get("device_map")),
@@ -290,7 +290,7 @@ def _prepare(cfg: DictConfig, say) -> str:
     return f"transformers loads {cfg.model.name} from {weights}; engine identity {settings.fingerprint()}"
 
 
-SPEC = register_backend(BackendSpec(
+SPEC = register(BackendSpec(
     name="hf", schema=HFConfig, build=_build, fingerprint=_fingerprint, prepare=_prepare,
     # the rows of a generate call change its rounding only (tests/backends/test_hf_backend.py
     # measures it); device_map places layers; the thread count changes speed.

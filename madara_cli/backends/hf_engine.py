@@ -14,7 +14,7 @@ lm-evaluation-harness's ``hf`` model batches.
   ``model.generate`` call (chat) or ONE forward pass (scores). Each completion is
   reported as its micro-batch ends, so the cache stores it at once.
 * **Sampling, per request.** Every row samples from a ``torch.Generator`` of its own,
-  seeded with :func:`~madara_cli.records.sampling_seed` of its request, through
+  seeded with :func:`~madara_cli.core.records.sampling_seed` of its request, through
   :class:`RowSampler`: a logits processor that applies the row's temperature and top-p,
   draws the token by the exponential race (``argmax(p / q)``, ``q ~ Exp(1)`` from the
   row's generator: a draw from ``p``, what vLLM's sampler does for seeded requests) and
@@ -56,8 +56,8 @@ from typing import Any
 from madara_cli.backends.base import OnDone
 from madara_cli.backends.chat import ChatSettings
 from madara_cli.backends.truncate import fit_messages
-from madara_cli.errors import BackendError
-from madara_cli.records import ChatRequest, Completion, ScoreRequest, sampling_seed
+from madara_cli.core.errors import BackendError
+from madara_cli.core.records import ChatRequest, Completion, ScoreRequest, sampling_seed
 
 # Room left for the template's own tokens that the count may miss (none, in practice).
 MARGIN = 8

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from madara_cli.errors import BackendError
+from madara_cli.core.errors import BackendError
 
 MAX_BODY_BYTES = 64 << 20  # far above any completion reply; a larger one is not a reply
 KEEPALIVE_S = 60.0  # an idle connection is closed after this long

@@ -24,14 +24,15 @@ from typing import Optional, Sequence
 import numpy as np
 from omegaconf import DictConfig
 
-from madara_cli.backends.base import Backend, BackendSpec, OnDone, installed_version, register_backend
+from madara_cli.backends.base import Backend, BackendSpec, OnDone, installed_version
 from madara_cli.backends.chat import ChatSettings, ControlText, safe_token_ids
 from madara_cli.backends.truncate import fit_messages
 from madara_cli.backends.weights import file_fingerprint, resolve_gguf
 from madara_cli.config.schema import BackendConfig
-from madara_cli.errors import BackendError
+from madara_cli.core.errors import BackendError
+from madara_cli.core.records import ChatRequest, Completion, Message, ScoreRequest
+from madara_cli.plugins import register
 from madara_cli.plugins.shape import int_range
-from madara_cli.records import ChatRequest, Completion, Message, ScoreRequest
 
 
 def engine_fingerprint(file_fp: str, n_ctx: int, version: str, chat: ChatSettings = ChatSettings()) -> str:
@@ -326,7 +327,7 @@ def _fingerprint(cfg: DictConfig) -> str:
     return engine_fingerprint(file_fingerprint(resolve_gguf(cfg.model.gguf)), n_ctx, installed_version("llama-cpp-python"), ChatSettings.from_model(cfg.model))
 
 
-SPEC = register_backend(BackendSpec(
+SPEC = register(BackendSpec(
     name="llamacpp", schema=LlamaCppConfig, build=_build, fingerprint=_fingerprint,
     runtime_only=("batch_size", "n_threads"), package="llama-cpp-python", worker_threads="n_threads", extra="cpu",
     ranges={"n_threads": int_range(1, optional=True), "n_ctx": int_range(1, optional=True)},

@@ -79,16 +79,17 @@ from urllib.parse import urlsplit, urlunsplit
 
 from omegaconf import DictConfig
 
-from madara_cli.backends.base import Backend, BackendSpec, OnDone, register_backend
+from madara_cli.backends.base import Backend, BackendSpec, OnDone
 from madara_cli.backends.chat import ChatSettings
 from madara_cli.backends.http_client import Failed, PooledClient, Refused, Reply, Transient
 from madara_cli.backends.prompt_tokenizers import PromptTokenizer, message_dicts, tokenizer_loader
 from madara_cli.backends.truncate import fit_messages
 from madara_cli.config.schema import BackendConfig, Tokenizer
-from madara_cli.credentials import redact, without_userinfo
-from madara_cli.errors import RESUME_HINT, BackendError
+from madara_cli.core.credentials import redact, without_userinfo
+from madara_cli.core.errors import RESUME_HINT, BackendError
+from madara_cli.core.records import ChatRequest, Completion, Message, ScoreRequest, sampling_seed
+from madara_cli.plugins import register
 from madara_cli.plugins.shape import int_range, num_range
-from madara_cli.records import ChatRequest, Completion, Message, ScoreRequest, sampling_seed
 
 TOP_LOGPROBS = 20  # vLLM's default --max-logprobs; llama.cpp has no cap
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
@@ -729,7 +730,7 @@ def openai_backend(cfg: DictConfig, keep_alive: bool = True) -> OpenAIBackend:
     )
 
 
-SPEC = register_backend(BackendSpec(
+SPEC = register(BackendSpec(
     name="openai", schema=OpenAIConfig, build=_openai, fingerprint=_fingerprint,
     # No package: the engine is the server, which provenance records as it reports itself.
     runtime_only=("batch_size", "base_url", "api_key_env", "max_in_flight", "retries", "timeout_s"), package=None,

@@ -19,8 +19,8 @@ from typing import Any, Protocol
 from omegaconf import DictConfig
 
 from madara_cli.backends.chat import ChatSettings, ControlText, hf_control_strings, hf_encode_text, safe_token_ids
-from madara_cli.errors import BackendError
-from madara_cli.records import Message
+from madara_cli.core.errors import BackendError
+from madara_cli.core.records import Message
 
 
 class PromptTokenizer(Protocol):
@@ -178,17 +178,16 @@ def _hf_tokenizer(hf_id: str, revision: str) -> Any:
     3-second probe that gets no connection) it is read from the local cache alone, and one
     that is not there is one line at once, before transformers is even imported: the hub
     client would otherwise spend about 50 s in retries, printing each, to fail the same way."""
-    from madara_cli.backends.weights import hub_cache
-    from madara_cli.data.sources import _hub_offline_requested, hub_reachable
+    from madara_cli.core import hub
 
     local = Path(hf_id).expanduser().is_dir()
-    offline = not local and (_hub_offline_requested() or not hub_reachable())
+    offline = not local and (hub.offline_requested() or not hub.reachable())
     not_here = BackendError(
         f"cannot reach the Hugging Face hub for the tokenizer of {hf_id}@{revision}, and it is not in the local cache "
         "(the openai backend renders score prompts and counts tokens with it): fetch it where the hub is reachable, "
         "or use a model with model.gguf (backend.tokenizer=gguf)"
     )
-    if offline and not (hub_cache() / f"models--{hf_id.replace('/', '--')}").is_dir():
+    if offline and not (hub.cache_folder() / f"models--{hf_id.replace('/', '--')}").is_dir():
         raise not_here
     auto = _auto_tokenizer(hf_id)
     try:

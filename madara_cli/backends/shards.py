@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Sequence
 
 from madara_cli.backends.cache import ResponseCache, decode_rows, readable_row, warn_unreadable
-from madara_cli.records import Completion
+from madara_cli.core.records import Completion
 
 
 def shard_dir(cache_path: str | Path) -> Path:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from madara_cli.records import Message
+from madara_cli.core.records import Message
 
 MARK = "\n[...]\n"
 

@@ -7,7 +7,7 @@ the model's GGUF, ``model.hf_source: gguf``, see backends/weights.py), the dtype
 model's on a GPU, float32 on the CPU build), ``max_model_len`` 4096, the tokenizer mode
 (``hf``: the paper's; ``mistral``: mistral_common), tensor parallelism, prefix caching
 on (the agents' system prompts are shared prefixes), the run's seed. Each request
-samples with its own seed (:func:`madara_cli.records.sampling_seed`). docs/vllm.md has
+samples with its own seed (:func:`madara_cli.core.records.sampling_seed`). docs/vllm.md has
 the CPU build's settings and their measurements.
 
 * **chat**: ONE ``LLM.chat(conversations, sampling_params=[...])`` call per chunk, each
@@ -57,23 +57,23 @@ from typing import Any, Optional
 
 from omegaconf import DictConfig
 
-from madara_cli.backends.base import Backend, BackendSpec, installed_version, register_backend
+from madara_cli.backends.base import Backend, BackendSpec, installed_version
 from madara_cli.backends.chat import ChatSettings, ControlText, hf_control_strings, hf_encode_text, safe_token_ids
 from madara_cli.backends.truncate import fit_messages
 from madara_cli.backends.weights import (
-    COMMIT,
     file_fingerprint,
     hf_folder_from_gguf,
     hf_source_inputs,
     loads_hub_source,
     resolve_gguf,
-    resolved_revision,
 )
 from madara_cli.config.identity import input_digest
 from madara_cli.config.schema import BackendConfig
-from madara_cli.errors import BackendError
+from madara_cli.core.errors import BackendError
+from madara_cli.core.hub import COMMIT, resolved_revision
+from madara_cli.core.records import ChatRequest, Completion, Message, ScoreRequest, sampling_seed
+from madara_cli.plugins import register
 from madara_cli.plugins.shape import int_range, num_range
-from madara_cli.records import ChatRequest, Completion, Message, ScoreRequest, sampling_seed
 
 # vLLM refuses more than ``max_logprobs`` (default 20) per position.
 TOP_LOGPROBS = 20
@@ -490,7 +490,7 @@ def _vllm(cfg: DictConfig) -> Backend:
         batch_size=cfg.backend.batch_size,
         chat=settings.chat,
         tokenizer_mode=settings.tokenizer_mode,
-        weights=weights_for(cfg, say=logging.getLogger("madara_cli.progress").info),
+        weights=weights_for(cfg, say=logging.getLogger("madara_cli.core.progress").info),
         source=settings.source,
         enforce_eager=cfg.backend.get("enforce_eager"),
         kv_cache_gib=cfg.backend.get("kv_cache_gib"),
@@ -524,7 +524,7 @@ def _missing() -> str | None:
     return NOT_INSTALLED if importlib.util.find_spec("vllm") is None else None
 
 
-SPEC = register_backend(BackendSpec(
+SPEC = register(BackendSpec(
     name="vllm", schema=VLLMConfig, build=_vllm, fingerprint=_fingerprint, prepare=_prepare,
     model_inputs=hf_source_inputs, loads_hub=loads_hub_source,
     ranges={"tensor_parallel_size": int_range(1), "gpu_memory_utilization": num_range(0.0, 1.0, lo_open=True)},

@@ -16,19 +16,15 @@
 from __future__ import annotations
 
 import json
-import os
-import re
 import shutil
 import tempfile
 from pathlib import Path
 
 from madara_cli.backends.base import installed_version
-from madara_cli.config.held import held
 from madara_cli.config.identity import dist_file, file_digest
-from madara_cli.errors import BackendError
-from madara_cli.paths import cache_root
+from madara_cli.core.errors import BackendError
+from madara_cli.core.paths import cache_root
 
-COMMIT = re.compile(r"^[0-9a-f]{40}$")
 HF_SOURCES = ("hub", "gguf")  # plus any local folder
 
 
@@ -119,25 +115,3 @@ def hf_folder_from_gguf(gguf: str, say=None) -> Path:
     return out
 
 
-def hub_cache() -> Path:
-    if os.environ.get("HF_HUB_CACHE"):
-        return Path(os.environ["HF_HUB_CACHE"])
-    return Path(os.environ.get("HF_HOME") or Path.home() / ".cache" / "huggingface") / "hub"
-
-
-@held
-def resolved_revision(hf_id: str, revision: str) -> str | None:
-    """The commit ``revision`` of hub repository ``hf_id`` names, read from the local hub
-    cache; ``revision`` itself when it is a commit; None when it cannot be known here
-    (not downloaded yet, or ``hf_id`` is a local folder). While a plan holds its files,
-    as the hub cache was when it started (each cell's identity asks it twice)."""
-    if COMMIT.match(revision or ""):
-        return revision
-    if not hf_id or Path(hf_id).expanduser().is_dir() or hf_id.count("/") != 1:
-        return None
-    ref = hub_cache() / f"models--{hf_id.replace('/', '--')}" / "refs" / revision
-    try:
-        commit = ref.read_text().strip()
-    except OSError:
-        return None
-    return commit if COMMIT.match(commit) else None

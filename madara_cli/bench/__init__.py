@@ -216,7 +216,7 @@ def bench_scoring(opts: BenchOptions, scratch: Path, engine) -> dict[str, Any]:
     from madara_cli.agents.parsing import parse_completion
     from madara_cli.agents.prompts import AGENTS
     from madara_cli.agents.requests import score_requests
-    from madara_cli.stats import spearman
+    from madara_cli.core.stats import spearman
 
     cfg, backend = engine
     exs = _examples(cfg, opts.score_questions)
@@ -251,7 +251,7 @@ def _loop_bootstrap(diff: np.ndarray, n_resamples: int, seed: int) -> np.ndarray
 
 
 def bench_stats(opts: BenchOptions, scratch: Path) -> dict[str, Any]:
-    from madara_cli import stats
+    from madara_cli.core import stats
 
     rng = np.random.default_rng(0)
     n, b = opts.stat_queries, opts.stat_resamples
@@ -449,7 +449,7 @@ def run_bench(opts: BenchOptions, only: tuple[str, ...] = DEFAULT_SECTIONS, say:
     added = added_sections()
     bad = [s for s in only if s not in SECTIONS and s not in added]
     if bad:
-        from madara_cli.errors import ConfigError
+        from madara_cli.core.errors import ConfigError
 
         raise ConfigError(f"unknown bench section(s) {', '.join(bad)}; valid: {', '.join(all_sections())}")
     from madara_cli.experiment.runner import ensure_writable

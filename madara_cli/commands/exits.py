@@ -4,7 +4,7 @@ that does what another runner's option does."""
 
 from __future__ import annotations
 
-from madara_cli.errors import RESUME_HINT  # noqa: F401 - the CLI's lines read it from here
+from madara_cli.core.errors import RESUME_HINT  # noqa: F401 - the CLI's lines read it from here
 
 
 class Interrupted(BaseException):

@@ -85,7 +85,7 @@ def description(group: str, name: str) -> str:
 
 def _hub_has(kind: str, hf_id: str | None) -> bool:
     """Whether the local Hugging Face cache holds ``hf_id`` (``kind``: models | datasets), read from disk only."""
-    from madara_cli.backends.weights import hub_cache
+    from madara_cli.core.hub import cache_folder as hub_cache
 
     if not hf_id or hf_id.count("/") != 1:
         return False
@@ -106,7 +106,7 @@ def model_line(name: str) -> str:
     from madara_cli.backends.chat import ChatSettings
     from madara_cli.backends.weights import resolve_gguf
     from madara_cli.composition import compose
-    from madara_cli.errors import BackendError
+    from madara_cli.core.errors import BackendError
 
     m = compose([f"model={name}"]).model
     size = f", {m.params_b:g}B" if m.get("params_b") else ""
@@ -167,9 +167,9 @@ def _reading_of(folder: Path) -> str:
     from the config.yaml it ran with; ``paper`` where that has no reading node. The file
     is read as plain data (a results folder may come from anyone: a tag is never
     constructed); one that cannot be read says so in the row instead."""
-    from madara_cli.config.identity import reading_key
-    from madara_cli.errors import DataError
-    from madara_cli.sidefiles import read_yaml_data
+    from madara_cli.config.keys import reading_key
+    from madara_cli.core.errors import DataError
+    from madara_cli.core.sidefiles import read_yaml_data
 
     path = folder / "config.yaml"
     try:
@@ -184,8 +184,8 @@ def _reading_of(folder: Path) -> str:
 
 def _add_intervals(t: Table, record: dict) -> None:
     """Rows ``em % [95%]`` (and em_strict, contains): each 0/1 rate of a cell with its
-    Wilson interval over n, the small-n rule of :mod:`madara_cli.stats`."""
-    from madara_cli.stats import format_interval, rate_interval
+    Wilson interval over n, the small-n rule of :mod:`madara_cli.core.stats`."""
+    from madara_cli.core.stats import format_interval, rate_interval
 
     n = record.get("n")
     if isinstance(n, bool) or not isinstance(n, int) or not n:
@@ -201,16 +201,16 @@ SUMMARY_LINES = 25
 
 
 def _rate(value: float | None, n: int) -> str:
-    """A 0/1 rate in % with its Wilson 95% interval over n (the small-n rule of :mod:`madara_cli.stats`)."""
-    from madara_cli.stats import format_interval, rate_interval
+    """A 0/1 rate in % with its Wilson 95% interval over n (the small-n rule of :mod:`madara_cli.core.stats`)."""
+    from madara_cli.core.stats import format_interval, rate_interval
 
     return "—" if value is None else f"{format_interval(rate_interval(value, n))}  (Wilson 95%)"
 
 
 def _mean(folder: Path, name: str, value: float | None) -> str:
     """A graded metric (F1) in % with the rule's interval from the per-query values on disk."""
+    from madara_cli.core.stats import MIN_N_FOR_BOOTSTRAP, format_interval, mean_interval
     from madara_cli.results.record_files import read_predictions
-    from madara_cli.stats import MIN_N_FOR_BOOTSTRAP, format_interval, mean_interval
 
     if value is None:
         return "—"
@@ -325,7 +325,7 @@ def show(
         fname, typed = read_record(folder)
     except ValueError as e:
         raise UserError(str(e)) from None
-    from madara_cli.sidefiles import json_printable, printable
+    from madara_cli.core.sidefiles import json_printable, printable
 
     record = typed.to_dict()
     if as_json:

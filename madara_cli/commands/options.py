@@ -14,13 +14,13 @@ from rich.console import Console
 
 class _Terminal(Console):
     """A console that shows every control character of the text it prints as a visible
-    escape (:func:`madara_cli.sidefiles.printable`; newlines and tabs kept): what verbs
+    escape (:func:`madara_cli.core.sidefiles.printable`; newlines and tabs kept): what verbs
     print comes from files madara did not write in this run (someone else's results
     folder, a cache, a config), and an ESC sequence there must not retitle the window,
     clear the screen or forge a line. rich's own styling is added after this, so it stays."""
 
     def render_str(self, text: str, **kwargs):  # noqa: ANN201, ANN003 - rich's signature
-        from madara_cli.sidefiles import printable
+        from madara_cli.core.sidefiles import printable
 
         return super().render_str(printable(text, keep_newlines=True), **kwargs)
 

@@ -25,7 +25,7 @@ FIELDS = ("strategy", "cells", "finished_cells", "estimated_cells", "requests", 
 
 
 def _duration(seconds: float) -> str:
-    from madara_cli.progress import _duration as duration
+    from madara_cli.core.progress import _duration as duration
 
     return duration(seconds)
 
@@ -183,7 +183,7 @@ class Heartbeat:
             if elapsed < self.after or done >= total:
                 return
             if self.console.is_terminal:
-                from madara_cli.progress import StageProgress
+                from madara_cli.core.progress import StageProgress
 
                 self._bar = StageProgress(self.console, log_lines=False, unit="cells")
                 self._bar.__enter__()

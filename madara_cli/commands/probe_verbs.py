@@ -36,7 +36,7 @@ def probe(
     Takes model= and benchmark= like run (--model and --benchmark say the same)."""
     use_folders(config_dir, include)
     from madara_cli import api
-    from madara_cli.progress import StageProgress
+    from madara_cli.core.progress import StageProgress
 
     with StageProgress(err) as progress:
         try:

@@ -17,7 +17,7 @@ import typer
 
 from madara_cli.commands.options import err, out, results_dir_of, results_option
 from madara_cli.config import find_config, load_grid, options
-from madara_cli.errors import ConfigError
+from madara_cli.core.errors import ConfigError
 from madara_cli.experiment.grid import expand
 from madara_cli.experiment.runner import Failed, run_cells, run_probes
 
@@ -89,7 +89,7 @@ def reproduce(
     """Every paper grid, then all tables, Figure 2 and the audit; exits 1 when any cell or probe was skipped."""
     from madara_cli.config import paper_grids
     from madara_cli.config.overrides import last_value, parse_overrides
-    from madara_cli.progress import StageProgress
+    from madara_cli.core.progress import StageProgress
 
     parsed = parse_overrides(overrides or [])
     plain_results = [o for o in parsed if o.key == "results_dir" and not o.prefix]  # a plain results_dir= is the folder

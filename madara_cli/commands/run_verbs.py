@@ -33,8 +33,8 @@ def results_table(results, title: str) -> Table:
     for col in ("model", "benchmark", "strategy", "n", "EM % [95%]", "F1 %", "contains % [95%]", "calls", "cache hits", "tokens in/out",
                 "wall s", "engine s Σ", "status"):
         t.add_column(col, justify="right" if col not in ("model", "benchmark", "strategy", "status") else "left", no_wrap=col == "status")
+    from madara_cli.core.stats import format_interval, rate_interval
     from madara_cli.experiment.runner import Failed
-    from madara_cli.stats import format_interval, rate_interval
 
     for r in results:
         if isinstance(r, Failed):
@@ -47,7 +47,7 @@ def results_table(results, title: str) -> Table:
             return "—" if x is None else f"{100 * x:.1f}"
 
         t.add_row(
-            # EM and contains are proportions of the n questions: Wilson's 95% interval (madara_cli.stats).
+            # EM and contains are proportions of the n questions: Wilson's 95% interval (madara_cli.core.stats).
             r.cell.model, r.cell.benchmark, r.cell.strategy, str(m.n), format_interval(rate_interval(m.em, m.n)), pct(m.f1),
             format_interval(rate_interval(m.contains, m.n)),
             str(a.get("calls_issued", 0)), str(a.get("cache_hits", 0)),
@@ -82,8 +82,8 @@ def run(
     use_folders(config_dir, include)
     from madara_cli import api
     from madara_cli.config import load_grid
+    from madara_cli.core.progress import StageProgress
     from madara_cli.experiment.runner import run_probes
-    from madara_cli.progress import StageProgress
     from madara_cli.results.record_files import no_empty_folders_left
     from madara_cli.results.summary import write_summary
 

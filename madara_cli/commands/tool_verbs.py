@@ -76,7 +76,7 @@ def prompts_import_reference(
     """Make the prompt set ``authors`` from the authors' repository, which madara does not
     ship: their assessor, generator and re-score prompts and the shapes of their user turns."""
     from madara_cli.config.reference_prompts import write_reference_set
-    from madara_cli.errors import ConfigError
+    from madara_cli.core.errors import ConfigError
 
     try:
         folder = write_reference_set(checkout, out_dir)

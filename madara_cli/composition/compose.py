@@ -45,8 +45,8 @@ from madara_cli.config.folders import (
 from madara_cli.config.overrides import Override, parse_overrides
 from madara_cli.config.plugin_schemas import PLUGGABLE
 from madara_cli.config.schema import RootConfig, register_schemas
-from madara_cli.data.loaders import find_loader
-from madara_cli.errors import ConfigError
+from madara_cli.core.errors import ConfigError
+from madara_cli.plugins.catalog import CATALOG
 
 
 def _force_add_settings(overrides: list[Override], chosen: dict[str, str]) -> list[str]:
@@ -557,17 +557,10 @@ def compose(overrides: list[str] | None = None) -> DictConfig:
         OmegaConf.set_struct(cfg, True)
     except (HydraException, OmegaConfBaseException) as e:
         raise ConfigError(f"bad config: {_first_lines(e)} (keys: {', '.join(RootConfig.__dataclass_fields__)})") from None
-    _known_loader(cfg)
+    CATALOG.get("loader", str(cfg.benchmark.get("loader", "")))  # a registered loader, or one line naming them
     validate_config(cfg, ConfigError, plain=container)  # ranges and each chosen plug-in's checks, before any data or model loads
     prompt_set(str(cfg.prompts))  # every template read and checked, before any model loads
     return cfg
-
-
-def _known_loader(cfg: DictConfig) -> None:
-    """``benchmark.loader`` names a registered loader (the data layer's own lookup, which
-    loads the shipped loaders and the ``madara.loaders`` entry points afresh, so one
-    installed since is found too): one line listing the known ones otherwise."""
-    find_loader(str(cfg.benchmark.get("loader", "")))
 
 
 def strategy_node(option: str) -> DictConfig:

@@ -22,7 +22,7 @@ launcher jobs call it too.
 
 A plug-in that does not ship with madara is remembered with its source (an included
 file's content digest, a package's name and version): the cells that use it are keyed on
-it (:mod:`madara_cli.composition.identify`).
+it (:mod:`madara_cli.config.identity`).
 
 A plugin that fails to import or register is one line naming it and what happened (the
 same for every kind): an exception of any kind, ``BaseException`` subclasses of its own
@@ -40,36 +40,24 @@ import sys
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from madara_cli.errors import ConfigError, PluginInterrupted
+from madara_cli.core.errors import ConfigError, PluginInterrupted
+from madara_cli.plugins.catalog import CATALOG, KINDS
 
 ENTRY_POINT_GROUPS = ("madara.backends", "madara.retrievers", "madara.strategies", "madara.loaders")
 INCLUDE_ENV = "MADARA_INCLUDE"
 
 _loaded_files: dict[str, str] = {}  # resolved path -> module name
 _loaded_entry_points: set[tuple[str, str]] = set()
-# (kind, name) -> where a plug-in that does not ship with madara came from: an --include
-# file's content digest, an installed package's name and version. Cells that use it are
-# keyed on it (madara_cli.composition.identify), so editing an included plug-in's code
-# makes new cells.
-_SOURCES: dict[tuple[str, str], str] = {}
 
 
 def _registered() -> set[tuple[str, str]]:
     """Every (kind, name) in the catalog so far, prompt families included."""
-    from madara_cli.plugins.catalog import CATALOG, KINDS
-
     return {(k, n) for k in KINDS for n in CATALOG.names(k)} | {("prompts", n) for n in CATALOG.families()}
 
 
-def plugin_source(kind: str, name: str) -> str | None:
-    """Where plug-in ``name`` of ``kind`` (backend, retriever, strategy, loader) came from,
-    when it does not ship with madara; None for a shipped one."""
-    return _SOURCES.get((kind, name))
-
-
 def _note_sources(before: set[tuple[str, str]], source: str) -> None:
-    for item in _registered() - before:
-        _SOURCES.setdefault(item, source)
+    for kind, name in _registered() - before:
+        CATALOG.note_source(kind, name, source)
 
 
 def add_include(path: str | Path) -> Path:
@@ -139,7 +127,6 @@ def _register(obj: object, owner: str) -> None:
     module that defines but does not register it), or a callable that registers."""
     import inspect
 
-    from madara_cli.plugins.catalog import CATALOG
     from madara_cli.plugins.shape import Spec
 
     if isinstance(obj, Spec):
@@ -182,20 +169,31 @@ def forget_loaded() -> None:
     _LOADED[0] = None
 
 
+# The plug-ins that ship with madara, named as entry points name theirs ("module" or
+# "module:object"): the loader imports them by name, so it sits below what it loads.
+SHIPPED = (
+    "madara_cli.agents.families",
+    *(f"madara_cli.backends.{m}:SPEC" for m in ("llamacpp", "vllm_backend", "openai_backend", "hf")),
+    *(f"madara_cli.retrievers.{m}:SPEC" for m in ("bm25s", "pyserini", "dense", "rerank")),
+    *(f"madara_cli.strategies.{m}:SPEC" for m in ("nf", "main_rag", "cross_encoder", "routed", "self_consistency")),
+    *(f"madara_cli.strategies.{m}:SPECS" for m in ("assessed", "pde")),
+    "madara_cli.data.loaders.benchmarks:SPECS", "madara_cli.data.loaders.own_data:SPEC",
+)
+
+
+def load_object(entry: str) -> object:
+    """What a ``"module:object"`` entry names (the module itself without ``:object``)."""
+    module, _, attr = entry.partition(":")
+    obj: object = importlib.import_module(module)
+    for part in filter(None, attr.split(".")):
+        obj = getattr(obj, part)
+    return obj
+
+
 def load_shipped() -> None:
-    """Import every module of the plug-in packages that ship with madara (each registers its
-    specs), and the shipped agents' prompt families."""
-    import pkgutil
-
-    import madara_cli.agents  # noqa: F401  (the shipped prompt families)
-    import madara_cli.backends as backends
-    import madara_cli.data.loaders as loaders
-    import madara_cli.retrievers as retrievers
-    import madara_cli.strategies as strategies
-
-    for package in (backends, retrievers, strategies, loaders):
-        for mod in pkgutil.iter_modules(package.__path__):
-            importlib.import_module(f"{package.__name__}.{mod.name}")
+    """Import the plug-ins that ship with madara (:data:`SHIPPED`; each registers its specs)."""
+    for entry in SHIPPED:
+        load_object(entry)
 
 
 def load_plugins() -> None:

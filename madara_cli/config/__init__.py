@@ -17,10 +17,10 @@ from madara_cli.config.folders import (
     options,
     paper_grids,
     search_dirs,
-    to_plain,
     user_config_dirs,
     validate_overrides,
 )
+from madara_cli.config.keys import to_plain
 from madara_cli.config.schema import (
     GROUPS,
     BackendConfig,
@@ -49,9 +49,9 @@ from madara_cli.config.schema import (
     strategy_settings,
 )
 
-# ConfigError lives in madara_cli.errors; it stays importable from here, the name most
+# ConfigError lives in madara_cli.core.errors; it stays importable from here, the name most
 # config callers reach for.
-from madara_cli.errors import ConfigError
+from madara_cli.core.errors import ConfigError
 
 __all__ = [
     "GROUPS", "BackendConfig", "BenchmarkConfig", "CalibrationSplit", "Choice", "ConfigError", "DType",

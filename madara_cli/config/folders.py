@@ -14,8 +14,6 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from madara_cli.config import plugin_schemas as plugins
-from madara_cli.config.held import held, held_key, hold, holding_files, is_held  # noqa: F401  (holding_files: re-exported)
-from madara_cli.config.identity import strategy_impl, to_plain  # noqa: F401  (re-exported: the names config callers reach for)
 from madara_cli.config.overrides import Override, malformed, parse_overrides
 from madara_cli.config.prompt_sets import SHIPPED, PromptSet, load_prompt_set, prompt_set_names
 from madara_cli.config.schema import (
@@ -27,7 +25,9 @@ from madara_cli.config.schema import (
     plural,
     strategy_schema,
 )
-from madara_cli.errors import ConfigError
+from madara_cli.core.errors import ConfigError
+from madara_cli.core.held import held, held_key, hold, holding_files, is_held  # noqa: F401  (holding_files: re-exported)
+from madara_cli.plugins.catalog import CATALOG
 
 
 def _packaged_configs() -> Path | None:
@@ -66,13 +66,13 @@ MAX_CONFIG_BYTES = 1 << 20
 
 
 def read_yaml(path: Path) -> Any:
-    """A config file's YAML (:func:`madara_cli.sidefiles.yaml_problem`: a regular file,
+    """A config file's YAML (:func:`madara_cli.core.sidefiles.yaml_problem`: a regular file,
     UTF-8, plain data); a syntax error, a tag (``!!python/object``: configs are data,
     and a tag is never constructed), an alias or a byte that is not UTF-8 is one line
     naming the file and where; so is a resolver (``${oc.env:...}``) or an ``api_key_env``
-    not named for a key (:func:`madara_cli.credentials.resolver_problem`)."""
-    from madara_cli.credentials import resolver_problem
-    from madara_cli.sidefiles import read_text, yaml_problem
+    not named for a key (:func:`madara_cli.core.credentials.resolver_problem`)."""
+    from madara_cli.core.credentials import resolver_problem
+    from madara_cli.core.sidefiles import read_text, yaml_problem
 
     value, problem = yaml_problem(read_text(path, "the config", ConfigError, MAX_CONFIG_BYTES))
     if problem is None:
@@ -305,15 +305,12 @@ def group_schema(group: str, option: str) -> type | None:
 
 
 def _require_schema(group: str, option: str) -> type:
+    """The schema of ``group`` option ``option``; an unknown implementation is the catalog's one line."""
     schema = group_schema(group, option)
     if schema is not None:
         return schema
     impl = option_impl(option) if group == "strategy" else str((_option_yaml(option, group) or {}).get("name", option))
-    valid = plugins.registered(group)
-    if not valid:
-        raise ConfigError(f"no {group} is registered (load the plugins first: madara_cli.composition.plugins.load_plugins())")
-    what = "strategy implementations (impl:)" if group == "strategy" else f"{plural(group)}"
-    raise ConfigError(f"{group} {option}: unknown implementation '{impl}'; registered {what}: {', '.join(valid)}")
+    return CATALOG.get(group, impl).schema  # type: ignore[return-value]
 
 
 def option_schema(option: str) -> type[StrategyConfig] | None:
@@ -407,7 +404,7 @@ def primary_and_searchpath() -> tuple[str, list[str]]:
         import tempfile
 
         tmp = kept[0] if kept is not None and Path(kept[0]).is_dir() else tempfile.mkdtemp(prefix="madara-configs-")
-        from madara_cli.sidefiles import read_text
+        from madara_cli.core.sidefiles import read_text
 
         Path(tmp, "config.yaml").write_text(read_text(root, "the config", ConfigError), encoding="utf-8")
         _PRIMARY_COPIES[key] = (tmp, stamp)
@@ -474,7 +471,7 @@ def _first_lines(e: Exception) -> str:
 
 
 def load_grid(name: str) -> GridConfig:
-    from madara_cli.paths import check_name
+    from madara_cli.core.paths import check_name
 
     check_name("--grid", name, ConfigError)
     path = find_config("grid", name)

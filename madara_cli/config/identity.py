@@ -1,26 +1,23 @@
-"""What a cell, a probe and a retrieval snapshot *are*: the one room for their keys.
+"""What a cell, a probe and a retrieval snapshot *are*: the one room that finishes their keys.
 
-A key is a hash of exactly what can change the numbers: for a cell, the model, engine,
-benchmark, retrieval, strategy and generation settings, the limit and seed, the metric
-version, a digest of every prompt family the cell sends, every local input it reads by
-its content, the hub commit where its engine loads the hub, and the source of a plug-in
-that does not ship with madara (:func:`cell_identity`); for a probe, the same less the
-strategy and limit, with the probe's own settings (:func:`probe_identity`); for a
-snapshot, the benchmark, the retriever and the corpus (:func:`snapshot_identity`).
-Settings that change only speed or placement (threads, batch sizes, timeouts, GPU
-memory share, server address, output paths) are each plug-in's ``runtime_only`` ones
-and stay out, so a parallel run finds the cells a serial one wrote. The same settings,
-flattened, are summary.csv's columns (:func:`nested_settings`, :func:`flatten`).
+* the one hash (:func:`digest`) and files by their content (:func:`file_digest`,
+  :func:`input_digest`): every key, the response cache's included (:func:`request_key`),
+  ends here;
+* every name a result is found under (:class:`Cell`, :class:`ProbeKey`,
+  :func:`snapshot_name`, :func:`index_name`);
+* :func:`identify` / :func:`identify_probe`: a cell's and a probe's identity, made once
+  from a composed config and handed down (the runner, plan and the tables' rows read it,
+  none recomputes it). What only the plug-ins can say is read from their specs in the one
+  catalog (no plug-in is imported here): the digest of every prompt family the cell sends
+  in the words of its prompt set, every local input it reads by content (a schema's
+  ``input_field`` settings, and of the model only what its engine reads:
+  ``BackendSpec.model_inputs``), the hub commit where the engine loads the hub, what the
+  engine's settings left to this machine resolve to, and the source of a plug-in that does
+  not ship with madara. An identity also names the keys the same cell had under rules that
+  have since moved (``legacy``) and what an old record must show to stand for it
+  (``evidence``, checked by :func:`madara_cli.config.keys.standing`).
 
-Everything here is one room: the one hash (:func:`digest`), files by their content
-(:func:`file_digest`, :func:`input_digest`), every name a result is found under
-(:class:`Cell`, :class:`ProbeKey`, :func:`snapshot_name`, :func:`index_name`) and every
-allowance that keeps keys of finished work where they were (:data:`SHIMS`).
-
-This module is in the bottom layer: what only a higher floor can know (the digests of
-the rendered prompts, which local files an engine reads, a hub revision's commit,
-where a plug-in came from) is handed in as :class:`Fragments`, gathered from the
-plug-ins' specs by :func:`madara_cli.composition.identify.identify`.
+The rules of what each key covers are :mod:`madara_cli.config.keys`'.
 """
 
 from __future__ import annotations
@@ -30,63 +27,35 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass, field, fields
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, ListConfig, OmegaConf
-from omegaconf.nodes import ValueNode
+from omegaconf import DictConfig
 
 from madara_cli.config import plugin_schemas
-from madara_cli.config.held import held
-from madara_cli.config.schema import ReadingConfig, RouterConfig, RouterPolicy
-from madara_cli.records import ScoreRequest
-
-
-def to_plain(cfg: Any) -> Any:
-    """``OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)``: the config as plain
-    data, interpolations resolved, enums by name. Read straight from the nodes, which
-    takes half the time of OmegaConf's own walk (it validates every key it reads again):
-    a plan of a grid makes several per cell. Anything but a plain node (a structured
-    config object, an error while resolving) goes through OmegaConf's walk, which then
-    answers, or raises, in its own words; tests compare both over every shipped grid."""
-    if isinstance(cfg, (DictConfig, ListConfig)):
-        try:
-            return _plain(cfg)
-        except Exception:
-            pass
-    return OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
-
-
-def _plain(node: Any) -> Any:
-    if isinstance(node, (DictConfig, ListConfig)):
-        if node._is_none():
-            return None
-        if node._is_missing():
-            return "???"
-        if node._is_interpolation():
-            return _plain(node._dereference_node())
-        if isinstance(node, ListConfig):
-            return [_plain(v) for v in node._content]  # type: ignore[union-attr]
-        return {(k.name if isinstance(k, Enum) else k): _plain(v) for k, v in node._content.items()}  # type: ignore[union-attr]
-    if not isinstance(node, ValueNode):
-        raise _NotPlain
-    if node._is_interpolation():
-        return _plain(node._dereference_node())
-    value = node._value()
-    return value.name if isinstance(value, Enum) else value
-
-
-class _NotPlain(Exception):
-    """A node :func:`_plain` leaves to OmegaConf's walk."""
-
-
-def strategy_impl(node: Any) -> str:
-    """The implementation a composed strategy node runs (``impl``, which compose keeps
-    only where it differs from the label ``name``)."""
-    impl = node["impl"] if "impl" in node.keys() else None  # not get or in: a struct config raises (and formats) a missing key inside
-    return str(impl or node["name"])
-
+from madara_cli.config.keys import (
+    _BENCHMARK_NOT_IN_SNAPSHOT,
+    SNAPSHOT_FORMAT,
+    Fragments,
+    cell_identity,
+    flatten,
+    key_view,
+    keyed,
+    nested_settings,
+    path_keyed_cell_identity,
+    path_keyed_probe_identity,
+    probe_identity,
+    strategy_impl,
+    to_plain,
+)
+from madara_cli.config.plugin_schemas import schema_for
+from madara_cli.config.prompt_sets import PromptSet
+from madara_cli.config.schema import BenchmarkConfig, ModelConfig
+from madara_cli.core.held import held
+from madara_cli.core.hub import resolved_revision
+from madara_cli.core.records import ScoreRequest
+from madara_cli.plugins.catalog import CATALOG
+from madara_cli.plugins.shape import PromptFamily
 
 # --------------------------------------------------------------------------- #
 # The one digest, and local inputs by their content
@@ -143,11 +112,11 @@ def _sha256_of(path: Path) -> str:
 
 def file_digest(path: str | Path) -> str:
     """sha256 (hex) of a file's bytes, remembered against its stamp
-    (:func:`madara_cli.sidefiles.file_stamp`: inode, size, mtime and ctime in nanoseconds,
+    (:func:`madara_cli.core.sidefiles.file_stamp`: inode, size, mtime and ctime in nanoseconds,
     which ``touch -r`` or ``cp -p`` cannot put back) in the process, and on disk for large
     files (a guarded memo: a damaged one is rebuilt), so an edit in place is always seen."""
-    from madara_cli.paths import cache_root
-    from madara_cli.sidefiles import file_stamp, stamp_memo
+    from madara_cli.core.paths import cache_root
+    from madara_cli.core.sidefiles import file_stamp, stamp_memo
 
     p = Path(path).expanduser().resolve()
     stamp = file_stamp(p)
@@ -232,7 +201,7 @@ def input_digest(value: Any, kind: str) -> Any:
 class Cell:
     """One measurement of a grid: (model, benchmark, strategy, retriever, k, seed,
     limit) plus the hash of every setting and input that can change its numbers.
-    ``key`` names its results folder. Made by :func:`madara_cli.composition.identify`."""
+    ``key`` names its results folder. Made by :func:`madara_cli.config.identity`."""
 
     grid: str
     model: str
@@ -256,7 +225,7 @@ class Cell:
         }
 
     def folder(self, results_dir: str | Path) -> Path:
-        from madara_cli.paths import inside
+        from madara_cli.core.paths import inside
 
         return inside(results_dir, Path(results_dir) / self.grid / self.key)
 
@@ -281,7 +250,7 @@ class ProbeKey:
         return f"{self.model}__{self.benchmark}__n{self.n}__{self.config_hash}"
 
     def folder(self, results_dir: str | Path) -> Path:
-        from madara_cli.paths import inside
+        from madara_cli.core.paths import inside
 
         return inside(results_dir, Path(results_dir) / "probes" / self.key)
 
@@ -310,327 +279,6 @@ def index_name(settings: dict[str, Any], corpus_hash: str) -> str:
     return f"{settings['kind']}-{corpus_hash[:16]}-{digest(settings)}"
 
 
-# --------------------------------------------------------------------------- #
-# Old-key shims: every allowance that keeps keys of finished work where they were.
-# --------------------------------------------------------------------------- #
-
-
-@dataclass(frozen=True)
-class Shim:
-    what: str  # the allowance
-    since: str  # the change that made it necessary
-    why: str  # what would move without it
-
-
-SHIMS: dict[str, Shim] = {
-    "omit_at_old_value": Shim(
-        "a setting added later is left out of every key at the value that computes what all cells computed before it",
-        "benchmark.candidates, model.hf_source, backend.tokenizer_mode / dtype, generation.rescore_max_tokens",
-        "each addition would otherwise move every cell, probe and snapshot key"),
-    "flat_plugin_defaults": Shim(
-        "backend and retriever nodes are laid over the settings every node carried before each option had a schema",
-        "per-option schemas for backends and retrievers",
-        "a node now holds only its own option's settings; constants cannot tell two cells apart"),
-    "flat_runtime_only": Shim(
-        "a shipped backend's node read from an old config.yaml may hold every backend's speed-only settings",
-        "per-option schemas for backends",
-        "summary columns and rebuilt keys of old cells would gain them"),
-    "flat_strategy_defaults": Shim(
-        "strategy nodes are laid over the settings every strategy node carried before each strategy had a schema",
-        "per-strategy schemas",
-        "every cell key would move; constants cannot tell two cells apart"),
-    "model_chat_defaults": Shim(
-        "model.chat_template_kwargs and model.system_role stay out at their defaults",
-        "chat-template settings in the model schema",
-        "every cell key would move; at the defaults they change nothing"),
-    "backend_model_settings": Shim(
-        "a model setting only some backends read is keyed only on those backends (model.hf_source: vLLM)",
-        "vLLM's model sources (hub | gguf | folder)",
-        "llama.cpp cells of a model would move whatever vLLM loads"),
-    "paper_reading": Shim(
-        "the reading settings enter keys only off the paper's reading",
-        "the reading group (reading=paper | authors)",
-        "reading=paper, the default, would move every key"),
-    "router_default": Shim(
-        "a madara cell's router settings enter its key only off the paper's policy at its thresholds",
-        "router.policy=isolation",
-        "every madara cell key would move"),
-    "isolation_probe_off": Shim(
-        "rsc.isolation_probe enters probe and madara keys only when the probe runs",
-        "the isolation probe",
-        "every probe key would move"),
-    "content_keyed_inputs": Shim(
-        "a cell or probe finished before local inputs were keyed by content (and before the hub commit keyed only "
-        "the engines that load the hub) is found under its old key, and stands for the new one only when its record "
-        "shows every input it read is the same: the GGUF's digest and the hub commit in its provenance; an input "
-        "whose content it never recorded (benchmark.path, benchmark.corpus, retriever.index, a model folder, a "
-        "pinned probe, an --include plug-in) makes it run anew, said in one line",
-        "inputs keyed by content (benchmark.path, corpus, index, GGUF, model folders, plug-in sources)",
-        "every cell of a model read from a GGUF would run again although nothing it read changed"),
-    "pde_random_asks_no_agent": Shim(
-        "PDE-Random's key holds no detector settings, templates or score readings",
-        "the Conflict Detector settings and templates in madara keys",
-        "editing how no agent it asks would be asked would move it"),
-}
-
-# omit_at_old_value: at these values (as text) a setting is not in the key.
-KEY_OMITS_AT: dict[str, dict[str, Any]] = {
-    "benchmark": {"candidates": "retrieved"},
-    "model": {"hf_source": "hub"},
-    "backend": {"tokenizer_mode": "hf", "dtype": "None"},
-    "generation": {"rescore_max_tokens": "None"},
-}
-
-# flat_plugin_defaults: what every backend / retriever node carried before per-option schemas.
-FLAT_KEY_DEFAULTS: dict[str, dict[str, Any]] = {
-    "backend": {"n_ctx": None, "served_model_name": None, "tokenizer": None},
-    "retriever": {
-        "k1": 0.9, "b": 0.4, "stemmer": "english", "stopwords": "en", "index": None, "encoder": None,
-        "first_stage": "bm25s", "candidates": 50, "model": None,
-    },
-}
-
-# flat_runtime_only: the speed-only settings a shipped backend's old flat node could hold.
-_FLAT_RUNTIME_ONLY: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "backend": (
-        ("llamacpp", "vllm", "openai"),
-        ("batch_size", "n_threads", "tensor_parallel_size", "gpu_memory_utilization", "enable_prefix_caching",
-         "base_url", "api_key_env", "max_in_flight", "retries", "timeout_s"),
-    ),
-}
-
-# flat_strategy_defaults: what every strategy node carried before per-strategy schemas.
-FLAT_STRATEGY_DEFAULTS: dict[str, Any] = {
-    "top_k": 5, "weights": [0.4, 0.3, 0.3], "scoring": "generate", "cot": False, "kappa": 0.5, "min_keep": 2, "rrf_k": 60,
-    "vote": "score", "selection": "assessed", "n_samples": 5, "main_rag_n": 0.0, "probe": None,
-    "cross_encoder": "cross-encoder/ms-marco-MiniLM-L-12-v2",
-}
-
-# model_chat_defaults
-MODEL_CHAT_DEFAULTS: dict[str, Any] = {"chat_template_kwargs": {}, "system_role": True}
-
-# Root groups whose settings can change a cell's numbers.
-SEMANTIC_GROUPS = ("model", "backend", "benchmark", "retriever", "strategy", "generation")
-# What can change a probe's numbers; strategy, limit and output paths cannot.
-PROBE_GROUPS = ("model", "backend", "benchmark", "retriever", "generation", "rsc", "seed")
-# What of a benchmark node a snapshot does not depend on (the sample and calibration
-# sizes pick from it; the data's own path and corpus enter as the corpus fingerprint).
-SNAPSHOT_FORMAT = 1
-_BENCHMARK_NOT_IN_SNAPSHOT = ("sample", "calibration", "path", "corpus")
-# PDE-Random's reading settings that concern an agent it never asks (pde_random_asks_no_agent).
-_AGENT_READINGS = ("conflict", "score_parser", "requests")
-
-
-def keyed(group: str, values: dict[str, Any]) -> dict[str, Any]:
-    """``values`` of config group ``group`` as a key covers them (omit_at_old_value)."""
-    omit = KEY_OMITS_AT.get(group, {})
-    return {k: v for k, v in values.items() if not (k in omit and str(v) == omit[k])}
-
-
-def model_keyed(values: dict[str, Any], backend: str) -> dict[str, Any]:
-    """The model node as keys cover it on ``backend``: :func:`keyed`, less the model
-    settings that only other backends read (backend_model_settings)."""
-    declared = plugin_schemas.backend_model_settings()
-    others = {k for name, ks in declared.items() if name != backend for k in ks}
-    return {k: v for k, v in keyed("model", values).items() if k not in others - set(declared.get(backend, ()))}
-
-
-def reading_key(node: Any) -> dict[str, Any]:
-    """The reading settings off their defaults (``{}`` for the paper's reading): what
-    cell and probe keys and summary.csv add (paper_reading)."""
-    defaults = {f.name: str(f.default) for f in fields(ReadingConfig)}
-    values = dict(node or {})
-    return {k: str(v) for k, v in values.items() if k in defaults and str(v) != defaults[k]}
-
-
-# Reading families whose off-default value computes differently than when it was first
-# keyed (issue 36: the authors' re-score sent without a stop string and shown as their
-# code shows it, their parser reading unstopped replies as they came, their chain
-# fallback and unsplit shuffle), so cells and probes made before are not read back.
-READING_REVISIONS: dict[str, int] = {"requests": 2, "score_parser": 2, "conflict": 2, "chain_source": 2}
-
-
-def reading_identity(node: Any) -> dict[str, Any]:
-    """:func:`reading_key` as cell and probe hashes cover it: a revised family's value
-    carries its revision (``authors@2``); the paper's reading is still ``{}``."""
-    return {k: f"{v}@{READING_REVISIONS[k]}" if k in READING_REVISIONS else v for k, v in reading_key(node).items()}
-
-
-def unkeyed(group: str, name: str) -> tuple[str, ...]:
-    """The settings of ``group`` option ``name`` no key covers: its runtime-only ones (and,
-    for a shipped backend, every speed-only setting a flat node of before could hold)."""
-    names, flat = _FLAT_RUNTIME_ONLY.get(group, ((), ()))
-    return plugin_schemas.runtime_only(group, name) + (flat if name in names else ())
-
-
-def key_view(group: str, values: dict[str, Any]) -> dict[str, Any]:
-    """``values`` of ``group`` as cell, probe and snapshot keys cover them: the
-    option's runtime-only settings left out, the old flat defaults laid under."""
-    skip = unkeyed(group, str(values.get("name")))
-    return {**FLAT_KEY_DEFAULTS.get(group, {}), **{k: v for k, v in values.items() if k not in skip}}
-
-
-def isolation_on(cfg: Any) -> bool:
-    """Whether the probe measures the isolation gain: asked for, or needed by the routing policy."""
-    rsc_node, router_node = cfg.get("rsc") or {}, cfg.get("router") or {}
-    policy = str(router_node.get("policy", RouterPolicy.paper.value))
-    return bool(rsc_node.get("isolation_probe", False)) or policy == RouterPolicy.isolation.value
-
-
-def rsc_key(cfg: Any) -> dict[str, Any]:
-    """The ``rsc`` settings as probe and madara-cell keys hash them (isolation_probe_off)."""
-    node = dict(to_plain(cfg).get("rsc") or {})
-    node.pop("isolation_probe", None)
-    if isolation_on(cfg):
-        node["isolation_probe"] = True
-    return node
-
-
-
-
-@dataclass(frozen=True)
-class Fragments:
-    """What of a cell or probe only the floors above can know, handed to the rules here
-    (:func:`madara_cli.composition.identify` gathers them from the plug-ins' specs)."""
-
-    prompts: dict[str, str]  # the digest of each prompt family it sends
-    metric_version: int | str
-    # every local input it reads, "group.setting" -> input_digest(...): files by content
-    inputs: dict[str, Any] = field(default_factory=dict)
-    # input settings of the model node the engine does not read ("model.gguf" for a served
-    # model): they enter no key
-    unread: tuple[str, ...] = ()
-    hub_commit: str | None = None  # set only when the engine loads the hub and its cache knows the commit
-    plugins: dict[str, str] = field(default_factory=dict)  # "kind:name" -> source digest (--include, entry points)
-    # backend settings left to this machine, as they resolve here ("device": "cuda" for
-    # device=auto): held in the setting's place (BackendSpec.resolves)
-    resolved: dict[str, str] = field(default_factory=dict)
-
-
-def _content_keyed(out: dict[str, Any], fragments: Fragments) -> dict[str, Any]:
-    """The rules that key local inputs by content (content_keyed_inputs)."""
-    for dotted, value in fragments.inputs.items():
-        group, _, name = dotted.partition(".")
-        if isinstance(out.get(group), dict):
-            out[group][name] = value
-    for dotted in fragments.unread:  # left at null where unset: a key with nothing to drop stays put
-        group, _, name = dotted.partition(".")
-        if isinstance(out.get(group), dict) and out[group].get(name) is not None:
-            out[group].pop(name)
-    if fragments.hub_commit:
-        out["model"]["revision"] = fragments.hub_commit
-    if fragments.resolved and isinstance(out.get("backend"), dict):
-        out["backend"].update(fragments.resolved)
-    if fragments.plugins:
-        out["plugins"] = dict(fragments.plugins)
-    return out
-
-
-def _cell_payload(cfg: Any, prompts: dict[str, str], metric_version: int | str, plain: dict[str, Any] | None = None) -> dict[str, Any]:
-    plain = to_plain(cfg) if plain is None else plain
-    backend = str(plain["backend"]["name"])
-    out: dict[str, Any] = {}
-    for group in SEMANTIC_GROUPS:
-        values = key_view(group, plain[group]) if group in FLAT_KEY_DEFAULTS else plain[group]
-        out[group] = model_keyed(values, backend) if group == "model" else keyed(group, values)
-    out["strategy"] = {**FLAT_STRATEGY_DEFAULTS, **out["strategy"]}
-    for name, default in MODEL_CHAT_DEFAULTS.items():
-        if out["model"].get(name, default) == default:
-            out["model"].pop(name, None)
-    out["limit"], out["seed"] = plain.get("limit"), plain.get("seed")
-    out.update(_probe_groups(cfg, plain))
-    reading = reading_identity(plain.get("reading"))
-    if reading:
-        out["reading"] = reading
-    out["metric_version"] = metric_version
-    out["prompts"] = dict(prompts)
-    if out["strategy"].get("selection") == "random" and out["strategy"].get("vote") == "uniform":
-        _drop_agent_settings(out)
-    return out
-
-
-def cell_identity(cfg: Any, fragments: Fragments, plain: dict[str, Any] | None = None) -> dict[str, Any]:
-    """What a cell's hash covers: every setting that can change its numbers (runtime-only
-    ones left out), the digest of each prompt family it sends, every local input it
-    reads by its content, the hub commit where its engine loads the hub, and the source
-    of any plug-in that does not ship with madara. ``plain``: ``to_plain(cfg)``, where
-    the caller holds it (it is read, never changed)."""
-    return _content_keyed(_cell_payload(cfg, fragments.prompts, fragments.metric_version, plain), fragments)
-
-
-def path_keyed_cell_identity(cfg: Any, prompts: dict[str, str], metric_version: int | str,
-                             hub_commit: str | None = None, plain: dict[str, Any] | None = None) -> dict[str, Any]:
-    """What a cell's hash covered before content_keyed_inputs: local inputs as the
-    strings that named them, and the hub commit whenever the model's keyed source was the
-    hub, whatever the engine (kept to find results finished under those keys)."""
-    out = _cell_payload(cfg, prompts, metric_version, plain)
-    if hub_commit and out["model"].get("hf_source", "hub") == "hub":
-        out["model"]["revision"] = hub_commit
-    return out
-
-
-def probed(cfg: Any) -> bool:
-    """Whether the cell's strategy runs behind a probe (it declared the ``rsc`` group
-    its key covers when it registered: ``strategy=madara``)."""
-    return "rsc" in plugin_schemas.key_groups("strategy", strategy_impl(cfg.strategy))
-
-
-def _probe_groups(cfg: Any, plain: dict[str, Any]) -> dict[str, Any]:
-    """The probe's and router's settings a probed cell's key covers (router_default,
-    isolation_probe_off)."""
-    groups = plugin_schemas.key_groups("strategy", strategy_impl(cfg.strategy))
-    out: dict[str, Any] = {}
-    if "rsc" in groups:
-        out["rsc"] = rsc_key(cfg)
-    if "router" in groups and plain.get("router") and plain["router"] != to_plain(OmegaConf.structured(RouterConfig)):
-        out["router"] = dict(plain["router"])  # a copy: the payload is changed later, plain is shared
-    return out
-
-
-def _drop_agent_settings(out: dict[str, Any]) -> None:
-    """pde_random_asks_no_agent: no detector setting, template or reply reading."""
-    out["strategy"].pop("conflict", None)
-    out["prompts"].pop("detector", None)
-    if "reading" in out:
-        for name in _AGENT_READINGS:
-            out["reading"].pop(name, None)
-        if not out["reading"] or set(out["reading"]) == {"name"}:
-            out["reading"].pop("name", None)
-        if not out["reading"]:
-            out.pop("reading")
-
-
-def _probe_payload(cfg: Any, prompts: dict[str, str], metric_version: int | str) -> dict[str, Any]:
-    plain = to_plain(cfg)
-    out: dict[str, Any] = {k: plain[k] for k in PROBE_GROUPS}
-    out["rsc"] = rsc_key(cfg)
-    out["generation"] = keyed("generation", out["generation"])
-    reading = reading_identity(plain.get("reading"))
-    if reading:
-        out["reading"] = reading
-    out["backend"] = keyed("backend", key_view("backend", out["backend"]))
-    out["model"] = model_keyed(out["model"], str(out["backend"]["name"]))
-    out["retriever"] = key_view("retriever", out["retriever"])
-    out["benchmark"] = keyed("benchmark", {k: v for k, v in out["benchmark"].items() if k not in ("calibration", "sample")})
-    out["prompts"] = dict(prompts)
-    out["metric_version"] = metric_version
-    return out
-
-
-def probe_identity(cfg: Any, fragments: Fragments) -> dict[str, Any]:
-    """What a probe's hash covers (its ``prompts``: the generator, assessor and re-score
-    families', and those of a retriever that asks the engine). The calibration split
-    is the first n of the seeded order whatever the evaluated sample, so n (in the
-    probe's key, beside the hash) is all that matters of the split sizes. Local inputs,
-    the hub commit and plug-in sources as in :func:`cell_identity`."""
-    return _content_keyed(_probe_payload(cfg, fragments.prompts, fragments.metric_version), fragments)
-
-
-def path_keyed_probe_identity(cfg: Any, prompts: dict[str, str], metric_version: int | str) -> dict[str, Any]:
-    """What a probe's hash covered before content_keyed_inputs (no hub commit at all)."""
-    return _probe_payload(cfg, prompts, metric_version)
-
-
 def by_content(values: dict[str, Any], schema: type | None) -> dict[str, Any]:
     """``values`` with each setting that ``schema`` marks as a local input replaced by
     its content digest (:func:`input_digest`)."""
@@ -642,6 +290,27 @@ def by_content(values: dict[str, Any], schema: type | None) -> dict[str, Any]:
         if kind and out.get(f.name):
             out[f.name] = input_digest(out[f.name], kind)
     return out
+
+
+def source_identity(benchmark: Any) -> str:
+    """What rows a benchmark node reads: the file by its content for ``benchmark.path``,
+    else its loader's key fragment (the mini benchmark: its generator's size), else the
+    hub id, config and split at the commit the local hub cache knows for its revision (at
+    the revision's name where none is known). Part of every retrieval snapshot's key."""
+    from madara_cli.core.errors import DataError
+
+    if benchmark.get("path"):
+        p = Path(benchmark.path).expanduser()
+        if not p.is_file():
+            raise DataError(f"benchmark {benchmark.name}: file not found: {p}")
+        return f"file:sha256:{file_digest(p)}"
+    spec = CATALOG.find("loader", str(benchmark.get("loader")))
+    if spec is not None and spec.key is not None:
+        return str(spec.key(benchmark))
+    asked = benchmark.get("revision")
+    commit = resolved_revision(str(benchmark.hf_id), str(asked or "main"), "datasets")
+    rev = f"@{commit}" if commit else f"@{asked}" if asked else ""
+    return f"hub:{benchmark.hf_id}:{benchmark.hf_config}:{benchmark.split}{rev}"
 
 
 def snapshot_identity(benchmark: dict[str, Any], source: str, retriever: dict[str, Any], corpus: dict[str, Any] | None,
@@ -659,54 +328,253 @@ def snapshot_identity(benchmark: dict[str, Any], source: str, retriever: dict[st
     }
 
 
-def nested_settings(cfg: Any) -> dict[str, Any]:
-    """The keyed settings of ``cfg`` by group (runtime-only ones left out), plus limit,
-    seed and, for a madara cell, the probe's ``rsc`` settings: summary.csv's columns."""
-    plain = to_plain(cfg)
-    nested: dict = {g: {k: v for k, v in plain[g].items() if k not in unkeyed(g, str(plain[g].get("name")))} for g in SEMANTIC_GROUPS}
-    nested["generation"] = keyed("generation", nested["generation"])
-    reading = reading_key(plain.get("reading"))
-    if reading:
-        nested["reading"] = reading
-    nested["limit"], nested["seed"] = plain.get("limit"), plain.get("seed")
-    nested.update(_probe_groups(cfg, plain))  # what the cell's key holds of them, so row and key agree
-    return nested
+# The prompt families the RSC probe sends itself (its NF generator, the assessors' CoT
+# chains, the forced re-score); a retriever that asks the engine adds its own.
+PROBE_FAMILIES = ("generator", "assessors", "rescore")
 
 
-def flatten(nested: dict[str, Any]) -> dict[str, Any]:
-    """Dotted names (``strategy.top_k``, ``model.temperature``); lists as JSON text."""
-    out: dict[str, Any] = {}
+@dataclass(frozen=True)
+class CellIdentity:
+    """A cell's name and hash, what the hash covers, and how results finished under keys
+    that have since moved are recognised (see the module docstring)."""
 
-    def walk(d: dict, prefix: str) -> None:
-        for k, v in d.items():
-            if isinstance(v, dict):
-                walk(v, f"{prefix}{k}.")
-            else:
-                out[f"{prefix}{k}"] = json.dumps(v) if isinstance(v, (list, tuple)) else v
+    cell: Cell
+    payload: dict[str, Any]
+    fragments: Fragments
+    legacy: tuple[Cell, ...] = ()
+    evidence: dict[str, str | None] = field(default_factory=dict)
 
-    walk(nested, "")
+    @property
+    def key(self) -> str:
+        return self.cell.key
+
+    def folder(self, results_dir: str | Path) -> Path:
+        return self.cell.folder(results_dir)
+
+    def settings(self, cfg: DictConfig) -> dict[str, Any]:
+        """summary.csv's row: the keyed settings flattened (``strategy.top_k``), the
+        metric version, a digest of the prompt families and one per family, and the
+        content digest of every local input (``inputs.benchmark.path``)."""
+        nested = nested_settings(cfg)
+        nested["metric_version"] = self.fragments.metric_version
+        # what the key holds of the settings left to this machine (device=auto ran on cuda)
+        nested["backend"].update(self.fragments.resolved)
+        out = flatten(nested)
+        out["prompts"] = digest(self.fragments.prompts)
+        out.update({f"prompts.{family}": d for family, d in self.fragments.prompts.items()})
+        out.update({f"inputs.{k}": v for k, v in self.fragments.inputs.items()})
+        out.update({f"plugins.{k}": v for k, v in self.fragments.plugins.items()})
+        return out
+
+
+@dataclass(frozen=True)
+class ProbeIdentity:
+    """A probe's name and hash, as :class:`CellIdentity` is a cell's."""
+
+    probe: ProbeKey
+    payload: dict[str, Any]
+    fragments: Fragments
+    legacy: tuple[ProbeKey, ...] = ()
+    evidence: dict[str, str | None] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return self.probe.key
+
+    @property
+    def n(self) -> int:
+        return self.probe.n
+
+    @property
+    def model(self) -> str:
+        return self.probe.model
+
+    @property
+    def benchmark(self) -> str:
+        return self.probe.benchmark
+
+    @property
+    def config_hash(self) -> str:
+        return self.probe.config_hash
+
+    def folder(self, results_dir: str | Path) -> Path:
+        return self.probe.folder(results_dir)
+
+    def with_n(self, n: int) -> "ProbeIdentity":
+        """The same probe on ``n`` calibration queries (keyed by the n that ran)."""
+        from dataclasses import replace
+
+        return replace(self, probe=self.probe.with_n(n), legacy=tuple(k.with_n(n) for k in self.legacy))
+
+
+# --------------------------------------------------------------------------- #
+# Fragments, from the plug-ins' specs
+# --------------------------------------------------------------------------- #
+
+
+def _input_fields(schema: type | None) -> dict[str, str]:
+    return {f.name: f.metadata["input"] for f in fields(schema) if f.metadata.get("input")} if schema else {}
+
+
+def _inputs(cfg: DictConfig, plain: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """(every local input the cell reads -> its content digest, the model's input
+    settings its engine does not read). ``plain``: ``to_plain(cfg)``, read instead of
+    ``cfg`` where it can be."""
+    spec = CATALOG.get("backend", str(plain["backend"]["name"]))
+    marked = _input_fields(ModelConfig)
+    model = plain["model"]
+    reads = spec.model_inputs(cfg) if spec.model_inputs is not None else {k: v for k, v in marked.items() if model.get(k)}
+    inputs: dict[str, Any] = {}
+    for name, kind in reads.items():
+        if model.get(name):
+            inputs[f"model.{name}"] = input_digest(model.get(name), kind)
+    unread = tuple(f"model.{name}" for name in marked if name not in reads)
+    for group, schema in (
+        ("backend", spec.schema),
+        ("benchmark", BenchmarkConfig),
+        ("retriever", schema_for("retriever", str(plain["retriever"]["name"]))),
+        ("strategy", schema_for("strategy", strategy_impl(plain["strategy"]))),
+    ):
+        for name, kind in _input_fields(schema).items():
+            value = plain[group].get(name)
+            if value:
+                inputs[f"{group}.{name}"] = input_digest(value, kind)
+    return inputs, unread
+
+
+def _hub_commit(cfg: DictConfig) -> str | None:
+    spec = CATALOG.get("backend", str(cfg.backend.name))
+    if spec.loads_hub is None or not spec.loads_hub(cfg):
+        return None
+    return resolved_revision(str(cfg.model.get("hf_id")), str(cfg.model.get("revision")))
+
+
+def _resolved(cfg: DictConfig) -> dict[str, str]:
+    """What the engine's settings left to this machine resolve to (``BackendSpec.resolves``)."""
+    spec = CATALOG.get("backend", str(cfg.backend.name))
+    return dict(spec.resolves(cfg)) if spec.resolves is not None else {}
+
+
+def _plugins(plain: dict[str, Any]) -> dict[str, str]:
+    """The sources of the cell's plug-ins that do not ship with madara (``plain``: the cell's config, ``to_plain``)."""
+    chosen = (("backend", str(plain["backend"]["name"])), ("retriever", str(plain["retriever"]["name"])),
+              ("strategy", strategy_impl(plain["strategy"])), ("loader", str(plain["benchmark"].get("loader"))))
+    return {f"{kind}:{name}": src for kind, name in chosen if (src := CATALOG.source(kind, name)) is not None}
+
+
+def _families(cfg: DictConfig, base: tuple[str, ...] | None) -> dict[str, str]:
+    """The digests of the prompt families sent: ``base`` (None: the strategy's declared
+    ones), plus the retriever's."""
+    from madara_cli.config.folders import prompts_of
+
+    prompts = prompts_of(cfg)
+    if base is None:
+        return prompt_digests(strategy_impl(cfg.strategy), str(cfg.retriever.name), prompts)
+    spec = CATALOG.find("retriever", str(cfg.retriever.name))
+    families = [*base, *(f for f in (spec.families() if spec is not None else ()) if f not in base)]
+    return {f: prompt_digest(f, prompts) for f in families}
+
+
+def _fragments(cfg: DictConfig, families: tuple[str, ...] | None = None, plain: dict[str, Any] | None = None) -> Fragments:
+    from madara_cli.core.metrics import METRIC_VERSION
+
+    plain = plain if plain is not None else to_plain(cfg)
+    inputs, unread = _inputs(cfg, plain)
+    return Fragments(prompts=_families(cfg, families), metric_version=METRIC_VERSION, inputs=inputs, unread=unread,
+                     hub_commit=_hub_commit(cfg), plugins=_plugins(plain), resolved=_resolved(cfg))
+
+
+def _evidence(fragments: Fragments, probe_prompts_added: tuple[str, ...] = ()) -> dict[str, str | None]:
+    """What a record finished under a path-keyed key must show to stand for this one:
+    the GGUF's digest and the hub commit (both in its provenance); any other input, a
+    plug-in source or a prompt family the old key did not cover, it cannot show (None)."""
+    out: dict[str, str | None] = {}
+    for dotted, value in fragments.inputs.items():
+        if dotted == "model.gguf" and isinstance(value, str) and value.startswith("sha256:"):
+            out[dotted] = value.split(":", 1)[1]
+        else:
+            out[dotted] = None
+    if fragments.hub_commit:
+        out["model.commit"] = fragments.hub_commit
+    for name in fragments.plugins:
+        out[f"plugins.{name}"] = None
+    for family in probe_prompts_added:
+        out[f"prompts.{family}"] = None
     return out
 
 
-def flat_settings(cfg: Any) -> dict[str, Any]:
-    """The settings a cell's key covers from its config alone, flattened (no prompt
-    digests and no metric version: a stored config.yaml cannot say which ran)."""
-    return flatten(nested_settings(cfg))
+# --------------------------------------------------------------------------- #
+# Cells and probes
+# --------------------------------------------------------------------------- #
 
 
-def standing(provenance: dict[str, Any] | None, evidence: dict[str, str | None]) -> str | None:
-    """Why a record finished under a legacy key cannot stand for the new one (one
-    phrase), or None when its provenance shows every piece of ``evidence``."""
-    model = (provenance or {}).get("model") or {}
-    for what, want in evidence.items():
-        if want is None:
-            return f"its record cannot show that {what} is unchanged"
-        if what == "model.gguf":
-            got = str(model.get("gguf") or "").rsplit(":", 1)[-1]
-            if got != want:
-                return f"it read another GGUF ({got or 'unrecorded'}, now {want})"
-        elif what == "model.commit":
-            got = model.get("resolved_revision")
-            if got != want:
-                return f"it ran on hub commit {got or 'unrecorded'}, not {want}"
-    return None
+def identify(cfg: DictConfig) -> CellIdentity:
+    """The identity of the cell ``cfg`` composes (see the module docstring)."""
+    plain = to_plain(cfg)  # read by the fragments and both payloads below, never changed
+    fragments = _fragments(cfg, plain=plain)
+    payload = cell_identity(cfg, fragments, plain)
+    model, retriever = plain["model"], plain["retriever"]
+    cell = Cell(
+        grid=str(plain["grid_name"]), model=str(model["name"]), benchmark=str(plain["benchmark"]["name"]),
+        strategy=str(plain["strategy"]["name"]), retriever=str(retriever["name"]), k=int(retriever["k"]), seed=int(plain["seed"]),
+        limit=plain["limit"], config_hash=digest(payload),
+    )
+    old_commit = resolved_revision(str(model.get("hf_id")), str(model.get("revision")))
+    old = cell.with_hash(digest(path_keyed_cell_identity(cfg, fragments.prompts, fragments.metric_version, old_commit, plain)))
+    legacy = () if old == cell else (old,)
+    return CellIdentity(cell=cell, payload=payload, fragments=fragments, legacy=legacy, evidence=_evidence(fragments))
+
+
+def identify_probe(cfg: DictConfig, n: int | None = None) -> ProbeIdentity:
+    """The identity of the RSC probe of ``cfg`` on ``n`` calibration queries (default
+    ``benchmark.calibration``)."""
+    fragments = _fragments(cfg, PROBE_FAMILIES)
+    payload = probe_identity(cfg, fragments)
+    n = int(n if n is not None else cfg.benchmark.calibration)
+    probe = ProbeKey(model=str(cfg.model.name), benchmark=str(cfg.benchmark.name), n=n, config_hash=digest(payload))
+    old_prompts = {f: d for f, d in fragments.prompts.items() if f in PROBE_FAMILIES}
+    old = probe.with_hash(digest(path_keyed_probe_identity(cfg, old_prompts, fragments.metric_version)))
+    added = tuple(f for f in fragments.prompts if f not in PROBE_FAMILIES)
+    return ProbeIdentity(probe=probe, payload=payload, fragments=fragments, legacy=() if old == probe else (old,),
+                         evidence=_evidence(fragments, added))
+
+
+# --------------------------------------------------------------------------- #
+# Prompt families by their rendered requests
+# --------------------------------------------------------------------------- #
+
+_DIGESTS: dict[tuple[str, str], str] = {}
+
+
+def _family(name: str) -> PromptFamily:
+    family = CATALOG.family(name)
+    if family is None:
+        raise ValueError(f"unknown prompt family '{name}'; valid: {', '.join(sorted(CATALOG.families()))}")
+    return family
+
+
+def prompt_digest(family: str, prompts: PromptSet | None = None) -> str:
+    """sha256 (16 hex digits) of the family's requests rendered with ``prompts`` (the
+    shipped set by default)."""
+    if prompts is None:
+        from madara_cli.config.folders import shipped_prompt_set
+
+        prompts = shipped_prompt_set()
+    ps = prompts
+    key = (family, ps.sha)
+    if key not in _DIGESTS:
+        fam = _family(family)
+        if fam.sample is not None:
+            _DIGESTS[key] = family_digest(fam.sample(ps))
+        else:
+            _DIGESTS[key] = digest([[t, ps.template(t).text] for t in sorted(fam.templates)], 16, ascii=False)
+    return _DIGESTS[key]
+
+
+def prompt_digests(strategy: str, retriever: str = "bm25s", prompts: PromptSet | None = None) -> dict[str, str]:
+    """The digests of every family a cell of ``strategy`` (with ``retriever``) sends, in
+    the words of ``prompts`` (the cell's set; the shipped one by default)."""
+    families = ["generator"]
+    for spec in (CATALOG.find("strategy", strategy), CATALOG.find("retriever", retriever)):
+        families += [f for f in (spec.families() if spec is not None else ()) if f not in families]
+    return {f: prompt_digest(f, prompts) for f in families}

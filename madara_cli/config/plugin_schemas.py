@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 
-from madara_cli.errors import ConfigError
 from madara_cli.plugins.catalog import CATALOG
 from madara_cli.plugins.shape import Range, Spec
 
@@ -77,15 +76,3 @@ def backend_model_settings() -> dict[str, tuple[str, ...]]:
     """Model settings only some backends read (vLLM: model.hf_source), by backend name: a
     key covers one only for the backends that declare it (config.identity.model_keyed)."""
     return {name: tuple(s.model_settings) for name, s in CATALOG.specs("backend").items() if getattr(s, "model_settings", ())}
-
-
-def require(group: str, name: str) -> type:
-    """The schema of ``group`` option ``name``; a ConfigError naming the valid ones
-    (and the cause when nothing of the group registered) otherwise."""
-    schema = schema_for(group, name)
-    if schema is not None:
-        return schema
-    valid = registered(group)
-    if not valid:
-        raise ConfigError(f"no {group} is registered (load the plugins first: madara_cli.composition.plugins.load_plugins())")
-    raise ConfigError(f"{group} '{name}' has no implementation; registered {group} implementations: {', '.join(valid)}")

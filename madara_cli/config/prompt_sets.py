@@ -36,8 +36,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from madara_cli.errors import ConfigError
-from madara_cli.records import Doc, Example
+from madara_cli.core.errors import ConfigError
+from madara_cli.core.records import Doc, Example
 
 SHIPPED = "madara"  # the default set, configs/prompts/madara/
 SET_FILE = "set.yaml"  # optional: {extends: NAME}
@@ -182,7 +182,7 @@ def _read_template(path: Path, folder: Path) -> str:
     """A template's text. The file must lie inside its set's folder once links are
     resolved (its text is sent in every prompt: a link to ``~/secret.txt`` would send that
     file to the server), be a regular file and at most :data:`MAX_TEMPLATE_BYTES`."""
-    from madara_cli.sidefiles import read_text
+    from madara_cli.core.sidefiles import read_text
 
     real, home = path.resolve(), folder.resolve()
     if home not in real.parents:
@@ -213,7 +213,7 @@ def _extends(folder: Path, name: str) -> str | None:
     path = folder / SET_FILE
     if not path.is_file():
         return None
-    from madara_cli.sidefiles import read_text, yaml_problem
+    from madara_cli.core.sidefiles import read_text, yaml_problem
 
     node, problem = yaml_problem(read_text(path, f"prompt set '{name}''s {SET_FILE}", ConfigError, MAX_TEMPLATE_BYTES))
     if problem is not None:
@@ -245,7 +245,7 @@ def _check_template(name: str, path: Path, known: dict[str, tuple[str, tuple[str
 
 
 def _load(name: str, dirs: Sequence[Path], chain: tuple[str, ...]) -> tuple[dict[str, Template], list[Path]]:
-    from madara_cli.paths import check_name
+    from madara_cli.core.paths import check_name
 
     check_name("prompts", name, ConfigError)
     folder = set_folder(name, dirs)
@@ -277,7 +277,7 @@ def _load(name: str, dirs: Sequence[Path], chain: tuple[str, ...]) -> tuple[dict
 def _stamp(folders: Sequence[Path]) -> tuple:
     """What must stay the same for a loaded set to stand: every file's stamp, change time
     included (a same-size edit with its mtime put back is still seen)."""
-    from madara_cli.sidefiles import file_stamp
+    from madara_cli.core.sidefiles import file_stamp
 
     return tuple((str(p), file_stamp(p)) for f in folders for p in sorted(Path(f).iterdir()))
 

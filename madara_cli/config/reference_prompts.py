@@ -31,7 +31,7 @@ import os
 from pathlib import Path
 
 from madara_cli.config.prompt_sets import SET_FILE, SHIPPED, SUFFIX
-from madara_cli.errors import ConfigError
+from madara_cli.core.errors import ConfigError
 
 NAME = "authors"
 PROMPTS_FILE = Path("madara") / "prompts.py"
@@ -52,7 +52,7 @@ _USER_TURNS = {
 
 
 def _parse(root: Path, rel: Path) -> ast.Module:
-    from madara_cli.sidefiles import read_text
+    from madara_cli.core.sidefiles import read_text
 
     path = root / rel
     if not (path.exists() or path.is_symlink()):

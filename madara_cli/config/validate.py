@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 from omegaconf import DictConfig, OmegaConf
 
-from madara_cli.config.identity import strategy_impl
+from madara_cli.config.keys import strategy_impl
 from madara_cli.config.overrides import Override, malformed, parse_overrides
 from madara_cli.plugins.shape import int_range, num_range
 
@@ -47,7 +47,7 @@ def _num(lo: float | None = None, hi: float | None = None, optional: bool = Fals
 
 
 # Upper bounds of the counts that enter a cell's folder name (``-k<k>__n<limit>__s<seed>``):
-# with them and the name rule (madara_cli.paths.NAME_MAX_BYTES) every file madara writes
+# with them and the name rule (madara_cli.core.paths.NAME_MAX_BYTES) every file madara writes
 # has a name under the file system's 255 bytes. The seed is also what every engine takes
 # (llama.cpp, vLLM and numpy seeds are 32-bit).
 MAX_SEED = 2**32 - 1
@@ -91,14 +91,14 @@ def _show(v: Any) -> str:
 
 
 # Settings whose values name folders and files under the results folder, or a tracker's
-# experiment: each is held to the one naming rule (madara_cli.paths.name_problem).
+# experiment: each is held to the one naming rule (madara_cli.core.paths.name_problem).
 PATH_NAMES = ("grid_name", "model.name", "benchmark.name", "strategy.name", "retriever.name", "logger.experiment")
 
 
 def validate_config(cfg: DictConfig, error: type[Exception], plain: dict | None = None) -> None:
     """Raise ``error`` (one line) on the first setting outside its range. ``plain``: the
     config as plain data, when the caller holds it already."""
-    from madara_cli.paths import check_name
+    from madara_cli.core.paths import check_name
 
     # read as plain data: a setting read through OmegaConf costs about 0.1 ms, and this
     # reads a hundred of them per cell (the plug-ins' own checks get the config itself)

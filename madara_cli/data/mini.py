@@ -14,7 +14,7 @@ import random
 from dataclasses import dataclass
 from typing import Callable
 
-from madara_cli.records import Doc, Example
+from madara_cli.core.records import Doc, Example
 
 _SYL = ["ka", "lo", "mi", "ra", "ven", "dor", "sel", "tu", "bar", "nis", "quo", "fen", "gal", "ith", "mor", "pax", "zel", "ori", "da", "len"]
 _OCCUPATIONS = ["architect", "botanist", "cartographer", "violinist", "surgeon", "astronomer", "sculptor", "chemist", "novelist", "lawyer", "pilot", "economist"]

@@ -6,7 +6,7 @@ Every loader (:mod:`madara_cli.data.loaders.benchmarks`, plug-ins) reads its row
 local JSON / JSONL / Parquet / CSV / TSV file in the same format, through the same
 code (``datasets.load_dataset("json", data_files=FILE)``). A local file never touches
 the hub. When the hub cannot be reached the error is one line naming the dataset and
-the ``benchmark.path=`` override, within seconds. :func:`source_fingerprint` names the
+the ``benchmark.path=`` override, within seconds. :func:`madara_cli.config.identity.source_identity` names the
 rows read (part of every retrieval snapshot key).
 """
 
@@ -14,49 +14,20 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 from omegaconf import DictConfig
 
-from madara_cli.config.identity import file_digest
-from madara_cli.errors import DataError
-from madara_cli.jsonl import ENCODING, parse_line
-from madara_cli.paths import utf8_error
+from madara_cli.core import hub
+from madara_cli.core.errors import DataError
+from madara_cli.core.hub import reachable as hub_reachable
+from madara_cli.core.paths import not_utf8
+from madara_cli.core.sidefiles import ENCODING, parse_line
 
 log = logging.getLogger(__name__)
-
-
-
-HUB_PROBE_TIMEOUT_S = 3.0
-
-
-def not_utf8(path: str | Path, what: str = "file") -> DataError | None:
-    """The one-line error for a text file that is not UTF-8, or None when it is."""
-    where = utf8_error(path)
-    if where is None:
-        return None
-    return DataError(f"{path}: {what} is not UTF-8 text: {where}; save it as UTF-8 (e.g. iconv -f latin1 -t utf-8)")
-
-
-def source_fingerprint(cfg: DictConfig) -> str:
-    """Identity of the rows a benchmark config reads: the file's sha256 for
-    ``benchmark.path``, else the hub id, config and split (the mini benchmark: its
-    generator size). Part of every retrieval snapshot key."""
-    if cfg.get("path"):
-        p = Path(cfg.path).expanduser()
-        if not p.is_file():
-            raise DataError(f"benchmark {cfg.name}: file not found: {p}")
-        return f"file:sha256:{file_digest(p)}"
-    if cfg.loader == "mini":
-        return f"mini:n{cfg.n_questions}"
-    rev = f"@{cfg.revision}" if cfg.get("revision") else ""
-    return f"hub:{cfg.hf_id}:{cfg.hf_config}:{cfg.split}{rev}"
 
 
 _FORMATS = {".json": "json", ".jsonl": "json", ".parquet": "parquet", ".csv": "csv", ".tsv": "csv"}
@@ -89,7 +60,7 @@ def read_local(path: str | Path) -> list[dict[str, Any]]:
         cache = _cache_folder_error(e, p)
         if cache is not None:
             raise cache from None
-        raise DataError(f"{p}: cannot read as {builder}: {_first_line(e)}") from None
+        raise DataError(f"{p}: cannot read as {builder}: {hub.first_line(e)}") from None
     finally:
         datasets.logging.set_verbosity(level)
     rows = list(ds)
@@ -126,7 +97,7 @@ def _has_content(p: Path) -> bool:
 
 
 def check_json_file(p: Path) -> None:
-    """Read a JSON or JSON Lines file as :mod:`madara_cli.jsonl` reads a line, before
+    """Read a JSON or JSON Lines file as :mod:`madara_cli.core.sidefiles` reads a line, before
     ``datasets`` does: nesting too deep, an integer too long, an escape that is not
     Unicode text or a line that is not a JSON object is one DataError naming the line
     (``datasets`` would fail in a traceback of its own, or pass the bad string on)."""
@@ -149,42 +120,6 @@ def check_json_file(p: Path) -> None:
         obj = parse_line(line, p, n)
         if not isinstance(obj, dict):
             raise DataError(f"{p}:{n}: not a JSON object (got {type(obj).__name__})")
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return " ".join(text[0].split()) if text else type(e).__name__
-
-
-def _truthy(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
-
-
-def _hub_offline_requested() -> bool:
-    return _truthy("HF_HUB_OFFLINE") or _truthy("HF_DATASETS_OFFLINE")
-
-
-def hub_reachable(timeout: float = HUB_PROBE_TIMEOUT_S) -> bool:
-    """A TCP connect to the hub endpoint (``HF_ENDPOINT``), bounded by ``timeout``
-    even when name resolution hangs. With a proxy configured we cannot tell, so we
-    say yes and let ``datasets`` try."""
-    if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
-        return True
-    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
-    host, port = url.hostname or "huggingface.co", url.port or (443 if url.scheme == "https" else 80)
-    ok: list[bool] = []
-
-    def probe() -> None:
-        try:
-            with socket.create_connection((host, port), timeout=timeout):
-                ok.append(True)
-        except OSError:
-            pass
-
-    t = threading.Thread(target=probe, daemon=True)
-    t.start()
-    t.join(timeout + 0.5)
-    return bool(ok)
 
 
 def unreachable(hf_id: str) -> DataError:
@@ -241,7 +176,7 @@ def read_hub(hf_id: str, config: str | None = None, split: str = "test", data_fi
     import datasets
 
     datasets.disable_progress_bars()
-    if not _hub_offline_requested() and not hub_reachable():
+    if not hub.offline_requested() and not hub_reachable():
         try:
             with offline_mode():
                 ds = _load_hub(hf_id, config, split, data_files, revision)
@@ -252,21 +187,13 @@ def read_hub(hf_id: str, config: str | None = None, split: str = "test", data_fi
     try:
         ds = _load_hub(hf_id, config, split, data_files, revision)
     except Exception as e:  # noqa: BLE001 - classified below into one line
-        if _is_connectivity_error(e):
+        if hub.connectivity_error(e):
             raise unreachable(hf_id) from None
         raise DataError(
             f"cannot load {hf_id} (config {config}, split {split}{f', revision {revision}' if revision else ''}) from the Hugging Face hub: "
-            f"{_first_line(e)}; download it elsewhere and pass benchmark.path=FILE"
+            f"{hub.first_line(e)}; download it elsewhere and pass benchmark.path=FILE"
         ) from None
     return list(ds)
-
-
-def _is_connectivity_error(e: BaseException) -> bool:
-    names = {c.__name__ for c in type(e).__mro__}
-    if names & {"ConnectionError", "OfflineModeIsEnabled", "LocalEntryNotFoundError", "TimeoutError", "ConnectError", "ReadTimeout"}:
-        return True
-    text = str(e)
-    return any(s in text for s in ("Couldn't reach", "offline mode", "Name or service not known", "Temporary failure in name resolution"))
 
 
 def read_rows(cfg: DictConfig, data_files: str | None = None) -> list[dict[str, Any]]:

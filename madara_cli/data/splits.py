@@ -1,7 +1,7 @@
 """A benchmark loaded and split: the loader's examples, the rows dropped, the paper's
 seeded sampling and the calibration split.
 
-:func:`load_splits` finds the loader (:func:`~madara_cli.data.loaders.find_loader`),
+:func:`load_splits` finds the loader (in the one catalog),
 drops rows no cell can score (counted in a :class:`LoadReport`, one warning line) and
 draws the evaluated and calibration examples from one seeded shuffle (:func:`split`).
 """
@@ -16,10 +16,10 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from madara_cli.data.loaders import find_loader
-from madara_cli.errors import DataError
-from madara_cli.jsonl import encodes
-from madara_cli.records import Example
+from madara_cli.core.errors import DataError
+from madara_cli.core.records import Example
+from madara_cli.core.sidefiles import encodes
+from madara_cli.plugins.catalog import CATALOG
 
 # ---------------------------------------------------------------------------
 # Dropped rows: counted, named in one warning line, recorded in metrics.json
@@ -111,7 +111,7 @@ def load_all_examples(cfg: DictConfig) -> list[Example]:
 
 def load_with_report(cfg: DictConfig) -> tuple[list[Example], LoadReport]:
     """:func:`load_all_examples` plus the report of what was kept and dropped."""
-    examples = find_loader(cfg.loader)(cfg)
+    examples = CATALOG.get("loader", str(cfg.loader)).load(cfg)  # type: ignore[attr-defined]
     report = LoadReport(loaded=len(examples))
     kept = []
     for ex in examples:

@@ -28,7 +28,7 @@ import numpy as np
 
 from madara_cli.agents.requests import forced_rescore_request, rescore_request
 from madara_cli.config.prompt_sets import PromptSet
-from madara_cli.records import ChatRequest, Example, ScoreRequest
+from madara_cli.core.records import ChatRequest, Example, ScoreRequest
 
 Reasoning = str | Sequence[str]
 Seed = int | Sequence[int]

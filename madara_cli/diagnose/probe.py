@@ -63,27 +63,31 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from madara_cli import metrics as M
 from madara_cli.agents.parsing import ParsedScore, expected_score, parse_completion, parse_score, parse_score_authors, read_rescore
 from madara_cli.agents.prompts import EMPTY_CHAIN_PLACEHOLDER, RELEVANCE
 from madara_cli.agents.requests import DIGITS, SCORING_MODES, agent_request
 from madara_cli.backends.cache import CachedLLM
+from madara_cli.composition import strategy_node
 from madara_cli.config.folders import prompts_of
-from madara_cli.config.identity import isolation_on
+from madara_cli.config.keys import isolation_on
 from madara_cli.config.prompt_sets import PromptSet
 from madara_cli.config.schema import Rescore
+from madara_cli.core import metrics as M
+from madara_cli.core.errors import ConfigError, DataError
+from madara_cli.core.records import ChatRequest, Example
 from madara_cli.diagnose import perturb, router, rsc
-from madara_cli.errors import ConfigError, DataError
-from madara_cli.records import ChatRequest, Example
 from madara_cli.results.outputs import Calibration, IsolationProbe, ProbeRecord, ProbeScores, timing_section
 from madara_cli.results.probe_stats import ProbeStats
 
 if TYPE_CHECKING:
-    from madara_cli.composition.identify import ProbeIdentity
+    from madara_cli.config.identity import ProbeIdentity
 
 log = logging.getLogger(__name__)
 
 RESCORE_READINGS = tuple(Rescore.__members__)  # forced, prefix (rsc.rescore)
+# The isolation probe's arm (madara's extension): PDE-Random, k random documents answered
+# alone and voted uniformly, as shipped.
+ISOLATION_STRATEGY = "pde_random"
 
 
 def _cot_request(ex: Example, i: int, cfg: DictConfig, prompts: PromptSet | None = None) -> ChatRequest:
@@ -111,7 +115,7 @@ def run_probe(
     of the seeded order, :func:`madara_cli.experiment.examples.cell_examples` with
     ``split="calibration"``); returns the probe record, without provenance. Its
     ``accounting`` counts this probe's calls alone, even when the engine is shared.
-    ``spec``: the probe's identity (:func:`~madara_cli.composition.identify.identify_probe`), its arms composed."""
+    ``spec``: the probe's identity (:func:`~madara_cli.config.identity.identify_probe`)."""
     if cfg.rsc.rescoring not in SCORING_MODES:
         raise ConfigError(f"unknown rsc.rescoring '{cfg.rsc.rescoring}'; valid: {', '.join(SCORING_MODES)}")
     if str(cfg.rsc.get("rescore", "forced")) not in RESCORE_READINGS:
@@ -132,16 +136,16 @@ def run_probe(
 
 
 def _probe(cfg: DictConfig, llm: CachedLLM, spec: ProbeIdentity, examples: list[Example]) -> ProbeRecord:
-    from madara_cli.strategies import STRATEGIES, StrategyContext
+    from madara_cli.strategies import StrategyContext, strategy_fn
 
     ctx = StrategyContext(llm=llm, cfg=cfg)
 
     # 1. No-Filter EM on the calibration queries.
-    nf = STRATEGIES.get("nf")(ctx, examples)
+    nf = strategy_fn("nf")(ctx, examples)
     reading = cfg.get("reading") or {}
     nf_correct = _correct(nf, examples, tidy=str(reading.get("answers", "tidy")) == "tidy")
     em_nf = 100.0 * float(np.mean(nf_correct))
-    isolation = _isolation(cfg, llm, examples, nf_correct, spec.arms["isolation"]) if isolation_on(cfg) else None
+    isolation = _isolation(cfg, llm, examples, nf_correct, strategy_node(ISOLATION_STRATEGY)) if isolation_on(cfg) else None
 
     # 2. Normal CoT relevance scores and their chains: one batched stage.
     pairs = [(ex, i) for ex in examples for i in range(len(ex.docs or ()))]
@@ -262,14 +266,14 @@ def _isolation(cfg: DictConfig, llm: CachedLLM, examples: list[Example], nf_corr
     random documents answered alone, uniform vote) on the calibration queries against NF
     on the same queries: the isolation gain, its exact McNemar test and the calls it took
     (madara's extension)."""
-    from madara_cli.strategies import STRATEGIES, StrategyContext
+    from madara_cli.strategies import StrategyContext, strategy_fn
 
     # The probe's strategy node belongs to the probed cell; the isolation arm runs
     # PDE-Random as shipped, everything else (model, generation, seed) the probe's.
     iso_cfg = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
     iso_cfg.strategy = node
     with llm.fresh_accounting(propagate=True) as accounting:
-        preds = STRATEGIES.get(str(node.name))(StrategyContext(llm=llm, cfg=iso_cfg), examples)
+        preds = strategy_fn(str(node.name))(StrategyContext(llm=llm, cfg=iso_cfg), examples)
     measured = router.Isolation.from_outcomes(nf_correct, _correct(preds, examples))
     return {
         "strategy": str(node.name),
@@ -317,7 +321,7 @@ def finished_probe(cfg: DictConfig, spec: ProbeIdentity) -> ProbeRecord | None:
     moved whose record shows it read the same inputs (SHIMS ``content_keyed_inputs``);
     None when it has not run. An old probe that cannot show that is said in one line
     and not used."""
-    from madara_cli.config.identity import standing
+    from madara_cli.config.keys import standing
     from madara_cli.data.splits import warn
     from madara_cli.results.record_files import probe_path, read_probe
 
@@ -342,7 +346,7 @@ def find_or_run_probe(
 ) -> tuple[ProbeRecord, Path, bool]:
     """The finished probe for this (model, benchmark, n, settings), or run it now on
     the calibration ``examples`` (:func:`madara_cli.experiment.walk.ensure_probe`
-    loads them). ``spec``: the probe's identity (:func:`~madara_cli.composition.identify.identify_probe`:
+    loads them). ``spec``: the probe's identity (:func:`~madara_cli.config.identity.identify_probe`:
     its key, the keys it had before and its composed arms; ``n`` is its ``n``). Returns
     (record, path of its file, reused)."""
     from madara_cli.results.prompt_log import prompt_renderer, write_prompts

@@ -31,7 +31,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from madara_cli import stats
+from madara_cli.core import stats
 from madara_cli.diagnose import rsc
 from madara_cli.results.probe_stats import ProbeStats
 

@@ -176,8 +176,8 @@ def bench_rates(bench_dir: Path, fingerprint: str, prefix_caching: bool = True) 
     """Seconds per prompt and output token from ``madara bench --only vllm`` on this engine
     (``<results>/bench/vllm.json``, the pass with prefix caching as the cell runs it), with
     the requests it timed; None when the bench has not run on this fingerprint."""
-    from madara_cli.errors import DataError
-    from madara_cli.sidefiles import read_json
+    from madara_cli.core.errors import DataError
+    from madara_cli.core.sidefiles import read_json
 
     try:  # a side file like any other: cut, foreign or odd, it only means no measured rates
         over = read_json(bench_dir / "vllm.json", "the vLLM bench")["overhead"]

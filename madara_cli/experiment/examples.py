@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig, OmegaConf
 
+from madara_cli.core.records import Example
 from madara_cli.data.splits import LoadReport, load_splits
-from madara_cli.records import Example
+from madara_cli.plugins.catalog import CATALOG
 from madara_cli.retrievers.retrieval import retrieve
-from madara_cli.retrievers.spec import retriever_spec
 
 if TYPE_CHECKING:
     from madara_cli.backends.cache import CachedLLM
@@ -60,7 +60,7 @@ def reranker_config(cfg: DictConfig) -> DictConfig | None:
     """The config of the model named by ``retriever.model`` (the paper: Qwen3-0.6B) for
     a generative reranker (``retriever=rerank``), on the cell's backend and seed; None
     when the cell's own engine ranks, or nothing does. The one step that composes it."""
-    spec = retriever_spec(str(cfg.retriever.name))
+    spec = CATALOG.find("retriever", str(cfg.retriever.name))
     if spec is None or not spec.uses_engine or not spec.engine_model or not cfg.retriever.get(spec.engine_model):
         return None
     from madara_cli.composition import compose
@@ -72,7 +72,7 @@ def reranker_engine(cfg: DictConfig, pool: EnginePool, reranker: DictConfig | No
     """The engine a generative reranker needs (``retriever=rerank``): the model named by
     ``retriever.model``, else the cell's own. ``reranker``: :func:`reranker_config` of
     ``cfg`` when the caller composed it already (else it is composed here)."""
-    spec = retriever_spec(str(cfg.retriever.name))
+    spec = CATALOG.find("retriever", str(cfg.retriever.name))
     if spec is None or not spec.uses_engine:
         return None
     if spec.engine_model and cfg.retriever.get(spec.engine_model):
@@ -91,7 +91,7 @@ def retrieve_for(cfg: DictConfig, examples: list[Example], pool: EnginePool | No
     """``examples`` with the cell's top-k documents (``reranker``: see
     :func:`reranker_engine`). Without engines that answer (none: ``madara bench``; a
     plan's recorders) a reranking retriever's first stage stands in for it."""
-    spec = retriever_spec(str(cfg.retriever.name))
+    spec = CATALOG.find("retriever", str(cfg.retriever.name))
     if not engines_answer(pool):
         pool = None
     if pool is None and spec is not None and spec.uses_engine and spec.stand_in:

@@ -2,7 +2,7 @@
 
 A cell is one (model, benchmark, strategy, retriever, k, seed, limit) measurement; its
 identity (the key that names its folder, hashing exactly what can change its numbers)
-is :func:`madara_cli.composition.identify`'s, derived once per cell.
+is :func:`madara_cli.config.identity`'s, derived once per cell.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from typing import Callable
 from omegaconf import DictConfig
 
 from madara_cli.composition import compose, ensure_loaded, load_plugins
-from madara_cli.composition.identify import identify
 from madara_cli.config import (
     GridConfig,
     chosen_strategy,
@@ -21,10 +20,10 @@ from madara_cli.config import (
     load_grid,
     option_settings,
 )
-from madara_cli.config.identity import Cell
+from madara_cli.config.identity import Cell, identify
 from madara_cli.config.overrides import parse_overrides
 from madara_cli.config.validate import not_applicable
-from madara_cli.errors import ConfigError
+from madara_cli.core.errors import ConfigError
 
 
 def cell_from_cfg(cfg: DictConfig) -> Cell:

@@ -26,7 +26,7 @@ from madara_cli.composition.plugins import load_plugins
 from madara_cli.config import load_grid, register_schemas
 from madara_cli.config.folders import primary_and_searchpath
 from madara_cli.config.overrides import parse_overrides
-from madara_cli.errors import ConfigError
+from madara_cli.core.errors import ConfigError
 
 LAUNCHERS = {
     "basic": None,
@@ -93,11 +93,11 @@ def job_overrides(grid_name: str, extra: list[str], launcher: str, n_jobs: int |
 
 
 def _worker_threads(cell: list[str], n_jobs: int) -> list[str]:
-    from madara_cli.backends import backend_spec
+    from madara_cli.plugins.catalog import CATALOG
 
     given = parse_overrides(cell)
     names = [str(o.value) for o in given if o.key == "backend" and not o.prefix]
-    setting = backend_spec(names[-1] if names else _default_backend()).worker_threads
+    setting = CATALOG.get("backend", names[-1] if names else _default_backend()).worker_threads
     if setting is None or any(o.key == f"backend.{setting}" and not o.prefix and o.value is not None for o in given):
         return []
     return [f"backend.{setting}={max(1, (os.cpu_count() or 1) // n_jobs)}"]
@@ -170,7 +170,7 @@ def _hydra_value(path: str | Path) -> str:
 def write_cells_file(runs: Path, cells: list[list[str]]) -> Path:
     """The jobs' override lists, where every worker reads them (beside the results; named
     by their content, so two sweeps of one grid with other settings do not clash)."""
-    from madara_cli.paths import writing
+    from madara_cli.core.paths import writing
 
     body = json.dumps(cells, indent=1, ensure_ascii=False) + "\n"
     path = runs / f"cells-{hashlib.sha256(body.encode()).hexdigest()[:12]}.json"
@@ -258,7 +258,7 @@ def jobs_folder(grid_name: str, extra: list[str]) -> Path:
     """Where the sweep's job folders (submitit's too) and its cells file go: beside the
     results, in ``<results_dir>/.hydra/<grid>``."""
     from madara_cli.composition import compose
-    from madara_cli.paths import inside
+    from madara_cli.core.paths import inside
 
     given = [o.raw for o in parse_overrides([*load_grid(grid_name).overrides, *extra]) if o.key == "results_dir"]
     results_dir = Path(str(compose(given).results_dir)).resolve()

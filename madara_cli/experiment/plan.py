@@ -58,9 +58,10 @@ from typing import Any, Callable, Sequence
 from omegaconf import DictConfig, OmegaConf
 
 from madara_cli.backends.cache import CachedLLM, ResponseCache
-from madara_cli.config.identity import Cell, probed, request_key, to_plain
+from madara_cli.config.identity import Cell, request_key
+from madara_cli.config.keys import probed, to_plain
+from madara_cli.core.records import ChatRequest, Completion, ScoreRequest
 from madara_cli.experiment.engine_time import Calibration, calibrate
-from madara_cli.records import ChatRequest, Completion, ScoreRequest
 
 WALK_BLOCK = 1000  # queries a plan walks at a time (see Planner.walk)
 
@@ -427,7 +428,7 @@ class Planner:
     def walk(self, cfg: DictConfig) -> CellWalk | None:
         """Walk the cell ``cfg``; what it found, to :meth:`account` (None: a routed cell
         that a walker leaves to the parent, ``defer_routed``)."""
-        from madara_cli.errors import DataError, RecordError
+        from madara_cli.core.errors import DataError, RecordError
         from madara_cli.experiment.walk import CellResult, prepare_cell
 
         estimated = False
@@ -457,9 +458,9 @@ class Planner:
             return None
         cell = prepared.ident.cell
         walked = CellWalk(cell, estimated=estimated, notes=notes)
-        from madara_cli.retrievers.spec import retriever_spec
+        from madara_cli.plugins.catalog import CATALOG
 
-        rspec = retriever_spec(str(prepared.cfg.retriever.name))
+        rspec = CATALOG.find("retriever", str(prepared.cfg.retriever.name))
         if rspec is not None and rspec.uses_engine:
             notes.append(f"{cell.key}: its retriever asks the engine about each candidate on first retrieval (not counted)")
         scale = (fallback.n_examples / max(len(prepared.examples), 1)) if estimated else 1.0
@@ -731,7 +732,7 @@ def placeholder_examples(cfg: DictConfig, n: int | None = None) -> list | None:
     :data:`PLACEHOLDER_QUERIES` of ``n`` queries (default :func:`evaluated_size`) with
     ``retriever.k`` passages of typical length, so a plan counts requests before anything
     is downloaded (the caller scales them to ``n``). None when the size is unknown."""
-    from madara_cli.records import Doc, Example
+    from madara_cli.core.records import Doc, Example
 
     n = evaluated_size(cfg) if n is None else n
     if n is None:

@@ -24,10 +24,10 @@ from typing import Any, Callable
 
 from omegaconf import DictConfig, OmegaConf
 
-from madara_cli import metrics as M
+from madara_cli.core import metrics as M
+from madara_cli.core.records import Example, Prediction
 from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.walk import CellResult, prepare_cell
-from madara_cli.records import Example, Prediction
 from madara_cli.results.health import Health, HealthRule, cell_health
 from madara_cli.results.outputs import CellRecord, timing_section
 from madara_cli.results.prompt_log import prompt_renderer
@@ -154,8 +154,8 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
 
 def check_health(cfg: DictConfig, key: str, health: Health, earlier: bool = False) -> None:
     """One warning line for a degraded cell (judged by the config's ``health`` rule),
-    or, under ``health.on_degraded=fail``, :class:`~madara_cli.errors.DegradedCell`."""
-    from madara_cli.errors import DegradedCell
+    or, under ``health.on_degraded=fail``, :class:`~madara_cli.core.errors.DegradedCell`."""
+    from madara_cli.core.errors import DegradedCell
 
     rule = HealthRule.from_config(cfg)
     judged = health.judged(rule)
@@ -192,7 +192,7 @@ def _run_each(cfgs: list[DictConfig], work: Callable[[DictConfig, EnginePool], A
     """Run ``work`` for each config with one shared engine pool. With ``keep_going``, a
     config whose data or engine is unavailable is reported as :class:`Failed` and the
     rest go on; anything else stops the run (finished work is already on disk)."""
-    from madara_cli.errors import BackendError, DataError
+    from madara_cli.core.errors import BackendError, DataError
     from madara_cli.results.tracking import preflight
 
     preflight(cfgs)  # a tracker that cannot be used stops the run here, before any engine starts

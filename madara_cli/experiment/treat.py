@@ -30,13 +30,14 @@ from typing import TYPE_CHECKING, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from madara_cli.composition.identify import ProbeIdentity, identify_probe
+from madara_cli.config.identity import ProbeIdentity, identify_probe
+from madara_cli.core.records import Example, Prediction
 from madara_cli.diagnose.probe import find_or_run_probe, finished_probe, routed
 from madara_cli.experiment.examples import cell_examples, retrieve_for
-from madara_cli.records import Example, Prediction
+from madara_cli.plugins.catalog import CATALOG
 from madara_cli.results import record_files
 from madara_cli.results.outputs import ROUTE_FIELDS, ProbeRecord
-from madara_cli.strategies import STRATEGIES, StrategyContext, StrategySpec
+from madara_cli.strategies import StrategyContext, StrategySpec, strategy_fn
 from madara_cli.strategies.context import EngineSource, StrategyFn
 
 if TYPE_CHECKING:
@@ -130,7 +131,7 @@ class Treatment:
             track_probe(ctx.cfg, record, path, reused)
         route, reason = routed(record, ctx.cfg)
         sub = StrategyContext(llm=ctx.llm, cfg=routed_config(ctx.cfg, route, self.carry))
-        preds = STRATEGIES.get(route)(sub, examples)
+        preds = strategy_fn(route)(sub, examples)
         ctx.report.update(sub.report)
         ctx.report["madara"] = {
             "route": route,
@@ -161,7 +162,7 @@ def strategy_for(spec: StrategySpec, cfg: DictConfig, engines: EngineSource | No
 
 def read_probe(path: Path) -> ProbeRecord:
     """The finished probe named by ``strategy.probe`` (its folder or its file); one-line errors otherwise."""
-    from madara_cli.errors import ConfigError, DataError, RecordError
+    from madara_cli.core.errors import ConfigError, DataError, RecordError
 
     try:
         record = record_files.read_probe(path, require=ROUTE_FIELDS)
@@ -169,7 +170,7 @@ def read_probe(path: Path) -> ProbeRecord:
         raise DataError(f"strategy.probe: {e}") from None
     if record is None:
         raise ConfigError(f"strategy.probe: no probe file at {path}")
-    if record.route not in STRATEGIES:
+    if CATALOG.find("strategy", record.route) is None:
         raise DataError(f"strategy.probe: {path} routes to unknown strategy '{record.route}'")
     return record
 

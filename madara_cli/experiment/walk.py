@@ -24,14 +24,14 @@ from typing import Any, Callable
 
 from omegaconf import DictConfig
 
-from madara_cli.composition.identify import CellIdentity, ProbeIdentity, identify, identify_probe
-from madara_cli.config.identity import Cell, standing, strategy_impl
+from madara_cli.config.identity import Cell, CellIdentity, ProbeIdentity, identify, identify_probe
+from madara_cli.config.keys import standing, strategy_impl
+from madara_cli.core.records import Example
 from madara_cli.experiment.examples import CellExamples, load_cell, reranker_config, retrieve_for, sized_to_data
 from madara_cli.experiment.treat import strategy_for
-from madara_cli.records import Example
+from madara_cli.plugins.catalog import CATALOG
 from madara_cli.results.outputs import CellRecord
 from madara_cli.results.record_files import read_cell
-from madara_cli.strategies import STRATEGIES
 from madara_cli.strategies.context import EngineSource, StrategyFn
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,7 @@ def finished_cell(cfg: DictConfig, sized: bool = False, ident: CellIdentity | No
 
         warn(f"{old.key} was finished before inputs were keyed by content, and {why}: the cell runs anew as {ident.key}")
     if sized:
-        from madara_cli.errors import DataError
+        from madara_cli.core.errors import DataError
 
         try:
             fitted, requested = sized_to_data(cfg, load_cell(cfg))
@@ -125,7 +125,7 @@ def prepare_cell(cfg: DictConfig, engines: EngineSource | None, examples: list[E
         return done
     if before_work is not None:
         before_work(ident)
-    spec = STRATEGIES.spec(strategy_impl(cfg.strategy))
+    spec = CATALOG.get("strategy", strategy_impl(cfg.strategy))
     reranker = reranker_config(cfg)  # composed once, up front: the eval and calibration retrievals share it
     calibration: list[Example] | None = None
     data: dict[str, Any] | None = None

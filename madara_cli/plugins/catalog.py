@@ -14,6 +14,7 @@ from __future__ import annotations
 import sys
 from typing import TypeVar
 
+from madara_cli.core.errors import ConfigError
 from madara_cli.plugins.shape import PromptFamily, Spec
 
 S = TypeVar("S", bound=Spec)
@@ -26,6 +27,9 @@ class Catalog:
         self._specs: dict[str, dict[str, Spec]] = {k: {} for k in KINDS}
         self._families: dict[str, PromptFamily] = {}
         self._owners: dict[tuple[str, str], str] = {}
+        # (kind, name) -> where a plug-in that does not ship with madara came from (an
+        # --include file's digest, a package's name and version): its cells are keyed on it
+        self._sources: dict[tuple[str, str], str] = {}
 
     def _claim(self, kind: str, name: str, owner: str) -> None:
         old = self._owners.get((kind, name))
@@ -35,11 +39,13 @@ class Catalog:
         self._owners[(kind, name)] = owner
 
     def register(self, spec: S, owner: str | None = None) -> S:
-        """Register ``spec`` (and the prompt families it brings); returns it."""
+        """Register ``spec`` (and the prompt families it brings), or a prompt family; returns it."""
+        owner = owner or sys._getframe(1).f_globals.get("__name__", "?")
+        if isinstance(spec, PromptFamily):
+            return self.register_family(spec, owner)  # type: ignore[return-value]
         kind = type(spec).kind
         if kind not in self._specs:
             raise ValueError(f"{type(spec).__name__} is no plug-in kind; kinds: {', '.join(KINDS)}")
-        owner = owner or sys._getframe(1).f_globals.get("__name__", "?")
         _check_schema(kind, spec)
         for family in spec.own_families():
             self.register_family(family, owner)
@@ -63,9 +69,15 @@ class Catalog:
         return self._specs.get(kind, {}).get(name)
 
     def get(self, kind: str, name: str) -> Spec:
+        """The one lookup: the spec registered as ``name``, or one ConfigError line naming
+        the valid ones (the same line for every kind)."""
         spec = self.find(kind, name)
         if spec is None:
-            raise KeyError(f"unknown {kind} '{name}'; valid: {', '.join(self.names(kind))}")
+            valid = self.names(kind)
+            if not valid:
+                raise ConfigError(f"unknown {kind} '{name}': no {kind} is registered (the plug-ins load when a config composes)")
+            raise ConfigError(f"unknown {kind} '{name}'; valid: {', '.join(valid)} (one of your own registers from an --include "
+                              f"file or a 'madara.{kind}s' entry point)")
         return spec
 
     def names(self, kind: str) -> list[str]:
@@ -76,6 +88,13 @@ class Catalog:
 
     def owner(self, kind: str, name: str) -> str | None:
         return self._owners.get((kind, name))
+
+    def source(self, kind: str, name: str) -> str | None:
+        """Where a plug-in that does not ship with madara came from; None for a shipped one."""
+        return self._sources.get((kind, name))
+
+    def note_source(self, kind: str, name: str, source: str) -> None:
+        self._sources.setdefault((kind, name), source)
 
     def family(self, name: str) -> PromptFamily | None:
         return self._families.get(name)
@@ -112,9 +131,5 @@ CATALOG = Catalog()
 
 
 def register(spec: S) -> S:
-    """Register a plug-in's spec in the one catalog (see the module docstring)."""
+    """Register a plug-in's spec (or a prompt family) in the one catalog (see the module docstring)."""
     return CATALOG.register(spec, sys._getframe(1).f_globals.get("__name__", "?"))
-
-
-def register_family(family: PromptFamily) -> PromptFamily:
-    return CATALOG.register_family(family, sys._getframe(1).f_globals.get("__name__", "?"))

@@ -97,6 +97,9 @@ class Spec:
     package: Optional[str] = None
     extra: Optional[str] = None
     description: str = ""  # one line for `madara ls`
+    # What else of a composed config keys what it makes, beyond its own settings (the mini
+    # loader: its generator's size; the reranker: its model and prompt). None: nothing.
+    key: Optional[Callable[[Any], Any]] = None
 
     def families(self) -> tuple[str, ...]:
         """The names of the prompt families it sends."""

@@ -36,9 +36,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from madara_cli.agents.prompts import AGENTS, CONFLICT
-from madara_cli.agents.requests import conflict_stage_name, stage_name
 from madara_cli.config.schema import HealthConfig, OnDegraded
+from madara_cli.core.vocabulary import AGENTS, CONFLICT, JUDGE_STAGE, conflict_stage_name, stage_name
 
 OK, DEGRADED, UNKNOWN = "ok", "degraded", "unknown"
 STATUSES = (OK, DEGRADED, UNKNOWN)
@@ -47,7 +46,6 @@ STATUSES = (OK, DEGRADED, UNKNOWN)
 # ranking of the documents starts to be the imputation's rather than the model's.
 DEFAULT_MAX_IMPUTED: float = HealthConfig.max_imputed
 ON_DEGRADED = tuple(OnDegraded.__members__)  # health.on_degraded
-JUDGE_STAGE = "main-rag-judge"  # MAIN-RAG's Yes/No judge (strategies/main_rag.py sends it)
 MARK = "◊"  # what a paper table puts after a number that rests on a degraded cell
 
 # The setting whose budget a stage's replies were cut at.

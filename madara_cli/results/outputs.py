@@ -1,7 +1,7 @@
 """The two records madara keeps under ``results/``, typed.
 
 - :class:`CellRecord`: one finished cell (``<grid>/<key>/metrics.json``): the cell's
-  identity (:class:`madara_cli.records.Cell`), its metrics, how the evaluated
+  identity (:class:`madara_cli.core.records.Cell`), its metrics, how the evaluated
   set relates to the calibration queries, the strategy's own report sections, the data
   report, the engine accounting, provenance and timing.
 - :class:`ProbeRecord`: one RSC probe (``probes/<key>/probe.json``): the statistics
@@ -24,9 +24,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
-from madara_cli import metrics as M
 from madara_cli.config.identity import Cell
-from madara_cli.errors import RecordError
+from madara_cli.core import metrics as M
+from madara_cli.core.errors import RecordError
 from madara_cli.results.health import Health, cell_health
 from madara_cli.results.probe_stats import STATS_SECTIONS, ProbeStats, Section
 

@@ -19,7 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from madara_cli.credentials import redact
+from madara_cli.core.credentials import redact
 
 # Distributions whose versions can change a number (engines first).
 PACKAGES = (
@@ -164,7 +164,7 @@ def model_source(cfg: Any) -> dict[str, Any] | None:
     commit), or the GGUF file and its hash."""
     if cfg is None or "model" not in cfg:
         return None
-    from madara_cli.backends.weights import resolved_revision
+    from madara_cli.core.hub import resolved_revision
 
     model = cfg.model
     out: dict[str, Any] = {"hf_id": str(model.get("hf_id")), "revision": str(model.get("revision")),

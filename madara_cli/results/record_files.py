@@ -26,9 +26,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from madara_cli.credentials import redact
-from madara_cli.errors import RecordError
-from madara_cli.paths import writing
+from madara_cli.core.credentials import redact
+from madara_cli.core.errors import RecordError
+from madara_cli.core.paths import writing
 from madara_cli.results.outputs import CellRecord, ProbeRecord
 from madara_cli.results.prompt_log import PROMPTS, write_prompts
 
@@ -138,7 +138,7 @@ def read_config_text(folder: Path | str) -> str | None:
 
 @lru_cache(maxsize=256)
 def _read_predictions(path: str, stamp: tuple[int, ...]) -> tuple[dict[str, Any], ...]:
-    from madara_cli.sidefiles import json_problem, read_text
+    from madara_cli.core.sidefiles import json_problem, read_text
 
     rows = []
     for line_no, line in enumerate(read_text(path, "the predictions", ValueError).split("\n"), start=1):
@@ -159,10 +159,10 @@ def _read_predictions(path: str, stamp: tuple[int, ...]) -> tuple[dict[str, Any]
 
 def read_predictions(folder: Path | str) -> tuple[dict[str, Any], ...]:
     """The per-example rows of a finished cell, cached until the file changes (its
-    :func:`~madara_cli.sidefiles.file_stamp`: a rewritten cell is a new file even within
+    :func:`~madara_cli.core.sidefiles.file_stamp`: a rewritten cell is a new file even within
     one clock tick). The rows are shared: do not edit them. ValueError (one line) when
     the folder has none or a line cannot be read."""
-    from madara_cli.sidefiles import file_stamp
+    from madara_cli.core.sidefiles import file_stamp
 
     path = Path(folder) / PREDICTIONS
     if not path.is_file():

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from madara_cli.errors import RecordError
-from madara_cli.metrics import metric_name
+from madara_cli.core.errors import RecordError
+from madara_cli.core.metrics import metric_name
 from madara_cli.results.outputs import METRICS, CellRecord, ProbeRecord, _num
 from madara_cli.results.record_files import (
     PROBE_FILE,

@@ -6,7 +6,7 @@ as ``summary.csv`` and, when pyarrow is importable, ``summary.parquet``.
 The rates (``em``, ``em_strict``, ``f1``, ``contains``) are in percent, as every table
 shows them, and their columns say so: ``em_pct``, ..., with ``em_ci95_low_pct`` and
 ``em_ci95_high_pct`` the Wilson 95% interval of EM over the cell's n questions (the
-small-n rule of :mod:`madara_cli.stats`). metrics.json keeps fractions."""
+small-n rule of :mod:`madara_cli.core.stats`). metrics.json keeps fractions."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from madara_cli import stats
-from madara_cli.errors import RecordError
+from madara_cli.core import stats
+from madara_cli.core.errors import RecordError
 from madara_cli.results.outputs import METRICS, CellRecord
 from madara_cli.results.record_files import CONFIG_FILE, METRICS_FILE, read_cell
 
@@ -123,8 +123,8 @@ def cell_settings(record: CellRecord, folder: Path) -> dict[str, Any]:
     try:
         from omegaconf import OmegaConf
 
-        from madara_cli.config.identity import flat_settings
-        from madara_cli.sidefiles import read_yaml_data
+        from madara_cli.config.keys import flat_settings
+        from madara_cli.core.sidefiles import read_yaml_data
 
         # Plain data (no tags, no aliases): a results folder may come from anyone.
         return flat_settings(OmegaConf.create(read_yaml_data(folder / CONFIG_FILE, "the cell's config")))

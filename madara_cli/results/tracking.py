@@ -35,8 +35,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from madara_cli.credentials import redact
-from madara_cli.errors import TrackingError
+from madara_cli.core.credentials import redact
+from madara_cli.core.errors import TrackingError
 
 log = logging.getLogger(__name__)
 

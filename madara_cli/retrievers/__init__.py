@@ -5,6 +5,6 @@ and what they share: the frozen snapshots (:mod:`.snapshots`), saved indexes
 (:mod:`.retrieval`). A new shipped retriever is one module plus one
 ``configs/retriever/<name>.yaml``."""
 
-from madara_cli.retrievers.spec import RetrieverSpec, register_retriever, retriever_spec
+from madara_cli.retrievers.spec import RetrieverSpec
 
-__all__ = ["RetrieverSpec", "register_retriever", "retriever_spec"]
+__all__ = ["RetrieverSpec"]

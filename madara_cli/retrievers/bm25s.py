@@ -12,10 +12,11 @@ import numpy as np
 from omegaconf import DictConfig
 
 from madara_cli.config.schema import RetrieverConfig, input_field
+from madara_cli.core.records import Doc
+from madara_cli.plugins import register
 from madara_cli.plugins.shape import num_range
-from madara_cli.records import Doc
 from madara_cli.retrievers.saved_index import BM25sIndex, index_settings
-from madara_cli.retrievers.spec import Ranked, RetrievalContext, Retriever, RetrieverSpec, corpus_index_dir, register_retriever
+from madara_cli.retrievers.spec import Ranked, RetrievalContext, Retriever, RetrieverSpec, corpus_index_dir
 
 
 @dataclass
@@ -85,5 +86,5 @@ def _bm25s(rcfg: DictConfig, ctx: RetrievalContext) -> Retriever:
 # Lucene's BM25 parameters: what every retriever built on bm25s' scoring accepts.
 BM25_RANGES = {"k1": num_range(0.0), "b": num_range(0.0, 1.0)}
 
-SPEC = register_retriever(RetrieverSpec(name="bm25s", schema=BM25sConfig, build=_bm25s, ranges=BM25_RANGES,
+SPEC = register(RetrieverSpec(name="bm25s", schema=BM25sConfig, build=_bm25s, ranges=BM25_RANGES,
                                         description="BM25 (bm25s, Lucene's scoring and analysis): the default"))

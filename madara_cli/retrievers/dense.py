@@ -11,9 +11,10 @@ import numpy as np
 from omegaconf import DictConfig
 
 from madara_cli.config.schema import RetrieverConfig, input_field
-from madara_cli.records import Doc
+from madara_cli.core.records import Doc
+from madara_cli.plugins import register
 from madara_cli.retrievers.saved_index import DenseIndex, index_settings, load_encoder
-from madara_cli.retrievers.spec import Ranked, RetrievalContext, Retriever, RetrieverSpec, corpus_index_dir, register_retriever
+from madara_cli.retrievers.spec import Ranked, RetrievalContext, Retriever, RetrieverSpec, corpus_index_dir
 
 
 @dataclass
@@ -52,5 +53,5 @@ def _dense(rcfg: DictConfig, ctx: RetrievalContext) -> Retriever:
     return DenseRetriever(rcfg, ctx)
 
 
-SPEC = register_retriever(RetrieverSpec(name="dense", schema=DenseConfig, build=_dense, extra="dense",
+SPEC = register(RetrieverSpec(name="dense", schema=DenseConfig, build=_dense, extra="dense",
                                         description="dense retrieval (sentence-transformers + faiss; Contriever-MS MARCO)"))

@@ -25,7 +25,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, Iterator
 
-from madara_cli.errors import DataError
+from madara_cli.core.errors import DataError
 
 MIN_JAVA = 21
 VECTOR_MODULE = "jdk.incubator.vector"

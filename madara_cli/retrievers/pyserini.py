@@ -14,11 +14,12 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from madara_cli.errors import DataError
-from madara_cli.records import Doc
+from madara_cli.core.errors import DataError
+from madara_cli.core.records import Doc
+from madara_cli.plugins import register
 from madara_cli.retrievers.bm25s import BM25_RANGES, BM25sConfig, BM25sRetriever
 from madara_cli.retrievers.saved_index import INDEX_META, check_index, index_settings, parse_corpus_row
-from madara_cli.retrievers.spec import Ranked, RetrievalContext, Retriever, RetrieverSpec, corpus_index_dir, register_retriever
+from madara_cli.retrievers.spec import Ranked, RetrievalContext, Retriever, RetrieverSpec, corpus_index_dir
 
 
 @dataclass
@@ -92,5 +93,5 @@ def _pyserini(rcfg: DictConfig, ctx: RetrievalContext) -> Retriever:
     return PyseriniRetriever(rcfg, ctx)
 
 
-SPEC = register_retriever(RetrieverSpec(name="pyserini", schema=PyseriniConfig, build=_pyserini, own_corpus=True, ranges=BM25_RANGES,
+SPEC = register(RetrieverSpec(name="pyserini", schema=PyseriniConfig, build=_pyserini, own_corpus=True, ranges=BM25_RANGES,
                                         extra="pyserini", description="Lucene BM25 through pyserini (the paper's Wikipedia index)"))

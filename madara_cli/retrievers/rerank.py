@@ -14,11 +14,13 @@ from typing import Any, Optional
 from omegaconf import DictConfig
 
 from madara_cli.config.schema import FirstStage
-from madara_cli.errors import ConfigError, DataError
+from madara_cli.core.errors import ConfigError, DataError
+from madara_cli.core.records import Doc, ScoreRequest, messages
+from madara_cli.plugins import register
+from madara_cli.plugins.catalog import CATALOG
 from madara_cli.plugins.shape import PromptFamily, int_range
-from madara_cli.records import Doc, ScoreRequest, messages
 from madara_cli.retrievers.bm25s import BM25_RANGES, BM25sConfig
-from madara_cli.retrievers.spec import Ranked, RetrievalContext, Retriever, RetrieverSpec, register_retriever, retriever_factory
+from madara_cli.retrievers.spec import Ranked, RetrievalContext, Retriever, RetrieverSpec
 
 
 @dataclass
@@ -95,7 +97,7 @@ class GenerativeReranker:
                 "run it through 'madara run' so the runner provides the engine"
             )
         self.rcfg, self.ctx = rcfg, ctx
-        self.first = retriever_factory(str(rcfg.first_stage))(rcfg, ctx)
+        self.first = CATALOG.get("retriever", str(rcfg.first_stage)).build(rcfg, ctx)
         self.llm = ctx.llm
         self.prefix = QWEN3_PREFIX if reranker_name(ctx.cfg).lower().startswith("qwen3") and not _template_closes_thinking(self.llm) else ""
 
@@ -143,8 +145,8 @@ def _identity(cfg: DictConfig) -> dict[str, Any]:
     return {"model": reranker_name(cfg), "prompts": {"rerank": family_digest(sample_requests(prompts_of(cfg)))}}
 
 
-SPEC = register_retriever(RetrieverSpec(
+SPEC = register(RetrieverSpec(
     name="rerank", schema=RerankConfig, build=_rerank, uses_engine=True, engine_model="model", stand_in="first_stage",
-    prompts=(RERANK,), identity=_identity, checks=(_check,), ranges={**BM25_RANGES, "candidates": int_range(1)},
+    prompts=(RERANK,), key=_identity, checks=(_check,), ranges={**BM25_RANGES, "candidates": int_range(1)},
     description="the paper's generative reranker: an LLM's P(yes) over first-stage candidates",
 ))

@@ -42,13 +42,14 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from madara_cli.config.identity import snapshot_identity, to_plain
-from madara_cli.data.sources import source_fingerprint
-from madara_cli.errors import DataError
-from madara_cli.records import Doc, Example
+from madara_cli.config.identity import snapshot_identity, source_identity
+from madara_cli.config.keys import to_plain
+from madara_cli.core.errors import DataError
+from madara_cli.core.records import Doc, Example
+from madara_cli.plugins.catalog import CATALOG
 from madara_cli.retrievers import snapshots
 from madara_cli.retrievers.saved_index import INDEX_META, corpus_sha256, iter_corpus, read_meta
-from madara_cli.retrievers.spec import Ranked, RetrievalContext, Retriever, retriever_factory, retriever_spec
+from madara_cli.retrievers.spec import Ranked, RetrievalContext, Retriever
 
 log = logging.getLogger("madara.retrieval")
 
@@ -85,7 +86,7 @@ def retrieve_fresh(examples: Sequence[Example], retriever: Retriever, k: int, ct
         ranked = retriever.rank_pools([_query(examples[i]) for i in pooled], [examples[i].docs for i in pooled])
         for i, r in zip(pooled, ranked, strict=False):
             out[i] = _scored(r if whole else r[:k], name)
-    spec = retriever_spec(str(ctx.retriever.name))
+    spec = CATALOG.find("retriever", str(ctx.retriever.name))
     if searched and pooled and not ctx.has_corpus and not (spec is not None and spec.own_corpus):
         ids = [examples[i].id for i in searched]
         raise DataError(
@@ -154,13 +155,13 @@ def snapshot_key(cfg: DictConfig, ctx: RetrievalContext | None = None) -> dict[s
         corpus_path = Path(str(cfg.benchmark.corpus)).expanduser() if cfg.benchmark.get("corpus") else None
         ctx = RetrievalContext(cfg=cfg, llm=None, indexes_dir=Path(str(cfg.get("results_dir") or "results")) / "indexes",
                                corpus_path=corpus_path, corpus_sha=corpus_sha256(corpus_path) if corpus_path else None)
-    spec = retriever_spec(str(cfg.retriever.name))
+    spec = CATALOG.find("retriever", str(cfg.retriever.name))
     return snapshot_identity(
         benchmark=to_plain(cfg.benchmark),
-        source=source_fingerprint(cfg.benchmark),
+        source=source_identity(cfg.benchmark),
         retriever=to_plain(cfg.retriever),
         corpus=_corpus_identity(cfg, ctx),
-        reranker=spec.identity(cfg) if spec is not None and spec.identity is not None else None,
+        reranker=spec.key(cfg) if spec is not None and spec.key is not None else None,
     )
 
 
@@ -195,7 +196,7 @@ def retrieve(examples: Sequence[Example], cfg: DictConfig, llm: Any | None = Non
         else:
             todo.setdefault(ex.id, ex)
     if todo:
-        factory = retriever_factory(str(rcfg.name))
+        factory = CATALOG.get("retriever", str(rcfg.name)).build
         info: dict[str, Any] = {}
         if reranker and llm is not None:
             # One snapshot, one reranking engine: extending it with other weights than

@@ -53,10 +53,10 @@ import numpy as np
 from omegaconf import DictConfig
 
 from madara_cli.config.identity import file_digest, index_name
-from madara_cli.data.sources import not_utf8
-from madara_cli.errors import DataError
-from madara_cli.jsonl import ENCODING, parse_line
-from madara_cli.records import Doc
+from madara_cli.core.errors import DataError
+from madara_cli.core.paths import not_utf8
+from madara_cli.core.records import Doc
+from madara_cli.core.sidefiles import ENCODING, parse_line
 
 # bm25s sets its own logger to DEBUG, which floods any application that configures logging.
 logging.getLogger("bm25s").setLevel(logging.WARNING)
@@ -159,7 +159,7 @@ def index_settings(cfg: DictConfig) -> dict[str, Any]:
 def read_meta(index_dir: str | Path) -> dict[str, Any]:
     """An index's ``madara_index.json``; a cut or foreign one is one line naming it and
     saying how to rebuild the index."""
-    from madara_cli.sidefiles import read_json
+    from madara_cli.core.sidefiles import read_json
 
     p = Path(index_dir) / INDEX_META
     if not p.exists():
@@ -422,18 +422,18 @@ def load_encoder(spec: str):
     elif Path(spec).expanduser().exists():
         target = str(Path(spec).expanduser())
     else:
-        from madara_cli.data.sources import _hub_offline_requested, hub_reachable
+        from madara_cli.core import hub
 
-        if not _hub_offline_requested() and not hub_reachable():
+        if not hub.offline_requested() and not hub.reachable():
             raise DataError(f"cannot reach the Hugging Face hub for encoder {spec}; download it elsewhere and pass retriever.encoder=DIR")
         target = spec
     try:
         model = SentenceTransformer(target, device=None)
     except Exception as e:  # noqa: BLE001 - the hub, a bad folder: one line either way
-        from madara_cli.data.sources import _first_line, _is_connectivity_error
+        from madara_cli.core import hub
 
-        if _is_connectivity_error(e) or "offline" in str(e).lower() or "couldn't connect" in str(e).lower():
+        if hub.connectivity_error(e) or "offline" in str(e).lower() or "couldn't connect" in str(e).lower():
             raise DataError(f"cannot reach the Hugging Face hub for encoder {spec}; download it elsewhere and pass retriever.encoder=DIR") from None
-        raise DataError(f"cannot load encoder {spec}: {_first_line(e)}") from None
+        raise DataError(f"cannot load encoder {spec}: {hub.first_line(e)}") from None
     _ENCODERS[spec] = model
     return model

@@ -51,9 +51,9 @@ from pathlib import Path
 from typing import Any
 
 from madara_cli.config.identity import snapshot_name
-from madara_cli.errors import SnapshotError
-from madara_cli.paths import inside, writing
-from madara_cli.records import Doc, Example
+from madara_cli.core.errors import SnapshotError
+from madara_cli.core.paths import inside, writing
+from madara_cli.core.records import Doc, Example
 
 
 def question_hash(ex: Example) -> str:

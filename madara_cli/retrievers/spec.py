@@ -12,7 +12,6 @@ build it for a retrieval. The orchestration (snapshots, the three kinds of query
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,10 +19,9 @@ from typing import Any, ClassVar, Protocol
 
 from omegaconf import DictConfig
 
-from madara_cli.errors import DataError
-from madara_cli.plugins.catalog import CATALOG
+from madara_cli.core.errors import DataError
+from madara_cli.core.records import Doc
 from madara_cli.plugins.shape import Spec
-from madara_cli.records import Doc
 from madara_cli.retrievers.saved_index import check_index, ensure_index, index_settings
 
 Ranked = list[tuple[Doc, float]]
@@ -77,27 +75,6 @@ class RetrieverSpec(Spec):
     # Without an engine (madara plan), the retriever its `stand_in` setting names ranks instead.
     stand_in: str | None = None
     own_corpus: bool = False  # it searches a corpus of its own (a prebuilt index) when the benchmark names none
-    # What of the run besides its own node changes the documents (the reranker's model
-    # and prompt): part of the snapshot's identity.
-    identity: Callable[[DictConfig], dict[str, Any]] | None = None
-
-
-def retriever_spec(name: str) -> RetrieverSpec | None:
-    """The spec registered as ``name``, or None (the plug-ins are loaded by composition)."""
-    return CATALOG.find("retriever", name)  # type: ignore[return-value]
-
-
-def register_retriever(spec: RetrieverSpec) -> RetrieverSpec:
-    """:func:`madara_cli.plugins.register` for a retriever."""
-    return CATALOG.register(spec, sys._getframe(1).f_globals.get("__name__", "?"))
-
-
-def retriever_factory(name: str) -> RetrieverFactory:
-    """The factory of registered retriever ``name``; DataError naming the registered ones."""
-    try:
-        return CATALOG.get("retriever", name).build  # type: ignore[attr-defined]
-    except KeyError as e:
-        raise DataError(str(e.args[0])) from None
 
 
 def no_corpus(ctx: RetrievalContext) -> DataError:

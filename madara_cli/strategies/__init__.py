@@ -2,6 +2,6 @@
 strategies (:class:`~madara_cli.strategies.context.StrategySpec`) in the one catalog;
 ``configs/strategy/<name>.yaml`` selects one."""
 
-from madara_cli.strategies.context import STRATEGIES, StrategyContext, StrategySpec
+from madara_cli.strategies.context import StrategyContext, StrategySpec, strategy_fn
 
-__all__ = ["STRATEGIES", "StrategyContext", "StrategySpec"]
+__all__ = ["StrategyContext", "StrategySpec", "strategy_fn"]

@@ -31,8 +31,8 @@ from madara_cli.agents.matrix import ScoreMatrix
 from madara_cli.agents.polarization import assessment_report
 from madara_cli.agents.scoring import AssessSettings, assess
 from madara_cli.config.schema import ConflictCalls, RankTies, Scoring, StrategyConfig
+from madara_cli.core.records import Example, Prediction
 from madara_cli.plugins import int_range, num_range, register
-from madara_cli.records import Example, Prediction
 from madara_cli.strategies.context import StrategyContext, StrategySpec, generate_answers, rounded, support_coverage, with_extra
 from madara_cli.strategies.selection import atf_select, atf_threshold, rrf_fuse, sda_rank, top_k, weighted_aggregate
 
@@ -72,7 +72,7 @@ N_AGENTS = 3  # relevance, consistency, conflict (strategy.weights)
 
 def check_weights(cfg) -> None:
     """strategy.weights: one non-negative number per agent, not all zero."""
-    from madara_cli.errors import ConfigError
+    from madara_cli.core.errors import ConfigError
 
     w = list(cfg.strategy.weights)
     if len(w) != N_AGENTS:

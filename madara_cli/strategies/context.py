@@ -23,12 +23,13 @@ from omegaconf import DictConfig, OmegaConf
 
 from madara_cli.backends.cache import CachedLLM
 from madara_cli.config.folders import prompts_of
-from madara_cli.config.identity import to_plain
+from madara_cli.config.keys import to_plain
 from madara_cli.config.prompt_sets import PromptSet
 from madara_cli.config.schema import StrategyConfig
+from madara_cli.core.errors import ConfigError
+from madara_cli.core.records import Doc, Example, Prediction
 from madara_cli.plugins.catalog import CATALOG
 from madara_cli.plugins.shape import Spec
-from madara_cli.records import Doc, Example, Prediction
 
 S = TypeVar("S")
 
@@ -133,35 +134,14 @@ class StrategySpec(Spec):
             raise TypeError(f"strategy '{self.name}': exactly one of run, prepare and routed says what runs a cell")
 
 
-class _Strategies:
-    """The strategies in the one catalog, by implementation name (a strategy yaml's
-    ``impl``, else its ``name``)."""
-
-    kind = "strategy"
-
-    def spec(self, name: str) -> StrategySpec:
-        return CATALOG.get("strategy", name)  # type: ignore[return-value]
-
-    def get(self, name: str) -> StrategyFn:
-        """What strategy ``name`` runs; one that runs through its prepare step or the
-        route says so."""
-        spec = self.spec(name)
-        if spec.run is None:
-            how = "its prepare step (StrategySpec.prepare)" if spec.prepare else "the route of its probe (StrategySpec.routed)"
-            raise KeyError(f"strategy '{name}' runs through {how}, not on its own")
-        return spec.run
-
-    def names(self) -> list[str]:
-        return CATALOG.names("strategy")
-
-    def __contains__(self, name: str) -> bool:
-        return CATALOG.find("strategy", name) is not None
-
-    def __iter__(self):
-        return iter(self.names())
-
-
-STRATEGIES = _Strategies()
+def strategy_fn(name: str) -> StrategyFn:
+    """What strategy ``name`` (its implementation name) runs; one that runs through its
+    prepare step or the route of its probe is one ConfigError line saying so."""
+    spec: StrategySpec = CATALOG.get("strategy", name)  # type: ignore[assignment]
+    if spec.run is None:
+        how = "its prepare step (StrategySpec.prepare)" if spec.prepare else "the route of its probe (StrategySpec.routed)"
+        raise ConfigError(f"strategy '{name}' runs through {how}, not on its own")
+    return spec.run
 
 
 def generate_answers(ctx: StrategyContext, stage: str, examples: Sequence[Example], selections: Sequence[Sequence[Doc]]) -> list[Prediction]:

@@ -15,9 +15,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from madara_cli.config.schema import StrategyConfig
-from madara_cli.errors import BackendError
+from madara_cli.core.errors import BackendError
+from madara_cli.core.records import Example, Prediction
 from madara_cli.plugins import int_range, register
-from madara_cli.records import Example, Prediction
 from madara_cli.strategies.assessed import selection_report
 from madara_cli.strategies.context import StrategyContext, StrategySpec, generate_answers, rounded, support_coverage, with_extra
 from madara_cli.strategies.selection import top_k

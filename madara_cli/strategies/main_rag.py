@@ -29,9 +29,9 @@ import numpy as np
 
 from madara_cli.agents.prompts import judge_messages
 from madara_cli.config.schema import StrategyConfig
+from madara_cli.core.records import Completion, Example, Prediction, ScoreRequest
+from madara_cli.core.vocabulary import JUDGE_STAGE  # the stage a cell's health counts the judge's scores under
 from madara_cli.plugins import num_range, register
-from madara_cli.records import Completion, Example, Prediction, ScoreRequest
-from madara_cli.results.health import JUDGE_STAGE  # the stage a cell's health counts the judge's scores under
 from madara_cli.strategies.assessed import selection_report
 from madara_cli.strategies.context import StrategyContext, StrategySpec, generate_answers, rounded, support_coverage, with_extra
 from madara_cli.strategies.pde import per_document_extraction

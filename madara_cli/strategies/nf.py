@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from madara_cli.config.schema import StrategyConfig
+from madara_cli.core.records import Example, Prediction
 from madara_cli.plugins import register
-from madara_cli.records import Example, Prediction
 from madara_cli.strategies.context import StrategyContext, StrategySpec, generate_answers
 
 

@@ -37,9 +37,9 @@ import numpy as np
 
 from madara_cli.agents.generator import clean_answer, generation_request
 from madara_cli.config import Selection, Vote
-from madara_cli.errors import ConfigError
+from madara_cli.core.errors import ConfigError
+from madara_cli.core.records import Example, Prediction
 from madara_cli.plugins import register
-from madara_cli.records import Example, Prediction
 from madara_cli.strategies.assessed import ASSESSED_CHECKS, ASSESSED_PROMPTS, ASSESSED_RANGES, AssessedConfig, scored, selection_report
 from madara_cli.strategies.context import StrategyContext, StrategySpec, rounded, support_coverage
 from madara_cli.strategies.selection import pde_vote, pde_vote_authors, top_k, weighted_aggregate

@@ -43,7 +43,7 @@ def check_probe(cfg) -> None:
     (fewer have no correlation)."""
     from pathlib import Path
 
-    from madara_cli.errors import ConfigError
+    from madara_cli.core.errors import ConfigError
 
     probe = cfg.strategy.get("probe")
     if probe:

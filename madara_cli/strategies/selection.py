@@ -23,7 +23,7 @@ import numpy as np
 from scipy.stats import rankdata
 
 from madara_cli.agents.matrix import impute
-from madara_cli.metrics import normalize
+from madara_cli.core.metrics import normalize
 
 _EPS = 1e-9  # float tolerance for thresholds and vote ties
 
@@ -155,7 +155,7 @@ class Vote:
 def pde_vote(answers: Sequence[str], weights: Sequence[float] | None = None) -> Vote:
     """Score-weighted majority vote over answers in rank order (Section 4.4).
 
-    Answers are grouped by :func:`madara_cli.metrics.normalize`; a group's total is
+    Answers are grouped by :func:`madara_cli.core.metrics.normalize`; a group's total is
     the sum of its members' weights (uniform when ``weights`` is None). Empty
     answers do not vote. The winner is the group with the largest total; ties go to
     the larger group, then to the group holding the highest-ranked answer (the

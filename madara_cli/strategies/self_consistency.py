@@ -15,8 +15,8 @@ from typing import Sequence
 
 from madara_cli.agents.generator import clean_answer, generation_request
 from madara_cli.config.schema import StrategyConfig
+from madara_cli.core.records import Example, Prediction
 from madara_cli.plugins import int_range, register
-from madara_cli.records import Example, Prediction
 from madara_cli.strategies.context import StrategyContext, StrategySpec
 from madara_cli.strategies.selection import pde_vote
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from madara_cli import stats
+from madara_cli.core import stats
 from madara_cli.results.record_files import METRICS_FILE, PREDICTIONS, read_cell, read_predictions
 
 
@@ -32,7 +32,7 @@ def paired_outcomes(
 
 # Below this many pairs a percentile interval from resampling says more about the
 # resampler than about the methods; the exact McNemar test and Newcombe's paired score
-# interval (the small-n rule of madara_cli.stats) are valid at any n.
+# interval (the small-n rule of madara_cli.core.stats) are valid at any n.
 MIN_PAIRS_FOR_CI = stats.MIN_N_FOR_BOOTSTRAP
 
 
@@ -106,7 +106,7 @@ def compare_cells(dir_a: Path, dir_b: Path, n_resamples: int = 10_000, seed: int
     for F1, McNemar's b and c count queries with F1 above :data:`GRADED_RIGHT`.
 
     Returns n, EM of each (fractions) with its 95% interval and Δ with its paired 95%
-    interval (the small-n rule of :mod:`madara_cli.stats`: Wilson and Newcombe's paired
+    interval (the small-n rule of :mod:`madara_cli.core.stats`: Wilson and Newcombe's paired
     score interval for EM, valid at any n), the discordant counts b (A right, B wrong) and c
     (A wrong, B right), McNemar p-values (exact binomial and χ² with continuity
     correction) and a seeded paired bootstrap of mean EM(A) − EM(B) with its 95% CI and

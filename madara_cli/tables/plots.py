@@ -3,7 +3,7 @@
 - ``em_by_strategy``: each model-task's score per strategy, n under each bar, whiskers
   the cell's 95% interval; under it, Δ = strategy − NF on the queries both answered
   with its paired 95% interval, ``*`` where that interval excludes 0. Both follow the
-  one small-n rule of :mod:`madara_cli.stats` (``mean_interval``, ``difference_interval``:
+  one small-n rule of :mod:`madara_cli.core.stats` (``mean_interval``, ``difference_interval``:
   Wilson and Newcombe's paired score interval for EM, as ``madara compare``), so a
   0/5 cell is drawn as [0, 43%], never as a certain 0.
 - ``cost_vs_em``: LLM calls per query (requests, cached or not, ÷ n: what the strategy
@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from madara_cli import paper as pv
-from madara_cli import stats
+from madara_cli.core import stats
 from madara_cli.tables.figure import (
     NO_MATPLOTLIB,
     Figure,
@@ -209,7 +209,7 @@ TITLE, LABEL, TICK, NOTE = 11, 9, 8, 8
 
 def draw_em_by_strategy(tasks: Sequence[ModelTask], metric: str = "em", forced=False):
     """Per model-task: score bars with each cell's 95% interval above, Δ vs NF with its
-    paired 95% interval below, on the same strategies (the rule of :mod:`madara_cli.stats`)."""
+    paired 95% interval below, on the same strategies (the rule of :mod:`madara_cli.core.stats`)."""
     plt = pyplot()
     widest = max(len(t.points) for t in tasks)
     cols = min(3, len(tasks))

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from madara_cli.metrics import metric_name
+from madara_cli.core.metrics import metric_name
 from madara_cli.results.long_format import LONG_COLUMNS, long_table
 from madara_cli.results.summary import write_summary
 from madara_cli.tables.builders import TABLES, resolve_table_name

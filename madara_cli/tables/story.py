@@ -4,7 +4,7 @@ A card holds, for one model × benchmark: the No-Filter EM (the NF cell's, and t
 probe's on its calibration queries), the RSC probe's ρ̂ values and class, the route
 with its reason (the router's own words, as the probe recorded them), and the routed
 treatment's EM beside NF with McNemar's exact test on the queries both cells answered
-(:func:`madara_cli.stats.mcnemar`). The report page puts the cards first, and
+(:func:`madara_cli.core.stats.mcnemar`). The report page puts the cards first, and
 ``madara report`` prints them as lines; nothing here runs or re-routes anything.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from madara_cli import paper as pv
-from madara_cli import stats
+from madara_cli.core import stats
 from madara_cli.results.outputs import ProbeRecord
 from madara_cli.tables.builders.common import madara_outcome
 from madara_cli.tables.compare import paired_outcomes

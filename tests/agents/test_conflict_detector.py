@@ -18,10 +18,10 @@ from madara_cli.agents.requests import ADJUSTMENT_TOKENS_PER_DOC, DETECTOR_PREFI
 from madara_cli.backends.cache import CachedLLM, ResponseCache
 from madara_cli.composition import compose, ensure_loaded
 from madara_cli.config.folders import shipped_prompt_set
+from madara_cli.core.errors import ConfigError
+from madara_cli.core.records import ChatRequest, Completion, Doc, Example
 from madara_cli.data.mini import generate
-from madara_cli.errors import ConfigError
-from madara_cli.records import ChatRequest, Completion, Doc, Example
-from madara_cli.strategies import STRATEGIES, StrategyContext
+from madara_cli.strategies import StrategyContext, strategy_fn
 from madara_cli.strategies.assessed import assess_cell
 from tests.fakes import FakeBackend
 
@@ -207,7 +207,7 @@ def test_every_assessing_strategy_asks_the_detector_once_per_query(llm, name):
     examples = generate(3)
     ctx = StrategyContext(llm=llm, cfg=compose([f"strategy={name}"]))
     with llm.fresh_accounting() as acc:
-        STRATEGIES.get(name)(ctx, examples)
+        strategy_fn(name)(ctx, examples)
     conflict = [k for k in acc.by_stage if k.endswith("-conflict")]
     assert len(conflict) == 1 and acc.by_stage[conflict[0]].requests == 3
     scoring = sum(v.requests for k, v in acc.by_stage.items() if k.startswith("score"))

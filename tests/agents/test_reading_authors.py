@@ -11,18 +11,18 @@ import math
 import numpy as np
 import pytest
 
-from madara_cli import metrics as M
 from madara_cli.agents.generator import clean_answer
 from madara_cli.agents.parsing import parse_score, parse_score_authors, reading_parsers
 from madara_cli.agents.prompts import AGENTS, CONFLICT
 from madara_cli.agents.requests import SCORE_STOP
 from madara_cli.backends.cache import CachedLLM, ResponseCache
 from madara_cli.composition import compose, ensure_loaded
-from madara_cli.composition.identify import identify, identify_probe
 from madara_cli.composition.plugins import load_plugins
+from madara_cli.config.identity import identify, identify_probe
+from madara_cli.core import metrics as M
+from madara_cli.core.errors import ConfigError
 from madara_cli.data.mini import generate
 from madara_cli.diagnose import perturb, rsc
-from madara_cli.errors import ConfigError
 from madara_cli.experiment.grid import cell_from_cfg
 from madara_cli.strategies import StrategyContext
 from madara_cli.strategies.assessed import assess_cell
@@ -79,7 +79,7 @@ def test_paper_reading_moves_no_key_and_authors_has_its_own():
 
 
 def test_probe_key_moves_only_off_the_paper_reading():
-    from madara_cli.composition.identify import identify_probe
+    from madara_cli.config.identity import identify_probe
 
     plain = identify_probe(compose([])).config_hash
     assert identify_probe(compose(["reading=paper"])).config_hash == plain
@@ -429,8 +429,8 @@ def test_the_presets_probe_reads_generated_rescores_as_their_parser_does(tmp_pat
     tracking model is quality-ordered and, over NF's floor, routes to ATF (sent with the
     stop string, every re-score read 0: ρ̂ [0, 0, 0], and SDA)."""
     from madara_cli.agents.parsing import parse_score_authors as theirs
+    from madara_cli.core.records import ChatRequest
     from madara_cli.diagnose import router
-    from madara_cli.records import ChatRequest
     from tests.fakes import FORCED_RESCORE_SYSTEM, scripted_probe, stopped
 
     record, _, _, backend, _, _ = scripted_probe(tmp_path, _tracking, 6, "reading=authors")
@@ -450,7 +450,7 @@ def _signature(request) -> int:
 
 
 def test_the_papers_probe_still_stops_its_rescore(tmp_path):
-    from madara_cli.records import ChatRequest
+    from madara_cli.core.records import ChatRequest
     from tests.fakes import FORCED_RESCORE_SYSTEM, scripted_probe
 
     _, _, _, backend, _, _ = scripted_probe(tmp_path, _tracking, 6)
@@ -460,7 +460,7 @@ def test_the_papers_probe_still_stops_its_rescore(tmp_path):
 
 def test_no_brace_is_restored_to_their_parser_when_no_stop_string_was_sent():
     from madara_cli.agents.parsing import read_reply
-    from madara_cli.records import Completion
+    from madara_cli.core.records import Completion
 
     open_object = Completion(text='{"score": 4, "reasoning": "fine"', finish_reason="stop")  # ended without its brace
     assert read_reply(open_object, "relevance", "generate", "authors", stop_sent=False)[0].value == 0.0  # as their code reads it
@@ -504,7 +504,7 @@ def test_field_steps_are_shuffled_contradicted_and_lent_as_they_are():
 
 def test_the_presets_rescore_shows_the_document_and_steps_as_their_code_does():
     from madara_cli.agents.prompts import RESCORE_BEGIN, RESCORE_END, forced_rescore_messages
-    from madara_cli.records import Doc
+    from madara_cli.core.records import Doc
 
     ex = generate(1)[0]
     doc = Doc(id="d", title="", text="x" * 2500)

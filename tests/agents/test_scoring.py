@@ -14,8 +14,8 @@ from madara_cli.agents.parsing import conflict_to_score, expected_score, parse_s
 from madara_cli.agents.polarization import assessment_report
 from madara_cli.agents.requests import DIGITS, LOGPROB_PREFIX, score_requests
 from madara_cli.config.folders import shipped_prompt_set
+from madara_cli.core.records import ChatRequest, Completion, Doc, Example, ScoreRequest
 from madara_cli.data.mini import generate
-from madara_cli.records import ChatRequest, Completion, Doc, Example, ScoreRequest
 
 SHIPPED = shipped_prompt_set()
 
@@ -311,7 +311,7 @@ def test_a_score_replys_logprobs_read_as_before_and_kept_by_exact_value():
 
     from madara_cli.agents import parsing
     from madara_cli.agents.parsing import DIGITS, expected_score, read_reply
-    from madara_cli.records import Completion
+    from madara_cli.core.records import Completion
 
     parsing._read_logprobs.cache_clear()
     for lp in ({"0": -2.0, "1": -0.5, "5": -1.25}, {"0": 0, "1": -3.0}, {"0": 0.0, "1": -3.0}, {"0": -0.0, "1": -3.0},

@@ -8,7 +8,7 @@ import sqlite3
 
 from madara_cli.backends.cache import ResponseCache
 from madara_cli.backends.shards import ShardedCache, checkpoint, merge_shards, shard_dir
-from madara_cli.records import Completion
+from madara_cli.core.records import Completion
 from tests.fakes import cli
 
 

@@ -12,10 +12,10 @@ import pytest
 from madara_cli.backends.cache import CachedLLM, ResponseCache
 from madara_cli.backends.chat import ChatSettings, ControlText, fold_system, safe_token_ids, strip_thinking
 from madara_cli.composition import compose, ensure_loaded
-from madara_cli.composition.identify import identify, identify_probe
+from madara_cli.config.identity import identify, identify_probe
+from madara_cli.core.records import ChatRequest, Completion, Message, ScoreRequest, messages
 from madara_cli.data.mini import generate
-from madara_cli.records import ChatRequest, Completion, Message, ScoreRequest, messages
-from madara_cli.strategies import STRATEGIES, StrategyContext
+from madara_cli.strategies import StrategyContext, strategy_fn
 from tests.fakes import FAKE_STRATEGIES, FAMILIES, GEMMA_LIKE, FakeBackend, cli, hf_tokenizer, hostile_messages
 
 ensure_loaded()  # every plug-in registered, as composition does first
@@ -124,7 +124,7 @@ def test_a_thinking_reply_scores_and_cleans_like_a_plain_one(tmp_path, name):
         llm.chat = lambda stage, reqs, asked=asked, chat=chat: asked.extend(reqs) or chat(stage, reqs)
         ctx = StrategyContext(llm=llm, cfg=compose([f"strategy={name}"]))
         with llm.fresh_accounting() as acc:
-            preds = STRATEGIES.get(ctx.strategy.name)(ctx, exs)
+            preds = strategy_fn(ctx.strategy.name)(ctx, exs)
         runs[backend.name] = ([(p.answer, p.doc_ids, p.extra) for p in preds], acc.to_dict(), len(asked))
         cache.close()
     (plain, plain_acc, _), (thought, acc, asked) = runs["fake"], runs["thinking"]
@@ -171,13 +171,13 @@ def every_request(tmp_path_factory) -> list[ChatRequest | ScoreRequest]:
     llm = CachedLLM(backend, ResponseCache(tmp_path_factory.mktemp("fam") / "c.sqlite"))
     exs = generate(3)
     for name in FAKE_STRATEGIES:
-        STRATEGIES.get(name)(StrategyContext(llm=llm, cfg=compose([f"strategy={name}"])), exs)
+        strategy_fn(name)(StrategyContext(llm=llm, cfg=compose([f"strategy={name}"])), exs)
     for extra in (["strategy=three_agent", "strategy.scoring=logprob"], ["strategy=madara"], ["strategy=madara", "rsc.rescoring=logprob"]):
         cfg = compose(extra)
         if extra[0] == "strategy=madara":
             run_probe(cfg, llm, n=2, examples=exs[:2], spec=identify_probe(cfg, 2))
         else:
-            STRATEGIES.get("three_agent")(StrategyContext(llm=llm, cfg=cfg), exs)
+            strategy_fn("three_agent")(StrategyContext(llm=llm, cfg=cfg), exs)
     backend.requests.append(rerank_request("who?", exs[0].docs[0]))
     kinds: dict[tuple, ChatRequest | ScoreRequest] = {}
     for r in backend.requests:

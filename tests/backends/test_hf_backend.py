@@ -24,7 +24,7 @@ pytest.importorskip("accelerate", reason="transformers' GGUF loader needs accele
 from madara_cli.backends import make_backend  # noqa: E402
 from madara_cli.backends.hf_engine import HFBackend, RowSampler, nucleus, random_model_like  # noqa: E402
 from madara_cli.composition import compose  # noqa: E402
-from madara_cli.records import ChatRequest, Message, ScoreRequest, messages  # noqa: E402
+from madara_cli.core.records import ChatRequest, Message, ScoreRequest, messages  # noqa: E402
 
 pytestmark = pytest.mark.llm  # reads the embedded model's GGUF
 

@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from madara_cli.backends import backend_fingerprint, backend_spec
+from madara_cli.backends import backend_fingerprint
 from madara_cli.composition import compose
-from madara_cli.composition.identify import identify, identify_probe
-from madara_cli.errors import BackendError
+from madara_cli.config.identity import identify, identify_probe
+from madara_cli.core.errors import BackendError
 from madara_cli.experiment.grid import cell_from_cfg
+from madara_cli.plugins.catalog import CATALOG
 from tests.fakes import cli, one_line_error
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,7 +42,7 @@ def hf(*extra: str):
 
 
 def test_the_backend_is_registered_with_its_schema_and_declarations():
-    spec = backend_spec("hf")
+    spec = CATALOG.get("backend", "hf")
     assert spec.package == "transformers"
     assert spec.model_settings == ("hf_source",)
     assert set(spec.runtime_only) == {"batch_size", "micro_batch", "device_map", "n_threads"}

@@ -23,8 +23,8 @@ import pytest
 from madara_cli.backends import make_backend
 from madara_cli.backends.openai_backend import EXPLICIT_SAMPLING, TOP_LOGPROBS, OpenAIBackend, match_candidates
 from madara_cli.composition import compose
-from madara_cli.errors import BackendError
-from madara_cli.records import ChatRequest, Message, ScoreRequest, messages, sampling_seed
+from madara_cli.core.errors import BackendError
+from madara_cli.core.records import ChatRequest, Message, ScoreRequest, messages, sampling_seed
 from tests.fakes import Script, chat_answer, free_port, posts, score_answer
 
 
@@ -244,7 +244,7 @@ def test_api_key_and_served_model_name_come_from_the_config(fake_server, monkeyp
 
 
 def test_unknown_tokenizer_choice_is_a_clear_error(fake_server):
-    from madara_cli.errors import ConfigError
+    from madara_cli.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="backend.tokenizer='spm' is not a valid choice; valid: null, gguf, hf"):
         compose(["backend=openai", f"backend.base_url={fake_server.base_url}", "backend.tokenizer=spm"])  # refused before any engine starts
@@ -465,7 +465,7 @@ def test_real_run_prints_no_engine_lines_and_a_server_gone_mid_run_says_resume(t
     import sqlite3
 
     from madara_cli.bench.served import llama_server as start
-    from madara_cli.errors import RESUME_HINT
+    from madara_cli.core.errors import RESUME_HINT
     from tests.fakes import cli, spawn
 
     gguf = _gguf_or_skip()

@@ -20,8 +20,8 @@ import pytest
 
 from madara_cli.backends.cache import CachedLLM, ResponseCache
 from madara_cli.backends.openai_backend import OpenAIBackend
-from madara_cli.errors import RESUME_HINT, BackendError
-from madara_cli.records import ChatRequest, Message, ScoreRequest, messages
+from madara_cli.core.errors import RESUME_HINT, BackendError
+from madara_cli.core.records import ChatRequest, Message, ScoreRequest, messages
 from tests.fakes import chat_answer, cli, free_port, one_line_error, posts, score_answer, scripted_server
 
 

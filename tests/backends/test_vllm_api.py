@@ -26,7 +26,7 @@ from vllm.outputs import CompletionOutput, RequestOutput  # noqa: E402
 
 from madara_cli.backends import vllm_backend  # noqa: E402
 from madara_cli.backends.vllm_backend import TOP_LOGPROBS, VLLMBackend  # noqa: E402
-from madara_cli.records import ChatRequest, Message, ScoreRequest, sampling_seed  # noqa: E402
+from madara_cli.core.records import ChatRequest, Message, ScoreRequest, sampling_seed  # noqa: E402
 
 try:
     from vllm.tokenizers.protocol import TokenizerLike  # vLLM >= 0.12

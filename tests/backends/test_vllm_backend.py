@@ -21,8 +21,8 @@ from madara_cli.backends import make_backend
 from madara_cli.backends.cache import CachedLLM, ResponseCache
 from madara_cli.backends.vllm_backend import TOP_LOGPROBS, VLLMBackend
 from madara_cli.composition import compose
-from madara_cli.errors import BackendError
-from madara_cli.records import ChatRequest, Message, ScoreRequest, messages, sampling_seed
+from madara_cli.core.errors import BackendError
+from madara_cli.core.records import ChatRequest, Message, ScoreRequest, messages, sampling_seed
 from tests.fakes import MARKER, FakeTokenizer, SamplingParams
 
 

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from madara_cli.bench import BenchOptions, physical_cores, run_bench, summary_rows
-from madara_cli.errors import ConfigError
+from madara_cli.core.errors import ConfigError
 
 
 @pytest.mark.llm  # the calls section plans the grid, which fingerprints the SmolLM2 GGUF file

@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 
 from madara_cli.composition import compose, load_plugins
 from madara_cli.config import load_grid
-from madara_cli.errors import ConfigError
+from madara_cli.core.errors import ConfigError
 from madara_cli.experiment.grid import grid_overrides
 
 fast = importlib.import_module("madara_cli.composition.compose")
@@ -160,7 +160,7 @@ def test_request_keys_are_what_they_were():
     """canonical() is built directly now (hashing a request was mostly dataclasses.asdict):
     the same dict as asdict gave, so no cache key moves."""
     from madara_cli.config.identity import digest, request_key
-    from madara_cli.records import ChatRequest, Message, ScoreRequest
+    from madara_cli.core.records import ChatRequest, Message, ScoreRequest
 
     msgs = (Message("system", "Be brief. ü"), Message("user", "Who founded Varn?"))
     for r, legacy in (
@@ -182,7 +182,7 @@ def test_a_score_requests_key_is_kept_by_value_and_a_chat_requests_never():
     hashed each time: 1 == 1.0 and 0.0 == -0.0 while their JSON, and so their keys, differ."""
     from madara_cli.config import identity
     from madara_cli.config.identity import digest, request_key
-    from madara_cli.records import ChatRequest, Message, ScoreRequest
+    from madara_cli.core.records import ChatRequest, Message, ScoreRequest
 
     def hashed(fp, r):
         return digest({"model": fp, "request": r.canonical()}, 64, ascii=False)

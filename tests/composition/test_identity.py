@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from madara_cli.composition import compose
-from madara_cli.composition.identify import identify, identify_probe
+from madara_cli.config.identity import identify, identify_probe
 from tests.conftest import ROOT
 from tests.fakes import cli
 
@@ -249,7 +249,7 @@ def test_an_included_plugin_is_keyed_by_its_source(tmp_path):
     (configs / "strategy").mkdir(parents=True)
     (configs / "strategy" / "first_doc.yaml").write_text("name: first_doc\n")
     code = ("from madara_cli.composition import add_include, compose\n"
-            "from madara_cli.composition.identify import identify\n"
+            "from madara_cli.config.identity import identify\n"
             f"add_include({str(inc)!r})\n"
             "print(identify(compose(['strategy=first_doc'])).key)")
     env = {**os.environ, "MADARA_CONFIG_DIR": str(configs)}
@@ -264,7 +264,7 @@ def test_an_included_plugin_is_keyed_by_its_source(tmp_path):
 
 SUMMARY_STRATEGY = '''
 from madara_cli.plugins import PromptFamily, register
-from madara_cli.records import ChatRequest, messages
+from madara_cli.core.records import ChatRequest, messages
 from madara_cli.strategies.context import StrategySpec, generate_answers
 
 # Its own prompt: a template, the fields it may use, and the words it ships with.

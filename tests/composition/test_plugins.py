@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from madara_cli.composition import compose
-from madara_cli.errors import ConfigError
+from madara_cli.core.errors import ConfigError
 from madara_cli.experiment.grid import cell_from_cfg
 from tests.conftest import ROOT
 from tests.fakes import cli
@@ -36,12 +36,16 @@ def one_line(code: int, err: str) -> str:
 @pytest.fixture
 def no_engine(monkeypatch):
     """Fail if anything builds an engine: the checks must come before."""
-    import madara_cli.backends as backends
+    from madara_cli.plugins.catalog import CATALOG
 
-    def refuse(name):
-        raise AssertionError(f"engine {name} was looked up before the config was checked")
+    real = CATALOG.get
 
-    monkeypatch.setattr(backends, "backend_spec", refuse)
+    def refuse(kind, name):
+        if kind == "backend":
+            raise AssertionError(f"engine {name} was looked up before the config was checked")
+        return real(kind, name)
+
+    monkeypatch.setattr(CATALOG, "get", refuse)
 
 
 @pytest.fixture
@@ -87,10 +91,10 @@ def test_settings_an_option_reads_still_compose():
 def test_shipped_keys_lay_over_the_old_flat_settings():
     """A backend or retriever node holds only its own settings, but what the keys
     cover is exactly what they covered when every node carried every setting."""
-    from madara_cli.config.identity import key_view
+    from madara_cli.config.keys import key_view
 
     assert key_view("backend", dict(compose([]).backend)) == {"name": "llamacpp", "n_ctx": None, "served_model_name": None, "tokenizer": None}
-    from madara_cli.config.identity import keyed
+    from madara_cli.config.keys import keyed
 
     # vLLM's later settings (tokenizer_mode, dtype) leave the key at their defaults
     assert keyed("backend", key_view("backend", dict(compose(["backend=vllm"]).backend))) == {
@@ -153,7 +157,7 @@ def _before(ident):
 
 @pytest.mark.parametrize("overrides, cell_key, probe_key", KEYS_BEFORE)
 def test_the_keys_of_before_are_still_known(overrides, cell_key, probe_key):
-    from madara_cli.composition.identify import identify, identify_probe
+    from madara_cli.config.identity import identify, identify_probe
 
     cfg = _composed(overrides)
     assert _before(identify(cfg)) == cell_key
@@ -163,7 +167,7 @@ def test_the_keys_of_before_are_still_known(overrides, cell_key, probe_key):
 @pytest.mark.llm  # the embedded model's GGUF is read: its digest keys the cells
 @pytest.mark.parametrize("overrides, cell_key, probe_key", KEYS_NOW)
 def test_shipped_cell_and_probe_keys_do_not_move(overrides, cell_key, probe_key):
-    from madara_cli.composition.identify import identify_probe
+    from madara_cli.config.identity import identify_probe
 
     cfg = _composed(overrides)
     assert cell_from_cfg(cfg).key == cell_key
@@ -194,7 +198,7 @@ STRATEGY_KEYS = [
 @pytest.mark.llm  # the embedded model's GGUF is read: its digest keys the cells
 @pytest.mark.parametrize("strategy, config_hash, before", STRATEGY_KEYS)
 def test_each_shipped_strategy_keeps_its_key(strategy, config_hash, before):
-    from madara_cli.composition.identify import identify, identify_probe
+    from madara_cli.config.identity import identify, identify_probe
 
     ident = identify(compose([f"strategy={strategy}"]))
     assert ident.key == f"smollm2-135m__mini__{strategy}__bm25s-k10__nall__s0__{config_hash}"
@@ -203,7 +207,7 @@ def test_each_shipped_strategy_keeps_its_key(strategy, config_hash, before):
 
 @pytest.mark.parametrize("strategy, config_hash, before", STRATEGY_KEYS)
 def test_each_shipped_strategy_is_found_under_its_key_of_before(strategy, config_hash, before):
-    from madara_cli.composition.identify import identify
+    from madara_cli.config.identity import identify
 
     assert _before(identify(compose([f"strategy={strategy}"]))) == f"smollm2-135m__mini__{strategy}__bm25s-k10__nall__s0__{before}"
 
@@ -233,18 +237,18 @@ def test_each_shipped_retriever_keeps_its_snapshot_key(retriever):
 def test_every_old_key_allowance_is_in_the_one_table():
     """The identity room's shim table names each allowance with what, since when and why;
     the constants it documents are the ones keys use."""
-    from madara_cli.config import identity
+    from madara_cli.config import keys
 
-    assert all(s.what and s.since and s.why for s in identity.SHIMS.values())
+    assert all(s.what and s.since and s.why for s in keys.SHIMS.values())
     for name in ("omit_at_old_value", "flat_plugin_defaults", "flat_strategy_defaults", "model_chat_defaults",
                  "paper_reading", "router_default", "isolation_probe_off", "pde_random_asks_no_agent", "content_keyed_inputs"):
-        assert name in identity.SHIMS
+        assert name in keys.SHIMS
     # no other module keeps an old-key constant of its own
     import pathlib
 
-    pkg = pathlib.Path(identity.__file__).parents[1]
+    pkg = pathlib.Path(keys.__file__).parents[1]
     for path in pkg.rglob("*.py"):
-        if path.name == "identity.py":
+        if path.name == "keys.py":
             continue
         text = path.read_text(encoding="utf-8")
         for const in ("KEY_OMITS_AT =", "FLAT_KEY_DEFAULTS =", "FLAT_STRATEGY_DEFAULTS: dict[", "MODEL_CHAT_DEFAULTS ="):
@@ -367,14 +371,15 @@ def test_madara_is_a_routed_strategy_spec():
     """Its spec says what it is (routed: the probe's route runs the cell), and no table
     filled from a higher floor stands between it and the pipeline."""
     from madara_cli.composition import ensure_loaded
-    from madara_cli.strategies import STRATEGIES
+    from madara_cli.plugins.catalog import CATALOG
+    from madara_cli.strategies import strategy_fn
 
     ensure_loaded()
-    spec = STRATEGIES.spec("madara")
+    spec = CATALOG.get("strategy", "madara")
     assert spec.run is None and spec.prepare is None and spec.routed and set(spec.key_groups) == {"rsc", "router"}
     assert spec.families() == ("assessors", "detector", "rescore")
-    with pytest.raises(KeyError, match="route"):
-        STRATEGIES.get("madara")
+    with pytest.raises(ConfigError, match="route"):
+        strategy_fn("madara")
 
 
 def test_a_strategy_outside_the_package_runs_under_its_own_label(monkeypatch, capsys, toy_configs, tmp_path):
@@ -408,7 +413,7 @@ def test_an_unknown_implementation_stops_at_compose(monkeypatch, capsys, tmp_pat
     (d / "pde_top3.yaml").write_text("name: pde_top3\ntop_k: 3\n")
     code, _, err = cli("--config-dir", str(d.parent), "run", "strategy=pde_top3", "limit=1", f"results_dir={tmp_path}", monkeypatch=monkeypatch, capsys=capsys)
     line = one_line(code, err)
-    assert "strategy pde_top3: unknown implementation 'pde_top3'" in line and "pde, pde_random" in line
+    assert "unknown strategy 'pde_top3'; valid: " in line and "pde, pde_random" in line
 
 
 def test_impl_names_the_code_and_is_elided_where_it_is_the_label(monkeypatch, tmp_path):
@@ -468,7 +473,7 @@ EP_MODULE = '''
 def test_entry_points_register_strategies_and_backends(monkeypatch, tmp_path):
     from madara_cli.composition.plugins import load_entry_points
     from madara_cli.config.plugin_schemas import schema_for
-    from madara_cli.strategies import STRATEGIES
+    from madara_cli.plugins.catalog import CATALOG
 
     site = tmp_path / "site"
     info = site / "madara_epdemo-0.1.dist-info"
@@ -478,7 +483,7 @@ def test_entry_points_register_strategies_and_backends(monkeypatch, tmp_path):
     (site / "madara_epdemo_mod.py").write_text(textwrap.dedent(EP_MODULE))
     monkeypatch.syspath_prepend(str(site))
     load_entry_points()
-    assert "ep_last_doc" in STRATEGIES and schema_for("strategy", "ep_last_doc").__name__ == "LastDocConfig"
+    assert CATALOG.find("strategy", "ep_last_doc") is not None and schema_for("strategy", "ep_last_doc").__name__ == "LastDocConfig"
 
     d = tmp_path / "configs" / "strategy"
     d.mkdir(parents=True)
@@ -549,7 +554,7 @@ def test_a_config_yaml_of_before_gives_the_summary_columns_of_before():
     config.yaml; summary.csv (written by madara tables) reads its columns from it."""
     from omegaconf import OmegaConf
 
-    from madara_cli.config.identity import flat_settings
+    from madara_cli.config.keys import flat_settings
 
     cfg = OmegaConf.to_container(compose(["strategy=nf", "limit=2"]))
     cfg["backend"] = {"name": "llamacpp", "batch_size": 16, "n_threads": None, "n_ctx": None, "tensor_parallel_size": 1,
@@ -563,7 +568,7 @@ def test_a_config_yaml_of_before_gives_the_summary_columns_of_before():
 def test_a_label_over_a_named_schema_runs_that_implementation(monkeypatch, tmp_path):
     """A yaml listing ``pde_schema`` under another name (the old way to vary PDE) runs
     pde, as its key says, instead of failing at run time on an unknown strategy."""
-    from madara_cli.config.folders import strategy_impl
+    from madara_cli.config.keys import strategy_impl
 
     d = tmp_path / "configs" / "strategy"
     d.mkdir(parents=True)
@@ -620,7 +625,7 @@ BENCHMARK_KEYS = [
 
 @pytest.mark.parametrize("benchmark, config_hash", BENCHMARK_KEYS)
 def test_each_shipped_benchmark_keeps_its_key(benchmark, config_hash):
-    from madara_cli.composition.identify import identify
+    from madara_cli.config.identity import identify
 
     ident = identify(compose([f"benchmark={benchmark}", "model=qwen2.5-7b", "backend=vllm"]))
     assert ident.key == f"qwen2.5-7b__{benchmark}__nf__bm25s-k10__nall__s0__{config_hash}" and not ident.legacy
@@ -630,3 +635,29 @@ def test_every_shipped_benchmark_has_a_golden_key():
     from madara_cli.config import options
 
     assert sorted(b for b, _ in BENCHMARK_KEYS) == options("benchmark")
+
+
+@pytest.mark.parametrize("kind, rel, text, overrides", [
+    ("backend", "backend/mine.yaml", "name: nosuch\n", ["backend=mine"]),
+    ("retriever", "retriever/mine.yaml", "name: nosuch\nk: 2\n", ["retriever=mine"]),
+    ("strategy", "strategy/mine.yaml", "name: mine\nimpl: nosuch\n", ["strategy=mine"]),
+    ("loader", None, None, ["benchmark.loader=nosuch"]),
+])
+def test_an_unknown_name_of_every_kind_is_the_same_one_line(tmp_path, monkeypatch, capsys, kind, rel, text, overrides):
+    """One registry, one lookup, one error: whatever the kind, an unknown implementation
+    is the catalog's line, before anything loads."""
+    from madara_cli.plugins.catalog import CATALOG
+
+    args = ["run", *overrides, "--cfg", "job"]
+    if rel is not None:
+        (tmp_path / "c" / rel).parent.mkdir(parents=True)
+        (tmp_path / "c" / rel).write_text(text)
+        args = ["--config-dir", str(tmp_path / "c"), *args]
+    code, out, err = cli(*args, monkeypatch=monkeypatch, capsys=capsys)
+    line = one_line(code, err)
+    valid = ", ".join(CATALOG.names(kind))
+    assert line == (f"error: unknown {kind} 'nosuch'; valid: {valid} (one of your own registers from an --include file or a "
+                    f"'madara.{kind}s' entry point)")
+    with pytest.raises(ConfigError) as e:
+        CATALOG.get(kind, "nosuch")
+    assert f"error: {e.value}" == line

@@ -6,7 +6,7 @@ import pytest
 
 from madara_cli.composition import compose
 from madara_cli.config import GROUPS, load_grid, options
-from madara_cli.errors import ConfigError
+from madara_cli.core.errors import ConfigError
 from madara_cli.experiment.grid import cell_from_cfg, grid_overrides
 
 
@@ -180,7 +180,7 @@ def test_each_strategy_schema_is_what_its_code_reads(monkeypatch, tmp_path, name
     from madara_cli.backends.cache import CachedLLM, ResponseCache
     from madara_cli.config import strategy_settings
     from madara_cli.data.mini import generate
-    from madara_cli.strategies import STRATEGIES, StrategyContext, cross_encoder
+    from madara_cli.strategies import StrategyContext, cross_encoder, strategy_fn
     from tests.fakes import FakeBackend
 
     reads: set[str] = set()
@@ -208,5 +208,5 @@ def test_each_strategy_schema_is_what_its_code_reads(monkeypatch, tmp_path, name
     llm = CachedLLM(FakeBackend(), ResponseCache(tmp_path / "c.sqlite"))
     for extra in ([], ["strategy.vote=score"]) if name == "pde_random" else ([],):
         ctx = StrategyContext(llm=llm, cfg=compose([f"strategy={name}", *extra]))
-        STRATEGIES.get(name)(ctx, generate(4))
+        strategy_fn(name)(ctx, generate(4))
     assert reads - {"name"} == set(strategy_settings(name)) - {"name"}

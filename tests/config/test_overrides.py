@@ -8,7 +8,7 @@ import pytest
 
 from madara_cli.composition import compose
 from madara_cli.config.overrides import Override, last_value, malformed, parse_overrides
-from madara_cli.errors import ConfigError
+from madara_cli.core.errors import ConfigError
 
 
 def test_key_value_and_prefix_are_split_at_the_first_equals_sign():

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from madara_cli.agents import digest
 from madara_cli.agents.generator import generation_request
 from madara_cli.agents.prompts import AGENTS, RESCORE_BEGIN, assessor_messages, detector_messages, forced_rescore_messages, judge_messages
 from madara_cli.composition import compose
+from madara_cli.config import identity as digest
 from madara_cli.config.folders import config_dir, prompt_set, shipped_prompt_set
 from madara_cli.config.prompt_sets import Template, TemplateError
-from madara_cli.errors import ConfigError
-from madara_cli.records import ChatRequest, Doc, Example
+from madara_cli.core.errors import ConfigError
+from madara_cli.core.records import ChatRequest, Doc, Example
 from madara_cli.retrievers.rerank import QWEN3_PREFIX, rerank_request
 from tests.conftest import ROOT
 from tests.fakes import cli, only_cell

@@ -12,7 +12,7 @@ import pytest
 from omegaconf import MISSING, OmegaConf
 
 from madara_cli.config import options
-from madara_cli.config.identity import to_plain
+from madara_cli.config.keys import to_plain
 
 
 def _theirs(cfg):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from madara_cli import stats
+from madara_cli.core import stats
 
 
 def _em_pairs(n: int, seed: int, pa: float = 0.55, pb: float = 0.45):

@@ -43,7 +43,7 @@ def test_settings_that_change_numbers_change_the_key():
 
 
 def test_a_new_metric_version_moves_every_cell_key(monkeypatch):
-    from madara_cli import metrics
+    from madara_cli.core import metrics
 
     before = _key("strategy=nf")
     monkeypatch.setattr(metrics, "METRIC_VERSION", metrics.METRIC_VERSION + 1)
@@ -108,7 +108,7 @@ class GoldEchoBackend(FakeBackend):
         return "gold-echo"
 
     def chat(self, requests):
-        from madara_cli.records import Completion
+        from madara_cli.core.records import Completion
 
         dress = (lambda a: a, lambda a: f'Answer: "{a}".', lambda a: f"The {a}", lambda a: a.upper(), lambda a: f"{a}.",
                  lambda a: f"({a})", lambda a: a.replace(".", "").replace(",", ""), lambda a: "Nothing",
@@ -123,7 +123,7 @@ class GoldEchoBackend(FakeBackend):
 
 
 def _squad(text: str) -> str:
-    # SQuAD normalisation written out here, apart from madara_cli.metrics.
+    # SQuAD normalisation written out here, apart from madara_cli.core.metrics.
     import re
     import string
 
@@ -137,8 +137,8 @@ def _lower_whitespace(text: str) -> str:
 
 def test_every_per_sample_em_is_the_squad_match_and_em_strict_the_literal_one(shared_data, tmp_path):
     from madara_cli.agents.generator import clean_answer
+    from madara_cli.core.metrics import tidy_answer
     from madara_cli.data.splits import load_all_examples
-    from madara_cli.metrics import tidy_answer
 
     path = shared_data / "conflicts" / "conflictqa_popqa_llama2-7b_saber_shared.jsonl"
     cfg = compose(["benchmark=conflictqa", f"benchmark.path={path}", "strategy=nf", f"results_dir={tmp_path}"])

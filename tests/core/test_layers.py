@@ -208,6 +208,26 @@ def test_no_import_points_up(graph):
     assert not bad, "imports that point up the order of madara_cli/layers.py:\n" + "\n".join(bad)
 
 
+def room_of(module: str, layers=LAYERS, package: str = PACKAGE) -> str | None:
+    """The entry of ``layers`` that places ``module`` (a room: a top-level module or package)."""
+    rel = module[len(package) + 1 :]
+    names = [e for layer in layers for e in layer if rel == e or rel.startswith(e + ".")]
+    return max(names, key=len) if names else None
+
+
+def test_rooms_of_one_layer_do_not_import_each_other(graph):
+    """A layer is a floor: its rooms import only the layers below (and themselves), so the
+    house is as tall as the order is long."""
+    bad = []
+    for src in sorted(graph):
+        for dst in sorted(graph[src]):
+            a, b = room_of(src), room_of(dst)
+            if a and b and a != b and layer_of(src) == layer_of(dst):
+                bad.append(f"{src} ({a}) imports {dst} ({b}), a room of its own layer")
+    assert not bad, "\n".join(bad)
+    assert len(LAYERS) <= 11, f"{len(LAYERS)} floors; the house aims at 11 or fewer"
+
+
 def test_no_import_circle():
     graph = import_graph(dynamic=False)
     found = circles(graph, known=KNOWN)

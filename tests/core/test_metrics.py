@@ -5,7 +5,7 @@ import string
 import pytest
 
 from madara_cli.agents.generator import clean_answer, fever_label
-from madara_cli.metrics import METRICS, aggregate, contains_match, exact_match, metric_name, normalize, score, tidy_answer, token_f1
+from madara_cli.core.metrics import METRICS, aggregate, contains_match, exact_match, metric_name, normalize, score, tidy_answer, token_f1
 
 
 def test_normalisation_follows_squad_and_paper():

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 import madara_cli.api as m
-from madara_cli.errors import ConfigError
+from madara_cli.core.errors import ConfigError
 from tests.fakes import cli
 from tests.results_fixtures import demo_like_results
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from madara_cli import stats
+from madara_cli.core import stats
 
 # --- McNemar -------------------------------------------------------------------------------------
 

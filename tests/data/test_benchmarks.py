@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from madara_cli.composition import compose
+from madara_cli.core.errors import DataError
+from madara_cli.core.records import Example
 from madara_cli.data import sources
 from madara_cli.data.splits import load_all_examples, load_benchmark, split
-from madara_cli.errors import DataError
-from madara_cli.records import Example
 from tests.conftest import ROOT
 from tests.fakes import cli
 
@@ -281,7 +281,7 @@ def _offline_env(tmp_path: Path) -> dict[str, str]:
 def test_offline_mode_fails_fast_through_datasets(tmp_path):
     """HF_HUB_OFFLINE=1 skips the probe; datasets itself must then fail at once."""
     code = (
-        "from madara_cli.composition import compose\nfrom madara_cli.errors import DataError\nfrom madara_cli.data.splits import load_benchmark\n"
+        "from madara_cli.composition import compose\nfrom madara_cli.core.errors import DataError\nfrom madara_cli.data.splits import load_benchmark\n"
         "from madara_cli.composition.plugins import load_plugins\nload_plugins()\n"
         "try:\n    load_benchmark(compose(['benchmark=triviaqa']).benchmark, seed=0)\nexcept DataError as e:\n    print(e)\n"
     )

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from madara_cli.composition import compose
+from madara_cli.core.errors import ConfigError, DataError
+from madara_cli.core.records import Doc
 from madara_cli.data.splits import load_all_examples
-from madara_cli.errors import ConfigError, DataError
-from madara_cli.records import Doc
 from tests.fakes import cli, fresh_catalog
 
 ROWS = [
@@ -123,7 +123,7 @@ def install_fake(site: Path, dist: str, entry: str, module: str, source: str) ->
 TOY_LOADER = '''
 from madara_cli.data.loaders import LoaderSpec
 from madara_cli.plugins import register
-from madara_cli.records import Doc, Example
+from madara_cli.core.records import Doc, Example
 
 
 def load_toy(cfg):
@@ -184,10 +184,10 @@ def test_a_broken_or_missing_plugin_is_one_line_naming_its_entry_point(tmp_path,
 
 
 def test_an_unknown_loader_lists_the_known_ones_at_compose_time():
-    with pytest.raises(DataError) as e:
+    with pytest.raises(ConfigError) as e:
         compose(["benchmark=mini", "benchmark.loader=nosuch"])  # before any data or model loads
     msg = str(e.value)
-    assert msg.startswith("unknown benchmark loader 'nosuch'; valid: ") and "jsonl" in msg and "musique" in msg and "--include" in msg
+    assert msg.startswith("unknown loader 'nosuch'; valid: ") and "jsonl" in msg and "musique" in msg and "--include" in msg
 
 
 # ---------------------------------------------------------------------------

@@ -14,13 +14,13 @@ from scipy import stats as sps
 from madara_cli import paper as pv
 from madara_cli.audit.policies import compare_policies, mean_gaps
 from madara_cli.composition import compose
-from madara_cli.composition.identify import identify_probe
+from madara_cli.config.identity import identify_probe
+from madara_cli.core.records import ChatRequest, Completion, ScoreRequest
 from madara_cli.diagnose import router
 from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.grid import cell_from_cfg
 from madara_cli.experiment.runner import run_cell
 from madara_cli.experiment.walk import ensure_probe
-from madara_cli.records import ChatRequest, Completion, ScoreRequest
 from tests.fakes import cli
 
 QO = (0.76, 0.43, 0.08)  # quality-ordered, strongly coupled: the scoring arm is ATF
@@ -262,7 +262,7 @@ def test_isolation_policy_on_a_probe_without_it_is_one_line(tmp_path):
     pool = EnginePool(factory=lambda c: backend)
     _, path, _ = ensure_probe(cfg, pool, 6)
     cell = compose([*overrides, "router.policy=isolation", "strategy=madara", f"strategy.probe={path}", "limit=2", "strategy.scoring=logprob"])
-    from madara_cli.errors import ConfigError
+    from madara_cli.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="rsc.isolation_probe=true"):
         run_cell(cell, pool)

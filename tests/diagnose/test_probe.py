@@ -10,11 +10,11 @@ from dataclasses import replace
 import pytest
 
 from madara_cli.composition import compose
-from madara_cli.composition.identify import identify_probe
+from madara_cli.config.identity import identify_probe
+from madara_cli.core.records import ChatRequest, Completion, ScoreRequest
 from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.runner import run_cell
 from madara_cli.experiment.walk import ensure_probe
-from madara_cli.records import ChatRequest, Completion, ScoreRequest
 from tests.fakes import FORCED_RESCORE_SYSTEM, ScriptedBackend, cli, document_signature, scripted_probe
 
 PROBE_FIELDS = {
@@ -135,7 +135,7 @@ def test_forced_rescore_carries_the_chain_in_the_user_turn_and_no_prefix(tmp_pat
 def test_forced_rescore_cuts_the_document_to_2000_characters():
     from madara_cli.agents.prompts import RESCORE_DOC_CHARS
     from madara_cli.agents.requests import forced_rescore_request
-    from madara_cli.records import Doc, Example
+    from madara_cli.core.records import Doc, Example
 
     doc = Doc("long", "x" * 5000, "Title")
     example = Example("q", "Where?", ("Varn",), (doc,))
@@ -205,7 +205,7 @@ def test_probe_key_ignores_strategy_and_limit():
 
 
 def test_the_probe_spec_is_derived_once_per_probe(tmp_path, monkeypatch):
-    from madara_cli.composition import identify
+    from madara_cli.config import identity as identify
 
     calls = []
     original = identify.probe_identity
@@ -249,7 +249,7 @@ def test_probe_cli_on_cpu_then_madara_reuses_it(tmp_path):
     ],
 )
 def test_bad_rescore_or_candidates_choice_is_one_clear_line(override, needle):
-    from madara_cli.errors import ConfigError
+    from madara_cli.core.errors import ConfigError
 
     with pytest.raises(ConfigError) as err:
         compose([override])

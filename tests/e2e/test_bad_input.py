@@ -22,10 +22,10 @@ import pytest
 
 from madara_cli.backends.cache import CachedLLM, ResponseCache
 from madara_cli.composition import compose
-from madara_cli.errors import CacheError, ConfigError, DataError
+from madara_cli.core.errors import CacheError, ConfigError, DataError
+from madara_cli.core.records import ChatRequest, Completion, Message
 from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.runner import run_cell
-from madara_cli.records import ChatRequest, Completion, Message
 from tests.conftest import ROOT
 from tests.fakes import FakeBackend, cli, musique_row, one_line_error, spawn
 
@@ -308,12 +308,13 @@ def test_a_hostile_corpus_line_is_one_line(tmp_path, case):
 def test_a_lone_surrogate_from_any_loader_is_one_line(monkeypatch):
     """The hub or a plug-in loader may hand over text that is not Unicode: refused when
     the examples are loaded, not in the question hash mid-run."""
+    from madara_cli.core.records import Doc, Example
     from madara_cli.data import splits
-    from madara_cli.records import Doc, Example
+    from madara_cli.data.loaders import LoaderSpec
 
     for ex in (Example(id="q1", question="Where is the tower\ud800?", answers=("a",)),
                Example(id="q1", question="Where?", answers=("a",), docs=(Doc(id="d", text="Paris \udfff"),))):
-        monkeypatch.setattr(splits, "find_loader", lambda name, ex=ex: lambda cfg: [ex])
+        monkeypatch.setattr(splits.CATALOG, "get", lambda kind, name, ex=ex: LoaderSpec(name=name, load=lambda cfg: [ex]))
         with pytest.raises(DataError, match="example 'q1' holds a lone surrogate"):
             splits.load_all_examples(compose(["benchmark=mini"]).benchmark)
 
@@ -392,8 +393,8 @@ class _Truncating(FakeBackend):
 
 
 def test_document_longer_than_the_context_is_counted_and_warned(tmp_path, capsys):
+    from madara_cli.core.records import Doc
     from madara_cli.data.mini import generate
-    from madara_cli.records import Doc
 
     exs = generate(3)
     long_doc = Doc(id="huge", text="word " * 50_000)
@@ -588,8 +589,8 @@ def test_duplicate_corpus_ids_stop_the_index_build(monkeypatch, capsys, tmp_path
 
 
 def test_finished_cell_survives_a_failed_forced_rerun(tmp_path):
+    from madara_cli.core.errors import BackendError
     from madara_cli.data.mini import generate
-    from madara_cli.errors import BackendError
 
     class Dying(FakeBackend):
         def chat(self, requests):

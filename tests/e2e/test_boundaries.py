@@ -19,10 +19,10 @@ import pytest
 
 from madara_cli.backends.cache import ResponseCache, _cache_error
 from madara_cli.composition import compose
-from madara_cli.errors import CacheError, ConfigError, DataError
+from madara_cli.core.errors import CacheError, ConfigError, DataError
+from madara_cli.core.records import Completion
 from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.runner import run_cell
-from madara_cli.records import Completion
 from tests.fakes import FakeBackend, cli, one_line_error
 
 # Every case here is reported before a model could load (or runs the fake engine).
@@ -86,8 +86,8 @@ def test_the_name_bound_keeps_the_longest_file_name_under_255_bytes(tmp_path):
     name at the bound and every count at its maximum it still fits, and it is created."""
     from madara_cli.config.identity import Cell
     from madara_cli.config.validate import MAX_K, MAX_LIMIT, MAX_SEED
+    from madara_cli.core.paths import NAME_MAX_BYTES
     from madara_cli.experiment.grid import cell_from_cfg
-    from madara_cli.paths import NAME_MAX_BYTES
 
     n = "x" * NAME_MAX_BYTES
     cfg = compose(["strategy=nf", f"grid_name={n}", f"model.name={n}", f"benchmark.name={n}", f"strategy.name={n}",
@@ -140,7 +140,7 @@ def test_config_dir_names_cannot_climb_out(monkeypatch, capsys, tmp_path):
 
 def test_paths_built_from_names_are_checked_before_a_write(tmp_path):
     from madara_cli.config.identity import Cell
-    from madara_cli.paths import inside
+    from madara_cli.core.paths import inside
 
     assert inside(tmp_path, tmp_path / "g" / "k") == tmp_path / "g" / "k"
     with pytest.raises(PermissionError, match="outside the results folder"):
@@ -403,7 +403,7 @@ def test_a_large_snapshot_holds_each_passage_text_once(tmp_path):
     """madara plan on 50,000 queries held a copy of a passage per query that retrieved it
     (docs/benchmarks.md): a load shares one copy among the lines, and an index's corpus
     file reads a passage once."""
-    from madara_cli.records import Doc, Example
+    from madara_cli.core.records import Doc, Example
     from madara_cli.retrievers.saved_index import build_index, iter_corpus
     from madara_cli.retrievers.snapshots import Snapshot
 
@@ -430,8 +430,8 @@ def test_a_snapshot_checked_once_is_checked_again_after_any_edit(tmp_path, monke
     even one that keeps the size and puts the mtime back, is checked and refused."""
     import time
 
-    from madara_cli.errors import SnapshotError
-    from madara_cli.records import Doc, Example
+    from madara_cli.core.errors import SnapshotError
+    from madara_cli.core.records import Doc, Example
     from madara_cli.retrievers import snapshots
 
     monkeypatch.setattr(snapshots, "_RACY_NS", 0)  # here: kept at once (the guard is 2 s)
@@ -575,7 +575,7 @@ def test_full_disk_while_writing_a_cell_names_it_and_leaves_no_partial_copy(tmp_
 
 def test_no_space_line_from_the_entry_point(monkeypatch, capsys):
     from madara_cli import cli as entry
-    from madara_cli.paths import writing
+    from madara_cli.core.paths import writing
 
     @entry.app.command("fill-disk", hidden=True)
     def fill_disk():

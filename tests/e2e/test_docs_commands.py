@@ -32,10 +32,11 @@ def fenced(text: str, after: str, lang: str) -> str:
 @pytest.fixture
 def fake_engine(monkeypatch):
     """Every backend builds the deterministic fake engine (a CLI run loads no model)."""
-    import madara_cli.backends as backends
+    from madara_cli.plugins.catalog import CATALOG
 
-    real = backends.backend_spec
-    monkeypatch.setattr(backends, "backend_spec", lambda name: dataclasses.replace(real(name), build=lambda cfg: FakeBackend()))
+    real = CATALOG.get
+    monkeypatch.setattr(CATALOG, "get", lambda kind, name: dataclasses.replace(real(kind, name), build=lambda cfg: FakeBackend())
+                        if kind == "backend" else real(kind, name))
 
 
 def test_the_mlflow_snippet_reads_the_runs_madara_logs(tmp_path, monkeypatch, capsys, fake_engine):

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from madara_cli.credentials import key_env_problem, redact, resolver_problem, without_userinfo
-from madara_cli.errors import ConfigError
+from madara_cli.core.credentials import key_env_problem, redact, resolver_problem, without_userinfo
+from madara_cli.core.errors import ConfigError
 from tests.conftest import ROOT
 from tests.fakes import chat_answer, cli, free_port
 
@@ -72,7 +72,7 @@ def test_a_results_folder_made_with_a_password_and_a_secret_holds_neither(tmp_pa
             "limit=2", f"results_dir={results}", *extra, env=env, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     # used for the requests: the server was asked with the key the user named
-    for method, path, headers, body in fake_server.requests:
+    for _, _, headers, _ in fake_server.requests:
         seen_auth.append(headers.get("Authorization", ""))
     assert seen_auth and all(a for a in seen_auth), seen_auth
     assert any(a == f"Bearer {TOKEN}" or a == "Basic " + base64.b64encode(f"alice:{PASSWORD}".encode()).decode() for a in seen_auth)
@@ -85,8 +85,8 @@ def test_a_results_folder_made_with_a_password_and_a_secret_holds_neither(tmp_pa
 
 def test_error_lines_never_print_a_urls_password(tmp_path, fake_server, monkeypatch):
     from madara_cli.backends.openai_backend import OpenAIBackend
-    from madara_cli.errors import BackendError
-    from madara_cli.records import ChatRequest, messages
+    from madara_cli.core.errors import BackendError
+    from madara_cli.core.records import ChatRequest, messages
 
     class Words:
         def render(self, msgs):

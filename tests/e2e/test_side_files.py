@@ -1,6 +1,6 @@
 """Hostile inputs, round three: the files madara reads back on a rerun, from a cache,
 a shared results folder or a ``--config-dir``. Each is read through one guarded reader
-(:mod:`madara_cli.sidefiles`): a cut or newer-format cache row is a counted miss that
+(:mod:`madara_cli.core.sidefiles`): a cut or newer-format cache row is a counted miss that
 is recomputed, a cut index meta or memo is named in one line (or rebuilt), a cell's
 ``config.yaml`` is plain data, a plug-in's exception of any kind is one line; a
 ``--config-dir`` is parsed only where a command selects it, regular files only, no
@@ -25,10 +25,10 @@ import pytest
 from madara_cli.backends.cache import CachedLLM, ResponseCache, _decode
 from madara_cli.backends.shards import ShardedCache, merge_shards, shard_dir
 from madara_cli.composition import compose
-from madara_cli.errors import DataError
+from madara_cli.core.errors import DataError
+from madara_cli.core.records import ChatRequest, Completion, Message
 from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.runner import run_cell
-from madara_cli.records import ChatRequest, Completion, Message
 from tests.fakes import FakeBackend, cli, one_line_error, spawn
 
 
@@ -193,8 +193,8 @@ def test_a_same_size_edit_with_its_mtime_put_back_is_hashed_again(tmp_path, monk
     the old hash, so the old snapshot, even under force=true. Now the stamp holds the
     inode and ctime too, which no user call can put back (in the process and on disk)."""
     from madara_cli.config import identity
+    from madara_cli.core.sidefiles import file_stamp
     from madara_cli.retrievers.saved_index import corpus_sha256
-    from madara_cli.sidefiles import file_stamp
 
     monkeypatch.setenv("MADARA_CACHE", str(tmp_path / "memo"))
     monkeypatch.setattr(identity, "DISK_MEMO_BYTES", 0)
@@ -394,7 +394,7 @@ def test_sigterm_turned_into_another_error_by_a_library_still_says_terminated():
 
 
 def test_the_guarded_reader_names_the_file_and_never_blocks(tmp_path):
-    from madara_cli.sidefiles import read_json, read_yaml_data
+    from madara_cli.core.sidefiles import read_json, read_yaml_data
 
     fifo = tmp_path / "x.json"
     os.mkfifo(fifo)

@@ -33,7 +33,7 @@ def composes(monkeypatch):
 @pytest.fixture
 def keys(monkeypatch):
     """How many times a cell's identity is derived (composition.identify's one rule call)."""
-    from madara_cli.composition import identify
+    from madara_cli.config import identity as identify
 
     count = [0]
     real = identify.cell_identity

@@ -154,7 +154,7 @@ def test_a_grid_planned_in_several_processes_is_the_plan_of_one(tmp_path, monkey
 def test_a_cell_that_fails_in_a_walker_fails_the_plan_as_in_one_process(tmp_path, monkeypatch):
     """A walker that cannot compose or walk a cell leaves it to this process, which raises
     the error in grid order, as a plan in one process does."""
-    from madara_cli.errors import ConfigError, DataError
+    from madara_cli.core.errors import ConfigError, DataError
     from madara_cli.experiment import plan as plan_module
     from madara_cli.experiment.grid import grid_cells
 

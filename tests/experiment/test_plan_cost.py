@@ -12,10 +12,10 @@ import pytest
 
 from madara_cli.backends.cache import ResponseCache
 from madara_cli.composition import compose
+from madara_cli.core.records import Completion
 from madara_cli.experiment import engine_time
 from madara_cli.experiment.engine_time import Rates, fit_rates
 from madara_cli.experiment.plan import plan_grid
-from madara_cli.records import Completion
 from tests.fakes import cli
 
 # A served engine whose fingerprint needs no model file: the hub id and revision.

@@ -56,7 +56,7 @@ def test_the_import_check_catches_each_form(tmp_path):
 
 
 def test_a_madara_cell_derives_its_probe_spec_once(tmp_path, monkeypatch):
-    from madara_cli.composition import identify
+    from madara_cli.config import identity as identify
 
     calls = []
     original = identify.probe_identity

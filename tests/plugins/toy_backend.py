@@ -8,9 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from madara_cli.backends.base import BackendSpec, register_backend
+from madara_cli.backends.base import BackendSpec
 from madara_cli.config.schema import BackendConfig
-from madara_cli.records import ChatRequest, Completion, ScoreRequest
+from madara_cli.core.records import ChatRequest, Completion, ScoreRequest
+from madara_cli.plugins import register
 
 BUILT: list[str] = []  # the replies of every engine built (the test reads it in process)
 
@@ -50,7 +51,7 @@ def _build(cfg) -> ToyBackend:
     return ToyBackend(str(cfg.backend.reply), int(cfg.backend.batch_size))
 
 
-SPEC = register_backend(BackendSpec(
+SPEC = register(BackendSpec(
     name="toy", schema=ToyConfig, build=_build, fingerprint=lambda cfg: f"toy:{cfg.backend.reply}",
     runtime_only=("batch_size", "pause_s"), package=None,
 ))

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from madara_cli.composition import compose
-from madara_cli.errors import DegradedCell
+from madara_cli.core.errors import DegradedCell
 from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.grid import cell_from_cfg
 from madara_cli.experiment.runner import run_cell
@@ -103,7 +103,7 @@ def test_health_settings_move_no_key():
 @pytest.mark.parametrize("override, needle", [("health.on_degraded=publish", "valid: warn, fail"),
                                               ("health.max_imputed=1.5", "expected a number in [0, 1]")])
 def test_a_bad_health_setting_fails_at_compose(override, needle):
-    from madara_cli.errors import ConfigError
+    from madara_cli.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match=needle.replace("[", r"\[").replace("]", r"\]")):
         compose([override])

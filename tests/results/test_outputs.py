@@ -206,11 +206,11 @@ def test_launcher_sweep_folder_is_under_the_results_folder(tmp_path):
 
 
 def test_progress_logs_lines_on_a_non_terminal(caplog):
-    from madara_cli.progress import StageProgress
+    from madara_cli.core.progress import StageProgress
 
     p = StageProgress(log_lines=True)
     p.label = "[1/1] m/b/nf"
-    with caplog.at_level(logging.INFO, logger="madara_cli.progress"):
+    with caplog.at_level(logging.INFO, logger="madara_cli.core.progress"):
         with p:
             for done in range(0, 21):
                 p._log(p.label + " generate", done, 20, now=float(done))
@@ -226,8 +226,8 @@ def test_warm_cache_is_read_offline_without_variables(monkeypatch):
     cache) before failing; the libraries' offline flags are restored afterwards."""
     import datasets.config as dcfg
 
+    from madara_cli.core.errors import DataError
     from madara_cli.data import sources
-    from madara_cli.errors import DataError
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
@@ -321,7 +321,7 @@ def test_verbose_shows_info_lines(results_dir, capsys):
 
     from rich.console import Console
 
-    from madara_cli import logs
+    from madara_cli.core import logs
 
     buf = io.StringIO()
     monkey_saved = logs._CONFIGURED
@@ -396,7 +396,7 @@ def test_versions_are_those_of_the_modules_that_ran(monkeypatch):
 
 
 def test_a_sweep_outside_run_m_is_one_line_with_the_hint():
-    from madara_cli.errors import ConfigError
+    from madara_cli.core.errors import ConfigError
 
     with pytest.raises(ConfigError) as e:
         compose(["seed=0,1"])

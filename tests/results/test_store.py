@@ -12,7 +12,7 @@ import pytest
 
 from madara_cli.composition import compose
 from madara_cli.config.identity import Cell
-from madara_cli.errors import RecordError
+from madara_cli.core.errors import RecordError
 from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.runner import run_cell
 from madara_cli.results import record_files, stored, summary

@@ -18,10 +18,10 @@ import pytest
 
 from madara_cli.backends.cache import CachedLLM, ResponseCache
 from madara_cli.composition import compose
+from madara_cli.core.records import ChatRequest, Completion, Message, ScoreRequest
 from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.grid import expand_sweep
 from madara_cli.experiment.runner import run_cell
-from madara_cli.records import ChatRequest, Completion, Message, ScoreRequest
 from madara_cli.results import record_files, summary
 from tests.conftest import ROOT
 from tests.fakes import FakeBackend
@@ -197,7 +197,7 @@ def test_llamacpp_reports_each_completion_through_the_cache(tmp_path):
 
 
 def test_log_lines_on_a_non_terminal_are_never_wrapped():
-    code = ("import logging; from madara_cli.logs import setup_logging; setup_logging(1); "
+    code = ("import logging; from madara_cli.core.logs import setup_logging; setup_logging(1); "
             "logging.getLogger('madara_cli.x').info('start ' + 'x' * 300 + ' done in 16s')")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                          env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "80"}, timeout=60)
@@ -206,8 +206,8 @@ def test_log_lines_on_a_non_terminal_are_never_wrapped():
 
 
 def test_a_grid_logs_cells_done_and_an_eta(caplog):
+    from madara_cli.core.progress import StageProgress
     from madara_cli.experiment.runner import _run_each
-    from madara_cli.progress import StageProgress
 
     p = StageProgress(log_lines=True)
     cfgs = [compose([f"seed={i}"]) for i in range(3)]
@@ -215,7 +215,7 @@ def test_a_grid_logs_cells_done_and_an_eta(caplog):
     class Done:
         skipped = False
 
-    with caplog.at_level(logging.INFO, logger="madara_cli.progress"), p:
+    with caplog.at_level(logging.INFO, logger="madara_cli.core.progress"), p:
         _run_each(cfgs, lambda cfg, pool: Done(), lambda c: f"cell {c.seed}", p, keep_going=False)
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("grid:")]
     assert lines[0] == "grid: 0/3 cells" and lines[1].startswith("grid: 1/3 cells, ETA ") and lines[-1] == "grid: 3/3 cells, done"
@@ -251,7 +251,7 @@ def test_summary_rates_are_percent_with_a_wilson_interval(results_dir):
     summary.write_summary(results_dir)
     row = pd.read_csv(results_dir / "summary.csv").iloc[0]
     assert "em" not in row.index and row["em_pct"] == pytest.approx(100 * cell.record.em)
-    from madara_cli import stats
+    from madara_cli.core import stats
 
     lo, hi = stats.proportion_interval(round(cell.record.em * 2), 2)
     assert (row["em_ci95_low_pct"], row["em_ci95_high_pct"]) == pytest.approx((100 * lo, 100 * hi)) and hi - lo > 0.5

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from madara_cli.composition import compose
-from madara_cli.errors import ConfigError
+from madara_cli.core.errors import ConfigError
 from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.grid import cell_from_cfg
 from madara_cli.experiment.runner import run_cell
@@ -147,7 +147,7 @@ def test_a_missing_tracker_is_one_line(tmp_path):
         pytest.skip("mlflow is installed")
     res = cli("run", "--cfg", "job", "logger=mlflow", timeout=120)
     assert res.returncode == 0  # composing is fine; the tracker is needed only once a cell finishes
-    from madara_cli.errors import TrackingError
+    from madara_cli.core.errors import TrackingError
     from madara_cli.results.tracking import tracker
 
     with pytest.raises(TrackingError, match=r"pip install 'madara\[tracking\]'"):

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from madara_cli.composition import compose
+from madara_cli.core.errors import DataError
 from madara_cli.data.splits import load_all_examples
-from madara_cli.errors import DataError
 from madara_cli.retrievers import saved_index as index_mod
 from madara_cli.retrievers.rerank import QWEN3_PREFIX, relevance
 from madara_cli.retrievers.retrieval import retrieve
@@ -383,6 +383,6 @@ def test_rerank_with_the_embedded_model(shared_data, tmp_path):
 
 def _payload(cfg):
     """What a cell's hash covers."""
-    from madara_cli.composition.identify import identify
+    from madara_cli.config.identity import identify
 
     return identify(cfg).payload

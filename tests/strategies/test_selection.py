@@ -265,7 +265,7 @@ def test_main_rag_nan_scores_are_dropped():
 
 
 def test_main_rag_judge_score_is_yes_minus_no():
-    from madara_cli.records import Completion
+    from madara_cli.core.records import Completion
     from madara_cli.strategies.main_rag import LOGPROB_FLOOR, judge_score
 
     assert judge_score(Completion(text="", logprobs={"Yes": -0.1, "No": -2.4})) == pytest.approx(2.3)

@@ -13,12 +13,12 @@ from madara_cli.backends.base import Backend
 from madara_cli.backends.cache import CachedLLM, ResponseCache
 from madara_cli.composition import compose, ensure_loaded
 from madara_cli.config import strategy_settings
+from madara_cli.core.errors import BackendError
+from madara_cli.core.records import ChatRequest
 from madara_cli.data.mini import generate
-from madara_cli.errors import BackendError
 from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.runner import run_cell
-from madara_cli.records import ChatRequest
-from madara_cli.strategies import STRATEGIES, StrategyContext
+from madara_cli.strategies import StrategyContext, strategy_fn
 from tests.fakes import FAKE_STRATEGIES, FakeBackend
 
 ensure_loaded()  # every plug-in registered, as composition does first
@@ -42,7 +42,7 @@ def _ctx(llm: CachedLLM, name: str, *extra: str) -> StrategyContext:
 def _run(llm: CachedLLM, name: str, examples, *extra: str):
     ctx = _ctx(llm, name, *extra)
     with llm.fresh_accounting() as acc:
-        preds = STRATEGIES.get(ctx.strategy.name)(ctx, examples)
+        preds = strategy_fn(ctx.strategy.name)(ctx, examples)
     return preds, ctx, acc
 
 
@@ -184,7 +184,7 @@ def test_pde_votes_are_score_weighted(llm, examples):
     for p in preds:
         votes = p.extra["votes"]
         assert votes, p
-        from madara_cli.metrics import normalize
+        from madara_cli.core.metrics import normalize
 
         assert normalize(p.answer) in votes
         assert votes[normalize(p.answer)] == pytest.approx(max(votes.values()))

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from madara_cli import stats
+from madara_cli.core import stats
 from madara_cli.results import record_files
 from madara_cli.tables.figure import write_figure2
 from madara_cli.tables.plots import model_tasks, pareto_front, write_plots

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from madara_cli.composition import compose
-from madara_cli.errors import BackendError
+from madara_cli.core.errors import BackendError
 from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.runner import run_cell
 from madara_cli.tables import compare_cells, format_comparison

@@ -16,10 +16,8 @@ from typing import ClassVar
 
 from omegaconf import DictConfig
 
-from madara_cli.errors import DataError
-from madara_cli.plugins.catalog import CATALOG
+from madara_cli.core.records import Example
 from madara_cli.plugins.shape import Spec
-from madara_cli.records import Example
 
 Loader = Callable[[DictConfig], list[Example]]
 
@@ -32,14 +30,3 @@ class LoaderSpec(Spec):
     kind: ClassVar[str] = "loader"
 
     load: Loader
-
-
-def find_loader(name: str) -> Loader:
-    """The loader registered as ``name``; an unknown name is one line listing the known ones."""
-    spec = CATALOG.find("loader", name)
-    if spec is None:
-        raise DataError(
-            f"unknown benchmark loader '{name}'; valid: {', '.join(CATALOG.names('loader'))} "
-            "(a loader of your own registers a LoaderSpec from an --include file or a 'madara.loaders' entry point)"
-        )
-    return spec.load  # type: ignore[attr-defined]

@@ -26,11 +26,11 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from madara_cli.core.errors import DataError
+from madara_cli.core.records import Doc, Example
 from madara_cli.data.loaders import LoaderSpec
 from madara_cli.data.sources import read_rows
-from madara_cli.errors import DataError
 from madara_cli.plugins import register
-from madara_cli.records import Doc, Example
 
 
 def aliases(*values: Any) -> tuple[str, ...]:
@@ -144,7 +144,7 @@ def _conflictqa_answers(ground_truth: Any) -> tuple[str, ...]:
 
 
 def _mentions(text: str, answers: Iterable[str]) -> bool:
-    from madara_cli.metrics import normalize
+    from madara_cli.core.metrics import normalize
 
     t = f" {normalize(text)} "
     return any(n and f" {n} " in t for n in (normalize(a) for a in answers))
@@ -443,7 +443,11 @@ def load_asqa(cfg: DictConfig) -> list[Example]:
     return examples
 
 
-SPECS = [register(LoaderSpec(name=name, load=load, description=text)) for name, load, text in (
+def _mini_key(benchmark: DictConfig) -> str:
+    return f"mini:n{benchmark.n_questions}"  # the generator's size names its rows
+
+
+SPECS = [register(LoaderSpec(name=name, load=load, description=text, key=_mini_key if name == "mini" else None)) for name, load, text in (
     ("mini", load_mini, "the offline mini benchmark madara generates itself (no download)"),
     ("conflicts", load_conflicts, "CONFLICTS (Cattan et al. 2025): 458 queries with conflicting search results"),
     ("conflictqa", load_conflictqa, "ConflictQA (Xie et al. 2023): entity-substituted evidence"),

@@ -18,7 +18,7 @@ A row::
 Other fields are ignored. Each row is checked as it is read: a line that is not JSON,
 a row without ``question`` or ``answers``, or a field of the wrong type stops the load
 in one line naming the file and the line (so does nesting too deep, an integer too
-long, or an escape that is not Unicode text: :mod:`madara_cli.jsonl`). The file is read line by line with
+long, or an escape that is not Unicode text: :mod:`madara_cli.core.sidefiles`). The file is read line by line with
 :mod:`json` (not through ``datasets``, whose column typing would reject ``answers``
 that are a string on one row and a list on the next).
 """
@@ -30,12 +30,12 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from madara_cli.core.errors import DataError
+from madara_cli.core.paths import not_utf8
+from madara_cli.core.records import Doc, Example
+from madara_cli.core.sidefiles import ENCODING, parse_line
 from madara_cli.data.loaders import LoaderSpec
-from madara_cli.data.sources import not_utf8
-from madara_cli.errors import DataError
-from madara_cli.jsonl import ENCODING, parse_line
 from madara_cli.plugins import register
-from madara_cli.records import Doc, Example
 
 ROW_SHAPE = 'question, answers (a string or a list of strings), optional id and documents (strings or {"title", "text"})'
 

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from madara_cli import paper as pv
-from madara_cli import stats
+from madara_cli.core import stats
 from madara_cli.results.outputs import _num
 from madara_cli.tables.compare import paired_outcomes
 from madara_cli.tables.lookup import SPARSE, Results, StoredCell

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from madara_cli import paper as pv
-from madara_cli import stats
+from madara_cli.core import stats
 from madara_cli.tables.builders.common import benchmark_label, model_label, percent, strategy_label, table_pairs
 from madara_cli.tables.compare import paired_outcomes
 from madara_cli.tables.declare import Built, table

@@ -6,7 +6,7 @@ from __future__ import annotations
 from functools import partial
 
 from madara_cli import paper as pv
-from madara_cli import stats
+from madara_cli.core import stats
 from madara_cli.tables.builders.common import (
     benchmark_label,
     holm_stars,

@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from madara_cli.core.errors import DataError
+
 # The one naming rule, for every name that becomes a folder, a file or a tracking tag
 # (benchmark, model, strategy and retriever labels, grid, prompt set, run names): ASCII
 # letters, digits, '-', '_' and '.', not starting with '.' (hidden names are the store's
@@ -109,3 +111,11 @@ def cache_root() -> Path:
     """madara's per-machine cache (compiled wheels, model folders made from GGUF files,
     file digests): ``$MADARA_CACHE``, else ``~/.cache/madara``."""
     return Path(os.environ.get("MADARA_CACHE") or Path.home() / ".cache" / "madara")
+
+
+def not_utf8(path: str | Path, what: str = "file") -> DataError | None:
+    """The one-line error for a text file that is not UTF-8, or None when it is."""
+    where = utf8_error(path)
+    if where is None:
+        return None
+    return DataError(f"{path}: {what} is not UTF-8 text: {where}; save it as UTF-8 (e.g. iconv -f latin1 -t utf-8)")

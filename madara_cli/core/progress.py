@@ -2,7 +2,7 @@
 
 On a terminal: one rich bar per stage, and for a grid one for its cells. On a
 non-terminal (CI logs, SLURM logs, ``make demo | tee``): log lines
-(``madara_cli.progress`` at INFO) for each stage's start, every tenth of it or 30
+(``madara_cli.core.progress`` at INFO) for each stage's start, every tenth of it or 30
 seconds, and its end, and one per cell of a grid with the ETA of the rest. The count
 moves per finished completion (llama.cpp, OpenAI-compatible servers) or per batch (vLLM).
 """
@@ -15,7 +15,7 @@ import time
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-log = logging.getLogger("madara_cli.progress")
+log = logging.getLogger("madara_cli.core.progress")
 
 LOG_EVERY_S = 30.0
 LOG_EVERY_FRACTION = 0.1

@@ -6,7 +6,7 @@ one escape for stored text shown on a terminal.
 Such a file may have been cut by a killed writer, written by a newer madara, copied
 from someone else's results folder, or be no file at all (a FIFO named ``x.yaml``
 blocks a plain ``open`` forever). Every reader here takes only a regular file, reads
-it as UTF-8, parses JSON with the guards of :mod:`madara_cli.jsonl` and YAML as plain
+it as UTF-8, parses JSON with the guards of :func:`parse_line` and YAML as plain
 data (no tags, no aliases: a nine-line alias bomb expands to billions of nodes), and
 turns whatever is wrong into ONE error naming the file and what is wrong. A memo that
 cannot be read is not an error: it is rebuilt.
@@ -29,8 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from madara_cli.errors import DataError
-from madara_cli.jsonl import encodes, too_long_integer
+from madara_cli.core.errors import DataError
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +41,73 @@ def file_stamp(path: str | Path) -> Stamp:
     content for any memo of it (see the module docstring)."""
     st = os.stat(path)
     return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+# --------------------------------------------------------------------------- #
+# One line of a user's JSON Lines file (benchmark=jsonl, corpora, the hub readers' pre-check,
+# snapshots' meta). A user's file may hold what json refuses in ways that are not
+# JSONDecodeError: nesting deeper than the recursion limit, an integer of more than 4,300
+# digits, or a lone surrogate escape ("\ud800", which decodes to a string that no longer
+# encodes as UTF-8). parse_line turns each into one DataError naming the file and line;
+# a byte-order mark at the start of a file is accepted (ENCODING).
+
+ENCODING = "utf-8-sig"  # UTF-8, with an optional byte-order mark at the start (dropped)
+
+def parse_line(line: str, path: str | Path, line_no: int) -> Any:
+    """The JSON value of one line, or one DataError naming ``path`` and ``line_no``."""
+
+    def bad(what: str) -> DataError:
+        return DataError(f"{path}:{line_no}: {what}")
+
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise bad(f"not valid JSON ({e.msg} at column {e.colno})") from None
+    except RecursionError:
+        raise bad("not readable JSON: nested too deeply") from None
+    except ValueError as e:  # int digits over sys.get_int_max_str_digits()
+        raise bad(f"not readable JSON: {too_long_integer(e)}") from None
+    if _SURROGATE_ESCAPE.search(line) and not encodes(value):
+        raise bad("holds a \\ud800-\\udfff escape that is not half of a surrogate pair: not Unicode text (it cannot be written as UTF-8)")
+    return value
+
+
+def too_long_integer(e: ValueError) -> str:
+    """The one-line reason for the ValueError of an integer over Python's digit limit."""
+    import sys
+
+    if "digits" in str(e):
+        return f"an integer of more than {sys.get_int_max_str_digits():,} digits (the most Python reads as a number)"
+    return " ".join(str(e).split())[:160]
+
+
+def encodes(value: Any) -> bool:
+    """Whether every string in ``value`` encodes as UTF-8 (walked without recursion:
+    a value nested as deep as :mod:`json` allows must not raise here)."""
+    todo = [value]
+    while todo:
+        v = todo.pop()
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                return False
+        elif isinstance(v, dict):
+            todo.extend(v.keys())
+            todo.extend(v.values())
+        elif isinstance(v, list):
+            todo.extend(v)
+    return True
+
+
+def text_problem(text: str) -> str | None:
+    """Why ``text`` (a YAML or template file's contents, a name) cannot be used as UTF-8
+    text, or None."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return f"character {e.start} is a lone surrogate ({text[e.start]!a}), not Unicode text"
+    return None
 
 
 # --------------------------------------------------------------------------- #
@@ -102,7 +168,7 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 def json_problem(text: str) -> tuple[Any, str | None]:
     """(value, None) for JSON text, or (None, why it is not readable JSON): the guards
-    of :func:`madara_cli.jsonl.parse_line` (syntax, nesting past the recursion limit,
+    of :func:`madara_cli.core.sidefiles.parse_line` (syntax, nesting past the recursion limit,
     an integer over Python's digit limit, a lone surrogate escape)."""
     try:
         value = json.loads(text)
@@ -286,6 +352,6 @@ def json_printable(text: str) -> str:
 
 
 __all__ = [
-    "Stamp", "file_stamp", "json_printable", "json_problem", "printable", "read_bytes", "read_json", "read_memo", "read_text",
+    "ENCODING", "Stamp", "encodes", "file_stamp", "parse_line", "text_problem", "too_long_integer", "json_printable", "json_problem", "printable", "read_bytes", "read_json", "read_memo", "read_text",
     "read_yaml_data", "stamp_memo", "write_memo", "yaml_problem",
 ]

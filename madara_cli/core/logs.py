@@ -1,7 +1,7 @@
 """Logging: ``-v``/``--verbose`` turns on rich-formatted log lines on stderr.
 
 Without ``-v`` only warnings are shown; on a terminal the progress bars carry the
-run, on a non-terminal (CI, SLURM logs, ``| tee``) :mod:`madara_cli.progress` writes
+run, on a non-terminal (CI, SLURM logs, ``| tee``) :mod:`madara_cli.core.progress` writes
 one INFO line per stage step, so those are shown at the default level too.
 """
 
@@ -31,19 +31,19 @@ class _PlainHandler(logging.StreamHandler):
 
 class _Printable(logging.Formatter):
     """A log line with every control character shown as an escape (newlines kept): a
-    message may quote a file madara did not write (:func:`madara_cli.sidefiles.printable`),
-    and no URL's password (:func:`madara_cli.credentials.redact`)."""
+    message may quote a file madara did not write (:func:`madara_cli.core.sidefiles.printable`),
+    and no URL's password (:func:`madara_cli.core.credentials.redact`)."""
 
     def format(self, record: logging.LogRecord) -> str:
-        from madara_cli.credentials import redact
-        from madara_cli.sidefiles import printable
+        from madara_cli.core.credentials import redact
+        from madara_cli.core.sidefiles import printable
 
         return printable(redact(super().format(record)), keep_newlines=True)
 
 
 def setup_logging(verbose: int = 0, console: Console | None = None) -> None:
     """Configure the ``madara_cli`` loggers once: WARNING, or INFO with ``-v``, DEBUG with ``-vv``.
-    ``madara_cli.progress`` always logs at INFO (it is the run's heartbeat on a non-terminal)."""
+    ``madara_cli.core.progress`` always logs at INFO (it is the run's heartbeat on a non-terminal)."""
     global _CONFIGURED
     level = logging.DEBUG if verbose >= 2 else logging.INFO if verbose == 1 else logging.WARNING
     roots = [logging.getLogger(name) for name in LOGGERS]
@@ -65,4 +65,4 @@ def setup_logging(verbose: int = 0, console: Console | None = None) -> None:
         _CONFIGURED = True
     for root in roots:
         root.setLevel(level)
-    logging.getLogger("madara_cli.progress").setLevel(min(level, logging.INFO))
+    logging.getLogger("madara_cli.core.progress").setLevel(min(level, logging.INFO))
