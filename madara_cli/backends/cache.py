@@ -355,12 +355,27 @@ class CachedLLM:
     def logprobs(self, stage: str, requests: Sequence[ScoreRequest]) -> list[Completion]:
         return self._run(stage, "score", requests, self.backend.next_token_logprobs)
 
+    def _legacy_rows(self, fp: str, kind: str, keys: list[str], requests: Sequence[R], results: dict[str, Completion]) -> None:
+        """What ``results`` lacks, from rows written under the engine's fingerprint of
+        before (``legacy_fingerprint``: a GGUF entered it by name, the
+        cache_gguf_by_content shim), copied under today's key so it is found directly next time."""
+        legacy = getattr(self.backend, "legacy_fingerprint", None)
+        if not legacy or legacy == fp or len(results) == len(set(keys)):
+            return
+        old = {request_key(legacy, r): k for k, r in zip(keys, requests) if k not in results}
+        found = self.cache.get_many(list(old))
+        if found:
+            moved = [(old[o], c) for o, c in found.items()]
+            self.cache.put_many(fp, kind, moved)
+            results.update(moved)
+
     def _run(self, stage: str, kind: str, requests: Sequence[R], call: Callable[[Sequence[R]], list[Completion]]) -> list[Completion]:
         stats = self.accounting.stage(stage)
         fp = self.backend.fingerprint
         keys = [request_key(fp, r) for r in requests]
         unreadable = getattr(self.cache, "unreadable", 0)
         results: dict[str, Completion] = self.cache.get_many(list(dict.fromkeys(keys)))
+        self._legacy_rows(fp, kind, keys, requests, results)
         stats.cache_unreadable += getattr(self.cache, "unreadable", 0) - unreadable
         stats.requests += len(requests)
         stats.cache_hits += sum(1 for k in keys if k in results)

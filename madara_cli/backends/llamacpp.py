@@ -27,7 +27,7 @@ from omegaconf import DictConfig
 from madara_cli.backends.base import Backend, BackendSpec, OnDone, installed_version
 from madara_cli.backends.chat import ChatSettings, ControlText, safe_token_ids
 from madara_cli.backends.truncate import fit_messages
-from madara_cli.backends.weights import file_fingerprint, resolve_gguf
+from madara_cli.backends.weights import file_fingerprint, named_fingerprint, resolve_gguf
 from madara_cli.config.schema import BackendConfig
 from madara_cli.core.errors import BackendError
 from madara_cli.core.records import ChatRequest, Completion, Message, ScoreRequest
@@ -130,6 +130,7 @@ class LlamaCppBackend:
         self._llama_cpp = llama_cpp
         path = resolve_gguf(gguf)
         self._fingerprint = file_fingerprint(path)
+        self._path = path
         self._batch_size = batch_size
         self.n_ctx = n_ctx
         self.chat_settings = chat or ChatSettings()
@@ -157,6 +158,11 @@ class LlamaCppBackend:
         """The GGUF file's hash (weights and quantisation), the context size (truncation)
         and the llama.cpp binding's release (kernels and sampling can change outputs)."""
         return engine_fingerprint(self._fingerprint, self.n_ctx, getattr(self._llama_cpp, "__version__", "unknown"), self.chat_settings)
+
+    @property
+    def legacy_fingerprint(self) -> str:
+        """Where the response cache looks for what it lacks (the cache_gguf_by_content shim)."""
+        return named_fingerprint(self.fingerprint, self._path)
 
     @property
     def batch_size(self) -> int:

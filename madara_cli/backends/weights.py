@@ -45,8 +45,15 @@ def resolve_gguf(spec: str) -> Path:
 
 
 def file_fingerprint(path: Path) -> str:
-    """The weights file by its content (:func:`madara_cli.config.identity.file_digest`)."""
-    return f"gguf:{path.name}:{file_digest(path)[:16]}"
+    """The weights file by its content alone (:func:`madara_cli.config.identity.file_digest`):
+    a renamed or moved copy is the same engine, its cached calls are reused."""
+    return f"gguf:sha256:{file_digest(path)[:16]}"
+
+
+def named_fingerprint(fingerprint: str, path: Path) -> str:
+    """``fingerprint`` as it was when the weights entered it by name and content (the
+    cache_gguf_by_content shim: rows written then are found under it)."""
+    return fingerprint.replace(file_fingerprint(path), f"gguf:{path.name}:{file_digest(path)[:16]}")
 
 
 

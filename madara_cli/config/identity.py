@@ -66,7 +66,12 @@ def digest(payload: Any, length: int = 8, *, ascii: bool = True) -> str:
     """The one hash every key ends with: sha256 of ``payload`` as canonical JSON (sorted
     keys), cut to ``length`` hex digits. ``ascii=False`` writes non-ASCII text as itself
     (the form snapshot names, prompt digests and cache keys were first made with)."""
-    text = json.dumps(payload, sort_keys=True, ensure_ascii=ascii)
+    return text_digest(json.dumps(payload, sort_keys=True, ensure_ascii=ascii), length)
+
+
+def text_digest(text: str, length: int = 64) -> str:
+    """sha256 of ``text`` (UTF-8), cut to ``length`` hex digits: :func:`digest`'s hash, for
+    a key whose text is already made (a snapshot's question line, its ledger)."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:length]
 
 
@@ -186,6 +191,9 @@ def input_digest(value: Any, kind: str) -> Any:
                 body = None
             if body is not None:
                 return f"index:{digest(body, 16)}"
+        commits = sorted(path.glob("segments_*")) if kind == "index" else []
+        if commits:  # a Lucene index: its commit point and segment infos name every segment by id and checksum
+            return f"lucene:{digest([[f.name, file_digest(f)] for f in (*commits, *sorted(path.glob('*.si')))], 16)}"
         return f"sha256:{folder_digest(path)[:16]}"
     if kind == "index" and "/" not in text and not text.startswith("."):
         return text  # a prebuilt index's name (pyserini's wikipedia-dpr-100w)

@@ -129,6 +129,11 @@ SHIMS: dict[str, Shim] = {
         "pinned probe, an --include plug-in) makes it run anew, said in one line",
         "inputs keyed by content (benchmark.path, corpus, index, GGUF, model folders, plug-in sources)",
         "every cell of a model read from a GGUF would run again although nothing it read changed"),
+    "cache_gguf_by_content": Shim(
+        "a response-cache row written while a GGUF entered engine fingerprints by its file name and digest is found "
+        "under that fingerprint and copied under today's (the digest alone)",
+        "the response cache keyed by a GGUF's content, not its name",
+        "every cached call of a llama.cpp engine would be paid again"),
     "pde_random_asks_no_agent": Shim(
         "PDE-Random's key holds no detector settings, templates or score readings",
         "the Conflict Detector settings and templates in madara keys",

@@ -42,7 +42,6 @@ meta file, not in it: the snapshot's file name (its key digest) and every cell k
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import itertools
 import json
 import os
@@ -50,7 +49,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from madara_cli.config.identity import snapshot_name
+from madara_cli.config.identity import digest, snapshot_name, text_digest
 from madara_cli.core.errors import SnapshotError
 from madara_cli.core.paths import inside, writing
 from madara_cli.core.records import Doc, Example
@@ -58,13 +57,13 @@ from madara_cli.core.records import Doc, Example
 
 def question_hash(ex: Example) -> str:
     payload = json.dumps({"q": ex.question, "query": ex.meta.get("query"), "pool": [d.id for d in ex.docs or ()]}, ensure_ascii=False)
-    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+    return text_digest(payload, 16)
 
 
 def content_hash(row: dict[str, Any]) -> str:
     """sha256 of a line's content, ``h`` itself left out."""
     body = {k: row.get(k) for k in ("id", "q", "docs", "info")}
-    return hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+    return digest(body, 64, ascii=False)
 
 
 def _doc_to_json(d: Doc) -> dict[str, Any]:
@@ -318,4 +317,4 @@ class Snapshot:
 
 def _chain(previous: str, h: str) -> str:
     """The ledger's running hash: every line's ``h`` in file order."""
-    return hashlib.sha256(f"{previous}{h}".encode()).hexdigest()
+    return text_digest(f"{previous}{h}")

