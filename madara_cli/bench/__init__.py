@@ -94,9 +94,9 @@ def _cfg(opts: BenchOptions, *extra: str):
 def _examples(cfg, n: int):
     from omegaconf import OmegaConf
 
-    from madara_cli.experiment.examples import cell_examples
+    from madara_cli.experiment.walk import prepare_cell
 
-    return cell_examples(OmegaConf.merge(cfg, {"limit": n}), None).examples
+    return prepare_cell(OmegaConf.merge(cfg, {"limit": n}), None, force=True).examples  # type: ignore[union-attr]
 
 
 # --------------------------------------------------------------------------- #

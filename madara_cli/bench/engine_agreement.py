@@ -16,9 +16,9 @@ def stage_requests(cfg, n_questions: int, mode: str, temperature: float | None =
     from omegaconf import OmegaConf
 
     from madara_cli.agents.requests import score_requests
-    from madara_cli.experiment.examples import cell_examples
+    from madara_cli.experiment.walk import prepare_cell
 
-    exs = cell_examples(OmegaConf.merge(cfg, {"limit": n_questions}), None).examples
+    exs = prepare_cell(OmegaConf.merge(cfg, {"limit": n_questions}), None, force=True).examples  # type: ignore[union-attr]
     temp = float(cfg.model.temperature) if temperature is None else temperature
     kw = dict(cot=False, mode=mode, max_tokens=int(cfg.generation.score_max_tokens), temperature=temp, seed=int(cfg.seed))
     return exs, [r for ex in exs for r in score_requests(ex, **kw)]

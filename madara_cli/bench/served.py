@@ -99,14 +99,14 @@ def bench_openai_pool(cfg, scratch: Path, n_scores: int, n_threads: int | None, 
     from madara_cli.agents.requests import score_requests
     from madara_cli.backends.openai_backend import openai_backend
     from madara_cli.backends.weights import resolve_gguf
-    from madara_cli.experiment.examples import cell_examples
+    from madara_cli.experiment.walk import prepare_cell
 
     missing = missing_server_modules()
     if missing:
         return {"skipped": f"llama.cpp's server is not installed ({', '.join(missing)}): pip install 'llama-cpp-python[server]' (make setup)"}
     if not cfg.model.get("gguf"):
         return {"skipped": f"model {cfg.model.name} has no model.gguf for llama.cpp's server to serve"}
-    exs = cell_examples(OmegaConf.merge(cfg, {"limit": 1}), None).examples
+    exs = prepare_cell(OmegaConf.merge(cfg, {"limit": 1}), None, force=True).examples  # type: ignore[union-attr]
     kw = dict(cot=False, mode="logprob", max_tokens=1, temperature=0.0, seed=int(cfg.seed))
     scores = [r for ex in exs for r in score_requests(ex, **kw)][:n_scores]
     with llama_server(resolve_gguf(str(cfg.model.gguf)), scratch / "llama-server.log", n_threads=n_threads) as (base_url, _):

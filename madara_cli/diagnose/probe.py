@@ -56,7 +56,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -112,7 +112,7 @@ def run_probe(
     cfg: DictConfig, llm: CachedLLM, n: int | None = None, examples: Sequence[Example] | None = None, *, spec: ProbeIdentity
 ) -> ProbeRecord:
     """NF + RSC on the calibration split ``examples`` (retrieved: the first ``n`` queries
-    of the seeded order, :func:`madara_cli.experiment.examples.cell_examples` with
+    of the seeded order, :func:`madara_cli.experiment.examples.prepare_probe` with
     ``split="calibration"``); returns the probe record, without provenance. Its
     ``accounting`` counts this probe's calls alone, even when the engine is shared.
     ``spec``: the probe's identity (:func:`~madara_cli.config.identity.identify_probe`)."""
@@ -122,7 +122,7 @@ def run_probe(
         raise ConfigError(f"unknown rsc.rescore '{cfg.rsc.rescore}'; valid: {', '.join(RESCORE_READINGS)}")
     t0 = time.perf_counter()
     if examples is None:
-        raise TypeError("run_probe needs the calibration examples (experiment.examples.cell_examples(cfg, pool, 'calibration'))")
+        raise TypeError("run_probe needs the calibration examples (experiment.examples.prepare_probe(cfg, pool).examples)")
     examples = list(examples)
     if len(examples) < 2:
         # DataError (a ValueError): one line on every path, `madara run strategy=madara` too
@@ -135,78 +135,94 @@ def run_probe(
     return replace(record, accounting=counts, timing=timing)
 
 
-def _probe(cfg: DictConfig, llm: CachedLLM, spec: ProbeIdentity, examples: list[Example]) -> ProbeRecord:
-    from madara_cli.strategies import StrategyContext, strategy_fn
+@dataclass
+class _Chains:
+    """Step 2's outcome: every (query, document) pair's normal CoT score and its chain."""
 
-    ctx = StrategyContext(llm=llm, cfg=cfg)
+    pairs: list[tuple[Example, int]]
+    lengths: list[int]
+    requests: list[ChatRequest]
+    outs: list[Any]
+    parsed: list[ParsedScore]
+    chains: list[Any]
+    included: list[bool]  # a pair with no reasoning left has nothing to perturb: it leaves the probe
+    normal: list[float]
 
-    # 1. No-Filter EM on the calibration queries.
-    nf = strategy_fn("nf")(ctx, examples)
-    reading = cfg.get("reading") or {}
-    nf_correct = _correct(nf, examples, tidy=str(reading.get("answers", "tidy")) == "tidy")
-    em_nf = 100.0 * float(np.mean(nf_correct))
-    isolation = _isolation(cfg, llm, examples, nf_correct, strategy_node(ISOLATION_STRATEGY)) if isolation_on(cfg) else None
 
-    # 2. Normal CoT relevance scores and their chains: one batched stage.
+def _normal_chains(cfg: DictConfig, llm: CachedLLM, examples: list[Example], prompts: PromptSet, reading: Any) -> _Chains:
+    """2. Normal CoT relevance scores and their chains: one batched stage."""
     pairs = [(ex, i) for ex in examples for i in range(len(ex.docs or ()))]
-    lengths = [len(ex.docs or ()) for ex in examples]
-    prompts = ctx.prompts
-    normal_requests = [_cot_request(ex, i, cfg, prompts) for ex, i in pairs]
-    outs = llm.chat("rsc-cot", normal_requests)
-    parsed = [parse_score(c.text, RELEVANCE) for c in outs]
+    requests = [_cot_request(ex, i, cfg, prompts) for ex, i in pairs]
+    outs = llm.chat("rsc-cot", requests)
     if str(reading.get("score_parser", "madara")) == "authors":
         parsed = [parse_score_authors(c.text) for c in outs]
+    else:
+        parsed = [parse_score(c.text, RELEVANCE) for c in outs]
     if str(reading.get("chain_source", "steps")) == "field":
         chains: list[perturb.Reasoning] = [perturb.chain_from_field(c.text) for c in outs]
     else:
         chains = [list(p.reasoning) if p.reasoning else perturb.chain_from_text(c.text) for p, c in zip(parsed, outs)]
-    from_raw = sum(1 for p in parsed if not p.reasoning)
-    # A pair with no reasoning left has nothing to perturb: it leaves the probe (its
-    # normal score too, so every correlation is over the same pairs) and is counted;
-    # reading.empty_chain=placeholder re-scores it with a placeholder chain instead.
+    # The pair leaves with its normal score too, so every correlation is over the same
+    # pairs, and is counted; reading.empty_chain=placeholder re-scores it with a placeholder.
     placeholder = str(reading.get("empty_chain", "drop")) == "placeholder"
     included = [placeholder or bool(perturb.steps_of(chain)) for chain in chains]
     normal = [p.value if keep else math.nan for p, keep in zip(parsed, included)]
+    return _Chains(pairs, [len(ex.docs or ()) for ex in examples], requests, outs, parsed, chains, included, normal)
 
-    # 3-4. Perturb and re-score the included pairs, all three levels in one batched stage.
+
+def _rescored(cfg: DictConfig, llm: CachedLLM, c: _Chains, prompts: PromptSet, reading: Any) -> tuple[list[int], list, list[ParsedScore]]:
+    """3-4. Perturb and re-score the included pairs, all three levels in one batched
+    stage: (the pairs probed, the re-scores per level, every re-score read)."""
     mode, how = str(cfg.rsc.rescoring), str(cfg.rsc.get("rescore", "forced"))
     from_field = str(reading.get("chain_source", "steps")) == "field"
+    placeholder = str(reading.get("empty_chain", "drop")) == "placeholder"
     levels = perturb.perturb_chains(
-        _ragged(chains, lengths), seed=int(cfg.seed), contradiction=str(reading.get("contradiction", "paper")),
+        _ragged(c.chains, c.lengths), seed=int(cfg.seed), contradiction=str(reading.get("contradiction", "paper")),
         shuffle=str(reading.get("shuffle", "changed")), empty_chain=str(reading.get("empty_chain", "drop")), resplit=not from_field,
     ).by_level()
     budget = int(cfg.generation.get("rescore_max_tokens") or cfg.generation.score_max_tokens)
-    todo = [p for p, keep in enumerate(included) if keep]
+    todo = [p for p, keep in enumerate(c.included) if keep]
     # reading.requests=authors: no stop string on the forced re-score, the document and
     # the steps as the authors' code shows them (an empty chain as the placeholder alone)
     shape = str(reading.get("requests", "madara"))
     fill = [] if shape == "authors" and how == "forced" else [EMPTY_CHAIN_PLACEHOLDER]
     flat_levels = [[steps or (fill if placeholder else steps) for row in level for steps in row] for level in levels]
     requests = [
-        perturb.perturbed_rescore_request(pairs[p], normal_requests[p], flat[p], parsed[p].confidence, mode, how, budget, prompts, shape)
+        perturb.perturbed_rescore_request(c.pairs[p], c.requests[p], flat[p], c.parsed[p].confidence, mode, how, budget, prompts, shape)
         for flat in flat_levels
         for p in todo
     ]
     if mode == "logprob":
-        read = [_from_logprobs(c.logprobs) for c in llm.logprobs("rsc-rescore", requests)]
+        read = [_from_logprobs(r.logprobs) for r in llm.logprobs("rsc-rescore", requests)]
     elif str(reading.get("score_parser", "madara")) == "authors":
-        read = [parse_score_authors(c.text) for c in llm.chat("rsc-rescore", requests)]
+        read = [parse_score_authors(r.text) for r in llm.chat("rsc-rescore", requests)]
     elif how == "forced":
-        read = [parse_completion(c, RELEVANCE) for c in llm.chat("rsc-rescore", requests)]
+        read = [parse_completion(r, RELEVANCE) for r in llm.chat("rsc-rescore", requests)]
     else:
-        read = [read_rescore(c, RELEVANCE) for c in llm.chat("rsc-rescore", requests)]
-    rescored: list[ParsedScore] = []
+        read = [read_rescore(r, RELEVANCE) for r in llm.chat("rsc-rescore", requests)]
     per_level = []
     for k in range(3):
-        values = [math.nan] * len(pairs)
+        values = [math.nan] * len(c.pairs)
         for p, score in zip(todo, read[k * len(todo) : (k + 1) * len(todo)]):
             values[p] = score.value
-            rescored.append(score)
-        per_level.append(_ragged(values, lengths))
+        per_level.append(_ragged(values, c.lengths))
+    return todo, per_level, read
 
+
+def _probe(cfg: DictConfig, llm: CachedLLM, spec: ProbeIdentity, examples: list[Example]) -> ProbeRecord:
+    from madara_cli.strategies import StrategyContext, strategy_fn
+
+    ctx = StrategyContext(llm=llm, cfg=cfg)
+    reading = cfg.get("reading") or {}
+    # 1. No-Filter EM on the calibration queries.
+    nf_correct = _correct(strategy_fn("nf")(ctx, examples), examples, tidy=str(reading.get("answers", "tidy")) == "tidy")
+    em_nf = 100.0 * float(np.mean(nf_correct))
+    isolation = _isolation(cfg, llm, examples, nf_correct, strategy_node(ISOLATION_STRATEGY)) if isolation_on(cfg) else None
+    c = _normal_chains(cfg, llm, examples, ctx.prompts, reading)
+    todo, per_level, rescored = _rescored(cfg, llm, c, ctx.prompts, reading)
     # 5. Statistics and the route.
     stats = rsc.summarize_probe(
-        _ragged(normal, lengths), per_level, seed=int(cfg.seed), n_resamples=int(cfg.rsc.bootstrap),
+        _ragged(c.normal, c.lengths), per_level, seed=int(cfg.seed), n_resamples=int(cfg.rsc.bootstrap),
         undefined_rho=str(reading.get("undefined_rho", "degenerate")),
     )
     diag = router.Diagnostics.from_probe(em_nf, stats)
@@ -214,34 +230,19 @@ def _probe(cfg: DictConfig, llm: CachedLLM, spec: ProbeIdentity, examples: list[
     if isolation is not None:
         routed = router.route_isolation(diag, router.Isolation(**{k: isolation[k] for k in _ISOLATION_FIELDS}), _thresholds(cfg))
         isolation.update(route=routed.strategy, reason=routed.reason)
-    failures = [sum(1 for p in group if not p.ok) for group in (parsed, rescored)]
+    failures = [sum(1 for p in group if not p.ok) for group in (c.parsed, rescored)]
+    scores = ProbeScores(
+        normal=_json_floats(c.normal), parse_failures_normal=failures[0], parse_failures_rescored=failures[1], n_pairs=len(c.pairs),
+        chains_from_raw_text=sum(1 for p in c.parsed if not p.reasoning), chains_empty=len(c.pairs) - len(todo),
+        n_pairs_probed=len(todo), cot_cut_at_max_tokens=sum(1 for o in c.outs if o.finish_reason == "length"),
+    )
+    calibration = Calibration(n=len(examples), split=str(cfg.benchmark.get("calibration_split", "nested")),
+                              rule=f"first {spec.n} queries of the seeded order (seed {int(cfg.seed)})")
     return ProbeRecord(
-        model=spec.model,
-        benchmark=spec.benchmark,
-        n=len(examples),
-        key=spec.key,
-        config_hash=spec.config_hash,
+        model=spec.model, benchmark=spec.benchmark, n=len(examples), key=spec.key, config_hash=spec.config_hash,
         **{name: getattr(stats, name) for name in ProbeStats.names()},
-        em_nf=em_nf / 100.0,
-        route=decision.strategy,
-        reason=decision.reason,
-        scores=ProbeScores(
-            normal=_json_floats(normal),
-            parse_failures_normal=failures[0],
-            parse_failures_rescored=failures[1],
-            n_pairs=len(pairs),
-            chains_from_raw_text=from_raw,
-            chains_empty=len(pairs) - len(todo),
-            n_pairs_probed=len(todo),
-            cot_cut_at_max_tokens=sum(1 for c in outs if c.finish_reason == "length"),
-        ),
-        calibration=Calibration(
-            n=len(examples),
-            split=str(cfg.benchmark.get("calibration_split", "nested")),
-            rule=f"first {spec.n} queries of the seeded order (seed {int(cfg.seed)})",
-        ),
-        rescore=how,
-        rescoring=mode,
+        em_nf=em_nf / 100.0, route=decision.strategy, reason=decision.reason, scores=scores, calibration=calibration,
+        rescore=str(cfg.rsc.get("rescore", "forced")), rescoring=str(cfg.rsc.rescoring),
         isolation=None if isolation is None else IsolationProbe(**isolation),
     )
 

@@ -13,11 +13,13 @@ model's config is the one config a cell composes besides its own: composed in on
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig, OmegaConf
 
+from madara_cli.config.identity import ProbeIdentity, identify_probe
 from madara_cli.core.records import Example
 from madara_cli.data.splits import LoadReport, load_splits
 from madara_cli.plugins.catalog import CATALOG
@@ -99,15 +101,42 @@ def retrieve_for(cfg: DictConfig, examples: list[Example], pool: EnginePool | No
     return retrieve(examples, cfg, llm=reranker_engine(cfg, pool, reranker) if pool is not None else None)
 
 
-def cell_examples(cfg: DictConfig, pool: EnginePool | None, split: str = "eval", n: int | None = None,
-                  reranker: DictConfig | None = None) -> CellExamples:
-    """Load -> limit -> retrieve for the cell ``cfg`` (see the module docstring).
+# How a walk loads a benchmark: load_cell's signature (cfg, split, n). ``madara plan``
+# passes one that loads each benchmark once for a whole grid.
+Load = Callable[..., "CellExamples"]
 
-    ``split="eval"``: the evaluated queries, the first ``limit`` of them when set.
-    ``split="calibration"``: the calibration split of ``n`` queries (default
-    ``benchmark.calibration``), the same queries whatever the cell's sample or limit."""
-    loaded = load_cell(cfg, split, n)
-    return replace(loaded, examples=retrieve_for(cfg, loaded.examples, pool, reranker))
+
+@dataclass
+class PreparedProbe:
+    """A probe walked up to its engine: its identity (keyed by the n that runs), and its
+    calibration queries retrieved, or None when it is finished already."""
+
+    ident: ProbeIdentity
+    examples: list[Example] | None
+
+
+def prepare_probe(cfg: DictConfig, engines: EnginePool | None, n: int | None = None, force: bool = False,
+                  load: Load | None = None, reranker: DictConfig | None = None) -> PreparedProbe:
+    """The probe of ``cfg`` on ``n`` calibration queries (default ``benchmark.calibration``):
+    its identity, and, unless it is finished (and not ``force``), its calibration split
+    loaded (``load``: how, :func:`load_cell` by default; a plan loads each benchmark once,
+    a madara cell hands over the split it loaded) and retrieved first (a reranker may
+    need its own engine: ``reranker``, :func:`reranker_config` of ``cfg``)."""
+    from madara_cli.diagnose.probe import finished_probe
+
+    ident = identify_probe(cfg, n)
+    if not force and finished_probe(cfg, ident) is not None:
+        return PreparedProbe(ident, None)
+    loaded = (load or load_cell)(cfg, "calibration", n)
+    examples = retrieve_for(cfg, loaded.examples, engines, reranker)
+    held = loaded.n_examples
+    if held < ident.n:  # keyed by the n that ran, as a cell's limit is
+        from madara_cli.data.splits import warn
+
+        warn(f"a probe of {ident.n} calibration queries asked for, but benchmark {cfg.benchmark.name} holds {held}: "
+             f"it runs on {held} and is keyed n{held}")
+        ident = ident.with_n(held)
+    return PreparedProbe(ident, examples)
 
 
 def sized_to_data(cfg: DictConfig, loaded: CellExamples) -> tuple[DictConfig, dict]:
@@ -140,7 +169,7 @@ def sized_to_data(cfg: DictConfig, loaded: CellExamples) -> tuple[DictConfig, di
 
 
 def load_cell(cfg: DictConfig, split: str = "eval", n: int | None = None) -> CellExamples:
-    """The load and limit steps of :func:`cell_examples`: its examples not yet retrieved."""
+    """Load and limit: the cell's examples (``split``: eval or calibration), not yet retrieved."""
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, not {split!r}")
     bench = cfg.benchmark if n is None else OmegaConf.merge(cfg.benchmark, {"calibration": int(n)})

@@ -2,7 +2,7 @@
 
 1. **Probe**: the finished RSC probe of this (model, benchmark, calibration size,
    settings) is reused, or run now on the calibration split
-   (:func:`madara_cli.experiment.examples.cell_examples` with ``split="calibration"``:
+   (:func:`madara_cli.experiment.examples.prepare_probe`, the probe's walk:
    the first ``benchmark.calibration`` queries of the seeded order, nested in or
    disjoint from the evaluated ones); ``strategy.probe=PATH`` pins a finished probe.
 2. **Route**: the probe's route (:mod:`madara_cli.diagnose.router`, the only routing rule).
@@ -30,10 +30,10 @@ from typing import TYPE_CHECKING, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from madara_cli.config.identity import ProbeIdentity, identify_probe
+from madara_cli.config.identity import ProbeIdentity
 from madara_cli.core.records import Example, Prediction
-from madara_cli.diagnose.probe import find_or_run_probe, finished_probe, routed
-from madara_cli.experiment.examples import cell_examples, retrieve_for
+from madara_cli.diagnose.probe import find_or_run_probe, routed
+from madara_cli.experiment.examples import CellExamples, prepare_probe
 from madara_cli.plugins.catalog import CATALOG
 from madara_cli.results import record_files
 from madara_cli.results.outputs import ROUTE_FIELDS, ProbeRecord
@@ -45,10 +45,6 @@ if TYPE_CHECKING:
 
 # Settings of the madara node itself, never carried to the treatment.
 _OWN = ("name", "probe")
-
-
-def _probe_done(cfg: DictConfig, spec: ProbeIdentity) -> bool:
-    return finished_probe(cfg, spec) is not None
 
 
 def track_probe(cfg: DictConfig, record: ProbeRecord, path: Path, reused: bool) -> None:
@@ -115,12 +111,9 @@ class Treatment:
             path = Path(str(cfg.strategy.probe))
             record = read_probe(path)
             return cls(pinned=(record, record.path or path), carry=carry)
-        spec = identify_probe(cfg)
-        if _probe_done(cfg, spec):
-            return cls(spec=spec, carry=carry)
-        if calibration is None:
-            return cls(calibration=cell_examples(cfg, pool, split="calibration", reranker=reranker).examples, spec=spec, carry=carry)
-        return cls(calibration=retrieve_for(cfg, calibration, pool, reranker), spec=spec, carry=carry)
+        given = None if calibration is None else (lambda *_a: CellExamples(list(calibration), list(calibration), None))  # type: ignore[arg-type]
+        probe = prepare_probe(cfg, pool, load=given, reranker=reranker)  # the probe's walk, on the split the cell loaded
+        return cls(calibration=probe.examples, spec=probe.ident, carry=carry)
 
     def run(self, ctx: StrategyContext, examples: Sequence[Example]) -> list[Prediction]:
         """Probe (or reuse), route, and run the routed strategy: a strategy's signature."""

@@ -6,8 +6,8 @@ the probe and ``madara bench``:
 
 :func:`prepare_cell` walks it up to the point where an engine answers: the runner then
 runs the strategy on the cell's engine and writes the record; ``madara plan`` runs it on
-an engine that records the requests instead of sending them. :func:`prepare_probe` is the
-same walk for a probe. Nothing here sends a request of its own but the retrieval a
+an engine that records the requests instead of sending them. :func:`prepare_probe`
+(:mod:`.examples`) is the same walk for a probe, a madara cell's included. Nothing here sends a request of its own but the retrieval a
 reranker asks of an engine and a madara cell's probe (each through the ``engines`` it
 is given). A plan gives engines that record instead of answering (``answers = False``):
 a reranker then ranks with its first stage (a ranking from placeholder replies would be
@@ -24,10 +24,19 @@ from typing import Any, Callable
 
 from omegaconf import DictConfig
 
-from madara_cli.config.identity import Cell, CellIdentity, ProbeIdentity, identify, identify_probe
+from madara_cli.config.identity import Cell, CellIdentity, identify
 from madara_cli.config.keys import standing, strategy_impl
 from madara_cli.core.records import Example
-from madara_cli.experiment.examples import CellExamples, load_cell, reranker_config, retrieve_for, sized_to_data
+from madara_cli.experiment.examples import (  # noqa: F401  (PreparedProbe, prepare_probe: the walk of a probe, beside the cell's)
+    CellExamples,
+    Load,
+    PreparedProbe,
+    load_cell,
+    prepare_probe,
+    reranker_config,
+    retrieve_for,
+    sized_to_data,
+)
 from madara_cli.experiment.treat import strategy_for
 from madara_cli.plugins.catalog import CATALOG
 from madara_cli.results.outputs import CellRecord
@@ -103,11 +112,6 @@ class PreparedCell:
     requested: dict[str, int] = field(default_factory=dict)
 
 
-# How a walk loads a benchmark: load_cell's signature (cfg, split, n). ``madara plan``
-# passes one that loads each benchmark once for a whole grid.
-Load = Callable[..., CellExamples]
-
-
 def prepare_cell(cfg: DictConfig, engines: EngineSource | None, examples: list[Example] | None = None,
                  loaded: CellExamples | None = None, force: bool | None = None,
                  before_work: Callable[[CellIdentity], None] | None = None, load: Load = load_cell) -> CellResult | PreparedCell:
@@ -143,38 +147,6 @@ def prepare_cell(cfg: DictConfig, engines: EngineSource | None, examples: list[E
     strategy = strategy_for(spec, cfg, engines, calibration, reranker)
     return PreparedCell(cfg=cfg, ident=ident, examples=list(examples), calibration=calibration, strategy=strategy,
                         data=data, requested=requested)
-
-
-@dataclass
-class PreparedProbe:
-    """A probe walked up to its engine: its identity (keyed by the n that runs), and its
-    calibration queries retrieved, or None when it is finished already."""
-
-    ident: ProbeIdentity
-    examples: list[Example] | None
-
-
-def prepare_probe(cfg: DictConfig, engines: EngineSource | None, n: int | None = None, force: bool = False,
-                  load: Load = load_cell) -> PreparedProbe:
-    """The probe of ``cfg`` on ``n`` calibration queries (default ``benchmark.calibration``):
-    its identity, and, unless it is finished (and not ``force``), its calibration split
-    loaded (``load``, as in :func:`prepare_cell`) and retrieved first (a reranker may
-    need its own engine)."""
-    from madara_cli.diagnose.probe import finished_probe
-
-    ident = identify_probe(cfg, n)
-    if not force and finished_probe(cfg, ident) is not None:
-        return PreparedProbe(ident, None)
-    loaded = load(cfg, "calibration", n)
-    examples = retrieve_for(cfg, loaded.examples, engines)  # type: ignore[arg-type]
-    held = loaded.n_examples
-    if held < ident.n:  # keyed by the n that ran, as a cell's limit is
-        from madara_cli.data.splits import warn
-
-        warn(f"a probe of {ident.n} calibration queries asked for, but benchmark {cfg.benchmark.name} holds {held}: "
-             f"it runs on {held} and is keyed n{held}")
-        ident = ident.with_n(held)
-    return PreparedProbe(ident, examples)
 
 
 def ensure_probe(cfg: DictConfig, pool: EngineSource, n: int | None = None, force: bool = False) -> tuple[Any, Path, bool]:

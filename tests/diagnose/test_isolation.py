@@ -220,10 +220,10 @@ class IsolatingBackend:
 
 
 def _gold(cfg) -> dict[str, str]:
-    from madara_cli.experiment.examples import cell_examples
+    from madara_cli.experiment.examples import prepare_probe
 
     with EnginePool() as pool:
-        examples = cell_examples(cfg, pool, split="calibration", n=6).examples
+        examples = prepare_probe(cfg, pool, n=6, force=True).examples
     return {ex.question: ex.answers[0] for ex in examples}
 
 

@@ -1,5 +1,5 @@
 """strategy=madara through experiment/treat.py: probe -> route -> the routed strategy from
-the registry, its config composed by Hydra; one cell_examples() for run, plan and probe;
+the registry, its config composed by Hydra; one walk (prepare_cell, prepare_probe) for run, plan and probe;
 strategies/ never imports the experiment or the probe."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import pytest
 
 from madara_cli.composition import compose
 from madara_cli.experiment.engines import EnginePool
-from madara_cli.experiment.examples import cell_examples, load_cell
+from madara_cli.experiment.examples import load_cell, prepare_probe, retrieve_for
+from madara_cli.experiment.walk import prepare_cell
 from madara_cli.experiment.runner import run_cell
 from madara_cli.experiment.treat import Treatment, routed_config
 from madara_cli.results import record_files
@@ -118,11 +119,11 @@ def test_a_setting_given_without_an_override_still_carries():
 @pytest.mark.parametrize("split", ["nested", "disjoint"])
 def test_the_probe_sees_the_same_calibration_queries_from_the_cell_load(tmp_path, split):
     cfg = compose([*MADARA, "limit=3", f"benchmark.calibration_split={split}", f"results_dir={tmp_path}"])
-    own = cell_examples(cfg, None, split="calibration").examples
+    own = prepare_probe(cfg, None, force=True).examples
     from_cell = Treatment.prepare(cfg, None, load_cell(cfg).calibration).calibration
     assert [e.id for e in own] == [e.id for e in from_cell] and len(own) == 6
     assert [[d.id for d in e.docs] for e in own] == [[d.id for d in e.docs] for e in from_cell]
-    evaluated = cell_examples(cfg, None).examples
+    evaluated = prepare_cell(cfg, None, force=True).examples
     assert len(evaluated) == 3
     inside = {e.id for e in own} & {e.id for e in evaluated}
     assert bool(inside) == (split == "nested")
@@ -150,7 +151,7 @@ def test_run_and_probe_rerank_with_the_same_engine(shared_data, tmp_path, rerank
     want = reranker or compose(over).model.name
     for cfg in (compose(over), compose([*over, *MADARA[:1]])):
         pool = _Pool()
-        cell_examples(cfg, pool)
+        retrieve_for(cfg, load_cell(cfg).examples, pool)
         assert pool.asked == [want]
     pool = _Pool()
     Treatment.prepare(compose([*over, *MADARA[:1]]), pool)
