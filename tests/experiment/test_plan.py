@@ -322,3 +322,38 @@ def test_a_plan_terminated_with_its_process_group_prints_no_walker_traceback(tmp
     _, err = proc.communicate(timeout=120)
     one_line_error(proc.returncode, "\n".join(ln for ln in err.splitlines() if "cells/s" not in ln), "terminated:")
     assert proc.returncode == 143 and _gone(walkers)
+
+
+def test_a_grid_over_many_strategy_files_lists_and_stamps_its_folder_once(tmp_path, monkeypatch, capsys):
+    """A --config-dir grid over 10,000 strategy files printed nothing in 400 s: the grid's
+    check listed the strategy folder once for every value of its axis, and a folder too
+    large to stamp was walked again for every cell. Counted here on a small folder (and a
+    stamp limit lowered to match): neither is done once per value or cell."""
+    import os
+    import sys
+
+    import madara_cli.composition.compose  # noqa: F401 - the module, not the function the package exports
+    from madara_cli.experiment import plan as plan_module
+    from tests.fakes import cli
+
+    compose_module = sys.modules["madara_cli.composition.compose"]
+    mine = tmp_path / "mine"
+    (mine / "strategy").mkdir(parents=True)
+    (mine / "grid").mkdir()
+    names = [f"s{i:02d}" for i in range(12)]
+    for i, name in enumerate(names):
+        (mine / "strategy" / f"{name}.yaml").write_text(f"defaults:\n  - pde_schema\n  - _self_\nname: {name}\ntop_k: {1 + i % 5}\n")
+    (mine / "grid" / "many.yaml").write_text(f"name: many\naxes:\n  strategy: [{', '.join(names)}]\noverrides: [limit=2]\n")
+    listed, walked = [], []
+    glob, walk = Path.glob, os.walk
+    monkeypatch.setattr(Path, "glob", lambda self, pattern: (listed.append(self), glob(self, pattern))[1])
+    monkeypatch.setattr(os, "walk", lambda top, *a, **k: (walked.append(top), walk(top, *a, **k))[1])
+    monkeypatch.setattr(compose_module, "_STATE_FILES_MAX", 5)  # the folder is "too large to stamp"
+    monkeypatch.setattr(compose_module, "_RACY_S", 0.0)  # and its files, written just now, are not "changing"
+    monkeypatch.setattr(plan_module, "_fingerprint", lambda cfg: "fake")
+    code, out, err = cli("--config-dir", str(mine), "plan", "--grid", "many", "--results", str(tmp_path / "r"), "--json", "-j", "1",
+                         monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 0, err
+    assert json.loads(out)["cells"] == 12
+    assert sum(1 for p in listed if Path(p) == mine / "strategy") < len(names) // 2, "the strategy folder was listed once per grid value"
+    assert sum(1 for p in walked if Path(p) == mine) <= 1, "the config folder was stamped once per cell"
