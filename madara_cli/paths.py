@@ -78,33 +78,6 @@ def writing(path: str | Path) -> Iterator[None]:
         raise
 
 
-def utf8_error(path: str | Path) -> str | None:
-    """Where ``path`` stops being UTF-8 ("byte 0xff at offset 1234 (line 5)"), or None
-    when all of it decodes. Read in blocks, so a large corpus costs no memory."""
-    import codecs
-
-    decoder = codecs.getincrementaldecoder("utf-8")()
-    offset = lines = 0
-    with Path(path).open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            pending = decoder.getstate()[0]  # bytes of a character split across blocks
-            try:
-                decoder.decode(block)
-            except UnicodeDecodeError as e:
-                data = pending + block
-                at = offset - len(pending) + e.start
-                line = lines + data[: e.start].count(b"\n") + 1
-                return f"byte 0x{data[e.start]:02x} at offset {at} (line {line})"
-            offset += len(block)
-            lines += block.count(b"\n")
-        pending = decoder.getstate()[0]
-        try:
-            decoder.decode(b"", final=True)
-        except UnicodeDecodeError:
-            return f"a character cut off at the end of the file (offset {offset - len(pending)})"
-    return None
-
-
 def cache_root() -> Path:
     """madara's per-machine cache (compiled wheels, model folders made from GGUF files,
     file digests): ``$MADARA_CACHE``, else ``~/.cache/madara``."""

@@ -3,15 +3,17 @@
 Every loader (:mod:`madara_cli.data.loaders.benchmarks`, plug-ins) reads its rows through
 :func:`read_rows`, so a benchmark comes either from the hub
 (``benchmark.hf_id``/``hf_config``/``split``) or, with ``benchmark.path=FILE``, from a
-local JSON / JSONL / Parquet / CSV / TSV file in the same format, through the same
-code (``datasets.load_dataset("json", data_files=FILE)``). A local file never touches
-the hub. When the hub cannot be reached the error is one line naming the dataset and
-the ``benchmark.path=`` override, within seconds. :func:`source_fingerprint` names the
-rows read (part of every retrieval snapshot key).
+local JSON / JSONL / Parquet / CSV / TSV file in the same format (read once, without
+``datasets``). A local file never touches the hub. When the hub cannot be reached the
+error is one line naming the dataset and the ``benchmark.path=`` override, within
+seconds. :func:`source_fingerprint` names the rows read (part of every retrieval
+snapshot key).
 """
 
 from __future__ import annotations
 
+import io
+import json
 import logging
 import os
 import socket
@@ -19,15 +21,15 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 from urllib.parse import urlparse
 
 from omegaconf import DictConfig
 
 from madara_cli.config.identity import file_digest
 from madara_cli.errors import DataError
-from madara_cli.jsonl import ENCODING, parse_line
-from madara_cli.paths import utf8_error
+from madara_cli.jsonl import parse_line
+from madara_cli.sidefiles import decoded, open_regular, regular_file, text_lines
 
 log = logging.getLogger(__name__)
 
@@ -36,22 +38,12 @@ log = logging.getLogger(__name__)
 HUB_PROBE_TIMEOUT_S = 3.0
 
 
-def not_utf8(path: str | Path, what: str = "file") -> DataError | None:
-    """The one-line error for a text file that is not UTF-8, or None when it is."""
-    where = utf8_error(path)
-    if where is None:
-        return None
-    return DataError(f"{path}: {what} is not UTF-8 text: {where}; save it as UTF-8 (e.g. iconv -f latin1 -t utf-8)")
-
-
 def source_fingerprint(cfg: DictConfig) -> str:
     """Identity of the rows a benchmark config reads: the file's sha256 for
     ``benchmark.path``, else the hub id, config and split (the mini benchmark: its
     generator size). Part of every retrieval snapshot key."""
     if cfg.get("path"):
-        p = Path(cfg.path).expanduser()
-        if not p.is_file():
-            raise DataError(f"benchmark {cfg.name}: file not found: {p}")
+        p = regular_file(Path(cfg.path).expanduser(), WHAT)  # missing, or a FIFO or /dev/zero: one line saying which
         return f"file:sha256:{file_digest(p)}"
     if cfg.loader == "mini":
         return f"mini:n{cfg.n_questions}"
@@ -60,95 +52,89 @@ def source_fingerprint(cfg: DictConfig) -> str:
 
 
 _FORMATS = {".json": "json", ".jsonl": "json", ".parquet": "parquet", ".csv": "csv", ".tsv": "csv"}
+WHAT = "the benchmark file"
+
+
+def open_local(path: str | Path, what: str = WHAT) -> BinaryIO:
+    """A local data file, open to read once: one DataError for a missing one, and for a
+    FIFO, folder or device saying what it is (one is not "not found")."""
+    return open_regular(regular_file(Path(path).expanduser(), what), what)
 
 
 def read_local(path: str | Path) -> list[dict[str, Any]]:
-    """Rows of a local JSON / JSONL / Parquet / CSV / TSV file through ``datasets``
-    (the same reader the hub path uses), in file order."""
+    """Rows of a local JSON / JSONL / Parquet / CSV / TSV file, in file order, the file
+    read once however large (a 2 GB file was read four times: its UTF-8 check, its JSON
+    check, then ``datasets``): JSON lines are parsed and checked here (:mod:`madara_cli.jsonl`),
+    rows missing a column get it as null (as a table's rows have every column); CSV
+    through pandas and Parquet through pyarrow, rows as their tables hold them."""
     p = Path(path).expanduser()
-    if not p.is_file():
-        raise DataError(f"benchmark file not found: {p}")
     builder = _FORMATS.get(p.suffix.lower())
-    if builder is None:
-        raise DataError(f"{p}: unsupported file type '{p.suffix}'; use .json, .jsonl, .parquet, .csv or .tsv")
-    kwargs: dict[str, Any] = {"sep": "\t"} if p.suffix.lower() == ".tsv" else {}
-    if builder in ("json", "csv") and not _has_content(p):
-        raise DataError(f"{p}: the file is empty (no rows)")
-    if builder in ("json", "csv") and (bad := not_utf8(p, "the benchmark file")) is not None:
-        raise bad  # checked first: a reader that replaces the byte would change a question silently
-    if builder == "json":
-        check_json_file(p)
-    import datasets
-
-    datasets.disable_progress_bars()
-    level = datasets.logging.get_verbosity()
-    datasets.logging.set_verbosity(datasets.logging.CRITICAL)  # its parse errors become our one line below
-    try:
-        ds = datasets.load_dataset(builder, data_files=str(p.resolve()), split="train", **kwargs)
-    except Exception as e:  # noqa: BLE001 - any parse failure is the user's file to fix
-        cache = _cache_folder_error(e, p)
-        if cache is not None:
-            raise cache from None
-        raise DataError(f"{p}: cannot read as {builder}: {_first_line(e)}") from None
-    finally:
-        datasets.logging.set_verbosity(level)
-    rows = list(ds)
+    with open_local(p) as f:
+        if builder is None:
+            raise DataError(f"{p}: unsupported file type '{p.suffix}'; use .json, .jsonl, .parquet, .csv or .tsv")
+        rows = _json_rows(f, p) if builder == "json" else _table_rows(f, p, builder)
     if not rows:
         raise DataError(f"{p}: the file holds no rows")
     return rows
 
 
-def _cache_folder_error(e: BaseException, data_file: Path) -> DataError | None:
-    """When ``datasets`` failed on a folder of its own (its cache under an unwritable
-    HOME, a full disk), not on the data file: the one line naming that folder."""
-    seen: set[int] = set()
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        if isinstance(e, OSError) and e.filename and Path(str(e.filename)).expanduser().resolve() != data_file.resolve():
-            import errno
-
-            if e.errno in (errno.ENOSPC, errno.EDQUOT):
-                return DataError(f"no space left on {e.filename} (the datasets cache, reading {data_file}); free some space and rerun")
-            return DataError(
-                f"cannot write the datasets cache folder {e.filename} ({e.strerror or e}) to read {data_file}: point HF_HOME "
-                "(or HF_DATASETS_CACHE) at a writable folder, or HOME at one that can be created"
-            )
-        e = e.__cause__ or e.__context__
-    return None
-
-
-def _has_content(p: Path) -> bool:
-    with p.open("rb") as f:
-        for line in f:
-            if line.strip():
-                return True
-    return False
-
-
-def check_json_file(p: Path) -> None:
-    """Read a JSON or JSON Lines file as :mod:`madara_cli.jsonl` reads a line, before
-    ``datasets`` does: nesting too deep, an integer too long, an escape that is not
-    Unicode text or a line that is not a JSON object is one DataError naming the line
-    (``datasets`` would fail in a traceback of its own, or pass the bad string on)."""
-    import json
-
-    text = p.read_text(encoding=ENCODING)
-    try:
-        json.loads(text)
-        whole = True
-    except json.JSONDecodeError:
-        whole = False
-    except (RecursionError, ValueError):
-        whole = text.lstrip().startswith("[")
-    if whole:
-        parse_line(text, p, 1)
-        return
-    for n, line in enumerate(text.splitlines(), 1):
+def _json_rows(f: BinaryIO, p: Path) -> list[dict[str, Any]]:
+    """One object a line, or one JSON value over the whole file (a list of objects, or one)."""
+    lines = text_lines(f, p, WHAT)
+    rows: list[dict[str, Any]] = []
+    blank = True
+    for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
-        obj = parse_line(line, p, n)
-        if not isinstance(obj, dict):
-            raise DataError(f"{p}:{n}: not a JSON object (got {type(obj).__name__})")
+        if blank and not _one_line_value(line):
+            whole = parse_line(line + "".join(lines), p, n)
+            rows, blank = (whole if isinstance(whole, list) else [whole]), False
+            for i, row in enumerate(rows, 1):
+                if not isinstance(row, dict):
+                    raise DataError(f"{p}: item {i} is not a JSON object (got {type(row).__name__})")
+            break
+        row = parse_line(line, p, n)
+        if not isinstance(row, dict):
+            raise DataError(f"{p}:{n}: not a JSON object (got {type(row).__name__})")
+        rows.append(row)
+        blank = False
+    if blank and not rows:
+        raise DataError(f"{p}: the file is empty (no rows)")
+    columns = dict.fromkeys(k for row in rows for k in row)
+    return rows if all(len(row) == len(columns) for row in rows) else [{k: row.get(k) for k in columns} for row in rows]
+
+
+def _one_line_value(line: str) -> bool:
+    """Whether a first line is a whole JSON value (JSON Lines), not the start of one."""
+    if line.lstrip().startswith("["):
+        return False
+    try:
+        json.loads(line)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
+def _table_rows(f: BinaryIO, p: Path, builder: str) -> list[dict[str, Any]]:
+    import pyarrow as pa
+
+    try:
+        if builder == "parquet":
+            import pyarrow.parquet as pq
+
+            table = pq.read_table(f)
+        else:
+            import pandas as pd
+
+            text = decoded(f.read(), p, WHAT)
+            if not text.strip():
+                raise DataError(f"{p}: the file is empty (no rows)")
+            table = pa.Table.from_pandas(pd.read_csv(io.StringIO(text), sep="\t" if p.suffix.lower() == ".tsv" else ","), preserve_index=False)
+    except DataError:
+        raise
+    except Exception as e:  # noqa: BLE001 - any parse failure is the user's file to fix
+        raise DataError(f"{p}: cannot read as {builder}: {_first_line(e)}") from None
+    return table.to_pylist()
 
 
 def _first_line(e: BaseException) -> str:

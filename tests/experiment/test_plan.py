@@ -177,11 +177,10 @@ def test_a_cell_that_fails_in_a_walker_fails_the_plan_as_in_one_process(tmp_path
 
 
 def test_plan_jobs_forks_walkers_only_for_a_large_grid():
+    import os
     import sys
 
     from madara_cli.experiment.plan import PARALLEL_FROM, plan_jobs
-
-    import os
 
     assert plan_jobs(PARALLEL_FROM - 1) == 1 and plan_jobs(5, jobs=3) == min(3, os.cpu_count()) and plan_jobs(5, jobs=0) == 1
     assert plan_jobs(5, jobs=100_000) == os.cpu_count()  # never more walkers than CPUs: they would only take turns
