@@ -280,7 +280,11 @@ def stamp_memo(memo_file: Path | None, path: str | Path, compute: Callable[[Path
     value = compute(p)
     if list(file_stamp(p)) == stamp:  # changed while it was read: keep no memo of it
         memo[str(p)] = {"stamp": stamp, field: value}
-        write_memo(memo_file, memo)
+        try:
+            write_memo(memo_file, memo)
+        except OSError as e:  # a read-only cache folder: the memo only saves work, so the command goes on
+            log.warning("cannot keep %s (%s): %s is computed again next time; point MADARA_CACHE at a writable folder",
+                        memo_file, e.strerror or e, field)
     return value
 
 

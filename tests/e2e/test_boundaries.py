@@ -690,6 +690,26 @@ def test_a_large_file_is_read_once_before_its_error_line(monkeypatch, capsys, tm
         assert len(opens) == (1 if remembered else 2), opens
 
 
+def test_a_cache_folder_that_cannot_be_written_only_costs_the_digest_memo(monkeypatch, capsys, tmp_path):
+    """A read-only MADARA_CACHE stopped a plan, although the digest memo it holds only saves
+    work: a warning naming it, and the plan goes on. (The cache folder is under a plain
+    file, which nobody can write, root included.)"""
+    from madara_cli.config import identity
+    from madara_cli.experiment import plan as plan_module
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    bench = tmp_path / "bench.jsonl"
+    bench.write_text(_musique_line("2hop__1"), encoding="utf-8")
+    monkeypatch.setattr(identity, "DISK_MEMO_BYTES", 1)  # this small file's digest is memoised on disk
+    monkeypatch.setattr(plan_module, "_fingerprint", lambda cfg: "fake")
+    code, out, err = cli("plan", "benchmark=musique", f"benchmark.path={bench}", "strategy=nf", "benchmark.calibration=0",
+                         f"results_dir={tmp_path / 'r'}", env={"MADARA_CACHE": str(blocker / "cache")}, monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 0, err
+    assert f"cannot keep {blocker / 'cache' / identity.MEMO_FILE}" in err and "MADARA_CACHE" in err
+    assert "plan: one cell" in out
+
+
 # --------------------------------------------------------------------------- #
 # No empty folders left by a run that failed before its first cell
 
