@@ -54,7 +54,7 @@ from omegaconf import DictConfig
 
 from madara_cli.config.identity import file_digest, index_name
 from madara_cli.data.sources import open_local
-from madara_cli.errors import DataError
+from madara_cli.errors import DataError, import_failure
 from madara_cli.jsonl import parse_line
 from madara_cli.records import Doc
 from madara_cli.sidefiles import text_lines
@@ -401,8 +401,8 @@ def load_encoder(spec: str):
         return _ENCODERS[spec]
     try:
         from sentence_transformers import SentenceTransformer
-    except ImportError:
-        raise DataError("the dense retriever needs the optional extra: pip install -e '.[dense]' (sentence-transformers, faiss-cpu)") from None
+    except (ImportError, OSError) as e:
+        raise DataError(import_failure("the dense retriever", e, "the optional extra: pip install -e '.[dense]' (sentence-transformers, faiss-cpu)")) from None
     if spec.startswith(DIST_PREFIX):
         target = str(_dist_model_dir(spec[len(DIST_PREFIX):]))
     elif Path(spec).expanduser().exists():
