@@ -44,7 +44,7 @@ from typing import Optional
 
 from omegaconf import DictConfig
 
-from madara_cli.backends.base import Backend, BackendSpec, installed_version, register_backend
+from madara_cli.backends.base import THREADS, Backend, BackendSpec, installed_version, register_backend
 from madara_cli.backends.chat import ChatSettings
 from madara_cli.backends.weights import (
     COMMIT,
@@ -303,5 +303,5 @@ SPEC = register_backend(BackendSpec(
     # measures it); device_map places layers; the thread count changes speed.
     runtime_only=("batch_size", "micro_batch", "device_map", "n_threads"),
     package="transformers", model_settings=("hf_source",), worker_threads="n_threads", missing=_missing,
-    model_inputs=hf_source_inputs, loads_hub=loads_hub_source, resolves=_resolves,
+    model_inputs=hf_source_inputs, loads_hub=loads_hub_source, resolves=_resolves, ranges={"n_threads": THREADS},
 ))

@@ -79,7 +79,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from omegaconf import DictConfig
 
-from madara_cli.backends.base import Backend, BackendSpec, OnDone, register_backend
+from madara_cli.backends.base import CONTEXT, Backend, BackendSpec, OnDone, register_backend
 from madara_cli.backends.chat import ChatSettings
 from madara_cli.backends.http_client import Failed, PooledClient, Refused, Reply, Transient
 from madara_cli.backends.prompt_tokenizers import PromptTokenizer, message_dicts, tokenizer_loader
@@ -734,6 +734,6 @@ SPEC = register_backend(BackendSpec(
     # No package: the engine is the server, which provenance records as it reports itself.
     runtime_only=("batch_size", "base_url", "api_key_env", "max_in_flight", "retries", "timeout_s"), package=None,
     model_inputs=lambda cfg: {},  # the server loads the weights; nothing of this machine's is read
-    ranges={"n_ctx": int_range(1, optional=True), "max_in_flight": int_range(1), "retries": int_range(0), "timeout_s": num_range(0.0, lo_open=True)},
+    ranges={"n_ctx": CONTEXT, "max_in_flight": int_range(1), "retries": int_range(0), "timeout_s": num_range(0.0, lo_open=True)},
     extra="openai", description="any OpenAI-compatible server (vllm serve, llama.cpp's server, SGLang)",
 ))
