@@ -234,20 +234,24 @@ def check_conflicts(cfg: DictConfig | dict, error: type[Exception]) -> None:
 BUDGETS = ("max_tokens", "score_max_tokens", "cot_max_tokens", "rescore_max_tokens")
 
 
-def check_budgets(cfg: dict, error: type[Exception]) -> None:
+def check_budgets(cfg: dict, error: type[Exception], context: int | None = None, where: str | None = None) -> None:
     """Every reply budget leaves :data:`MIN_PROMPT` tokens of the context (``backend.n_ctx``,
-    else ``model.max_model_len``) for its prompt: a reply shares the context with its
-    prompt, so ``backend.n_ctx=1`` ran on prompts cut to nothing and
-    ``generation.max_tokens=100000000`` was priced at 462 hours."""
+    else ``model.max_model_len``; or ``context``, described by ``where``, as a server
+    reports it) for its prompt: a reply shares the context with its prompt, so
+    ``backend.n_ctx=1`` ran on prompts cut to nothing and ``generation.max_tokens=100000000``
+    was priced at 462 hours."""
     gen, backend = cfg.get("generation") or {}, cfg.get("backend") or {}
-    context, where = (backend["n_ctx"], "backend.n_ctx") if backend.get("n_ctx") else (_get(cfg, "model.max_model_len")[1], "model.max_model_len")
+    if context is None:
+        key = "backend.n_ctx" if backend.get("n_ctx") else "model.max_model_len"
+        context = _get(cfg, key)[1]
+        where = f"{key}={context}"
     if not isinstance(context, int):
         return
     for name in BUDGETS:
         budget = gen.get(name)
         if isinstance(budget, int) and budget + MIN_PROMPT > context:
-            raise error(f"generation.{name}={budget} leaves no room for a prompt in {where}={context} (a reply shares the context "
-                        f"with its prompt, which needs at least {MIN_PROMPT} tokens): lower the budget or raise {where}")
+            raise error(f"generation.{name}={budget} leaves no room for a prompt in {where} (a reply shares the context with "
+                        f"its prompt, which needs at least {MIN_PROMPT} tokens): lower the budget or raise the context")
 
 
 def _shown(v: Any) -> str:

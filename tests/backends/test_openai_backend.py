@@ -200,7 +200,7 @@ def test_fingerprint_and_context_come_from_models_when_served(fake_server):
     assert b.fingerprint == f"openai:{fake_server.base_url}:served-name:rs"  # rs: a seed per request, every sampling field sent
     assert b.n_ctx == 8192
     fake_server.responders["/v1/models"] = lambda body: (200, {"data": [{"id": "/models/x.gguf"}]}, {})
-    b = make(fake_server, model="org/model", n_ctx=2048)
+    b = make(fake_server, model="org/model", n_ctx=2048, aliases=("/home/me/x.gguf",))  # a llama.cpp server lists its GGUF
     assert b.fingerprint == f"openai:{fake_server.base_url}:org/model:/models/x.gguf:rs"
     assert b.n_ctx == 2048
 
