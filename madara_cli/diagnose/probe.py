@@ -183,14 +183,15 @@ def _probe(cfg: DictConfig, llm: CachedLLM, spec: ProbeIdentity, examples: list[
         for flat in flat_levels
         for p in todo
     ]
+    parser = str(reading.get("score_parser", "madara"))
     if mode == "logprob":
         read = [_from_logprobs(c.logprobs) for c in llm.logprobs("rsc-rescore", requests)]
-    elif str(reading.get("score_parser", "madara")) == "authors":
+    elif how == "prefix":  # a continuation of the begun object, read as its rest by either parser
+        read = [read_rescore(c, RELEVANCE, parser) for c in llm.chat("rsc-rescore", requests)]
+    elif parser == "authors":
         read = [parse_score_authors(c.text) for c in llm.chat("rsc-rescore", requests)]
-    elif how == "forced":
-        read = [parse_completion(c, RELEVANCE) for c in llm.chat("rsc-rescore", requests)]
     else:
-        read = [read_rescore(c, RELEVANCE) for c in llm.chat("rsc-rescore", requests)]
+        read = [parse_completion(c, RELEVANCE) for c in llm.chat("rsc-rescore", requests)]
     rescored: list[ParsedScore] = []
     per_level = []
     for k in range(3):
