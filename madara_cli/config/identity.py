@@ -483,6 +483,9 @@ def rsc_key(cfg: Any) -> dict[str, Any]:
     node.pop("isolation_probe", None)
     if isolation_on(cfg):
         node["isolation_probe"] = True
+    reading = to_plain(cfg).get("reading") or {}
+    if node.get("rescore") == "prefix" and node.get("rescoring") == "generate" and reading.get("score_parser") == "authors":
+        node["prefix_read"] = "object"  # these re-scores were once read as 0 each: such probes are not reused
     return node
 
 
