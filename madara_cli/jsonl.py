@@ -70,13 +70,3 @@ def encodes(value: Any) -> bool:
         elif isinstance(v, list):
             todo.extend(v)
     return True
-
-
-def text_problem(text: str) -> str | None:
-    """Why ``text`` (a YAML or template file's contents, a name) cannot be used as UTF-8
-    text, or None."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as e:
-        return f"character {e.start} is a lone surrogate ({text[e.start]!a}), not Unicode text"
-    return None
