@@ -460,12 +460,10 @@ class OpenAIBackend:
         return min(MAX_BACKOFF_S, 0.5 * 2**attempt) * (1 + 0.1 * random.random())
 
     def _names_the_model(self, name: str) -> bool:
-        """Whether a name a server gives (in ``/models``, in a reply) is the model asked for:
-        its name, or an alias (a GGUF's path, also by its file name), or a dated snapshot
-        of the name (``gpt-4o-mini-2024-07-18`` for ``gpt-4o-mini``)."""
-        files = {a.replace("\\", "/").rsplit("/", 1)[-1] for a in self.aliases}
-        return name in (self.model, *self.aliases) or name.replace("\\", "/").rsplit("/", 1)[-1] in files or \
-            name.startswith(self.model + "-")
+        """Whether a name a server gives (in ``/models``, in a reply) is the model's: its name,
+        a dated snapshot of it (``gpt-4o-mini-2024-07-18``), an alias or an alias's file name."""
+        files = {a.rsplit("/", 1)[-1] for a in self.aliases}
+        return name == self.model or name.startswith(self.model + "-") or name in self.aliases or name.rsplit("/", 1)[-1] in files
 
     def _served_model(self, require_listed: bool) -> dict[str, Any] | None:
         """The entry of ``/models`` that names the model; None without that endpoint. A
