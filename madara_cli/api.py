@@ -240,10 +240,10 @@ def route(nf: float, rho: Sequence[float] | None = None, *, degenerate: bool = F
     if rho is not None and degenerate:
         raise ConfigError("rho and degenerate contradict each other: a degenerate probe measured no ρ̂; give one of them")
     if rho is not None:
-        what = f"rho is three Spearman correlations in [-1, 1] (shuffled, contradicted, random); got {rho!r}"
-        rho = tuple(_number(x, what) for x in (rho if isinstance(rho, Sequence) and not isinstance(rho, str) else [rho]))
+        what = "rho is three Spearman correlations in [-1, 1] (shuffled, contradicted, random); got "
+        rho = tuple(_number(x, f"{what}{rho!r}") for x in (rho if isinstance(rho, Sequence) and not isinstance(rho, str) else [rho]))
         if len(rho) != 3 or any(not -1.0 <= x <= 1.0 for x in rho):  # a NaN is no correlation either
-            raise ConfigError(what)
+            raise ConfigError(what + " ".join(f"{x:g}" for x in rho))
     # the command line's ranges (madara route's --entropy, --tau-nf, --rho1, --iso-n)
     for name, value, lo, hi in (("entropy", entropy, 0.0, 1.0), ("tau_nf", tau_nf, 0.0, 100.0), ("rho1", rho1, -1.0, 1.0)):
         what = f"{name} is in [{lo:g}, {hi:g}]; got {value!r}"
