@@ -55,9 +55,9 @@ def check_writable(folder: Path) -> None:
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
     if not existing.is_dir():
-        raise ConfigError(f"results_dir: {existing} is not a folder; pass a folder (it is made when missing)")
+        raise ConfigError(f"cannot use {existing}: not a folder (results_dir is a folder, made when missing)")
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise ConfigError(f"results_dir: {existing} is not writable")
+        raise ConfigError(f"cannot use {existing}: results folder is not writable")
 
 
 def prediction_rows(examples: list[Example], preds: list[Prediction], tidy: bool = True) -> tuple[list[dict], list[M.Scores]]:

@@ -58,7 +58,7 @@ def test_a_results_folder_that_is_a_file_is_a_config_error(tmp_path: Path, no_en
     blocker = tmp_path / "a-file"
     blocker.write_text("kept")
     for results in (blocker, blocker / "under"):
-        with pytest.raises(ConfigError, match=f"results_dir: {blocker} is not a folder"):
+        with pytest.raises(ConfigError, match=f"cannot use {blocker}: not a folder"):
             m.run_cell(["strategy=nf", "limit=1"], results=results)
     assert blocker.read_text() == "kept"
 

@@ -525,7 +525,7 @@ def test_results_folder_checked_before_work(tmp_path, monkeypatch):
     cfg = compose(["strategy=nf", f"results_dir={blocker / 'r'}", f"cache={tmp_path / 'c.sqlite'}"])
     backend = FakeBackend()
     with EnginePool(factory=lambda cfg: backend) as pool:
-        with pytest.raises(OSError):
+        with pytest.raises(ConfigError, match=f"cannot use {blocker}: not a folder"):  # the user's setting: a ConfigError (the API's too)
             run_cell(cfg, pool, examples=generate(2))
     assert backend.chat_calls == 0
 
