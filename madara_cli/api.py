@@ -69,11 +69,16 @@ def _read_config(config: DictConfig | PathLike) -> DictConfig:
     """A composed config as it is, or one read from a YAML file (a cell's ``config.yaml``
     runs that cell again: the same key, so a finished one is reused), checked as a
     composed one is."""
+    from madara_cli.composition import ensure_loaded
     from madara_cli.config.folders import read_yaml
     from madara_cli.config.validate import validate_config
 
+    ensure_loaded()  # the plug-ins a config names (its backend, strategy, ...): compose() is not what loads them here
     if isinstance(config, DictConfig):
         return config
+    if not isinstance(config, (str, Path)):
+        raise ConfigError(f"config= is a composed config (madara_cli.api.compose(...)) or the path of a cell's config.yaml; "
+                          f"got {type(config).__name__}")
     path = Path(config)
     if not path.is_file():
         raise ConfigError(f"no config file at {path} (pass a composed config, or a cell's config.yaml)")
@@ -235,11 +240,17 @@ def route(nf: float, rho: Sequence[float] | None = None, *, degenerate: bool = F
     if rho is not None and degenerate:
         raise ConfigError("rho and degenerate contradict each other: a degenerate probe measured no ρ̂; give one of them")
     if rho is not None:
-        rho = tuple(float(x) for x in rho)
-        if len(rho) != 3 or any(not -1.0 <= x <= 1.0 for x in rho):
-            raise ConfigError(f"rho is three Spearman correlations in [-1, 1] (shuffled, contradicted, random); got {' '.join(f'{x:g}' for x in rho)}")
-    if entropy is not None and not 0.0 <= entropy <= 1.0:
-        raise ConfigError(f"entropy is a normalised score entropy in [0, 1]; got {entropy:g}")
+        what = "rho is three Spearman correlations in [-1, 1] (shuffled, contradicted, random); got "
+        rho = tuple(_number(x, f"{what}{rho!r}") for x in (rho if isinstance(rho, Sequence) and not isinstance(rho, str) else [rho]))
+        if len(rho) != 3 or any(not -1.0 <= x <= 1.0 for x in rho):  # a NaN is no correlation either
+            raise ConfigError(what + " ".join(f"{x:g}" for x in rho))
+    # the command line's ranges (madara route's --entropy, --tau-nf, --rho1, --iso-n)
+    for name, value, lo, hi in (("entropy", entropy, 0.0, 1.0), ("tau_nf", tau_nf, 0.0, 100.0), ("rho1", rho1, -1.0, 1.0)):
+        what = f"{name} is in [{lo:g}, {hi:g}]; got {value!r}"
+        if value is not None and not lo <= _number(value, what) <= hi:
+            raise ConfigError(what)
+    if iso_n is not None and (isinstance(iso_n, bool) or not isinstance(iso_n, int) or iso_n < 1):
+        raise ConfigError(f"iso_n is how many queries iso_em was measured on: an integer >= 1; got {iso_n!r}")
     try:
         diag = router.Diagnostics(em_nf=float(nf), rho=rho, rsc_class=rsc_class, entropy=entropy)
     except ValueError as e:
@@ -248,7 +259,7 @@ def route(nf: float, rho: Sequence[float] | None = None, *, degenerate: bool = F
         raise ConfigError("the isolation gain needs both iso_em (PDE-Random EM, percent) and iso_n (queries); --iso-em and --iso-n")
     iso, note = None, ""
     if iso_em is not None:
-        if not 0.0 <= iso_em <= 100.0:
+        if not 0.0 <= _number(iso_em, f"iso_em is an EM percentage; got {iso_em!r}") <= 100.0:
             raise ConfigError(f"iso_em is an EM percentage in [0, 100]; got {iso_em:g}")
         iso = router.Isolation.from_published(float(nf), iso_em, iso_n, "given")
     elif policy == router.ISOLATION:
@@ -260,6 +271,14 @@ def route(nf: float, rho: Sequence[float] | None = None, *, degenerate: bool = F
         raise ConfigError(str(e)) from None
     return Routed(decision.strategy, decision.reason, router.route_nf_only(diag, tau_nf).strategy,
                   router.route_entropy(diag).strategy if entropy is not None else None, policy, note)
+
+
+def _number(value: Any, what: str) -> float:
+    """A number as the router reads it; anything else (a word, None, a bool) is the
+    ConfigError ``what`` (a NaN passes here, and no range holds it)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(what)
+    return float(value)
 
 
 # --- a results folder as pandas DataFrames ----------------------------------------------------------------

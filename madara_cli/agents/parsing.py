@@ -372,14 +372,15 @@ def parse_completion(completion: Completion, agent: str, mode: str = "generate")
     return read_reply(completion, agent, mode)[0]
 
 
-def read_rescore(completion: Completion, agent: str = "relevance") -> ParsedScore:
-    """The score of a generated re-score reply: only the continuation is read (the chain
-    in the prefix may itself mention scores), as the rest of a ``{"confidence": ...``
-    object."""
+def read_rescore(completion: Completion, agent: str = "relevance", parser: str = "madara") -> ParsedScore:
+    """The score of a generated re-score reply (``rsc.rescore=prefix``): only the
+    continuation is read (the chain in the prefix may itself mention scores), as the rest
+    of a ``{"confidence": ...`` object, by ``parser`` (``madara`` or ``authors``: the
+    authors' parser read the bare continuation ``3, "score": 4`` as no object, 0)."""
     text = '{"confidence": ' + completion.text
     if completion.finish_reason == "stop" and text.count("{") > text.count("}"):
         text += "}"
-    parsed = parse_score(text, agent)
+    parsed = parse_score_authors(text) if parser == "authors" else parse_score(text, agent)
     return ParsedScore(parsed.value, parsed.raw_value, parsed.failure, parsed.method, (), parsed.confidence)
 
 

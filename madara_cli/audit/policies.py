@@ -61,10 +61,6 @@ class PolicyRow:
     bounds: dict[str, tuple[float, float] | None]  # gap range when the routed scoring EM is not printed
 
 
-def _rho(model: str, benchmark: str) -> tuple[float, float, float]:
-    return tuple(pv.TABLE4[(model, benchmark, f"rho{k}")] for k in (1, 2, 3))  # type: ignore[return-value]
-
-
 def published_pairs() -> list[PublishedPair]:
     """Every pair with a printed NF and isolation EM (module docstring), Table 2's ten first."""
     pairs: list[PublishedPair] = []

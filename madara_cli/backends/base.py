@@ -20,9 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, ClassVar, Optional, Protocol, Sequence, runtime_checkable
 
+from madara_cli.config.validate import MAX_CONTEXT
 from madara_cli.core.held import held
 from madara_cli.core.records import ChatRequest, Completion, ScoreRequest
-from madara_cli.plugins.shape import Spec
+from madara_cli.plugins.shape import Spec, int_range
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -103,6 +104,13 @@ class BackendSpec(Spec):
     # dtype=null on a GPU): keys hold the resolved value in the setting's place, so a cell
     # run on a GPU and on a laptop are not one cell. None: every setting is what it says.
     resolves: Optional[Callable[["DictConfig"], dict[str, str]]] = None
+
+
+# Ranges engines share: a context of at most MAX_CONTEXT tokens (whether a reply budget
+# leaves room for a prompt in it is checked beside, config.validate.check_budgets), and
+# at most 512 threads (llama.cpp's GGML_MAX_N_THREADS; backend.n_threads=100000 was taken).
+CONTEXT = int_range(1, MAX_CONTEXT, optional=True)
+THREADS = int_range(1, 512, optional=True)
 
 
 @held

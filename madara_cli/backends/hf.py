@@ -44,7 +44,7 @@ from typing import Optional
 
 from omegaconf import DictConfig
 
-from madara_cli.backends.base import Backend, BackendSpec, installed_version
+from madara_cli.backends.base import THREADS, Backend, BackendSpec, installed_version
 from madara_cli.backends.chat import ChatSettings
 from madara_cli.backends.weights import (
     file_fingerprint,
@@ -55,7 +55,7 @@ from madara_cli.backends.weights import (
 )
 from madara_cli.config.identity import folder_digest
 from madara_cli.config.schema import BackendConfig, input_field
-from madara_cli.core.errors import BackendError, ConfigError
+from madara_cli.core.errors import BackendError, ConfigError, import_failure
 from madara_cli.core.hub import COMMIT, resolved_revision
 from madara_cli.plugins import register
 
@@ -147,6 +147,15 @@ def _have(module: str) -> bool:
         return False
 
 
+def torch_module():
+    """torch, imported; a torch that is missing or cannot be loaded is one BackendError line."""
+    try:
+        import torch
+    except (ImportError, OSError) as e:
+        raise BackendError(import_failure("backend=hf", e, "torch: pip install torch")) from None
+    return torch
+
+
 def device_kind(device: str, device_map: str | None) -> str:
     """``cpu``, ``cuda`` or ``mps``: what ``device`` (or a ``device_map``) resolves to on
     this machine. ``auto`` asks torch (imported here; without torch, ``cpu``)."""
@@ -154,8 +163,7 @@ def device_kind(device: str, device_map: str | None) -> str:
         return device.split(":")[0]
     if not _have("torch"):
         return "cpu"
-    import torch
-
+    torch = torch_module()
     if torch.cuda.is_available():
         return "cuda"
     if device_map is None and getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
@@ -256,8 +264,7 @@ def _build(cfg: DictConfig) -> Backend:
 
 def _device(device: str, kind: str, device_map: str | None) -> str:
     """The torch device the inputs go to; a GPU that is asked for and absent is one line."""
-    import torch
-
+    torch = torch_module()
     if kind == "cuda" and not torch.cuda.is_available():
         raise BackendError(f"backend.device={device}: torch sees no CUDA device here (torch {torch.__version__}); use backend.device=cpu")
     if kind == "mps" and not (getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()):
@@ -296,5 +303,5 @@ SPEC = register(BackendSpec(
     # measures it); device_map places layers; the thread count changes speed.
     runtime_only=("batch_size", "micro_batch", "device_map", "n_threads"),
     package="transformers", model_settings=("hf_source",), worker_threads="n_threads", missing=_missing,
-    model_inputs=hf_source_inputs, loads_hub=loads_hub_source, resolves=_resolves,
+    model_inputs=hf_source_inputs, loads_hub=loads_hub_source, resolves=_resolves, ranges={"n_threads": THREADS},
 ))

@@ -56,7 +56,7 @@ from typing import Any
 from madara_cli.backends.base import OnDone
 from madara_cli.backends.chat import ChatSettings
 from madara_cli.backends.truncate import fit_messages
-from madara_cli.core.errors import BackendError
+from madara_cli.core.errors import BackendError, import_failure
 from madara_cli.core.records import ChatRequest, Completion, ScoreRequest, sampling_seed
 
 # Room left for the template's own tokens that the count may miss (none, in practice).
@@ -104,8 +104,8 @@ class HFBackend:
         try:
             import torch
             import transformers
-        except ImportError as e:
-            raise BackendError(f"backend=hf needs torch and transformers ({e}): pip install torch transformers") from None
+        except (ImportError, OSError) as e:
+            raise BackendError(import_failure("backend=hf", e, f"torch and transformers ({e}): pip install torch transformers")) from None
         from madara_cli.backends.vllm_backend import PromptRenderer
 
         _quiet(transformers)

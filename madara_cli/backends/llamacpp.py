@@ -24,7 +24,7 @@ from typing import Optional, Sequence
 import numpy as np
 from omegaconf import DictConfig
 
-from madara_cli.backends.base import Backend, BackendSpec, OnDone, installed_version
+from madara_cli.backends.base import CONTEXT, THREADS, Backend, BackendSpec, OnDone, installed_version
 from madara_cli.backends.chat import ChatSettings, ControlText, safe_token_ids
 from madara_cli.backends.truncate import fit_messages
 from madara_cli.backends.weights import file_fingerprint, named_fingerprint, resolve_gguf
@@ -32,7 +32,6 @@ from madara_cli.config.schema import BackendConfig
 from madara_cli.core.errors import BackendError
 from madara_cli.core.records import ChatRequest, Completion, Message, ScoreRequest
 from madara_cli.plugins import register
-from madara_cli.plugins.shape import int_range
 
 
 def engine_fingerprint(file_fp: str, n_ctx: int, version: str, chat: ChatSettings = ChatSettings()) -> str:
@@ -336,6 +335,6 @@ def _fingerprint(cfg: DictConfig) -> str:
 SPEC = register(BackendSpec(
     name="llamacpp", schema=LlamaCppConfig, build=_build, fingerprint=_fingerprint,
     runtime_only=("batch_size", "n_threads"), package="llama-cpp-python", worker_threads="n_threads", extra="cpu",
-    ranges={"n_threads": int_range(1, optional=True), "n_ctx": int_range(1, optional=True)},
+    ranges={"n_threads": THREADS, "n_ctx": CONTEXT},
     description="llama.cpp on this machine's CPU (the embedded default: a GGUF file)",
 ))

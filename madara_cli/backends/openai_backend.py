@@ -66,10 +66,12 @@ version), plus the chat settings when they are not the defaults. The same identi
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import random
 import re
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -77,19 +79,22 @@ from dataclasses import dataclass
 from typing import Any, Optional
 from urllib.parse import urlsplit, urlunsplit
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
-from madara_cli.backends.base import Backend, BackendSpec, OnDone
+from madara_cli.backends.base import CONTEXT, Backend, BackendSpec, OnDone
 from madara_cli.backends.chat import ChatSettings
 from madara_cli.backends.http_client import Failed, PooledClient, Refused, Reply, Transient
 from madara_cli.backends.prompt_tokenizers import PromptTokenizer, message_dicts, tokenizer_loader
 from madara_cli.backends.truncate import fit_messages
+from madara_cli.backends.weights import resolve_gguf
 from madara_cli.config.schema import BackendConfig, Tokenizer
 from madara_cli.core.credentials import redact, without_userinfo
 from madara_cli.core.errors import RESUME_HINT, BackendError
 from madara_cli.core.records import ChatRequest, Completion, Message, ScoreRequest, sampling_seed
 from madara_cli.plugins import register
 from madara_cli.plugins.shape import int_range, num_range
+
+log = logging.getLogger(__name__)
 
 TOP_LOGPROBS = 20  # vLLM's default --max-logprobs; llama.cpp has no cap
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
@@ -318,12 +323,16 @@ class OpenAIBackend:
         sampling: str = "explicit",
         require_listed: bool = False,
         keep_alive: bool = True,
+        aliases: Sequence[str] = (),
     ):
         self._url = base_url.rstrip("/")  # what requests go to: a password in it is used, never shown or kept
         self.base_url = without_userinfo(self._url)
         self.chat_settings = chat or ChatSettings()
         self.sampling = sampling
         self.model = model
+        self.aliases = tuple(aliases)  # other names a server may list the model under (a llama.cpp server: its GGUF's path)
+        self.reply_models: dict[str, int] = {}  # the model each reply named, counted (take_reply_models)
+        self._lock = threading.Lock()
         self.retries = max(0, int(retries))
         self.timeout_s = float(timeout_s)
         self._api_key = api_key
@@ -338,8 +347,8 @@ class OpenAIBackend:
             served = self._served_model(require_listed)
             self.served_id = served.get("id") if served else None
             reported = (served or {}).get("max_model_len")
-            reported = reported if isinstance(reported, int) and not isinstance(reported, bool) and reported > 0 else None
-            self.n_ctx = int(n_ctx or reported or default_n_ctx)
+            self.reported_n_ctx = reported if isinstance(reported, int) and not isinstance(reported, bool) and reported > 0 else None
+            self.n_ctx = int(n_ctx or self.reported_n_ctx or default_n_ctx)
             self.served = self._identify(served)
             # Loaded now, not at the first request: a tokenizer that cannot be had is
             # one line before any stage starts.
@@ -451,10 +460,17 @@ class OpenAIBackend:
                 pass
         return min(MAX_BACKOFF_S, 0.5 * 2**attempt) * (1 + 0.1 * random.random())
 
+    def _names_the_model(self, name: str) -> bool:
+        """Whether a name a server gives (in ``/models``, in a reply) is the model's: its name,
+        a dated snapshot of it (``gpt-4o-mini-2024-07-18``), an alias or an alias's file name."""
+        files = {a.rsplit("/", 1)[-1] for a in self.aliases}
+        return name == self.model or name.startswith(self.model + "-") or name in self.aliases or name.rsplit("/", 1)[-1] in files
+
     def _served_model(self, require_listed: bool) -> dict[str, Any] | None:
-        """The entry of ``/models`` that names the model (else the first one); None
-        without that endpoint. With ``require_listed`` (``backend.served_model_name``
-        set), a name the server does not list is refused here."""
+        """The entry of ``/models`` that names the model; None without that endpoint. A
+        server that lists one model, another one, is refused here (so is one that does not
+        list ``backend.served_model_name``: ``require_listed``); one that lists several,
+        none of them the model, is warned about (its replies say what answered)."""
         probe = {"timeout_s": min(self.timeout_s, PROBE_TIMEOUT_S), "retries": min(self.retries, 2)}
         try:
             listing = self._call("GET", "/models", **probe)
@@ -469,13 +485,19 @@ class OpenAIBackend:
         data = listing.get("data") if isinstance(listing, dict) else None
         models = [m for m in data if isinstance(m, dict) and isinstance(m.get("id"), str) and m["id"]] if isinstance(data, list) else []
         ids = [m["id"] for m in models]
+        shown = ", ".join(_one_line(i, 120) for i in ids[:10]) + (f" (and {len(ids) - 10} more)" if len(ids) > 10 else "")
         if require_listed and ids and self.model not in ids:
-            shown = ", ".join(_one_line(i, 120) for i in ids[:10]) + (f" (and {len(ids) - 10} more)" if len(ids) > 10 else "")
             raise BackendError(f"backend.served_model_name={_one_line(self.model, 120)!r} is not served at {self.base_url}; it serves: {shown}")
-        for m in models:
-            if m["id"] == self.model:
-                return m
-        return models[0] if models else None
+        mine = next((m for m in models if m["id"] == self.model), None) or next((m for m in models if self._names_the_model(m["id"])), None)
+        if mine is not None or not models:
+            return mine
+        wanted = _one_line(self.model, 120)
+        if len(models) == 1:
+            raise BackendError(f"{self.base_url} serves {shown}, not {wanted!r}: point backend.base_url at the server of {wanted!r}, "
+                               f"or set backend.served_model_name={shown} if that is the same model")
+        log.warning("%s lists %s, none of them %r: what answers is the server's choice (each cell records the model its replies name)",
+                    self.base_url, shown, wanted)
+        return models[0]
 
     def _check_v1(self) -> None:
         """``/models`` answered 404: when the same server answers under ``/v1``, the
@@ -591,6 +613,26 @@ class OpenAIBackend:
             body["stop"] = list(r.stop)
         return body, truncated
 
+    def _answered_by(self, res: Any) -> None:
+        """Count the model a reply names; warn once for each name that is not the model's."""
+        name = res.get("model") if isinstance(res, dict) else None
+        if not isinstance(name, str) or not name:
+            return
+        name = _one_line(name, 120)
+        with self._lock:
+            first = name not in self.reply_models
+            self.reply_models[name] = self.reply_models.get(name, 0) + 1
+        if first and not self._names_the_model(name) and name != self.served_id:
+            log.warning("%s answered as %r, not %r: another model may be answering (recorded with the cell)", self.base_url, name,
+                        _one_line(self.model, 120))
+
+    def take_reply_models(self) -> dict[str, int]:
+        """The models the replies since the last call named, with their counts (a cell's
+        provenance takes them when it is written)."""
+        with self._lock:
+            out, self.reply_models = self.reply_models, {}
+        return out
+
     def _invalid(self, path: str, why: str, res: Any) -> InvalidReply:
         return InvalidReply(f"{self.base_url}{path} sent a reply madara cannot use ({why}); nothing of it was cached: "
                             f"{_one_line(json.dumps(res), 200)}")
@@ -601,6 +643,7 @@ class OpenAIBackend:
         t0 = time.perf_counter()
         res = self._call("POST", path, body)
         seconds = time.perf_counter() - t0
+        self._answered_by(res)
         try:
             choice = _first_choice(res)
             if path == "/completions":
@@ -635,6 +678,7 @@ class OpenAIBackend:
         t0 = time.perf_counter()
         res = self._call("POST", "/completions", body)
         seconds = time.perf_counter() - t0
+        self._answered_by(res)
         try:
             top = _top_logprobs(_first_choice(res))
             tokens_in = _count(_usage(res), "prompt_tokens")
@@ -710,9 +754,11 @@ def _openai(cfg: DictConfig) -> Backend:
 def openai_backend(cfg: DictConfig, keep_alive: bool = True) -> OpenAIBackend:
     """``backend=openai``'s engine for a composed config; ``keep_alive=False`` opens a
     connection per request (``madara bench --only openai_pool`` compares the two)."""
+    from madara_cli.config.validate import check_budgets
+
     _check_sampling(cfg)
     b = cfg.backend
-    return OpenAIBackend(
+    backend = OpenAIBackend(
         base_url=b.base_url,
         model=b.get("served_model_name") or cfg.model.hf_id,
         tokenizer=tokenizer_loader(cfg),
@@ -727,7 +773,27 @@ def openai_backend(cfg: DictConfig, keep_alive: bool = True) -> OpenAIBackend:
         sampling=str(b.sampling),
         require_listed=bool(b.get("served_model_name")),
         keep_alive=keep_alive,
+        aliases=_gguf_names(cfg),
     )
+    if not b.n_ctx and backend.reported_n_ctx:  # the server's context: a reply budget must leave room for a prompt in it too
+        try:
+            check_budgets(OmegaConf.to_container(cfg, resolve=True), BackendError, backend.n_ctx,
+                          f"the {backend.n_ctx}-token context {backend.base_url}/models reports (max_model_len)")
+        except BackendError:
+            backend.close()
+            raise
+    return backend
+
+
+def _gguf_names(cfg: DictConfig) -> tuple[str, ...]:
+    """``model.gguf`` as a llama.cpp server lists it (the path it loaded)."""
+    gguf = cfg.model.get("gguf")
+    if not gguf:
+        return ()
+    try:
+        return (str(resolve_gguf(str(gguf))),)
+    except BackendError:
+        return (str(gguf),)
 
 
 SPEC = register(BackendSpec(
@@ -735,6 +801,6 @@ SPEC = register(BackendSpec(
     # No package: the engine is the server, which provenance records as it reports itself.
     runtime_only=("batch_size", "base_url", "api_key_env", "max_in_flight", "retries", "timeout_s"), package=None,
     model_inputs=lambda cfg: {},  # the server loads the weights; nothing of this machine's is read
-    ranges={"n_ctx": int_range(1, optional=True), "max_in_flight": int_range(1), "retries": int_range(0), "timeout_s": num_range(0.0, lo_open=True)},
+    ranges={"n_ctx": CONTEXT, "max_in_flight": int_range(1), "retries": int_range(0), "timeout_s": num_range(0.0, lo_open=True)},
     extra="openai", description="any OpenAI-compatible server (vllm serve, llama.cpp's server, SGLang)",
 ))

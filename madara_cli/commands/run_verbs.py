@@ -166,8 +166,8 @@ def plan(
                                          "(default: the engine's calibration: measured in the response cache, by madara bench, or a prior)"),
     as_json: bool = typer.Option(False, "--json", help="The plan as JSON on stdout (every number in full, and each engine's calibration)"),
     as_csv: bool = typer.Option(False, "--csv", help="The plan as CSV on stdout: one row per strategy and the total"),
-    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="Processes that compose and walk the cells (default: one "
-                                       "per CPU, up to 8, for a grid of 200 cells or more on Linux; else 1); the plan is the same"),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="Processes that compose and walk the cells, at most one "
+                                       "per CPU (default: one per CPU, up to 8, for a grid of 200 cells or more on Linux; else 1); the plan is the same"),
     config_dir: Optional[List[Path]] = config_dir_option(),
     include: Optional[List[Path]] = include_option(),
 ) -> None:
@@ -178,8 +178,11 @@ def plan(
     from madara_cli.composition import compose
     from madara_cli.config import load_grid
     from madara_cli.experiment.grid import grid_cells, has_sweep, sweep_cells
-    from madara_cli.experiment.plan import plan_cells, plan_grid
+    from madara_cli.experiment.plan import plan_cells, plan_grid, plan_jobs
 
+    if jobs is not None and plan_jobs(1, jobs) < jobs:
+        err.print(f"plan: -j {jobs} is more than this machine's {plan_jobs(1, jobs)} CPUs; planning with {plan_jobs(1, jobs)} processes",
+                  style="yellow", markup=False, highlight=False, soft_wrap=True)
     if as_json and as_csv:
         raise UserError("--json and --csv: pick one output")
     if grid and load_grid(grid).kind == "probes":

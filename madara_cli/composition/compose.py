@@ -123,15 +123,15 @@ def _hydra_once(overrides: list[str]) -> DictConfig:
 _BASES: dict[tuple, DictConfig] = {}  # Hydra's first step, copied per cell
 _REPOS: dict[tuple, object] = {}
 _GROUPS: dict[tuple, bool] = {}  # (search state, key) -> whether Hydra reads the key as a config group
-_STATE_FILES_MAX = 2000  # a search path holding more yaml files than this is composed whole every time
+_STATE_FILES_MAX = 2000  # a search path holding more yaml files than this is composed whole every time (its state: ())
 _RACY_S = 2.0  # a yaml file changed this recently may change again within its stamp's resolution
 
 
 def _search_state(overrides_head: tuple[str, ...]) -> tuple | None:
     """What Hydra's first step reads besides the overrides: the search path, every yaml
     file in it by its stamp (device, inode, size, mtime and ctime in nanoseconds), and the
-    schemas registered; None when a file changed within the last :data:`_RACY_S` seconds
-    (or the folders are too large to stamp), and the config is then composed whole."""
+    schemas registered; None when a file changed within the last :data:`_RACY_S` seconds,
+    ``()`` when the folders are too large to stamp: the config is then composed whole."""
     import os
     import time
 
@@ -160,7 +160,7 @@ def _search_state(overrides_head: tuple[str, ...]) -> tuple | None:
                     return None
                 stamps.append((folder, name, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
                 if len(stamps) > _STATE_FILES_MAX:
-                    return None
+                    return ()
     return (primary, overrides_head, tuple(stamps), registered_schemas())
 
 
@@ -185,7 +185,8 @@ def held_state() -> Iterator[None]:
 def _state(head: tuple[str, ...]) -> tuple | None:
     if _HELD is None:
         return _search_state(head)
-    if _HELD.get(head) is None:  # None (a file just changed) is read again, not held for the grid
+    if _HELD.get(head) is None:  # None (a file just changed) is read again, not held for the grid; () is held (a
+        # 10,000-file folder was walked again for every cell)
         _HELD[head] = _search_state(head)
     return _HELD[head]
 
@@ -227,7 +228,7 @@ def _split_values(primary: str, overrides: list[str]) -> tuple[tuple, list, tupl
     parsed = [o.hydra for o in parse_overrides(overrides)]
     head = tuple(o.input_line for o in parsed if o is not None and o.key_or_group == "hydra.searchpath")
     state = _state(head) if all(o is not None for o in parsed) else None
-    if state is None:
+    if not state:
         return None
     if state not in _REPOS:
         from hydra import initialize_config_dir

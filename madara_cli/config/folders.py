@@ -490,7 +490,8 @@ def load_grid(name: str) -> GridConfig:
     for group, values in grid.axes.items():
         if group not in GROUPS:
             raise ConfigError(f"grid {name}: unknown axis '{group}'; valid axes: {', '.join(GROUPS)}")
-        bad = [v for v in values if v not in options(group)]
+        known = set(options(group))  # listed once an axis: once a value listed a 10,000-option group 10,000 times
+        bad = [v for v in values if v not in known]
         if bad:
             raise ConfigError(f"grid {name}: unknown {group} {bad}; valid: {', '.join(options(group))}")
     return grid

@@ -305,13 +305,10 @@ def source_identity(benchmark: Any) -> str:
     else its loader's key fragment (the mini benchmark: its generator's size), else the
     hub id, config and split at the commit the local hub cache knows for its revision (at
     the revision's name where none is known). Part of every retrieval snapshot's key."""
-    from madara_cli.core.errors import DataError
+    from madara_cli.core.sidefiles import WHAT, regular_file
 
-    if benchmark.get("path"):
-        p = Path(benchmark.path).expanduser()
-        if not p.is_file():
-            raise DataError(f"benchmark {benchmark.name}: file not found: {p}")
-        return f"file:sha256:{file_digest(p)}"
+    if benchmark.get("path"):  # missing, or a FIFO or /dev/zero: one line saying which
+        return f"file:sha256:{file_digest(regular_file(Path(benchmark.path).expanduser(), WHAT))}"
     spec = CATALOG.find("loader", str(benchmark.get("loader")))
     if spec is not None and spec.key is not None:
         return str(spec.key(benchmark))

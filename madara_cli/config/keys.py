@@ -250,6 +250,9 @@ def rsc_key(cfg: Any) -> dict[str, Any]:
     node.pop("isolation_probe", None)
     if isolation_on(cfg):
         node["isolation_probe"] = True
+    reading = to_plain(cfg).get("reading") or {}
+    if node.get("rescore") == "prefix" and node.get("rescoring") == "generate" and reading.get("score_parser") == "authors":
+        node["prefix_read"] = "object"  # these re-scores were once read as 0 each: such probes are not reused
     return node
 
 
@@ -258,7 +261,7 @@ def rsc_key(cfg: Any) -> dict[str, Any]:
 @dataclass(frozen=True)
 class Fragments:
     """What of a cell or probe only the floors above can know, handed to the rules here
-    (:func:`madara_cli.composition.identify` gathers them from the plug-ins' specs)."""
+    (:func:`madara_cli.config.identity.identify` gathers them from the plug-ins' specs)."""
 
     prompts: dict[str, str]  # the digest of each prompt family it sends
     metric_version: int | str

@@ -24,11 +24,6 @@ from madara_cli.plugins.shape import Range, Spec
 PLUGGABLE = ("backend", "retriever", "strategy")
 
 
-def spec_for(group: str, name: str) -> Spec | None:
-    """The spec registered as option ``name`` of ``group``, or None."""
-    return CATALOG.find(group, name)
-
-
 def schema_for(group: str, name: str) -> type | None:
     """The schema registered for option ``name`` of ``group``, or None."""
     spec = CATALOG.find(group, name)

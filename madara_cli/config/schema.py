@@ -209,16 +209,6 @@ def input_field(kind: str = "file", default: Any = None, help: str = "") -> Any:
     return field(default=default, metadata={"input": kind, "help": help})
 
 
-def input_kind(schema: type | None, name: str) -> str | None:
-    """The input kind field ``name`` of dataclass ``schema`` declares, or None."""
-    if schema is None:
-        return None
-    for f in fields(schema):
-        if f.name == name:
-            return f.metadata.get("input")
-    return None
-
-
 @dataclass
 class ModelConfig:
     name: str = MISSING

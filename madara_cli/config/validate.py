@@ -53,14 +53,17 @@ def _num(lo: float | None = None, hi: float | None = None, optional: bool = Fals
 MAX_SEED = 2**32 - 1
 MAX_LIMIT = 10**9
 MAX_K = 10_000
+MAX_CONTEXT = 1 << 20  # tokens: more than any model madara ships reads (Llama 3.1: 131,072)
+MIN_PROMPT = 64  # tokens a context keeps for the prompt beside the largest reply budget
+MAX_TEMPERATURE = 2.0  # the OpenAI API's bound; at 2 sampling is near uniform already
 
 # Ranges of the numeric settings every option has, by dotted key; each plug-in declares
 # its own settings' ranges in its spec.
 RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "limit": _int(1, MAX_LIMIT, optional=True),
     "seed": _int(0, MAX_SEED),
-    "model.max_model_len": _int(1),
-    "model.temperature": _num(0.0),
+    "model.max_model_len": _int(1, MAX_CONTEXT),
+    "model.temperature": _num(0.0, MAX_TEMPERATURE),
     "model.params_b": _num(0.0, optional=True, lo_open=True),
     "backend.batch_size": _int(1),
     "benchmark.sample": _int(1, optional=True),
@@ -119,6 +122,7 @@ def validate_config(cfg: DictConfig, error: type[Exception], plain: dict | None 
         for check in spec.checks:
             check(cfg)
     check_conflicts(plain, error)  # settings of different groups, or kinds, that undo each other
+    check_budgets(plain, error)
     from madara_cli.plugins.catalog import CATALOG
 
     for spec in specs:
@@ -225,6 +229,29 @@ def check_conflicts(cfg: DictConfig | dict, error: type[Exception]) -> None:
                 continue
         beside = " and ".join(f"{k}={_shown(_get(cfg, k)[1])}" for k, _ in c.beside)
         raise error(f"{key}={_shown(value)} conflicts with {beside}: {c.why}")
+
+
+BUDGETS = ("max_tokens", "score_max_tokens", "cot_max_tokens", "rescore_max_tokens")
+
+
+def check_budgets(cfg: dict, error: type[Exception], context: int | None = None, where: str | None = None) -> None:
+    """Every reply budget leaves :data:`MIN_PROMPT` tokens of the context (``backend.n_ctx``,
+    else ``model.max_model_len``; or ``context``, described by ``where``, as a server
+    reports it) for its prompt: a reply shares the context with its prompt, so
+    ``backend.n_ctx=1`` ran on prompts cut to nothing and ``generation.max_tokens=100000000``
+    was priced at 462 hours."""
+    gen, backend = cfg.get("generation") or {}, cfg.get("backend") or {}
+    if context is None:
+        key = "backend.n_ctx" if backend.get("n_ctx") else "model.max_model_len"
+        context = _get(cfg, key)[1]
+        where = f"{key}={context}"
+    if not isinstance(context, int):
+        return
+    for name in BUDGETS:
+        budget = gen.get(name)
+        if isinstance(budget, int) and budget + MIN_PROMPT > context:
+            raise error(f"generation.{name}={budget} leaves no room for a prompt in {where} (a reply shares the context with "
+                        f"its prompt, which needs at least {MIN_PROMPT} tokens): lower the budget or raise the context")
 
 
 def _shown(v: Any) -> str:

@@ -62,4 +62,19 @@ class CacheError(BackendError):
     printed as one line naming the file and what to do."""
 
 
-__all__ = ["RESUME_HINT", "BackendError", "CacheError", "ConfigError", "DataError", "DegradedCell", "PluginInterrupted", "RecordError", "SnapshotError", "TrackingError"]
+def import_failure(what: str, e: BaseException, install: str) -> str:
+    """The one line for ``what`` when a package it needs cannot be imported: not installed
+    (``install`` says how to get it), or installed and broken, typically a CUDA build of
+    torch on a machine without the CUDA libraries (it said only "libcudart.so.12: cannot
+    open shared object file")."""
+    text = str(e)
+    broken = isinstance(e, OSError) or any(m in text for m in (".so", "shared object", "DLL", "undefined symbol"))
+    if isinstance(e, ImportError) and not broken:
+        return f"{what} needs {install}"
+    why = " ".join(str(e).split())[:200]
+    return (f"{what}: an installed package cannot be loaded ({why}): it was built for another machine, usually torch for CUDA "
+            f"libraries this one lacks; reinstall it for this machine (torch's CPU build: pip install --force-reinstall torch "
+            f"--index-url https://download.pytorch.org/whl/cpu)")
+
+
+__all__ = ["RESUME_HINT", "import_failure", "BackendError", "CacheError", "ConfigError", "DataError", "DegradedCell", "PluginInterrupted", "RecordError", "SnapshotError", "TrackingError"]

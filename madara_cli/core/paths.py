@@ -16,8 +16,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from madara_cli.core.errors import DataError
-
 # The one naming rule, for every name that becomes a folder, a file or a tracking tag
 # (benchmark, model, strategy and retriever labels, grid, prompt set, run names): ASCII
 # letters, digits, '-', '_' and '.', not starting with '.' (hidden names are the store's
@@ -80,42 +78,7 @@ def writing(path: str | Path) -> Iterator[None]:
         raise
 
 
-def utf8_error(path: str | Path) -> str | None:
-    """Where ``path`` stops being UTF-8 ("byte 0xff at offset 1234 (line 5)"), or None
-    when all of it decodes. Read in blocks, so a large corpus costs no memory."""
-    import codecs
-
-    decoder = codecs.getincrementaldecoder("utf-8")()
-    offset = lines = 0
-    with Path(path).open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            pending = decoder.getstate()[0]  # bytes of a character split across blocks
-            try:
-                decoder.decode(block)
-            except UnicodeDecodeError as e:
-                data = pending + block
-                at = offset - len(pending) + e.start
-                line = lines + data[: e.start].count(b"\n") + 1
-                return f"byte 0x{data[e.start]:02x} at offset {at} (line {line})"
-            offset += len(block)
-            lines += block.count(b"\n")
-        pending = decoder.getstate()[0]
-        try:
-            decoder.decode(b"", final=True)
-        except UnicodeDecodeError:
-            return f"a character cut off at the end of the file (offset {offset - len(pending)})"
-    return None
-
-
 def cache_root() -> Path:
     """madara's per-machine cache (compiled wheels, model folders made from GGUF files,
     file digests): ``$MADARA_CACHE``, else ``~/.cache/madara``."""
     return Path(os.environ.get("MADARA_CACHE") or Path.home() / ".cache" / "madara")
-
-
-def not_utf8(path: str | Path, what: str = "file") -> DataError | None:
-    """The one-line error for a text file that is not UTF-8, or None when it is."""
-    where = utf8_error(path)
-    if where is None:
-        return None
-    return DataError(f"{path}: {what} is not UTF-8 text: {where}; save it as UTF-8 (e.g. iconv -f latin1 -t utf-8)")

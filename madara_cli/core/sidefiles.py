@@ -25,9 +25,9 @@ import os
 import re
 import stat
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from madara_cli.core.errors import DataError
 
@@ -100,16 +100,6 @@ def encodes(value: Any) -> bool:
     return True
 
 
-def text_problem(text: str) -> str | None:
-    """Why ``text`` (a YAML or template file's contents, a name) cannot be used as UTF-8
-    text, or None."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as e:
-        return f"character {e.start} is a lone surrogate ({text[e.start]!a}), not Unicode text"
-    return None
-
-
 # --------------------------------------------------------------------------- #
 # Reading
 
@@ -122,45 +112,94 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def read_bytes(path: str | Path, what: str, error: type[Exception] = DataError, max_bytes: int | None = None) -> bytes:
-    """The bytes of the regular file ``path``; anything else (a FIFO, a folder, a
-    device) is one ``error`` naming it, without blocking: the file is opened
-    non-blocking and checked before a byte is read. A file over ``max_bytes`` is one
-    ``error`` too, before it is read."""
+def regular_file(path: str | Path, what: str, error: type[Exception] = DataError) -> Path:
+    """``path`` when it is a regular file (a link to one counts), looked at without opening
+    it; else one ``error`` saying that nothing is there, or what is (a FIFO, /dev/zero)."""
+    p = Path(path)
+    try:
+        mode = p.stat().st_mode
+    except FileNotFoundError:
+        raise error(f"{what.removeprefix('the ')} not found: {p}") from None
+    except OSError as e:
+        raise error(f"{p}: cannot read {what}: {e.strerror or e}") from None
+    if not stat.S_ISREG(mode):
+        raise error(f"{p}: {what} is {_kind(mode)}, not a regular file; refusing to read it")
+    return p
+
+
+def open_regular(path: str | Path, what: str, error: type[Exception] = DataError, max_bytes: int | None = None) -> BinaryIO:
+    """The regular file ``path``, open to read as bytes; anything else (a FIFO, a folder,
+    a device such as /dev/zero) is one ``error`` saying what it is, without blocking: the
+    file is opened non-blocking and checked before a byte is read. A file over
+    ``max_bytes`` is one ``error`` too, before it is read."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as e:
         raise error(f"{path}: cannot read {what}: {e.strerror or e}") from None
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise error(f"{path}: {what} is {_kind(mode)}, not a regular file; refusing to read it")
-        size = os.fstat(fd).st_size
-        if max_bytes is not None and size > max_bytes:
-            raise error(f"{path}: {what} is {size / (1 << 20):.1f} MiB, over its limit of {max_bytes >> 10} KiB; refusing to read it")
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            return f.read()
-    except OSError as e:
-        raise error(f"{path}: cannot read {what}: {e.strerror or e}") from None
-    finally:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise error(f"{path}: {what} is {_kind(st.st_mode)}, not a regular file; refusing to read it")
+        if max_bytes is not None and st.st_size > max_bytes:
+            raise error(f"{path}: {what} is {st.st_size / (1 << 20):.1f} MiB, over its limit of {max_bytes >> 10} KiB; refusing to read it")
+        return os.fdopen(fd, "rb")
+    except BaseException:
         os.close(fd)
+        raise
+
+
+WHAT = "the benchmark file"
+
+
+def open_local(path: str | Path, what: str = WHAT) -> BinaryIO:
+    """A local data file, open to read once: one error for a missing one, and for a
+    FIFO, folder or device saying what it is (one is not "not found")."""
+    return open_regular(regular_file(Path(path).expanduser(), what), what)
+
+
+def read_bytes(path: str | Path, what: str, error: type[Exception] = DataError, max_bytes: int | None = None) -> bytes:
+    """The bytes of the regular file ``path`` (:func:`open_regular`)."""
+    with open_regular(path, what, error, max_bytes) as f:
+        try:
+            return f.read()
+        except OSError as e:
+            raise error(f"{path}: cannot read {what}: {e.strerror or e}") from None
 
 
 def read_text(path: str | Path, what: str, error: type[Exception] = DataError, max_bytes: int | None = None) -> str:
     """The regular file ``path`` as UTF-8 text (a leading byte-order mark dropped); a
     byte that is not UTF-8 is one ``error`` naming where."""
-    data = read_bytes(path, what, error, max_bytes)
+    return decoded(read_bytes(path, what, error, max_bytes), path, what, error)
+
+
+def decoded(data: bytes, path: str | Path, what: str, error: type[Exception] = DataError) -> str:
+    """``data`` (the whole of ``path``) as UTF-8 text, a leading byte-order mark dropped."""
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise error(f"{path}: {what} is not UTF-8 text: {_utf8_where(data, e)}") from None
 
 
-def _utf8_where(data: bytes, e: UnicodeDecodeError) -> str:
-    if e.start >= len(data):
-        return f"a character cut off at the end of the file (offset {e.start})"
-    line = data[: e.start].count(b"\n") + 1
-    return f"byte 0x{data[e.start]:02x} at offset {e.start} (line {line})"
+def text_lines(f: BinaryIO, path: str | Path, what: str, error: type[Exception] = DataError) -> Iterator[str]:
+    """Each line of ``f`` (from :func:`open_regular`) as UTF-8 text with its end, a leading
+    byte-order mark dropped: a large file streamed in one read, a byte that is not UTF-8
+    one ``error`` naming where (offset and line in the file)."""
+    offset = 0
+    for n, raw in enumerate(f, 1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise error(f"{path}: {what} is not UTF-8 text: {_utf8_where(raw, e, offset, n)}") from None
+        yield line[1:] if n == 1 and line.startswith("\ufeff") else line
+        offset += len(raw)
+
+
+def _utf8_where(data: bytes, e: UnicodeDecodeError, offset: int = 0, line: int = 1) -> str:
+    """Where ``data`` (at ``offset`` of its file, starting on ``line``) stops being UTF-8."""
+    if e.reason == "unexpected end of data":
+        return f"a character cut off at the end of the file (offset {offset + e.start})"
+    line += data[: e.start].count(b"\n")
+    return f"byte 0x{data[e.start]:02x} at offset {offset + e.start} (line {line})"
 
 
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
@@ -306,7 +345,11 @@ def stamp_memo(memo_file: Path | None, path: str | Path, compute: Callable[[Path
     value = compute(p)
     if list(file_stamp(p)) == stamp:  # changed while it was read: keep no memo of it
         memo[str(p)] = {"stamp": stamp, field: value}
-        write_memo(memo_file, memo)
+        try:
+            write_memo(memo_file, memo)
+        except OSError as e:  # a read-only cache folder: the memo only saves work, so the command goes on
+            log.warning("cannot keep %s (%s): %s is computed again next time; point MADARA_CACHE at a writable folder",
+                        memo_file, e.strerror or e, field)
     return value
 
 
@@ -352,6 +395,7 @@ def json_printable(text: str) -> str:
 
 
 __all__ = [
-    "ENCODING", "Stamp", "encodes", "file_stamp", "parse_line", "text_problem", "too_long_integer", "json_printable", "json_problem", "printable", "read_bytes", "read_json", "read_memo", "read_text",
+    "ENCODING", "Stamp", "WHAT", "decoded", "encodes", "file_stamp", "json_printable", "json_problem", "open_local", "open_regular", "parse_line",
+    "printable", "read_bytes", "read_json", "read_memo", "read_text", "regular_file", "text_lines", "too_long_integer",
     "read_yaml_data", "stamp_memo", "write_memo", "yaml_problem",
 ]

@@ -3,123 +3,109 @@
 Every loader (:mod:`madara_cli.data.loaders.benchmarks`, plug-ins) reads its rows through
 :func:`read_rows`, so a benchmark comes either from the hub
 (``benchmark.hf_id``/``hf_config``/``split``) or, with ``benchmark.path=FILE``, from a
-local JSON / JSONL / Parquet / CSV / TSV file in the same format, through the same
-code (``datasets.load_dataset("json", data_files=FILE)``). A local file never touches
-the hub. When the hub cannot be reached the error is one line naming the dataset and
-the ``benchmark.path=`` override, within seconds. :func:`madara_cli.config.identity.source_identity` names the
-rows read (part of every retrieval snapshot key).
+local JSON / JSONL / Parquet / CSV / TSV file in the same format (read once, without
+``datasets``). A local file never touches the hub. When the hub cannot be reached the
+error is one line naming the dataset and the ``benchmark.path=`` override, within
+seconds. :func:`madara_cli.config.identity.source_identity` names the rows read (part of
+every retrieval snapshot key).
 """
 
 from __future__ import annotations
 
+import io
+import json
 import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from omegaconf import DictConfig
 
 from madara_cli.core import hub
 from madara_cli.core.errors import DataError
 from madara_cli.core.hub import reachable as hub_reachable
-from madara_cli.core.paths import not_utf8
-from madara_cli.core.sidefiles import ENCODING, parse_line
+from madara_cli.core.sidefiles import WHAT, decoded, open_local, parse_line, text_lines
 
 log = logging.getLogger(__name__)
 
 
 _FORMATS = {".json": "json", ".jsonl": "json", ".parquet": "parquet", ".csv": "csv", ".tsv": "csv"}
-
-
 def read_local(path: str | Path) -> list[dict[str, Any]]:
-    """Rows of a local JSON / JSONL / Parquet / CSV / TSV file through ``datasets``
-    (the same reader the hub path uses), in file order."""
+    """Rows of a local JSON / JSONL / Parquet / CSV / TSV file, in file order, the file
+    read once however large (a 2 GB file was read four times: its UTF-8 check, its JSON
+    check, then ``datasets``): JSON lines are parsed and checked here (:mod:`madara_cli.core.sidefiles`),
+    rows missing a column get it as null (as a table's rows have every column); CSV
+    through pandas and Parquet through pyarrow, rows as their tables hold them."""
     p = Path(path).expanduser()
-    if not p.is_file():
-        raise DataError(f"benchmark file not found: {p}")
     builder = _FORMATS.get(p.suffix.lower())
-    if builder is None:
-        raise DataError(f"{p}: unsupported file type '{p.suffix}'; use .json, .jsonl, .parquet, .csv or .tsv")
-    kwargs: dict[str, Any] = {"sep": "\t"} if p.suffix.lower() == ".tsv" else {}
-    if builder in ("json", "csv") and not _has_content(p):
-        raise DataError(f"{p}: the file is empty (no rows)")
-    if builder in ("json", "csv") and (bad := not_utf8(p, "the benchmark file")) is not None:
-        raise bad  # checked first: a reader that replaces the byte would change a question silently
-    if builder == "json":
-        check_json_file(p)
-    import datasets
-
-    datasets.disable_progress_bars()
-    level = datasets.logging.get_verbosity()
-    datasets.logging.set_verbosity(datasets.logging.CRITICAL)  # its parse errors become our one line below
-    try:
-        ds = datasets.load_dataset(builder, data_files=str(p.resolve()), split="train", **kwargs)
-    except Exception as e:  # noqa: BLE001 - any parse failure is the user's file to fix
-        cache = _cache_folder_error(e, p)
-        if cache is not None:
-            raise cache from None
-        raise DataError(f"{p}: cannot read as {builder}: {hub.first_line(e)}") from None
-    finally:
-        datasets.logging.set_verbosity(level)
-    rows = list(ds)
+    with open_local(p) as f:
+        if builder is None:
+            raise DataError(f"{p}: unsupported file type '{p.suffix}'; use .json, .jsonl, .parquet, .csv or .tsv")
+        rows = _json_rows(f, p) if builder == "json" else _table_rows(f, p, builder)
     if not rows:
         raise DataError(f"{p}: the file holds no rows")
     return rows
 
 
-def _cache_folder_error(e: BaseException, data_file: Path) -> DataError | None:
-    """When ``datasets`` failed on a folder of its own (its cache under an unwritable
-    HOME, a full disk), not on the data file: the one line naming that folder."""
-    seen: set[int] = set()
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        if isinstance(e, OSError) and e.filename and Path(str(e.filename)).expanduser().resolve() != data_file.resolve():
-            import errno
-
-            if e.errno in (errno.ENOSPC, errno.EDQUOT):
-                return DataError(f"no space left on {e.filename} (the datasets cache, reading {data_file}); free some space and rerun")
-            return DataError(
-                f"cannot write the datasets cache folder {e.filename} ({e.strerror or e}) to read {data_file}: point HF_HOME "
-                "(or HF_DATASETS_CACHE) at a writable folder, or HOME at one that can be created"
-            )
-        e = e.__cause__ or e.__context__
-    return None
-
-
-def _has_content(p: Path) -> bool:
-    with p.open("rb") as f:
-        for line in f:
-            if line.strip():
-                return True
-    return False
-
-
-def check_json_file(p: Path) -> None:
-    """Read a JSON or JSON Lines file as :mod:`madara_cli.core.sidefiles` reads a line, before
-    ``datasets`` does: nesting too deep, an integer too long, an escape that is not
-    Unicode text or a line that is not a JSON object is one DataError naming the line
-    (``datasets`` would fail in a traceback of its own, or pass the bad string on)."""
-    import json
-
-    text = p.read_text(encoding=ENCODING)
-    try:
-        json.loads(text)
-        whole = True
-    except json.JSONDecodeError:
-        whole = False
-    except (RecursionError, ValueError):
-        whole = text.lstrip().startswith("[")
-    if whole:
-        parse_line(text, p, 1)
-        return
-    for n, line in enumerate(text.splitlines(), 1):
+def _json_rows(f: BinaryIO, p: Path) -> list[dict[str, Any]]:
+    """One object a line, or one JSON value over the whole file (a list of objects, or one)."""
+    lines = text_lines(f, p, WHAT)
+    rows: list[dict[str, Any]] = []
+    blank = True
+    for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
-        obj = parse_line(line, p, n)
-        if not isinstance(obj, dict):
-            raise DataError(f"{p}:{n}: not a JSON object (got {type(obj).__name__})")
+        if blank and not _one_line_value(line):
+            whole = parse_line(line + "".join(lines), p, n)
+            rows, blank = (whole if isinstance(whole, list) else [whole]), False
+            for i, row in enumerate(rows, 1):
+                if not isinstance(row, dict):
+                    raise DataError(f"{p}: item {i} is not a JSON object (got {type(row).__name__})")
+            break
+        row = parse_line(line, p, n)
+        if not isinstance(row, dict):
+            raise DataError(f"{p}:{n}: not a JSON object (got {type(row).__name__})")
+        rows.append(row)
+        blank = False
+    if blank and not rows:
+        raise DataError(f"{p}: the file is empty (no rows)")
+    columns = dict.fromkeys(k for row in rows for k in row)
+    return rows if all(len(row) == len(columns) for row in rows) else [{k: row.get(k) for k in columns} for row in rows]
+
+
+def _one_line_value(line: str) -> bool:
+    """Whether a first line is a whole JSON value (JSON Lines), not the start of one."""
+    if line.lstrip().startswith("["):
+        return False
+    try:
+        json.loads(line)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
+def _table_rows(f: BinaryIO, p: Path, builder: str) -> list[dict[str, Any]]:
+    import pyarrow as pa
+
+    try:
+        if builder == "parquet":
+            import pyarrow.parquet as pq
+
+            table = pq.read_table(f)
+        else:
+            import pandas as pd
+
+            text = decoded(f.read(), p, WHAT)
+            if not text.strip():
+                raise DataError(f"{p}: the file is empty (no rows)")
+            table = pa.Table.from_pandas(pd.read_csv(io.StringIO(text), sep="\t" if p.suffix.lower() == ".tsv" else ","), preserve_index=False)
+    except DataError:
+        raise
+    except Exception as e:  # noqa: BLE001 - any parse failure is the user's file to fix
+        raise DataError(f"{p}: cannot read as {builder}: {hub.first_line(e)}") from None
+    return table.to_pylist()
 
 
 def unreachable(hf_id: str) -> DataError:

@@ -192,14 +192,16 @@ def _rescored(cfg: DictConfig, llm: CachedLLM, c: _Chains, prompts: PromptSet, r
         for flat in flat_levels
         for p in todo
     ]
+    parser = str(reading.get("score_parser", "madara"))
+    parser = str(reading.get("score_parser", "madara"))
     if mode == "logprob":
         read = [_from_logprobs(r.logprobs) for r in llm.logprobs("rsc-rescore", requests)]
-    elif str(reading.get("score_parser", "madara")) == "authors":
+    elif how == "prefix":  # a continuation of the begun object, read as its rest by either parser
+        read = [read_rescore(r, RELEVANCE, parser) for r in llm.chat("rsc-rescore", requests)]
+    elif parser == "authors":
         read = [parse_score_authors(r.text) for r in llm.chat("rsc-rescore", requests)]
-    elif how == "forced":
-        read = [parse_completion(r, RELEVANCE) for r in llm.chat("rsc-rescore", requests)]
     else:
-        read = [read_rescore(r, RELEVANCE) for r in llm.chat("rsc-rescore", requests)]
+        read = [parse_completion(r, RELEVANCE) for r in llm.chat("rsc-rescore", requests)]
     per_level = []
     for k in range(3):
         values = [math.nan] * len(c.pairs)

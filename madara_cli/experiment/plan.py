@@ -45,15 +45,17 @@ snapshot): its first stage stands in for it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
+import signal
 import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -632,11 +634,12 @@ _WALKER: Planner | None = None  # in a walker process: its own planner (plan_cel
 
 
 def plan_jobs(n_cells: int, jobs: int | None = None) -> int:
-    """How many processes plan ``n_cells`` cells: ``jobs`` when given (at least 1); else,
-    where processes fork (Linux) and the grid has :data:`PARALLEL_FROM` cells or more,
-    one per CPU this process may use, up to 8; else 1."""
+    """How many processes plan ``n_cells`` cells: ``jobs`` when given, at least 1 and at
+    most the machine's CPUs (more walkers only take turns: ``-j 100000`` forked until
+    the machine crawled); else, where processes fork (Linux) and the grid has
+    :data:`PARALLEL_FROM` cells or more, one per CPU this process may use, up to 8; else 1."""
     if jobs is not None:
-        return max(1, int(jobs))
+        return max(1, min(int(jobs), os.cpu_count() or 1))
     if n_cells < PARALLEL_FROM or sys.platform != "linux":
         return 1
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -666,13 +669,10 @@ def plan_cells(grid_name: str, cells: list[list[str]], rate: float | None = None
                     if progress is not None:
                         progress(i, len(cells))
                 return planner.finish()
-            import multiprocessing
-
             size = max(8, min(64, len(cells) // (jobs * 16) or 1))
             blocks = [cells[i:i + size] for i in range(0, len(cells), size)]
             done = 0
-            with multiprocessing.get_context("fork").Pool(jobs, initializer=_walker_start,
-                                                          initargs=(grid_name, rate, str(planner.scratch))) as pool:
+            with _walkers(min(jobs, len(blocks)), (grid_name, rate, str(planner.scratch))) as pool:
                 for block, walks in zip(blocks, pool.imap(_walk_block, blocks)):
                     for overrides, walked in zip(block, walks):
                         if walked is None:
@@ -687,21 +687,49 @@ def plan_cells(grid_name: str, cells: list[list[str]], rate: float | None = None
         planner.close()
 
 
-def _walker_start(grid_name: str, rate: float | None, scratch: str) -> None:
+_STOPS = {signal.SIGINT, signal.SIGTERM}
+
+
+@contextlib.contextmanager
+def _walkers(jobs: int, initargs: tuple) -> Iterator[Any]:
+    """``jobs`` walker processes, ended with the block however it ends: forked with Ctrl-C
+    and SIGTERM held back, so none runs this process's handlers (a worker's traceback)
+    and an interrupt while they start comes after the pool exists to be terminated."""
+    import multiprocessing
+
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
+    try:
+        pool = multiprocessing.get_context("fork").Pool(jobs, initializer=_walker_start, initargs=(*initargs, os.getpid()))
+    except BaseException:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        raise
+    try:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a signal held back is raised here, inside the try
+        yield pool
+    finally:
+        pool.terminate()
+
+
+def _walker_start(grid_name: str, rate: float | None, scratch: str, parent: int) -> None:
     """A walker process starts (forked inside the parent's ``held_state``): its own
-    planner, its scratch folder under the parent's; Ctrl-C is the parent's to answer (it
-    ends the walkers), SIGTERM ends a walker at once. What it inherited is frozen out of
-    the garbage collector's passes (it is the parent's, alive for the walker's life), and
-    its young objects are collected less often (a walk allocates many short-lived ones:
-    about 5% of a walker's time went to collecting them)."""
+    planner, its scratch folder under the parent's; Ctrl-C is the parent's to answer,
+    SIGTERM ends a walker at once, and so does the parent's end, however it ends (Linux's
+    parent-death signal, PR_SET_PDEATHSIG). What it inherited is frozen out of the garbage
+    collector's passes (it is the parent's, alive for the walker's life), and its young
+    objects are collected less often (about 5% of a walker's time went to collecting them)."""
+    import ctypes
     import gc
-    import signal
 
     global _WALKER
-    gc.freeze()
-    gc.set_threshold(50_000, 20, 20)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    with contextlib.suppress(OSError, AttributeError):  # no prctl off Linux: the pool's terminate still ends it
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # the parent ended before the signal was asked for
+        os._exit(0)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPS)
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 20)
     _WALKER = Planner(grid_name, rate, scratch=Path(scratch) / f"walker-{os.getpid()}")
     _WALKER.defer_routed = True
 

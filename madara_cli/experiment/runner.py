@@ -25,6 +25,7 @@ from typing import Any, Callable
 from omegaconf import DictConfig, OmegaConf
 
 from madara_cli.core import metrics as M
+from madara_cli.core.errors import ConfigError
 from madara_cli.core.records import Example, Prediction
 from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.walk import CellResult, prepare_cell
@@ -48,15 +49,15 @@ def ensure_writable(folder: Path) -> None:
 
 def check_writable(folder: Path) -> None:
     """Make sure ``folder`` could be created and written, without creating it: a cell
-    whose data then fails to load leaves no empty folder behind. An OSError names
-    the first existing folder on the way that refuses."""
+    whose data then fails to load leaves no empty folder behind. A ConfigError names
+    the first existing path on the way that refuses (results_dir is the user's to fix)."""
     existing = Path(os.path.abspath(folder))
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
     if not existing.is_dir():
-        raise NotADirectoryError(errno.ENOTDIR, "not a folder", str(existing))
+        raise ConfigError(f"cannot use {existing}: not a folder (results_dir is a folder, made when missing)")
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise PermissionError(errno.EACCES, "results folder is not writable", str(existing))
+        raise ConfigError(f"cannot use {existing}: results folder is not writable")
 
 
 def prediction_rows(examples: list[Example], preds: list[Prediction], tidy: bool = True) -> tuple[list[dict], list[M.Scores]]:

@@ -127,6 +127,9 @@ def provenance(cfg: Any, started: str, ended: str, seconds: float | None = None,
     if isinstance(served, dict):
         # The engine is the server: its software and version are the engine's.
         engine_info.update(package=served.get("software"), version=served.get("version"), server=dict(served))
+    take = getattr(engine, "take_reply_models", None)
+    if callable(take):  # the model each reply named, counted: a server may answer with another than it lists
+        engine_info["reply_models"] = take()
     overrides = list(cfg.get("overrides") or []) if cfg is not None else []
     if not overrides:
         overrides = _hydra_task_overrides()

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from madara_cli.core.errors import RecordError
+from madara_cli.core.errors import ConfigError, RecordError
 from madara_cli.core.metrics import metric_name
 from madara_cli.results.outputs import METRICS, CellRecord, ProbeRecord, _num
 from madara_cli.results.record_files import (
@@ -338,6 +338,11 @@ def load_results(results_dir: Path | str, metric: str = "em", routing_nf: str = 
                 problems.append((str(sub), record_problem(e, sub)))
                 continue
             cells.append(StoredCell(record, sub, metric))
+    if prefer and cells:  # a key no cell has would choose nothing, silently (--prefer bogus.key=1 was taken)
+        known = {"grid", *_PREFER_GROUPS}.union(*(c.settings for c in cells))
+        for key, value in prefer:
+            if key not in known:
+                raise ConfigError(f"--prefer {key}={value}: no cell in {root} has a setting {key}; valid: {', '.join(sorted(known))}")
     return Results(root, tuple(cells), tuple(probes), tuple(p for p, _ in problems), tuple(problems), routing_nf, tuple(prefer))
 
 

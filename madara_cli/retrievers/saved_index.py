@@ -53,10 +53,9 @@ import numpy as np
 from omegaconf import DictConfig
 
 from madara_cli.config.identity import file_digest, index_name
-from madara_cli.core.errors import DataError
-from madara_cli.core.paths import not_utf8
+from madara_cli.core.errors import DataError, import_failure
 from madara_cli.core.records import Doc
-from madara_cli.core.sidefiles import ENCODING, parse_line
+from madara_cli.core.sidefiles import open_local, parse_line, text_lines
 
 # bm25s sets its own logger to DEBUG, which floods any application that configures logging.
 logging.getLogger("bm25s").setLevel(logging.WARNING)
@@ -82,19 +81,14 @@ def parse_corpus_row(row: dict[str, Any], n: int) -> Doc:
 def iter_corpus(path: str | Path) -> Iterator[Doc]:
     """Stream the documents of a JSONL corpus."""
     p = Path(path).expanduser()
-    if not p.is_file():
-        raise DataError(f"corpus file not found: {p}")
-    try:
-        with p.open(encoding=ENCODING) as f:
-            for n, line in enumerate(f):
-                if not line.strip():
-                    continue
-                row = parse_line(line, p, n + 1)
-                if not isinstance(row, dict):
-                    raise DataError(f"{p}:{n + 1}: a corpus line must be a JSON object with id and title/text (or contents)")
-                yield parse_corpus_row(row, n)
-    except UnicodeDecodeError:
-        raise (not_utf8(p, "the corpus") or DataError(f"{p}: the corpus is not UTF-8 text")) from None
+    with open_local(p, "the corpus file") as f:  # read once, UTF-8 checked as it goes
+        for n, line in enumerate(text_lines(f, p, "the corpus")):
+            if not line.strip():
+                continue
+            row = parse_line(line, p, n + 1)
+            if not isinstance(row, dict):
+                raise DataError(f"{p}:{n + 1}: a corpus line must be a JSON object with id and title/text (or contents)")
+            yield parse_corpus_row(row, n)
 
 
 def unique_ids(docs: Iterator[Doc], path: str | Path) -> Iterator[Doc]:
@@ -118,14 +112,6 @@ def unique_ids(docs: Iterator[Doc], path: str | Path) -> Iterator[Doc]:
                 f"{path}: document id {found[first]!r} appears twice (documents {first + 1} and {second + 1} of the corpus); "
                 f"corpus ids must be unique to build an index"
             )
-
-
-def count_lines(path: str | Path) -> int:
-    n = 0
-    with Path(path).open("rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            n += block.count(b"\n")
-    return n
 
 
 def corpus_sha256(path: str | Path) -> str:
@@ -242,7 +228,7 @@ def ensure_index(corpus_path: str | Path, out_dir: str | Path, cfg: DictConfig, 
     return final, True
 
 
-def _normalised_texts(corpus_path: Path, out: Path, total: int | None, progress: bool, label: str) -> Iterator[str]:
+def _normalised_texts(corpus_path: Path, out: Path, progress: bool, label: str) -> Iterator[str]:
     """Yield each document's text while writing the normalised corpus.jsonl and the
     byte offset of each of its lines (corpus.offsets.npy, for random access)."""
     from array import array
@@ -252,7 +238,7 @@ def _normalised_texts(corpus_path: Path, out: Path, total: int | None, progress:
     offsets = array("q")
     pos = 0
     with (out / "corpus.jsonl").open("wb") as f:
-        for doc in tqdm(unique_ids(iter_corpus(corpus_path), corpus_path), total=total, desc=label, disable=not progress, unit="doc", mininterval=1.0):
+        for doc in tqdm(unique_ids(iter_corpus(corpus_path), corpus_path), desc=label, disable=not progress, unit="doc", mininterval=1.0):
             line = (json.dumps({"id": doc.id, "title": doc.title, "text": doc.text}, ensure_ascii=False) + "\n").encode("utf-8")
             offsets.append(pos)
             f.write(line)
@@ -274,10 +260,9 @@ def _build_bm25s(corpus_path: Path, out: Path, settings: dict[str, Any], progres
     import bm25s
     from bm25s.tokenization import Tokenized, Tokenizer
 
-    total = count_lines(corpus_path)
     tokenizer = Tokenizer(stopwords=settings["stopwords"] or [], stemmer=_stemmer(settings["stemmer"]))
-    texts = _normalised_texts(corpus_path, out, total, progress, "tokenize")
-    ids = tokenizer.tokenize(texts, return_as="ids", show_progress=False, length=total)
+    texts = _normalised_texts(corpus_path, out, progress, "tokenize")  # the corpus read once: no line count first
+    ids = list(tokenizer.tokenize(texts, return_as="stream"))
     if not ids:
         raise DataError(f"{corpus_path}: the corpus is empty")
     model = bm25s.BM25(k1=settings["k1"], b=settings["b"], method="lucene", idf_method="lucene")
@@ -288,8 +273,7 @@ def _build_bm25s(corpus_path: Path, out: Path, settings: dict[str, Any], progres
 
 def _build_dense(corpus_path: Path, out: Path, settings: dict[str, Any], progress: bool) -> int:
     encoder = load_encoder(settings["encoder"])
-    total = count_lines(corpus_path) if progress else None
-    texts = list(_normalised_texts(corpus_path, out, total, progress, "read"))
+    texts = list(_normalised_texts(corpus_path, out, progress, "read"))
     if not texts:
         raise DataError(f"{corpus_path}: the corpus is empty")
     emb = encoder.encode(texts, batch_size=64, show_progress_bar=progress, convert_to_numpy=True).astype(np.float32)
@@ -415,8 +399,8 @@ def load_encoder(spec: str):
         return _ENCODERS[spec]
     try:
         from sentence_transformers import SentenceTransformer
-    except ImportError:
-        raise DataError("the dense retriever needs the optional extra: pip install -e '.[dense]' (sentence-transformers, faiss-cpu)") from None
+    except (ImportError, OSError) as e:
+        raise DataError(import_failure("the dense retriever", e, "the optional extra: pip install -e '.[dense]' (sentence-transformers, faiss-cpu)")) from None
     if spec.startswith(DIST_PREFIX):
         target = str(_dist_model_dir(spec[len(DIST_PREFIX):]))
     elif Path(spec).expanduser().exists():

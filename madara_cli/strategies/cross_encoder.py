@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from madara_cli.config.schema import StrategyConfig
-from madara_cli.core.errors import BackendError
+from madara_cli.core.errors import BackendError, import_failure
 from madara_cli.core.records import Example, Prediction
 from madara_cli.plugins import int_range, register
 from madara_cli.strategies.assessed import selection_report
@@ -35,8 +35,8 @@ def _load(name: str) -> Any:
     if name not in _MODELS:
         try:
             from sentence_transformers import CrossEncoder
-        except ImportError:
-            raise BackendError("the cross_encoder strategy needs sentence-transformers: pip install -e '.[dense]'") from None
+        except (ImportError, OSError) as e:
+            raise BackendError(import_failure("the cross_encoder strategy", e, "sentence-transformers: pip install -e '.[dense]'")) from None
         try:
             _MODELS[name] = CrossEncoder(name)
         except Exception as e:  # noqa: BLE001 - download/format errors are the user's to fix

@@ -168,7 +168,7 @@ def test_micro_batches_change_rounding_only(tiny):
 
 
 def test_a_prompt_longer_than_the_context_is_cut_and_flagged(tiny):
-    b = engine(tiny, "model.max_model_len=128")
+    b = engine(tiny, "model.max_model_len=128", "generation.cot_max_tokens=64")  # a CoT reply must leave room for its prompt
     try:
         doc = "Paris is the capital of France. " * 80
         long_chat = ChatRequest(messages("Answer briefly.", f"Document: {doc}\nQuestion: what is the capital?"), max_tokens=8, temperature=0.0)

@@ -174,6 +174,29 @@ def test_without_torch_the_run_says_what_to_install(tmp_path):
     one_line_error(p.returncode, err, "backend=hf needs torch and transformers: pip install")
 
 
+@pytest.mark.llm
+@pytest.mark.parametrize("verb", ["run", "plan"])
+def test_a_broken_torch_is_one_line_that_says_what_to_do(tmp_path, verb):
+    """A torch that is installed but cannot load (a CUDA build without its libraries) said
+    only "libcudart.so.12: cannot open shared object file"."""
+    import subprocess
+
+    from tests.fakes import spawn
+
+    prelude = ("import sys, importlib.util\nclass Broken:\n"
+               "    def find_spec(self, name, path=None, target=None):\n"
+               "        return importlib.util.spec_from_loader(name, self) if name == 'torch' else None\n"
+               "    def create_module(self, spec):\n        return None\n"
+               "    def exec_module(self, module):\n"
+               "        raise OSError('libcudart.so.12: cannot open shared object file: No such file or directory')\n"
+               "sys.meta_path.insert(0, Broken())")
+    p = spawn(verb, "backend=hf", "strategy=nf", "limit=1", f"results_dir={tmp_path}", prelude=prelude,
+              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _, err = p.communicate(timeout=300)
+    one_line_error(p.returncode, err, "backend=hf: an installed package cannot be loaded (libcudart.so.12", "reinstall it",
+                   "pip install --force-reinstall torch")
+
+
 def test_a_hub_model_is_keyed_by_the_commit_its_revision_names(tmp_path, monkeypatch):
     cfg = hf("model.hf_source=hub", "backend.device=cpu")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))

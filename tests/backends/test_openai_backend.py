@@ -200,7 +200,7 @@ def test_fingerprint_and_context_come_from_models_when_served(fake_server):
     assert b.fingerprint == f"openai:{fake_server.base_url}:served-name:rs"  # rs: a seed per request, every sampling field sent
     assert b.n_ctx == 8192
     fake_server.responders["/v1/models"] = lambda body: (200, {"data": [{"id": "/models/x.gguf"}]}, {})
-    b = make(fake_server, model="org/model", n_ctx=2048)
+    b = make(fake_server, model="org/model", n_ctx=2048, aliases=("/home/me/x.gguf",))  # a llama.cpp server lists its GGUF
     assert b.fingerprint == f"openai:{fake_server.base_url}:org/model:/models/x.gguf:rs"
     assert b.n_ctx == 2048
 
@@ -391,7 +391,7 @@ def test_real_scores_match_the_embedded_backend(llama_server):
 @pytest.mark.llm
 def test_real_long_prompt_is_truncated_not_rejected(llama_server):
     # A client budget below the server's 2048 keeps the CPU work small.
-    b = served(llama_server, "backend.n_ctx=512")
+    b = served(llama_server, "backend.n_ctx=512", "generation.cot_max_tokens=256")  # a CoT reply must leave room for its prompt
     try:
         long_user = "Document: " + "the quick brown fox jumps over the lazy dog. " * 100 + "\nQuestion: what jumps?"
         [c] = b.chat([ChatRequest(messages("Answer briefly.", long_user), max_tokens=8)])

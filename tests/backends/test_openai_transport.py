@@ -317,6 +317,62 @@ def test_a_served_model_name_the_server_does_not_list_exits_2_naming_what_it_ser
     assert posts(fake_server, "/v1/chat/completions") == []
 
 
+SMOL = "HuggingFaceTB/SmolLM2-135M-Instruct"  # model=smollm2-135m's hf_id: what its requests name
+
+
+def _served_run(fake_server, tmp_path, *extra):
+    return cli("run", "backend=openai", f"backend.base_url={fake_server.base_url}", "strategy=nf", "limit=1",
+               f"results_dir={tmp_path}", *extra)
+
+
+def _listing(*entries):
+    return lambda body: (200, {"data": [dict(e) for e in entries]}, {})
+
+
+def test_a_server_that_serves_another_model_is_refused_naming_it(fake_server, tmp_path):
+    """/models listing only gpt-4o-mini ran a SmolLM2 cell with exit 0 and no word: checked
+    on every run, not only when backend.served_model_name is set."""
+    fake_server.responders["/v1/models"] = _listing({"id": "gpt-4o-mini"})
+    r = _served_run(fake_server, tmp_path)
+    one_line_error(r.returncode, r.stderr, f"{fake_server.base_url} serves gpt-4o-mini, not '{SMOL}'",
+                   "backend.served_model_name=gpt-4o-mini if that is the same model")
+    assert r.returncode == 2 and posts(fake_server, "/v1/chat/completions") == []
+
+
+def test_a_server_listing_several_others_is_warned_about_and_each_reply_model_is_recorded(fake_server, tmp_path):
+    """Several models listed, none of them ours: a warning (a gateway may route by name);
+    replies that name another model: a warning, and the cell records what answered."""
+    fake_server.responders["/v1/models"] = _listing({"id": "a-model"}, {"id": "b-model"})
+    fake_server.responders["/v1/chat/completions"] = lambda body: (200, {**chat_answer("Paris")[1], "model": "gpt-4o-mini"}, {})
+    r = _served_run(fake_server, tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert f"{fake_server.base_url} lists a-model, b-model, none of them '{SMOL}'" in r.stderr
+    assert f"{fake_server.base_url} answered as 'gpt-4o-mini', not '{SMOL}'" in r.stderr
+    (metrics,) = tmp_path.glob("adhoc/*/metrics.json")
+    engine = json.loads(metrics.read_text())["provenance"]["engine"]
+    assert engine["reply_models"] == {"gpt-4o-mini": len(posts(fake_server, "/v1/chat/completions"))}
+
+
+def test_replies_naming_the_model_are_recorded_without_a_word(fake_server, tmp_path):
+    fake_server.responders["/v1/models"] = _listing({"id": SMOL, "max_model_len": 2048})
+    fake_server.responders["/v1/chat/completions"] = lambda body: (200, {**chat_answer("Paris")[1], "model": SMOL}, {})
+    r = _served_run(fake_server, tmp_path)
+    assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
+    (metrics,) = tmp_path.glob("adhoc/*/metrics.json")
+    assert json.loads(metrics.read_text())["provenance"]["engine"]["reply_models"] == {SMOL: 1}
+
+
+def test_a_server_context_too_small_for_a_reply_is_refused(fake_server, tmp_path):
+    """A server reporting max_model_len 8 ran every prompt cut to nothing."""
+    fake_server.responders["/v1/models"] = _listing({"id": SMOL, "max_model_len": 8})
+    r = _served_run(fake_server, tmp_path)
+    one_line_error(r.returncode, r.stderr, "generation.max_tokens=32 leaves no room for a prompt in the 8-token context",
+                   f"{fake_server.base_url}/models reports (max_model_len)")
+    assert r.returncode == 2 and posts(fake_server, "/v1/chat/completions") == []
+    r = _served_run(fake_server, tmp_path, "backend.n_ctx=2048")  # the user's own context wins: the server is not asked
+    assert "leaves no room" not in r.stderr
+
+
 def test_an_offline_hub_tokenizer_is_one_fast_line(fake_server, tmp_path):
     fake_server.responders["/v1/models"] = lambda body: (200, {"data": [{"id": "Qwen/Qwen2.5-7B-Instruct", "max_model_len": 4096}]}, {})
     # A hub that refuses connections and an empty hub cache, whatever this machine can reach.
@@ -346,7 +402,7 @@ def test_vllm_reports_its_version_and_model_and_the_fingerprint_names_them(fake_
 def test_llama_server_reports_its_build(fake_server):
     fake_server.responders["/v1/models"] = lambda body: (200, {"data": [{"id": "smol.gguf", "owned_by": "llamacpp"}]}, {})
     fake_server.responders["/props"] = lambda body: (200, {"build_info": "b6500-abc123", "total_slots": 1}, {})
-    b = make(fake_server)
+    b = make(fake_server, aliases=("/models/smol.gguf",))  # the model's GGUF, as llama.cpp's servers name it
     b.close()
     assert (b.served["software"], b.served["version"], b.served["model_id"]) == ("llama.cpp-server", "b6500-abc123", "smol.gguf")
 

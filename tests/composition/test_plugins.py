@@ -139,6 +139,12 @@ KEYS_NOW = [
     (["retriever=pyserini"], "smollm2-135m__mini__nf__pyserini-k10__nall__s0__5c650b15", "smollm2-135m__mini__n20__5dec8e54"),
     (["retriever=rerank", "retriever.candidates=20"], "smollm2-135m__mini__nf__rerank-k10__nall__s0__91aee319", "smollm2-135m__mini__n20__c0c8e652"),
     (["strategy=madara"], "smollm2-135m__mini__madara__bm25s-k10__nall__s0__d2031f3b", "smollm2-135m__mini__n20__bbe58420"),
+    # Moved on purpose (CHANGELOG, issue 46): the authors' parser read these prefix re-scores
+    # as 0 each (were ...__34686732 and ...__n20__e3a48e65); logprob re-scores never were, and stay.
+    (["strategy=madara", "reading.score_parser=authors", "rsc.rescore=prefix"],
+     "smollm2-135m__mini__madara__bm25s-k10__nall__s0__0a046f4e", "smollm2-135m__mini__n20__b102aaf9"),
+    (["strategy=madara", "reading.score_parser=authors", "rsc.rescore=prefix", "rsc.rescoring=logprob"],
+     "smollm2-135m__mini__madara__bm25s-k10__nall__s0__cd8382bd", "smollm2-135m__mini__n20__92539419"),
 ]
 
 

@@ -35,6 +35,50 @@ def test_route_takes_percent_and_asks_for_degenerate():
     assert m.route(0, degenerate=True).strategy == "pde"  # 0 is a percentage, not a fraction
 
 
+@pytest.mark.parametrize("call,needle", [
+    (lambda: m.route(45, rho=("a", "b", "c")), "rho is three Spearman correlations"),
+    (lambda: m.route(45, rho=0.7), "rho is three Spearman correlations"),
+    (lambda: m.route(45, rho=(0.7, 0.4, float("nan"))), "rho is three Spearman correlations"),
+    (lambda: m.route(45, (0.7, 0.4, 0.1), tau_nf=-5), "tau_nf is in [0, 100]"),
+    (lambda: m.route(45, (0.7, 0.4, 0.1), rho1=2), "rho1 is in [-1, 1]"),
+    (lambda: m.route(45, (0.7, 0.4, 0.1), entropy="high"), "entropy is in [0, 1]"),
+    (lambda: m.route(45, (0.7, 0.4, 0.1), iso_em=50, iso_n=0), "iso_n is how many queries"),
+    (lambda: m.route(45, (0.7, 0.4, 0.1), iso_em=50, iso_n=2.5), "iso_n is how many queries"),
+    (lambda: m.configs(config={"strategy": {"name": "nf"}}), "config= is a composed config"),
+])
+def test_the_api_refuses_what_the_command_line_refuses_with_a_config_error(call, needle):
+    """madara route's ranges (--tau-nf 0..100, --iso-n >= 1, ...) hold in Python too, and a
+    value of the wrong kind is a ConfigError, not a TypeError or ValueError of its own."""
+    with pytest.raises(ConfigError) as e:
+        call()
+    assert type(e.value) is ConfigError and needle in str(e.value)
+
+
+def test_a_results_folder_that_is_a_file_is_a_config_error(tmp_path: Path, no_engine):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("kept")
+    for results in (blocker, blocker / "under"):
+        with pytest.raises(ConfigError, match=f"cannot use {blocker}: not a folder"):
+            m.run_cell(["strategy=nf", "limit=1"], results=results)
+    assert blocker.read_text() == "kept"
+
+
+def test_a_cells_config_runs_as_a_process_first_call(tmp_path: Path, fake_server):
+    """run_cell(config=...) loads the plug-ins itself: as the first call of a process it ran
+    into "unknown backend 'llamacpp'; valid: " (an empty list), as only compose() loaded them."""
+    from omegaconf import OmegaConf
+
+    from tests.fakes import chat_answer
+
+    fake_server.responders["/v1/chat/completions"] = lambda body: chat_answer(content="Paris")
+    cfg = m.compose(["strategy=nf", "limit=1", "backend=openai", f"backend.base_url={fake_server.base_url}"], results=tmp_path / "r")
+    path = tmp_path / "config.yaml"
+    path.write_text(OmegaConf.to_yaml(cfg))
+    done = _run_python(["-c", f"import madara_cli.api as m; print(m.run_cell(config={str(path)!r}).record.n)"], tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["1"]
+
+
 def test_a_results_folder_as_dataframes(tmp_path: Path):
     from madara_cli.results.summary import summary_frame
 

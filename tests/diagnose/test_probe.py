@@ -189,6 +189,19 @@ def _tracking(user: str, sig: int) -> int:
     return base
 
 
+def test_prefix_rescores_under_the_authors_parser_read_the_continuation(tmp_path):
+    """reading=authors rsc.rescore=prefix: the reply continues the begun object
+    (``3, "score": 4``), which the authors' parser read alone as no object: every re-score
+    0, rho [0, 0, 0], the route changed without a word. Read as the object's rest, the
+    same tracking model is diagnosed as under madara's parser."""
+    mine, *_ = scripted_probe(tmp_path / "m", _tracking, 6, "rsc.rescore=prefix", "reading.score_parser=authors")
+    theirs, *_ = scripted_probe(tmp_path / "a", _tracking, 6, "rsc.rescore=prefix")
+    assert mine.scores.parse_failures_rescored == 0
+    r1, r2, r3 = mine.rho
+    assert r1 == pytest.approx(1.0) and r1 > r2 > r3 and mine.rsc_class == "quality-ordered"
+    assert mine.rho == pytest.approx(theirs.rho)
+
+
 def test_logprob_rescoring_gives_the_same_diagnosis(tmp_path):
     gen, *_ = scripted_probe(tmp_path / "g", _tracking)
     lp, *_ = scripted_probe(tmp_path / "l", _tracking, 6, "rsc.rescoring=logprob")

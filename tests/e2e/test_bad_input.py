@@ -111,10 +111,18 @@ def test_malformed_overrides_name_key_and_type(monkeypatch, capsys, no_engine, o
         ("strategy.selection=best", "valid: assessed, random"),
         ("model.temperature=-0.5", "model.temperature=-0.5"),
         ("backend.n_threads=0", "backend.n_threads=0"),
+        # round four: numbers past what an engine can do
+        ("model.temperature=1e308", "model.temperature=1e+308 is out of range: expected a number in [0, 2]"),
+        ("generation.max_tokens=100000000", "generation.max_tokens=100000000 leaves no room for a prompt in model.max_model_len=4096"),
+        ("backend.n_ctx=1", "generation.max_tokens=32 leaves no room for a prompt in backend.n_ctx=1"),
+        ("generation.cot_max_tokens=4090", "generation.cot_max_tokens=4090 leaves no room for a prompt in model.max_model_len=4096"),
+        ("model.max_model_len=100000000000", "model.max_model_len=100000000000 is out of range: expected an integer in [1, 1048576]"),
+        ("backend.n_threads=100000", "backend.n_threads=100000 is out of range: expected an integer in [1, 512] or null"),
+        ("backend=hf backend.n_threads=-3", "backend.n_threads=-3 is out of range: expected an integer in [1, 512] or null"),
     ],
 )
 def test_out_of_range_settings_fail_before_any_work(monkeypatch, capsys, no_engine, tmp_path, override, needle):
-    overrides = override.split() if override.startswith("strategy=") else ["strategy=pde", override]
+    overrides = override.split() if override.startswith(("strategy=", "backend=")) else ["strategy=pde", override]
     code, _, err = cli("run", *overrides, f"results_dir={tmp_path / 'r'}", monkeypatch=monkeypatch, capsys=capsys)
     one_line_error(code, err, needle)
     assert not (tmp_path / "r").exists(), "nothing may be written for a refused config"
@@ -518,7 +526,7 @@ def test_results_folder_checked_before_work(tmp_path, monkeypatch):
     cfg = compose(["strategy=nf", f"results_dir={blocker / 'r'}", f"cache={tmp_path / 'c.sqlite'}"])
     backend = FakeBackend()
     with EnginePool(factory=lambda cfg: backend) as pool:
-        with pytest.raises(OSError):
+        with pytest.raises(ConfigError, match=f"cannot use {blocker}: not a folder"):  # the user's setting: a ConfigError (the API's too)
             run_cell(cfg, pool, examples=generate(2))
     assert backend.chat_calls == 0
 

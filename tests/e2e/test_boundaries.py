@@ -600,26 +600,114 @@ def test_unwritable_cache_folder_names_it(monkeypatch, capsys, tmp_path):
     one_line_error(code, err, "cannot use", str(blocker))
 
 
-def test_unwritable_home_names_the_datasets_cache_folder(monkeypatch, capsys, tmp_path):
-    """HOME under a plain file: no folder can be made there, whoever runs the test (root too)."""
-    # Imported before HOME moves: a first import under the blocked HOME would fix every
-    # cache path of datasets and huggingface_hub there for the rest of the session.
+def test_a_local_benchmark_file_needs_no_writable_home(monkeypatch, tmp_path):
+    """HOME under a plain file (no folder can be made there, whoever runs the test): a
+    local benchmark file is read without the datasets cache, which it once needed."""
     import datasets.config
+
+    from madara_cli.data.sources import read_local
 
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     for var in ("HF_HOME", "HF_DATASETS_CACHE", "XDG_CACHE_HOME"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("HOME", str(blocker / "home"))
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", Path(blocker / "home" / ".cache" / "huggingface" / "datasets"))
+    for name, text in (("bench.jsonl", _musique_line("2hop__1")), ("bench.csv", "id,question\nq1,Where?\n"),
+                       ("bench.tsv", "id\tquestion\nq1\tWhere?\n")):
+        (tmp_path / name).write_text(text, encoding="utf-8")
+        (row,) = read_local(tmp_path / name)
+        assert row["id"] in ("2hop__1", "q1")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+@pytest.mark.parametrize("benchmark", ["musique", "jsonl"])
+def test_a_fifo_or_a_device_as_the_benchmark_file_says_what_it_is(monkeypatch, capsys, tmp_path, kind, benchmark):
+    """A FIFO or /dev/zero as benchmark.path was "file not found"; it is named for what it
+    is, at once (a FIFO is never opened to block, /dev/zero never read)."""
+    path = Path("/dev/zero")
+    if kind == "fifo":
+        path = tmp_path / "bench.jsonl"
+        os.mkfifo(path)
+    code, _, err = cli("run", f"benchmark={benchmark}", f"benchmark.path={path}", "strategy=nf", "limit=1",
+                       f"results_dir={tmp_path / 'r'}", monkeypatch=monkeypatch, capsys=capsys)
+    line = one_line_error(code, err, str(path), "a FIFO" if kind == "fifo" else "a character device", "not a regular file")
+    assert "not found" not in line and not (tmp_path / "r").exists()
+
+
+def _opens_of(monkeypatch, target: Path) -> list[str]:
+    """Every open of ``target`` from here on (Python's open, pathlib's, os.open): a file is
+    opened once for each time it is read whole."""
+    import builtins
+    import io
+
+    seen: list[str] = []
+    real_os_open, real_open = os.open, io.open
+    want = os.path.realpath(target)
+
+    def os_open(path, *args, **kwargs):
+        if os.path.realpath(os.fspath(path)) == want:
+            seen.append("os.open")
+        return real_os_open(path, *args, **kwargs)
+
+    def py_open(file, *args, **kwargs):
+        if isinstance(file, (str, os.PathLike)) and os.path.realpath(os.fspath(file)) == want:
+            seen.append("open")
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", os_open)
+    monkeypatch.setattr(io, "open", py_open)
+    monkeypatch.setattr(builtins, "open", py_open)
+    return seen
+
+
+@pytest.mark.parametrize("shape", ["musique", "jsonl", "corpus"])
+def test_a_large_file_is_read_once_before_its_error_line(monkeypatch, capsys, tmp_path, shape):
+    """A 2 GB file was read three times (its digest, a UTF-8 pass, a JSON pass; a corpus:
+    its digest, a line count, its parse) before the one line saying its last line is bad,
+    and twice with its digest remembered. Counted on a few megabytes: once for its digest,
+    once for everything else; with the digest remembered, once."""
+    rows = {
+        "musique": lambda i: _musique_line(f"2hop__{i}"),
+        "jsonl": lambda i: json.dumps({"id": f"q{i}", "question": "Where is the tower?", "answers": ["Paris"],
+                                       "documents": ["The tower is in Paris. " * 8]}) + "\n",
+        "corpus": lambda i: json.dumps({"id": f"d{i}", "title": f"T{i}", "text": "The tower is in Paris. " * 8}) + "\n",
+    }[shape]
+    big = tmp_path / ("corpus.jsonl" if shape == "corpus" else "bench.jsonl")
+    big.write_text("".join(rows(i) for i in range(12_000)) + "[1]\n", encoding="utf-8")
+    assert big.stat().st_size > 2_000_000
+    args = [f"benchmark={shape}", f"benchmark.path={big}"]
+    if shape == "corpus":
+        questions = tmp_path / "questions.jsonl"
+        questions.write_text(json.dumps({"question": "Where is the tower?", "answers": ["Paris"]}) + "\n", encoding="utf-8")
+        args = ["benchmark=jsonl", f"benchmark.path={questions}", f"benchmark.corpus={big}"]
+    opens = _opens_of(monkeypatch, big)
+    for remembered in (False, True):
+        opens.clear()
+        code, _, err = cli("run", *args, "strategy=nf", "limit=1", "benchmark.calibration=0", f"results_dir={tmp_path / 'r'}",
+                           monkeypatch=monkeypatch, capsys=capsys)
+        one_line_error(code, err, str(big), ":12001:", "JSON object")
+        assert len(opens) == (1 if remembered else 2), opens
+
+
+def test_a_cache_folder_that_cannot_be_written_only_costs_the_digest_memo(monkeypatch, capsys, tmp_path):
+    """A read-only MADARA_CACHE stopped a plan, although the digest memo it holds only saves
+    work: a warning naming it, and the plan goes on. (The cache folder is under a plain
+    file, which nobody can write, root included.)"""
+    from madara_cli.config import identity
+    from madara_cli.experiment import plan as plan_module
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
     bench = tmp_path / "bench.jsonl"
     bench.write_text(_musique_line("2hop__1"), encoding="utf-8")
-    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", Path(blocker / "home" / ".cache" / "huggingface" / "datasets"))
-    code, _, err = cli("run", "benchmark=musique", f"benchmark.path={bench}", "strategy=nf", "limit=1",
-                          f"results_dir={tmp_path / 'r'}", monkeypatch=monkeypatch, capsys=capsys)
-    line = one_line_error(code, err, str(blocker))
-    assert "cannot read as json" not in line and not line.startswith(f"error: {bench}")  # not called a bad data file
-    assert "HF_HOME" in line
-    assert not (tmp_path / "r").exists()
+    monkeypatch.setattr(identity, "DISK_MEMO_BYTES", 1)  # this small file's digest is memoised on disk
+    monkeypatch.setattr(plan_module, "_fingerprint", lambda cfg: "fake")
+    code, out, err = cli("plan", "benchmark=musique", f"benchmark.path={bench}", "strategy=nf", "benchmark.calibration=0",
+                         f"results_dir={tmp_path / 'r'}", env={"MADARA_CACHE": str(blocker / "cache")}, monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 0, err
+    assert f"cannot keep {blocker / 'cache' / identity.MEMO_FILE}" in err and "MADARA_CACHE" in err
+    assert "plan: one cell" in out
 
 
 # --------------------------------------------------------------------------- #

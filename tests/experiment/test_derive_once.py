@@ -32,7 +32,7 @@ def composes(monkeypatch):
 
 @pytest.fixture
 def keys(monkeypatch):
-    """How many times a cell's identity is derived (composition.identify's one rule call)."""
+    """How many times a cell's identity is derived (config.identity's one rule call)."""
     from madara_cli.config import identity as identify
 
     count = [0]

@@ -177,15 +177,31 @@ def test_a_cell_that_fails_in_a_walker_fails_the_plan_as_in_one_process(tmp_path
 
 
 def test_plan_jobs_forks_walkers_only_for_a_large_grid():
+    import os
     import sys
 
     from madara_cli.experiment.plan import PARALLEL_FROM, plan_jobs
 
-    assert plan_jobs(PARALLEL_FROM - 1) == 1 and plan_jobs(5, jobs=3) == 3 and plan_jobs(5, jobs=0) == 1
+    assert plan_jobs(PARALLEL_FROM - 1) == 1 and plan_jobs(5, jobs=3) == min(3, os.cpu_count()) and plan_jobs(5, jobs=0) == 1
+    assert plan_jobs(5, jobs=100_000) == os.cpu_count()  # never more walkers than CPUs: they would only take turns
     if sys.platform == "linux":
-        import os
-
         assert plan_jobs(100_000) == max(1, min(len(os.sched_getaffinity(0)), 8))
+
+
+def test_plan_with_more_jobs_than_cpus_says_so_and_plans(tmp_path, monkeypatch, capsys):
+    """`madara plan -j 100000` forked without a cap (699 processes after 8 s, the machine
+    crawled): capped at the CPU count, said in one line, and the plan is the same."""
+    import os
+
+    from madara_cli.experiment import plan as plan_module
+    from tests.fakes import cli
+
+    monkeypatch.setattr(plan_module, "_fingerprint", lambda cfg: "fake")
+    code, out, err = cli("plan", "--grid", "demo", "--results", str(tmp_path), "--json", "-j", "100000", "limit=2",
+                         monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 0, err
+    assert f"plan: -j 100000 is more than this machine's {os.cpu_count()} CPUs; planning with {os.cpu_count()} processes" in err
+    assert json.loads(out)["cells"] == 2
 
 
 def test_plan_with_jobs_prints_the_plan_of_one_process(tmp_path, monkeypatch, capsys):
@@ -247,3 +263,96 @@ def test_a_plan_stopped_while_its_walkers_run_leaves_none_behind(tmp_path, sig, 
     while any(_alive(p) for p in walkers) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(_alive(p) for p in walkers)
+
+
+def _walkers_of(proc: subprocess.Popen, n: int = 2) -> list[int]:
+    walkers: list[int] = []
+    deadline = time.monotonic() + 120
+    while len(walkers) < n and time.monotonic() < deadline and proc.poll() is None:
+        walkers = _children(proc.pid)
+        time.sleep(0.05)
+    assert walkers, f"no walker process started (exit {proc.poll()}): {proc.stderr.read() if proc.poll() is not None else ''}"
+    return walkers
+
+
+def _gone(walkers: list[int]) -> bool:
+    deadline = time.monotonic() + 30  # the kernel's signal and the exit: not a measure of speed
+    while any(_alive(p) for p in walkers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return not any(_alive(p) for p in walkers)
+
+
+# Walkers that never finish a walk, so the test finds them running.
+_STUCK_WALKS = "import time\nfrom madara_cli.experiment import plan\nplan.Planner.walk = lambda self, cfg: time.sleep(600)"
+# Walkers held just after their fork, before they set their own signal handlers: what a
+# SIGTERM to the process group (`timeout`) met while -j 100000 forked.
+_SLOW_START = ("import time\nimport multiprocessing.pool as mp\n_worker = mp.worker\n"
+               "def _late(*a, **k):\n    time.sleep(3)\n    return _worker(*a, **k)\nmp.worker = _late")
+
+
+@pytest.mark.llm  # the plan fingerprints the SmolLM2 GGUF file (no model is loaded)
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc for the walker processes")
+def test_no_walker_outlives_a_plan_that_was_killed(tmp_path):
+    """SIGKILL of `madara plan` (no handler runs): its walkers end with it (`timeout`
+    left about 130 of them behind, orphaned)."""
+    from tests.fakes import spawn
+
+    proc = spawn("plan", "--grid", "demo", "--results", str(tmp_path), "-j", "2", "seed=range(0,8)", prelude=_STUCK_WALKS,
+                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    walkers = _walkers_of(proc)
+    proc.kill()
+    proc.communicate(timeout=120)
+    assert _gone(walkers), "walker processes outlived their plan"
+
+
+@pytest.mark.llm
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc for the walker processes")
+def test_a_plan_terminated_with_its_process_group_prints_no_walker_traceback(tmp_path):
+    """SIGTERM to the whole process group (as `timeout` sends it) while the walkers start:
+    the plan's one line, no worker's traceback, no walker left."""
+    import os
+
+    from tests.fakes import one_line_error, spawn
+
+    proc = spawn("plan", "--grid", "demo", "--results", str(tmp_path), "-j", "2", "seed=range(0,8)", prelude=_SLOW_START,
+                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    walkers = _walkers_of(proc)
+    os.killpg(proc.pid, signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    one_line_error(proc.returncode, "\n".join(ln for ln in err.splitlines() if "cells/s" not in ln), "terminated:")
+    assert proc.returncode == 143 and _gone(walkers)
+
+
+def test_a_grid_over_many_strategy_files_lists_and_stamps_its_folder_once(tmp_path, monkeypatch, capsys):
+    """A --config-dir grid over 10,000 strategy files printed nothing in 400 s: the grid's
+    check listed the strategy folder once for every value of its axis, and a folder too
+    large to stamp was walked again for every cell. Counted here on a small folder (and a
+    stamp limit lowered to match): neither is done once per value or cell."""
+    import os
+    import sys
+
+    import madara_cli.composition.compose  # noqa: F401 - the module, not the function the package exports
+    from madara_cli.experiment import plan as plan_module
+    from tests.fakes import cli
+
+    compose_module = sys.modules["madara_cli.composition.compose"]
+    mine = tmp_path / "mine"
+    (mine / "strategy").mkdir(parents=True)
+    (mine / "grid").mkdir()
+    names = [f"s{i:02d}" for i in range(12)]
+    for i, name in enumerate(names):
+        (mine / "strategy" / f"{name}.yaml").write_text(f"defaults:\n  - pde_schema\n  - _self_\nname: {name}\ntop_k: {1 + i % 5}\n")
+    (mine / "grid" / "many.yaml").write_text(f"name: many\naxes:\n  strategy: [{', '.join(names)}]\noverrides: [limit=2]\n")
+    listed, walked = [], []
+    glob, walk = Path.glob, os.walk
+    monkeypatch.setattr(Path, "glob", lambda self, pattern: (listed.append(self), glob(self, pattern))[1])
+    monkeypatch.setattr(os, "walk", lambda top, *a, **k: (walked.append(top), walk(top, *a, **k))[1])
+    monkeypatch.setattr(compose_module, "_STATE_FILES_MAX", 5)  # the folder is "too large to stamp"
+    monkeypatch.setattr(compose_module, "_RACY_S", 0.0)  # and its files, written just now, are not "changing"
+    monkeypatch.setattr(plan_module, "_fingerprint", lambda cfg: "fake")
+    code, out, err = cli("--config-dir", str(mine), "plan", "--grid", "many", "--results", str(tmp_path / "r"), "--json", "-j", "1",
+                         monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 0, err
+    assert json.loads(out)["cells"] == 12
+    assert sum(1 for p in listed if Path(p) == mine / "strategy") < len(names) // 2, "the strategy folder was listed once per grid value"
+    assert sum(1 for p in walked if Path(p) == mine) <= 1, "the config folder was stamped once per cell"

@@ -14,9 +14,9 @@ import pytest
 from madara_cli.composition import compose
 from madara_cli.experiment.engines import EnginePool
 from madara_cli.experiment.examples import load_cell, prepare_probe, retrieve_for
-from madara_cli.experiment.walk import prepare_cell
 from madara_cli.experiment.runner import run_cell
 from madara_cli.experiment.treat import Treatment, routed_config
+from madara_cli.experiment.walk import prepare_cell
 from madara_cli.results import record_files
 from tests.conftest import ROOT
 from tests.fakes import FakeBackend

@@ -95,6 +95,17 @@ def test_a_malformed_prefer_is_one_line(tmp_path: Path, monkeypatch, capsys, bad
     assert code == 2
 
 
+@pytest.mark.parametrize("verb", ["tables", "report"])
+def test_a_prefer_key_no_cell_has_is_refused_naming_the_valid_ones(tmp_path: Path, monkeypatch, capsys, verb):
+    """--prefer bogus.key=1 chose nothing without a word; a value of a real key no cell
+    holds still sets nothing aside (test_a_preference_that_no_candidate_has_is_no_filter)."""
+    two_backends(tmp_path)
+    code, out, err = cli(verb, "--results", str(tmp_path), "--prefer", "bogus.key=1", monkeypatch=monkeypatch, capsys=capsys)
+    line = one_line_error(code, err, "--prefer bogus.key=1: no cell in", "has a setting bogus.key; valid: ")
+    assert code == 2 and "backend.name" in line and "grid" in line and "model.temperature" in line
+    assert not (tmp_path / "tables").exists() and not (tmp_path / "report").exists()
+
+
 def test_reproduce_that_cannot_choose_a_variant_refuses_after_the_grids(tmp_path: Path, monkeypatch, capsys):
     """The grids ran (their cells are on disk); the tables could not choose: one note, the
     refusal and its candidates, exit 2, no traceback."""

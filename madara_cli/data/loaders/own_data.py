@@ -31,10 +31,10 @@ from typing import Any
 from omegaconf import DictConfig
 
 from madara_cli.core.errors import DataError
-from madara_cli.core.paths import not_utf8
 from madara_cli.core.records import Doc, Example
-from madara_cli.core.sidefiles import ENCODING, parse_line
+from madara_cli.core.sidefiles import parse_line, text_lines
 from madara_cli.data.loaders import LoaderSpec
+from madara_cli.data.sources import WHAT, open_local
 from madara_cli.plugins import register
 
 ROW_SHAPE = 'question, answers (a string or a list of strings), optional id and documents (strings or {"title", "text"})'
@@ -45,14 +45,10 @@ def load_jsonl(cfg: DictConfig) -> list[Example]:
     if not cfg.get("path"):
         raise DataError(f"benchmark {cfg.name} reads a local JSONL file: set benchmark.path=FILE (one object per line: {ROW_SHAPE})")
     path = Path(str(cfg.path)).expanduser()
-    if not path.is_file():
-        raise DataError(f"benchmark file not found: {path}")
-    if (bad := not_utf8(path, "the benchmark file")) is not None:
-        raise bad
     task = str(cfg.get("task") or "factoid")
     examples: list[Example] = []
-    with path.open(encoding=ENCODING) as f:
-        for line_no, line in enumerate(f, 1):
+    with open_local(path) as f:  # read once, UTF-8 checked as it goes
+        for line_no, line in enumerate(text_lines(f, path, WHAT), 1):
             if not line.strip():
                 continue
             row = parse_line(line, path, line_no)
