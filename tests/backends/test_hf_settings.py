@@ -107,7 +107,7 @@ def test_the_fingerprint_names_the_weights_engine_releases_and_chat_settings():
     from madara_cli.backends.base import installed_version
 
     fp = backend_fingerprint(hf("backend.device=cpu"))
-    assert fp.startswith("hf:HuggingFaceTB/SmolLM2-135M-Instruct@gguf:SmolLM2-135M-Instruct.Q4_1.gguf:")
+    assert fp.startswith("hf:HuggingFaceTB/SmolLM2-135M-Instruct@gguf:sha256:")  # the weights by their content, not their file name
     assert f":transformers-{installed_version('transformers')}:torch-{installed_version('torch')}:" in fp
     assert ":len4096:" in fp and backend_fingerprint(hf("backend.device=cpu", "model.max_model_len=2048")) != fp
     assert backend_fingerprint(hf("backend.device=cpu", "model.system_role=false")).endswith(":chat-nosys")
