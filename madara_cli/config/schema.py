@@ -20,10 +20,8 @@ def plural(group: str) -> str:
     return "strategies" if group == "strategy" else f"{group}s"
 
 
-# --------------------------------------------------------------------------- #
-# Choice settings. OmegaConf checks an Enum field against its members' names at
+# Choice settings: OmegaConf checks an Enum field against its members' names at
 # composition; compose() hands the code plain strings (names equal values).
-# --------------------------------------------------------------------------- #
 
 
 class Choice(str, Enum):
@@ -197,26 +195,12 @@ class DType(Choice):
     float = "float"
 
 
-# How a setting that names a local input enters keys (its schema field's metadata
-# ``{"input": KIND}``, see :func:`input_field`): by its content, so an edit in place is a
-# new cell and a copy elsewhere is the same one.
-INPUT_KINDS = ("file", "folder", "index")
-
-
 def input_field(kind: str = "file", default: Any = None, help: str = "") -> Any:
-    """A schema field whose value names a local file, folder or saved index."""
-    assert kind in INPUT_KINDS, kind
+    """A schema field whose value names a local file, folder or saved index: keys hold it
+    by its content (``{"input": KIND}`` metadata), so an edit in place is a new cell and a
+    copy elsewhere is the same one."""
+    assert kind in ("file", "folder", "index"), kind
     return field(default=default, metadata={"input": kind, "help": help})
-
-
-def input_kind(schema: type | None, name: str) -> str | None:
-    """The input kind field ``name`` of dataclass ``schema`` declares, or None."""
-    if schema is None:
-        return None
-    for f in fields(schema):
-        if f.name == name:
-            return f.metadata.get("input")
-    return None
 
 
 @dataclass
@@ -276,41 +260,17 @@ class RetrieverConfig:
     k: int = 10  # documents kept per query
 
 
-# --------------------------------------------------------------------------- #
-# Strategies: one schema per strategy, so a setting that does not apply to the
-# chosen strategy fails at composition (see validate.check_override_types).
-# --------------------------------------------------------------------------- #
-
-
 @dataclass
 class StrategyConfig:
     """What every strategy has; each strategy's schema extends it with the settings its
-    code reads, beside that code (:mod:`madara_cli.strategies`: registered with it)."""
+    code reads, beside that code (:mod:`madara_cli.strategies`: registered with it), so a
+    setting that does not apply to the chosen strategy fails at composition."""
 
     name: str = MISSING
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 SCHEMA_SUFFIX = "_schema"
+
 
 def strategy_schema(name: str) -> type[StrategyConfig] | None:
     """The schema of strategy implementation ``name``, as it registered beside its code
@@ -447,11 +407,9 @@ _REGISTERED: tuple | None = None  # what register_schemas stored last
 def registered_schemas() -> tuple:
     """Every schema Hydra's config store should hold now, as (group, name, schema) rows:
     what :func:`register_schemas` stores (and what a composition reads from the store)."""
-    rows = [("", "base_config", RootConfig), ("grid", "schema", GridConfig)]
-    for group in plugin_schemas.PLUGGABLE:  # every option's schema, for a yaml that names <name>_schema
-        for name, entry in plugin_schemas.entries(group).items():
-            rows.append((group, name + SCHEMA_SUFFIX, entry.schema))
-    return tuple(rows)
+    options = ((group, name + SCHEMA_SUFFIX, entry.schema)  # every option's schema, for a yaml that names <name>_schema
+               for group in plugin_schemas.PLUGGABLE for name, entry in plugin_schemas.entries(group).items())
+    return (("", "base_config", RootConfig), ("grid", "schema", GridConfig), *options)
 
 
 def register_schemas() -> None:
@@ -464,8 +422,5 @@ def register_schemas() -> None:
     if rows == _REGISTERED and "base_config.yaml" in cs.repo:
         return
     for group, name, node in rows:
-        if group:
-            cs.store(group=group, name=name, node=node)
-        else:
-            cs.store(name=name, node=node)
+        cs.store(group=group or None, name=name, node=node)
     _REGISTERED = rows
