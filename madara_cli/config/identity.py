@@ -1,23 +1,12 @@
-"""What a cell, a probe and a retrieval snapshot *are*: the one room that finishes their keys.
-
-* the one hash (:func:`digest`) and files by their content (:func:`file_digest`,
-  :func:`input_digest`): every key, the response cache's included (:func:`request_key`),
-  ends here;
-* every name a result is found under (:class:`Cell`, :class:`ProbeKey`,
-  :func:`snapshot_name`, :func:`index_name`);
-* :func:`identify` / :func:`identify_probe`: a cell's and a probe's identity, made once
-  from a composed config and handed down (the runner, plan and the tables' rows read it,
-  none recomputes it). What only the plug-ins can say is read from their specs in the one
-  catalog (no plug-in is imported here): the digest of every prompt family the cell sends
-  in the words of its prompt set, every local input it reads by content (a schema's
-  ``input_field`` settings, and of the model only what its engine reads:
-  ``BackendSpec.model_inputs``), the hub commit where the engine loads the hub, what the
-  engine's settings left to this machine resolve to, and the source of a plug-in that does
-  not ship with madara. An identity also names the keys the same cell had under rules that
-  have since moved (``legacy``) and what an old record must show to stand for it
-  (``evidence``, checked by :func:`madara_cli.config.keys.standing`).
-
-The rules of what each key covers are :mod:`madara_cli.config.keys`'.
+"""What a cell, a probe and a retrieval snapshot *are*: the one room that finishes their
+keys. The one hash (:func:`digest`) and files by content (:func:`input_digest`) end every
+key, the response cache's included; every name a result is found under is made here; and
+:func:`identify` / :func:`identify_probe` make a cell's and a probe's identity once from a
+composed config (what only the plug-ins can say is read from their specs in the catalog;
+no plug-in is imported). An identity also names the keys the same cell had under rules
+that have since moved (``legacy``) and what an old record must show to stand for it
+(``evidence``, checked by :func:`madara_cli.config.keys.standing`). What each key covers
+is :mod:`madara_cli.config.keys`'.
 """
 
 from __future__ import annotations
@@ -26,7 +15,7 @@ import functools
 import hashlib
 import json
 import os
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -51,15 +40,14 @@ from madara_cli.config.keys import (
 from madara_cli.config.plugin_schemas import schema_for
 from madara_cli.config.prompt_sets import PromptSet
 from madara_cli.config.schema import BenchmarkConfig, ModelConfig
+from madara_cli.core.errors import DataError
 from madara_cli.core.held import held
 from madara_cli.core.hub import resolved_revision
+from madara_cli.core.paths import cache_root, inside
 from madara_cli.core.records import ScoreRequest
 from madara_cli.plugins.catalog import CATALOG
-from madara_cli.plugins.shape import PromptFamily
 
-# --------------------------------------------------------------------------- #
 # The one digest, and local inputs by their content
-# --------------------------------------------------------------------------- #
 
 
 def digest(payload: Any, length: int = 8, *, ascii: bool = True) -> str:
@@ -120,7 +108,6 @@ def file_digest(path: str | Path) -> str:
     (:func:`madara_cli.core.sidefiles.file_stamp`: inode, size, mtime and ctime in nanoseconds,
     which ``touch -r`` or ``cp -p`` cannot put back) in the process, and on disk for large
     files (a guarded memo: a damaged one is rebuilt), so an edit in place is always seen."""
-    from madara_cli.core.paths import cache_root
     from madara_cli.core.sidefiles import file_stamp, stamp_memo
 
     p = Path(path).expanduser().resolve()
@@ -200,9 +187,7 @@ def input_digest(value: Any, kind: str) -> Any:
     return f"missing:{text}"
 
 
-# --------------------------------------------------------------------------- #
 # Key names: every name a result is found under, written once
-# --------------------------------------------------------------------------- #
 
 
 @dataclass(frozen=True)
@@ -233,13 +218,9 @@ class Cell:
         }
 
     def folder(self, results_dir: str | Path) -> Path:
-        from madara_cli.core.paths import inside
-
         return inside(results_dir, Path(results_dir) / self.grid / self.key)
 
     def with_hash(self, config_hash: str) -> "Cell":
-        from dataclasses import replace
-
         return replace(self, config_hash=config_hash)
 
 
@@ -258,20 +239,14 @@ class ProbeKey:
         return f"{self.model}__{self.benchmark}__n{self.n}__{self.config_hash}"
 
     def folder(self, results_dir: str | Path) -> Path:
-        from madara_cli.core.paths import inside
-
         return inside(results_dir, Path(results_dir) / "probes" / self.key)
 
     def with_n(self, n: int) -> "ProbeKey":
         """The same probe on ``n`` calibration queries (the hash does not cover the
         calibration size, the name does)."""
-        from dataclasses import replace
-
         return replace(self, n=int(n))
 
     def with_hash(self, config_hash: str) -> "ProbeKey":
-        from dataclasses import replace
-
         return replace(self, config_hash=config_hash)
 
 
@@ -287,17 +262,14 @@ def index_name(settings: dict[str, Any], corpus_hash: str) -> str:
     return f"{settings['kind']}-{corpus_hash[:16]}-{digest(settings)}"
 
 
+def _input_fields(schema: type | None) -> dict[str, str]:
+    return {f.name: f.metadata["input"] for f in fields(schema) if f.metadata.get("input")} if schema else {}
+
+
 def by_content(values: dict[str, Any], schema: type | None) -> dict[str, Any]:
     """``values`` with each setting that ``schema`` marks as a local input replaced by
     its content digest (:func:`input_digest`)."""
-    if schema is None:
-        return values
-    out = dict(values)
-    for f in fields(schema):
-        kind = f.metadata.get("input")
-        if kind and out.get(f.name):
-            out[f.name] = input_digest(out[f.name], kind)
-    return out
+    return {**values, **{name: input_digest(values[name], kind) for name, kind in _input_fields(schema).items() if values.get(name)}}
 
 
 def source_identity(benchmark: Any) -> str:
@@ -305,8 +277,6 @@ def source_identity(benchmark: Any) -> str:
     else its loader's key fragment (the mini benchmark: its generator's size), else the
     hub id, config and split at the commit the local hub cache knows for its revision (at
     the revision's name where none is known). Part of every retrieval snapshot's key."""
-    from madara_cli.core.errors import DataError
-
     if benchmark.get("path"):
         p = Path(benchmark.path).expanduser()
         if not p.is_file():
@@ -410,18 +380,10 @@ class ProbeIdentity:
 
     def with_n(self, n: int) -> "ProbeIdentity":
         """The same probe on ``n`` calibration queries (keyed by the n that ran)."""
-        from dataclasses import replace
-
         return replace(self, probe=self.probe.with_n(n), legacy=tuple(k.with_n(n) for k in self.legacy))
 
 
-# --------------------------------------------------------------------------- #
 # Fragments, from the plug-ins' specs
-# --------------------------------------------------------------------------- #
-
-
-def _input_fields(schema: type | None) -> dict[str, str]:
-    return {f.name: f.metadata["input"] for f in fields(schema) if f.metadata.get("input")} if schema else {}
 
 
 def _inputs(cfg: DictConfig, plain: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
@@ -432,21 +394,12 @@ def _inputs(cfg: DictConfig, plain: dict[str, Any]) -> tuple[dict[str, Any], tup
     marked = _input_fields(ModelConfig)
     model = plain["model"]
     reads = spec.model_inputs(cfg) if spec.model_inputs is not None else {k: v for k, v in marked.items() if model.get(k)}
-    inputs: dict[str, Any] = {}
-    for name, kind in reads.items():
-        if model.get(name):
-            inputs[f"model.{name}"] = input_digest(model.get(name), kind)
     unread = tuple(f"model.{name}" for name in marked if name not in reads)
-    for group, schema in (
-        ("backend", spec.schema),
-        ("benchmark", BenchmarkConfig),
-        ("retriever", schema_for("retriever", str(plain["retriever"]["name"]))),
-        ("strategy", schema_for("strategy", strategy_impl(plain["strategy"]))),
-    ):
-        for name, kind in _input_fields(schema).items():
-            value = plain[group].get(name)
-            if value:
-                inputs[f"{group}.{name}"] = input_digest(value, kind)
+    groups = (("model", reads), ("backend", _input_fields(spec.schema)), ("benchmark", _input_fields(BenchmarkConfig)),
+              ("retriever", _input_fields(schema_for("retriever", str(plain["retriever"]["name"])))),
+              ("strategy", _input_fields(schema_for("strategy", strategy_impl(plain["strategy"])))))
+    inputs = {f"{group}.{name}": input_digest(plain[group][name], kind)
+              for group, marks in groups for name, kind in marks.items() if plain[group].get(name)}
     return inputs, unread
 
 
@@ -496,24 +449,17 @@ def _evidence(fragments: Fragments, probe_prompts_added: tuple[str, ...] = ()) -
     """What a record finished under a path-keyed key must show to stand for this one:
     the GGUF's digest and the hub commit (both in its provenance); any other input, a
     plug-in source or a prompt family the old key did not cover, it cannot show (None)."""
-    out: dict[str, str | None] = {}
-    for dotted, value in fragments.inputs.items():
-        if dotted == "model.gguf" and isinstance(value, str) and value.startswith("sha256:"):
-            out[dotted] = value.split(":", 1)[1]
-        else:
-            out[dotted] = None
+    out: dict[str, str | None] = {
+        dotted: value.split(":", 1)[1] if dotted == "model.gguf" and isinstance(value, str) and value.startswith("sha256:") else None
+        for dotted, value in fragments.inputs.items()}
     if fragments.hub_commit:
         out["model.commit"] = fragments.hub_commit
-    for name in fragments.plugins:
-        out[f"plugins.{name}"] = None
-    for family in probe_prompts_added:
-        out[f"prompts.{family}"] = None
+    out.update({f"plugins.{name}": None for name in fragments.plugins})
+    out.update({f"prompts.{family}": None for family in probe_prompts_added})
     return out
 
 
-# --------------------------------------------------------------------------- #
 # Cells and probes
-# --------------------------------------------------------------------------- #
 
 
 def identify(cfg: DictConfig) -> CellIdentity:
@@ -547,18 +493,9 @@ def identify_probe(cfg: DictConfig, n: int | None = None) -> ProbeIdentity:
                          evidence=_evidence(fragments, added))
 
 
-# --------------------------------------------------------------------------- #
 # Prompt families by their rendered requests
-# --------------------------------------------------------------------------- #
 
 _DIGESTS: dict[tuple[str, str], str] = {}
-
-
-def _family(name: str) -> PromptFamily:
-    family = CATALOG.family(name)
-    if family is None:
-        raise ValueError(f"unknown prompt family '{name}'; valid: {', '.join(sorted(CATALOG.families()))}")
-    return family
 
 
 def prompt_digest(family: str, prompts: PromptSet | None = None) -> str:
@@ -568,14 +505,13 @@ def prompt_digest(family: str, prompts: PromptSet | None = None) -> str:
         from madara_cli.config.folders import shipped_prompt_set
 
         prompts = shipped_prompt_set()
-    ps = prompts
-    key = (family, ps.sha)
+    key = (family, prompts.sha)
     if key not in _DIGESTS:
-        fam = _family(family)
-        if fam.sample is not None:
-            _DIGESTS[key] = family_digest(fam.sample(ps))
-        else:
-            _DIGESTS[key] = digest([[t, ps.template(t).text] for t in sorted(fam.templates)], 16, ascii=False)
+        fam = CATALOG.family(family)
+        if fam is None:
+            raise ValueError(f"unknown prompt family '{family}'; valid: {', '.join(sorted(CATALOG.families()))}")
+        _DIGESTS[key] = (family_digest(fam.sample(prompts)) if fam.sample is not None
+                         else digest([[t, prompts.template(t).text] for t in sorted(fam.templates)], 16, ascii=False))
     return _DIGESTS[key]
 
 

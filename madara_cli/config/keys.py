@@ -1,16 +1,11 @@
 """The rules of a key: what of a composed config a cell's, a probe's and a snapshot's
 hash covers (:mod:`madara_cli.config.identity` finishes each with the one digest).
 
-A key covers exactly what can change the numbers: for a cell, the model, engine,
-benchmark, retrieval, strategy and generation settings, the limit and seed, the metric
-version, a digest of every prompt family the cell sends, every local input it reads by
-its content, the hub commit where its engine loads the hub, and the source of a plug-in
-that does not ship with madara (:func:`cell_identity`); for a probe, the same less the
-strategy and limit, with the probe's own settings (:func:`probe_identity`). Settings
-that change only speed or placement are each plug-in's ``runtime_only`` ones and stay
+A key covers exactly what can change the numbers (:func:`cell_identity`,
+:func:`probe_identity`); each plug-in's ``runtime_only`` settings (speed, placement) stay
 out, so a parallel run finds the cells a serial one wrote. The same settings, flattened,
-are summary.csv's columns (:func:`nested_settings`, :func:`flatten`). Every allowance
-that keeps keys of finished work where they were is a :data:`SHIMS` row.
+are summary.csv's columns (:func:`nested_settings`). Every allowance that keeps keys of
+finished work where they were is a :data:`SHIMS` row.
 """
 
 from __future__ import annotations
@@ -28,12 +23,10 @@ from madara_cli.config.schema import ReadingConfig, RouterConfig, RouterPolicy
 
 
 def to_plain(cfg: Any) -> Any:
-    """``OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)``: the config as plain
-    data, interpolations resolved, enums by name. Read straight from the nodes, which
-    takes half the time of OmegaConf's own walk (it validates every key it reads again):
-    a plan of a grid makes several per cell. Anything but a plain node (a structured
-    config object, an error while resolving) goes through OmegaConf's walk, which then
-    answers, or raises, in its own words; tests compare both over every shipped grid."""
+    """``OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)``, read straight from
+    the nodes: half the time of OmegaConf's walk, which validates every key again (a grid's
+    plan makes several per cell). Anything else (a structured config object, an error while
+    resolving) goes through OmegaConf's walk, which answers or raises in its own words."""
     if isinstance(cfg, (DictConfig, ListConfig)):
         try:
             return _plain(cfg)
@@ -253,8 +246,6 @@ def rsc_key(cfg: Any) -> dict[str, Any]:
     return node
 
 
-
-
 @dataclass(frozen=True)
 class Fragments:
     """What of a cell or probe only the floors above can know, handed to the rules here
@@ -306,8 +297,7 @@ def _cell_payload(cfg: Any, prompts: dict[str, str], metric_version: int | str, 
             out["model"].pop(name, None)
     out["limit"], out["seed"] = plain.get("limit"), plain.get("seed")
     out.update(_probe_groups(cfg, plain))
-    reading = reading_identity(plain.get("reading"))
-    if reading:
+    if reading := reading_identity(plain.get("reading")):
         out["reading"] = reading
     out["metric_version"] = metric_version
     out["prompts"] = dict(prompts)
@@ -318,10 +308,10 @@ def _cell_payload(cfg: Any, prompts: dict[str, str], metric_version: int | str, 
 
 def cell_identity(cfg: Any, fragments: Fragments, plain: dict[str, Any] | None = None) -> dict[str, Any]:
     """What a cell's hash covers: every setting that can change its numbers (runtime-only
-    ones left out), the digest of each prompt family it sends, every local input it
-    reads by its content, the hub commit where its engine loads the hub, and the source
-    of any plug-in that does not ship with madara. ``plain``: ``to_plain(cfg)``, where
-    the caller holds it (it is read, never changed)."""
+    ones left out), the limit and seed, the metric version, the digest of each prompt
+    family it sends, every local input it reads by its content, the hub commit where its
+    engine loads the hub, and the source of any plug-in that does not ship with madara.
+    ``plain``: ``to_plain(cfg)``, where the caller holds it (read, never changed)."""
     return _content_keyed(_cell_payload(cfg, fragments.prompts, fragments.metric_version, plain), fragments)
 
 
@@ -337,14 +327,12 @@ def path_keyed_cell_identity(cfg: Any, prompts: dict[str, str], metric_version: 
 
 
 def probed(cfg: Any) -> bool:
-    """Whether the cell's strategy runs behind a probe (it declared the ``rsc`` group
-    its key covers when it registered: ``strategy=madara``)."""
+    """Whether the cell's strategy runs behind a probe (it registered with the ``rsc`` key group: ``strategy=madara``)."""
     return "rsc" in plugin_schemas.key_groups("strategy", strategy_impl(cfg.strategy))
 
 
 def _probe_groups(cfg: Any, plain: dict[str, Any]) -> dict[str, Any]:
-    """The probe's and router's settings a probed cell's key covers (router_default,
-    isolation_probe_off)."""
+    """The probe's and router's settings a probed cell's key covers (router_default, isolation_probe_off)."""
     groups = plugin_schemas.key_groups("strategy", strategy_impl(cfg.strategy))
     out: dict[str, Any] = {}
     if "rsc" in groups:
@@ -367,13 +355,13 @@ def _drop_agent_settings(out: dict[str, Any]) -> None:
             out.pop("reading")
 
 
-def _probe_payload(cfg: Any, prompts: dict[str, str], metric_version: int | str) -> dict[str, Any]:
+def path_keyed_probe_identity(cfg: Any, prompts: dict[str, str], metric_version: int | str) -> dict[str, Any]:
+    """What a probe's hash covered before content_keyed_inputs (no hub commit at all)."""
     plain = to_plain(cfg)
     out: dict[str, Any] = {k: plain[k] for k in PROBE_GROUPS}
     out["rsc"] = rsc_key(cfg)
     out["generation"] = keyed("generation", out["generation"])
-    reading = reading_identity(plain.get("reading"))
-    if reading:
+    if reading := reading_identity(plain.get("reading")):
         out["reading"] = reading
     out["backend"] = keyed("backend", key_view("backend", out["backend"]))
     out["model"] = model_keyed(out["model"], str(out["backend"]["name"]))
@@ -390,12 +378,7 @@ def probe_identity(cfg: Any, fragments: Fragments) -> dict[str, Any]:
     is the first n of the seeded order whatever the evaluated sample, so n (in the
     probe's key, beside the hash) is all that matters of the split sizes. Local inputs,
     the hub commit and plug-in sources as in :func:`cell_identity`."""
-    return _content_keyed(_probe_payload(cfg, fragments.prompts, fragments.metric_version), fragments)
-
-
-def path_keyed_probe_identity(cfg: Any, prompts: dict[str, str], metric_version: int | str) -> dict[str, Any]:
-    """What a probe's hash covered before content_keyed_inputs (no hub commit at all)."""
-    return _probe_payload(cfg, prompts, metric_version)
+    return _content_keyed(path_keyed_probe_identity(cfg, fragments.prompts, fragments.metric_version), fragments)
 
 
 def nested_settings(cfg: Any) -> dict[str, Any]:
@@ -404,8 +387,7 @@ def nested_settings(cfg: Any) -> dict[str, Any]:
     plain = to_plain(cfg)
     nested: dict = {g: {k: v for k, v in plain[g].items() if k not in unkeyed(g, str(plain[g].get("name")))} for g in SEMANTIC_GROUPS}
     nested["generation"] = keyed("generation", nested["generation"])
-    reading = reading_key(plain.get("reading"))
-    if reading:
+    if reading := reading_key(plain.get("reading")):
         nested["reading"] = reading
     nested["limit"], nested["seed"] = plain.get("limit"), plain.get("seed")
     nested.update(_probe_groups(cfg, plain))  # what the cell's key holds of them, so row and key agree
@@ -415,15 +397,11 @@ def nested_settings(cfg: Any) -> dict[str, Any]:
 def flatten(nested: dict[str, Any]) -> dict[str, Any]:
     """Dotted names (``strategy.top_k``, ``model.temperature``); lists as JSON text."""
     out: dict[str, Any] = {}
-
-    def walk(d: dict, prefix: str) -> None:
-        for k, v in d.items():
-            if isinstance(v, dict):
-                walk(v, f"{prefix}{k}.")
-            else:
-                out[f"{prefix}{k}"] = json.dumps(v) if isinstance(v, (list, tuple)) else v
-
-    walk(nested, "")
+    for k, v in nested.items():
+        if isinstance(v, dict):
+            out.update({f"{k}.{name}": value for name, value in flatten(v).items()})
+        else:
+            out[k] = json.dumps(v) if isinstance(v, (list, tuple)) else v
     return out
 
 
