@@ -1,30 +1,10 @@
-"""Prompt sets: every prompt madara sends, as plain-text template files.
-
-A prompt set is a folder ``prompts/<NAME>/`` holding ``<template>.txt`` files, one per
-template it words (the shipped set is ``configs/prompts/madara/``, and it words every
-shipped template); the root setting ``prompts=NAME`` picks one, and ``--config-dir DIR``
-adds the sets under ``DIR/prompts/``, searched before the shipped ones. A set may say
-``extends: OTHER`` in its ``set.yaml``; a template none of its chain words comes from the
-shipped set, and a plug-in's own template from the default its spec brings. So a set
-holds just the templates it changes.
-
-Which templates exist, and the fields each may use, is the prompt families' to say
-(:class:`madara_cli.plugins.shape.PromptFamily`, in the one catalog: the shipped agents'
-in :mod:`madara_cli.agents.families`, a plug-in's in its spec). Templates fill **named
-fields only**: ``{{question}}`` is replaced by that field's text, and nothing else in a
-template has any meaning (no expressions, attribute access, filters or format specs;
-single braces are literal text, as in the JSON the prompts ask for). ``\\{{`` writes a
-literal ``{{``. A field's value is inserted as it is and never read again, so a document
-that itself contains ``{{question}}`` stays literal.
-
-A set is read and checked when a config is composed (:func:`load_prompt_set`), before
-any model loads: an unknown file, a field the template may not use or a malformed ``{{``
-is one :class:`ConfigError` line naming the set, the file and the field. A template
-file's final line break is not part of the template, and ``\\r\\n`` line ends read as
-``\\n``.
-
-This module knows nothing about what the prompts say; the request builders compute the
-fields and pick the templates.
+"""Prompt sets: every prompt madara sends, as plain-text template files in a folder
+``prompts/<NAME>/`` (``prompts=NAME``; ``set.yaml`` may say ``extends: OTHER``), read and
+checked when a config is composed. Templates fill named fields only (``{{question}}``;
+``\\{{`` is a literal ``{{``), and a value is inserted as it is, never read again. Which
+templates exist and the fields each may use is the prompt families' to say
+(:class:`madara_cli.plugins.shape.PromptFamily`). The rules in full: docs/running.md,
+"Your own prompts".
 """
 
 from __future__ import annotations
@@ -32,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -112,15 +92,10 @@ class Template:
     def render(self, values: Mapping[str, object]) -> str:
         """The text with every field replaced by ``str(values[field])``; the values are
         inserted verbatim, never scanned for fields themselves."""
-        out = []
-        for is_field, p in self.parts:
-            if is_field:
-                if p not in values:
-                    raise KeyError(f"template field '{p}' was given no value")
-                out.append(str(values[p]))
-            else:
-                out.append(p)
-        return "".join(out)
+        missing = next((p for is_field, p in self.parts if is_field and p not in values), None)
+        if missing is not None:
+            raise KeyError(f"template field '{missing}' was given no value")
+        return "".join(str(values[p]) if is_field else p for is_field, p in self.parts)
 
 
 @dataclass(frozen=True)
@@ -162,17 +137,12 @@ class PromptSet:
         return self.template(template).render(values)
 
 
-_DEFAULTS: dict[tuple[str, str, str], Template] = {}
-
-
+@cache
 def _default(family: str, name: str, text: str) -> Template:
-    key = (family, name, text)
-    if key not in _DEFAULTS:
-        try:
-            _DEFAULTS[key] = Template.parse(text)
-        except TemplateError as e:
-            raise ConfigError(f"prompt family '{family}': its default {name}, {e}") from None
-    return _DEFAULTS[key]
+    try:
+        return Template.parse(text)
+    except TemplateError as e:
+        raise ConfigError(f"prompt family '{family}': its default {name}, {e}") from None
 
 
 MAX_TEMPLATE_BYTES = 1 << 20  # a prompt is a few KiB; a larger file is refused unread, as a config is
@@ -199,10 +169,7 @@ def _read_template(path: Path, folder: Path) -> str:
 
 def set_folder(name: str, dirs: Sequence[Path]) -> Path | None:
     """``prompts/<name>/`` in the first of ``dirs`` (config folders) that has it."""
-    for d in dirs:
-        if (Path(d) / "prompts" / name).is_dir():
-            return Path(d) / "prompts" / name
-    return None
+    return next((Path(d) / "prompts" / name for d in dirs if (Path(d) / "prompts" / name).is_dir()), None)
 
 
 def prompt_set_names(dirs: Sequence[Path]) -> list[str]:

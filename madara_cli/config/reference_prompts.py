@@ -1,27 +1,12 @@
-"""A prompt set made from the user's own checkout of the authors' reference code.
-
-madara ships none of the authors' wording (README "Choices and deviations"). A
-researcher who has their repository (github js-lee-AI/MADARA) can turn it into a
-prompt set with ``madara prompts import-reference CHECKOUT --out DIR`` and run it with
-``--config-dir DIR prompts=authors reading=authors``.
-
-The checkout is read, never executed, and only inside itself: a file that is a link
-out of the tree, or no regular file (a FIFO would block), is refused. :mod:`ast` finds
-the module-level string
-constants of ``madara/prompts.py`` (the assessors' and generators' system prompts and
-the CoT prefix) and of ``madara/rsc.py`` (the forced re-score's system prompt), and the
-f-strings their user-turn builders return, whose placeholders become the prompt set's
-fields. The request shapes follow their code: every assessor's user turn shows the
-other documents, the three CoT prompts share one prefix, and the detector is asked
-per document (with ``reading=authors``). Templates their code has no counterpart for
-(logprob scoring, the per-query detector, MAIN-RAG's judge, the reranker, one-shot
-examples) come from the shipped set (``set.yaml``: ``extends: madara``).
-
-The set is written into a staging folder beside its place, checked by loading it, and
-renamed into place under a lock: two imports into one folder each leave a whole set,
-never a mix, and a killed import leaves the earlier set as it was. A ``prompts`` or
-``prompts/authors`` that is a link, or a file, is refused (the import replaced the
-templates of whatever the link pointed to).
+"""``madara prompts import-reference CHECKOUT --out DIR``: a prompt set made from the
+user's own checkout of the authors' reference code (js-lee-AI/MADARA; madara ships none
+of their wording). The checkout is read with :mod:`ast`, never executed, and only inside
+itself (a link out of the tree, or no regular file, is refused): their string constants
+and the f-strings their user-turn builders return, whose placeholders become fields.
+Templates their code has no counterpart for come from the shipped set (``extends:
+madara``). The set is staged, checked by loading it, and renamed into place under a lock,
+so an import leaves a whole set or the earlier one; a ``prompts`` or ``prompts/authors``
+that is a link or a file is refused (the import would replace whatever it points to).
 """
 
 from __future__ import annotations
@@ -68,13 +53,10 @@ def _parse(root: Path, rel: Path) -> ast.Module:
 
 
 def _constants(tree: ast.Module) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
-            for target in node.targets:
-                if isinstance(target, ast.Name):
-                    out[target.id] = node.value.value
-    return out
+    """The module-level string constants (``NAME = "..."``)."""
+    return {target.id: node.value.value for node in tree.body
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+            for target in node.targets if isinstance(target, ast.Name)}
 
 
 def _escape(text: str) -> str:
