@@ -1,33 +1,11 @@
-"""The one loader of plug-ins: the shipped backends, retrievers, strategies and benchmark
-loaders, those of installed packages (entry points), and those of ``--include DIR``
-folders, all into the one catalog (:mod:`madara_cli.plugins.catalog`).
-
-Composition reads each option's spec from the catalog, which the implementing modules
-fill when they are imported; :func:`load_plugins` imports them all.
-:func:`madara_cli.composition.compose` runs it once per process (:func:`ensure_loaded`;
-the CLI asks for a fresh load at each invocation, :func:`forget_loaded`), so verbs that
-compose nothing (tables, route, show) never import the engines and strategies; grids and
-launcher jobs call it too.
-
-* shipped: every module of ``madara_cli/backends/``, ``madara_cli/retrievers/``,
-  ``madara_cli/strategies/`` and ``madara_cli/data/loaders/`` (no list to edit);
-* installed packages: the entry point groups ``madara.backends``, ``madara.retrievers``,
-  ``madara.strategies`` and ``madara.loaders``; an entry point names a module (importing
-  it registers what it declares), a spec in one (registered if its module did not), or a
-  callable that registers;
-* ``--include DIR`` (repeatable; ``$MADARA_INCLUDE``, ``os.pathsep``-separated, so
-  launcher workers see it too): every ``*.py`` file directly in DIR, imported by file
-  path in name order, nothing else (never a file of the results folder, never
-  anything ``sys.path`` would find).
-
-A plug-in that does not ship with madara is remembered with its source (an included
-file's content digest, a package's name and version): the cells that use it are keyed on
-it (:mod:`madara_cli.config.identity`).
-
-A plugin that fails to import or register is one line naming it and what happened (the
-same for every kind): an exception of any kind, ``BaseException`` subclasses of its own
-included (exit 2), ``sys.exit`` at import (exit 2, where it used to end the command with
-the plug-in's own status having run nothing) or an interrupt (exit 130).
+"""The one loader of plug-ins into the one catalog: the shipped ones (:data:`SHIPPED`),
+installed packages' (entry point groups ``madara.backends``, ``.retrievers``,
+``.strategies``, ``.loaders``) and every ``*.py`` directly in an ``--include DIR`` folder
+(kept in ``$MADARA_INCLUDE`` so launcher workers load them too). Compose loads them once
+per process (:func:`ensure_loaded`), so verbs that compose nothing never import an engine.
+A plug-in that does not ship with madara is noted with its source, which keys its cells.
+One that fails to import or register is one line naming it: any exception (exit 2),
+``sys.exit`` at import (exit 2, nothing ran) or an interrupt (exit 130). See docs/extending.md.
 """
 
 from __future__ import annotations
@@ -74,9 +52,8 @@ def add_include(path: str | Path) -> Path:
 
 def include_dirs() -> list[Path]:
     dirs = [Path(p).expanduser() for p in os.environ.get(INCLUDE_ENV, "").split(os.pathsep) if p.strip()]
-    for d in dirs:
-        if not d.is_dir():
-            raise ConfigError(f"--include {d}: no such folder")
+    if missing := next((d for d in dirs if not d.is_dir()), None):
+        raise ConfigError(f"--include {missing}: no such folder")
     return dirs
 
 
@@ -190,15 +167,11 @@ def load_object(entry: str) -> object:
     return obj
 
 
-def load_shipped() -> None:
-    """Import the plug-ins that ship with madara (:data:`SHIPPED`; each registers its specs)."""
+def load_plugins() -> None:
+    """Register every plug-in: shipped (each registers its specs when imported), installed
+    (entry points), included (``--include``)."""
     for entry in SHIPPED:
         load_object(entry)
-
-
-def load_plugins() -> None:
-    """Register every plug-in: shipped, installed (entry points), included (``--include``)."""
-    load_shipped()
     load_entry_points()
     for d in include_dirs():
         for f in sorted(d.glob("*.py")):
