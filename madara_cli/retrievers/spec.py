@@ -1,13 +1,7 @@
 """What every retriever shares: the :class:`Retriever` protocol, the context a
-retrieval runs in, and the record each retriever module registers.
-
-A retriever is one module (``madara_cli/retrievers/<name>.py``, imported by the one
-loader, :func:`madara_cli.composition.plugins.load_plugins`; an installed package's through the ``madara.retrievers`` entry
-point group) plus one ``configs/retriever/<name>.yaml``. Its :class:`RetrieverSpec`
-names its settings schema (a dataclass extending
-:class:`~madara_cli.config.schema.RetrieverConfig`, enforced at compose) and how to
-build it for a retrieval. The orchestration (snapshots, the three kinds of query) is
-:mod:`madara_cli.retrievers.retrieval`.
+retrieval runs in, and the :class:`RetrieverSpec` each retriever module registers (one
+module plus one ``configs/retriever/<name>.yaml``; docs/extending.md). The orchestration
+is :mod:`madara_cli.retrievers.retrieval`.
 """
 
 from __future__ import annotations
@@ -60,10 +54,8 @@ RetrieverFactory = Callable[[DictConfig, RetrievalContext], Retriever]
 
 @dataclass(frozen=True, kw_only=True)
 class RetrieverSpec(Spec):
-    """One retriever: what every plug-in declares (:class:`~madara_cli.plugins.shape.Spec`:
-    its ``retriever.name``, a settings schema extending config.schema.RetrieverConfig,
-    the prompt families its requests send, compose-time checks) plus its factory and
-    what the layers above need to know of it without naming it."""
+    """One retriever: what every plug-in declares (:class:`~madara_cli.plugins.shape.Spec`)
+    plus its factory and what the layers above need to know of it without naming it."""
 
     kind: ClassVar[str] = "retriever"
 
