@@ -1,23 +1,9 @@
-"""What every backend does to a conversation around the model's chat template.
-
-* **Per-model chat settings** (``configs/model/*.yaml``): ``chat_template_kwargs`` are
-  handed to the template renderer (Qwen3's template thinks unless
-  ``enable_thinking: false``), and ``system_role: false`` folds the system text into the
-  first user turn, because some templates (Gemma-2's) raise on a system turn. Both are
-  part of the engine's fingerprint when they are not the defaults, so replies rendered
-  under other settings are never read back from the cache, while the cache entries of
-  every other model keep their keys.
-* **Thinking left in a reply** (a ``<think>...</think>`` block, or a ``<think>`` that
-  never closes) is removed before anything parses it: :func:`strip_thinking`.
-* **Untrusted text stays text.** Questions, documents, chains and answers go into a
-  prompt as *content*; a control token (``<|im_start|>``, ``<start_of_turn>``,
-  ``[INST]``, ...) may come only from the template's own scaffold. Tokenisers that parse
-  special tokens in a rendered string cannot tell the two apart, so
-  :func:`safe_token_ids` tokenises a rendering whose content holds a control string
-  piece by piece: the scaffold's control tokens as tokens, everything else (the content
-  with whatever it holds) with special-token parsing off. A rendering whose content
-  holds no control string is tokenised whole exactly as before, so ordinary prompts
-  give the very same tokens (and cache keys) as without this.
+"""What every backend does to a conversation around the model's chat template: the
+per-model chat settings (:class:`ChatSettings`: template variables, and a system turn
+folded into the first user turn for templates that refuse one), thinking stripped from
+replies (:func:`strip_thinking`), and untrusted text kept as text (:func:`safe_token_ids`:
+a control token may come only from the template's own scaffold, never from a document
+that spells one). docs/running.md, "Untrusted text stays text"; docs/fidelity.md.
 """
 
 from __future__ import annotations
@@ -38,8 +24,7 @@ FOLD_SEPARATOR = "\n\n"
 
 @dataclass(frozen=True)
 class ChatSettings:
-    """A model's chat-template settings (``model.chat_template_kwargs``,
-    ``model.system_role``)."""
+    """A model's chat-template settings (``model.chat_template_kwargs``, ``model.system_role``)."""
 
     template_kwargs: dict[str, Any] = field(default_factory=dict)
     system_role: bool = True
@@ -60,8 +45,9 @@ class ChatSettings:
         return not self.template_kwargs and self.system_role
 
     def fingerprint(self) -> str:
-        """The suffix these settings add to an engine fingerprint: nothing at the
-        defaults (cache entries of other models keep their keys)."""
+        """The suffix these settings add to an engine fingerprint, so replies rendered under
+        other settings are never read back: nothing at the defaults (cache entries of
+        other models keep their keys)."""
         if self.is_default:
             return ""
         parts = []
@@ -86,10 +72,8 @@ class ChatSettings:
 def fold_system(messages: Sequence[Message]) -> tuple[Message, ...]:
     """Fold leading system text into the first user turn (for templates without a
     system role). A conversation that is only a system turn becomes one user turn."""
-    msgs = list(messages)
-    system = []
-    while msgs and msgs[0].role == "system":
-        system.append(msgs.pop(0).content)
+    lead = next((i for i, m in enumerate(messages) if m.role != "system"), len(messages))
+    system, msgs = [m.content for m in messages[:lead]], list(messages[lead:])
     if not system:
         return tuple(msgs)
     head = FOLD_SEPARATOR.join(system)
@@ -162,17 +146,14 @@ def safe_token_ids(
     encode_text: Callable[[str], list[int]],
 ) -> list[int]:
     """Token ids of ``rendered`` in which only the template's control strings are
-    control tokens.
-
-    ``pieces`` are the untrusted texts it holds, in order (message contents, then an
-    assistant prefix, which the caller appends after the rendering). ``encode_whole``
-    tokenises with special tokens parsed (the engine's usual encoding of a rendered
-    prompt), ``encode_text`` with special tokens as plain text. When no piece holds a
-    control string the result is ``encode_whole(rendered)``, unchanged. Otherwise the
-    rendering is cut at the control strings that lie outside every piece (the
-    template's), each of those is encoded alone, and the text between them -- content
-    included -- with ``encode_text``: the engines split at special tokens before their
-    ordinary tokenisation anyway, so the scaffold's text tokenises as it did."""
+    control tokens. ``pieces``: the untrusted texts it holds, in order (message contents,
+    then an assistant prefix); ``encode_whole`` parses special tokens, ``encode_text``
+    reads them as plain text. When no piece holds a control string the result is
+    ``encode_whole(rendered)``, so ordinary prompts keep their tokens and cache keys.
+    Otherwise the rendering is cut at the control strings outside every piece (the
+    template's), each encoded alone, and the text between them, content included, with
+    ``encode_text``: engines split at special tokens before tokenising anyway, so the
+    scaffold's text tokenises as it did."""
     if not any(control.holds(p) for p in pieces):
         return encode_whole(rendered)
     inside = _content_spans(rendered, [p for p in pieces if p])

@@ -1,26 +1,12 @@
-"""The openai backend's HTTP transport: one pooled client (httpx) with keep-alive, a
-wall-clock deadline per attempt, no redirects followed and a bounded body.
-
-* **Pooled.** One client per engine holds up to ``max_connections`` connections (the
-  backend's ``max_in_flight``) and keeps them open between requests, so a run against
-  ``vllm serve`` opens its connections once rather than one per request.
-* **A deadline per attempt.** httpx's timeouts bound each socket operation, so a server
-  that sends one byte a second never times out. Here every connect, write and read of an
-  attempt is given only what is left of the attempt's deadline: the pool's connections
-  are made by a network backend (httpcore's public ``NetworkBackend`` interface) whose
-  streams clamp each operation's timeout to it. The deadline is per thread: an attempt
-  runs in one thread from its first byte to its last.
-* **No redirects.** A 3xx comes back as it is, for the caller to refuse: following one
-  would carry the ``Authorization`` header to whatever origin it names, and turn a POST
-  into a GET.
-* **A bounded body.** A reply larger than :data:`MAX_BODY_BYTES` is refused.
-
-Proxies named by the environment (``HTTPS_PROXY``, ...) are used as by any client; through
-one, httpx's own proxy transport bounds each operation by the timeout and the deadline is
-checked as the body arrives.
-
-httpx is the distribution ``httpx2`` (what huggingface_hub installs on Python 3.11 and
-later) or ``httpx`` before it; they share this API.
+"""The openai backend's HTTP transport: one pooled keep-alive client (httpx, or
+``httpx2`` where huggingface_hub installs it) per engine, no redirect followed (a 3xx
+comes back for the caller to refuse: following it would carry the ``Authorization``
+header elsewhere), a body of at most :data:`MAX_BODY_BYTES`, and a wall-clock deadline
+per attempt. httpx's timeouts bound each socket operation, so a server that sends a byte
+a second never times out; here the pool's network backend (httpcore's public
+``NetworkBackend``) clamps every connect, read and write to what is left of the
+attempt's deadline, kept per thread. Through a proxy, the deadline is checked as the
+body arrives.
 """
 
 from __future__ import annotations
@@ -237,7 +223,7 @@ class PooledClient:
 
     def __init__(self, max_connections: int = 8, keep_alive: bool = True):
         httpx, httpcore = http_modules()
-        self._httpx, self._httpcore = httpx, httpcore
+        self._httpx = httpx
         n = max(1, int(max_connections))
         self._streams = _Streams()
         self._client = httpx.Client(

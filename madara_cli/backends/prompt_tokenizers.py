@@ -1,12 +1,7 @@
 """The client-side half of the openai backend's scoring and truncation: the model's chat
-template and token counts as the server will see them (:class:`PromptTokenizer`), read
-from the GGUF's metadata when ``model.gguf`` is set (what a llama.cpp server renders),
-else from the Hugging Face tokenizer of ``model.hf_id@revision`` (what ``vllm serve``
-uses); ``backend.tokenizer`` forces one (:func:`tokenizer_loader`).
-
-When the tokenizer adds BOS to a text prompt (as both servers do for ``/completions``),
-the template's leading BOS string is removed from :meth:`PromptTokenizer.render`, so the
-model sees exactly the tokens the server's own chat rendering gives.
+template and token counts as the server will see them, from the GGUF's metadata (what a
+llama.cpp server renders) or the Hugging Face tokenizer (what ``vllm serve`` uses); see
+:func:`tokenizer_loader`.
 """
 
 from __future__ import annotations
@@ -24,8 +19,7 @@ from madara_cli.core.records import Message
 
 
 class PromptTokenizer(Protocol):
-    """The client-side half of scoring and truncation: the model's chat template
-    and token counts, as the server will see them."""
+    """The model's chat template and token counts, as the server will see them."""
 
     def render(self, messages: Sequence[Message]) -> str:
         """Chat template with the generation prompt, without a leading BOS string."""
@@ -50,11 +44,31 @@ def message_dicts(messages: Sequence[Message]) -> list[dict[str, str]]:
     return [{"role": m.role, "content": m.content} for m in messages]
 
 
-def _strip_prefix(text: str, prefix: str | None) -> str:
-    return text[len(prefix) :] if prefix and text.startswith(prefix) else text
+class _Rendering:
+    """What both tokenizers share: the rendering less the leading BOS string the server
+    adds again to a text prompt (so the model sees the tokens the server's own chat
+    rendering gives), and control text kept as text (:func:`safe_token_ids`). Each gives
+    ``_full`` (the whole rendering) and ``_encode`` (ids without BOS, which the template
+    carries; special tokens parsed or read as plain text)."""
+
+    chat: ChatSettings
+    _added_bos: str
+    _control: ControlText
+
+    def render(self, messages: Sequence[Message]) -> str:
+        text = self._full(messages)
+        return text[len(self._added_bos) :] if self._added_bos and text.startswith(self._added_bos) else text
+
+    def holds_control(self, texts: Sequence[str]) -> bool:
+        return any(self._control.holds(t) for t in texts)
+
+    def token_ids(self, messages: Sequence[Message], prefix: str = "") -> list[int]:
+        pieces = [m.content for m in self.chat.conversation(messages)] + [prefix]
+        return safe_token_ids(self._full(messages) + prefix, pieces, self._control, lambda t: self._encode(t, True),
+                              lambda t: self._encode(t, False))
 
 
-class GGUFTokenizer:
+class GGUFTokenizer(_Rendering):
     """Template and vocabulary from a GGUF file (loaded vocabulary-only: no weights),
     rendered exactly as llama-cpp-python's server renders it."""
 
@@ -89,25 +103,12 @@ class GGUFTokenizer:
     def _full(self, messages: Sequence[Message]) -> str:
         return self._format(messages=message_dicts(self.chat.conversation(messages)), **self.chat.template_kwargs).prompt
 
-    def render(self, messages: Sequence[Message]) -> str:
-        return _strip_prefix(self._full(messages), self._added_bos)
+    def _encode(self, text: str, special: bool) -> list[int]:
+        return self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=special)
 
     def count(self, text: str) -> int:
         # add_bos follows the GGUF's add_bos_token flag, as the server's tokenisation does
         return len(self._llm.tokenize(text.encode("utf-8"), add_bos=True, special=True))
-
-    def holds_control(self, texts: Sequence[str]) -> bool:
-        return any(self._control.holds(t) for t in texts)
-
-    def token_ids(self, messages: Sequence[Message], prefix: str = "") -> list[int]:
-        pieces = [m.content for m in self.chat.conversation(messages)] + [prefix]
-        return safe_token_ids(
-            self._full(messages) + prefix,
-            pieces,
-            self._control,
-            lambda t: self._llm.tokenize(t.encode("utf-8"), add_bos=False, special=True),
-            lambda t: self._llm.tokenize(t.encode("utf-8"), add_bos=False, special=False),
-        )
 
     def close(self) -> None:
         self._llm.close()
@@ -143,7 +144,7 @@ def _without_context_warning() -> Iterator[None]:
         llama_cpp.llama_log_set(library, ctypes.c_void_p(0))
 
 
-class HFTokenizer:
+class HFTokenizer(_Rendering):
     """Template and vocabulary of a Hugging Face tokenizer (what ``vllm serve`` uses)."""
 
     def __init__(self, hf_id: str, revision: str = "main", chat: ChatSettings | None = None):
@@ -158,19 +159,11 @@ class HFTokenizer:
         conversation = message_dicts(self.chat.conversation(messages))
         return self._tok.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True, **self.chat.template_kwargs)
 
-    def render(self, messages: Sequence[Message]) -> str:
-        return _strip_prefix(self._full(messages), self._added_bos)
+    def _encode(self, text: str, special: bool) -> list[int]:
+        return list(self._tok.encode(text, add_special_tokens=False)) if special else hf_encode_text(self._tok, text)
 
     def count(self, text: str) -> int:
         return len(self._tok(text, add_special_tokens=True)["input_ids"])
-
-    def holds_control(self, texts: Sequence[str]) -> bool:
-        return any(self._control.holds(t) for t in texts)
-
-    def token_ids(self, messages: Sequence[Message], prefix: str = "") -> list[int]:
-        pieces = [m.content for m in self.chat.conversation(messages)] + [prefix]
-        encode = lambda t: list(self._tok.encode(t, add_special_tokens=False))  # noqa: E731 - the template carries BOS
-        return safe_token_ids(self._full(messages) + prefix, pieces, self._control, encode, lambda t: hf_encode_text(self._tok, t))
 
 
 def _hf_tokenizer(hf_id: str, revision: str) -> Any:

@@ -1,13 +1,9 @@
-"""Per-worker cache shards for cluster launchers, and folding them back.
-
-SQLite's WAL journal needs memory shared between the processes that use a database,
-so a ``cache.sqlite`` on a network file system must not be written by jobs on several
-nodes. A job launched by ``submitit`` or ``ray`` therefore writes its completions to
-its own shard, ``<cache>-shards/<host>-<pid>.sqlite`` beside the cache (one writer, a
-rollback journal), and reads the main cache read-only as it was when the sweep
-started. :func:`merge_shards` (``madara cache merge``, and ``madara run --launcher``
-once every job has ended) folds the shards into the main cache: every entry of a
-shard is in the cache before that shard is deleted, and merging again changes nothing.
+"""Per-worker cache shards for cluster launchers, and folding them back. SQLite's WAL
+needs memory shared between the processes that use a database, so jobs on several nodes
+must not write one ``cache.sqlite`` on a network file system: a ``submitit`` or ``ray``
+job writes its own shard (``<cache>-shards/<host>-<pid>.sqlite``, a rollback journal)
+and reads the main cache read-only; :func:`merge_shards` folds the shards back
+(docs/running.md).
 """
 
 from __future__ import annotations
@@ -149,9 +145,9 @@ def merge_shards(cache_path: str | Path, keep: bool = False) -> MergeReport:
                 ).fetchone()[0]
             except sqlite3.Error as e:
                 report.failed.append(f"{shard.name}: {e}")
-                db.execute("DETACH DATABASE shard")
                 continue
-            db.execute("DETACH DATABASE shard")
+            finally:
+                db.execute("DETACH DATABASE shard")
             if lost:
                 report.failed.append(f"{shard.name}: {lost} entries did not reach the cache")
                 continue
