@@ -99,10 +99,12 @@ class Snapshot:
             f"skip this check; to rebuild it by retrieving again, move it aside and rerun: mv {self.path} {self.path}.edited"
         )
 
-    def _meta(self) -> dict[str, Any] | None:
+    def _meta(self, required: bool = True) -> dict[str, Any] | None:
         """The meta file, checked against this snapshot's key and holding a ledger; None
-        when there is none."""
+        when there is none and it is not ``required``."""
         if not self.meta_path.is_file():
+            if required:
+                raise self._refuse(f"has no meta file {self.meta_path.name} (the key and ledger it was written under)")
             return None
         try:
             meta = json.loads(self.meta_path.read_text(encoding="utf-8"))
@@ -124,11 +126,12 @@ class Snapshot:
             raise self._refuse(f"has a meta file {self.meta_path.name} whose ledger is damaged")
         return meta
 
-    def _scan(self, upto: int | None) -> tuple[dict[str, Entry], int, str, str, int]:
-        """Every line checked against its hash: (entries, lines, chain over all lines,
-        chain over the first ``upto`` lines, the byte offset where line ``upto`` ends).
-        A torn line (a killed writer's, never recorded in the ledger) is skipped. The
-        entries are those of the first ``upto`` lines (all, when None)."""
+    def _scan(self, ledger: dict[str, Any]) -> tuple[dict[str, Entry], int, str, int]:
+        """Every line checked against its hash, and the lines the ledger records against
+        it (there, in order: anything else is an edit): (the entries of the recorded lines,
+        all lines, the chain over all lines, the byte offset where the recorded lines end).
+        A torn line (a killed writer's, never recorded in the ledger) is skipped."""
+        upto = ledger["lines"]
         out: dict[str, Entry] = {}
         texts: dict[str, str] = {}
         count, chain, chain_upto, offset, end_upto = 0, "", "", 0, 0
@@ -154,22 +157,18 @@ class Snapshot:
                         f"its documents were changed after retrieval"
                     )
                 count += 1
-                if upto is None or count <= upto:
+                if count <= upto:
                     out[row["id"]] = entry
                 chain = _chain(chain, row["h"])
                 if count == upto:
                     chain_upto, end_upto = chain, offset
-        return out, count, chain, chain_upto, end_upto
-
-    def _check_recorded(self, ledger: dict[str, Any], count: int, chain_upto: str) -> None:
-        """The recorded lines are there, in order: anything else is an edit."""
-        if count < ledger["lines"]:
-            raise self._refuse(f"holds {count} lines where its meta file records {ledger['lines']}: lines were removed")
-        if (chain_upto if ledger["lines"] else "") != ledger["chain"]:
+        if count < upto:
+            raise self._refuse(f"holds {count} lines where its meta file records {upto}: lines were removed")
+        if (chain_upto if upto else "") != ledger["chain"]:
             raise self._refuse(
-                f"lines 1-{ledger['lines']} are not the lines its meta file records, in that order: a line was removed, "
-                f"inserted or reordered"
+                f"lines 1-{upto} are not the lines its meta file records, in that order: a line was removed, inserted or reordered"
             )
+        return out, count, chain, end_upto
 
     def load(self) -> dict[str, Entry]:
         """id -> (question hash, docs, info); a torn line (a killed writer's) is ignored, an
@@ -178,20 +177,15 @@ class Snapshot:
         if not self.path.is_file():
             return {}
         for _ in range(2):
-            with self.path.open("rb") as lock:  # shared: a parallel worker's append lands before or after, never between
+            # Each lock below is released when its file closes. Shared here: a parallel
+            # worker's append lands before or after, never between.
+            with self.path.open("rb") as lock:
                 fcntl.flock(lock, fcntl.LOCK_SH)
-                try:
-                    meta = self._meta()
-                    if meta is None:
-                        raise self._refuse(f"has no meta file {self.meta_path.name} (the key and ledger it was written under)")
-                    ledger = meta["ledger"]
-                    stamp = _stamp(self.path, ledger)
-                    if stamp is not None and stamp in _CHECKED:
-                        return dict(_CHECKED[stamp])
-                    out, count, _, chain_upto, _ = self._scan(ledger["lines"])
-                    self._check_recorded(ledger, count, chain_upto)
-                finally:
-                    fcntl.flock(lock, fcntl.LOCK_UN)
+                ledger = self._meta()["ledger"]  # type: ignore[index]
+                stamp = _stamp(self.path, ledger)
+                if stamp is not None and stamp in _CHECKED:
+                    return dict(_CHECKED[stamp])
+                out, count, _, _ = self._scan(ledger)
             if count == ledger["lines"] and not ledger.get("appending"):
                 if stamp is not None:
                     _CHECKED[stamp] = dict(out)
@@ -207,26 +201,21 @@ class Snapshot:
         added by hand) they are cut off, so their examples are retrieved again."""
         with writing(self.path), self.path.open("rb+") as f:
             fcntl.flock(f, fcntl.LOCK_EX)
-            try:
-                meta = self._meta()
-                if meta is None:
-                    return
-                ledger = meta["ledger"]
-                _, count, chain, chain_upto, end_upto = self._scan(ledger["lines"])
-                self._check_recorded(ledger, count, chain_upto)
-                extra = count - ledger["lines"]
-                if ledger.get("appending"):
-                    self._write_meta({**meta, "ledger": {"lines": count, "chain": chain}})
-                    if extra:
-                        log.warning(
-                            "retrieval snapshot %s: recorded %d line(s) a writer appended before it was stopped", self.path, extra)
-                elif extra:
-                    f.truncate(end_upto)
-                    log.warning(
-                        "retrieval snapshot %s: dropped %d line(s) after the %d its meta file records (a writer stopped before "
-                        "recording them, or lines added by hand); their examples are retrieved again", self.path, extra, ledger["lines"])
-            finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
+            meta = self._meta(required=False)
+            if meta is None:
+                return
+            ledger = meta["ledger"]
+            _, count, chain, end_upto = self._scan(ledger)
+            extra = count - ledger["lines"]
+            if ledger.get("appending"):
+                self._write_meta({**meta, "ledger": {"lines": count, "chain": chain}})
+                if extra:
+                    log.warning("retrieval snapshot %s: recorded %d line(s) a writer appended before it was stopped", self.path, extra)
+            elif extra:
+                f.truncate(end_upto)
+                log.warning(
+                    "retrieval snapshot %s: dropped %d line(s) after the %d its meta file records (a writer stopped before "
+                    "recording them, or lines added by hand); their examples are retrieved again", self.path, extra, ledger["lines"])
 
     @staticmethod
     def _line(row: dict[str, Any]) -> tuple[str, str]:
@@ -259,32 +248,26 @@ class Snapshot:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.path.open("ab+") as f:
                 fcntl.flock(f, fcntl.LOCK_EX)
-                try:
-                    end = f.seek(0, os.SEEK_END)
-                    # A new file (or one moved aside to rebuild it) gets a fresh meta file:
-                    # whatever the old one said (a stale ledger, a damaged key) is replaced.
-                    meta = dict(self.key) if end == 0 else self._meta()
-                    if meta is None:
-                        raise self._refuse(f"has no meta file {self.meta_path.name} (the key and ledger it was written under)")
-                    ledger = {"lines": 0, "chain": ""} if end == 0 else meta["ledger"]
-                    if ledger.get("appending"):  # a killed writer's lines: recorded before ours follow them
-                        _, count, chain, chain_upto, _ = self._scan(ledger["lines"])
-                        self._check_recorded(ledger, count, chain_upto)
-                        ledger = {"lines": count, "chain": chain}
-                    count, chain = ledger["lines"], ledger["chain"]
-                    for text, h in lines:
-                        if written == 0:
-                            self._write_meta({**meta, "ledger": {"lines": count, "chain": chain, "appending": True}})
-                            if end > 0:  # a killed writer's torn line must not swallow ours
-                                f.seek(end - 1)
-                                if f.read(1) != b"\n":
-                                    f.write(b"\n")
-                        f.write(text.encode("utf-8"))
-                        count, chain, written = count + 1, _chain(chain, h), written + 1
-                    f.flush()
-                    self._write_meta({**meta, "ledger": {"lines": count, "chain": chain}})
-                finally:
-                    fcntl.flock(f, fcntl.LOCK_UN)
+                end = f.seek(0, os.SEEK_END)
+                # A new file (or one moved aside to rebuild it) gets a fresh meta file:
+                # whatever the old one said (a stale ledger, a damaged key) is replaced.
+                meta: dict[str, Any] = dict(self.key) if end == 0 else self._meta()  # type: ignore[assignment]
+                ledger = {"lines": 0, "chain": ""} if end == 0 else meta["ledger"]
+                if ledger.get("appending"):  # a killed writer's lines: recorded before ours follow them
+                    _, count, chain, _ = self._scan(ledger)
+                    ledger = {"lines": count, "chain": chain}
+                count, chain = ledger["lines"], ledger["chain"]
+                for text, h in lines:
+                    if written == 0:
+                        self._write_meta({**meta, "ledger": {"lines": count, "chain": chain, "appending": True}})
+                        if end > 0:  # a killed writer's torn line must not swallow ours
+                            f.seek(end - 1)
+                            if f.read(1) != b"\n":
+                                f.write(b"\n")
+                    f.write(text.encode("utf-8"))
+                    count, chain, written = count + 1, _chain(chain, h), written + 1
+                f.flush()
+                self._write_meta({**meta, "ledger": {"lines": count, "chain": chain}})
         return written
 
 
