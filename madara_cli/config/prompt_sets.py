@@ -24,6 +24,9 @@ SET_FILE = "set.yaml"  # optional: {extends: NAME}
 SUFFIX = ".txt"
 
 _FIELD = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+# What a template's text is cut at: an escaped "\{{" (a literal "{{"), a field, a "{" right
+# before a field's "{{" ("{{{x}}}": a literal brace), or a "{{" that opens no field.
+_TOKEN = re.compile(r"\\\{\{|" + _FIELD.pattern + r"|\{(?=\{\{)|\{\{")
 
 
 def known_templates() -> dict[str, tuple[str, tuple[str, ...]]]:
@@ -56,34 +59,19 @@ class Template:
     @classmethod
     def parse(cls, text: str) -> "Template":
         parts: list[tuple[bool, str]] = []
-        lit: list[str] = []
-        i, n = 0, len(text)
-        while i < n:
-            if text.startswith("\\{{", i):
-                lit.append("{{")
-                i += 3
-                continue
-            if text.startswith("{{", i):
-                m = _FIELD.match(text, i)
-                if m:
-                    if lit:
-                        parts.append((False, "".join(lit)))
-                        lit = []
-                    parts.append((True, m.group(1)))
-                    i = m.end()
-                    continue
-                if text.startswith("{{{", i):  # a literal brace right before a field: "{{{x}}}"
-                    lit.append("{")
-                    i += 1
-                    continue
-                line = text.count("\n", 0, i) + 1
-                snippet = text[i : i + 20].split("\n")[0]
+        lit, pos = "", 0
+        for m in _TOKEN.finditer(text):
+            lit, pos, token = lit + text[pos : m.start()], m.end(), m.group(0)
+            if m.group(1):
+                parts += [(False, lit), (True, m.group(1))]
+                lit = ""
+            elif token == "{{":
+                line, snippet = text.count("\n", 0, m.start()) + 1, text[m.start() : m.start() + 20].split("\n")[0]
                 raise TemplateError(f"line {line}: '{snippet}' opens no field (a field is {{{{name}}}}; write \\{{{{ for a literal {{{{)")
-            lit.append(text[i])
-            i += 1
-        if lit:
-            parts.append((False, "".join(lit)))
-        return cls(text, tuple(parts))
+            else:
+                lit += "{{" if token.startswith("\\") else "{"
+        parts.append((False, lit + text[pos:]))
+        return cls(text, tuple(p for p in parts if p[0] or p[1]))  # no empty literals
 
     @property
     def fields(self) -> tuple[str, ...]:
