@@ -87,12 +87,9 @@ _THINK_BLOCK = re.compile(r"<think>.*?</think>\s*", re.S)
 
 
 def strip_thinking(text: str) -> tuple[str, bool]:
-    """``text`` without its reasoning blocks, and whether it held one.
-
-    Removed: every ``<think>...</think>`` block (with the whitespace after it); a
-    ``<think>`` that never closes, with everything after it (the reply ran out of
-    tokens while thinking: there is no answer in it); and text before a ``</think>``
-    that has no opening tag (templates that open the block in the generation prompt)."""
+    """``text`` without its reasoning blocks, and whether it held one: every
+    ``<think>...</think>`` block, a ``<think>`` that never closes with all after it (no
+    answer in it), and text before an unopened ``</think>`` (templates that open the block)."""
     if _THINK_OPEN not in text and _THINK_CLOSE not in text:
         return text, False
     out = _THINK_BLOCK.sub("", text)
@@ -120,8 +117,7 @@ class ControlText:
 
 
 def _content_spans(rendered: str, pieces: Sequence[str]) -> list[tuple[int, int]]:
-    """Where each untrusted piece sits in ``rendered``, in order. Templates insert
-    content verbatim or trimmed (Gemma's, Llama-3's ``| trim``)."""
+    """Where each untrusted piece sits in ``rendered``, in order (verbatim, or trimmed as Gemma's and Llama-3's templates do)."""
     spans, cursor = [], 0
     for piece in pieces:
         for text in (piece, piece.strip()):
@@ -145,15 +141,12 @@ def safe_token_ids(
     encode_whole: Callable[[str], list[int]],
     encode_text: Callable[[str], list[int]],
 ) -> list[int]:
-    """Token ids of ``rendered`` in which only the template's control strings are
-    control tokens. ``pieces``: the untrusted texts it holds, in order (message contents,
-    then an assistant prefix); ``encode_whole`` parses special tokens, ``encode_text``
-    reads them as plain text. When no piece holds a control string the result is
-    ``encode_whole(rendered)``, so ordinary prompts keep their tokens and cache keys.
-    Otherwise the rendering is cut at the control strings outside every piece (the
-    template's), each encoded alone, and the text between them, content included, with
-    ``encode_text``: engines split at special tokens before tokenising anyway, so the
-    scaffold's text tokenises as it did."""
+    """Token ids of ``rendered`` in which only the template's control strings are control
+    tokens. ``pieces``: the untrusted texts it holds, in order (contents, then a prefix);
+    ``encode_whole`` parses special tokens, ``encode_text`` reads them as text. Without a
+    control string in any piece it is ``encode_whole(rendered)`` (same tokens and cache
+    keys); else the template's control strings are encoded alone and the text between
+    them, content included, as text (engines split at special tokens anyway)."""
     if not any(control.holds(p) for p in pieces):
         return encode_whole(rendered)
     inside = _content_spans(rendered, [p for p in pieces if p])
@@ -186,9 +179,8 @@ def hf_control_strings(tok: Any) -> list[str]:
 
 
 def hf_encode_text(tok: Any, text: str) -> list[int]:
-    """``text`` encoded with its special-token strings as plain text
-    (``split_special_tokens``); refuses, rather than sends, a control token that a
-    tokenizer without that option would still produce."""
+    """``text`` encoded with its special-token strings as plain text (``split_special_tokens``);
+    refuses, rather than sends, a control token a tokenizer without that option still makes."""
     ids = list(tok.encode(text, add_special_tokens=False, split_special_tokens=True))
     special = {i for i in _hf_special_tokens(tok).values() if i is not None} | set(getattr(tok, "all_special_ids", None) or ())
     special.discard(getattr(tok, "unk_token_id", None))  # text outside the vocabulary, not a control token

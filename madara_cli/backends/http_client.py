@@ -1,12 +1,9 @@
-"""The openai backend's HTTP transport: one pooled keep-alive client (httpx, or
-``httpx2`` where huggingface_hub installs it) per engine, no redirect followed (a 3xx
-comes back for the caller to refuse: following it would carry the ``Authorization``
-header elsewhere), a body of at most :data:`MAX_BODY_BYTES`, and a wall-clock deadline
-per attempt. httpx's timeouts bound each socket operation, so a server that sends a byte
-a second never times out; here the pool's network backend (httpcore's public
-``NetworkBackend``) clamps every connect, read and write to what is left of the
-attempt's deadline, kept per thread. Through a proxy, the deadline is checked as the
-body arrives.
+"""The openai backend's HTTP transport: one pooled keep-alive client (httpx or httpx2) per
+engine, no redirect followed (it would carry the ``Authorization`` header elsewhere), a
+bounded body, and a wall-clock deadline per attempt: httpx bounds each socket operation
+(a byte a second never times out), so the pool's network backend clamps every connect,
+read and write to what is left of the attempt's deadline (through a proxy, it is checked
+as the body arrives).
 """
 
 from __future__ import annotations
@@ -72,9 +69,8 @@ def _time_left(timeout_error: type[Exception], timeout: float | None) -> float |
 
 
 class _Streams:
-    """Every connection the pool's backend has opened and not yet closed, so that closing
-    the client ends them all: also one opened by a request racing the close (its thread
-    was between the client's own check and the connect when the close came)."""
+    """Every connection the pool's backend has opened and not yet closed, so that closing the
+    client ends them all, one opened by a request racing the close included."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -102,9 +98,8 @@ class _Streams:
 
 
 def _deadline_backend(httpcore: ModuleType, streams: _Streams) -> Any:
-    """httpcore's sync network backend with each operation's timeout clamped to the
-    current attempt's deadline. Every stream it opens is registered in ``streams``; none
-    opens once they are closed."""
+    """httpcore's sync network backend, each operation's timeout clamped to the current
+    attempt's deadline; its streams are registered in ``streams``, and none opens once closed."""
 
     class DeadlineStream(httpcore.NetworkStream):
         def __init__(self, inner: Any):
@@ -118,9 +113,8 @@ def _deadline_backend(httpcore: ModuleType, streams: _Streams) -> Any:
 
         def close(self) -> None:
             streams.discard(self)
-            # Shut the socket down first: a read blocked in another thread (a request in
-            # flight when Ctrl-C closes the engine) then returns at once, instead of
-            # holding the process at exit until the server answers or the deadline passes.
+            # Shut the socket down first: a read blocked in another thread (Ctrl-C closing the
+            # engine mid-request) then returns at once instead of holding the process at exit.
             sock = self._inner.get_extra_info("socket")
             if sock is not None:
                 try:

@@ -116,11 +116,9 @@ class GGUFTokenizer(_Rendering):
 
 @contextmanager
 def _without_context_warning() -> Iterator[None]:
-    """A vocabulary-only load still makes a context, and llama.cpp then logs
-    ``n_ctx_seq (512) > n_ctx_train (0) -- possible training context overflow`` (no
-    training context is known without the weights), at error level, on every run of the
-    openai backend: nothing a user can act on. For the load, its log callback drops that
-    line and hands every other to llama-cpp-python's own, which is then put back."""
+    """Drop llama.cpp's ``n_ctx_train (0) -- possible training context overflow`` line, logged
+    at error level by every vocabulary-only load (no weights, so no training context): nothing
+    a user can act on. Every other line goes to llama-cpp-python's own callback."""
     import ctypes
 
     import llama_cpp
@@ -167,10 +165,9 @@ class HFTokenizer(_Rendering):
 
 
 def _hf_tokenizer(hf_id: str, revision: str) -> Any:
-    """The tokenizer of ``hf_id@revision``. Without the hub (``HF_HUB_OFFLINE``, or a
-    3-second probe that gets no connection) it is read from the local cache alone, and one
-    that is not there is one line at once, before transformers is even imported: the hub
-    client would otherwise spend about 50 s in retries, printing each, to fail the same way."""
+    """The tokenizer of ``hf_id@revision``. Without the hub (``HF_HUB_OFFLINE``, or a 3-second
+    probe) it is read from the local cache alone, and one not there is one line at once (the
+    hub client would spend about 50 s in retries to fail the same way)."""
     from madara_cli.core import hub
 
     local = Path(hf_id).expanduser().is_dir()
@@ -215,8 +212,8 @@ def _auto_tokenizer(hf_id: str) -> Any:
 
 
 def tokenizer_loader(cfg: DictConfig) -> Callable[[], PromptTokenizer]:
-    """``backend.tokenizer``: ``gguf`` (model.gguf's template and vocabulary), ``hf``
-    (the HF tokenizer of model.hf_id@revision), or null: gguf when the model has one."""
+    """``backend.tokenizer``: ``gguf`` (model.gguf's template and vocabulary, what a llama.cpp
+    server renders), ``hf`` (model.hf_id@revision's, what vllm serve uses), or null: gguf when the model has one."""
     choice = cfg.backend.get("tokenizer") or ("gguf" if cfg.model.get("gguf") else "hf")
     chat = ChatSettings.from_model(cfg.model)
     if choice == "gguf":

@@ -1,12 +1,10 @@
 """What a cell, a probe and a retrieval snapshot *are*: the one room that finishes their
 keys. The one hash (:func:`digest`) and files by content (:func:`input_digest`) end every
 key, the response cache's included; every name a result is found under is made here; and
-:func:`identify` / :func:`identify_probe` make a cell's and a probe's identity once from a
-composed config (what only the plug-ins can say is read from their specs in the catalog;
-no plug-in is imported). An identity also names the keys the same cell had under rules
-that have since moved (``legacy``) and what an old record must show to stand for it
-(``evidence``, checked by :func:`madara_cli.config.keys.standing`). What each key covers
-is :mod:`madara_cli.config.keys`'.
+:func:`identify` / :func:`identify_probe` make an identity once from a composed config,
+reading what only the plug-ins can say from their specs. An identity also names the keys
+the same cell had under rules since moved (``legacy``) and what an old record must show
+to stand for it (``evidence``). What each key covers is :mod:`madara_cli.config.keys`'.
 """
 
 from __future__ import annotations
@@ -58,8 +56,7 @@ def digest(payload: Any, length: int = 8, *, ascii: bool = True) -> str:
 
 
 def text_digest(text: str, length: int = 64) -> str:
-    """sha256 of ``text`` (UTF-8), cut to ``length`` hex digits: :func:`digest`'s hash, for
-    a key whose text is already made (a snapshot's question line, its ledger)."""
+    """:func:`digest`'s hash of text already made (a snapshot's question line, its ledger)."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:length]
 
 
@@ -71,20 +68,17 @@ def request_key(fingerprint: str, request: Any) -> str:
     return digest({"model": fingerprint, "request": request.canonical()}, 64, ascii=False)
 
 
-# Score requests carry no seed, so the strategies of a grid that share an assessment ask
-# the same ones cell after cell (a plan of 10,000 cells hashed each again). Their fields
-# are text alone, so equal requests are equal canonically: the key is kept for the last
-# few thousand, by value. (Chat requests hold numbers, where 1 == 1.0 == True and 0.0 ==
-# -0.0 while their JSON differs: they are always hashed.)
+# Score requests carry no seed, so a grid's cells ask the same ones again and again; their
+# fields are text alone, so equal requests are equal canonically and the key is memoised
+# by value. (Chat requests hold numbers, where 1 == 1.0 == True while their JSON differs.)
 @functools.lru_cache(maxsize=4096)
 def _score_key(fingerprint: str, request: ScoreRequest) -> str:
     return digest({"model": fingerprint, "request": request.canonical()}, 64, ascii=False)
 
 
 def family_digest(requests: Any) -> str:
-    """A prompt family's digest: the requests its builders render for the fixed sample
-    (:data:`madara_cli.config.prompt_sets.SAMPLE_EXAMPLES`), canonical and hashed, so an
-    edit of a template or of a builder's glue moves it and nothing else does."""
+    """A prompt family's digest: its requests for the fixed sample (``prompt_sets.SAMPLE_EXAMPLES``),
+    so an edit of a template or of a builder's glue moves it and nothing else does."""
     return digest([r.canonical() for r in requests], 16, ascii=False)
 
 
@@ -104,10 +98,9 @@ def _sha256_of(path: Path) -> str:
 
 
 def file_digest(path: str | Path) -> str:
-    """sha256 (hex) of a file's bytes, remembered against its stamp
-    (:func:`madara_cli.core.sidefiles.file_stamp`: inode, size, mtime and ctime in nanoseconds,
-    which ``touch -r`` or ``cp -p`` cannot put back) in the process, and on disk for large
-    files (a guarded memo: a damaged one is rebuilt), so an edit in place is always seen."""
+    """sha256 (hex) of a file's bytes, remembered against its stamp (``sidefiles.file_stamp``,
+    ctime included, which ``touch -r`` cannot put back) in the process and, for large files,
+    on disk, so an edit in place is always seen."""
     from madara_cli.core.sidefiles import file_stamp, stamp_memo
 
     p = Path(path).expanduser().resolve()
@@ -192,9 +185,8 @@ def input_digest(value: Any, kind: str) -> Any:
 
 @dataclass(frozen=True)
 class Cell:
-    """One measurement of a grid: (model, benchmark, strategy, retriever, k, seed,
-    limit) plus the hash of every setting and input that can change its numbers.
-    ``key`` names its results folder. Made by :func:`madara_cli.config.identity`."""
+    """One measurement of a grid: (model, benchmark, strategy, retriever, k, seed, limit)
+    plus the hash of every setting and input that can change its numbers; ``key`` names its folder."""
 
     grid: str
     model: str
@@ -251,8 +243,7 @@ class ProbeKey:
 
 
 def snapshot_name(key: dict[str, Any]) -> str:
-    """A retrieval snapshot's file stem: benchmark, retriever, k and the digest of its
-    identity (:func:`snapshot_identity`)."""
+    """A retrieval snapshot's file stem: benchmark, retriever, k and the digest of :func:`snapshot_identity`."""
     b, r = key["benchmark"].get("name", "benchmark"), key["retriever"]
     return f"{b}__{r.get('name', 'retriever')}-k{r.get('k', '')}__{digest(key, 16, ascii=False)}"
 
@@ -273,10 +264,9 @@ def by_content(values: dict[str, Any], schema: type | None) -> dict[str, Any]:
 
 
 def source_identity(benchmark: Any) -> str:
-    """What rows a benchmark node reads: the file by its content for ``benchmark.path``,
-    else its loader's key fragment (the mini benchmark: its generator's size), else the
-    hub id, config and split at the commit the local hub cache knows for its revision (at
-    the revision's name where none is known). Part of every retrieval snapshot's key."""
+    """What rows a benchmark node reads (part of every snapshot's key): ``benchmark.path`` by
+    content, else its loader's key fragment, else the hub id, config and split at the commit
+    the local hub cache knows for its revision (at the revision's name where none is known)."""
     if benchmark.get("path"):
         p = Path(benchmark.path).expanduser()
         if not p.is_file():
@@ -293,9 +283,8 @@ def source_identity(benchmark: Any) -> str:
 
 def snapshot_identity(benchmark: dict[str, Any], source: str, retriever: dict[str, Any], corpus: dict[str, Any] | None,
                       reranker: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The identity of a retrieval snapshot (:mod:`madara_cli.retrievers.snapshots`): the
-    benchmark's keyed settings, where its questions come from, the retriever node as keys
-    cover it (:func:`key_view`), the corpus fingerprint and the reranker's settings."""
+    """The identity of a retrieval snapshot: the benchmark's keyed settings and source, the
+    retriever node as keys cover it, the corpus fingerprint and the reranker's settings."""
     return {
         "format": SNAPSHOT_FORMAT,
         "benchmark": keyed("benchmark", {k: v for k, v in sorted(benchmark.items()) if k not in _BENCHMARK_NOT_IN_SNAPSHOT}),
@@ -313,8 +302,7 @@ PROBE_FAMILIES = ("generator", "assessors", "rescore")
 
 @dataclass(frozen=True)
 class CellIdentity:
-    """A cell's name and hash, what the hash covers, and how results finished under keys
-    that have since moved are recognised (see the module docstring)."""
+    """A cell's name and hash, what the hash covers, and its legacy keys and their evidence."""
 
     cell: Cell
     payload: dict[str, Any]
@@ -330,9 +318,8 @@ class CellIdentity:
         return self.cell.folder(results_dir)
 
     def settings(self, cfg: DictConfig) -> dict[str, Any]:
-        """summary.csv's row: the keyed settings flattened (``strategy.top_k``), the
-        metric version, a digest of the prompt families and one per family, and the
-        content digest of every local input (``inputs.benchmark.path``)."""
+        """summary.csv's row: the keyed settings flattened, the metric version, the prompt
+        families' digests, and every local input's and plug-in's (``inputs.benchmark.path``)."""
         nested = nested_settings(cfg)
         nested["metric_version"] = self.fragments.metric_version
         # what the key holds of the settings left to this machine (device=auto ran on cuda)
@@ -387,9 +374,8 @@ class ProbeIdentity:
 
 
 def _inputs(cfg: DictConfig, plain: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
-    """(every local input the cell reads -> its content digest, the model's input
-    settings its engine does not read). ``plain``: ``to_plain(cfg)``, read instead of
-    ``cfg`` where it can be."""
+    """(every local input the cell reads -> its content digest, the model's input settings
+    its engine does not read). ``plain``: ``to_plain(cfg)``."""
     spec = CATALOG.get("backend", str(plain["backend"]["name"]))
     marked = _input_fields(ModelConfig)
     model = plain["model"]
@@ -480,8 +466,7 @@ def identify(cfg: DictConfig) -> CellIdentity:
 
 
 def identify_probe(cfg: DictConfig, n: int | None = None) -> ProbeIdentity:
-    """The identity of the RSC probe of ``cfg`` on ``n`` calibration queries (default
-    ``benchmark.calibration``)."""
+    """The identity of the RSC probe of ``cfg`` on ``n`` calibration queries (default ``benchmark.calibration``)."""
     fragments = _fragments(cfg, PROBE_FAMILIES)
     payload = probe_identity(cfg, fragments)
     n = int(n if n is not None else cfg.benchmark.calibration)
@@ -499,8 +484,7 @@ _DIGESTS: dict[tuple[str, str], str] = {}
 
 
 def prompt_digest(family: str, prompts: PromptSet | None = None) -> str:
-    """sha256 (16 hex digits) of the family's requests rendered with ``prompts`` (the
-    shipped set by default)."""
+    """The digest of the family's requests rendered with ``prompts`` (the shipped set by default)."""
     if prompts is None:
         from madara_cli.config.folders import shipped_prompt_set
 
@@ -516,8 +500,7 @@ def prompt_digest(family: str, prompts: PromptSet | None = None) -> str:
 
 
 def prompt_digests(strategy: str, retriever: str = "bm25s", prompts: PromptSet | None = None) -> dict[str, str]:
-    """The digests of every family a cell of ``strategy`` (with ``retriever``) sends, in
-    the words of ``prompts`` (the cell's set; the shipped one by default)."""
+    """The digests of every family a cell of ``strategy`` (with ``retriever``) sends, in the words of ``prompts``."""
     families = ["generator"]
     for spec in (CATALOG.find("strategy", strategy), CATALOG.find("retriever", retriever)):
         families += [f for f in (spec.families() if spec is not None else ()) if f not in families]

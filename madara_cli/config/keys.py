@@ -255,13 +255,11 @@ class Fragments:
     metric_version: int | str
     # every local input it reads, "group.setting" -> input_digest(...): files by content
     inputs: dict[str, Any] = field(default_factory=dict)
-    # input settings of the model node the engine does not read ("model.gguf" for a served
-    # model): they enter no key
+    # input settings of the model node the engine does not read ("model.gguf" when served): in no key
     unread: tuple[str, ...] = ()
     hub_commit: str | None = None  # set only when the engine loads the hub and its cache knows the commit
     plugins: dict[str, str] = field(default_factory=dict)  # "kind:name" -> source digest (--include, entry points)
-    # backend settings left to this machine, as they resolve here ("device": "cuda" for
-    # device=auto): held in the setting's place (BackendSpec.resolves)
+    # backend settings left to this machine, as they resolve here (device=auto: "cuda"), in the setting's place
     resolved: dict[str, str] = field(default_factory=dict)
 
 
@@ -307,11 +305,10 @@ def _cell_payload(cfg: Any, prompts: dict[str, str], metric_version: int | str, 
 
 
 def cell_identity(cfg: Any, fragments: Fragments, plain: dict[str, Any] | None = None) -> dict[str, Any]:
-    """What a cell's hash covers: every setting that can change its numbers (runtime-only
-    ones left out), the limit and seed, the metric version, the digest of each prompt
-    family it sends, every local input it reads by its content, the hub commit where its
-    engine loads the hub, and the source of any plug-in that does not ship with madara.
-    ``plain``: ``to_plain(cfg)``, where the caller holds it (read, never changed)."""
+    """What a cell's hash covers: every setting that can change its numbers, the limit and
+    seed, the metric version, the digest of each prompt family it sends, every local input
+    by its content, the hub commit where its engine loads the hub, and the source of any
+    plug-in that does not ship with madara. ``plain``: ``to_plain(cfg)`` (read, never changed)."""
     return _content_keyed(_cell_payload(cfg, fragments.prompts, fragments.metric_version, plain), fragments)
 
 
@@ -349,9 +346,7 @@ def _drop_agent_settings(out: dict[str, Any]) -> None:
     if "reading" in out:
         for name in _AGENT_READINGS:
             out["reading"].pop(name, None)
-        if not out["reading"] or set(out["reading"]) == {"name"}:
-            out["reading"].pop("name", None)
-        if not out["reading"]:
+        if set(out["reading"]) <= {"name"}:  # nothing left but the preset's label
             out.pop("reading")
 
 
@@ -373,11 +368,9 @@ def path_keyed_probe_identity(cfg: Any, prompts: dict[str, str], metric_version:
 
 
 def probe_identity(cfg: Any, fragments: Fragments) -> dict[str, Any]:
-    """What a probe's hash covers (its ``prompts``: the generator, assessor and re-score
-    families', and those of a retriever that asks the engine). The calibration split
-    is the first n of the seeded order whatever the evaluated sample, so n (in the
-    probe's key, beside the hash) is all that matters of the split sizes. Local inputs,
-    the hub commit and plug-in sources as in :func:`cell_identity`."""
+    """What a probe's hash covers: as :func:`cell_identity`, less the strategy and limit,
+    with the probe's settings. The calibration split is the first n of the seeded order
+    whatever the evaluated sample, so n (in the probe's name) is all that matters of it."""
     return _content_keyed(path_keyed_probe_identity(cfg, fragments.prompts, fragments.metric_version), fragments)
 
 

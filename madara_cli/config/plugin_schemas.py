@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 
 from madara_cli.plugins.catalog import CATALOG
-from madara_cli.plugins.shape import Spec
 
 PLUGGABLE = ("backend", "retriever", "strategy")
 
@@ -19,11 +18,6 @@ def schema_for(group: str, name: str) -> type | None:
     """The schema registered for option ``name`` of ``group``, or None."""
     spec = CATALOG.find(group, name)
     return spec.schema if spec is not None else None
-
-
-def entries(group: str) -> dict[str, Spec]:
-    """Every option of ``group`` registered so far, by name."""
-    return CATALOG.specs(group)
 
 
 def all_settings(group: str) -> set[str]:

@@ -12,6 +12,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
 from madara_cli.config import plugin_schemas
+from madara_cli.plugins.catalog import CATALOG
 
 GROUPS = ("model", "backend", "benchmark", "retriever", "strategy")
 
@@ -408,7 +409,7 @@ def registered_schemas() -> tuple:
     """Every schema Hydra's config store should hold now, as (group, name, schema) rows:
     what :func:`register_schemas` stores (and what a composition reads from the store)."""
     options = ((group, name + SCHEMA_SUFFIX, entry.schema)  # every option's schema, for a yaml that names <name>_schema
-               for group in plugin_schemas.PLUGGABLE for name, entry in plugin_schemas.entries(group).items())
+               for group in plugin_schemas.PLUGGABLE for name, entry in CATALOG.specs(group).items())
     return (("", "base_config", RootConfig), ("grid", "schema", GridConfig), *options)
 
 

@@ -46,8 +46,7 @@ def _scored(ranked: Ranked, name: str) -> tuple[Doc, ...]:
 
 
 def retrieve_fresh(examples: Sequence[Example], retriever: Retriever, k: int, ctx: RetrievalContext) -> list[tuple[Doc, ...]]:
-    """Retrieve for ``examples`` without any snapshot (see the module docstring for the
-    three cases), batched per case."""
+    """Retrieve for ``examples`` without any snapshot (the module docstring's three cases), batched per case."""
     name = str(ctx.retriever.name)
     out: dict[int, tuple[Doc, ...]] = {}
     pooled = [i for i, ex in enumerate(examples) if ex.docs and not (ex.meta.get("keep_docs") and ctx.has_corpus)]
@@ -152,13 +151,10 @@ def snapshot_key(cfg: DictConfig, ctx: RetrievalContext | None = None) -> dict[s
 
 
 def retrieve(examples: Sequence[Example], cfg: DictConfig, llm: Any | None = None) -> Retrieved:
-    """Top-``cfg.retriever.k`` documents for each example (rank order in ``docs``),
-    read from / appended to the frozen snapshot under ``<results_dir>/snapshots``.
-
-    ``llm`` (a :class:`~madara_cli.backends.cache.CachedLLM`) is needed only by
-    ``retriever=rerank``, and only for examples not yet in the snapshot: the engine of
-    ``retriever.model`` when that is set, else the cell's own. The returned list's
-    ``report`` says how many examples came from the snapshot and how many were retrieved."""
+    """Top-``cfg.retriever.k`` documents for each example (rank order in ``docs``), read from
+    or appended to the frozen snapshot under ``<results_dir>/snapshots``; the list's
+    ``report`` says how many came from it. ``llm`` (a ``CachedLLM``: ``retriever.model``'s
+    engine, else the cell's) is needed only by ``retriever=rerank``, for examples not yet stored."""
     examples = list(examples)
     if not examples:
         return Retrieved()

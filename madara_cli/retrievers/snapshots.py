@@ -1,19 +1,12 @@
-"""Frozen retrieval snapshots: retrieve once, reuse for every strategy and model.
-
-A snapshot is ``results/snapshots/<benchmark>__<retriever>-k<k>__<hash>.jsonl``, one
-line per example (``{"id", "q", "docs", "info", "h"}``), plus ``<same>.meta.json``
-holding the key the hash was taken over (:func:`madara_cli.config.identity.snapshot_identity`)
-and a ledger. Any sample, seed or limit of the same benchmark reads the lines it needs
-and retrieves only what is missing (appended under a file lock). ``q`` hashes the
-question (a line whose question differs is retrieved again); ``h`` hashes the line's
-content, and the ledger records the line count and a chain hash over the ``h`` in order.
-A line without its hash or not matching it, a recorded line removed, reordered or
-changed, or a meta file that does not name this key or lacks its ledger, stops the run
-with one line naming the file and the ``mv`` that rebuilds it; ``force=true`` never
-skips this. Each append first marks the ledger ``appending``, so complete lines a killed
-writer left after the recorded ones are recorded on the next load; unmarked ones (added
-by hand) are cut off with a warning and retrieved again. The ledger lives beside the key,
-not in it, so snapshot names and cell keys stay put (docs/running.md).
+"""Frozen retrieval snapshots (docs/running.md): retrieve once, reuse for every strategy
+and model. ``<benchmark>__<retriever>-k<k>__<hash>.jsonl`` holds one line per example
+(``q`` hashes its question, ``h`` the line), ``<same>.meta.json`` the key the hash was
+taken over and a ledger (line count, chain hash over the ``h`` in order). Any edit of a
+recorded line, or a meta file that does not match, stops the run in one line naming the
+``mv`` that rebuilds it, ``force=true`` or not. Each append first marks the ledger
+``appending``, so a killed writer's complete lines are recorded on the next load and
+unmarked ones (added by hand) are cut off. The ledger lives beside the key, not in it,
+so snapshot names and cell keys stay put.
 """
 
 from __future__ import annotations
@@ -61,12 +54,10 @@ def _doc_from_json(o: dict[str, Any], texts: dict[str, str] | None = None) -> Do
     return Doc(id=o["id"], text=text, title=title, meta=o.get("meta") or {})
 
 
-# A snapshot checked whole (every line against its hash, the lines against the ledger)
-# is read again by each cell that retrieves through it: a grid's plan read and checked
-# the same file once per cell. What a check found is kept per (file, stamp, ledger):
-# device, inode, size, and modification and change times to the nanosecond (any write,
-# even one that puts the mtime back, moves the change time). A file changed within the
-# last two seconds is checked every time (a stamp's resolution may hide a second write).
+# What a whole check found, kept per (file, stamp, ledger) for the next cell that reads the
+# file (a grid's plan checked it once per cell): the stamp's change time moves with any
+# write; a file changed within two seconds is checked every time (the stamp's resolution
+# may hide a second write).
 _CHECKED: dict[tuple, dict[str, Entry]] = {}
 _CHECKED_MAX = 64
 _RACY_NS = 2_000_000_000
@@ -194,11 +185,9 @@ class Snapshot:
         return out
 
     def _settle(self) -> None:
-        """Under the file lock, bring the ledger up to the file after a writer was killed
-        between its append and its ledger update: with the ledger's ``appending`` mark
-        (set before every append) the complete lines after the recorded ones are that
-        writer's, and are recorded; without it (a madara from before the mark, or lines
-        added by hand) they are cut off, so their examples are retrieved again."""
+        """Under the file lock, bring the ledger up to the file: lines after the recorded ones
+        are a killed writer's and recorded when the ledger is marked ``appending``, else (a
+        madara from before the mark, or lines added by hand) cut off and retrieved again."""
         with writing(self.path), self.path.open("rb+") as f:
             fcntl.flock(f, fcntl.LOCK_EX)
             meta = self._meta(required=False)

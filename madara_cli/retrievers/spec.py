@@ -69,14 +69,6 @@ class RetrieverSpec(Spec):
     own_corpus: bool = False  # it searches a corpus of its own (a prebuilt index) when the benchmark names none
 
 
-def no_corpus(ctx: RetrievalContext) -> DataError:
-    b = ctx.cfg.benchmark.name
-    return DataError(
-        f"benchmark {b} ships no documents and no corpus is set: pass benchmark.corpus=FILE (JSONL id/title/text), "
-        "retriever.index=DIR (madara index build), or retriever=pyserini"
-    )
-
-
 def corpus_index_dir(rcfg: DictConfig, ctx: RetrievalContext) -> Path:
     """``retriever.index`` (checked against the settings and benchmark.corpus), else
     the index of ``benchmark.corpus`` under ``<results_dir>/indexes``, built once."""
@@ -86,7 +78,8 @@ def corpus_index_dir(rcfg: DictConfig, ctx: RetrievalContext) -> Path:
         check_index(d, settings, ctx.corpus_sha)
         return d
     if ctx.corpus_path is None:
-        raise no_corpus(ctx)
+        raise DataError(f"benchmark {ctx.cfg.benchmark.name} ships no documents and no corpus is set: pass benchmark.corpus=FILE "
+                        "(JSONL id/title/text), retriever.index=DIR (madara index build), or retriever=pyserini")
     path, built = ensure_index(ctx.corpus_path, ctx.indexes_dir, rcfg, progress=False)
     if built:
         ctx.built.append(path)
