@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from omegaconf import DictConfig, OmegaConf
+
 from madara_cli.core.errors import BackendError
 from madara_cli.core.records import Message
 
@@ -32,8 +34,6 @@ class ChatSettings:
     @classmethod
     def from_model(cls, model: Any) -> "ChatSettings":
         """From a composed ``cfg.model`` node (or anything with those attributes)."""
-        from omegaconf import DictConfig, OmegaConf
-
         kwargs = getattr(model, "chat_template_kwargs", None) if not isinstance(model, dict) else model.get("chat_template_kwargs")
         if isinstance(kwargs, DictConfig):
             kwargs = OmegaConf.to_container(kwargs, resolve=True)

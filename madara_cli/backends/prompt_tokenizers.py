@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from omegaconf import DictConfig
 
 from madara_cli.backends.chat import ChatSettings, ControlText, hf_control_strings, hf_encode_text, safe_token_ids
+from madara_cli.core import hub
 from madara_cli.core.errors import BackendError
 from madara_cli.core.records import Message
 
@@ -168,8 +169,6 @@ def _hf_tokenizer(hf_id: str, revision: str) -> Any:
     """The tokenizer of ``hf_id@revision``. Without the hub (``HF_HUB_OFFLINE``, or a 3-second
     probe) it is read from the local cache alone, and one not there is one line at once (the
     hub client would spend about 50 s in retries to fail the same way)."""
-    from madara_cli.core import hub
-
     local = Path(hf_id).expanduser().is_dir()
     offline = not local and (hub.offline_requested() or not hub.reachable())
     not_here = BackendError(

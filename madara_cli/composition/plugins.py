@@ -57,22 +57,17 @@ def include_dirs() -> list[Path]:
     return dirs
 
 
-def _one_line(e: BaseException) -> str:
-    return " ".join(f"{type(e).__name__}: {e}".split())[:300]
-
-
 def _failed(plugin: str, e: BaseException) -> BaseException:
-    """The one-line error for a plug-in that raised ``e`` while it imported or registered:
-    any exception, ``BaseException`` subclasses of its own included (a
-    ``GeneratorExit``, a class of its own that no ``except Exception`` catches). madara's
-    own signals (the SIGINT/SIGTERM interrupt of the entry point) pass through as they are."""
+    """The one-line error for a plug-in that raised ``e`` while it imported or registered, a
+    ``BaseException`` of its own included; madara's own signals (the entry point's SIGINT/SIGTERM
+    interrupt) pass through as they are."""
     if not isinstance(e, (Exception, KeyboardInterrupt, SystemExit)) and type(e).__module__.split(".")[0] == "madara_cli":
         return e
     if isinstance(e, KeyboardInterrupt):
         return PluginInterrupted(f"{plugin}: interrupted while importing; nothing ran")
     if isinstance(e, SystemExit):
         return ConfigError(f"{plugin}: called sys.exit({e.code!r}) while importing (a plug-in registers, it must not exit); nothing ran")
-    return ConfigError(f"{plugin}: {_one_line(e)}")
+    return ConfigError(f"{plugin}: " + " ".join(f"{type(e).__name__}: {e}".split())[:300])
 
 
 def import_file(path: Path) -> str:

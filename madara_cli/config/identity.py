@@ -41,8 +41,10 @@ from madara_cli.config.schema import BenchmarkConfig, ModelConfig
 from madara_cli.core.errors import DataError
 from madara_cli.core.held import held
 from madara_cli.core.hub import resolved_revision
+from madara_cli.core.metrics import METRIC_VERSION
 from madara_cli.core.paths import cache_root, inside
 from madara_cli.core.records import ScoreRequest
+from madara_cli.core.sidefiles import file_stamp, stamp_memo
 from madara_cli.plugins.catalog import CATALOG
 
 # The one digest, and local inputs by their content
@@ -101,8 +103,6 @@ def file_digest(path: str | Path) -> str:
     """sha256 (hex) of a file's bytes, remembered against its stamp (``sidefiles.file_stamp``,
     ctime included, which ``touch -r`` cannot put back) in the process and, for large files,
     on disk, so an edit in place is always seen."""
-    from madara_cli.core.sidefiles import file_stamp, stamp_memo
-
     p = Path(path).expanduser().resolve()
     stamp = file_stamp(p)
     key = str(p)
@@ -423,8 +423,6 @@ def _families(cfg: DictConfig, base: tuple[str, ...] | None) -> dict[str, str]:
 
 
 def _fragments(cfg: DictConfig, families: tuple[str, ...] | None = None, plain: dict[str, Any] | None = None) -> Fragments:
-    from madara_cli.core.metrics import METRIC_VERSION
-
     plain = plain if plain is not None else to_plain(cfg)
     inputs, unread = _inputs(cfg, plain)
     return Fragments(prompts=_families(cfg, families), metric_version=METRIC_VERSION, inputs=inputs, unread=unread,

@@ -17,7 +17,10 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from madara_cli.core.errors import ConfigError
+from madara_cli.core.paths import check_name
 from madara_cli.core.records import Doc, Example
+from madara_cli.core.sidefiles import file_stamp, read_text, yaml_problem
+from madara_cli.plugins.catalog import CATALOG
 
 SHIPPED = "madara"  # the default set, configs/prompts/madara/
 SET_FILE = "set.yaml"  # optional: {extends: NAME}
@@ -31,8 +34,6 @@ _TOKEN = re.compile(r"\\\{\{|" + _FIELD.pattern + r"|\{(?=\{\{)|\{\{")
 
 def known_templates() -> dict[str, tuple[str, tuple[str, ...]]]:
     """Every template the registered prompt families declare: name -> (family, fields)."""
-    from madara_cli.plugins.catalog import CATALOG
-
     return {t: (f.name, tuple(fields)) for f in CATALOG.families().values() for t, fields in f.templates.items()}
 
 
@@ -114,8 +115,6 @@ class PromptSet:
         tpl = self.templates.get(name)
         if tpl is not None:
             return tpl
-        from madara_cli.plugins.catalog import CATALOG
-
         family = CATALOG.template_family(name)
         if family is None or name not in family.defaults:
             raise KeyError(f"prompt set '{self.name}' has no template {name}, and no prompt family declares a default for it")
@@ -140,8 +139,6 @@ def _read_template(path: Path, folder: Path) -> str:
     """A template's text. The file must lie inside its set's folder once links are
     resolved (its text is sent in every prompt: a link to ``~/secret.txt`` would send that
     file to the server), be a regular file and at most :data:`MAX_TEMPLATE_BYTES`."""
-    from madara_cli.core.sidefiles import read_text
-
     real, home = path.resolve(), folder.resolve()
     if home not in real.parents:
         raise ConfigError(f"{path}: links to {real}, outside its prompt set's folder {folder}; a template's text is sent to the "
@@ -168,8 +165,6 @@ def _extends(folder: Path, name: str) -> str | None:
     path = folder / SET_FILE
     if not path.is_file():
         return None
-    from madara_cli.core.sidefiles import read_text, yaml_problem
-
     node, problem = yaml_problem(read_text(path, f"prompt set '{name}''s {SET_FILE}", ConfigError, MAX_TEMPLATE_BYTES))
     if problem is not None:
         raise ConfigError(f"prompt set '{name}' ({path}): {problem}")
@@ -200,8 +195,6 @@ def _check_template(name: str, path: Path, known: dict[str, tuple[str, tuple[str
 
 
 def _load(name: str, dirs: Sequence[Path], chain: tuple[str, ...]) -> tuple[dict[str, Template], list[Path]]:
-    from madara_cli.core.paths import check_name
-
     check_name("prompts", name, ConfigError)
     folder = set_folder(name, dirs)
     if folder is None:
@@ -232,8 +225,6 @@ def _load(name: str, dirs: Sequence[Path], chain: tuple[str, ...]) -> tuple[dict
 def _stamp(folders: Sequence[Path]) -> tuple:
     """What must stay the same for a loaded set to stand: every file's stamp, change time
     included (a same-size edit with its mtime put back is still seen)."""
-    from madara_cli.core.sidefiles import file_stamp
-
     return tuple((str(p), file_stamp(p)) for f in folders for p in sorted(Path(f).iterdir()))
 
 

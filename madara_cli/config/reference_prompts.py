@@ -15,8 +15,9 @@ import ast
 import os
 from pathlib import Path
 
-from madara_cli.config.prompt_sets import SET_FILE, SHIPPED, SUFFIX
+from madara_cli.config.prompt_sets import SET_FILE, SHIPPED, SUFFIX, load_prompt_set
 from madara_cli.core.errors import ConfigError
+from madara_cli.core.sidefiles import read_text
 
 NAME = "authors"
 PROMPTS_FILE = Path("madara") / "prompts.py"
@@ -37,8 +38,6 @@ _USER_TURNS = {
 
 
 def _parse(root: Path, rel: Path) -> ast.Module:
-    from madara_cli.core.sidefiles import read_text
-
     path = root / rel
     if not (path.exists() or path.is_symlink()):
         raise ConfigError(f"{root}: not a checkout of the authors' reference code (js-lee-AI/MADARA): no {rel.as_posix()}")
@@ -154,7 +153,6 @@ def write_reference_set(checkout: str | Path, out_dir: str | Path) -> Path:
     import tempfile
 
     from madara_cli.config.folders import config_dir
-    from madara_cli.config.prompt_sets import load_prompt_set
 
     base = Path(out_dir).expanduser()
     folder = _target(base)

@@ -15,6 +15,7 @@ from omegaconf import DictConfig
 from madara_cli.core.errors import DataError
 from madara_cli.core.records import Doc
 from madara_cli.plugins import register
+from madara_cli.retrievers import lucene
 from madara_cli.retrievers.bm25s import BM25_RANGES, BM25sConfig, BM25sRetriever
 from madara_cli.retrievers.saved_index import INDEX_META, check_index, index_settings, parse_corpus_row
 from madara_cli.retrievers.spec import Ranked, RetrievalContext, RetrieverSpec, corpus_index_dir
@@ -30,8 +31,6 @@ def pyserini_searcher(index: str, k1: float, b: float):
     """A LuceneSearcher over a prebuilt index name (``wikipedia-dpr-100w``), a madara
     ``lucene`` index (``madara index build --engine pyserini``) or a Lucene folder, with
     BM25(k1, b). Missing extra or Java: one-line DataError (see :mod:`.lucene`)."""
-    from madara_cli.retrievers import lucene
-
     LuceneSearcher = lucene.start()
     folder = lucene.lucene_dir(index)
     try:
@@ -54,11 +53,9 @@ class PyseriniRetriever:
         return self._pools.rank_pools(queries, pools)
 
     def _index(self) -> str:
-        from madara_cli.retrievers.lucene import lucene_dir
-
         index = self.rcfg.get("index")
         if self.ctx.corpus_path is not None:  # benchmark.corpus: its Lucene index, built once
-            if index and lucene_dir(str(index)) is None:
+            if index and lucene.lucene_dir(str(index)) is None:
                 raise DataError("retriever=pyserini searches retriever.index, not benchmark.corpus; unset one of them (or use retriever=bm25s)")
             return str(corpus_index_dir(self.rcfg, self.ctx))
         if not index:

@@ -12,6 +12,9 @@ from typing import Any, Optional
 
 from omegaconf import DictConfig
 
+from madara_cli.config.folders import prompts_of, shipped_prompt_set
+from madara_cli.config.identity import family_digest
+from madara_cli.config.prompt_sets import SAMPLE_DOCS, SAMPLE_EXAMPLES
 from madara_cli.config.schema import FirstStage
 from madara_cli.core.errors import ConfigError, DataError
 from madara_cli.core.records import Doc, ScoreRequest, messages
@@ -41,8 +44,6 @@ QWEN3_PREFIX = "<think>\n\n</think>\n\n"
 def rerank_request(query: str, doc: Doc, prefix: str = "", prompts: Any = None) -> ScoreRequest:
     """Fields ``question`` (the query) and ``document``, rendered with ``prompts`` (a
     :class:`~madara_cli.config.prompt_sets.PromptSet`; the shipped set by default)."""
-    from madara_cli.config.folders import shipped_prompt_set
-
     ps = shipped_prompt_set() if prompts is None else prompts
     fields = {"question": query, "document": doc.render()}
     return ScoreRequest(messages=messages(ps.render("rerank_system", **fields), ps.render("rerank_user", **fields)), candidates=("yes", "no"), prefix=prefix)
@@ -50,8 +51,6 @@ def rerank_request(query: str, doc: Doc, prefix: str = "", prompts: Any = None) 
 
 def sample_requests(prompts: Any) -> list[ScoreRequest]:
     """The family's requests for the fixed sample its digest is taken over."""
-    from madara_cli.config.prompt_sets import SAMPLE_DOCS, SAMPLE_EXAMPLES
-
     return [rerank_request(SAMPLE_EXAMPLES[0].question, SAMPLE_DOCS[0], prompts=prompts)]
 
 
@@ -99,8 +98,6 @@ class GenerativeReranker:
         self.prefix = QWEN3_PREFIX if reranker_name(ctx.cfg).lower().startswith("qwen3") and not _template_closes_thinking(self.llm) else ""
 
     def _rerank(self, queries: Sequence[str], candidates: Sequence[Ranked]) -> list[Ranked]:
-        from madara_cli.config.folders import prompts_of
-
         prompts = prompts_of(self.ctx.cfg)
         reqs = [rerank_request(q, d, self.prefix, prompts) for q, cands in zip(queries, candidates, strict=False) for d, _ in cands]
         comps = self.llm.logprobs("rerank", reqs) if reqs else []
@@ -132,9 +129,6 @@ def _check(cfg: DictConfig) -> None:
 def _identity(cfg: DictConfig) -> dict[str, Any]:
     """What of the run besides its own node changes the documents it keeps: the model that
     ranks and the words it is asked in (the prompt set's rerank templates)."""
-    from madara_cli.config.folders import prompts_of
-    from madara_cli.config.identity import family_digest
-
     return {"model": reranker_name(cfg), "prompts": {"rerank": family_digest(sample_requests(prompts_of(cfg)))}}
 
 
