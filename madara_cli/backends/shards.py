@@ -27,8 +27,7 @@ def shard_dir(cache_path: str | Path) -> Path:
 
 
 def checkpoint(cache_path: str | Path) -> None:
-    """Move the WAL's pages into the database file, so that readers opening it as an
-    immutable file (the workers) see every entry."""
+    """Move the WAL's pages into the database file, so workers opening it immutable see every entry."""
     p = Path(cache_path)
     if not p.is_file():
         return
@@ -104,9 +103,8 @@ class MergeReport:
     rows: int = 0  # entries read from the shards
     added: int = 0  # of which new to the cache
     failed: list[str] = field(default_factory=list)  # "shard: reason"; such shards are kept
-    # Rows this madara cannot read (cut, or a newer madara's format): never copied into
-    # the cache, where every rerun would meet them; their shards are kept, for the newer
-    # madara that can read them.
+    # Rows this madara cannot read (cut, or a newer madara's format): never copied into the
+    # cache, where every rerun would meet them; their shards are kept for a newer madara.
     skipped: int = 0
     kept: list[str] = field(default_factory=list)  # shards kept for their skipped rows
 

@@ -212,9 +212,6 @@ class Cell:
     def folder(self, results_dir: str | Path) -> Path:
         return inside(results_dir, Path(results_dir) / self.grid / self.key)
 
-    def with_hash(self, config_hash: str) -> "Cell":
-        return replace(self, config_hash=config_hash)
-
 
 @dataclass(frozen=True)
 class ProbeKey:
@@ -237,9 +234,6 @@ class ProbeKey:
         """The same probe on ``n`` calibration queries (the hash does not cover the
         calibration size, the name does)."""
         return replace(self, n=int(n))
-
-    def with_hash(self, config_hash: str) -> "ProbeKey":
-        return replace(self, config_hash=config_hash)
 
 
 def snapshot_name(key: dict[str, Any]) -> str:
@@ -458,7 +452,7 @@ def identify(cfg: DictConfig) -> CellIdentity:
         limit=plain["limit"], config_hash=digest(payload),
     )
     old_commit = resolved_revision(str(model.get("hf_id")), str(model.get("revision")))
-    old = cell.with_hash(digest(path_keyed_cell_identity(cfg, fragments.prompts, fragments.metric_version, old_commit, plain)))
+    old = replace(cell, config_hash=digest(path_keyed_cell_identity(cfg, fragments.prompts, fragments.metric_version, old_commit, plain)))
     legacy = () if old == cell else (old,)
     return CellIdentity(cell=cell, payload=payload, fragments=fragments, legacy=legacy, evidence=_evidence(fragments))
 
@@ -470,7 +464,7 @@ def identify_probe(cfg: DictConfig, n: int | None = None) -> ProbeIdentity:
     n = int(n if n is not None else cfg.benchmark.calibration)
     probe = ProbeKey(model=str(cfg.model.name), benchmark=str(cfg.benchmark.name), n=n, config_hash=digest(payload))
     old_prompts = {f: d for f, d in fragments.prompts.items() if f in PROBE_FAMILIES}
-    old = probe.with_hash(digest(path_keyed_probe_identity(cfg, old_prompts, fragments.metric_version)))
+    old = replace(probe, config_hash=digest(path_keyed_probe_identity(cfg, old_prompts, fragments.metric_version)))
     added = tuple(f for f in fragments.prompts if f not in PROBE_FAMILIES)
     return ProbeIdentity(probe=probe, payload=payload, fragments=fragments, legacy=() if old == probe else (old,),
                          evidence=_evidence(fragments, added))

@@ -65,9 +65,7 @@ def strategy_impl(node: Any) -> str:
     return str(impl or node["name"])
 
 
-# --------------------------------------------------------------------------- #
 # Old-key shims: every allowance that keeps keys of finished work where they were.
-# --------------------------------------------------------------------------- #
 
 
 @dataclass(frozen=True)

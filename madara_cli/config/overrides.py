@@ -36,12 +36,6 @@ class Override:
         return self.raw
 
 
-def _split(text: str) -> tuple[str, str, str | None]:
-    head, eq, value = text.partition("=")
-    key = head.lstrip("+~")
-    return head[: len(head) - len(key)], key, value if eq else None
-
-
 # Every record made, by its text: Hydra's grammar parses an override once per process,
 # however many rooms read it (a grid's cells repeat them). Records are immutable, so
 # sharing one is safe; the texts of one run are few.
@@ -50,8 +44,7 @@ _PARSED: dict[str, Override] = {}
 
 @lru_cache(maxsize=1)
 def _parser() -> Any:
-    """Hydra's override parser, made once: making one registers its grammar's functions
-    (``inspect.signature`` of each)."""
+    """Hydra's override parser, made once (making one inspects every function of its grammar)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     return OverridesParser.create()
@@ -79,10 +72,11 @@ def _plain_int(text: str) -> Override | None:
 def _parse_one(text: str) -> Override:
     from hydra.errors import HydraException
 
-    simple = _plain_int(text)
-    if simple is not None:
+    if (simple := _plain_int(text)) is not None:
         return simple
-    prefix, key, value = _split(text)
+    head, eq, value = text.partition("=")  # split at the first "=", which never fails
+    key = head.lstrip("+~")
+    prefix, value = head[: len(head) - len(key)], value if eq else None
     try:
         (parsed,) = _parser().parse_overrides([text])
     except HydraException as e:  # OverrideParseException and friends

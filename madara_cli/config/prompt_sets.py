@@ -89,8 +89,7 @@ class Template:
 
 @dataclass(frozen=True)
 class PromptSet:
-    """A loaded, checked prompt set: the templates its chain words, over the shipped
-    set's; a plug-in's template no set words renders the default its family brings."""
+    """A loaded, checked prompt set: the templates its chain words, over the shipped set's."""
 
     name: str
     folders: tuple[str, ...]  # where its templates came from, the set's own folder first
@@ -223,8 +222,7 @@ def _load(name: str, dirs: Sequence[Path], chain: tuple[str, ...]) -> tuple[dict
 
 
 def _stamp(folders: Sequence[Path]) -> tuple:
-    """What must stay the same for a loaded set to stand: every file's stamp, change time
-    included (a same-size edit with its mtime put back is still seen)."""
+    """What must stay the same for a loaded set to stand: every file's stamp, change time included."""
     return tuple((str(p), file_stamp(p)) for f in folders for p in sorted(Path(f).iterdir()))
 
 
@@ -232,9 +230,8 @@ _SETS: dict[tuple, tuple[tuple, PromptSet]] = {}
 
 
 def load_prompt_set(name: str, dirs: Sequence[Path]) -> PromptSet:
-    """Prompt set ``name`` from the first of the config folders ``dirs`` that has
-    ``prompts/<name>/``, read and checked (one :class:`ConfigError` line on any
-    fault). Kept in memory until one of its files changes."""
+    """Prompt set ``name`` from the first of the config folders ``dirs`` that has it, read and
+    checked (one :class:`ConfigError` line on any fault); kept until one of its files changes."""
     key = (name, tuple(str(d) for d in dirs))
     hit = _SETS.get(key)
     if hit is not None:

@@ -61,8 +61,7 @@ def find_java_home() -> Path:
     tried = []
     env = os.environ.get("JAVA_HOME")
     if env:
-        v = java_major(Path(env))
-        if v is not None and v >= MIN_JAVA:
+        if (v := java_major(Path(env))) is not None and v >= MIN_JAVA:
             return Path(env)
         tried.append(f"JAVA_HOME={env} (Java {v or '?'})")
     try:
@@ -76,8 +75,7 @@ def find_java_home() -> Path:
     which = shutil.which("java")
     if which:
         home = Path(which).resolve().parent.parent
-        v = java_major(home)
-        if v is not None and v >= MIN_JAVA:
+        if (v := java_major(home)) is not None and v >= MIN_JAVA:
             return home
         tried.append(f"{which} (Java {v or '?'})")
     raise DataError(
@@ -133,10 +131,8 @@ def lucene_dir(index: str | Path) -> Path | None:
 
 
 def build(docs: Iterator[Any], out: Path, threads: int = 1) -> int:
-    """Index ``docs`` (records.Doc) with Anserini's IndexCollection (JsonCollection,
-    its default English analyzer: Porter stemming, Lucene's English stop words) into
-    ``out/lucene``; the text indexed is ``Doc.render()``, as bm25s indexes it, and the
-    stored raw document keeps id/title/text."""
+    """Index ``docs`` with Anserini's IndexCollection (its default English analyzer) into
+    ``out/lucene``: ``Doc.render()`` indexed, as bm25s indexes it, id/title/text stored raw."""
     start()
     from jnius import autoclass
 

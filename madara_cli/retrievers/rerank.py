@@ -61,15 +61,11 @@ RERANK = PromptFamily("rerank", {"rerank_system": ("question", "document"), "rer
 
 
 def relevance(logprobs: dict[str, float] | None) -> float:
-    """P(yes) / (P(yes) + P(no)); 0 when the engine gave neither any mass."""
-    if not logprobs:
+    """P(yes) / (P(yes) + P(no)); 0 when the engine gave "yes" no mass."""
+    y, n = (logprobs or {}).get("yes", -math.inf), (logprobs or {}).get("no", -math.inf)
+    if y == -math.inf:
         return 0.0
-    y, n = logprobs.get("yes", -math.inf), logprobs.get("no", -math.inf)
-    if math.isinf(y) and y < 0:
-        return 0.0
-    if math.isinf(n) and n < 0:
-        return 1.0
-    return 1.0 / (1.0 + math.exp(n - y))
+    return 1.0 if n == -math.inf else 1.0 / (1.0 + math.exp(n - y))
 
 
 def _template_closes_thinking(llm) -> bool:
