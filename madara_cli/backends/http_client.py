@@ -230,8 +230,7 @@ class PooledClient:
         self._failed = (httpx.HTTPError, httpx.InvalidURL, httpcore.ProtocolError, httpcore.UnsupportedProtocol)
 
     def request(self, method: str, url: str, body: bytes | None, headers: dict[str, str], deadline_s: float) -> Reply:
-        """One attempt, ended by ``deadline_s`` of wall time. Raises :class:`Refused`,
-        :class:`Transient` (with why) or :class:`Failed`."""
+        """One attempt, ended by ``deadline_s`` of wall time. Raises :class:`Refused`, :class:`Transient` (with why) or :class:`Failed`."""
         if self._streams.closed:
             raise Failed("the client was closed")
         timeout = self._httpx.Timeout(deadline_s)

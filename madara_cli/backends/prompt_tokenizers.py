@@ -24,20 +24,15 @@ class PromptTokenizer(Protocol):
 
     def render(self, messages: Sequence[Message]) -> str:
         """Chat template with the generation prompt, without a leading BOS string."""
-        ...
 
     def count(self, text: str) -> int:
         """Tokens the server will feed the model for ``text`` (BOS included)."""
-        ...
 
     def holds_control(self, texts: Sequence[str]) -> bool:
         """Whether any of ``texts`` holds a special-token string of the vocabulary."""
-        ...
 
     def token_ids(self, messages: Sequence[Message], prefix: str = "") -> list[int]:
-        """The whole prompt (BOS, rendering, prefix) as the ids the model must see,
-        control tokens from the template alone."""
-        ...
+        """The whole prompt (BOS, rendering, prefix) as the ids the model must see, control tokens from the template alone."""
 
 
 def message_dicts(messages: Sequence[Message]) -> list[dict[str, str]]:

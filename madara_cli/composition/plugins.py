@@ -39,8 +39,7 @@ def _note_sources(before: set[tuple[str, str]], source: str) -> None:
 
 
 def add_include(path: str | Path) -> Path:
-    """``--include DIR``: checked, and kept in the environment so launcher workers
-    import the same folders."""
+    """``--include DIR``: checked, and kept in the environment so launcher workers import the same folders."""
     d = Path(path).expanduser().resolve()
     if not d.is_dir():
         raise ConfigError(f"--include {path}: no such folder")
@@ -163,8 +162,7 @@ def load_object(entry: str) -> object:
 
 
 def load_plugins() -> None:
-    """Register every plug-in: shipped (each registers its specs when imported), installed
-    (entry points), included (``--include``)."""
+    """Register every plug-in: shipped (each registers its specs when imported), installed (entry points), included (``--include``)."""
     for entry in SHIPPED:
         load_object(entry)
     load_entry_points()

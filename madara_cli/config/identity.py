@@ -204,10 +204,7 @@ class Cell:
         return f"{self.model}__{self.benchmark}__{self.strategy}__{self.retriever}-k{self.k}__n{n}__s{self.seed}__{self.config_hash}"
 
     def to_dict(self) -> dict:
-        return {
-            "grid": self.grid, "model": self.model, "benchmark": self.benchmark, "strategy": self.strategy,
-            "retriever": self.retriever, "k": self.k, "seed": self.seed, "limit": self.limit, "key": self.key,
-        }
+        return {**{f.name: getattr(self, f.name) for f in fields(self) if f.name != "config_hash"}, "key": self.key}
 
     def folder(self, results_dir: str | Path) -> Path:
         return inside(results_dir, Path(results_dir) / self.grid / self.key)
@@ -231,8 +228,7 @@ class ProbeKey:
         return inside(results_dir, Path(results_dir) / "probes" / self.key)
 
     def with_n(self, n: int) -> "ProbeKey":
-        """The same probe on ``n`` calibration queries (the hash does not cover the
-        calibration size, the name does)."""
+        """The same probe on ``n`` calibration queries (the hash does not cover the calibration size, the name does)."""
         return replace(self, n=int(n))
 
 
@@ -252,8 +248,7 @@ def _input_fields(schema: type | None) -> dict[str, str]:
 
 
 def by_content(values: dict[str, Any], schema: type | None) -> dict[str, Any]:
-    """``values`` with each setting that ``schema`` marks as a local input replaced by
-    its content digest (:func:`input_digest`)."""
+    """``values`` with each setting that ``schema`` marks as a local input replaced by its content digest (:func:`input_digest`)."""
     return {**values, **{name: input_digest(values[name], kind) for name, kind in _input_fields(schema).items() if values.get(name)}}
 
 
@@ -383,19 +378,6 @@ def _inputs(cfg: DictConfig, plain: dict[str, Any]) -> tuple[dict[str, Any], tup
     return inputs, unread
 
 
-def _hub_commit(cfg: DictConfig) -> str | None:
-    spec = CATALOG.get("backend", str(cfg.backend.name))
-    if spec.loads_hub is None or not spec.loads_hub(cfg):
-        return None
-    return resolved_revision(str(cfg.model.get("hf_id")), str(cfg.model.get("revision")))
-
-
-def _resolved(cfg: DictConfig) -> dict[str, str]:
-    """What the engine's settings left to this machine resolve to (``BackendSpec.resolves``)."""
-    spec = CATALOG.get("backend", str(cfg.backend.name))
-    return dict(spec.resolves(cfg)) if spec.resolves is not None else {}
-
-
 def _plugins(plain: dict[str, Any]) -> dict[str, str]:
     """The sources of the cell's plug-ins that do not ship with madara (``plain``: the cell's config, ``to_plain``)."""
     chosen = (("backend", str(plain["backend"]["name"])), ("retriever", str(plain["retriever"]["name"])),
@@ -404,8 +386,7 @@ def _plugins(plain: dict[str, Any]) -> dict[str, str]:
 
 
 def _families(cfg: DictConfig, base: tuple[str, ...] | None) -> dict[str, str]:
-    """The digests of the prompt families sent: ``base`` (None: the strategy's declared
-    ones), plus the retriever's."""
+    """The digests of the prompt families sent: ``base`` (None: the strategy's declared ones), plus the retriever's."""
     from madara_cli.config.folders import prompts_of
 
     prompts = prompts_of(cfg)
@@ -419,8 +400,13 @@ def _families(cfg: DictConfig, base: tuple[str, ...] | None) -> dict[str, str]:
 def _fragments(cfg: DictConfig, families: tuple[str, ...] | None = None, plain: dict[str, Any] | None = None) -> Fragments:
     plain = plain if plain is not None else to_plain(cfg)
     inputs, unread = _inputs(cfg, plain)
+    engine = CATALOG.get("backend", str(cfg.backend.name))
+    hub_commit = None
+    if engine.loads_hub is not None and engine.loads_hub(cfg):
+        hub_commit = resolved_revision(str(cfg.model.get("hf_id")), str(cfg.model.get("revision")))
+    resolved = dict(engine.resolves(cfg)) if engine.resolves is not None else {}  # what settings left to this machine resolve to
     return Fragments(prompts=_families(cfg, families), metric_version=METRIC_VERSION, inputs=inputs, unread=unread,
-                     hub_commit=_hub_commit(cfg), plugins=_plugins(plain), resolved=_resolved(cfg))
+                     hub_commit=hub_commit, plugins=_plugins(plain), resolved=resolved)
 
 
 def _evidence(fragments: Fragments, probe_prompts_added: tuple[str, ...] = ()) -> dict[str, str | None]:

@@ -59,8 +59,7 @@ class _NotPlain(Exception):
 
 
 def strategy_impl(node: Any) -> str:
-    """The implementation a composed strategy node runs (``impl``, which compose keeps
-    only where it differs from the label ``name``)."""
+    """The implementation a composed strategy node runs (``impl``, which compose keeps only where it differs from the label ``name``)."""
     impl = node["impl"] if "impl" in node.keys() else None  # not get or in: a struct config raises (and formats) a missing key inside
     return str(impl or node["name"])
 

@@ -144,8 +144,7 @@ class ChainSource(Choice):
 
 
 class RequestShape(Choice):
-    """Stop strings of the assessor and forced re-score requests, and the forced
-    re-score's user turn (reading.requests)."""
+    """Stop strings of the assessor and forced re-score requests, and the forced re-score's user turn (reading.requests)."""
 
     madara = "madara"  # base replies and forced re-scores stop at the first "}"; the re-score shows a cut document as "... ", its steps tidied
     authors = "authors"  # the authors' code: no stop string (the budget alone ends a reply); the document's first 2,000 characters and the steps as written
@@ -343,8 +342,7 @@ class OnDegraded(Choice):
 
 @dataclass
 class HealthConfig:
-    """When a cell's numbers rest on too many imputed scores (results/health.py). An
-    output rule: not part of any cell key."""
+    """When a cell's numbers rest on too many imputed scores (results/health.py). An output rule: not part of any cell key."""
 
     max_imputed: float = 0.10  # degraded: more than this share of one scoring stage's scores imputed
     on_degraded: OnDegraded = OnDegraded.warn

@@ -32,8 +32,7 @@ def _release(home: Path, pattern: str) -> str | None:
 
 
 def java_major(home: Path) -> int | None:
-    """The major version of the Java runtime in ``home`` (its ``release`` file, else
-    ``java -version``), or None when there is none."""
+    """The major version of the Java runtime in ``home`` (its ``release`` file, else ``java -version``), or None when there is none."""
     if (version := _release(home, r'^JAVA_VERSION="(\d+)')) is not None:
         return int(version)
     java = home / "bin" / "java"

@@ -23,8 +23,7 @@ from madara_cli.retrievers.spec import Ranked, RetrievalContext, RetrieverSpec, 
 
 @dataclass
 class PyseriniConfig(BM25sConfig):
-    """``retriever=pyserini``'s settings: bm25s' (pools are ranked with them), and
-    ``index`` a prebuilt index name or a Lucene folder."""
+    """``retriever=pyserini``'s settings: bm25s' (pools are ranked with them), and ``index`` a prebuilt index name or a Lucene folder."""
 
 
 def pyserini_searcher(index: str, k1: float, b: float):

@@ -27,8 +27,7 @@ from madara_cli.retrievers.spec import Ranked, RetrievalContext, RetrieverSpec
 
 @dataclass
 class RerankConfig(BM25sConfig):
-    """``retriever=rerank``'s settings: the first stage's (bm25s', pyserini's, or
-    dense's ``encoder``) and the reranker's own."""
+    """``retriever=rerank``'s settings: the first stage's (bm25s', pyserini's, or dense's ``encoder``) and the reranker's own."""
 
     encoder: Optional[str] = None  # first_stage=dense: its encoder
     first_stage: FirstStage = FirstStage.bm25s  # retriever whose top candidates get reranked

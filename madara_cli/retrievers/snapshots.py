@@ -41,10 +41,6 @@ def content_hash(row: dict[str, Any]) -> str:
     return digest(body, 64, ascii=False)
 
 
-def _doc_to_json(d: Doc) -> dict[str, Any]:
-    return {"id": d.id, "title": d.title, "text": d.text, "meta": d.meta}
-
-
 def _doc_from_json(o: dict[str, Any], texts: dict[str, str] | None = None) -> Doc:
     """A stored document; ``texts`` shares one copy of a text among the lines that
     retrieved the same passage (a large snapshot repeats each one many times)."""
@@ -91,8 +87,7 @@ class Snapshot:
         )
 
     def _meta(self, required: bool = True) -> dict[str, Any] | None:
-        """The meta file, checked against this snapshot's key and holding a ledger; None
-        when there is none and it is not ``required``."""
+        """The meta file, checked against this snapshot's key and holding a ledger; None when there is none and it is not ``required``."""
         if not self.meta_path.is_file():
             if required:
                 raise self._refuse(f"has no meta file {self.meta_path.name} (the key and ledger it was written under)")
@@ -216,7 +211,7 @@ class Snapshot:
     def append(self, rows: Iterable[tuple[Example, Sequence[Doc], dict[str, Any]]]) -> int:
         """Append one line per (example, documents, info), rendered one at a time (a
         large retrieval is never held as text all at once); the number written."""
-        lines = (self._line({"id": ex.id, "q": question_hash(ex), "docs": [_doc_to_json(d) for d in docs], "info": info})
+        lines = (self._line({"id": ex.id, "q": question_hash(ex), "docs": [{"id": d.id, "title": d.title, "text": d.text, "meta": d.meta} for d in docs], "info": info})
                  for ex, docs, info in rows)
         first = next(lines, None)
         if first is None:

@@ -24,11 +24,9 @@ Ranked = list[tuple[Doc, float]]
 class Retriever(Protocol):
     def rank_pools(self, queries: Sequence[str], pools: Sequence[Sequence[Doc]]) -> list[Ranked]:
         """Every document of each pool, best first, with its score."""
-        ...
 
     def search(self, queries: Sequence[str], k: int) -> list[Ranked]:
         """The top ``k`` corpus documents of each query, best first."""
-        ...
 
 
 @dataclass
