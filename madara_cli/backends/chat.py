@@ -1,10 +1,7 @@
-"""What every backend does to a conversation around the model's chat template: the
-per-model chat settings (:class:`ChatSettings`: template variables, and a system turn
-folded into the first user turn for templates that refuse one), thinking stripped from
-replies (:func:`strip_thinking`), and untrusted text kept as text (:func:`safe_token_ids`:
-a control token may come only from the template's own scaffold, never from a document
-that spells one). docs/running.md, "Untrusted text stays text"; docs/fidelity.md.
-"""
+"""What every backend does around the model's chat template: the per-model chat settings
+(:class:`ChatSettings`), thinking stripped from replies (:func:`strip_thinking`), and
+untrusted text kept as text (:func:`safe_token_ids`: control tokens come only from the
+template, never from a document). docs/running.md, "Untrusted text stays text"."""
 
 from __future__ import annotations
 
@@ -45,9 +42,8 @@ class ChatSettings:
         return not self.template_kwargs and self.system_role
 
     def fingerprint(self) -> str:
-        """The suffix these settings add to an engine fingerprint, so replies rendered under
-        other settings are never read back: nothing at the defaults (cache entries of
-        other models keep their keys)."""
+        """The suffix these settings add to an engine fingerprint, so replies rendered under others are
+        never read back: nothing at the defaults (other models' cache entries keep their keys)."""
         if self.is_default:
             return ""
         parts = []
@@ -141,12 +137,11 @@ def safe_token_ids(
     encode_whole: Callable[[str], list[int]],
     encode_text: Callable[[str], list[int]],
 ) -> list[int]:
-    """Token ids of ``rendered`` in which only the template's control strings are control
-    tokens. ``pieces``: the untrusted texts it holds, in order (contents, then a prefix);
-    ``encode_whole`` parses special tokens, ``encode_text`` reads them as text. Without a
-    control string in any piece it is ``encode_whole(rendered)`` (same tokens and cache
-    keys); else the template's control strings are encoded alone and the text between
-    them, content included, as text (engines split at special tokens anyway)."""
+    """Token ids of ``rendered`` in which only the template's control strings are control tokens.
+    ``pieces``: the untrusted texts it holds, in order; ``encode_whole`` parses special tokens,
+    ``encode_text`` reads them as text. Without a control string in any piece it is
+    ``encode_whole(rendered)`` (same tokens and cache keys); else the template's control strings
+    are encoded alone and the text between them as text (engines split at special tokens anyway)."""
     if not any(control.holds(p) for p in pieces):
         return encode_whole(rendered)
     inside = _content_spans(rendered, [p for p in pieces if p])

@@ -1,10 +1,8 @@
 """The openai backend's HTTP transport: one pooled keep-alive client (httpx or httpx2) per
 engine, no redirect followed (it would carry the ``Authorization`` header elsewhere), a
-bounded body, and a wall-clock deadline per attempt: httpx bounds each socket operation
-(a byte a second never times out), so the pool's network backend clamps every connect,
-read and write to what is left of the attempt's deadline (through a proxy, it is checked
-as the body arrives).
-"""
+bounded body, and a deadline per attempt: httpx bounds each socket operation alone (a byte
+a second never times out), so the pool's network backend clamps every connect, read and
+write to what is left of it (through a proxy, it is checked as the body arrives)."""
 
 from __future__ import annotations
 

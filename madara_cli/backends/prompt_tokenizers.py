@@ -1,8 +1,5 @@
-"""The client-side half of the openai backend's scoring and truncation: the model's chat
-template and token counts as the server will see them, from the GGUF's metadata (what a
-llama.cpp server renders) or the Hugging Face tokenizer (what ``vllm serve`` uses); see
-:func:`tokenizer_loader`.
-"""
+"""The openai backend's client-side chat template and token counts, as the server will see
+them: from the GGUF (what a llama.cpp server renders) or the HF tokenizer (``vllm serve``)."""
 
 from __future__ import annotations
 
@@ -41,11 +38,9 @@ def message_dicts(messages: Sequence[Message]) -> list[dict[str, str]]:
 
 
 class _Rendering:
-    """What both tokenizers share: the rendering less the leading BOS string the server
-    adds again to a text prompt (so the model sees the tokens the server's own chat
-    rendering gives), and control text kept as text (:func:`safe_token_ids`). Each gives
-    ``_full`` (the whole rendering) and ``_encode`` (ids without BOS, which the template
-    carries; special tokens parsed or read as plain text)."""
+    """What both tokenizers share: the rendering less the leading BOS string the server adds again
+    (so the model sees what the server's own chat rendering gives), and control text kept as text.
+    Each gives ``_full`` (the rendering) and ``_encode`` (ids without BOS; special tokens parsed or not)."""
 
     chat: ChatSettings
     _added_bos: str
@@ -112,9 +107,8 @@ class GGUFTokenizer(_Rendering):
 
 @contextmanager
 def _without_context_warning() -> Iterator[None]:
-    """Drop llama.cpp's ``n_ctx_train (0) -- possible training context overflow`` line, logged
-    at error level by every vocabulary-only load (no weights, so no training context): nothing
-    a user can act on. Every other line goes to llama-cpp-python's own callback."""
+    """Drop the ``n_ctx_train (0) -- possible training context overflow`` line every vocabulary-only
+    load logs at error level (no weights, no training context); every other goes to llama-cpp-python's."""
     import ctypes
 
     import llama_cpp

@@ -1,10 +1,7 @@
-"""Per-worker cache shards for cluster launchers, and folding them back. SQLite's WAL
-needs memory shared between the processes that use a database, so jobs on several nodes
-must not write one ``cache.sqlite`` on a network file system: a ``submitit`` or ``ray``
-job writes its own shard (``<cache>-shards/<host>-<pid>.sqlite``, a rollback journal)
-and reads the main cache read-only; :func:`merge_shards` folds the shards back
-(docs/running.md).
-"""
+"""Per-worker cache shards for cluster launchers (SQLite's WAL cannot be shared across
+nodes on a network file system): a ``submitit`` or ``ray`` job writes its own shard
+``<cache>-shards/<host>-<pid>.sqlite`` and reads the main cache read-only, and
+:func:`merge_shards` folds the shards back (docs/running.md)."""
 
 from __future__ import annotations
 
@@ -110,9 +107,8 @@ class MergeReport:
 
 
 def merge_shards(cache_path: str | Path, keep: bool = False) -> MergeReport:
-    """Fold every shard of ``cache_path`` into it. A shard is deleted (unless ``keep``)
-    only after each of its keys is found in the cache; an entry already in the cache
-    stays as it is. Run it when no job is writing shards."""
+    """Fold every shard of ``cache_path`` into it (run it when no job writes shards); a shard is
+    deleted (unless ``keep``) only once each of its keys is in the cache, where an entry stays as it is."""
     cache_path = Path(cache_path)
     report = MergeReport(cache_path)
     folder = shard_dir(cache_path)

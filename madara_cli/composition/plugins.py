@@ -1,12 +1,9 @@
 """The one loader of plug-ins into the one catalog: the shipped ones (:data:`SHIPPED`),
-installed packages' (entry point groups ``madara.backends``, ``.retrievers``,
-``.strategies``, ``.loaders``) and every ``*.py`` directly in an ``--include DIR`` folder
-(kept in ``$MADARA_INCLUDE`` so launcher workers load them too). Compose loads them once
-per process (:func:`ensure_loaded`), so verbs that compose nothing never import an engine.
-A plug-in that does not ship with madara is noted with its source, which keys its cells.
-One that fails to import or register is one line naming it: any exception (exit 2),
-``sys.exit`` at import (exit 2, nothing ran) or an interrupt (exit 130). See docs/extending.md.
-"""
+installed packages' (entry points :data:`ENTRY_POINT_GROUPS`) and every ``*.py`` directly
+in an ``--include DIR`` folder (kept in ``$MADARA_INCLUDE`` for launcher workers), once per
+process (:func:`ensure_loaded`). A plug-in that does not ship with madara is noted with its
+source, which keys its cells; one that fails to import is one line naming it: any exception
+or ``sys.exit`` (exit 2), an interrupt (exit 130). See docs/extending.md."""
 
 from __future__ import annotations
 
@@ -58,8 +55,7 @@ def include_dirs() -> list[Path]:
 
 def _failed(plugin: str, e: BaseException) -> BaseException:
     """The one-line error for a plug-in that raised ``e`` while it imported or registered, a
-    ``BaseException`` of its own included; madara's own signals (the entry point's SIGINT/SIGTERM
-    interrupt) pass through as they are."""
+    ``BaseException`` of its own included; madara's own interrupt (SIGINT/SIGTERM) passes through."""
     if not isinstance(e, (Exception, KeyboardInterrupt, SystemExit)) and type(e).__module__.split(".")[0] == "madara_cli":
         return e
     if isinstance(e, KeyboardInterrupt):

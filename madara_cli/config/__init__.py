@@ -1,8 +1,6 @@
-"""Configuration: dataclass schemas (:mod:`.schema`), the config search path, options and
-grids (:mod:`.folders`), the checks that run before any data or model loads
-(:mod:`.validate`), and the identity room (:mod:`.identity`, :mod:`.keys`). Composing a
-config is one layer up (:mod:`madara_cli.composition`). The names other packages import
-from here are re-exported."""
+"""Configuration: schemas (:mod:`.schema`), config folders, options and grids
+(:mod:`.folders`), the checks before any data or model loads (:mod:`.validate`) and the
+identity room (:mod:`.identity`, :mod:`.keys`); composing is :mod:`madara_cli.composition`'s."""
 
 from madara_cli.config.folders import (
     add_config_dir,

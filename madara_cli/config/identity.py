@@ -1,11 +1,9 @@
-"""What a cell, a probe and a retrieval snapshot *are*: the one room that finishes their
-keys. The one hash (:func:`digest`) and files by content (:func:`input_digest`) end every
-key, the response cache's included; every name a result is found under is made here; and
-:func:`identify` / :func:`identify_probe` make an identity once from a composed config,
-reading what only the plug-ins can say from their specs. An identity also names the keys
-the same cell had under rules since moved (``legacy``) and what an old record must show
-to stand for it (``evidence``). What each key covers is :mod:`madara_cli.config.keys`'.
-"""
+"""What a cell, a probe and a retrieval snapshot *are*: the one room that finishes their keys.
+The one hash (:func:`digest`) and files by content (:func:`input_digest`) end every key, the
+response cache's included; every name a result is found under is made here; :func:`identify`
+and :func:`identify_probe` make an identity once from a composed config, with the keys the
+same cell had under rules since moved (``legacy``) and what an old record must show to stand
+for it (``evidence``). What each key covers is :mod:`madara_cli.config.keys`'."""
 
 from __future__ import annotations
 
@@ -51,9 +49,8 @@ from madara_cli.plugins.catalog import CATALOG
 
 
 def digest(payload: Any, length: int = 8, *, ascii: bool = True) -> str:
-    """The one hash every key ends with: sha256 of ``payload`` as canonical JSON (sorted
-    keys), cut to ``length`` hex digits. ``ascii=False`` writes non-ASCII text as itself
-    (the form snapshot names, prompt digests and cache keys were first made with)."""
+    """The one hash every key ends with: sha256 of ``payload`` as canonical JSON, cut to ``length`` hex
+    digits. ``ascii=False``: non-ASCII text as itself (how snapshot names, prompt digests and cache keys were first made)."""
     return text_digest(json.dumps(payload, sort_keys=True, ensure_ascii=ascii), length)
 
 
@@ -100,9 +97,8 @@ def _sha256_of(path: Path) -> str:
 
 
 def file_digest(path: str | Path) -> str:
-    """sha256 (hex) of a file's bytes, remembered against its stamp (``sidefiles.file_stamp``,
-    ctime included, which ``touch -r`` cannot put back) in the process and, for large files,
-    on disk, so an edit in place is always seen."""
+    """sha256 (hex) of a file's bytes, remembered against its stamp (ctime included, which ``touch -r``
+    cannot put back) in the process and, for large files, on disk: an edit in place is always seen."""
     p = Path(path).expanduser().resolve()
     stamp = file_stamp(p)
     key = str(p)
@@ -148,10 +144,9 @@ INDEX_MANIFEST = "madara_index.json"  # a saved index (madara index build) is ke
 
 
 def input_digest(value: Any, kind: str) -> Any:
-    """What a key holds for a setting of input kind ``kind``: ``sha256:<16 hex>`` of the
-    file's bytes (a folder's files; a saved index's manifest), ``missing:<value>`` when
-    nothing is there (the load then fails in its own words), or ``value`` itself when it
-    is no local path (a hub name, a prebuilt index's name)."""
+    """What a key holds for a setting of input kind ``kind``: ``sha256:<16 hex>`` of its content (a
+    folder's files; a saved index's manifest), ``missing:<value>`` when nothing is there (the load then
+    fails in its own words), or ``value`` itself when it is no local path (a hub or prebuilt index name)."""
     if value is None or value == "":
         return value
     text = str(value)
@@ -410,9 +405,8 @@ def _fragments(cfg: DictConfig, families: tuple[str, ...] | None = None, plain: 
 
 
 def _evidence(fragments: Fragments, probe_prompts_added: tuple[str, ...] = ()) -> dict[str, str | None]:
-    """What a record finished under a path-keyed key must show to stand for this one:
-    the GGUF's digest and the hub commit (both in its provenance); any other input, a
-    plug-in source or a prompt family the old key did not cover, it cannot show (None)."""
+    """What a record finished under a path-keyed key must show to stand for this one: the GGUF's digest
+    and the hub commit (both in its provenance); any other input, plug-in source or new prompt family it cannot (None)."""
     out: dict[str, str | None] = {
         dotted: value.split(":", 1)[1] if dotted == "model.gguf" and isinstance(value, str) and value.startswith("sha256:") else None
         for dotted, value in fragments.inputs.items()}

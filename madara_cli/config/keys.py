@@ -1,12 +1,8 @@
-"""The rules of a key: what of a composed config a cell's, a probe's and a snapshot's
-hash covers (:mod:`madara_cli.config.identity` finishes each with the one digest).
-
-A key covers exactly what can change the numbers (:func:`cell_identity`,
-:func:`probe_identity`); each plug-in's ``runtime_only`` settings (speed, placement) stay
-out, so a parallel run finds the cells a serial one wrote. The same settings, flattened,
-are summary.csv's columns (:func:`nested_settings`). Every allowance that keeps keys of
-finished work where they were is a :data:`SHIMS` row.
-"""
+"""The rules of a key: what of a composed config a cell's, a probe's and a snapshot's hash
+covers (:mod:`madara_cli.config.identity` finishes each with the one digest). A key covers
+exactly what can change the numbers; each plug-in's ``runtime_only`` settings stay out, so a
+parallel run finds the cells a serial one wrote. The same settings, flattened, are
+summary.csv's columns. Every allowance that keeps old keys where they were is a :data:`SHIMS` row."""
 
 from __future__ import annotations
 
@@ -23,10 +19,9 @@ from madara_cli.config.schema import ReadingConfig, RouterConfig, RouterPolicy
 
 
 def to_plain(cfg: Any) -> Any:
-    """``OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)``, read straight from
-    the nodes: half the time of OmegaConf's walk, which validates every key again (a grid's
-    plan makes several per cell). Anything else (a structured config object, an error while
-    resolving) goes through OmegaConf's walk, which answers or raises in its own words."""
+    """``OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)``, read straight from the
+    nodes: half the time of OmegaConf's walk, which validates every key again. Anything else (a
+    structured config object, an error while resolving) goes through OmegaConf's own walk."""
     if isinstance(cfg, (DictConfig, ListConfig)):
         try:
             return _plain(cfg)
@@ -302,18 +297,16 @@ def _cell_payload(cfg: Any, prompts: dict[str, str], metric_version: int | str, 
 
 
 def cell_identity(cfg: Any, fragments: Fragments, plain: dict[str, Any] | None = None) -> dict[str, Any]:
-    """What a cell's hash covers: every setting that can change its numbers, the limit and
-    seed, the metric version, the digest of each prompt family it sends, every local input
-    by its content, the hub commit where its engine loads the hub, and the source of any
-    plug-in that does not ship with madara. ``plain``: ``to_plain(cfg)`` (read, never changed)."""
+    """What a cell's hash covers: every setting that can change its numbers, limit, seed, metric
+    version, each prompt family's digest, every local input by content, the hub commit where its
+    engine loads the hub, and non-shipped plug-ins' sources. ``plain``: ``to_plain(cfg)``, never changed."""
     return _content_keyed(_cell_payload(cfg, fragments.prompts, fragments.metric_version, plain), fragments)
 
 
 def path_keyed_cell_identity(cfg: Any, prompts: dict[str, str], metric_version: int | str,
                              hub_commit: str | None = None, plain: dict[str, Any] | None = None) -> dict[str, Any]:
-    """What a cell's hash covered before content_keyed_inputs: local inputs as the
-    strings that named them, and the hub commit whenever the model's keyed source was the
-    hub, whatever the engine (kept to find results finished under those keys)."""
+    """What a cell's hash covered before content_keyed_inputs: local inputs as the strings that
+    named them, and the hub commit whenever the model's keyed source was the hub, whatever the engine."""
     out = _cell_payload(cfg, prompts, metric_version, plain)
     if hub_commit and out["model"].get("hf_source", "hub") == "hub":
         out["model"]["revision"] = hub_commit
@@ -365,9 +358,8 @@ def path_keyed_probe_identity(cfg: Any, prompts: dict[str, str], metric_version:
 
 
 def probe_identity(cfg: Any, fragments: Fragments) -> dict[str, Any]:
-    """What a probe's hash covers: as :func:`cell_identity`, less the strategy and limit,
-    with the probe's settings. The calibration split is the first n of the seeded order
-    whatever the evaluated sample, so n (in the probe's name) is all that matters of it."""
+    """What a probe's hash covers: as :func:`cell_identity`, less the strategy and limit, with the
+    probe's settings. The calibration split is the first n of the seeded order, so n (in the name) is all of it that counts."""
     return _content_keyed(path_keyed_probe_identity(cfg, fragments.prompts, fragments.metric_version), fragments)
 
 

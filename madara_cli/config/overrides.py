@@ -111,9 +111,8 @@ def last_value(overrides: Iterable[Override], key: str) -> str | None:
 
 
 def override_value(text: str) -> str:
-    """``text`` as the value of a Hydra override: as it is when the grammar reads it as
-    plain text, else quoted (a path holding ``[``, ``,``, ``=`` or a space would be read
-    as a list, a sweep or a second override)."""
+    """``text`` as a Hydra override's value: as it is where the grammar reads it as plain text, else
+    quoted (a ``[``, ``,``, ``=`` or space would read as a list, a sweep or a second override)."""
     if re.fullmatch(r"[\w./~:+@%-]*", text):
         return text
     for q in ("'", '"'):

@@ -1,9 +1,6 @@
-"""The settings schemas of pluggable config groups (``backend``, ``retriever``,
-``strategy``), read from the plug-ins' specs in the one catalog. Config sits below the
-plug-ins that own these schemas, so it never imports them: each registers its spec when
-imported, and composition imports them first (:func:`madara_cli.composition.plugins.ensure_loaded`).
-A spec's ``runtime_only`` settings change speed or placement, never a number, and stay
-out of cell and probe keys."""
+"""The settings schemas of the pluggable groups (``backend``, ``retriever``, ``strategy``),
+read from the plug-ins' specs in the catalog: config sits below the plug-ins, which register
+when imported (:func:`madara_cli.composition.plugins.ensure_loaded`)."""
 
 from __future__ import annotations
 

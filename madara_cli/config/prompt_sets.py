@@ -1,11 +1,8 @@
-"""Prompt sets: every prompt madara sends, as plain-text template files in a folder
-``prompts/<NAME>/`` (``prompts=NAME``; ``set.yaml`` may say ``extends: OTHER``), read and
-checked when a config is composed. Templates fill named fields only (``{{question}}``;
-``\\{{`` is a literal ``{{``), and a value is inserted as it is, never read again. Which
-templates exist and the fields each may use is the prompt families' to say
-(:class:`madara_cli.plugins.shape.PromptFamily`). The rules in full: docs/running.md,
-"Your own prompts".
-"""
+"""Prompt sets: every prompt madara sends, as plain-text templates in ``prompts/<NAME>/``
+(``prompts=NAME``; ``set.yaml`` may say ``extends: OTHER``), checked when a config is
+composed. Templates fill named fields only (``{{question}}``; ``\\{{`` is a literal ``{{``);
+a value is inserted as it is, never read again. The families say which templates exist and
+their fields. docs/running.md, "Your own prompts"."""
 
 from __future__ import annotations
 
@@ -135,9 +132,8 @@ MAX_TEMPLATE_BYTES = 1 << 20  # a prompt is a few KiB; a larger file is refused 
 
 
 def _read_template(path: Path, folder: Path) -> str:
-    """A template's text. The file must lie inside its set's folder once links are
-    resolved (its text is sent in every prompt: a link to ``~/secret.txt`` would send that
-    file to the server), be a regular file and at most :data:`MAX_TEMPLATE_BYTES`."""
+    """A template's text: a regular file of at most :data:`MAX_TEMPLATE_BYTES` inside its set's folder
+    once links are resolved (its text is sent: a link to ``~/secret.txt`` would send that file)."""
     real, home = path.resolve(), folder.resolve()
     if home not in real.parents:
         raise ConfigError(f"{path}: links to {real}, outside its prompt set's folder {folder}; a template's text is sent to the "

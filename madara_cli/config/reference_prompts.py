@@ -1,13 +1,9 @@
-"""``madara prompts import-reference CHECKOUT --out DIR``: a prompt set made from the
-user's own checkout of the authors' reference code (js-lee-AI/MADARA; madara ships none
-of their wording). The checkout is read with :mod:`ast`, never executed, and only inside
-itself (a link out of the tree, or no regular file, is refused): their string constants
-and the f-strings their user-turn builders return, whose placeholders become fields.
-Templates their code has no counterpart for come from the shipped set (``extends:
-madara``). The set is staged, checked by loading it, and renamed into place under a lock,
-so an import leaves a whole set or the earlier one; a ``prompts`` or ``prompts/authors``
-that is a link or a file is refused (the import would replace whatever it points to).
-"""
+"""``madara prompts import-reference CHECKOUT --out DIR``: a prompt set made from the user's
+own checkout of the authors' code (js-lee-AI/MADARA; madara ships none of their wording),
+read with :mod:`ast`, never executed, and only inside itself: their string constants and
+the f-strings their user-turn builders return. The rest comes from the shipped set. The
+set is staged, checked by loading it, and renamed into place under a lock, so an import
+leaves a whole set; a ``prompts`` or ``prompts/authors`` that is a link or a file is refused."""
 
 from __future__ import annotations
 
@@ -96,9 +92,8 @@ def _need(constants: dict[str, str], name: str, where: Path) -> str:
 
 
 def reference_templates(checkout: str | Path) -> dict[str, str]:
-    """Template name -> text of the ``authors`` prompt set, read from ``checkout``. A
-    file past the parser's limits (an expression nested deeper than the recursion limit,
-    one too large for memory) is one line naming the checkout."""
+    """Template name -> text of the ``authors`` set, read from ``checkout``; a file past the parser's
+    limits (nesting, memory) is one line naming the checkout."""
     try:
         return _templates(checkout)
     except (RecursionError, MemoryError) as e:
@@ -145,9 +140,8 @@ def _target(base: Path) -> Path:
 
 
 def write_reference_set(checkout: str | Path, out_dir: str | Path) -> Path:
-    """Write the ``authors`` set to ``out_dir/prompts/authors/`` (replacing the set of
-    an earlier import whole) and return that folder; checked by loading it before it
-    takes the place of the old one."""
+    """Write the ``authors`` set to ``out_dir/prompts/authors/`` (an earlier import's replaced whole,
+    after the new one loads) and return that folder."""
     import fcntl
     import shutil
     import tempfile

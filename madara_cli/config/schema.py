@@ -196,9 +196,8 @@ class DType(Choice):
 
 
 def input_field(kind: str = "file", default: Any = None, help: str = "") -> Any:
-    """A schema field whose value names a local file, folder or saved index: keys hold it
-    by its content (``{"input": KIND}`` metadata), so an edit in place is a new cell and a
-    copy elsewhere is the same one."""
+    """A schema field naming a local file, folder or saved index: keys hold it by content, so an edit
+    in place is a new cell and a copy elsewhere the same one."""
     assert kind in ("file", "folder", "index"), kind
     return field(default=default, metadata={"input": kind, "help": help})
 
@@ -262,9 +261,8 @@ class RetrieverConfig:
 
 @dataclass
 class StrategyConfig:
-    """What every strategy has; each strategy's schema extends it with the settings its
-    code reads, beside that code (:mod:`madara_cli.strategies`: registered with it), so a
-    setting that does not apply to the chosen strategy fails at composition."""
+    """What every strategy has; each strategy's schema, registered beside its code, extends it with
+    the settings that code reads, so a setting the chosen strategy lacks fails at composition."""
 
     name: str = MISSING
 
@@ -295,11 +293,9 @@ class GenerationConfig:
 
 @dataclass
 class ReadingConfig:
-    """How replies are read and perturbed where the paper and the authors' code differ
-    (README "Choices and deviations"). Each default is the paper's reading (madara's
-    where the paper is silent); ``reading=authors`` (configs/reading/authors.yaml)
-    selects the authors' code in every family at once. Only settings off their default
-    enter a key, so every key from before this group stays put."""
+    """How replies are read and perturbed where the paper and the authors' code differ (README
+    "Choices and deviations"): each default is the paper's reading (madara's where it is silent),
+    ``reading=authors`` the authors' code in every family. Only settings off their default enter a key."""
 
     name: str = "paper"  # the preset that set these: paper | authors (a label; the values below are what count)
     conflict: ConflictReading = ConflictReading.adjustment
@@ -412,9 +408,8 @@ def registered_schemas() -> tuple:
 
 
 def register_schemas() -> None:
-    """Store every schema in Hydra's config store; nothing to do when the same ones are
-    there already (each store builds a structured config: most of a composition's cost
-    when repeated for every cell of a grid)."""
+    """Store every schema in Hydra's config store, unless the same ones are there already (each
+    store builds a structured config: most of a composition's cost, repeated for every cell of a grid)."""
     global _REGISTERED
     rows = registered_schemas()
     cs = ConfigStore.instance()

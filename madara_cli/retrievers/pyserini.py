@@ -27,9 +27,8 @@ class PyseriniConfig(BM25sConfig):
 
 
 def pyserini_searcher(index: str, k1: float, b: float):
-    """A LuceneSearcher over a prebuilt index name (``wikipedia-dpr-100w``), a madara
-    ``lucene`` index (``madara index build --engine pyserini``) or a Lucene folder, with
-    BM25(k1, b). Missing extra or Java: one-line DataError (see :mod:`.lucene`)."""
+    """A BM25(k1, b) LuceneSearcher over a prebuilt index name (``wikipedia-dpr-100w``), a madara
+    ``lucene`` index or a Lucene folder; a missing extra or Java is one DataError line."""
     LuceneSearcher = lucene.start()
     folder = lucene.lucene_dir(index)
     try:

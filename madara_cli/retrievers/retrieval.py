@@ -1,19 +1,10 @@
-"""Retrieval, the stage a cell runs: :func:`retrieve` reads each example's top-k
-documents from the frozen snapshot (:mod:`madara_cli.retrievers.snapshots`), retrieves
-only what is missing and appends it. Which documents an example ranks depends on what the
-benchmark ships:
-
-* its own pool (MuSiQue's 20 paragraphs, CONFLICTS' search results, the mini
-  benchmark): rank the pool, keep the top k (``benchmark.candidates=retrieved``) or
-  the whole pool in rank order (``benchmark.candidates=all``, MuSiQue's default);
-* nothing (FEVER, TriviaQA, PopQA, ...): search the corpus (``benchmark.corpus``, a
-  saved index ``retriever.index``, or pyserini's prebuilt Wikipedia);
-* evidence that must stay (``meta["keep_docs"]``, ConflictQA): all of it, plus the
-  best corpus documents as distractors up to k when a corpus is given, ordered by
-  the same retriever over the union.
-
-The retrievers are one module each beside this one (``retrievers/<name>.py``).
-"""
+"""Retrieval, the stage a cell runs: :func:`retrieve` reads each example's top-k documents
+from the frozen snapshot, retrieving and appending only what is missing. What an example
+ranks depends on what the benchmark ships: its own pool (MuSiQue, CONFLICTS, mini) is
+ranked and cut to k (``benchmark.candidates=retrieved``) or kept whole in rank order
+(``=all``, MuSiQue's default); with nothing (FEVER, TriviaQA, PopQA) the corpus is searched;
+evidence that must stay (``meta["keep_docs"]``, ConflictQA) is kept whole, with the best
+corpus documents as distractors up to k when a corpus is given, ranked over the union."""
 
 from __future__ import annotations
 
@@ -135,10 +126,8 @@ def _results_dir(cfg: DictConfig) -> Path:
 
 
 def snapshot_key(cfg: DictConfig, ctx: RetrievalContext | None = None) -> dict[str, Any]:
-    """The identity of the snapshot a cell of ``cfg`` retrieves into
-    (:func:`madara_cli.config.identity.snapshot_identity`): the benchmark's rows by
-    content, the retriever's settings (a saved index by its manifest), the corpus by
-    content, and what else changes the documents kept (the reranker's model and prompt)."""
+    """The identity of the snapshot a cell of ``cfg`` retrieves into: the benchmark's rows by content,
+    the retriever's settings, the corpus by content, and the reranker's model and prompt."""
     ctx = ctx if ctx is not None else _context(cfg, None)
     spec = CATALOG.find("retriever", str(cfg.retriever.name))
     return snapshot_identity(

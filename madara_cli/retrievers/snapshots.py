@@ -1,13 +1,10 @@
-"""Frozen retrieval snapshots (docs/running.md): retrieve once, reuse for every strategy
-and model. ``<benchmark>__<retriever>-k<k>__<hash>.jsonl`` holds one line per example
-(``q`` hashes its question, ``h`` the line), ``<same>.meta.json`` the key the hash was
-taken over and a ledger (line count, chain hash over the ``h`` in order). Any edit of a
-recorded line, or a meta file that does not match, stops the run in one line naming the
-``mv`` that rebuilds it, ``force=true`` or not. Each append first marks the ledger
+"""Frozen retrieval snapshots (docs/running.md): ``<benchmark>__<retriever>-k<k>__<hash>.jsonl``,
+one line per example (``q`` hashes its question, ``h`` the line), beside a meta file with the
+key the hash was taken over and a ledger (line count, chain hash over the ``h`` in order).
+An edited recorded line or a meta file that does not match stops the run in one line naming
+the ``mv`` that rebuilds it, ``force=true`` or not. Each append first marks the ledger
 ``appending``, so a killed writer's complete lines are recorded on the next load and
-unmarked ones (added by hand) are cut off. The ledger lives beside the key, not in it,
-so snapshot names and cell keys stay put.
-"""
+unmarked ones (added by hand) cut off. The ledger sits beside the key, so names stay put."""
 
 from __future__ import annotations
 
@@ -113,10 +110,9 @@ class Snapshot:
         return meta
 
     def _scan(self, ledger: dict[str, Any]) -> tuple[dict[str, Entry], int, str, int]:
-        """Every line checked against its hash, and the lines the ledger records against
-        it (there, in order: anything else is an edit): (the entries of the recorded lines,
-        all lines, the chain over all lines, the byte offset where the recorded lines end).
-        A torn line (a killed writer's, never recorded in the ledger) is skipped."""
+        """Every line checked against its hash, and the recorded lines against the ledger (there, in
+        order): (the recorded lines' entries, all lines, the chain over all, the byte offset where the
+        recorded ones end). A torn line (a killed writer's, never recorded) is skipped."""
         upto = ledger["lines"]
         out: dict[str, Entry] = {}
         texts: dict[str, str] = {}
@@ -157,9 +153,8 @@ class Snapshot:
         return out, count, chain, end_upto
 
     def load(self) -> dict[str, Entry]:
-        """id -> (question hash, docs, info); a torn line (a killed writer's) is ignored, an
-        edited file raises :class:`SnapshotError`, and lines after the recorded ones are
-        settled (:meth:`_settle`), never a reason to refuse the file."""
+        """id -> (question hash, docs, info): an edited file raises :class:`SnapshotError`, lines after
+        the recorded ones are settled (:meth:`_settle`), never a reason to refuse it."""
         if not self.path.is_file():
             return {}
         for _ in range(2):
@@ -211,7 +206,8 @@ class Snapshot:
     def append(self, rows: Iterable[tuple[Example, Sequence[Doc], dict[str, Any]]]) -> int:
         """Append one line per (example, documents, info), rendered one at a time (a
         large retrieval is never held as text all at once); the number written."""
-        lines = (self._line({"id": ex.id, "q": question_hash(ex), "docs": [{"id": d.id, "title": d.title, "text": d.text, "meta": d.meta} for d in docs], "info": info})
+        lines = (self._line({"id": ex.id, "q": question_hash(ex), "info": info,
+                             "docs": [{"id": d.id, "title": d.title, "text": d.text, "meta": d.meta} for d in docs]})
                  for ex, docs, info in rows)
         first = next(lines, None)
         if first is None:
@@ -224,9 +220,8 @@ class Snapshot:
         tmp.replace(self.meta_path)
 
     def _write_lines(self, lines: Iterable[tuple[str, str]]) -> int:
-        """Append ``lines`` ((text, hash) pairs) under the file lock: the ledger is marked
-        ``appending``, the lines written, then recorded (a killed writer leaves the mark
-        for :meth:`_settle`). The number written."""
+        """Append ``lines`` ((text, hash) pairs) under the file lock: the ledger marked ``appending``,
+        the lines written, then recorded (a killed writer leaves the mark). The number written."""
         written = 0
         with writing(self.path):
             self.path.parent.mkdir(parents=True, exist_ok=True)

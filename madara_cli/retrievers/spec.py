@@ -1,8 +1,5 @@
-"""What every retriever shares: the :class:`Retriever` protocol, the context a
-retrieval runs in, and the :class:`RetrieverSpec` each retriever module registers (one
-module plus one ``configs/retriever/<name>.yaml``; docs/extending.md). The orchestration
-is :mod:`madara_cli.retrievers.retrieval`.
-"""
+"""What every retriever shares: the :class:`Retriever` protocol, the context a retrieval runs
+in, and the :class:`RetrieverSpec` each retriever module registers (docs/extending.md)."""
 
 from __future__ import annotations
 
