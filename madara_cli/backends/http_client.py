@@ -210,8 +210,7 @@ def _refused(e: BaseException) -> bool:
 
 
 class PooledClient:
-    """One keep-alive connection pool for one server. ``keep_alive=False`` opens a new
-    connection per request (what the benchmark compares against)."""
+    """One keep-alive connection pool for one server (``keep_alive=False``: a connection per request)."""
 
     def __init__(self, max_connections: int = 8, keep_alive: bool = True):
         httpx, httpcore = http_modules()

@@ -60,8 +60,7 @@ class _Rendering:
 
 
 class GGUFTokenizer(_Rendering):
-    """Template and vocabulary from a GGUF file (loaded vocabulary-only: no weights),
-    rendered exactly as llama-cpp-python's server renders it."""
+    """A GGUF's template and vocabulary (loaded without weights), rendered as llama-cpp-python's server does."""
 
     def __init__(self, gguf: str, chat: ChatSettings | None = None):
         self.chat = chat or ChatSettings()

@@ -60,8 +60,7 @@ def text_digest(text: str, length: int = 64) -> str:
 
 
 def request_key(fingerprint: str, request: Any) -> str:
-    """The response cache's key of a request: the engine's fingerprint and the canonical
-    request (messages, sampling parameters, seed), hashed whole."""
+    """The response cache's key: the engine's fingerprint and the canonical request (messages, sampling, seed)."""
     if type(request) is ScoreRequest:
         return _score_key(fingerprint, request)
     return digest({"model": fingerprint, "request": request.canonical()}, 64, ascii=False)
@@ -207,8 +206,7 @@ class Cell:
 
 @dataclass(frozen=True)
 class ProbeKey:
-    """One RSC probe: (model, benchmark, calibration size) plus the hash of what can
-    change its numbers; ``key`` names its folder under ``probes/``."""
+    """One RSC probe: (model, benchmark, calibration size) plus its hash; ``key`` names its folder under ``probes/``."""
 
     model: str
     benchmark: str
@@ -358,8 +356,7 @@ class ProbeIdentity:
 
 
 def _inputs(cfg: DictConfig, plain: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
-    """(every local input the cell reads -> its content digest, the model's input settings
-    its engine does not read). ``plain``: ``to_plain(cfg)``."""
+    """(local input read -> content digest, the model's input settings its engine does not read)."""
     spec = CATALOG.get("backend", str(plain["backend"]["name"]))
     marked = _input_fields(ModelConfig)
     model = plain["model"]

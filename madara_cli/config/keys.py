@@ -180,16 +180,14 @@ def keyed(group: str, values: dict[str, Any]) -> dict[str, Any]:
 
 
 def model_keyed(values: dict[str, Any], backend: str) -> dict[str, Any]:
-    """The model node as keys cover it on ``backend``: :func:`keyed`, less the model
-    settings that only other backends read (backend_model_settings)."""
+    """The model node as keys cover it on ``backend``: :func:`keyed`, less what only other backends read."""
     declared = plugin_schemas.backend_model_settings()
     others = {k for name, ks in declared.items() if name != backend for k in ks}
     return {k: v for k, v in keyed("model", values).items() if k not in others - set(declared.get(backend, ()))}
 
 
 def reading_key(node: Any) -> dict[str, Any]:
-    """The reading settings off their defaults (``{}`` for the paper's reading): what
-    cell and probe keys and summary.csv add (paper_reading)."""
+    """The reading settings off their defaults (``{}`` for the paper's): what keys and summary.csv add."""
     defaults = {f.name: str(f.default) for f in fields(ReadingConfig)}
     values = dict(node or {})
     return {k: str(v) for k, v in values.items() if k in defaults and str(v) != defaults[k]}
@@ -216,8 +214,7 @@ def unkeyed(group: str, name: str) -> tuple[str, ...]:
 
 
 def key_view(group: str, values: dict[str, Any]) -> dict[str, Any]:
-    """``values`` of ``group`` as cell, probe and snapshot keys cover them: the
-    option's runtime-only settings left out, the old flat defaults laid under."""
+    """``values`` of ``group`` as keys cover them: runtime-only settings out, the old flat defaults under."""
     skip = unkeyed(group, str(values.get("name")))
     return {**FLAT_KEY_DEFAULTS.get(group, {}), **{k: v for k, v in values.items() if k not in skip}}
 
@@ -394,8 +391,7 @@ def flat_settings(cfg: Any) -> dict[str, Any]:
 
 
 def standing(provenance: dict[str, Any] | None, evidence: dict[str, str | None]) -> str | None:
-    """Why a record finished under a legacy key cannot stand for the new one (one
-    phrase), or None when its provenance shows every piece of ``evidence``."""
+    """Why a record under a legacy key cannot stand for the new one (a phrase), or None if it shows all ``evidence``."""
     model = (provenance or {}).get("model") or {}
     for what, want in evidence.items():
         if want is None:

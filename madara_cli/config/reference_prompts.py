@@ -60,8 +60,7 @@ def _escape(text: str) -> str:
 
 
 def _returned_template(tree: ast.Module, function: str, fields: dict[str, str], where: Path) -> str:
-    """The f-string ``function`` returns, with each placeholder (a name, or a slice of
-    one: ``document[:2000]``) as the field ``fields`` maps it to."""
+    """The f-string ``function`` returns, each placeholder (a name or a slice of one) as the field it maps to."""
     for node in ast.walk(tree):  # a module function or a method (their _forced_user is a staticmethod)
         if isinstance(node, ast.FunctionDef) and node.name == function:
             for ret in (n for n in ast.walk(node) if isinstance(n, ast.Return)):

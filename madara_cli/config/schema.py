@@ -252,8 +252,7 @@ class BenchmarkConfig:
 
 @dataclass
 class RetrieverConfig:
-    """What every retriever has; each retriever module declares a schema extending it
-    with the settings it reads (madara_cli/retrievers/<name>.py)."""
+    """What every retriever has; each retriever module's schema extends it with the settings it reads."""
 
     name: str = MISSING  # the registered retriever
     k: int = 10  # documents kept per query
@@ -271,8 +270,7 @@ SCHEMA_SUFFIX = "_schema"
 
 
 def strategy_schema(name: str) -> type[StrategyConfig] | None:
-    """The schema of strategy implementation ``name``, as it registered beside its code
-    (:mod:`madara_cli.config.plugin_schemas`); None for an unknown one."""
+    """The schema strategy implementation ``name`` registered beside its code; None for an unknown one."""
     return plugin_schemas.schema_for("strategy", name)
 
 

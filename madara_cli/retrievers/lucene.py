@@ -120,8 +120,7 @@ def start() -> Any:
 
 
 def lucene_dir(index: str | Path) -> Path | None:
-    """The Lucene folder of a madara ``lucene`` index (its ``lucene/``) or a plain
-    Lucene folder; None for anything else (a prebuilt index name)."""
+    """The Lucene folder of a madara ``lucene`` index or a plain Lucene folder; None for a prebuilt index name."""
     p = Path(index).expanduser()
     return p / "lucene" if (p / "lucene").is_dir() else p if p.is_dir() else None
 

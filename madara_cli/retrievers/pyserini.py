@@ -67,10 +67,7 @@ class PyseriniRetriever:
             self._searcher = pyserini_searcher(self._index(), float(self.rcfg.k1), float(self.rcfg.b))
         qids = [str(i) for i in range(len(queries))]
         hits = self._searcher.batch_search(list(queries), qids, k=k, threads=min(4, os.cpu_count() or 1))
-        out = []
-        for qid in qids:
-            out.append([(self._doc(h.docid), float(h.score)) for h in hits.get(qid, [])])
-        return out
+        return [[(self._doc(h.docid), float(h.score)) for h in hits.get(qid, [])] for qid in qids]
 
     def _doc(self, docid: str) -> Doc:
         """A hit's stored document (its raw JSON row, else the raw text), under the hit's id."""
