@@ -306,12 +306,8 @@ class CellIdentity:
         nested["metric_version"] = self.fragments.metric_version
         # what the key holds of the settings left to this machine (device=auto ran on cuda)
         nested["backend"].update(self.fragments.resolved)
-        out = flatten(nested)
-        out["prompts"] = digest(self.fragments.prompts)
-        out.update({f"prompts.{family}": d for family, d in self.fragments.prompts.items()})
-        out.update({f"inputs.{k}": v for k, v in self.fragments.inputs.items()})
-        out.update({f"plugins.{k}": v for k, v in self.fragments.plugins.items()})
-        return out
+        f = self.fragments
+        return {**flatten(nested), "prompts": digest(f.prompts), **flatten({"prompts": f.prompts, "inputs": f.inputs, "plugins": f.plugins})}
 
 
 @dataclass(frozen=True)

@@ -193,10 +193,10 @@ def reading_key(node: Any) -> dict[str, Any]:
     return {k: str(v) for k, v in values.items() if k in defaults and str(v) != defaults[k]}
 
 
-# Reading families whose off-default value computes differently than when it was first
-# keyed (issue 36: the authors' re-score sent without a stop string and shown as their
-# code shows it, their parser reading unstopped replies as they came, their chain
-# fallback and unsplit shuffle), so cells and probes made before are not read back.
+# Reading families whose off-default value computes differently than when first keyed
+# (issue 36: the authors' re-score without a stop string and shown as their code shows it,
+# their parser on unstopped replies, their chain fallback and unsplit shuffle): older
+# cells and probes are not read back.
 READING_REVISIONS: dict[str, int] = {"requests": 2, "score_parser": 2, "conflict": 2, "chain_source": 2}
 
 
