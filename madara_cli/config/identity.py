@@ -36,10 +36,10 @@ from madara_cli.config.keys import (
 from madara_cli.config.plugin_schemas import schema_for
 from madara_cli.config.prompt_sets import PromptSet
 from madara_cli.config.schema import BenchmarkConfig, ModelConfig
+from madara_cli.core import metrics
 from madara_cli.core.errors import DataError
 from madara_cli.core.held import held
 from madara_cli.core.hub import resolved_revision
-from madara_cli.core.metrics import METRIC_VERSION
 from madara_cli.core.paths import cache_root, inside
 from madara_cli.core.records import ScoreRequest
 from madara_cli.core.sidefiles import file_stamp, stamp_memo
@@ -393,7 +393,7 @@ def _fragments(cfg: DictConfig, families: tuple[str, ...] | None = None, plain: 
     if engine.loads_hub is not None and engine.loads_hub(cfg):
         hub_commit = resolved_revision(str(cfg.model.get("hf_id")), str(cfg.model.get("revision")))
     resolved = dict(engine.resolves(cfg)) if engine.resolves is not None else {}  # what settings left to this machine resolve to
-    return Fragments(prompts=_families(cfg, families), metric_version=METRIC_VERSION, inputs=inputs, unread=unread,
+    return Fragments(prompts=_families(cfg, families), metric_version=metrics.METRIC_VERSION, inputs=inputs, unread=unread,
                      hub_commit=hub_commit, plugins=_plugins(plain), resolved=resolved)
 
 
