@@ -1,24 +1,7 @@
-"""What every backend does to a conversation around the model's chat template.
-
-* **Per-model chat settings** (``configs/model/*.yaml``): ``chat_template_kwargs`` are
-  handed to the template renderer (Qwen3's template thinks unless
-  ``enable_thinking: false``), and ``system_role: false`` folds the system text into the
-  first user turn, because some templates (Gemma-2's) raise on a system turn. Both are
-  part of the engine's fingerprint when they are not the defaults, so replies rendered
-  under other settings are never read back from the cache, while the cache entries of
-  every other model keep their keys.
-* **Thinking left in a reply** (a ``<think>...</think>`` block, or a ``<think>`` that
-  never closes) is removed before anything parses it: :func:`strip_thinking`.
-* **Untrusted text stays text.** Questions, documents, chains and answers go into a
-  prompt as *content*; a control token (``<|im_start|>``, ``<start_of_turn>``,
-  ``[INST]``, ...) may come only from the template's own scaffold. Tokenisers that parse
-  special tokens in a rendered string cannot tell the two apart, so
-  :func:`safe_token_ids` tokenises a rendering whose content holds a control string
-  piece by piece: the scaffold's control tokens as tokens, everything else (the content
-  with whatever it holds) with special-token parsing off. A rendering whose content
-  holds no control string is tokenised whole exactly as before, so ordinary prompts
-  give the very same tokens (and cache keys) as without this.
-"""
+"""What every backend does around the model's chat template: the per-model chat settings
+(:class:`ChatSettings`), thinking stripped from replies (:func:`strip_thinking`), and
+untrusted text kept as text (:func:`safe_token_ids`: control tokens come only from the
+template, never from a document). docs/running.md, "Untrusted text stays text"."""
 
 from __future__ import annotations
 
@@ -27,6 +10,8 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
 
 from madara_cli.core.errors import BackendError
 from madara_cli.core.records import Message
@@ -38,8 +23,7 @@ FOLD_SEPARATOR = "\n\n"
 
 @dataclass(frozen=True)
 class ChatSettings:
-    """A model's chat-template settings (``model.chat_template_kwargs``,
-    ``model.system_role``)."""
+    """A model's chat-template settings (``model.chat_template_kwargs``, ``model.system_role``)."""
 
     template_kwargs: dict[str, Any] = field(default_factory=dict)
     system_role: bool = True
@@ -47,8 +31,6 @@ class ChatSettings:
     @classmethod
     def from_model(cls, model: Any) -> "ChatSettings":
         """From a composed ``cfg.model`` node (or anything with those attributes)."""
-        from omegaconf import DictConfig, OmegaConf
-
         kwargs = getattr(model, "chat_template_kwargs", None) if not isinstance(model, dict) else model.get("chat_template_kwargs")
         if isinstance(kwargs, DictConfig):
             kwargs = OmegaConf.to_container(kwargs, resolve=True)
@@ -60,8 +42,8 @@ class ChatSettings:
         return not self.template_kwargs and self.system_role
 
     def fingerprint(self) -> str:
-        """The suffix these settings add to an engine fingerprint: nothing at the
-        defaults (cache entries of other models keep their keys)."""
+        """The suffix these settings add to an engine fingerprint, so replies rendered under others are
+        never read back: nothing at the defaults (other models' cache entries keep their keys)."""
         if self.is_default:
             return ""
         parts = []
@@ -86,10 +68,8 @@ class ChatSettings:
 def fold_system(messages: Sequence[Message]) -> tuple[Message, ...]:
     """Fold leading system text into the first user turn (for templates without a
     system role). A conversation that is only a system turn becomes one user turn."""
-    msgs = list(messages)
-    system = []
-    while msgs and msgs[0].role == "system":
-        system.append(msgs.pop(0).content)
+    lead = next((i for i, m in enumerate(messages) if m.role != "system"), len(messages))
+    system, msgs = [m.content for m in messages[:lead]], list(messages[lead:])
     if not system:
         return tuple(msgs)
     head = FOLD_SEPARATOR.join(system)
@@ -103,12 +83,9 @@ _THINK_BLOCK = re.compile(r"<think>.*?</think>\s*", re.S)
 
 
 def strip_thinking(text: str) -> tuple[str, bool]:
-    """``text`` without its reasoning blocks, and whether it held one.
-
-    Removed: every ``<think>...</think>`` block (with the whitespace after it); a
-    ``<think>`` that never closes, with everything after it (the reply ran out of
-    tokens while thinking: there is no answer in it); and text before a ``</think>``
-    that has no opening tag (templates that open the block in the generation prompt)."""
+    """``text`` without its reasoning blocks, and whether it held one: every
+    ``<think>...</think>`` block, a ``<think>`` that never closes with all after it (no
+    answer in it), and text before an unopened ``</think>`` (templates that open the block)."""
     if _THINK_OPEN not in text and _THINK_CLOSE not in text:
         return text, False
     out = _THINK_BLOCK.sub("", text)
@@ -136,8 +113,7 @@ class ControlText:
 
 
 def _content_spans(rendered: str, pieces: Sequence[str]) -> list[tuple[int, int]]:
-    """Where each untrusted piece sits in ``rendered``, in order. Templates insert
-    content verbatim or trimmed (Gemma's, Llama-3's ``| trim``)."""
+    """Where each untrusted piece sits in ``rendered``, in order (verbatim, or trimmed as Gemma's and Llama-3's templates do)."""
     spans, cursor = [], 0
     for piece in pieces:
         for text in (piece, piece.strip()):
@@ -161,18 +137,11 @@ def safe_token_ids(
     encode_whole: Callable[[str], list[int]],
     encode_text: Callable[[str], list[int]],
 ) -> list[int]:
-    """Token ids of ``rendered`` in which only the template's control strings are
-    control tokens.
-
-    ``pieces`` are the untrusted texts it holds, in order (message contents, then an
-    assistant prefix, which the caller appends after the rendering). ``encode_whole``
-    tokenises with special tokens parsed (the engine's usual encoding of a rendered
-    prompt), ``encode_text`` with special tokens as plain text. When no piece holds a
-    control string the result is ``encode_whole(rendered)``, unchanged. Otherwise the
-    rendering is cut at the control strings that lie outside every piece (the
-    template's), each of those is encoded alone, and the text between them -- content
-    included -- with ``encode_text``: the engines split at special tokens before their
-    ordinary tokenisation anyway, so the scaffold's text tokenises as it did."""
+    """Token ids of ``rendered`` in which only the template's control strings are control tokens.
+    ``pieces``: the untrusted texts it holds, in order; ``encode_whole`` parses special tokens,
+    ``encode_text`` reads them as text. Without a control string in any piece it is
+    ``encode_whole(rendered)`` (same tokens and cache keys); else the template's control strings
+    are encoded alone and the text between them as text (engines split at special tokens anyway)."""
     if not any(control.holds(p) for p in pieces):
         return encode_whole(rendered)
     inside = _content_spans(rendered, [p for p in pieces if p])
@@ -205,9 +174,8 @@ def hf_control_strings(tok: Any) -> list[str]:
 
 
 def hf_encode_text(tok: Any, text: str) -> list[int]:
-    """``text`` encoded with its special-token strings as plain text
-    (``split_special_tokens``); refuses, rather than sends, a control token that a
-    tokenizer without that option would still produce."""
+    """``text`` encoded with its special-token strings as plain text (``split_special_tokens``);
+    refuses, rather than sends, a control token a tokenizer without that option still makes."""
     ids = list(tok.encode(text, add_special_tokens=False, split_special_tokens=True))
     special = {i for i in _hf_special_tokens(tok).values() if i is not None} | set(getattr(tok, "all_special_ids", None) or ())
     special.discard(getattr(tok, "unk_token_id", None))  # text outside the vocabulary, not a control token

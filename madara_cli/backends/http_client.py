@@ -1,27 +1,8 @@
-"""The openai backend's HTTP transport: one pooled client (httpx) with keep-alive, a
-wall-clock deadline per attempt, no redirects followed and a bounded body.
-
-* **Pooled.** One client per engine holds up to ``max_connections`` connections (the
-  backend's ``max_in_flight``) and keeps them open between requests, so a run against
-  ``vllm serve`` opens its connections once rather than one per request.
-* **A deadline per attempt.** httpx's timeouts bound each socket operation, so a server
-  that sends one byte a second never times out. Here every connect, write and read of an
-  attempt is given only what is left of the attempt's deadline: the pool's connections
-  are made by a network backend (httpcore's public ``NetworkBackend`` interface) whose
-  streams clamp each operation's timeout to it. The deadline is per thread: an attempt
-  runs in one thread from its first byte to its last.
-* **No redirects.** A 3xx comes back as it is, for the caller to refuse: following one
-  would carry the ``Authorization`` header to whatever origin it names, and turn a POST
-  into a GET.
-* **A bounded body.** A reply larger than :data:`MAX_BODY_BYTES` is refused.
-
-Proxies named by the environment (``HTTPS_PROXY``, ...) are used as by any client; through
-one, httpx's own proxy transport bounds each operation by the timeout and the deadline is
-checked as the body arrives.
-
-httpx is the distribution ``httpx2`` (what huggingface_hub installs on Python 3.11 and
-later) or ``httpx`` before it; they share this API.
-"""
+"""The openai backend's HTTP transport: one pooled keep-alive client (httpx or httpx2) per
+engine, no redirect followed (it would carry the ``Authorization`` header elsewhere), a
+bounded body, and a deadline per attempt: httpx bounds each socket operation alone (a byte
+a second never times out), so the pool's network backend clamps every connect, read and
+write to what is left of it (through a proxy, it is checked as the body arrives)."""
 
 from __future__ import annotations
 
@@ -86,9 +67,8 @@ def _time_left(timeout_error: type[Exception], timeout: float | None) -> float |
 
 
 class _Streams:
-    """Every connection the pool's backend has opened and not yet closed, so that closing
-    the client ends them all: also one opened by a request racing the close (its thread
-    was between the client's own check and the connect when the close came)."""
+    """Every connection the pool's backend has opened and not yet closed, so that closing the
+    client ends them all, one opened by a request racing the close included."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -116,9 +96,8 @@ class _Streams:
 
 
 def _deadline_backend(httpcore: ModuleType, streams: _Streams) -> Any:
-    """httpcore's sync network backend with each operation's timeout clamped to the
-    current attempt's deadline. Every stream it opens is registered in ``streams``; none
-    opens once they are closed."""
+    """httpcore's sync network backend, each operation's timeout clamped to the current
+    attempt's deadline; its streams are registered in ``streams``, and none opens once closed."""
 
     class DeadlineStream(httpcore.NetworkStream):
         def __init__(self, inner: Any):
@@ -132,9 +111,8 @@ def _deadline_backend(httpcore: ModuleType, streams: _Streams) -> Any:
 
         def close(self) -> None:
             streams.discard(self)
-            # Shut the socket down first: a read blocked in another thread (a request in
-            # flight when Ctrl-C closes the engine) then returns at once, instead of
-            # holding the process at exit until the server answers or the deadline passes.
+            # Shut the socket down first: a read blocked in another thread (Ctrl-C closing the
+            # engine mid-request) then returns at once instead of holding the process at exit.
             sock = self._inner.get_extra_info("socket")
             if sock is not None:
                 try:
@@ -232,12 +210,11 @@ def _refused(e: BaseException) -> bool:
 
 
 class PooledClient:
-    """One keep-alive connection pool for one server. ``keep_alive=False`` opens a new
-    connection per request (what the benchmark compares against)."""
+    """One keep-alive connection pool for one server (``keep_alive=False``: a connection per request)."""
 
     def __init__(self, max_connections: int = 8, keep_alive: bool = True):
         httpx, httpcore = http_modules()
-        self._httpx, self._httpcore = httpx, httpcore
+        self._httpx = httpx
         n = max(1, int(max_connections))
         self._streams = _Streams()
         self._client = httpx.Client(
@@ -250,8 +227,7 @@ class PooledClient:
         self._failed = (httpx.HTTPError, httpx.InvalidURL, httpcore.ProtocolError, httpcore.UnsupportedProtocol)
 
     def request(self, method: str, url: str, body: bytes | None, headers: dict[str, str], deadline_s: float) -> Reply:
-        """One attempt, ended by ``deadline_s`` of wall time. Raises :class:`Refused`,
-        :class:`Transient` (with why) or :class:`Failed`."""
+        """One attempt, ended by ``deadline_s`` of wall time. Raises :class:`Refused`, :class:`Transient` (with why) or :class:`Failed`."""
         if self._streams.closed:
             raise Failed("the client was closed")
         timeout = self._httpx.Timeout(deadline_s)

@@ -1,13 +1,5 @@
-"""The client-side half of the openai backend's scoring and truncation: the model's chat
-template and token counts as the server will see them (:class:`PromptTokenizer`), read
-from the GGUF's metadata when ``model.gguf`` is set (what a llama.cpp server renders),
-else from the Hugging Face tokenizer of ``model.hf_id@revision`` (what ``vllm serve``
-uses); ``backend.tokenizer`` forces one (:func:`tokenizer_loader`).
-
-When the tokenizer adds BOS to a text prompt (as both servers do for ``/completions``),
-the template's leading BOS string is removed from :meth:`PromptTokenizer.render`, so the
-model sees exactly the tokens the server's own chat rendering gives.
-"""
+"""The openai backend's client-side chat template and token counts, as the server will see
+them: from the GGUF (what a llama.cpp server renders) or the HF tokenizer (``vllm serve``)."""
 
 from __future__ import annotations
 
@@ -19,30 +11,25 @@ from typing import Any, Protocol
 from omegaconf import DictConfig
 
 from madara_cli.backends.chat import ChatSettings, ControlText, hf_control_strings, hf_encode_text, safe_token_ids
+from madara_cli.core import hub
 from madara_cli.core.errors import BackendError
 from madara_cli.core.records import Message
 
 
 class PromptTokenizer(Protocol):
-    """The client-side half of scoring and truncation: the model's chat template
-    and token counts, as the server will see them."""
+    """The model's chat template and token counts, as the server will see them."""
 
     def render(self, messages: Sequence[Message]) -> str:
         """Chat template with the generation prompt, without a leading BOS string."""
-        ...
 
     def count(self, text: str) -> int:
         """Tokens the server will feed the model for ``text`` (BOS included)."""
-        ...
 
     def holds_control(self, texts: Sequence[str]) -> bool:
         """Whether any of ``texts`` holds a special-token string of the vocabulary."""
-        ...
 
     def token_ids(self, messages: Sequence[Message], prefix: str = "") -> list[int]:
-        """The whole prompt (BOS, rendering, prefix) as the ids the model must see,
-        control tokens from the template alone."""
-        ...
+        """The whole prompt (BOS, rendering, prefix) as the ids the model must see, control tokens from the template alone."""
 
 
 def message_dicts(messages: Sequence[Message]) -> list[dict[str, str]]:
@@ -50,13 +37,30 @@ def message_dicts(messages: Sequence[Message]) -> list[dict[str, str]]:
     return [{"role": m.role, "content": m.content} for m in messages]
 
 
-def _strip_prefix(text: str, prefix: str | None) -> str:
-    return text[len(prefix) :] if prefix and text.startswith(prefix) else text
+class _Rendering:
+    """What both tokenizers share: the rendering less the leading BOS string the server adds again
+    (so the model sees what the server's own chat rendering gives), and control text kept as text.
+    Each gives ``_full`` (the rendering) and ``_encode`` (ids without BOS; special tokens parsed or not)."""
+
+    chat: ChatSettings
+    _added_bos: str
+    _control: ControlText
+
+    def render(self, messages: Sequence[Message]) -> str:
+        text = self._full(messages)
+        return text[len(self._added_bos) :] if self._added_bos and text.startswith(self._added_bos) else text
+
+    def holds_control(self, texts: Sequence[str]) -> bool:
+        return any(self._control.holds(t) for t in texts)
+
+    def token_ids(self, messages: Sequence[Message], prefix: str = "") -> list[int]:
+        pieces = [m.content for m in self.chat.conversation(messages)] + [prefix]
+        return safe_token_ids(self._full(messages) + prefix, pieces, self._control, lambda t: self._encode(t, True),
+                              lambda t: self._encode(t, False))
 
 
-class GGUFTokenizer:
-    """Template and vocabulary from a GGUF file (loaded vocabulary-only: no weights),
-    rendered exactly as llama-cpp-python's server renders it."""
+class GGUFTokenizer(_Rendering):
+    """A GGUF's template and vocabulary (loaded without weights), rendered as llama-cpp-python's server does."""
 
     def __init__(self, gguf: str, chat: ChatSettings | None = None):
         self.chat = chat or ChatSettings()
@@ -89,25 +93,12 @@ class GGUFTokenizer:
     def _full(self, messages: Sequence[Message]) -> str:
         return self._format(messages=message_dicts(self.chat.conversation(messages)), **self.chat.template_kwargs).prompt
 
-    def render(self, messages: Sequence[Message]) -> str:
-        return _strip_prefix(self._full(messages), self._added_bos)
+    def _encode(self, text: str, special: bool) -> list[int]:
+        return self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=special)
 
     def count(self, text: str) -> int:
         # add_bos follows the GGUF's add_bos_token flag, as the server's tokenisation does
         return len(self._llm.tokenize(text.encode("utf-8"), add_bos=True, special=True))
-
-    def holds_control(self, texts: Sequence[str]) -> bool:
-        return any(self._control.holds(t) for t in texts)
-
-    def token_ids(self, messages: Sequence[Message], prefix: str = "") -> list[int]:
-        pieces = [m.content for m in self.chat.conversation(messages)] + [prefix]
-        return safe_token_ids(
-            self._full(messages) + prefix,
-            pieces,
-            self._control,
-            lambda t: self._llm.tokenize(t.encode("utf-8"), add_bos=False, special=True),
-            lambda t: self._llm.tokenize(t.encode("utf-8"), add_bos=False, special=False),
-        )
 
     def close(self) -> None:
         self._llm.close()
@@ -115,11 +106,8 @@ class GGUFTokenizer:
 
 @contextmanager
 def _without_context_warning() -> Iterator[None]:
-    """A vocabulary-only load still makes a context, and llama.cpp then logs
-    ``n_ctx_seq (512) > n_ctx_train (0) -- possible training context overflow`` (no
-    training context is known without the weights), at error level, on every run of the
-    openai backend: nothing a user can act on. For the load, its log callback drops that
-    line and hands every other to llama-cpp-python's own, which is then put back."""
+    """Drop the ``n_ctx_train (0) -- possible training context overflow`` line every vocabulary-only
+    load logs at error level (no weights, no training context); every other goes to llama-cpp-python's."""
     import ctypes
 
     import llama_cpp
@@ -143,7 +131,7 @@ def _without_context_warning() -> Iterator[None]:
         llama_cpp.llama_log_set(library, ctypes.c_void_p(0))
 
 
-class HFTokenizer:
+class HFTokenizer(_Rendering):
     """Template and vocabulary of a Hugging Face tokenizer (what ``vllm serve`` uses)."""
 
     def __init__(self, hf_id: str, revision: str = "main", chat: ChatSettings | None = None):
@@ -158,28 +146,17 @@ class HFTokenizer:
         conversation = message_dicts(self.chat.conversation(messages))
         return self._tok.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True, **self.chat.template_kwargs)
 
-    def render(self, messages: Sequence[Message]) -> str:
-        return _strip_prefix(self._full(messages), self._added_bos)
+    def _encode(self, text: str, special: bool) -> list[int]:
+        return list(self._tok.encode(text, add_special_tokens=False)) if special else hf_encode_text(self._tok, text)
 
     def count(self, text: str) -> int:
         return len(self._tok(text, add_special_tokens=True)["input_ids"])
 
-    def holds_control(self, texts: Sequence[str]) -> bool:
-        return any(self._control.holds(t) for t in texts)
-
-    def token_ids(self, messages: Sequence[Message], prefix: str = "") -> list[int]:
-        pieces = [m.content for m in self.chat.conversation(messages)] + [prefix]
-        encode = lambda t: list(self._tok.encode(t, add_special_tokens=False))  # noqa: E731 - the template carries BOS
-        return safe_token_ids(self._full(messages) + prefix, pieces, self._control, encode, lambda t: hf_encode_text(self._tok, t))
-
 
 def _hf_tokenizer(hf_id: str, revision: str) -> Any:
-    """The tokenizer of ``hf_id@revision``. Without the hub (``HF_HUB_OFFLINE``, or a
-    3-second probe that gets no connection) it is read from the local cache alone, and one
-    that is not there is one line at once, before transformers is even imported: the hub
-    client would otherwise spend about 50 s in retries, printing each, to fail the same way."""
-    from madara_cli.core import hub
-
+    """The tokenizer of ``hf_id@revision``. Without the hub (``HF_HUB_OFFLINE``, or a 3-second
+    probe) it is read from the local cache alone, and one not there is one line at once (the
+    hub client would spend about 50 s in retries to fail the same way)."""
     local = Path(hf_id).expanduser().is_dir()
     offline = not local and (hub.offline_requested() or not hub.reachable())
     not_here = BackendError(
@@ -222,8 +199,8 @@ def _auto_tokenizer(hf_id: str) -> Any:
 
 
 def tokenizer_loader(cfg: DictConfig) -> Callable[[], PromptTokenizer]:
-    """``backend.tokenizer``: ``gguf`` (model.gguf's template and vocabulary), ``hf``
-    (the HF tokenizer of model.hf_id@revision), or null: gguf when the model has one."""
+    """``backend.tokenizer``: ``gguf`` (model.gguf's template and vocabulary, what a llama.cpp
+    server renders), ``hf`` (model.hf_id@revision's, what vllm serve uses), or null: gguf when the model has one."""
     choice = cfg.backend.get("tokenizer") or ("gguf" if cfg.model.get("gguf") else "hf")
     chat = ChatSettings.from_model(cfg.model)
     if choice == "gguf":

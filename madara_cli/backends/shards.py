@@ -1,14 +1,7 @@
-"""Per-worker cache shards for cluster launchers, and folding them back.
-
-SQLite's WAL journal needs memory shared between the processes that use a database,
-so a ``cache.sqlite`` on a network file system must not be written by jobs on several
-nodes. A job launched by ``submitit`` or ``ray`` therefore writes its completions to
-its own shard, ``<cache>-shards/<host>-<pid>.sqlite`` beside the cache (one writer, a
-rollback journal), and reads the main cache read-only as it was when the sweep
-started. :func:`merge_shards` (``madara cache merge``, and ``madara run --launcher``
-once every job has ended) folds the shards into the main cache: every entry of a
-shard is in the cache before that shard is deleted, and merging again changes nothing.
-"""
+"""Per-worker cache shards for cluster launchers (SQLite's WAL cannot be shared across
+nodes on a network file system): a ``submitit`` or ``ray`` job writes its own shard
+``<cache>-shards/<host>-<pid>.sqlite`` and reads the main cache read-only, and
+:func:`merge_shards` folds the shards back (docs/running.md)."""
 
 from __future__ import annotations
 
@@ -31,8 +24,7 @@ def shard_dir(cache_path: str | Path) -> Path:
 
 
 def checkpoint(cache_path: str | Path) -> None:
-    """Move the WAL's pages into the database file, so that readers opening it as an
-    immutable file (the workers) see every entry."""
+    """Move the WAL's pages into the database file, so workers opening it immutable see every entry."""
     p = Path(cache_path)
     if not p.is_file():
         return
@@ -108,17 +100,15 @@ class MergeReport:
     rows: int = 0  # entries read from the shards
     added: int = 0  # of which new to the cache
     failed: list[str] = field(default_factory=list)  # "shard: reason"; such shards are kept
-    # Rows this madara cannot read (cut, or a newer madara's format): never copied into
-    # the cache, where every rerun would meet them; their shards are kept, for the newer
-    # madara that can read them.
+    # Rows this madara cannot read (cut, or a newer madara's format): never copied into the
+    # cache, where every rerun would meet them; their shards are kept for a newer madara.
     skipped: int = 0
     kept: list[str] = field(default_factory=list)  # shards kept for their skipped rows
 
 
 def merge_shards(cache_path: str | Path, keep: bool = False) -> MergeReport:
-    """Fold every shard of ``cache_path`` into it. A shard is deleted (unless ``keep``)
-    only after each of its keys is found in the cache; an entry already in the cache
-    stays as it is. Run it when no job is writing shards."""
+    """Fold every shard of ``cache_path`` into it (run it when no job writes shards); a shard is
+    deleted (unless ``keep``) only once each of its keys is in the cache, where an entry stays as it is."""
     cache_path = Path(cache_path)
     report = MergeReport(cache_path)
     folder = shard_dir(cache_path)
@@ -149,9 +139,9 @@ def merge_shards(cache_path: str | Path, keep: bool = False) -> MergeReport:
                 ).fetchone()[0]
             except sqlite3.Error as e:
                 report.failed.append(f"{shard.name}: {e}")
-                db.execute("DETACH DATABASE shard")
                 continue
-            db.execute("DETACH DATABASE shard")
+            finally:
+                db.execute("DETACH DATABASE shard")
             if lost:
                 report.failed.append(f"{shard.name}: {lost} entries did not reach the cache")
                 continue

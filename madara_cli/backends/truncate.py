@@ -1,9 +1,7 @@
-"""The one truncation rule every backend applies to prompts that exceed the context.
-
-Prompts put the question after the documents, so the longest message (the one
-holding the documents) is cut in its middle: its head and its tail (where the
-question sits) survive, and ``[...]`` marks the cut. The request is flagged
-``truncated`` and counted per stage; it never raises.
+"""The one truncation rule every backend applies to prompts that exceed the context:
+prompts put the question after the documents, so the longest message is cut in its
+middle (its head and its tail, where the question sits, survive; ``[...]`` marks the
+cut), and the request is flagged ``truncated``. It never raises.
 """
 
 from __future__ import annotations
@@ -34,5 +32,5 @@ def fit_messages(
         trial = msgs[:longest] + (Message(msgs[longest].role, text),) + msgs[longest + 1 :]
         n = count_tokens(trial)
         if n <= budget or not text:
-            return trial, True
+            break
     return trial, True

@@ -1,34 +1,9 @@
-"""The one loader of plug-ins: the shipped backends, retrievers, strategies and benchmark
-loaders, those of installed packages (entry points), and those of ``--include DIR``
-folders, all into the one catalog (:mod:`madara_cli.plugins.catalog`).
-
-Composition reads each option's spec from the catalog, which the implementing modules
-fill when they are imported; :func:`load_plugins` imports them all.
-:func:`madara_cli.composition.compose` runs it once per process (:func:`ensure_loaded`;
-the CLI asks for a fresh load at each invocation, :func:`forget_loaded`), so verbs that
-compose nothing (tables, route, show) never import the engines and strategies; grids and
-launcher jobs call it too.
-
-* shipped: every module of ``madara_cli/backends/``, ``madara_cli/retrievers/``,
-  ``madara_cli/strategies/`` and ``madara_cli/data/loaders/`` (no list to edit);
-* installed packages: the entry point groups ``madara.backends``, ``madara.retrievers``,
-  ``madara.strategies`` and ``madara.loaders``; an entry point names a module (importing
-  it registers what it declares), a spec in one (registered if its module did not), or a
-  callable that registers;
-* ``--include DIR`` (repeatable; ``$MADARA_INCLUDE``, ``os.pathsep``-separated, so
-  launcher workers see it too): every ``*.py`` file directly in DIR, imported by file
-  path in name order, nothing else (never a file of the results folder, never
-  anything ``sys.path`` would find).
-
-A plug-in that does not ship with madara is remembered with its source (an included
-file's content digest, a package's name and version): the cells that use it are keyed on
-it (:mod:`madara_cli.config.identity`).
-
-A plugin that fails to import or register is one line naming it and what happened (the
-same for every kind): an exception of any kind, ``BaseException`` subclasses of its own
-included (exit 2), ``sys.exit`` at import (exit 2, where it used to end the command with
-the plug-in's own status having run nothing) or an interrupt (exit 130).
-"""
+"""The one loader of plug-ins into the one catalog: the shipped ones (:data:`SHIPPED`),
+installed packages' (entry points :data:`ENTRY_POINT_GROUPS`) and every ``*.py`` directly
+in an ``--include DIR`` folder (kept in ``$MADARA_INCLUDE`` for launcher workers), once per
+process (:func:`ensure_loaded`). A plug-in that does not ship with madara is noted with its
+source, which keys its cells; one that fails to import is one line naming it: any exception
+or ``sys.exit`` (exit 2), an interrupt (exit 130). See docs/extending.md."""
 
 from __future__ import annotations
 
@@ -61,8 +36,7 @@ def _note_sources(before: set[tuple[str, str]], source: str) -> None:
 
 
 def add_include(path: str | Path) -> Path:
-    """``--include DIR``: checked, and kept in the environment so launcher workers
-    import the same folders."""
+    """``--include DIR``: checked, and kept in the environment so launcher workers import the same folders."""
     d = Path(path).expanduser().resolve()
     if not d.is_dir():
         raise ConfigError(f"--include {path}: no such folder")
@@ -74,28 +48,21 @@ def add_include(path: str | Path) -> Path:
 
 def include_dirs() -> list[Path]:
     dirs = [Path(p).expanduser() for p in os.environ.get(INCLUDE_ENV, "").split(os.pathsep) if p.strip()]
-    for d in dirs:
-        if not d.is_dir():
-            raise ConfigError(f"--include {d}: no such folder")
+    if missing := next((d for d in dirs if not d.is_dir()), None):
+        raise ConfigError(f"--include {missing}: no such folder")
     return dirs
 
 
-def _one_line(e: BaseException) -> str:
-    return " ".join(f"{type(e).__name__}: {e}".split())[:300]
-
-
 def _failed(plugin: str, e: BaseException) -> BaseException:
-    """The one-line error for a plug-in that raised ``e`` while it imported or registered:
-    any exception, ``BaseException`` subclasses of its own included (a
-    ``GeneratorExit``, a class of its own that no ``except Exception`` catches). madara's
-    own signals (the SIGINT/SIGTERM interrupt of the entry point) pass through as they are."""
+    """The one-line error for a plug-in that raised ``e`` while it imported or registered, a
+    ``BaseException`` of its own included; madara's own interrupt (SIGINT/SIGTERM) passes through."""
     if not isinstance(e, (Exception, KeyboardInterrupt, SystemExit)) and type(e).__module__.split(".")[0] == "madara_cli":
         return e
     if isinstance(e, KeyboardInterrupt):
         return PluginInterrupted(f"{plugin}: interrupted while importing; nothing ran")
     if isinstance(e, SystemExit):
         return ConfigError(f"{plugin}: called sys.exit({e.code!r}) while importing (a plug-in registers, it must not exit); nothing ran")
-    return ConfigError(f"{plugin}: {_one_line(e)}")
+    return ConfigError(f"{plugin}: " + " ".join(f"{type(e).__name__}: {e}".split())[:300])
 
 
 def import_file(path: Path) -> str:
@@ -190,15 +157,10 @@ def load_object(entry: str) -> object:
     return obj
 
 
-def load_shipped() -> None:
-    """Import the plug-ins that ship with madara (:data:`SHIPPED`; each registers its specs)."""
+def load_plugins() -> None:
+    """Register every plug-in: shipped (each registers its specs when imported), installed (entry points), included (``--include``)."""
     for entry in SHIPPED:
         load_object(entry)
-
-
-def load_plugins() -> None:
-    """Register every plug-in: shipped, installed (entry points), included (``--include``)."""
-    load_shipped()
     load_entry_points()
     for d in include_dirs():
         for f in sorted(d.glob("*.py")):

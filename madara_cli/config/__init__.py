@@ -1,63 +1,24 @@
-"""Configuration: dataclass schemas (:mod:`.schema`: one per group, one per strategy,
-Enum choices), the config search path, options and grids (:mod:`.folders`), and the
-checks that run before any data or model loads (:mod:`.validate`). Composing a config
-is one layer up, above the plug-ins (:mod:`madara_cli.composition`). The names most
-code needs are re-exported here."""
+"""Configuration: schemas (:mod:`.schema`), config folders, options and grids
+(:mod:`.folders`), the checks before any data or model loads (:mod:`.validate`) and the
+identity room (:mod:`.identity`, :mod:`.keys`); composing is :mod:`madara_cli.composition`'s."""
 
 from madara_cli.config.folders import (
     add_config_dir,
     chosen_strategy,
     config_dir,
-    default_strategy,
     find_config,
     inapplicable_strategy_overrides,
     load_grid,
-    option_schema,
     option_settings,
     options,
     paper_grids,
-    search_dirs,
-    user_config_dirs,
     validate_overrides,
 )
 from madara_cli.config.keys import to_plain
-from madara_cli.config.schema import (
-    GROUPS,
-    BackendConfig,
-    BenchmarkConfig,
-    CalibrationSplit,
-    Choice,
-    DType,
-    FirstStage,
-    GenerationConfig,
-    GridConfig,
-    GridKind,
-    ModelConfig,
-    RetrieverConfig,
-    RootConfig,
-    RSCConfig,
-    Scoring,
-    Selection,
-    StrategyConfig,
-    Style,
-    Task,
-    Tokenizer,
-    Vote,
-    plural,
-    register_schemas,
-    strategy_schema,
-    strategy_settings,
-)
-
-# ConfigError lives in madara_cli.core.errors; it stays importable from here, the name most
-# config callers reach for.
-from madara_cli.core.errors import ConfigError
+from madara_cli.config.schema import GROUPS, GridConfig, RootConfig, Selection, Vote, plural, register_schemas, strategy_settings
 
 __all__ = [
-    "GROUPS", "BackendConfig", "BenchmarkConfig", "CalibrationSplit", "Choice", "ConfigError", "DType",
-    "FirstStage", "GenerationConfig", "GridConfig", "GridKind", "ModelConfig", "RSCConfig", "RetrieverConfig", "RootConfig", "Scoring",
-    "Selection", "StrategyConfig", "Style", "Task", "Tokenizer", "Vote", "add_config_dir", "chosen_strategy",
-    "config_dir", "default_strategy", "find_config", "inapplicable_strategy_overrides", "load_grid", "option_schema",
-    "option_settings", "options", "paper_grids", "plural", "register_schemas", "search_dirs", "strategy_schema",
-    "strategy_settings", "to_plain", "user_config_dirs", "validate_overrides",
+    "GROUPS", "GridConfig", "RootConfig", "Selection", "Vote", "add_config_dir", "chosen_strategy", "config_dir", "find_config",
+    "inapplicable_strategy_overrides", "load_grid", "option_settings", "options", "paper_grids", "plural", "register_schemas",
+    "strategy_settings", "to_plain", "validate_overrides",
 ]

@@ -1,24 +1,9 @@
 """What a cell, a probe and a retrieval snapshot *are*: the one room that finishes their keys.
-
-* the one hash (:func:`digest`) and files by their content (:func:`file_digest`,
-  :func:`input_digest`): every key, the response cache's included (:func:`request_key`),
-  ends here;
-* every name a result is found under (:class:`Cell`, :class:`ProbeKey`,
-  :func:`snapshot_name`, :func:`index_name`);
-* :func:`identify` / :func:`identify_probe`: a cell's and a probe's identity, made once
-  from a composed config and handed down (the runner, plan and the tables' rows read it,
-  none recomputes it). What only the plug-ins can say is read from their specs in the one
-  catalog (no plug-in is imported here): the digest of every prompt family the cell sends
-  in the words of its prompt set, every local input it reads by content (a schema's
-  ``input_field`` settings, and of the model only what its engine reads:
-  ``BackendSpec.model_inputs``), the hub commit where the engine loads the hub, what the
-  engine's settings left to this machine resolve to, and the source of a plug-in that does
-  not ship with madara. An identity also names the keys the same cell had under rules that
-  have since moved (``legacy``) and what an old record must show to stand for it
-  (``evidence``, checked by :func:`madara_cli.config.keys.standing`).
-
-The rules of what each key covers are :mod:`madara_cli.config.keys`'.
-"""
+The one hash (:func:`digest`) and files by content (:func:`input_digest`) end every key, the
+response cache's included; every name a result is found under is made here; :func:`identify`
+and :func:`identify_probe` make an identity once from a composed config, with the keys the
+same cell had under rules since moved (``legacy``) and what an old record must show to stand
+for it (``evidence``). What each key covers is :mod:`madara_cli.config.keys`'."""
 
 from __future__ import annotations
 
@@ -26,7 +11,7 @@ import functools
 import hashlib
 import json
 import os
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -51,52 +36,46 @@ from madara_cli.config.keys import (
 from madara_cli.config.plugin_schemas import schema_for
 from madara_cli.config.prompt_sets import PromptSet
 from madara_cli.config.schema import BenchmarkConfig, ModelConfig
+from madara_cli.core import metrics
 from madara_cli.core.held import held
 from madara_cli.core.hub import resolved_revision
+from madara_cli.core.paths import cache_root, inside
 from madara_cli.core.records import ScoreRequest
+from madara_cli.core.sidefiles import WHAT, file_stamp, regular_file, stamp_memo
 from madara_cli.plugins.catalog import CATALOG
-from madara_cli.plugins.shape import PromptFamily
 
-# --------------------------------------------------------------------------- #
 # The one digest, and local inputs by their content
-# --------------------------------------------------------------------------- #
 
 
 def digest(payload: Any, length: int = 8, *, ascii: bool = True) -> str:
-    """The one hash every key ends with: sha256 of ``payload`` as canonical JSON (sorted
-    keys), cut to ``length`` hex digits. ``ascii=False`` writes non-ASCII text as itself
-    (the form snapshot names, prompt digests and cache keys were first made with)."""
+    """The one hash every key ends with: sha256 of ``payload`` as canonical JSON, cut to ``length`` hex
+    digits. ``ascii=False``: non-ASCII text as itself (how snapshot names, prompt digests and cache keys were first made)."""
     return text_digest(json.dumps(payload, sort_keys=True, ensure_ascii=ascii), length)
 
 
 def text_digest(text: str, length: int = 64) -> str:
-    """sha256 of ``text`` (UTF-8), cut to ``length`` hex digits: :func:`digest`'s hash, for
-    a key whose text is already made (a snapshot's question line, its ledger)."""
+    """:func:`digest`'s hash of text already made (a snapshot's question line, its ledger)."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:length]
 
 
 def request_key(fingerprint: str, request: Any) -> str:
-    """The response cache's key of a request: the engine's fingerprint and the canonical
-    request (messages, sampling parameters, seed), hashed whole."""
+    """The response cache's key: the engine's fingerprint and the canonical request (messages, sampling, seed)."""
     if type(request) is ScoreRequest:
         return _score_key(fingerprint, request)
     return digest({"model": fingerprint, "request": request.canonical()}, 64, ascii=False)
 
 
-# Score requests carry no seed, so the strategies of a grid that share an assessment ask
-# the same ones cell after cell (a plan of 10,000 cells hashed each again). Their fields
-# are text alone, so equal requests are equal canonically: the key is kept for the last
-# few thousand, by value. (Chat requests hold numbers, where 1 == 1.0 == True and 0.0 ==
-# -0.0 while their JSON differs: they are always hashed.)
+# Score requests carry no seed, so a grid's cells ask the same ones again and again; their
+# fields are text alone, so equal requests are equal canonically and the key is memoised
+# by value. (Chat requests hold numbers, where 1 == 1.0 == True while their JSON differs.)
 @functools.lru_cache(maxsize=4096)
 def _score_key(fingerprint: str, request: ScoreRequest) -> str:
     return digest({"model": fingerprint, "request": request.canonical()}, 64, ascii=False)
 
 
 def family_digest(requests: Any) -> str:
-    """A prompt family's digest: the requests its builders render for the fixed sample
-    (:data:`madara_cli.config.prompt_sets.SAMPLE_EXAMPLES`), canonical and hashed, so an
-    edit of a template or of a builder's glue moves it and nothing else does."""
+    """A prompt family's digest: its requests for the fixed sample (``prompt_sets.SAMPLE_EXAMPLES``),
+    so an edit of a template or of a builder's glue moves it and nothing else does."""
     return digest([r.canonical() for r in requests], 16, ascii=False)
 
 
@@ -116,13 +95,8 @@ def _sha256_of(path: Path) -> str:
 
 
 def file_digest(path: str | Path) -> str:
-    """sha256 (hex) of a file's bytes, remembered against its stamp
-    (:func:`madara_cli.core.sidefiles.file_stamp`: inode, size, mtime and ctime in nanoseconds,
-    which ``touch -r`` or ``cp -p`` cannot put back) in the process, and on disk for large
-    files (a guarded memo: a damaged one is rebuilt), so an edit in place is always seen."""
-    from madara_cli.core.paths import cache_root
-    from madara_cli.core.sidefiles import file_stamp, stamp_memo
-
+    """sha256 (hex) of a file's bytes, remembered against its stamp (ctime included, which ``touch -r``
+    cannot put back) in the process and, for large files, on disk: an edit in place is always seen."""
     p = Path(path).expanduser().resolve()
     stamp = file_stamp(p)
     key = str(p)
@@ -168,10 +142,9 @@ INDEX_MANIFEST = "madara_index.json"  # a saved index (madara index build) is ke
 
 
 def input_digest(value: Any, kind: str) -> Any:
-    """What a key holds for a setting of input kind ``kind``: ``sha256:<16 hex>`` of the
-    file's bytes (a folder's files; a saved index's manifest), ``missing:<value>`` when
-    nothing is there (the load then fails in its own words), or ``value`` itself when it
-    is no local path (a hub name, a prebuilt index's name)."""
+    """What a key holds for a setting of input kind ``kind``: ``sha256:<16 hex>`` of its content (a
+    folder's files; a saved index's manifest), ``missing:<value>`` when nothing is there (the load then
+    fails in its own words), or ``value`` itself when it is no local path (a hub or prebuilt index name)."""
     if value is None or value == "":
         return value
     text = str(value)
@@ -200,16 +173,13 @@ def input_digest(value: Any, kind: str) -> Any:
     return f"missing:{text}"
 
 
-# --------------------------------------------------------------------------- #
 # Key names: every name a result is found under, written once
-# --------------------------------------------------------------------------- #
 
 
 @dataclass(frozen=True)
 class Cell:
-    """One measurement of a grid: (model, benchmark, strategy, retriever, k, seed,
-    limit) plus the hash of every setting and input that can change its numbers.
-    ``key`` names its results folder. Made by :func:`madara_cli.config.identity`."""
+    """One measurement of a grid: (model, benchmark, strategy, retriever, k, seed, limit)
+    plus the hash of every setting and input that can change its numbers; ``key`` names its folder."""
 
     grid: str
     model: str
@@ -227,26 +197,15 @@ class Cell:
         return f"{self.model}__{self.benchmark}__{self.strategy}__{self.retriever}-k{self.k}__n{n}__s{self.seed}__{self.config_hash}"
 
     def to_dict(self) -> dict:
-        return {
-            "grid": self.grid, "model": self.model, "benchmark": self.benchmark, "strategy": self.strategy,
-            "retriever": self.retriever, "k": self.k, "seed": self.seed, "limit": self.limit, "key": self.key,
-        }
+        return {**{f.name: getattr(self, f.name) for f in fields(self) if f.name != "config_hash"}, "key": self.key}
 
     def folder(self, results_dir: str | Path) -> Path:
-        from madara_cli.core.paths import inside
-
         return inside(results_dir, Path(results_dir) / self.grid / self.key)
-
-    def with_hash(self, config_hash: str) -> "Cell":
-        from dataclasses import replace
-
-        return replace(self, config_hash=config_hash)
 
 
 @dataclass(frozen=True)
 class ProbeKey:
-    """One RSC probe: (model, benchmark, calibration size) plus the hash of what can
-    change its numbers; ``key`` names its folder under ``probes/``."""
+    """One RSC probe: (model, benchmark, calibration size) plus its hash; ``key`` names its folder under ``probes/``."""
 
     model: str
     benchmark: str
@@ -258,26 +217,15 @@ class ProbeKey:
         return f"{self.model}__{self.benchmark}__n{self.n}__{self.config_hash}"
 
     def folder(self, results_dir: str | Path) -> Path:
-        from madara_cli.core.paths import inside
-
         return inside(results_dir, Path(results_dir) / "probes" / self.key)
 
     def with_n(self, n: int) -> "ProbeKey":
-        """The same probe on ``n`` calibration queries (the hash does not cover the
-        calibration size, the name does)."""
-        from dataclasses import replace
-
+        """The same probe on ``n`` calibration queries (the hash does not cover the calibration size, the name does)."""
         return replace(self, n=int(n))
-
-    def with_hash(self, config_hash: str) -> "ProbeKey":
-        from dataclasses import replace
-
-        return replace(self, config_hash=config_hash)
 
 
 def snapshot_name(key: dict[str, Any]) -> str:
-    """A retrieval snapshot's file stem: benchmark, retriever, k and the digest of its
-    identity (:func:`snapshot_identity`)."""
+    """A retrieval snapshot's file stem: benchmark, retriever, k and the digest of :func:`snapshot_identity`."""
     b, r = key["benchmark"].get("name", "benchmark"), key["retriever"]
     return f"{b}__{r.get('name', 'retriever')}-k{r.get('k', '')}__{digest(key, 16, ascii=False)}"
 
@@ -287,26 +235,19 @@ def index_name(settings: dict[str, Any], corpus_hash: str) -> str:
     return f"{settings['kind']}-{corpus_hash[:16]}-{digest(settings)}"
 
 
+def _input_fields(schema: type | None) -> dict[str, str]:
+    return {f.name: f.metadata["input"] for f in fields(schema) if f.metadata.get("input")} if schema else {}
+
+
 def by_content(values: dict[str, Any], schema: type | None) -> dict[str, Any]:
-    """``values`` with each setting that ``schema`` marks as a local input replaced by
-    its content digest (:func:`input_digest`)."""
-    if schema is None:
-        return values
-    out = dict(values)
-    for f in fields(schema):
-        kind = f.metadata.get("input")
-        if kind and out.get(f.name):
-            out[f.name] = input_digest(out[f.name], kind)
-    return out
+    """``values`` with each setting that ``schema`` marks as a local input replaced by its content digest (:func:`input_digest`)."""
+    return {**values, **{name: input_digest(values[name], kind) for name, kind in _input_fields(schema).items() if values.get(name)}}
 
 
 def source_identity(benchmark: Any) -> str:
-    """What rows a benchmark node reads: the file by its content for ``benchmark.path``,
-    else its loader's key fragment (the mini benchmark: its generator's size), else the
-    hub id, config and split at the commit the local hub cache knows for its revision (at
-    the revision's name where none is known). Part of every retrieval snapshot's key."""
-    from madara_cli.core.sidefiles import WHAT, regular_file
-
+    """What rows a benchmark node reads (part of every snapshot's key): ``benchmark.path`` by
+    content, else its loader's key fragment, else the hub id, config and split at the commit
+    the local hub cache knows for its revision (at the revision's name where none is known)."""
     if benchmark.get("path"):  # missing, or a FIFO or /dev/zero: one line saying which
         return f"file:sha256:{file_digest(regular_file(Path(benchmark.path).expanduser(), WHAT))}"
     spec = CATALOG.find("loader", str(benchmark.get("loader")))
@@ -320,9 +261,8 @@ def source_identity(benchmark: Any) -> str:
 
 def snapshot_identity(benchmark: dict[str, Any], source: str, retriever: dict[str, Any], corpus: dict[str, Any] | None,
                       reranker: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The identity of a retrieval snapshot (:mod:`madara_cli.retrievers.snapshots`): the
-    benchmark's keyed settings, where its questions come from, the retriever node as keys
-    cover it (:func:`key_view`), the corpus fingerprint and the reranker's settings."""
+    """The identity of a retrieval snapshot: the benchmark's keyed settings and source, the
+    retriever node as keys cover it, the corpus fingerprint and the reranker's settings."""
     return {
         "format": SNAPSHOT_FORMAT,
         "benchmark": keyed("benchmark", {k: v for k, v in sorted(benchmark.items()) if k not in _BENCHMARK_NOT_IN_SNAPSHOT}),
@@ -340,8 +280,7 @@ PROBE_FAMILIES = ("generator", "assessors", "rescore")
 
 @dataclass(frozen=True)
 class CellIdentity:
-    """A cell's name and hash, what the hash covers, and how results finished under keys
-    that have since moved are recognised (see the module docstring)."""
+    """A cell's name and hash, what the hash covers, and its legacy keys and their evidence."""
 
     cell: Cell
     payload: dict[str, Any]
@@ -357,19 +296,14 @@ class CellIdentity:
         return self.cell.folder(results_dir)
 
     def settings(self, cfg: DictConfig) -> dict[str, Any]:
-        """summary.csv's row: the keyed settings flattened (``strategy.top_k``), the
-        metric version, a digest of the prompt families and one per family, and the
-        content digest of every local input (``inputs.benchmark.path``)."""
+        """summary.csv's row: the keyed settings flattened, the metric version, the prompt
+        families' digests, and every local input's and plug-in's (``inputs.benchmark.path``)."""
         nested = nested_settings(cfg)
         nested["metric_version"] = self.fragments.metric_version
         # what the key holds of the settings left to this machine (device=auto ran on cuda)
         nested["backend"].update(self.fragments.resolved)
-        out = flatten(nested)
-        out["prompts"] = digest(self.fragments.prompts)
-        out.update({f"prompts.{family}": d for family, d in self.fragments.prompts.items()})
-        out.update({f"inputs.{k}": v for k, v in self.fragments.inputs.items()})
-        out.update({f"plugins.{k}": v for k, v in self.fragments.plugins.items()})
-        return out
+        f = self.fragments
+        return {**flatten(nested), "prompts": digest(f.prompts), **flatten({"prompts": f.prompts, "inputs": f.inputs, "plugins": f.plugins})}
 
 
 @dataclass(frozen=True)
@@ -407,57 +341,25 @@ class ProbeIdentity:
 
     def with_n(self, n: int) -> "ProbeIdentity":
         """The same probe on ``n`` calibration queries (keyed by the n that ran)."""
-        from dataclasses import replace
-
         return replace(self, probe=self.probe.with_n(n), legacy=tuple(k.with_n(n) for k in self.legacy))
 
 
-# --------------------------------------------------------------------------- #
 # Fragments, from the plug-ins' specs
-# --------------------------------------------------------------------------- #
-
-
-def _input_fields(schema: type | None) -> dict[str, str]:
-    return {f.name: f.metadata["input"] for f in fields(schema) if f.metadata.get("input")} if schema else {}
 
 
 def _inputs(cfg: DictConfig, plain: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
-    """(every local input the cell reads -> its content digest, the model's input
-    settings its engine does not read). ``plain``: ``to_plain(cfg)``, read instead of
-    ``cfg`` where it can be."""
+    """(local input read -> content digest, the model's input settings its engine does not read)."""
     spec = CATALOG.get("backend", str(plain["backend"]["name"]))
     marked = _input_fields(ModelConfig)
     model = plain["model"]
     reads = spec.model_inputs(cfg) if spec.model_inputs is not None else {k: v for k, v in marked.items() if model.get(k)}
-    inputs: dict[str, Any] = {}
-    for name, kind in reads.items():
-        if model.get(name):
-            inputs[f"model.{name}"] = input_digest(model.get(name), kind)
     unread = tuple(f"model.{name}" for name in marked if name not in reads)
-    for group, schema in (
-        ("backend", spec.schema),
-        ("benchmark", BenchmarkConfig),
-        ("retriever", schema_for("retriever", str(plain["retriever"]["name"]))),
-        ("strategy", schema_for("strategy", strategy_impl(plain["strategy"]))),
-    ):
-        for name, kind in _input_fields(schema).items():
-            value = plain[group].get(name)
-            if value:
-                inputs[f"{group}.{name}"] = input_digest(value, kind)
+    groups = (("model", reads), ("backend", _input_fields(spec.schema)), ("benchmark", _input_fields(BenchmarkConfig)),
+              ("retriever", _input_fields(schema_for("retriever", str(plain["retriever"]["name"])))),
+              ("strategy", _input_fields(schema_for("strategy", strategy_impl(plain["strategy"])))))
+    inputs = {f"{group}.{name}": input_digest(plain[group][name], kind)
+              for group, marks in groups for name, kind in marks.items() if plain[group].get(name)}
     return inputs, unread
-
-
-def _hub_commit(cfg: DictConfig) -> str | None:
-    spec = CATALOG.get("backend", str(cfg.backend.name))
-    if spec.loads_hub is None or not spec.loads_hub(cfg):
-        return None
-    return resolved_revision(str(cfg.model.get("hf_id")), str(cfg.model.get("revision")))
-
-
-def _resolved(cfg: DictConfig) -> dict[str, str]:
-    """What the engine's settings left to this machine resolve to (``BackendSpec.resolves``)."""
-    spec = CATALOG.get("backend", str(cfg.backend.name))
-    return dict(spec.resolves(cfg)) if spec.resolves is not None else {}
 
 
 def _plugins(plain: dict[str, Any]) -> dict[str, str]:
@@ -468,8 +370,7 @@ def _plugins(plain: dict[str, Any]) -> dict[str, str]:
 
 
 def _families(cfg: DictConfig, base: tuple[str, ...] | None) -> dict[str, str]:
-    """The digests of the prompt families sent: ``base`` (None: the strategy's declared
-    ones), plus the retriever's."""
+    """The digests of the prompt families sent: ``base`` (None: the strategy's declared ones), plus the retriever's."""
     from madara_cli.config.folders import prompts_of
 
     prompts = prompts_of(cfg)
@@ -481,36 +382,31 @@ def _families(cfg: DictConfig, base: tuple[str, ...] | None) -> dict[str, str]:
 
 
 def _fragments(cfg: DictConfig, families: tuple[str, ...] | None = None, plain: dict[str, Any] | None = None) -> Fragments:
-    from madara_cli.core.metrics import METRIC_VERSION
-
     plain = plain if plain is not None else to_plain(cfg)
     inputs, unread = _inputs(cfg, plain)
-    return Fragments(prompts=_families(cfg, families), metric_version=METRIC_VERSION, inputs=inputs, unread=unread,
-                     hub_commit=_hub_commit(cfg), plugins=_plugins(plain), resolved=_resolved(cfg))
+    engine = CATALOG.get("backend", str(cfg.backend.name))
+    hub_commit = None
+    if engine.loads_hub is not None and engine.loads_hub(cfg):
+        hub_commit = resolved_revision(str(cfg.model.get("hf_id")), str(cfg.model.get("revision")))
+    resolved = dict(engine.resolves(cfg)) if engine.resolves is not None else {}  # what settings left to this machine resolve to
+    return Fragments(prompts=_families(cfg, families), metric_version=metrics.METRIC_VERSION, inputs=inputs, unread=unread,
+                     hub_commit=hub_commit, plugins=_plugins(plain), resolved=resolved)
 
 
 def _evidence(fragments: Fragments, probe_prompts_added: tuple[str, ...] = ()) -> dict[str, str | None]:
-    """What a record finished under a path-keyed key must show to stand for this one:
-    the GGUF's digest and the hub commit (both in its provenance); any other input, a
-    plug-in source or a prompt family the old key did not cover, it cannot show (None)."""
-    out: dict[str, str | None] = {}
-    for dotted, value in fragments.inputs.items():
-        if dotted == "model.gguf" and isinstance(value, str) and value.startswith("sha256:"):
-            out[dotted] = value.split(":", 1)[1]
-        else:
-            out[dotted] = None
+    """What a record finished under a path-keyed key must show to stand for this one: the GGUF's digest
+    and the hub commit (both in its provenance); any other input, plug-in source or new prompt family it cannot (None)."""
+    out: dict[str, str | None] = {
+        dotted: value.split(":", 1)[1] if dotted == "model.gguf" and isinstance(value, str) and value.startswith("sha256:") else None
+        for dotted, value in fragments.inputs.items()}
     if fragments.hub_commit:
         out["model.commit"] = fragments.hub_commit
-    for name in fragments.plugins:
-        out[f"plugins.{name}"] = None
-    for family in probe_prompts_added:
-        out[f"prompts.{family}"] = None
+    out.update({f"plugins.{name}": None for name in fragments.plugins})
+    out.update({f"prompts.{family}": None for family in probe_prompts_added})
     return out
 
 
-# --------------------------------------------------------------------------- #
 # Cells and probes
-# --------------------------------------------------------------------------- #
 
 
 def identify(cfg: DictConfig) -> CellIdentity:
@@ -525,60 +421,47 @@ def identify(cfg: DictConfig) -> CellIdentity:
         limit=plain["limit"], config_hash=digest(payload),
     )
     old_commit = resolved_revision(str(model.get("hf_id")), str(model.get("revision")))
-    old = cell.with_hash(digest(path_keyed_cell_identity(cfg, fragments.prompts, fragments.metric_version, old_commit, plain)))
+    old = replace(cell, config_hash=digest(path_keyed_cell_identity(cfg, fragments.prompts, fragments.metric_version, old_commit, plain)))
     legacy = () if old == cell else (old,)
     return CellIdentity(cell=cell, payload=payload, fragments=fragments, legacy=legacy, evidence=_evidence(fragments))
 
 
 def identify_probe(cfg: DictConfig, n: int | None = None) -> ProbeIdentity:
-    """The identity of the RSC probe of ``cfg`` on ``n`` calibration queries (default
-    ``benchmark.calibration``)."""
+    """The identity of the RSC probe of ``cfg`` on ``n`` calibration queries (default ``benchmark.calibration``)."""
     fragments = _fragments(cfg, PROBE_FAMILIES)
     payload = probe_identity(cfg, fragments)
     n = int(n if n is not None else cfg.benchmark.calibration)
     probe = ProbeKey(model=str(cfg.model.name), benchmark=str(cfg.benchmark.name), n=n, config_hash=digest(payload))
     old_prompts = {f: d for f, d in fragments.prompts.items() if f in PROBE_FAMILIES}
-    old = probe.with_hash(digest(path_keyed_probe_identity(cfg, old_prompts, fragments.metric_version)))
+    old = replace(probe, config_hash=digest(path_keyed_probe_identity(cfg, old_prompts, fragments.metric_version)))
     added = tuple(f for f in fragments.prompts if f not in PROBE_FAMILIES)
     return ProbeIdentity(probe=probe, payload=payload, fragments=fragments, legacy=() if old == probe else (old,),
                          evidence=_evidence(fragments, added))
 
 
-# --------------------------------------------------------------------------- #
 # Prompt families by their rendered requests
-# --------------------------------------------------------------------------- #
 
 _DIGESTS: dict[tuple[str, str], str] = {}
 
 
-def _family(name: str) -> PromptFamily:
-    family = CATALOG.family(name)
-    if family is None:
-        raise ValueError(f"unknown prompt family '{name}'; valid: {', '.join(sorted(CATALOG.families()))}")
-    return family
-
-
 def prompt_digest(family: str, prompts: PromptSet | None = None) -> str:
-    """sha256 (16 hex digits) of the family's requests rendered with ``prompts`` (the
-    shipped set by default)."""
+    """The digest of the family's requests rendered with ``prompts`` (the shipped set by default)."""
     if prompts is None:
         from madara_cli.config.folders import shipped_prompt_set
 
         prompts = shipped_prompt_set()
-    ps = prompts
-    key = (family, ps.sha)
+    key = (family, prompts.sha)
     if key not in _DIGESTS:
-        fam = _family(family)
-        if fam.sample is not None:
-            _DIGESTS[key] = family_digest(fam.sample(ps))
-        else:
-            _DIGESTS[key] = digest([[t, ps.template(t).text] for t in sorted(fam.templates)], 16, ascii=False)
+        fam = CATALOG.family(family)
+        if fam is None:
+            raise ValueError(f"unknown prompt family '{family}'; valid: {', '.join(sorted(CATALOG.families()))}")
+        _DIGESTS[key] = (family_digest(fam.sample(prompts)) if fam.sample is not None
+                         else digest([[t, prompts.template(t).text] for t in sorted(fam.templates)], 16, ascii=False))
     return _DIGESTS[key]
 
 
 def prompt_digests(strategy: str, retriever: str = "bm25s", prompts: PromptSet | None = None) -> dict[str, str]:
-    """The digests of every family a cell of ``strategy`` (with ``retriever``) sends, in
-    the words of ``prompts`` (the cell's set; the shipped one by default)."""
+    """The digests of every family a cell of ``strategy`` (with ``retriever``) sends, in the words of ``prompts``."""
     families = ["generator"]
     for spec in (CATALOG.find("strategy", strategy), CATALOG.find("retriever", retriever)):
         families += [f for f in (spec.families() if spec is not None else ()) if f not in families]

@@ -1,17 +1,8 @@
-"""The rules of a key: what of a composed config a cell's, a probe's and a snapshot's
-hash covers (:mod:`madara_cli.config.identity` finishes each with the one digest).
-
-A key covers exactly what can change the numbers: for a cell, the model, engine,
-benchmark, retrieval, strategy and generation settings, the limit and seed, the metric
-version, a digest of every prompt family the cell sends, every local input it reads by
-its content, the hub commit where its engine loads the hub, and the source of a plug-in
-that does not ship with madara (:func:`cell_identity`); for a probe, the same less the
-strategy and limit, with the probe's own settings (:func:`probe_identity`). Settings
-that change only speed or placement are each plug-in's ``runtime_only`` ones and stay
-out, so a parallel run finds the cells a serial one wrote. The same settings, flattened,
-are summary.csv's columns (:func:`nested_settings`, :func:`flatten`). Every allowance
-that keeps keys of finished work where they were is a :data:`SHIMS` row.
-"""
+"""The rules of a key: what of a composed config a cell's, a probe's and a snapshot's hash
+covers (:mod:`madara_cli.config.identity` finishes each with the one digest). A key covers
+exactly what can change the numbers; each plug-in's ``runtime_only`` settings stay out, so a
+parallel run finds the cells a serial one wrote. The same settings, flattened, are
+summary.csv's columns. Every allowance that keeps old keys where they were is a :data:`SHIMS` row."""
 
 from __future__ import annotations
 
@@ -28,12 +19,9 @@ from madara_cli.config.schema import ReadingConfig, RouterConfig, RouterPolicy
 
 
 def to_plain(cfg: Any) -> Any:
-    """``OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)``: the config as plain
-    data, interpolations resolved, enums by name. Read straight from the nodes, which
-    takes half the time of OmegaConf's own walk (it validates every key it reads again):
-    a plan of a grid makes several per cell. Anything but a plain node (a structured
-    config object, an error while resolving) goes through OmegaConf's walk, which then
-    answers, or raises, in its own words; tests compare both over every shipped grid."""
+    """``OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)``, read straight from the
+    nodes: half the time of OmegaConf's walk, which validates every key again. Anything else (a
+    structured config object, an error while resolving) goes through OmegaConf's own walk."""
     if isinstance(cfg, (DictConfig, ListConfig)):
         try:
             return _plain(cfg)
@@ -66,15 +54,12 @@ class _NotPlain(Exception):
 
 
 def strategy_impl(node: Any) -> str:
-    """The implementation a composed strategy node runs (``impl``, which compose keeps
-    only where it differs from the label ``name``)."""
+    """The implementation a composed strategy node runs (``impl``, which compose keeps only where it differs from the label ``name``)."""
     impl = node["impl"] if "impl" in node.keys() else None  # not get or in: a struct config raises (and formats) a missing key inside
     return str(impl or node["name"])
 
 
-# --------------------------------------------------------------------------- #
 # Old-key shims: every allowance that keeps keys of finished work where they were.
-# --------------------------------------------------------------------------- #
 
 
 @dataclass(frozen=True)
@@ -195,25 +180,23 @@ def keyed(group: str, values: dict[str, Any]) -> dict[str, Any]:
 
 
 def model_keyed(values: dict[str, Any], backend: str) -> dict[str, Any]:
-    """The model node as keys cover it on ``backend``: :func:`keyed`, less the model
-    settings that only other backends read (backend_model_settings)."""
+    """The model node as keys cover it on ``backend``: :func:`keyed`, less what only other backends read."""
     declared = plugin_schemas.backend_model_settings()
     others = {k for name, ks in declared.items() if name != backend for k in ks}
     return {k: v for k, v in keyed("model", values).items() if k not in others - set(declared.get(backend, ()))}
 
 
 def reading_key(node: Any) -> dict[str, Any]:
-    """The reading settings off their defaults (``{}`` for the paper's reading): what
-    cell and probe keys and summary.csv add (paper_reading)."""
+    """The reading settings off their defaults (``{}`` for the paper's): what keys and summary.csv add."""
     defaults = {f.name: str(f.default) for f in fields(ReadingConfig)}
     values = dict(node or {})
     return {k: str(v) for k, v in values.items() if k in defaults and str(v) != defaults[k]}
 
 
-# Reading families whose off-default value computes differently than when it was first
-# keyed (issue 36: the authors' re-score sent without a stop string and shown as their
-# code shows it, their parser reading unstopped replies as they came, their chain
-# fallback and unsplit shuffle), so cells and probes made before are not read back.
+# Reading families whose off-default value computes differently than when first keyed
+# (issue 36: the authors' re-score without a stop string and shown as their code shows it,
+# their parser on unstopped replies, their chain fallback and unsplit shuffle): older
+# cells and probes are not read back.
 READING_REVISIONS: dict[str, int] = {"requests": 2, "score_parser": 2, "conflict": 2, "chain_source": 2}
 
 
@@ -231,8 +214,7 @@ def unkeyed(group: str, name: str) -> tuple[str, ...]:
 
 
 def key_view(group: str, values: dict[str, Any]) -> dict[str, Any]:
-    """``values`` of ``group`` as cell, probe and snapshot keys cover them: the
-    option's runtime-only settings left out, the old flat defaults laid under."""
+    """``values`` of ``group`` as keys cover them: runtime-only settings out, the old flat defaults under."""
     skip = unkeyed(group, str(values.get("name")))
     return {**FLAT_KEY_DEFAULTS.get(group, {}), **{k: v for k, v in values.items() if k not in skip}}
 
@@ -256,8 +238,6 @@ def rsc_key(cfg: Any) -> dict[str, Any]:
     return node
 
 
-
-
 @dataclass(frozen=True)
 class Fragments:
     """What of a cell or probe only the floors above can know, handed to the rules here
@@ -267,13 +247,11 @@ class Fragments:
     metric_version: int | str
     # every local input it reads, "group.setting" -> input_digest(...): files by content
     inputs: dict[str, Any] = field(default_factory=dict)
-    # input settings of the model node the engine does not read ("model.gguf" for a served
-    # model): they enter no key
+    # input settings of the model node the engine does not read ("model.gguf" when served): in no key
     unread: tuple[str, ...] = ()
     hub_commit: str | None = None  # set only when the engine loads the hub and its cache knows the commit
     plugins: dict[str, str] = field(default_factory=dict)  # "kind:name" -> source digest (--include, entry points)
-    # backend settings left to this machine, as they resolve here ("device": "cuda" for
-    # device=auto): held in the setting's place (BackendSpec.resolves)
+    # backend settings left to this machine, as they resolve here (device=auto: "cuda"), in the setting's place
     resolved: dict[str, str] = field(default_factory=dict)
 
 
@@ -309,8 +287,7 @@ def _cell_payload(cfg: Any, prompts: dict[str, str], metric_version: int | str, 
             out["model"].pop(name, None)
     out["limit"], out["seed"] = plain.get("limit"), plain.get("seed")
     out.update(_probe_groups(cfg, plain))
-    reading = reading_identity(plain.get("reading"))
-    if reading:
+    if reading := reading_identity(plain.get("reading")):
         out["reading"] = reading
     out["metric_version"] = metric_version
     out["prompts"] = dict(prompts)
@@ -320,19 +297,16 @@ def _cell_payload(cfg: Any, prompts: dict[str, str], metric_version: int | str, 
 
 
 def cell_identity(cfg: Any, fragments: Fragments, plain: dict[str, Any] | None = None) -> dict[str, Any]:
-    """What a cell's hash covers: every setting that can change its numbers (runtime-only
-    ones left out), the digest of each prompt family it sends, every local input it
-    reads by its content, the hub commit where its engine loads the hub, and the source
-    of any plug-in that does not ship with madara. ``plain``: ``to_plain(cfg)``, where
-    the caller holds it (it is read, never changed)."""
+    """What a cell's hash covers: every setting that can change its numbers, limit, seed, metric
+    version, each prompt family's digest, every local input by content, the hub commit where its
+    engine loads the hub, and non-shipped plug-ins' sources. ``plain``: ``to_plain(cfg)``, never changed."""
     return _content_keyed(_cell_payload(cfg, fragments.prompts, fragments.metric_version, plain), fragments)
 
 
 def path_keyed_cell_identity(cfg: Any, prompts: dict[str, str], metric_version: int | str,
                              hub_commit: str | None = None, plain: dict[str, Any] | None = None) -> dict[str, Any]:
-    """What a cell's hash covered before content_keyed_inputs: local inputs as the
-    strings that named them, and the hub commit whenever the model's keyed source was the
-    hub, whatever the engine (kept to find results finished under those keys)."""
+    """What a cell's hash covered before content_keyed_inputs: local inputs as the strings that
+    named them, and the hub commit whenever the model's keyed source was the hub, whatever the engine."""
     out = _cell_payload(cfg, prompts, metric_version, plain)
     if hub_commit and out["model"].get("hf_source", "hub") == "hub":
         out["model"]["revision"] = hub_commit
@@ -340,14 +314,12 @@ def path_keyed_cell_identity(cfg: Any, prompts: dict[str, str], metric_version: 
 
 
 def probed(cfg: Any) -> bool:
-    """Whether the cell's strategy runs behind a probe (it declared the ``rsc`` group
-    its key covers when it registered: ``strategy=madara``)."""
+    """Whether the cell's strategy runs behind a probe (it registered with the ``rsc`` key group: ``strategy=madara``)."""
     return "rsc" in plugin_schemas.key_groups("strategy", strategy_impl(cfg.strategy))
 
 
 def _probe_groups(cfg: Any, plain: dict[str, Any]) -> dict[str, Any]:
-    """The probe's and router's settings a probed cell's key covers (router_default,
-    isolation_probe_off)."""
+    """The probe's and router's settings a probed cell's key covers (router_default, isolation_probe_off)."""
     groups = plugin_schemas.key_groups("strategy", strategy_impl(cfg.strategy))
     out: dict[str, Any] = {}
     if "rsc" in groups:
@@ -364,19 +336,17 @@ def _drop_agent_settings(out: dict[str, Any]) -> None:
     if "reading" in out:
         for name in _AGENT_READINGS:
             out["reading"].pop(name, None)
-        if not out["reading"] or set(out["reading"]) == {"name"}:
-            out["reading"].pop("name", None)
-        if not out["reading"]:
+        if set(out["reading"]) <= {"name"}:  # nothing left but the preset's label
             out.pop("reading")
 
 
-def _probe_payload(cfg: Any, prompts: dict[str, str], metric_version: int | str) -> dict[str, Any]:
+def path_keyed_probe_identity(cfg: Any, prompts: dict[str, str], metric_version: int | str) -> dict[str, Any]:
+    """What a probe's hash covered before content_keyed_inputs (no hub commit at all)."""
     plain = to_plain(cfg)
     out: dict[str, Any] = {k: plain[k] for k in PROBE_GROUPS}
     out["rsc"] = rsc_key(cfg)
     out["generation"] = keyed("generation", out["generation"])
-    reading = reading_identity(plain.get("reading"))
-    if reading:
+    if reading := reading_identity(plain.get("reading")):
         out["reading"] = reading
     out["backend"] = keyed("backend", key_view("backend", out["backend"]))
     out["model"] = model_keyed(out["model"], str(out["backend"]["name"]))
@@ -388,17 +358,9 @@ def _probe_payload(cfg: Any, prompts: dict[str, str], metric_version: int | str)
 
 
 def probe_identity(cfg: Any, fragments: Fragments) -> dict[str, Any]:
-    """What a probe's hash covers (its ``prompts``: the generator, assessor and re-score
-    families', and those of a retriever that asks the engine). The calibration split
-    is the first n of the seeded order whatever the evaluated sample, so n (in the
-    probe's key, beside the hash) is all that matters of the split sizes. Local inputs,
-    the hub commit and plug-in sources as in :func:`cell_identity`."""
-    return _content_keyed(_probe_payload(cfg, fragments.prompts, fragments.metric_version), fragments)
-
-
-def path_keyed_probe_identity(cfg: Any, prompts: dict[str, str], metric_version: int | str) -> dict[str, Any]:
-    """What a probe's hash covered before content_keyed_inputs (no hub commit at all)."""
-    return _probe_payload(cfg, prompts, metric_version)
+    """What a probe's hash covers: as :func:`cell_identity`, less the strategy and limit, with the
+    probe's settings. The calibration split is the first n of the seeded order, so n (in the name) is all of it that counts."""
+    return _content_keyed(path_keyed_probe_identity(cfg, fragments.prompts, fragments.metric_version), fragments)
 
 
 def nested_settings(cfg: Any) -> dict[str, Any]:
@@ -407,8 +369,7 @@ def nested_settings(cfg: Any) -> dict[str, Any]:
     plain = to_plain(cfg)
     nested: dict = {g: {k: v for k, v in plain[g].items() if k not in unkeyed(g, str(plain[g].get("name")))} for g in SEMANTIC_GROUPS}
     nested["generation"] = keyed("generation", nested["generation"])
-    reading = reading_key(plain.get("reading"))
-    if reading:
+    if reading := reading_key(plain.get("reading")):
         nested["reading"] = reading
     nested["limit"], nested["seed"] = plain.get("limit"), plain.get("seed")
     nested.update(_probe_groups(cfg, plain))  # what the cell's key holds of them, so row and key agree
@@ -418,15 +379,11 @@ def nested_settings(cfg: Any) -> dict[str, Any]:
 def flatten(nested: dict[str, Any]) -> dict[str, Any]:
     """Dotted names (``strategy.top_k``, ``model.temperature``); lists as JSON text."""
     out: dict[str, Any] = {}
-
-    def walk(d: dict, prefix: str) -> None:
-        for k, v in d.items():
-            if isinstance(v, dict):
-                walk(v, f"{prefix}{k}.")
-            else:
-                out[f"{prefix}{k}"] = json.dumps(v) if isinstance(v, (list, tuple)) else v
-
-    walk(nested, "")
+    for k, v in nested.items():
+        if isinstance(v, dict):
+            out.update({f"{k}.{name}": value for name, value in flatten(v).items()})
+        else:
+            out[k] = json.dumps(v) if isinstance(v, (list, tuple)) else v
     return out
 
 
@@ -437,8 +394,7 @@ def flat_settings(cfg: Any) -> dict[str, Any]:
 
 
 def standing(provenance: dict[str, Any] | None, evidence: dict[str, str | None]) -> str | None:
-    """Why a record finished under a legacy key cannot stand for the new one (one
-    phrase), or None when its provenance shows every piece of ``evidence``."""
+    """Why a record under a legacy key cannot stand for the new one (a phrase), or None if it shows all ``evidence``."""
     model = (provenance or {}).get("model") or {}
     for what, want in evidence.items():
         if want is None:

@@ -1,11 +1,7 @@
-"""Command-line overrides (``key=value``, ``+key=value``, ``~key``), parsed once.
-
-Every place that reads an override (compose and its checks, the verbs' option checks,
-grids, launchers, routed treatments, bench) reads the :class:`Override` records
-:func:`parse_overrides` makes instead of splitting or parsing the text itself. Each
-record holds the text as written, its key and value split at the first ``=`` (which
-never fails), and Hydra's own parse of it (value types, sweeps, add/delete, package),
-or the first line of Hydra's complaint when the text is malformed."""
+"""Command-line overrides (``key=value``, ``+key=value``, ``~key``), parsed once: every
+place that reads one reads the :class:`Override` record :func:`parse_overrides` makes (the
+text, its key and value split at the first ``=``, and Hydra's own parse of it or the first
+line of Hydra's complaint), never the text itself."""
 
 from __future__ import annotations
 
@@ -40,23 +36,15 @@ class Override:
         return self.raw
 
 
-def _split(text: str) -> tuple[str, str, str | None]:
-    head, eq, value = text.partition("=")
-    key = head.lstrip("+~")
-    return head[: len(head) - len(key)], key, value if eq else None
-
-
-# Every record made, by its text: an override is parsed by Hydra's grammar once per
-# process, however many rooms read it (a grid's cells repeat its overrides; compose, the
-# grid's applicability check, the launcher and a routed treatment all read them). A
-# record is immutable, so sharing it is safe; the texts of one run are few.
+# Every record made, by its text: Hydra's grammar parses an override once per process,
+# however many rooms read it (a grid's cells repeat them). Records are immutable, so
+# sharing one is safe; the texts of one run are few.
 _PARSED: dict[str, Override] = {}
 
 
 @lru_cache(maxsize=1)
 def _parser() -> Any:
-    """Hydra's override parser, made once: making one registers its grammar's functions
-    (``inspect.signature`` of each)."""
+    """Hydra's override parser, made once (making one inspects every function of its grammar)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     return OverridesParser.create()
@@ -84,10 +72,11 @@ def _plain_int(text: str) -> Override | None:
 def _parse_one(text: str) -> Override:
     from hydra.errors import HydraException
 
-    simple = _plain_int(text)
-    if simple is not None:
+    if (simple := _plain_int(text)) is not None:
         return simple
-    prefix, key, value = _split(text)
+    head, eq, value = text.partition("=")  # split at the first "=", which never fails
+    key = head.lstrip("+~")
+    prefix, value = head[: len(head) - len(key)], value if eq else None
     try:
         (parsed,) = _parser().parse_overrides([text])
     except HydraException as e:  # OverrideParseException and friends
@@ -101,17 +90,13 @@ def _parse_one(text: str) -> Override:
 def parse_overrides(overrides: Iterable[str | Override]) -> list[Override]:
     """Each override as an :class:`Override`: already parsed ones are kept as they are,
     and a text parsed before in this process gets the record made then."""
-    out: list[Override] = []
-    for item in overrides:
-        if isinstance(item, Override):
-            out.append(item)
-            continue
-        text = str(item)
-        record = _PARSED.get(text)
-        if record is None:
-            record = _PARSED[text] = _parse_one(text)
-        out.append(record)
-    return out
+    return [item if isinstance(item, Override) else _record(str(item)) for item in overrides]
+
+
+def _record(text: str) -> Override:
+    if text not in _PARSED:
+        _PARSED[text] = _parse_one(text)
+    return _PARSED[text]
 
 
 def malformed(overrides: Iterable[Override]) -> Override | None:
@@ -126,11 +111,8 @@ def last_value(overrides: Iterable[Override], key: str) -> str | None:
 
 
 def override_value(text: str) -> str:
-    """``text`` as the value of a Hydra override: as it is when the grammar reads it as
-    plain text, else quoted (a path holding ``[``, ``,``, ``=`` or a space would be read
-    as a list, a sweep or a second override)."""
-    import re
-
+    """``text`` as a Hydra override's value: as it is where the grammar reads it as plain text, else
+    quoted (a ``[``, ``,``, ``=`` or space would read as a list, a sweep or a second override)."""
     if re.fullmatch(r"[\w./~:+@%-]*", text):
         return text
     for q in ("'", '"'):

@@ -1,25 +1,12 @@
-"""The settings schemas of pluggable config groups (``backend``, ``retriever``,
-``strategy``), read from the plug-ins' specs in the one catalog
-(:mod:`madara_cli.plugins.catalog`).
-
-Config is the bottom layer: it cannot import the backends, retrievers or strategies that
-own these schemas. Each of them registers its spec when its module is imported (a
-catalog filled at import, never a callback), and composition, which sits above the
-plug-ins, imports them first (:func:`madara_cli.composition.plugins.ensure_loaded`). It
-then reads an option's settings from here: a setting the chosen option lacks is one
-line naming the settings it has, before any model or data loads.
-
-A schema is a dataclass whose fields are the option's settings (``name`` first). Its
-``runtime_only`` settings change speed or placement, never a number, and are left out
-of cell and probe keys.
-"""
+"""The settings schemas of the pluggable groups (``backend``, ``retriever``, ``strategy``),
+read from the plug-ins' specs in the catalog: config sits below the plug-ins, which register
+when imported (:func:`madara_cli.composition.plugins.ensure_loaded`)."""
 
 from __future__ import annotations
 
 import dataclasses
 
 from madara_cli.plugins.catalog import CATALOG
-from madara_cli.plugins.shape import Range, Spec
 
 PLUGGABLE = ("backend", "retriever", "strategy")
 
@@ -28,21 +15,6 @@ def schema_for(group: str, name: str) -> type | None:
     """The schema registered for option ``name`` of ``group``, or None."""
     spec = CATALOG.find(group, name)
     return spec.schema if spec is not None else None
-
-
-def entries(group: str) -> dict[str, Spec]:
-    """Every option of ``group`` registered so far, by name."""
-    return CATALOG.specs(group)
-
-
-def registered(group: str) -> list[str]:
-    return CATALOG.names(group)
-
-
-def settings(group: str, name: str) -> list[str]:
-    """The settings option ``name`` of ``group`` reads, in schema order (``name`` first)."""
-    schema = schema_for(group, name)
-    return [f.name for f in dataclasses.fields(schema)] if schema else ["name"]
 
 
 def all_settings(group: str) -> set[str]:
@@ -61,13 +33,7 @@ def runtime_only(group: str, name: str) -> tuple[str, ...]:
     return spec.runtime_only if spec is not None else ()
 
 
-def ranges(group: str, name: str) -> dict[str, Range]:
-    """The ranges option ``name`` of ``group`` declares, by its settings' names."""
-    spec = CATALOG.find(group, name)
-    return dict(spec.ranges) if spec is not None else {}
-
-
 def backend_model_settings() -> dict[str, tuple[str, ...]]:
     """Model settings only some backends read (vLLM: model.hf_source), by backend name: a
-    key covers one only for the backends that declare it (config.identity.model_keyed)."""
+    key covers one only for the backends that declare it (config.keys.model_keyed)."""
     return {name: tuple(s.model_settings) for name, s in CATALOG.specs("backend").items() if getattr(s, "model_settings", ())}

@@ -1,55 +1,36 @@
-"""Prompt sets: every prompt madara sends, as plain-text template files.
-
-A prompt set is a folder ``prompts/<NAME>/`` holding ``<template>.txt`` files, one per
-template it words (the shipped set is ``configs/prompts/madara/``, and it words every
-shipped template); the root setting ``prompts=NAME`` picks one, and ``--config-dir DIR``
-adds the sets under ``DIR/prompts/``, searched before the shipped ones. A set may say
-``extends: OTHER`` in its ``set.yaml``; a template none of its chain words comes from the
-shipped set, and a plug-in's own template from the default its spec brings. So a set
-holds just the templates it changes.
-
-Which templates exist, and the fields each may use, is the prompt families' to say
-(:class:`madara_cli.plugins.shape.PromptFamily`, in the one catalog: the shipped agents'
-in :mod:`madara_cli.agents.families`, a plug-in's in its spec). Templates fill **named
-fields only**: ``{{question}}`` is replaced by that field's text, and nothing else in a
-template has any meaning (no expressions, attribute access, filters or format specs;
-single braces are literal text, as in the JSON the prompts ask for). ``\\{{`` writes a
-literal ``{{``. A field's value is inserted as it is and never read again, so a document
-that itself contains ``{{question}}`` stays literal.
-
-A set is read and checked when a config is composed (:func:`load_prompt_set`), before
-any model loads: an unknown file, a field the template may not use or a malformed ``{{``
-is one :class:`ConfigError` line naming the set, the file and the field. A template
-file's final line break is not part of the template, and ``\\r\\n`` line ends read as
-``\\n``.
-
-This module knows nothing about what the prompts say; the request builders compute the
-fields and pick the templates.
-"""
+"""Prompt sets: every prompt madara sends, as plain-text templates in ``prompts/<NAME>/``
+(``prompts=NAME``; ``set.yaml`` may say ``extends: OTHER``), checked when a config is
+composed. Templates fill named fields only (``{{question}}``; ``\\{{`` is a literal ``{{``);
+a value is inserted as it is, never read again. The families say which templates exist and
+their fields. docs/running.md, "Your own prompts"."""
 
 from __future__ import annotations
 
 import hashlib
 import re
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Mapping, Sequence
 
 from madara_cli.core.errors import ConfigError
+from madara_cli.core.paths import check_name
 from madara_cli.core.records import Doc, Example
+from madara_cli.core.sidefiles import file_stamp, read_text, yaml_problem
+from madara_cli.plugins.catalog import CATALOG
 
 SHIPPED = "madara"  # the default set, configs/prompts/madara/
 SET_FILE = "set.yaml"  # optional: {extends: NAME}
 SUFFIX = ".txt"
 
 _FIELD = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+# What a template's text is cut at: an escaped "\{{" (a literal "{{"), a field, a "{" right
+# before a field's "{{" ("{{{x}}}": a literal brace), or a "{{" that opens no field.
+_TOKEN = re.compile(r"\\\{\{|" + _FIELD.pattern + r"|\{(?=\{\{)|\{\{")
 
 
 def known_templates() -> dict[str, tuple[str, tuple[str, ...]]]:
     """Every template the registered prompt families declare: name -> (family, fields)."""
-    from madara_cli.plugins.catalog import CATALOG
-
     return {t: (f.name, tuple(fields)) for f in CATALOG.families().values() for t, fields in f.templates.items()}
 
 
@@ -76,34 +57,19 @@ class Template:
     @classmethod
     def parse(cls, text: str) -> "Template":
         parts: list[tuple[bool, str]] = []
-        lit: list[str] = []
-        i, n = 0, len(text)
-        while i < n:
-            if text.startswith("\\{{", i):
-                lit.append("{{")
-                i += 3
-                continue
-            if text.startswith("{{", i):
-                m = _FIELD.match(text, i)
-                if m:
-                    if lit:
-                        parts.append((False, "".join(lit)))
-                        lit = []
-                    parts.append((True, m.group(1)))
-                    i = m.end()
-                    continue
-                if text.startswith("{{{", i):  # a literal brace right before a field: "{{{x}}}"
-                    lit.append("{")
-                    i += 1
-                    continue
-                line = text.count("\n", 0, i) + 1
-                snippet = text[i : i + 20].split("\n")[0]
+        lit, pos = "", 0
+        for m in _TOKEN.finditer(text):
+            lit, pos, token = lit + text[pos : m.start()], m.end(), m.group(0)
+            if m.group(1):
+                parts += [(False, lit), (True, m.group(1))]
+                lit = ""
+            elif token == "{{":
+                line, snippet = text.count("\n", 0, m.start()) + 1, text[m.start() : m.start() + 20].split("\n")[0]
                 raise TemplateError(f"line {line}: '{snippet}' opens no field (a field is {{{{name}}}}; write \\{{{{ for a literal {{{{)")
-            lit.append(text[i])
-            i += 1
-        if lit:
-            parts.append((False, "".join(lit)))
-        return cls(text, tuple(parts))
+            else:
+                lit += "{{" if token.startswith("\\") else "{"
+        parts.append((False, lit + text[pos:]))
+        return cls(text, tuple(p for p in parts if p[0] or p[1]))  # no empty literals
 
     @property
     def fields(self) -> tuple[str, ...]:
@@ -112,21 +78,15 @@ class Template:
     def render(self, values: Mapping[str, object]) -> str:
         """The text with every field replaced by ``str(values[field])``; the values are
         inserted verbatim, never scanned for fields themselves."""
-        out = []
-        for is_field, p in self.parts:
-            if is_field:
-                if p not in values:
-                    raise KeyError(f"template field '{p}' was given no value")
-                out.append(str(values[p]))
-            else:
-                out.append(p)
-        return "".join(out)
+        missing = next((p for is_field, p in self.parts if is_field and p not in values), None)
+        if missing is not None:
+            raise KeyError(f"template field '{missing}' was given no value")
+        return "".join(str(values[p]) if is_field else p for is_field, p in self.parts)
 
 
 @dataclass(frozen=True)
 class PromptSet:
-    """A loaded, checked prompt set: the templates its chain words, over the shipped
-    set's; a plug-in's template no set words renders the default its family brings."""
+    """A loaded, checked prompt set: the templates its chain words, over the shipped set's."""
 
     name: str
     folders: tuple[str, ...]  # where its templates came from, the set's own folder first
@@ -151,8 +111,6 @@ class PromptSet:
         tpl = self.templates.get(name)
         if tpl is not None:
             return tpl
-        from madara_cli.plugins.catalog import CATALOG
-
         family = CATALOG.template_family(name)
         if family is None or name not in family.defaults:
             raise KeyError(f"prompt set '{self.name}' has no template {name}, and no prompt family declares a default for it")
@@ -162,28 +120,20 @@ class PromptSet:
         return self.template(template).render(values)
 
 
-_DEFAULTS: dict[tuple[str, str, str], Template] = {}
-
-
+@cache
 def _default(family: str, name: str, text: str) -> Template:
-    key = (family, name, text)
-    if key not in _DEFAULTS:
-        try:
-            _DEFAULTS[key] = Template.parse(text)
-        except TemplateError as e:
-            raise ConfigError(f"prompt family '{family}': its default {name}, {e}") from None
-    return _DEFAULTS[key]
+    try:
+        return Template.parse(text)
+    except TemplateError as e:
+        raise ConfigError(f"prompt family '{family}': its default {name}, {e}") from None
 
 
 MAX_TEMPLATE_BYTES = 1 << 20  # a prompt is a few KiB; a larger file is refused unread, as a config is
 
 
 def _read_template(path: Path, folder: Path) -> str:
-    """A template's text. The file must lie inside its set's folder once links are
-    resolved (its text is sent in every prompt: a link to ``~/secret.txt`` would send that
-    file to the server), be a regular file and at most :data:`MAX_TEMPLATE_BYTES`."""
-    from madara_cli.core.sidefiles import read_text
-
+    """A template's text: a regular file of at most :data:`MAX_TEMPLATE_BYTES` inside its set's folder
+    once links are resolved (its text is sent: a link to ``~/secret.txt`` would send that file)."""
     real, home = path.resolve(), folder.resolve()
     if home not in real.parents:
         raise ConfigError(f"{path}: links to {real}, outside its prompt set's folder {folder}; a template's text is sent to the "
@@ -199,10 +149,7 @@ def _read_template(path: Path, folder: Path) -> str:
 
 def set_folder(name: str, dirs: Sequence[Path]) -> Path | None:
     """``prompts/<name>/`` in the first of ``dirs`` (config folders) that has it."""
-    for d in dirs:
-        if (Path(d) / "prompts" / name).is_dir():
-            return Path(d) / "prompts" / name
-    return None
+    return next((Path(d) / "prompts" / name for d in dirs if (Path(d) / "prompts" / name).is_dir()), None)
 
 
 def prompt_set_names(dirs: Sequence[Path]) -> list[str]:
@@ -213,8 +160,6 @@ def _extends(folder: Path, name: str) -> str | None:
     path = folder / SET_FILE
     if not path.is_file():
         return None
-    from madara_cli.core.sidefiles import read_text, yaml_problem
-
     node, problem = yaml_problem(read_text(path, f"prompt set '{name}''s {SET_FILE}", ConfigError, MAX_TEMPLATE_BYTES))
     if problem is not None:
         raise ConfigError(f"prompt set '{name}' ({path}): {problem}")
@@ -245,8 +190,6 @@ def _check_template(name: str, path: Path, known: dict[str, tuple[str, tuple[str
 
 
 def _load(name: str, dirs: Sequence[Path], chain: tuple[str, ...]) -> tuple[dict[str, Template], list[Path]]:
-    from madara_cli.core.paths import check_name
-
     check_name("prompts", name, ConfigError)
     folder = set_folder(name, dirs)
     if folder is None:
@@ -275,10 +218,7 @@ def _load(name: str, dirs: Sequence[Path], chain: tuple[str, ...]) -> tuple[dict
 
 
 def _stamp(folders: Sequence[Path]) -> tuple:
-    """What must stay the same for a loaded set to stand: every file's stamp, change time
-    included (a same-size edit with its mtime put back is still seen)."""
-    from madara_cli.core.sidefiles import file_stamp
-
+    """What must stay the same for a loaded set to stand: every file's stamp, change time included."""
     return tuple((str(p), file_stamp(p)) for f in folders for p in sorted(Path(f).iterdir()))
 
 
@@ -286,9 +226,8 @@ _SETS: dict[tuple, tuple[tuple, PromptSet]] = {}
 
 
 def load_prompt_set(name: str, dirs: Sequence[Path]) -> PromptSet:
-    """Prompt set ``name`` from the first of the config folders ``dirs`` that has
-    ``prompts/<name>/``, read and checked (one :class:`ConfigError` line on any
-    fault). Kept in memory until one of its files changes."""
+    """Prompt set ``name`` from the first of the config folders ``dirs`` that has it, read and
+    checked (one :class:`ConfigError` line on any fault); kept until one of its files changes."""
     key = (name, tuple(str(d) for d in dirs))
     hit = _SETS.get(key)
     if hit is not None:

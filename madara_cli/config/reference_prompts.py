@@ -1,28 +1,9 @@
-"""A prompt set made from the user's own checkout of the authors' reference code.
-
-madara ships none of the authors' wording (README "Choices and deviations"). A
-researcher who has their repository (github js-lee-AI/MADARA) can turn it into a
-prompt set with ``madara prompts import-reference CHECKOUT --out DIR`` and run it with
-``--config-dir DIR prompts=authors reading=authors``.
-
-The checkout is read, never executed, and only inside itself: a file that is a link
-out of the tree, or no regular file (a FIFO would block), is refused. :mod:`ast` finds
-the module-level string
-constants of ``madara/prompts.py`` (the assessors' and generators' system prompts and
-the CoT prefix) and of ``madara/rsc.py`` (the forced re-score's system prompt), and the
-f-strings their user-turn builders return, whose placeholders become the prompt set's
-fields. The request shapes follow their code: every assessor's user turn shows the
-other documents, the three CoT prompts share one prefix, and the detector is asked
-per document (with ``reading=authors``). Templates their code has no counterpart for
-(logprob scoring, the per-query detector, MAIN-RAG's judge, the reranker, one-shot
-examples) come from the shipped set (``set.yaml``: ``extends: madara``).
-
-The set is written into a staging folder beside its place, checked by loading it, and
-renamed into place under a lock: two imports into one folder each leave a whole set,
-never a mix, and a killed import leaves the earlier set as it was. A ``prompts`` or
-``prompts/authors`` that is a link, or a file, is refused (the import replaced the
-templates of whatever the link pointed to).
-"""
+"""``madara prompts import-reference CHECKOUT --out DIR``: a prompt set made from the user's
+own checkout of the authors' code (js-lee-AI/MADARA; madara ships none of their wording),
+read with :mod:`ast`, never executed, and only inside itself: their string constants and
+the f-strings their user-turn builders return. The rest comes from the shipped set. The
+set is staged, checked by loading it, and renamed into place under a lock, so an import
+leaves a whole set; a ``prompts`` or ``prompts/authors`` that is a link or a file is refused."""
 
 from __future__ import annotations
 
@@ -30,8 +11,9 @@ import ast
 import os
 from pathlib import Path
 
-from madara_cli.config.prompt_sets import SET_FILE, SHIPPED, SUFFIX
+from madara_cli.config.prompt_sets import SET_FILE, SHIPPED, SUFFIX, load_prompt_set
 from madara_cli.core.errors import ConfigError
+from madara_cli.core.sidefiles import read_text
 
 NAME = "authors"
 PROMPTS_FILE = Path("madara") / "prompts.py"
@@ -52,8 +34,6 @@ _USER_TURNS = {
 
 
 def _parse(root: Path, rel: Path) -> ast.Module:
-    from madara_cli.core.sidefiles import read_text
-
     path = root / rel
     if not (path.exists() or path.is_symlink()):
         raise ConfigError(f"{root}: not a checkout of the authors' reference code (js-lee-AI/MADARA): no {rel.as_posix()}")
@@ -68,13 +48,10 @@ def _parse(root: Path, rel: Path) -> ast.Module:
 
 
 def _constants(tree: ast.Module) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
-            for target in node.targets:
-                if isinstance(target, ast.Name):
-                    out[target.id] = node.value.value
-    return out
+    """The module-level string constants (``NAME = "..."``)."""
+    return {target.id: node.value.value for node in tree.body
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+            for target in node.targets if isinstance(target, ast.Name)}
 
 
 def _escape(text: str) -> str:
@@ -83,8 +60,7 @@ def _escape(text: str) -> str:
 
 
 def _returned_template(tree: ast.Module, function: str, fields: dict[str, str], where: Path) -> str:
-    """The f-string ``function`` returns, with each placeholder (a name, or a slice of
-    one: ``document[:2000]``) as the field ``fields`` maps it to."""
+    """The f-string ``function`` returns, each placeholder (a name or a slice of one) as the field it maps to."""
     for node in ast.walk(tree):  # a module function or a method (their _forced_user is a staticmethod)
         if isinstance(node, ast.FunctionDef) and node.name == function:
             for ret in (n for n in ast.walk(node) if isinstance(n, ast.Return)):
@@ -115,9 +91,8 @@ def _need(constants: dict[str, str], name: str, where: Path) -> str:
 
 
 def reference_templates(checkout: str | Path) -> dict[str, str]:
-    """Template name -> text of the ``authors`` prompt set, read from ``checkout``. A
-    file past the parser's limits (an expression nested deeper than the recursion limit,
-    one too large for memory) is one line naming the checkout."""
+    """Template name -> text of the ``authors`` set, read from ``checkout``; a file past the parser's
+    limits (nesting, memory) is one line naming the checkout."""
     try:
         return _templates(checkout)
     except (RecursionError, MemoryError) as e:
@@ -164,15 +139,13 @@ def _target(base: Path) -> Path:
 
 
 def write_reference_set(checkout: str | Path, out_dir: str | Path) -> Path:
-    """Write the ``authors`` set to ``out_dir/prompts/authors/`` (replacing the set of
-    an earlier import whole) and return that folder; checked by loading it before it
-    takes the place of the old one."""
+    """Write the ``authors`` set to ``out_dir/prompts/authors/`` (an earlier import's replaced whole,
+    after the new one loads) and return that folder."""
     import fcntl
     import shutil
     import tempfile
 
     from madara_cli.config.folders import config_dir
-    from madara_cli.config.prompt_sets import load_prompt_set
 
     base = Path(out_dir).expanduser()
     folder = _target(base)

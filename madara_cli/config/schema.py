@@ -12,6 +12,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
 from madara_cli.config import plugin_schemas
+from madara_cli.plugins.catalog import CATALOG
 
 GROUPS = ("model", "backend", "benchmark", "retriever", "strategy")
 
@@ -20,10 +21,8 @@ def plural(group: str) -> str:
     return "strategies" if group == "strategy" else f"{group}s"
 
 
-# --------------------------------------------------------------------------- #
-# Choice settings. OmegaConf checks an Enum field against its members' names at
+# Choice settings: OmegaConf checks an Enum field against its members' names at
 # composition; compose() hands the code plain strings (names equal values).
-# --------------------------------------------------------------------------- #
 
 
 class Choice(str, Enum):
@@ -145,8 +144,7 @@ class ChainSource(Choice):
 
 
 class RequestShape(Choice):
-    """Stop strings of the assessor and forced re-score requests, and the forced
-    re-score's user turn (reading.requests)."""
+    """Stop strings of the assessor and forced re-score requests, and the forced re-score's user turn (reading.requests)."""
 
     madara = "madara"  # base replies and forced re-scores stop at the first "}"; the re-score shows a cut document as "... ", its steps tidied
     authors = "authors"  # the authors' code: no stop string (the budget alone ends a reply); the document's first 2,000 characters and the steps as written
@@ -197,15 +195,10 @@ class DType(Choice):
     float = "float"
 
 
-# How a setting that names a local input enters keys (its schema field's metadata
-# ``{"input": KIND}``, see :func:`input_field`): by its content, so an edit in place is a
-# new cell and a copy elsewhere is the same one.
-INPUT_KINDS = ("file", "folder", "index")
-
-
 def input_field(kind: str = "file", default: Any = None, help: str = "") -> Any:
-    """A schema field whose value names a local file, folder or saved index."""
-    assert kind in INPUT_KINDS, kind
+    """A schema field naming a local file, folder or saved index: keys hold it by content, so an edit
+    in place is a new cell and a copy elsewhere the same one."""
+    assert kind in ("file", "folder", "index"), kind
     return field(default=default, metadata={"input": kind, "help": help})
 
 
@@ -259,52 +252,25 @@ class BenchmarkConfig:
 
 @dataclass
 class RetrieverConfig:
-    """What every retriever has; each retriever module declares a schema extending it
-    with the settings it reads (madara_cli/retrievers/<name>.py)."""
+    """What every retriever has; each retriever module's schema extends it with the settings it reads."""
 
     name: str = MISSING  # the registered retriever
     k: int = 10  # documents kept per query
 
 
-# --------------------------------------------------------------------------- #
-# Strategies: one schema per strategy, so a setting that does not apply to the
-# chosen strategy fails at composition (see validate.check_override_types).
-# --------------------------------------------------------------------------- #
-
-
 @dataclass
 class StrategyConfig:
-    """What every strategy has; each strategy's schema extends it with the settings its
-    code reads, beside that code (:mod:`madara_cli.strategies`: registered with it)."""
+    """What every strategy has; each strategy's schema, registered beside its code, extends it with
+    the settings that code reads, so a setting the chosen strategy lacks fails at composition."""
 
     name: str = MISSING
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 SCHEMA_SUFFIX = "_schema"
 
+
 def strategy_schema(name: str) -> type[StrategyConfig] | None:
-    """The schema of strategy implementation ``name``, as it registered beside its code
-    (:mod:`madara_cli.config.plugin_schemas`); None for an unknown one."""
+    """The schema strategy implementation ``name`` registered beside its code; None for an unknown one."""
     return plugin_schemas.schema_for("strategy", name)
 
 
@@ -325,11 +291,9 @@ class GenerationConfig:
 
 @dataclass
 class ReadingConfig:
-    """How replies are read and perturbed where the paper and the authors' code differ
-    (README "Choices and deviations"). Each default is the paper's reading (madara's
-    where the paper is silent); ``reading=authors`` (configs/reading/authors.yaml)
-    selects the authors' code in every family at once. Only settings off their default
-    enter a key, so every key from before this group stays put."""
+    """How replies are read and perturbed where the paper and the authors' code differ (README
+    "Choices and deviations"): each default is the paper's reading (madara's where it is silent),
+    ``reading=authors`` the authors' code in every family. Only settings off their default enter a key."""
 
     name: str = "paper"  # the preset that set these: paper | authors (a label; the values below are what count)
     conflict: ConflictReading = ConflictReading.adjustment
@@ -372,8 +336,7 @@ class OnDegraded(Choice):
 
 @dataclass
 class HealthConfig:
-    """When a cell's numbers rest on too many imputed scores (results/health.py). An
-    output rule: not part of any cell key."""
+    """When a cell's numbers rest on too many imputed scores (results/health.py). An output rule: not part of any cell key."""
 
     max_imputed: float = 0.10  # degraded: more than this share of one scoring stage's scores imputed
     on_degraded: OnDegraded = OnDegraded.warn
@@ -437,25 +400,19 @@ _REGISTERED: tuple | None = None  # what register_schemas stored last
 def registered_schemas() -> tuple:
     """Every schema Hydra's config store should hold now, as (group, name, schema) rows:
     what :func:`register_schemas` stores (and what a composition reads from the store)."""
-    rows = [("", "base_config", RootConfig), ("grid", "schema", GridConfig)]
-    for group in plugin_schemas.PLUGGABLE:  # every option's schema, for a yaml that names <name>_schema
-        for name, entry in plugin_schemas.entries(group).items():
-            rows.append((group, name + SCHEMA_SUFFIX, entry.schema))
-    return tuple(rows)
+    options = ((group, name + SCHEMA_SUFFIX, entry.schema)  # every option's schema, for a yaml that names <name>_schema
+               for group in plugin_schemas.PLUGGABLE for name, entry in CATALOG.specs(group).items())
+    return (("", "base_config", RootConfig), ("grid", "schema", GridConfig), *options)
 
 
 def register_schemas() -> None:
-    """Store every schema in Hydra's config store; nothing to do when the same ones are
-    there already (each store builds a structured config: most of a composition's cost
-    when repeated for every cell of a grid)."""
+    """Store every schema in Hydra's config store, unless the same ones are there already (each
+    store builds a structured config: most of a composition's cost, repeated for every cell of a grid)."""
     global _REGISTERED
     rows = registered_schemas()
     cs = ConfigStore.instance()
     if rows == _REGISTERED and "base_config.yaml" in cs.repo:
         return
     for group, name, node in rows:
-        if group:
-            cs.store(group=group, name=name, node=node)
-        else:
-            cs.store(name=name, node=node)
+        cs.store(group=group or None, name=name, node=node)
     _REGISTERED = rows

@@ -16,7 +16,7 @@ from madara_cli.core.records import Doc
 from madara_cli.plugins import register
 from madara_cli.plugins.shape import num_range
 from madara_cli.retrievers.saved_index import BM25sIndex, index_settings
-from madara_cli.retrievers.spec import Ranked, RetrievalContext, Retriever, RetrieverSpec, corpus_index_dir
+from madara_cli.retrievers.spec import Ranked, RetrievalContext, RetrieverSpec, corpus_index_dir
 
 
 @dataclass
@@ -53,8 +53,7 @@ class BM25Index:
         q = self._bm25s.tokenize(list(queries), stopwords=self._stopwords, stemmer=self._stemmer, show_progress=False)
         # A query whose every token is unknown to the index scores every document 0;
         # bm25s then returns a fixed order, which is what a tie among zeros means.
-        ids, scores = self.model.retrieve(q, k=k, show_progress=False, n_threads=1)
-        return ids, scores
+        return self.model.retrieve(q, k=k, show_progress=False, n_threads=1)
 
 
 class BM25sRetriever:
@@ -79,12 +78,8 @@ class BM25sRetriever:
         return self._index.search(queries, k)
 
 
-def _bm25s(rcfg: DictConfig, ctx: RetrievalContext) -> Retriever:
-    return BM25sRetriever(rcfg, ctx)
-
-
 # Lucene's BM25 parameters: what every retriever built on bm25s' scoring accepts.
 BM25_RANGES = {"k1": num_range(0.0), "b": num_range(0.0, 1.0)}
 
-SPEC = register(RetrieverSpec(name="bm25s", schema=BM25sConfig, build=_bm25s, ranges=BM25_RANGES,
-                                        description="BM25 (bm25s, Lucene's scoring and analysis): the default"))
+SPEC = register(RetrieverSpec(name="bm25s", schema=BM25sConfig, build=BM25sRetriever, ranges=BM25_RANGES,
+                              description="BM25 (bm25s, Lucene's scoring and analysis): the default"))

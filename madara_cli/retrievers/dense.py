@@ -14,7 +14,7 @@ from madara_cli.config.schema import RetrieverConfig, input_field
 from madara_cli.core.records import Doc
 from madara_cli.plugins import register
 from madara_cli.retrievers.saved_index import DenseIndex, index_settings, load_encoder
-from madara_cli.retrievers.spec import Ranked, RetrievalContext, Retriever, RetrieverSpec, corpus_index_dir
+from madara_cli.retrievers.spec import Ranked, RetrievalContext, RetrieverSpec, corpus_index_dir
 
 
 @dataclass
@@ -49,9 +49,5 @@ class DenseRetriever:
         return self._index.search(queries, k)
 
 
-def _dense(rcfg: DictConfig, ctx: RetrievalContext) -> Retriever:
-    return DenseRetriever(rcfg, ctx)
-
-
-SPEC = register(RetrieverSpec(name="dense", schema=DenseConfig, build=_dense, extra="dense",
-                                        description="dense retrieval (sentence-transformers + faiss; Contriever-MS MARCO)"))
+SPEC = register(RetrieverSpec(name="dense", schema=DenseConfig, build=DenseRetriever, extra="dense",
+                              description="dense retrieval (sentence-transformers + faiss; Contriever-MS MARCO)"))

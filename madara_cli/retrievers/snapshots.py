@@ -1,50 +1,19 @@
-"""Frozen retrieval snapshots: retrieve once, reuse for every strategy and model.
-
-A snapshot is ``results/snapshots/<benchmark>__<retriever>-k<k>__<hash>.jsonl``,
-one line per example (``{"id", "q", "docs"}``), plus ``<same>.meta.json`` holding
-the full key the hash was taken over:
-
-* the benchmark source (file sha256, or hub id + config + split) and every
-  benchmark setting that shapes the examples (not ``sample``, ``calibration``,
-  ``path``: the evaluated subset does not change what one example retrieves);
-* the retriever's name and every retriever setting, ``k`` included;
-* the corpus (file sha256 / saved index / pyserini index) and, for the generative
-  reranker, the reranking model.
-
-So a changed corpus or setting writes a new snapshot and never silently reuses an
-old one, while any sample, seed, limit or calibration split of the same benchmark
-reads the lines it needs and retrieves only the examples not yet stored (appended
-under a file lock, safe for parallel workers). ``q`` is a hash of the question: a
-stored line whose question differs is retrieved again, never reused.
-
-Each line also holds ``h``, a sha256 of its own content (id, question hash, documents,
-info), checked on every load: a line whose documents were edited stops the run with
-one line naming the file, instead of feeding the edited text to every strategy.
-The meta file's ``ledger`` records the whole file: how many lines it holds and a chain
-hash over their ``h`` in order (updated under the same lock after every append). So a
-line without its hash, or one removed, reordered or changed inside the recorded lines,
-a meta file that does not name this snapshot's key, or one without a ledger (deleting
-it would otherwise make the file trusted as it is), stops the run too, with one line
-naming the file (and the line where it can tell) and the ``mv`` that rebuilds it.
-``force=true`` re-runs cells on the same frozen snapshot (that is what frozen means); it
-never skips these checks. A line without a hash is never trusted (it would let an edited
-copy stand in for a retrieved line).
-
-A writer killed between its append and its ledger update leaves complete, self-hashed
-lines after the recorded ones; that is never a reason to refuse the file. Each append
-first marks the ledger ``appending``, so the next load knows such lines for a killed
-writer's and records them (nothing is retrieved again); lines after the recorded ones
-without the mark (a madara from before it, or added by hand) are cut off with a warning
-and their examples retrieved again, never used. The ledger lives beside the key in the
-meta file, not in it: the snapshot's file name (its key digest) and every cell key stay put.
-"""
+"""Frozen retrieval snapshots (docs/running.md): ``<benchmark>__<retriever>-k<k>__<hash>.jsonl``,
+one line per example (``q`` hashes its question, ``h`` the line), beside a meta file with the
+key the hash was taken over and a ledger (line count, chain hash over the ``h`` in order).
+An edited recorded line or a meta file that does not match stops the run in one line naming
+the ``mv`` that rebuilds it, ``force=true`` or not. Each append first marks the ledger
+``appending``, so a killed writer's complete lines are recorded on the next load and
+unmarked ones (added by hand) cut off. The ledger sits beside the key, so names stay put."""
 
 from __future__ import annotations
 
 import fcntl
 import itertools
 import json
+import logging
 import os
+import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -53,6 +22,9 @@ from madara_cli.config.identity import digest, snapshot_name, text_digest
 from madara_cli.core.errors import SnapshotError
 from madara_cli.core.paths import inside, writing
 from madara_cli.core.records import Doc, Example
+
+log = logging.getLogger(__name__)
+Entry = tuple[str, tuple[Doc, ...], dict[str, Any]]  # a stored line: (question hash, docs, info)
 
 
 def question_hash(ex: Example) -> str:
@@ -66,10 +38,6 @@ def content_hash(row: dict[str, Any]) -> str:
     return digest(body, 64, ascii=False)
 
 
-def _doc_to_json(d: Doc) -> dict[str, Any]:
-    return {"id": d.id, "title": d.title, "text": d.text, "meta": d.meta}
-
-
 def _doc_from_json(o: dict[str, Any], texts: dict[str, str] | None = None) -> Doc:
     """A stored document; ``texts`` shares one copy of a text among the lines that
     retrieved the same passage (a large snapshot repeats each one many times)."""
@@ -79,20 +47,16 @@ def _doc_from_json(o: dict[str, Any], texts: dict[str, str] | None = None) -> Do
     return Doc(id=o["id"], text=text, title=title, meta=o.get("meta") or {})
 
 
-# A snapshot checked whole (every line against its hash, the lines against the ledger)
-# is read again by each cell that retrieves through it: a grid's plan read and checked
-# the same file once per cell. What a check found is kept per (file, stamp, ledger):
-# device, inode, size, and modification and change times to the nanosecond (any write,
-# even one that puts the mtime back, moves the change time). A file changed within the
-# last two seconds is checked every time (a stamp's resolution may hide a second write).
-_CHECKED: dict[tuple, dict[str, tuple[str, tuple[Doc, ...], dict[str, Any]]]] = {}
+# What a whole check found, kept per (file, stamp, ledger) for the next cell that reads the
+# file (a grid's plan checked it once per cell): the stamp's change time moves with any
+# write; a file changed within two seconds is checked every time (the stamp's resolution
+# may hide a second write).
+_CHECKED: dict[tuple, dict[str, Entry]] = {}
 _CHECKED_MAX = 64
 _RACY_NS = 2_000_000_000
 
 
 def _stamp(path: Path, ledger: dict[str, Any]) -> tuple | None:
-    import time
-
     try:
         st = os.stat(path)
     except OSError:
@@ -119,10 +83,11 @@ class Snapshot:
             f"skip this check; to rebuild it by retrieving again, move it aside and rerun: mv {self.path} {self.path}.edited"
         )
 
-    def _meta(self) -> dict[str, Any] | None:
-        """The meta file, checked against this snapshot's key and holding a ledger; None
-        when there is none."""
+    def _meta(self, required: bool = True) -> dict[str, Any] | None:
+        """The meta file, checked against this snapshot's key and holding a ledger; None when there is none and it is not ``required``."""
         if not self.meta_path.is_file():
+            if required:
+                raise self._refuse(f"has no meta file {self.meta_path.name} (the key and ledger it was written under)")
             return None
         try:
             meta = json.loads(self.meta_path.read_text(encoding="utf-8"))
@@ -144,12 +109,12 @@ class Snapshot:
             raise self._refuse(f"has a meta file {self.meta_path.name} whose ledger is damaged")
         return meta
 
-    def _scan(self, upto: int | None) -> tuple[dict[str, tuple[str, tuple[Doc, ...], dict[str, Any]]], int, str, str, int]:
-        """Every line checked against its hash: (entries, lines, chain over all lines,
-        chain over the first ``upto`` lines, the byte offset where line ``upto`` ends).
-        A torn line (a killed writer's, never recorded in the ledger) is skipped. The
-        entries are those of the first ``upto`` lines (all, when None)."""
-        out: dict[str, tuple[str, tuple[Doc, ...], dict[str, Any]]] = {}
+    def _scan(self, ledger: dict[str, Any]) -> tuple[dict[str, Entry], int, str, int]:
+        """Every line checked against its hash, and the recorded lines against the ledger (there, in
+        order): (the recorded lines' entries, all lines, the chain over all, the byte offset where the
+        recorded ones end). A torn line (a killed writer's, never recorded) is skipped."""
+        upto = ledger["lines"]
+        out: dict[str, Entry] = {}
         texts: dict[str, str] = {}
         count, chain, chain_upto, offset, end_upto = 0, "", "", 0, 0
         with self.path.open("rb") as f:
@@ -174,47 +139,34 @@ class Snapshot:
                         f"its documents were changed after retrieval"
                     )
                 count += 1
-                if upto is None or count <= upto:
+                if count <= upto:
                     out[row["id"]] = entry
                 chain = _chain(chain, row["h"])
                 if count == upto:
                     chain_upto, end_upto = chain, offset
-        return out, count, chain, chain_upto, end_upto
-
-    def _check_recorded(self, ledger: dict[str, Any], count: int, chain_upto: str) -> None:
-        """The recorded lines are there, in order: anything else is an edit."""
-        if count < ledger["lines"]:
-            raise self._refuse(f"holds {count} lines where its meta file records {ledger['lines']}: lines were removed")
-        if (chain_upto if ledger["lines"] else "") != ledger["chain"]:
+        if count < upto:
+            raise self._refuse(f"holds {count} lines where its meta file records {upto}: lines were removed")
+        if (chain_upto if upto else "") != ledger["chain"]:
             raise self._refuse(
-                f"lines 1-{ledger['lines']} are not the lines its meta file records, in that order: a line was removed, "
-                f"inserted or reordered"
+                f"lines 1-{upto} are not the lines its meta file records, in that order: a line was removed, inserted or reordered"
             )
+        return out, count, chain, end_upto
 
-    def load(self) -> dict[str, tuple[str, tuple[Doc, ...], dict[str, Any]]]:
-        """id -> (question hash, docs, info). A torn line (a killed writer) is ignored;
-        a line that does not match its content hash, or a file whose recorded lines are
-        not those its meta file's ledger records, raises :class:`SnapshotError` (see the
-        module docstring). Complete lines after the recorded ones are a killed writer's:
-        recorded when the ledger says an append was under way, else dropped (and
-        retrieved again); never a reason to refuse the file."""
+    def load(self) -> dict[str, Entry]:
+        """id -> (question hash, docs, info): an edited file raises :class:`SnapshotError`, lines after
+        the recorded ones are settled (:meth:`_settle`), never a reason to refuse it."""
         if not self.path.is_file():
             return {}
         for _ in range(2):
-            with self.path.open("rb") as lock:  # shared: a parallel worker's append lands before or after, never between
+            # Each lock below is released when its file closes. Shared here: a parallel
+            # worker's append lands before or after, never between.
+            with self.path.open("rb") as lock:
                 fcntl.flock(lock, fcntl.LOCK_SH)
-                try:
-                    meta = self._meta()
-                    if meta is None:
-                        raise self._refuse(f"has no meta file {self.meta_path.name} (the key and ledger it was written under)")
-                    ledger = meta["ledger"]
-                    stamp = _stamp(self.path, ledger)
-                    if stamp is not None and stamp in _CHECKED:
-                        return dict(_CHECKED[stamp])
-                    out, count, _, chain_upto, _ = self._scan(ledger["lines"])
-                    self._check_recorded(ledger, count, chain_upto)
-                finally:
-                    fcntl.flock(lock, fcntl.LOCK_UN)
+                ledger = self._meta()["ledger"]  # type: ignore[index]
+                stamp = _stamp(self.path, ledger)
+                if stamp is not None and stamp in _CHECKED:
+                    return dict(_CHECKED[stamp])
+                out, count, _, _ = self._scan(ledger)
             if count == ledger["lines"] and not ledger.get("appending"):
                 if stamp is not None:
                     _CHECKED[stamp] = dict(out)
@@ -223,35 +175,26 @@ class Snapshot:
         return out
 
     def _settle(self) -> None:
-        """Under the file lock, bring the ledger up to the file after a writer was killed
-        between its append and its ledger update: with the ledger's ``appending`` mark
-        (set before every append) the complete lines after the recorded ones are that
-        writer's, and are recorded; without it (a madara from before the mark, or lines
-        added by hand) they are cut off, so their examples are retrieved again."""
-        import logging
-
+        """Under the file lock, bring the ledger up to the file: lines after the recorded ones
+        are a killed writer's and recorded when the ledger is marked ``appending``, else (a
+        madara from before the mark, or lines added by hand) cut off and retrieved again."""
         with writing(self.path), self.path.open("rb+") as f:
             fcntl.flock(f, fcntl.LOCK_EX)
-            try:
-                meta = self._meta()
-                if meta is None:
-                    return
-                ledger = meta["ledger"]
-                _, count, chain, chain_upto, end_upto = self._scan(ledger["lines"])
-                self._check_recorded(ledger, count, chain_upto)
-                extra = count - ledger["lines"]
-                if ledger.get("appending"):
-                    self._write_meta({**meta, "ledger": {"lines": count, "chain": chain}})
-                    if extra:
-                        logging.getLogger(__name__).warning(
-                            "retrieval snapshot %s: recorded %d line(s) a writer appended before it was stopped", self.path, extra)
-                elif extra:
-                    f.truncate(end_upto)
-                    logging.getLogger(__name__).warning(
-                        "retrieval snapshot %s: dropped %d line(s) after the %d its meta file records (a writer stopped before "
-                        "recording them, or lines added by hand); their examples are retrieved again", self.path, extra, ledger["lines"])
-            finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
+            meta = self._meta(required=False)
+            if meta is None:
+                return
+            ledger = meta["ledger"]
+            _, count, chain, end_upto = self._scan(ledger)
+            extra = count - ledger["lines"]
+            if ledger.get("appending"):
+                self._write_meta({**meta, "ledger": {"lines": count, "chain": chain}})
+                if extra:
+                    log.warning("retrieval snapshot %s: recorded %d line(s) a writer appended before it was stopped", self.path, extra)
+            elif extra:
+                f.truncate(end_upto)
+                log.warning(
+                    "retrieval snapshot %s: dropped %d line(s) after the %d its meta file records (a writer stopped before "
+                    "recording them, or lines added by hand); their examples are retrieved again", self.path, extra, ledger["lines"])
 
     @staticmethod
     def _line(row: dict[str, Any]) -> tuple[str, str]:
@@ -263,7 +206,8 @@ class Snapshot:
     def append(self, rows: Iterable[tuple[Example, Sequence[Doc], dict[str, Any]]]) -> int:
         """Append one line per (example, documents, info), rendered one at a time (a
         large retrieval is never held as text all at once); the number written."""
-        lines = (self._line({"id": ex.id, "q": question_hash(ex), "docs": [_doc_to_json(d) for d in docs], "info": info})
+        lines = (self._line({"id": ex.id, "q": question_hash(ex), "info": info,
+                             "docs": [{"id": d.id, "title": d.title, "text": d.text, "meta": d.meta} for d in docs]})
                  for ex, docs, info in rows)
         first = next(lines, None)
         if first is None:
@@ -276,42 +220,33 @@ class Snapshot:
         tmp.replace(self.meta_path)
 
     def _write_lines(self, lines: Iterable[tuple[str, str]]) -> int:
-        """Append ``lines`` ((text, hash) pairs) and record them in the meta file's
-        ledger, all under the file lock: the ledger is first marked ``appending``, then
-        the lines are written, then it records them. A writer killed in between leaves
-        the mark, and the next load records its complete lines (:meth:`_settle`). The
-        number written."""
+        """Append ``lines`` ((text, hash) pairs) under the file lock: the ledger marked ``appending``,
+        the lines written, then recorded (a killed writer leaves the mark). The number written."""
         written = 0
         with writing(self.path):
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.path.open("ab+") as f:
                 fcntl.flock(f, fcntl.LOCK_EX)
-                try:
-                    end = f.seek(0, os.SEEK_END)
-                    # A new file (or one moved aside to rebuild it) gets a fresh meta file:
-                    # whatever the old one said (a stale ledger, a damaged key) is replaced.
-                    meta = dict(self.key) if end == 0 else self._meta()
-                    if meta is None:
-                        raise self._refuse(f"has no meta file {self.meta_path.name} (the key and ledger it was written under)")
-                    ledger = {"lines": 0, "chain": ""} if end == 0 else meta["ledger"]
-                    if ledger.get("appending"):  # a killed writer's lines: recorded before ours follow them
-                        _, count, chain, chain_upto, _ = self._scan(ledger["lines"])
-                        self._check_recorded(ledger, count, chain_upto)
-                        ledger = {"lines": count, "chain": chain}
-                    count, chain = ledger["lines"], ledger["chain"]
-                    for text, h in lines:
-                        if written == 0:
-                            self._write_meta({**meta, "ledger": {"lines": count, "chain": chain, "appending": True}})
-                            if end > 0:  # a killed writer's torn line must not swallow ours
-                                f.seek(end - 1)
-                                if f.read(1) != b"\n":
-                                    f.write(b"\n")
-                        f.write(text.encode("utf-8"))
-                        count, chain, written = count + 1, _chain(chain, h), written + 1
-                    f.flush()
-                    self._write_meta({**meta, "ledger": {"lines": count, "chain": chain}})
-                finally:
-                    fcntl.flock(f, fcntl.LOCK_UN)
+                end = f.seek(0, os.SEEK_END)
+                # A new file (or one moved aside to rebuild it) gets a fresh meta file:
+                # whatever the old one said (a stale ledger, a damaged key) is replaced.
+                meta: dict[str, Any] = dict(self.key) if end == 0 else self._meta()  # type: ignore[assignment]
+                ledger = {"lines": 0, "chain": ""} if end == 0 else meta["ledger"]
+                if ledger.get("appending"):  # a killed writer's lines: recorded before ours follow them
+                    _, count, chain, _ = self._scan(ledger)
+                    ledger = {"lines": count, "chain": chain}
+                count, chain = ledger["lines"], ledger["chain"]
+                for text, h in lines:
+                    if written == 0:
+                        self._write_meta({**meta, "ledger": {"lines": count, "chain": chain, "appending": True}})
+                        if end > 0:  # a killed writer's torn line must not swallow ours
+                            f.seek(end - 1)
+                            if f.read(1) != b"\n":
+                                f.write(b"\n")
+                    f.write(text.encode("utf-8"))
+                    count, chain, written = count + 1, _chain(chain, h), written + 1
+                f.flush()
+                self._write_meta({**meta, "ledger": {"lines": count, "chain": chain}})
         return written
 
 

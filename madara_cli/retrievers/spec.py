@@ -1,14 +1,5 @@
-"""What every retriever shares: the :class:`Retriever` protocol, the context a
-retrieval runs in, and the record each retriever module registers.
-
-A retriever is one module (``madara_cli/retrievers/<name>.py``, imported by the one
-loader, :func:`madara_cli.composition.plugins.load_plugins`; an installed package's through the ``madara.retrievers`` entry
-point group) plus one ``configs/retriever/<name>.yaml``. Its :class:`RetrieverSpec`
-names its settings schema (a dataclass extending
-:class:`~madara_cli.config.schema.RetrieverConfig`, enforced at compose) and how to
-build it for a retrieval. The orchestration (snapshots, the three kinds of query) is
-:mod:`madara_cli.retrievers.retrieval`.
-"""
+"""What every retriever shares: the :class:`Retriever` protocol, the context a retrieval runs
+in, and the :class:`RetrieverSpec` each retriever module registers (docs/extending.md)."""
 
 from __future__ import annotations
 
@@ -30,11 +21,9 @@ Ranked = list[tuple[Doc, float]]
 class Retriever(Protocol):
     def rank_pools(self, queries: Sequence[str], pools: Sequence[Sequence[Doc]]) -> list[Ranked]:
         """Every document of each pool, best first, with its score."""
-        ...
 
     def search(self, queries: Sequence[str], k: int) -> list[Ranked]:
         """The top ``k`` corpus documents of each query, best first."""
-        ...
 
 
 @dataclass
@@ -60,10 +49,8 @@ RetrieverFactory = Callable[[DictConfig, RetrievalContext], Retriever]
 
 @dataclass(frozen=True, kw_only=True)
 class RetrieverSpec(Spec):
-    """One retriever: what every plug-in declares (:class:`~madara_cli.plugins.shape.Spec`:
-    its ``retriever.name``, a settings schema extending config.schema.RetrieverConfig,
-    the prompt families its requests send, compose-time checks) plus its factory and
-    what the layers above need to know of it without naming it."""
+    """One retriever: what every plug-in declares (:class:`~madara_cli.plugins.shape.Spec`)
+    plus its factory and what the layers above need to know of it without naming it."""
 
     kind: ClassVar[str] = "retriever"
 
@@ -77,14 +64,6 @@ class RetrieverSpec(Spec):
     own_corpus: bool = False  # it searches a corpus of its own (a prebuilt index) when the benchmark names none
 
 
-def no_corpus(ctx: RetrievalContext) -> DataError:
-    b = ctx.cfg.benchmark.name
-    return DataError(
-        f"benchmark {b} ships no documents and no corpus is set: pass benchmark.corpus=FILE (JSONL id/title/text), "
-        "retriever.index=DIR (madara index build), or retriever=pyserini"
-    )
-
-
 def corpus_index_dir(rcfg: DictConfig, ctx: RetrievalContext) -> Path:
     """``retriever.index`` (checked against the settings and benchmark.corpus), else
     the index of ``benchmark.corpus`` under ``<results_dir>/indexes``, built once."""
@@ -94,7 +73,8 @@ def corpus_index_dir(rcfg: DictConfig, ctx: RetrievalContext) -> Path:
         check_index(d, settings, ctx.corpus_sha)
         return d
     if ctx.corpus_path is None:
-        raise no_corpus(ctx)
+        raise DataError(f"benchmark {ctx.cfg.benchmark.name} ships no documents and no corpus is set: pass benchmark.corpus=FILE "
+                        "(JSONL id/title/text), retriever.index=DIR (madara index build), or retriever=pyserini")
     path, built = ensure_index(ctx.corpus_path, ctx.indexes_dir, rcfg, progress=False)
     if built:
         ctx.built.append(path)
