@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 from scipy.stats import rankdata
@@ -138,11 +138,22 @@ class Vote:
     sizes: dict[str, int] = field(default_factory=dict)
 
 
-def _vote_weights(answers: Sequence[str], weights: Sequence[float] | None) -> list[float]:
+def _tally(
+    answers: Sequence[str], weights: Sequence[float] | None, key_of: Callable[[str], str], empty_votes: bool
+) -> tuple[dict[str, float], dict[str, int], dict[str, list[int]]]:
+    """Per group key, in order of formation: the total weight (uniform when None), the
+    size and the members' positions."""
     w = [1.0] * len(answers) if weights is None else [float(x) for x in weights]
     if len(w) != len(answers):
         raise ValueError(f"{len(w)} weights for {len(answers)} answers")
-    return w
+    totals: dict[str, float] = {}
+    members: dict[str, list[int]] = {}
+    for pos, (a, weight) in enumerate(zip(answers, w)):
+        key = key_of(a)
+        if key or empty_votes:
+            totals[key] = totals.get(key, 0.0) + weight
+            members.setdefault(key, []).append(pos)
+    return totals, {k: len(m) for k, m in members.items()}, members
 
 
 def pde_vote(answers: Sequence[str], weights: Sequence[float] | None = None) -> Vote:
@@ -151,23 +162,13 @@ def pde_vote(answers: Sequence[str], weights: Sequence[float] | None = None) -> 
     (uniform when None); empty answers do not vote. The largest total wins; ties go to the
     larger group, then to the one holding the highest-ranked answer, whose text as written
     is returned. With no non-empty answer, the first answer (or "")."""
-    w = _vote_weights(answers, weights)
-    totals: dict[str, float] = {}
-    sizes: dict[str, int] = {}
-    first: dict[str, int] = {}
-    for pos, (a, weight) in enumerate(zip(answers, w)):
-        key = normalize(a)
-        if not key:
-            continue
-        totals[key] = totals.get(key, 0.0) + weight
-        sizes[key] = sizes.get(key, 0) + 1
-        first.setdefault(key, pos)
+    totals, sizes, members = _tally(answers, weights, normalize, empty_votes=False)
     if not totals:
         return Vote(winner=0 if answers else None, answer=answers[0] if answers else "")
     best_total = max(totals.values())
-    contenders = [k for k, t in totals.items() if t >= best_total - _EPS]
-    best = min(contenders, key=lambda k: (-sizes[k], first[k]))
-    return Vote(winner=first[best], answer=answers[first[best]], totals=totals, sizes=sizes)
+    best = min((k for k, t in totals.items() if t >= best_total - _EPS), key=lambda k: (-sizes[k], members[k][0]))
+    first = members[best][0]
+    return Vote(winner=first, answer=answers[first], totals=totals, sizes=sizes)
 
 
 def authors_group_key(text: str) -> str:
@@ -182,17 +183,9 @@ def pde_vote_authors(answers: Sequence[str], weights: Sequence[float] | None = N
     :func:`authors_group_key`, an empty answer's group included (it can win); the first
     group formed among those with the largest total wins (no tolerance, no size rule), and
     the answer returned is its LAST member as written (each overwrites the group's answer)."""
-    w = _vote_weights(answers, weights)
-    totals: dict[str, float] = {}
-    sizes: dict[str, int] = {}
-    last: dict[str, int] = {}
-    for pos, (a, weight) in enumerate(zip(answers, w)):
-        key = authors_group_key(a)
-        totals[key] = totals.get(key, 0.0) + weight
-        sizes[key] = sizes.get(key, 0) + 1
-        last[key] = pos
+    totals, sizes, members = _tally(answers, weights, authors_group_key, empty_votes=True)
     if not totals:
         return Vote(winner=None, answer="")
     best_total = max(totals.values())
-    best = next(k for k, t in totals.items() if t == best_total)
-    return Vote(winner=last[best], answer=answers[last[best]], totals=totals, sizes=sizes)
+    last = members[next(k for k, t in totals.items() if t == best_total)][-1]
+    return Vote(winner=last, answer=answers[last], totals=totals, sizes=sizes)
