@@ -1,20 +1,12 @@
-"""The prompt families the shipped agents send, each with its templates, the fields each
-template may use, and the requests its builders render for the fixed sample
+"""The prompt families the shipped agents send: templates, the fields each may use, and
+the requests its builders render for the fixed sample
 (:data:`madara_cli.config.prompt_sets.SAMPLE_EXAMPLES`), whose digest keys every cell that
-sends the family (:func:`madara_cli.config.identity.family_digest`): an edit anywhere in a
-template file or a builder changes it, and nothing else does.
-
-* ``shared``: the labelled query line (a question, or a FEVER claim) several families use;
-* ``generator``: Appendix N's factoid and FEVER generators, and ``generation.style=oneshot``'s
-  worked example (every strategy);
-* ``assessors``: the three agents in base, CoT and logprob form, plus the RSC re-score prefix;
-* ``detector``: the Conflict Detector, one request per query (``strategy.conflict=per_query``);
-* ``judge``: MAIN-RAG's Yes/No judge;
-* ``rescore``: the RSC probe's forced re-score (the probe's key and madara cells').
-
-The generative reranker's family is declared with it (:mod:`madara_cli.retrievers.rerank`);
-a plug-in brings its own in its spec (:class:`~madara_cli.plugins.shape.PromptFamily`).
-The shipped words are ``configs/prompts/madara/``.
+sends the family (:func:`madara_cli.config.identity.family_digest`): an edit in a template
+or a builder changes it, and nothing else does. ``shared`` (the labelled query line),
+``generator`` (Appendix N's generators, and ``generation.style=oneshot``'s example),
+``assessors`` (base, CoT, logprob, the RSC re-score prefix), ``detector`` (per query),
+``judge`` (MAIN-RAG) and ``rescore`` (the RSC probe's forced re-score). The reranker's
+family is declared with it (:mod:`madara_cli.retrievers.rerank`); a plug-in brings its own.
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
-"""Generator prompts and the answer clean-up every strategy shares.
+"""Generator prompts and the answer clean-up every strategy shares (the MADARA paper,
+Appendix N: a factoid generator answering from the documents with a short phrase, a FEVER
+generator giving one label; PDE and MAIN-RAG call the factoid one with a single document).
 
-Written to the description in the paper's Appendix N: a factoid generator that
-answers from the given documents with a short phrase, and a FEVER generator that
-outputs one label; the words are a prompt set's templates. PDE and MAIN-RAG call
-the same factoid generator with a single document.
+The words are a prompt set's (shipped: ``configs/prompts/madara/factoid_*.txt`` and
+``fever_*.txt``). The shipped factoid system prompt is Appendix N's description and
+nothing more -- nothing about disagreeing documents, which would aim the NF baseline,
+where every routing decision starts, at CONFLICTS.
 """
 
 from __future__ import annotations
@@ -16,13 +18,6 @@ from madara_cli.config.prompt_sets import PromptSet
 from madara_cli.core.metrics import tidy_answer
 from madara_cli.core.records import ChatRequest, Doc, Example, Message, messages
 
-# The wording is a prompt set's (madara_cli.config.prompt_sets; shipped:
-# configs/prompts/madara/factoid_*.txt and fever_*.txt). The shipped factoid system
-# prompt is Appendix N's description of the factoid generator, nothing more:
-# documents, question, and the answer alone (a name, number, date or short phrase; no
-# sentence, no explanation). Nothing about disagreeing documents: that would aim the
-# NF baseline, which every routing decision starts from, at CONFLICTS.
-
 STYLES = ("zeroshot", "oneshot")
 
 
@@ -33,14 +28,12 @@ def render_docs(docs: Sequence[Doc]) -> str:
 def generation_request(
     example: Example, docs: Sequence[Doc], max_tokens: int, temperature: float, seed: int, style: str = "zeroshot", prompts: PromptSet | None = None
 ) -> ChatRequest:
-    """One generator call over ``docs`` (all of them for NF, the selection for
-    filtering strategies, a single one for PDE). ``style`` is ``zeroshot`` (the
-    paper's) or ``oneshot``: one worked example first, as an earlier user/assistant
-    turn (the set's ``*_oneshot_documents`` / ``_question`` / ``_answer``, rendered
-    through the same user template), about an invented entity of its own so it leaks
-    no answer; tiny models (SmolLM2-135M) otherwise answer in sentences or echo the
-    rules. Fields: ``documents`` (``[n] document`` blocks), ``question`` and ``claim``
-    (the query's text under either name)."""
+    """One generator call over ``docs`` (all for NF, the selection for filtering
+    strategies, one for PDE); fields ``documents`` (``[n] document`` blocks), ``question``
+    and ``claim``. ``style``: ``zeroshot`` (the paper's) or ``oneshot``, a worked example
+    first as an earlier user/assistant turn (the set's ``*_oneshot_*``, through the same
+    user template) about an invented entity, so it leaks no answer: tiny models
+    (SmolLM2-135M) otherwise answer in sentences or echo the rules."""
     ps = shipped_prompt_set() if prompts is None else prompts
     task = "fever" if example.task == "fever" else "factoid"
 
@@ -96,17 +89,11 @@ def fever_label(text: str) -> str | None:
 
 
 def clean_answer(text: str, task: str = "factoid", reading: str = "tidy") -> str:
-    """Reduce a generation to the answer string, identically for every strategy.
-
-    Factoid: :func:`madara_cli.core.metrics.tidy_answer` (first non-empty line, no
-    ``Answer:`` lead-in, no wrapping pair of quotes, brackets or emphasis, no final
-    period), which every metric also applies to the gold aliases, so a verbatim-correct
-    reply stays correct. FEVER: :func:`fever_label` of the whole reply; a reply naming
-    no label keeps its tidied text (and scores as wrong).
-
-    ``reading="strip"`` (``reading.answers``, the authors' code): the reply with its
-    surrounding whitespace stripped, nothing more, for both tasks.
-    """
+    """Reduce a generation to the answer string, identically for every strategy. Factoid:
+    :func:`~madara_cli.core.metrics.tidy_answer`, which every metric also applies to the
+    gold aliases, so a verbatim-correct reply stays correct. FEVER: :func:`fever_label`,
+    else the tidied text (scored wrong). ``reading="strip"`` (``reading.answers``, the
+    authors' code): the reply stripped of surrounding whitespace, for both tasks."""
     if reading == "strip":
         return (text or "").strip()
     if task == "fever":

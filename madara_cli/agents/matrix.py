@@ -5,12 +5,12 @@ failures for selection."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from madara_cli.agents.parsing import NEUTRAL, read_conflict_reply, read_reply
+from madara_cli.agents.parsing import NEUTRAL, ParsedScore, read_conflict_reply, read_reply
 from madara_cli.agents.prompts import AGENTS, CONFLICT
 from madara_cli.core.records import Completion, Example
 
@@ -78,44 +78,29 @@ def build_matrix(
     docs = example.docs or ()
     m, a = len(docs), len(AGENTS)
     per_doc = a if conflict_reply is None else a - 1
-    scores = np.full((m, a), math.nan)
-    reasons: list[list[str | None]] = [[None] * a for _ in range(m)]
-    raw: list[list[str]] = [[""] * a for _ in range(m)]
-    reasoning: list[list[tuple[str, ...]]] = [[()] * a for _ in range(m)]
-    confidence: list[list[int | None]] = [[None] * a for _ in range(m)]
+    cells = [[(ParsedScore(math.nan), "")] * a for _ in range(m)]  # (reading, raw reply) per document x agent
     cut = 0
     for n, c in enumerate(completions):
         i, j = divmod(n, per_doc)
-        parsed, raw[i][j] = read_reply(c, AGENTS[j], mode, parsers[j] if parsers else "madara", stop_sent)
-        scores[i, j] = parsed.value
-        reasons[i][j] = parsed.failure
-        reasoning[i][j] = parsed.reasoning
-        confidence[i][j] = parsed.confidence
-        cut += int(c.finish_reason == "length")
+        cells[i][j] = read_reply(c, AGENTS[j], mode, parsers[j] if parsers else "madara", stop_sent)
+        cut += c.finish_reason == "length"
     missing = extra = 0
     if conflict_reply is not None:
         adj, text = read_conflict_reply(conflict_reply, m, mode)
         j = AGENTS.index(CONFLICT)
-        for i, parsed in enumerate(adj.values):
-            scores[i, j] = parsed.value
-            reasons[i][j] = parsed.failure
-            raw[i][j] = text  # the one reply all the documents' adjustments come from
-            reasoning[i][j] = adj.reasoning
-            confidence[i][j] = adj.confidence
+        for i, parsed in enumerate(adj.values):  # every document's adjustment comes from the one reply
+            cells[i][j] = (replace(parsed, reasoning=adj.reasoning, confidence=adj.confidence), text)
         missing, extra = adj.missing_ids, adj.extra_ids
-        cut += int(conflict_reply.finish_reason == "length")
+        cut += conflict_reply.finish_reason == "length"
+
+    def grid(read: Callable[[ParsedScore, str], Any]) -> tuple[tuple[Any, ...], ...]:
+        return tuple(tuple(read(p, r) for p, r in row) for row in cells)
+
     return ScoreMatrix(
-        example_id=example.id,
-        doc_ids=tuple(d.id for d in docs),
-        agents=AGENTS,
-        scores=scores,
-        failed=np.array([[r is not None for r in row] for row in reasons], dtype=bool).reshape(m, a),
-        failure_reasons=tuple(tuple(r) for r in reasons),
-        raw=tuple(tuple(r) for r in raw),
-        reasoning=tuple(tuple(r) for r in reasoning),
-        confidence=tuple(tuple(r) for r in confidence),
-        hit_max_tokens=cut,
-        conflict_calls="per_document" if conflict_reply is None else "per_query",
-        missing_ids=missing,
-        extra_ids=extra,
+        example_id=example.id, doc_ids=tuple(d.id for d in docs), agents=AGENTS,
+        scores=np.array(grid(lambda p, _: p.value), dtype=float).reshape(m, a),
+        failed=np.array(grid(lambda p, _: p.failure is not None), dtype=bool).reshape(m, a),
+        failure_reasons=grid(lambda p, _: p.failure), raw=grid(lambda _, r: r), reasoning=grid(lambda p, _: p.reasoning),
+        confidence=grid(lambda p, _: p.confidence), hit_max_tokens=cut,
+        conflict_calls="per_document" if conflict_reply is None else "per_query", missing_ids=missing, extra_ids=extra,
     )

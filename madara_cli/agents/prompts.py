@@ -1,41 +1,23 @@
 """Request builders of the three document assessors, the Conflict Detector, MAIN-RAG's
-judge and the RSC forced re-score: they compute the fields and render the templates
-of a prompt set (:mod:`madara_cli.config.prompt_sets`; the shipped wording is in
-``configs/prompts/madara/``, the set a cell uses is ``cfg.prompts``).
+judge and the RSC forced re-score: they compute the fields and render the templates of a
+prompt set (:mod:`madara_cli.config.prompt_sets`; the shipped words are
+``configs/prompts/madara/``, a cell's set is ``cfg.prompts``).
 
-Written from the agent descriptions in the MADARA paper (Section 4 and Appendix N):
-one shared base model plays three structurally distinct roles, each scoring one
-retrieved document on a 0-5 guide and answering in JSON.
+Written from the MADARA paper's agent descriptions (Section 4, Appendix N): one base
+model plays three roles, each scoring one document on a 0-5 guide in JSON. The
+**Relevance Assessor** sees the question and the document; the **Consistency Verifier**
+and the **Conflict Detector** also see the other documents, the detector reporting an
+*adjustment* in -2..+2 (:func:`madara_cli.agents.parsing.conflict_to_score` maps it).
+CoT variants (Section 4.1) require five named reasoning steps and add
+``reasoning_steps`` and ``confidence`` (1-5) ahead of the score. In ``logprob`` mode
+``-1`` and ``-2`` share the token ``-``, so the detector is asked on the 0-5 scale whose
+anchors are the adjustments' images (``conflict_logprob_system``: 0 = -2, 2.5 = 0, 5 = +2).
 
-* **Relevance Assessor** -- does *this* document help answer the question? Sees the
-  question and the one document.
-* **Consistency Verifier** -- does what the document says agree with the other
-  retrieved documents? Sees the document plus short excerpts of the others.
-* **Conflict Detector** -- is the document on the well-supported side of a
-  disagreement between documents, or part of a conflict? Sees the same context as
-  the verifier and reports an *adjustment* in -2..+2, not a 0-5 score
-  (:func:`madara_cli.agents.parsing.conflict_to_score` maps it into the matrix).
-
-The CoT variants (Section 4.1, "CoT De-Polarization") keep each role and its guide
-but require five named reasoning steps first, and add ``reasoning_steps`` (one string
-per step) and ``confidence`` (1-5) to the JSON, ahead of the score.
-
-``logprob`` scoring reads the next-token distribution after the assistant has
-written ``{"score": `` (one forward pass, no sampling). A negative adjustment
-cannot be read off a single next token (``-1`` and ``-2`` share the token ``-``),
-so in that mode the Conflict Detector gets ``conflict_logprob_system``: the
-same judgement, asked directly on the 0-5 scale whose anchors are the images of the
-adjustments under the mapping (0 = -2, 2.5 = 0, 5 = +2).
-
-The other documents appear as excerpts (their first ~200 characters, cut at a word
-boundary) so that a ten-document context stays near 600 tokens; the document under
-assessment is always shown in full. Every user turn ends with a one-line reminder
-of the reply format: small models follow the last instruction they read far more
-often than the system prompt.
-
-For FEVER examples (``Example.task == "fever"``) the question is a claim to verify:
-the user turn labels it ``Claim:`` and the shared preamble and the relevance guide
-cover claims.
+The other documents appear as ~200-character excerpts cut at a word boundary (a
+ten-document context stays near 600 tokens); the assessed document is shown in full.
+Every user turn ends with a one-line reminder of the reply format: small models follow
+the last instruction they read far more often than the system prompt. FEVER queries
+are claims (``Claim:``).
 """
 
 from __future__ import annotations
@@ -96,9 +78,7 @@ def assessor_messages(
     """System prompt and user turn of ``agent`` assessing ``docs[index]``: fields
     ``query``, ``question``/``claim``, ``index`` (the retrieval rank, from 1),
     ``document`` (in full) and ``other_documents`` (the rest as ``[rank] excerpt``
-    lines, ``(none)`` without any). The shipped relevance assessor does not show the
-    others; every shipped user turn ends with a one-line reminder of the reply format
-    (small models follow the last instruction they read far better than the system prompt)."""
+    lines, ``(none)`` without any; the shipped relevance assessor does not show them)."""
     ps = _set(prompts)
     stem = _mode(agent, cot, logprob)
     others = [f"[{j + 1}] {excerpt(d)}" for j, d in enumerate(docs) if j != index]
@@ -107,16 +87,11 @@ def assessor_messages(
     return messages(ps.render(stem + "_system", **fields), ps.render(stem + "_user", **fields))
 
 
-# --------------------------------------------------------------------------- #
-# Conflict Detector, one call per query (strategy.conflict=per_query, the default)
-#
-# Appendix N: the detector receives the question and "a list of claim summaries from
-# each retrieved document with document IDs" and returns ``doc_adjustments`` for all
-# of them. The summaries are the documents' excerpts (the same stand-in for another
-# document's claims that the Consistency Verifier gets), labelled with their
-# retrieval rank; the reply maps each number to an adjustment in -2..+2
-# (:func:`madara_cli.agents.parsing.parse_doc_adjustments` reads it).
-# --------------------------------------------------------------------------- #
+# --- Conflict Detector, one call per query (strategy.conflict=per_query, the default) ---
+# Appendix N: it receives the question and "a list of claim summaries from each retrieved
+# document with document IDs" and returns ``doc_adjustments`` for all of them. The
+# summaries are the excerpts the Consistency Verifier gets, under their retrieval rank
+# (:func:`madara_cli.agents.parsing.parse_doc_adjustments` reads the reply).
 
 DOC_ADJUSTMENTS = "doc_adjustments"
 
@@ -132,9 +107,7 @@ def detector_messages(example: Example, docs: Sequence[Doc], cot: bool = False, 
     return messages(ps.render(stem + "_system", **fields), ps.render(stem + "_user", **fields))
 
 
-# --------------------------------------------------------------------------- #
-# MAIN-RAG judge (Chang et al., ACL 2025): Yes/No on (document, question, answer)
-# --------------------------------------------------------------------------- #
+# --- MAIN-RAG judge (Chang et al., ACL 2025): Yes/No on (document, question, answer) ---
 
 
 def judge_messages(example: Example, doc: Doc, answer: str, prompts: PromptSet | None = None) -> tuple[Message, ...]:
@@ -146,10 +119,8 @@ def judge_messages(example: Example, doc: Doc, answer: str, prompts: PromptSet |
     return messages(ps.render("judge_system", **fields), ps.render(user, **fields))
 
 
-# --------------------------------------------------------------------------- #
-# RSC forced re-score (Appendix F.1, rsc.rescore=forced): the assessor is handed an
-# analysis it did not write and must score from it, not from a fresh reading.
-# --------------------------------------------------------------------------- #
+# --- RSC forced re-score (Appendix F.1, rsc.rescore=forced) ---
+# The assessor is handed an analysis it did not write and must score from it.
 
 # The authors' forced-reasoning prompt shows at most this much of the document: the
 # score is meant to come from the analysis, so the document is context, not the source.
@@ -180,15 +151,12 @@ def _analysis_as_written(steps: Sequence[str]) -> str:
 def forced_rescore_messages(example: Example, doc: Doc, steps: Sequence[str], prompts: PromptSet | None = None,
                             shape: str = "madara") -> tuple[Message, ...]:
     """Fields ``query``, ``question``/``claim``, ``document`` (cut to
-    :data:`RESCORE_DOC_CHARS` characters), ``chain`` (the perturbed steps, one ``- step``
-    line each, the markers taken out) and the markers ``analysis_begin`` /
-    ``analysis_end`` that delimit it.
-
-    ``shape`` is ``reading.requests``: ``madara`` marks a cut document with `` ...``,
-    collapses the whitespace inside each step and leaves out empty ones; ``authors``
-    shows the document's first 2,000 characters as they are and each step as written
-    (an empty chain as :data:`EMPTY_CHAIN_PLACEHOLDER` alone), as the authors' code
-    builds its forced re-score."""
+    :data:`RESCORE_DOC_CHARS`), ``chain`` (one ``- step`` line per perturbed step, the
+    markers taken out) and the delimiting markers ``analysis_begin`` / ``analysis_end``.
+    ``shape`` (``reading.requests``): ``madara`` marks a cut document with `` ...``,
+    collapses whitespace inside steps and drops empty ones; ``authors`` shows the first
+    2,000 characters as they are and each step as written (an empty chain as
+    :data:`EMPTY_CHAIN_PLACEHOLDER`), as the authors' code does."""
     ps = _set(prompts)
     text = doc.render()
     if len(text) > RESCORE_DOC_CHARS:

@@ -1,40 +1,22 @@
 """The requests the three agents are asked: one per (document, agent), the per-query
-detector's one per example, and the RSC probe's re-scoring requests.
+detector's one per example, and the RSC probe's re-scores (the MADARA paper, Section 4,
+Appendix F.1 and Appendix N).
 
-Source: the MADARA paper, Section 4 (three-agent assessment, CoT de-polarization),
-Appendix F.1 (re-scoring) and Appendix N (agent outputs).
+Requests depend only on the example, its documents, the agent, CoT, the scoring mode,
+the lengths, the temperature and the seed -- never on the strategy -- so 3-Agent, SDA,
+ATF, RRF and PDE read the same cached base scores, CoT and SDA+CoT the same CoT scores;
+the RSC probe shares them by building its requests with :func:`agent_request`.
 
-Requests depend only on the example, its retrieved documents, the agent, the CoT
-flag, the scoring mode, the generation lengths, the model temperature and the seed
--- never on the strategy -- so 3-Agent, SDA, ATF, RRF and PDE read the same cached
-base scores, and CoT and SDA+CoT the same CoT scores. Code outside the strategies
-that wants the same cached scores (the RSC probe) builds its requests with
-:func:`agent_request`.
+``strategy.conflict``: ``per_query`` (the default, Appendix N) asks the detector once per
+query about every document (2 m + 1 calls per query, 21 for the top-10; Table 18's note
+says ~19), ``per_document`` like the other agents (3 m). In ``logprob`` mode one
+next-token distribution holds one document's value, so the detector's request is
+generated greedily with the reply begun at document 1's slot (:data:`DETECTOR_PREFIX`).
 
-Cost (``strategy.conflict``): with ``per_query`` (the default, Appendix N) the
-Relevance Assessor and the Consistency Verifier score each document and the Conflict
-Detector is asked once per query about all of them: 2 m + 1 calls per query (21 for
-the paper's top-10; Table 18's note says "3-Agent/CoT/SDA ~ 19"). ``per_document``
-asks the detector about each document like the other two agents: 3 m (30).
-
-The per-query detector (:func:`conflict_request`) sees every document's excerpt under
-its retrieval rank. In ``logprob`` mode one next-token distribution can only hold one
-document's value, so the detector's one request is generated instead, greedily
-(temperature 0), with the assistant turn begun at the first document's slot
-(:data:`DETECTOR_PREFIX`): the model writes the adjustments on -2..+2 in document
-order. Its stage is the scoring stage's name plus ``-conflict``.
-
-Two scoring modes (``strategy.scoring``):
-
-* ``generate`` -- the agent writes JSON at the model's temperature
-  (``generation.score_max_tokens``, or ``cot_max_tokens`` for CoT; base replies
-  stop at the first ``}``) and :func:`madara_cli.agents.parsing.parse_completion`
-  reads it.
-* ``logprob`` -- one forward pass after the assistant prefix ``{"score": ``; the
-  score is the expectation sum_i p_i * i over the candidates "0".."5", with the
-  probabilities renormalised over the candidates
-  (:func:`madara_cli.agents.parsing.expected_score`). CoT has no logprob variant (its
-  reasoning must be generated first).
+``strategy.scoring``: ``generate`` (JSON at the model's temperature, read by
+:func:`~madara_cli.agents.parsing.parse_completion`) or ``logprob`` (the expectation
+sum_i p_i * i over "0".."5" after ``{"score": ``, renormalised over the candidates:
+:func:`~madara_cli.agents.parsing.expected_score`; CoT has no logprob variant).
 """
 
 from __future__ import annotations
@@ -42,13 +24,7 @@ from __future__ import annotations
 import json
 from typing import Sequence
 
-from madara_cli.agents.prompts import (
-    AGENTS,
-    DOC_ADJUSTMENTS,
-    assessor_messages,
-    detector_messages,
-    forced_rescore_messages,
-)
+from madara_cli.agents.prompts import AGENTS, DOC_ADJUSTMENTS, assessor_messages, detector_messages, forced_rescore_messages
 from madara_cli.config.prompt_sets import PromptSet
 from madara_cli.config.schema import Scoring
 from madara_cli.core.records import ChatRequest, Doc, Example, ScoreRequest
@@ -83,20 +59,14 @@ def agent_request(
     example: Example, docs: Sequence[Doc], index: int, agent: str, *, cot: bool, mode: str, max_tokens: int, temperature: float, seed: int,
     prompts: PromptSet | None = None, stop: tuple[str, ...] | None = None,
 ) -> ChatRequest | ScoreRequest:
-    """The one request of ``agent`` assessing ``docs[index]``, in the words of
-    ``prompts`` (the shipped set by default). Anything that wants to share cached
-    scores with the strategies (the RSC probe's normal CoT scores) must build its
-    requests here."""
+    """The one request of ``agent`` assessing ``docs[index]`` (``prompts``: the shipped set by
+    default). Whatever shares cached scores with the strategies (the RSC probe's normal CoT
+    scores) builds its requests here."""
     _check_mode(mode, cot)
     if mode == "logprob":
         return ScoreRequest(messages=assessor_messages(example, docs, index, agent, logprob=True, prompts=prompts), candidates=DIGITS, prefix=LOGPROB_PREFIX)
-    return ChatRequest(
-        messages=assessor_messages(example, docs, index, agent, cot=cot, prompts=prompts),
-        max_tokens=max_tokens,
-        temperature=temperature,
-        seed=seed,
-        stop=stop if stop is not None else (() if cot else SCORE_STOP),  # reading.requests=authors: () (no stop)
-    )
+    return ChatRequest(messages=assessor_messages(example, docs, index, agent, cot=cot, prompts=prompts), max_tokens=max_tokens, temperature=temperature,
+                       seed=seed, stop=stop if stop is not None else (() if cot else SCORE_STOP))  # reading.requests=authors: () (no stop)
 
 
 def score_requests(
@@ -129,22 +99,13 @@ def conflict_request(
 
 
 def rescore_request(normal: ChatRequest, steps: Sequence[str], *, mode: str, max_tokens: int, confidence: int | None = None) -> ChatRequest | ScoreRequest:
-    """The RSC probe's re-scoring request under ``rsc.rescore=prefix`` (Appendix F.1:
-    the perturbed chain "is presented as-is to the scoring prompt"; the default reading
-    is :func:`forced_rescore_request`).
-
-    The request is the ``normal`` CoT scoring request itself -- same system prompt,
-    same user turn, same sampling -- with the assistant turn already begun with the
-    perturbed chain, written where the model wrote its own: ``{"reasoning_steps":
-    [...steps...], "confidence": ``. Only the score that follows is read, so the
-    perturbation is the one thing that differs from the normal score's request.
-
-    ``mode="generate"``: the model continues (confidence, then the score) and stops
-    at the closing brace; read the reply with :func:`read_rescore`.
-    ``mode="logprob"``: the prefix runs on to ``"score": `` -- the confidence the model
-    gave with its own chain is kept (omitted when it gave none) -- and the expected
-    digit is read from the next-token distribution.
-    """
+    """The RSC probe's re-score under ``rsc.rescore=prefix`` (Appendix F.1: the perturbed
+    chain "is presented as-is to the scoring prompt"; the default is
+    :func:`forced_rescore_request`): the ``normal`` CoT request itself with the assistant
+    turn begun by the perturbed chain where the model wrote its own, so the perturbation
+    is the one thing that differs. ``generate``: the model continues (confidence, score)
+    to the closing brace (:func:`read_rescore`); ``logprob``: the prefix runs on to
+    ``"score": `` with the model's own confidence kept (omitted when it gave none)."""
     chain = json.dumps([str(s) for s in steps], ensure_ascii=False)
     head = '{"reasoning_steps": ' + chain + ", "
     if mode == "generate":
@@ -162,21 +123,14 @@ def forced_rescore_request(
     example: Example, doc: Doc, steps: Sequence[str], *, mode: str, max_tokens: int, temperature: float, seed: int,
     prompts: PromptSet | None = None, shape: str = "madara",
 ) -> ChatRequest | ScoreRequest:
-    """The RSC probe's re-score under ``rsc.rescore=forced`` (the authors' reading of
-    F.1): a request of its own (:func:`madara_cli.agents.prompts.forced_rescore_messages`)
-    whose user turn carries the perturbed chain as a delimited previous analysis; no
-    assistant prefix. The reply is ``{"score": N, "confidence": C}``.
-
-    ``mode="generate"``: sampled like the normal CoT request (its temperature and seed),
-    stopped at the closing brace, read with :func:`parse_completion`; with
-    ``shape="authors"`` (``reading.requests=authors``) no stop string is sent, as the
-    authors' code sends none: their parser reads a reply whose brace an engine dropped
-    with the stop string as 0.
-    ``mode="logprob"``: the expected digit after ``{"score": `` -- the score is the
-    reply's first field, so nothing of the chain or the confidence is in the prefix.
-    ``shape`` also decides how the user turn shows the document and the chain
-    (:func:`~madara_cli.agents.prompts.forced_rescore_messages`).
-    """
+    """The RSC probe's re-score under ``rsc.rescore=forced`` (the authors' reading of F.1):
+    a request of its own whose user turn carries the perturbed chain as a delimited
+    previous analysis (:func:`~madara_cli.agents.prompts.forced_rescore_messages`, which
+    ``shape`` also words); the reply is ``{"score": N, "confidence": C}``. ``generate``:
+    sampled like the normal CoT request, stopped at the closing brace -- except with
+    ``shape="authors"`` (``reading.requests=authors``): the authors send no stop string,
+    and their parser reads a reply whose brace an engine dropped with it as 0.
+    ``logprob``: the expected digit after ``{"score": `` (the reply's first field)."""
     msgs = forced_rescore_messages(example, doc, steps, prompts=prompts, shape=shape)
     if mode == "generate":
         return ChatRequest(messages=msgs, max_tokens=max_tokens, temperature=temperature, seed=seed,

@@ -1,24 +1,11 @@
-"""The three-agent assessment of a cell (base and CoT): every document of every example
-scored by the Relevance Assessor, the Consistency Verifier and the Conflict Detector.
-
-Source: the MADARA paper, Section 4 (three-agent assessment, CoT de-polarization),
-Section 5.3 (weighted aggregation 0.4/0.3/0.3) and Appendix N (agent outputs).
-
-Every (document, agent) pair of every example of a cell is one request, and the
-whole cell is scored in ONE batched call (stage ``score``, ``score-cot`` or
-``score-logprob``), sent agent-major so that a sequential engine reuses each
-agent's system prompt from its KV cache; with ``strategy.conflict=per_query`` the
-detector's one request per example follows as a second call.
-
-The job is split by step:
-
-- :mod:`.requests`      what each agent is asked (and the RSC probe's re-scores)
-- :mod:`.parsing`       how each reply is read; failures and their reasons
-- :mod:`.matrix`        one example's documents x agents matrix, and its imputation
-- :mod:`.polarization`  the cell's failure and extreme-score rates for ``metrics.json``
-
-This module runs them: :class:`AssessSettings` (what an assessment reads from the
-composed config, :meth:`AssessSettings.from_config`) and :func:`assess`.
+"""The three-agent assessment of a cell (base and CoT; the MADARA paper, Section 4,
+Section 5.3 and Appendix N): every document of every example scored by the Relevance
+Assessor, the Consistency Verifier and the Conflict Detector, the whole cell in ONE
+batched call (stage ``score``, ``score-cot`` or ``score-logprob``), sent agent-major; with
+``strategy.conflict=per_query`` the detector's one request per example follows as a
+second call. What each agent is asked is :mod:`.requests`, how replies are read
+:mod:`.parsing`, the matrix :mod:`.matrix`, the cell's rates :mod:`.polarization`; this
+module runs them (:class:`AssessSettings`, :func:`assess`).
 """
 
 from __future__ import annotations
@@ -59,16 +46,8 @@ class AssessSettings:
 
     @classmethod
     def from_config(
-        cls,
-        strategy: Mapping[str, Any],
-        generation: Mapping[str, Any],
-        reading: Mapping[str, Any] | None,
-        *,
-        temperature: float,
-        seed: int,
-        cot: bool | None = None,
-        mode: str | None = None,
-        conflict: str | None = None,
+        cls, strategy: Mapping[str, Any], generation: Mapping[str, Any], reading: Mapping[str, Any] | None, *, temperature: float, seed: int,
+        cot: bool | None = None, mode: str | None = None, conflict: str | None = None,
     ) -> AssessSettings:
         """The settings of a cell from its config nodes (``cfg.strategy``,
         ``cfg.generation``, ``cfg.reading``). ``cot``, ``mode`` and ``conflict`` default
@@ -81,16 +60,9 @@ class AssessSettings:
         reading = reading or {}
         if str(reading.get("conflict", "adjustment")) == "score_field":
             conflict = "per_document"  # the authors' detector is asked about each document, like the other two
-        return cls(
-            cot=cot,
-            mode=mode,
-            conflict=conflict,
-            max_tokens=int(generation["cot_max_tokens"] if cot else generation["score_max_tokens"]),
-            temperature=float(temperature),
-            seed=int(seed),
-            parsers=reading_parsers(reading),
-            stop=None if str(reading.get("requests", "madara")) == "madara" else (),
-        )
+        max_tokens = int(generation["cot_max_tokens"] if cot else generation["score_max_tokens"])
+        return cls(cot=cot, mode=mode, conflict=conflict, max_tokens=max_tokens, temperature=float(temperature), seed=int(seed),
+                   parsers=reading_parsers(reading), stop=None if str(reading.get("requests", "madara")) == "madara" else ())
 
 
 def assess(llm: CachedLLM, examples: Sequence[Example], settings: AssessSettings, prompts: PromptSet | None = None) -> list[ScoreMatrix]:
@@ -118,19 +90,14 @@ def assess(llm: CachedLLM, examples: Sequence[Example], settings: AssessSettings
 
 
 def _score_agent_major(llm: CachedLLM, stage: str, mode: str, per_example: list[list[Any]], a: int) -> list[list[Completion | None]]:
-    """Send every example's document-major requests in one call, agent-major, and return
-    the completions in each example's order.
-
-    Agent-major (every relevance request of the cell, then every consistency request,
-    ...): consecutive prompts then share the agent's system prompt, which a sequential
-    engine (llama.cpp) reuses from its KV cache. vLLM's prefix cache does not care
-    about order. The cache key of a request does not depend on its position."""
+    """Send every example's document-major requests in one call, agent-major (every
+    relevance request of the cell, then every consistency request, ...: consecutive
+    prompts share the agent's system prompt, which a sequential engine such as llama.cpp
+    reuses from its KV cache; cache keys do not depend on position), and return the
+    completions in each example's order."""
     order = [(e, n) for j in range(a) for e, reqs in enumerate(per_example) for n in range(j, len(reqs), a)]
     flat = [per_example[e][n] for e, n in order]
-    if mode == "logprob":
-        outs = llm.logprobs(stage, flat) if flat else []
-    else:
-        outs = llm.chat(stage, flat) if flat else []
+    outs = (llm.logprobs if mode == "logprob" else llm.chat)(stage, flat) if flat else []
     back: list[list[Completion | None]] = [[None] * len(reqs) for reqs in per_example]
     for (e, n), c in zip(order, outs):
         back[e][n] = c

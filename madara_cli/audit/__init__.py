@@ -1,32 +1,18 @@
-"""The paper checked against itself: every number it derives from its other published
-numbers, recomputed (``madara audit``). Reads only :mod:`madara_cli.paper` (no results
-on disk, no network), so it runs offline in well under a second; nothing in
-:mod:`madara_cli.tables` imports it.
+"""The paper checked against itself (``madara audit``): every number it derives from its
+other published numbers, recomputed from :mod:`madara_cli.paper` alone (offline, well under
+a second; nothing in :mod:`madara_cli.tables` imports it).
 
-Each check returns :class:`~madara_cli.audit.judging.AuditRow` s with the published
-value, the recomputed one and a status:
+Each check returns :class:`~madara_cli.audit.judging.AuditRow` s with the published value,
+the recomputed one and a status: ``"match"`` (equal at the printed precision, or within
+what rounding the printed inputs explains; the note says which and the tolerance),
+``"discrepancy"`` (no unrounded inputs consistent with the printed ones give the printed
+value) or ``"not derivable"`` (the paper does not print enough).
 
-- ``"match"``: equal at the printed precision, or within the error that rounding the
-  printed inputs can explain (the note says which, and the tolerance used);
-- ``"discrepancy"``: no set of unrounded inputs consistent with the printed ones gives
-  the printed value;
-- ``"not derivable"``: the paper does not print enough to recompute it.
-
-The checks, one function per paper table, grouped by topic as
-:mod:`madara_cli.tables.builders` groups the tables:
-
-- :mod:`.main_body`  Tables 1, 2, 5, 7, 9 — the paper's main-body EM tables
-- :mod:`.routes`     Tables 3, 8, 12, 19 — routing vs entropy, thresholds and the oracle
-- :mod:`.rsc_probe`  Tables 4, 10, 11, 13 — the RSC probe's diagnostics
-- :mod:`.mcnemar`    Tables 14, 15, 16 — McNemar, model scales, dense retrieval
-- :mod:`.multihop`   Tables 6, 17 — multi-hop MuSiQue
-- :mod:`.reranking`  Table 18 — cross-encoder reranking
-- :mod:`.judging`    the row record, tolerances and labels every check shares
-- :mod:`.published`  the printed values gathered as several checks read them
-- :mod:`.policies`   routing policies compared on the printed numbers (``--policies``)
-
-This package is the catalog: :data:`AUDITS`, :func:`run_audit`, :func:`summarize`,
-:func:`format_audit`.
+One module per topic, grouped as :mod:`madara_cli.tables.builders` groups the tables:
+:mod:`.main_body` (Tables 1, 2, 5, 7, 9), :mod:`.routes` (3, 8, 12, 19), :mod:`.rsc_probe`
+(4, 10, 11, 13), :mod:`.mcnemar` (14, 15, 16), :mod:`.multihop` (6, 17), :mod:`.reranking`
+(18); :mod:`.judging` and :mod:`.published` hold what checks share; :mod:`.policies` compares
+routing policies on the printed numbers (``--policies``). This package is the catalog.
 """
 
 from __future__ import annotations
@@ -45,32 +31,14 @@ from madara_cli.audit.rsc_probe import audit_table4, audit_table10, audit_table1
 __all__ = ["AUDITS", "STATUSES", "AuditRow", "format_audit", "published_diagnostics", "run_audit", "summarize"]
 
 AUDITS: tuple[Callable[[], list[AuditRow]], ...] = (
-    audit_table1,
-    audit_table2,
-    audit_table12,
-    audit_table4,
-    audit_table5,
-    audit_table6_17,
-    audit_table7,
-    audit_table8,
-    audit_table9,
-    audit_table10,
-    audit_table11,
-    audit_table13,
-    audit_table14,
-    audit_table15,
-    audit_table16,
-    audit_table18,
-    audit_table19,
+    audit_table1, audit_table2, audit_table12, audit_table4, audit_table5, audit_table6_17, audit_table7, audit_table8, audit_table9,
+    audit_table10, audit_table11, audit_table13, audit_table14, audit_table15, audit_table16, audit_table18, audit_table19
 )
 
 
 def run_audit() -> list[AuditRow]:
     """Every derivable published number, recomputed from the paper's other printed numbers."""
-    rows: list[AuditRow] = []
-    for audit in AUDITS:
-        rows.extend(audit())
-    return sorted(rows, key=lambda r: _table_order(r.table))
+    return sorted((row for audit in AUDITS for row in audit()), key=lambda r: _table_order(r.table))
 
 
 def _table_order(table: str) -> int:
@@ -89,8 +57,7 @@ def summarize(rows: Iterable[AuditRow]) -> dict[str, int]:
 def format_audit(rows: Sequence[AuditRow], only: str | None = None) -> str:
     """Plain-text report: one line per item (optionally only one status), then totals."""
     marks = {"match": "ok ", "discrepancy": "!! ", "not derivable": " - "}
-    lines = []
-    current = None
+    lines, current = [], None
     for r in rows:
         if only and r.status != only:
             continue
@@ -100,7 +67,5 @@ def format_audit(rows: Sequence[AuditRow], only: str | None = None) -> str:
         lines.append(f"  {marks.get(r.status, '   ')}[{r.status}] {r.item}: published {r.published} | recomputed {r.recomputed}")
         if r.note:
             lines.append(f"        {r.note}")
-    counts = summarize(rows)
-    lines.append("")
-    lines.append(", ".join(f"{v} {k}" for k, v in counts.items()) + f" ({len(rows)} items)")
+    lines += ["", ", ".join(f"{v} {k}" for k, v in summarize(rows).items()) + f" ({len(rows)} items)"]
     return "\n".join(lines).lstrip("\n")

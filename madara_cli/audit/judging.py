@@ -1,6 +1,5 @@
 """The audit's record and its judge: :class:`AuditRow`, the statuses, the tolerance that
-rounding printed inputs allows, and the short labels and number formats every check
-prints.
+rounding printed inputs allows, and the labels and number formats every check prints.
 
 Tolerances follow interval arithmetic on printed values with half-unit h (:data:`H`,
 0.05 for one decimal): a difference a − b printed separately is off by at most 3h, a
@@ -30,6 +29,15 @@ class AuditRow:
     note: str = ""
 
 
+def check(table: str, item: str, published: str, recomputed: str, ok: bool, note: str = "") -> AuditRow:
+    """A row whose status is ``match`` when ``ok``, else ``discrepancy``."""
+    return AuditRow(table, item, published, recomputed, "match" if ok else "discrepancy", note)
+
+
+def underivable(table: str, item: str, published: str, note: str, recomputed: str = "n/a") -> AuditRow:
+    return AuditRow(table, item, published, recomputed, "not derivable", note)
+
+
 def fmt(x: float | None, digits: int = 2, signed: bool = False) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "n/a"
@@ -38,13 +46,9 @@ def fmt(x: float | None, digits: int = 2, signed: bool = False) -> str:
 
 def printed_half_unit(printed: str) -> float:
     """Half a unit of the last printed digit: '0.001' -> 5e-4, '2.4e-18' -> 5e-20."""
-    text = printed.strip().lower()
-    if "e" in text:
-        mantissa, exponent = text.split("e")
-        decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
-        return 0.5 * 10.0 ** (int(exponent) - decimals)
-    decimals = len(text.split(".")[1]) if "." in text else 0
-    return 0.5 * 10.0**-decimals
+    mantissa, _, exponent = printed.strip().lower().partition("e")
+    decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
+    return 0.5 * 10.0 ** (int(exponent or 0) - decimals)
 
 
 def judge(published: float, recomputed: float, tol: float) -> tuple[str, str]:

@@ -1,22 +1,15 @@
-"""Routing policies compared on the paper's own numbers: the paper's (Algorithm 2),
-NF-only (Table 19) and madara's isolation policy (:func:`router.route_isolation`).
+"""Routing policies compared on the paper's own numbers (docs/isolation.md): the paper's
+(Algorithm 2), NF-only (Table 19) and madara's isolation policy (:func:`router.route_isolation`).
 
-Every model-task pair for which the paper prints an NF EM and an isolation EM is routed
-three ways, and each route is scored by its oracle gap (best printed EM of the pair minus
-the routed strategy's printed EM), as Table 19 does:
-
-* Table 2's ten pairs: CONFLICTS with Table 1's PDE-Random (Llama, Mistral) or Table 15's
-  PDE as a stand-in (Qwen3, Qwen2.5, Gemma-2); FEVER has no isolation EM, so every policy
-  there is the paper's rule;
-* TriviaQA with BM25 (Table 1, PDE-Random), n ≈ 1,000 (§5.1's "~1K queries");
-* MuSiQue, Qwen2.5-7B (Table 6) and Mistral-7B (Appendix J), PDE-Random, n = 100;
-* CONFLICTS for the extended models (Table 15, PDE as a stand-in);
-* TriviaQA with dense retrieval (Table 16, PDE as a stand-in, N = 500).
-
-ρ̂ are Table 4's (and §6.5 / App. J's for MuSiQue). Table 4 probed BM25 retrieval, so a
-dense-retrieval pair and the extended models have no published ρ̂: their scoring arm is
-shown as ``scoring`` and, having no printed EM, has no gap. Significance from printed EMs
-uses :func:`router.least_significant_mcnemar` (no pairing can make it less significant).
+Every pair with a printed NF EM and isolation EM is routed three ways and scored by its
+oracle gap (best printed EM of the pair minus the routed strategy's), as Table 19 does:
+Table 2's ten pairs (CONFLICTS with Table 1's PDE-Random, or Table 15's PDE as a stand-in;
+FEVER has no isolation EM, so every policy there is the paper's rule); BM25 TriviaQA
+(Table 1, n ≈ 1,000, §5.1); MuSiQue (Table 6, App. J; n = 100); the extended models
+(Table 15) and dense TriviaQA (Table 16, N = 500), PDE standing in. ρ̂ are Table 4's (§6.5 /
+App. J's for MuSiQue); Table 4 probed BM25, so the dense and extended pairs' scoring arm is
+shown as ``scoring`` and, with no printed EM, has no gap. Significance from printed EMs is
+:func:`router.least_significant_mcnemar` (no pairing can make it less significant).
 """
 
 from __future__ import annotations
@@ -64,45 +57,34 @@ class PolicyRow:
 def published_pairs() -> list[PublishedPair]:
     """Every pair with a printed NF and isolation EM (module docstring), Table 2's ten first."""
     pairs: list[PublishedPair] = []
+    iso = router.Isolation.from_published
     diags = published_diagnostics(triviaqa=True)
     for model, benchmark in pv.ROUTING_PAIRS:
         ems = printed_ems(model, benchmark)
         nf = pv.TABLE2[(model, benchmark, "nf")]
-        iso = None
+        measured = None
         if (model, benchmark, "pde_random") in pv.TABLE1:
             ems.setdefault("pde_random", pv.TABLE1[(model, benchmark, "pde_random")])
-            iso = router.Isolation.from_published(nf, ems["pde_random"], pv.N_CONFLICTS, "Table 1, PDE-Random")
+            measured = iso(nf, ems["pde_random"], pv.N_CONFLICTS, "Table 1, PDE-Random")
         elif (model, benchmark, "pde") in pv.TABLE15:
-            iso = router.Isolation.from_published(nf, pv.TABLE15[(model, benchmark, "pde")], pv.N_CONFLICTS, "Table 15, PDE as stand-in")
-        pairs.append(PublishedPair(model, benchmark, "Table 2", nf, iso, diags[(model, benchmark)], ems))
+            measured = iso(nf, pv.TABLE15[(model, benchmark, "pde")], pv.N_CONFLICTS, "Table 15, PDE as stand-in")
+        pairs.append(PublishedPair(model, benchmark, "Table 2", nf, measured, diags[(model, benchmark)], ems))
     for model in ("llama-3.1-8b", "mistral-7b"):
         ems = {s: pv.TABLE1[(model, "triviaqa", s)] for s in pv.TABLE1_COLUMNS}
-        iso = router.Isolation.from_published(ems["nf"], ems["pde_random"], N_TRIVIAQA_BM25, "Table 1, PDE-Random")
-        pairs.append(PublishedPair(model, "triviaqa", "Table 1, BM25", ems["nf"], iso, diags[(model, "triviaqa")], ems))
+        pairs.append(PublishedPair(model, "triviaqa", "Table 1, BM25", ems["nf"], iso(ems["nf"], ems["pde_random"], N_TRIVIAQA_BM25, "Table 1, PDE-Random"),
+                                   diags[(model, "triviaqa")], ems))
     qwen = {s: v[0] for (m, b, s), v in pv.TABLE6.items()}
-    pairs.append(
-        PublishedPair(
-            "qwen2.5-7b", "musique", "Table 6", qwen["nf"],
-            router.Isolation.from_published(qwen["nf"], qwen["pde_random"], pv.N_MUSIQUE, "Table 6, PDE-Random"),
-            router.Diagnostics(qwen["nf"], pv.MUSIQUE_QWEN_RHO), qwen,
-        )
-    )
     mistral = {s: v for s, v in pv.MUSIQUE_MISTRAL.items() if s not in ("rho", "rho_star")}
-    pairs.append(
-        PublishedPair(
-            "mistral-7b", "musique", "App. J", mistral["nf"],
-            router.Isolation.from_published(mistral["nf"], mistral["pde_random"], pv.N_MUSIQUE, "App. J, PDE-Random"),
-            router.Diagnostics(mistral["nf"], pv.MUSIQUE_MISTRAL["rho"]), mistral,
-        )
-    )
-    for model in pv.TABLE15_EXTENDED:
-        ems = {s: pv.TABLE15[(model, "conflicts", s)] for s in ("nf", "pde")}
-        iso = router.Isolation.from_published(ems["nf"], ems["pde"], pv.N_CONFLICTS, "Table 15, PDE as stand-in")
-        pairs.append(PublishedPair(model, "conflicts", "Table 15", ems["nf"], iso, None, ems))
-    for model in pv.CORE_MODELS:
-        ems = {s: pv.TABLE16[(model, "triviaqa", s)] for s in ("nf", "pde")}
-        iso = router.Isolation.from_published(ems["nf"], ems["pde"], pv.N_TRIVIAQA_DENSE, "Table 16, PDE as stand-in")
-        pairs.append(PublishedPair(model, "triviaqa", "Table 16, dense", ems["nf"], iso, None, ems))
+    for model, setting, ems, rho in (("qwen2.5-7b", "Table 6", qwen, pv.MUSIQUE_QWEN_RHO), ("mistral-7b", "App. J", mistral, pv.MUSIQUE_MISTRAL["rho"])):
+        pairs.append(PublishedPair(model, "musique", setting, ems["nf"], iso(ems["nf"], ems["pde_random"], pv.N_MUSIQUE, f"{setting}, PDE-Random"),
+                                   router.Diagnostics(ems["nf"], rho), ems))
+    for models, benchmark, table, name, setting, n in (
+        (pv.TABLE15_EXTENDED, "conflicts", pv.TABLE15, "Table 15", "Table 15", pv.N_CONFLICTS),
+        (pv.CORE_MODELS, "triviaqa", pv.TABLE16, "Table 16", "Table 16, dense", pv.N_TRIVIAQA_DENSE),
+    ):
+        for model in models:
+            ems = {s: table[(model, benchmark, s)] for s in ("nf", "pde")}
+            pairs.append(PublishedPair(model, benchmark, setting, ems["nf"], iso(ems["nf"], ems["pde"], n, f"{name}, PDE as stand-in"), None, ems))
     return pairs
 
 
@@ -126,13 +108,13 @@ def compare_policies(thresholds: router.Thresholds = router.DEFAULT_THRESHOLDS) 
     rows = []
     for pair in published_pairs():
         oracle = max(pair.ems.items(), key=lambda kv: kv[1])
+        scoring = [pair.ems[s] for s in SCORING if s in pair.ems]
         routes, reasons, gaps, bounds = {}, {}, {}, {}
         for policy in POLICIES:
             r = _route(policy, pair, thresholds)
             routes[policy], reasons[policy] = r.strategy, r.reason
             em = pair.ems.get(r.strategy)
             gaps[policy] = None if em is None else round(oracle[1] - em, 4)
-            scoring = [pair.ems[s] for s in SCORING if s in pair.ems]
             bounds[policy] = (
                 (round(oracle[1] - max(scoring), 4), round(oracle[1] - min(scoring), 4))
                 if em is None and scoring and (r.strategy in SCORING or r.strategy == SCORING_ARM)

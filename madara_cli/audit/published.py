@@ -1,8 +1,7 @@
-"""The paper's printed values gathered the way several checks (and
-:mod:`madara_cli.audit.policies`) read them: the router's inputs, the EM another table
-prints for the same cell, every EM printed for a pair, and the RSC trends and classes
-that printed (possibly tied) ρ̂ allow. The trend and class are diagnose/rsc.py's, the
-rules madara runs."""
+"""The paper's printed values as several checks (and :mod:`.policies`) read them: the
+router's inputs, the EM another table prints for the same cell, every EM printed for a
+pair, and the RSC trends and classes (diagnose/rsc.py's rules) that printed, possibly
+tied, ρ̂ allow."""
 
 from __future__ import annotations
 
@@ -38,15 +37,13 @@ def published_diagnostics(triviaqa: bool = False) -> dict[tuple[str, str], routi
     rounded ρ̂ can tie). ``triviaqa`` adds the two TriviaQA cells Appendix D.2 routes
     beside Table 2's ten (Mistral, quality-ordered; Llama, degenerate scoring): D.2's
     "12 model–task cells"."""
-    out: dict[tuple[str, str], routing.Diagnostics] = {}
-    for model, benchmark in pv.ROUTING_PAIRS:
-        rho = tuple(pv.TABLE4[(model, benchmark, f"rho{k}")] for k in (1, 2, 3))
-        out[(model, benchmark)] = routing.Diagnostics(pv.TABLE2[(model, benchmark, "nf")], rho, pv.TABLE2[(model, benchmark, "rsc_class")])
+    def rho(pair: tuple[str, str]) -> tuple[float, ...]:
+        return tuple(pv.TABLE4[(*pair, f"rho{k}")] for k in (1, 2, 3))
+
+    out = {pair: routing.Diagnostics(pv.TABLE2[(*pair, "nf")], rho(pair), pv.TABLE2[(*pair, "rsc_class")]) for pair in pv.ROUTING_PAIRS}
     if triviaqa:
-        mistral = ("mistral-7b", "triviaqa")
-        rho = tuple(pv.TABLE4[(*mistral, f"rho{k}")] for k in (1, 2, 3))
-        out[mistral] = routing.Diagnostics(pv.TABLE1[(*mistral, "nf")], rho, pv.TABLE4[(*mistral, "rsc_class")])
-        llama = ("llama-3.1-8b", "triviaqa")
+        mistral, llama = ("mistral-7b", "triviaqa"), ("llama-3.1-8b", "triviaqa")
+        out[mistral] = routing.Diagnostics(pv.TABLE1[(*mistral, "nf")], rho(mistral), pv.TABLE4[(*mistral, "rsc_class")])
         out[llama] = routing.Diagnostics(pv.TABLE1[(*llama, "nf")], None)  # Table 4 ‡: degenerate scoring
     return out
 
@@ -67,9 +64,7 @@ def reference_em(model: str, benchmark: str, strategy: str) -> tuple[float | Non
 
 def printed_ems(model: str, benchmark: str) -> dict[str, float]:
     """Every EM the paper prints for a (model, benchmark) pair, by strategy."""
-    ems: dict[str, float] = {}
-    for s in ("nf", "three_agent", "cot", "sda"):
-        ems[s] = pv.TABLE2[(model, benchmark, s)]
+    ems = {s: pv.TABLE2[(model, benchmark, s)] for s in ("nf", "three_agent", "cot", "sda")}
     ems[pv.TABLE2[(model, benchmark, "strategy")]] = pv.TABLE2[(model, benchmark, "madara")]
     for (m, b, s), (em, _) in pv.TABLE7.items():
         if (m, b) == (model, benchmark):

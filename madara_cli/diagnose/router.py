@@ -1,7 +1,5 @@
-"""MADARA routing: from a model-task pair's diagnostics to one treatment.
-
-Source: the MADARA paper, Section 4.5 and Appendix E (Algorithm 2), with Section
-6.2's rule for degenerate scoring:
+"""MADARA routing: from a model-task pair's diagnostics to one treatment (Section 4.5,
+Appendix E's Algorithm 2, and Section 6.2's rule for degenerate scoring):
 
     if EM_NF < tau_NF:      PDE  (weak baseline: isolate documents)
     elif degenerate:        PDE  (no usable scores: "independently necessitates
@@ -10,19 +8,12 @@ Source: the MADARA paper, Section 4.5 and Appendix E (Algorithm 2), with Section
     elif rho_1 < 0.5:       CoT  (weakly coupled: de-polarise with reasoning)
     else:                   ATF  (strongly coupled: filter at mu - 0.5 sigma)
 
-:func:`route` is the ONLY place in madara that maps diagnostics to a treatment:
-``madara route``, ``strategy=madara``, the probe, the paper tables (2, 8, 19), the
-Appendix D sweeps and the audit all call it.
-
-plus the baselines it is compared against -- NF-only routing (Table 19), entropy
-routing and binary RSC routing (Appendix I, Table 12) -- and the threshold sweeps
-of Appendix D (Table 8 for rho_1, D.2 for tau_NF).
-
-and madara's own isolation policy (:func:`route_isolation`, "Beyond the paper" in
-the README): the paper's rule with the No-Filter gate replaced, where a measurement
-exists, by the isolation gain of PDE-Random over NF on the calibration queries.
-
-Strategy names are the project's strategy config names.
+:func:`route` is the ONLY place in madara that maps diagnostics to a treatment
+(``madara route``, ``strategy=madara``, the probe, Tables 2, 8, 19, the Appendix D sweeps
+and the audit all call it). Beside it: the baselines it is compared against (NF-only,
+Table 19; entropy and binary RSC routing, Appendix I), the threshold sweeps of Appendix D,
+and madara's own isolation policy (:func:`route_isolation`, docs/isolation.md). Strategy
+names are the project's strategy config names.
 """
 
 from __future__ import annotations
@@ -49,15 +40,11 @@ TREATMENT_NAMES = {
 
 @dataclass(frozen=True)
 class Diagnostics:
-    """What Phase 1 of Algorithm 2 measures for one model-task pair.
-
-    ``em_nf`` is the No-Filter exact match in percent (0-100). ``rho`` holds
-    (rho_1, rho_2, rho_3), or None when the probe found degenerate scoring.
-    ``rsc_class`` is derived from ``rho`` when not given; give it explicitly when
-    ``rho`` is rounded and ties (Table 4's Gemma-2 CONFLICTS .79/.40/.40 is
-    stochastic from its unrounded values). ``entropy`` is the normalised score
-    entropy, only needed by :func:`route_entropy`.
-    """
+    """What Phase 1 of Algorithm 2 measures for one model-task pair: ``em_nf``, the
+    No-Filter EM in percent; ``rho`` (rho_1, rho_2, rho_3), None for degenerate scoring;
+    ``rsc_class``, derived from ``rho`` unless given (give it when a rounded ``rho`` ties:
+    Table 4's Gemma-2 CONFLICTS .79/.40/.40 is stochastic unrounded); ``entropy``, the
+    normalised score entropy (:func:`route_entropy` only)."""
 
     em_nf: float
     rho: tuple[float, float, float] | None
@@ -96,12 +83,9 @@ class Diagnostics:
 
 @dataclass(frozen=True)
 class Thresholds:
-    """Routing thresholds, all calibrated on the Mistral-7B pilot (Section 5.5).
-
-    ``rho_star``: a pair counts as quality-ordered when rho* <= this value; any value
-    in [-1.0, -0.7] routes the paper's pairs identically (Appendix D).
-    ``entropy`` is only used by :func:`route_entropy`.
-    """
+    """Routing thresholds, all calibrated on the Mistral-7B pilot (Section 5.5). A pair is
+    quality-ordered when rho* <= ``rho_star`` (any value in [-1.0, -0.7] routes the paper's
+    pairs identically, Appendix D)."""
 
     tau_nf: float = 30.0
     rho1: float = 0.5
@@ -117,10 +101,8 @@ DEFAULT_THRESHOLDS = Thresholds()
 
 @dataclass(frozen=True)
 class Route:
-    """A routing decision and a one-line explanation with the numbers behind it."""
-
     strategy: str
-    reason: str
+    reason: str  # one line, with the numbers behind the decision
 
 
 def _num(x: float) -> str:
@@ -133,11 +115,9 @@ def _rho_star_text(diag: Diagnostics) -> str | None:
 
 
 def _quality_ordered(diag: Diagnostics, thresholds: Thresholds) -> bool | None:
-    """True/False for quality-ordered/stochastic, None for degenerate scoring.
-
-    At the default rho* threshold the diagnostics' class decides (so an explicit
-    class for a rounded tie is honoured); a looser threshold re-reads rho*.
-    """
+    """True/False for quality-ordered/stochastic, None for degenerate scoring. At the
+    default rho* threshold the class decides (an explicit class for a rounded tie is
+    honoured); a looser threshold re-reads rho*."""
     if diag.rsc_class == rsc.DEGENERATE:
         return None
     if thresholds.rho_star == DEFAULT_THRESHOLDS.rho_star or diag.rho is None:
@@ -151,14 +131,10 @@ def _quality_ordered(diag: Diagnostics, thresholds: Thresholds) -> bool | None:
 def route(diag: Diagnostics, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> Route:
     """Algorithm 2 (Appendix E): PDE, SDA, CoT or ATF from NF EM, rho* and rho_1.
 
-    Degenerate scoring (no usable rho: scores pinned at the floor) goes to PDE
-    whatever the NF baseline: Section 6.2 says such a failure "independently
-    necessitates per-document isolation" (the paper's Llama-3.1 TriviaQA case), and
-    Appendix D.2's tau_NF sweep changes 1 of 12 cells only under this reading.
-
-    Raises:
-        ValueError: quality-ordered without rho values, so rho_1 is unknown.
-    """
+    Degenerate scoring goes to PDE whatever the NF baseline: Section 6.2 says it
+    "independently necessitates per-document isolation" (Llama-3.1 TriviaQA), and
+    Appendix D.2's tau_NF sweep changes 1 of 12 cells only under this reading. A
+    quality-ordered pair without rho values is a ValueError (rho_1 unknown)."""
     nf = f"NF EM {_num(diag.em_nf)}%"
     if diag.em_nf < thresholds.tau_nf:
         return Route(PDE, f"{nf} < τ_NF {_num(thresholds.tau_nf)}% → {TREATMENT_NAMES[PDE]}")
@@ -208,9 +184,7 @@ def route_binary_rsc(diag: Diagnostics) -> Route:
     return Route(SDA, f"{diag.rsc_class} scoring → {TREATMENT_NAMES[SDA]}")
 
 
-# --------------------------------------------------------------------------- #
-# madara's isolation policy (beyond the paper)
-# --------------------------------------------------------------------------- #
+# --- madara's isolation policy (beyond the paper) ---
 
 PAPER, ISOLATION = "paper", "isolation"
 POLICIES = (PAPER, ISOLATION)
@@ -219,14 +193,10 @@ POLICIES = (PAPER, ISOLATION)
 def least_significant_mcnemar(em_nf: float, em_iso: float, n: int) -> float:
     """The largest exact McNemar p-value of any pairing of two methods with these EMs.
 
-    Published tables give each method's EM over the same ``n`` queries but not which
-    queries each got right, so the discordant counts are unknown: with ``k_nf`` and
-    ``k_iso`` correct answers, ``b - c = k_iso - k_nf`` and ``c`` can be anything from
-    ``max(0, -d)`` to ``min(k_nf, n - k_iso)``. More discordance is less significant, so
-    the maximum over that range is a p-value that no pairing consistent with the
-    printed numbers can exceed: a gain "significant" by it is significant however the
-    queries paired up.
-    """
+    Published EMs do not say which queries each method got right: with ``k_nf`` and
+    ``k_iso`` correct, ``b - c = k_iso - k_nf`` and ``c`` ranges over ``max(0, -d)`` ..
+    ``min(k_nf, n - k_iso)``. More discordance is less significant, so a gain significant
+    by this maximum is significant however the queries paired up."""
     k_nf, k_iso = round(em_nf * n / 100.0), round(em_iso * n / 100.0)
     d = k_iso - k_nf
     lo, hi = max(0, -d), min(k_nf, n - k_iso)
@@ -235,17 +205,11 @@ def least_significant_mcnemar(em_nf: float, em_iso: float, n: int) -> float:
 
 @dataclass(frozen=True)
 class Isolation:
-    """The isolation gain of one model-task pair: PDE-Random (each of k random documents
-    answered alone, no assessment, uniform vote; Table 1's "Rand.") against NF on the
-    same queries.
-
-    ``em_nf``/``em_iso`` are EM in percent over ``n`` queries. ``b`` counts queries
-    PDE-Random answers right and NF wrong, ``c`` the reverse; ``p_value`` is the exact
-    two-sided McNemar test of (b, c). From published EMs alone (``b``/``c`` None) it is
-    :func:`least_significant_mcnemar`. ``source`` says where the numbers come from (the
-    probe, or a paper table, with PDE standing in for PDE-Random where only PDE is
-    printed).
-    """
+    """The isolation gain of one pair: PDE-Random (Table 1's "Rand.") against NF on the
+    same ``n`` queries, EMs in percent. ``b`` counts queries only PDE-Random gets right,
+    ``c`` the reverse; ``p_value`` is the exact two-sided McNemar test of (b, c), or
+    :func:`least_significant_mcnemar` from published EMs alone (``b``/``c`` None).
+    ``source``: the probe, or a paper table (PDE standing in where only PDE is printed)."""
 
     em_nf: float
     em_iso: float
@@ -292,25 +256,13 @@ def isolates(em_nf: float, iso: Isolation, thresholds: Thresholds = DEFAULT_THRE
 
 
 def route_isolation(diag: Diagnostics, iso: Isolation | None, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> Route:
-    """madara's isolation policy: the paper's rule with its No-Filter gate informed by a
-    direct measurement of whether isolation helps.
-
-    The paper reads "isolate the documents" off EM_NF < τ_NF alone; the isolation gain
-    measures it (PDE-Random vs NF on the calibration queries, :class:`Isolation`):
-
-    * EM_NF < τ_NF: PDE when Δ_iso > ``iso_min_gain`` (0 points: isolation must help at
-      all), otherwise the scoring arm -- a weak baseline whose isolated answers are no
-      better than NF is not confused by its context (the paper's MuSiQue pairs).
-    * EM_NF ≥ τ_NF: the scoring arm, unless Δ_iso > 0 with McNemar p < ``iso_alpha``
-      (0.05): then PDE (Table 16's dense-retrieval Llama-3.1-8B).
-    * The scoring arm is Algorithm 2's (SDA / CoT / ATF by ρ* and ρ̂1), with degenerate
-      scoring to PDE as in :func:`route`.
-
-    The asymmetry is deliberate: keeping the paper's own choice needs only the sign of
-    the gain, overturning it above τ_NF needs significance. Without a measurement
-    (``iso`` None) this is :func:`route` exactly, and it equals :func:`route` whenever
-    the measurement agrees with the NF gate.
-    """
+    """madara's isolation policy (docs/isolation.md): the paper's rule with its No-Filter
+    gate informed by a measured isolation gain (:class:`Isolation`). Below τ_NF, PDE when
+    Δ_iso > ``iso_min_gain`` (else the scoring arm: the paper's MuSiQue pairs); at or above
+    it, the scoring arm unless Δ_iso > 0 with McNemar p < ``iso_alpha`` (Table 16's dense
+    Llama-3.1-8B). Keeping the paper's choice needs only the gain's sign, overturning it
+    needs significance. The scoring arm is :func:`route`'s; without a measurement (``iso``
+    None) this is :func:`route` exactly."""
     if iso is None:
         return route(diag, thresholds)
     isolate, why = isolates(diag.em_nf, iso, thresholds)
@@ -329,20 +281,15 @@ def route_policy(policy: str, diag: Diagnostics, iso: Isolation | None = None, t
     raise ValueError(f"unknown routing policy {policy!r}; valid: {', '.join(POLICIES)}")
 
 
-# --------------------------------------------------------------------------- #
-# Threshold sweeps (Appendix D)
-# --------------------------------------------------------------------------- #
+# --- Threshold sweeps (Appendix D) ---
 
 
 @dataclass(frozen=True)
 class SweepPoint:
-    """Routing of every pair at one threshold value.
-
-    ``changed`` names the pairs whose strategy differs from the default thresholds
-    (D.2's count). ``n_cot`` counts quality-ordered pairs routed to CoT (Table 8's
-    "Changed" column). ``oracle_matches``/``mean_gap`` (EM points) are filled when
-    EMs are given, over the ``n_evaluated`` pairs whose routed strategy has an EM.
-    """
+    """Routing of every pair at one threshold value. ``changed``: the pairs routed
+    otherwise than at the default thresholds (D.2's count); ``n_cot``: quality-ordered
+    pairs routed to CoT (Table 8's "Changed"); ``oracle_matches``/``mean_gap`` (EM points)
+    only when EMs are given, over the ``n_evaluated`` pairs whose route has an EM."""
 
     threshold: float
     routes: dict[str, str] = field(hash=False)
@@ -355,22 +302,11 @@ class SweepPoint:
 
 
 def oracle_gap(routes: Mapping[str, str], ems: Mapping[str, Mapping[str, float]]) -> tuple[int, float | None, int]:
-    """(oracle matches, mean gap in EM points, pairs evaluated) of a routing.
-
-    The oracle of a pair is the best EM among the strategies given for it; the gap
-    is oracle EM minus the routed strategy's EM (a tie with the best is a match).
-    Pairs without EMs, or whose routed strategy has no EM, are left out.
-    """
-    matches, gaps = 0, []
-    for name, strategy in routes.items():
-        pair = ems.get(name)
-        if not pair or strategy not in pair:
-            continue
-        gap = max(pair.values()) - pair[strategy]
-        gaps.append(gap)
-        matches += gap <= 1e-9
-    mean = sum(gaps) / len(gaps) if gaps else None
-    return matches, mean, len(gaps)
+    """(oracle matches, mean gap in EM points, pairs evaluated) of a routing: the gap is the
+    pair's best EM minus the routed strategy's (a tie is a match); pairs without an EM
+    for their route are left out."""
+    gaps = [max(pair.values()) - pair[strategy] for name, strategy in routes.items() if strategy in (pair := ems.get(name) or {})]
+    return sum(gap <= 1e-9 for gap in gaps), sum(gaps) / len(gaps) if gaps else None, len(gaps)
 
 
 def _sweep(
@@ -390,18 +326,8 @@ def _sweep(
         routes = routes_under(thresholds_at(value))
         n_cot = sum(1 for name, s in routes.items() if s == COT and diags[name].rsc_class == rsc.QUALITY_ORDERED)
         matches, gap, n_eval = oracle_gap(routes, ems) if ems is not None else (None, None, None)
-        points.append(
-            SweepPoint(
-                threshold=float(value),
-                routes=routes,
-                changed=tuple(name for name in routes if routes[name] != default[name]),
-                n_cells=len(routes),
-                n_cot=n_cot,
-                oracle_matches=matches,
-                mean_gap=gap,
-                n_evaluated=n_eval,
-            )
-        )
+        changed = tuple(name for name in routes if routes[name] != default[name])
+        points.append(SweepPoint(float(value), routes, changed, len(routes), n_cot, matches, gap, n_eval))
     return points
 
 
@@ -411,13 +337,10 @@ def sweep_rho1(
     ems: Mapping[str, Mapping[str, float]] | None = None,
     nf_gate: bool = False,
 ) -> list[SweepPoint]:
-    """Appendix D.1 / Table 8: route every pair with rho_1 threshold in ``values``.
-
-    Table 8 sweeps the scoring arm alone -- its counts (1, 2, 2, 3, 6, 7 of 10) only
-    add up when the NF gate is ignored, since it says Llama CONFLICTS (a PDE pair)
-    is "misrouted to CoT" at 0.8 -- so by default ``nf_gate=False`` routes every
-    pair as if EM_NF >= tau_NF. Pass ``nf_gate=True`` for the full Algorithm 2.
-    """
+    """Appendix D.1 / Table 8: route every pair with rho_1 threshold in ``values``. Table 8
+    sweeps the scoring arm alone (its counts 1, 2, 2, 3, 6, 7 of 10 only add up with the NF
+    gate off: it calls Llama CONFLICTS, a PDE pair, "misrouted to CoT" at 0.8), so
+    ``nf_gate=False`` by default; ``nf_gate=True`` runs the full Algorithm 2."""
     return _sweep(diags, values, lambda v: replace(DEFAULT_THRESHOLDS, rho1=float(v)), ems, nf_gate)
 
 
@@ -432,7 +355,4 @@ def sweep_tau_nf(
 
 def changed_cells(points: Sequence[SweepPoint]) -> tuple[str, ...]:
     """Pairs whose routing changes at any threshold of a sweep (D.2's "1/12 cells")."""
-    seen: dict[str, None] = {}
-    for point in points:
-        seen.update(dict.fromkeys(point.changed))
-    return tuple(seen)
+    return tuple(dict.fromkeys(name for point in points for name in point.changed))

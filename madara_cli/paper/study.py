@@ -10,46 +10,19 @@ from typing import Any
 # --- names -----------------------------------------------------------------------------
 
 MODEL_LABELS: dict[str, str] = {
-    "llama-2-13b": "Llama-2-13B",
-    "llama-3.1-8b": "Llama-3.1-8B",
-    "mistral-7b": "Mistral-7B-v0.3",
-    "qwen3-8b": "Qwen3-8B",
-    "qwen2.5-7b": "Qwen2.5-7B",
-    "gemma-2-9b": "Gemma-2-9B",
-    "qwen2.5-14b": "Qwen2.5-14B",
-    "gemma-2-27b": "Gemma-2-27B",
-    "qwen2.5-32b": "Qwen2.5-32B",
-    "smollm2-135m": "SmolLM2-135M",
+    "llama-2-13b": "Llama-2-13B", "llama-3.1-8b": "Llama-3.1-8B", "mistral-7b": "Mistral-7B-v0.3", "qwen3-8b": "Qwen3-8B",
+    "qwen2.5-7b": "Qwen2.5-7B", "gemma-2-9b": "Gemma-2-9B", "qwen2.5-14b": "Qwen2.5-14B", "gemma-2-27b": "Gemma-2-27B",
+    "qwen2.5-32b": "Qwen2.5-32B", "smollm2-135m": "SmolLM2-135M",
 }
 BENCHMARK_LABELS: dict[str, str] = {
-    "conflicts": "Conflicts",
-    "conflictqa": "ConflictQA",
-    "fever": "FEVER",
-    "triviaqa": "TriviaQA",
-    "musique": "MuSiQue",
-    "mini": "Mini",
+    "conflicts": "Conflicts", "conflictqa": "ConflictQA", "fever": "FEVER", "triviaqa": "TriviaQA", "musique": "MuSiQue", "mini": "Mini"
 }
 STRATEGY_LABELS: dict[str, str] = {
-    "nf": "NF",
-    "three_agent": "3-Agent",
-    "cot": "CoT",
-    "sda": "SDA",
-    "sda_cot": "SDA+CoT",
-    "atf": "ATF",
-    "pde": "PDE",
-    "pde_random": "PDE-Random",
-    "pde_uniform": "PDE-Uniform",
-    "rrf": "RRF",
-    "self_consistency": "Self-Consistency",
-    "main_rag": "MAIN-RAG",
-    "cross_encoder": "CE",
-    "madara": "MADARA",
+    "nf": "NF", "three_agent": "3-Agent", "cot": "CoT", "sda": "SDA", "sda_cot": "SDA+CoT", "atf": "ATF", "pde": "PDE",
+    "pde_random": "PDE-Random", "pde_uniform": "PDE-Uniform", "rrf": "RRF", "self_consistency": "Self-Consistency",
+    "main_rag": "MAIN-RAG", "cross_encoder": "CE", "madara": "MADARA",
 }
-CLASS_LABELS: dict[str, str] = {
-    "quality-ordered": "Quality-Ordered",
-    "stochastic": "Stochastic",
-    "degenerate": "Degenerate",
-}
+CLASS_LABELS: dict[str, str] = {"quality-ordered": "Quality-Ordered", "stochastic": "Stochastic", "degenerate": "Degenerate"}
 
 # The five 7B-9B models of the main study, in the paper's row order.
 CORE_MODELS: tuple[str, ...] = ("llama-3.1-8b", "mistral-7b", "qwen3-8b", "qwen2.5-7b", "gemma-2-9b")
@@ -70,13 +43,10 @@ TAU_RHO1 = 0.5
 
 def flatten(columns: tuple[str, ...], rows: dict[tuple[str, str], tuple[Any, ...]]) -> dict[tuple[str, str, str], Any]:
     """{(model, benchmark): (v1, v2, ...)} -> {(model, benchmark, column): v}."""
-    flat: dict[tuple[str, str, str], Any] = {}
-    for (model, benchmark), values in rows.items():
+    for pair, values in rows.items():
         if len(values) != len(columns):
-            raise ValueError(f"row {(model, benchmark)} has {len(values)} values for {len(columns)} columns")
-        for column, value in zip(columns, values, strict=True):
-            flat[(model, benchmark, column)] = value
-    return flat
+            raise ValueError(f"row {pair} has {len(values)} values for {len(columns)} columns")
+    return {(*pair, column): value for pair, values in rows.items() for column, value in zip(columns, values, strict=True)}
 
 
 def lookup(table: dict[tuple[str, str, str], Any], model: str, benchmark: str, column: str) -> Any:

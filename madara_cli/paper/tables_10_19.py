@@ -23,11 +23,7 @@ TABLE10 = flatten(
     },
 )
 TABLE10_GROUPS = {
-    "llama-3.1-8b": "quality-ordered",
-    "mistral-7b": "quality-ordered",
-    "qwen3-8b": "stochastic",
-    "qwen2.5-7b": "stochastic",
-    "gemma-2-9b": "stochastic",
+    "llama-3.1-8b": "quality-ordered", "mistral-7b": "quality-ordered", "qwen3-8b": "stochastic", "qwen2.5-7b": "stochastic", "gemma-2-9b": "stochastic"
 }
 
 # --- Table 11: split-half and 30-query subset stability -----------------------------------
@@ -62,12 +58,7 @@ TABLE12 = flatten(
     },
 )
 # Summary rows: (RSC, entropy) as (count, out of); agreement has one value.
-TABLE12_SUMMARY = {
-    "beats_nf": ((8, 10), (7, 10)),
-    "beats_three_agent": ((5, 10), (4, 10)),
-    "matches_oracle": ((3, 10), (1, 10)),
-    "agreement": ((6, 10), None),
-}
+TABLE12_SUMMARY = {"beats_nf": ((8, 10), (7, 10)), "beats_three_agent": ((5, 10), (4, 10)), "matches_oracle": ((3, 10), (1, 10)), "agreement": ((6, 10), None)}
 ENTROPY_THRESHOLD = 0.7  # Appendix I: entropy > 0.7 -> SDA, else CoT
 
 # --- Table 13: bootstrap 95% CIs on rho_hat_k and classification stability ----------------
@@ -88,11 +79,7 @@ TABLE13 = flatten(
         ("gemma-2-9b", "fever"): ((0.58, 0.40, 0.60), (0.36, 0.24, 0.49), (0.09, -0.03, 0.21), 100),
     },
 )
-TABLE13_MARKS = {
-    ("qwen3-8b", "conflicts"): "†",
-    ("qwen2.5-7b", "conflicts"): "†",
-    ("gemma-2-9b", "conflicts"): "†‡",
-}
+TABLE13_MARKS = {("qwen3-8b", "conflicts"): "†", ("qwen2.5-7b", "conflicts"): "†", ("gemma-2-9b", "conflicts"): "†‡"}
 TABLE13_N_RESAMPLES = 1_000
 
 
@@ -168,11 +155,7 @@ TABLE16_SPEARMAN = -0.90  # between NF and PDE gain
 
 # --- Table 17: MuSiQue chain coverage (Qwen2.5-7B, EM %) ------------------------------------
 # subset -> (n, NF, 3-Agent, PDE)
-TABLE17 = {
-    "all": (100, 14.0, 30.0, 24.0),
-    "chain_complete": (23, 13.0, 39.1, 34.8),
-    "chain_broken": (77, 14.3, 27.3, 20.8),
-}
+TABLE17 = {"all": (100, 14.0, 30.0, 24.0), "chain_complete": (23, 13.0, 39.1, 34.8), "chain_broken": (77, 14.3, 27.3, 20.8)}
 # Appendix J text: number of supporting paragraphs in PDE's top-5 -> (PDE EM, 3-Agent EM).
 TABLE17_BY_SUPPORT = {0: (0.0, 0.0), 1: (21.4, 28.6), 2: (40.0, 48.6)}
 
@@ -192,32 +175,15 @@ TABLE18 = {
     for (benchmark, column), value in zip([(b, c) for b in ("conflicts", "fever") for c in TABLE18_COLUMNS], values, strict=True)
 }
 TABLE18_AVERAGE = {
-    ("conflicts", "nf"): 42.7,
-    ("conflicts", "cross_encoder"): 43.5,
-    ("conflicts", "delta"): 0.9,
-    ("fever", "nf"): 89.7,
-    ("fever", "cross_encoder"): 90.7,
-    ("fever", "delta"): 1.0,
+    ("conflicts", "nf"): 42.7, ("conflicts", "cross_encoder"): 43.5, ("conflicts", "delta"): 0.9,
+    ("fever", "nf"): 89.7, ("fever", "cross_encoder"): 90.7, ("fever", "delta"): 1.0,
 }
 # Notes under Table 18: LLM calls per query (d = 10 documents generated from under PDE).
 PDE_D = 10
-TABLE18_CALLS = {
-    "nf": 1,
-    "three_agent": 19,
-    "cot": 19,
-    "sda": 19,
-    "atf": 19 + 1,
-    "pde": 19 + PDE_D,
-    "pde_random": PDE_D,
-}
+TABLE18_CALLS = {"nf": 1, "three_agent": 19, "cot": 19, "sda": 19, "atf": 19 + 1, "pde": 19 + PDE_D, "pde_random": PDE_D}
 TABLE18_CALLS_PRINTED = {
-    "nf": "1 gen.",
-    "three_agent": "≈ 19",
-    "cot": "≈ 19",
-    "sda": "≈ 19",
-    "atf": "≈ 19 + 1 gen.",
-    "pde": "≈ 19 + d gen. (d=10)",
-    "pde_random": "d gen. (no assessment)",
+    "nf": "1 gen.", "three_agent": "≈ 19", "cot": "≈ 19", "sda": "≈ 19",
+    "atf": "≈ 19 + 1 gen.", "pde": "≈ 19 + d gen. (d=10)", "pde_random": "d gen. (no assessment)",
 }
 
 # --- Table 19: oracle gap of NF-only vs RSC-based routing (pp) -----------------------------

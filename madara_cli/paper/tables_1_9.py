@@ -46,36 +46,21 @@ TABLE2_STARS = {
 }
 # "ATF†": routed to ATF (rho1_hat = 0.62 >= 0.5), narrowly missing the optimal SDA.
 TABLE2_DAGGER = {
-    (
-        "qwen2.5-7b",
-        "fever",
-        "strategy",
-    ): "Routed to ATF due to crossing the baseline coupling threshold (ρ̂1 = 0.62 ≥ 0.5), narrowly missing the optimal SDA."
+    ("qwen2.5-7b", "fever", "strategy"): "Routed to ATF due to crossing the baseline coupling threshold (ρ̂1 = 0.62 ≥ 0.5), narrowly missing the optimal SDA."
 }
+# The "Average" rows: (benchmark, column) over nf, three_agent, cot, sda, madara, delta_nf.
 TABLE2_AVERAGES = {
-    ("conflicts", "nf"): 42.7,
-    ("conflicts", "three_agent"): 46.9,
-    ("conflicts", "cot"): 45.5,
-    ("conflicts", "sda"): 46.3,
-    ("conflicts", "madara"): 57.1,
-    ("conflicts", "delta_nf"): 14.4,
-    ("fever", "nf"): 89.7,
-    ("fever", "three_agent"): 90.0,
-    ("fever", "cot"): 90.1,
-    ("fever", "sda"): 90.4,
-    ("fever", "madara"): 91.2,
-    ("fever", "delta_nf"): 1.5,
+    (benchmark, column): value
+    for benchmark, values in {"conflicts": (42.7, 46.9, 45.5, 46.3, 57.1, 14.4), "fever": (89.7, 90.0, 90.1, 90.4, 91.2, 1.5)}.items()
+    for column, value in zip(("nf", "three_agent", "cot", "sda", "madara", "delta_nf"), values, strict=True)
 }
 
 # --- Table 3: RSC vs entropy routing (binary CoT/SDA routing, 10 pairs) -------------------
 # Values are (count, out of).
 TABLE3 = {
-    ("beats_nf", "entropy"): (7, 10),
-    ("beats_nf", "rsc"): (8, 10),
-    ("beats_three_agent", "entropy"): (4, 10),
-    ("beats_three_agent", "rsc"): (5, 10),
-    ("matches_oracle", "entropy"): (1, 10),
-    ("matches_oracle", "rsc"): (3, 10),
+    ("beats_nf", "entropy"): (7, 10), ("beats_nf", "rsc"): (8, 10),
+    ("beats_three_agent", "entropy"): (4, 10), ("beats_three_agent", "rsc"): (5, 10),
+    ("matches_oracle", "entropy"): (1, 10), ("matches_oracle", "rsc"): (3, 10),
 }
 
 # --- Table 4: RSC diagnostic (rho_hat per perturbation level, trend, class) ---------------
@@ -107,15 +92,7 @@ TABLE4_FOOTNOTES = {
     ("llama-3.1-8b", "triviaqa"): "‡ Scores degenerate at the absolute floor, making perturbation uninformative.",
 }
 # Appendix J (second-model MuSiQue check): Mistral-7B, 100 queries.
-MUSIQUE_MISTRAL = {
-    "rho": (0.81, 0.56, 0.10),
-    "rho_star": -1.0,
-    "nf": 14.0,
-    "pde": 9.0,
-    "pde_random": 5.0,
-    "three_agent": 20.0,
-    "cot": 20.0,
-}
+MUSIQUE_MISTRAL = {"rho": (0.81, 0.56, 0.10), "rho_star": -1.0, "nf": 14.0, "pde": 9.0, "pde_random": 5.0, "three_agent": 20.0, "cot": 20.0}
 # Section 6.5: Qwen2.5-7B MuSiQue probe.
 MUSIQUE_QWEN_RHO = (0.83, 0.54, 0.03)
 

@@ -1,22 +1,12 @@
-"""Scoring treatments: three-agent assessment, then rerank or filter, then one
-generation over the selected documents.
-
-Source: the MADARA paper, Section 5.3 and Appendices B-C.
-
-* ``three_agent`` -- 3-Agent baseline: weighted aggregate (0.4/0.3/0.3), top-k.
-* ``cot``         -- CoT de-polarization (Section 4.1): the same with CoT scores.
-* ``sda``         -- Score Distribution Alignment (Algorithm 1): per-agent percentile
-  ranks (ties: ``rank_ties``), uniform weights, x5, top-k.
-* ``sda_cot``     -- SDA over CoT scores.
-* ``atf``         -- Adaptive Threshold Filtering (Section 4.3): keep aggregate
-  scores >= mu - kappa*sigma, at least ``min_keep``, at most ``top_k``, descending.
-* ``rrf``         -- Reciprocal Rank Fusion of the agents' rankings, k = 60 (Appendix C).
-
-Each reads its settings from ``cfg.strategy`` (``cot``, ``weights``, ``top_k``,
-``kappa``, ``min_keep``, ``rrf_k``, ``scoring``, ``conflict``, ``rank_ties``); ``configs/strategy/<name>.yaml``
-holds the paper's values. All of them issue the same scoring requests (see
-:mod:`madara_cli.agents.requests`), so after the first one the rest only pay for
-their final generation -- and not even that when their selection coincides.
+"""Scoring treatments (the MADARA paper, Section 5.3 and Appendices B-C): the three agents
+assess every document, a ranking reranks or filters, one generation answers over the
+selection. ``three_agent`` and ``cot`` rank by the weighted aggregate (0.4/0.3/0.3) over
+base or CoT scores, ``sda``/``sda_cot`` by Score Distribution Alignment (Algorithm 1),
+``rrf`` by Reciprocal Rank Fusion (k = 60), all keeping the top-k; ``atf`` filters at
+mu - kappa*sigma (Section 4.3). ``configs/strategy/<name>.yaml`` holds the paper's
+settings. All issue the same scoring requests (:mod:`madara_cli.agents.requests`), so
+after the first only their final generation is new -- not even that when their
+selections coincide.
 """
 
 from __future__ import annotations
@@ -81,9 +71,8 @@ def check_weights(cfg) -> None:
         raise ConfigError(f"strategy.weights={w}: expected {N_AGENTS} non-negative numbers, not all zero")
 
 
-# What every assessing strategy checks (its ranges beside its schema's; settings that undo
-# each other are config/validate.py's CONFLICTS), and the prompt families it sends: the
-# three agents and the Conflict Detector (strategy.conflict=per_query).
+# What every assessing strategy checks (settings that undo each other are
+# config/validate.py's CONFLICTS) and the prompt families it sends.
 ASSESSED_RANGES = {"top_k": int_range(1)}
 ASSESSED_CHECKS = (check_weights,)
 ASSESSED_PROMPTS = ("assessors", "detector")
@@ -101,8 +90,8 @@ def assess_cell(
 
 
 def scored(ctx: StrategyContext, examples: Sequence[Example]) -> list[ScoreMatrix]:
-    """Run the three agents over the cell (one batched call) and record the
-    assessment statistics in ``ctx.report["assessment"]``."""
+    """The three agents over the cell (one batched call), the assessment statistics
+    recorded in ``ctx.report["assessment"]``."""
     st = ctx.settings_as(AssessedConfig)
     cot, mode = st.cot, str(st.scoring)
     mats = assess_cell(ctx, examples, cot=cot, mode=mode)
@@ -146,20 +135,11 @@ def _select_and_generate(
     selections = [[(ex.docs or ())[i] for i in idx] for ex, idx in zip(examples, picks)]
     preds = generate_answers(ctx, "generate", examples, selections)
     ctx.report["selection"] = selection_report(picks)
-    out = []
-    for ex, pred, m, v, idx in zip(examples, preds, mats, values, picks):
-        out.append(
-            with_extra(
-                pred,
-                scores=m.to_json(),
-                score_failures=int(m.failed.sum()),
-                ranking=rounded(v),
-                selected=idx,
-                **support_coverage(ex, pred.doc_ids),
-                **(describe(v) if describe else {}),
-            )
-        )
-    return out
+    return [
+        with_extra(pred, scores=m.to_json(), score_failures=int(m.failed.sum()), ranking=rounded(v), selected=idx,
+                   **support_coverage(ex, pred.doc_ids), **(describe(v) if describe else {}))
+        for ex, pred, m, v, idx in zip(examples, preds, mats, values, picks)
+    ]
 
 
 def weighted_rerank(ctx: StrategyContext, examples: Sequence[Example]) -> list[Prediction]:
@@ -196,17 +176,14 @@ def adaptive_threshold_filtering(ctx: StrategyContext, examples: Sequence[Exampl
 
 
 SPECS = [
-    register(StrategySpec(name="three_agent", schema=AssessedConfig, run=weighted_rerank, ranges=ASSESSED_RANGES,
-                          checks=ASSESSED_CHECKS, prompts=ASSESSED_PROMPTS, description="3-Agent: the three agents' weighted scores, top-k kept")),
-    register(StrategySpec(name="cot", schema=AssessedConfig, run=weighted_rerank, ranges=ASSESSED_RANGES,
-                          checks=ASSESSED_CHECKS, prompts=ASSESSED_PROMPTS, description="CoT de-polarisation: agents reason before scoring")),
-    register(StrategySpec(name="sda", schema=SDAConfig, run=score_distribution_alignment, ranges=ASSESSED_RANGES,
-                          checks=ASSESSED_CHECKS, prompts=ASSESSED_PROMPTS, description="SDA: percentile-rank alignment of each agent's scores")),
-    register(StrategySpec(name="sda_cot", schema=SDAConfig, run=score_distribution_alignment, ranges=ASSESSED_RANGES,
-                          checks=ASSESSED_CHECKS, prompts=ASSESSED_PROMPTS, description="SDA+CoT: alignment over reasoned scores")),
-    register(StrategySpec(name="rrf", schema=RRFConfig, run=reciprocal_rank_fusion, ranges={**ASSESSED_RANGES, "rrf_k": int_range(0)},
-                          checks=ASSESSED_CHECKS, prompts=ASSESSED_PROMPTS, description="RRF: reciprocal rank fusion of the agents' rankings")),
-    register(StrategySpec(name="atf", schema=ATFConfig, run=adaptive_threshold_filtering,
-                          ranges={**ASSESSED_RANGES, "kappa": num_range(0.0), "min_keep": int_range(0)},
-                          checks=ASSESSED_CHECKS, prompts=ASSESSED_PROMPTS, description="ATF: keep documents above mu - kappa*sigma")),
+    register(StrategySpec(name=name, schema=schema, run=run, ranges={**ASSESSED_RANGES, **ranges}, checks=ASSESSED_CHECKS, prompts=ASSESSED_PROMPTS,
+                          description=text))
+    for name, schema, run, ranges, text in (
+        ("three_agent", AssessedConfig, weighted_rerank, {}, "3-Agent: the three agents' weighted scores, top-k kept"),
+        ("cot", AssessedConfig, weighted_rerank, {}, "CoT de-polarisation: agents reason before scoring"),
+        ("sda", SDAConfig, score_distribution_alignment, {}, "SDA: percentile-rank alignment of each agent's scores"),
+        ("sda_cot", SDAConfig, score_distribution_alignment, {}, "SDA+CoT: alignment over reasoned scores"),
+        ("rrf", RRFConfig, reciprocal_rank_fusion, {"rrf_k": int_range(0)}, "RRF: reciprocal rank fusion of the agents' rankings"),
+        ("atf", ATFConfig, adaptive_threshold_filtering, {"kappa": num_range(0.0), "min_keep": int_range(0)}, "ATF: keep documents above mu - kappa*sigma"),
+    )
 ]

@@ -1,14 +1,9 @@
-"""Strategy registry and the context every strategy receives.
+"""The context every strategy receives, and its spec in the one catalog.
 
-A strategy is ``fn(ctx, examples) -> list[Prediction]``: it receives every example
-of the cell (``Example.docs`` already holds the retrieved top-k in rank order) and
-issues each stage as ONE batched call through ``ctx.llm``, so the engine sees the
-whole stage at once and the cache shares work between strategies.
-
-Each strategy registers one :class:`StrategySpec` in the one catalog, the same shape as
-every plug-in's (:mod:`madara_cli.plugins.shape`): its settings schema, the prompt families
-it sends (which decide its cells' keys), its ranges and checks, and what runs a cell (a
-run function, a prepare step that returns one, or, for ``madara``, the route).
+A strategy is ``fn(ctx, examples) -> list[Prediction]``: it receives every example of
+the cell (``Example.docs`` already holds the retrieved top-k in rank order) and issues
+each stage as ONE batched call through ``ctx.llm``, so the engine sees the whole stage at
+once and the cache shares work between strategies.
 """
 
 from __future__ import annotations
@@ -16,7 +11,8 @@ from __future__ import annotations
 import copy
 import functools
 import json
-from dataclasses import dataclass, field, fields
+import math
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Callable, ClassVar, Optional, Protocol, Sequence, TypeVar
 
 from omegaconf import DictConfig, OmegaConf
@@ -110,16 +106,13 @@ PrepareFn = Callable[[DictConfig, Optional[EngineSource], Optional[list[Example]
 @dataclass(frozen=True, kw_only=True)
 class StrategySpec(Spec):
     """One strategy: what every plug-in declares (:class:`~madara_cli.plugins.shape.Spec`:
-    its implementation name, a settings schema extending config.schema.StrategyConfig,
-    the prompt families it sends beside the generator's, ranges and checks) plus what
-    runs a cell of it.
-
-    ``run`` is ``fn(ctx, examples) -> predictions``. A strategy may instead have a
-    ``prepare`` step, run before the cell's engine is taken, that returns what runs. A
-    ``routed`` strategy (``madara``) runs none of its own: the pipeline probes the model,
-    routes, and runs the strategy the route names (Diagnose -> Treat,
-    :mod:`madara_cli.experiment.treat`); ``key_groups`` are the root groups beyond the usual
-    ones its key covers (``madara``: the probe's ``rsc`` and the ``router``)."""
+    name, a settings schema extending config.schema.StrategyConfig, the prompt families it
+    sends beside the generator's, ranges, checks) plus exactly one of what runs a cell:
+    ``run`` (``fn(ctx, examples) -> predictions``); a ``prepare`` step, run before the
+    cell's engine is taken, that returns it; or ``routed`` (``madara``: the pipeline
+    probes, routes and runs the strategy the route names, :mod:`madara_cli.experiment.treat`).
+    ``key_groups``: root groups beyond the usual ones its key covers (``madara``: ``rsc``,
+    ``router``)."""
 
     kind: ClassVar[str] = "strategy"
 
@@ -149,8 +142,7 @@ def generate_answers(ctx: StrategyContext, stage: str, examples: Sequence[Exampl
     call per example over its selected documents, batched."""
     from madara_cli.agents.generator import clean_answer, generation_request
 
-    gen = ctx.cfg.generation
-    prompts = ctx.prompts
+    gen, prompts = ctx.cfg.generation, ctx.prompts
     reqs = [generation_request(ex, docs, gen.max_tokens, ctx.temperature, ctx.seed, gen.get("style", "zeroshot"), prompts) for ex, docs in zip(examples, selections)]
     outs = ctx.llm.chat(stage, reqs)
     return [
@@ -159,9 +151,7 @@ def generate_answers(ctx: StrategyContext, stage: str, examples: Sequence[Exampl
     ]
 
 
-# --------------------------------------------------------------------------- #
-# Helpers shared by the assessment strategies
-# --------------------------------------------------------------------------- #
+# --- helpers shared by the assessment strategies ---
 
 
 def support_coverage(example: Example, doc_ids: Sequence[str]) -> dict[str, int]:
@@ -172,19 +162,14 @@ def support_coverage(example: Example, doc_ids: Sequence[str]) -> dict[str, int]
     if supporting is None:
         return {}
     chosen = set(doc_ids)
-    return {"supporting_in_topk": sum(1 for d in supporting if d in chosen), "n_supporting": len(supporting)}
+    return {"supporting_in_topk": sum(d in chosen for d in supporting), "n_supporting": len(supporting)}
 
 
 def with_extra(pred: Prediction, **extra: Any) -> Prediction:
     """``pred`` with ``extra`` merged into its ``extra`` dict."""
-    from dataclasses import replace
-
     return replace(pred, extra={**pred.extra, **extra})
 
 
 def rounded(values: Sequence[float], digits: int = 4) -> list[float | None]:
     """JSON-safe list: floats rounded, NaN/inf as None."""
-    import math
-
     return [None if not math.isfinite(float(v)) else round(float(v), digits) for v in values]
-

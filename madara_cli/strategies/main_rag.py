@@ -1,22 +1,15 @@
-"""MAIN-RAG (Chang et al., ACL 2025; summarised in paper/002): the three-agent
-filtering pipeline the MADARA paper starts from.
+"""MAIN-RAG (Chang et al., ACL 2025; summarised in paper/002), the three-agent filtering
+pipeline the MADARA paper starts from; m extraction + m judge + 1 generation calls per query.
 
-1. Predictor -- answers the question from each retrieved document alone. These are
-   exactly PDE's per-document extraction requests (stage ``pde-extract``), so PDE
-   and MAIN-RAG share them through the cache.
-2. Judge -- for each (document, question, answer) triple, one forward pass reads
-   the next-token log-probabilities of "Yes" and "No"; the document's score is
-   ``log P(Yes) - log P(No)`` (stage ``main-rag-judge``). A candidate the engine
-   gave no probability (``-inf``, possible with engines that return only a top-n
-   list) is floored at :data:`LOGPROB_FLOOR`; with neither, the score is NaN and
-   the document is dropped.
-3. Adaptive filter -- keep documents scoring at least ``mean - n * sigma`` over the
-   query's documents (``strategy.main_rag_n``, default 0: the mean), in descending
-   score order, with no cap at ``top_k`` (MAIN-RAG keeps every document above the
-   threshold).
+1. Predictor -- answers from each document alone: exactly PDE's extraction requests
+   (stage ``pde-extract``), shared with PDE through the cache.
+2. Judge -- one forward pass per (document, question, answer) reads ``log P(Yes) -
+   log P(No)`` (stage ``main-rag-judge``); a candidate without a probability (an engine's
+   top-n list) is floored at :data:`LOGPROB_FLOOR`; with neither the score is NaN and the
+   document is dropped.
+3. Adaptive filter -- keep scores >= ``mean - n * sigma`` (``strategy.main_rag_n``, 0: the
+   mean), descending, with no cap at ``top_k`` (MAIN-RAG keeps all above the threshold).
 4. Final-Predictor -- the ordinary generator over the kept documents (stage ``generate``).
-
-Calls per query: m extraction + m judge + 1 generation.
 """
 
 from __future__ import annotations
@@ -78,21 +71,16 @@ def main_rag(ctx: StrategyContext, examples: Sequence[Example]) -> list[Predicti
     n_total = int(sum(s.size for s in judged))
     ctx.report["selection"] = selection_report(kept)
     ctx.report["main_rag"] = {"n": n, "judge_failure_rate": round(n_failed / n_total, 6) if n_total else 0.0}
-    out = []
-    for ex, pred, s, idx, per_doc in zip(examples, preds, judged, kept, answers):
+
+    def threshold(s: np.ndarray) -> float:
         finite = s[np.isfinite(s)]
-        tau = float(finite.mean() - n * finite.std()) if finite.size else math.nan
-        out.append(
-            with_extra(
-                pred,
-                judge_scores=rounded(s),
-                threshold=rounded([tau])[0],
-                predictor_answers=[a for a, _ in per_doc],
-                selected=idx,
-                **support_coverage(ex, pred.doc_ids),
-            )
-        )
-    return out
+        return float(finite.mean() - n * finite.std()) if finite.size else math.nan
+
+    return [
+        with_extra(pred, judge_scores=rounded(s), threshold=rounded([threshold(s)])[0], predictor_answers=[a for a, _ in per_doc], selected=idx,
+                   **support_coverage(ex, pred.doc_ids))
+        for ex, pred, s, idx, per_doc in zip(examples, preds, judged, kept, answers)
+    ]
 
 
 SPEC = register(StrategySpec(name="main_rag", schema=MainRAGConfig, run=main_rag, ranges={"main_rag_n": num_range()},

@@ -1,30 +1,18 @@
-"""Per-Document Extraction (PDE) and its component ablation.
+"""Per-Document Extraction (PDE) and its component ablation (the MADARA paper, Section 4.4,
+Table 1, Algorithm 2's PDE mode).
 
-Source: the MADARA paper, Section 4.4, Table 1 and Algorithm 2 (PDE mode).
+1. choose k documents -- ``selection: assessed``: the top-k by the weighted three-agent
+   aggregate; ``selection: random``: k drawn uniformly, seeded by ``cfg.seed`` and the
+   example id, with no assessment call;
+2. answer from each alone with the factoid (or FEVER) generator (stage ``pde-extract``);
+3. vote over answers grouped by :func:`metrics.normalize` -- ``vote: score`` sums each
+   group's aggregate scores, ``vote: uniform`` counts members (ties:
+   :func:`selection.pde_vote`; random selections rank in retrieval order).
 
-1. choose k documents -- ``selection: assessed`` takes the top-k by the weighted
-   three-agent aggregate (0.4/0.3/0.3); ``selection: random`` draws k documents
-   uniformly, seeded by ``cfg.seed`` and the example id, with no assessment call;
-2. answer from each chosen document alone with the factoid (or FEVER) generator --
-   one request per document, stage ``pde-extract``;
-3. vote -- answers are grouped by normalised string (:func:`metrics.normalize`);
-   ``vote: score`` sums each group's aggregate scores, ``vote: uniform`` counts
-   members. Ties go to the larger group, then to the group holding the
-   highest-ranked document (:func:`selection.pde_vote`). Random selections are
-   ranked in retrieval order. FEVER votes over the SUPPORTS/REFUTES labels.
-
-The strategies of Table 1:
-
-=============  =========  =======  ==========================================
-name           selection  vote     calls per query
-=============  =========  =======  ==========================================
-``pde``        assessed   score    3 m scoring + k extraction
-``pde_uniform`` assessed  uniform  3 m scoring + k extraction
-``pde_random`` random     uniform  k extraction (no assessment)
-=============  =========  =======  ==========================================
-
-A document's extraction request does not depend on how it was chosen, so the
-variants (and MAIN-RAG's Predictor) share per-document answers through the cache.
+Table 1's strategies: ``pde`` (assessed, score; 3 m scoring + k extraction calls),
+``pde_uniform`` (assessed, uniform; the same calls), ``pde_random`` (random, uniform; k
+extraction calls). An extraction request does not depend on how its document was
+chosen, so the variants (and MAIN-RAG's Predictor) share answers through the cache.
 """
 
 from __future__ import annotations
@@ -37,7 +25,6 @@ import numpy as np
 
 from madara_cli.agents.generator import clean_answer, generation_request
 from madara_cli.config import Selection, Vote
-from madara_cli.core.errors import ConfigError
 from madara_cli.core.records import Example, Prediction
 from madara_cli.plugins import register
 from madara_cli.strategies.assessed import ASSESSED_CHECKS, ASSESSED_PROMPTS, ASSESSED_RANGES, AssessedConfig, scored, selection_report
@@ -52,17 +39,15 @@ class PDEConfig(AssessedConfig):
     selection: Selection = Selection.assessed  # assessed (top-k by score) | random (no assessment)
     vote: Vote = Vote.score  # score (sum of aggregate scores) | uniform (count)
 
-SELECTIONS = tuple(Selection.__members__)  # assessed, random
-VOTES = tuple(Vote.__members__)  # score, uniform
+
 EXTRACT_STAGE = "pde-extract"
 
 
 def per_document_extraction(
     ctx: StrategyContext, examples: Sequence[Example], picks: Sequence[Sequence[int]], stage: str = EXTRACT_STAGE
 ) -> list[list[tuple[str, str]]]:
-    """One generator call per (example, picked document), with that document alone,
-    batched into ONE stage call. Returns, per example, (clean answer, raw text) in
-    pick order."""
+    """One generator call per (example, picked document) with that document alone, in ONE
+    stage call: per example, (clean answer, raw text) in pick order."""
     gen, prompts = ctx.cfg.generation, ctx.prompts
     reqs = [
         generation_request(ex, [(ex.docs or ())[i]], int(gen.max_tokens), ctx.temperature, ctx.seed, gen.get("style", "zeroshot"), prompts)
@@ -88,18 +73,11 @@ def random_documents(example: Example, k: int, seed: int) -> list[int]:
 
 def per_document(ctx: StrategyContext, examples: Sequence[Example]) -> list[Prediction]:
     st = ctx.settings_as(PDEConfig)
-    selection, vote = str(st.selection), str(st.vote)
-    if selection not in SELECTIONS:
-        raise ConfigError(f"unknown strategy.selection '{selection}'; valid: {', '.join(SELECTIONS)}")
-    if vote not in VOTES:
-        raise ConfigError(f"unknown strategy.vote '{vote}'; valid: {', '.join(VOTES)}")
+    selection, vote = str(st.selection), str(st.vote)  # the schema's Enums: nothing else gets here
     k, weights = st.top_k, st.weights
     needs_scores = selection == "assessed" or vote == "score"
     aggregates = [weighted_aggregate(m.scores, weights) for m in scored(ctx, examples)] if needs_scores else [None] * len(examples)
-    if selection == "assessed":
-        picks = [top_k(a, k) for a in aggregates]
-    else:
-        picks = [random_documents(ex, k, ctx.seed) for ex in examples]
+    picks = [top_k(a, k) for a in aggregates] if selection == "assessed" else [random_documents(ex, k, ctx.seed) for ex in examples]
     answers = per_document_extraction(ctx, examples, picks)
 
     preds, n_groups = [], []
@@ -126,11 +104,7 @@ def per_document(ctx: StrategyContext, examples: Sequence[Example]) -> list[Pred
             )
         )
     ctx.report["selection"] = selection_report(picks)
-    ctx.report["pde"] = {
-        "selection": selection,
-        "vote": vote,
-        "mean_answer_groups": round(float(np.mean(n_groups)), 4) if n_groups else 0.0,
-    }
+    ctx.report["pde"] = {"selection": selection, "vote": vote, "mean_answer_groups": round(float(np.mean(n_groups)), 4) if n_groups else 0.0}
     return preds
 
 

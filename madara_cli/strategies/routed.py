@@ -1,8 +1,7 @@
 """MADARA's routed strategy (``strategy=madara``): the RSC probe on the calibration
 queries, then the treatment the router picks (PDE, SDA, CoT or ATF), run with its own
-config. Its spec is declared here, beside the other strategies': settings, prompt
-families, the groups its key covers, and ``routed``: what runs a cell is the route of
-its probe, which the pipeline works out where the probe and the engine pool live
+config. Its spec lives here beside the other strategies'; what runs a cell is the route
+of its probe, worked out where the probe and the engine pool live
 (:mod:`madara_cli.experiment.treat`)."""
 
 from __future__ import annotations
@@ -60,10 +59,8 @@ def check_probe(cfg) -> None:
 # The RSC probe correlates scores over calibration queries: fewer than two have no correlation.
 MIN_CALIBRATION = 2
 
-# Its probe re-scores through the forced prompt and its routed treatments (SDA, CoT, ATF,
-# PDE) ask the Conflict Detector, so the detector's words are its key's too; the probe's
-# settings (rsc) and the router's are part of a madara cell's identity. What runs a cell is
-# the route (madara_cli.experiment.treat: probe, route, treat).
+# Its probe re-scores through the forced prompt and its treatments ask the Conflict
+# Detector, so those words key it too, as do the probe's (rsc) and the router's settings.
 SPEC = register(StrategySpec(
     name=ROUTED, schema=MadaraConfig, routed=True, prompts=(*ASSESSED_PROMPTS, "rescore"), key_groups=("rsc", "router"),
     ranges={**ASSESSED_RANGES, "kappa": num_range(0.0), "min_keep": int_range(0)}, checks=(*ASSESSED_CHECKS, check_probe),

@@ -1,23 +1,19 @@
-"""Document selection and answer voting: small pure functions over score matrices.
+"""Document selection and answer voting: small pure functions over score matrices in
+retrieval order (row i = the i-th retrieved document, column j = agent j), returning
+indices into that order. Ties break by retrieval rank (a stable sort), so every selection
+is deterministic. Failed scores (NaN) are imputed first where a function needs a complete
+matrix (:func:`madara_cli.agents.matrix.impute`).
 
-Every function takes numpy arrays in retrieval order (row i = the i-th retrieved
-document; column j = agent j) and returns indices into that order. Ties are always
-broken by retrieval rank (a stable sort), so every selection is deterministic (SDA's
-per-agent ranks of tied scores are a setting, ``strategy.rank_ties``).
-Score matrices may hold NaN (a failed agent reply); the functions that need
-complete matrices impute first (:func:`madara_cli.agents.matrix.impute`: the
-example's mean for that agent, or 2.5).
-
-Sources: the MADARA paper -- Section 5.3 (weighted aggregation 0.4/0.3/0.3),
-Appendix B (Algorithm 1, SDA; ATF), Appendix C (RRF, k = 60), Section 4.4 (PDE
-voting); MAIN-RAG (Chang et al., ACL 2025) for the adaptive judge threshold.
+Sources: the MADARA paper -- Section 5.3 (weighted aggregation), Appendix B (Algorithm 1,
+SDA; ATF), Appendix C (RRF, k = 60), Section 4.4 (PDE voting); MAIN-RAG (Chang et al.,
+ACL 2025) for the adaptive judge threshold.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 from scipy.stats import rankdata
@@ -62,14 +58,11 @@ RANK_TIES = ("ordinal", "average")  # strategy.rank_ties
 
 
 def percentile_ranks(values: Sequence[float] | np.ndarray, ties: str = "ordinal") -> np.ndarray:
-    """``rank(s) / (m - 1)`` in [0, 1], 0-based ascending ranks (the lowest score gets
-    0, the highest 1). A single document gets 1.
-
-    ``ties="ordinal"``: tied scores get distinct ranks in order of appearance, so of
-    two equal scores the later-retrieved document ranks higher -- the authors'
-    ``argsort(argsort(s))`` read with a stable sort (numpy's default sort leaves the
-    order of ties unspecified). ``ties="average"``: tied scores share their mean rank.
-    """
+    """``rank(s) / (m - 1)`` in [0, 1] with 0-based ascending ranks; a single document gets 1.
+    ``ties="ordinal"``: tied scores get distinct ranks in order of appearance (of two equal
+    scores the later-retrieved ranks higher) -- the authors' ``argsort(argsort(s))`` read
+    with a stable sort, since numpy's default leaves ties unspecified. ``ties="average"``:
+    tied scores share their mean rank."""
     if ties not in RANK_TIES:
         raise ValueError(f"unknown rank_ties '{ties}'; valid: {', '.join(RANK_TIES)}")
     v = np.asarray(values, dtype=float)
@@ -80,10 +73,8 @@ def percentile_ranks(values: Sequence[float] | np.ndarray, ties: str = "ordinal"
 
 
 def sda_rank(scores: np.ndarray, weights: Sequence[float] | None = None, ties: str = "ordinal") -> np.ndarray:
-    """Score Distribution Alignment (Algorithm 1): each agent's scores become
-    percentile ranks (ties ranked as ``ties`` says, see :func:`percentile_ranks`),
-    which are averaged with ``weights`` (default uniform) and mapped to [0, 5].
-    Select with :func:`top_k`."""
+    """Score Distribution Alignment (Algorithm 1): each agent's scores as percentile ranks
+    (:func:`percentile_ranks`), averaged with ``weights`` (default uniform), times 5."""
     s = impute(_matrix(scores))
     if s.shape[0] == 0:
         return np.zeros(0)
@@ -92,10 +83,9 @@ def sda_rank(scores: np.ndarray, weights: Sequence[float] | None = None, ties: s
 
 
 def rrf_fuse(scores: np.ndarray, k: int = 60, weights: Sequence[float] | None = None) -> np.ndarray:
-    """Reciprocal Rank Fusion (Appendix C): ``sum_j 1 / (k + rank_j(d))`` with
-    ``rank_j`` the 1-based rank of d under agent j (highest score = 1; tied scores
-    share their average rank). With ``weights`` each term is scaled by
-    ``A * w_j`` (uniform weights give the paper's unweighted sum exactly)."""
+    """Reciprocal Rank Fusion (Appendix C): ``sum_j A * w_j / (k + rank_j(d))`` over A agents,
+    w normalised, ``rank_j`` 1-based under agent j (highest score 1; ties share their
+    average rank); uniform weights give the paper's unweighted sum exactly."""
     s = impute(_matrix(scores))
     if s.shape[0] == 0:
         return np.zeros(0)
@@ -106,9 +96,8 @@ def rrf_fuse(scores: np.ndarray, k: int = 60, weights: Sequence[float] | None = 
 
 
 def atf_select(aggregate: Sequence[float] | np.ndarray, kappa: float = 0.5, min_keep: int = 2, max_keep: int = 5) -> list[int]:
-    """Adaptive Threshold Filtering (Section 4.3, Eq. 3): keep documents with
-    ``s >= mu - kappa * sigma`` (population sigma over the example's documents),
-    descending, at least ``min_keep`` and at most ``max_keep`` of them."""
+    """Adaptive Threshold Filtering (Section 4.3, Eq. 3): documents with ``s >= mu - kappa *
+    sigma`` (:func:`atf_threshold`), descending, at least ``min_keep``, at most ``max_keep``."""
     s = np.asarray(aggregate, dtype=float)
     if s.size == 0:
         return []
@@ -127,10 +116,9 @@ def atf_threshold(aggregate: Sequence[float] | np.ndarray, kappa: float = 0.5) -
 
 
 def main_rag_select(judge_scores: Sequence[float] | np.ndarray, n: float = 0.0) -> list[int]:
-    """MAIN-RAG's adaptive filter: keep documents whose judge score
-    ``log P(Yes) - log P(No)`` is at least ``mean - n * sigma`` (population sigma
-    over the example's documents), in descending order. Documents without a score
-    (NaN) are never kept, unless none has one: then all are kept in retrieval order."""
+    """MAIN-RAG's adaptive filter: documents whose judge score is at least ``mean - n *
+    sigma`` (population sigma), descending. A document without a score (NaN) is never
+    kept, unless none has one: then all are, in retrieval order."""
     s = np.asarray(judge_scores, dtype=float)
     finite = np.isfinite(s)
     if not finite.any():
@@ -141,10 +129,8 @@ def main_rag_select(judge_scores: Sequence[float] | np.ndarray, n: float = 0.0) 
 
 @dataclass(frozen=True)
 class Vote:
-    """The outcome of voting over per-document (or per-sample) answers.
-
-    ``winner`` indexes the answer returned (the highest-ranked member of the winning
-    group); ``totals``/``sizes`` are keyed by normalised answer."""
+    """The outcome of a vote over per-document (or per-sample) answers: ``winner`` indexes
+    the answer returned; ``totals``/``sizes`` are keyed by the group key."""
 
     winner: int | None
     answer: str
@@ -152,35 +138,37 @@ class Vote:
     sizes: dict[str, int] = field(default_factory=dict)
 
 
-def pde_vote(answers: Sequence[str], weights: Sequence[float] | None = None) -> Vote:
-    """Score-weighted majority vote over answers in rank order (Section 4.4).
-
-    Answers are grouped by :func:`madara_cli.core.metrics.normalize`; a group's total is
-    the sum of its members' weights (uniform when ``weights`` is None). Empty
-    answers do not vote. The winner is the group with the largest total; ties go to
-    the larger group, then to the group holding the highest-ranked answer (the
-    earliest in ``answers``). The returned answer is that group's highest-ranked
-    member as written. With no non-empty answer, the first answer (or "") is returned.
-    """
+def _tally(
+    answers: Sequence[str], weights: Sequence[float] | None, key_of: Callable[[str], str], empty_votes: bool
+) -> tuple[dict[str, float], dict[str, int], dict[str, list[int]]]:
+    """Per group key, in order of formation: the total weight (uniform when None), the
+    size and the members' positions."""
     w = [1.0] * len(answers) if weights is None else [float(x) for x in weights]
     if len(w) != len(answers):
         raise ValueError(f"{len(w)} weights for {len(answers)} answers")
     totals: dict[str, float] = {}
-    sizes: dict[str, int] = {}
-    first: dict[str, int] = {}
+    members: dict[str, list[int]] = {}
     for pos, (a, weight) in enumerate(zip(answers, w)):
-        key = normalize(a)
-        if not key:
-            continue
-        totals[key] = totals.get(key, 0.0) + weight
-        sizes[key] = sizes.get(key, 0) + 1
-        first.setdefault(key, pos)
+        key = key_of(a)
+        if key or empty_votes:
+            totals[key] = totals.get(key, 0.0) + weight
+            members.setdefault(key, []).append(pos)
+    return totals, {k: len(m) for k, m in members.items()}, members
+
+
+def pde_vote(answers: Sequence[str], weights: Sequence[float] | None = None) -> Vote:
+    """Score-weighted majority vote over answers in rank order (Section 4.4): answers grouped
+    by :func:`madara_cli.core.metrics.normalize`, a group's total the sum of its weights
+    (uniform when None); empty answers do not vote. The largest total wins; ties go to the
+    larger group, then to the one holding the highest-ranked answer, whose text as written
+    is returned. With no non-empty answer, the first answer (or "")."""
+    totals, sizes, members = _tally(answers, weights, normalize, empty_votes=False)
     if not totals:
         return Vote(winner=0 if answers else None, answer=answers[0] if answers else "")
     best_total = max(totals.values())
-    contenders = [k for k, t in totals.items() if t >= best_total - _EPS]
-    best = min(contenders, key=lambda k: (-sizes[k], first[k]))
-    return Vote(winner=first[best], answer=answers[first[best]], totals=totals, sizes=sizes)
+    best = min((k for k, t in totals.items() if t >= best_total - _EPS), key=lambda k: (-sizes[k], members[k][0]))
+    first = members[best][0]
+    return Vote(winner=first, answer=answers[first], totals=totals, sizes=sizes)
 
 
 def authors_group_key(text: str) -> str:
@@ -191,26 +179,13 @@ def authors_group_key(text: str) -> str:
 
 
 def pde_vote_authors(answers: Sequence[str], weights: Sequence[float] | None = None) -> Vote:
-    """PDE's vote as the authors' code casts it (``reading.pde_grouping=authors``).
-
-    Groups by :func:`authors_group_key`; a group's total is the sum of its weights,
-    an empty answer's group included (it can win). The winner is the first group
-    formed among those with the largest total (exact ties go to insertion order, no
-    tolerance, no size rule), and the answer returned is the group's LAST member as
-    written (each member overwrites the group's answer)."""
-    w = [1.0] * len(answers) if weights is None else [float(x) for x in weights]
-    if len(w) != len(answers):
-        raise ValueError(f"{len(w)} weights for {len(answers)} answers")
-    totals: dict[str, float] = {}
-    sizes: dict[str, int] = {}
-    last: dict[str, int] = {}
-    for pos, (a, weight) in enumerate(zip(answers, w)):
-        key = authors_group_key(a)
-        totals[key] = totals.get(key, 0.0) + weight
-        sizes[key] = sizes.get(key, 0) + 1
-        last[key] = pos
+    """PDE's vote as the authors' code casts it (``reading.pde_grouping=authors``): groups by
+    :func:`authors_group_key`, an empty answer's group included (it can win); the first
+    group formed among those with the largest total wins (no tolerance, no size rule), and
+    the answer returned is its LAST member as written (each overwrites the group's answer)."""
+    totals, sizes, members = _tally(answers, weights, authors_group_key, empty_votes=True)
     if not totals:
         return Vote(winner=None, answer="")
     best_total = max(totals.values())
-    best = next(k for k, t in totals.items() if t == best_total)
-    return Vote(winner=last[best], answer=answers[last[best]], totals=totals, sizes=sizes)
+    last = members[next(k for k, t in totals.items() if t == best_total)][-1]
+    return Vote(winner=last, answer=answers[last], totals=totals, sizes=sizes)

@@ -44,15 +44,8 @@ def self_consistency(ctx: StrategyContext, examples: Sequence[Example]) -> list[
         samples = outs[e * n : (e + 1) * n]
         answers = [clean_answer(c.text, ex.task, ctx.reading("answers", "tidy")) for c in samples]
         vote = pde_vote(answers)
-        preds.append(
-            Prediction(
-                example_id=ex.id,
-                answer=vote.answer,
-                raw=samples[vote.winner].text if vote.winner is not None else "",
-                doc_ids=tuple(d.id for d in ex.docs or ()),
-                extra={"samples": answers, "votes": {k: int(v) for k, v in vote.totals.items()}},
-            )
-        )
+        preds.append(Prediction(example_id=ex.id, answer=vote.answer, raw=samples[vote.winner].text if vote.winner is not None else "",
+                                doc_ids=tuple(d.id for d in ex.docs or ()), extra={"samples": answers, "votes": {k: int(v) for k, v in vote.totals.items()}}))
     return preds
 
 
