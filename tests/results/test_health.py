@@ -196,6 +196,24 @@ def test_a_card_names_its_degraded_cells(tmp_path: Path):
     assert "routed cell degraded" in treat_line(card)
 
 
+def test_table2_marks_a_degraded_madara_cell_its_gain_and_its_card(tmp_path: Path):
+    """Table 2's MADARA EM and ΔNF rest on the madara cell: marked as Table G.1 marks it."""
+    from madara_cli.results.stored import load_results
+    from madara_cli.tables.builders import TABLES
+    from madara_cli.tables.story import cards, treat_line
+    from tests.results_fixtures import write_probe
+
+    write_cell(tmp_path, "demo", "smollm2-135m", "mini", "nf", [0], n=4)
+    write_cell(tmp_path, "demo", "smollm2-135m", "mini", "madara", [0, 1], n=4, assessment=SMOLLM_ASSESSMENT, accounting=SMOLLM_ACCOUNTING)
+    write_probe(tmp_path, "smollm2-135m", "mini", route="sda", reason="stochastic → SDA")
+    res = load_results(tmp_path)
+    df = TABLES["table2"].builder(res)
+    row = df[df["Model"] == "SmolLM2-135M"].iloc[0]
+    assert str(row["MADARA EM"]).startswith(f"50.0{MARK}") and str(row["ΔNF"]).startswith(f"+25.0{MARK}")
+    (card,) = cards(res)
+    assert f"EM 50.0%{MARK} vs NF 25.0%" in treat_line(card)
+
+
 def _row(out: str, label: str) -> str:
     """The text of ``madara show``'s summary row ``label``."""
     (line,) = [ln for ln in out.splitlines() if ln.split()[:1] == [label]]
