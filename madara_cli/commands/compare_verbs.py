@@ -31,7 +31,8 @@ def compare(
     min_pairs: int = typer.Option(10, "--min-pairs", min=1, help="Fewest shared examples for which a bootstrap CI is shown (below it: the exact McNemar test only)"),
     metric: str = typer.Option("em", "--metric", help="What to compare: em | em_strict | f1 | contains (per query, from the cells' predictions)"),
 ) -> None:
-    """Paired comparison of two cells on their shared examples: the metric (EM by default), b, c, McNemar, bootstrap CI.
+    """Paired comparison of two cells on their shared examples: the metric (EM by default), Δ = A − B (positive: A
+    scores higher), b, c, McNemar, bootstrap CI; a degraded cell is marked ◊ with its cause.
     Cells of different benchmarks or questions, or with an id twice, are refused."""
     from madara_cli.tables import compare_cells, format_comparison
 
@@ -45,4 +46,4 @@ def compare(
 
         print(json.dumps(result, indent=2, allow_nan=False))
         return
-    out.print(format_comparison(result), markup=False, highlight=False)
+    out.print(format_comparison(result), markup=False, highlight=False, soft_wrap=True)

@@ -214,6 +214,19 @@ def test_table2_marks_a_degraded_madara_cell_its_gain_and_its_card(tmp_path: Pat
     assert f"EM 50.0%{MARK} vs NF 25.0%" in treat_line(card)
 
 
+def test_compare_says_which_way_delta_runs_and_flags_a_degraded_cell(tmp_path: Path, monkeypatch, capsys):
+    a = write_cell(tmp_path, "demo", "smollm2-135m", "mini", "nf", [0, 1, 2], n=4)
+    b = write_cell(tmp_path, "demo", "smollm2-135m", "mini", "sda", [0], n=4, assessment=SMOLLM_ASSESSMENT, accounting=SMOLLM_ACCOUNTING)
+    code, out, err = cli("compare", str(a), str(b), monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert "Δ = A − B (positive: A scores higher)" in lines[2]
+    assert f"A 75.0% " in lines[3] and f"B 25.0%{MARK}" in lines[3] and "Δ(A−B) +50.0pp" in lines[3]
+    assert lines[1].endswith(f"{MARK} degraded: {read_cell(b).health.reason}") and MARK not in lines[0]
+    code, out, _ = cli("compare", "--help", monkeypatch=monkeypatch, capsys=capsys)
+    assert "Δ = A − B" in " ".join(out.split())
+
+
 def _row(out: str, label: str) -> str:
     """The text of ``madara show``'s summary row ``label``."""
     (line,) = [ln for ln in out.splitlines() if ln.split()[:1] == [label]]
