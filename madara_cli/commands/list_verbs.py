@@ -99,25 +99,32 @@ def list_cells(root: Path, filters: list[str], sort: str | None, as_json: bool) 
         out.print(f"no finished cell or probe under {root}{' matches ' + ' '.join(filters) if filters else ''}", markup=False, highlight=False)
         return
     out.print(cells_table(rows))
-    out.print("EM, F1 in % [95%: Wilson; F1: bootstrap from n=10]; a probe's EM: NF on its calibration queries; calls: requests "
-              "per query; time: wall s. madara show KEY (a unique part) opens one; --json: exact intervals, keys, folders.",
-              style="dim", markup=False, highlight=False)
+    out.print(f"EM, F1 in % [95%: Wilson; F1: bootstrap from n=10]; a probe's EM: NF on its calibration queries; {CALLS_TIME}. "
+              "madara show KEY (a unique part) opens one; --json: exact intervals, keys, folders.", style="dim", markup=False, highlight=False)
 
 
-def cells_table(rows: list[dict]) -> Table:
+CALLS_TIME = "calls: requests per query (cached or not); time: the cell's wall time (madara show: tokens, engine seconds)"
+
+
+def cells_table(rows: list[dict], status: list[str] | None = None, title: str | None = None) -> Table:
+    """The leaderboard of ``rows`` (:func:`~madara_cli.results.summary.cell_result`): one
+    line each within 100 columns; ``status`` (the run table's: ran, done earlier, ...)
+    takes the health column's place, and F1 is shown without its interval there."""
 
     def interval(value, ci) -> str:
         return "—" if value is None else f"{value:.1f}" + (f" [{ci[0]:.0f}, {ci[1]:.0f}]" if ci else "")
 
-    t = Table(box=None, pad_edge=False, padding=(0, 1), header_style="bold")
-    for name in ("model", "benchmark", "strategy", "n", "EM %", "F1 %", "health", "calls", "time"):
+    t = Table(box=None, pad_edge=False, padding=(0, 1), header_style="bold", title=title, title_justify="left")
+    for name in ("model", "benchmark", "strategy", "n", "EM % [95%]", "F1 %", "health" if status is None else "status", "calls", "time"):
         t.add_column(name, justify="right" if name in ("n", "calls", "time") else "left", overflow="fold")
-    for r in rows:
+    for i, r in enumerate(rows):
         strategy = r["strategy"] + (f" → {r['route']}" if r.get("route") else "")
         calls = "—" if r.get("requests") is None or not r["n"] else f"{r['requests'] / r['n']:.1f}"
         wall = r.get("wall_seconds")
-        t.add_row(r["model"], r["benchmark"], strategy, str(r["n"]), interval(r["em"], r["em_ci95"]), interval(r["f1"], r["f1_ci95"]),
-                  r.get("health") or "—", calls, "—" if not isinstance(wall, (int, float)) else f"{wall:.0f}s")
+        health = r.get("health") or "—" if status is None else status[i]
+        t.add_row(r["model"], r["benchmark"], strategy, str(r["n"]), interval(r["em"], r["em_ci95"]),
+                  interval(r["f1"], r["f1_ci95"] if status is None else None),
+                  health, calls, "—" if not isinstance(wall, (int, float)) else f"{wall:.0f}s")
     return t
 
 

@@ -204,16 +204,16 @@ def _interval(iv) -> list[float] | None:
     return None if iv is None or iv.low is None else [_pct(iv.low), _pct(iv.high)]
 
 
-def cell_result(record: CellRecord, folder: Path) -> dict[str, Any]:
+def cell_result(record: CellRecord, folder: Path | None) -> dict[str, Any]:
     """A finished cell as plain data: what ran, EM and contains (percent) with their
     Wilson 95% intervals, F1 with the rule's interval from the per-query values
     (:func:`madara_cli.stats.mean_interval`; none below its n), health and why, the
     route of a ``madara`` cell, the requests in parts that add up (:func:`request_counts`),
-    wall and engine seconds, key and folder."""
+    wall and engine seconds, key and folder (None: F1 without its interval)."""
     from madara_cli.results.record_files import read_predictions
 
     try:
-        f1s = [float(r["f1"]) for r in read_predictions(folder) if _is_number(r.get("f1"))]
+        f1s = [float(r["f1"]) for r in read_predictions(folder) if _is_number(r.get("f1"))] if folder is not None else []
     except (OSError, ValueError):
         f1s = []
     health = record.health
@@ -225,7 +225,8 @@ def cell_result(record: CellRecord, folder: Path) -> dict[str, Any]:
         "contains": _pct(record.contains), "contains_ci95": _interval(stats.rate_interval(record.contains, record.n)),
         "health": health.status, "health_reason": health.reason if health.degraded else "",
         **{k: v for k, v in (request_counts(record.accounting) or {}).items()},
-        "wall_seconds": record.seconds, "engine_seconds": round(record.engine_seconds, 3), "key": record.key, "path": str(folder),
+        "wall_seconds": record.seconds, "engine_seconds": round(record.engine_seconds, 3), "key": record.key,
+        "path": None if folder is None else str(folder),
     }
 
 

@@ -71,7 +71,7 @@ def test_ls_cells_is_a_leaderboard_that_fits_100_columns_filters_sorts_and_print
     assert code == 0, err
     lines = out.splitlines()
     assert max(len(ln) for ln in lines) <= 100, "\n".join(ln for ln in lines if len(ln) > 100)
-    assert lines[0].split() == ["model", "benchmark", "strategy", "n", "EM", "%", "F1", "%", "health", "calls", "time"]
+    assert lines[0].split() == ["model", "benchmark", "strategy", "n", "EM", "%", "[95%]", "F1", "%", "health", "calls", "time"]
     rows = [ln.split() for ln in lines[1:] if ln.startswith(("smollm2", "llama"))]
     assert len(rows) == 13  # 11 cells and 2 probes, each on one line
     assert rows[0][:5] == ["llama-3.1-8b", "conflicts", "pde", "10", "90.0"] and rows[1][2] == "self_consistency"  # EM, largest first
@@ -199,17 +199,22 @@ def test_probe_takes_model_and_benchmark_as_overrides_like_run(tmp_path: Path, m
     one_line_error(code, err, "no-such-model")
 
 
-def test_the_run_table_says_what_engine_seconds_sum(results: Path):
+def test_the_run_table_fits_100_columns_and_shows_where_madara_routed(results: Path):
     from types import SimpleNamespace
 
     from rich.console import Console
 
-    from madara_cli.commands.run_verbs import TIME_NOTE, results_table
+    from madara_cli.commands.run_verbs import results_table
+    from madara_cli.experiment.runner import Failed
     from madara_cli.results.record_files import read_cell
 
-    record = read_cell(next((results / "demo").glob("*madara*")))
-    console = Console(width=250, record=True)
-    console.print(results_table([SimpleNamespace(record=record, cell=record.cell, skipped=True)], "cell"))
-    text = console.export_text()
-    assert "wall s" in text and "engine s Σ" in text and f" {record.seconds:.1f} " in text and " 378.9 " in text
-    assert "summed over every request, which exceeds wall time when requests run in parallel" in TIME_NOTE
+    done = [SimpleNamespace(record=read_cell(f), skipped=f.name.count("__madara__") == 1) for f in sorted((results / "demo").iterdir())]
+    console = Console(width=100, record=True)
+    console.print(results_table([*done, Failed("qwen3-8b/mini/nf", "no GGUF")], "grid demo"))
+    lines = console.export_text().splitlines()
+    assert max(len(ln.rstrip()) for ln in lines) <= 100
+    row = next(ln.split() for ln in lines if "madara" in ln)
+    assert row[:9] == ["smollm2-135m", "mini", "madara", "→", "pde", "5", "40.0", "[12,", "77]"]
+    assert row[9:] == ["55.0", "done", "earlier", "23.0", "60s"]  # F1, status, requests per query, wall time
+    assert next(ln.split() for ln in lines if " nf " in ln)[-3] == "ran"
+    assert "skipped: no GGUF" in next(ln for ln in lines if ln.startswith("qwen3-8b"))

@@ -170,3 +170,32 @@ def test_the_bench_figures_calibrate_an_engine_nothing_ran_on(tmp_path):
     (cal,) = plan_grid("adhoc", [cfg]).calibrations
     assert cal.source == "bench" and cal.rates == Rates(prefill_s=0.0001, decode_s=0.01)
     assert "from madara bench --only vllm (18 requests" in cal.describe()
+
+
+def test_finished_cells_show_the_engine_and_wall_time_they_recorded(tmp_path, monkeypatch, capsys):
+    """A finished cell's engine seconds live in its record's timing section
+    (timing.engine_seconds): the plan's "finished cells, as measured" shows them, and its
+    wall time beside them."""
+    from madara_cli.experiment.engines import EnginePool
+    from madara_cli.experiment.plan import _fingerprint
+    from madara_cli.experiment.runner import run_cell
+    from tests.fakes import FakeBackend
+
+    cfg = compose([*QWEN, "strategy=nf", "limit=2", f"results_dir={tmp_path}"])
+
+    class Timed(FakeBackend):
+        fingerprint = property(lambda self: _fingerprint(cfg))
+
+        def chat(self, requests):
+            return [Completion(text=c.text, tokens_in=400, tokens_out=5, seconds=37.5) for c in super().chat(requests)]
+
+    with EnginePool(factory=lambda c: Timed()) as pool:
+        done = run_cell(cfg, pool)
+    assert done.record.engine_seconds == 75.0
+    nf = plan_grid("adhoc", [cfg]).by_strategy["nf"]
+    assert (nf.measured_seconds, nf.measured_wall_seconds) == (75.0, pytest.approx(done.record.seconds))
+    code, out, err = cli("plan", "--results", str(tmp_path), *QWEN, "strategy=nf", "limit=2", env={"COLUMNS": "100"},
+                         monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 0, err
+    head, row = [ln.split() for ln in out.split("finished cells, as measured")[1].splitlines() if ln.strip()][:3:2]
+    assert head[-4:] == ["engine", "time", "wall", "time"] and row[:5] == ["nf", "1", "2", "2", "1m15s"]

@@ -205,7 +205,7 @@ def test_show_and_the_run_table_give_a_zero_of_five_cell_its_interval(tmp_path: 
 
     console = Console(width=250, record=True)
     console.print(results_table([row], "cell"))
-    assert "0.0 [0.0, 43.4]" in console.export_text()
+    assert "0.0 [0, 43]" in console.export_text()
 
 
 def _zero_em_cells(root: Path) -> Path:
