@@ -11,6 +11,7 @@ writer of PNG/PDF/SVG files.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -222,3 +223,50 @@ def figure2(results_dir: Path, out_dir: Path | None = None, benchmark: str = "co
         return None
     out = Path(out_dir) if out_dir is not None else Path(results.root) / "figures"
     return save_figure(draw_figure2(panels, benchmark), out, figure2_stem(benchmark))[0]
+
+
+# Where a label may go around its point (offset points, horizontal alignment), tried in turn.
+_SPOTS = ((7, 4, "left"), (7, -12, "left"), (-7, 4, "right"), (-7, -12, "right"), (7, 14, "left"), (-7, 14, "right"),
+          (7, -22, "left"), (-7, -22, "right"), (0, 16, "center"), (0, -24, "center"))
+
+
+def place_labels(ax, items: Sequence[tuple[float, float, str]], fontsize: float, avoid: Sequence[tuple[float, float]] = (),
+                 taken: list | None = None, **text_kw) -> list:
+    """Name each point (x, y, text) beside it where the name overlaps no name placed
+    before (these and ``taken``'s, which it extends and returns), no point in ``avoid``
+    and stays inside the axes; when every place collides, the one that collides least.
+    Call after the axes' limits are set."""
+    fig = ax.figure
+    fig.canvas.draw()  # the transforms below need the final layout of this axes
+    to_px = ax.transData.transform
+    box = ax.get_window_extent()
+    scale = fig.dpi / 72.0
+    taken = [] if taken is None else taken
+    marks = [tuple(to_px((x, y))) for x, y in [*avoid, *((x, y) for x, y, _ in items)]]
+    for x, y, text in items:
+        px, py = to_px((x, y))
+        w, h = 0.6 * fontsize * len(text) * scale, 1.25 * fontsize * scale
+        best, best_cost = None, math.inf
+        for dx, dy, ha in _SPOTS:
+            left = px + dx * scale - (w if ha == "right" else w / 2 if ha == "center" else 0)
+            bottom = py + dy * scale
+            rect = (left, bottom, left + w, bottom + h)
+            outside = max(0.0, box.x0 - rect[0]) + max(0.0, rect[2] - box.x1) + max(0.0, box.y0 - rect[1]) + max(0.0, rect[3] - box.y1)
+            overlap = sum(_overlap(rect, t) for t in taken)
+            hits = sum(1 for mx, my in marks if rect[0] - 4 <= mx <= rect[2] + 4 and rect[1] - 4 <= my <= rect[3] + 4 and (mx, my) != (px, py))
+            cost = 1000 * outside + overlap + 400 * hits
+            if cost < best_cost:
+                best, best_cost = (dx, dy, ha, rect), cost
+            if cost == 0:
+                break
+        dx, dy, ha, rect = best
+        taken.append(rect)
+        ax.annotate(text, (x, y), textcoords="offset points", xytext=(dx, dy), ha=ha, va="bottom", fontsize=fontsize,
+                    annotation_clip=False, **text_kw)
+    return taken
+
+
+def _overlap(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> float:
+    w = min(a[2], b[2]) - max(a[0], b[0])
+    h = min(a[3], b[3]) - max(a[1], b[1])
+    return w * h if w > 0 and h > 0 else 0.0
