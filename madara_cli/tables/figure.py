@@ -41,6 +41,7 @@ class Figure:
     fig: Any
     strategies: tuple[str, ...] = ()
     metric: str = ""
+    key: tuple[str, ...] = ()  # the legend as lines of text, when the page prints it (readable at any width) instead of the image
 
 
 @dataclass(frozen=True)

@@ -467,14 +467,15 @@ def paper_pairs() -> list[tuple[str, str, str, float, float, str]]:
     return [(m, b, *(pv.lookup(pv.TABLE2, m, b, c) for c in ("rsc_class", "nf", "rho1", "strategy"))) for m, b in pv.ROUTING_PAIRS]
 
 
-def draw_routing_map(probes: Sequence[Any]):
+def draw_routing_map(probes: Sequence[Any], keyed: bool = True):
     """The one routing map: the paper's ten pairs (hollow, numbered, keyed beside the
     axes) and each probed pair of ours (filled, named) at (NF EM, ρ̂1) with the router's
     thresholds; colour is the route (one colour per strategy), marker the RSC class.
-    Pairs without ρ̂1 sit on a grey strip inside the axes, under -1."""
+    Pairs without ρ̂1 sit on a grey strip inside the axes, under -1. Not ``keyed``: no
+    legend or key in the image (the report prints :func:`routing_key` as text under it)."""
     plt = pyplot()
-    fig = plt.figure(figsize=(8.8, 4.9))
-    ax = fig.add_axes((0.08, 0.12, 0.56, 0.76))
+    fig = plt.figure(figsize=(8.8, 4.9) if keyed else (6.4, 4.9))
+    ax = fig.add_axes((0.08, 0.12, 0.56, 0.76) if keyed else (0.11, 0.12, 0.86, 0.76))
     routes: dict[str, str] = {}
     numbers: list[tuple[float, float, str]] = []
     key = ["Paper (Table 2), hollow:"]
@@ -512,6 +513,9 @@ def draw_routing_map(probes: Sequence[Any]):
     ax.set_xlabel("No-Filter EM % (ours: the probe's calibration queries)", fontsize=LABEL)
     ax.set_ylabel("ρ̂1 (shuffled chains)", fontsize=LABEL)
     ax.tick_params(labelsize=TICK)
+    fig.suptitle("Routing map", fontsize=TITLE)
+    if not keyed:
+        return fig
     from matplotlib.lines import Line2D
 
     order = sorted(routes, key=lambda s: (_STRATEGY_ORDER.get(s, 99), s))
@@ -521,8 +525,19 @@ def draw_routing_map(probes: Sequence[Any]):
     fig.legend(handles=handles, fontsize=NOTE, loc="lower left", bbox_to_anchor=(0.655, 0.08), ncol=2, frameon=False,
                title="route (colour) · RSC class (marker)", title_fontsize=NOTE)
     fig.text(0.665, 0.88, "\n".join(key), fontsize=NOTE, va="top", ha="left", family="DejaVu Sans")
-    fig.suptitle("Routing map", fontsize=TITLE)
     return fig
+
+
+_CLASS_SYMBOLS = {"quality-ordered": "○", "stochastic": "□", "degenerate": "△"}
+
+
+def routing_key() -> tuple[str, ...]:
+    """The routing map's key as text (the report's, under the image): the markers of the
+    RSC classes, then the paper's numbered pairs with their routes."""
+    classes = "colour: the route (the strategies' legend above); marker: the RSC class, " + ", ".join(f"{_CLASS_SYMBOLS[k]} {pv.CLASS_LABELS.get(k, k)}" for k in _CLASS_MARKERS)
+    pairs = [f"{i}. {pv.MODEL_LABELS.get(m, m)} · {pv.BENCHMARK_LABELS.get(b, b)} → {label(r)}"
+             for i, (m, b, _, _, _, r) in enumerate(paper_pairs(), 1)]
+    return (classes, "the paper's pairs (hollow, numbered): " + "; ".join(pairs))
 
 
 ROUTING_CAPTION = ("Where each model-task pair sits against the router's thresholds: No-Filter EM across (τ_NF = 30%), ρ̂1 up "
@@ -567,7 +582,8 @@ def build_figures(source: Path | str | Results, metric: str = "em", per_panel: b
         notes.append("routing map: the paper's pairs only; " + ("no probe of ours records its NF EM and route" if results.probes
                                                                  else f"no RSC probe in {results.root}"))
     routes = tuple(dict.fromkeys([*(r for *_, r in paper_pairs()), *(p.route for p in routed)]))
-    figures.append(Figure("routing_map", "Routing map", ROUTING_CAPTION, draw_routing_map(routed), routes, "em"))
+    figures.append(Figure("routing_map", "Routing map", ROUTING_CAPTION, draw_routing_map(routed, keyed=not per_panel), routes, "em",
+                          routing_key() if per_panel else ()))
     by_bench = rsc_probes(results)
     if by_bench:
         for suffix, group in panels(by_bench.items()):

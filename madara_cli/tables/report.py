@@ -275,6 +275,7 @@ class FigureView:
     width_px: int  # the CSS width it is shown at (at most the page's)
     metric: str
     strategies: tuple[str, ...]
+    key: tuple[str, ...] = ()
 
 
 def figure_view(figure: Figure) -> FigureView:
@@ -285,7 +286,7 @@ def figure_view(figure: Figure) -> FigureView:
     finally:
         pyplot().close(figure.fig)
     return FigureView(figure.stem, figure.title, figure.caption, base64.b64encode(buf.getvalue()).decode("ascii"),
-                      round(width_in * FIGURE_CSS_PX_PER_INCH), figure.metric, figure.strategies)
+                      round(width_in * FIGURE_CSS_PX_PER_INCH), figure.metric, figure.strategies, figure.key)
 
 
 @dataclass(frozen=True)
@@ -360,7 +361,7 @@ figure{margin:0;max-width:100%;flex:0 1 auto}
 figure img{display:block;width:100%;height:auto;border:1px solid var(--rule);background:#fff}
 figcaption{font-size:.85rem;color:#333;margin-top:.4rem}figcaption strong{color:var(--ink)}
 p.fig-note{font-size:.85rem;color:var(--muted);margin:0;flex:1 1 100%}
-.table td{white-space:nowrap}
+td[data-label="probe"],td[data-label="reason"]{overflow-wrap:anywhere;min-width:8rem}
 .cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,440px),1fr));gap:1rem}
 .card{border:1px solid #bcd;border-left:4px solid var(--accent);padding:.4rem .9rem;background:#fbfdff}
 .card h3{margin:.3rem 0}.card dl{display:grid;grid-template-columns:5.5rem 1fr;gap:.25rem .6rem;margin:.3rem 0;font-size:.9rem}
@@ -368,6 +369,15 @@ p.fig-note{font-size:.85rem;color:var(--muted);margin:0;flex:1 1 100%}
 details.fold{margin:.8rem 0}details.fold>summary{cursor:pointer;font-weight:600}
 ul.folded{list-style:none;padding-left:0;columns:2 30rem;column-gap:2rem;font-size:.9rem}ul.folded>li{break-inside:avoid;margin:.15rem 0}
 ul.folded summary{cursor:pointer}.skipped{color:var(--muted)}.degraded{color:#a03c00;font-weight:600}.unsettled{border-left:4px solid #a03c00;padding:.3rem .7rem;background:#fff8f2}
+.fig-key{font-size:.9rem;margin:.4rem 0 0;padding-left:1.1rem;color:#333}
+table.provenance{width:100%;table-layout:fixed}table.provenance td{overflow-wrap:anywhere}table.provenance .tag{white-space:normal}table.provenance th.wide{width:14%}
+table.provenance pre{white-space:pre-wrap;overflow-wrap:anywhere}
+@media (max-width:1000px){
+table.stack thead{display:none}table.stack,table.stack tbody,table.stack tr{display:block;width:100%}
+table.stack tr{border:1px solid #ccc;margin:.5rem 0;padding:.2rem .5rem}tbody tr:nth-child(even){background:none}
+table.stack td{display:grid;grid-template-columns:minmax(6rem,32%) 1fr;gap:.6rem;border:0;border-bottom:1px solid #eee;white-space:normal!important;overflow-wrap:anywhere}
+table.stack td::before{content:attr(data-label);font-weight:600;color:var(--muted)}
+}
 """
 
 
