@@ -71,7 +71,7 @@ def list_cells(root: Path, filters: list[str], sort: str | None, as_json: bool) 
     import json
 
     from madara_cli.results.stored import load_results
-    from madara_cli.results.summary import cell_result, probe_result
+    from madara_cli.results.summary import cell_result, cells_table, probe_result
 
     if not root.is_dir():
         raise UserError(f"no results folder {root} (run something first, or pass --results DIR / set MADARA_RESULTS)")
@@ -104,28 +104,6 @@ def list_cells(root: Path, filters: list[str], sort: str | None, as_json: bool) 
 
 
 CALLS_TIME = "calls: requests per query (cached or not); time: the cell's wall time (madara show: tokens, engine seconds)"
-
-
-def cells_table(rows: list[dict], status: list[str] | None = None, title: str | None = None) -> Table:
-    """The leaderboard of ``rows`` (:func:`~madara_cli.results.summary.cell_result`): one
-    line each within 100 columns; ``status`` (the run table's: ran, done earlier, ...)
-    takes the health column's place, and F1 is shown without its interval there."""
-
-    def interval(value, ci) -> str:
-        return "—" if value is None else f"{value:.1f}" + (f" [{ci[0]:.0f}, {ci[1]:.0f}]" if ci else "")
-
-    t = Table(box=None, pad_edge=False, padding=(0, 1), header_style="bold", title=title, title_justify="left")
-    for name in ("model", "benchmark", "strategy", "n", "EM % [95%]", "F1 %", "health" if status is None else "status", "calls", "time"):
-        t.add_column(name, justify="right" if name in ("n", "calls", "time") else "left", overflow="fold")
-    for i, r in enumerate(rows):
-        strategy = r["strategy"] + (f" → {r['route']}" if r.get("route") else "")
-        calls = "—" if r.get("requests") is None or not r["n"] else f"{r['requests'] / r['n']:.1f}"
-        wall = r.get("wall_seconds")
-        health = r.get("health") or "—" if status is None else status[i]
-        t.add_row(r["model"], r["benchmark"], strategy, str(r["n"]), interval(r["em"], r["em_ci95"]),
-                  interval(r["f1"], r["f1_ci95"] if status is None else None),
-                  health, calls, "—" if not isinstance(wall, (int, float)) else f"{wall:.0f}s")
-    return t
 
 
 # --- madara ls models | benchmarks | strategies: a line each, with offline availability

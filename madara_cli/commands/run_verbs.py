@@ -27,9 +27,8 @@ from madara_cli.commands.options import (
 def results_table(results, title: str) -> Table:
     """The run table: the leaderboard's columns (``madara ls cells``), each cell's status
     (ran, done earlier, degraded, skipped and why) in place of its health."""
-    from madara_cli.commands.list_verbs import cells_table
     from madara_cli.experiment.runner import Failed
-    from madara_cli.results.summary import cell_result
+    from madara_cli.results.summary import cell_result, cells_table
 
     done = [r for r in results if not isinstance(r, Failed)]
     t = cells_table([cell_result(r.record, None) for r in done], [cell_status(r) for r in done], title)
