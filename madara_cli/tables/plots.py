@@ -13,8 +13,8 @@
   every probed pair of ours (filled, named) at (NF EM, ρ̂1) with the τ_NF and ρ̂1
   thresholds, coloured by the route, marked by the RSC class.
 - ``rsc_trend``: ρ̂1..3 (shuffled, contradicted, random chain) of every probe, one line
-  per model with its bootstrap CIs, per benchmark; the legend gives ρ* and the class.
-- Figure 2 for every probed benchmark (:mod:`madara_cli.tables.figure`).
+  per model with its bootstrap CIs, per benchmark; the legend gives ρ* and the class;
+  and Figure 2 for every probed benchmark (both drawn in :mod:`madara_cli.tables.figure`).
 
 When EM says nothing (every cell 0, as SmolLM2-135M's often are), the first two show
 F1, else contains, and their title and caption say so (:func:`shown_metric`). Each
@@ -40,18 +40,26 @@ from madara_cli import paper as pv
 from madara_cli import stats
 from madara_cli.results.health import MARK
 from madara_cli.tables.figure import (
+    LABEL,
     NO_MATPLOTLIB,
+    NOTE,
+    RSC_CAPTION,
+    TICK,
+    TITLE,
     Figure,
     FigureSet,
+    _grid,
     check_formats,
+    draw_rsc_trend,
     figure2_figures,
     place_labels,
     pyplot,
+    rsc_probes,
     save_figure,
     suptitle,
 )
 from madara_cli.tables.lookup import Results, StoredCell, _results
-from madara_cli.tables.palette import model_shade, strategy_style
+from madara_cli.tables.palette import strategy_style
 
 N_RESAMPLES = 10_000
 SEED = 0
@@ -214,19 +222,6 @@ def shown_metric(source: Path | str | Results, metric: str = "em") -> tuple[str,
     return metric, ""
 
 
-def _grid(plt, n: int, width: float, height: float):
-    cols = min(3, n)
-    rows = math.ceil(n / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
-    flat = list(axes.flat)
-    for ax in flat[n:]:
-        ax.set_visible(False)
-    return fig, flat[:n]
-
-
-# Text sizes (points) of every figure: read at the page's scale (about 1.15 CSS px per
-# point on the report), none is below 8.
-TITLE, LABEL, TICK, NOTE = 11, 9, 8, 8
 
 
 def draw_em_by_strategy(tasks: Sequence[ModelTask], metric: str = "em", forced=False):
@@ -408,55 +403,6 @@ def cost_caption(metric: str, forced: str) -> str:
             f"against {metric_name(metric)}; grey whiskers: its 95% interval. The step line through the ringed points is the "
             "Pareto front: no cheaper strategy scores higher.")
 
-
-def rsc_probes(results: Results) -> dict[str, list[Any]]:
-    """Probes with all three ρ̂, by benchmark, models in the paper's order (one probe per pair)."""
-    order = {m: i for i, m in enumerate(pv.MODEL_LABELS)}
-    by_bench: dict[str, list[Any]] = {}
-    for model, benchmark in sorted({(p.model, p.benchmark) for p in results.probes}, key=lambda mb: (mb[1], order.get(mb[0], 99), mb[0])):
-        probe = results.probe(model, benchmark)
-        if all(probe.rho_at(i) is not None for i in range(3)):
-            by_bench.setdefault(benchmark, []).append(probe)
-    return by_bench
-
-
-LINE_STYLES = ("-", "--", ":", "-.")
-MODEL_MARKERS = ("o", "s", "^", "D", "v", "P", "X")
-
-
-def draw_rsc_trend(by_bench: dict[str, list[Any]]):
-    plt = pyplot()
-    fig, axes = _grid(plt, len(by_bench), 6.0 if len(by_bench) == 1 else 4.6, 4.2)
-    for ax, (benchmark, probes) in zip(axes, by_bench.items(), strict=True):
-        for j, probe in enumerate(probes):
-            # Models are told apart by grey, line style and marker: colour is for strategies.
-            colour, ls, marker = model_shade(j, len(probes)), LINE_STYLES[j % len(LINE_STYLES)], MODEL_MARKERS[j % len(MODEL_MARKERS)]
-            rho = [probe.rho_at(i) for i in range(3)]
-            cis = [probe.ci_at(i) for i in range(3)]
-            lower = [r - ci[0] if ci and ci[0] is not None else 0.0 for r, ci in zip(rho, cis)]
-            upper = [ci[1] - r if ci and ci[1] is not None else 0.0 for r, ci in zip(rho, cis)]
-            star = "?" if probe.rho_star is None else f"{probe.rho_star:+.1f}"
-            name = f"{pv.MODEL_LABELS.get(probe.model, probe.model)}: {pv.CLASS_LABELS.get(probe.rsc_class, probe.rsc_class or '?')}, ρ*={star} (n={probe.n})"
-            x = np.arange(1, 4) + (j - (len(probes) - 1) / 2) * 0.04
-            ax.errorbar(x, rho, yerr=[np.maximum(lower, 0), np.maximum(upper, 0)], color=colour, ls=ls, marker=marker, capsize=2, lw=1.2,
-                        label=name)
-        ax.axhline(pv.TAU_RHO1, color="#555555", lw=0.8, ls="--")
-        ax.text(3.3, pv.TAU_RHO1, f"ρ̂1 threshold {pv.TAU_RHO1} ", fontsize=NOTE, va="bottom", ha="right", color="#555555")
-        ax.axhline(0, color="grey", lw=0.5, ls=":")
-        ax.set_xticks([1, 2, 3], ["ρ̂1 shuffled", "ρ̂2 contradicted", "ρ̂3 random"], fontsize=TICK)
-        ax.set_xlim(0.7, 3.3)
-        ax.set_ylim(-1.08, 1.08)
-        ax.set_ylabel("Spearman ρ̂ (score vs chain quality)", fontsize=LABEL)
-        ax.set_title(pv.BENCHMARK_LABELS.get(benchmark, benchmark), fontsize=LABEL + 1)
-        ax.legend(fontsize=NOTE, loc="lower left")
-        ax.tick_params(axis="y", labelsize=TICK)
-    suptitle(fig, "RSC probe: ρ̂1..3", fontsize=TITLE)
-    fig.tight_layout()
-    return fig
-
-
-RSC_CAPTION = ("ρ̂1..3 of every probe (whiskers: bootstrap 95% CIs), one line per model, a panel per benchmark; the dashed line is "
-               "the ρ̂1 threshold. A line that falls from shuffled to random chains is a quality-ordered scorer.")
 
 _CLASS_MARKERS = {"quality-ordered": "o", "stochastic": "s", "degenerate": "^"}
 NO_RHO = -1.25  # where a pair without ρ̂1 (degenerate scores) sits: a grey strip inside the axes, under -1
