@@ -4,12 +4,15 @@
 
     cell = m.run_cell(["strategy=nf", "limit=2"], results="results")    # one cell (a CellResult)
     cells = m.run_grid("demo", ["limit=2"], results="results")           # every cell of a grid
+    data = m.evaluate(["strategy=nf,pde"], multirun=True, results="results")  # plain data per cell
+    m.table(data)                                                        # ... printed as madara ls cells
     probe = m.probe(["model=smollm2-135m", "benchmark=mini"], results="results")
     decision = m.route(nf=13.9, rho=(0.76, 0.43, 0.08))                  # what MADARA routes to, and why
     frames = m.load("results")                                           # pandas: cells, predictions, probes
 
 Overrides are the command line's (``key=value``, Hydra's grammar); ``results=`` is the
-``results_dir=`` override. A finished cell, probe or cached completion is reused exactly
+``results_dir=`` override. While a cell or probe runs, ``progress=True`` (the default)
+shows rich bars on a terminal and a plain text bar in a notebook; ``progress=False`` none. A finished cell, probe or cached completion is reused exactly
 as the command line reuses it: both go through these functions (``madara run`` calls
 :func:`configs` and :func:`run_configs`, ``madara probe`` :func:`probe`, ``madara
 route`` :func:`route`), and ``summary.csv`` holds the frame :func:`cells_frame` returns
@@ -23,7 +26,8 @@ See docs/python-api.md for a worked example.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,7 +41,7 @@ from madara_cli.results.outputs import ProbeRecord
 
 __all__ = [
     "CellResult", "Failed", "ProbeResult", "Routed", "ResultFrames",
-    "compose", "configs", "run_configs", "run", "run_cell", "run_grid", "probe", "route",
+    "compose", "configs", "run_configs", "run", "run_cell", "run_grid", "probe", "route", "evaluate", "table",
     "load", "cells_frame", "predictions_frame", "probes_frame",
 ]
 
@@ -136,24 +140,64 @@ def run_configs(cfgs: Sequence[DictConfig], *, progress: Any = None, keep_going:
     return done
 
 
+@contextmanager
+def _showing(progress: Any) -> Iterator[Any]:
+    """The progress a call shows: ``True`` the one for where it runs
+    (:func:`madara_cli.core.progress.auto_progress`), ``False``/None none, else the one given."""
+    if progress is True:
+        from madara_cli.core.progress import auto_progress
+
+        with auto_progress() as shown:
+            yield shown
+    else:
+        yield progress or None
+
+
 def run(overrides: Iterable[str] | str | None = None, *, grid: str | None = None, multirun: bool = False,
-        config: DictConfig | PathLike | None = None, results: PathLike | None = None, progress: Any = None,
+        config: DictConfig | PathLike | None = None, results: PathLike | None = None, progress: Any = True,
         keep_going: bool = False) -> list[CellResult | Failed]:
     """Run a cell, a sweep or a grid (see :func:`configs`): ``madara run``."""
-    return run_configs(configs(overrides, grid=grid, multirun=multirun, config=config, results=results), progress=progress,
-                       keep_going=keep_going)
+    cfgs = configs(overrides, grid=grid, multirun=multirun, config=config, results=results)
+    with _showing(progress) as shown:
+        return run_configs(cfgs, progress=shown, keep_going=keep_going)
 
 
 def run_cell(overrides: Iterable[str] | str | None = None, *, config: DictConfig | PathLike | None = None,
-             results: PathLike | None = None, progress: Any = None) -> CellResult:
+             results: PathLike | None = None, progress: Any = True) -> CellResult:
     """Run one cell from overrides or a config and return it (``.record``: metrics,
     accounting, provenance; ``.folder``; ``.skipped`` when it was finished before)."""
-    cfgs = configs(overrides, config=config, results=results)
-    (done,) = run_configs(cfgs, progress=progress)
+    (done,) = run(overrides, config=config, results=results, progress=progress)
     return done
 
 
-def run_grid(name: str, overrides: Iterable[str] | str | None = None, *, results: PathLike | None = None, progress: Any = None,
+def evaluate(overrides: Iterable[str] | str | None = None, *, grid: str | None = None, multirun: bool = False,
+             config: DictConfig | PathLike | None = None, results: PathLike | None = None, progress: Any = True,
+             keep_going: bool = False) -> dict[str, Any]:
+    """Run what :func:`run` runs and return plain data (lists, dicts, numbers): ``results``,
+    one entry per cell by its key, each with its EM, F1 and contains in percent with their
+    95% intervals (``em_ci95``, ...), ``health`` and ``health_reason``, ``route`` (a madara
+    cell's), the requests (sent + cached + repeated), wall and engine seconds, ``n`` and
+    its folder (what ``madara ls cells --json`` prints); ``failed``: {cell: why} with
+    ``keep_going``. :func:`table` prints it."""
+    from madara_cli.results.summary import cell_result
+
+    done = run(overrides, grid=grid, multirun=multirun, config=config, results=results, progress=progress, keep_going=keep_going)
+    return {"results": {d.record.key: cell_result(d.record, d.folder) for d in done if not isinstance(d, Failed)},
+            "failed": {d.label: d.reason for d in done if isinstance(d, Failed)}}
+
+
+def table(data: dict[str, Any] | Sequence[dict[str, Any]], width: int = 100) -> None:
+    """Print :func:`evaluate`'s results (or a list of its rows) as ``madara ls cells``
+    does: one line per cell within ``width`` columns, with intervals and health."""
+    from rich.console import Console
+
+    from madara_cli.results.summary import cells_table
+
+    rows = list(data["results"].values()) if isinstance(data, dict) else list(data)
+    Console(width=width).print(cells_table(rows))
+
+
+def run_grid(name: str, overrides: Iterable[str] | str | None = None, *, results: PathLike | None = None, progress: Any = True,
              keep_going: bool = False) -> list[CellResult | Failed]:
     """Run every cell of ``configs/grid/NAME.yaml`` (``madara run --grid NAME``)."""
     return run(overrides, grid=name, results=results, progress=progress, keep_going=keep_going)
@@ -170,7 +214,7 @@ class ProbeResult:
 
 
 def probe(overrides: Iterable[str] | str | None = None, *, model: str | None = None, benchmark: str | None = None,
-          n: int | None = None, force: bool = False, results: PathLike | None = None, progress: Any = None) -> ProbeResult:
+          n: int | None = None, force: bool = False, results: PathLike | None = None, progress: Any = True) -> ProbeResult:
     """Diagnose a model-task pair (``madara probe``): NF on the calibration queries, the
     RSC probe, and the route. ``model`` and ``benchmark`` are the same as the overrides
     ``model=`` and ``benchmark=`` (an override given as well wins); ``n`` calibration
@@ -187,9 +231,9 @@ def probe(overrides: Iterable[str] | str | None = None, *, model: str | None = N
     if n is not None and n < 1:
         raise ConfigError(f"n={n}: a probe needs at least one calibration query")
     preflight([cfg])  # a tracker that cannot be used: one line now, before the engine starts
-    with no_empty_folders_left([str(cfg.results_dir)]), EnginePool(progress=progress) as pool:
-        if progress is not None:
-            progress.label = f"probe {cfg.model.name}/{cfg.benchmark.name}"
+    with _showing(progress) as shown, no_empty_folders_left([str(cfg.results_dir)]), EnginePool(progress=shown) as pool:
+        if shown is not None:
+            shown.label = f"probe {cfg.model.name}/{cfg.benchmark.name}"
         record, path, reused = ensure_probe(cfg, pool, n, force=force)
     return ProbeResult(record, Path(path), reused)
 

@@ -222,18 +222,19 @@ class ResponseCache:
             ).fetchall()
         return {kind: (float(mean), int(n)) for kind, mean, n in rows if mean is not None}
 
-    def timing_sums(self, fingerprint: str) -> dict[str, float]:
-        """Over the completions of ``fingerprint`` that took time (``seconds`` > 0): their
-        count ``n`` and the sums of prompt tokens ``x``, output tokens ``z``, seconds ``y``
-        and their products (``xx``, ``zz``, ``xz``, ``xy``, ``zy``, ``yy``), read in one pass:
-        what a least-squares fit of seconds on tokens needs (``madara plan``'s calibration)."""
+    def timing_sums(self, fingerprint: str, kind: str | None = None) -> dict[str, float]:
+        """Over the completions of ``fingerprint`` (of one ``kind``: chat or score, when
+        given) that took time (``seconds`` > 0): their count ``n`` and the sums of prompt
+        tokens ``x``, output tokens ``z``, seconds ``y`` and their products (``xx``, ``zz``,
+        ``xz``, ``xy``, ``zy``, ``yy``), read in one pass: what a least-squares fit of
+        seconds on tokens needs (``madara plan``'s calibration)."""
         with self._lock, _guard(self.path):
             row = self._db.execute(
                 "SELECT COUNT(*), SUM(x), SUM(z), SUM(y), SUM(x*x), SUM(z*z), SUM(x*z), SUM(x*y), SUM(z*y), SUM(y*y) FROM ("
                 " SELECT CAST(json_extract(completion, '$.tokens_in') AS REAL) AS x,"
                 " CAST(json_extract(completion, '$.tokens_out') AS REAL) AS z,"
                 " CAST(json_extract(completion, '$.seconds') AS REAL) AS y"
-                " FROM completions WHERE fingerprint = ?) WHERE y > 0", (fingerprint,)
+                " FROM completions WHERE fingerprint = ? AND kind = coalesce(?, kind)) WHERE y > 0", (fingerprint, kind)
             ).fetchone()
         names = ("n", "x", "z", "y", "xx", "zz", "xz", "xy", "zy", "yy")
         return {k: float(v or 0.0) for k, v in zip(names, row)}

@@ -216,7 +216,7 @@ def weights_for(cfg: DictConfig, say=None) -> str:
         lacking = [m for m in ("gguf", "accelerate") if not _have(m)]
         if lacking and not _converted(cfg):
             raise BackendError(f"model {cfg.model.name} is loaded from a folder made once from its GGUF, which needs "
-                               f"{' and '.join(lacking)}: pip install gguf accelerate (or set model.hf_source to a model folder)")
+                               f"{' and '.join(lacking)}: pip install 'madara[hf]' (or set model.hf_source to a model folder)")
         return str(hf_folder_from_gguf(str(cfg.model.gguf), say=say))
     return str(_model_folder(source))
 
@@ -228,7 +228,7 @@ def _converted(cfg: DictConfig) -> bool:
     return (folder / "config.json").is_file() and (folder / "madara-source.json").is_file()
 
 
-NOT_INSTALLED = "backend=hf needs torch and transformers: pip install torch transformers (on a CPU-only machine, torch's CPU wheel)"
+NOT_INSTALLED = "backend=hf needs torch and transformers: pip install 'madara[hf]' (on a CPU-only machine, torch's CPU wheel first)"
 
 
 def _missing() -> str | None:
@@ -241,7 +241,7 @@ def _build(cfg: DictConfig) -> Backend:
     settings = engine_settings(cfg)
     b = cfg.backend
     if b.get("adapter") and not _have("peft"):
-        raise BackendError("backend.adapter needs peft: pip install peft")
+        raise BackendError("backend.adapter needs peft: pip install 'madara[peft]'")
     if b.get("device_map") and not _have("accelerate"):
         raise BackendError("backend.device_map needs accelerate: pip install accelerate")
     from madara_cli.backends.hf_engine import HFBackend, Placement

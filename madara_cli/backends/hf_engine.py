@@ -105,7 +105,7 @@ class HFBackend:
             import torch
             import transformers
         except (ImportError, OSError) as e:
-            raise BackendError(import_failure("backend=hf", e, f"torch and transformers ({e}): pip install torch transformers")) from None
+            raise BackendError(import_failure("backend=hf", e, "torch and transformers: pip install 'madara[hf]'")) from None
         from madara_cli.backends.vllm_backend import PromptRenderer
 
         _quiet(transformers)
@@ -153,7 +153,7 @@ class HFBackend:
             try:
                 from peft import PeftModel
             except ImportError:
-                raise BackendError("backend.adapter needs peft: pip install peft") from None
+                raise BackendError("backend.adapter needs peft: pip install 'madara[peft]'") from None
             try:
                 model = PeftModel.from_pretrained(model, adapter)
             except Exception as e:  # noqa: BLE001 - not an adapter folder, or one for another base model

@@ -32,6 +32,9 @@ Sections (``--only`` picks some):
   the model's GGUF) for bare requests and for a stage's logprob scores
   (:mod:`madara_cli.bench.served`).
 
+* ``plan`` -- ``madara plan``'s estimate ÷ the wall time, per shipped strategy, after one
+  calibration run (:mod:`madara_cli.bench.plan_cost`).
+
 A module of this package may add sections of its own (:func:`register_section`): an
 engine's bench lives beside the others without this module naming it.
 

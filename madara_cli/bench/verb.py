@@ -16,7 +16,7 @@ err = Console(stderr=True, markup=False)
 
 
 def bench(
-    only: str = typer.Option("calls,overhead,scoring,stats,stages", "--only", help="Sections: calls, overhead, scoring, stats, stages, threads, vllm, vllm_cpu (need vLLM: .venv-vllm), openai_pool (llama.cpp's server), and those the engines' bench modules add (an unknown name lists every one)"),
+    only: str = typer.Option("calls,overhead,scoring,stats,stages", "--only", help="Sections: calls, overhead, scoring, stats, stages, threads, vllm, vllm_cpu (need vLLM: .venv-vllm), openai_pool (llama.cpp's server), plan (the plan's estimate ÷ wall time per strategy), and those the engines' bench modules add (an unknown name lists every one)"),
     limit: int = typer.Option(2, "--limit", min=1, help="calls: queries per cell of the plan (needs no model)"),
     stage_limit: int = typer.Option(1, "--stage-limit", min=1, help="stages: queries per cell"),
     prompts: int = typer.Option(4, "--prompts", min=1, help="overhead: prompts"),

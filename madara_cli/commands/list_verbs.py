@@ -4,7 +4,7 @@ probe holds."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 from rich.table import Table
@@ -13,15 +13,24 @@ from madara_cli.commands.options import UserError, out, results_dir_of, results_
 
 
 def ls(
-    what: Optional[str] = typer.Argument(None, help="models | backends | benchmarks | retrievers | strategies | loggers | grids"),
+    what: Optional[str] = typer.Argument(None, help="models | backends | benchmarks | retrievers | strategies | loggers | grids | "
+                                                    "cells (the finished cells and probes of --results, as a leaderboard)"),
+    filters: Optional[List[str]] = typer.Argument(None, help="cells: KEY=VALUE to keep, e.g. model=smollm2-135m strategy=nf health=degraded"),
     paper: bool = typer.Option(False, "--paper", help="grids: only the paper grids, in the order madara reproduce runs them, one per line"),
+    sort: Optional[str] = typer.Option(None, "--sort", help="cells: a column to sort by (em, f1, calls, time, n, model, ...); numbers largest first"),
+    results: Optional[Path] = results_option(),
+    as_json: bool = typer.Option(False, "--json", help="cells: the rows as JSON (intervals, health, request counts, key, folder)"),
 ) -> None:
-    """List the configs a run can name."""
+    """List the configs a run can name, or (ls cells) the finished cells and probes."""
     from madara_cli.config import GROUPS, options, paper_grids, plural
 
     groups = {plural(g): g for g in (*GROUPS, "logger", "grid")}
+    if what == "cells":
+        return list_cells(results_dir_of(results), filters or [], sort, as_json)
     if what and what not in groups:
-        raise UserError(f"unknown list '{what}'; valid: {', '.join(groups)}")
+        raise UserError(f"unknown list '{what}'; valid: {', '.join([*groups, 'cells'])}")
+    if filters:
+        raise UserError(f"KEY=VALUE filters are for madara ls cells, not ls {what or ''}".rstrip())
     if paper:
         if what != "grids":
             raise UserError("--paper lists grids: madara ls grids --paper")
@@ -48,6 +57,53 @@ def ls(
     for name, group in groups.items():
         if what in (None, name):
             out.print(styled("[bold]{}[/bold]: {}", name, ", ".join(options(group))), markup=True)
+
+
+# --- madara ls cells: the finished cells and probes as a leaderboard
+
+# Columns of the leaderboard that sort by a number (largest first): the row's field each reads.
+SORT_FIELDS = {"em": "em", "f1": "f1", "contains": "contains", "n": "n", "calls": "requests", "time": "wall_seconds", "engine": "engine_seconds"}
+
+
+def list_cells(root: Path, filters: list[str], sort: str | None, as_json: bool) -> None:
+    """``madara ls cells``: one row per finished cell and probe under ``root``, kept by
+    ``KEY=VALUE`` filters (any field of the row), sorted by ``sort``."""
+    import json
+
+    from madara_cli.results.stored import load_results
+    from madara_cli.results.summary import cell_result, cells_table, probe_result
+
+    if not root.is_dir():
+        raise UserError(f"no results folder {root} (run something first, or pass --results DIR / set MADARA_RESULTS)")
+    loaded = load_results(root)
+    rows = [cell_result(c.record, c.path) for c in loaded.cells] + [probe_result(p) for p in loaded.probes]
+    for item in filters:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UserError(f"filter '{item}': expected KEY=VALUE, e.g. model=smollm2-135m")
+        if rows and key not in rows[0]:
+            raise UserError(f"filter '{item}': no column '{key}'; valid: {', '.join(k for k in rows[0] if not k.endswith('ci95'))}")
+        rows = [r for r in rows if str(r.get(key)) == value]
+    if sort:
+        if sort not in SORT_FIELDS and (not rows or sort not in rows[0]):
+            raise UserError(f"--sort {sort}: valid: {', '.join([*SORT_FIELDS, 'model', 'benchmark', 'strategy', 'grid', 'health'])}")
+        field = SORT_FIELDS.get(sort, sort)
+        numeric = sort in SORT_FIELDS
+        rows.sort(key=lambda r: (r.get(field) is None, -(r.get(field) or 0) if numeric else str(r.get(field))))
+    else:
+        rows.sort(key=lambda r: (r["model"], r["benchmark"], r["kind"] == "cell", r["strategy"], r["grid"]))
+    if as_json:
+        print(json.dumps(rows, indent=2, ensure_ascii=False))
+        return
+    if not rows:
+        out.print(f"no finished cell or probe under {root}{' matches ' + ' '.join(filters) if filters else ''}", markup=False, highlight=False)
+        return
+    out.print(cells_table(rows))
+    out.print(f"EM, F1 in % [95%: Wilson; F1: bootstrap from n=10]; a probe's EM: NF on its calibration queries; {CALLS_TIME}. "
+              "madara show KEY (a unique part) opens one; --json: exact intervals, keys, folders.", style="dim", markup=False, highlight=False)
+
+
+CALLS_TIME = "calls: requests per query (cached or not); time: the cell's wall time (madara show: tokens, engine seconds)"
 
 
 # --- madara ls models | benchmarks | strategies: a line each, with offline availability
@@ -226,13 +282,14 @@ def _mean(folder: Path, name: str, value: float | None) -> str:
 
 
 def _cost(acc: dict, n: int | None, wall: float | None, engine: float) -> str:
-    requests = acc.get("requests")
-    if requests is None and "calls_issued" in acc:  # records written before requests were counted
-        requests = int(acc.get("calls_issued", 0)) + int(acc.get("cache_hits", 0))
+    from madara_cli.results.summary import request_counts
+
+    counts = request_counts(acc)
     parts = []
-    if requests is not None:
-        per = f", {requests / n:.1f} per query" if n else ""
-        parts.append(f"{requests:,} requests{per} ({acc.get('calls_issued', 0):,} sent to the engine, {acc.get('cache_hits', 0):,} from the cache)")
+    if counts is not None:
+        per = f", {counts['requests'] / n:.1f} per query" if n else ""
+        parts.append(f"{counts['requests']:,} requests{per} = {counts['sent']:,} sent to the engine + {counts['cached']:,} from the cache"
+                      f" + {counts['repeated']:,} repeated in a batch (sent once)")
     if acc.get("tokens_in") is not None:
         parts.append(f"tokens {acc.get('tokens_in', 0):,} in / {acc.get('tokens_out', 0):,} out")
     if isinstance(wall, (int, float)):
@@ -253,19 +310,12 @@ def health_rows(record) -> list[tuple[str, str]]:
 
 
 def cell_summary_rows(folder: Path, record) -> list[tuple[str, str]]:
-    """What ``madara show`` prints first for a finished cell: what ran, EM/F1/contains
-    with their 95% intervals, the score health, the route and its reason (a ``madara``
-    cell), the cost and where it lives. One (label, text) pair per line."""
+    """What ``madara show`` prints first for a finished cell, the answer first: EM with
+    its 95% interval, the score health, the route and its reason (a ``madara`` cell),
+    the cost; then F1/contains, what ran and its key. One (label, text) pair per line."""
     k = f", k={record.k}" if record.k is not None else ""
     limit = f", limit {record.limit}" if record.limit is not None else ""
-    rows = [
-        ("cell", f"{record.model} on {record.benchmark}: {record.strategy} (retriever {record.retriever}{k})"),
-        ("ran", f"n={record.n} queries{limit}, seed {record.seed}, grid {record.grid}"),
-        ("EM %", _rate(record.em, record.n)),
-        ("F1 %", _mean(folder, "f1", record.f1)),
-        ("contains %", _rate(record.contains, record.n)),
-    ]
-    rows += health_rows(record)
+    rows = [("EM %", _rate(record.em, record.n)), *health_rows(record)]
     routed = record.madara
     if routed:
         rsc = routed.get("rsc_class") or "—"
@@ -273,9 +323,20 @@ def cell_summary_rows(folder: Path, record) -> list[tuple[str, str]]:
         nf_text = "" if nf is None else f", calibration NF {100 * nf:.1f}%"
         rows.append(("route", f"{routed.get('route') or '—'}: {routed.get('reason') or 'no reason recorded'}"))
         rows.append(("probe", f"{routed.get('probe') or '—'} (RSC class {rsc}{nf_text}{', reused' if routed.get('probe_reused') else ''})"))
-    rows.append(("cost", _cost(record.accounting or {}, record.n, record.seconds, record.engine_seconds)))
-    rows.append(("key", record.key))
+    rows += [
+        ("cost", _cost(record.accounting or {}, record.n, record.seconds, record.engine_seconds)),
+        ("F1 %", _mean(folder, "f1", record.f1)),
+        ("contains %", _rate(record.contains, record.n)),
+        ("cell", f"{record.model} on {record.benchmark}: {record.strategy} (retriever {record.retriever}{k})"),
+        ("ran", f"n={record.n} queries{limit}, seed {record.seed}, grid {record.grid}"),
+        _folder_row(folder),
+    ]
     return rows
+
+
+def _folder_row(folder: Path) -> tuple[str, str]:
+    """Where the record lives, as ``madara show`` takes it back: ``<grid>/<key>`` under its results folder."""
+    return "folder", f"{folder.parent.name}/{folder.name} under {folder.parent.parent}"
 
 
 def probe_summary_rows(record) -> list[tuple[str, str]]:
@@ -286,30 +347,36 @@ def probe_summary_rows(record) -> list[tuple[str, str]]:
     timing = record.timing or {}
     wall = (record.provenance or {}).get("seconds", timing.get("wall_seconds"))
     rows = [
-        ("probe", f"{record.model} on {record.benchmark}, n={record.n} calibration queries"),
         ("NF EM %", _rate(record.em_nf, record.n)),
-        ("ρ̂1/ρ̂2/ρ̂3", " / ".join(f(record.rho_at(i)) for i in range(3)) + "  (shuffled / contradicted / random chains)"),
-        ("class", f"{record.rsc_class or '—'} (ρ* {f(record.rho_star)}, coupling {record.coupling or '—'})"),
         ("route", f"{record.route or '—'}: {record.reason or 'no reason recorded'}"),
+        ("class", f"{record.rsc_class or '—'} (ρ* {f(record.rho_star)}, coupling {record.coupling or '—'})"),
+        ("ρ̂1/ρ̂2/ρ̂3", " / ".join(f(record.rho_at(i)) for i in range(3)) + "  (shuffled / contradicted / random chains)"),
         ("cost", _cost(record.accounting or {}, None, wall, float(timing.get("engine_seconds", 0) or 0))),
+        ("probe", f"{record.model} on {record.benchmark}, n={record.n} calibration queries"),
     ]
-    if record.key:
-        rows.append(("key", record.key))
     return rows
 
 
 def print_summary(rows: list[tuple[str, str]], title: str) -> None:
-    """The summary as aligned ``label  text`` lines, never wrapped (one row, one line)."""
+    """The summary as aligned ``label  text`` lines, each wrapped at the terminal's width
+    with its continuation under the text (a key or path too long for a line runs on)."""
+    import textwrap
+
     from rich.cells import cell_len
 
     width = max(cell_len(label) for label, _ in rows)
+    indent = " " * (width + 4)
     out.print(title, style="bold", markup=False, highlight=False, soft_wrap=True)
     for label, text in rows:
-        out.print(f"  {label}{' ' * (width - cell_len(label))}  {text}", markup=False, highlight=False, soft_wrap=True)
+        lines = textwrap.wrap(text, max(out.width - len(indent), 20), break_long_words=False, break_on_hyphens=False) or [""]
+        out.print(f"  {label}{' ' * (width - cell_len(label))}  {lines[0]}", markup=False, highlight=False, soft_wrap=True)
+        for more in lines[1:]:
+            out.print(indent + more, markup=False, highlight=False, soft_wrap=True)
 
 
 def show(
-    cell: str = typer.Argument(..., help="A finished cell or probe folder, or its key (a unique part of it is enough)"),
+    cell: Optional[str] = typer.Argument(None, help="A finished cell or probe: its folder, a path show printed (probes/KEY), or its key "
+                                                    "(a unique part is enough); madara ls cells lists them"),
     results: Optional[Path] = results_option(),
     show_all: bool = typer.Option(False, "--all", help="Also print the whole record and the provenance (versions, commit, overrides, times, host)"),
     as_json: bool = typer.Option(False, "--json", help="Print the cell's or probe's record as JSON"),
@@ -320,6 +387,9 @@ def show(
     from madara_cli.results.outputs import CellRecord
     from madara_cli.results.record_files import find_cell, flat_items, read_record
 
+    if not cell:
+        raise UserError(f"name a finished cell or probe (its key, a unique part of it, or its folder); "
+                        f"madara ls cells{'' if results is None else f' --results {results}'} lists them")
     try:
         folder = find_cell(results_dir_of(results), cell)
         fname, typed = read_record(folder)
@@ -334,12 +404,9 @@ def show(
     if isinstance(typed, CellRecord):
         print_summary(cell_summary_rows(folder, typed), f"{folder.name} ({fname})")
     else:
-        print_summary(probe_summary_rows(typed), f"{folder.name} ({fname})")
+        print_summary([*probe_summary_rows(typed), _folder_row(folder)], f"{folder.name} ({fname})")
     if not show_all:
-        out.print(str(folder), style="dim", markup=False, highlight=False, soft_wrap=True)
-        where = f" --results {results}" if results is not None else ""
-        out.print(f"every field and the provenance: madara show {folder.name}{where} --all", style="dim", markup=False, highlight=False,
-                  soft_wrap=True)
+        out.print("every field and the provenance: the same command with --all", style="dim", markup=False, highlight=False)
         return
     prov = typed.provenance or {}
     t = Table(title="record", show_header=False)

@@ -4,7 +4,7 @@ override checks several verbs take."""
 
 from __future__ import annotations
 
-import sys
+import os
 from pathlib import Path
 from typing import List, Optional
 
@@ -24,12 +24,23 @@ class _Terminal(Console):
 
         return super().render_str(printable(text, keep_newlines=True), **kwargs)
 
+    @property
+    def size(self):  # noqa: ANN201 - rich's type
+        """The terminal's size; ``COLUMNS`` wide when set; :data:`PIPED_WIDTH` when piped
+        without it (rich would assume 80 columns, and tables read badly)."""
+        from rich.console import ConsoleDimensions
 
-# Tables stay readable when piped (rich would otherwise assume 80 columns). Neither console
-# parses markup: paths, names and data ("results/[/x]") are printed as they are, never
-# read as rich tags (which crashed run, show and tables after their work was written).
-# A line that styles its own words passes markup=True and escapes every value (:func:`styled`).
-out = _Terminal(width=None if sys.stdout.isatty() else 160, markup=False)
+        if self._width is None and not self.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
+            return ConsoleDimensions(PIPED_WIDTH, 25)
+        return super().size
+
+
+PIPED_WIDTH = 160
+# Neither console parses markup: paths, names and data ("results/[/x]") are printed as
+# they are, never read as rich tags (which crashed run, show and tables after their work
+# was written). A line that styles its own words passes markup=True and escapes every value
+# (:func:`styled`).
+out = _Terminal(markup=False)
 err = _Terminal(stderr=True, markup=False)
 
 

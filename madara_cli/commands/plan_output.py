@@ -21,7 +21,8 @@ TABLE_WIDTH = 100  # the table's widest rendering: whole at 100 columns, piped o
 # One row's fields in --json and --csv, in order.
 FIELDS = ("strategy", "cells", "finished_cells", "estimated_cells", "requests", "probe_requests", "scoring_per_query",
           "other_per_query", "table18_per_query", "calls", "cached", "uncached", "prompt_tokens", "output_tokens_max",
-          "est_seconds", "est_timed_calls", "measured_cells", "measured_requests", "measured_calls", "measured_seconds")
+          "est_seconds", "est_timed_calls", "measured_cells", "measured_requests", "measured_calls", "measured_seconds",
+          "measured_wall_seconds")
 
 
 def _duration(seconds: float) -> str:
@@ -67,6 +68,7 @@ def rows(p: Plan) -> list[dict[str, Any]]:
             "est_seconds": round(s.seconds, 3) if s.timed_calls or s.uncached == 0 else None,
             "est_timed_calls": round(s.timed_calls), "measured_cells": s.measured_cells,
             "measured_requests": s.measured_requests, "measured_calls": s.measured_calls, "measured_seconds": round(s.measured_seconds, 3),
+            "measured_wall_seconds": round(s.measured_wall_seconds, 3),
         })
     return out
 
@@ -99,10 +101,11 @@ def finished_table(p: Plan) -> Table | None:
         return None
     t = Table(title="finished cells, as measured", box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1), collapse_padding=True, pad_edge=False,
               title_justify="left")
-    for col in ("strategy", "cells", "requests", "calls", "engine time"):
+    for col in ("strategy", "cells", "requests", "calls", "engine time", "wall time"):
         t.add_column(col, justify="left" if col == "strategy" else "right", overflow="fold")
     for name, s in done:
-        t.add_row(name, compact(s.measured_cells), compact(s.measured_requests), compact(s.measured_calls), _duration(s.measured_seconds))
+        t.add_row(name, compact(s.measured_cells), compact(s.measured_requests), compact(s.measured_calls), _duration(s.measured_seconds),
+                  _duration(s.measured_wall_seconds))
     return t
 
 

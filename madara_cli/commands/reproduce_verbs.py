@@ -27,6 +27,7 @@ class ReproduceReport:
     finished: int = 0
     failed: list[Failed] = field(default_factory=list)
     tables: list[Path] = field(default_factory=list)
+    unsettled: list = field(default_factory=list)  # table cells several variants could fill (results.stored.Variants)
     figure: Path | None = None
     audit: str = ""
 
@@ -50,7 +51,8 @@ def check_backend(backend: str) -> None:
 
 def reproduce_all(backend: str, models: list[str], grids: list[str], results_dir: str = "results", progress=None, extra: list[str] | None = None) -> ReproduceReport:
     from madara_cli.audit import format_audit, run_audit
-    from madara_cli.tables import figure2, write_tables
+    from madara_cli.tables import figure2
+    from madara_cli.tables.render import render_tables
 
     check_backend(backend)
     bad = [m for m in models if m not in options("model")]
@@ -69,7 +71,8 @@ def reproduce_all(backend: str, models: list[str], grids: list[str], results_dir
         report.failed += [d for d in done if isinstance(d, Failed)]
         report.finished += sum(1 for d in done if not isinstance(d, Failed))
     out = Path(results_dir)
-    report.tables = write_tables(out, out / "tables")
+    written = render_tables(out, out / "tables")
+    report.tables, report.unsettled = written.paths, written.unsettled
     from madara_cli.results.stored import load_results
 
     # A folder the tables could not read is a gap in them, reported as a skipped cell is.
@@ -97,17 +100,11 @@ def reproduce(
     results_dir = results_dir if results_dir is not None else str(results_dir_of(results))
     overrides = [o.raw for o in parsed if o not in plain_results]
     names = [g for g in grids.replace(",", " ").split() if g] if grids else paper_grids()
-    from madara_cli.results.stored import AmbiguousVariant
+    from madara_cli.commands.table_verbs import warn_unsettled
 
     with StageProgress(err) as progress:
-        try:
-            report = reproduce_all(backend, [m for m in models.replace(" ", ",").split(",") if m], names, results_dir, progress, overrides)
-        except AmbiguousVariant as e:  # every cell is on disk; only the tables could not choose
-            from madara_cli.commands.table_verbs import refuse_variant
-
-            err.print(f"note: the grids ran; write the tables with madara tables --results {results_dir} --prefer KEY=VALUE",
-                      markup=False, highlight=False, soft_wrap=True)
-            refuse_variant(e)
+        report = reproduce_all(backend, [m for m in models.replace(" ", ",").split(",") if m], names, results_dir, progress, overrides)
+    warn_unsettled(report.unsettled)
     out.print(f"finished cells and probes: {report.finished}; skipped: {len(report.failed)}")
     for f in report.failed:
         out.print(f"  skipped {f.label}: {f.reason}", markup=False, highlight=False)

@@ -41,14 +41,18 @@ def _table2_route(row) -> str:
 
 
 def _route_published(thresholds) -> None:
+    """One line per published pair (within 100 columns), then why each route was taken:
+    the rule that decided it (the reason's last clause; the table holds its numbers)."""
     from madara_cli import paper as pv
     from madara_cli.audit import published_diagnostics
     from madara_cli.diagnose import router
 
-    t = Table(title="router.route on the paper's published diagnostics")
-    for col in ("model", "task", "NF %", "ρ̂1 ρ̂2 ρ̂3", "class", "route", "paper (Table 2)", "reason"):
-        t.add_column(col)
+    t = Table(title="router.route on the paper's published diagnostics", title_justify="left", box=None, pad_edge=False,
+              padding=(0, 1), header_style="bold")
+    for col in ("model", "task", "NF %", "ρ̂1 ρ̂2 ρ̂3", "class", "route", "paper (Table 2)"):
+        t.add_column(col, overflow="fold")
     agree = total = 0
+    why = []
     for (model, benchmark), diag in published_diagnostics(triviaqa=True).items():
         decision = router.route(diag, thresholds)
         paper = pv.TABLE2.get((model, benchmark, "strategy"))
@@ -56,9 +60,12 @@ def _route_published(thresholds) -> None:
             total += 1
             agree += paper == decision.strategy
         rho = " ".join(f"{r:.2f}" for r in diag.rho) if diag.rho else "—"
-        t.add_row(model, benchmark, f"{diag.em_nf:g}", rho, str(diag.rsc_class), decision.strategy, paper or "n/a", decision.reason)
+        t.add_row(model, benchmark, f"{diag.em_nf:g}", rho, str(diag.rsc_class), decision.strategy, paper or "n/a")
+        why.append(f"{model} × {benchmark}: {decision.reason.rsplit('; ', 1)[-1]}")
     out.print(t)
-    out.print(f"{agree}/{total} of Table 2's routes reproduced")
+    out.print(f"{agree}/{total} of Table 2's routes reproduced; why each route (the rule that decided it):")
+    for line in why:
+        out.print(f"  {line}", markup=False, highlight=False)
 
 
 def route(

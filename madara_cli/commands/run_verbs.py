@@ -23,37 +23,18 @@ from madara_cli.commands.options import (
     with_results,
 )
 
-# The run table's last note: what its two time columns count.
-TIME_NOTE = ("wall s: the cell's elapsed time; engine s Σ: the engine's seconds summed over every request, which exceeds "
-             "wall time when requests run in parallel (a server's concurrent requests, a batch)")
-
 
 def results_table(results, title: str) -> Table:
-    t = Table(title=title)
-    for col in ("model", "benchmark", "strategy", "n", "EM % [95%]", "F1 %", "contains % [95%]", "calls", "cache hits", "tokens in/out",
-                "wall s", "engine s Σ", "status"):
-        t.add_column(col, justify="right" if col not in ("model", "benchmark", "strategy", "status") else "left", no_wrap=col == "status")
-    from madara_cli.core.stats import format_interval, rate_interval
+    """The run table: the leaderboard's columns (``madara ls cells``), each cell's status
+    (ran, done earlier, degraded, skipped and why) in place of its health."""
     from madara_cli.experiment.runner import Failed
+    from madara_cli.results.summary import cell_result, cells_table
 
+    done = [r for r in results if not isinstance(r, Failed)]
+    t = cells_table([cell_result(r.record, None) for r in done], [cell_status(r) for r in done], title)
     for r in results:
         if isinstance(r, Failed):
-            t.add_row(r.label, "", "", "", "", "", "", "", "", "", "", "", f"skipped: {r.reason}")
-            continue
-        m = r.record
-        a = m.accounting
-
-        def pct(x):
-            return "—" if x is None else f"{100 * x:.1f}"
-
-        t.add_row(
-            # EM and contains are proportions of the n questions: Wilson's 95% interval (madara_cli.core.stats).
-            r.cell.model, r.cell.benchmark, r.cell.strategy, str(m.n), format_interval(rate_interval(m.em, m.n)), pct(m.f1),
-            format_interval(rate_interval(m.contains, m.n)),
-            str(a.get("calls_issued", 0)), str(a.get("cache_hits", 0)),
-            f"{a.get('tokens_in', 0):,}/{a.get('tokens_out', 0):,}", "—" if m.seconds is None else f"{m.seconds:.1f}", f"{m.engine_seconds:.1f}",
-            cell_status(r),
-        )
+            t.add_row(r.label, "", "", "", "", "", f"skipped: {r.reason}", "", "")
     return t
 
 
@@ -81,6 +62,7 @@ def run(
     """Run one cell (overrides), a sweep (-m key=a,b) or a whole grid (--grid NAME); finished cells are skipped."""
     use_folders(config_dir, include)
     from madara_cli import api
+    from madara_cli.commands.list_verbs import CALLS_TIME
     from madara_cli.config import load_grid
     from madara_cli.core.progress import StageProgress
     from madara_cli.experiment.runner import run_probes
@@ -119,8 +101,7 @@ def run(
         results_ = api.run_configs(cfgs, progress=progress)
     title = f"grid {grid}" if grid else f"sweep ({len(cfgs)} cells)" if multirun else "cell"
     out.print(results_table(results_, title))
-    out.print("[95%]: Wilson score interval of each proportion over its n questions (madara compare A B tests a difference); " + TIME_NOTE,
-              style="dim")
+    out.print(f"[95%]: Wilson interval over the cell's n questions (madara compare A B tests a difference); {CALLS_TIME}", style="dim")
     for r in results_:
         out.print(str(r.folder), style="dim")
 
@@ -140,9 +121,9 @@ def _write_summaries(cfgs, write_summary) -> None:
 def probes_table(probes, title: str) -> Table:
     from madara_cli.experiment.runner import Failed
 
-    t = Table(title=title)
+    t = Table(box=None, pad_edge=False, padding=(0, 1), header_style="bold", title=title, title_justify="left")
     for col in ("model", "benchmark", "n", "ρ̂1", "ρ̂2", "ρ̂3", "ρ*", "class", "EM_NF %", "route", "status"):
-        t.add_column(col)
+        t.add_column(col, overflow="fold")
     for p in probes:
         if isinstance(p, Failed):
             t.add_row(p.label, "", "", "", "", "", "", "", "", "", f"skipped: {p.reason}")

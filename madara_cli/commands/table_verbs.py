@@ -29,6 +29,17 @@ def _prefer_pairs(prefer: Optional[List[str]]) -> tuple[tuple[str, str], ...]:
         raise UserError(str(e)) from None
 
 
+def strict_option():
+    return typer.Option(False, "--strict", help="Exit 2, writing nothing, when several variants could fill a table cell "
+                                                "(default: the cell shows '(N variants)', its table's notes list them, exit 0)")
+
+
+def warn_unsettled(unsettled) -> None:
+    """One warning line per table cell no rule settled, with the ``--prefer`` that picks each variant."""
+    for u in unsettled:
+        err.print(f"warning: {u.line()} (the tables show '({u.count} variants)')", markup=False, highlight=False, soft_wrap=True)
+
+
 def refuse_variant(e) -> None:
     """One line naming the table cell and the settings its variants differ in, then one
     line per candidate with the ``--prefer`` that picks it; exit 2."""
@@ -49,13 +60,15 @@ def tables(
         help="NF EM Tables 8/9/19 route on: calibration (the probe's, as strategy=madara) or full (the NF cell)",
     ),
     prefer: Optional[List[str]] = prefer_option(),
+    strict: bool = strict_option(),
 ) -> None:
     """Write every paper table (ours beside the paper's) from the results on disk; never runs anything.
 
     Result folders that cannot be read are named and left out; the other tables are
     written, and the exit status is 1 so that a script notices the gap. Where several
     variants of one table cell are on disk, the table's own grid comes first, then --prefer;
-    otherwise nothing is written and the candidates are listed (exit 2)."""
+    a cell they leave unsettled shows '(N variants)' and a warning names the --prefer that
+    picks each (exit 0; --strict: nothing is written, exit 2)."""
     from madara_cli.results.stored import TABLE_METRICS, AmbiguousVariant, load_results
     from madara_cli.tables.figure import write_figure2
     from madara_cli.tables.render import filled_cells, render_tables
@@ -68,7 +81,7 @@ def tables(
     try:
         written = render_tables(
             results_dir, out_dir or results_dir / "tables", only=only.split(",") if only else None, formats=tuple(format.split(",")), metric=metric,
-            routing_nf=routing_nf, prefer=_prefer_pairs(prefer),
+            routing_nf=routing_nf, prefer=_prefer_pairs(prefer), strict=strict,
         )
     except AmbiguousVariant as e:
         refuse_variant(e)
@@ -84,6 +97,7 @@ def tables(
     out.print(f"wrote {len(paths)} files under {(out_dir or results_dir / 'tables')}{shown}", soft_wrap=True)
     for note in figs.notes if figs else ():
         err.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
+    warn_unsettled(written.unsettled)
     problems = load_results(results_dir).problems
     if problems:
         err.print(f"error: {unreadable_folders(problems)}; the tables were written without them", markup=False, highlight=False, soft_wrap=True)
@@ -152,6 +166,7 @@ def report(
         None, "--next", help="The command to suggest last, after `madara show` (make demo suggests the larger demo grid)",
     ),
     prefer: Optional[List[str]] = prefer_option(),
+    strict: bool = strict_option(),
 ) -> None:
     """Write one self-contained HTML page of a results folder: the Diagnose → Treat cards, figures, the routing map,
     every paper table, cell provenance; then print what the folder showed and what to type next."""
@@ -162,13 +177,14 @@ def report(
     results_dir = results_dir_of(results)
     chosen = _prefer_pairs(prefer)
     try:
-        page = write_report(results_dir, out_dir, metric=metric, prefer=chosen)
+        page = write_report(results_dir, out_dir, metric=metric, prefer=chosen, strict=strict)
     except AmbiguousVariant as e:
         refuse_variant(e)
     except ValueError as e:
         raise UserError(str(e)) from None
     for note in page.notes:
         err.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
+    warn_unsettled(page.unsettled)
     out.print(f"wrote {page.path} ({page.tables} tables, {page.figures} figures)", markup=False, highlight=False, soft_wrap=True)
     shown = load_results(results_dir, metric, prefer=chosen)
     for line in story_lines(shown, str(page.path), next_command, results_arg=None if results is None else str(results)):

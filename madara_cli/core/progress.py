@@ -101,3 +101,59 @@ class StageProgress:
         eta = (total - done) / rate if rate > 0 else float("inf")
         log.info("%s: %d/%d %s, %.2f %s/s, %s", name, done, total, self.unit, rate, self.unit,
                  f"done in {_duration(elapsed)}" if done >= total else f"ETA {_duration(eta)}")
+
+
+class PlainBar:
+    """Progress as one plain text bar per stage, redrawn in place with a carriage return:
+    what a notebook cell shows (rich's live bars need a terminal), or any stream without
+    one. The same ``ProgressFn`` (stage, done, total), ``cells`` and ``label`` as
+    :class:`StageProgress`."""
+
+    WIDTH = 24
+    EVERY_S = 0.25  # redraws at most this often, and always at a stage's end
+
+    def __init__(self, stream=None, unit: str = "calls"):
+        import sys
+
+        self.stream = stream if stream is not None else sys.stdout
+        self.unit = unit
+        self.label = ""
+        self._name, self._start, self._drawn = "", 0.0, 0.0
+
+    def __enter__(self) -> "PlainBar":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._name:
+            self.stream.write("\n")
+            self.stream.flush()
+            self._name = ""
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        name, now = f"{self.label} {stage}".strip(), time.monotonic()
+        if name != self._name or done == 0:
+            if self._name and name != self._name:
+                self.stream.write("\n")
+            self._name, self._start, self._drawn = name, now, 0.0
+        if done < total and now - self._drawn < self.EVERY_S:
+            return
+        self._drawn = now
+        filled = self.WIDTH if not total else int(self.WIDTH * done / total)
+        elapsed = now - self._start
+        rate = done / elapsed if elapsed > 0 else 0.0
+        tail = f"done in {_duration(elapsed)}" if done >= total else f"ETA {_duration((total - done) / rate)}" if rate > 0 else ""
+        self.stream.write(f"\r{name} [{'#' * filled}{'.' * (self.WIDTH - filled)}] {done}/{total} {self.unit} {tail}")
+        self.stream.flush()
+
+    def cells(self, done: int, total: int, eta_s: float | None = None) -> None:
+        self("cells", done, total)
+
+
+def auto_progress():
+    """Progress for the Python API: rich bars on a terminal, :class:`PlainBar` in a
+    notebook (an IPython kernel) or on any other stream."""
+    import sys
+
+    if "ipykernel" not in sys.modules and sys.stderr.isatty():
+        return StageProgress(Console(stderr=True, markup=False))
+    return PlainBar()

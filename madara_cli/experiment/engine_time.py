@@ -15,7 +15,9 @@ fingerprint), and the plan says which it used:
 2. **measured here**: a least-squares fit of the seconds each completion took on its
    prompt and output tokens, over the completions of this engine in the response cache
    (every timed completion the cache holds: llama.cpp and OpenAI-compatible servers time
-   each, vLLM shares a batch's seconds among its requests), coefficients kept >= 0;
+   each, vLLM shares a batch's seconds among its requests), coefficients kept >= 0; one
+   fit per kind of request (generation; a score's one next-token read), since the two
+   run different code in the engine and a fit over both misprices each;
 3. **madara bench --only vllm** on this fingerprint (``<results>/bench/vllm.json``: a
    prefill-only pass and a full pass of the same requests);
 4. a **prior** for the engine and the hardware (:data:`PRIORS`), from published or
@@ -51,6 +53,10 @@ class Rates:
     def seconds(self, calls: float, prompt_tokens: float, output_tokens: float) -> float:
         return calls * self.call_s + prompt_tokens * self.prefill_s + output_tokens * self.decode_s
 
+    def scaled(self, factor: float) -> "Rates":
+        """The same rates on a machine ``factor`` times slower."""
+        return Rates(self.prefill_s * factor, self.decode_s * factor, self.call_s * factor)
+
 
 @dataclass(frozen=True)
 class Prior:
@@ -76,13 +82,13 @@ class Prior:
 # The priors, each figure with its source (docs/benchmarks.md lists them too). Rates scale
 # linearly with model.params_b from the model each figure was taken on.
 PRIORS: dict[tuple[str, str], Prior] = {
-    # llama.cpp on the CPU: this project's own measurement (scripts/bench_plan_cost.py's
+    # llama.cpp on the CPU: this project's own measurement (the plan cost bench's
     # calibration run, a least-squares fit over its completions): SmolLM2-135M-Instruct
     # Q4_1, llama-cpp-python 0.3.36 portable AVX2 build, 2 shared cores, n_threads default.
     ("llamacpp", "cpu"): Prior(
         "llama.cpp", "CPU (2 AVX2 cores)", 0.135, prefill_tps=1150.0, decode_tps=60.0, call_s=0.05,
         source="measured by this project: SmolLM2-135M Q4_1 on 2 shared AVX2 cores, llama.cpp 0.3.36 "
-               "(docs/benchmarks.md, scripts/bench_plan_cost.py)"),
+               "(docs/benchmarks.md, madara bench --only plan)"),
     # vLLM's CPU build: docs/vllm.md, `madara bench --only vllm` on 2 AVX2 cores,
     # SmolLM2-135M float32, prefix caching off: 0.00095 s per prompt token (prefill alone),
     # 0.0031 s per output token.
@@ -238,17 +244,21 @@ class Calibration:
     calls: int = 0  # completions the figures were measured on (measured, bench)
     observed: Observed = field(default_factory=Observed)
     per_call_s: float | None = None  # --rate: every call alike
+    # measured: a fit per kind of request (chat: generation; score: one next-token read),
+    # each priced by its own; a kind with too few timed completions uses ``rates`` (all kinds)
+    by_kind: dict[str, Rates] = field(default_factory=dict)
 
     def seconds(self, kind: str, budget: int, calls: float, chars: float) -> float | None:
         """Estimated seconds of ``calls`` uncached requests of one kind and output budget
         holding ``chars`` characters in all; None without a calibration."""
         if self.per_call_s is not None:
             return calls * self.per_call_s
-        if self.rates is None:
+        rates = self.by_kind.get(kind, self.rates)
+        if rates is None:
             return None
         prompt = chars / self.observed.chars_per_token()
         output = calls * (1.0 if kind == "score" else budget * self.observed.fill(budget))
-        return self.rates.seconds(calls, prompt, output)
+        return rates.seconds(calls, prompt, output)
 
     def describe(self) -> str:
         """One line: which calibration, on what, with its figures."""
@@ -256,8 +266,7 @@ class Calibration:
             return f"{self.label}: {self.basis}"
         if self.rates is None:
             return f"{self.label}: no calibration ({self.basis}); est. time shows —: run a cell first, or pass --rate"
-        r = self.rates
-        figures = f"prefill {_per_s(r.prefill_s)} tok/s, decode {_per_s(r.decode_s)} tok/s" + (f", {r.call_s:.2f} s a call" if r.call_s else "")
+        figures = "; ".join(f"{KIND_NAMES[k]}: {_figures(r)}" for k, r in self.by_kind.items()) or _figures(self.rates)
         obs = self.observed
         if obs.replies:
             shares = ", ".join(f"{100 * obs.fill(b):.0f}% of {b}" for b in sorted(obs.budget_used))
@@ -268,6 +277,8 @@ class Calibration:
 
     def to_dict(self) -> dict[str, Any]:
         r = self.rates
+        by_kind = {k: {"prefill_tokens_per_s": _rate(v.prefill_s), "decode_tokens_per_s": _rate(v.decode_s), "seconds_per_call": round(v.call_s, 6)}
+                   for k, v in self.by_kind.items()}
         return {
             "engine": self.engine, "label": self.label, "source": self.source, "basis": self.basis, "calls": self.calls,
             "prefill_tokens_per_s": None if r is None or not r.prefill_s else round(1 / r.prefill_s, 3),
@@ -276,7 +287,19 @@ class Calibration:
             "chars_per_token": round(self.observed.chars_per_token(), 3),
             "output_share_of_budget": {str(b): round(self.observed.fill(b), 4) for b in sorted(self.observed.budget_used)},
             "replies_seen": self.observed.replies,
+            "by_kind": by_kind,
         }
+
+
+KIND_NAMES = {"chat": "generation", "score": "scores"}
+
+
+def _rate(seconds: float) -> float | None:
+    return None if not seconds else round(1 / seconds, 3)
+
+
+def _figures(r: Rates) -> str:
+    return f"prefill {_per_s(r.prefill_s)} tok/s, decode {_per_s(r.decode_s)} tok/s" + (f", {r.call_s:.2f} s a call" if r.call_s else "")
 
 
 def _per_s(seconds: float) -> str:
@@ -288,23 +311,32 @@ def calibrate(cfg: DictConfig, fingerprint: str, cache: Any | None, rate: float 
     label = f"{cfg.backend.name} {cfg.model.name}"
     if rate is not None:
         return Calibration(fingerprint, label, "rate", None, f"the given --rate {rate:g} calls/s", per_call_s=1.0 / rate)
+    found = prior_for(cfg)
+    params = cfg.model.get("params_b")
+    prior = None if found is None else found[0].rates(float(params) if params else None)
     if cache is not None:
         sums = cache.timing_sums(fingerprint)
         fitted = fit_rates(sums)
         if fitted is not None:
-            return Calibration(fingerprint, label, "measured", fitted, f"measured here over {int(sums['n']):,} calls in {cache.path}",
-                               calls=int(sums["n"]))
+            by_kind = {kind: r for kind in KIND_NAMES if (r := fit_rates(cache.timing_sums(fingerprint, kind))) is not None}
+            basis = f"measured here over {int(sums['n']):,} calls in {cache.path}"
+            missing = [k for k in KIND_NAMES if k not in by_kind]
+            predicted = 0.0 if prior is None else prior.seconds(sums["n"], sums["x"], sums["z"])
+            if missing and predicted > 0:  # a kind timed too few times: the prior, at the speed this machine showed on the rest
+                factor = sums["y"] / predicted
+                by_kind.update({k: prior.scaled(factor) for k in missing})
+                basis += (f"; {' and '.join(KIND_NAMES[k] for k in missing)}: too few timed here, the prior at the speed measured "
+                          f"(x{factor:.2g} its time)")
+            return Calibration(fingerprint, label, "measured", fitted, basis, calls=int(sums["n"]), by_kind=by_kind)
     bench = bench_rates(Path(str(cfg.results_dir)) / "bench", fingerprint, bool(cfg.backend.get("enable_prefix_caching", True)))
     if bench is not None:
         rates, n = bench
         return Calibration(fingerprint, label, "bench", rates, f"from madara bench --only vllm ({n} requests, {cfg.results_dir}/bench/vllm.json)",
                            calls=n)
-    found = prior_for(cfg)
     if found is None:
         return Calibration(fingerprint, label, "none", None, f"nothing measured on this engine, and no prior for backend {cfg.backend.name}")
-    prior, assumed = found
-    params = cfg.model.get("params_b")
+    assumed = found[1]
     size = f"scaled to {float(params):g}B parameters" if params else "model.params_b unknown: the reference model's rates"
-    basis = (f"a prior, not measured here: {prior.engine} on {prior.hardware}" + (f" ({assumed})" if assumed else "")
-             + f", {size}; source: {prior.source}")
-    return Calibration(fingerprint, label, "prior", prior.rates(float(params) if params else None), basis)
+    basis = (f"a prior, not measured here: {found[0].engine} on {found[0].hardware}" + (f" ({assumed})" if assumed else "")
+             + f", {size}; source: {found[0].source}")
+    return Calibration(fingerprint, label, "prior", prior, basis)

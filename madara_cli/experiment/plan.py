@@ -202,7 +202,8 @@ class StrategyPlan:
     measured_cells: int = 0
     measured_requests: int = 0
     measured_calls: int = 0
-    measured_seconds: float = 0.0  # the finished cells' engine seconds, as recorded
+    measured_seconds: float = 0.0  # the finished cells' engine seconds, as recorded (timing.engine_seconds)
+    measured_wall_seconds: float = 0.0  # and their wall time (provenance.seconds)
     estimated_cells: int = 0  # cells whose data is not here: counted on placeholder queries
     seconds: float = 0.0  # engine seconds the uncached calls should take (see experiment.cost)
     timed_calls: float = 0.0  # uncached calls with a calibration (``seconds`` covers only these)
@@ -452,9 +453,10 @@ class Planner:
             estimated = True
             prepared = prepare_cell(self.scratch_cfg(cfg), self.engines, loaded=fallback, force=True)
         if isinstance(prepared, CellResult):
-            acct = prepared.record.accounting
+            record = prepared.record
+            acct = record.accounting
             return CellWalk(prepared.cell, finished={"requests": int(acct.get("requests", 0)), "calls": int(acct.get("calls_issued", 0)),
-                                                     "seconds": float(acct.get("seconds", 0.0) or 0.0)})
+                                                     "seconds": record.engine_seconds, "wall": float(record.seconds or 0.0)})
         routed = probed(prepared.cfg)
         if routed and self.defer_routed:
             return None
@@ -551,6 +553,7 @@ class Planner:
             sp.measured_requests += int(walked.finished["requests"])
             sp.measured_calls += int(walked.finished["calls"])
             sp.measured_seconds += float(walked.finished["seconds"])
+            sp.measured_wall_seconds += float(walked.finished.get("wall", 0.0))
             return
         sp.estimated_cells += int(walked.estimated)
         for name, value in walked.adds.items():

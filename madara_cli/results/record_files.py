@@ -249,6 +249,9 @@ def find_cell(results_dir: Path | str, name: str) -> Path:
     """A cell (or probe) folder from a path or a key (or a unique key prefix/substring).
     ValueError naming what is wrong with a folder that is there but not finished."""
     p = Path(name)
+    if p.name in (METRICS_FILE, PROBE_FILE):  # the record's own file, as show prints a probe's
+        p = p.parent
+        name = str(p)
     if is_finished_cell(p) or probe_path(p).is_file():
         return p
     if p.is_dir() and (problem := folder_problem(p)):
@@ -256,6 +259,9 @@ def find_cell(results_dir: Path | str, name: str) -> Path:
     root = Path(results_dir)
     if not root.is_dir():
         raise ValueError(f"no results folder {root} (pass --results DIR, or a cell folder)")
+    inside = root / name  # a path as printed under the results folder: probes/<key>, <grid>/<key>
+    if name and not p.is_absolute() and (is_finished_cell(inside) or probe_path(inside).is_file()):
+        return inside
     hits = _record_folders(root)
     exact = [h for h in hits if h.name == name]
     if exact:
@@ -265,7 +271,7 @@ def find_cell(results_dir: Path | str, name: str) -> Path:
         return partial[0]
     if partial:
         raise ValueError(f"'{name}' matches {len(partial)} folders under {root}: " + ", ".join(h.name for h in partial[:5]) + (" ..." if len(partial) > 5 else ""))
-    raise ValueError(f"no finished cell or probe '{name}' under {root} (pass a folder or a key; `ls {root}/*/`)")
+    raise ValueError(f"no finished cell or probe '{name}' under {root} (pass a folder or a key; madara ls cells lists them)")
 
 
 def read_record(folder: Path) -> tuple[str, CellRecord | ProbeRecord]:

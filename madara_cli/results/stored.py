@@ -110,21 +110,25 @@ class Results:
     problems: tuple[tuple[str, str], ...] = ()  # (folder, what is wrong with it), the same folders
     routing_nf: str = "calibration"  # the NF EM the routing tables route on (ROUTING_NF_SOURCES)
     prefer: tuple[tuple[str, str], ...] = ()  # ``--prefer KEY=VALUE``: which variant fills a table cell (VARIANT_RULE)
+    strict: bool = False  # ``--strict``: a table cell no rule settles raises AmbiguousVariant instead of showing Unsettled
     # The cells :meth:`find` returned since :meth:`watching` (what a table rests on: its
-    # health marks and variant notes); shared by the copies one table's builder makes.
+    # health marks and variant notes) and the table cells it could not settle; shared by
+    # the copies one table's builder makes.
     picked: list["Pick"] = field(default_factory=list, compare=False, repr=False)
+    unsettled: list["Variants"] = field(default_factory=list, compare=False, repr=False)
 
     def watching(self) -> "Results":
-        """A copy whose :attr:`picked` starts empty: what one table's lookups return."""
-        return replace(self, picked=[])
+        """A copy whose :attr:`picked` and :attr:`unsettled` start empty: what one table's lookups return."""
+        return replace(self, picked=[], unsettled=[])
 
     def find(self, model: str, benchmark: str, strategy: str, grid: str | None = None,
-             retrievers: Sequence[str] = ("bm25s", "pyserini")) -> StoredCell | None:
+             retrievers: Sequence[str] = ("bm25s", "pyserini")) -> "StoredCell | Unsettled | None":
         """The cell that fills one table cell, by :data:`VARIANT_RULE`: the table's own
         grid first, then the ``--prefer`` settings; cells that still differ in a setting
-        their key covers are variants, and rather than guess it raises
-        :class:`AmbiguousVariant` naming them; among cells of one variant, a full run
-        before a ``limit``-ed one, then the largest n, then seed 0."""
+        their key covers are variants, and rather than guess it returns :class:`Unsettled`
+        (recorded in :attr:`unsettled`; ``strict``: raises :class:`AmbiguousVariant`);
+        among cells of one variant, a full run before a ``limit``-ed one, then the
+        largest n, then seed 0 (the other seeds are named in the table's note)."""
         matches = [
             c for c in self.cells if (c.model, c.benchmark, c.strategy) == (model, benchmark, strategy) and c.retriever in retrievers
         ]
@@ -142,9 +146,15 @@ class Results:
                 rules.append(f"--prefer {key}={value}")
         differing = distinguishing(pool)
         if differing:
-            raise AmbiguousVariant((model, benchmark, strategy), pool, differing)
+            why = AmbiguousVariant((model, benchmark, strategy), pool, differing)
+            if self.strict:
+                raise why
+            if all(u.wanted != why.wanted for u in self.unsettled):
+                self.unsettled.append(why.plain())
+            return Unsettled(why)
         chosen = min(pool, key=lambda c: (c.limit is not None, -c.n, c.seed or 0, c.grid, c.key))
-        self.picked.append(Pick(chosen, tuple(c for c in matches if c is not chosen), tuple(rules), distinguishing(matches)))
+        replicates = tuple(c for c in pool if c is not chosen and c.seed != chosen.seed)
+        self.picked.append(Pick(chosen, tuple(c for c in matches if c is not chosen), tuple(rules), distinguishing(matches), replicates))
         return chosen
 
     def probe(self, model: str, benchmark: str, n_preferred: int = 100) -> ProbeRecord | None:
@@ -160,8 +170,9 @@ class Results:
 VARIANT_RULE = (
     "One table cell, several finished cells (same model × benchmark × strategy): the table's own grid first, then each "
     "`--prefer KEY=VALUE`; cells that still differ in a setting their key covers (backend, prompts, temperature, reading, k, ...) "
-    "are variants, and the table refuses to guess between them; among cells of one variant, a full run before a limit-ed one, "
-    "then the largest n, then seed 0."
+    "are variants: the table does not guess between them but shows the cell as `(N variants)` and lists each with the `--prefer` "
+    "that picks it (`--strict`: refuses); among cells of one variant, a full run before a limit-ed one, then the largest n, "
+    "then seed 0; replicates of another seed are set aside and named with their values."
 )
 # Settings that are not a variant: the lookup's own names, the size rule's, and the
 # metric version (read under today's names, records.METRIC_VERSION).
@@ -179,12 +190,49 @@ class Pick:
     others: tuple[StoredCell, ...]
     rules: tuple[str, ...]
     differing: tuple[str, ...]
+    replicates: tuple[StoredCell, ...] = ()  # cells of the chosen one's variant run with another seed, set aside
 
     def label(self) -> str:
         """The chosen cell's distinguishing settings (``backend.name=vllm``), or its key."""
         values = self.cell.settings
         shown = [f"{k}={_text(values.get(k))}" for k in self.differing]
         return ", ".join(shown) if shown else self.cell.key
+
+
+class Unsettled:
+    """What :meth:`Results.find` returns for a table cell that several variants could fill
+    and no rule settles: falsy and without a value (``em`` is None, no predictions), so a
+    table reads it as no number; the table helpers show it as ``(N variants)``."""
+
+    em = f1 = contains = n = assessment = None
+    degraded = False
+
+    def __init__(self, why: "AmbiguousVariant"):
+        self.why = why
+        self.variants = why.variants
+
+    def __bool__(self) -> bool:
+        return False
+
+    def predictions(self) -> None:
+        return None
+
+    def calls_per_query(self) -> None:
+        return None
+
+
+class Variants(NamedTuple):
+    """A table cell several variants could fill, as plain text (what a table's ``attrs``
+    and the verbs' warnings carry): each candidate's ``--prefer`` and its folder."""
+
+    wanted: tuple[str, str, str]
+    count: int
+    differing: tuple[str, ...]
+    picks: tuple[tuple[str, str], ...]  # (the --prefer that picks it, grid/folder)
+
+    def line(self) -> str:
+        return (f"{' × '.join(self.wanted)}: {self.count} variants differing in {', '.join(self.differing)}, not guessed; pick one with "
+                + "; ".join(f"`{prefer}` ({where})" for prefer, where in self.picks))
 
 
 class AmbiguousVariant(ValueError):
@@ -194,12 +242,16 @@ class AmbiguousVariant(ValueError):
     def __init__(self, wanted: tuple[str, str, str], cells: Sequence[StoredCell], differing: tuple[str, ...]):
         self.wanted, self.differing = wanted, differing
         self.candidates = [(c, picking_prefer(c, cells, differing), {k: c.settings.get(k) for k in differing}) for c in cells]
-        variants = len({tuple(_text(c.settings.get(k)) for k in differing) for c in cells})
+        self.variants = variants = len({tuple(_text(c.settings.get(k)) for k in differing) for c in cells})
         counted = f" ({len(cells)} cells)" if len(cells) != variants else ""
         super().__init__(
             f"{variants} variants of {' × '.join(wanted)}{counted} could fill a table cell, differing in {', '.join(differing)}; "
             f"madara does not guess: pick one with --prefer KEY=VALUE (candidates below)"
         )
+
+    def plain(self) -> Variants:
+        return Variants(self.wanted, self.variants, self.differing,
+                        tuple((prefer, f"{c.grid}/{c.path.name}") for c, prefer, _ in self.candidates))
 
     def candidate_lines(self) -> list[str]:
         """One line per candidate: the ``--prefer`` that picks it (and ``--prefer grid=G``
@@ -285,14 +337,15 @@ ROUTING_NF_SOURCES = ("calibration", "full")
 
 
 def load_results(results_dir: Path | str, metric: str = "em", routing_nf: str = "calibration",
-                 prefer: Sequence[tuple[str, str]] = ()) -> Results:
+                 prefer: Sequence[tuple[str, str]] = (), strict: bool = False) -> Results:
     """Scan ``results/<grid>/<cell>/`` and ``results/probes/*/`` for finished records.
 
     ``metric`` picks what the tables show as each cell's score (``em``, EM as the
     authors compute it, by default; ``em_strict``, ``f1`` or ``contains``; the older
     name ``em_squad`` means ``em``); ``routing_nf`` which NF EM the routing tables
     route on (:data:`ROUTING_NF_SOURCES`); ``prefer`` the ``--prefer`` settings that
-    choose among variants of one table cell (:data:`VARIANT_RULE`).
+    choose among variants of one table cell (:data:`VARIANT_RULE`); ``strict`` makes a
+    table cell they do not settle an error (:class:`AmbiguousVariant`).
 
     Folders starting with ``.`` (``.tmp-*``: runs in progress) are ignored. A folder
     that holds cell files but no readable record (no ``metrics.json`` beside its
@@ -309,7 +362,7 @@ def load_results(results_dir: Path | str, metric: str = "em", routing_nf: str = 
     probes: list[ProbeRecord] = []
     problems: list[tuple[str, str]] = []
     if not root.is_dir():
-        return Results(root, (), (), routing_nf=routing_nf, prefer=tuple(prefer))
+        return Results(root, (), (), routing_nf=routing_nf, prefer=tuple(prefer), strict=strict)
     for grid_dir in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
         try:
             subs = sorted(p for p in grid_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
@@ -343,7 +396,7 @@ def load_results(results_dir: Path | str, metric: str = "em", routing_nf: str = 
         for key, value in prefer:
             if key not in known:
                 raise ConfigError(f"--prefer {key}={value}: no cell in {root} has a setting {key}; valid: {', '.join(sorted(known))}")
-    return Results(root, tuple(cells), tuple(probes), tuple(p for p, _ in problems), tuple(problems), routing_nf, tuple(prefer))
+    return Results(root, tuple(cells), tuple(probes), tuple(p for p, _ in problems), tuple(problems), routing_nf, tuple(prefer), strict)
 
 
 # --- a prediction row's supporting chain (MuSiQue) ---------------------------------------------

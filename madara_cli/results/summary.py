@@ -62,9 +62,11 @@ def cell_rows(results_dir: Path | str) -> list[dict[str, Any]]:
         if iv is not None:
             row["em_ci95_low_pct"], row["em_ci95_high_pct"] = 100.0 * iv.low, 100.0 * iv.high
         acc = record.accounting
-        row["requests"] = acc.get("requests")
+        counts = request_counts(acc) or {}
+        row["requests"] = counts.get("requests")
         row["calls"] = acc.get("calls_issued")
         row["cache_hits"] = acc.get("cache_hits")
+        row["repeated_in_batch"] = counts.get("repeated")
         row["tokens_in"] = acc.get("tokens_in")
         row["tokens_out"] = acc.get("tokens_out")
         row["engine_seconds"] = record.engine_seconds  # the timing section's (older records: the accounting's)
@@ -80,6 +82,20 @@ def cell_rows(results_dir: Path | str) -> list[dict[str, Any]]:
         row["path"] = str(metrics_path.parent)
         rows.append(row)
     return rows
+
+
+def request_counts(acc: Mapping[str, Any]) -> dict[str, int] | None:
+    """A cell's requests in parts that add up: ``requests`` = ``sent`` to the engine +
+    ``cached`` (answered from the response cache: by an earlier cell, or earlier in this
+    one) + ``repeated`` (identical to another request of the same batch, which the cache's
+    door sends once: backends/cache.py). None for an accounting that counts nothing."""
+    sent, cached = int(acc.get("calls_issued", 0) or 0), int(acc.get("cache_hits", 0) or 0)
+    requests = acc.get("requests")
+    if requests is None:  # a record written before requests were counted
+        if "calls_issued" not in acc:
+            return None
+        requests = sent + cached
+    return {"requests": int(requests), "sent": sent, "cached": cached, "repeated": max(int(requests) - sent - cached, 0)}
 
 
 def health_columns(record: CellRecord) -> dict[str, Any]:
@@ -175,3 +191,79 @@ def write_summary(results_dir: Path | str) -> list[Path]:
     written.append(root / SUMMARY_PARQUET)
     return written
 
+
+
+# --- one finished cell or probe as plain data: `madara ls cells` and the Python API's evaluate()
+
+
+def _pct(x: float | None) -> float | None:
+    return None if x is None else round(100.0 * float(x), 3)
+
+
+def _interval(iv) -> list[float] | None:
+    return None if iv is None or iv.low is None else [_pct(iv.low), _pct(iv.high)]
+
+
+def cell_result(record: CellRecord, folder: Path | None) -> dict[str, Any]:
+    """A finished cell as plain data: what ran, EM and contains (percent) with their
+    Wilson 95% intervals, F1 with the rule's interval from the per-query values
+    (:func:`madara_cli.core.stats.mean_interval`; none below its n), health and why, the
+    route of a ``madara`` cell, the requests in parts that add up (:func:`request_counts`),
+    wall and engine seconds, key and folder (None: F1 without its interval)."""
+    from madara_cli.results.record_files import read_predictions
+
+    try:
+        f1s = [float(r["f1"]) for r in read_predictions(folder) if _is_number(r.get("f1"))] if folder is not None else []
+    except (OSError, ValueError):
+        f1s = []
+    health = record.health
+    return {
+        "kind": "cell", "grid": record.grid, "model": record.model, "benchmark": record.benchmark, "strategy": record.strategy,
+        "route": record.madara.get("route"), "n": record.n,
+        "em": _pct(record.em), "em_ci95": _interval(stats.rate_interval(record.em, record.n)),
+        "f1": _pct(record.f1), "f1_ci95": _interval(stats.mean_interval(f1s)) if f1s else None,
+        "contains": _pct(record.contains), "contains_ci95": _interval(stats.rate_interval(record.contains, record.n)),
+        "health": health.status, "health_reason": health.reason if health.degraded else "",
+        **{k: v for k, v in (request_counts(record.accounting) or {}).items()},
+        "wall_seconds": record.seconds, "engine_seconds": round(record.engine_seconds, 3), "key": record.key,
+        "path": None if folder is None else str(folder),
+    }
+
+
+def probe_result(probe: Any) -> dict[str, Any]:
+    """An RSC probe as plain data, shaped as :func:`cell_result` (strategy ``rsc-probe``;
+    EM is its No-Filter EM on the calibration queries; no F1, contains or health)."""
+    timing = probe.timing or {}
+    wall = (probe.provenance or {}).get("seconds", timing.get("wall_seconds"))
+    return {
+        "kind": "probe", "grid": "probes", "model": probe.model, "benchmark": probe.benchmark, "strategy": "rsc-probe",
+        "route": probe.route, "n": probe.n, "em": _pct(probe.em_nf), "em_ci95": _interval(stats.rate_interval(probe.em_nf, probe.n)),
+        "f1": None, "f1_ci95": None, "contains": None, "contains_ci95": None, "health": None, "health_reason": "",
+        **{k: v for k, v in (request_counts(probe.accounting or {}) or {}).items()},
+        "wall_seconds": wall, "engine_seconds": float(timing.get("engine_seconds", 0) or 0), "key": probe.key,
+        "path": str(probe.path.parent) if probe.path else None,
+    }
+
+
+def cells_table(rows: list[dict], status: list[str] | None = None, title: str | None = None) -> Any:
+    """A rich Table, the leaderboard of ``rows`` (:func:`cell_result`): one
+    line each within 100 columns; ``status`` (the run table's: ran, done earlier, ...)
+    takes the health column's place, and F1 is shown without its interval there."""
+
+    from rich.table import Table
+
+    def interval(value, ci) -> str:
+        return "—" if value is None else f"{value:.1f}" + (f" [{ci[0]:.0f}, {ci[1]:.0f}]" if ci else "")
+
+    t = Table(box=None, pad_edge=False, padding=(0, 1), header_style="bold", title=title, title_justify="left")
+    for name in ("model", "benchmark", "strategy", "n", "EM % [95%]", "F1 %", "health" if status is None else "status", "calls", "time"):
+        t.add_column(name, justify="right" if name in ("n", "calls", "time") else "left", overflow="fold")
+    for i, r in enumerate(rows):
+        strategy = r["strategy"] + (f" → {r['route']}" if r.get("route") else "")
+        calls = "—" if r.get("requests") is None or not r["n"] else f"{r['requests'] / r['n']:.1f}"
+        wall = r.get("wall_seconds")
+        health = r.get("health") or "—" if status is None else status[i]
+        t.add_row(r["model"], r["benchmark"], strategy, str(r["n"]), interval(r["em"], r["em_ci95"]),
+                  interval(r["f1"], r["f1_ci95"] if status is None else None),
+                  health, calls, "—" if not isinstance(wall, (int, float)) else f"{wall:.0f}s")
+    return t

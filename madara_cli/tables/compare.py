@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from madara_cli.core import stats
+from madara_cli.results.health import MARK
 from madara_cli.results.record_files import METRICS_FILE, PREDICTIONS, read_cell, read_predictions
 
 
@@ -58,8 +59,8 @@ def _rows_by_id(preds: tuple[dict[str, Any], ...], folder: Path, metric: str) ->
     return by_id
 
 
-def _same_data(dir_a: Path, dir_b: Path, ids: list[str], rows_a: dict, rows_b: dict) -> None:
-    """ValueError unless both cells ran on one benchmark and ask the same question under each shared id."""
+def _same_data(dir_a: Path, dir_b: Path, ids: list[str], rows_a: dict, rows_b: dict) -> list:
+    """Both cells' records; ValueError unless both ran on one benchmark and ask the same question under each shared id."""
     records = []
     for d in (dir_a, dir_b):
         record = read_cell(d)
@@ -78,6 +79,7 @@ def _same_data(dir_a: Path, dir_b: Path, ids: list[str], rows_a: dict, rows_b: d
         raise ValueError(f"{len(differ)} of {len(ids)} shared ids hold different questions in A and B (first: {i}: "
                          f"{str(rows_a[i]['question'])[:60]!r} vs {str(rows_b[i]['question'])[:60]!r}): the cells ran on "
                          "different data (benchmark.path, corpus or version), so they cannot be paired")
+    return records
 
 
 def no_ci_reason(diff: np.ndarray, min_pairs: int = MIN_PAIRS_FOR_CI) -> str | None:
@@ -123,7 +125,7 @@ def compare_cells(dir_a: Path, dir_b: Path, n_resamples: int = 10_000, seed: int
     ids, em_a, em_b = paired_outcomes(preds_a, preds_b, metric)
     if not ids:
         raise ValueError(f"{dir_a} and {dir_b} share no example ids: were they run on the same benchmark and limit?")
-    _same_data(dir_a, dir_b, ids, rows_a, rows_b)
+    record_a, record_b = _same_data(dir_a, dir_b, ids, rows_a, rows_b)
     b, c = stats.discordant(em_a > GRADED_RIGHT, em_b > GRADED_RIGHT)
     reason = no_ci_reason(em_a - em_b, min_pairs)
     boot = None if reason else stats.paired_bootstrap(em_a, em_b, n_resamples=n_resamples, seed=seed)
@@ -155,6 +157,9 @@ def compare_cells(dir_a: Path, dir_b: Path, n_resamples: int = 10_000, seed: int
         "no_ci_reason": reason,
         "n_resamples": n_resamples,
         "seed": seed,
+        # what each side's numbers rest on (results/health.py): "" when not degraded
+        "degraded_a": record_a.health.reason if record_a.health.degraded else "",
+        "degraded_b": record_b.health.reason if record_b.health.degraded else "",
     }
 
 
@@ -170,12 +175,13 @@ def format_comparison(result: dict[str, Any]) -> str:
     r = result
     m = r.get("metric", "em")
     name = {"em": "EM", "em_strict": "EM (strict)", "f1": "F1"}.get(m, m)
+    mark = {side: MARK if r.get(f"degraded_{side}") else "" for side in "ab"}
     lines = [
-        f"A: {r['dir_a']}",
-        f"B: {r['dir_b']}",
-        f"paired on {r['n']} shared ids (only in A: {r['only_in_a']}, only in B: {r['only_in_b']})",
-        f"{name}  A {100 * r[f'{m}_a']:.1f}%{_ci(r.get(f'{m}_a_ci'))}   B {100 * r[f'{m}_b']:.1f}%{_ci(r.get(f'{m}_b_ci'))}   "
-        f"Δ {100 * r['mean_diff']:+.1f}pp{_ci([r.get('diff_ci_low'), r.get('diff_ci_high')], signed=True)}"
+        f"A: {r['dir_a']}" + (f"   {MARK} degraded: {r['degraded_a']}" if mark["a"] else ""),
+        f"B: {r['dir_b']}" + (f"   {MARK} degraded: {r['degraded_b']}" if mark["b"] else ""),
+        f"paired on {r['n']} shared ids (only in A: {r['only_in_a']}, only in B: {r['only_in_b']}); Δ = A − B (positive: A scores higher)",
+        f"{name}  A {100 * r[f'{m}_a']:.1f}%{mark['a']}{_ci(r.get(f'{m}_a_ci'))}   B {100 * r[f'{m}_b']:.1f}%{mark['b']}{_ci(r.get(f'{m}_b_ci'))}   "
+        f"Δ(A−B) {100 * r['mean_diff']:+.1f}pp{_ci([r.get('diff_ci_low'), r.get('diff_ci_high')], signed=True)}"
         + (f"   (95% intervals: {r['interval_method']})" if r.get("interval_method") else ""),
         f"discordant pairs: b = {r['b']} (A right, B wrong), c = {r['c']} (A wrong, B right)"
         + (f"; right: F1 > {GRADED_RIGHT:g}" if m == "f1" else ""),

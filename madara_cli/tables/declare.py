@@ -23,6 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from madara_cli.results.health import MARK
+from madara_cli.results.stored import Variants
 from madara_cli.tables.lookup import VARIANT_RULE, Pick, Results, load_results
 from madara_cli.tables.pairs import FLOOR_NOTE, MISSING
 
@@ -58,7 +59,9 @@ def table(name: str, title: str, grid: str, also: Sequence[str] = ()) -> Callabl
         def builder(results: Path | str | Results) -> pd.DataFrame:
             res = (results if isinstance(results, Results) else load_results(results)).watching()
             rows, notes = body(res, spec.grid)
-            return finish(rows, spec, [*notes, *rests_on_notes(res.picked)])
+            df = finish(rows, spec, [*notes, *rests_on_notes(res.picked), *unsettled_notes(res.unsettled)])
+            df.attrs["unsettled"] = list(res.unsettled)
+            return df
 
         # The body's name and docstring, but the builder's own signature (results -> DataFrame).
         functools.update_wrapper(builder, body, assigned=("__module__", "__name__", "__qualname__", "__doc__"), updated=())
@@ -97,7 +100,25 @@ def rests_on_notes(picked: Sequence[Pick]) -> list[str]:
                           f"{len(p.others)} other cell(s) set aside)" for p in chosen[:NAMED_IN_NOTE])
         more = f"; and {len(chosen) - NAMED_IN_NOTE} more" if len(chosen) > NAMED_IN_NOTE else ""
         notes.append(f"Variants used: {named}{more}. {VARIANT_RULE}")
+    replicated = [p for p in unique if p.replicates]
+    if replicated:
+        named = "; ".join(f"{_cell_name(p.cell)}: seed {p.cell.seed} used ({_value(p.cell)}), set aside "
+                          + ", ".join(f"seed {c.seed} ({_value(c)})" for c in p.replicates) for p in replicated[:NAMED_IN_NOTE])
+        more = f"; and {len(replicated) - NAMED_IN_NOTE} more" if len(replicated) > NAMED_IN_NOTE else ""
+        notes.append(f"Replicate seeds: one seed fills a table cell (seed 0 first; see docs/results.md), the others are named here "
+                     f"with their values: {named}{more}.")
     return notes
+
+
+def _value(cell) -> str:
+    em = cell.em
+    return f"{cell.metric} {'—' if em is None else f'{100 * em:.1f}'}%, n={cell.n}"
+
+
+def unsettled_notes(unsettled: Sequence[Variants]) -> list[str]:
+    """One note per table cell that several variants could fill (shown ``(N variants)``):
+    the settings they differ in and, for each, the ``--prefer`` that picks it."""
+    return [f"(variants) {u.line()}." for u in unsettled]
 
 
 def finish(rows: Rows, spec: Table, notes: Iterable[str] = ()) -> pd.DataFrame:

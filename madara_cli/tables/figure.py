@@ -1,16 +1,18 @@
-"""Figure 2: per-query Spearman ρ distributions, one violin per model and perturbation level,
-for every benchmark that has probes (the paper draws it for CONFLICTS).
+"""The probes' figures: Figure 2 (per-query Spearman ρ distributions, one violin per model
+and perturbation level, for every benchmark that has probes; the paper draws it for
+CONFLICTS) and ``rsc_trend`` (ρ̂1..3 of every probe, one line per model).
 
 Reads ``per_query.values`` (three lists of per-query ρ, one per level) from each probe's
 record (paper Appendix F.2). Violins are green for quality-ordered probes (ρ* = −1.0)
 and rose otherwise (the paper's green and red, in colours no strategy has:
 :mod:`madara_cli.tables.palette`), with the mean written under each violin. Also what
-every madara figure shares: the :class:`Figure` record, the matplotlib loader and the
-writer of PNG/PDF/SVG files.
+every madara figure shares: the :class:`Figure` record, the matplotlib loader, the text
+sizes, a grid of panels, the placement of point labels and the writer of PNG/PDF/SVG files.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -21,7 +23,7 @@ import numpy as np
 
 from madara_cli import paper as pv
 from madara_cli.tables.lookup import Results, _results
-from madara_cli.tables.palette import NOT_QUALITY_ORDERED, QUALITY_ORDERED
+from madara_cli.tables.palette import NOT_QUALITY_ORDERED, QUALITY_ORDERED, model_shade
 
 LEVELS = ("Shuffled", "Contra.", "Random")
 FIGURE_FORMATS = ("png", "pdf", "svg")
@@ -40,6 +42,7 @@ class Figure:
     fig: Any
     strategies: tuple[str, ...] = ()
     metric: str = ""
+    key: tuple[str, ...] = ()  # the legend as lines of text, when the page prints it (readable at any width) instead of the image
 
 
 @dataclass(frozen=True)
@@ -222,3 +225,115 @@ def figure2(results_dir: Path, out_dir: Path | None = None, benchmark: str = "co
         return None
     out = Path(out_dir) if out_dir is not None else Path(results.root) / "figures"
     return save_figure(draw_figure2(panels, benchmark), out, figure2_stem(benchmark))[0]
+
+
+# Where a label may go around its point (offset points, horizontal alignment), tried in turn.
+_SPOTS = ((7, 4, "left"), (7, -12, "left"), (-7, 4, "right"), (-7, -12, "right"), (7, 14, "left"), (-7, 14, "right"),
+          (7, -22, "left"), (-7, -22, "right"), (0, 16, "center"), (0, -24, "center"))
+
+
+def place_labels(ax, items: Sequence[tuple[float, float, str]], fontsize: float, avoid: Sequence[tuple[float, float]] = (),
+                 taken: list | None = None, **text_kw) -> list:
+    """Name each point (x, y, text) beside it where the name overlaps no name placed
+    before (these and ``taken``'s, which it extends and returns), no point in ``avoid``
+    and stays inside the axes; when every place collides, the one that collides least.
+    Call after the axes' limits are set."""
+    fig = ax.figure
+    fig.canvas.draw()  # the transforms below need the final layout of this axes
+    to_px = ax.transData.transform
+    box = ax.get_window_extent()
+    scale = fig.dpi / 72.0
+    taken = [] if taken is None else taken
+    marks = [tuple(to_px((x, y))) for x, y in [*avoid, *((x, y) for x, y, _ in items)]]
+    for x, y, text in items:
+        px, py = to_px((x, y))
+        w, h = 0.6 * fontsize * len(text) * scale, 1.25 * fontsize * scale
+        best, best_cost = None, math.inf
+        for dx, dy, ha in _SPOTS:
+            left = px + dx * scale - (w if ha == "right" else w / 2 if ha == "center" else 0)
+            bottom = py + dy * scale
+            rect = (left, bottom, left + w, bottom + h)
+            outside = max(0.0, box.x0 - rect[0]) + max(0.0, rect[2] - box.x1) + max(0.0, box.y0 - rect[1]) + max(0.0, rect[3] - box.y1)
+            overlap = sum(_overlap(rect, t) for t in taken)
+            hits = sum(1 for mx, my in marks if rect[0] - 4 <= mx <= rect[2] + 4 and rect[1] - 4 <= my <= rect[3] + 4 and (mx, my) != (px, py))
+            cost = 1000 * outside + overlap + 400 * hits
+            if cost < best_cost:
+                best, best_cost = (dx, dy, ha, rect), cost
+            if cost == 0:
+                break
+        dx, dy, ha, rect = best
+        taken.append(rect)
+        ax.annotate(text, (x, y), textcoords="offset points", xytext=(dx, dy), ha=ha, va="bottom", fontsize=fontsize,
+                    annotation_clip=False, **text_kw)
+    return taken
+
+
+def _overlap(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> float:
+    w = min(a[2], b[2]) - max(a[0], b[0])
+    h = min(a[3], b[3]) - max(a[1], b[1])
+    return w * h if w > 0 and h > 0 else 0.0
+
+
+def _grid(plt, n: int, width: float, height: float):
+    cols = min(3, n)
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
+    flat = list(axes.flat)
+    for ax in flat[n:]:
+        ax.set_visible(False)
+    return fig, flat[:n]
+
+
+# Text sizes (points) of every figure: read at the page's scale (about 1.15 CSS px per
+# point on the report), none is below 8.
+TITLE, LABEL, TICK, NOTE = 11, 9, 8, 8
+
+
+def rsc_probes(results: Results) -> dict[str, list[Any]]:
+    """Probes with all three ρ̂, by benchmark, models in the paper's order (one probe per pair)."""
+    order = {m: i for i, m in enumerate(pv.MODEL_LABELS)}
+    by_bench: dict[str, list[Any]] = {}
+    for model, benchmark in sorted({(p.model, p.benchmark) for p in results.probes}, key=lambda mb: (mb[1], order.get(mb[0], 99), mb[0])):
+        probe = results.probe(model, benchmark)
+        if all(probe.rho_at(i) is not None for i in range(3)):
+            by_bench.setdefault(benchmark, []).append(probe)
+    return by_bench
+
+
+LINE_STYLES = ("-", "--", ":", "-.")
+MODEL_MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+
+
+def draw_rsc_trend(by_bench: dict[str, list[Any]]):
+    plt = pyplot()
+    fig, axes = _grid(plt, len(by_bench), 6.0 if len(by_bench) == 1 else 4.6, 4.2)
+    for ax, (benchmark, probes) in zip(axes, by_bench.items(), strict=True):
+        for j, probe in enumerate(probes):
+            # Models are told apart by grey, line style and marker: colour is for strategies.
+            colour, ls, marker = model_shade(j, len(probes)), LINE_STYLES[j % len(LINE_STYLES)], MODEL_MARKERS[j % len(MODEL_MARKERS)]
+            rho = [probe.rho_at(i) for i in range(3)]
+            cis = [probe.ci_at(i) for i in range(3)]
+            lower = [r - ci[0] if ci and ci[0] is not None else 0.0 for r, ci in zip(rho, cis)]
+            upper = [ci[1] - r if ci and ci[1] is not None else 0.0 for r, ci in zip(rho, cis)]
+            star = "?" if probe.rho_star is None else f"{probe.rho_star:+.1f}"
+            name = f"{pv.MODEL_LABELS.get(probe.model, probe.model)}: {pv.CLASS_LABELS.get(probe.rsc_class, probe.rsc_class or '?')}, ρ*={star} (n={probe.n})"
+            x = np.arange(1, 4) + (j - (len(probes) - 1) / 2) * 0.04
+            ax.errorbar(x, rho, yerr=[np.maximum(lower, 0), np.maximum(upper, 0)], color=colour, ls=ls, marker=marker, capsize=2, lw=1.2,
+                        label=name)
+        ax.axhline(pv.TAU_RHO1, color="#555555", lw=0.8, ls="--")
+        ax.text(3.3, pv.TAU_RHO1, f"ρ̂1 threshold {pv.TAU_RHO1} ", fontsize=NOTE, va="bottom", ha="right", color="#555555")
+        ax.axhline(0, color="grey", lw=0.5, ls=":")
+        ax.set_xticks([1, 2, 3], ["ρ̂1 shuffled", "ρ̂2 contradicted", "ρ̂3 random"], fontsize=TICK)
+        ax.set_xlim(0.7, 3.3)
+        ax.set_ylim(-1.08, 1.08)
+        ax.set_ylabel("Spearman ρ̂ (score vs chain quality)", fontsize=LABEL)
+        ax.set_title(pv.BENCHMARK_LABELS.get(benchmark, benchmark), fontsize=LABEL + 1)
+        ax.legend(fontsize=NOTE, loc="lower left")
+        ax.tick_params(axis="y", labelsize=TICK)
+    suptitle(fig, "RSC probe: ρ̂1..3", fontsize=TITLE)
+    fig.tight_layout()
+    return fig
+
+
+RSC_CAPTION = ("ρ̂1..3 of every probe (whiskers: bootstrap 95% CIs), one line per model, a panel per benchmark; the dashed line is "
+               "the ρ̂1 threshold. A line that falls from shuffled to random chains is a quality-ordered scorer.")

@@ -18,6 +18,8 @@ NOT_REPORTED = "n/a"
 def fmt(x: float | None, digits: int = 1, signed: bool = False) -> str:
     """A number as a table prints it (``−`` for minus, ``—`` when absent), marked
     :data:`~madara_cli.results.health.MARK` when it rests on a degraded cell."""
+    if isinstance(x, Several):
+        return f"({x.variants} variants)"
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return MISSING
     text = f"{x:+.{digits}f}" if signed else f"{x:.{digits}f}"
@@ -41,6 +43,24 @@ class Measured(float):
         obj = super().__new__(cls, value)
         obj.n, obj.f1, obj.contains, obj.ident, obj.key, obj.degraded = n, f1, contains, ident, key, degraded
         return obj
+
+
+class Several(float):
+    """A table value that several variants could give and no rule settles
+    (:class:`~madara_cli.results.stored.Unsettled`): no number (NaN), shown as
+    ``(N variants)``; what is computed from it (a Δ, a gain) is unsettled too."""
+
+    variants: int
+
+    def __new__(cls, variants: int) -> "Several":
+        obj = super().__new__(cls, math.nan)
+        obj.variants = variants
+        return obj
+
+    def _same(self, *_: object) -> "Several":
+        return self
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = __neg__ = __round__ = _same
 
 
 # Below this EM (%) exact match says little about a model (the routing's NF floor,
@@ -76,6 +96,8 @@ def pair(ours: float | None, paper: float | None, digits: int = 1, signed: bool 
     p = NOT_REPORTED if paper is None else fmt(paper, digits, signed) + paper_mark
     n = getattr(ours, "n", None)
     f1, contains = getattr(ours, "f1", None), getattr(ours, "contains", None)
+    if isinstance(ours, Several):
+        return Pair(f"{o} / {p}", None, paper)
     if paper is None and ours is not None and ours < CAPABILITY_FLOOR and f1 is not None and contains is not None:
         o += f" (F1 {fmt(100 * f1, digits)}, cont. {fmt(100 * contains, digits)})"
     if ours is None or paper is None:

@@ -13,8 +13,8 @@
   every probed pair of ours (filled, named) at (NF EM, ρ̂1) with the τ_NF and ρ̂1
   thresholds, coloured by the route, marked by the RSC class.
 - ``rsc_trend``: ρ̂1..3 (shuffled, contradicted, random chain) of every probe, one line
-  per model with its bootstrap CIs, per benchmark; the legend gives ρ* and the class.
-- Figure 2 for every probed benchmark (:mod:`madara_cli.tables.figure`).
+  per model with its bootstrap CIs, per benchmark; the legend gives ρ* and the class;
+  and Figure 2 for every probed benchmark (both drawn in :mod:`madara_cli.tables.figure`).
 
 When EM says nothing (every cell 0, as SmolLM2-135M's often are), the first two show
 F1, else contains, and their title and caption say so (:func:`shown_metric`). Each
@@ -38,18 +38,28 @@ import numpy as np
 
 from madara_cli import paper as pv
 from madara_cli.core import stats
+from madara_cli.results.health import MARK
 from madara_cli.tables.figure import (
+    LABEL,
     NO_MATPLOTLIB,
+    NOTE,
+    RSC_CAPTION,
+    TICK,
+    TITLE,
     Figure,
     FigureSet,
+    _grid,
     check_formats,
+    draw_rsc_trend,
     figure2_figures,
+    place_labels,
     pyplot,
+    rsc_probes,
     save_figure,
     suptitle,
 )
 from madara_cli.tables.lookup import Results, StoredCell, _results
-from madara_cli.tables.palette import model_shade, strategy_style
+from madara_cli.tables.palette import strategy_style
 
 N_RESAMPLES = 10_000
 SEED = 0
@@ -75,6 +85,7 @@ class StrategyPoint:
     paired: stats.Interval | None  # Δ vs NF on the shared queries (stats.difference_interval); None for NF and where there is no NF
     calls_per_query: float | None
     path: Path
+    degraded: bool = False  # its scores mostly imputed (results/health.py): hatched, marked ◊
 
 
 @dataclass(frozen=True)
@@ -83,6 +94,7 @@ class ModelTask:
     benchmark: str
     retriever: str
     points: tuple[StrategyPoint, ...]
+    differ: str = ""  # the settings its strategies' cells differ in besides the strategy (:func:`differences`)
 
     @property
     def title(self) -> str:
@@ -131,7 +143,8 @@ def model_tasks(source: Path | str | Results, metric: str = "em", n_resamples: i
         outcome = {s: _outcomes(c, metric) for s, c in cells.items()}
         nf = outcome.get("nf")
         points = []
-        for strategy in sorted(cells, key=lambda s: (_STRATEGY_ORDER.get(s, 99), s)):
+        order = sorted(cells, key=lambda s: (_STRATEGY_ORDER.get(s, 99), s))
+        for strategy in order:
             cell = cells[strategy]
             value = cell.record.metric(metric)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
@@ -144,10 +157,27 @@ def model_tasks(source: Path | str | Results, metric: str = "em", n_resamples: i
                 b = np.asarray([nf[i] for i in shared])
                 paired = stats.difference_interval(a, b, n_resamples=n_resamples, seed=seed)
             ci = _own_ci(list(mine.values()), n_resamples, seed)
-            points.append(StrategyPoint(strategy, float(value), cell.n, ci, paired, cell.calls_per_query(), cell.path))
+            points.append(StrategyPoint(strategy, float(value), cell.n, ci, paired, cell.calls_per_query(), cell.path, cell.degraded))
         if points:
-            out.append(ModelTask(model, benchmark, retriever, tuple(points)))
+            out.append(ModelTask(model, benchmark, retriever, tuple(points), differences([cells[s] for s in order])))
     return out
+
+
+def differences(cells: Sequence[StoredCell]) -> str:
+    """What one panel's cells differ in besides their strategy (its own settings and
+    prompts), so bars that rest on different settings say so: ``retriever.k 5 (NF), 10
+    (3-Agent)``; empty when they differ in nothing else."""
+    from madara_cli.results.stored import _text, distinguishing
+
+    keys = [k for k in distinguishing(cells) if not k.startswith(("strategy.", "prompts"))]
+    keys += [k for k in ("limit", "seed") if len({_text(c.settings.get(k, getattr(c, k))) for c in cells}) > 1]
+    parts = []
+    for k in keys:
+        values: dict[str, list[str]] = {}
+        for c in cells:
+            values.setdefault(_text(c.settings.get(k, getattr(c, k, None))), []).append(label(c.strategy))
+        parts.append(f"{k} " + ", ".join(f"{v} ({', '.join(names)})" for v, names in values.items()))
+    return "; ".join(parts)
 
 
 def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
@@ -192,19 +222,6 @@ def shown_metric(source: Path | str | Results, metric: str = "em") -> tuple[str,
     return metric, ""
 
 
-def _grid(plt, n: int, width: float, height: float):
-    cols = min(3, n)
-    rows = math.ceil(n / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
-    flat = list(axes.flat)
-    for ax in flat[n:]:
-        ax.set_visible(False)
-    return fig, flat[:n]
-
-
-# Text sizes (points) of every figure: read at the page's scale (about 1.15 CSS px per
-# point on the report), none is below 8.
-TITLE, LABEL, TICK, NOTE = 11, 9, 8, 8
 
 
 def draw_em_by_strategy(tasks: Sequence[ModelTask], metric: str = "em", forced=False):
@@ -225,9 +242,10 @@ def draw_em_by_strategy(tasks: Sequence[ModelTask], metric: str = "em", forced=F
         xs = np.arange(len(task.points))
         for x, p in zip(xs, task.points, strict=True):
             colour, hatch, marker = strategy_style(p.strategy)
-            ax.bar(x, 100 * p.em, color=colour, hatch=hatch, edgecolor="#333333", linewidth=0.5, width=0.7)
-            ax.annotate(f"{100 * p.em:.1f}", (x, 100 * p.em), textcoords="offset points", xytext=(0, 2), ha="center", va="bottom",
-                        fontsize=NOTE, color="#222222")
+            ax.bar(x, 100 * p.em, color=colour, hatch=DEGRADED_HATCH if p.degraded else hatch, edgecolor=DEGRADED if p.degraded else "#333333",
+                   linewidth=0.5, width=0.7)
+            ax.annotate(f"{100 * p.em:.1f}{MARK if p.degraded else ''}", (x, 100 * p.em), textcoords="offset points", xytext=(0, 2),
+                        ha="center", va="bottom", fontsize=NOTE, color=DEGRADED if p.degraded else "#222222")
             if p.ci is not None and p.ci.shown:
                 lo, hi = 100 * p.ci.low, 100 * p.ci.high
                 ax.errorbar(x + 0.22, 100 * p.em, yerr=[[max(0.0, 100 * p.em - lo)], [max(0.0, hi - 100 * p.em)]], fmt="none",
@@ -259,12 +277,32 @@ def draw_em_by_strategy(tasks: Sequence[ModelTask], metric: str = "em", forced=F
         ax.set_ylim(0, 105)
         ax.set_ylabel(f"{name} %", fontsize=LABEL)
         low.set_ylabel("Δ vs NF (pp)", fontsize=LABEL)
-        ax.set_title(task.title, fontsize=LABEL + 1)
+        ax.set_title(_panel_title(task.title, task.differ), fontsize=LABEL + 1)
+        if any(p.degraded for p in task.points):
+            from matplotlib.patches import Patch
+
+            ax.legend(handles=[Patch(facecolor="white", hatch=DEGRADED_HATCH, edgecolor=DEGRADED, label=DEGRADED_LABEL)],
+                      fontsize=NOTE, loc="upper right", frameon=False)
         ax.tick_params(axis="y", labelsize=TICK)
         low.tick_params(axis="y", labelsize=TICK)
     suptitle(fig, f"{name} by strategy" + (" (EM is 0 everywhere)" if forced else ""), fontsize=TITLE)
     fig.tight_layout()
     return fig
+
+
+DEGRADED, DEGRADED_HATCH = "#a03c00", "////"
+DEGRADED_LABEL = f"{MARK} degraded cell: scores mostly imputed (madara show KEY)"
+
+
+def _panel_title(title: str, differ: str) -> str:
+    """A panel's title, and under it (wrapped) the settings its bars differ in."""
+    import textwrap
+
+    return title + "".join(f"\n{line}" for line in textwrap.wrap(f"bars differ in {differ}", 60) if differ)
+
+
+def differ_caption(tasks: Sequence[ModelTask]) -> str:
+    return "".join(f" {t.title}: its bars differ in {t.differ} besides the strategy." for t in tasks if t.differ)
 
 
 def em_caption(metric: str, forced: str) -> str:
@@ -290,53 +328,6 @@ def _labels_by_spot(points: Sequence[StrategyPoint], xy: Sequence[tuple[float, f
     return spots
 
 
-# Where a label may go around its point (offset points, horizontal alignment), tried in turn.
-_SPOTS = ((7, 4, "left"), (7, -12, "left"), (-7, 4, "right"), (-7, -12, "right"), (7, 14, "left"), (-7, 14, "right"),
-          (7, -22, "left"), (-7, -22, "right"), (0, 16, "center"), (0, -24, "center"))
-
-
-def place_labels(ax, items: Sequence[tuple[float, float, str]], fontsize: float, avoid: Sequence[tuple[float, float]] = (),
-                 taken: list | None = None, **text_kw) -> list:
-    """Name each point (x, y, text) beside it where the name overlaps no name placed
-    before (these and ``taken``'s, which it extends and returns), no point in ``avoid``
-    and stays inside the axes; when every place collides, the one that collides least.
-    Call after the axes' limits are set."""
-    fig = ax.figure
-    fig.canvas.draw()  # the transforms below need the final layout of this axes
-    to_px = ax.transData.transform
-    box = ax.get_window_extent()
-    scale = fig.dpi / 72.0
-    taken = [] if taken is None else taken
-    marks = [tuple(to_px((x, y))) for x, y in [*avoid, *((x, y) for x, y, _ in items)]]
-    for x, y, text in items:
-        px, py = to_px((x, y))
-        w, h = 0.6 * fontsize * len(text) * scale, 1.25 * fontsize * scale
-        best, best_cost = None, math.inf
-        for dx, dy, ha in _SPOTS:
-            left = px + dx * scale - (w if ha == "right" else w / 2 if ha == "center" else 0)
-            bottom = py + dy * scale
-            rect = (left, bottom, left + w, bottom + h)
-            outside = max(0.0, box.x0 - rect[0]) + max(0.0, rect[2] - box.x1) + max(0.0, box.y0 - rect[1]) + max(0.0, rect[3] - box.y1)
-            overlap = sum(_overlap(rect, t) for t in taken)
-            hits = sum(1 for mx, my in marks if rect[0] - 4 <= mx <= rect[2] + 4 and rect[1] - 4 <= my <= rect[3] + 4 and (mx, my) != (px, py))
-            cost = 1000 * outside + overlap + 400 * hits
-            if cost < best_cost:
-                best, best_cost = (dx, dy, ha, rect), cost
-            if cost == 0:
-                break
-        dx, dy, ha, rect = best
-        taken.append(rect)
-        ax.annotate(text, (x, y), textcoords="offset points", xytext=(dx, dy), ha=ha, va="bottom", fontsize=fontsize,
-                    annotation_clip=False, **text_kw)
-    return taken
-
-
-def _overlap(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> float:
-    w = min(a[2], b[2]) - max(a[0], b[0])
-    h = min(a[3], b[3]) - max(a[1], b[1])
-    return w * h if w > 0 and h > 0 else 0.0
-
-
 def draw_cost_vs_em(tasks: Sequence[ModelTask], metric: str = "em", forced=False):
     from matplotlib.ticker import ScalarFormatter
 
@@ -355,6 +346,9 @@ def draw_cost_vs_em(tasks: Sequence[ModelTask], metric: str = "em", forced=False
             # Strategies at the same cost and score are drawn as nested, shrinking markers so each stays visible.
             dup = seen[xy[i]] = seen.get(xy[i], -1) + 1
             ax.scatter(*xy[i], color=colour, marker=marker, s=90 * 0.55**dup, zorder=3 + dup, edgecolors="#333333", linewidths=0.5)
+            if p.degraded:
+                ax.scatter(*xy[i], marker="D", s=260, facecolors="none", edgecolors=DEGRADED, linewidths=1.2, zorder=8)
+                drawn.add(MARK)
             if p.ci is not None and p.ci.shown and dup == 0:
                 ax.errorbar(*xy[i], yerr=[[max(0.0, xy[i][1] - 100 * p.ci.low)], [max(0.0, 100 * p.ci.high - xy[i][1])]], fmt="none",
                             ecolor="#999999", elinewidth=0.6, capsize=2, zorder=1)
@@ -378,15 +372,18 @@ def draw_cost_vs_em(tasks: Sequence[ModelTask], metric: str = "em", forced=False
         labels.append((ax, [(*spot, ", ".join(names)) for spot, names in _labels_by_spot(points, xy).items()]))
         ax.set_xlabel("LLM calls per query", fontsize=LABEL)
         ax.set_ylabel(f"{name} %", fontsize=LABEL)
-        ax.set_title(f"{task.title} ({_n_text(points)})", fontsize=LABEL + 1)
+        ax.set_title(_panel_title(f"{task.title} ({_n_text(points)})", task.differ), fontsize=LABEL + 1)
         ax.tick_params(labelsize=TICK)
     from matplotlib.lines import Line2D
 
-    order = sorted(drawn, key=lambda s: (_STRATEGY_ORDER.get(s, 99), s))
+    order = sorted(drawn - {MARK}, key=lambda s: (_STRATEGY_ORDER.get(s, 99), s))
     proxies = [Line2D([], [], ls="", marker=strategy_style(s)[2], markersize=8, markerfacecolor=strategy_style(s)[0],
                       markeredgecolor="#333333", markeredgewidth=0.5) for s in order]  # one size in the legend, nested or not
     proxies.append(Line2D([], [], ls="-", color="black", marker="o", markersize=11, markerfacecolor="none", markeredgecolor="black"))
     names = [label(s) for s in order] + ["Pareto front"]
+    if MARK in drawn:
+        proxies.append(Line2D([], [], ls="", marker="D", markersize=11, markerfacecolor="none", markeredgecolor=DEGRADED))
+        names.append(DEGRADED_LABEL)
     ncol = max(1, min(len(names), int(fig.get_figwidth() / 1.2)))
     rows = math.ceil(len(names) / ncol)
     fig.legend(proxies, names, loc="lower center", ncol=ncol, fontsize=TICK, frameon=False)
@@ -407,55 +404,6 @@ def cost_caption(metric: str, forced: str) -> str:
             "Pareto front: no cheaper strategy scores higher.")
 
 
-def rsc_probes(results: Results) -> dict[str, list[Any]]:
-    """Probes with all three ρ̂, by benchmark, models in the paper's order (one probe per pair)."""
-    order = {m: i for i, m in enumerate(pv.MODEL_LABELS)}
-    by_bench: dict[str, list[Any]] = {}
-    for model, benchmark in sorted({(p.model, p.benchmark) for p in results.probes}, key=lambda mb: (mb[1], order.get(mb[0], 99), mb[0])):
-        probe = results.probe(model, benchmark)
-        if all(probe.rho_at(i) is not None for i in range(3)):
-            by_bench.setdefault(benchmark, []).append(probe)
-    return by_bench
-
-
-LINE_STYLES = ("-", "--", ":", "-.")
-MODEL_MARKERS = ("o", "s", "^", "D", "v", "P", "X")
-
-
-def draw_rsc_trend(by_bench: dict[str, list[Any]]):
-    plt = pyplot()
-    fig, axes = _grid(plt, len(by_bench), 6.0 if len(by_bench) == 1 else 4.6, 4.2)
-    for ax, (benchmark, probes) in zip(axes, by_bench.items(), strict=True):
-        for j, probe in enumerate(probes):
-            # Models are told apart by grey, line style and marker: colour is for strategies.
-            colour, ls, marker = model_shade(j, len(probes)), LINE_STYLES[j % len(LINE_STYLES)], MODEL_MARKERS[j % len(MODEL_MARKERS)]
-            rho = [probe.rho_at(i) for i in range(3)]
-            cis = [probe.ci_at(i) for i in range(3)]
-            lower = [r - ci[0] if ci and ci[0] is not None else 0.0 for r, ci in zip(rho, cis)]
-            upper = [ci[1] - r if ci and ci[1] is not None else 0.0 for r, ci in zip(rho, cis)]
-            star = "?" if probe.rho_star is None else f"{probe.rho_star:+.1f}"
-            name = f"{pv.MODEL_LABELS.get(probe.model, probe.model)}: {pv.CLASS_LABELS.get(probe.rsc_class, probe.rsc_class or '?')}, ρ*={star} (n={probe.n})"
-            x = np.arange(1, 4) + (j - (len(probes) - 1) / 2) * 0.04
-            ax.errorbar(x, rho, yerr=[np.maximum(lower, 0), np.maximum(upper, 0)], color=colour, ls=ls, marker=marker, capsize=2, lw=1.2,
-                        label=name)
-        ax.axhline(pv.TAU_RHO1, color="#555555", lw=0.8, ls="--")
-        ax.text(3.3, pv.TAU_RHO1, f"ρ̂1 threshold {pv.TAU_RHO1} ", fontsize=NOTE, va="bottom", ha="right", color="#555555")
-        ax.axhline(0, color="grey", lw=0.5, ls=":")
-        ax.set_xticks([1, 2, 3], ["ρ̂1 shuffled", "ρ̂2 contradicted", "ρ̂3 random"], fontsize=TICK)
-        ax.set_xlim(0.7, 3.3)
-        ax.set_ylim(-1.08, 1.08)
-        ax.set_ylabel("Spearman ρ̂ (score vs chain quality)", fontsize=LABEL)
-        ax.set_title(pv.BENCHMARK_LABELS.get(benchmark, benchmark), fontsize=LABEL + 1)
-        ax.legend(fontsize=NOTE, loc="lower left")
-        ax.tick_params(axis="y", labelsize=TICK)
-    suptitle(fig, "RSC probe: ρ̂1..3", fontsize=TITLE)
-    fig.tight_layout()
-    return fig
-
-
-RSC_CAPTION = ("ρ̂1..3 of every probe (whiskers: bootstrap 95% CIs), one line per model, a panel per benchmark; the dashed line is "
-               "the ρ̂1 threshold. A line that falls from shuffled to random chains is a quality-ordered scorer.")
-
 _CLASS_MARKERS = {"quality-ordered": "o", "stochastic": "s", "degenerate": "^"}
 NO_RHO = -1.25  # where a pair without ρ̂1 (degenerate scores) sits: a grey strip inside the axes, under -1
 
@@ -465,14 +413,15 @@ def paper_pairs() -> list[tuple[str, str, str, float, float, str]]:
     return [(m, b, *(pv.lookup(pv.TABLE2, m, b, c) for c in ("rsc_class", "nf", "rho1", "strategy"))) for m, b in pv.ROUTING_PAIRS]
 
 
-def draw_routing_map(probes: Sequence[Any]):
+def draw_routing_map(probes: Sequence[Any], keyed: bool = True):
     """The one routing map: the paper's ten pairs (hollow, numbered, keyed beside the
     axes) and each probed pair of ours (filled, named) at (NF EM, ρ̂1) with the router's
     thresholds; colour is the route (one colour per strategy), marker the RSC class.
-    Pairs without ρ̂1 sit on a grey strip inside the axes, under -1."""
+    Pairs without ρ̂1 sit on a grey strip inside the axes, under -1. Not ``keyed``: no
+    legend or key in the image (the report prints :func:`routing_key` as text under it)."""
     plt = pyplot()
-    fig = plt.figure(figsize=(8.8, 4.9))
-    ax = fig.add_axes((0.08, 0.12, 0.56, 0.76))
+    fig = plt.figure(figsize=(8.8, 4.9) if keyed else (6.4, 4.9))
+    ax = fig.add_axes((0.08, 0.12, 0.56, 0.76) if keyed else (0.11, 0.12, 0.86, 0.76))
     routes: dict[str, str] = {}
     numbers: list[tuple[float, float, str]] = []
     key = ["Paper (Table 2), hollow:"]
@@ -510,6 +459,9 @@ def draw_routing_map(probes: Sequence[Any]):
     ax.set_xlabel("No-Filter EM % (ours: the probe's calibration queries)", fontsize=LABEL)
     ax.set_ylabel("ρ̂1 (shuffled chains)", fontsize=LABEL)
     ax.tick_params(labelsize=TICK)
+    fig.suptitle("Routing map", fontsize=TITLE)
+    if not keyed:
+        return fig
     from matplotlib.lines import Line2D
 
     order = sorted(routes, key=lambda s: (_STRATEGY_ORDER.get(s, 99), s))
@@ -519,8 +471,19 @@ def draw_routing_map(probes: Sequence[Any]):
     fig.legend(handles=handles, fontsize=NOTE, loc="lower left", bbox_to_anchor=(0.655, 0.08), ncol=2, frameon=False,
                title="route (colour) · RSC class (marker)", title_fontsize=NOTE)
     fig.text(0.665, 0.88, "\n".join(key), fontsize=NOTE, va="top", ha="left", family="DejaVu Sans")
-    fig.suptitle("Routing map", fontsize=TITLE)
     return fig
+
+
+_CLASS_SYMBOLS = {"quality-ordered": "○", "stochastic": "□", "degenerate": "△"}
+
+
+def routing_key() -> tuple[str, ...]:
+    """The routing map's key as text (the report's, under the image): the markers of the
+    RSC classes, then the paper's numbered pairs with their routes."""
+    classes = "colour: the route (the strategies' legend above); marker: the RSC class, " + ", ".join(f"{_CLASS_SYMBOLS[k]} {pv.CLASS_LABELS.get(k, k)}" for k in _CLASS_MARKERS)
+    pairs = [f"{i}. {pv.MODEL_LABELS.get(m, m)} · {pv.BENCHMARK_LABELS.get(b, b)} → {label(r)}"
+             for i, (m, b, _, _, _, r) in enumerate(paper_pairs(), 1)]
+    return (classes, "the paper's pairs (hollow, numbered): " + "; ".join(pairs))
 
 
 ROUTING_CAPTION = ("Where each model-task pair sits against the router's thresholds: No-Filter EM across (τ_NF = 30%), ρ̂1 up "
@@ -545,13 +508,13 @@ def build_figures(source: Path | str | Results, metric: str = "em", per_panel: b
     panels = (lambda items: [(f"-{i}", [item]) for i, item in enumerate(items, 1)]) if per_panel else (lambda items: [("", list(items))])
     if tasks:
         for suffix, group in panels(tasks):
-            figures.append(Figure(f"em_by_strategy{suffix}", f"{name} by strategy", em_caption(shown, forced),
+            figures.append(Figure(f"em_by_strategy{suffix}", f"{name} by strategy", em_caption(shown, forced) + differ_caption(group),
                                   draw_em_by_strategy(group, shown, bool(forced)), drawn(group), shown))
-        costed = [ModelTask(t.model, t.benchmark, t.retriever, tuple(p for p in t.points if p.calls_per_query)) for t in tasks]
+        costed = [ModelTask(t.model, t.benchmark, t.retriever, tuple(p for p in t.points if p.calls_per_query), t.differ) for t in tasks]
         costed = [t for t in costed if t.points]
         if costed:
             for suffix, group in panels(costed):
-                figures.append(Figure(f"cost_vs_em{suffix}", f"Cost vs {name}", cost_caption(shown, forced),
+                figures.append(Figure(f"cost_vs_em{suffix}", f"Cost vs {name}", cost_caption(shown, forced) + differ_caption(group),
                                       draw_cost_vs_em(group, shown, bool(forced)), drawn(group), shown))
         else:
             notes.append("cost-vs-EM figure skipped: no cell records its LLM calls (accounting.requests or calls_issued)")
@@ -565,7 +528,8 @@ def build_figures(source: Path | str | Results, metric: str = "em", per_panel: b
         notes.append("routing map: the paper's pairs only; " + ("no probe of ours records its NF EM and route" if results.probes
                                                                  else f"no RSC probe in {results.root}"))
     routes = tuple(dict.fromkeys([*(r for *_, r in paper_pairs()), *(p.route for p in routed)]))
-    figures.append(Figure("routing_map", "Routing map", ROUTING_CAPTION, draw_routing_map(routed), routes, "em"))
+    figures.append(Figure("routing_map", "Routing map", ROUTING_CAPTION, draw_routing_map(routed, keyed=not per_panel), routes, "em",
+                          routing_key() if per_panel else ()))
     by_bench = rsc_probes(results)
     if by_bench:
         for suffix, group in panels(by_bench.items()):

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -242,6 +243,7 @@ class WrittenTables:
     paths: list[Path]
     long: pd.DataFrame
     titles: dict[str, str]
+    unsettled: list = field(default_factory=list)  # Variants per table cell no rule settled (shown "(N variants)")
 
 
 def render_tables(
@@ -252,6 +254,7 @@ def render_tables(
     metric: str = "em",
     routing_nf: str = "calibration",
     prefer: Sequence[tuple[str, str]] = (),
+    strict: bool = False,
 ) -> WrittenTables:
     """Build the requested tables from ``results_dir`` and write ``out_dir/<table>.<fmt>``.
 
@@ -260,17 +263,17 @@ def render_tables(
     (``em``, EM as the authors compute it, by default); ``routing_nf`` the NF EM
     Tables 8, 9 and 19 route on (``calibration``: the probe's, as strategy=madara;
     ``full``: the NF cell); ``prefer`` the ``--prefer`` settings that choose among
-    variants (:data:`~madara_cli.results.stored.VARIANT_RULE`). Every table is built
-    before any is written, so one that refuses to guess a variant
-    (:class:`~madara_cli.results.stored.AmbiguousVariant`) leaves nothing half-written.
-    Returns the written paths in order.
+    variants (:data:`~madara_cli.results.stored.VARIANT_RULE`); a table cell they do not
+    settle shows ``(N variants)`` and is listed in ``unsettled``, or with ``strict``
+    raises :class:`~madara_cli.results.stored.AmbiguousVariant` before anything is written
+    (every table is built before any is written).
     """
     formats = tuple(formats)
     bad = [f for f in formats if f not in RENDERERS]
     if bad:
         raise ValueError(f"unknown format(s) {', '.join(bad)}; valid: {', '.join(RENDERERS)}")
     names = [resolve_table_name(n) for n in only] if only else list(TABLES)
-    results = load_results(results_dir, metric, routing_nf, prefer)
+    results = load_results(results_dir, metric, routing_nf, prefer, strict)
     extra_notes = results_notes(results, metric)
     built = {name: TABLES[name].builder(results) for name in dict.fromkeys(names)}
     out = Path(out_dir)
@@ -295,7 +298,16 @@ def render_tables(
         long.to_csv(path, index=False)
         written.append(path)
     write_summary(results_dir)
-    return WrittenTables(written, long, titles)
+    return WrittenTables(written, long, titles, distinct_unsettled(df.attrs.get("unsettled", ()) for df in built.values()))
+
+
+def distinct_unsettled(per_table: Iterable[Iterable]) -> list:
+    """The table cells no rule settled, each once however many tables show it."""
+    seen: dict[tuple[str, str, str], Any] = {}
+    for unsettled in per_table:
+        for u in unsettled:
+            seen.setdefault(u.wanted, u)
+    return list(seen.values())
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ import base64
 import io
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,13 +33,14 @@ import pandas as pd
 from markupsafe import Markup, escape
 
 from madara_cli import paper as pv
+from madara_cli.results.health import MARK
 from madara_cli.results.record_files import read_config_text
 from madara_cli.tables.builders import TABLES
 from madara_cli.tables.figure import Figure, pyplot
 from madara_cli.tables.lookup import Results, load_results
 from madara_cli.tables.palette import strategy_colour
 from madara_cli.tables.plots import build_figures, metric_name
-from madara_cli.tables.render import results_notes
+from madara_cli.tables.render import distinct_unsettled, results_notes
 from madara_cli.tables.story import Card, below_floor_text, cards, health_text, paired_text, pct, rho_text
 
 REPORT_DIR = "report"
@@ -54,10 +55,12 @@ FIGURE_CSS_PX_PER_INCH = 100
 
 @dataclass(frozen=True)
 class ReportResult:
-    path: Path
+    path: Path | None
     figures: int
     tables: int
     notes: tuple[str, ...]  # one line per figure skipped and why
+    unsettled: tuple = ()  # Variants per table cell several variants could fill (shown "(N variants)")
+    html: str = field(default="", repr=False)
 
 
 def esc(value: Any) -> str:
@@ -176,13 +179,13 @@ def card_view(card: Card) -> CardView:
     else:
         nf = None if card.nf is None or card.nf.em is None else 100 * card.nf.em
         delta = "" if nf is None else f" ({card.routed_em - nf:+.1f} pp)"
-        treat_em = f"{route} EM {pct(card.routed_em)}"
-        treat = f" vs NF {pct(nf)}{delta} on {card.routed.n} queries ({card.routed_source}); {paired_text(card)}"
+        treat_em = f"{route} EM {pct(card.routed_em, card.routed)}"
+        treat = f" vs NF {pct(nf, card.nf)}{delta} on {card.routed.n} queries ({card.routed_source}); {paired_text(card)}"
         floor = below_floor_text(card)
         if floor:
             treat += f"; {floor}"
         command = ""
-    return CardView(card.label, f"No-Filter EM {pct(card.nf_em)}{nf_n}{cal}", pv.CLASS_LABELS.get(probe.rsc_class, probe.rsc_class or "—"),
+    return CardView(card.label, f"No-Filter EM {pct(card.nf_em, card.nf)}{nf_n}{cal}", pv.CLASS_LABELS.get(probe.rsc_class, probe.rsc_class or "—"),
                     diagnose, route, card.route, probe.reason or "no reason recorded", treat_em, treat, command, health_text(card))
 
 
@@ -255,7 +258,7 @@ def cell_views(results: Results) -> list[CellView]:
         prov = r.provenance or {}
         calls = c.calls_per_query()
         views.append(CellView(
-            c.grid, c.key, c.model, c.benchmark, c.strategy, str(c.n), _pct(r.em), "—" if calls is None else f"{calls:.1f}",
+            c.grid, c.key, c.model, c.benchmark, c.strategy, str(c.n), _pct(r.em) + (MARK if c.degraded else ""), "—" if calls is None else f"{calls:.1f}",
             " ".join(prov.get("overrides") or []) or "(no overrides)", read_config_text(c.path), _engine(prov),
             _versions(prov) if prov else "no provenance recorded", _timing(r), r.health.status,
             r.health.reason if r.health.degraded else "",
@@ -272,6 +275,7 @@ class FigureView:
     width_px: int  # the CSS width it is shown at (at most the page's)
     metric: str
     strategies: tuple[str, ...]
+    key: tuple[str, ...] = ()
 
 
 def figure_view(figure: Figure) -> FigureView:
@@ -282,7 +286,7 @@ def figure_view(figure: Figure) -> FigureView:
     finally:
         pyplot().close(figure.fig)
     return FigureView(figure.stem, figure.title, figure.caption, base64.b64encode(buf.getvalue()).decode("ascii"),
-                      round(width_in * FIGURE_CSS_PX_PER_INCH), figure.metric, figure.strategies)
+                      round(width_in * FIGURE_CSS_PX_PER_INCH), figure.metric, figure.strategies, figure.key)
 
 
 @dataclass(frozen=True)
@@ -308,16 +312,18 @@ def _environment():
     return env
 
 
-def render_report(results: Results, metric: str = "em") -> tuple[str, int, int, tuple[str, ...]]:
-    """The page's HTML, the number of figures and tables in it, and the skip notes."""
+def render_report(results: Results, metric: str = "em") -> ReportResult:
+    """The page's ``html`` (``path`` not set yet), the number of figures and tables in it,
+    the skip notes and the table cells no rule settled."""
     from madara_cli.results.provenance import madara_version
 
     figures, notes = build_figures(results, metric, per_panel=True)
     figure_views = [figure_view(f) for f in figures]
     extra = results_notes(results, metric)
-    shown, folded = [], []
+    shown, folded, unsettled = [], [], []
     for name, table in TABLES.items():
         df = table.builder(results)
+        unsettled.append(df.attrs.get("unsettled", ()))
         if extra:
             df.attrs["notes"] = [*df.attrs.get("notes", []), *extra]
         (shown if holds_ours(df) else folded).append(table_view(df, name))
@@ -326,14 +332,16 @@ def render_report(results: Results, metric: str = "em") -> tuple[str, int, int, 
     routes = [r for column in (routing.strategies.values() if routing else ()) for r in column]
     swatches = legend(figure_views, [*(c.route for c in found), *routes])
     template = _environment().get_template(TEMPLATE)
+    unsettled = distinct_unsettled(unsettled)
     page = template.render(
         root=str(results.root), n_cells=len(results.cells), n_probes=len(results.probes), metric=metric,
         metric_name=metric_name(metric), version=madara_version(),
         skipped=[_rel(Path(s), results.root) for s in results.skipped],
         cards=[card_view(c) for c in found], figures=figure_views, notes=notes, legend=swatches,
         routing=routing, tables=shown, folded=folded, cells=cell_views(results), style=Markup(STYLE),
+        unsettled=[f"{' × '.join(u.wanted)} ({u.count} variants, differing in {', '.join(u.differing)})" for u in unsettled],
     )
-    return page, len(figures), len(shown) + len(folded), tuple(notes)
+    return ReportResult(None, len(figures), len(shown) + len(folded), tuple(notes), tuple(unsettled), page)
 
 
 STYLE = """
@@ -353,32 +361,42 @@ figure{margin:0;max-width:100%;flex:0 1 auto}
 figure img{display:block;width:100%;height:auto;border:1px solid var(--rule);background:#fff}
 figcaption{font-size:.85rem;color:#333;margin-top:.4rem}figcaption strong{color:var(--ink)}
 p.fig-note{font-size:.85rem;color:var(--muted);margin:0;flex:1 1 100%}
-.table td{white-space:nowrap}
+td[data-label="probe"],td[data-label="reason"]{overflow-wrap:anywhere;min-width:8rem}
 .cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,440px),1fr));gap:1rem}
 .card{border:1px solid #bcd;border-left:4px solid var(--accent);padding:.4rem .9rem;background:#fbfdff}
 .card h3{margin:.3rem 0}.card dl{display:grid;grid-template-columns:5.5rem 1fr;gap:.25rem .6rem;margin:.3rem 0;font-size:.9rem}
 .card dt{font-weight:600;color:var(--accent)}.card dd{margin:0;overflow-wrap:anywhere}
 details.fold{margin:.8rem 0}details.fold>summary{cursor:pointer;font-weight:600}
 ul.folded{list-style:none;padding-left:0;columns:2 30rem;column-gap:2rem;font-size:.9rem}ul.folded>li{break-inside:avoid;margin:.15rem 0}
-ul.folded summary{cursor:pointer}.skipped{color:var(--muted)}.degraded{color:#a03c00;font-weight:600}
+ul.folded summary{cursor:pointer}.skipped{color:var(--muted)}.degraded{color:#a03c00;font-weight:600}.unsettled{border-left:4px solid #a03c00;padding:.3rem .7rem;background:#fff8f2}
+.fig-key{font-size:.9rem;margin:.4rem 0 0;padding-left:1.1rem;color:#333}
+table.provenance{width:100%;table-layout:fixed}table.provenance td{overflow-wrap:anywhere}table.provenance .tag{white-space:normal}table.provenance th.wide{width:14%}
+table.provenance pre{white-space:pre-wrap;overflow-wrap:anywhere}
+@media (max-width:1000px){
+table.stack thead{display:none}table.stack,table.stack tbody,table.stack tr{display:block;width:100%}
+table.stack tr{border:1px solid #ccc;margin:.5rem 0;padding:.2rem .5rem}tbody tr:nth-child(even){background:none}
+table.stack td{display:grid;grid-template-columns:minmax(6rem,32%) 1fr;gap:.6rem;border:0;border-bottom:1px solid #eee;white-space:normal!important;overflow-wrap:anywhere}
+table.stack td::before{content:attr(data-label);font-weight:600;color:var(--muted)}
+}
 """
 
 
 def write_report(results_dir: Path | str, out_dir: Path | None = None, metric: str = "em",
-                 prefer: Sequence[tuple[str, str]] = ()) -> ReportResult:
+                 prefer: Sequence[tuple[str, str]] = (), strict: bool = False) -> ReportResult:
     """Write ``out_dir/index.html`` (default ``results_dir/report``). ValueError for an
     unknown metric, or when ``results_dir`` is not a folder;
-    :class:`~madara_cli.results.stored.AmbiguousVariant` (nothing written) when several
-    variants could fill a table cell and ``prefer`` picks none."""
+    with ``strict``, :class:`~madara_cli.results.stored.AmbiguousVariant` (nothing written)
+    when several variants could fill a table cell and ``prefer`` picks none (otherwise
+    the page counts such cells at the top and each table lists their candidates)."""
     root = Path(results_dir)
     if not root.is_dir():
         raise ValueError(f"no results folder at {root} (run something first, or pass --results DIR)")
-    results = load_results(root, metric, prefer=prefer)
-    page, n_figures, n_tables, notes = render_report(results, metric)
+    results = load_results(root, metric, prefer=prefer, strict=strict)
+    rendered = render_report(results, metric)
     out = Path(out_dir) if out_dir is not None else root / REPORT_DIR
     out.mkdir(parents=True, exist_ok=True)
     path = out / REPORT_FILE
     tmp = out / f".{REPORT_FILE}.tmp"
-    tmp.write_text(page, encoding="utf-8")
+    tmp.write_text(rendered.html, encoding="utf-8")
     tmp.replace(path)
-    return ReportResult(path, n_figures, n_tables, notes)
+    return replace(rendered, path=path)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from madara_cli import paper as pv
 from madara_cli.core import stats
+from madara_cli.results.health import MARK
 from madara_cli.results.outputs import ProbeRecord
 from madara_cli.tables.builders.common import madara_outcome
 from madara_cli.tables.compare import paired_outcomes
@@ -78,15 +79,16 @@ def cards(results: Results) -> list[Card]:
     out = []
     for model, benchmark in pairs:
         probe = results.probe(model, benchmark)
-        nf = results.find(model, benchmark, "nf")
+        nf = results.find(model, benchmark, "nf") or None  # several NF variants (Unsettled): no NF cell to read
         route, _, routed, source = madara_outcome(results, model, benchmark, None)
         route = route or probe.route
         out.append(Card(model, benchmark, probe, nf, route, routed, source, _paired(routed, nf)))
     return out
 
 
-def pct(x: float | None) -> str:
-    return "—" if x is None else f"{x:.1f}%"
+def pct(x: float | None, cell: StoredCell | None = None) -> str:
+    """A percentage, marked :data:`~madara_cli.results.health.MARK` when it rests on a degraded ``cell``."""
+    return "—" if x is None else f"{x:.1f}%{MARK if cell is not None and cell.degraded else ''}"
 
 
 def rho_text(probe: ProbeRecord) -> str:
@@ -108,7 +110,7 @@ def diagnose_line(card: Card) -> str:
     probe = card.probe
     cal = "" if probe.em_nf is None else f" ({100 * probe.em_nf:.1f}% on the probe's {probe.n} calibration queries)"
     route = pv.STRATEGY_LABELS.get(card.route or "", card.route or "no route")
-    return (f"Diagnose  {card.label}: NF EM {pct(card.nf_em)}{cal}; RSC class {pv.CLASS_LABELS.get(probe.rsc_class, probe.rsc_class or '—')}, "
+    return (f"Diagnose  {card.label}: NF EM {pct(card.nf_em, card.nf)}{cal}; RSC class {pv.CLASS_LABELS.get(probe.rsc_class, probe.rsc_class or '—')}, "
             f"{rho_text(probe)} → route {route}: {probe.reason or 'no reason recorded'}")
 
 
@@ -144,7 +146,7 @@ def treat_line(card: Card) -> str:
     delta = "" if nf is None else f" ({card.routed_em - nf:+.1f} pp)"
     floor = below_floor_text(card)
     health = health_text(card)
-    return (f"Treat     {card.label}: routed {route} EM {pct(card.routed_em)} vs NF {pct(nf)}{delta} on {card.routed.n} queries; "
+    return (f"Treat     {card.label}: routed {route} EM {pct(card.routed_em, card.routed)} vs NF {pct(nf, card.nf)}{delta} on {card.routed.n} queries; "
             f"{paired_text(card)}{'; ' + floor if floor else ''}{'; ' + health if health else ''}")
 
 

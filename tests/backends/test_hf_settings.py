@@ -206,3 +206,26 @@ def test_a_hub_model_is_keyed_by_the_commit_its_revision_names(tmp_path, monkeyp
     ref.write_text("a" * 40)
     assert f"@hub@{'a' * 40}:" in backend_fingerprint(cfg)
     assert identify(cfg).fragments.hub_commit == "a" * 40 and identify(cfg).payload["model"]["revision"] == "a" * 40
+
+
+def test_the_hf_extra_installs_what_the_backend_asks_for(monkeypatch, tmp_path):
+    """pip install 'madara[hf]' holds every module backend=hf and the embedded model's folder
+    import, and 'madara[peft]' the adapter's; a missing one names the extra to install."""
+    import re
+
+    from madara_cli.backends import hf as hf_backend
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    names = {extra: {re.split(r"[<>=!~ \[]", req, maxsplit=1)[0] for req in reqs} for extra, reqs in extras.items()}
+    assert names["hf"] == {"torch", "transformers", "gguf", "accelerate"} and names["peft"] == {"peft"}
+    monkeypatch.setattr(hf_backend, "_have", lambda module: module not in ("torch", "gguf", "peft"))
+    with pytest.raises(BackendError, match=re.escape("pip install 'madara[hf]'")):
+        CATALOG.get("backend", "hf").build(hf())
+    monkeypatch.setattr(hf_backend, "_have", lambda module: module != "peft")
+    with pytest.raises(BackendError, match=re.escape("pip install 'madara[peft]'")):
+        CATALOG.get("backend", "hf").build(hf(f"backend.adapter={adapter_folder(tmp_path / 'lora')}"))
+    for text in ((ROOT / "docs" / "hf.md").read_text(encoding="utf-8"), (ROOT / "README.md").read_text(encoding="utf-8"),
+                 (ROOT / ".ci" / "run").read_text(encoding="utf-8")):
+        assert "madara[hf]" in text or ".[hf,peft]" in text

@@ -107,3 +107,27 @@ def test_model_sections_run_on_the_embedded_model(tmp_path):
     assert res["overhead"]["ratio_madara_vs_raw"] > 0
     assert res["scoring"]["logprob"]["scores"] == res["scoring"]["generate"]["scores"] == 6
     assert res["stages"]["calls_issued"] > 0 and set(res["stages"]["cells"]) == {"nf", "pde_random", "three_agent", "pde"}
+
+
+@pytest.mark.llm  # the plan fingerprints the SmolLM2 GGUF file (the runs are the fake engine's)
+def test_the_plan_section_puts_each_strategys_estimate_beside_its_run(tmp_path, monkeypatch):
+    """``madara bench --only plan``: a calibration run, then per strategy a plan and a run
+    in a folder of its own, the estimate ÷ the wall time in the table (on the fake engine
+    here, two strategies: the figures are whatever they are, the shape is checked)."""
+    import dataclasses
+
+    import madara_cli.backends as backends
+    import madara_cli.config as config
+    from tests.fakes import FakeBackend
+
+    real = backends.backend_spec
+    monkeypatch.setattr(backends, "backend_spec", lambda name: dataclasses.replace(real(name), build=lambda cfg: FakeBackend()))
+    monkeypatch.setattr(config, "options", lambda group: ["nf", "three_agent"] if group == "strategy" else [])
+    res = run_bench(BenchOptions(limit=2, out_dir=tmp_path / "bench"), ("plan",), say=lambda m: None)["plan"]
+    assert set(res["strategies"]) == {"nf", "three_agent"} and res["skipped"] == {}
+    three = res["strategies"]["three_agent"]
+    assert three["uncached_calls"] > res["strategies"]["nf"]["uncached_calls"] > 0
+    assert three["estimate_s"] > 0 and three["ratio_estimate_vs_wall"] > 0 and three["calibration"]
+    rows = [r for r in summary_rows({"plan": res}) if r[0] == "plan"]
+    assert rows[0][1].startswith("calibration: madara run strategy=three_agent limit=1")
+    assert [r[1].split(":")[0] for r in rows[1:]] == ["nf", "three_agent"] and all(r[2].endswith("×") for r in rows[1:])

@@ -31,26 +31,65 @@ def results(tmp_path: Path) -> Path:
     return root
 
 
-def test_show_opens_with_the_cells_summary_and_keeps_provenance_behind_all(results: Path, monkeypatch, capsys):
-    code, out, err = cli("show", "madara", "--results", str(results), monkeypatch=monkeypatch, capsys=capsys)
+def test_show_answers_first_fits_100_columns_and_keeps_provenance_behind_all(results: Path, monkeypatch, capsys):
+    code, out, err = cli("show", "madara", "--results", str(results), env={"COLUMNS": "100"}, monkeypatch=monkeypatch, capsys=capsys)
     assert code == 0, err
     lines = out.splitlines()
-    head = "\n".join(lines[:25])
-    assert len(lines) <= 25  # the whole summary fits one screen
-    assert "cell        smollm2-135m on mini: madara (retriever bm25s, k=10)" in head
+    assert len(lines) <= 25 and max(len(ln) for ln in lines) <= 100  # one screen, every line within the terminal
+    labels = [ln.split()[0] for ln in lines[1:] if ln.startswith("  ") and not ln.startswith("    ")]
+    assert labels[:5] == ["EM", "health", "route", "probe", "cost"]  # the answer first
+    head = "\n".join(lines)
     assert "EM %        40.0 [11.8, 76.9]  (Wilson 95%)" in head  # 2 of 5, with its interval
     assert "F1 %        55.0  (no interval below n=10)" in head  # a graded metric: no bootstrap at n=5
+    assert "cell        smollm2-135m on mini: madara (retriever bm25s, k=10)" in head
     assert "route       pde: NF 30.0% ≥ τ_NF; stochastic → PDE" in head
     assert "probe       probes/smollm2-135m__mini__n100 (RSC class stochastic, calibration NF 30.0%, reused)" in head
-    assert "115 requests, 23.0 per query" in head and "engine 378.9 s (summed over requests)" in head
+    assert "115 requests, 23.0 per query = 115 sent to the engine + 0 from the cache + 0 repeated in a batch" in " ".join(out.split())
+    assert "engine 378.9 s (summed over requests)" in " ".join(out.split())
     assert "madara_version" not in out and "packages" not in out  # provenance waits for --all
     folder = next((results / "demo").glob("*madara*"))
-    assert lines[-1] == f"every field and the provenance: madara show {folder.name} --results {results} --all"
-    code, full, _ = cli("show", "madara", "--results", str(results), "--all", monkeypatch=monkeypatch, capsys=capsys)
-    assert code == 0 and full.splitlines()[:len(lines) - 2] == lines[:-2]  # the same summary first
+    assert f"folder      demo/{folder.name}" in head
+    assert lines[-1] == "every field and the provenance: the same command with --all"
+    code, full, _ = cli("show", "madara", "--results", str(results), "--all", env={"COLUMNS": "100"}, monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 0 and full.splitlines()[:len(lines) - 1] == lines[:-1]  # the same summary first
     assert "madara_version" in full and "0.1.0" in full and "overrides" in full
     code, probe, _ = cli("show", "smollm2-135m__mini__n100", "--results", str(results), monkeypatch=monkeypatch, capsys=capsys)
     assert code == 0 and "route" in probe and "stochastic (ρ* " in probe and "+0.31 / +0.12 / -0.05" in probe
+    assert probe.splitlines()[1].split()[:2] == ["NF", "EM"]
+    # every path show prints names a record show takes back: probes/<key>, probes/<key>/probe.json, <grid>/<key>
+    for path in ("probes/smollm2-135m__mini__n100", "probes/smollm2-135m__mini__n100/probe.json", f"demo/{folder.name}"):
+        code, again, err = cli("show", path, "--results", str(results), monkeypatch=monkeypatch, capsys=capsys)
+        assert code == 0, err
+
+
+def test_ls_cells_is_a_leaderboard_that_fits_100_columns_filters_sorts_and_prints_json(tmp_path: Path, monkeypatch, capsys):
+    import json
+
+    root = demo_like_results(tmp_path / "results")
+    write_cell(root, "demo", "smollm2-135m", "mini", "self_consistency", list(range(15)), n=20)
+    code, out, err = cli("ls", "cells", "--results", str(root), "--sort", "em", env={"COLUMNS": "100"}, monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert max(len(ln) for ln in lines) <= 100, "\n".join(ln for ln in lines if len(ln) > 100)
+    assert lines[0].split() == ["model", "benchmark", "strategy", "n", "EM", "%", "[95%]", "F1", "%", "health", "calls", "time"]
+    rows = [ln.split() for ln in lines[1:] if ln.startswith(("smollm2", "llama"))]
+    assert len(rows) == 13  # 11 cells and 2 probes, each on one line
+    assert rows[0][:5] == ["llama-3.1-8b", "conflicts", "pde", "10", "90.0"] and rows[1][2] == "self_consistency"  # EM, largest first
+    assert ["rsc-probe", "→", "pde", "100", "30.0", "[22,", "40]"] == next(r for r in rows if r[2] == "rsc-probe")[2:9]
+    code, out, _ = cli("ls", "cells", "model=llama-3.1-8b", "kind=cell", "--results", str(root), "--json", monkeypatch=monkeypatch, capsys=capsys)
+    data = json.loads(out)
+    assert code == 0 and sorted(r["strategy"] for r in data) == ["nf", "pde"]
+    pde = next(r for r in data if r["strategy"] == "pde")
+    assert pde["em"] == 90.0 and pde["em_ci95"][0] < 90 < pde["em_ci95"][1] and pde["requests"] == pde["sent"] + pde["cached"] + pde["repeated"]
+    assert Path(pde["path"]).is_dir() and pde["key"] in pde["path"]
+    code, _, err = cli("ls", "cells", "colour=red", "--results", str(root), monkeypatch=monkeypatch, capsys=capsys)
+    one_line_error(code, err, "no column 'colour'", "model")
+
+
+@pytest.mark.parametrize("verb", [["show"], ["compare"], ["compare", "nf"]])
+def test_show_and_compare_without_a_cell_point_to_ls_cells(verb, tmp_path: Path, monkeypatch, capsys):
+    code, _, err = cli(*verb, "--results", str(tmp_path), monkeypatch=monkeypatch, capsys=capsys)
+    one_line_error(code, err, "madara ls cells")
 
 
 def test_show_prints_a_health_line_when_the_record_has_one(results: Path, monkeypatch, capsys, tmp_path: Path):
@@ -160,17 +199,22 @@ def test_probe_takes_model_and_benchmark_as_overrides_like_run(tmp_path: Path, m
     one_line_error(code, err, "no-such-model")
 
 
-def test_the_run_table_says_what_engine_seconds_sum(results: Path):
+def test_the_run_table_fits_100_columns_and_shows_where_madara_routed(results: Path):
     from types import SimpleNamespace
 
     from rich.console import Console
 
-    from madara_cli.commands.run_verbs import TIME_NOTE, results_table
+    from madara_cli.commands.run_verbs import results_table
+    from madara_cli.experiment.runner import Failed
     from madara_cli.results.record_files import read_cell
 
-    record = read_cell(next((results / "demo").glob("*madara*")))
-    console = Console(width=250, record=True)
-    console.print(results_table([SimpleNamespace(record=record, cell=record.cell, skipped=True)], "cell"))
-    text = console.export_text()
-    assert "wall s" in text and "engine s Σ" in text and f" {record.seconds:.1f} " in text and " 378.9 " in text
-    assert "summed over every request, which exceeds wall time when requests run in parallel" in TIME_NOTE
+    done = [SimpleNamespace(record=read_cell(f), skipped=f.name.count("__madara__") == 1) for f in sorted((results / "demo").iterdir())]
+    console = Console(width=100, record=True)
+    console.print(results_table([*done, Failed("qwen3-8b/mini/nf", "no GGUF")], "grid demo"))
+    lines = console.export_text().splitlines()
+    assert max(len(ln.rstrip()) for ln in lines) <= 100
+    row = next(ln.split() for ln in lines if "madara" in ln)
+    assert row[:9] == ["smollm2-135m", "mini", "madara", "→", "pde", "5", "40.0", "[12,", "77]"]
+    assert row[9:] == ["55.0", "done", "earlier", "23.0", "60s"]  # F1, status, requests per query, wall time
+    assert next(ln.split() for ln in lines if " nf " in ln)[-3] == "ran"
+    assert "skipped: no GGUF" in next(ln for ln in lines if ln.startswith("qwen3-8b"))

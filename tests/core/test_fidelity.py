@@ -179,8 +179,12 @@ def test_tables_render_any_metric_and_footnote_the_split(tmp_path):
 
 
 def test_route_published_reproduces_table2_from_the_command_line():
-    r = cli("route", "--published")
+    r = cli("route", "--published", env={"COLUMNS": "100"})
     assert r.returncode == 0, r.stderr
     assert "10/10 of Table 2's routes reproduced" in r.stdout
+    lines = r.stdout.splitlines()  # one line per pair and one per route's rule, within 100 columns
+    assert max(len(ln) for ln in lines) <= 100 and len(lines) <= 40
+    assert any(ln.split()[:3] == ["llama-3.1-8b", "conflicts", "13.9"] for ln in lines)
+    assert "  qwen3-8b × conflicts: ρ* = -0.50 > -1 (stochastic scoring) → score distribution alignment (SDA)" in lines
     bad = cli("tables", "--metric", "accuracy")
     assert bad.returncode == 2 and "valid: em, em_strict, f1, contains" in bad.stderr

@@ -140,6 +140,42 @@ def test_the_verbs_go_through_the_api(monkeypatch, capsys, tmp_path: Path):
     assert code == 2 and "run_configs reached" in err and seen[-1][1][0][0].strategy.name == "nf"
 
 
+@pytest.fixture
+def fake_engine(monkeypatch):
+    """Every backend builds the deterministic fake engine (nothing loads a model)."""
+    import dataclasses
+
+    import madara_cli.backends as backends
+    from tests.fakes import FakeBackend
+
+    real = backends.backend_spec
+    monkeypatch.setattr(backends, "backend_spec", lambda name: dataclasses.replace(real(name), build=lambda cfg: FakeBackend()))
+
+
+def test_evaluate_returns_plain_data_and_table_prints_it(tmp_path: Path, fake_engine, capsys):
+    """evaluate(): per cell, the metrics with their intervals, health, route and cost as
+    plain data (JSON as it is); a plain progress bar while it runs (not a terminal);
+    table(): one line per cell within 100 columns."""
+    import json
+
+    data = m.evaluate(["strategy=nf,three_agent", "limit=3"], multirun=True, results=tmp_path)
+    shown = capsys.readouterr().out
+    assert "generate [" in shown and "] 3/3 calls done in" in shown  # the plain bar, redrawn with \r, ended per stage
+    assert json.loads(json.dumps(data)) == data and data["failed"] == {}
+    by_strategy = {r["strategy"]: r for r in data["results"].values()}
+    nf, three = by_strategy["nf"], by_strategy["three_agent"]
+    assert nf["n"] == 3 and 0 <= nf["em_ci95"][0] <= nf["em"] <= nf["em_ci95"][1] <= 100
+    assert nf["health"] == "ok" and three["health"] in ("ok", "degraded") and nf["route"] is None
+    assert three["requests"] == three["sent"] + three["cached"] + three["repeated"] > nf["requests"]
+    assert Path(nf["path"]).is_dir() and nf["key"] in data["results"]
+    m.table(data)
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(ln) for ln in lines) <= 100 and lines[0].split()[:3] == ["model", "benchmark", "strategy"]
+    assert sorted(ln.split()[2] for ln in lines[1:]) == ["nf", "three_agent"]
+    m.run_cell(["strategy=nf", "limit=3"], results=tmp_path, progress=False)  # finished: read back, and silent
+    assert capsys.readouterr().out == ""
+
+
 def _doc_code() -> tuple[list[str], list[str]]:
     """docs/python-api.md's ```python blocks, and its `python -c "..."` lines."""
     text = DOC.read_text(encoding="utf-8")
@@ -151,7 +187,7 @@ def _doc_code() -> tuple[list[str], list[str]]:
 def test_the_doc_names_every_public_function():
     text = DOC.read_text(encoding="utf-8")
     for name in ("run_cell", "run_grid", "run", "configs", "run_configs", "compose", "probe", "route", "load", "cells_frame",
-                 "predictions_frame", "probes_frame"):
+                 "predictions_frame", "probes_frame", "evaluate", "table"):
         assert f"`{name}(" in text or f"`{name}`" in text, name
     blocks, one_liners = _doc_code()
     assert len(blocks) == 1 and len(one_liners) == 1
@@ -179,6 +215,7 @@ def test_the_docs_worked_example_runs(tmp_path: Path):
     done = _run_python([str(script)], tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "NF on 2 queries: EM " in done.stdout and "probe routes to " in done.stdout
+    assert "generate [" in done.stdout and ", health ok, 2 requests" in done.stdout  # the plain bar, evaluate's plain data
     cells = pd.read_csv(tmp_path / "results-api" / "summary.csv")
     assert list(cells["strategy"]) == ["nf"] and cells["n"].tolist() == [2]
     assert any((tmp_path / "results-api" / "probes").iterdir())

@@ -561,7 +561,7 @@ def test_a_results_path_with_markup_is_printed_as_it_is(monkeypatch, capsys, tmp
     [cell] = [p for p in results.glob("*/*") if (p / "metrics.json").is_file()]
     assert str(cell) in out.replace("\n", "")
     code, out, err = cli("show", cell.name, "--results", str(results), monkeypatch=monkeypatch, capsys=capsys)
-    assert code == 0 and str(cell) in out.replace("\n", ""), err
+    assert code == 0 and f"{cell.parent.name}/{cell.name} under {results}" in out, err
     code, out, err = cli("tables", "--results", str(results), monkeypatch=monkeypatch, capsys=capsys)
     assert code in (0, 1) and "Traceback" not in err and "MarkupError" not in err, err
     assert "wrote" in out and "[/x][bold]" in out

@@ -170,3 +170,65 @@ def test_the_bench_figures_calibrate_an_engine_nothing_ran_on(tmp_path):
     (cal,) = plan_grid("adhoc", [cfg]).calibrations
     assert cal.source == "bench" and cal.rates == Rates(prefill_s=0.0001, decode_s=0.01)
     assert "from madara bench --only vllm (18 requests" in cal.describe()
+
+
+def test_finished_cells_show_the_engine_and_wall_time_they_recorded(tmp_path, monkeypatch, capsys):
+    """A finished cell's engine seconds live in its record's timing section
+    (timing.engine_seconds): the plan's "finished cells, as measured" shows them, and its
+    wall time beside them."""
+    from madara_cli.experiment.engines import EnginePool
+    from madara_cli.experiment.plan import _fingerprint
+    from madara_cli.experiment.runner import run_cell
+    from tests.fakes import FakeBackend
+
+    cfg = compose([*QWEN, "strategy=nf", "limit=2", f"results_dir={tmp_path}"])
+
+    class Timed(FakeBackend):
+        fingerprint = property(lambda self: _fingerprint(cfg))
+
+        def chat(self, requests):
+            return [Completion(text=c.text, tokens_in=400, tokens_out=5, seconds=37.5) for c in super().chat(requests)]
+
+    with EnginePool(factory=lambda c: Timed()) as pool:
+        done = run_cell(cfg, pool)
+    assert done.record.engine_seconds == 75.0
+    nf = plan_grid("adhoc", [cfg]).by_strategy["nf"]
+    assert (nf.measured_seconds, nf.measured_wall_seconds) == (75.0, pytest.approx(done.record.seconds))
+    code, out, err = cli("plan", "--results", str(tmp_path), *QWEN, "strategy=nf", "limit=2", env={"COLUMNS": "100"},
+                         monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 0, err
+    head, row = [ln.split() for ln in out.split("finished cells, as measured")[1].splitlines() if ln.strip()][:3:2]
+    assert head[-4:] == ["engine", "time", "wall", "time"] and row[:5] == ["nf", "1", "2", "2", "1m15s"]
+
+
+def test_each_kind_of_request_is_priced_by_its_own_fit_and_a_kind_timed_too_little_by_the_prior_at_the_speed_measured(tmp_path):
+    """Generation and score requests run different code in an engine: fitted apart, each
+    prices its own kind (a fit over both misprices each); a kind with too few timed
+    completions takes the prior's rates times how much slower than the prior this machine
+    ran the rest."""
+    from madara_cli.experiment.engine_time import calibrate
+    from madara_cli.experiment.plan import _fingerprint
+
+    cfg = compose(["strategy=nf", "limit=1", f"results_dir={tmp_path}"])  # llama.cpp: a prior exists
+    fp = _fingerprint(cfg)
+    cache = ResponseCache(cfg.cache)
+    chat = [(f"c{i}", Completion(text="x", tokens_in=tin, tokens_out=tout, seconds=0.1 + tin / 500 + tout / 20))
+            for i, (tin, tout) in enumerate([(300, 10), (600, 40), (450, 5), (900, 60)])]
+    score = [(f"s{i}", Completion(text="", tokens_in=tin, tokens_out=0, seconds=tin / 1000)) for i, tin in enumerate([300, 500, 800])]
+    cache.put_many(fp, "chat", chat)
+    cache.put_many(fp, "score", score)
+    cal = calibrate(cfg, fp, cache)
+    chat_rates, score_rates = cal.by_kind["chat"], cal.by_kind["score"]
+    assert (chat_rates.prefill_s, chat_rates.decode_s, chat_rates.call_s) == pytest.approx((1 / 500, 1 / 20, 0.1), rel=1e-6)
+    assert score_rates.prefill_s == pytest.approx(1 / 1000, rel=1e-6) and score_rates.call_s == pytest.approx(0, abs=1e-9)
+    assert cal.seconds("score", 1, 2, 4 * 1400) == pytest.approx(1400 / 1000, rel=1e-3)  # two of 700 tokens; 4 characters a token
+    assert "generation: prefill 500 tok/s, decode 20 tok/s, 0.10 s a call; scores: prefill 1,000 tok/s" in cal.describe()
+    fresh = ResponseCache(tmp_path / "other.sqlite")
+    fresh.put_many(fp, "chat", chat)  # no score timed here: the prior's score rates, as slow as this machine ran the chats
+    cal = calibrate(cfg, fp, fresh)
+    prior = engine_time.prior_for(cfg)[0].rates(float(cfg.model.params_b))
+    factor = sum(c.seconds for _, c in chat) / sum(prior.seconds(1, c.tokens_in, c.tokens_out) for _, c in chat)
+    assert cal.by_kind["score"].prefill_s == pytest.approx(prior.prefill_s * factor, rel=1e-6)
+    assert f"scores: too few timed here, the prior at the speed measured (x{factor:.2g} its time)" in cal.basis
+    cache.close()
+    fresh.close()

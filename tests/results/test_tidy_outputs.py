@@ -240,8 +240,9 @@ def test_plan_estimates_time_from_rates_measured_in_the_cache(results_dir):
     plan = plan_grid("adhoc", [cfg])
     after = plan.total()
     assert after.timed_calls == after.calls - after.cached == before.total().calls
-    # completions without token counts: the fit keeps only the time per call, their mean (1.75 s)
-    assert after.seconds == pytest.approx(1.75 * after.calls)
+    # completions without token counts: each kind's fit keeps only its time per call, its mean: 0.5 s a score
+    # (2 queries x 10 documents x 2 scoring agents) and 3.0 s a generation (the Conflict Detector and the answer)
+    assert after.calls == 44 and after.seconds == pytest.approx(0.5 * 40 + 3.0 * 4)
     assert plan.calibrations[0].source == "measured" and "measured here over 6 calls" in plan.calibrations[0].describe()
 
 

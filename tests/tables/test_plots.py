@@ -205,7 +205,7 @@ def test_show_and_the_run_table_give_a_zero_of_five_cell_its_interval(tmp_path: 
 
     console = Console(width=250, record=True)
     console.print(results_table([row], "cell"))
-    assert "0.0 [0.0, 43.4]" in console.export_text()
+    assert "0.0 [0, 43]" in console.export_text()
 
 
 def _zero_em_cells(root: Path) -> Path:
@@ -303,3 +303,33 @@ def test_one_colour_per_strategy_in_every_figure(results: Path):
     routes = {to_hex(c.get_edgecolor()[0]) for c in by_stem["routing_map"].fig.axes[0].collections if len(c.get_offsets())}
     assert {strategy_colour(r).lower() for r in ("pde", "sda", "atf", "cot")} <= routes
     assert by_stem["routing_map"].strategies[:4] == ("pde", "atf", "cot", "sda")  # the paper's routes, in Table 2's order
+
+
+def test_figures_mark_a_degraded_cell_and_name_the_settings_their_bars_differ_in(tmp_path: Path):
+    """A degraded cell's bar is hatched and its value marked ◊, with a legend entry (and a
+    ringed point in cost vs EM); bars resting on different settings (NF at k=5, 3-Agent at
+    k=10 on two queries) say so in the panel's title and the caption."""
+    from madara_cli.results.health import MARK
+    from madara_cli.tables.plots import DEGRADED_LABEL, build_figures
+    from tests.results.test_health import SMOLLM_ACCOUNTING, SMOLLM_ASSESSMENT
+
+    root = tmp_path / "results"
+    settings = {"model.name": "smollm2-135m", "backend.name": "llamacpp", "benchmark.name": "mini", "retriever.k": 5, "limit": 5}
+    write_cell(root, "demo", "smollm2-135m", "mini", "nf", [0, 1], n=5, limit=5, k=5, settings={**settings, "strategy.name": "nf"})
+    write_cell(root, "adhoc", "smollm2-135m", "mini", "three_agent", [0], n=2, limit=2, assessment=SMOLLM_ASSESSMENT, accounting=SMOLLM_ACCOUNTING,
+               settings={**settings, "strategy.name": "three_agent", "retriever.k": 10, "limit": 2})
+    (task,) = model_tasks(root)
+    assert [p.degraded for p in task.points] == [False, True]
+    assert task.differ == "retriever.k 5 (NF), 10 (3-Agent); limit 5 (NF), 2 (3-Agent)"
+    figures, _ = build_figures(root)
+    by_stem = {f.stem: f for f in figures}
+    em = by_stem["em_by_strategy"]
+    ax = em.fig.axes[0]
+    assert "bars differ in retriever.k 5 (NF), 10 (3-Agent)" in ax.get_title().replace("\n", " ")
+    assert "its bars differ in retriever.k 5 (NF), 10 (3-Agent); limit 5 (NF), 2 (3-Agent)" in em.caption
+    bars = [b for b in ax.patches if b.get_height() > 0]
+    assert [b.get_hatch() or "" for b in bars] == ["", "////"]
+    assert [t.get_text() for t in ax.texts][:2] == ["40.0", f"50.0{MARK}"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [DEGRADED_LABEL]
+    cost = by_stem["cost_vs_em"]
+    assert DEGRADED_LABEL in [t.get_text() for t in cost.fig.legends[0].get_texts()] and "bars differ in" in cost.caption

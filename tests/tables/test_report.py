@@ -77,7 +77,8 @@ def test_report_tables_are_the_builders_own_cells(page: Path):
         df = build_table(name, root)
         html_table = text.split(f'id="{name}"')[1].split('<div class="table"')[0]
         for row in df.itertuples(index=False, name=None):
-            assert "<tr>" + "".join(f"<td>{esc(v)}</td>" for v in row) + "</tr>" in html_table, (name, row)
+            cells = "".join(f'<td data-label="{esc(c)}">{esc(v)}</td>' for c, v in zip(df.columns, row))
+            assert f"<tr>{cells}</tr>" in html_table, (name, row)
 
 
 def test_strings_from_results_are_escaped(tmp_path: Path):
@@ -222,3 +223,43 @@ def test_the_demos_page_tells_its_story_at_a_glance(demo_page: Path, page: Path,
     assert demo["em_by_strategy-1"]["metric"] == "f1" and demo["em_by_strategy-1"]["caption"].startswith("F1 by strategy. EM is 0 in every cell")
     assert demo["em_by_strategy-1"]["counts"]["nf"] > 2000 and demo["em_by_strategy-1"]["counts"]["madara"] > 1000  # bars, not empty frames
     assert not _blank(tmp_path / f"demo-{width}.png")
+
+
+_FITS = """() => {
+  const w = window.innerWidth;
+  const box = el => el.getBoundingClientRect();
+  const cells = label => [...document.querySelectorAll(`td[data-label="${label}"]`)].filter(td => td.closest('details:not([open])') === null);
+  const offscreen = label => cells(label).filter(td => box(td).width === 0 || box(td).right > w + 0.5 || box(td).left < -0.5).length;
+  const clipped = [...document.querySelectorAll('.scroll')].filter(s => s.closest('details:not([open])') === null && s.scrollWidth > s.clientWidth + 1).length;
+  const prov = document.querySelector('table.provenance');
+  const cut = [...prov.querySelectorAll('td')].filter(td => td.scrollWidth > td.clientWidth + 1).length;
+  const key = document.querySelector('figure[data-stem="routing_map"] .fig-key');
+  return {madara: cells('MADARA EM').length, offscreen: ['MADARA EM', 'ΔNF', 'reason', 'key', 'timing'].map(offscreen), clipped,
+          provenance: {right: box(prov).right, width: w, wider: prov.scrollWidth - prov.clientWidth, cut},
+          key: key ? [parseFloat(getComputedStyle(key).fontSize), key.textContent] : null,
+          overflow: document.documentElement.scrollWidth - document.documentElement.clientWidth};
+}"""
+
+
+@needs_chromium
+@pytest.mark.parametrize("width", [800, 1400])
+def test_every_column_that_matters_is_on_screen_and_the_routing_key_is_readable(page: Path, width: int):
+    """At 800 px no column of a shown table sits off-screen or in a sideways-scrolling box
+    (Table 2's MADARA EM and ΔNF, the routing reason: the tables stack); the routing
+    map's key is page text, not 6-pixel figure text; the provenance table is not clipped
+    at 1400 px either."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright not installed (the dev extra)")
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS[1:])
+        try:
+            tab = browser.new_page(viewport={"width": width, "height": 1000})
+            tab.goto(page.resolve().as_uri(), wait_until="load")
+            got = tab.evaluate(_FITS)
+        finally:
+            browser.close()
+    assert got["madara"] > 0 and got["offscreen"] == [0, 0, 0, 0, 0], got
+    assert got["clipped"] == 0 and got["overflow"] <= 0, got
+    prov = got["provenance"]
+    assert prov["right"] <= prov["width"] and prov["wider"] <= 0 and prov["cut"] == 0, prov
+    size, text = got["key"]
+    assert size >= 12 and "Quality-Ordered" in text and "Llama-3.1-8B · Conflicts → PDE" in text, got["key"]

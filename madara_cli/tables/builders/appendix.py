@@ -7,7 +7,17 @@ import numpy as np
 
 from madara_cli import paper as pv
 from madara_cli.strategies.assessed import ATFConfig
-from madara_cli.tables.builders.common import benchmark_label, marked, model_label, number, our_em, percent_f1, strategy_label, table_pairs
+from madara_cli.tables.builders.common import (
+    benchmark_label,
+    marked,
+    minus,
+    model_label,
+    number,
+    our_em,
+    percent_f1,
+    strategy_label,
+    table_pairs,
+)
 from madara_cli.tables.declare import Built, table
 from madara_cli.tables.lookup import Results
 from madara_cli.tables.pairs import pair
@@ -125,7 +135,7 @@ def table_h_floor(res: Results, grid: str) -> Built:
                 "Task": benchmark_label(benchmark),
                 "NF": pair(nf, paper["nf"]),
                 "PDE": pair(pde, paper["pde"]),
-                "PDE − NF": pair(pde - nf if None not in (nf, pde) else None, paper["pde"] - paper["nf"], signed=True),
+                "PDE − NF": pair(minus(pde, nf), paper["pde"] - paper["nf"], signed=True),
             }
         )
     notes = [

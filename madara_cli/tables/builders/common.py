@@ -13,9 +13,10 @@ import numpy as np
 from madara_cli import paper as pv
 from madara_cli.core import stats
 from madara_cli.results.outputs import _num
+from madara_cli.results.stored import Unsettled
 from madara_cli.tables.compare import paired_outcomes
 from madara_cli.tables.lookup import SPARSE, Results, StoredCell
-from madara_cli.tables.pairs import Measured
+from madara_cli.tables.pairs import Measured, Several
 
 
 def model_label(m: str) -> str:
@@ -55,8 +56,10 @@ def table_pairs(res: Results, paper_pairs: Iterable[tuple[str, str]], strategies
 
 
 def our_em(res: Results, model: str, benchmark: str, strategy: str, grid: str | None, retrievers: Sequence[str] = SPARSE) -> float | None:
-    """Our EM in % for a cell, or None when it has not run."""
+    """Our EM in % for a cell, None when it has not run, :class:`Several` when no rule settles which variant."""
     cell = res.find(model, benchmark, strategy, grid, retrievers)
+    if isinstance(cell, Unsettled):
+        return Several(cell.variants)
     return None if cell is None or cell.em is None else Measured(100.0 * cell.em, cell.n, cell.f1, cell.contains,
                                                                  (cell.model, cell.benchmark, cell.strategy, cell.metric), cell.key,
                                                                  degraded=cell.degraded)
@@ -64,26 +67,47 @@ def our_em(res: Results, model: str, benchmark: str, strategy: str, grid: str | 
 
 def percent(cell: StoredCell | None) -> float | None:
     """A cell's score in %, as a plain number (unlike :func:`our_em`, no F1 and contains
-    beside a low one), marked when the cell is degraded."""
+    beside a low one), marked when the cell is degraded; :class:`Several` when unsettled."""
+    if isinstance(cell, Unsettled):
+        return Several(cell.variants)
     if cell is None or cell.em is None:
         return None
     return Measured(100 * cell.em, degraded=True) if cell.degraded else 100 * cell.em
 
 
 def marked(value: float | None, cell: StoredCell | None) -> float | None:
-    """``value`` read from ``cell``, carrying the degraded mark when the cell is degraded."""
+    """``value`` read from ``cell``, carrying the degraded mark when the cell is degraded
+    (:class:`Several` when the cell is unsettled)."""
+    if isinstance(cell, Unsettled):
+        return Several(cell.variants)
     if value is None or cell is None or not cell.degraded:
         return value
     return Measured(float(value), degraded=True)
 
 
+def minus(a: float | None, b: float | None) -> float | None:
+    """``a − b`` (a Δ, a gain), None when either is absent; unsettled when either is
+    :class:`Several`, marked degraded when either rests on a degraded cell."""
+    if a is None or b is None:
+        return None
+    if isinstance(a, Several) or isinstance(b, Several):
+        return a if isinstance(a, Several) else b
+    degraded = getattr(a, "degraded", False) or getattr(b, "degraded", False)
+    return Measured(float(a) - float(b), degraded=True) if degraded else float(a) - float(b)
+
+
 def percent_f1(cell: StoredCell | None) -> float | None:
     """A cell's token F1 in %, as every rate in the tables (the paper prints F1 as a fraction)."""
+    if isinstance(cell, Unsettled):
+        return Several(cell.variants)
     return None if cell is None or cell.f1 is None else 100 * cell.f1
 
 
 def mean_of_all(values: Sequence[float | None]) -> float | None:
-    """The mean of an average row: only when every row it averages has a value."""
+    """The mean of an average row: only when every row it averages has a value (unsettled when one is)."""
+    several = next((v for v in values if isinstance(v, Several)), None)
+    if several is not None:
+        return several
     return float(np.mean(values)) if all(v is not None for v in values) else None
 
 
@@ -99,12 +123,16 @@ def madara_outcome(res: Results, model: str, benchmark: str, grid: str) -> tuple
     if route is None and probe is not None:
         route = probe.route
     route = route.lower() if isinstance(route, str) else None
+    if isinstance(cell, Unsettled):
+        return route, Several(cell.variants), None, "madara cells (variants)"
     if cell is not None and cell.em is not None:
-        return route, 100.0 * cell.em, cell, "madara cell"
+        return route, percent(cell), cell, "madara cell"
     if route:
         routed = res.find(model, benchmark, route, grid)
+        if isinstance(routed, Unsettled):
+            return route, Several(routed.variants), None, f"{route} cells (variants)"
         if routed is not None and routed.em is not None:
-            return route, 100.0 * routed.em, routed, f"{route} cell (routed)"
+            return route, percent(routed), routed, f"{route} cell (routed)"
     return route, None, None, ""
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from madara_cli import paper as pv
-from madara_cli.tables.builders.common import mean_of_all, model_label, our_em, strategy_label
+from madara_cli.tables.builders.common import mean_of_all, minus, model_label, our_em, strategy_label
 from madara_cli.tables.declare import Built, table
 from madara_cli.tables.lookup import Results
 from madara_cli.tables.pairs import MISSING, pair
@@ -21,7 +21,7 @@ def table18(res: Results, grid: str) -> Built:
         for benchmark, short in (("conflicts", "CFL"), ("fever", "FVR")):
             nf = our_em(res, model, benchmark, "nf", grid)
             ce = our_em(res, model, benchmark, "cross_encoder", grid)
-            delta = ce - nf if ce is not None and nf is not None else None
+            delta = minus(ce, nf)
             for column, value in (("nf", nf), ("cross_encoder", ce), ("delta", delta)):
                 label = f"{short} {'CE' if column == 'cross_encoder' else ('Δ' if column == 'delta' else 'NF')}"
                 row[label] = pair(value, pv.TABLE18[(model, benchmark, column)], signed=column == "delta")

@@ -13,6 +13,7 @@ from madara_cli.tables.builders.common import (
     madara_outcome,
     mcnemar_pairs,
     mean_of_all,
+    minus,
     model_label,
     our_em,
     percent,
@@ -71,7 +72,7 @@ def table2(res: Results, grid: str) -> Built:
         probe = res.probe(model, benchmark)
         route, em, _, _ = madara[(model, benchmark)]
         ems = {s: our_em(res, model, benchmark, s, grid) for s in ("nf", "three_agent", "cot", "sda")}
-        delta = em - ems["nf"] if em is not None and ems["nf"] is not None else None
+        delta = minus(em, ems["nf"])
         row = {
             "Model": model_label(model),
             "Task": benchmark_label(benchmark),
@@ -126,7 +127,7 @@ def table5(res: Results, grid: str) -> Built:
         for retriever, label in labels.items():
             pde = our_em(res, model, "triviaqa", "pde", grid, groups[retriever])
             nf = our_em(res, model, "triviaqa", "nf", grid, groups[retriever])
-            gain = pde - nf if pde is not None and nf is not None else None
+            gain = minus(pde, nf)
             row[label] = pair(gain, pv.TABLE5[(model, "triviaqa", retriever)], signed=True)
         rows.append(row)
     return rows, ["Gain = PDE EM − NF EM on TriviaQA with the same retriever (cell field `retriever`)."]

@@ -7,7 +7,7 @@ import numpy as np
 
 from madara_cli import paper as pv
 from madara_cli.core import stats
-from madara_cli.tables.builders.common import benchmark_label, model_label, percent, strategy_label, table_pairs
+from madara_cli.tables.builders.common import benchmark_label, minus, model_label, percent, strategy_label, table_pairs
 from madara_cli.tables.compare import paired_outcomes
 from madara_cli.tables.declare import Built, table
 from madara_cli.tables.lookup import Results, hop_count, support_in_topk
@@ -25,7 +25,7 @@ def table6(res: Results, grid: str) -> Built:
         cell = res.find(model, benchmark, strategy, grid)
         ours_em = percent(cell)
         ours_f1 = None if cell is None or cell.f1 is None else 100 * cell.f1
-        ours_delta = ours_em - nf_em if ours_em is not None and nf_em is not None and strategy != "nf" else None
+        ours_delta = minus(ours_em, nf_em) if strategy != "nf" else None
         rows.append(
             {
                 "Method": strategy_label(strategy),

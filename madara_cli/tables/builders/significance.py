@@ -12,6 +12,7 @@ from madara_cli.tables.builders.common import (
     holm_stars,
     mcnemar_pairs,
     mean_of_all,
+    minus,
     model_label,
     our_em,
     percent,
@@ -77,7 +78,7 @@ def table15(res: Results, grid: str) -> Built:
             pde_cell, nf_cell = cells[model]
             nf = percent(nf_cell)
             pde = percent(pde_cell)
-            gain = pde - nf if pde is not None and nf is not None else None
+            gain = minus(pde, nf)
             ours_values.append((nf, pde, gain))
             rows.append(
                 {
@@ -109,7 +110,7 @@ def table16(res: Results, grid: str) -> Built:
     for model in pv.CORE_MODELS:
         nf = our_em(res, model, "triviaqa", "nf", grid, DENSE)
         pde = our_em(res, model, "triviaqa", "pde", grid, DENSE)
-        gain = pde - nf if nf is not None and pde is not None else None
+        gain = minus(pde, nf)
         ours_values.append((nf, pde, gain))
         get = partial(pv.lookup, pv.TABLE16, model, "triviaqa")
         rows.append(
