@@ -80,6 +80,19 @@ def no_engine(monkeypatch):
 
 
 @pytest.fixture
+def fake_engine(monkeypatch):
+    """Every backend builds the deterministic fake engine (nothing loads a model)."""
+    import dataclasses
+
+    from madara_cli.plugins.catalog import CATALOG
+    from tests.fakes import FakeBackend
+
+    real = CATALOG.get
+    monkeypatch.setattr(CATALOG, "get", lambda kind, name: dataclasses.replace(real(kind, name), build=lambda cfg: FakeBackend())
+                        if kind == "backend" else real(kind, name))
+
+
+@pytest.fixture
 def fake_server():
     """A scripted OpenAI-compatible server on a free local port (``tests.fakes.Script``)."""
     from tests.fakes import scripted_server

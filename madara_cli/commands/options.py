@@ -24,13 +24,21 @@ class _Terminal(Console):
 
         return super().render_str(printable(text, keep_newlines=True), **kwargs)
 
+    def __init__(self, **kwargs):  # noqa: ANN003 - rich's signature
+        super().__init__(**kwargs)
+        self._width = None  # rich reads COLUMNS once, at import; :attr:`size` reads it per call
+
     @property
     def size(self):  # noqa: ANN201 - rich's type
-        """The terminal's size; ``COLUMNS`` wide when set; :data:`PIPED_WIDTH` when piped
-        without it (rich would assume 80 columns, and tables read badly)."""
+        """The terminal's size; ``COLUMNS`` wide when set (read at each call, not once at
+        import); :data:`PIPED_WIDTH` when piped without it (rich would assume 80 columns,
+        and tables read badly)."""
         from rich.console import ConsoleDimensions
 
-        if self._width is None and not self.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
+        columns = os.environ.get("COLUMNS", "")
+        if columns.isdigit() and int(columns) > 0:
+            return ConsoleDimensions(int(columns), super().size.height)
+        if not self.is_terminal:
             return ConsoleDimensions(PIPED_WIDTH, 25)
         return super().size
 

@@ -150,10 +150,13 @@ class PlainBar:
 
 
 def auto_progress():
-    """Progress for the Python API: rich bars on a terminal, :class:`PlainBar` in a
-    notebook (an IPython kernel) or on any other stream."""
+    """Progress for the Python API: :class:`PlainBar` on stdout in a notebook (an IPython
+    kernel shows it under the cell), rich bars on a terminal, else a plain bar on stderr: a
+    script's stdout holds only what the script prints."""
     import sys
 
-    if "ipykernel" not in sys.modules and sys.stderr.isatty():
+    if "ipykernel" in sys.modules:
+        return PlainBar(sys.stdout)
+    if sys.stderr.isatty():
         return StageProgress(Console(stderr=True, markup=False))
-    return PlainBar()
+    return PlainBar(sys.stderr)

@@ -110,18 +110,12 @@ def test_model_sections_run_on_the_embedded_model(tmp_path):
 
 
 @pytest.mark.llm  # the plan fingerprints the SmolLM2 GGUF file (the runs are the fake engine's)
-def test_the_plan_section_puts_each_strategys_estimate_beside_its_run(tmp_path, monkeypatch):
+def test_the_plan_section_puts_each_strategys_estimate_beside_its_run(tmp_path, monkeypatch, fake_engine):
     """``madara bench --only plan``: a calibration run, then per strategy a plan and a run
     in a folder of its own, the estimate ÷ the wall time in the table (on the fake engine
     here, two strategies: the figures are whatever they are, the shape is checked)."""
-    import dataclasses
-
-    import madara_cli.backends as backends
     import madara_cli.config as config
-    from tests.fakes import FakeBackend
 
-    real = backends.backend_spec
-    monkeypatch.setattr(backends, "backend_spec", lambda name: dataclasses.replace(real(name), build=lambda cfg: FakeBackend()))
     monkeypatch.setattr(config, "options", lambda group: ["nf", "three_agent"] if group == "strategy" else [])
     res = run_bench(BenchOptions(limit=2, out_dir=tmp_path / "bench"), ("plan",), say=lambda m: None)["plan"]
     assert set(res["strategies"]) == {"nf", "three_agent"} and res["skipped"] == {}

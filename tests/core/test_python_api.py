@@ -140,18 +140,6 @@ def test_the_verbs_go_through_the_api(monkeypatch, capsys, tmp_path: Path):
     assert code == 2 and "run_configs reached" in err and seen[-1][1][0][0].strategy.name == "nf"
 
 
-@pytest.fixture
-def fake_engine(monkeypatch):
-    """Every backend builds the deterministic fake engine (nothing loads a model)."""
-    import dataclasses
-
-    import madara_cli.backends as backends
-    from tests.fakes import FakeBackend
-
-    real = backends.backend_spec
-    monkeypatch.setattr(backends, "backend_spec", lambda name: dataclasses.replace(real(name), build=lambda cfg: FakeBackend()))
-
-
 def test_evaluate_returns_plain_data_and_table_prints_it(tmp_path: Path, fake_engine, capsys):
     """evaluate(): per cell, the metrics with their intervals, health, route and cost as
     plain data (JSON as it is); a plain progress bar while it runs (not a terminal);
@@ -159,7 +147,7 @@ def test_evaluate_returns_plain_data_and_table_prints_it(tmp_path: Path, fake_en
     import json
 
     data = m.evaluate(["strategy=nf,three_agent", "limit=3"], multirun=True, results=tmp_path)
-    shown = capsys.readouterr().out
+    shown = capsys.readouterr().err  # not a terminal, not a notebook: stderr, so a script's stdout stays its own
     assert "generate [" in shown and "] 3/3 calls done in" in shown  # the plain bar, redrawn with \r, ended per stage
     assert json.loads(json.dumps(data)) == data and data["failed"] == {}
     by_strategy = {r["strategy"]: r for r in data["results"].values()}

@@ -4,7 +4,6 @@ steps as written, its `madara run` on the fake engine)."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
@@ -15,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes import FakeBackend, cli
+from tests.fakes import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNNING = (ROOT / "docs" / "running.md").read_text(encoding="utf-8")
@@ -27,16 +26,6 @@ def fenced(text: str, after: str, lang: str) -> str:
     m = re.compile(rf"```{lang}\n(.*?)```", re.S).search(text, start)
     assert m, (after, lang)
     return m.group(1)
-
-
-@pytest.fixture
-def fake_engine(monkeypatch):
-    """Every backend builds the deterministic fake engine (a CLI run loads no model)."""
-    from madara_cli.plugins.catalog import CATALOG
-
-    real = CATALOG.get
-    monkeypatch.setattr(CATALOG, "get", lambda kind, name: dataclasses.replace(real(kind, name), build=lambda cfg: FakeBackend())
-                        if kind == "backend" else real(kind, name))
 
 
 def test_the_mlflow_snippet_reads_the_runs_madara_logs(tmp_path, monkeypatch, capsys, fake_engine):
