@@ -203,7 +203,7 @@ def test_the_docs_worked_example_runs(tmp_path: Path):
     done = _run_python([str(script)], tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "NF on 2 queries: EM " in done.stdout and "probe routes to " in done.stdout
-    assert "generate [" in done.stdout and ", health ok, 2 requests" in done.stdout  # the plain bar, evaluate's plain data
+    assert "generate [" in done.stderr and ", health ok, 2 requests" in done.stdout  # the plain bar (stderr: a script, not a notebook), evaluate's plain data
     cells = pd.read_csv(tmp_path / "results-api" / "summary.csv")
     assert list(cells["strategy"]) == ["nf"] and cells["n"].tolist() == [2]
     assert any((tmp_path / "results-api" / "probes").iterdir())
