@@ -317,8 +317,7 @@ def subset_stability(normal: ScoreMatrix, perturbed_by_level: Sequence[ScoreMatr
 def degenerate_scoring(scores: ScoreMatrix | Sequence[float], floor: float = 0.0, ceiling: float = 5.0, share: float = 0.9) -> Degeneracy:
     """Flag scores with >= ``share`` of valid values at the floor or at the ceiling,
     all values equal, or no valid value at all (NaNs are ignored)."""
-    values = np.asarray(as_score_matrix(scores) if _is_nested(scores) else np.asarray(scores, dtype=float), dtype=float).ravel()
-    values = values[~np.isnan(values)]
+    values = _valid_scores(scores)
     if len(values) == 0:
         return Degeneracy(is_degenerate=True, reason="no parsable scores")
     floor_share = float(np.mean(values <= floor))
@@ -334,10 +333,11 @@ def degenerate_scoring(scores: ScoreMatrix | Sequence[float], floor: float = 0.0
     return Degeneracy(is_degenerate=reason is not None, floor_share=floor_share, ceiling_share=ceiling_share, mean_score=mean, reason=reason)
 
 
-def _is_nested(scores: Any) -> bool:
-    if isinstance(scores, np.ndarray):
-        return scores.ndim == 2
-    return len(scores) > 0 and not np.isscalar(scores[0])
+def _valid_scores(scores: ScoreMatrix | Sequence[float]) -> np.ndarray:
+    """Every non-NaN score of a ``[query][doc]`` matrix or a flat sequence, flattened."""
+    nested = scores.ndim == 2 if isinstance(scores, np.ndarray) else len(scores) > 0 and not np.isscalar(scores[0])
+    values = np.asarray(as_score_matrix(scores) if nested else np.asarray(scores, dtype=float), dtype=float).ravel()
+    return values[~np.isnan(values)]
 
 
 def score_entropy(scores: ScoreMatrix | Sequence[float], bins: Sequence[int] = range(0, 6)) -> float:
@@ -346,8 +346,7 @@ def score_entropy(scores: ScoreMatrix | Sequence[float], bins: Sequence[int] = r
     [min(bins), max(bins)] and counted over K = 6 levels 0..5, so 0 is one level and 1 a uniform
     spread; NaN with no valid score."""
     levels = np.asarray(list(bins), dtype=float)
-    values = np.asarray(as_score_matrix(scores) if _is_nested(scores) else np.asarray(scores, dtype=float), dtype=float).ravel()
-    values = values[~np.isnan(values)]
+    values = _valid_scores(scores)
     if len(values) == 0 or len(levels) < 2:
         return math.nan
     rounded = np.clip(np.floor(values + 0.5), levels.min(), levels.max())
