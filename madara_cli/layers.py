@@ -1,16 +1,9 @@
-"""The layer order of the package, written once: each layer may import only from the
-layers before it (and, without a circle, from modules of its own layer).
-
-Every entry is a module or package name below ``madara_cli`` ("config" stands for
-``madara_cli.config`` and all of its modules). A module belongs to the layer of the
-longest entry that names it or one of its parents; ``madara_cli/__init__.py`` itself
-belongs to the core. ``tests/test_layers.py`` reads every import of every module in
-the package (those inside functions and ``import_module("...")`` strings too) and fails
-when one points to a later layer, when the imports make a circle, or when two modules
-share a file name.
-
-Nothing in the package reads this at run time; it is here, beside the code it orders,
-so that a new module or package is placed in the order by the change that adds it.
+"""The package's layer order, written once: a layer imports only from earlier layers (and, without
+a circle, its own). Entries name modules or packages below ``madara_cli`` ("config": all of
+``madara_cli.config``); a module belongs to the longest entry naming it or a parent, and
+``madara_cli/__init__.py`` to the core. ``tests/core/test_layers.py`` reads every import (in
+functions and ``import_module("...")`` strings too) and fails on a later layer, a circle or two
+modules sharing a file name. Unread at run time: it sits here so a change adding a module places it.
 """
 
 from __future__ import annotations

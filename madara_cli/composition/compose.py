@@ -1,18 +1,12 @@
-"""Composing a run's config: :func:`compose` lays the Hydra overrides over
-``configs/config.yaml`` and the chosen options' schemas, checked and resolved.
+"""Composing a run's config: :func:`compose` lays the Hydra overrides over ``configs/config.yaml``
+and the chosen options' schemas, checked and resolved, choices as plain strings.
 
-Composition sits above the plug-ins it composes (backends, retrievers, strategies,
-benchmark loaders): it loads them itself (:func:`madara_cli.composition.plugins.ensure_loaded`)
-and asks the data layer for a benchmark loader by name, so nothing below it holds a
-callback. Where configs are found, the override checks that need no plug-in and grids
-stay in :mod:`madara_cli.config`.
-
-``configs/config.yaml`` starts its defaults list with ``base_config`` (the
-:class:`~madara_cli.config.schema.RootConfig` schema), and each
-``configs/strategy/<name>.yaml`` with ``<name>_schema`` (that strategy's own
-schema), so composition validates every group option and every choice (Enum)
-setting; :mod:`madara_cli.config.validate` checks overrides first and ranges after.
-The composed config holds plain strings for the choices.
+It sits above the plug-ins it composes and loads them itself
+(:func:`madara_cli.composition.plugins.ensure_loaded`), so nothing below holds a callback;
+config folders, plug-in-free override checks and grids stay in :mod:`madara_cli.config`.
+``config.yaml``'s defaults start with ``base_config`` (:class:`~madara_cli.config.schema.RootConfig`)
+and each ``strategy/<name>.yaml``'s with ``<name>_schema``, so every option and Enum choice is
+validated; :mod:`madara_cli.config.validate` checks overrides first and ranges after.
 """
 
 from __future__ import annotations
@@ -50,11 +44,9 @@ from madara_cli.plugins.catalog import CATALOG
 
 
 def _force_add_settings(overrides: list[Override], chosen: dict[str, str]) -> list[str]:
-    """A group yaml without a ``<name>_schema`` defaults entry (the shipped backends and
-    retrievers, a user's strategy) composes as a free node holding only its own keys;
-    its schema is laid over it after composition, so an override of a schema setting
-    the yaml leaves out is passed as ``++group.X`` (set or add) instead of failing as
-    an unknown key."""
+    """A group yaml without a ``<name>_schema`` default (shipped backends and retrievers, a user's
+    strategy) composes as a free node, its schema laid over after; so an override of a schema
+    setting the yaml leaves out goes as ``++group.X``, not failing as an unknown key."""
     free = []
     for group, option in chosen.items():
         node = _option_yaml(option, group)
@@ -71,8 +63,7 @@ def _force_add_settings(overrides: list[Override], chosen: dict[str, str]) -> li
 
 
 def _typed_group(cfg: DictConfig, group: str, option: str) -> str | None:
-    """Lay the group option's schema over a node composed without it (see above); a
-    strategy's ``impl`` is returned (it is no setting of the schema)."""
+    """Lay the option's schema over a node composed without it; returns a strategy's ``impl`` (no schema setting)."""
     impl = None
     if group == "strategy" and "impl" in cfg.strategy:
         impl = cfg.strategy.impl
@@ -95,14 +86,12 @@ def _typed_group(cfg: DictConfig, group: str, option: str) -> str | None:
 
 @functools.cache
 def _structured(schema: type) -> DictConfig:
-    """``OmegaConf.structured(schema)``, made once per schema (a merge copies its first
-    config, so the one made is never changed)."""
+    """``OmegaConf.structured(schema)`` once per schema (a merge copies its first config: never changed)."""
     return OmegaConf.structured(schema)
 
 
 def _hydra_once(overrides: list[str]) -> DictConfig:
-    """Hydra's composition of ``config.yaml`` with ``overrides``, from the primary config
-    folder (the first of ``overrides`` name the search path: :func:`primary_and_searchpath`)."""
+    """Hydra's composition of ``config.yaml`` with ``overrides`` (search path first) from the primary folder."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
@@ -112,14 +101,11 @@ def _hydra_once(overrides: list[str]) -> DictConfig:
         return hydra_compose(config_name="config", overrides=list(overrides))
 
 
-# Hydra composes a config in two steps: the defaults list (config.yaml and the group
-# options chosen) is merged, then each value override (``limit=5``, ``strategy.top_k=3``,
-# ``++backend.x=1``) is laid over the result in order. The first step is most of the
-# cost (about 0.1 s a cell), and a grid repeats it for every cell with the same group
-# choices: it is made once per distinct (search path and its files, schemas, group
-# choices and Hydra settings), and each cell's value overrides are laid over a copy by
-# Hydra's own step (ConfigLoaderImpl._apply_overrides_to_config), so a composed config is
-# the same, byte for byte, as one composed whole (tests/core/test_compose_fast.py).
+# Hydra merges the defaults list, then lays each value override (``limit=5``, ``++backend.x=1``)
+# over it in order. The first step is most of the cost (~0.1 s a cell), so it is made once per
+# distinct (search path and files, schemas, group choices, Hydra settings) and each cell's value
+# overrides go over a copy by Hydra's own ConfigLoaderImpl._apply_overrides_to_config: byte for
+# byte a whole composition (tests/core/test_compose_fast.py).
 _BASES: dict[tuple, DictConfig] = {}  # Hydra's first step, copied per cell
 _REPOS: dict[tuple, object] = {}
 _GROUPS: dict[tuple, bool] = {}  # (search state, key) -> whether Hydra reads the key as a config group
@@ -128,10 +114,9 @@ _RACY_S = 2.0  # a yaml file changed this recently may change again within its s
 
 
 def _search_state(overrides_head: tuple[str, ...]) -> tuple | None:
-    """What Hydra's first step reads besides the overrides: the search path, every yaml
-    file in it by its stamp (device, inode, size, mtime and ctime in nanoseconds), and the
-    schemas registered; None when a file changed within the last :data:`_RACY_S` seconds,
-    ``()`` when the folders are too large to stamp: the config is then composed whole."""
+    """What Hydra's first step reads besides the overrides: the search path, each yaml's stamp
+    (device, inode, size, mtime, ctime ns) and the registered schemas; None when a file changed
+    within :data:`_RACY_S`, ``()`` when too many to stamp (then composed whole)."""
     import os
     import time
 
@@ -141,8 +126,7 @@ def _search_state(overrides_head: tuple[str, ...]) -> tuple | None:
     primary = primary_and_searchpath()[0]
     stamps: list[tuple] = []
     now = time.time_ns()
-    # a scratch primary is a copy of a config.yaml stamped below (written when it first
-    # served, so always "just changed"): stamping it would compose a grid whole
+    # a scratch primary copies a config.yaml stamped below and is always "just changed": stamping it would compose a grid whole
     own = [] if primary in scratch_primaries() else [Path(primary)]
     for root in dict.fromkeys([*own, *search_dirs()]):
         for folder, dirs, files in os.walk(root):
@@ -169,8 +153,7 @@ _HELD: dict[tuple, tuple | None] | None = None  # while held_state() is on: each
 
 @contextlib.contextmanager
 def held_state() -> Iterator[None]:
-    """Compose many cells (a grid) from the config files as they are when it starts: their
-    stamps are read once, not once per cell."""
+    """Compose many cells (a grid) from the config files as they start: stamps read once, not per cell."""
     from madara_cli.config.folders import holding_files
 
     global _HELD
@@ -192,12 +175,10 @@ def _state(head: tuple[str, ...]) -> tuple | None:
 
 
 def _clone(node: Any, parent: Any = None) -> Any:
-    """A copy of an OmegaConf node and everything under it, as ``copy.deepcopy`` makes it
-    (each node's metadata and flags its own, values shared as OmegaConf's own copy shares
-    them, a fresh resolver cache) at about a tenth of its cost: ``deepcopy`` goes through
-    the generic memo machinery for every node and every metadata field, and was a third
-    of what a grid cell cost to compose. Checked against ``deepcopy`` in
-    tests/composition/test_compose_fast.py, for the OmegaConf pinned in constraints.txt."""
+    """An OmegaConf node's deep copy as ``copy.deepcopy`` makes it (own metadata and flags, values
+    shared as OmegaConf shares them, a fresh resolver cache) at a tenth of its cost (deepcopy's memo
+    machinery was a third of a grid cell's); checked against deepcopy in
+    tests/composition/test_compose_fast.py for the OmegaConf in constraints.txt."""
     from collections import defaultdict
 
     new = object.__new__(type(node))
@@ -221,10 +202,8 @@ def _clone(node: Any, parent: Any = None) -> Any:
 
 
 def _split_values(primary: str, overrides: list[str]) -> tuple[tuple, list, tuple[str, ...]] | None:
-    """(search state, value overrides, the rest as given) of a composition's overrides:
-    the value overrides are those Hydra lays over the defaults list's result, in order;
-    the rest (the search path, group choices, Hydra's own settings) make that result.
-    None when the config files are not stamped (it is then composed whole)."""
+    """(search state, value overrides in order, the rest as given: search path, group choices and
+    Hydra settings, which make the defaults list's result); None when files are unstamped."""
     parsed = [o.hydra for o in parse_overrides(overrides)]
     head = tuple(o.input_line for o in parsed if o is not None and o.key_or_group == "hydra.searchpath")
     state = _state(head) if all(o is not None for o in parsed) else None
@@ -256,9 +235,8 @@ def _split_values(primary: str, overrides: list[str]) -> tuple[tuple, list, tupl
 
 
 def _hydra_config(primary: str, overrides: list[str]) -> DictConfig:
-    """Hydra's composition of ``config.yaml`` with ``overrides`` (the search path's
-    ``hydra.searchpath`` first): the defaults-list step made once per distinct group
-    choices (see above), the value overrides laid over a copy of it."""
+    """Hydra's composition of ``config.yaml`` with ``overrides`` (``hydra.searchpath`` first): the
+    defaults step once per distinct choices, value overrides over a copy."""
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
 
     split = _split_values(primary, overrides)
@@ -268,18 +246,15 @@ def _hydra_config(primary: str, overrides: list[str]) -> DictConfig:
     key = (state, base)
     if key not in _BASES:
         _BASES[key] = _hydra_once(list(base))
-    # a clone, not a pickle round trip (tests/core/test_safety.py keeps pickle out of the
-    # package whatever it would read)
+    # a clone, not a pickle round trip (tests/core/test_safety.py keeps pickle out of the package)
     cfg = _clone(_BASES[key])
     ConfigLoaderImpl._apply_overrides_to_config(values, cfg)
     return cfg
 
 
-# The composed config is plain (OmegaConf.create of its resolved container): building one
-# node by node is the largest part of what a cell costs once Hydra's step is remembered,
-# and a grid's cells hold the same keys, lists of the same lengths and values of the same
-# types. So a config of each such shape is built once and kept; a cell's is a copy of it
-# with the values that differ set one by one, the nodes create() would make.
+# The composed config is OmegaConf.create of its resolved container, the largest cost once Hydra's
+# step is remembered; a grid's cells share one shape (keys, list lengths, value types), so one
+# config per shape is kept and a cell's is a copy with its differing values set one by one.
 _PLAIN: dict[tuple, tuple[DictConfig, Any]] = {}
 
 
@@ -318,8 +293,7 @@ def _plain(container: dict) -> DictConfig:
 
 
 def _interpolates(value: Any) -> bool:
-    """Whether any string in a container holds ``${`` (an interpolation, or text that
-    looks like one: then OmegaConf decides)."""
+    """Whether any string in a container holds ``${`` (then OmegaConf decides whether it interpolates)."""
     if isinstance(value, dict):
         return any(_interpolates(v) for v in value.values())
     if isinstance(value, list):
@@ -329,10 +303,9 @@ def _interpolates(value: Any) -> bool:
 
 def _container(primary: str, given: list[str], chosen: dict[str, str], prompts: str | None,
                interpolations: list[tuple[tuple, str]] | None = None) -> dict:
-    """The composed config as plain data, resolved (without ``overrides``): Hydra's
-    composition of ``given``, each group's schema laid over its node, the strategy's
-    ``impl`` kept where it differs from its name. ``interpolations`` is given each
-    (path, text) of a value that interpolates, as written."""
+    """The composed config as resolved plain data (no ``overrides``): Hydra's composition of
+    ``given``, schemas laid over, the strategy's ``impl`` kept where unlike its name;
+    ``interpolations`` receives each (path, text as written) of an interpolating value."""
     cfg = _hydra_config(primary, given)
     impl = None
     for group in PLUGGABLE:
@@ -354,16 +327,11 @@ def _container(primary: str, given: list[str], chosen: dict[str, str], prompts: 
     return container  # type: ignore[return-value]
 
 
-# A grid's cells share their group choices and differ in a few value overrides
-# (``seed=3``, ``strategy.top_k=5``). While a grid composes (held_state), a cell is made
-# from two kinds of remembered compositions: its group choices' alone (the base), and,
-# for each of its value overrides, the base with that override alone, kept as the
-# leaves it changes. Where the changes of a cell's overrides touch different leaves, the
-# cell is the base with all of them set: what composing it whole gives, since a value
-# override sets its own key and the values that interpolate it. Where two touch one leaf
-# (a key given twice, or two keys one value interpolates), where an override adds to or
-# deletes from the config, or where composing a part alone fails, the cell is composed
-# the ordinary way. Compared byte for byte against whole compositions in
+# While a grid composes (held_state), a cell is its group choices' composition (the base) with
+# the leaves each value override changed in the base alone (``seed=3``): what composing it whole
+# gives, since an override sets its key and what interpolates it. Where two touch one leaf (a key
+# given twice, two keys one value interpolates), an override adds or deletes, or a part fails
+# alone, the cell is composed the ordinary way. Compared byte for byte in
 # tests/composition/test_compose_fast.py.
 _CELL_BASES: dict[tuple, dict | None] = {}
 _CELL_CHANGES: dict[tuple, list | None] = {}
@@ -378,8 +346,7 @@ def _copy_plain(value: Any) -> Any:
 
 
 def _changes(new: Any, old: Any, path: tuple = ()) -> list[tuple[tuple, Any]] | None:
-    """(path, value) of every value of ``new`` that ``old`` lacks or holds otherwise (a
-    list is one value); None when ``new`` lacks a key ``old`` has."""
+    """(path, value) of each value ``old`` lacks or holds otherwise (a list is one); None when ``new`` lacks a key of ``old``."""
     if not (isinstance(new, dict) and isinstance(old, dict)):
         return [] if type(new) is type(old) and new == old else [(path, new)]
     if any(k not in new for k in old):
@@ -408,9 +375,8 @@ _PLAIN_REF = re.compile(r"\$\{([A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*)*)\}")
 
 
 def _reads(container: dict, written: list[tuple[tuple, str]]) -> tuple | None:
-    """What a base's interpolations read: each (path, text, the values it refers to), or
-    None where one is more than plain ``${key}`` references (a resolver, a relative or
-    nested reference): the changes an override makes are then this base's alone."""
+    """Each (path, text, values referred to) of a base's interpolations; None where one is more than
+    plain ``${key}`` (a resolver, relative or nested): an override's changes are then this base's alone."""
     out = []
     for path, text in written:
         if "${" in _PLAIN_REF.sub("", text):
@@ -438,9 +404,8 @@ def _quiet_container(primary: str, given: list[str], chosen: dict[str, str], pro
 
 
 def _set_by(o: Any, one: dict, start: dict) -> list[tuple[tuple, Any]] | None:
-    """What value override ``o`` set, composed over ``start`` alone (``one``): the values
-    that differ, and its own key's value even where it equals ``start``'s (another base
-    sharing these changes may hold another value there)."""
+    """What value override ``o`` set over ``start`` alone (``one``): the values that differ, and its
+    own key's even if equal (another base sharing these changes may differ there)."""
     changes = _changes(one, start)
     if changes is None:
         return None
@@ -455,19 +420,15 @@ def _set_by(o: Any, one: dict, start: dict) -> list[tuple[tuple, Any]] | None:
     return changes
 
 
-# A value axis of many values (seed=range(0,2500)) would compose one part per value. Where
-# one value of a key set exactly that key to exactly the value given (its type kept: an
-# int to an int setting, a string to a string one) and nothing interpolates the key,
-# another value of the same type sets it the same way: the key's changes are that value.
-# (Types are checked per cell before this, by check_override_types; ranges after, by
-# validate_config.)
+# A many-valued axis (seed=range(0,2500)) would compose a part per value: where one value set
+# exactly its key to exactly itself (type kept) and nothing interpolates the key, another value of
+# that type does likewise (types are checked before by check_override_types, ranges after).
 _LIKE: dict[tuple, bool] = {}
 _SCALARS = (int, float, bool, str)
 
 
 def _like(o: Any, ckey: tuple, reads: tuple | None) -> tuple | None:
-    """The key under which override ``o``'s changes stand for its key's other values of
-    its type; None where they cannot (see above)."""
+    """The key under which ``o``'s changes stand for its key's other values of its type, or None."""
     value = o.value()
     if reads is None or type(value) not in _SCALARS or o.is_force_add():
         return None
@@ -479,8 +440,7 @@ def _like(o: Any, ckey: tuple, reads: tuple | None) -> tuple | None:
 
 
 def _cell_container(primary: str, given: list[str], chosen: dict[str, str], prompts: str | None) -> dict | None:
-    """A grid cell's container from its remembered parts (see above); None where it is
-    composed the ordinary way."""
+    """A grid cell's container from its remembered parts; None where composed the ordinary way."""
     split = _split_values(primary, given)
     if split is None:
         return None
@@ -500,10 +460,8 @@ def _cell_container(primary: str, given: list[str], chosen: dict[str, str], prom
     above: set[tuple] = set()  # every proper prefix of a touched path
     for o in values:
         head = o.key_or_group.split(".")[0]
-        # What an override changes depends on its key's type (the root schema's, or the
-        # chosen option's for a pluggable group) and on the values that interpolate it:
-        # bases alike in both share it (a grid's seed=3 is worked out once, not once per
-        # strategy); a base with other interpolations keeps its own.
+        # an override's changes depend on its key's type (root or chosen option schema) and what
+        # interpolates it: bases alike in both share them (seed=3 once, not per strategy)
         ckey = (state, o.input_line, head, chosen.get(head), prompts, reads) if reads is not None else (bkey, o.input_line)
         if ckey not in _CELL_CHANGES:
             like = _like(o, ckey, reads)
@@ -531,8 +489,7 @@ def _cell_container(primary: str, given: list[str], chosen: dict[str, str], prom
 
 
 def compose(overrides: list[str] | None = None) -> DictConfig:
-    """Compose ``configs/config.yaml`` with Hydra overrides, validated and resolved;
-    choice settings come back as plain strings."""
+    """Compose ``configs/config.yaml`` with Hydra overrides, validated and resolved, choices as plain strings."""
     from hydra.errors import HydraException
 
     from madara_cli.config.validate import check_override_types, validate_config
@@ -565,6 +522,5 @@ def compose(overrides: list[str] | None = None) -> DictConfig:
 
 
 def strategy_node(option: str) -> DictConfig:
-    """Strategy option ``option``'s settings as a composed config would hold them (its
-    schema's defaults and its yaml), plain strings for the choices."""
+    """Strategy option ``option``'s settings as composed (schema defaults and yaml), choices as plain strings."""
     return compose([f"strategy={option}"]).strategy

@@ -1,9 +1,8 @@
-"""The one loader of plug-ins into the one catalog: the shipped ones (:data:`SHIPPED`),
-installed packages' (entry points :data:`ENTRY_POINT_GROUPS`) and every ``*.py`` directly
-in an ``--include DIR`` folder (kept in ``$MADARA_INCLUDE`` for launcher workers), once per
-process (:func:`ensure_loaded`). A plug-in that does not ship with madara is noted with its
-source, which keys its cells; one that fails to import is one line naming it: any exception
-or ``sys.exit`` (exit 2), an interrupt (exit 130). See docs/extending.md."""
+"""The one loader of plug-ins into the one catalog, once per process (:func:`ensure_loaded`): shipped
+(:data:`SHIPPED`), installed (entry points :data:`ENTRY_POINT_GROUPS`) and each ``*.py`` directly in
+an ``--include DIR`` (kept in ``$MADARA_INCLUDE`` for launcher workers). A non-shipped plug-in's
+source keys its cells; one failing to import is one line: an exception or ``sys.exit`` (exit 2),
+an interrupt (exit 130). See docs/extending.md."""
 
 from __future__ import annotations
 
@@ -90,8 +89,7 @@ def import_file(path: Path) -> str:
 
 
 def _register(obj: object, owner: str) -> None:
-    """What an entry point names: a module (importing it registered its specs), a spec (a
-    module that defines but does not register it), or a callable that registers."""
+    """What an entry point names: a module (imported, it registered), a spec (defined, unregistered) or a callable that registers."""
     import inspect
 
     from madara_cli.plugins.shape import Spec
@@ -136,8 +134,7 @@ def forget_loaded() -> None:
     _LOADED[0] = None
 
 
-# The plug-ins that ship with madara, named as entry points name theirs ("module" or
-# "module:object"): the loader imports them by name, so it sits below what it loads.
+# the shipped plug-ins, named as entry points name theirs ("module" or "module:object"): imported by name, so the loader sits below them
 SHIPPED = (
     "madara_cli.agents.families",
     *(f"madara_cli.backends.{m}:SPEC" for m in ("llamacpp", "vllm_backend", "openai_backend", "hf")),

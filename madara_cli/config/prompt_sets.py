@@ -1,8 +1,7 @@
-"""Prompt sets: every prompt madara sends, as plain-text templates in ``prompts/<NAME>/``
-(``prompts=NAME``; ``set.yaml`` may say ``extends: OTHER``), checked when a config is
-composed. Templates fill named fields only (``{{question}}``; ``\\{{`` is a literal ``{{``);
-a value is inserted as it is, never read again. The families say which templates exist and
-their fields. docs/running.md, "Your own prompts"."""
+"""Prompt sets: every prompt sent, as plain-text templates in ``prompts/<NAME>/`` (``prompts=NAME``;
+``set.yaml`` may say ``extends: OTHER``), checked at composition. Templates fill named fields only
+(``{{question}}``; ``\\{{`` is a literal ``{{``), values inserted verbatim; the families say which
+templates exist and their fields (docs/running.md, "Your own prompts")."""
 
 from __future__ import annotations
 
@@ -24,8 +23,7 @@ SET_FILE = "set.yaml"  # optional: {extends: NAME}
 SUFFIX = ".txt"
 
 _FIELD = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
-# What a template's text is cut at: an escaped "\{{" (a literal "{{"), a field, a "{" right
-# before a field's "{{" ("{{{x}}}": a literal brace), or a "{{" that opens no field.
+# cut at an escaped "\{{" (literal "{{"), a field, a "{" before a field's "{{" ("{{{x}}}"), or a "{{" opening no field
 _TOKEN = re.compile(r"\\\{\{|" + _FIELD.pattern + r"|\{(?=\{\{)|\{\{")
 
 
@@ -34,8 +32,7 @@ def known_templates() -> dict[str, tuple[str, tuple[str, ...]]]:
     return {t: (f.name, tuple(fields)) for f in CATALOG.families().values() for t, fields in f.templates.items()}
 
 
-# The fixed sample every prompt family's digest is rendered for (a factoid question and a
-# FEVER claim, two documents): see madara_cli.config.identity.family_digest.
+# the fixed sample each family's digest renders (madara_cli.config.identity.family_digest)
 SAMPLE_DOCS = (Doc("d1", "Ada Quill was born in Varn in 1901.", "Ada Quill"), Doc("d2", "Varn is a river town.", "Varn"))
 SAMPLE_EXAMPLES = (
     Example("q", "Where was Ada Quill born?", ("Varn",), SAMPLE_DOCS, "factoid"),
@@ -76,8 +73,7 @@ class Template:
         return tuple(dict.fromkeys(p for is_field, p in self.parts if is_field))
 
     def render(self, values: Mapping[str, object]) -> str:
-        """The text with every field replaced by ``str(values[field])``; the values are
-        inserted verbatim, never scanned for fields themselves."""
+        """The text with each field replaced by ``str(values[field])``, verbatim (never scanned for fields)."""
         missing = next((p for is_field, p in self.parts if is_field and p not in values), None)
         if missing is not None:
             raise KeyError(f"template field '{missing}' was given no value")
@@ -132,8 +128,8 @@ MAX_TEMPLATE_BYTES = 1 << 20  # a prompt is a few KiB; a larger file is refused 
 
 
 def _read_template(path: Path, folder: Path) -> str:
-    """A template's text: a regular file of at most :data:`MAX_TEMPLATE_BYTES` inside its set's folder
-    once links are resolved (its text is sent: a link to ``~/secret.txt`` would send that file)."""
+    """A template's text: a regular file up to :data:`MAX_TEMPLATE_BYTES` inside its set's folder, links
+    resolved (its text is sent: a link to ``~/secret.txt`` would send that file)."""
     real, home = path.resolve(), folder.resolve()
     if home not in real.parents:
         raise ConfigError(f"{path}: links to {real}, outside its prompt set's folder {folder}; a template's text is sent to the "
@@ -141,8 +137,7 @@ def _read_template(path: Path, folder: Path) -> str:
     text = read_text(path, "the template", ConfigError, MAX_TEMPLATE_BYTES)
     text = text.replace("\r\n", "\n")
     if not text.strip():
-        # an empty prompt would send the model nothing but the values; leaving a template
-        # out (deleting the file) is how a set takes the one it extends
+        # it would send only the values; deleting the file is how a set takes the one it extends
         raise ConfigError(f"{path}: the template is empty; write its prompt, or delete the file to use the one the set extends")
     return text[:-1] if text.endswith("\n") else text
 
@@ -226,8 +221,7 @@ _SETS: dict[tuple, tuple[tuple, PromptSet]] = {}
 
 
 def load_prompt_set(name: str, dirs: Sequence[Path]) -> PromptSet:
-    """Prompt set ``name`` from the first of the config folders ``dirs`` that has it, read and
-    checked (one :class:`ConfigError` line on any fault); kept until one of its files changes."""
+    """Prompt set ``name`` from the first of ``dirs`` having it, checked (one :class:`ConfigError` line); kept until a file changes."""
     key = (name, tuple(str(d) for d in dirs))
     hit = _SETS.get(key)
     if hit is not None:

@@ -1,9 +1,8 @@
-"""``madara prompts import-reference CHECKOUT --out DIR``: a prompt set made from the user's
-own checkout of the authors' code (js-lee-AI/MADARA; madara ships none of their wording),
-read with :mod:`ast`, never executed, and only inside itself: their string constants and
-the f-strings their user-turn builders return. The rest comes from the shipped set. The
-set is staged, checked by loading it, and renamed into place under a lock, so an import
-leaves a whole set; a ``prompts`` or ``prompts/authors`` that is a link or a file is refused."""
+"""``madara prompts import-reference CHECKOUT --out DIR``: a prompt set from the user's checkout of
+the authors' code (js-lee-AI/MADARA; madara ships none of their wording), read with :mod:`ast`,
+never executed, never outside it: their string constants and user-turn f-strings, the rest from
+the shipped set. Staged, checked by loading, renamed in under a lock (a whole set); a ``prompts``
+or ``prompts/authors`` that is a link or a file is refused."""
 
 from __future__ import annotations
 
@@ -91,8 +90,7 @@ def _need(constants: dict[str, str], name: str, where: Path) -> str:
 
 
 def reference_templates(checkout: str | Path) -> dict[str, str]:
-    """Template name -> text of the ``authors`` set, read from ``checkout``; a file past the parser's
-    limits (nesting, memory) is one line naming the checkout."""
+    """Template name -> text of the ``authors`` set from ``checkout``; past the parser's limits, one line."""
     try:
         return _templates(checkout)
     except (RecursionError, MemoryError) as e:
@@ -125,8 +123,7 @@ def _templates(checkout: str | Path) -> dict[str, str]:
 
 
 def _target(base: Path) -> Path:
-    """``base/prompts/authors``, after refusing what the import must not write through:
-    a ``--out`` that is a file, or a ``prompts`` or ``authors`` that is a link or a file."""
+    """``base/prompts/authors``, refusing a ``--out`` that is a file, or a ``prompts``/``authors`` link or file."""
     if (base.exists() or base.is_symlink()) and not base.is_dir():
         raise ConfigError(f"--out {base}: not a folder")
     for part in (base / "prompts", base / "prompts" / NAME):
@@ -152,7 +149,7 @@ def write_reference_set(checkout: str | Path, out_dir: str | Path) -> Path:
     templates = reference_templates(checkout)
     folder.parent.mkdir(parents=True, exist_ok=True)
     _target(base)  # again: nothing may have put a link there meanwhile
-    # Beside prompts/, not in it: a staging folder there would be listed as a prompt set.
+    # beside prompts/, not in it (there it would be listed as a prompt set)
     staging = Path(tempfile.mkdtemp(prefix=f".{NAME}-import-", dir=base))
     try:
         new = staging / "prompts" / NAME

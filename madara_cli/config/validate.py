@@ -1,22 +1,13 @@
-"""Validation before work: every setting is checked when the config is composed,
-before any data loads or any model starts, and a bad one ends in one line that
-names the key, what it got and what it accepts.
+"""Validation before work: every setting is checked at composition, before data loads or a model
+starts, and a bad one is one line naming the key, what it got and what it accepts. Two passes,
+both from :func:`madara_cli.composition.compose`:
 
-Two passes, both called from :func:`madara_cli.composition.compose`:
-
-* :func:`check_override_types` reads each ``key=value`` override against the
-  dataclass schemas (``limit=abc`` -> "limit: expected an integer or null, got
-  'abc'"; ``rsc.rescoring=bogus`` -> "... is not a valid choice; valid: generate,
-  logprob") before Hydra merges it, so the message names the key and its type
-  instead of Hydra's "Error merging override" with an unrelated key list. A
-  ``strategy.X`` key is read against the chosen strategy's own schema:
-  ``strategy=sda strategy.kappa=0.9`` -> "strategy.kappa does not apply to strategy
-  sda; its settings: ...";
-* :func:`validate_config` checks ranges of the composed config (``strategy.top_k >=
-  1``, ``limit >= 1`` or null, weights matching the three agents, ...) and refuses
-  the pairs of settings one of which would silently undo the other (:data:`CONFLICTS`).
-  Choices need no check there: they are Enum fields of the schemas, which OmegaConf
-  enforces.
+* :func:`check_override_types` reads each ``key=value`` against the dataclass schemas before
+  Hydra merges it (``limit=abc`` -> "limit: expected an integer or null, got 'abc'", not Hydra's
+  "Error merging override" with an unrelated key list); ``strategy.X`` against the chosen
+  strategy's schema ("strategy.kappa does not apply to strategy sda; its settings: ...").
+* :func:`validate_config` checks the composed config's ranges and refuses pairs of settings
+  where one silently undoes the other (:data:`CONFLICTS`); choices are Enum fields OmegaConf enforces.
 """
 
 from __future__ import annotations
@@ -46,10 +37,8 @@ def _num(lo: float | None = None, hi: float | None = None, optional: bool = Fals
     return r.ok, r.description
 
 
-# Upper bounds of the counts that enter a cell's folder name (``-k<k>__n<limit>__s<seed>``):
-# with them and the name rule (madara_cli.core.paths.NAME_MAX_BYTES) every file madara writes
-# has a name under the file system's 255 bytes. The seed is also what every engine takes
-# (llama.cpp, vLLM and numpy seeds are 32-bit).
+# Bounds of the counts in a cell's folder name (``-k<k>__n<limit>__s<seed>``): with NAME_MAX_BYTES every
+# file name stays under 255 bytes; seeds are 32-bit in llama.cpp, vLLM and numpy.
 MAX_SEED = 2**32 - 1
 MAX_LIMIT = 10**9
 MAX_K = 10_000
@@ -57,8 +46,7 @@ MAX_CONTEXT = 1 << 20  # tokens: more than any model madara ships reads (Llama 3
 MIN_PROMPT = 64  # tokens a context keeps for the prompt beside the largest reply budget
 MAX_TEMPERATURE = 2.0  # the OpenAI API's bound; at 2 sampling is near uniform already
 
-# Ranges of the numeric settings every option has, by dotted key; each plug-in declares
-# its own settings' ranges in its spec.
+# ranges of the numeric settings every option has (each plug-in declares its own in its spec)
 RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "limit": _int(1, MAX_LIMIT, optional=True),
     "seed": _int(0, MAX_SEED),
@@ -93,18 +81,15 @@ def _show(v: Any) -> str:
     return "null" if v is None else repr(v) if isinstance(v, str) else str(v)
 
 
-# Settings whose values name folders and files under the results folder, or a tracker's
-# experiment: each is held to the one naming rule (madara_cli.core.paths.name_problem).
+# settings that name results folders and files or a tracker's experiment: held to madara_cli.core.paths.name_problem
 PATH_NAMES = ("grid_name", "model.name", "benchmark.name", "strategy.name", "retriever.name", "logger.experiment")
 
 
 def validate_config(cfg: DictConfig, error: type[Exception], plain: dict | None = None) -> None:
-    """Raise ``error`` (one line) on the first setting outside its range. ``plain``: the
-    config as plain data, when the caller holds it already."""
+    """Raise ``error`` (one line) on the first setting outside its range (``plain``: the config as plain data, if held)."""
     from madara_cli.core.paths import check_name
 
-    # read as plain data: a setting read through OmegaConf costs about 0.1 ms, and this
-    # reads a hundred of them per cell (the plug-ins' own checks get the config itself)
+    # plain data: an OmegaConf read costs ~0.1 ms, a hundred per cell (plug-ins' own checks get the config)
     plain = OmegaConf.to_container(cfg, resolve=True) if plain is None else plain
     for key in PATH_NAMES:
         present, v = _get(plain, key)
@@ -133,8 +118,7 @@ def validate_config(cfg: DictConfig, error: type[Exception], plain: dict | None 
 
 
 def chosen_specs(cfg: DictConfig | dict) -> list:
-    """The specs of the backend, retriever, strategy and benchmark loader ``cfg`` chose
-    (those registered; composition loads them first)."""
+    """The registered specs of the backend, retriever, strategy and loader ``cfg`` chose (composition loads them first)."""
     from madara_cli.plugins.catalog import CATALOG
 
     out = []
@@ -150,21 +134,16 @@ def chosen_specs(cfg: DictConfig | dict) -> list:
     return out
 
 
-# --------------------------------------------------------------------------- #
-# Conflicting pairs
-# --------------------------------------------------------------------------- #
+# --- Conflicting pairs ---
 
 ANY = object()  # a setting's value does not matter, only that it was set
 
 
 @dataclass(frozen=True)
 class Conflict:
-    """A setting the cell asks for that other settings undo without a word.
-
-    ``asked``: (key, value) the cell holds; when ``written``, only if the user wrote that
-    key (an override, a grid's setting), since the value is also the default that
-    cells carry without asking (``strategy.conflict=per_query``). ``beside``: every
-    (key, value) that must hold too. ``why``: what happens instead, and the way out."""
+    """A setting other settings silently undo: ``asked`` (key, value), when ``written`` only if the
+    user wrote it (the value is also a default: ``strategy.conflict=per_query``); ``beside``, every
+    (key, value) that must hold too; ``why``, what happens instead and the way out."""
 
     asked: tuple[str, Any]
     beside: tuple[tuple[str, Any], ...]
@@ -172,9 +151,7 @@ class Conflict:
     written: bool = True
 
 
-# Found where the code reads each setting: agents/scoring.py (the detector's calls, the
-# CoT scores), config/identity.py isolation_on (the isolation probe), diagnose/probe.py
-# _thresholds (the isolation policy's thresholds, read only when that probe runs).
+# read in agents/scoring.py (detector calls, CoT scores), config/keys.py isolation_on, diagnose/probe.py _thresholds
 CONFLICTS: tuple[Conflict, ...] = (
     Conflict(("strategy.conflict", "per_query"), (("reading.conflict", "score_field"),),
              "the authors' reading asks the Conflict Detector about each document (per_document); "
@@ -215,8 +192,7 @@ def _holds(cfg: DictConfig | dict, key: str, want: Any) -> tuple[bool, Any]:
 
 
 def check_conflicts(cfg: DictConfig | dict, error: type[Exception]) -> None:
-    """Raise ``error`` (one line naming both settings) on the first pair of
-    :data:`CONFLICTS` the composed config holds."""
+    """Raise ``error`` (one line naming both) on the first pair of :data:`CONFLICTS` the config holds."""
     written: set[str] | None = None
     for c in CONFLICTS:
         key, want = c.asked
@@ -235,11 +211,9 @@ BUDGETS = ("max_tokens", "score_max_tokens", "cot_max_tokens", "rescore_max_toke
 
 
 def check_budgets(cfg: dict, error: type[Exception], context: int | None = None, where: str | None = None) -> None:
-    """Every reply budget leaves :data:`MIN_PROMPT` tokens of the context (``backend.n_ctx``,
-    else ``model.max_model_len``; or ``context``, described by ``where``, as a server
-    reports it) for its prompt: a reply shares the context with its prompt, so
-    ``backend.n_ctx=1`` ran on prompts cut to nothing and ``generation.max_tokens=100000000``
-    was priced at 462 hours."""
+    """Every reply budget leaves :data:`MIN_PROMPT` tokens of the context (``backend.n_ctx``, else
+    ``model.max_model_len``, or a server's ``context`` described by ``where``) to its prompt
+    (``n_ctx=1`` cut prompts to nothing; ``max_tokens=100000000`` was priced at 462 hours)."""
     gen, backend = cfg.get("generation") or {}, cfg.get("backend") or {}
     if context is None:
         key = "backend.n_ctx" if backend.get("n_ctx") else "model.max_model_len"
@@ -258,24 +232,18 @@ def _shown(v: Any) -> str:
     return str(v).lower() if isinstance(v, bool) else "null" if v is None else str(v)
 
 
-# --------------------------------------------------------------------------- #
-# Override types
-# --------------------------------------------------------------------------- #
+# --- Override types ---
 
 
 @functools.lru_cache(maxsize=512)
 def _hints(cls: type) -> dict[str, Any]:
-    """``typing.get_type_hints(cls)``, worked out once per schema class (it evaluates
-    every annotation: about a millisecond a cell of a grid). Read only."""
+    """``typing.get_type_hints(cls)`` once per schema (about a millisecond a cell); read only."""
     return typing.get_type_hints(cls)
 
 
 def _schema_field(root: type, dotted: str, groups: dict[str, type | None] | None = None) -> tuple[str, Any] | None:
-    """(status, type) of ``dotted`` in the dataclass schema: ("ok", type), or
-    ("unknown", parent class) when the last part is not a field, or None when the
-    key is outside the schema (a group's free-form node). ``group.X`` keys of the
-    pluggable groups (``groups``: strategy, backend, retriever) are read in the chosen
-    option's own schema."""
+    """("ok", type) of ``dotted`` in the schema, ("unknown", parent class) when its last part is no
+    field, None outside it (a free-form node); ``group.X`` of ``groups`` in the chosen option's schema."""
     cls = root
     parts = dotted.split(".")
     if groups is not None and parts[0] in groups and len(parts) > 1:
@@ -337,15 +305,11 @@ def not_applicable(key: str, option: str, settings: list[str], group: str = "str
     return f"{key} does not apply to {group} {option}; its settings: {', '.join(settings)}"
 
 
-def check_override_types(
-    overrides: list[str] | list[Override], root: type, error: type[Exception], strategy: tuple[str, type] | None = None,
-    groups: dict[str, tuple[str, type | None]] | None = None,
-) -> None:
-    """Check every plain ``key=value`` override against the schema's type; unknown
-    keys name the valid ones of their node. ``groups`` maps each pluggable group
-    (strategy, backend, retriever) to (option, schema) of the chosen option
-    (``strategy`` alone: the strategy's): a ``group.X`` that another option of the
-    group has but this one lacks names this one's settings."""
+def check_override_types(overrides: list[str] | list[Override], root: type, error: type[Exception],
+                         strategy: tuple[str, type] | None = None, groups: dict[str, tuple[str, type | None]] | None = None) -> None:
+    """Check every plain ``key=value`` override against its schema type; an unknown key names its
+    node's valid ones. ``groups``: each pluggable group's chosen (option, schema) (``strategy``
+    alone: the strategy's); a ``group.X`` this option lacks names this option's settings."""
     from madara_cli.config.plugin_schemas import all_settings
 
     chosen = dict(groups or {})
@@ -372,8 +336,7 @@ def check_override_types(
         if status == "unknown":
             valid = [f.name for f in dataclasses.fields(t)]
             if head in chosen and key.count(".") == 1:
-                # A setting another option of the group reads: name this option's own.
-                if key.split(".", 1)[1] in all_settings(head) or head != "strategy":
+                if key.split(".", 1)[1] in all_settings(head) or head != "strategy":  # another option reads it: name this one's
                     raise error(not_applicable(key, str(chosen[head][0]), valid, head))
             parent = key.rsplit(".", 1)[0] + " " if "." in key else ""
             raise error(f"bad config: unknown key '{key}'; valid {parent}keys: {', '.join(valid)}")

@@ -1,21 +1,14 @@
-"""Where a credential may go, and where it never does.
+"""Where a credential may go, and where it never does. Credentials reach madara as a URL's user
+info (``http://alice:PW@host/v1``), a variable a setting names (``backend.api_key_env``) or, never
+on purpose, a resolver in a config value (``${oc.env:TOKEN}``); each serves its request only:
 
-A user puts credentials in three places madara reads: the user info of a URL
-(``http://alice:PW@host/v1``), an environment variable a setting names
-(``backend.api_key_env``) and, never on purpose, a config value that interpolates a
-resolver (``${oc.env:TOKEN}``). Each is used for the request it was given for and kept
-nowhere else:
-
-* :func:`redact` removes every URL's user info from a text (a config, a record, an
-  error or log line) and :func:`without_userinfo` from one URL: what is written, printed,
-  tracked or keyed never holds it.
-* :func:`resolver_problem` finds a resolver in a config read from a file the user did not
-  type (a cell's ``config.yaml``, a ``--config-dir`` file, a grid): composing it would
-  read the environment (or run a custom resolver) into the cell's folder name, records
-  and keys.
-* :func:`key_env_problem` keeps ``api_key_env`` to variables named for keys
-  (``*API_KEY``, ``*TOKEN``): another name (an AWS secret) is taken only from the
-  command line, where the user typed it.
+* :func:`redact` (a text) and :func:`without_userinfo` (one URL) drop URL user info from all
+  that is written, printed, tracked or keyed.
+* :func:`resolver_problem` refuses a resolver in a config read from a file (a cell's
+  ``config.yaml``, a ``--config-dir`` file, a grid): it would read the environment (or run a
+  custom resolver) into the cell's folder name, records and keys.
+* :func:`key_env_problem` keeps a file's ``api_key_env`` to names ending ``API_KEY`` or
+  ``TOKEN``; another (an AWS secret) only from the command line, where the user typed it.
 """
 
 from __future__ import annotations
@@ -25,11 +18,9 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-# scheme://USERINFO@ -- userinfo runs to the authority's last '@' (no '/', '?', '#',
-# whitespace, quote or backslash on the way: those end a URL, or a JSON or YAML string).
+# scheme://USERINFO@, to the authority's last '@' ('/', '?', '#', whitespace, quotes, backslash end a URL or a JSON/YAML string)
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/?#\"'<>\\]*@")
-# ${name:...}: an interpolation that runs a resolver (oc.env, oc.decode, a custom one);
-# a plain ${key.path} reference has no colon after its name.
+# ${name:...} runs a resolver (oc.env, oc.decode, a custom one); a plain ${key.path} has no colon after its name
 _RESOLVER = re.compile(r"\$\{\s*([A-Za-z_][\w.\-]*)\s*:")
 KEY_ENV_SUFFIXES = ("API_KEY", "TOKEN")
 
@@ -66,8 +57,7 @@ def _strings(value: Any, path: str = "") -> Iterator[tuple[str, Any, str]]:
 
 
 def resolver_problem(value: Any) -> str | None:
-    """Why plain config data read from a file may not be composed, or None: a value that
-    calls a resolver, or an ``api_key_env`` naming a variable not named for a key."""
+    """Why config data from a file may not be composed (a resolver, or a non-key ``api_key_env``), or None."""
     for where, key, text in _strings(value):
         m = _RESOLVER.search(text)
         if m:

@@ -1,23 +1,11 @@
-"""The errors a user can cause, in one place. The CLI prints each as one line and exits
-non-zero (2 for a setting or data a user can fix); none of them ends in a traceback.
-
-- :class:`ConfigError` — a bad override or config (:class:`TrackingError`: the tracker
-  that the config asks for cannot be used).
-- :class:`DataError` — missing or unreadable benchmark data (:class:`SnapshotError`: a
-  retrieval snapshot edited after it was written; :class:`RecordError`: a results file
-  that cannot be read as its record; :class:`DegradedCell`: a cell that rests on too
-  many imputed scores, refused under ``health.on_degraded=fail``).
-- :class:`BackendError` — an engine that cannot run (missing engine, unreachable server,
-  bad model path; :class:`CacheError`: a response cache that cannot be used).
-
-They live below every other module, so the code that raises them and the CLI that
-reports them import them from here without pulling in the module that first met them.
+"""The errors a user can cause: the CLI prints each as one line, no traceback, and exits non-zero
+(2 for a setting or data a user can fix). Below every other module, so raisers and the CLI
+import them without the module that first met them.
 """
 
 from __future__ import annotations
 
-# What a run that stops part-way keeps, and how it goes on: the interrupt's line and a
-# served engine that went away mid-run end with it.
+# what a run stopped part-way keeps and how it goes on (ends the interrupt's line and a lost served engine's)
 RESUME_HINT = "finished cells and cached completions are kept; rerun the same command to resume"
 
 
@@ -26,8 +14,7 @@ class ConfigError(ValueError):
 
 
 class TrackingError(ConfigError):
-    """The tracker cannot be used (extra not installed, unreachable store); printed as
-    one line like any setting a user can fix."""
+    """The tracker cannot be used (extra not installed, unreachable store); one line."""
 
 
 class DataError(ValueError):
@@ -35,7 +22,7 @@ class DataError(ValueError):
 
 
 class SnapshotError(DataError):
-    """A snapshot line that does not match its content hash (printed as one line)."""
+    """A retrieval snapshot line that does not match its content hash (edited after writing)."""
 
 
 class RecordError(DataError):
@@ -43,30 +30,24 @@ class RecordError(DataError):
 
 
 class DegradedCell(DataError):
-    """A cell whose scores are past the health threshold under
-    ``health.on_degraded=fail``: nothing of it is written (printed as one line)."""
+    """A cell past the imputed-score health threshold under ``health.on_degraded=fail``: nothing of it is written."""
 
 
 class PluginInterrupted(BaseException):
-    """A KeyboardInterrupt while a plug-in imported: one line naming it, exit 130 (a
-    BaseException, like the interrupt it stands for, so no ``except Exception`` eats it)."""
+    """A KeyboardInterrupt while a plug-in imported: one line, exit 130 (a BaseException, so no ``except Exception`` eats it)."""
 
 
 class BackendError(RuntimeError):
-    """A failure a user can act on (missing engine, unreachable server, bad model path).
-    The CLI prints its message as one line and exits non-zero."""
+    """An engine that cannot run (missing engine, unreachable server, bad model path); one line, non-zero exit."""
 
 
 class CacheError(BackendError):
-    """The response cache cannot be used (damaged file, not a database, no access);
-    printed as one line naming the file and what to do."""
+    """The response cache cannot be used (damaged, not a database, no access); one line naming the file and what to do."""
 
 
 def import_failure(what: str, e: BaseException, install: str) -> str:
-    """The one line for ``what`` when a package it needs cannot be imported: not installed
-    (``install`` says how to get it), or installed and broken, typically a CUDA build of
-    torch on a machine without the CUDA libraries (it said only "libcudart.so.12: cannot
-    open shared object file")."""
+    """The one line for ``what`` when a package it needs cannot be imported: not installed (``install``
+    says how), or broken, typically CUDA torch without CUDA libraries ("libcudart.so.12: cannot open shared object file")."""
     text = str(e)
     broken = isinstance(e, OSError) or any(m in text for m in (".so", "shared object", "DLL", "undefined symbol"))
     if isinstance(e, ImportError) and not broken:

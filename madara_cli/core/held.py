@@ -1,13 +1,9 @@
-"""Answers held for the length of a block: while a grid composes or a plan walks
-(:func:`holding_files`), the lookups marked :func:`held` (where each config file is,
-whether it is a regular file, an installed distribution's files and version) answer
-what they answered first, not once per cell: a 10,000-cell plan asked the file system
-and the package metadata the same few hundred questions per cell. The answers are
-those of the machine as it was when the block started, as the composition's remembered
-defaults step (:func:`madara_cli.composition.compose.held_state`) is.
-
-Below everything else in :mod:`madara_cli.config`: the identity's input digests and the
-engines' fingerprints hold their lookups here too.
+"""Answers held for a block: while a grid composes or a plan walks (:func:`holding_files`), the
+lookups marked :func:`held` (config file places, regular-file checks, installed distributions'
+files and versions) answer what they answered first (a 10,000-cell plan asked the same few
+hundred questions per cell): the machine as the block found it, like the composition's
+remembered defaults (:func:`madara_cli.composition.compose.held_state`). Below the rest of
+:mod:`madara_cli.config`: input digests and engine fingerprints hold their lookups here too.
 """
 
 from __future__ import annotations
@@ -49,8 +45,7 @@ def hold(key: tuple, value: Any) -> None:
 
 
 def held(fn: _F) -> _F:
-    """``fn``'s answers held while :func:`holding_files` holds (an error is not held:
-    it is raised again next time)."""
+    """``fn``'s answers held while :func:`holding_files` holds (an error is not: it is raised again)."""
     name = f"{fn.__module__}.{fn.__qualname__}"
 
     @functools.wraps(fn)

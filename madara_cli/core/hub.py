@@ -1,7 +1,6 @@
-"""The Hugging Face hub as this machine sees it, asked without loading a library: whether
-the user asked for offline mode, whether the hub answers at all (a bounded TCP connect),
-where its local cache is and which commit a revision names there. Data, engines and
-retrievers ask the same questions, so the answers live here."""
+"""The Hugging Face hub as this machine sees it, without loading a library (offline mode asked,
+the hub reachable by a bounded TCP connect, its local cache, a revision's commit there): data,
+engines and retrievers ask alike."""
 
 from __future__ import annotations
 
@@ -28,9 +27,8 @@ def offline_requested() -> bool:
 
 
 def reachable(timeout: float = PROBE_TIMEOUT_S) -> bool:
-    """A TCP connect to the hub endpoint (``HF_ENDPOINT``), bounded by ``timeout``
-    even when name resolution hangs. With a proxy configured we cannot tell, so we
-    say yes and let the library try."""
+    """A TCP connect to ``HF_ENDPOINT`` within ``timeout``, even when name resolution hangs;
+    behind a proxy we cannot tell, so yes (the library tries)."""
     if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
         return True
     url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
@@ -73,10 +71,9 @@ def cache_folder() -> Path:
 
 @held
 def resolved_revision(hf_id: str, revision: str, kind: str = "models") -> str | None:
-    """The commit ``revision`` of hub repository ``hf_id`` names, read from the local hub
-    cache (``kind``: ``models`` or ``datasets``); ``revision`` itself when it is a commit;
-    None when it cannot be known here (not downloaded yet, or ``hf_id`` is a local
-    folder). While a plan holds its files, as the hub cache was when it started."""
+    """The commit ``revision`` of ``hf_id`` names in the local hub cache (``kind``: ``models`` or
+    ``datasets``; held while a plan holds its files); ``revision`` itself if a commit; None when
+    unknown here (not downloaded, or a local folder)."""
     if COMMIT.match(revision or ""):
         return revision
     if not hf_id or Path(hf_id).expanduser().is_dir() or hf_id.count("/") != 1:

@@ -1,8 +1,5 @@
-"""Logging: ``-v``/``--verbose`` turns on rich-formatted log lines on stderr.
-
-Without ``-v`` only warnings are shown; on a terminal the progress bars carry the
-run, on a non-terminal (CI, SLURM logs, ``| tee``) :mod:`madara_cli.core.progress` writes
-one INFO line per stage step, so those are shown at the default level too.
+"""Logging: ``-v``/``--verbose`` turns on rich log lines on stderr; without it only warnings, but
+:mod:`madara_cli.core.progress`'s INFO step lines still show on a non-terminal (CI, SLURM, ``| tee``).
 """
 
 from __future__ import annotations
@@ -17,8 +14,7 @@ LOGGERS = ("madara_cli", "madara")  # madara.retrieval and friends log under the
 
 
 class _PlainHandler(logging.StreamHandler):
-    """Plain lines to the console's file as it is when each record is written (stderr
-    may be replaced after logging is set up, as pytest does)."""
+    """Plain lines to the console's file as it is per record (pytest replaces stderr after setup)."""
 
     def __init__(self, console: Console):
         super().__init__(console.file)
@@ -30,9 +26,8 @@ class _PlainHandler(logging.StreamHandler):
 
 
 class _Printable(logging.Formatter):
-    """A log line with every control character shown as an escape (newlines kept): a
-    message may quote a file madara did not write (:func:`madara_cli.core.sidefiles.printable`),
-    and no URL's password (:func:`madara_cli.core.credentials.redact`)."""
+    """A log line with control characters escaped, newlines kept (it may quote a foreign file:
+    :func:`madara_cli.core.sidefiles.printable`), and no URL's password (:func:`madara_cli.core.credentials.redact`)."""
 
     def format(self, record: logging.LogRecord) -> str:
         from madara_cli.core.credentials import redact
@@ -55,8 +50,7 @@ def setup_logging(verbose: int = 0, console: Console | None = None) -> None:
                                   show_time=True, omit_repeated_times=False, log_time_format="%H:%M:%S")
             handler.setFormatter(_Printable("%(message)s"))
         else:
-            # A log file, CI or `| tee`: one line per record, never wrapped at the 80
-            # columns rich assumes without a terminal, so grep sees whole lines.
+            # a log file, CI or `| tee`: whole lines for grep, never wrapped at rich's assumed 80 columns
             handler = _PlainHandler(console)
             handler.setFormatter(_Printable("%(asctime)s %(levelname)-7s %(message)s", "%H:%M:%S"))
         for root in roots:

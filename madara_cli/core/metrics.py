@@ -1,26 +1,18 @@
-"""Answer metrics: exact match, token F1 and contains-match against every gold alias.
+"""Answer metrics against every gold alias, both sides first cleaned alike by :func:`tidy_answer`
+(first non-empty line, no ``Answer:`` lead-in, no wrapping quotes, brackets or emphasis, no
+final period; idempotent). :func:`madara_cli.agents.generator.clean_answer` applies it to every
+reply; applied to the gold too, it can never turn a verbatim-correct answer ("Washington, D.C.") wrong.
 
-Every metric compares the answer with each gold alias after the same clean-up of
-both sides (:func:`tidy_answer`: first non-empty line, no ``Answer:`` lead-in, no
-wrapping pair of quotes, brackets or emphasis, no final period). The generator's
-:func:`madara_cli.agents.generator.clean_answer` applies it to every reply; applying it
-to the gold as well means the clean-up can never turn a verbatim-correct answer
-("Washington, D.C.") wrong, and ``tidy_answer`` is idempotent, so cleaning a clean
-answer again changes nothing.
-
-* ``em`` -- EM as the authors compute it (js-lee-AI/MADARA ``madara/metrics.py``,
-  whose docstring says it is Section 5.4's): lower-case, drop ASCII punctuation, drop
-  the articles a/an/the, collapse whitespace (the SQuAD normalisation), compare. The
+* ``em`` -- the authors' EM (js-lee-AI/MADARA ``madara/metrics.py``, "Section 5.4's"): SQuAD
+  normalisation (lower-case, drop ASCII punctuation, then a/an/the, collapse whitespace); the
   paper tables use it.
-* ``em_strict`` -- the literal text of Section 5.4 ("strictly matched after
-  whitespace normalization and lowercasing"): lower-case, collapse whitespace, compare.
-* ``f1`` -- token F1 (max over aliases) on SQuAD-normalised tokens; the paper defines
-  F1 only as the harmonic mean of token precision and recall, and the authors' code
-  uses SQuAD's tokens.
+* ``em_strict`` -- Section 5.4's literal text ("strictly matched after whitespace
+  normalization and lowercasing").
+* ``f1`` -- token F1, max over aliases, on SQuAD tokens (the paper says only "harmonic mean of
+  token precision and recall"; the authors' code uses SQuAD's tokens).
 * ``contains`` -- a gold alias appears as whole SQuAD-normalised tokens in the answer.
 
-``METRIC_VERSION`` is part of every cell's key: a change to any definition here makes
-new cells instead of silently mixing old and new numbers.
+``METRIC_VERSION`` is in every cell's key: a changed definition makes new cells, never mixed numbers.
 """
 
 from __future__ import annotations
@@ -36,9 +28,8 @@ _PUNCT = set(string.punctuation)
 
 
 def normalize(text: str, strict: bool = False) -> str:
-    """Lower-case, collapse whitespace; unless ``strict``, also drop punctuation and
-    then the articles (in that order, as the authors' ``normalize_answer`` does: "the."
-    loses its period first and then its article)."""
+    """Lower-case, collapse whitespace; unless ``strict``, drop punctuation, then articles (the
+    authors' ``normalize_answer`` order: "the." loses its period, then its article)."""
     text = text.lower()
     if not strict:
         text = "".join(ch for ch in text if ch not in _PUNCT)
@@ -52,8 +43,7 @@ def normalize(text: str, strict: bool = False) -> str:
 METRIC_VERSION = 3
 
 METRICS: tuple[str, ...] = ("em", "em_strict", "f1", "contains")
-# Names results written before METRIC_VERSION 3 used for what is now a metric here.
-METRIC_ALIASES: dict[str, str] = {"em_squad": "em"}
+METRIC_ALIASES: dict[str, str] = {"em_squad": "em"}  # names results before METRIC_VERSION 3 used
 
 
 def metric_name(name: str) -> str:
@@ -64,9 +54,7 @@ def metric_name(name: str) -> str:
     return name
 
 
-# A lead-in the reply puts before its answer. "Answer - X" needs spaces around the dash
-# so that "Answer-ready" keeps its hyphen; there is no bare "A:" rule, which turned
-# "A-ha" into "ha".
+# A lead-in before the answer: "Answer - X" needs spaced dashes ("Answer-ready" keeps its hyphen); no bare "A:" rule ("A-ha" became "ha").
 _LEAD_IN = re.compile(
     r"^\s*(?:(?:(?:final\s+)?answer|label)(?:\s*:|\s+-\s)|the\s+(?:final\s+)?answer\s+is(?=[\s:]|$):?)\s*",
     re.IGNORECASE,
@@ -76,9 +64,8 @@ _SYMMETRIC = set("\"'`*_")
 
 
 def _unwrap(text: str) -> str:
-    """``text`` without one pair of marks around all of it: brackets only when the
-    opening one closes at the very end ("(a) and (b)" and "Paris (France)" stay as they
-    are); quotes and emphasis only when the same mark opens and closes."""
+    """``text`` less one pair of marks around all of it: brackets only when the opener closes at
+    the very end ("(a) and (b)", "Paris (France)" stay); quotes and emphasis when the same mark opens and closes."""
     if len(text) < 2:
         return text
     first, last = text[0], text[-1]
@@ -99,15 +86,10 @@ def _unwrap(text: str) -> str:
 
 
 def tidy_answer(text: str) -> str:
-    """The answer clean-up applied to replies and gold aliases alike.
-
-    1. drop a leading ``Answer:`` / ``Final answer:`` / ``The answer is`` / ``Label:``
-       (also when the answer follows it on the next line);
-    2. keep the first non-empty line;
-    3. repeatedly strip surrounding whitespace, one more lead-in, one pair of marks
-       around the whole answer (:func:`_unwrap`) and final periods, until nothing
-       changes -- so ``tidy_answer(tidy_answer(x)) == tidy_answer(x)``.
-    """
+    """The clean-up of replies and gold aliases: drop a leading ``Answer:`` / ``Final answer:`` /
+    ``The answer is`` / ``Label:`` (the answer maybe on the next line), keep the first non-empty
+    line, then strip whitespace, one more lead-in, one wrapping pair (:func:`_unwrap`) and final
+    periods until nothing changes (so it is idempotent)."""
     text = _LEAD_IN.sub("", text, count=1)
     lines = [ln for ln in text.strip().splitlines() if ln.strip()]
     ans = lines[0] if lines else ""
@@ -125,16 +107,14 @@ def _prepare(text: str, tidy: bool) -> str:
 
 
 def exact_match(prediction: str, answers: Iterable[str], strict: bool = False, tidy: bool = True) -> bool:
-    """EM against any alias after :func:`tidy_answer` of both sides: the authors' SQuAD
-    normalisation by default, the literal Section 5.4 reading (lower-case + whitespace)
-    with ``strict=True``. No aliases: no match. ``tidy=False``: no clean-up first."""
+    """EM against any alias (none: no match) after :func:`tidy_answer` (unless ``tidy=False``):
+    SQuAD normalisation, or with ``strict=True`` Section 5.4's (lower-case + whitespace)."""
     p = normalize(_prepare(prediction, tidy), strict=strict)
     return any(p == normalize(_prepare(a, tidy), strict=strict) for a in answers)
 
 
 def contains_match(prediction: str, answers: Iterable[str], tidy: bool = True) -> bool:
-    """A gold alias appears, as whole tokens, inside the normalised prediction
-    (the lenient 'accuracy' used by MAIN-RAG and many open-domain QA papers)."""
+    """A gold alias appears as whole tokens in the normalised prediction (MAIN-RAG's lenient 'accuracy')."""
     p = f" {normalize(_prepare(prediction, tidy))} "
     return any(n and f" {n} " in p for n in (normalize(_prepare(a, tidy)) for a in answers))
 
@@ -166,8 +146,7 @@ class Scores:
 
 
 def score(prediction: str, answers: Sequence[str], tidy: bool = True) -> Scores:
-    """Every metric of one answer; ``tidy=False`` (``reading.answers=strip``) compares
-    the text as it is, as the authors' metrics do."""
+    """Every metric of one answer; ``tidy=False`` (``reading.answers=strip``) compares the text as it is, as the authors' do."""
     return Scores(
         em=float(exact_match(prediction, answers, tidy=tidy)),
         em_strict=float(exact_match(prediction, answers, strict=True, tidy=tidy)),

@@ -1,10 +1,7 @@
-"""Progress for long stages: calls done/total, calls/s and ETA per stage.
-
-On a terminal: one rich bar per stage, and for a grid one for its cells. On a
-non-terminal (CI logs, SLURM logs, ``make demo | tee``): log lines
-(``madara_cli.core.progress`` at INFO) for each stage's start, every tenth of it or 30
-seconds, and its end, and one per cell of a grid with the ETA of the rest. The count
-moves per finished completion (llama.cpp, OpenAI-compatible servers) or per batch (vLLM).
+"""Progress for long stages (done/total, rate, ETA): a rich bar per stage (and a grid's cells) on
+a terminal; elsewhere (CI, SLURM, ``| tee``) INFO lines at each stage's start, every tenth or 30
+s, and end, and per grid cell with the rest's ETA. Counts move per completion (llama.cpp,
+OpenAI-compatible servers) or per batch (vLLM).
 """
 
 from __future__ import annotations
@@ -36,14 +33,8 @@ class StageProgress:
         self.log_lines = (not self.console.is_terminal) if log_lines is None else log_lines
         self._progress = Progress(
             TextColumn("{task.description}", style="bold", markup=False),  # a label from data, never markup
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[rate]}"),
-            TimeElapsedColumn(),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
-            console=self.console,
-            transient=True,
+            BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TextColumn("ETA"),
+            TimeRemainingColumn(), console=self.console, transient=True,
         )
         self._tasks: dict[str, int] = {}
         self._started: dict[str, tuple[float, float, int]] = {}  # name -> (start, last log time, last logged done)
@@ -74,8 +65,7 @@ class StageProgress:
         self._progress.update(tid, rate=f"{speed:.1f} {self.unit}/s" if speed else "")
 
     def cells(self, done: int, total: int, eta_s: float | None = None) -> None:
-        """A grid's progress: cells done of ``total`` and the estimated time to the end
-        (None until a cell has run; cells finished earlier are read back in no time)."""
+        """A grid's cells done of ``total`` and the ETA (None until a cell ran; finished ones read back at once)."""
         eta = "" if eta_s is None else f"ETA {_duration(eta_s)}" if done < total else "done"
         if self.log_lines:
             log.info("grid: %d/%d cells%s", done, total, f", {eta}" if eta else "")
@@ -104,10 +94,8 @@ class StageProgress:
 
 
 class PlainBar:
-    """Progress as one plain text bar per stage, redrawn in place with a carriage return:
-    what a notebook cell shows (rich's live bars need a terminal), or any stream without
-    one. The same ``ProgressFn`` (stage, done, total), ``cells`` and ``label`` as
-    :class:`StageProgress`."""
+    """One plain text bar per stage redrawn by carriage return, for a notebook (rich's live bars
+    need a terminal) or any stream; the same call, ``cells`` and ``label`` as :class:`StageProgress`."""
 
     WIDTH = 24
     EVERY_S = 0.25  # redraws at most this often, and always at a stage's end

@@ -1,9 +1,5 @@
-"""Typed records that flow through a cell: examples, documents, requests, completions,
-predictions, and the cell itself.
-
-Everything here is a frozen dataclass so that records can be hashed, cached and
-compared; nothing in the pipeline passes loose dicts for identities or payloads.
-"""
+"""The typed records that flow through a cell, all frozen dataclasses (hashed, cached, compared;
+no loose dicts for identities or payloads)."""
 
 from __future__ import annotations
 
@@ -28,12 +24,8 @@ class Doc:
 
 @dataclass(frozen=True)
 class Example:
-    """One benchmark query.
-
-    ``answers`` holds every gold alias (for FEVER: the label, SUPPORTS or REFUTES).
-    ``docs`` holds the dataset's own documents when it ships them (CONFLICTS evidence,
-    MuSiQue paragraphs); after retrieval it holds the top-k in rank order.
-    """
+    """One benchmark query: ``answers``, every gold alias (FEVER: SUPPORTS or REFUTES); ``docs``,
+    the dataset's own (CONFLICTS evidence, MuSiQue paragraphs), after retrieval the top-k in rank order."""
 
     id: str
     question: str
@@ -55,13 +47,9 @@ def messages(system: str, user: str) -> tuple[Message, ...]:
 
 @dataclass(frozen=True)
 class ChatRequest:
-    """A chat generation request. Sampling parameters are part of the request so that
-    each one maps onto vLLM's per-request ``SamplingParams`` and onto one
-    ``/v1/chat/completions`` body, and so that the cache key sees all of them.
-
-    ``prefix``, when set, is the start of the assistant turn: the model continues it
-    (the RSC probe hands the scoring prompt a perturbed chain this way) and the
-    completion's text is what comes after it."""
+    """A chat generation request, its sampling parameters in it (one vLLM ``SamplingParams``, one
+    ``/v1/chat/completions`` body, all seen by the cache key). ``prefix`` begins the assistant
+    turn for the model to continue (the RSC probe's perturbed chain); the text is what follows."""
 
     messages: tuple[Message, ...]
     max_tokens: int = 64
@@ -72,8 +60,7 @@ class ChatRequest:
     prefix: str = ""
 
     def canonical(self) -> dict[str, Any]:
-        # What dataclasses.asdict gives, built directly (a cache key per request: asdict's
-        # generic deep copy was most of the cost of hashing one).
+        # dataclasses.asdict's result built directly: its deep copy was most of the cost of a cache key
         body: dict[str, Any] = {
             "kind": "chat", "messages": tuple({"role": m.role, "content": m.content} for m in self.messages),
             "max_tokens": self.max_tokens, "temperature": self.temperature, "top_p": self.top_p, "seed": self.seed,
@@ -86,8 +73,7 @@ class ChatRequest:
 
 @dataclass(frozen=True)
 class ScoreRequest:
-    """Next-token log-probabilities over ``candidates`` after the assistant has written
-    ``prefix``. Used for 0-5 digit scoring and MAIN-RAG's Yes/No judge."""
+    """Next-token log-probabilities over ``candidates`` after the assistant's ``prefix`` (0-5 digit scores, MAIN-RAG's Yes/No judge)."""
 
     messages: tuple[Message, ...]
     candidates: tuple[str, ...]
@@ -99,23 +85,18 @@ class ScoreRequest:
 
 
 def sampling_seed(request: ChatRequest) -> int:
-    """The seed an engine samples ``request`` with: derived from the request's seed (the
-    cell's) and everything else it holds, so each request draws from a stream of its
-    own, deterministically. Sending ``request.seed`` itself would start every request
-    of a cell at the same point of one stream (vLLM seeds a generator per request);
-    a request repeated on purpose (self-consistency samples) already differs in seed."""
+    """The seed an engine samples ``request`` with, derived from all of it (the cell's seed too):
+    each request gets a stream of its own, deterministically (``request.seed`` itself would start
+    every request of a cell at one point, as vLLM seeds per request); self-consistency repeats differ in seed."""
     payload = json.dumps(request.canonical(), sort_keys=True, ensure_ascii=False)
     return int.from_bytes(hashlib.sha256(payload.encode("utf-8")).digest()[:4], "big") & 0x7FFFFFFF
 
 
 @dataclass(frozen=True)
 class Completion:
-    """A backend's answer to one request.
-
-    For a ScoreRequest, ``logprobs`` maps each candidate to its next-token log-probability
-    (``-inf`` when the engine gave it no mass in its top list) and ``text`` is empty.
-    ``truncated`` is true when the prompt was cut to fit the context window.
-    """
+    """A backend's answer to one request. For a ScoreRequest ``text`` is empty and ``logprobs``
+    maps each candidate to its next-token log-probability (``-inf``: no mass in the engine's top
+    list); ``truncated``: the prompt was cut to fit the context window."""
 
     text: str
     tokens_in: int = 0

@@ -1,20 +1,16 @@
-"""The files madara keeps beside its results and reads back on a rerun (an index's
-``madara_index.json``, a hash memo, a cell's ``config.yaml``, a ``--config-dir``
-YAML file), read through one guarded reader; the stamp a memo is keyed by; and the
-one escape for stored text shown on a terminal.
+"""The files kept beside results and read back on a rerun (an index's ``madara_index.json``, a
+hash memo, a cell's ``config.yaml``, a ``--config-dir`` file) through one guarded reader; the
+stamp a memo is keyed by; the one escape for stored text on a terminal.
 
-Such a file may have been cut by a killed writer, written by a newer madara, copied
-from someone else's results folder, or be no file at all (a FIFO named ``x.yaml``
-blocks a plain ``open`` forever). Every reader here takes only a regular file, reads
-it as UTF-8, parses JSON with the guards of :func:`parse_line` and YAML as plain
-data (no tags, no aliases: a nine-line alias bomb expands to billions of nodes), and
-turns whatever is wrong into ONE error naming the file and what is wrong. A memo that
-cannot be read is not an error: it is rebuilt.
+Such a file may be cut by a killed writer, from a newer madara or someone else's folder, or no
+file at all (a FIFO named ``x.yaml`` blocks ``open`` forever). Readers here take only a regular
+file, as UTF-8, JSON with :func:`parse_line`'s guards, YAML as plain data (no tags, no aliases: a
+nine-line alias bomb expands to billions of nodes), and make whatever is wrong ONE error naming
+the file; an unreadable memo is rebuilt instead.
 
-:func:`file_stamp` is what a memo of a file's content is keyed by: (inode, size,
-mtime, ctime). Size and mtime alone let a same-size edit whose mtime was put back
-(``touch -r``, ``cp -p``, an editor that keeps it) reuse the old digest; the kernel
-sets ctime on every change and no user call can set it back.
+:func:`file_stamp` is (inode, size, mtime, ctime): size and mtime alone let a same-size edit
+with its mtime put back (``touch -r``, ``cp -p``, some editors) reuse an old digest; the kernel
+sets ctime on every change and no user call sets it back.
 """
 
 from __future__ import annotations
@@ -37,19 +33,15 @@ Stamp = tuple[int, int, int, int]
 
 
 def file_stamp(path: str | Path) -> Stamp:
-    """(inode, size, mtime_ns, ctime_ns) of ``path``: equal stamps mean unchanged
-    content for any memo of it (see the module docstring)."""
+    """(inode, size, mtime_ns, ctime_ns) of ``path``: equal stamps mean unchanged content (module docstring)."""
     st = os.stat(path)
     return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-# --------------------------------------------------------------------------- #
-# One line of a user's JSON Lines file (benchmark=jsonl, corpora, the hub readers' pre-check,
-# snapshots' meta). A user's file may hold what json refuses in ways that are not
-# JSONDecodeError: nesting deeper than the recursion limit, an integer of more than 4,300
-# digits, or a lone surrogate escape ("\ud800", which decodes to a string that no longer
-# encodes as UTF-8). parse_line turns each into one DataError naming the file and line;
-# a byte-order mark at the start of a file is accepted (ENCODING).
+# --- One line of a user's JSON Lines file (benchmark=jsonl, corpora, the hub pre-check, snapshots' meta) ---
+# json refuses some input other than by JSONDecodeError: nesting past the recursion limit, an integer
+# over 4,300 digits, a lone surrogate escape ("\ud800": a string that no longer encodes as UTF-8).
+# parse_line makes each one DataError naming file and line; a leading byte-order mark is accepted.
 
 ENCODING = "utf-8-sig"  # UTF-8, with an optional byte-order mark at the start (dropped)
 
@@ -82,8 +74,7 @@ def too_long_integer(e: ValueError) -> str:
 
 
 def encodes(value: Any) -> bool:
-    """Whether every string in ``value`` encodes as UTF-8 (walked without recursion:
-    a value nested as deep as :mod:`json` allows must not raise here)."""
+    """Whether every string in ``value`` encodes as UTF-8 (walked without recursion: json's deepest nesting must not raise)."""
     todo = [value]
     while todo:
         v = todo.pop()
@@ -100,8 +91,7 @@ def encodes(value: Any) -> bool:
     return True
 
 
-# --------------------------------------------------------------------------- #
-# Reading
+# --- Reading ---
 
 
 def _kind(mode: int) -> str:
@@ -113,8 +103,7 @@ def _kind(mode: int) -> str:
 
 
 def regular_file(path: str | Path, what: str, error: type[Exception] = DataError) -> Path:
-    """``path`` when it is a regular file (a link to one counts), looked at without opening
-    it; else one ``error`` saying that nothing is there, or what is (a FIFO, /dev/zero)."""
+    """``path`` if a regular file (or a link to one), checked unopened; else one ``error`` saying nothing, or what, is there."""
     p = Path(path)
     try:
         mode = p.stat().st_mode
@@ -128,10 +117,8 @@ def regular_file(path: str | Path, what: str, error: type[Exception] = DataError
 
 
 def open_regular(path: str | Path, what: str, error: type[Exception] = DataError, max_bytes: int | None = None) -> BinaryIO:
-    """The regular file ``path``, open to read as bytes; anything else (a FIFO, a folder,
-    a device such as /dev/zero) is one ``error`` saying what it is, without blocking: the
-    file is opened non-blocking and checked before a byte is read. A file over
-    ``max_bytes`` is one ``error`` too, before it is read."""
+    """The regular file ``path`` open to read bytes, opened non-blocking and checked before a byte
+    is read: anything else (a FIFO, folder, /dev/zero), or a file over ``max_bytes``, is one ``error``."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as e:
@@ -152,8 +139,7 @@ WHAT = "the benchmark file"
 
 
 def open_local(path: str | Path, what: str = WHAT) -> BinaryIO:
-    """A local data file, open to read once: one error for a missing one, and for a
-    FIFO, folder or device saying what it is (one is not "not found")."""
+    """A local data file open to read: one error for a missing one, another naming a FIFO, folder or device."""
     return open_regular(regular_file(Path(path).expanduser(), what), what)
 
 
@@ -167,8 +153,7 @@ def read_bytes(path: str | Path, what: str, error: type[Exception] = DataError, 
 
 
 def read_text(path: str | Path, what: str, error: type[Exception] = DataError, max_bytes: int | None = None) -> str:
-    """The regular file ``path`` as UTF-8 text (a leading byte-order mark dropped); a
-    byte that is not UTF-8 is one ``error`` naming where."""
+    """The regular file ``path`` as UTF-8 text, a leading BOM dropped; a non-UTF-8 byte is one ``error`` naming where."""
     return decoded(read_bytes(path, what, error, max_bytes), path, what, error)
 
 
@@ -181,9 +166,8 @@ def decoded(data: bytes, path: str | Path, what: str, error: type[Exception] = D
 
 
 def text_lines(f: BinaryIO, path: str | Path, what: str, error: type[Exception] = DataError) -> Iterator[str]:
-    """Each line of ``f`` (from :func:`open_regular`) as UTF-8 text with its end, a leading
-    byte-order mark dropped: a large file streamed in one read, a byte that is not UTF-8
-    one ``error`` naming where (offset and line in the file)."""
+    """Each line of ``f`` (:func:`open_regular`) as UTF-8 text with its end, streamed, a leading BOM
+    dropped; a non-UTF-8 byte is one ``error`` naming its offset and line."""
     offset = 0
     for n, raw in enumerate(f, 1):
         try:
@@ -206,9 +190,7 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 def json_problem(text: str) -> tuple[Any, str | None]:
-    """(value, None) for JSON text, or (None, why it is not readable JSON): the guards
-    of :func:`madara_cli.core.sidefiles.parse_line` (syntax, nesting past the recursion limit,
-    an integer over Python's digit limit, a lone surrogate escape)."""
+    """(value, None) for JSON text, or (None, why not) by :func:`parse_line`'s guards."""
     try:
         value = json.loads(text)
     except json.JSONDecodeError as e:
@@ -226,8 +208,7 @@ _JSON_TYPES = {dict: "a JSON object", list: "a JSON list"}
 
 
 def read_json(path: str | Path, what: str, expect: type = dict, error: type[Exception] = DataError) -> Any:
-    """The JSON value of the regular file ``path``, of type ``expect``; a cut, foreign
-    or hostile file is one ``error`` naming it and what is wrong."""
+    """The JSON value (of type ``expect``) of the regular file ``path``; a bad file is one ``error`` naming it."""
     value, problem = json_problem(read_text(path, what, error))
     if problem is None and not isinstance(value, expect):
         problem = f"holds {type(value).__name__}, not {_JSON_TYPES.get(expect, expect.__name__)}"
@@ -236,14 +217,12 @@ def read_json(path: str | Path, what: str, expect: type = dict, error: type[Exce
     return value
 
 
-# --------------------------------------------------------------------------- #
-# YAML as plain data: no tags, no aliases
+# --- YAML as plain data: no tags, no aliases ---
 
 
 def _yaml_loader() -> type:
-    """OmegaConf's own loader (its float and duplicate-key rules, so a config reads as
-    Hydra reads it) refusing every alias: ``*name`` copies a node by reference, and nine
-    lines of them make a value of 9^9 nodes that OmegaConf would copy out in full."""
+    """OmegaConf's loader (its float and duplicate-key rules: read as Hydra reads) refusing aliases
+    (``*name`` copies by reference; nine lines make 9^9 nodes OmegaConf would copy out in full)."""
     import yaml
     from omegaconf._utils import get_yaml_loader
 
@@ -267,9 +246,8 @@ _LOADER: list[type] = []
 
 
 def yaml_problem(text: str) -> tuple[Any, str | None]:
-    """(plain data, None) for YAML text, or (None, one line saying where and what is
-    wrong): a syntax error, a tag (data never becomes an object), an alias, nesting
-    past the recursion limit, an integer over Python's digit limit, a lone surrogate."""
+    """(plain data, None) for YAML text, or (None, one line: where and what): syntax, a tag (data
+    never becomes an object), an alias, too deep, too long an integer, a lone surrogate."""
     import yaml
 
     if not _LOADER:
@@ -304,13 +282,11 @@ def read_yaml_data(path: str | Path, what: str, error: type[Exception] = DataErr
     return value
 
 
-# --------------------------------------------------------------------------- #
-# Memos of a file's content, keyed by its stamp
+# --- Memos of a file's content, keyed by its stamp ---
 
 
 def read_memo(memo_file: Path) -> dict[str, Any]:
-    """A memo's entries; a memo that is missing, cut, foreign or not UTF-8 is empty
-    (said once, as a warning naming it): it only saves work, and is rebuilt."""
+    """A memo's entries; a missing or bad one is empty (a warning names it): it only saves work, and is rebuilt."""
     if not memo_file.exists():
         return {}
     try:
@@ -321,9 +297,8 @@ def read_memo(memo_file: Path) -> dict[str, Any]:
 
 
 def write_memo(memo_file: Path, memo: dict[str, Any]) -> None:
-    """Write ``memo`` whole under a temporary name, then rename it into place (a reader
-    never sees a cut memo from this process; a parallel writer's entries may be lost,
-    which costs a recomputation, never a wrong value)."""
+    """Write ``memo`` whole under a temporary name, then rename it in (never seen cut; a parallel
+    writer's entries may be lost: a recomputation, never a wrong value)."""
     memo_file.parent.mkdir(parents=True, exist_ok=True)
     tmp = memo_file.with_name(f"{memo_file.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(memo, indent=1, ensure_ascii=False), encoding="utf-8")
@@ -331,9 +306,8 @@ def write_memo(memo_file: Path, memo: dict[str, Any]) -> None:
 
 
 def stamp_memo(memo_file: Path | None, path: str | Path, compute: Callable[[Path], str], field: str = "value") -> str:
-    """``compute(path)``, memoised in ``memo_file`` (JSON: resolved path -> stamp and
-    ``field``) while :func:`file_stamp` of ``path`` is unchanged; without a memo file,
-    computed every time."""
+    """``compute(path)``, memoised in ``memo_file`` (resolved path -> stamp and ``field``) while its
+    :func:`file_stamp` holds; without a memo file, computed every time."""
     p = Path(path).expanduser().resolve()
     if memo_file is None:
         return compute(p)
@@ -353,11 +327,9 @@ def stamp_memo(memo_file: Path | None, path: str | Path, compute: Callable[[Path
     return value
 
 
-# --------------------------------------------------------------------------- #
-# Stored text on a terminal
+# --- Stored text on a terminal ---
 
-# Bidirectional overrides and isolates reorder what a terminal shows (a name that reads
-# as another); zero-width ones hide characters. Escaped with the control characters.
+# bidirectional overrides and isolates reorder what a terminal shows, zero-width marks hide characters: escaped too
 _FORMAT_SHOWN = {"\u200b", "\u200c", "\u200d", "\u2060", "\ufeff"} | {chr(c) for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x200E, 0x200F)}
 
 
@@ -367,12 +339,10 @@ def _escaped(ch: str) -> str:
 
 
 def printable(text: object, keep_newlines: bool = False) -> str:
-    """``text`` safe to print on a terminal: control characters (ESC, BEL, CR, C1
-    controls: what moves the cursor, retitles the window or rewrites a line), lone
-    surrogates and the bidirectional and zero-width marks become visible ``\\x1b``-style
-    escapes (newlines and tabs too, unless ``keep_newlines``); everything else is left
-    as it is. For text madara did not write itself in
-    this run: a results folder, a cache or a config copied from someone else."""
+    """``text`` safe on a terminal, for text madara did not write this run (a copied results folder,
+    cache or config): control characters (ESC, BEL, CR, C1: cursor moves, retitles, rewrites), lone
+    surrogates and bidirectional and zero-width marks become ``\\x1b``-style escapes (newlines and
+    tabs too, unless ``keep_newlines``); the rest is left."""
     s = str(text)
     if s.isprintable() or not any(_needs_escape(c, keep_newlines) for c in s):
         return s
@@ -386,9 +356,8 @@ def _needs_escape(c: str, keep_newlines: bool) -> bool:
 
 
 def json_printable(text: str) -> str:
-    """JSON text (``json.dumps(..., ensure_ascii=False)``) safe on a terminal and still
-    JSON: what :func:`printable` escapes becomes a ``\\u`` escape (json leaves C1
-    controls, bidirectional marks and lone surrogates raw)."""
+    """JSON text (``ensure_ascii=False``) safe on a terminal and still JSON: what :func:`printable`
+    escapes becomes ``\\u`` (json leaves C1 controls, bidirectional marks, lone surrogates raw)."""
     if text.isprintable():
         return text
     return "".join(f"\\u{ord(c):04x}" if c not in "\n\t" and _needs_escape(c, True) else c for c in text)

@@ -1,9 +1,6 @@
-"""Significance tests and resampling used to compare cells and audit the paper.
-
-Every function is small, pure and vectorised; every resampling takes a seed. The
-paper's own tests (Appendix G.3, Table 14) are McNemar's test on discordant pairs
-with a Holm-Bonferroni correction; Table 6 adds a paired bootstrap over queries;
-Appendix H.1 and the RSC probe (Section 3) use Spearman's rank correlation.
+"""Significance tests and resampling to compare cells and audit the paper: small, pure,
+vectorised, every resampling seeded. The paper's tests: McNemar on discordant pairs with Holm-
+Bonferroni (G.3, Table 14), a paired bootstrap over queries (Table 6), Spearman (H.1, Section 3).
 """
 
 from __future__ import annotations
@@ -20,19 +17,10 @@ MCNEMAR_METHODS = ("exact", "chi2-cc", "chi2")
 
 
 def mcnemar(b: int, c: int, method: str = "exact") -> float:
-    """Two-sided p-value of McNemar's test (McNemar 1947) from the discordant counts.
-
-    ``b`` = pairs where the method is right and the baseline wrong, ``c`` the reverse.
-
-    - ``"exact"``: two-sided binomial test of min(b, c) ~ Binomial(b + c, 1/2)
-      (the exact conditional test; ``scipy.stats.binomtest``).
-    - ``"chi2-cc"``: X² = (|b − c| − 1)² / (b + c) against χ²(1) (Edwards' continuity
-      correction, the textbook default).
-    - ``"chi2"``: X² = (b − c)² / (b + c) against χ²(1), uncorrected.
-
-    With no discordant pairs (b + c = 0) the two classifiers never disagree and the
-    p-value is 1.0 by convention.
-    """
+    """Two-sided p of McNemar's test (1947); ``b``: method right and baseline wrong, ``c`` the
+    reverse. ``"exact"``: binomial test of min(b, c) ~ Binomial(b + c, 1/2) (``scipy.stats.
+    binomtest``); ``"chi2-cc"``: (|b − c| − 1)² / (b + c) against χ²(1) (Edwards' correction);
+    ``"chi2"``: (b − c)² / (b + c), uncorrected. b + c = 0 gives 1.0 by convention."""
     if method not in MCNEMAR_METHODS:
         raise ValueError(f"unknown McNemar method {method!r}; valid: {', '.join(MCNEMAR_METHODS)}")
     b, c = int(b), int(c)
@@ -49,11 +37,7 @@ def mcnemar(b: int, c: int, method: str = "exact") -> float:
 
 
 def discordant(a_correct: Sequence[bool] | np.ndarray, b_correct: Sequence[bool] | np.ndarray) -> tuple[int, int]:
-    """Discordant-pair counts (b, c) of two paired boolean outcomes.
-
-    b = #(A right and B wrong), c = #(A wrong and B right): the off-diagonal cells of
-    McNemar's 2×2 table.
-    """
+    """(b, c) = (#A right and B wrong, #A wrong and B right): McNemar's off-diagonal cells."""
     a = np.asarray(a_correct, dtype=bool)
     bb = np.asarray(b_correct, dtype=bool)
     if a.shape != bb.shape:
@@ -62,12 +46,8 @@ def discordant(a_correct: Sequence[bool] | np.ndarray, b_correct: Sequence[bool]
 
 
 def holm(pvalues: Sequence[float] | np.ndarray) -> np.ndarray:
-    """Holm-Bonferroni step-down adjusted p-values (Holm 1979).
-
-    With p sorted ascending, p̃_(i) = max_{j ≤ i} min(1, (m − j + 1) · p_(j)); the
-    running maximum keeps the adjusted values monotone. Returned in input order;
-    reject H_i at level α iff p̃_i ≤ α.
-    """
+    """Holm-Bonferroni step-down adjusted p-values (Holm 1979), in input order: p̃_(i) =
+    max_{j ≤ i} min(1, (m − j + 1) · p_(j)) over p ascending; reject H_i at α iff p̃_i ≤ α."""
     p = np.asarray(pvalues, dtype=float)
     if p.ndim != 1:
         raise ValueError("holm expects a one-dimensional sequence of p-values")
@@ -96,42 +76,19 @@ class BootstrapResult:
 
 
 BOOTSTRAP_METHODS = ("auto", "counts", "resample")
-# Above this many distinct paired differences the counts path stops paying off.
-MAX_DISTINCT_FOR_COUNTS = 64
+MAX_DISTINCT_FOR_COUNTS = 64  # above this many distinct paired differences the counts path stops paying off
 
 
-def paired_bootstrap(
-    a: Sequence[float] | np.ndarray,
-    b: Sequence[float] | np.ndarray,
-    n_resamples: int = 10_000,
-    seed: int = 0,
-    confidence: float = 0.95,
-    method: str = "auto",
-) -> BootstrapResult:
-    """Paired (query-level) bootstrap of the mean difference mean(a − b) (Efron & Tibshirani 1993, ch. 13, 16).
-
-    Queries are resampled with replacement ``n_resamples`` times from
-    ``numpy.random.default_rng(seed)``; the CI is the percentile interval.
-
-    Two ways to draw the same bootstrap distribution (``method``):
-
-    - ``"resample"``: draw n query indices per resample and average their differences
-      (O(n) per resample).
-    - ``"counts"``: the exact fast path for discrete outcomes. A resample's mean
-      difference depends only on how many times each *distinct* difference value was
-      drawn, and those counts are Multinomial(n, value shares); for 0/1 outcomes (EM)
-      the values are −1, 0, +1 (loss, tie, win), so one resample is one multinomial
-      draw of three counts (O(distinct values) per resample). The resampled means
-      have exactly the distribution of the ``"resample"`` path; only the random
-      stream differs, so for one seed the two agree within Monte Carlo error.
-    - ``"auto"`` (default): ``"counts"`` when the differences take at most
-      ``MAX_DISTINCT_FOR_COUNTS`` distinct values, else ``"resample"``.
-
-    p-value rule: the share of resampled mean differences that fall on the other side
-    of 0 from the observed difference (0 itself counts as the other side), times 2,
-    capped at 1 — the two-sided "percentile" bootstrap test. An observed difference of
-    exactly 0 gives p = 1.
-    """
+def paired_bootstrap(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, n_resamples: int = 10_000, seed: int = 0,
+                     confidence: float = 0.95, method: str = "auto") -> BootstrapResult:
+    """Paired (query-level) bootstrap of mean(a − b) (Efron & Tibshirani 1993, ch. 13, 16):
+    ``n_resamples`` draws from ``default_rng(seed)``, a percentile CI. ``method``:
+    ``"resample"`` draws n query indices per resample (O(n)); ``"counts"``, exact for discrete
+    outcomes, draws Multinomial(n, shares) counts of the distinct differences (EM: −1, 0, +1),
+    the same distribution on another random stream (agreeing within Monte Carlo error);
+    ``"auto"``, counts up to ``MAX_DISTINCT_FOR_COUNTS`` distinct values. p: twice the share of
+    resampled means on the other side of 0 from the observed (0 counts as other), capped at 1;
+    an observed 0 gives p = 1."""
     x = np.asarray(a, dtype=float)
     y = np.asarray(b, dtype=float)
     if x.shape != y.shape or x.ndim != 1:
@@ -164,8 +121,7 @@ def bootstrap_means_resample(diff: np.ndarray, n_resamples: int, seed: int) -> n
     """Resampled means of ``diff`` by drawing query indices (the general path)."""
     n = diff.size
     rng = np.random.default_rng(seed)
-    # Resample in fixed-size chunks so memory stays bounded for large cells; the chunk
-    # size is constant, so the result depends only on the seed.
+    # fixed-size chunks bound memory; the size is constant, so the result depends only on the seed
     chunk = max(1, min(n_resamples, 4_000_000 // max(n, 1)))
     means = np.empty(n_resamples)
     for start in range(0, n_resamples, chunk):
@@ -176,8 +132,7 @@ def bootstrap_means_resample(diff: np.ndarray, n_resamples: int, seed: int) -> n
 
 
 def bootstrap_means_counts(values: np.ndarray, counts: np.ndarray, n_resamples: int, seed: int) -> np.ndarray:
-    """Resampled means from multinomial counts of the distinct values (the exact
-    fast path for discrete outcomes; see :func:`paired_bootstrap`)."""
+    """Resampled means from multinomial counts of the distinct values (:func:`paired_bootstrap`'s fast path)."""
     values = np.asarray(values, dtype=float)
     counts = np.asarray(counts, dtype=np.int64)
     n = int(counts.sum())
@@ -188,12 +143,8 @@ def bootstrap_means_counts(values: np.ndarray, counts: np.ndarray, n_resamples: 
 
 
 def spearman(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> tuple[float, float]:
-    """Spearman's rank correlation ρ and its two-sided p-value (``scipy.stats.spearmanr``).
-
-    Ties get average ranks, so ρ is the Pearson correlation of the rank vectors. A
-    constant input (or fewer than two pairs) has no defined ρ: returns (nan, nan)
-    without letting scipy's warnings escape.
-    """
+    """Spearman's ρ (average ranks for ties) and its two-sided p (``scipy.stats.spearmanr``);
+    (nan, nan), scipy's warnings silenced, for a constant input or fewer than two pairs."""
     xa = np.asarray(x, dtype=float)
     ya = np.asarray(y, dtype=float)
     if xa.shape != ya.shape:
@@ -219,38 +170,23 @@ def significance_stars(p: float) -> str:
     return ""
 
 
-# ---------------------------------------------------------------------------
-# The small-n rule: how every verb, table and figure states its uncertainty.
-#
-# - A cell's EM (or any 0/1 outcome: contains, em_strict) is a proportion of its
-#   questions: its interval is Wilson's score interval (Wilson 1927), or the exact
-#   Clopper-Pearson one (Clopper & Pearson 1934) on request. Both stay honest at any n:
-#   0/5 gives [0, 43.4%] (Wilson), never the zero-width "certain 0" a percentile
-#   bootstrap draws.
-# - A difference of two cells' EM on the same questions is a paired difference of
-#   proportions: Newcombe's hybrid score interval for paired data (Newcombe 1998,
-#   method 10), tested by McNemar's exact test; also honest at any n.
-# - A metric that is not 0/1 (F1) gets a percentile bootstrap only from
-#   MIN_N_FOR_BOOTSTRAP queries or pairs up; below, no interval is drawn and the
-#   reader is told why.
+# --- The small-n rule: how every verb, table and figure states its uncertainty ---
+# A cell's 0/1 outcome (EM, contains, em_strict) gets Wilson's score interval (1927), or exact
+# Clopper-Pearson (1934) on request: honest at any n (0/5 gives [0, 43.4%], never a bootstrap's
+# zero-width "certain 0"). Two cells' paired EM difference gets Newcombe's hybrid score interval
+# (1998, method 10), tested by exact McNemar. A non-0/1 metric (F1) gets a percentile bootstrap
+# only from MIN_N_FOR_BOOTSTRAP queries or pairs up; below, none, and the reader is told why.
 
 PROPORTION_METHODS = ("wilson", "exact")
 CONFIDENCE = 0.95
-# Below this many queries (or pairs) a percentile interval from resampling says more
-# about the resampler than about the methods.
-MIN_N_FOR_BOOTSTRAP = 10
+MIN_N_FOR_BOOTSTRAP = 10  # below this, a resampled interval says more about the resampler than the methods
 
 
 def proportion_interval(k: int, n: int, confidence: float = CONFIDENCE, method: str = "wilson") -> tuple[float, float]:
-    """Two-sided interval for a proportion of ``k`` successes in ``n`` trials.
-
-    - ``"wilson"`` (default): Wilson's score interval,
-      (p̂ + z²/2n ± z·√(p̂(1−p̂)/n + z²/4n²)) / (1 + z²/n), z the normal quantile.
-    - ``"exact"``: Clopper-Pearson, the Beta quantiles B(α/2; k, n−k+1) and
-      B(1−α/2; k+1, n−k), never below the nominal coverage.
-
-    Both are computed by ``scipy.stats.binomtest(k, n).proportion_ci``. ValueError
-    for n < 1 or k outside [0, n]."""
+    """Two-sided interval for ``k`` successes in ``n`` trials by ``scipy.stats.binomtest(k, n).
+    proportion_ci``: ``"wilson"``, (p̂ + z²/2n ± z·√(p̂(1−p̂)/n + z²/4n²)) / (1 + z²/n);
+    ``"exact"``, Clopper-Pearson's Beta quantiles B(α/2; k, n−k+1), B(1−α/2; k+1, n−k), never
+    below nominal coverage. ValueError for n < 1 or k outside [0, n]."""
     if method not in PROPORTION_METHODS:
         raise ValueError(f"unknown interval method {method!r}; valid: {', '.join(PROPORTION_METHODS)}")
     k, n = int(k), int(n)
@@ -268,14 +204,10 @@ def is_binary(values: Sequence[float] | np.ndarray) -> bool:
 
 def paired_proportion_difference(a_correct: Sequence[bool] | np.ndarray, b_correct: Sequence[bool] | np.ndarray,
                                  confidence: float = CONFIDENCE) -> tuple[float, float, float]:
-    """(Δ, low, high): p̂_A − p̂_B on paired 0/1 outcomes and Newcombe's hybrid score
-    interval for it (Newcombe 1998, "Improved confidence intervals for the difference
-    between binomial proportions based on paired data", method 10).
-
-    With the 2×2 counts e (both right), b (A only), c (B only), f (both wrong), (l₁, u₁)
-    and (l₂, u₂) the Wilson intervals of p̂_A and p̂_B, and φ the correlation
-    (ef − bc)/√((e+b)(c+f)(e+c)(b+f)) (0 when a margin is empty):
-    L = Δ − √((p̂_A−l₁)² − 2φ(p̂_A−l₁)(u₂−p̂_B) + (u₂−p̂_B)²),
+    """(Δ, low, high): p̂_A − p̂_B on paired 0/1 outcomes with Newcombe's hybrid score interval
+    (1998, paired data, method 10). With counts e (both right), b (A only), c (B only), f
+    (neither), Wilson intervals (l₁, u₁), (l₂, u₂) and φ = (ef − bc)/√((e+b)(c+f)(e+c)(b+f))
+    (0 when a margin is empty): L = Δ − √((p̂_A−l₁)² − 2φ(p̂_A−l₁)(u₂−p̂_B) + (u₂−p̂_B)²),
     U = Δ + √((u₁−p̂_A)² − 2φ(u₁−p̂_A)(p̂_B−l₂) + (p̂_B−l₂)²)."""
     a = np.asarray(a_correct, dtype=bool)
     bb = np.asarray(b_correct, dtype=bool)
@@ -297,8 +229,7 @@ def paired_proportion_difference(a_correct: Sequence[bool] | np.ndarray, b_corre
 
 @dataclass(frozen=True)
 class Interval:
-    """A point estimate with its interval (fractions), how it was made, and n. ``low``
-    and ``high`` are None where the rule draws no interval; ``why`` then says why."""
+    """A point estimate, its interval (fractions; None where the rule draws none, ``why`` says why), method and n."""
 
     value: float
     low: float | None
@@ -316,9 +247,8 @@ class Interval:
 
 
 def mean_interval(values: Sequence[float] | np.ndarray, confidence: float = CONFIDENCE, n_resamples: int = 10_000, seed: int = 0) -> Interval:
-    """The rule's interval for one cell's mean outcome: Wilson for 0/1 outcomes at any
-    n, a seeded percentile bootstrap for other metrics from MIN_N_FOR_BOOTSTRAP
-    queries up, none below (``why`` says so)."""
+    """The rule's interval for a cell's mean: Wilson for 0/1 outcomes, else a seeded percentile
+    bootstrap from MIN_N_FOR_BOOTSTRAP queries up, none below (``why`` says so)."""
     v = np.asarray(values, dtype=float)
     if v.ndim != 1 or v.size == 0:
         raise ValueError("an interval needs at least one outcome")
@@ -334,10 +264,9 @@ def mean_interval(values: Sequence[float] | np.ndarray, confidence: float = CONF
 
 def difference_interval(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, confidence: float = CONFIDENCE,
                         n_resamples: int = 10_000, seed: int = 0) -> Interval:
-    """The rule's interval for mean(a − b) on paired outcomes: Newcombe's paired score
-    interval for 0/1 outcomes at any n; for other metrics a seeded paired bootstrap
-    from MIN_N_FOR_BOOTSTRAP pairs up, unless every pair differs by the same amount
-    (each resample would have the same mean: zero width); none otherwise."""
+    """The rule's interval for paired mean(a − b): Newcombe's for 0/1 outcomes, else a seeded
+    paired bootstrap from MIN_N_FOR_BOOTSTRAP pairs up unless every pair differs alike (zero
+    width); none otherwise."""
     x = np.asarray(a, dtype=float)
     y = np.asarray(b, dtype=float)
     if x.shape != y.shape or x.ndim != 1 or x.size == 0:
@@ -355,8 +284,7 @@ def difference_interval(a: Sequence[float] | np.ndarray, b: Sequence[float] | np
 
 
 def format_interval(iv: Interval | None, signed: bool = False, digits: int = 1) -> str:
-    """``"20.0 [3.6, 62.4]"`` in percent (``signed``: ``"+20.0 [−5.1, +41.0]"``); the
-    point alone where the rule draws no interval; "—" for None."""
+    """``"20.0 [3.6, 62.4]"`` in percent (``signed``: ``"+20.0 [−5.1, +41.0]"``); the point alone without an interval; "—" for None."""
     if iv is None:
         return "—"
     spec = f"+.{digits}f" if signed else f".{digits}f"
@@ -367,8 +295,7 @@ def format_interval(iv: Interval | None, signed: bool = False, digits: int = 1) 
 
 
 def rate_interval(rate: float | None, n: int, confidence: float = CONFIDENCE, method: str = "wilson") -> Interval | None:
-    """The rule's interval for a stored 0/1 rate (EM, contains) over ``n`` queries, from
-    the aggregate alone: k = round(rate · n) successes. None without a rate or queries."""
+    """The rule's interval for a stored 0/1 rate over ``n`` queries, k = round(rate · n); None without a rate or queries."""
     if rate is None or not n or not math.isfinite(rate):
         return None
     k = min(max(round(float(rate) * n), 0), int(n))

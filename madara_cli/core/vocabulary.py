@@ -1,6 +1,5 @@
-"""The words every floor shares: the three assessing agents and the names of the stages
-their requests are counted under (accounting, health and the report read them; the
-agents and strategies send them)."""
+"""The words every floor shares: the three assessing agents and their requests' stage names
+(sent by agents and strategies, read by accounting, health and the report)."""
 
 from __future__ import annotations
 

@@ -1,19 +1,11 @@
-"""Reasoning-Score Coupling (RSC): the perturbations of the probe's reasoning chains.
+"""RSC: the perturbations of the probe's reasoning chains (the MADARA paper, *To Isolate or to
+Score?*, Appendix F.1), at the three severities of :data:`madara_cli.diagnose.rsc.LEVELS`:
+1. shuffled (sentences permuted: logic broken, content kept); 2. contradicted (quality words
+and numbers negated); 3. random (another, random pair's chain).
 
-Source: the MADARA paper (*To Isolate or to Score?*), Appendix F.1.
-
-The probe scores every (query, document) pair once with chain-of-thought, then
-rescores each pair with its reasoning replaced by a perturbed chain at three
-increasing severities (the levels of :data:`madara_cli.diagnose.rsc.LEVELS`):
-
-1. shuffled      -- the sentences of the chain permuted (logic broken, content kept);
-2. contradicted  -- quality words and numbers negated (direction inverted);
-3. random        -- the chain of another, random (query, document) pair.
-
-Here: the chains (a CoT reply's ``reasoning_steps``, or its text without score
-fields), the three perturbations (pure, every draw seeded) and the re-score request
-each perturbed chain is sent in (:func:`perturbed_rescore_request`, in the reading
-``rsc.rescore`` names). The statistics of the re-scored matrices are in
+Here: the chains (a CoT reply's ``reasoning_steps``, or its text without score fields), the
+perturbations (pure, every draw seeded) and each perturbed chain's re-score request
+(:func:`perturbed_rescore_request`, as ``rsc.rescore`` names). The statistics are in
 :mod:`madara_cli.diagnose.rsc`.
 """
 
@@ -35,13 +27,9 @@ Seed = int | Sequence[int]
 T = TypeVar("T")
 
 
-# A boundary is sentence-final punctuation (optionally followed by a closing quote or
-# bracket) and whitespace, or a line break. Decimals such as "4.5" never match
-# because no whitespace follows the point.
+# sentence-final punctuation (maybe a closing quote or bracket) and whitespace, or a line break ("4.5" has no whitespace)
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\s*\n+\s*")
-# Fragments that are only an enumerator ("1.", "(2)", "a.", "Step 3:") belong to the
-# sentence that follows them; splitting them off would let a shuffle separate a
-# step's number from its text.
+# a lone enumerator ("1.", "(2)", "a.", "Step 3:") joins the next sentence, so a shuffle keeps a step's number with its text
 _ENUMERATOR = re.compile(r"^(?:\(?\d{1,2}[.)]|\(?[A-Za-z][.)]|step\s*\d+[.:)]?)$", re.IGNORECASE)
 
 
@@ -60,8 +48,7 @@ def _split_text(text: str) -> list[str]:
     return sentences
 
 
-# A score or confidence field as a reply writes it: "score": 4, 'confidence': 3,
-# score = 4/5, "adjustment": -1 (quoted or not, an optional "/5" or "out of 5").
+# a score field as a reply writes it: "score": 4, 'confidence': 3, score = 4/5, "adjustment": -1 ("/5" or "out of 5" optional)
 _SCORE_FIELD = re.compile(
     r"[\"']?\b(?:score|confidence|adjustment)\b[\"']?\s*[:=]\s*[\"']?[+-]?\d+(?:\.\d+)?[\"']?"
     r"(?:\s*(?:/|out\s+of)\s*\d+)?\s*,?",
@@ -74,11 +61,9 @@ _LOOSE_COMMAS = re.compile(r"(?:^|(?<=\s))[,;:]+(?=\s|$)")
 
 
 def chain_from_text(reply: str) -> str:
-    """The reasoning of a CoT reply that holds no ``reasoning_steps``: its text with
-    every score, confidence and adjustment field removed, and the JSON punctuation
-    left around them. Without this the reply's own ``"score": N`` would sit in the
-    chain, survive shuffling and contradiction, and hand the re-score its answer.
-    An empty string means there is no reasoning to perturb."""
+    """A CoT reply's reasoning when it holds no ``reasoning_steps``: its text less every score,
+    confidence and adjustment field and the JSON punctuation around them (else its own
+    ``"score": N`` would survive perturbation and hand the re-score its answer); "" = none."""
     text = _SCORE_FIELD.sub(" ", _CODE_FENCE.sub(" ", reply or ""))
     text = _EMPTY_STRING.sub(" ", _JSON_PUNCTUATION.sub(" ", text))
     text = _LOOSE_COMMAS.sub(" ", text)
@@ -88,14 +73,9 @@ def chain_from_text(reply: str) -> str:
 
 
 def split_sentences(reasoning: Reasoning) -> list[str]:
-    """Split a reasoning chain into sentences (F.1: "split by sentence boundaries").
-
-    A string is split after ``.``, ``!`` or ``?`` followed by whitespace, and at line
-    breaks; lone enumerators ("1.", "Step 2:") are glued to the next sentence. A
-    sequence of strings (the CoT prompt's ``reasoning_steps`` array) is split the same
-    way step by step, so a step of two sentences gives two. Abbreviations such as
-    "e.g." do split; that only makes a shuffle finer, never a no-op.
-    """
+    """A chain's sentences (F.1: "split by sentence boundaries"): split after ``.``/``!``/``?``
+    and whitespace and at line breaks, lone enumerators glued to the next sentence; a sequence
+    (``reasoning_steps``) step by step. "e.g." does split: a finer shuffle, never a no-op."""
     if isinstance(reasoning, str):
         return _split_text(reasoning)
     return [sentence for step in reasoning if step and step.strip() for sentence in _split_text(step)]
@@ -107,8 +87,7 @@ def _as_written(reasoning: Reasoning) -> list[str]:
 
 
 def steps_of(reasoning: Reasoning) -> list[str]:
-    """A chain as the list of steps it is shown as: a string is one step, a sequence
-    keeps its non-empty steps."""
+    """A chain as the steps it is shown as: a string is one step, a sequence keeps its non-empty ones."""
     if isinstance(reasoning, str):
         return [reasoning.strip()] if reasoning.strip() else []
     return [s.strip() for s in reasoning if s and s.strip()]
@@ -120,17 +99,10 @@ def _join(sentences: Sequence[str], like: Reasoning) -> str:
 
 
 def shuffled_sentences(reasoning: Reasoning, seed: Seed, may_repeat: bool = False, resplit: bool = True) -> list[str]:
-    """Level 1 (Shuffled) as a list: the chain's sentences permuted with a fixed seed.
-
-    ``R' = permute(R)`` with ``numpy.random.default_rng(seed)`` over the sentences of
-    every step (F.1). When the drawn permutation is the identity and there are at
-    least two sentences, the chain is rotated by one instead, so the perturbation is
-    never a silent no-op (with 2 sentences the identity is drawn half the time). A
-    chain of identical sentences can still read the same after shuffling.
-    ``resplit=False`` permutes the chain's steps as they are (chains the authors'
-    splitter made already: a step is not split again at a quote or bracket after a
-    full stop).
-    """
+    """Level 1 (Shuffled): the sentences of every step permuted by ``default_rng(seed)`` (F.1); a
+    drawn identity (half the time with 2 sentences) is rotated by one instead, never a silent
+    no-op (identical sentences still read the same). ``resplit=False`` permutes the steps as
+    they are (already split by the authors' splitter, not again at a quote after a full stop)."""
     sentences = split_sentences(reasoning) if resplit else _as_written(reasoning)
     n = len(sentences)
     if n < 2:
@@ -142,27 +114,18 @@ def shuffled_sentences(reasoning: Reasoning, seed: Seed, may_repeat: bool = Fals
 
 
 def shuffle_reasoning(reasoning: Reasoning, seed: Seed) -> str:
-    """Level 1 (Shuffled) as text (see :func:`shuffled_sentences`): prose stays prose,
-    a list of steps becomes one sentence per line."""
+    """Level 1 as text (:func:`shuffled_sentences`): prose stays prose, steps one sentence per line."""
     return _join(shuffled_sentences(reasoning, seed), reasoning)
 
 
 _WORD_ANTONYMS: dict[str, str] = {
-    "relevant": "irrelevant",
-    "consistent": "inconsistent",
-    "supports": "contradicts",
-    "support": "contradict",
-    "supported": "contradicted",
-    "supporting": "contradicting",
-    "accurate": "inaccurate",
-    "reliable": "unreliable",
-    "high quality": "low quality",
-    "high-quality": "low-quality",
+    "relevant": "irrelevant", "consistent": "inconsistent", "supports": "contradicts", "support": "contradict",
+    "supported": "contradicted", "supporting": "contradicting", "accurate": "inaccurate", "reliable": "unreliable",
+    "high quality": "low quality", "high-quality": "low-quality",
 }
 _ANTONYMS: dict[str, str] = {**_WORD_ANTONYMS, **{v: k for k, v in _WORD_ANTONYMS.items()}}
 _NUMBER = r"(\d+(?:\.\d+)?)"
-# One alternation, longest phrase first, so each span is rewritten exactly once: a
-# swapped word is never looked at again (no relevant -> irrelevant -> relevant).
+# one alternation, longest first: each span is rewritten once (no relevant -> irrelevant -> relevant)
 _CONTRADICT = re.compile(
     r"\b(?P<score>score\s+of\s+)" + _NUMBER + r"(?![\d.]\d)"
     r"|(?<![\w.])(?P<frac>" + _NUMBER[1:-1] + r")(?P<slash>\s*/\s*5)(?!\w|\.\d)"
@@ -205,24 +168,17 @@ def contradict_text(text: str) -> str:
 
 
 def contradict_reasoning(reasoning: Reasoning) -> str:
-    """Level 2 (Contradicted): negate the chain's quality cues (F.1).
-
-    Whole-word, case-preserving swaps in both directions: relevant<->irrelevant,
-    consistent<->inconsistent, support(s/ed/ing)<->contradict(s/ed/ing),
-    accurate<->inaccurate, reliable<->unreliable, "high quality"<->"low quality".
-    Numeric quality cues are inverted on the 0-5 scale: "score of N" -> "score of
-    5-N" (F.1's example: "score of 4" -> "score of 1") and "N/5" -> "(5-N)/5";
-    numbers outside 0-5 are left alone. All substitutions happen in a single regex
-    pass, so a swapped word is never swapped back.
-    """
+    """Level 2 (Contradicted, F.1): whole-word, case-preserving swaps both ways (relevant,
+    consistent, support(s/ed/ing)<->contradict(s/ed/ing), accurate, reliable, high/low quality)
+    and 0-5 scores inverted ("score of 4" -> "score of 1", "N/5" -> "(5-N)/5"; other numbers
+    stay), in one regex pass so nothing is swapped back."""
     if isinstance(reasoning, str):
         return contradict_text(reasoning)
     return _join([contradict_text(s) for s in split_sentences(reasoning)], reasoning)
 
 
-# The authors' Level-2 word swaps (reading.contradiction=authors), in the order their
-# code applies them: each left word becomes the right one, as a case-sensitive
-# substring (so a word already negative gains a second prefix), never the other way.
+# The authors' Level-2 swaps (reading.contradiction=authors) in their code's order: left to right only, as a
+# case-sensitive substring (a word already negative gains a second prefix).
 AUTHORS_SWAPS: tuple[tuple[str, str], ...] = (
     ("consistent", "inconsistent"), ("agrees", "disagrees"), ("supports", "contradicts"), ("relevant", "irrelevant"),
     ("accurate", "inaccurate"), ("reliable", "unreliable"), ("coherent", "incoherent"), ("aligned", "misaligned"),
@@ -231,9 +187,8 @@ AUTHORS_SWAPS: tuple[tuple[str, str], ...] = (
 
 
 def contradict_text_authors(text: str) -> str:
-    """Level 2 as the authors' code perturbs a step: every occurrence of each left word
-    of :data:`AUTHORS_SWAPS`, anywhere (inside words too, case-sensitive), becomes its
-    right word; a swapped span is not looked at again by later pairs; numbers stay."""
+    """Level 2 as the authors' code: each left word of :data:`AUTHORS_SWAPS`, anywhere (inside
+    words too), becomes its right word; a swapped span is not seen by later pairs; numbers stay."""
     marks = []
     for n, (positive, _) in enumerate(AUTHORS_SWAPS):
         mark = f"\x00{n}\x00"  # a placeholder no later pair can match
@@ -248,14 +203,12 @@ _SENTENCES_AUTHORS = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
 def chain_from_field(reply: str) -> list[str]:
-    """A CoT reply's chain as the authors' probe reads it (``reading.chain_source=field``):
-    the span from the first ``{`` to the last ``}`` decoded; its ``reasoning_steps``,
-    else its ``reasoning`` value (a list of strings joined with spaces, anything else
-    as Python writes it); an object with neither, or a reply with no span, gives an
-    empty chain, and a reply whose span does not decode, or whose steps are a list
-    holding numbers or objects, is its own chain. The text is then split after
-    ``.``/``!``/``?`` and at line breaks (whitespace kept inside each step): the steps
-    the other levels then take as they are (:func:`perturb_chains` with ``resplit=False``)."""
+    """A CoT reply's chain as the authors' probe reads it (``reading.chain_source=field``): the
+    first ``{`` to last ``}`` decoded, its ``reasoning_steps`` else ``reasoning`` (a list of
+    strings space-joined, anything else as Python writes it); neither, or no span, is empty; a
+    span that does not decode, or steps holding numbers or objects, make the reply its own
+    chain. Split after ``.``/``!``/``?`` and at line breaks, the steps taken as they are
+    (:func:`perturb_chains` with ``resplit=False``)."""
     import json
 
     span = re.search(r"\{.*\}", reply or "", re.DOTALL)
@@ -272,23 +225,16 @@ def chain_from_field(reply: str) -> list[str]:
 
 
 def random_reasoning(chains: Sequence[Sequence[T]], seed: Seed) -> list[list[T]]:
-    """Level 3 (Random): give every (query j, doc i) the chain of another pair (F.1).
-
-    For each pair, (l, k) is drawn uniformly from all pairs with (l, k) != (j, i)
-    (independently per pair, so two pairs may receive the same donor). ``chains``
-    is indexed ``[query][doc]`` and may be ragged; the result has the same shape.
-    "Another pair" is by position: if two pairs produced identical text, a pair may
-    receive text equal to its own.
-
-    Raises:
-        ValueError: fewer than two pairs, so there is no other chain to draw.
-    """
+    """Level 3 (Random, F.1): each (query j, doc i) of ``chains`` (maybe ragged; the result is
+    shaped alike) gets the chain of (l, k) != (j, i), drawn uniformly and independently (two may
+    share a donor; "another" is by position, so identical text may come back). ValueError under
+    two pairs."""
     flat = [chain for row in chains for chain in row]
     n = len(flat)
     if n < 2:
         raise ValueError(f"random reasoning needs at least 2 (query, doc) pairs, got {n}")
     rng = np.random.default_rng(seed)
-    # Draw from n-1 slots and skip over the pair's own index: uniform over the others.
+    # n-1 slots, skipping the pair's own index: uniform over the others
     donors = rng.integers(0, n - 1, size=n)
     donors = donors + (donors >= np.arange(n))
     out: list[list[T]] = []
@@ -316,30 +262,20 @@ def perturb_chains(
     chains: Sequence[Sequence[Reasoning]], seed: int = 0, *, contradiction: str = "paper", shuffle: str = "changed", empty_chain: str = "drop",
     resplit: bool = True,
 ) -> PerturbedChains:
-    """All three perturbation levels for chains indexed ``[query][doc]`` (F.1).
-
-    The shuffle of pair (j, i) uses ``default_rng([seed, j, i])`` so each chain's
-    permutation is fixed by the seed and its position alone, independent of how many
-    chains come before it. Shuffled chains are lists of sentences; contradicted ones
-    keep the chain's steps, each with its quality cues negated; a random chain is the
-    donor pair's steps as they are. An empty chain's three versions are empty.
-
-    The ``reading`` settings: ``contradiction="authors"`` swaps with
-    :func:`contradict_text_authors`; ``shuffle="may_repeat"`` keeps an identity
-    permutation; ``empty_chain="placeholder"`` gives an empty chain a donor at level 3
-    too (it is re-scored, not dropped; donors are still chains with steps).
-    ``resplit=False`` (chains read by :func:`chain_from_field`, already split by the
-    authors' rule) keeps every level's steps as the chain holds them: shuffled as they
-    are, contradicted and lent without being split or trimmed, as the authors' code does.
-    """
+    """All three levels for ``[query][doc]`` chains (F.1). Pair (j, i) shuffles with
+    ``default_rng([seed, j, i])`` (fixed by seed and position alone) into sentences;
+    contradicted chains keep their steps, cues negated; a random one is the donor's steps; an
+    empty chain's versions are empty. ``reading``: ``contradiction="authors"`` swaps with
+    :func:`contradict_text_authors`; ``shuffle="may_repeat"`` keeps an identity permutation;
+    ``empty_chain="placeholder"`` lends an empty chain a donor too (re-scored, not dropped);
+    ``resplit=False`` (chains from :func:`chain_from_field`) keeps each level's steps unsplit and
+    untrimmed, as the authors' code does."""
     may_repeat = shuffle == "may_repeat"
     swap = contradict_text_authors if contradiction == "authors" else contradict_text
     steps = steps_of if resplit else _as_written
     shuffled = [[shuffled_sentences(c, (seed, j, i), may_repeat, resplit) for i, c in enumerate(row)] for j, row in enumerate(chains)]
     contradicted = [[[swap(step) for step in steps(c)] for c in row] for row in chains]
-    # Only chains with steps are given or lent: an empty chain (excluded by the probe)
-    # stays empty and is never another pair's donor. With no empty chain this is the
-    # plain draw over all pairs.
+    # only chains with steps are given or lent (an empty one, excluded by the probe, is no donor)
     flat = [c for row in chains for c in row]
     usable = [n for n, c in enumerate(flat) if steps_of(c)]
     lent: dict[int, list[str]] = {}
@@ -366,12 +302,10 @@ def perturbed_rescore_request(
     pair: tuple[Example, int], normal: ChatRequest, steps: Sequence[str], confidence: int | None, mode: str, how: str, budget: int,
     prompts: PromptSet | None = None, shape: str = "madara",
 ) -> ChatRequest | ScoreRequest:
-    """One perturbed chain's re-score request, in the reading ``rsc.rescore`` names:
-    ``prefix``, the normal CoT request with the reply begun by the chain; ``forced`` (the
-    authors' reading), a forced-reasoning request of its own for document ``pair[1]``
-    of query ``pair[0]``, at the normal request's temperature and seed, worded by
-    ``prompts`` (the cell's prompt set; None = the shipped one) in the request shape
-    ``shape`` names (``reading.requests``)."""
+    """One perturbed chain's re-score request per ``rsc.rescore``: ``prefix``, the normal CoT
+    request with the reply begun by the chain; ``forced`` (the authors'), a forced-reasoning
+    request for document ``pair[1]`` of query ``pair[0]`` at the normal temperature and seed,
+    worded by ``prompts`` (None = shipped) in the ``shape`` of ``reading.requests``."""
     if how == "prefix":
         return rescore_request(normal, steps, mode=mode, max_tokens=budget, confidence=confidence)
     ex, i = pair

@@ -1,54 +1,37 @@
-"""The Diagnose arm: No-Filter calibration plus the Reasoning-Score Coupling probe.
+"""The Diagnose arm: No-Filter calibration plus the RSC probe (paper Section 3, Appendix F) on
+the calibration split (default the first 100 evaluated queries; ``benchmark.calibration_split=
+disjoint`` holds them out):
 
-Paper Section 3 and Appendix F, on the calibration split (default 100 queries, the
-first of the evaluated ones; ``benchmark.calibration_split=disjoint`` holds them out):
+1. **NF** -> EM_NF (the only step needing gold answers).
+2. **Normal CoT scores**: the Relevance Assessor's CoT prompt scores every retrieved document
+   with five reasoning steps (the ``cot`` strategy's requests, shared through the cache).
+3. **Perturb** each chain three ways (perturb.perturb_chains).
+4. **Re-score** each document given each perturbed chain, as ``rsc.rescore`` names (F.1 says
+   only that the chain "is presented as-is to the scoring prompt"): ``forced`` (default, the
+   authors' code; :func:`madara_cli.agents.requests.forced_rescore_request`) is a request of
+   its own: the system turn says the document was analysed and the score must come from that
+   analysis, the user turn holds the question, the document (first 2,000 characters) and the
+   chain between markers, the reply is ``{"score": N, "confidence": C}``, no assistant prefix;
+   ``prefix`` (:func:`madara_cli.agents.requests.rescore_request`) is the normal CoT request
+   with the chain begun as the model's own JSON reply (``{"reasoning_steps": [...],
+   "confidence": ``), so only the chain differs. Only the score is read: generated at the
+   model's temperature (the paper's), or with ``rsc.rescoring=logprob`` the expected digit
+   after the score key in one forward pass.
+5. **Statistics** (rsc.summarize_probe), then the route (router.route).
 
-1. **NF** on the calibration queries -> EM_NF (the only step that needs gold answers).
-2. **Normal CoT scores**: the Relevance Assessor's CoT prompt scores every retrieved
-   document and writes its five reasoning steps (the same requests the ``cot``
-   strategy issues, so they are shared through the cache).
-3. **Perturb** each chain three ways (perturb.perturb_chains: shuffled, contradicted,
-   random chain of another pair).
-4. **Re-score** each document given each perturbed chain, in the reading
-   ``rsc.rescore`` names (F.1 says only that the chain "is presented as-is to the
-   scoring prompt"):
+``rsc.isolation_probe=true`` (needed by ``router.policy=isolation``) also runs PDE-Random (k
+random documents each answered alone) and records its gain over NF with an exact McNemar test
+(``isolation`` in probe.json; madara's extension, README "Beyond the paper").
 
-   * ``forced`` (default; the authors' code): a forced-reasoning request of its own
-     (:func:`madara_cli.agents.requests.forced_rescore_request`): the system turn says
-     the document has been analysed already and the score must come from that
-     analysis; the user turn holds the question, the document (first 2,000
-     characters) and the perturbed chain between markers; the reply is
-     ``{"score": N, "confidence": C}``. No assistant prefix.
-   * ``prefix``: the normal CoT request itself, with the perturbed chain written as
-     the start of the model's own JSON reply (``{"reasoning_steps": [...],
-     "confidence": ``; :func:`madara_cli.agents.requests.rescore_request`), so the
-     chain is the only thing that differs from the normal request.
-
-   Either way only the score is read: generated at the model's temperature (the
-   paper's setting), or with ``rsc.rescoring=logprob`` as the expected digit after
-   the score key in one forward pass (forced: after ``{"score": ``; prefix: after the
-   chain and the model's own confidence).
-5. **Statistics** (rsc.summarize_probe): pooled rho_1..3, rho*, class, coupling,
-   rho-bar, per-query rho, bootstrap CIs and stability, split-half, 30-query
-   subsets, degenerate scoring, score entropy; then the route (router.route).
-
-With ``rsc.isolation_probe=true`` (or ``router.policy=isolation``, which needs it) the
-probe also runs PDE-Random on the calibration queries and records the isolation gain
-over NF with its exact McNemar test (``isolation`` in probe.json; madara's extension,
-README "Beyond the paper"): k generator calls per query, k random documents each
-answered alone.
-
-When a reply holds no ``reasoning_steps`` (small models often skip them), its text
-with every score and confidence field removed serves as the chain
-(:func:`madara_cli.diagnose.perturb.chain_from_text`): the reply's own ``"score": N``
-must not ride along into the shuffled level. How many chains came from raw text is
-``scores.chains_from_raw_text``; a chain that is empty after the removal has nothing to
-perturb, so its pair leaves the probe (normal and re-scored alike) and is counted in
-``scores.chains_empty``. ``scores.cot_cut_at_max_tokens`` counts CoT replies that
+A reply without ``reasoning_steps`` (small models skip them) gives its text less score and
+confidence fields as the chain (:func:`madara_cli.diagnose.perturb.chain_from_text`, so its own
+``"score": N`` does not ride into the shuffled level), counted in
+``scores.chains_from_raw_text``; a chain empty after that leaves the probe, normal and
+re-scored alike (``scores.chains_empty``). ``scores.cot_cut_at_max_tokens`` counts CoT replies
 stopped at ``generation.cot_max_tokens`` (512, as the authors allow).
 
-Everything goes through the response cache, so re-probing is free, and a probe is
-written once (by the results store) to ``results/probes/<model>__<benchmark>__n<N>__<hash>/``.
+All calls go through the response cache (re-probing is free); the store writes a probe once,
+to ``results/probes/<model>__<benchmark>__n<N>__<hash>/``.
 """
 
 from __future__ import annotations
@@ -85,14 +68,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RESCORE_READINGS = tuple(Rescore.__members__)  # forced, prefix (rsc.rescore)
-# The isolation probe's arm (madara's extension): PDE-Random, k random documents answered
-# alone and voted uniformly, as shipped.
 ISOLATION_STRATEGY = "pde_random"
 
 
 def _cot_request(ex: Example, i: int, cfg: DictConfig, prompts: PromptSet | None = None) -> ChatRequest:
-    """The Relevance Assessor's CoT request, built where the strategies build theirs so
-    the probe and the ``cot`` strategy share cached chains."""
+    """The Relevance Assessor's CoT request, built as the strategies build theirs (the ``cot`` strategy shares cached chains)."""
     return agent_request(
         ex, ex.docs or (), i, RELEVANCE, cot=True, mode="generate",
         max_tokens=int(cfg.generation.cot_max_tokens), temperature=float(cfg.model.temperature), seed=int(cfg.seed),
@@ -108,14 +88,11 @@ def _ragged(values: Sequence[float], lengths: Sequence[int]) -> list[list[float]
     return out
 
 
-def run_probe(
-    cfg: DictConfig, llm: CachedLLM, n: int | None = None, examples: Sequence[Example] | None = None, *, spec: ProbeIdentity
-) -> ProbeRecord:
-    """NF + RSC on the calibration split ``examples`` (retrieved: the first ``n`` queries
-    of the seeded order, :func:`madara_cli.experiment.examples.prepare_probe` with
-    ``split="calibration"``); returns the probe record, without provenance. Its
-    ``accounting`` counts this probe's calls alone, even when the engine is shared.
-    ``spec``: the probe's identity (:func:`~madara_cli.config.identity.identify_probe`)."""
+def run_probe(cfg: DictConfig, llm: CachedLLM, n: int | None = None, examples: Sequence[Example] | None = None, *,
+              spec: ProbeIdentity) -> ProbeRecord:
+    """The probe record, without provenance, of NF + RSC on the retrieved calibration
+    ``examples`` (:func:`madara_cli.experiment.examples.prepare_probe`); ``accounting`` counts
+    its calls alone on a shared engine. ``spec``: :func:`~madara_cli.config.identity.identify_probe`."""
     if cfg.rsc.rescoring not in SCORING_MODES:
         raise ConfigError(f"unknown rsc.rescoring '{cfg.rsc.rescoring}'; valid: {', '.join(SCORING_MODES)}")
     if str(cfg.rsc.get("rescore", "forced")) not in RESCORE_READINGS:
@@ -130,7 +107,7 @@ def run_probe(
     with llm.fresh_accounting(propagate=True) as accounting:
         record = _probe(cfg, llm, spec, examples)
     counts = accounting.to_dict()
-    # Timing apart, so the rest of the probe record compares byte for byte between runs.
+    # timing apart, so the rest of the record compares byte for byte between runs
     timing = timing_section(counts, time.perf_counter() - t0)
     return replace(record, accounting=counts, timing=timing)
 
@@ -162,8 +139,8 @@ def _normal_chains(cfg: DictConfig, llm: CachedLLM, examples: list[Example], pro
         chains: list[perturb.Reasoning] = [perturb.chain_from_field(c.text) for c in outs]
     else:
         chains = [list(p.reasoning) if p.reasoning else perturb.chain_from_text(c.text) for p, c in zip(parsed, outs)]
-    # The pair leaves with its normal score too, so every correlation is over the same
-    # pairs, and is counted; reading.empty_chain=placeholder re-scores it with a placeholder.
+    # such a pair leaves with its normal score too (every correlation over the same pairs);
+    # reading.empty_chain=placeholder re-scores it with a placeholder
     placeholder = str(reading.get("empty_chain", "drop")) == "placeholder"
     included = [placeholder or bool(perturb.steps_of(chain)) for chain in chains]
     normal = [p.value if keep else math.nan for p, keep in zip(parsed, included)]
@@ -171,8 +148,7 @@ def _normal_chains(cfg: DictConfig, llm: CachedLLM, examples: list[Example], pro
 
 
 def _rescored(cfg: DictConfig, llm: CachedLLM, c: _Chains, prompts: PromptSet, reading: Any) -> tuple[list[int], list, list[ParsedScore]]:
-    """3-4. Perturb and re-score the included pairs, all three levels in one batched
-    stage: (the pairs probed, the re-scores per level, every re-score read)."""
+    """3-4. (pairs probed, re-scores per level, every re-score read), all levels in one batched stage."""
     mode, how = str(cfg.rsc.rescoring), str(cfg.rsc.get("rescore", "forced"))
     from_field = str(reading.get("chain_source", "steps")) == "field"
     placeholder = str(reading.get("empty_chain", "drop")) == "placeholder"
@@ -192,7 +168,6 @@ def _rescored(cfg: DictConfig, llm: CachedLLM, c: _Chains, prompts: PromptSet, r
         for flat in flat_levels
         for p in todo
     ]
-    parser = str(reading.get("score_parser", "madara"))
     parser = str(reading.get("score_parser", "madara"))
     if mode == "logprob":
         read = [_from_logprobs(r.logprobs) for r in llm.logprobs("rsc-rescore", requests)]
@@ -252,8 +227,6 @@ def _probe(cfg: DictConfig, llm: CachedLLM, spec: ProbeIdentity, examples: list[
 _ISOLATION_FIELDS = ("em_nf", "em_iso", "n", "p_value", "b", "c", "source")
 
 
-
-
 def _correct(preds, examples: Sequence[Example], tidy: bool = True) -> list[bool]:
     """Per-query correctness under the paper tables' EM, in example order."""
     return [bool(M.exact_match(p.answer, ex.answers, tidy=tidy)) for p, ex in zip(preds, examples)]
@@ -265,39 +238,25 @@ def _thresholds(cfg: DictConfig) -> router.Thresholds:
 
 
 def _isolation(cfg: DictConfig, llm: CachedLLM, examples: list[Example], nf_correct: list[bool], node: DictConfig) -> dict[str, Any]:
-    """PDE-Random (its shipped settings, ``node``, composed with the probe's identity: k
-    random documents answered alone, uniform vote) on the calibration queries against NF
-    on the same queries: the isolation gain, its exact McNemar test and the calls it took
-    (madara's extension)."""
+    """PDE-Random as shipped (``node``; model, generation and seed the probe's) against NF on
+    the calibration queries: the isolation gain, its exact McNemar test and its calls."""
     from madara_cli.strategies import StrategyContext, strategy_fn
 
-    # The probe's strategy node belongs to the probed cell; the isolation arm runs
-    # PDE-Random as shipped, everything else (model, generation, seed) the probe's.
     iso_cfg = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
     iso_cfg.strategy = node
     with llm.fresh_accounting(propagate=True) as accounting:
         preds = strategy_fn(str(node.name))(StrategyContext(llm=llm, cfg=iso_cfg), examples)
     measured = router.Isolation.from_outcomes(nf_correct, _correct(preds, examples))
     return {
-        "strategy": str(node.name),
-        "top_k": int(node.top_k),
-        "em_nf": measured.em_nf,
-        "em_iso": measured.em_iso,
-        "gain": measured.gain,
-        "n": measured.n,
-        "b": measured.b,
-        "c": measured.c,
-        "p_value": measured.p_value,
-        "test": "exact McNemar, two-sided",
-        "source": measured.source,
-        "requests": accounting.total().requests,
+        "strategy": str(node.name), "top_k": int(node.top_k), "em_nf": measured.em_nf, "em_iso": measured.em_iso,
+        "gain": measured.gain, "n": measured.n, "b": measured.b, "c": measured.c, "p_value": measured.p_value,
+        "test": "exact McNemar, two-sided", "source": measured.source, "requests": accounting.total().requests,
     }
 
 
 def routed(record: ProbeRecord, cfg: DictConfig) -> tuple[str, str]:
-    """(strategy, reason) of a finished probe under the cell's ``router.policy``: the
-    probe's own route for the paper's policy, the isolation policy's when its
-    measurement is in the record (a probe without one cannot be routed that way)."""
+    """(strategy, reason) of a finished probe under ``router.policy``: its own route for the
+    paper's policy, else the isolation route (a probe without that measurement cannot)."""
     policy = str((cfg.get("router") or {}).get("policy", router.PAPER))
     if policy == router.PAPER:
         return str(record.route), str(record.reason)
@@ -320,10 +279,8 @@ def _json_floats(values: Sequence[float]) -> list[float | None]:
 
 
 def finished_probe(cfg: DictConfig, spec: ProbeIdentity) -> ProbeRecord | None:
-    """The finished probe ``spec`` names, or one finished under a key it had before keys
-    moved whose record shows it read the same inputs (SHIMS ``content_keyed_inputs``);
-    None when it has not run. An old probe that cannot show that is said in one line
-    and not used."""
+    """The finished probe ``spec`` names, or one under an older key whose record shows the same
+    inputs (SHIMS ``content_keyed_inputs``; one that cannot is said in one line, unused); None."""
     from madara_cli.config.keys import standing
     from madara_cli.data.splits import warn
     from madara_cli.results.record_files import probe_path, read_probe
@@ -343,15 +300,11 @@ def finished_probe(cfg: DictConfig, spec: ProbeIdentity) -> ProbeRecord | None:
     return None
 
 
-def find_or_run_probe(
-    cfg: DictConfig, llm: CachedLLM, n: int | None = None, force: bool = False, examples: Sequence[Example] | None = None,
-    *, spec: ProbeIdentity,
-) -> tuple[ProbeRecord, Path, bool]:
-    """The finished probe for this (model, benchmark, n, settings), or run it now on
-    the calibration ``examples`` (:func:`madara_cli.experiment.walk.ensure_probe`
-    loads them). ``spec``: the probe's identity (:func:`~madara_cli.config.identity.identify_probe`:
-    its key, the keys it had before and its composed arms; ``n`` is its ``n``). Returns
-    (record, path of its file, reused)."""
+def find_or_run_probe(cfg: DictConfig, llm: CachedLLM, n: int | None = None, force: bool = False,
+                      examples: Sequence[Example] | None = None, *, spec: ProbeIdentity) -> tuple[ProbeRecord, Path, bool]:
+    """(record, its file, reused): the finished probe ``spec`` names
+    (:func:`~madara_cli.config.identity.identify_probe`: key, older keys, arms, ``n``), or run
+    now on the calibration ``examples`` (:func:`madara_cli.experiment.walk.ensure_probe` loads them)."""
     from madara_cli.results.prompt_log import prompt_renderer, write_prompts
     from madara_cli.results.provenance import now_iso, provenance
     from madara_cli.results.record_files import probe_path, write_probe

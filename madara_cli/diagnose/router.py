@@ -8,12 +8,11 @@ Appendix E's Algorithm 2, and Section 6.2's rule for degenerate scoring):
     elif rho_1 < 0.5:       CoT  (weakly coupled: de-polarise with reasoning)
     else:                   ATF  (strongly coupled: filter at mu - 0.5 sigma)
 
-:func:`route` is the ONLY place in madara that maps diagnostics to a treatment
-(``madara route``, ``strategy=madara``, the probe, Tables 2, 8, 19, the Appendix D sweeps
-and the audit all call it). Beside it: the baselines it is compared against (NF-only,
-Table 19; entropy and binary RSC routing, Appendix I), the threshold sweeps of Appendix D,
-and madara's own isolation policy (:func:`route_isolation`, docs/isolation.md). Strategy
-names are the project's strategy config names.
+:func:`route` is the ONLY map from diagnostics to a treatment (``madara route``,
+``strategy=madara``, the probe, Tables 2, 8, 19, Appendix D and the audit all call it). Beside
+it: its baselines (NF-only, Table 19; entropy and binary RSC, Appendix I), Appendix D's sweeps
+and madara's isolation policy (:func:`route_isolation`, docs/isolation.md). Strategy names are
+the strategy config names.
 """
 
 from __future__ import annotations
@@ -27,24 +26,18 @@ from madara_cli.diagnose import rsc
 from madara_cli.results.probe_stats import ProbeStats
 
 PDE, SDA, COT, ATF, THREE_AGENT = "pde", "sda", "cot", "atf", "three_agent"
-# What a route's reason calls each treatment (not the short column labels the paper's
-# tables print, STRATEGY_LABELS beside the paper's numbers).
+# a route's reason's name of each treatment (the tables' short labels are STRATEGY_LABELS, beside the paper's numbers)
 TREATMENT_NAMES = {
-    PDE: "per-document isolation (PDE)",
-    SDA: "score distribution alignment (SDA)",
-    COT: "CoT de-polarization (CoT)",
-    ATF: "adaptive threshold filtering (ATF)",
-    THREE_AGENT: "3-agent baseline",
+    PDE: "per-document isolation (PDE)", SDA: "score distribution alignment (SDA)", COT: "CoT de-polarization (CoT)",
+    ATF: "adaptive threshold filtering (ATF)", THREE_AGENT: "3-agent baseline",
 }
 
 
 @dataclass(frozen=True)
 class Diagnostics:
-    """What Phase 1 of Algorithm 2 measures for one model-task pair: ``em_nf``, the
-    No-Filter EM in percent; ``rho`` (rho_1, rho_2, rho_3), None for degenerate scoring;
-    ``rsc_class``, derived from ``rho`` unless given (give it when a rounded ``rho`` ties:
-    Table 4's Gemma-2 CONFLICTS .79/.40/.40 is stochastic unrounded); ``entropy``, the
-    normalised score entropy (:func:`route_entropy` only)."""
+    """Algorithm 2's Phase 1 for one pair: ``em_nf`` (NF EM, percent); ``rho``, None when
+    degenerate; ``rsc_class``, derived from ``rho`` unless given (give it for a rounded tie:
+    Table 4's Gemma-2 CONFLICTS .79/.40/.40 is stochastic unrounded); ``entropy`` (for :func:`route_entropy`)."""
 
     em_nf: float
     rho: tuple[float, float, float] | None
@@ -76,16 +69,14 @@ class Diagnostics:
 
     @classmethod
     def from_probe(cls, em_nf: float, probe: ProbeStats) -> Diagnostics:
-        """Diagnostics of a probe's statistics (a computed :class:`ProbeStats` or a
-        stored probe record; ``em_nf`` in percent)."""
+        """Of a probe's statistics (:class:`ProbeStats` or a stored record; ``em_nf`` in percent)."""
         return cls(em_nf=em_nf, rho=probe.rho, rsc_class=probe.rsc_class, entropy=probe.entropy)
 
 
 @dataclass(frozen=True)
 class Thresholds:
-    """Routing thresholds, all calibrated on the Mistral-7B pilot (Section 5.5). A pair is
-    quality-ordered when rho* <= ``rho_star`` (any value in [-1.0, -0.7] routes the paper's
-    pairs identically, Appendix D)."""
+    """Routing thresholds, calibrated on the Mistral-7B pilot (Section 5.5); quality-ordered is
+    rho* <= ``rho_star`` (any value in [-1.0, -0.7] routes the paper's pairs alike, Appendix D)."""
 
     tau_nf: float = 30.0
     rho1: float = 0.5
@@ -115,9 +106,8 @@ def _rho_star_text(diag: Diagnostics) -> str | None:
 
 
 def _quality_ordered(diag: Diagnostics, thresholds: Thresholds) -> bool | None:
-    """True/False for quality-ordered/stochastic, None for degenerate scoring. At the
-    default rho* threshold the class decides (an explicit class for a rounded tie is
-    honoured); a looser threshold re-reads rho*."""
+    """Quality-ordered (True), stochastic (False) or degenerate (None): by the class at the default
+    rho* threshold (honouring an explicit class for a rounded tie), by rho* at a looser one."""
     if diag.rsc_class == rsc.DEGENERATE:
         return None
     if thresholds.rho_star == DEFAULT_THRESHOLDS.rho_star or diag.rho is None:
@@ -129,12 +119,10 @@ def _quality_ordered(diag: Diagnostics, thresholds: Thresholds) -> bool | None:
 
 
 def route(diag: Diagnostics, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> Route:
-    """Algorithm 2 (Appendix E): PDE, SDA, CoT or ATF from NF EM, rho* and rho_1.
-
-    Degenerate scoring goes to PDE whatever the NF baseline: Section 6.2 says it
-    "independently necessitates per-document isolation" (Llama-3.1 TriviaQA), and
-    Appendix D.2's tau_NF sweep changes 1 of 12 cells only under this reading. A
-    quality-ordered pair without rho values is a ValueError (rho_1 unknown)."""
+    """Algorithm 2 (Appendix E): PDE, SDA, CoT or ATF from NF EM, rho* and rho_1. Degenerate
+    scoring goes to PDE whatever NF (Section 6.2: it "independently necessitates per-document
+    isolation", Llama-3.1 TriviaQA; only so does D.2's sweep change 1 of 12 cells). A
+    quality-ordered pair without rho is a ValueError."""
     nf = f"NF EM {_num(diag.em_nf)}%"
     if diag.em_nf < thresholds.tau_nf:
         return Route(PDE, f"{nf} < τ_NF {_num(thresholds.tau_nf)}% → {TREATMENT_NAMES[PDE]}")
@@ -191,12 +179,10 @@ POLICIES = (PAPER, ISOLATION)
 
 
 def least_significant_mcnemar(em_nf: float, em_iso: float, n: int) -> float:
-    """The largest exact McNemar p-value of any pairing of two methods with these EMs.
-
-    Published EMs do not say which queries each method got right: with ``k_nf`` and
-    ``k_iso`` correct, ``b - c = k_iso - k_nf`` and ``c`` ranges over ``max(0, -d)`` ..
-    ``min(k_nf, n - k_iso)``. More discordance is less significant, so a gain significant
-    by this maximum is significant however the queries paired up."""
+    """The largest exact McNemar p of any pairing of two methods with these EMs (published EMs
+    hide which queries each got right): ``b - c = k_iso - k_nf`` and ``c`` ranges over
+    ``max(0, -d)`` .. ``min(k_nf, n - k_iso)``; more discordance is less significant, so a gain
+    significant here is significant however the queries paired."""
     k_nf, k_iso = round(em_nf * n / 100.0), round(em_iso * n / 100.0)
     d = k_iso - k_nf
     lo, hi = max(0, -d), min(k_nf, n - k_iso)
@@ -205,11 +191,10 @@ def least_significant_mcnemar(em_nf: float, em_iso: float, n: int) -> float:
 
 @dataclass(frozen=True)
 class Isolation:
-    """The isolation gain of one pair: PDE-Random (Table 1's "Rand.") against NF on the
-    same ``n`` queries, EMs in percent. ``b`` counts queries only PDE-Random gets right,
-    ``c`` the reverse; ``p_value`` is the exact two-sided McNemar test of (b, c), or
-    :func:`least_significant_mcnemar` from published EMs alone (``b``/``c`` None).
-    ``source``: the probe, or a paper table (PDE standing in where only PDE is printed)."""
+    """One pair's isolation gain: PDE-Random (Table 1's "Rand.") against NF on the same ``n``
+    queries, EMs in percent; ``b`` counts queries only PDE-Random gets right, ``c`` the reverse;
+    ``p_value``, the exact two-sided McNemar of (b, c), or :func:`least_significant_mcnemar` of
+    published EMs (``b``/``c`` None); ``source``, the probe or a paper table (PDE standing in)."""
 
     em_nf: float
     em_iso: float
@@ -243,8 +228,7 @@ class Isolation:
 
 
 def isolates(em_nf: float, iso: Isolation, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> tuple[bool, str]:
-    """The isolation policy's first question -- isolate the documents, or score them? --
-    and why, from the NF baseline (percent) and the isolation gain (:func:`route_isolation`)."""
+    """Isolate the documents, or score them? And why, from NF EM (percent) and the gain (:func:`route_isolation`)."""
     nf, tau = f"NF EM {_num(em_nf)}%", _num(thresholds.tau_nf)
     if em_nf < thresholds.tau_nf:
         if iso.gain > thresholds.iso_min_gain:
@@ -256,13 +240,11 @@ def isolates(em_nf: float, iso: Isolation, thresholds: Thresholds = DEFAULT_THRE
 
 
 def route_isolation(diag: Diagnostics, iso: Isolation | None, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> Route:
-    """madara's isolation policy (docs/isolation.md): the paper's rule with its No-Filter
-    gate informed by a measured isolation gain (:class:`Isolation`). Below τ_NF, PDE when
-    Δ_iso > ``iso_min_gain`` (else the scoring arm: the paper's MuSiQue pairs); at or above
-    it, the scoring arm unless Δ_iso > 0 with McNemar p < ``iso_alpha`` (Table 16's dense
-    Llama-3.1-8B). Keeping the paper's choice needs only the gain's sign, overturning it
-    needs significance. The scoring arm is :func:`route`'s; without a measurement (``iso``
-    None) this is :func:`route` exactly."""
+    """madara's isolation policy (docs/isolation.md): the paper's rule, its NF gate informed by
+    a measured :class:`Isolation`. Below τ_NF, PDE when Δ_iso > ``iso_min_gain`` (else scoring:
+    the paper's MuSiQue pairs); at or above, scoring unless Δ_iso > 0 with McNemar p <
+    ``iso_alpha`` (Table 16's dense Llama-3.1-8B): keeping the paper's choice needs the sign,
+    overturning it significance. Scoring is :func:`route`'s; ``iso`` None is :func:`route`."""
     if iso is None:
         return route(diag, thresholds)
     isolate, why = isolates(diag.em_nf, iso, thresholds)
@@ -286,10 +268,9 @@ def route_policy(policy: str, diag: Diagnostics, iso: Isolation | None = None, t
 
 @dataclass(frozen=True)
 class SweepPoint:
-    """Routing of every pair at one threshold value. ``changed``: the pairs routed
-    otherwise than at the default thresholds (D.2's count); ``n_cot``: quality-ordered
-    pairs routed to CoT (Table 8's "Changed"); ``oracle_matches``/``mean_gap`` (EM points)
-    only when EMs are given, over the ``n_evaluated`` pairs whose route has an EM."""
+    """Every pair's route at one threshold: ``changed``, pairs routed otherwise than by default
+    (D.2's count); ``n_cot``, quality-ordered pairs to CoT (Table 8's "Changed");
+    ``oracle_matches``/``mean_gap`` (EM points) with EMs, over ``n_evaluated`` pairs."""
 
     threshold: float
     routes: dict[str, str] = field(hash=False)
@@ -302,20 +283,14 @@ class SweepPoint:
 
 
 def oracle_gap(routes: Mapping[str, str], ems: Mapping[str, Mapping[str, float]]) -> tuple[int, float | None, int]:
-    """(oracle matches, mean gap in EM points, pairs evaluated) of a routing: the gap is the
-    pair's best EM minus the routed strategy's (a tie is a match); pairs without an EM
-    for their route are left out."""
+    """(oracle matches, mean gap in EM points, pairs evaluated): the gap is the best EM minus the
+    routed one's (a tie matches); pairs without an EM for their route are left out."""
     gaps = [max(pair.values()) - pair[strategy] for name, strategy in routes.items() if strategy in (pair := ems.get(name) or {})]
     return sum(gap <= 1e-9 for gap in gaps), sum(gaps) / len(gaps) if gaps else None, len(gaps)
 
 
-def _sweep(
-    diags: Mapping[str, Diagnostics],
-    values: Sequence[float],
-    thresholds_at: Callable[[float], Thresholds],
-    ems: Mapping[str, Mapping[str, float]] | None,
-    nf_gate: bool,
-) -> list[SweepPoint]:
+def _sweep(diags: Mapping[str, Diagnostics], values: Sequence[float], thresholds_at: Callable[[float], Thresholds],
+           ems: Mapping[str, Mapping[str, float]] | None, nf_gate: bool) -> list[SweepPoint]:
     def routes_under(thresholds: Thresholds) -> dict[str, str]:
         gate = thresholds if nf_gate else replace(thresholds, tau_nf=-math.inf)
         return {name: route(d, gate).strategy for name, d in diags.items()}
@@ -331,24 +306,16 @@ def _sweep(
     return points
 
 
-def sweep_rho1(
-    diags: Mapping[str, Diagnostics],
-    values: Sequence[float] = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8),
-    ems: Mapping[str, Mapping[str, float]] | None = None,
-    nf_gate: bool = False,
-) -> list[SweepPoint]:
-    """Appendix D.1 / Table 8: route every pair with rho_1 threshold in ``values``. Table 8
-    sweeps the scoring arm alone (its counts 1, 2, 2, 3, 6, 7 of 10 only add up with the NF
-    gate off: it calls Llama CONFLICTS, a PDE pair, "misrouted to CoT" at 0.8), so
-    ``nf_gate=False`` by default; ``nf_gate=True`` runs the full Algorithm 2."""
+def sweep_rho1(diags: Mapping[str, Diagnostics], values: Sequence[float] = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8),
+               ems: Mapping[str, Mapping[str, float]] | None = None, nf_gate: bool = False) -> list[SweepPoint]:
+    """Appendix D.1 / Table 8: every pair routed at each rho_1 threshold. Table 8 sweeps the
+    scoring arm alone (its 1, 2, 2, 3, 6, 7 of 10 add up only with the NF gate off: it calls
+    Llama CONFLICTS, a PDE pair, "misrouted to CoT" at 0.8); ``nf_gate=True`` is Algorithm 2."""
     return _sweep(diags, values, lambda v: replace(DEFAULT_THRESHOLDS, rho1=float(v)), ems, nf_gate)
 
 
-def sweep_tau_nf(
-    diags: Mapping[str, Diagnostics],
-    values: Sequence[float] = (15, 20, 25, 30, 35, 40, 45),
-    ems: Mapping[str, Mapping[str, float]] | None = None,
-) -> list[SweepPoint]:
+def sweep_tau_nf(diags: Mapping[str, Diagnostics], values: Sequence[float] = (15, 20, 25, 30, 35, 40, 45),
+                 ems: Mapping[str, Mapping[str, float]] | None = None) -> list[SweepPoint]:
     """Appendix D.2: route every pair (full Algorithm 2) with tau_NF in ``values`` (%)."""
     return _sweep(diags, values, lambda v: replace(DEFAULT_THRESHOLDS, tau_nf=float(v)), ems, True)
 

@@ -1,25 +1,16 @@
-"""Reasoning-Score Coupling (RSC): the statistics of the probe.
+"""Reasoning-Score Coupling (RSC): the probe's statistics, per the MADARA paper (*To Isolate
+or to Score?*) Section 3 (Eqs. 1-2, Definition 1), Appendix F (F.2 per-query, F.3 split-half
+and 30-query subsets, F.4 rho-bar), G.2 (Table 13, bootstrap CIs) and I (score entropy).
 
-Source: the MADARA paper (*To Isolate or to Score?*), Section 3 (Eqs. 1-2,
-Definition 1), Appendix F (F.2 per-query correlations, F.3 split-half and 30-query
-subsets, F.4 the mean coupling rho-bar), G.2 (Table 13, bootstrap CIs) and I (score
-entropy).
+Each calibration (query, document) pair is scored once with chain-of-thought ("normal"), then
+rescored with its reasoning perturbed at three increasing severities, :data:`LEVELS` (see
+:mod:`madara_cli.diagnose.perturb`). rho_k = Spearman(normal, perturbed_k) pooled over all pairs
+(Eq. 1); rho* = Spearman([1, 2, 3], [rho_1, rho_2, rho_3]) (Eq. 2); a pair is *quality-ordered*
+iff rho* = -1 (rho_1 > rho_2 > rho_3), else *stochastic*.
 
-The probe scores every (query, document) pair of a calibration set once with
-chain-of-thought ("normal" scores), then rescores each pair with its reasoning
-replaced by a perturbed chain at three increasing severities, :data:`LEVELS`
-(shuffled, contradicted, random; the perturbations are in
-:mod:`madara_cli.diagnose.perturb`).
-
-rho_k = Spearman(normal, perturbed_k), pooled over all pairs (Eq. 1), and the trend
-rho* = Spearman([1, 2, 3], [rho_1, rho_2, rho_3]) (Eq. 2). A pair is
-*quality-ordered* iff rho* = -1 (rho_1 > rho_2 > rho_3), otherwise *stochastic*.
-
-Everything here is pure: no model calls. Score matrices are indexed
-``[query][document]`` and may be ragged; NaN marks a score that failed to parse and
-is dropped pairwise. Every resampling takes a ``seed``. The results are the typed
-records of :mod:`madara_cli.results.probe_stats`, the ones the probe writes and the
-store reads.
+Pure, no model calls. Score matrices are ``[query][document]``, maybe ragged; NaN (a parse
+failure) is dropped pairwise; every resampling takes a ``seed``. Results are the typed records
+of :mod:`madara_cli.results.probe_stats` (written by the probe, read by the store).
 """
 
 from __future__ import annotations
@@ -41,9 +32,7 @@ DEGENERATE = "degenerate"
 RSC_CLASSES = (QUALITY_ORDERED, STOCHASTIC, DEGENERATE)
 
 
-# --------------------------------------------------------------------------- #
-# Score matrices and the rank machinery shared by every resampling
-# --------------------------------------------------------------------------- #
+# --- Score matrices and the rank machinery shared by every resampling ---
 
 ScoreMatrix = Sequence[Sequence[float]] | np.ndarray
 
@@ -72,14 +61,10 @@ def _paired(normal: ScoreMatrix, perturbed: ScoreMatrix) -> tuple[np.ndarray, np
 
 @dataclass(frozen=True)
 class _PooledPairs:
-    """The valid (normal, perturbed) pairs of one level, pooled, with tie groups.
-
-    Resampling queries only changes how often each pair counts, so a resample's
-    Spearman rho is a *weighted* Spearman over these fixed pairs: a pair repeated w
-    times shares one tie group with its copies, whose mid-rank is (count below) +
-    (group weight + 1) / 2, exactly as if the copies were materialised. That turns
-    1,000 bootstrap resamples into a few (B, N) array operations.
-    """
+    """One level's valid (normal, perturbed) pairs, pooled, with tie groups. A resample only
+    reweights pairs, so its Spearman rho is a *weighted* Spearman here: w copies of a pair share
+    a tie group of mid-rank (count below) + (group weight + 1) / 2, exactly as if materialised,
+    turning 1,000 bootstrap resamples into a few (B, N) array operations."""
 
     query: np.ndarray  # (N,) query index of each pair
     x_order: np.ndarray
@@ -115,11 +100,8 @@ def _weighted_midranks(w: np.ndarray, order: np.ndarray, starts: np.ndarray, gro
 
 
 def _weighted_spearman(pairs: _PooledPairs, query_weights: np.ndarray, chunk: int = 4_000_000) -> np.ndarray:
-    """Spearman rho of the pooled pairs under each row of ``query_weights`` (B, n_queries).
-
-    Pearson correlation of mid-ranks, weighted by each pair's query weight; NaN where
-    either side is constant (or has fewer than two weighted pairs).
-    """
+    """Spearman rho of the pooled pairs under each row of ``query_weights`` (B, n_queries): the
+    weighted Pearson correlation of mid-ranks; NaN where a side is constant or has < 2 pairs."""
     n_rows = query_weights.shape[0]
     out = np.full(n_rows, np.nan)
     n_pairs = len(pairs.query)
@@ -136,25 +118,18 @@ def _weighted_spearman(pairs: _PooledPairs, query_weights: np.ndarray, chunk: in
             dy = ry - (w * ry).sum(axis=1, keepdims=True) / total
             vx, vy = (w * dx * dx).sum(axis=1), (w * dy * dy).sum(axis=1)
             rho = (w * dx * dy).sum(axis=1) / np.sqrt(vx * vy)
-        # Mid-ranks of a non-constant sample differ by >= 1/2, so any variance this
-        # small is a constant side (floating noise), where rho is undefined.
+        # non-constant mid-ranks differ by >= 1/2: a variance this small is a constant side
         rho[(vx < 1e-9) | (vy < 1e-9)] = np.nan
         out[lo : lo + step] = np.clip(rho, -1.0, 1.0)
     return out
 
 
-# --------------------------------------------------------------------------- #
-# Correlations (Eqs. 1-2, F.4)
-# --------------------------------------------------------------------------- #
+# --- Correlations (Eqs. 1-2, F.4) ---
 
 
 def pooled_spearman(normal: ScoreMatrix, perturbed: ScoreMatrix) -> tuple[float, float]:
-    """rho_k = Spearman(s_normal, s_Pk) over all (query, doc) pairs pooled (Eq. 1).
-
-    Pairs where either score is NaN (a parse failure) are dropped. Returns
-    ``(rho, two-sided p)`` from ``scipy.stats.spearmanr``; ``(nan, nan)`` without a
-    warning when fewer than 3 pairs remain or either side is constant.
-    """
+    """(rho_k, two-sided p) of ``scipy.stats.spearmanr`` over all (query, doc) pairs pooled
+    (Eq. 1), NaN pairs dropped; (nan, nan), unwarned, under 3 pairs or with a constant side."""
     x, y = _paired(normal, perturbed)
     valid = ~(np.isnan(x) | np.isnan(y))
     x, y = x[valid], y[valid]
@@ -165,14 +140,10 @@ def pooled_spearman(normal: ScoreMatrix, perturbed: ScoreMatrix) -> tuple[float,
 
 
 def trend(rhos: Sequence[float]) -> float:
-    """rho* = Spearman([1, 2, 3], [rho_1, rho_2, rho_3]) (Eq. 2).
-
-    With three distinct values rho* is one of {-1, -0.5, 0, 0.5, 1} (F.1). Ties are
-    ranked by their mean rank, as scipy does, which adds +-0.866 (one tied pair,
-    e.g. Table 4's Gemma-2 CONFLICTS row .79/.40/.40 gives -0.866, not the paper's
-    -0.5 computed from unrounded values) and NaN (all three equal). Any NaN rho_k
-    gives NaN.
-    """
+    """rho* = Spearman([1, 2, 3], [rho_1, rho_2, rho_3]) (Eq. 2): one of {-1, -0.5, 0, 0.5, 1}
+    for distinct values (F.1); ties take scipy's mean rank, adding +-0.866 (Table 4's Gemma-2
+    CONFLICTS row .79/.40/.40 gives -0.866, not the paper's -0.5 from unrounded values) and NaN
+    (all equal). Any NaN rho_k gives NaN."""
     values = np.asarray(rhos, dtype=float)
     if values.shape != (3,):
         raise ValueError(f"trend needs exactly three per-level correlations, got {values.shape}")
@@ -188,12 +159,9 @@ def is_quality_ordered(rho_star: float) -> bool:
 
 @dataclass(frozen=True)
 class RSCClass:
-    """Classification of one model-task pair from its three rho_k (Section 3.2).
-
-    ``coupling`` is "strong" (quality-ordered, rho_1 >= threshold), "weak"
-    (quality-ordered, rho_1 < threshold) or None (not quality-ordered).
-    ``rsc_class`` is "degenerate" when a rho_k is undefined (constant scores).
-    """
+    """One model-task pair's class from its three rho_k (Section 3.2): ``coupling`` is "strong"
+    or "weak" (quality-ordered, rho_1 >= or < threshold), else None; ``rsc_class`` is
+    "degenerate" when a rho_k is undefined (constant scores)."""
 
     rho: tuple[float, float, float]
     rho_star: float
@@ -218,11 +186,8 @@ def classify(rhos: Sequence[float], threshold: float = 0.5) -> RSCClass:
 
 
 def _classes_of(rho_rows: np.ndarray) -> np.ndarray:
-    """Vectorised :func:`classify` class for rows of (rho_1, rho_2, rho_3).
-
-    rho* = -1 exactly when the three are strictly decreasing, which avoids calling
-    scipy once per resample.
-    """
+    """Vectorised :func:`classify` class for rows of (rho_1, rho_2, rho_3): rho* = -1 exactly
+    when strictly decreasing, so scipy is not called per resample."""
     undefined = np.isnan(rho_rows).any(axis=1)
     ordered = (rho_rows[:, 0] > rho_rows[:, 1]) & (rho_rows[:, 1] > rho_rows[:, 2])
     return np.where(undefined, DEGENERATE, np.where(ordered, QUALITY_ORDERED, STOCHASTIC))
@@ -240,17 +205,12 @@ def _rhos_under(normal: np.ndarray, perturbed: Sequence[np.ndarray], query_weigh
     return np.stack([_weighted_spearman(_pool(normal, p), query_weights) for p in perturbed], axis=1)
 
 
-# --------------------------------------------------------------------------- #
-# Per-query correlations (F.2, Table 10)
-# --------------------------------------------------------------------------- #
+# --- Per-query correlations (F.2, Table 10) ---
 
 
 def per_query_spearman(normal: ScoreMatrix, perturbed: ScoreMatrix) -> np.ndarray:
-    """One Spearman rho per query across its documents (F.2); NaN where undefined.
-
-    Undefined means fewer than two valid documents or constant scores on either
-    side, which is common: a query whose ten documents all score 0.
-    """
+    """One Spearman rho per query across its documents (F.2); NaN where undefined (under two
+    valid documents or a constant side, common: ten documents all scoring 0)."""
     x, y = _paired(normal, perturbed)
     valid = ~(np.isnan(x) | np.isnan(y))
     # Mask pairwise so both sides rank the same documents, then rank within each row.
@@ -284,25 +244,15 @@ def per_query_summary(normal: ScoreMatrix, perturbed_by_level: Sequence[ScoreMat
     )
 
 
-# --------------------------------------------------------------------------- #
-# Resampling stability (G.2 Table 13, F.3 Table 11)
-# --------------------------------------------------------------------------- #
+# --- Resampling stability (G.2 Table 13, F.3 Table 11) ---
 
 
-def bootstrap(
-    normal: ScoreMatrix,
-    perturbed_by_level: Sequence[ScoreMatrix],
-    n_resamples: int = 1000,
-    seed: int = 0,
-    level: float = 0.95,
-) -> Bootstrap:
-    """Resample queries with replacement, recompute the pooled rho_k (G.2, Table 13).
-
-    Each resample draws n queries with replacement (as multinomial counts, the same
-    distribution as drawing indices) and takes all of each drawn query's documents,
-    so within-query dependence is kept. Classification per resample follows
-    :func:`classify`; a resample with an undefined rho_k counts as "degenerate".
-    """
+def bootstrap(normal: ScoreMatrix, perturbed_by_level: Sequence[ScoreMatrix], n_resamples: int = 1000, seed: int = 0,
+              level: float = 0.95) -> Bootstrap:
+    """The pooled rho_k over queries resampled with replacement (G.2, Table 13): n queries drawn
+    as multinomial counts (the same distribution as drawing indices), each with all its
+    documents (within-query dependence kept); classes as :func:`classify`, an undefined rho_k
+    "degenerate"."""
     x, levels = _levels(normal, perturbed_by_level)
     n = x.shape[0]
     if n == 0:
@@ -334,11 +284,8 @@ def _classify_subset(x: np.ndarray, levels: Sequence[np.ndarray], rows: slice | 
 
 
 def split_half(normal: ScoreMatrix, perturbed_by_level: Sequence[ScoreMatrix], threshold: float = 0.5) -> SplitHalf:
-    """F.3: rho_k and class on queries [0, n//2) and [n//2, n), in the given order.
-
-    The split is by position (the paper's "first 50 / last 50"), so the caller's
-    query order matters; with odd n the last half has one query more.
-    """
+    """F.3: the class on queries [0, n//2) and [n//2, n), split by position (the paper's "first
+    50 / last 50", so the caller's order matters; odd n gives the last half one more)."""
     x, levels = _levels(normal, perturbed_by_level)
     half = x.shape[0] // 2
     return SplitHalf(
@@ -347,13 +294,8 @@ def split_half(normal: ScoreMatrix, perturbed_by_level: Sequence[ScoreMatrix], t
     )
 
 
-def subset_stability(
-    normal: ScoreMatrix,
-    perturbed_by_level: Sequence[ScoreMatrix],
-    n_subsets: int = 100,
-    size: int = 30,
-    seed: int = 0,
-) -> Subsets:
+def subset_stability(normal: ScoreMatrix, perturbed_by_level: Sequence[ScoreMatrix], n_subsets: int = 100, size: int = 30,
+                     seed: int = 0) -> Subsets:
     """F.3: classify ``n_subsets`` random ``size``-query subsets (drawn without replacement)."""
     x, levels = _levels(normal, perturbed_by_level)
     n = x.shape[0]
@@ -365,30 +307,17 @@ def subset_stability(
         row[rng.choice(n, size=size, replace=False)] = 1.0
     classes = _classes_of(_rhos_under(x, levels, weights))
     percent = {c: float(np.mean(classes == c) * 100.0) for c in RSC_CLASSES}
-    return Subsets(
-        quality_ordered=percent[QUALITY_ORDERED],
-        stochastic=percent[STOCHASTIC],
-        degenerate=percent[DEGENERATE],
-        size=size,
-        n_subsets=n_subsets,
-    )
+    return Subsets(quality_ordered=percent[QUALITY_ORDERED], stochastic=percent[STOCHASTIC], degenerate=percent[DEGENERATE],
+                   size=size, n_subsets=n_subsets)
 
 
-# --------------------------------------------------------------------------- #
-# Degenerate scoring and score entropy (Section 6.2, Appendix I)
-# --------------------------------------------------------------------------- #
+# --- Degenerate scoring and score entropy (Section 6.2, Appendix I) ---
 
 
-def degenerate_scoring(
-    scores: ScoreMatrix | Sequence[float],
-    floor: float = 0.0,
-    ceiling: float = 5.0,
-    share: float = 0.9,
-) -> Degeneracy:
+def degenerate_scoring(scores: ScoreMatrix | Sequence[float], floor: float = 0.0, ceiling: float = 5.0, share: float = 0.9) -> Degeneracy:
     """Flag scores with >= ``share`` of valid values at the floor or at the ceiling,
     all values equal, or no valid value at all (NaNs are ignored)."""
-    values = np.asarray(as_score_matrix(scores) if _is_nested(scores) else np.asarray(scores, dtype=float), dtype=float).ravel()
-    values = values[~np.isnan(values)]
+    values = _valid_scores(scores)
     if len(values) == 0:
         return Degeneracy(is_degenerate=True, reason="no parsable scores")
     floor_share = float(np.mean(values <= floor))
@@ -404,24 +333,20 @@ def degenerate_scoring(
     return Degeneracy(is_degenerate=reason is not None, floor_share=floor_share, ceiling_share=ceiling_share, mean_score=mean, reason=reason)
 
 
-def _is_nested(scores: Any) -> bool:
-    if isinstance(scores, np.ndarray):
-        return scores.ndim == 2
-    return len(scores) > 0 and not np.isscalar(scores[0])
+def _valid_scores(scores: ScoreMatrix | Sequence[float]) -> np.ndarray:
+    """Every non-NaN score of a ``[query][doc]`` matrix or a flat sequence, flattened."""
+    nested = scores.ndim == 2 if isinstance(scores, np.ndarray) else len(scores) > 0 and not np.isscalar(scores[0])
+    values = np.asarray(as_score_matrix(scores) if nested else np.asarray(scores, dtype=float), dtype=float).ravel()
+    return values[~np.isnan(values)]
 
 
 def score_entropy(scores: ScoreMatrix | Sequence[float], bins: Sequence[int] = range(0, 6)) -> float:
-    """Normalised Shannon entropy H(p) / log(K) of the score histogram (Appendix I).
-
-    The paper calls it "normalized score entropy" without giving the binning; here
-    each valid score is rounded half-up to the nearest integer level, clipped into
-    [min(bins), max(bins)], and counted over the K = 6 levels 0..5, so 0 means every
-    score on one level and 1 a uniform spread. Continuous aggregated scores are
-    binned the same way. NaN with no valid score.
-    """
+    """Normalised Shannon entropy H(p) / log(K) of the score histogram (Appendix I; the paper
+    gives no binning): each valid score (aggregated ones too) rounded half-up, clipped into
+    [min(bins), max(bins)] and counted over K = 6 levels 0..5, so 0 is one level and 1 a uniform
+    spread; NaN with no valid score."""
     levels = np.asarray(list(bins), dtype=float)
-    values = np.asarray(as_score_matrix(scores) if _is_nested(scores) else np.asarray(scores, dtype=float), dtype=float).ravel()
-    values = values[~np.isnan(values)]
+    values = _valid_scores(scores)
     if len(values) == 0 or len(levels) < 2:
         return math.nan
     rounded = np.clip(np.floor(values + 0.5), levels.min(), levels.max())
@@ -430,9 +355,7 @@ def score_entropy(scores: ScoreMatrix | Sequence[float], bins: Sequence[int] = r
     return float(max(0.0, -np.sum(p * np.log(p)) / np.log(len(levels))))
 
 
-# --------------------------------------------------------------------------- #
-# The whole probe
-# --------------------------------------------------------------------------- #
+# --- The whole probe ---
 
 
 def summarize_probe(
@@ -450,18 +373,12 @@ def summarize_probe(
     entropy_scores: ScoreMatrix | None = None,
     undefined_rho: str = "degenerate",
 ) -> ProbeStats:
-    """Run every RSC statistic on one probe: the Table 4 row and its robustness checks.
-
-    ``normal`` holds the CoT scores, ``perturbed_by_level`` the rescored matrices for
-    (shuffled, contradicted, random), all ``[query][doc]``. The entropy is of
-    ``entropy_scores`` when given (e.g. the base 3-agent scores, which is what
-    Appendix I's routing heuristic is about) and of ``normal`` otherwise. The
-    30-query subsets are skipped (None) when the probe has fewer queries than
-    ``subset_size``; split-half and bootstrap run on any non-degenerate probe.
-    ``undefined_rho="zero"`` (``reading.undefined_rho``, the authors' code): a level
-    whose pooled rho is undefined counts as rho = 0 instead of making the probe
-    degenerate (a degenerate score distribution still does).
-    """
+    """Every RSC statistic of one probe (the Table 4 row and its robustness checks) from the CoT
+    scores ``normal`` and the rescored (shuffled, contradicted, random) matrices. The entropy is
+    of ``entropy_scores`` if given (e.g. the base 3-agent scores, Appendix I's routing
+    heuristic), else of ``normal``; the 30-query subsets are None under ``subset_size`` queries.
+    ``undefined_rho="zero"`` (``reading.undefined_rho``, the authors' code) counts an undefined
+    pooled rho as 0 instead of degenerate (a degenerate score distribution still is)."""
     x, levels = _levels(normal, perturbed_by_level)
     n_queries = x.shape[0]
     n_pairs = int(np.sum(~np.isnan(x)))
@@ -475,11 +392,8 @@ def summarize_probe(
     rhos = tuple(r for r, _ in pooled)
     undefined = [LEVELS[k] for k, r in enumerate(rhos) if math.isnan(r)]
     if undefined and not degeneracy.is_degenerate:
-        degeneracy = replace(
-            degeneracy,
-            is_degenerate=True,
-            reason=f"rho undefined at level(s) {', '.join(undefined)}: constant or too few valid scores",
-        )
+        degeneracy = replace(degeneracy, is_degenerate=True,
+                             reason=f"rho undefined at level(s) {', '.join(undefined)}: constant or too few valid scores")
     if degeneracy.is_degenerate:
         return ProbeStats(
             rsc_class=DEGENERATE, degenerate=degeneracy, entropy=entropy_out, n_queries=n_queries, n_pairs=n_pairs, seed=seed,
