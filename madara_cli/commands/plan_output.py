@@ -14,7 +14,7 @@ from typing import Any
 from rich import box
 from rich.table import Table
 
-from madara_cli.experiment.plan import Plan, StrategyPlan, format_per_query, paper_calls_per_query
+from madara_cli.experiment.plan_counts import Plan, StrategyPlan, format_per_query, paper_calls_per_query
 
 TABLE_WIDTH = 100  # the table's widest rendering: whole at 100 columns, piped or not
 
