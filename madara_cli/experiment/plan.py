@@ -152,15 +152,11 @@ class Recorders:
     def fingerprint(self, cfg: DictConfig) -> str:
         if self._last is not None and self._last[0] is cfg:  # a cell asks several times in a row
             return self._last[1]
-        fp = self._fingerprint_of(cfg)
-        self._last = (cfg, fp)
-        return fp
-
-    def _fingerprint_of(self, cfg: DictConfig) -> str:
         engine = json.dumps([to_plain(cfg.model), to_plain(cfg.backend), cfg.seed], sort_keys=True, default=str)
         if engine not in self._fingerprints:
             self._fingerprints[engine] = _fingerprint(cfg)
-        return self._fingerprints[engine]
+        self._last = (cfg, self._fingerprints[engine])
+        return self._last[1]
 
     def get(self, cfg: DictConfig) -> CachedLLM:
         fp = self.fingerprint(cfg)

@@ -103,17 +103,15 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
         preds = strategy(ctx, examples)
     rows, scores = prediction_rows(examples, preds, tidy=str((cfg.get("reading") or {}).get("answers", "tidy")) == "tidy")
     acct = accounting.to_dict()
-    if acct.get("truncated"):
-        from madara_cli.data.splits import warn
+    from madara_cli.data.splits import warn
 
+    if acct.get("truncated"):
         warn(
             f"{cell.key}: {acct['truncated']} of {acct['requests']} prompts were longer than the context and were cut in "
             "the middle (accounting.truncated in the cell's metrics); raise backend.n_ctx or lower retriever.k"
         )
     cot_cut = sum(v.get("cut_at_max_tokens", 0) for k, v in acct.get("by_stage", {}).items() if k in ("score-cot", "rsc-cot"))
     if cot_cut:
-        from madara_cli.data.splits import warn
-
         warn(
             f"{cell.key}: {cot_cut} CoT replies stopped at generation.cot_max_tokens={int(cfg.generation.cot_max_tokens)} "
             "(accounting.by_stage.*.cut_at_max_tokens); a reply cut before its score is a parse failure"
