@@ -11,14 +11,14 @@
     frames = m.load("results")                                           # pandas: cells, predictions, probes
 
 Overrides are the command line's (``key=value``, Hydra's grammar); ``results=`` is the
-``results_dir=`` override. While a cell or probe runs, ``progress=True`` (the default)
-shows rich bars on a terminal and a plain text bar in a notebook; ``progress=False`` none. A finished cell, probe or cached completion is reused exactly
-as the command line reuses it: both go through these functions (``madara run`` calls
-:func:`configs` and :func:`run_configs`, ``madara probe`` :func:`probe`, ``madara
-route`` :func:`route`), and ``summary.csv`` holds the frame :func:`cells_frame` returns
-(both are :func:`madara_cli.results.summary.summary_frame`).
-Errors a user can fix are :class:`madara_cli.core.errors.ConfigError`, ``DataError`` or
-``BackendError`` (all ValueErrors or RuntimeErrors with a one-line message).
+``results_dir=`` override. ``progress=True`` (the default) shows rich bars on a terminal and a
+plain text bar in a notebook while a cell or probe runs; ``progress=False`` none. Finished cells,
+probes and cached completions are reused exactly as the command line reuses them: it calls these
+functions (``madara run``: :func:`configs`, :func:`run_configs`; ``madara probe``: :func:`probe`;
+``madara route``: :func:`route`), and ``summary.csv`` holds :func:`cells_frame`'s frame (both
+:func:`madara_cli.results.summary.summary_frame`). Errors a user can fix are
+:class:`madara_cli.core.errors.ConfigError`, ``DataError`` or ``BackendError`` (ValueErrors or
+RuntimeErrors with a one-line message).
 
 See docs/python-api.md for a worked example.
 """
@@ -49,8 +49,7 @@ PathLike = str | Path
 
 
 def _overrides(overrides: Iterable[str] | str | None, results: PathLike | None) -> list[str]:
-    """The overrides as a list, ``results`` as ``results_dir=`` in front (an explicit
-    ``results_dir=`` among them wins)."""
+    """The overrides as a list, ``results`` as ``results_dir=`` in front (an explicit one among them wins)."""
     from madara_cli.config.overrides import override_value, parse_overrides
 
     if isinstance(overrides, str):  # one override given bare: "strategy=nf"
@@ -70,9 +69,8 @@ def compose(overrides: Iterable[str] | str | None = None, *, results: PathLike |
 
 
 def _read_config(config: DictConfig | PathLike) -> DictConfig:
-    """A composed config as it is, or one read from a YAML file (a cell's ``config.yaml``
-    runs that cell again: the same key, so a finished one is reused), checked as a
-    composed one is."""
+    """A composed config as it is, or one read from YAML and checked as composed ones are (a cell's
+    ``config.yaml`` runs that cell again: the same key, so a finished one is reused)."""
     from madara_cli.composition import ensure_loaded
     from madara_cli.config.folders import read_yaml
     from madara_cli.config.validate import validate_config
@@ -142,8 +140,7 @@ def run_configs(cfgs: Sequence[DictConfig], *, progress: Any = None, keep_going:
 
 @contextmanager
 def _showing(progress: Any) -> Iterator[Any]:
-    """The progress a call shows: ``True`` the one for where it runs
-    (:func:`madara_cli.core.progress.auto_progress`), ``False``/None none, else the one given."""
+    """The progress a call shows: ``True`` :func:`~madara_cli.core.progress.auto_progress`, ``False``/None none, else the one given."""
     if progress is True:
         from madara_cli.core.progress import auto_progress
 
@@ -318,14 +315,10 @@ def route(nf: float, rho: Sequence[float] | None = None, *, degenerate: bool = F
 
 
 def _number(value: Any, what: str) -> float:
-    """A number as the router reads it; anything else (a word, None, a bool) is the
-    ConfigError ``what`` (a NaN passes here, and no range holds it)."""
+    """A number as the router reads it; anything else (a word, None, a bool) is ConfigError ``what`` (a NaN passes; no range holds it)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ConfigError(what)
     return float(value)
-
-
-# --- a results folder as pandas DataFrames ----------------------------------------------------------------
 
 
 @dataclass(frozen=True)

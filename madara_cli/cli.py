@@ -1,8 +1,7 @@
-"""The ``madara`` command line: the one Typer app, the options every verb shares, and
-the entry point. The verbs live in :mod:`madara_cli.commands` (one module per verb or
-small family) and are registered here, in the order ``madara --help`` lists them. Each
-verb parses its arguments and calls one library function; errors a user can cause end
-with one line on stderr and exit 2."""
+"""The ``madara`` command line: the one Typer app, the options every verb shares, and the entry
+point. The verbs (:mod:`madara_cli.commands`) are registered here in ``madara --help``'s order;
+each parses its arguments and calls one library function, and a user's error ends with one line
+on stderr and exit 2."""
 
 from __future__ import annotations
 
@@ -76,10 +75,9 @@ def main() -> None:
     except ImportError:  # pragma: no cover
         from click import exceptions as cx
 
-    # typer turns KeyboardInterrupt into a silent exit 130 before it reaches us, so
-    # SIGINT (and SIGTERM) raise an exception of our own that passes through it (and
-    # through every `except Exception`), unwinding the finally blocks that close the
-    # engine and the cache.
+    # typer turns KeyboardInterrupt into a silent exit 130 before it reaches us, so SIGINT and SIGTERM
+    # raise our own exception, passing through it (and every `except Exception`) and unwinding the
+    # finally blocks that close the engine and the cache.
     signal.signal(signal.SIGINT, interrupt)
     signal.signal(signal.SIGTERM, interrupt)
     forget_received()

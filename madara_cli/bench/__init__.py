@@ -3,42 +3,30 @@ side in one run (one process, one loaded model), written to ``results/bench/*.js
 
 Sections (``--only`` picks some):
 
-* ``calls`` -- call economy. The unique engine calls needed to produce the strategy
-  cells of Tables 1 and 2 for one model x benchmark (work shared through the response
-  cache counted once; :func:`madara_cli.experiment.plan.plan_grid` walks the real strategy code
-  with a recording engine) divided by (a) the sum of each strategy's own requests
-  (what a runner without a shared cache pays) and (b) the sum of the paper's
-  per-strategy calls per query (Table 18 notes) times the queries. Needs no model.
-* ``overhead`` -- orchestration overhead: madara's tokens/s (cache, accounting,
-  truncation, through :class:`~madara_cli.backends.cache.CachedLLM`) divided by the
-  raw engine's tokens/s (``llama_cpp.Llama.create_chat_completion``) on the same
-  prompts with the same sampling settings, passes in A-B-A order.
-* ``scoring`` -- digit-logprob scoring (one forward pass) vs JSON-generation scoring,
-  seconds per score, parse failures, and their rank agreement (Spearman) on the same
-  (document, agent) pairs.
-* ``stats`` -- the paired bootstrap: the exact counts fast path vs the vectorised
-  index resampling vs a per-resample loop, same data, same resamples.
-* ``stages`` -- wall and engine seconds by stage of a few real cells (NF, PDE-Random,
-  3-Agent, PDE) run into a scratch results folder with a fresh cache.
-* ``threads`` -- llama.cpp tokens/s by ``n_threads`` alone and while another process
-  keeps every core busy (what the ``backend.n_threads`` default rests on).
-* ``vllm`` -- the vLLM backend's stage call against vLLM's own ``LLM.generate`` on the
-  same prompts, prefix caching on and off, and vLLM against llama.cpp at temperature 0
-  (:mod:`madara_cli.bench.vllm`).
-* ``vllm_cpu`` -- what the CPU build's defaults rest on: float32 vs bfloat16, and vLLM's
-  thread binding vs both cores to OpenMP.
-* ``openai_pool`` -- ``backend=openai``'s pooled client (keep-alive) against a new
-  connection per request, requests/s on a real local server (llama-cpp-python's, serving
-  the model's GGUF) for bare requests and for a stage's logprob scores
-  (:mod:`madara_cli.bench.served`).
-
-* ``plan`` -- ``madara plan``'s estimate ÷ the wall time, per shipped strategy, after one
+* ``calls`` -- the unique engine calls of Tables 1 and 2's strategy cells for one model x
+  benchmark (shared work counted once: :func:`madara_cli.experiment.plan.plan_grid` walks the
+  real strategy code on a recording engine) over (a) the sum of each strategy's own requests
+  (a runner without a shared cache) and (b) Table 18's calls per query times the queries. No model.
+* ``overhead`` -- madara's tokens/s (cache, accounting, truncation, through
+  :class:`~madara_cli.backends.cache.CachedLLM`) over raw ``llama_cpp.Llama.create_chat_completion``
+  on the same prompts and sampling, passes in A-B-A order.
+* ``scoring`` -- digit-logprob (one forward pass) vs JSON-generation scoring: seconds per
+  score, parse failures, rank agreement (Spearman) on the same (document, agent) pairs.
+* ``stats`` -- the paired bootstrap: exact counts fast path vs vectorised resampling vs a loop.
+* ``stages`` -- wall and engine seconds by stage of NF, PDE-Random, 3-Agent and PDE cells
+  run into a scratch results folder with a fresh cache.
+* ``threads`` -- llama.cpp tokens/s by ``n_threads``, alone and with every core busy
+  (what the ``backend.n_threads`` default rests on).
+* ``vllm`` -- the vLLM backend's stage call vs ``LLM.generate``, prefix caching on and off,
+  and vLLM vs llama.cpp at temperature 0 (:mod:`madara_cli.bench.vllm`).
+* ``vllm_cpu`` -- the CPU build's defaults: float32 vs bfloat16, vLLM's thread binding vs both cores to OpenMP.
+* ``openai_pool`` -- ``backend=openai``'s keep-alive client vs a connection per request on
+  a real local llama-cpp-python server, bare and for logprob scores (:mod:`madara_cli.bench.served`).
+* ``plan`` -- ``madara plan``'s estimate ÷ wall time per shipped strategy, after one
   calibration run (:mod:`madara_cli.bench.plan_cost`).
 
-A module of this package may add sections of its own (:func:`register_section`): an
-engine's bench lives beside the others without this module naming it.
-
-Timings are wall-clock on whatever else the machine runs; the ratios compare runs made
+A module of this package may add sections (:func:`register_section`) without this one naming
+them. Timings are wall-clock on whatever else the machine runs; the ratios compare runs made
 back to back in one process, which is what they are for.
 """
 
@@ -102,17 +90,13 @@ def _examples(cfg, n: int):
     return prepare_cell(OmegaConf.merge(cfg, {"limit": n}), None, force=True).examples  # type: ignore[union-attr]
 
 
-# --------------------------------------------------------------------------- #
-# Sections
-
-
 def bench_calls(opts: BenchOptions, scratch: Path) -> dict[str, Any]:
+    from madara_cli.data.splits import load_benchmark
     from madara_cli.experiment.plan import paper_calls_per_query, plan_grid
     from madara_cli.paper import TABLE18_CALLS
 
     cfgs = [_cfg(opts, f"strategy={s}", f"limit={opts.limit}", f"results_dir={scratch / 'plan'}", "grid_name=bench") for s in TABLE_STRATEGIES]
     plan = plan_grid("bench", cfgs)
-    from madara_cli.data.splits import load_benchmark
 
     n = min(opts.limit, len(load_benchmark(cfgs[0].benchmark, seed=int(cfgs[0].seed))))
     rows = {}
@@ -150,9 +134,8 @@ def _engine(opts: BenchOptions, scratch: Path):
 
 
 def bench_overhead(opts: BenchOptions, scratch: Path, engine) -> dict[str, Any]:
-    """Per prompt, the raw call and madara's call back to back (order alternating),
-    each from an empty KV cache, so load drifts hit both alike; the ratio is the
-    median of the per-prompt ratios."""
+    """Per prompt, the raw call and madara's back to back (order alternating), each from an
+    empty KV cache, so load drifts hit both alike; the ratio is the median of the per-prompt ratios."""
     from madara_cli.agents.generator import generation_request
     from madara_cli.backends.cache import CachedLLM, ResponseCache
 
@@ -201,9 +184,8 @@ def bench_overhead(opts: BenchOptions, scratch: Path, engine) -> dict[str, Any]:
         "prompts": len(reqs),
         "raw_tokens_per_s": round(tps(0, 0), 2), "madara_tokens_per_s": round(tps(1, 0), 2),
         "raw_tokens_per_cpu_s": round(tps(0, 1), 2), "madara_tokens_per_cpu_s": round(tps(1, 1), 2),
-        # Headline: the engine call inside madara's own call is the raw engine on the same
-        # prompt at the same moment, so engine seconds / madara seconds is the tokens/s
-        # ratio with the machine's load cancelled out.
+        # Headline: the engine call inside madara's is the raw engine on the same prompt at the
+        # same moment, so engine seconds / madara seconds is the ratio with the load cancelled out.
         "ratio_madara_vs_raw": _ratio(sum(engine_s), sum(b[0] for _, b in pairs)),
         "orchestration_seconds_per_call": round((sum(b[0] for _, b in pairs) - sum(engine_s)) / len(pairs), 4),
         "ratio_paired_cpu_median": round(float(np.median(cpu)), 3), "ratio_paired_wall_median": round(float(np.median(wall)), 3),
@@ -284,13 +266,13 @@ def bench_stages(opts: BenchOptions, scratch: Path, engine) -> dict[str, Any]:
     from madara_cli.experiment.engines import EnginePool
     from madara_cli.experiment.runner import run_cell
 
-    cfg0, backend = engine
+    _, backend = engine
     results = scratch / "stages"
     cfgs = [_cfg(opts, f"strategy={s}", f"limit={opts.stage_limit}", f"results_dir={results}", "grid_name=bench",
                  *(["strategy.scoring=logprob"] if "scoring" in strategy_settings(s) else []))
             for s in ("nf", "pde_random", "three_agent", "pde")]
     t0 = time.perf_counter()
-    with EnginePool(factory=_ReuseEngine(backend)) as pool:  # the loaded engine is lent: no load time is counted
+    with EnginePool(factory=lambda cfg: _NoClose(backend)) as pool:  # the loaded engine is lent: no load time is counted
         cells = [run_cell(cfg, pool) for cfg in cfgs]
     total = time.perf_counter() - t0
     by_stage: dict[str, float] = {}
@@ -308,14 +290,6 @@ def bench_stages(opts: BenchOptions, scratch: Path, engine) -> dict[str, Any]:
         "wall_seconds": round(total, 3), "engine_share_of_wall": _ratio(engine_total, total),
         "calls_issued": sum(v["calls_issued"] for v in out_cells.values()), "cache_hits": sum(v["cache_hits"] for v in out_cells.values()),
     }
-
-
-class _ReuseEngine:
-    def __init__(self, backend):
-        self.backend = backend
-
-    def __call__(self, cfg):
-        return _NoClose(self.backend)
 
 
 class _NoClose:
@@ -380,30 +354,29 @@ def bench_threads(opts: BenchOptions, scratch: Path) -> dict[str, Any]:
     return out
 
 
-def _bench_vllm(opts: BenchOptions, scratch: Path) -> dict[str, Any]:
+def _served_cfg(opts: BenchOptions, scratch: Path, backend: str):
+    """``backend`` at its own thread default, three documents a question."""
     from dataclasses import replace
 
+    return _cfg(replace(opts, n_threads=None), f"backend={backend}", "retriever.k=3", f"results_dir={scratch / backend}")
+
+
+def _bench_vllm(opts: BenchOptions, scratch: Path) -> dict[str, Any]:
     from madara_cli.bench.vllm import bench_vllm  # vLLM's section: its own room
 
-    cfg = _cfg(replace(opts, n_threads=None), "backend=vllm", "retriever.k=3", f"results_dir={scratch / 'vllm'}")
-    return bench_vllm(cfg, opts.stage_limit, opts.score_questions)
+    return bench_vllm(_served_cfg(opts, scratch, "vllm"), opts.stage_limit, opts.score_questions)
 
 
 def _bench_vllm_cpu(opts: BenchOptions, scratch: Path) -> dict[str, Any]:
-    from dataclasses import replace
-
     from madara_cli.bench.vllm import bench_vllm_cpu
 
-    return bench_vllm_cpu(_cfg(replace(opts, n_threads=None), "backend=vllm", "retriever.k=3", f"results_dir={scratch / 'vllm'}"), opts.stage_limit)
+    return bench_vllm_cpu(_served_cfg(opts, scratch, "vllm"), opts.stage_limit)
 
 
 def _bench_openai_pool(opts: BenchOptions, scratch: Path) -> dict[str, Any]:
-    from dataclasses import replace
-
     from madara_cli.bench.served import bench_openai_pool
 
-    cfg = _cfg(replace(opts, n_threads=None), "backend=openai", "retriever.k=3", f"results_dir={scratch / 'openai'}")
-    return bench_openai_pool(cfg, scratch, opts.score_docs, opts.n_threads)
+    return bench_openai_pool(_served_cfg(opts, scratch, "openai"), scratch, opts.score_docs, opts.n_threads)
 
 
 def _ratio(a: float, b: float) -> float | None:
@@ -412,8 +385,7 @@ def _ratio(a: float, b: float) -> float | None:
 
 @dataclass(frozen=True)
 class BenchSection:
-    """A section a module of this package adds: ``run(opts, scratch)`` measures and
-    returns what goes into ``<name>.json``; ``rows(result)`` are its lines of the table."""
+    """A section a module adds: ``run(opts, scratch)`` returns ``<name>.json``'s content, ``rows(result)`` its table lines."""
 
     name: str
     run: Callable[[BenchOptions, Path], dict[str, Any]]
@@ -442,9 +414,6 @@ def added_sections() -> dict[str, BenchSection]:
 
 def all_sections() -> tuple[str, ...]:
     return SECTIONS + tuple(added_sections())
-
-
-# --------------------------------------------------------------------------- #
 
 
 def run_bench(opts: BenchOptions, only: tuple[str, ...] = DEFAULT_SECTIONS, say: Callable[[str], None] = print) -> dict[str, Any]:

@@ -1,13 +1,19 @@
-"""What the engine sections of ``madara bench`` share: one real stage's requests, and an
-engine's agreement with llama.cpp (the GGUF itself) on the same requests at
-temperature 0 -- the digit distributions of the logprob scores (top digit equal, mean
-absolute difference of the expected score), the JSON scores (parse rates, equal values)
-and the answers (equal after clean-up)."""
+"""What the engine sections of ``madara bench`` share: one real stage's requests, a timer, and
+an engine's agreement with llama.cpp (the GGUF itself) on the same requests at temperature 0
+-- the logprob scores' digit distributions (top digit equal, mean absolute difference of the
+expected score), the JSON scores (parse rates, equal values) and the answers (after clean-up)."""
 
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
+
+
+def timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
 
 
 def stage_requests(cfg, n_questions: int, mode: str, temperature: float | None = None):

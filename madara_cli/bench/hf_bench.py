@@ -2,32 +2,25 @@
 and against llama.cpp, on the same requests in one run.
 
 * **overhead** -- one real stage's requests (the three agents' JSON scores over the first
-  documents of ``--stage-limit`` questions, at temperature 0 so both sides produce the
-  same tokens): madara's stage call (``HFBackend.chat``: rendering, truncation, safe
-  token ids, length-sorted micro-batches, the per-row sampler and stopper) against a
-  raw batched ``model.generate`` as a researcher writes it -- the same token ids in the
-  same micro-batches, left-padded by the tokenizer, greedy, with transformers' own
-  ``stop_strings`` -- passes alternating, the fastest of each kept. The ratio is raw
-  seconds over madara's (goal >= 0.9); the replies of both are compared too.
+  documents of ``--stage-limit`` questions, at temperature 0 so both sides make the same
+  tokens): madara's stage call (``HFBackend.chat``: rendering, truncation, safe token ids,
+  length-sorted micro-batches, the per-row sampler and stopper) against a raw batched
+  ``model.generate`` as a researcher writes it (same ids and micro-batches, left-padded,
+  greedy, transformers' ``stop_strings``), passes alternating, the fastest of each kept.
+  The ratio is raw seconds over madara's (goal >= 0.9); the replies are compared too.
 * **agreement** -- the engine against llama.cpp (the GGUF itself) at temperature 0
   (:func:`madara_cli.bench.engine_agreement.agreement_with_llamacpp`).
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from madara_cli.bench import BenchOptions, BenchSection, _cfg, _x, register_section
+from madara_cli.bench.engine_agreement import timed
 
 PASSES = 2  # timed, after one untimed pass of each (a CPU pass of 9 requests takes minutes)
 WARMUP = 1
-
-
-def _timed(fn) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
 
 
 def bench_hf_overhead(cfg, n_questions: int) -> dict[str, Any]:
@@ -78,7 +71,7 @@ def _one_engine(backend, reqs) -> dict[str, Any]:
     times: dict[str, list[float]] = {"ours": [], "raw": []}
     for i in range(PASSES):
         for name, fn in ((("ours", ours), ("raw", raw)) if i % 2 == 0 else (("raw", raw), ("ours", ours))):
-            times[name].append(_timed(fn))
+            times[name].append(timed(fn))
     t_raw, t_ours = min(times["raw"]), min(times["ours"])
     return {
         "requests": len(reqs), "tokens_in": sum(len(x) for x in ids), "tokens_out": sum(c.tokens_out for c in ours_out),

@@ -1,17 +1,13 @@
 """``madara bench --only plan``: ``madara plan``'s estimate beside the time the cell then
 takes, for every shipped strategy, after one calibration run.
 
-The calibration run is what a user would do first: ``strategy=three_agent limit=1`` (with
-the demo grid's settings, as every cell here) in a fresh results folder (its completions, timed one by one, are what the plan's fit reads).
-Then each strategy in turn, in its own copy of that folder (so no strategy finds another
-one's replies in the cache and runs faster than planned): the cell ``strategy=S
-limit=--limit`` is planned (:func:`~madara_cli.experiment.plan.plan_grid`, the estimate of
-the calls the cache does not hold yet) and then run, and its estimate is divided by the
-wall time and by the engine seconds the cell recorded. A strategy that cannot run here
-(a reranker from the hub) is named with the reason and left out.
-
-Not a test: timings are wall-clock on whatever else the machine runs; the ratios compare a
-plan and a run made back to back.
+The calibration run is what a user would do first: ``strategy=three_agent limit=1`` (the demo
+grid's settings, as every cell here) in a fresh results folder, whose timed completions the
+plan's fit reads. Then each strategy, in its own copy of that folder (so none finds another's
+replies in the cache and runs faster than planned): ``strategy=S limit=--limit`` is planned
+(:func:`~madara_cli.experiment.plan.plan_grid`) and run, and its estimate divided by the wall
+time and by the engine seconds the cell recorded. A strategy that cannot run here (a hub
+reranker) is named with the reason and left out. Not a test: timings are wall-clock.
 """
 
 from __future__ import annotations

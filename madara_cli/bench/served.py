@@ -1,21 +1,18 @@
 """``madara bench --only openai_pool``: the openai backend's pooled client (keep-alive)
 against a new connection per request, on a real local server, in one run.
 
-llama-cpp-python's server (``python -m llama_cpp.server``, the ``server`` extra) serves
-the embedded GGUF on a free port of 127.0.0.1; two engines of ``backend=openai`` talk to
-it, alike but for keep-alive. Two workloads, passes alternating A-B-A-B so load drifts
-hit both alike:
+llama-cpp-python's server (``python -m llama_cpp.server``, the ``server`` extra) serves the
+embedded GGUF on a free port of 127.0.0.1 to two ``backend=openai`` engines, alike but for
+keep-alive; passes alternate A-B-A-B so load drifts hit both alike. Two workloads:
 
-* **transport** -- ``GET /v1/models``, the cheapest request a server answers: what the
-  client itself costs per request, connection set-up included.
-* **score** -- the first ``--docs`` requests of one real stage (the three agents'
-  logprob scores of the first question: ``max_tokens=1``, a prompt of a few hundred
-  tokens), sent as the backend sends them, ``max_in_flight`` at a time.
+* **transport** -- ``GET /v1/models``, the cheapest request: the client's own cost per
+  request, connection set-up included.
+* **score** -- the first ``--docs`` logprob score requests of one real stage (``max_tokens=1``,
+  a few hundred prompt tokens), sent as the backend sends them, ``max_in_flight`` at a time.
 
-requests/s with and without keep-alive and their ratio (pooled ÷ per-request
-connections) for each. On 127.0.0.1 a TCP handshake costs tens of microseconds, so the
-score ratio says how much of a CPU forward pass the connection is; across a network or
-TLS the handshake is a round trip or more, and the transport ratio is the bound.
+Each gives requests/s with and without keep-alive and their ratio. On 127.0.0.1 a handshake
+costs tens of microseconds, so the score ratio says how much of a CPU forward pass the
+connection is; across a network or TLS it is a round trip or more, and transport is the bound.
 """
 
 from __future__ import annotations
@@ -48,9 +45,8 @@ def free_port() -> int:
 @contextmanager
 def llama_server(gguf: Path, log: Path, n_ctx: int = 2048, n_threads: int | None = None, port: int | None = None,
                  start_timeout_s: float = 120.0) -> Iterator[tuple[str, subprocess.Popen]]:
-    """llama-cpp-python's OpenAI-compatible server on 127.0.0.1, serving ``gguf``:
-    (base URL with ``/v1``, the process), stopped on exit. RuntimeError when it does
-    not come up, with the end of its log."""
+    """llama-cpp-python's OpenAI-compatible server on 127.0.0.1 serving ``gguf``: (base URL with
+    ``/v1``, the process), stopped on exit; RuntimeError with the end of its log when it does not come up."""
     import urllib.request
 
     port = port or free_port()
@@ -91,9 +87,8 @@ def _rate(n: int, seconds: float) -> float:
 
 
 def bench_openai_pool(cfg, scratch: Path, n_scores: int, n_threads: int | None, transport_requests: int = TRANSPORT_REQUESTS) -> dict[str, Any]:
-    """``cfg``: composed with ``backend=openai`` (its ``base_url`` is replaced by the
-    server started here); ``n_scores``: the score requests per pass (the first of the
-    first question's stage); ``n_threads``: the server's llama.cpp threads."""
+    """``cfg``: composed with ``backend=openai`` (``base_url`` becomes the server started here);
+    ``n_scores``: score requests per pass (the first question's first); ``n_threads``: the server's."""
     from omegaconf import OmegaConf
 
     from madara_cli.agents.requests import score_requests
@@ -110,8 +105,8 @@ def bench_openai_pool(cfg, scratch: Path, n_scores: int, n_threads: int | None, 
     kw = dict(cot=False, mode="logprob", max_tokens=1, temperature=0.0, seed=int(cfg.seed))
     scores = [r for ex in exs for r in score_requests(ex, **kw)][:n_scores]
     with llama_server(resolve_gguf(str(cfg.model.gguf)), scratch / "llama-server.log", n_threads=n_threads) as (base_url, _):
-        # The server answers one completion at a time: the requests in flight queue there, and
-        # the deadline (which counts the queue) is set well above a pass.
+        # The server answers one completion at a time: requests in flight queue there, so the
+        # deadline (which counts the queue) is set well above a pass.
         served = OmegaConf.merge(cfg, {"backend": {"base_url": base_url, "timeout_s": 1800}})
         engines = {"pooled": openai_backend(served, keep_alive=True), "per_request": openai_backend(served, keep_alive=False)}
         try:

@@ -1,49 +1,33 @@
 """``madara bench --only vllm``: madara's vLLM backend against vLLM itself, and vLLM
 against llama.cpp, on the same requests in one run.
 
-* **overhead** -- one real stage's requests (the three agents' JSON scores over the
-  first documents of ``--stage-limit`` questions): madara's stage call
-  (``VLLMBackend.chat``: rendering, truncation, safe token ids, one batched call)
-  against vLLM's own ``LLM.generate`` on the same token ids with the same
-  ``SamplingParams``, passes alternating, the prefix cache emptied before each pass,
-  with prefix caching on and then off (two engines). The ratio is raw seconds over
-  madara's (goal >= 0.9). The same pass with ``max_tokens=1`` times the prefill alone,
-  which splits the stage's time into seconds per prompt token and per output token:
-  what ``madara plan`` multiplies its token counts by for ``est. time``.
-* **agreement** -- the same requests at temperature 0 through llama.cpp (the GGUF
-  itself) and vLLM (the folder made from it, float32 on the CPU build): the digit
-  distributions of the logprob scores (top digit equal, mean absolute difference of
-  the expected score), the JSON scores (parse rates, equal values) and the answers
-  (equal after clean-up).
+* **overhead** -- one real stage's requests (the three agents' JSON scores over the first
+  documents of ``--stage-limit`` questions): madara's stage call (``VLLMBackend.chat``:
+  rendering, truncation, safe token ids, one batched call) against ``LLM.generate`` on the
+  same token ids and ``SamplingParams``, passes alternating, the prefix cache emptied before
+  each, prefix caching on then off (two engines). The ratio is raw seconds over madara's
+  (goal >= 0.9). A ``max_tokens=1`` pass times the prefill alone, splitting the time into
+  seconds per prompt and per output token: what ``madara plan``'s ``est. time`` multiplies by.
+* **agreement** -- the same requests at temperature 0 through llama.cpp (the GGUF) and vLLM
+  (the folder made from it, float32 on the CPU build): :mod:`.engine_agreement`.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any
+
+from madara_cli.bench.engine_agreement import stage_requests, timed
 
 PASSES = 2  # timed, after one untimed pass of each (the first shapes still warm kernels up on the CPU build)
 WARMUP = 1
 
 
-def _stage(cfg, n_questions: int, mode: str, temperature: float | None = None):
-    from madara_cli.bench.engine_agreement import stage_requests
-
-    return stage_requests(cfg, n_questions, mode, temperature)
-
-
-def _timed(fn) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
-
-
 def bench_vllm_overhead(cfg, n_questions: int) -> dict[str, Any]:
     from omegaconf import OmegaConf
 
-    from madara_cli.backends import make_backend
+    from madara_cli.backends import backend_fingerprint, make_backend
 
-    _, reqs = _stage(cfg, n_questions, "generate")
+    _, reqs = stage_requests(cfg, n_questions, "generate")
     out: dict[str, Any] = {"requests": len(reqs)}
     for caching in (True, False):
         backend = make_backend(OmegaConf.merge(cfg, {"backend": {"enable_prefix_caching": caching}}))
@@ -54,7 +38,7 @@ def bench_vllm_overhead(cfg, n_questions: int) -> dict[str, Any]:
     on, off = out["prefix_caching_on"], out["prefix_caching_off"]
     out["ratio_madara_vs_raw"] = on["ratio_madara_vs_raw"]
     out["ratio_madara_vs_raw_no_prefix_cache"] = off["ratio_madara_vs_raw"]
-    out["fingerprint"] = _fingerprint(cfg)
+    out["fingerprint"] = backend_fingerprint(cfg)
     out["notes"] = [
         "raw = vLLM's LLM.generate on the token ids madara's stage call sends, with the same SamplingParams; ratio = raw seconds /"
         " madara seconds (fastest of the passes, alternating order, prefix cache emptied before each pass)",
@@ -85,9 +69,9 @@ def _one_engine(backend, reqs) -> dict[str, Any]:
     for i in range(PASSES):
         for name, fn in ((("ours", ours), ("raw", raw)) if i % 2 == 0 else (("raw", raw), ("ours", ours))):
             llm.reset_prefix_cache()
-            times[name].append(_timed(fn))
+            times[name].append(timed(fn))
         llm.reset_prefix_cache()
-        times["prefill"].append(_timed(lambda: llm.generate(prompts, sampling_params=prefill_params, use_tqdm=False)))
+        times["prefill"].append(timed(lambda: llm.generate(prompts, sampling_params=prefill_params, use_tqdm=False)))
     outs = llm.generate(prompts, sampling_params=params, use_tqdm=False)
     tokens_in = sum(len(p["prompt_token_ids"]) for p in prompts)
     tokens_out = sum(len(o.outputs[0].token_ids) for o in outs)
@@ -101,12 +85,6 @@ def _one_engine(backend, reqs) -> dict[str, Any]:
         "seconds_per_prompt_token": t_pre / tokens_in if tokens_in else None,
         "seconds_per_output_token": decode / tokens_out if tokens_out else None,
     }
-
-
-def _fingerprint(cfg) -> str:
-    from madara_cli.backends import backend_fingerprint
-
-    return backend_fingerprint(cfg)
 
 
 def bench_vllm_agreement(cfg, n_questions: int) -> dict[str, Any]:
@@ -128,7 +106,7 @@ def bench_vllm_cpu(cfg, n_questions: int) -> dict[str, Any]:
 
     from madara_cli.backends import make_backend
 
-    _, reqs = _stage(cfg, n_questions, "generate")
+    _, reqs = stage_requests(cfg, n_questions, "generate")
     runs = {"float32": ({"dtype": "float32"}, None), "bfloat16": ({"dtype": "bfloat16"}, None),
             "float32_all_cores": ({"dtype": "float32"}, "0")}
     out: dict[str, Any] = {"requests": len(reqs)}
@@ -143,7 +121,7 @@ def bench_vllm_cpu(cfg, n_questions: int) -> dict[str, Any]:
                 times = []
                 for _ in range(2):
                     backend.llm.reset_prefix_cache()
-                    times.append(_timed(lambda: backend.chat(reqs)))  # noqa: B023 - called at once
+                    times.append(timed(lambda: backend.chat(reqs)))  # noqa: B023 - called at once
                 out[name] = {"seconds": [round(t, 3) for t in times]}
             finally:
                 backend.close()

@@ -1,6 +1,5 @@
-"""How the ``madara`` entry point ends a command a user can fix or stop: the
-interrupt it raises on SIGINT/SIGTERM, the one line for an OS error, and the override
-that does what another runner's option does."""
+"""How the ``madara`` entry point ends a command a user can fix or stop: the interrupt raised on
+SIGINT/SIGTERM, the one line for an OS error, the override doing what another runner's option does."""
 
 from __future__ import annotations
 
@@ -19,16 +18,14 @@ _RECEIVED: list[int] = []  # the signals received during this command, first fir
 
 
 def interrupt(signum, frame) -> None:
-    """The SIGINT/SIGTERM handler: raise :class:`Interrupted` (and remember the signal:
-    a library that catches every exception, OmegaConf among them, may turn the
-    interrupt into an error of its own, which must still end as the interrupt)."""
+    """The SIGINT/SIGTERM handler: raise :class:`Interrupted`, remembering the signal (a library catching
+    every exception, OmegaConf among them, may turn it into its own error, which must still end as it)."""
     _RECEIVED.append(signum)
     raise Interrupted(signum)
 
 
 def forget_received() -> None:
-    """A new command starts with no signal received (the entry point can run in-process
-    more than once)."""
+    """A new command starts with no signal received (the entry point can run in-process more than once)."""
     _RECEIVED.clear()
 
 
@@ -48,8 +45,7 @@ def os_error_line(e: OSError) -> str:
     return str(e)
 
 
-# Options of other evaluation runners (lm-evaluation-harness and friends) -> the override
-# that does the same here. A value-less flag gets the value shown.
+# Other evaluation runners' options (lm-evaluation-harness and friends) -> the override doing the same; a flag gets the value shown.
 _OPTION_OVERRIDES = {
     "limit": "limit", "seed": "seed", "output_path": "results_dir", "output": "results_dir", "output_dir": "results_dir",
     "batch_size": "backend.batch_size", "log_samples": "log_samples", "model": "model", "tasks": "benchmark",
@@ -59,8 +55,7 @@ _FLAGS = {"log_samples": "true", "force": "true"}
 
 
 def override_for_option(option: str, argv: list[str]) -> str | None:
-    """``--limit 2`` -> ``limit=2`` (and the rest of the table above), reading the value
-    the user gave after the option; None for an option with no counterpart."""
+    """``--limit 2`` -> ``limit=2`` (and the rest of the table above); None for an option with no counterpart."""
     name = option.lstrip("-").replace("-", "_")
     key = _OPTION_OVERRIDES.get(name)
     if key is None:

@@ -66,8 +66,7 @@ SORT_FIELDS = {"em": "em", "f1": "f1", "contains": "contains", "n": "n", "calls"
 
 
 def list_cells(root: Path, filters: list[str], sort: str | None, as_json: bool) -> None:
-    """``madara ls cells``: one row per finished cell and probe under ``root``, kept by
-    ``KEY=VALUE`` filters (any field of the row), sorted by ``sort``."""
+    """``madara ls cells``: a row per finished cell and probe under ``root``, kept by ``KEY=VALUE`` filters, sorted by ``sort``."""
     import json
 
     from madara_cli.results.stored import load_results
@@ -114,9 +113,8 @@ DESCRIPTION_READ = 8192  # bytes of a config file read for its opening comment
 
 
 def description(group: str, name: str) -> str:
-    """The first sentence of the comment that opens ``configs/<group>/<name>.yaml``
-    (each shipped option says there what it is), cut at a word near
-    :data:`DESCRIPTION_CHARS`; empty when the file opens with no comment."""
+    """The first sentence of the comment opening ``configs/<group>/<name>.yaml`` (where each shipped
+    option says what it is), cut at a word near :data:`DESCRIPTION_CHARS`; empty without one."""
     import re
 
     from madara_cli.config.folders import find_config
@@ -157,8 +155,7 @@ def _hub_has(kind: str, hf_id: str | None) -> bool:
 
 
 def model_line(name: str) -> str:
-    """A model: its hub id and size, whether each kind of engine finds its weights here
-    without a network, and the chat settings every backend applies."""
+    """A model: hub id and size, whether each kind of engine finds its weights here offline, its chat settings."""
     from madara_cli.backends.chat import ChatSettings
     from madara_cli.backends.weights import resolve_gguf
     from madara_cli.composition import compose
@@ -219,10 +216,9 @@ DESCRIBE = {"models": model_line, "benchmarks": benchmark_line, "strategies": st
 
 
 def _reading_of(folder: Path) -> str:
-    """The cell's reading (``reading=paper|authors`` and any setting off its default),
-    from the config.yaml it ran with; ``paper`` where that has no reading node. The file
-    is read as plain data (a results folder may come from anyone: a tag is never
-    constructed); one that cannot be read says so in the row instead."""
+    """The cell's reading (``reading=paper|authors`` and any setting off its default) from the
+    config.yaml it ran with, ``paper`` without a reading node; read as plain data (a results
+    folder may come from anyone: a tag is never constructed), an unreadable one said in the row."""
     from madara_cli.config.keys import reading_key
     from madara_cli.core.errors import DataError
     from madara_cli.core.sidefiles import read_yaml_data
@@ -239,8 +235,7 @@ def _reading_of(folder: Path) -> str:
 
 
 def _add_intervals(t: Table, record: dict) -> None:
-    """Rows ``em % [95%]`` (and em_strict, contains): each 0/1 rate of a cell with its
-    Wilson interval over n, the small-n rule of :mod:`madara_cli.core.stats`."""
+    """Rows ``em % [95%]`` (em_strict, contains): each 0/1 rate with its Wilson interval over n (:mod:`madara_cli.core.stats`)."""
     from madara_cli.core.stats import format_interval, rate_interval
 
     n = record.get("n")
@@ -250,10 +245,6 @@ def _add_intervals(t: Table, record: dict) -> None:
         value = record.get(name)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             t.add_row(f"{name} % [95% Wilson]", format_interval(rate_interval(value, n)))
-
-
-# ``madara show`` opens with this many lines at most before ``--all``'s full record.
-SUMMARY_LINES = 25
 
 
 def _rate(value: float | None, n: int) -> str:
@@ -299,8 +290,8 @@ def _cost(acc: dict, n: int | None, wall: float | None, engine: float) -> str:
 
 
 def health_rows(record) -> list[tuple[str, str]]:
-    """What a cell's numbers rest on (results/health.py): its status and, per scoring
-    stage, how many scores were imputed, cut at the token budget or missing an id."""
+    """What a cell's numbers rest on (results/health.py): its status and, per scoring stage, the
+    scores imputed, cut at the token budget or missing an id."""
     from madara_cli.results.health import health_line
     from madara_cli.results.outputs import CellRecord
 
@@ -310,9 +301,8 @@ def health_rows(record) -> list[tuple[str, str]]:
 
 
 def cell_summary_rows(folder: Path, record) -> list[tuple[str, str]]:
-    """What ``madara show`` prints first for a finished cell, the answer first: EM with
-    its 95% interval, the score health, the route and its reason (a ``madara`` cell),
-    the cost; then F1/contains, what ran and its key. One (label, text) pair per line."""
+    """What ``madara show`` prints first for a finished cell, a (label, text) pair per line: EM with its
+    95% interval, score health, route and reason (a ``madara`` cell), cost; then F1/contains, what ran, its key."""
     k = f", k={record.k}" if record.k is not None else ""
     limit = f", limit {record.limit}" if record.limit is not None else ""
     rows = [("EM %", _rate(record.em, record.n)), *health_rows(record)]
@@ -323,7 +313,7 @@ def cell_summary_rows(folder: Path, record) -> list[tuple[str, str]]:
         nf_text = "" if nf is None else f", calibration NF {100 * nf:.1f}%"
         rows.append(("route", f"{routed.get('route') or '—'}: {routed.get('reason') or 'no reason recorded'}"))
         rows.append(("probe", f"{routed.get('probe') or '—'} (RSC class {rsc}{nf_text}{', reused' if routed.get('probe_reused') else ''})"))
-    rows += [
+    return rows + [
         ("cost", _cost(record.accounting or {}, record.n, record.seconds, record.engine_seconds)),
         ("F1 %", _mean(folder, "f1", record.f1)),
         ("contains %", _rate(record.contains, record.n)),
@@ -331,7 +321,6 @@ def cell_summary_rows(folder: Path, record) -> list[tuple[str, str]]:
         ("ran", f"n={record.n} queries{limit}, seed {record.seed}, grid {record.grid}"),
         _folder_row(folder),
     ]
-    return rows
 
 
 def _folder_row(folder: Path) -> tuple[str, str]:
@@ -346,7 +335,7 @@ def probe_summary_rows(record) -> list[tuple[str, str]]:
 
     timing = record.timing or {}
     wall = (record.provenance or {}).get("seconds", timing.get("wall_seconds"))
-    rows = [
+    return [
         ("NF EM %", _rate(record.em_nf, record.n)),
         ("route", f"{record.route or '—'}: {record.reason or 'no reason recorded'}"),
         ("class", f"{record.rsc_class or '—'} (ρ* {f(record.rho_star)}, coupling {record.coupling or '—'})"),
@@ -354,12 +343,10 @@ def probe_summary_rows(record) -> list[tuple[str, str]]:
         ("cost", _cost(record.accounting or {}, None, wall, float(timing.get("engine_seconds", 0) or 0))),
         ("probe", f"{record.model} on {record.benchmark}, n={record.n} calibration queries"),
     ]
-    return rows
 
 
 def print_summary(rows: list[tuple[str, str]], title: str) -> None:
-    """The summary as aligned ``label  text`` lines, each wrapped at the terminal's width
-    with its continuation under the text (a key or path too long for a line runs on)."""
+    """Aligned ``label  text`` lines, wrapped at the terminal's width under the text (a key or path too long runs on)."""
     import textwrap
 
     from rich.cells import cell_len

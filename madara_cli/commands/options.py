@@ -1,6 +1,5 @@
-"""What every verb of the ``madara`` command line shares: the two consoles, the one
-error a verb raises for a mistake the user can fix, and the results-folder option and
-override checks several verbs take."""
+"""What every verb of the ``madara`` command line shares: the two consoles, the one error for a
+mistake the user can fix, and the results-folder option and override checks several verbs take."""
 
 from __future__ import annotations
 
@@ -13,11 +12,10 @@ from rich.console import Console
 
 
 class _Terminal(Console):
-    """A console that shows every control character of the text it prints as a visible
-    escape (:func:`madara_cli.core.sidefiles.printable`; newlines and tabs kept): what verbs
-    print comes from files madara did not write in this run (someone else's results
-    folder, a cache, a config), and an ESC sequence there must not retitle the window,
-    clear the screen or forge a line. rich's own styling is added after this, so it stays."""
+    """A console showing every control character it prints as a visible escape (newlines and tabs
+    kept): what verbs print comes from files madara did not write in this run (someone's results
+    folder, a cache, a config), and an ESC sequence there must not retitle the window, clear the
+    screen or forge a line. rich's own styling is added after this, so it stays."""
 
     def render_str(self, text: str, **kwargs):  # noqa: ANN201, ANN003 - rich's signature
         from madara_cli.core.sidefiles import printable
@@ -30,9 +28,8 @@ class _Terminal(Console):
 
     @property
     def size(self):  # noqa: ANN201 - rich's type
-        """The terminal's size; ``COLUMNS`` wide when set (read at each call, not once at
-        import); :data:`PIPED_WIDTH` when piped without it (rich would assume 80 columns,
-        and tables read badly)."""
+        """The terminal's size: ``COLUMNS`` wide when set (read per call, not once at import); :data:`PIPED_WIDTH`
+        when piped without it (rich would assume 80 columns, and tables read badly)."""
         from rich.console import ConsoleDimensions
 
         columns = os.environ.get("COLUMNS", "")
@@ -44,17 +41,15 @@ class _Terminal(Console):
 
 
 PIPED_WIDTH = 160
-# Neither console parses markup: paths, names and data ("results/[/x]") are printed as
-# they are, never read as rich tags (which crashed run, show and tables after their work
-# was written). A line that styles its own words passes markup=True and escapes every value
-# (:func:`styled`).
+# Neither console parses markup: paths, names and data ("results/[/x]") print as they are, never
+# as rich tags (which crashed run, show and tables after their work was written); a line styling
+# its own words passes markup=True and escapes every value (:func:`styled`).
 out = _Terminal(markup=False)
 err = _Terminal(stderr=True, markup=False)
 
 
 def styled(template: str, *values: object) -> str:
-    """``template`` (rich markup of our own, ``{}`` for each value) with every value
-    escaped, for ``out.print(..., markup=True)``."""
+    """``template`` (our own rich markup, ``{}`` per value) with every value escaped, for ``out.print(..., markup=True)``."""
     from rich.markup import escape
 
     return template.format(*(escape(str(v)) for v in values))
@@ -65,8 +60,7 @@ class UserError(Exception):
 
 
 def results_option(default: Optional[Path] = None):
-    """The one results-folder option every verb takes (``results_dir=DIR`` is the same
-    setting as an override)."""
+    """The one results-folder option every verb takes (the same setting as ``results_dir=DIR``)."""
     return typer.Option(default, "--results", envvar="MADARA_RESULTS", help="Results folder (same as the results_dir=DIR override; env MADARA_RESULTS)")
 
 
@@ -103,10 +97,9 @@ def with_results(overrides: list[str], results: Optional[Path]) -> list[str]:
 
 
 def honoured(overrides: list[str], launcher: Optional[str] = None) -> list[str]:
-    """Refuse, in one line, an override madara would accept and then ignore: Hydra's own
-    settings (``hydra.run.dir=...``: madara runs no Hydra app, except the job launch of
-    ``--launcher``, which reads ``hydra.launcher.*``) and ``+key`` adding a key to a
-    schema that nothing reads."""
+    """Refuse in one line an override madara would accept and ignore: Hydra's settings (``hydra.run.dir=...``:
+    madara runs no Hydra app, but ``--launcher``'s reads ``hydra.launcher.*``) and ``+key`` adding
+    a key to a schema nothing reads."""
     from madara_cli.config import RootConfig
     from madara_cli.config.overrides import malformed, parse_overrides
     from madara_cli.config.validate import _schema_field
@@ -148,8 +141,7 @@ def complete_grid(incomplete: str) -> list[str]:
 
 
 def complete_override(incomplete: str) -> list[str]:
-    """Shell completion of an override: ``strat`` → ``strategy=``, ``strategy=pd`` →
-    ``strategy=pde`` (any config group's options: model, backend, benchmark, ...)."""
+    """Shell completion of an override: ``strat`` → ``strategy=``, ``strategy=pd`` → ``strategy=pde`` (any config group)."""
     from madara_cli.config import GROUPS, options
 
     groups = (*GROUPS, "logger")

@@ -1,6 +1,5 @@
-"""What ``madara plan`` prints: a table that stays whole at 100 columns (and when piped),
-the calibration each engine's time rests on, and the same numbers as JSON (``--json``)
-or CSV (``--csv``) for scripts."""
+"""What ``madara plan`` prints: a table whole at 100 columns (and piped), the calibration each
+engine's time rests on, and the same numbers as JSON (``--json``) or CSV (``--csv``)."""
 
 from __future__ import annotations
 
@@ -14,7 +13,7 @@ from typing import Any
 from rich import box
 from rich.table import Table
 
-from madara_cli.experiment.plan import Plan, StrategyPlan, format_per_query, paper_calls_per_query
+from madara_cli.experiment.plan_counts import Plan, StrategyPlan, format_per_query, paper_calls_per_query
 
 TABLE_WIDTH = 100  # the table's widest rendering: whole at 100 columns, piped or not
 
@@ -44,8 +43,7 @@ def compact(n: float) -> str:
 
 
 def est_time(s: StrategyPlan) -> str:
-    """Estimated engine time of a row: "0s" when every call is cached, "—" without a
-    calibration, "≥" when only some of its uncached calls have one."""
+    """A row's engine time: "0s" all cached, "—" uncalibrated, "≥" when only some uncached calls are calibrated."""
     if s.uncached <= 0:
         return "0s"
     if not s.timed_calls:
@@ -74,8 +72,7 @@ def rows(p: Plan) -> list[dict[str, Any]]:
 
 
 def table(p: Plan, title: str) -> Table:
-    """The estimate, one row per strategy and the total: numbers in at most 7 characters,
-    so the table is whole at :data:`TABLE_WIDTH` columns."""
+    """A row per strategy and the total, numbers in at most 7 characters: whole at :data:`TABLE_WIDTH` columns."""
     t = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1), collapse_padding=True, pad_edge=False, title_justify="left")
     names = [*p.by_strategy, "total"]
     t.add_column("strategy", no_wrap=True, min_width=max(len(n) for n in names))
@@ -169,9 +166,8 @@ def show(p: Plan, title: str, fmt: str, console) -> None:
 
 
 class Heartbeat:
-    """A ``(done, total)`` callback for work over many cells: nothing for work that ends
-    within :attr:`after` seconds; then a bar on a terminal, or elsewhere (CI, a pipe) a
-    line on stderr every tenth of the work or 30 seconds, with cells/s and the time left."""
+    """A ``(done, total)`` callback over many cells: nothing within :attr:`after` seconds; then a bar on a terminal,
+    elsewhere (CI, a pipe) a stderr line every tenth of the work or 30 s, with cells/s and time left."""
 
     def __init__(self, label: str, console, after: float = 5.0):
         self.label, self.after, self.console = label, after, console

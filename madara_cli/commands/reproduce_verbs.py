@@ -1,10 +1,9 @@
-"""``madara reproduce`` (``make reproduce``), a verb: every paper grid (:func:`madara_cli.config.paper_grids`: the grids
-whose ``produces:`` names paper tables, probes first), then the tables, Figure 2 and the audit.
+"""``madara reproduce`` (``make reproduce``): every paper grid (:func:`madara_cli.config.paper_grids`:
+those whose ``produces:`` names paper tables, probes first), then the tables, Figure 2 and the audit.
 
-The default engine is vLLM with the paper's models; ``--backend llamacpp --models
-smollm2-135m`` is the CPU version. Cells whose benchmark cannot be loaded (no hub,
-no local file) are reported and skipped, the rest run; everything finished stays
-on disk, so a rerun picks up where this one stopped.
+vLLM with the paper's models by default; ``--backend llamacpp --models smollm2-135m`` is the CPU
+version. Cells whose benchmark cannot load are reported and skipped; all finished work stays on
+disk, so a rerun picks up where this one stopped.
 """
 
 from __future__ import annotations

@@ -1,5 +1,4 @@
-"""``madara route`` and ``madara audit``: routing from diagnostics alone, and the
-paper checked against its own published numbers (neither runs a model)."""
+"""``madara route`` and ``madara audit``: routing from diagnostics alone, the paper checked against its own numbers."""
 
 from __future__ import annotations
 
@@ -41,8 +40,7 @@ def _table2_route(row) -> str:
 
 
 def _route_published(thresholds) -> None:
-    """One line per published pair (within 100 columns), then why each route was taken:
-    the rule that decided it (the reason's last clause; the table holds its numbers)."""
+    """A line per published pair (within 100 columns), then the rule deciding each route (the reason's last clause)."""
     from madara_cli import paper as pv
     from madara_cli.audit import published_diagnostics
     from madara_cli.diagnose import router

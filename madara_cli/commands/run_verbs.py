@@ -1,5 +1,4 @@
-"""``madara run`` and ``madara plan``: the verbs that run (or
-estimate) cells, sweeps and grids, and the tables they print."""
+"""``madara run`` and ``madara plan``: the verbs that run (or estimate) cells, sweeps and grids, and their tables."""
 
 from __future__ import annotations
 
@@ -25,8 +24,7 @@ from madara_cli.commands.options import (
 
 
 def results_table(results, title: str) -> Table:
-    """The run table: the leaderboard's columns (``madara ls cells``), each cell's status
-    (ran, done earlier, degraded, skipped and why) in place of its health."""
+    """The run table: ``madara ls cells``'s columns, each cell's status (ran, done earlier, degraded, skipped and why) for health."""
     from madara_cli.experiment.runner import Failed
     from madara_cli.results.summary import cell_result, cells_table
 
@@ -39,8 +37,7 @@ def results_table(results, title: str) -> Table:
 
 
 def cell_status(result) -> str:
-    """The run table's status of a finished cell: ``ran`` or ``done earlier``, and
-    ``degraded`` when its scores are past the health threshold (results/health.py)."""
+    """A finished cell's status: ``ran`` or ``done earlier``, ``degraded`` past the health threshold (results/health.py)."""
     degraded = result.record.health.degraded
     if result.skipped:
         return "done earlier, degraded" if degraded else "done earlier"
@@ -133,7 +130,6 @@ def probes_table(probes, title: str) -> Table:
         t.add_row(r.model, r.benchmark, str(r.n), *(fmt(r.rho_at(k)) for k in range(3)), fmt(r.rho_star), str(r.rsc_class),
                   "—" if r.em_nf is None else f"{100 * r.em_nf:.1f}", str(r.route), "done earlier" if reused else "ran")
     return t
-
 
 
 def plan(

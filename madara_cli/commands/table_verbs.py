@@ -41,8 +41,7 @@ def warn_unsettled(unsettled) -> None:
 
 
 def refuse_variant(e) -> None:
-    """One line naming the table cell and the settings its variants differ in, then one
-    line per candidate with the ``--prefer`` that picks it; exit 2."""
+    """A line naming the table cell and the settings its variants differ in, a line per candidate with its ``--prefer``; exit 2."""
     err.print(f"error: {e}", markup=False, highlight=False, soft_wrap=True)
     for line in e.candidate_lines():
         err.print(line, markup=False, highlight=False, soft_wrap=True)
@@ -98,15 +97,11 @@ def tables(
     for note in figs.notes if figs else ():
         err.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
     warn_unsettled(written.unsettled)
-    problems = load_results(results_dir).problems
-    if problems:
-        err.print(f"error: {unreadable_folders(problems)}; the tables were written without them", markup=False, highlight=False, soft_wrap=True)
-        raise typer.Exit(1)
+    _exit_on_unreadable(load_results(results_dir).problems, "the tables were written")
 
 
 def print_filled(filled, metric: str) -> None:
-    """Which paper tables our cells filled and how they compare with the paper: one
-    line per table with a value of ours, then the tables that hold none yet."""
+    """Which paper tables our cells filled and how they compare: a line per table holding ours, then those holding none."""
     from madara_cli.tables.plots import metric_name
 
     mine = [f for f in filled if f.ours]
@@ -151,10 +146,7 @@ def plot(
         out.print(str(p), markup=False, highlight=False, soft_wrap=True)
     for note in figs.notes:
         err.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
-    problems = load_results(results_dir).problems
-    if problems:
-        err.print(f"error: {unreadable_folders(problems)}; the figures were drawn without them", markup=False, highlight=False, soft_wrap=True)
-        raise typer.Exit(1)
+    _exit_on_unreadable(load_results(results_dir).problems, "the figures were drawn")
 
 
 def report(
@@ -194,19 +186,21 @@ def report(
 
         if not webbrowser.open(page.path.resolve().as_uri()):
             err.print(f"note: no web browser found here; open {page.path.resolve().as_uri()} yourself", markup=False, highlight=False, soft_wrap=True)
-    problems = shown.problems
+    _exit_on_unreadable(shown.problems, "the report was written")
+
+
+SHOWN_PROBLEMS = 5  # unreadable folders named in full up to this many; beyond, a count and the first few
+
+
+def _exit_on_unreadable(problems, done: str) -> None:
+    """Exit 1 after one line naming the unreadable result folders, when there are any (a script notices the gap)."""
     if problems:
-        err.print(f"error: {unreadable_folders(problems)}; the report was written without them", markup=False, highlight=False, soft_wrap=True)
+        err.print(f"error: {unreadable_folders(problems)}; {done} without them", markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(1)
 
 
-# Named in full up to this many; beyond, a count and the first few.
-SHOWN_PROBLEMS = 5
-
-
 def unreadable_folders(problems) -> str:
-    """One line naming the result folders that cannot be read and why, all of them or a
-    count and the first :data:`SHOWN_PROBLEMS`, with what to do."""
+    """One line naming the unreadable result folders and why (all, or a count and the first few), and what to do."""
     shown = "; ".join(f"{folder} ({why})" for folder, why in problems[:SHOWN_PROBLEMS])
     more = (f"; and {len(problems) - SHOWN_PROBLEMS} more (madara show FOLDER says what is wrong with each)"
             if len(problems) > SHOWN_PROBLEMS else "")

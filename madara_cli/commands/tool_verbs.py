@@ -1,6 +1,5 @@
-"""``madara prepare``, ``madara index build`` and ``madara cache merge``:
-making an engine's weights ready, building retrieval indexes, and folding
-cluster workers' cache shards."""
+"""``madara prepare``, ``index build``, ``cache merge`` and ``prompts import-reference``: an engine's
+weights made ready, retrieval indexes built, cluster workers' cache shards folded, the authors' prompts imported."""
 
 from __future__ import annotations
 

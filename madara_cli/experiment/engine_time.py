@@ -1,28 +1,24 @@
-"""What an engine call costs in seconds, for ``madara plan``: a time per prompt token, a
-time per output token and a time per call, and where those figures come from.
+"""What an engine call costs in seconds, for ``madara plan``, and where the figures come from.
 
-A call is priced as ``call_s + prompt_tokens * prefill_s + output_tokens * decode_s``.
-The prompt tokens are the request's characters over the characters per token this
-engine's tokenizer showed on requests already answered (4, the usual rule of thumb for
-English BPE, before any); the output tokens are a chat request's ``max_tokens`` times the
-share of its budget replies of that budget used (its whole budget, an upper bound, before
-any reply was seen); a score request reads one token.
+A call is priced ``call_s + prompt_tokens * prefill_s + output_tokens * decode_s``: prompt
+tokens are the request's characters over the characters per token this engine's tokenizer
+showed on answered requests (4, the rule of thumb for English BPE, before any); output
+tokens are a chat request's ``max_tokens`` times the share of that budget its replies used
+(the whole budget, an upper bound, before any reply); a score request reads one token.
 
-The three rates come from the first of these that exists for the engine (its cache
-fingerprint), and the plan says which it used:
+The rates come from the first of these that exists for the engine (its cache fingerprint),
+and the plan says which:
 
-1. ``--rate`` calls per second, given on the command line (every call alike);
-2. **measured here**: a least-squares fit of the seconds each completion took on its
-   prompt and output tokens, over the completions of this engine in the response cache
-   (every timed completion the cache holds: llama.cpp and OpenAI-compatible servers time
-   each, vLLM shares a batch's seconds among its requests), coefficients kept >= 0; one
-   fit per kind of request (generation; a score's one next-token read), since the two
-   run different code in the engine and a fit over both misprices each;
+1. ``--rate`` calls per second from the command line (every call alike);
+2. **measured here**: a least-squares fit (coefficients >= 0) of each completion's seconds on
+   its prompt and output tokens over this engine's timed completions in the response cache
+   (llama.cpp and OpenAI-compatible servers time each, vLLM shares a batch's seconds), one fit
+   per kind of request (generation; a score's next-token read): they run different engine
+   code, and a fit over both misprices each;
 3. **madara bench --only vllm** on this fingerprint (``<results>/bench/vllm.json``: a
-   prefill-only pass and a full pass of the same requests);
-4. a **prior** for the engine and the hardware (:data:`PRIORS`), from published or
-   measured throughput figures named with their source, scaled to the model's size
-   (``model.params_b``): labelled a prior, never a measurement;
+   prefill-only and a full pass of the same requests);
+4. a **prior** for engine and hardware (:data:`PRIORS`), published or measured figures named
+   with their source, scaled to ``model.params_b``: labelled a prior, never a measurement;
 5. nothing (a served model behind ``backend=openai``: its hardware is not known here).
 """
 
@@ -60,8 +56,7 @@ class Rates:
 
 @dataclass(frozen=True)
 class Prior:
-    """Throughput an engine reaches on some hardware for a model of ``params_b``
-    billion parameters, with where the figures come from."""
+    """Throughput an engine reaches on some hardware for a model of ``params_b`` billion parameters, and its source."""
 
     engine: str
     hardware: str
@@ -72,9 +67,8 @@ class Prior:
     call_s: float = 0.0
 
     def rates(self, params_b: float | None) -> Rates:
-        """The rates scaled to a model of ``params_b`` (time grows with the weights read and
-        multiplied per token: linear in the parameters); the reference model's rates when
-        its size is unknown."""
+        """The rates scaled linearly to a model of ``params_b`` (the weights read and multiplied per
+        token); the reference model's when its size is unknown."""
         scale = (params_b / self.params_b) if params_b else 1.0
         return Rates(prefill_s=scale / self.prefill_tps, decode_s=scale / self.decode_tps, call_s=self.call_s)
 
@@ -89,19 +83,16 @@ PRIORS: dict[tuple[str, str], Prior] = {
         "llama.cpp", "CPU (2 AVX2 cores)", 0.135, prefill_tps=1150.0, decode_tps=60.0, call_s=0.05,
         source="measured by this project: SmolLM2-135M Q4_1 on 2 shared AVX2 cores, llama.cpp 0.3.36 "
                "(docs/benchmarks.md, madara bench --only plan)"),
-    # vLLM's CPU build: docs/vllm.md, `madara bench --only vllm` on 2 AVX2 cores,
-    # SmolLM2-135M float32, prefix caching off: 0.00095 s per prompt token (prefill alone),
-    # 0.0031 s per output token.
+    # vLLM's CPU build (docs/vllm.md, `madara bench --only vllm`, 2 AVX2 cores, SmolLM2-135M
+    # float32, prefix caching off): 0.00095 s per prompt token (prefill alone), 0.0031 per output token.
     ("vllm", "cpu"): Prior(
         "vLLM (CPU build)", "CPU (2 AVX2 cores)", 0.135, prefill_tps=1 / 0.00095, decode_tps=1 / 0.0031,
         source="measured by this project: madara bench --only vllm, SmolLM2-135M float32 on 2 AVX2 cores (docs/vllm.md)"),
     # vLLM on GPUs: LambdaLabsML/vllm-benchmark, benchmark_v0.md ("Tensor Parallel v.s. Data
-    # Parallel" table, vLLM 0.5.4, --num-prompts 320): Mistral-7B-Instruct-v0.3 (7.25B, bf16)
-    # 3,281 output tokens/s on 1xH100-80GB-SXM and 1,591 on 1xA100-80GB-SXM. No published
-    # prefill figure for that setting was found here: prefill is taken at 3.3x the output
-    # rate, the prefill/decode ratio this project measured on vLLM (docs/vllm.md:
-    # 0.00095 vs 0.0031 s per token); a GPU's prefill is likely faster still, so the prior
-    # errs towards more time.
+    # Parallel", vLLM 0.5.4, --num-prompts 320): Mistral-7B-Instruct-v0.3 (7.25B, bf16) 3,281
+    # output tokens/s on 1xH100-80GB-SXM, 1,591 on 1xA100-80GB-SXM. No published prefill figure
+    # was found: prefill is 3.3x the output rate, this project's vLLM prefill/decode ratio
+    # (docs/vllm.md: 0.00095 vs 0.0031 s per token); a GPU's is likely faster, so it errs long.
     ("vllm", "H100"): Prior(
         "vLLM", "1xH100-80GB", 7.25, prefill_tps=3.3 * 3281.0, decode_tps=3281.0,
         source="LambdaLabsML/vllm-benchmark benchmark_v0.md: Mistral-7B-Instruct-v0.3 bf16, vLLM 0.5.4, 320 prompts, "
@@ -125,8 +116,7 @@ def gpu_name() -> str | None:
 
 
 def prior_for(cfg: DictConfig) -> tuple[Prior, str] | None:
-    """The prior for the cell's engine on this machine, and what was assumed to pick it
-    (empty when nothing was); None for an engine without one."""
+    """The prior for the cell's engine on this machine and what was assumed to pick it ("" if nothing); None without one."""
     backend = str(cfg.backend.name)
     if backend == "llamacpp":
         return PRIORS[("llamacpp", "cpu")], ""
@@ -148,10 +138,9 @@ def prior_for(cfg: DictConfig) -> tuple[Prior, str] | None:
 
 
 def fit_rates(sums: dict[str, float]) -> Rates | None:
-    """Seconds ~ call_s + prompt tokens * prefill_s + output tokens * decode_s, least
-    squares over :meth:`~madara_cli.backends.cache.ResponseCache.timing_sums`, every
-    coefficient >= 0 (the best of the fits on each subset of the three terms whose
-    coefficients come out >= 0); None with fewer than :data:`MIN_TIMED_CALLS` completions."""
+    """Seconds ~ call_s + prompt tokens * prefill_s + output tokens * decode_s, least squares over
+    :meth:`~madara_cli.backends.cache.ResponseCache.timing_sums`: the best fit on any subset of the
+    three terms whose coefficients are all >= 0; None under :data:`MIN_TIMED_CALLS` completions."""
     n = sums.get("n", 0.0)
     if n < MIN_TIMED_CALLS:
         return None
@@ -179,9 +168,8 @@ def fit_rates(sums: dict[str, float]) -> Rates | None:
 
 
 def bench_rates(bench_dir: Path, fingerprint: str, prefix_caching: bool = True) -> tuple[Rates, int] | None:
-    """Seconds per prompt and output token from ``madara bench --only vllm`` on this engine
-    (``<results>/bench/vllm.json``, the pass with prefix caching as the cell runs it), with
-    the requests it timed; None when the bench has not run on this fingerprint."""
+    """Seconds per prompt and output token from ``madara bench --only vllm`` (``<results>/bench/vllm.json``,
+    prefix caching as the cell runs), with the requests it timed; None if not run on this fingerprint."""
     from madara_cli.core.errors import DataError
     from madara_cli.core.sidefiles import read_json
 
@@ -198,8 +186,7 @@ def bench_rates(bench_dir: Path, fingerprint: str, prefix_caching: bool = True) 
 
 @dataclass
 class Observed:
-    """What the cached replies of requests a plan recorded show about this engine: its
-    characters per prompt token, and the share of each output budget its replies used."""
+    """What the cached replies of a plan's requests show of this engine: characters per prompt token, share of each budget used."""
 
     chars: float = 0.0
     tokens_in: float = 0.0
@@ -222,8 +209,7 @@ class Observed:
         return self.chars / self.tokens_in if self.tokens_in > 0 else CHARS_PER_TOKEN
 
     def fill(self, budget: int) -> float:
-        """The share of a ``budget``-token reply the engine generates: as measured for
-        that budget, else over every budget seen, else 1 (the whole budget: an upper bound)."""
+        """The share of a ``budget``-token reply generated: measured for that budget, else over all, else 1 (an upper bound)."""
         if budget in self.budget_used and self.budget_used[budget][1]:
             out, n = self.budget_used[budget]
             return out / (n * budget)
@@ -249,8 +235,7 @@ class Calibration:
     by_kind: dict[str, Rates] = field(default_factory=dict)
 
     def seconds(self, kind: str, budget: int, calls: float, chars: float) -> float | None:
-        """Estimated seconds of ``calls`` uncached requests of one kind and output budget
-        holding ``chars`` characters in all; None without a calibration."""
+        """Seconds of ``calls`` uncached requests of one kind and budget, ``chars`` characters in all; None uncalibrated."""
         if self.per_call_s is not None:
             return calls * self.per_call_s
         rates = self.by_kind.get(kind, self.rates)

@@ -1,8 +1,6 @@
-"""The engines a run keeps open: one per (model, backend, seed), in front of one shared
-response cache per cache file. The runner, the probe-and-route step
-(:mod:`.treat`) and retrieval with an LLM reranker (:mod:`.examples`) all take a pool
-and ask it for the engine of a config, so the cells of one model (which a grid runs
-back to back) load the weights once."""
+"""The engines a run keeps open: one per (model, backend, seed), in front of one response cache
+per file. The runner, the probe-and-route step (:mod:`.treat`) and an LLM reranker
+(:mod:`.examples`) ask a pool for a config's engine, so a model's cells load the weights once."""
 
 from __future__ import annotations
 
@@ -33,8 +31,7 @@ class EnginePool:
     def get(self, cfg: DictConfig) -> CachedLLM:
         ident = (json.dumps(to_plain(cfg.model), sort_keys=True), json.dumps(to_plain(cfg.backend), sort_keys=True), int(cfg.seed))
         if ident not in self._engines:
-            # One engine at a time: a GPU holds one 7-32B model, and grids run the
-            # cells of a model back to back, so switching models is rare.
+            # One engine at a time: a GPU holds one 7-32B model, and grids run a model's cells back to back.
             for old in self._engines.values():
                 old.backend.close()
             self._engines.clear()

@@ -1,14 +1,12 @@
-"""What a cell runs on: load -> limit -> retrieve, written once for ``madara run``
-(:func:`madara_cli.experiment.runner.run_cell`), ``madara plan`` and the RSC probe.
+"""What a cell runs on: load -> limit -> retrieve, written once for ``madara run``,
+``madara plan`` and the RSC probe.
 
-The benchmark is loaded once and split by :func:`madara_cli.data.splits.load_splits`
-(the seeded order; ``benchmark.calibration_split`` nested | disjoint); the evaluated
-queries are cut to ``limit``, or the calibration split is taken whole, and then get
-their top-k documents from the frozen snapshot. A generative reranker
-(``retriever=rerank``) ranks with the engine of ``retriever.model`` when that is set,
-else with the cell's own model, whoever asks (:func:`reranker_engine`). The reranker
-model's config is the one config a cell composes besides its own: composed in one step,
-:func:`reranker_config`, which the runner calls at the start of the cell and passes down.
+The benchmark is loaded once and split by :func:`madara_cli.data.splits.load_splits` (the
+seeded order; ``benchmark.calibration_split`` nested | disjoint); the evaluated queries are
+cut to ``limit`` (or the calibration split taken whole) and get their top-k documents from the
+frozen snapshot. A generative reranker (``retriever=rerank``) ranks with ``retriever.model``'s
+engine when set, else the cell's own (:func:`reranker_engine`); that model's config is the one a
+cell composes besides its own, once, at the cell's start (:func:`reranker_config`).
 """
 
 from __future__ import annotations
@@ -34,15 +32,11 @@ SPLITS = ("eval", "calibration")
 
 @dataclass
 class CellExamples:
-    """One load of a cell's benchmark.
-
-    ``examples``: the queries asked for (evaluated cut to ``limit``, or the calibration
-    split), retrieved. ``calibration``: the calibration split as loaded, not retrieved
-    (how the evaluated set relates to it is recorded per cell; a ``madara`` cell
-    probes on it). ``load``: what the loader kept and dropped. ``sizes``: (evaluated,
-    calibration) queries the benchmark holds when these examples stand for more than
-    themselves (``madara plan``'s placeholder queries for data that is not here yet);
-    None: as many as there are."""
+    """One load of a cell's benchmark: ``examples``, the queries asked for (evaluated cut to
+    ``limit``, or the calibration split); ``calibration``, that split as loaded, not retrieved
+    (a ``madara`` cell probes on it); ``load``, what the loader kept and dropped; ``sizes``,
+    (evaluated, calibration) queries held when these stand for more (``madara plan``'s
+    placeholders for data not here), None: as many as there are."""
 
     examples: list[Example]
     calibration: list[Example]
@@ -59,9 +53,8 @@ class CellExamples:
 
 
 def reranker_config(cfg: DictConfig) -> DictConfig | None:
-    """The config of the model named by ``retriever.model`` (the paper: Qwen3-0.6B) for
-    a generative reranker (``retriever=rerank``), on the cell's backend and seed; None
-    when the cell's own engine ranks, or nothing does. The one step that composes it."""
+    """The config of ``retriever.model`` (the paper: Qwen3-0.6B) for a generative reranker, on the
+    cell's backend and seed; None when the cell's own engine ranks, or nothing does."""
     spec = CATALOG.find("retriever", str(cfg.retriever.name))
     if spec is None or not spec.uses_engine or not spec.engine_model or not cfg.retriever.get(spec.engine_model):
         return None
@@ -71,9 +64,8 @@ def reranker_config(cfg: DictConfig) -> DictConfig | None:
 
 
 def reranker_engine(cfg: DictConfig, pool: EnginePool, reranker: DictConfig | None = None) -> CachedLLM | None:
-    """The engine a generative reranker needs (``retriever=rerank``): the model named by
-    ``retriever.model``, else the cell's own. ``reranker``: :func:`reranker_config` of
-    ``cfg`` when the caller composed it already (else it is composed here)."""
+    """A generative reranker's engine: ``retriever.model``'s, else the cell's own (``reranker``:
+    :func:`reranker_config` of ``cfg`` if already composed)."""
     spec = CATALOG.find("retriever", str(cfg.retriever.name))
     if spec is None or not spec.uses_engine:
         return None
@@ -83,16 +75,14 @@ def reranker_engine(cfg: DictConfig, pool: EnginePool, reranker: DictConfig | No
 
 
 def engines_answer(pool: object | None) -> bool:
-    """Whether ``pool``'s engines answer: ``madara plan``'s recording engines
-    (``answers = False``) reply with placeholders, and a ranking made from those must
-    never be frozen in a retrieval snapshot."""
+    """Whether ``pool``'s engines answer: ``madara plan``'s recorders reply with placeholders, and a
+    ranking made from those must never be frozen in a retrieval snapshot."""
     return pool is not None and bool(getattr(pool, "answers", True))
 
 
 def retrieve_for(cfg: DictConfig, examples: list[Example], pool: EnginePool | None, reranker: DictConfig | None = None) -> list[Example]:
-    """``examples`` with the cell's top-k documents (``reranker``: see
-    :func:`reranker_engine`). Without engines that answer (none: ``madara bench``; a
-    plan's recorders) a reranking retriever's first stage stands in for it."""
+    """``examples`` with the cell's top-k documents; without engines that answer (``madara bench``,
+    a plan's recorders) a reranking retriever's first stage stands in for it."""
     spec = CATALOG.find("retriever", str(cfg.retriever.name))
     if not engines_answer(pool):
         pool = None
@@ -101,15 +91,13 @@ def retrieve_for(cfg: DictConfig, examples: list[Example], pool: EnginePool | No
     return retrieve(examples, cfg, llm=reranker_engine(cfg, pool, reranker) if pool is not None else None)
 
 
-# How a walk loads a benchmark: load_cell's signature (cfg, split, n). ``madara plan``
-# passes one that loads each benchmark once for a whole grid.
+# How a walk loads a benchmark: load_cell's signature (cfg, split, n); ``madara plan`` loads each once a grid.
 Load = Callable[..., "CellExamples"]
 
 
 @dataclass
 class PreparedProbe:
-    """A probe walked up to its engine: its identity (keyed by the n that runs), and its
-    calibration queries retrieved, or None when it is finished already."""
+    """A probe walked up to its engine: its identity (keyed by the n that runs), its calibration queries retrieved (None: finished)."""
 
     ident: ProbeIdentity
     examples: list[Example] | None
@@ -117,11 +105,10 @@ class PreparedProbe:
 
 def prepare_probe(cfg: DictConfig, engines: EnginePool | None, n: int | None = None, force: bool = False,
                   load: Load | None = None, reranker: DictConfig | None = None) -> PreparedProbe:
-    """The probe of ``cfg`` on ``n`` calibration queries (default ``benchmark.calibration``):
-    its identity, and, unless it is finished (and not ``force``), its calibration split
-    loaded (``load``: how, :func:`load_cell` by default; a plan loads each benchmark once,
-    a madara cell hands over the split it loaded) and retrieved first (a reranker may
-    need its own engine: ``reranker``, :func:`reranker_config` of ``cfg``)."""
+    """The probe of ``cfg`` on ``n`` calibration queries (default ``benchmark.calibration``): its identity
+    and, unless finished (and not ``force``), its calibration split loaded (``load``, default
+    :func:`load_cell`; a plan loads each benchmark once, a madara cell hands over its split) and
+    retrieved (``reranker``: :func:`reranker_config` of ``cfg``)."""
     from madara_cli.diagnose.probe import finished_probe
 
     ident = identify_probe(cfg, n)
@@ -140,12 +127,10 @@ def prepare_probe(cfg: DictConfig, engines: EnginePool | None, n: int | None = N
 
 
 def sized_to_data(cfg: DictConfig, loaded: CellExamples) -> tuple[DictConfig, dict]:
-    """``cfg`` with ``limit`` and ``benchmark.calibration`` cut to what the benchmark
-    holds (``loaded``: :func:`load_cell` of ``cfg``), each cut said in one warning
-    line, and what was asked for (``limit_requested``, ``calibration_requested``; empty
-    when both fit, and ``cfg`` is then returned as it is). A cell's key is computed from
-    this config, so it says what ran (``limit=100000`` on 3 queries runs, and is keyed,
-    as ``n3``), while a limit within the data leaves the key as it was."""
+    """``cfg`` with ``limit`` and ``benchmark.calibration`` cut to what ``loaded`` holds, each cut warned
+    in one line, and what was asked for (``limit_requested``, ``calibration_requested``; empty, and
+    ``cfg`` as it is, when both fit). The key is computed from this config, so it says what ran
+    (``limit=100000`` on 3 queries is keyed ``n3``); a limit within the data leaves it as it was."""
     from madara_cli.data.splits import warn
 
     changes: dict = {}

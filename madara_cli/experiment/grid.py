@@ -1,9 +1,6 @@
-"""Grids: the cells of a grid or a sweep, composed.
-
-A cell is one (model, benchmark, strategy, retriever, k, seed, limit) measurement; its
-identity (the key that names its folder, hashing exactly what can change its numbers)
-is :func:`madara_cli.config.identity`'s, derived once per cell.
-"""
+"""Grids: the cells of a grid or a sweep, composed. A cell is one (model, benchmark, strategy,
+retriever, k, seed, limit) measurement; its identity (the key naming its folder, hashing exactly
+what can change its numbers) is :func:`madara_cli.config.identity`'s, derived once per cell."""
 
 from __future__ import annotations
 
@@ -27,15 +24,13 @@ from madara_cli.core.errors import ConfigError
 
 
 def cell_from_cfg(cfg: DictConfig) -> Cell:
-    """The cell a composed config runs (its names and hash): :func:`identify`'s, for a
-    caller that needs nothing else of the identity."""
+    """The cell a composed config runs (its names and hash), for a caller needing nothing else of :func:`identify`."""
     return identify(cfg).cell
 
 
 def grid_overrides(grid: GridConfig, extra: list[str]) -> list[list[str]]:
-    """The override list of every cell: the cross product of the axes, models
-    outermost so that cells sharing a model run back to back (the model loads once).
-    The plug-ins load first: which strategy has which setting is theirs to say."""
+    """Every cell's overrides: the axes' cross product, models outermost so a model's cells run back
+    to back (it loads once); plug-ins load first (which strategy has which setting is theirs to say)."""
     ensure_loaded()
     axes = sorted(grid.axes.items(), key=lambda kv: (kv[0] != "model", kv[0]))
     fixed, swept = _split_sweeps(list(extra))
@@ -47,11 +42,9 @@ def grid_overrides(grid: GridConfig, extra: list[str]) -> list[list[str]]:
 
 
 def _strategy_settings_where_they_apply(grid_name: str, cells: list[list[str]]) -> list[list[str]]:
-    """A grid-wide ``strategy.X=...`` (the grid's overrides, the command line's) goes to
-    the cells whose strategy has setting X, so ``strategy.scoring=logprob`` over
-    [nf, sda] scores sda by logprob and leaves nf alone; one that fits none of the
-    grid's strategies is the same one-line error as on a single cell. Cells that come
-    out identical (a swept setting their strategy lacks) are kept once."""
+    """A grid-wide ``strategy.X=...`` goes to the cells whose strategy has X (``strategy.scoring=logprob``
+    over [nf, sda] leaves nf alone); one fitting none of the grid's strategies is a single cell's
+    one-line error. Cells that come out identical (a swept setting they lack) are kept once."""
     from madara_cli.config.folders import holding_files
 
     out: list[list[str]] = []
@@ -59,9 +52,8 @@ def _strategy_settings_where_they_apply(grid_name: str, cells: list[list[str]]) 
     dropped_from: dict[str, set[str]] = {}
     kept_somewhere: set[str] = set()
     keys: dict[str, str] = {}
-    # What a cell drops follows from its strategy and its strategy.* overrides alone: worked
-    # out once for each such pair (a 10,000-cell seed sweep asked it 10,000 times, 2.5 s
-    # before its first cell composed).
+    # What a cell drops follows from its strategy and strategy.* overrides alone: worked out once a
+    # pair (a 10,000-cell seed sweep asked 10,000 times, 2.5 s before its first cell composed).
     drops: dict[tuple[str, tuple[str, ...]], set[str]] = {}
     with holding_files():  # each strategy option's schema looked up once, not once per cell
         for cell in cells:
@@ -120,9 +112,7 @@ def _split_sweeps(overrides: list[str]) -> tuple[list[str], list[tuple[str, list
 
 
 def _composed(cells: list[list[str]], progress: Callable[[int, int], None] | None) -> list[DictConfig]:
-    """Each cell's overrides composed (Hydra's defaults step is made once per distinct
-    group choices: :func:`madara_cli.composition.compose`), ``progress(done, total)``
-    told after each."""
+    """Each cell composed (Hydra's defaults step once per distinct group choices), ``progress(done, total)`` after each."""
     from madara_cli.composition.compose import held_state
 
     out = []
@@ -155,9 +145,8 @@ def has_sweep(overrides: list[str]) -> bool:
 
 
 def sweep_cells(overrides: list[str]) -> tuple[str, list[list[str]]]:
-    """``madara run -m key=a,b ...``: the ad-hoc grid's name (``adhoc`` unless
-    ``grid_name=`` says otherwise; its cells go to ``results/<grid_name>/``) and every
-    cell's overrides, the cross product of the sweeps."""
+    """``madara run -m key=a,b ...``: the ad-hoc grid's name (``adhoc`` unless ``grid_name=``; its cells
+    go to ``results/<grid_name>/``) and every cell's overrides, the sweeps' cross product."""
     load_plugins()
     fixed, _ = _split_sweeps(list(overrides))
     name = next((o.value for o in parse_overrides(fixed) if o.key == "grid_name" and not o.prefix and o.value is not None), "adhoc")
@@ -165,6 +154,5 @@ def sweep_cells(overrides: list[str]) -> tuple[str, list[list[str]]]:
 
 
 def expand_sweep(overrides: list[str], progress: Callable[[int, int], None] | None = None) -> list[DictConfig]:
-    """``madara run -m key=a,b ...``: the cross product of the sweeps as an ad-hoc grid
-    composed (:func:`sweep_cells`)."""
+    """``madara run -m key=a,b ...``: the sweeps' cross product, composed (:func:`sweep_cells`)."""
     return _composed(sweep_cells(overrides)[1], progress)

@@ -1,15 +1,12 @@
 """Grid cells through Hydra's multirun and its launcher plugins.
 
-``madara run --grid G --launcher joblib`` hands the grid's cells to Hydra as a sweep
-with one job per cell: ``joblib`` runs cells in parallel processes on this machine,
-``submitit_slurm`` submits them to SLURM, ``ray`` to a Ray cluster. The cells are the
-serial run's exactly (:func:`madara_cli.experiment.grid.grid_overrides`: a grid-wide
-``strategy.X`` goes only to the strategies that have it), written once to
-``<results>/.hydra/<grid>/cells-<hash>.json``; job ``i`` composes cell ``i`` with
-:func:`madara_cli.composition.compose` and runs :func:`madara_cli.experiment.runner.run_cell`.
-Every job writes the same results folder and shares the same SQLite response cache,
-so parallel and serial runs produce the same results and a killed sweep resumes from
-the cache. ``hydra.*`` overrides (``hydra.launcher.partition=gpu``) go to Hydra.
+``madara run --grid G --launcher joblib`` hands the grid's cells to Hydra as a sweep, one job
+per cell: ``joblib`` runs them in parallel processes here, ``submitit_slurm`` on SLURM, ``ray``
+on a Ray cluster. The cells are the serial run's exactly (:func:`~madara_cli.experiment.grid.grid_overrides`),
+written once to ``<results>/.hydra/<grid>/cells-<hash>.json``; job ``i`` composes cell ``i`` and
+runs it. Every job writes the same results folder and shares the SQLite response cache, so
+parallel and serial runs give the same results and a killed sweep resumes from the cache.
+``hydra.*`` overrides (``hydra.launcher.partition=gpu``) go to Hydra.
 """
 
 from __future__ import annotations
@@ -53,8 +50,7 @@ def _launcher_choice() -> str | None:
 
 
 def _task(cfg) -> None:
-    """One Hydra job: cell number ``madara_cell`` of the list in ``madara_cells``,
-    composed by :func:`madara_cli.composition.compose` as the serial run composes it."""
+    """One Hydra job: cell ``madara_cell`` of the list in ``madara_cells``, composed as the serial run composes it."""
     global _POOL
     from madara_cli.composition import compose
     from madara_cli.experiment.engines import EnginePool
@@ -67,9 +63,8 @@ def _task(cfg) -> None:
             _POOL = EnginePool(cache_factory=ShardedCache)
         else:
             _POOL = EnginePool()
-        # The pool outlives each job (the next job of this worker reuses the loaded
-        # model), so no ``with`` block fits; it is closed when the worker exits.
-        # A killed worker skips this, and loses nothing: the cache commits every chunk.
+        # The pool outlives each job (the worker's next reuses the model), so no ``with`` fits: closed at
+        # exit; a killed worker skips this and loses nothing (the cache commits every chunk).
         atexit.register(_POOL.close)
     cells = json.loads(Path(str(cfg.madara_cells)).read_text(encoding="utf-8"))
     load_plugins()  # this worker's own process: the shipped, installed and --include ($MADARA_INCLUDE) plugins
@@ -77,17 +72,14 @@ def _task(cfg) -> None:
 
 
 def job_overrides(grid_name: str, extra: list[str], launcher: str, n_jobs: int | None) -> list[list[str]]:
-    """The override list of every job: the serial run's cells exactly
-    (:func:`madara_cli.experiment.grid.grid_overrides`, so a grid-wide ``strategy.X``
-    goes to the strategies that have it), plus threads per worker under joblib."""
+    """Every job's overrides: the serial run's cells exactly, plus threads per worker under joblib."""
     from madara_cli.experiment.grid import grid_overrides
 
     cell_extra = [o for o in parse_overrides(extra) if not o.is_hydra_setting]  # hydra.* goes to Hydra
     cells = grid_overrides(load_grid(grid_name), [o.raw for o in cell_extra])
     if launcher == "joblib" and n_jobs:
-        # An engine that takes every core by default (llama.cpp) gets its share per worker,
-        # through the setting its BackendSpec names (speed only: the cell keys do not move);
-        # an engine elsewhere (vLLM, a server) has none and gets nothing.
+        # An engine taking every core by default (llama.cpp) gets its share per worker through the setting
+        # its BackendSpec names (speed only: keys do not move); one elsewhere (vLLM, a server) has none.
         cells = [c + _worker_threads(c, n_jobs) for c in cells]
     return cells
 
@@ -123,9 +115,8 @@ def check_launcher(launcher: str) -> None:
 
 def sweep_overrides(grid_name: str, extra: list[str], launcher: str, n_jobs: int | None, cells_file: str | Path, n_cells: int,
                     runs: str | Path) -> list[str]:
-    """Hydra's command line for the sweep: one job per cell of ``cells_file`` (jobs
-    folders under ``runs``), the launcher and its settings, and the ``hydra.*``
-    overrides of ``extra``."""
+    """Hydra's command line for the sweep: a job per cell of ``cells_file`` (folders under ``runs``), the
+    launcher and its settings, and ``extra``'s ``hydra.*`` overrides."""
     check_launcher(launcher)
     parsed = parse_overrides(extra)
     args = [f"+madara_cells={_hydra_value(cells_file)}", "+madara_cell=" + ",".join(str(i) for i in range(n_cells))]
@@ -150,15 +141,13 @@ def sweep_overrides(grid_name: str, extra: list[str], launcher: str, n_jobs: int
                 f"+{init}_node_ip_address=127.0.0.1",
             ]
         if init + "object_store_memory" not in given:
-            # The launcher would add this key itself, which a struct config refuses; an
-            # existing cluster must not be given one at all (null).
+            # The launcher would add this key itself, which a struct config refuses; an existing cluster gets null.
             args.append(f"+{init}object_store_memory=" + ("null" if init + "address" in given else "100000000"))
     return args
 
 
 def _hydra_value(path: str | Path) -> str:
-    """A path as one Hydra override value: quoted when it holds anything beyond the
-    characters Hydra reads unquoted (a space, a comma, '=' ...)."""
+    """A path as one Hydra override value, quoted when it holds more than Hydra reads unquoted (a space, a comma, '=' ...)."""
     import re
 
     text = str(path)
@@ -168,8 +157,7 @@ def _hydra_value(path: str | Path) -> str:
 
 
 def write_cells_file(runs: Path, cells: list[list[str]]) -> Path:
-    """The jobs' override lists, where every worker reads them (beside the results; named
-    by their content, so two sweeps of one grid with other settings do not clash)."""
+    """The jobs' override lists beside the results, named by content (two sweeps of one grid do not clash)."""
     from madara_cli.core.paths import writing
 
     body = json.dumps(cells, indent=1, ensure_ascii=False) + "\n"
@@ -183,8 +171,7 @@ def write_cells_file(runs: Path, cells: list[list[str]]) -> Path:
 
 
 def multirun(grid_name: str, extra: list[str], launcher: str = "joblib", n_jobs: int | None = None) -> list:
-    """Run a grid as a Hydra multirun with ``launcher``; returns, when every job ended,
-    the composed configs of its cells (the serial run's, to read the results back)."""
+    """Run a grid as a Hydra multirun with ``launcher``; when every job ended, its cells' composed configs."""
     import hydra
 
     from madara_cli.composition import compose
@@ -208,8 +195,7 @@ def multirun(grid_name: str, extra: list[str], launcher: str = "joblib", n_jobs:
     if launcher == "ray":
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     register_schemas()
-    # --config-dir folders go on Hydra's search path here too, so the sweep composes each
-    # job from the same options `madara run` sees (the workers inherit MADARA_CONFIG_DIR).
+    # --config-dir folders go on Hydra's search path too: jobs compose from `madara run`'s options (workers inherit MADARA_CONFIG_DIR).
     primary, searchpath = primary_and_searchpath()
     main = hydra.main(config_path=primary, config_name="config", version_base="1.3")(_task)
     saved = sys.argv
@@ -234,17 +220,14 @@ def multirun(grid_name: str, extra: list[str], launcher: str = "joblib", n_jobs:
 
 @dataclass(frozen=True)
 class LaunchedCells:
-    """What a launched grid left on disk, read back once every job ended: the finished
-    cells (:class:`madara_cli.experiment.runner.CellResult`, in the grid's order) and the
-    ``model/benchmark/strategy`` of each cell no job finished."""
+    """What a launched grid left on disk: the finished cells (in grid order) and each unfinished one's ``model/benchmark/strategy``."""
 
     finished: list
     missing: list[str]
 
 
 def read_back(cfgs: list) -> LaunchedCells:
-    """The results of the cells :func:`multirun` launched, read from the results folder
-    (nothing runs here: a cell a job did not finish is reported, not run)."""
+    """The results of the cells :func:`multirun` launched, read back (an unfinished cell is reported, not run)."""
     from madara_cli.experiment.walk import finished_cell
 
     found = [(cfg, finished_cell(cfg, sized=True)) for cfg in cfgs]
@@ -255,8 +238,7 @@ def read_back(cfgs: list) -> LaunchedCells:
 
 
 def jobs_folder(grid_name: str, extra: list[str]) -> Path:
-    """Where the sweep's job folders (submitit's too) and its cells file go: beside the
-    results, in ``<results_dir>/.hydra/<grid>``."""
+    """Where the sweep's job folders (submitit's too) and cells file go: ``<results_dir>/.hydra/<grid>``."""
     from madara_cli.composition import compose
     from madara_cli.core.paths import inside
 

@@ -1,15 +1,12 @@
-"""Executes cells: the pipeline's one walk up to the engine (identify -> finished? -> load
--> retrieve -> what runs: :mod:`madara_cli.experiment.walk`; a ``madara`` cell probes and
-routes there, :mod:`madara_cli.experiment.treat`), then the strategy on the cell's engine
--> metrics -> results folder.
+"""Executes cells: the pipeline's one walk up to the engine (:mod:`madara_cli.experiment.walk`;
+a ``madara`` cell probes and routes there, :mod:`~madara_cli.experiment.treat`), then the
+strategy on the cell's engine -> metrics -> results folder.
 
-One engine per model is kept open in an
-:class:`~madara_cli.experiment.engines.EnginePool` (a context manager that closes
-them), so the cells of one model (which a grid runs back to back) load the weights
-once. A cell's folder is written by the results store under a temporary name
-and renamed when complete (:func:`madara_cli.results.record_files.write_cell`): a folder with
-a metrics record is always a finished cell, and a killed run leaves only a ``.tmp-*``
-folder plus the completions already in the cache, from which the rerun resumes.
+One engine per model stays open in an :class:`~madara_cli.experiment.engines.EnginePool`, so
+a model's cells (run back to back) load the weights once. A cell's folder is written under a
+temporary name and renamed when complete (:func:`madara_cli.results.record_files.write_cell`):
+a folder with a metrics record is always finished, and a killed run leaves only a ``.tmp-*``
+folder plus the completions in the cache, from which the rerun resumes.
 """
 
 from __future__ import annotations
@@ -40,17 +37,15 @@ log = logging.getLogger(__name__)
 
 
 def ensure_writable(folder: Path) -> None:
-    """Create ``folder`` and make sure files can be written in it; else an OSError
-    naming it (the CLI prints one line)."""
+    """Create ``folder`` and make sure files can be written in it; else an OSError naming it (one CLI line)."""
     folder.mkdir(parents=True, exist_ok=True)
     if not os.access(folder, os.W_OK | os.X_OK):
         raise PermissionError(errno.EACCES, "results folder is not writable", str(folder))
 
 
 def check_writable(folder: Path) -> None:
-    """Make sure ``folder`` could be created and written, without creating it: a cell
-    whose data then fails to load leaves no empty folder behind. A ConfigError names
-    the first existing path on the way that refuses (results_dir is the user's to fix)."""
+    """Make sure ``folder`` could be created and written, without creating it (a cell whose data then fails
+    leaves no empty folder); a ConfigError names the first existing path that refuses."""
     existing = Path(os.path.abspath(folder))
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
@@ -76,10 +71,9 @@ def prediction_rows(examples: list[Example], preds: list[Prediction], tidy: bool
 
 def evaluated_set_info(cfg: DictConfig, examples: list[Example], calibration: list[Example] | None,
                        requested: dict[str, int] | None = None) -> dict[str, Any]:
-    """How the evaluated queries relate to the calibration split (recorded per cell;
-    tables footnote it): the split mode, the calibration size, how many of this
-    cell's queries are calibration queries (when the cell loaded its own data), and
-    the limit or calibration size asked for when the data held fewer (``requested``)."""
+    """How the evaluated queries relate to the calibration split (recorded per cell, footnoted by tables):
+    split mode, calibration size, how many evaluated queries are calibration ones (when the cell
+    loaded its data), and the limit or calibration asked for when the data held fewer (``requested``)."""
     split = str(cfg.benchmark.get("calibration_split", "nested"))
     info: dict[str, Any] = {"calibration_split": split, "calibration": int(cfg.benchmark.calibration), "metric_version": M.METRIC_VERSION}
     if calibration is not None:
@@ -90,9 +84,8 @@ def evaluated_set_info(cfg: DictConfig, examples: list[Example], calibration: li
 
 
 def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None = None) -> CellResult:
-    """Run one cell (or read it back if finished and not ``cfg.force``): the pipeline's one
-    walk (:func:`madara_cli.experiment.walk.prepare_cell`) up to the engine, then the
-    strategy on the cell's engine, the metrics and the record."""
+    """Run one cell (or read it back if finished and not ``cfg.force``): the walk up to the engine, then
+    the strategy on the cell's engine, the metrics and the record."""
     t0, started = time.perf_counter(), now_iso()
     prepared = prepare_cell(cfg, pool, examples=examples, before_work=lambda ident: check_writable(ident.folder(cfg.results_dir).parent))
     if isinstance(prepared, CellResult):
@@ -110,17 +103,15 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
         preds = strategy(ctx, examples)
     rows, scores = prediction_rows(examples, preds, tidy=str((cfg.get("reading") or {}).get("answers", "tidy")) == "tidy")
     acct = accounting.to_dict()
-    if acct.get("truncated"):
-        from madara_cli.data.splits import warn
+    from madara_cli.data.splits import warn
 
+    if acct.get("truncated"):
         warn(
             f"{cell.key}: {acct['truncated']} of {acct['requests']} prompts were longer than the context and were cut in "
             "the middle (accounting.truncated in the cell's metrics); raise backend.n_ctx or lower retriever.k"
         )
     cot_cut = sum(v.get("cut_at_max_tokens", 0) for k, v in acct.get("by_stage", {}).items() if k in ("score-cot", "rsc-cot"))
     if cot_cut:
-        from madara_cli.data.splits import warn
-
         warn(
             f"{cell.key}: {cot_cut} CoT replies stopped at generation.cot_max_tokens={int(cfg.generation.cot_max_tokens)} "
             "(accounting.by_stage.*.cut_at_max_tokens); a reply cut before its score is a parse failure"
@@ -132,14 +123,13 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
         **M.aggregate(scores),
         evaluated_set=evaluated_set,
         empty_answers=sum(1 for r in rows if not str(r["prediction"]).strip()),  # empty generations score 0, counted here
-        # The settings the key covers, as they were when it ran (summary.csv's columns;
-        # the prompt digests cannot be recovered from config.yaml later).
+        # The settings the key covers as they ran (summary.csv's columns; prompt digests are not in config.yaml).
         report={**ctx.report, "settings": ident.settings(cfg)},
         data=data_report,
         accounting=acct,
         health=health,
-        # Everything above is a function of the config, the data and the seed; timing and
-        # provenance (versions, host, start/end) live apart, so two runs compare byte for byte without them.
+        # All above is a function of config, data and seed; timing and provenance live apart, so
+        # two runs compare byte for byte without them.
         provenance=provenance(cfg, started, now_iso(), time.perf_counter() - t0, engine=llm.backend),
         timing=timing_section(acct, time.perf_counter() - t0),
     )
@@ -154,8 +144,7 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
 
 
 def check_health(cfg: DictConfig, key: str, health: Health, earlier: bool = False) -> None:
-    """One warning line for a degraded cell (judged by the config's ``health`` rule),
-    or, under ``health.on_degraded=fail``, :class:`~madara_cli.core.errors.DegradedCell`."""
+    """One warning line for a degraded cell (the config's ``health`` rule); ``on_degraded=fail``: DegradedCell."""
     from madara_cli.core.errors import DegradedCell
 
     rule = HealthRule.from_config(cfg)
@@ -173,8 +162,7 @@ def check_health(cfg: DictConfig, key: str, health: Health, earlier: bool = Fals
 
 
 def track_cell(cfg: DictConfig, result: CellResult) -> None:
-    """Log a finished cell to ``cfg.logger``'s tracker: once per key, replaced when
-    ``force=true`` recomputed it. The cell is on disk before, whatever the tracker does."""
+    """Log a finished cell to ``cfg.logger``'s tracker, once per key (replaced when ``force=true`` recomputed it)."""
     from madara_cli.results.tracking import cell_run, track
 
     track(cfg, lambda: cell_run(result.folder, result.record), replace=bool(cfg.force) and not result.skipped)
@@ -182,17 +170,15 @@ def track_cell(cfg: DictConfig, result: CellResult) -> None:
 
 @dataclass
 class Failed:
-    """A cell or probe that could not run (data unreachable, engine missing); the rest
-    of the grid goes on and the reason is reported."""
+    """A cell or probe that could not run (data unreachable, engine missing): reported, the grid goes on."""
 
     label: str
     reason: str
 
 
 def _run_each(cfgs: list[DictConfig], work: Callable[[DictConfig, EnginePool], Any], label: Callable[[DictConfig], str], progress, keep_going: bool) -> list:
-    """Run ``work`` for each config with one shared engine pool. With ``keep_going``, a
-    config whose data or engine is unavailable is reported as :class:`Failed` and the
-    rest go on; anything else stops the run (finished work is already on disk)."""
+    """``work`` for each config on one engine pool; ``keep_going``: unavailable data or engine is a
+    :class:`Failed` and the rest go on (anything else stops the run; finished work is on disk)."""
     from madara_cli.core.errors import BackendError, DataError
     from madara_cli.results.tracking import preflight
 

@@ -1,25 +1,19 @@
 """MADARA (Algorithm 2): diagnose, route, treat; what ``strategy=madara`` runs.
 
-1. **Probe**: the finished RSC probe of this (model, benchmark, calibration size,
-   settings) is reused, or run now on the calibration split
-   (:func:`madara_cli.experiment.examples.prepare_probe`, the probe's walk:
-   the first ``benchmark.calibration`` queries of the seeded order, nested in or
-   disjoint from the evaluated ones); ``strategy.probe=PATH`` pins a finished probe.
+1. **Probe**: the finished RSC probe of this (model, benchmark, calibration size, settings)
+   is reused, or run now on the calibration split (:func:`~madara_cli.experiment.examples.prepare_probe`:
+   the first ``benchmark.calibration`` queries of the seeded order, nested in or disjoint
+   from the evaluated ones); ``strategy.probe=PATH`` pins a finished probe.
 2. **Route**: the probe's route (:mod:`madara_cli.diagnose.router`, the only routing rule).
-3. **Treat**: the routed strategy (PDE, SDA, CoT or ATF) from the strategy registry, with
-   its own ``configs/strategy`` settings composed by Hydra (:func:`routed_config`), on
-   every evaluated query.
+3. **Treat**: the routed strategy (PDE, SDA, CoT or ATF), its own ``configs/strategy``
+   settings composed by Hydra (:func:`routed_config`), on every evaluated query.
 
-What is composed when: :meth:`Treatment.prepare`, at the start of the cell, works out
-which ``strategy.X`` the user set (:func:`user_strategy_keys`, one compose of madara's
-own node); the routed strategy's node is composed once, in :meth:`Treatment.run`, since
-only the probe's route names it (the one compose in the middle of a ``madara`` cell).
-
-The route and its reason go into the cell's record (``madara``) and each prediction's
-``extra["route"]``. The runner calls :meth:`Treatment.prepare` before it takes the
-cell's engine (the calibration split may need the reranker's engine) and runs
-:meth:`Treatment.run` inside the cell's accounting, so a probe run for the cell counts
-in its cost. Strategies never call up here: ``strategies/`` is pure treatments.
+:meth:`Treatment.prepare`, at the cell's start and before its engine is taken (the
+calibration split may need the reranker's engine), works out which ``strategy.X`` the user
+set (one compose of madara's node); the routed node is composed once in :meth:`Treatment.run`,
+since only the route names it. ``run`` runs inside the cell's accounting, so a probe run for
+the cell counts in its cost. The route and reason go into the record (``madara``) and each
+prediction's ``extra["route"]``. Strategies never call up here: ``strategies/`` is pure treatments.
 """
 
 from __future__ import annotations
@@ -55,9 +49,8 @@ def track_probe(cfg: DictConfig, record: ProbeRecord, path: Path, reused: bool) 
 
 
 def user_strategy_keys(cfg: DictConfig) -> set[str]:
-    """The ``strategy.X`` settings the user changed on the madara cell: those differing
-    from madara's own composed node. (A setting spelt out at its default changes neither
-    the cell's key nor, so, what it may run.)"""
+    """The ``strategy.X`` settings the user changed on the madara cell: those differing from madara's
+    composed node (one spelt out at its default changes neither the key nor what may run)."""
     from madara_cli.composition import compose
 
     base = compose([f"strategy={cfg.strategy.name}"]).strategy
@@ -65,14 +58,10 @@ def user_strategy_keys(cfg: DictConfig) -> set[str]:
 
 
 def routed_config(cfg: DictConfig, route: str, carry: set[str] | None = None) -> DictConfig:
-    """The cell's config with its strategy node replaced by the routed strategy's, composed
-    by Hydra from the cell's own overrides with ``strategy=`` set to ``route``.
-
-    ``strategy.X`` settings the user set on the madara cell (``strategy.scoring=logprob``,
-    ``strategy.top_k=3``, ...) carry over when the routed strategy has them (its composed
-    node's keys), except ``scoring`` for the CoT treatments, whose reasoning must be
-    generated. Everything outside ``strategy`` is the cell's, as it stands. ``carry``:
-    :func:`user_strategy_keys` of ``cfg`` when the caller worked it out already."""
+    """The cell's config with its strategy node the routed strategy's, composed from the cell's own
+    overrides with ``strategy=route``. The user's ``strategy.X`` settings (``carry``: their
+    :func:`user_strategy_keys`, if worked out) carry over where the routed node has them, except
+    ``scoring`` for the CoT treatments (their reasoning must be generated); all else is the cell's."""
     from madara_cli.composition import compose
     from madara_cli.config.overrides import parse_overrides
 
@@ -90,9 +79,8 @@ def routed_config(cfg: DictConfig, route: str, carry: set[str] | None = None) ->
 
 @dataclass
 class Treatment:
-    """One ``madara`` cell's probe, ready to route: a pinned probe (``strategy.probe``),
-    or the calibration examples to run it on when it is not on disk yet (else None:
-    the finished probe is read when the cell runs)."""
+    """One ``madara`` cell's probe, ready to route: a pinned one (``strategy.probe``), or the calibration
+    examples to run it on if not on disk yet (else None: the finished probe is read when the cell runs)."""
 
     pinned: tuple[ProbeRecord, Path] | None = None
     calibration: list[Example] | None = None
@@ -102,10 +90,9 @@ class Treatment:
     @classmethod
     def prepare(cls, cfg: DictConfig, pool: EnginePool | None, calibration: list[Example] | None = None,
                 reranker: DictConfig | None = None) -> "Treatment":
-        """Before the cell's engine is taken: read a pinned probe, or, when the probe must
-        still run, retrieve its calibration split (``calibration``: the split as the cell
-        loaded it, the same queries the probe's own load gives; None loads it;
-        ``reranker``: the cell's :func:`madara_cli.experiment.examples.reranker_config`)."""
+        """Before the cell's engine is taken: read a pinned probe, or retrieve the calibration split a probe
+        still to run needs (``calibration``: the split as the cell loaded it, None loads it; ``reranker``:
+        the cell's :func:`~madara_cli.experiment.examples.reranker_config`)."""
         carry = user_strategy_keys(cfg)
         if cfg.strategy.get("probe"):
             path = Path(str(cfg.strategy.probe))
@@ -142,9 +129,8 @@ class Treatment:
 
 def strategy_for(spec: StrategySpec, cfg: DictConfig, engines: EngineSource | None, calibration: list[Example] | None,
                  reranker: DictConfig | None) -> StrategyFn:
-    """What runs a cell of ``spec``, worked out before the cell's engine is taken: a
-    routed strategy's probe made ready to route (Diagnose -> Treat), a plug-in's prepare
-    step's result, or its run function."""
+    """What runs a cell of ``spec``, before its engine is taken: a routed strategy's probe ready to route
+    (Diagnose -> Treat), a plug-in's prepare step's result, or its run function."""
     if spec.routed:
         return Treatment.prepare(cfg, engines, calibration, reranker=reranker).run  # type: ignore[arg-type]
     if spec.prepare is not None:
@@ -169,8 +155,7 @@ def read_probe(path: Path) -> ProbeRecord:
 
 
 def _relative(path: Path, results_dir) -> str:
-    """The probe's path relative to the results folder when inside it, so the cell's
-    record does not depend on where the results folder lives."""
+    """The probe's path relative to the results folder when inside it: the record does not depend on where that lives."""
     try:
         return str(Path(path).resolve().relative_to(Path(str(results_dir)).resolve()))
     except ValueError:

@@ -4,15 +4,13 @@ the probe and ``madara bench``:
     identify -> finished? -> load -> size to the data (identify again if cut) -> retrieve
     -> what runs (a strategy's run function, its prepare step, or madara's probe and route)
 
-:func:`prepare_cell` walks it up to the point where an engine answers: the runner then
-runs the strategy on the cell's engine and writes the record; ``madara plan`` runs it on
-an engine that records the requests instead of sending them. :func:`prepare_probe`
-(:mod:`.examples`) is the same walk for a probe, a madara cell's included. Nothing here sends a request of its own but the retrieval a
-reranker asks of an engine and a madara cell's probe (each through the ``engines`` it
-is given). A plan gives engines that record instead of answering (``answers = False``):
-a reranker then ranks with its first stage (a ranking from placeholder replies would be
-frozen in the snapshot), and the plan passes its own ``load`` (each benchmark loaded
-once for a grid) or, for data that is not here, its placeholder queries as ``loaded``.
+:func:`prepare_cell` walks up to where an engine answers: the runner then runs the strategy
+and writes the record, ``madara plan`` runs it on an engine that records the requests.
+:func:`prepare_probe` (:mod:`.examples`) is the walk of a probe. Only a reranker's retrieval
+and a madara cell's probe send requests here (through the ``engines`` given). A plan's
+engines do not answer (``answers = False``): a reranker then ranks with its first stage (a
+ranking from placeholders would be frozen in the snapshot), and the plan passes its own
+``load`` (each benchmark once a grid) or its placeholder queries as ``loaded``.
 """
 
 from __future__ import annotations
@@ -61,13 +59,11 @@ class CellResult:
 
 
 def finished_cell(cfg: DictConfig, sized: bool = False, ident: CellIdentity | None = None) -> CellResult | None:
-    """The cell's finished result on disk, or None when it has not finished. A cell
-    finished under a key it had before keys moved stands for it when its record shows it
-    read the same inputs (SHIMS ``content_keyed_inputs``); one that cannot show it is
-    said in one line and runs anew (its old folder stays). With ``sized``, a cell whose
-    limit or calibration the data cut (:func:`sized_to_data`) is looked for under the key
-    it ran as, which takes loading the benchmark. ``ident``: ``identify(cfg)`` when the
-    caller has it (derived once per cell, then passed down)."""
+    """The cell's finished result on disk, or None. One finished under a key from before keys moved
+    stands for it when its record shows it read the same inputs (SHIMS ``content_keyed_inputs``);
+    one that cannot show it is said in one line and runs anew (its old folder stays). ``sized``:
+    a cell whose limit or calibration the data cut is looked for under the key it ran as (which
+    loads the benchmark). ``ident``: ``identify(cfg)`` when the caller has it."""
     ident = ident if ident is not None else identify(cfg)
     folder = ident.folder(cfg.results_dir)
     record = read_cell(folder)
@@ -99,9 +95,8 @@ def finished_cell(cfg: DictConfig, sized: bool = False, ident: CellIdentity | No
 
 @dataclass
 class PreparedCell:
-    """A cell walked up to its engine: its config as it runs (sized to the data), its
-    identity, its evaluated queries retrieved, the calibration split as loaded, what the
-    loader kept and dropped, and what runs it."""
+    """A cell walked up to its engine: its config as it runs (sized to the data), identity, evaluated
+    queries retrieved, calibration split as loaded, what the loader kept and dropped, what runs it."""
 
     cfg: DictConfig
     ident: CellIdentity
@@ -115,14 +110,12 @@ class PreparedCell:
 def prepare_cell(cfg: DictConfig, engines: EngineSource | None, examples: list[Example] | None = None,
                  loaded: CellExamples | None = None, force: bool | None = None,
                  before_work: Callable[[CellIdentity], None] | None = None, load: Load = load_cell) -> CellResult | PreparedCell:
-    """Walk a cell up to its engine (see the module docstring): its finished result when
-    it has one (and ``force`` is off: ``cfg.force`` by default), else what runs it.
-    ``examples``: queries already retrieved (``madara bench``); ``loaded``: the cell's
-    benchmark as :func:`load_cell` gives it, when the caller has it already (a plan's
-    placeholder queries); ``load``: how the benchmark is loaded otherwise, after the
-    finished check (a plan loads each benchmark once for many cells); ``before_work``:
-    called with the identity once the cell is known to need running, before any data
-    loads (the runner checks the results folder can be written there)."""
+    """Walk a cell up to its engine: its finished result when it has one (and ``force``, default
+    ``cfg.force``, is off), else what runs it. ``examples``: queries already retrieved (``madara
+    bench``); ``loaded``: the benchmark as :func:`load_cell` gives it, when the caller has it (a
+    plan's placeholders); ``load``: how it loads otherwise, after the finished check (a plan loads
+    each once); ``before_work``: called with the identity once the cell must run, before any data
+    loads (the runner checks the results folder is writable)."""
     force = bool(cfg.get("force")) if force is None else force
     ident = identify(cfg)
     if not force and (done := finished_cell(cfg, ident=ident)) is not None:
@@ -142,19 +135,16 @@ def prepare_cell(cfg: DictConfig, engines: EngineSource | None, examples: list[E
             if not force and (done := finished_cell(cfg, ident=ident)) is not None:
                 return done
         examples, calibration, data = retrieve_for(cfg, loaded.examples, engines, reranker), loaded.calibration, loaded.load.to_dict()
-    # what runs is worked out before the engine is taken, so a routed cell's probe has its
-    # data first (the calibration split may need a reranker's engine)
+    # worked out before the engine is taken: a routed cell's probe has its data first (a reranker may need an engine)
     strategy = strategy_for(spec, cfg, engines, calibration, reranker)
     return PreparedCell(cfg=cfg, ident=ident, examples=list(examples), calibration=calibration, strategy=strategy,
                         data=data, requested=requested)
 
 
 def ensure_probe(cfg: DictConfig, pool: EngineSource, n: int | None = None, force: bool = False) -> tuple[Any, Path, bool]:
-    """The finished probe of ``cfg`` (``madara probe``, a ``kind: probes`` grid), or run
-    it now: the pipeline's walk of a probe (:func:`madara_cli.experiment.walk.prepare_probe`:
-    its identity derived once, its calibration split loaded and retrieved first, a
-    reranker may need its own engine), then the probed model's engine is taken. Returns
-    (record, path, reused)."""
+    """The finished probe of ``cfg`` (``madara probe``, a ``kind: probes`` grid), or run now: the probe's
+    walk (:func:`prepare_probe`: identity once, calibration split loaded and retrieved first, as a
+    reranker may need its own engine), then the probed model's engine. Returns (record, path, reused)."""
     from madara_cli.diagnose.probe import find_or_run_probe
     from madara_cli.experiment.treat import track_probe
 
