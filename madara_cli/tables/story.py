@@ -1,11 +1,7 @@
-"""What a results folder shows, told as Diagnose → Treat: one card per probed pair.
-
-A card holds, for one model × benchmark: the No-Filter EM (the NF cell's, and the
-probe's on its calibration queries), the RSC probe's ρ̂ values and class, the route
-with its reason (the router's own words, as the probe recorded them), and the routed
-treatment's EM beside NF with McNemar's exact test on the queries both cells answered
-(:func:`madara_cli.core.stats.mcnemar`). The report page puts the cards first, and
-``madara report`` prints them as lines; nothing here runs or re-routes anything.
+"""A results folder told as Diagnose → Treat, one card per probed model × benchmark: NF EM (the
+cell's and the probe's), the probe's ρ̂ and class, the route and the router's reason, and the
+routed EM beside NF with McNemar's exact test on their shared queries. The report page shows
+the cards first and ``madara report`` prints them as lines; nothing here runs or re-routes.
 """
 
 from __future__ import annotations
@@ -115,8 +111,7 @@ def diagnose_line(card: Card) -> str:
 
 
 def below_floor_text(card: Card) -> str:
-    """F1 and contains of the routed cell beside NF's, where an EM is under the
-    capability floor (as the tables show them there); else empty."""
+    """The routed cell's F1 and contains beside NF's where an EM is under the capability floor; else empty."""
     nf = card.nf
     if card.routed is None or nf is None or nf.em is None or card.routed_em is None:
         return ""
@@ -128,8 +123,7 @@ def below_floor_text(card: Card) -> str:
 
 
 def health_text(card: Card) -> str:
-    """The card's cells that are degraded (results/health.py: their scores mostly
-    imputed), each with the stage and cause; empty when none is."""
+    """The card's degraded cells (results/health.py), each with its stage and cause; else empty."""
     cells = (("routed", card.routed), ("NF", card.nf))
     return "; ".join(f"{what} cell degraded ({c.record.health.reason})" for what, c in cells if c is not None and c.degraded)
 
@@ -151,9 +145,8 @@ def treat_line(card: Card) -> str:
 
 
 def story_lines(results: Results, page: str, next_command: str | None = None, most: int = 3, results_arg: str | None = None) -> list[str]:
-    """What ``madara report`` prints after writing the page: per card (at most ``most``)
-    a Diagnose and a Treat line, then where to look and what to type next
-    (``results_arg``: the ``--results`` folder the user named, repeated in ``madara show``)."""
+    """``madara report``'s lines: Diagnose and Treat per card (at most ``most``), where to look, what next
+    (``results_arg``: the user's ``--results``, repeated in ``madara show``)."""
     found = cards(results)
     lines: list[str] = []
     for card in found[:most]:
