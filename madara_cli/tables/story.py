@@ -9,11 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from madara_cli import paper as pv
-from madara_cli.core import stats
 from madara_cli.results.health import MARK
 from madara_cli.results.outputs import ProbeRecord
-from madara_cli.tables.builders.common import madara_outcome
-from madara_cli.tables.compare import paired_outcomes
+from madara_cli.tables.builders.common import madara_outcome, paired_test
 from madara_cli.tables.lookup import Results, StoredCell
 from madara_cli.tables.pairs import CAPABILITY_FLOOR
 
@@ -56,16 +54,8 @@ class Card:
 
 
 def _paired(routed: StoredCell | None, nf: StoredCell | None) -> Paired | None:
-    if routed is None or nf is None:
-        return None
-    pr, pn = routed.predictions(), nf.predictions()
-    if not pr or not pn:
-        return None
-    ids, a, b = paired_outcomes(pr, pn, routed.outcome_metric)
-    if not ids:
-        return None
-    bb, cc = stats.discordant(a > 0.5, b > 0.5)
-    return Paired(len(ids), bb, cc, stats.mcnemar(bb, cc, "exact"))
+    test = paired_test(routed, nf)
+    return None if test is None else Paired(*test)
 
 
 def cards(results: Results) -> list[Card]:
