@@ -1,22 +1,10 @@
-"""``madara report``: one static HTML page that shows a results folder.
+"""``madara report``: ``results/report/index.html``, one static page that opens from disk and
+fetches nothing (PNG data URIs, inline style, no script): the Diagnose → Treat cards, the
+strategies' legend, the figures with captions, every probed pair's routing, the paper tables
+holding a value of ours (the rest folded) and each cell's provenance.
 
-``results/report/index.html`` holds, in one file that opens from disk with no server
-and fetches nothing (figures are PNG data URIs, the style sheet is inline, there is no
-script): first a Diagnose → Treat card per probed model-task pair
-(:mod:`madara_cli.tables.story`), then the strategies' one legend (each strategy has one
-colour, :mod:`madara_cli.tables.palette`, in every figure and on the page), the
-figures of :mod:`madara_cli.tables.plots` with their captions under them (the routing
-map among them: the one map, with the paper's ten pairs), the routing decision of every
-probed model-task pair with its diagnostics, the paper tables that hold a value of ours
-as their builders make them (ours beside the paper's values: the same cells as
-``madara tables``) and the others as one folded list, and each cell's provenance as the
-store records it.
-
-The page is the template ``templates/report.html.j2``, rendered by jinja2 with
-autoescape on: every string that comes from results (model names, answers, overrides,
-configs) is escaped by the template, so a results folder cannot inject markup. The
-only text marked safe is built here from escaped text (:func:`inline`) or is a figure's
-base64 PNG.
+``templates/report.html.j2`` renders with jinja2's autoescape, so a results folder cannot inject
+markup; only text built here from escaped text (:func:`inline`) or a figure's PNG is marked safe.
 """
 
 from __future__ import annotations
@@ -46,9 +34,7 @@ from madara_cli.tables.story import Card, below_floor_text, cards, health_text, 
 REPORT_DIR = "report"
 REPORT_FILE = "index.html"
 TEMPLATE = "report.html.j2"
-# Figures are embedded at this resolution and shown at FIGURE_CSS_PX_PER_INCH, so the
-# PNG has two pixels per CSS pixel (sharp on high-density screens) and 8-point text
-# reads at about 11 CSS px, whatever the figure's size in inches.
+# Two PNG pixels per CSS pixel (sharp on dense screens); 8-point text reads at about 11 CSS px.
 FIGURE_DPI = 200
 FIGURE_CSS_PX_PER_INCH = 100
 
@@ -112,9 +98,7 @@ def _rel(path: Path | None, root: Path) -> str:
 
 @dataclass
 class Plain:
-    """A plain table for the template: headers and string rows; ``strategies`` names
-    the columns whose value is a strategy (drawn with its colour swatch), with the
-    strategy of each row."""
+    """A plain table for the template; ``strategies``: the columns drawn with a strategy's swatch."""
 
     headers: list[str]
     rows: list[list[str]]
@@ -190,8 +174,7 @@ def card_view(card: Card) -> CardView:
 
 
 def holds_ours(df: pd.DataFrame) -> bool:
-    """Whether a paper table shows any value of ours: a cell ``ours / paper`` whose ours
-    is not ``—`` (a table of only the paper's values is folded away on the page)."""
+    """Whether a paper table shows a value of ours (an ``ours / paper`` cell whose ours is not ``—``); else it is folded."""
     for row in df.itertuples(index=False, name=None):
         for v in row:
             if v is None:
@@ -313,8 +296,7 @@ def _environment():
 
 
 def render_report(results: Results, metric: str = "em") -> ReportResult:
-    """The page's ``html`` (``path`` not set yet), the number of figures and tables in it,
-    the skip notes and the table cells no rule settled."""
+    """The page's ``html`` (no ``path`` yet), its figure and table counts, skip notes and unsettled cells."""
     from madara_cli.results.provenance import madara_version
 
     figures, notes = build_figures(results, metric, per_panel=True)
@@ -383,11 +365,8 @@ table.stack td::before{content:attr(data-label);font-weight:600;color:var(--mute
 
 def write_report(results_dir: Path | str, out_dir: Path | None = None, metric: str = "em",
                  prefer: Sequence[tuple[str, str]] = (), strict: bool = False) -> ReportResult:
-    """Write ``out_dir/index.html`` (default ``results_dir/report``). ValueError for an
-    unknown metric, or when ``results_dir`` is not a folder;
-    with ``strict``, :class:`~madara_cli.results.stored.AmbiguousVariant` (nothing written)
-    when several variants could fill a table cell and ``prefer`` picks none (otherwise
-    the page counts such cells at the top and each table lists their candidates)."""
+    """Write ``out_dir/index.html`` (default ``results_dir/report``); ValueError for a bad metric or
+    folder; ``strict``: AmbiguousVariant, nothing written, where ``prefer`` settles no variant."""
     root = Path(results_dir)
     if not root.is_dir():
         raise ValueError(f"no results folder at {root} (run something first, or pass --results DIR)")
