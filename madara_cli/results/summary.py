@@ -178,7 +178,6 @@ def write_summary(results_dir: Path | str) -> list[Path]:
     return written
 
 
-
 # --- one finished cell or probe as plain data: `madara ls cells` and the Python API's evaluate()
 
 

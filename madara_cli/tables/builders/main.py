@@ -94,14 +94,7 @@ def table2(res: Results, grid: str) -> Built:
             ours_cols.setdefault((benchmark, column), []).append(value)
     for benchmark in ("conflicts", "fever"):
         row = {"Model": f"Average {benchmark_label(benchmark)}", "Task": "", "RSC": "", "ρ̂1": ""}
-        for column, label in (
-            ("nf", "NF"),
-            ("three_agent", "3-Agent"),
-            ("cot", "CoT"),
-            ("sda", "SDA"),
-            ("madara", "MADARA EM"),
-            ("delta_nf", "ΔNF"),
-        ):
+        for column, label in (("nf", "NF"), ("three_agent", "3-Agent"), ("cot", "CoT"), ("sda", "SDA"), ("madara", "MADARA EM"), ("delta_nf", "ΔNF")):
             values = ours_cols[(benchmark, column)]
             ours = mean_of_all(values)
             row[label] = pair(ours, pv.TABLE2_AVERAGES[(benchmark, column)], signed=column == "delta_nf")

@@ -29,17 +29,10 @@ ORACLE_STRATEGIES = ("nf", "three_agent", "cot", "sda", "sda_cot", "atf", "pde")
 BINARY_ORACLE = ("nf", "three_agent", "cot", "sda", "sda_cot")  # Appendix I's five strategies
 
 
-def _nf_for_routing(res: Results, model: str, benchmark: str, grid: str) -> float | None:
-    """NF EM (%) used by the router: from the source ``madara tables --routing-nf`` names
-    (:func:`madara_cli.tables.builders.common.routing_nf`)."""
-    return routing_nf(res, model, benchmark, grid)[0]
-
-
 def _router_diagnostics(res: Results, model: str, benchmark: str, grid: str) -> router.Diagnostics | None:
-    """What the router reads for a pair: NF EM (NF cell, else the probe's calibration NF)
-    and the probe's ρ̂1..3 and class; None until both exist."""
+    """What the router reads for a pair: the routing NF (:func:`routing_nf`), the probe's ρ̂1..3 and class; None until both exist."""
     probe = res.probe(model, benchmark)
-    nf = _nf_for_routing(res, model, benchmark, grid)
+    nf = routing_nf(res, model, benchmark, grid)[0]
     cls = probe.rsc_class if probe else None
     if probe is None or nf is None or cls not in rsc.RSC_CLASSES:
         return None
@@ -148,11 +141,7 @@ def table12(res: Results, grid: str) -> Built:
                      "EM RSC": pair(r.em_rsc, get("em_rsc")), "EM Entropy": pair(r.em_entropy, get("em_entropy")),
                      "Oracle (Best)": pair_text(ours_oracle, f"{strategy_label(get('oracle'))} ({get('oracle_em')})")})
     counts = _binary_counts(routes)
-    for metric, label in (
-        ("beats_nf", "Beats NF baseline"),
-        ("beats_three_agent", "Beats 3-Agent baseline"),
-        ("matches_oracle", "Matches oracle"),
-    ):
+    for metric, label in (("beats_nf", "Beats NF baseline"), ("beats_three_agent", "Beats 3-Agent baseline"), ("matches_oracle", "Matches oracle")):
         printed_rsc, printed_entropy = pv.TABLE12_SUMMARY[metric]
         rows.append({"Model": label, "EM RSC": pair_count(counts["rsc"][metric], printed_rsc),
                      "EM Entropy": pair_count(counts["entropy"][metric], printed_entropy)})
@@ -202,7 +191,7 @@ def table19(res: Results, grid: str) -> Built:
     rows = []
     gaps: dict[tuple[str, str], tuple[float | None, float | None]] = {}
     for model, benchmark in pv.ROUTING_PAIRS:
-        nf = _nf_for_routing(res, model, benchmark, grid)
+        nf = routing_nf(res, model, benchmark, grid)[0]
         best, best_em, known = _oracle(res, model, benchmark, grid)
         route, madara_em, _, _ = madara_outcome(res, model, benchmark, grid)
         if madara_em is not None:
