@@ -59,13 +59,9 @@ def cell_rows(results_dir: Path | str) -> list[dict[str, Any]]:
             row["em_ci95_low_pct"], row["em_ci95_high_pct"] = 100.0 * iv.low, 100.0 * iv.high
         acc = record.accounting
         counts = request_counts(acc) or {}
-        row["requests"] = counts.get("requests")
-        row["calls"] = acc.get("calls_issued")
-        row["cache_hits"] = acc.get("cache_hits")
-        row["repeated_in_batch"] = counts.get("repeated")
-        row["tokens_in"] = acc.get("tokens_in")
-        row["tokens_out"] = acc.get("tokens_out")
-        row["engine_seconds"] = record.engine_seconds  # the timing section's (older records: the accounting's)
+        row.update(requests=counts.get("requests"), calls=acc.get("calls_issued"), cache_hits=acc.get("cache_hits"),
+                   repeated_in_batch=counts.get("repeated"), tokens_in=acc.get("tokens_in"), tokens_out=acc.get("tokens_out"),
+                   engine_seconds=record.engine_seconds)  # the timing section's (older records: the accounting's)
         row.update(health_columns(record))
         prov = record.provenance or {}
         row["seconds"] = record.seconds
@@ -73,9 +69,7 @@ def cell_rows(results_dir: Path | str) -> list[dict[str, Any]]:
         row["backend"] = settings.get("backend.name")
         row.update(served_columns(prov))
         row.update({k: v for k, v in settings.items() if k not in row})
-        row["madara_version"] = prov.get("madara_version")
-        row["git_commit"] = prov.get("git_commit")
-        row["path"] = str(metrics_path.parent)
+        row.update(madara_version=prov.get("madara_version"), git_commit=prov.get("git_commit"), path=str(metrics_path.parent))
         rows.append(row)
     return rows
 
