@@ -93,12 +93,6 @@ def _outcomes(cell: StoredCell, metric: str) -> dict[str, float]:
     return out
 
 
-def _own_ci(values: Sequence[float], n_resamples: int, seed: int) -> stats.Interval | None:
-    if not values:
-        return None
-    return stats.mean_interval(np.asarray(values), n_resamples=n_resamples, seed=seed)
-
-
 def model_tasks(source: Path | str | Results, metric: str = "em", n_resamples: int = N_RESAMPLES, seed: int = SEED) -> list[ModelTask]:
     """Every (model, benchmark, retriever) with finished cells, one per strategy (full runs, then
     the largest n, then seed 0), strategies in the paper's order."""
@@ -123,7 +117,7 @@ def model_tasks(source: Path | str | Results, metric: str = "em", n_resamples: i
         for strategy in order:
             cell = cells[strategy]
             value = cell.record.metric(metric)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+            if not _finite(value):
                 continue
             mine = outcome[strategy]
             paired = None
@@ -132,7 +126,7 @@ def model_tasks(source: Path | str | Results, metric: str = "em", n_resamples: i
                 a = np.asarray([mine[i] for i in shared])
                 b = np.asarray([nf[i] for i in shared])
                 paired = stats.difference_interval(a, b, n_resamples=n_resamples, seed=seed)
-            ci = _own_ci(list(mine.values()), n_resamples, seed)
+            ci = stats.mean_interval(np.asarray(list(mine.values())), n_resamples=n_resamples, seed=seed) if mine else None
             points.append(StrategyPoint(strategy, float(value), cell.n, ci, paired, cell.calls_per_query(), cell.path, cell.degraded))
         if points:
             out.append(ModelTask(model, benchmark, retriever, tuple(points), differences([cells[s] for s in order])))
@@ -169,13 +163,12 @@ def metric_name(metric: str) -> str:
     return METRIC_NAMES.get(metric, metric)
 
 
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def _values(results: Results, metric: str) -> list[float]:
-    out = []
-    for cell in results.cells:
-        value = cell.record.metric(metric)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-            out.append(float(value))
-    return out
+    return [float(v) for v in (cell.record.metric(metric) for cell in results.cells) if _finite(v)]
 
 
 def shown_metric(source: Path | str | Results, metric: str = "em") -> tuple[str, str]:
