@@ -151,9 +151,7 @@ class Results:
     def probe(self, model: str, benchmark: str, n_preferred: int = 100) -> ProbeRecord | None:
         """The probe for a pair, preferring the paper's n = 100, then the largest n."""
         matches = [p for p in self.probes if (p.model, p.benchmark) == (model, benchmark)]
-        if not matches:
-            return None
-        return min(matches, key=lambda p: (p.n != n_preferred, -p.n))
+        return min(matches, key=lambda p: (p.n != n_preferred, -p.n)) if matches else None
 
 
 # --- choosing among variants -------------------------------------------------------------------
@@ -205,8 +203,7 @@ class Unsettled:
     def predictions(self) -> None:
         return None
 
-    def calls_per_query(self) -> None:
-        return None
+    calls_per_query = predictions
 
 
 class Variants(NamedTuple):

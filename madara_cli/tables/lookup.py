@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from madara_cli import paper as pv
 from madara_cli.results.record_files import PROBE_FILE, PROBES_GRID
 from madara_cli.results.stored import (
     BINARY_METRICS,
@@ -24,12 +25,18 @@ from madara_cli.results.stored import (
 
 __all__ = [
     "BINARY_METRICS", "PROBE_FILE", "PROBES_GRID", "TABLE_METRICS", "VARIANT_RULE", "AmbiguousVariant", "Pick", "Results", "StoredCell", "StoredProbe", "Support",
-    "hop_count", "load_results", "support_in_topk", "_results", "SPARSE", "DENSE", "RERANK",
+    "hop_count", "load_results", "support_in_topk", "_results", "probed_pairs", "SPARSE", "DENSE", "RERANK",
 ]
 
 SPARSE = ("bm25s", "pyserini")
 DENSE = ("dense",)
 RERANK = ("rerank",)
+
+
+def probed_pairs(results: Results) -> list[tuple[str, str]]:
+    """Every probed (model, benchmark), the paper's models first."""
+    order = {m: i for i, m in enumerate(pv.MODEL_LABELS)}
+    return sorted({(p.model, p.benchmark) for p in results.probes}, key=lambda mb: (order.get(mb[0], 99), mb[0], mb[1]))
 
 
 def _results(source: Path | str | Results) -> Results:

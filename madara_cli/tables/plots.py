@@ -40,7 +40,7 @@ from madara_cli.tables.figure import (
     save_figure,
     suptitle,
 )
-from madara_cli.tables.lookup import Results, StoredCell, _results
+from madara_cli.tables.lookup import Results, StoredCell, _results, probed_pairs
 from madara_cli.tables.palette import strategy_style
 
 N_RESAMPLES = 10_000
@@ -477,8 +477,7 @@ def build_figures(source: Path | str | Results, metric: str = "em", per_panel: b
     else:
         what = f"no finished cell in {results.root}" if not results.cells else f"no cell records {metric}"
         notes.append(f"EM-by-strategy and cost-vs-EM figures skipped: {what}")
-    order = {m: i for i, m in enumerate(pv.MODEL_LABELS)}
-    pairs = sorted({(p.model, p.benchmark) for p in results.probes}, key=lambda mb: (order.get(mb[0], 99), mb[0], mb[1]))
+    pairs = probed_pairs(results)
     routed = [p for p in (results.probe(m, b) for m, b in pairs) if isinstance(p.em_nf, (int, float)) and p.route]
     if not routed:
         notes.append("routing map: the paper's pairs only; " + ("no probe of ours records its NF EM and route" if results.probes

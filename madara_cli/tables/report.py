@@ -25,10 +25,10 @@ from madara_cli.results.health import MARK
 from madara_cli.results.record_files import read_config_text
 from madara_cli.tables.builders import TABLES
 from madara_cli.tables.figure import Figure, pyplot
-from madara_cli.tables.lookup import Results, load_results
+from madara_cli.tables.lookup import Results, load_results, probed_pairs
 from madara_cli.tables.palette import strategy_colour
 from madara_cli.tables.plots import build_figures, metric_name
-from madara_cli.tables.render import distinct_unsettled, results_notes
+from madara_cli.tables.render import _cells, distinct_unsettled, results_notes
 from madara_cli.tables.story import Card, below_floor_text, cards, health_text, paired_text, pct, rho_text
 
 REPORT_DIR = "report"
@@ -74,8 +74,7 @@ class TableView:
 
 
 def table_view(df: pd.DataFrame, name: str) -> TableView:
-    rows = [["" if v is None else str(v) for v in row] for row in df.itertuples(index=False, name=None)]
-    return TableView(name, inline(df.attrs.get("title") or name), [str(c) for c in df.columns], rows,
+    return TableView(name, inline(df.attrs.get("title") or name), [str(c) for c in df.columns], _cells(df),
                      [inline(n) for n in df.attrs.get("notes") or []])
 
 
@@ -107,8 +106,7 @@ class Plain:
 
 def routing_view(results: Results) -> Plain | None:
     """The routing decision of every probed model-task pair with its diagnostics."""
-    order = {m: i for i, m in enumerate(pv.MODEL_LABELS)}
-    pairs = sorted({(p.model, p.benchmark) for p in results.probes}, key=lambda mb: (order.get(mb[0], 99), mb[0], mb[1]))
+    pairs = probed_pairs(results)
     if not pairs:
         return None
     rows, routes = [], []

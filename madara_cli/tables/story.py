@@ -12,7 +12,7 @@ from madara_cli import paper as pv
 from madara_cli.results.health import MARK
 from madara_cli.results.outputs import ProbeRecord
 from madara_cli.tables.builders.common import madara_outcome, paired_test
-from madara_cli.tables.lookup import Results, StoredCell
+from madara_cli.tables.lookup import Results, StoredCell, probed_pairs
 from madara_cli.tables.pairs import CAPABILITY_FLOOR
 
 
@@ -60,8 +60,7 @@ def _paired(routed: StoredCell | None, nf: StoredCell | None) -> Paired | None:
 
 def cards(results: Results) -> list[Card]:
     """One card per probed model × benchmark, the paper's models first."""
-    order = {m: i for i, m in enumerate(pv.MODEL_LABELS)}
-    pairs = sorted({(p.model, p.benchmark) for p in results.probes}, key=lambda mb: (order.get(mb[0], 99), mb[0], mb[1]))
+    pairs = probed_pairs(results)
     out = []
     for model, benchmark in pairs:
         probe = results.probe(model, benchmark)
