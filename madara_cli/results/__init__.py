@@ -1,6 +1,6 @@
 """Everything madara writes under ``results/`` and reads back, one room per job:
 
-- :mod:`.records`       the typed records (CellRecord, ProbeRecord) and their schema version
+- :mod:`.outputs`       the typed records (CellRecord, ProbeRecord) and their schema version
 - :mod:`.record_files`  the files of a cell and a probe: the only code that opens them
 - :mod:`.prompt_log`    ``prompts.jsonl``, the logged requests of a cell or probe
 - :mod:`.provenance`    what produced a number (versions, commit, engine, overrides)

@@ -1,32 +1,17 @@
 """The health of a cell: what its numbers rest on, stage by stage.
 
-A strategy that assesses documents reads one score per (document, agent) from the
-model's replies; a reply it cannot read (no JSON, a value out of range, no probability
-on the digits, a document the per-query detector's reply left out) is a failure, and
-the failed score is imputed (:func:`madara_cli.agents.matrix.impute`: the agent's mean
-over the query's other documents, else the neutral 2.5). A cell whose scores are
-mostly imputed still prints an EM, but that EM says little about the strategy.
+A score the strategy cannot read from a reply is imputed (:func:`madara_cli.agents.matrix.impute`);
+a cell whose scores are mostly imputed still prints an EM that says little about the strategy.
+:class:`Health` counts per scoring stage (``accounting.by_stage``'s names: ``score``,
+``score-cot``, ``score-logprob``, their per-query ``-conflict`` stage, ``main-rag-judge``):
+``scores`` to read, ``parsed`` from a reply, ``imputed`` the rest (the judge's documents
+without Yes/No log-probabilities too), ``cut_at_max_tokens`` replies, ``missing_id``
+documents the per-query detector left out (part of ``imputed``).
 
-:class:`Health` counts, per scoring stage (the stage names of
-``accounting.by_stage``: ``score``, ``score-cot``, ``score-logprob``, their
-``-conflict`` stage for the per-query detector, ``main-rag-judge``):
-
-- ``scores``: the scores the stage had to read;
-- ``parsed``: read from a reply; ``imputed``: the rest (MAIN-RAG's judge: a document
-  whose Yes/No log-probabilities are missing is never kept, counted here too);
-- ``cut_at_max_tokens``: replies that stopped at the token budget (a per-query
-  detector reply carries every document's score);
-- ``missing_id``: documents the per-query detector's reply gave no value (part of
-  ``imputed``).
-
-The rule (:class:`HealthRule`, the root config group ``health``): a cell is
-``degraded`` when more than ``health.max_imputed`` (default 10 %) of one stage's
-scores were imputed; ``health.on_degraded=fail`` makes such a cell fail instead of
-being written. A cell that scores nothing is ``ok``; a cell written before madara
-recorded its health is derived from its ``assessment`` and ``accounting`` sections
-where they say enough, else ``unknown``.
-
-Health is an output: it never enters a cell's key.
+:class:`HealthRule` (config group ``health``): ``degraded`` when more than
+``health.max_imputed`` (10 %) of one stage's scores were imputed; ``on_degraded=fail``
+fails such a cell. A cell that scores nothing is ``ok``; an older record's health is derived
+from its sections where they say enough, else ``unknown``. Health never enters a key.
 """
 
 from __future__ import annotations
@@ -36,16 +21,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from madara_cli.config.schema import HealthConfig, OnDegraded
+from madara_cli.config.schema import HealthConfig
 from madara_cli.core.vocabulary import AGENTS, CONFLICT, JUDGE_STAGE, conflict_stage_name, stage_name
 
 OK, DEGRADED, UNKNOWN = "ok", "degraded", "unknown"
 STATUSES = (OK, DEGRADED, UNKNOWN)
-# More than this share of one stage's scores imputed makes a cell degraded. A strong
-# model's JSON fails to parse on a few percent of replies at most; past a tenth the
-# ranking of the documents starts to be the imputation's rather than the model's.
+# A strong model's JSON fails on a few percent of replies at most; past a tenth imputed,
+# the documents' ranking is the imputation's rather than the model's.
 DEFAULT_MAX_IMPUTED: float = HealthConfig.max_imputed
-ON_DEGRADED = tuple(OnDegraded.__members__)  # health.on_degraded
 MARK = "◊"  # what a paper table puts after a number that rests on a degraded cell
 
 # The setting whose budget a stage's replies were cut at.
@@ -99,8 +82,7 @@ class StageHealth:
 
 @dataclass(frozen=True)
 class HealthRule:
-    """When a cell is degraded (``max_imputed``: the share of one stage's scores) and
-    what a run does with it (``on_degraded``: ``warn`` or ``fail``)."""
+    """When a cell is degraded (``max_imputed``) and what a run does then (``on_degraded``: warn, fail)."""
 
     max_imputed: float = DEFAULT_MAX_IMPUTED
     on_degraded: str = "warn"
@@ -116,10 +98,7 @@ class HealthRule:
 
 @dataclass(frozen=True)
 class Health:
-    """A cell's health: its status (``ok``, ``degraded``, ``unknown``), the scoring
-    stages it counted, the threshold it was judged by and, when degraded, the one
-    line that names the worst stage and its cause. ``recorded``: read from (or to be
-    written to) the record; False when derived from an older record's sections."""
+    """A cell's status, stages and threshold; ``recorded`` False when derived from an older record's sections."""
 
     status: str
     stages: tuple[StageHealth, ...] = ()
@@ -188,10 +167,8 @@ def judge(stages: tuple[StageHealth, ...] | list[StageHealth], max_imputed: floa
 
 def cell_health(report: Mapping[str, Any], accounting: Mapping[str, Any], rule: HealthRule | None = None,
                 recorded: bool = True) -> Health:
-    """A cell's health from its strategy's report sections (``assessment``,
-    ``main_rag``) and its ``accounting`` (the replies cut at the token budget, the
-    judge's requests): what the runner records once a strategy ran, and how a record
-    written before is read. ``unknown`` when a scoring section says too little."""
+    """A cell's health from its report's ``assessment``/``main_rag`` and its ``accounting``, as the
+    runner records it and an older record is read; ``unknown`` when a scoring section says too little."""
     rule = rule or HealthRule()
     by_stage = accounting.get("by_stage") if isinstance(accounting.get("by_stage"), Mapping) else {}
     stages: list[StageHealth] = []
@@ -217,8 +194,7 @@ def _scores_in(stage: str) -> bool:
 
 
 def _assessment_stages(a: Mapping[str, Any], by_stage: Mapping[str, Any]) -> list[StageHealth] | None:
-    """The assessment's scores by the stage that asked them: every agent in the scoring
-    stage, except the Conflict Detector asked per query (its own ``-conflict`` stage)."""
+    """The assessment's scores by stage (a per-query Conflict Detector has its own ``-conflict`` stage)."""
     by_agent = a.get("by_agent")
     if not isinstance(by_agent, Mapping):
         return None
@@ -257,9 +233,7 @@ def _share(x: float) -> str:
 
 
 def health_line(record: Any) -> str:
-    """One line for ``madara show``'s first screen: the status and, per scoring stage,
-    how many scores were imputed of how many (``record``: a
-    :class:`~madara_cli.results.outputs.CellRecord`)."""
+    """``madara show``'s line: the status and each stage's imputed of its scores (``record``: a CellRecord)."""
     health: Health = record.health
     where = "" if health.recorded else " (derived from a record written before madara recorded health)"
     if health.status == UNKNOWN:

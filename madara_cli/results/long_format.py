@@ -1,11 +1,6 @@
-"""Long-format tables: a rendered paper table as tidy numeric rows (table, row, column,
-ours, paper, delta, n, p, the cell's ids and its unit), for ``<table>.long.csv``.
-
-A table cell is text (``"43.5 / 41.2 (+2.3)"``, ``"—"``, a label) that may keep its
-numbers beside it: :class:`NumberPair` (ours / paper / Δ / n / p) and :class:`Identified`
-(the model, benchmark, strategy and metric ids of a measured value) say what this
-module reads from such a cell, so the numbers are never re-parsed from text; anything
-else is parsed from its text.
+"""A rendered paper table as tidy numeric rows (``<table>.long.csv``). A cell that keeps its
+numbers beside its text (:class:`NumberPair`, :class:`Identified`) is never re-parsed; any
+other is parsed from its text (``"43.5 / 41.2 (+2.3)"``, ``"—"``, a label).
 """
 
 from __future__ import annotations
@@ -19,16 +14,14 @@ LONG_COLUMNS = ["table", "row", "column", "ours", "paper", "delta", "n", "p", "m
 
 @runtime_checkable
 class Identified(Protocol):
-    """A measured value that knows which cell it came from: (model, benchmark, strategy,
-    metric), or None when it is not one cell's."""
+    """A measured value's (model, benchmark, strategy, metric), or None when it is not one cell's."""
 
     ident: tuple[str, str, str, str] | None
 
 
 @runtime_checkable
 class NumberPair(Identified, Protocol):
-    """A table cell's ``ours / paper (Δ)`` numbers (ours and paper may each be absent),
-    the queries ours was measured on and a p-value, beside its text."""
+    """A table cell's ``ours / paper (Δ)`` numbers (either may be absent), ours' n and a p-value."""
 
     ours: float | None
     paper: float | None
@@ -78,10 +71,8 @@ _RHO_COLUMNS = ("Shuffled", "Contradicted", "Contra.", "Random")
 
 
 def _unit(text: str, cell: Any, column: str = "", title: str = "") -> str | None:
-    """What a number of a table cell counts, from the cell, its column and the table's
-    title: ``%`` (EM and friends), ``pp`` (a difference of percentages), ``x`` (a cost
-    ratio), ``p-value``, ``count``, ``rho`` (a Spearman correlation), ``entropy``; None
-    for a number none of these names."""
+    """What a cell's number counts, from the cell, its column and the title: ``%``, ``pp``, ``x`` (a
+    cost ratio), ``p-value``, ``count``, ``rho``, ``entropy``, or None."""
     if (isinstance(cell, Identified) and cell.ident is not None) or "%" in text:
         return "%"
     if "×" in text:
@@ -105,14 +96,9 @@ def _unit(text: str, cell: Any, column: str = "", title: str = "") -> str | None
 
 
 def long_table(df, name: str | None = None):
-    """A paper table as tidy numeric rows: one per (row, column) holding a number.
-    ``row`` joins the leading label columns (Model, Task, ...); ``model``,
-    ``benchmark``, ``strategy`` and ``metric`` are the ids a measured cell carries
-    (:class:`Identified`; the tables fill the others from the labels),
-    ``unit`` says what the number counts (:func:`_unit`: ``%``, ``pp``, ``x``,
-    ``p-value``, ``count``, ``rho``, ``entropy``; empty where nothing says), and
-    ``key`` is the cell key of a measured value (its results folder; the ``key`` column
-    of summary.csv), empty for the paper's numbers and aggregates."""
+    """A paper table as a row per (row, column) holding a number: ``row`` joins the leading label
+    columns, the ids are a measured cell's (:class:`Identified`), ``unit`` :func:`_unit`'s, and
+    ``key`` a measured value's cell key (summary.csv's), empty for the paper's numbers and aggregates."""
     import pandas as pd
 
     name = name or df.attrs.get("name", "")

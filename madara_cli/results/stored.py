@@ -1,8 +1,6 @@
-"""The results index the tables read: :func:`load_results` scans a results folder into
-:class:`Results` of :class:`StoredCell` (a cell's record, its folder, and which metric
-``em`` holds) and probe records (:data:`StoredProbe`), reading every file through
-:mod:`.record_files`. :func:`support_in_topk` is the one reading of a prediction row's
-supporting-chain coverage (Table 17, Appendix J)."""
+"""The results index the tables read (:func:`load_results`: :class:`Results` of
+:class:`StoredCell` and probe records, read through :mod:`.record_files`), and
+:func:`support_in_topk`, the one reading of a row's supporting-chain coverage."""
 
 from __future__ import annotations
 
@@ -36,8 +34,7 @@ BINARY_METRICS = ("em", "em_strict", "contains")
 
 @dataclass(frozen=True, eq=False)
 class StoredCell:
-    """A finished cell as the tables see it: its record, its folder, and which metric
-    ``em`` holds (``madara tables --metric``)."""
+    """A finished cell as the tables see it: record, folder, and the metric ``em`` holds (``--metric``)."""
 
     record: CellRecord = field(compare=False, hash=False)
     path: Path = field(compare=False, hash=False)
@@ -111,9 +108,7 @@ class Results:
     routing_nf: str = "calibration"  # the NF EM the routing tables route on (ROUTING_NF_SOURCES)
     prefer: tuple[tuple[str, str], ...] = ()  # ``--prefer KEY=VALUE``: which variant fills a table cell (VARIANT_RULE)
     strict: bool = False  # ``--strict``: a table cell no rule settles raises AmbiguousVariant instead of showing Unsettled
-    # The cells :meth:`find` returned since :meth:`watching` (what a table rests on: its
-    # health marks and variant notes) and the table cells it could not settle; shared by
-    # the copies one table's builder makes.
+    # What :meth:`find` returned (and could not settle) since :meth:`watching`: one table's health marks and variant notes.
     picked: list["Pick"] = field(default_factory=list, compare=False, repr=False)
     unsettled: list["Variants"] = field(default_factory=list, compare=False, repr=False)
 
@@ -123,12 +118,8 @@ class Results:
 
     def find(self, model: str, benchmark: str, strategy: str, grid: str | None = None,
              retrievers: Sequence[str] = ("bm25s", "pyserini")) -> "StoredCell | Unsettled | None":
-        """The cell that fills one table cell, by :data:`VARIANT_RULE`: the table's own
-        grid first, then the ``--prefer`` settings; cells that still differ in a setting
-        their key covers are variants, and rather than guess it returns :class:`Unsettled`
-        (recorded in :attr:`unsettled`; ``strict``: raises :class:`AmbiguousVariant`);
-        among cells of one variant, a full run before a ``limit``-ed one, then the
-        largest n, then seed 0 (the other seeds are named in the table's note)."""
+        """The cell that fills one table cell, by :data:`VARIANT_RULE`; variants no rule settles give
+        :class:`Unsettled` (recorded in :attr:`unsettled`; ``strict``: :class:`AmbiguousVariant`)."""
         matches = [
             c for c in self.cells if (c.model, c.benchmark, c.strategy) == (model, benchmark, strategy) and c.retriever in retrievers
         ]
@@ -160,9 +151,7 @@ class Results:
     def probe(self, model: str, benchmark: str, n_preferred: int = 100) -> ProbeRecord | None:
         """The probe for a pair, preferring the paper's n = 100, then the largest n."""
         matches = [p for p in self.probes if (p.model, p.benchmark) == (model, benchmark)]
-        if not matches:
-            return None
-        return min(matches, key=lambda p: (p.n != n_preferred, -p.n))
+        return min(matches, key=lambda p: (p.n != n_preferred, -p.n)) if matches else None
 
 
 # --- choosing among variants -------------------------------------------------------------------
@@ -174,8 +163,7 @@ VARIANT_RULE = (
     "that picks it (`--strict`: refuses); among cells of one variant, a full run before a limit-ed one, then the largest n, "
     "then seed 0; replicates of another seed are set aside and named with their values."
 )
-# Settings that are not a variant: the lookup's own names, the size rule's, and the
-# metric version (read under today's names, records.METRIC_VERSION).
+# Not variants: the lookup's own names, the size rule's, and the metric version (read under today's names).
 _NOT_VARIANT = frozenset({"model.name", "benchmark.name", "strategy.name", "limit", "seed", "metric_version"})
 # A group named alone in --prefer means its name (``backend=vllm``: ``backend.name=vllm``).
 _PREFER_GROUPS = ("model", "backend", "benchmark", "retriever", "strategy", "reading")
@@ -183,8 +171,7 @@ _PREFER_GROUPS = ("model", "backend", "benchmark", "retriever", "strategy", "rea
 
 @dataclass(frozen=True)
 class Pick:
-    """A cell :meth:`Results.find` returned: the others that matched, the rules that set
-    them aside (own grid, ``--prefer``) and the settings the matches differ in."""
+    """A cell :meth:`Results.find` returned, the other matches, the rules that set them aside and what they differ in."""
 
     cell: StoredCell
     others: tuple[StoredCell, ...]
@@ -200,9 +187,8 @@ class Pick:
 
 
 class Unsettled:
-    """What :meth:`Results.find` returns for a table cell that several variants could fill
-    and no rule settles: falsy and without a value (``em`` is None, no predictions), so a
-    table reads it as no number; the table helpers show it as ``(N variants)``."""
+    """:meth:`Results.find`'s answer where no rule settles the variants: falsy and valueless, so a
+    table reads no number; the table helpers show it as ``(N variants)``."""
 
     em = f1 = contains = n = assessment = None
     degraded = False
@@ -217,13 +203,11 @@ class Unsettled:
     def predictions(self) -> None:
         return None
 
-    def calls_per_query(self) -> None:
-        return None
+    calls_per_query = predictions
 
 
 class Variants(NamedTuple):
-    """A table cell several variants could fill, as plain text (what a table's ``attrs``
-    and the verbs' warnings carry): each candidate's ``--prefer`` and its folder."""
+    """An unsettled table cell as plain text (a table's ``attrs``, the verbs' warnings): each candidate's ``--prefer`` and folder."""
 
     wanted: tuple[str, str, str]
     count: int
@@ -236,8 +220,7 @@ class Variants(NamedTuple):
 
 
 class AmbiguousVariant(ValueError):
-    """Several variants could fill one table cell and no rule picks one. ``candidates``
-    are (cell, the ``--prefer`` that picks it, its distinguishing settings)."""
+    """Several variants could fill one table cell; ``candidates``: (cell, its ``--prefer``, its distinguishing settings)."""
 
     def __init__(self, wanted: tuple[str, str, str], cells: Sequence[StoredCell], differing: tuple[str, ...]):
         self.wanted, self.differing = wanted, differing
@@ -254,9 +237,8 @@ class AmbiguousVariant(ValueError):
                         tuple((prefer, f"{c.grid}/{c.path.name}") for c, prefer, _ in self.candidates))
 
     def candidate_lines(self) -> list[str]:
-        """One line per candidate: the ``--prefer`` that picks it (and ``--prefer grid=G``
-        where its grid is its own, which settles every table cell of that grid at once),
-        its distinguishing settings where the ``--prefer`` does not already say them, and its folder."""
+        """Per candidate: its ``--prefer`` (and ``grid=G`` where that grid is its alone), settings the
+        ``--prefer`` does not say, and its folder."""
         grids = [c.grid for c, _, _ in self.candidates]
         lines = []
         for cell, prefer, values in self.candidates:
@@ -276,8 +258,7 @@ def _text(value: Any) -> str:
 
 
 def distinguishing(cells: Sequence[StoredCell]) -> tuple[str, ...]:
-    """The settings (present in every cell) whose values differ among ``cells``; the
-    prompt families' digests only when the prompt set's own digest differs too."""
+    """The settings all ``cells`` have that differ among them (the prompt families' digests only with the set's own)."""
     if len(cells) < 2:
         return ()
     views = [c.settings for c in cells]
@@ -289,8 +270,7 @@ def distinguishing(cells: Sequence[StoredCell]) -> tuple[str, ...]:
 
 
 def prefer_matches(cell: StoredCell, key: str, value: str) -> bool:
-    """Whether ``cell`` has setting ``key`` (``grid`` is the grid folder; a group alone,
-    ``backend``, is its name) equal to ``value`` (compared as text; numbers as numbers)."""
+    """Whether ``cell``'s setting ``key`` (``grid``: its folder; a group alone: its name) equals ``value`` (numbers as numbers)."""
     if key == "grid":
         return cell.grid == value
     key = f"{key}.name" if key in _PREFER_GROUPS else key
@@ -330,9 +310,8 @@ def parse_prefer(items: Sequence[str]) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-# Which NF EM the routing tables (8, 9, 19) route on: the probe's NF over its
-# calibration queries (what strategy=madara routes on; Section 4: "The NF threshold is
-# estimated from the RSC calibration set"), or the NF cell over the evaluated set.
+# The NF EM tables 8, 9, 19 route on: the probe's over its calibration queries (as strategy=madara;
+# Section 4: "The NF threshold is estimated from the RSC calibration set"), or the NF cell's.
 ROUTING_NF_SOURCES = ("calibration", "full")
 
 
@@ -340,19 +319,11 @@ def load_results(results_dir: Path | str, metric: str = "em", routing_nf: str = 
                  prefer: Sequence[tuple[str, str]] = (), strict: bool = False) -> Results:
     """Scan ``results/<grid>/<cell>/`` and ``results/probes/*/`` for finished records.
 
-    ``metric`` picks what the tables show as each cell's score (``em``, EM as the
-    authors compute it, by default; ``em_strict``, ``f1`` or ``contains``; the older
-    name ``em_squad`` means ``em``); ``routing_nf`` which NF EM the routing tables
-    route on (:data:`ROUTING_NF_SOURCES`); ``prefer`` the ``--prefer`` settings that
-    choose among variants of one table cell (:data:`VARIANT_RULE`); ``strict`` makes a
-    table cell they do not settle an error (:class:`AmbiguousVariant`).
-
-    Folders starting with ``.`` (``.tmp-*``: runs in progress) are ignored. A folder
-    that holds cell files but no readable record (no ``metrics.json`` beside its
-    predictions, a malformed or out-of-range record, a folder that cannot be listed)
-    and a probe folder without a readable ``probe.json`` are never read as results:
-    each is listed in ``skipped`` with its reason in ``problems``, for the caller to
-    name, rather than aborting the whole table run.
+    ``metric``: each cell's score (``em``, ``em_strict``, ``f1``, ``contains``; ``em_squad`` is
+    ``em``); ``routing_nf``: :data:`ROUTING_NF_SOURCES`; ``prefer``/``strict``: :data:`VARIANT_RULE`.
+    Dot folders (``.tmp-*``, runs in progress) are ignored; a folder with cell files but no
+    readable record, or a probe folder without a readable ``probe.json``, is listed in
+    ``skipped`` (its reason in ``problems``) for the caller to name, never read nor fatal.
     """
     metric = metric_name(metric)
     if routing_nf not in ROUTING_NF_SOURCES:
@@ -405,8 +376,7 @@ _HOPS = re.compile(r"^(\d+)hop")
 
 
 def hop_count(example_id: Any) -> int | None:
-    """The chain length MuSiQue's id prefix names (``2hop__``, ``3hop1__``: one paragraph
-    per hop, the loader's ``meta["hops"]`` convention); None for any other id."""
+    """The chain length MuSiQue's id prefix names (``2hop__``: one paragraph per hop, as ``meta["hops"]``), else None."""
     match = _HOPS.match(str(example_id))
     return int(match.group(1)) if match else None
 
@@ -419,14 +389,9 @@ class Support(NamedTuple):
 
 
 def support_in_topk(row: Mapping[str, Any]) -> Support:
-    """The one reading of a prediction row's ``extra.supporting_in_topk``.
-
-    madara writes a count with ``extra.n_supporting`` beside it
-    (:func:`madara_cli.strategies.context.support_coverage`); rows written before also hold a
-    bool (chain complete), a list of booleans (one per supporting paragraph), a count
-    without a total, or a fraction in [0, 1]. A count without a total takes the chain
-    length from MuSiQue's id prefix (``2hop__``, ``3hop1__``: one paragraph per hop,
-    the loader's ``meta["hops"]`` convention)."""
+    """The one reading of a row's ``extra.supporting_in_topk``: a count beside
+    ``extra.n_supporting`` (:func:`madara_cli.strategies.context.support_coverage`); older rows
+    hold a bool, a list of bools, a fraction, or a count whose total is :func:`hop_count`'s."""
     extra = row.get("extra") or {}
     value = extra.get("supporting_in_topk")
     total = extra.get("n_supporting", extra.get("supporting_total"))

@@ -1,12 +1,8 @@
-"""The summary of a results folder: one row per finished cell (keys, with ``route`` after
-``strategy``: the treatment a ``madara`` cell was routed to, n, every numeric
-metric, calls, tokens, seconds, its health, the settings its key covers, provenance last), written
-as ``summary.csv`` and, when pyarrow is importable, ``summary.parquet``.
+"""``summary.csv`` (and ``summary.parquet`` with pyarrow): a row per finished cell (keys, ``route``
+after ``strategy``, n, metrics, calls, tokens, seconds, health, settings, provenance last).
 
-The rates (``em``, ``em_strict``, ``f1``, ``contains``) are in percent, as every table
-shows them, and their columns say so: ``em_pct``, ..., with ``em_ci95_low_pct`` and
-``em_ci95_high_pct`` the Wilson 95% interval of EM over the cell's n questions (the
-small-n rule of :mod:`madara_cli.core.stats`). metrics.json keeps fractions."""
+Rates are in percent as in every table (``em_pct``, ...; ``em_ci95_low_pct``/``_high_pct``:
+the Wilson 95% interval of :mod:`madara_cli.core.stats`); metrics.json keeps fractions."""
 
 from __future__ import annotations
 
@@ -63,13 +59,9 @@ def cell_rows(results_dir: Path | str) -> list[dict[str, Any]]:
             row["em_ci95_low_pct"], row["em_ci95_high_pct"] = 100.0 * iv.low, 100.0 * iv.high
         acc = record.accounting
         counts = request_counts(acc) or {}
-        row["requests"] = counts.get("requests")
-        row["calls"] = acc.get("calls_issued")
-        row["cache_hits"] = acc.get("cache_hits")
-        row["repeated_in_batch"] = counts.get("repeated")
-        row["tokens_in"] = acc.get("tokens_in")
-        row["tokens_out"] = acc.get("tokens_out")
-        row["engine_seconds"] = record.engine_seconds  # the timing section's (older records: the accounting's)
+        row.update(requests=counts.get("requests"), calls=acc.get("calls_issued"), cache_hits=acc.get("cache_hits"),
+                   repeated_in_batch=counts.get("repeated"), tokens_in=acc.get("tokens_in"), tokens_out=acc.get("tokens_out"),
+                   engine_seconds=record.engine_seconds)  # the timing section's (older records: the accounting's)
         row.update(health_columns(record))
         prov = record.provenance or {}
         row["seconds"] = record.seconds
@@ -77,18 +69,14 @@ def cell_rows(results_dir: Path | str) -> list[dict[str, Any]]:
         row["backend"] = settings.get("backend.name")
         row.update(served_columns(prov))
         row.update({k: v for k, v in settings.items() if k not in row})
-        row["madara_version"] = prov.get("madara_version")
-        row["git_commit"] = prov.get("git_commit")
-        row["path"] = str(metrics_path.parent)
+        row.update(madara_version=prov.get("madara_version"), git_commit=prov.get("git_commit"), path=str(metrics_path.parent))
         rows.append(row)
     return rows
 
 
 def request_counts(acc: Mapping[str, Any]) -> dict[str, int] | None:
-    """A cell's requests in parts that add up: ``requests`` = ``sent`` to the engine +
-    ``cached`` (answered from the response cache: by an earlier cell, or earlier in this
-    one) + ``repeated`` (identical to another request of the same batch, which the cache's
-    door sends once: backends/cache.py). None for an accounting that counts nothing."""
+    """``requests`` = ``sent`` + ``cached`` (from the response cache) + ``repeated`` (a duplicate in its
+    batch, sent once: backends/cache.py); None for an accounting that counts nothing."""
     sent, cached = int(acc.get("calls_issued", 0) or 0), int(acc.get("cache_hits", 0) or 0)
     requests = acc.get("requests")
     if requests is None:  # a record written before requests were counted
@@ -99,9 +87,7 @@ def request_counts(acc: Mapping[str, Any]) -> dict[str, int] | None:
 
 
 def health_columns(record: CellRecord) -> dict[str, Any]:
-    """What a cell's numbers rest on (results/health.py): ``health`` (ok, degraded,
-    unknown), the worst stage past the threshold, and the scores read, imputed, cut at
-    the token budget and missing an id over all scoring stages (empty when unknown)."""
+    """results/health.py's status, worst stage and score counts over all stages (empty when unknown)."""
     health = record.health
     over = health.over() if health.degraded else []
     known = health.status != "unknown"
@@ -116,9 +102,7 @@ def health_columns(record: CellRecord) -> dict[str, Any]:
 
 
 def served_columns(prov: Mapping[str, Any]) -> dict[str, Any]:
-    """What a served engine said it was (``backend=openai``): the model id it reports
-    and its software and version, so two servers behind one ``model=`` differ in the
-    summary. Nothing for an engine madara ran itself."""
+    """A served engine's model id and software (two servers behind one ``model=`` differ); nothing for madara's own."""
     engine = prov.get("engine") if isinstance(prov, Mapping) else None
     server = engine.get("server") if isinstance(engine, Mapping) else None
     if not isinstance(server, Mapping):
@@ -130,9 +114,7 @@ def served_columns(prov: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def cell_settings(record: CellRecord, folder: Path) -> dict[str, Any]:
-    """The flattened settings of a cell's key: as recorded when it ran, else (cells
-    written before madara recorded them) read from its config.yaml, without the prompt
-    digests that file cannot tell."""
+    """The flattened settings of a cell's key as recorded, else (older cells) from its config.yaml, without prompt digests."""
     stored = record.report.get("settings")
     if isinstance(stored, Mapping):
         return dict(stored)
@@ -153,9 +135,7 @@ def _numeric_column(values) -> bool:
 
 
 def summary_frame(results_dir: Path | str):
-    """One row per finished cell: the key parts, n, every numeric metric, accounting,
-    ``engine_seconds`` and wall ``seconds``, then every setting the key covers
-    (``strategy.top_k``, ``model.temperature``, ``prompts``, ...), provenance last."""
+    """One row per finished cell (:func:`cell_rows`), numeric columns as numbers, provenance last."""
     import pandas as pd
 
     rows = cell_rows(results_dir)
@@ -192,7 +172,6 @@ def write_summary(results_dir: Path | str) -> list[Path]:
     return written
 
 
-
 # --- one finished cell or probe as plain data: `madara ls cells` and the Python API's evaluate()
 
 
@@ -205,11 +184,8 @@ def _interval(iv) -> list[float] | None:
 
 
 def cell_result(record: CellRecord, folder: Path | None) -> dict[str, Any]:
-    """A finished cell as plain data: what ran, EM and contains (percent) with their
-    Wilson 95% intervals, F1 with the rule's interval from the per-query values
-    (:func:`madara_cli.core.stats.mean_interval`; none below its n), health and why, the
-    route of a ``madara`` cell, the requests in parts that add up (:func:`request_counts`),
-    wall and engine seconds, key and folder (None: F1 without its interval)."""
+    """A finished cell as plain data: EM and contains (percent) with Wilson intervals, F1 with
+    :func:`~madara_cli.core.stats.mean_interval`'s (``folder`` None: none), health, route, requests, seconds."""
     from madara_cli.results.record_files import read_predictions
 
     try:
@@ -231,8 +207,7 @@ def cell_result(record: CellRecord, folder: Path | None) -> dict[str, Any]:
 
 
 def probe_result(probe: Any) -> dict[str, Any]:
-    """An RSC probe as plain data, shaped as :func:`cell_result` (strategy ``rsc-probe``;
-    EM is its No-Filter EM on the calibration queries; no F1, contains or health)."""
+    """An RSC probe shaped as :func:`cell_result` (strategy ``rsc-probe``, EM its calibration NF EM)."""
     timing = probe.timing or {}
     wall = (probe.provenance or {}).get("seconds", timing.get("wall_seconds"))
     return {
@@ -246,10 +221,8 @@ def probe_result(probe: Any) -> dict[str, Any]:
 
 
 def cells_table(rows: list[dict], status: list[str] | None = None, title: str | None = None) -> Any:
-    """A rich Table, the leaderboard of ``rows`` (:func:`cell_result`): one
-    line each within 100 columns; ``status`` (the run table's: ran, done earlier, ...)
-    takes the health column's place, and F1 is shown without its interval there."""
-
+    """A rich leaderboard of :func:`cell_result` rows within 100 columns; ``status`` (the run
+    table's) replaces the health column, and F1 its interval."""
     from rich.table import Table
 
     def interval(value, ci) -> str:

@@ -1,26 +1,15 @@
 """Experiment tracking (``logger=mlflow`` / ``logger=wandb``, extra ``tracking``).
 
-Each finished cell and probe becomes one run: its settings as parameters, every number
-it records (metrics, accounting by stage, timing, the strategy's report sections) as
-metrics, its identity as tags, and its folder as artifacts. The results folder stays
-the record; a tracker is a view of it, so:
+Each finished cell and probe is one run: settings as parameters, every number it records
+as metrics, identity as tags, its folder as artifacts. The results folder stays the record:
+a run is looked up by key before one is logged (a rerun logs nothing new; a cell finished
+before tracking was on is logged when read back), ``force=true`` replaces its run, and
+``logger`` is in no key. MLflow writes to ``results/mlruns`` unless ``logger.uri`` names a
+store; W&B runs offline under ``results/wandb/`` (``wandb sync`` uploads later).
 
-* a run is looked up by the cell's (or probe's) key before one is logged: rerunning a
-  finished cell, or a grid, logs nothing new, and a cell finished before tracking was
-  turned on is logged the first time it is read back;
-* ``force=true`` recomputes a cell, and its run is replaced rather than doubled;
-* tracking is not part of any key (``logger`` is not a semantic group).
-
-MLflow writes to a local file store (``results/mlruns``, no server) unless
-``logger.uri`` names another store; W&B runs in offline mode under ``results/wandb/``
-(``wandb sync`` uploads them later).
-
-:func:`preflight` checks what a tracker needs (its package, a writable store, a server
-that answers within :data:`SERVER_TIMEOUT_S`) before the first cell runs and before any
-engine starts, so a tracker that cannot be used is one line at the start, not after
-an hour of work. Runs are looked up by key in a map of the experiment's runs read once
-per tracker, never through a filter string with the key pasted in (a ``'`` in a value
-broke MLflow's filter parser).
+:func:`preflight` checks each tracker before any engine starts, so an unusable one is one
+line at the start, not after an hour. Runs are found in a key map read once per tracker,
+never through a filter string (a ``'`` in a value broke MLflow's filter parser).
 """
 
 from __future__ import annotations
@@ -48,8 +37,7 @@ _NOT_MEASURED = ("cell", "settings", "provenance", "schema_version", "path")
 
 
 def flat_numbers(record: Mapping[str, Any]) -> dict[str, float]:
-    """Every finite number of a record, by dotted name (``accounting.by_stage.generate.calls_issued``);
-    lists (per-query values) are left to the artifacts."""
+    """Every finite number of a record by dotted name; lists are left to the artifacts."""
     import math
 
     out: dict[str, float] = {}
@@ -101,8 +89,7 @@ def cell_run(folder: Path, record: Any) -> Run:
 
 
 def probe_run(folder: Path, record: Any, cfg: Any) -> Run:
-    """A finished probe (:class:`~madara_cli.results.outputs.ProbeRecord`) as a run; its
-    parameters are the probed configuration (model, engine, benchmark, retrieval, RSC)."""
+    """A finished probe (:class:`~madara_cli.results.outputs.ProbeRecord`) as a run, the probed configuration its parameters."""
     from madara_cli.config import to_plain
 
     plain = to_plain(cfg)
@@ -153,8 +140,7 @@ class MLflowTracker:
                 raise TrackingError(f"cannot use the MLflow store {uri}: {' '.join(str(e).split())[:300]}") from None
 
     def _by_key(self) -> dict[str, list[Any]]:
-        """key -> runs of this experiment, read once (page by page); kept up to date by
-        :meth:`log`. No value is ever pasted into a filter string."""
+        """key -> runs of this experiment, read once page by page and kept up to date by :meth:`log`."""
         if getattr(self, "_runs", None) is None:
             runs: dict[str, list[Any]] = {}
             token = None
@@ -262,8 +248,7 @@ def tracker(cfg: Any):
     if name == "mlflow":
         uri = _store_uri(cfg)
         if uri.startswith("file:"):
-            # MLflow 3 keeps the file store in maintenance mode behind this switch; it
-            # is the one store that needs neither a server nor a database package.
+            # MLflow 3 hides the file store (no server, no database package) behind this switch.
             os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
         return MLflowTracker(uri, str(lg.experiment), bool(lg.artifacts))
     if name == "wandb":
@@ -279,9 +264,7 @@ def _store_uri(cfg: Any) -> str:
 
 
 def _writable(folder: Path, what: str) -> None:
-    """``folder``, or the nearest folder above it that exists (the tracker makes the
-    rest), takes a new file; else one TrackingError. Nothing is left behind: a run that
-    then fails before its first cell leaves the results folder as it found it."""
+    """``folder``, or its nearest existing parent, takes a new file (left behind: nothing); else one TrackingError."""
     at = folder.resolve()
     while not at.exists() and at != at.parent:
         at = at.parent
@@ -321,9 +304,8 @@ def _need(package: str, logger: str, install: str) -> None:
 
 
 def preflight(cfgs: Any) -> None:
-    """Check every tracker the configs name before any cell runs: its package, its store
-    (a writable folder) and its server (reachable within a few seconds, then opened).
-    One :class:`TrackingError` line for the first that cannot be used."""
+    """Check every tracker the configs name before any cell runs (package, writable store, server
+    reachable then opened): one TrackingError line for the first that cannot be used."""
     for cfg in cfgs:
         lg = cfg.get("logger") if hasattr(cfg, "get") else None
         name = str(lg.name) if lg is not None else "none"
@@ -348,8 +330,7 @@ _TRACKERS: dict[str, Any] = {}
 
 
 def _cached_tracker(cfg: Any):
-    """One tracker per setting for a whole grid (an MLflow client per cell would
-    re-read the store each time)."""
+    """One tracker per setting for a whole grid (a client per cell would re-read the store each time)."""
     from madara_cli.config import to_plain
 
     ident = json.dumps([to_plain(cfg.logger), str(cfg.results_dir)], sort_keys=True, default=str)
@@ -359,9 +340,8 @@ def _cached_tracker(cfg: Any):
 
 
 def track(cfg: Any, run_of: Any, replace: bool = False) -> bool:
-    """Log one finished cell or probe to the tracker ``cfg.logger`` names; ``run_of`` is a
-    :class:`Run` or a callable making one (only called when tracking is on). Returns
-    whether a run was written (False: tracking off, or the run is there already)."""
+    """Log a finished cell or probe (``run_of``: a :class:`Run`, or a callable called only when
+    tracking is on); whether a run was written (False: tracking off, or logged already)."""
     if cfg.get("logger") is None or str(cfg.logger.name) == "none":
         return False
     t = _cached_tracker(cfg)

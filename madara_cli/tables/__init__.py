@@ -1,11 +1,6 @@
-"""Paper tables from results on disk: builders, renderers, Figure 2 and cell comparison.
-
-Layout: ``lookup`` (the results on disk), ``pairs`` (formatting), ``catalog`` (the
-``@table(name, title, grid)`` decorator each builder is declared with), ``builders/``
-(one function per table, by topic, and ``TABLES``: name → table, in writing order),
-``render`` (Markdown, LaTeX, CSV), ``figure`` (Figure 2), ``compare``; the paper's own numbers are :mod:`madara_cli.paper`.
-
-Public entry points (the CLI verbs call these):
+"""Paper tables from results on disk: ``lookup``, ``pairs`` (formatting), ``declare`` (``@table``),
+``builders/`` (``TABLES``), ``render``, ``figure``, ``plots``, ``report``, ``compare``; the
+paper's own numbers are :mod:`madara_cli.paper`. Entry points (the CLI verbs call these):
 
 - ``write_tables(results_dir, out_dir, only=None, formats=("md", "tex", "csv"))`` — ``madara tables``
 - ``compare_cells(dir_a, dir_b, n_resamples=10_000, seed=0)`` / ``format_comparison`` — ``madara compare``

@@ -1,10 +1,6 @@
-"""Paired comparison of two finished cells: McNemar on discordant pairs and a paired bootstrap.
-
-The paper compares methods query by query (Appendix G.3: McNemar's test on the
-discordant pairs b, c; Table 6: a paired bootstrap over queries). ``compare_cells``
-does both for any two result folders, pairing on the example ids they share, and
-refuses pairs that are not pairs: cells of different benchmarks or questions, or a
-cell holding one id twice.
+"""Paired comparison of two finished cells on their shared ids, as the paper compares methods:
+McNemar on the discordant pairs (Appendix G.3) and a paired bootstrap (Table 6). Cells of
+different benchmarks or questions, or with an id twice, are refused: they are not pairs.
 """
 
 from __future__ import annotations
@@ -19,9 +15,8 @@ from madara_cli.results.health import MARK
 from madara_cli.results.record_files import METRICS_FILE, PREDICTIONS, read_cell, read_predictions
 
 
-def paired_outcomes(
-    preds_a: tuple[dict[str, Any], ...], preds_b: tuple[dict[str, Any], ...], metric: str = "em"
-) -> tuple[list[str], np.ndarray, np.ndarray]:
+def paired_outcomes(preds_a: tuple[dict[str, Any], ...], preds_b: tuple[dict[str, Any], ...],
+                    metric: str = "em") -> tuple[list[str], np.ndarray, np.ndarray]:
     """Shared ids (in A's order) and the two metric vectors aligned on them."""
     by_id_b = {str(p["id"]): p for p in preds_b}
     ids = [str(p["id"]) for p in preds_a if str(p["id"]) in by_id_b]
@@ -31,15 +26,13 @@ def paired_outcomes(
     return ids, a, b
 
 
-# Below this many pairs a percentile interval from resampling says more about the
-# resampler than about the methods; the exact McNemar test and Newcombe's paired score
-# interval (the small-n rule of madara_cli.core.stats) are valid at any n.
+# Below this many pairs a percentile interval says more about the resampler than the methods;
+# exact McNemar and Newcombe's paired interval (madara_cli.core.stats) hold at any n.
 MIN_PAIRS_FOR_CI = stats.MIN_N_FOR_BOOTSTRAP
 
 
 def _rows_by_id(preds: tuple[dict[str, Any], ...], folder: Path, metric: str) -> dict[str, dict[str, Any]]:
-    """A cell's rows by example id; ValueError for a row without an id or a usable
-    outcome, or an id that occurs twice (pairing would silently keep one copy)."""
+    """A cell's rows by id; ValueError for a row without an id or outcome, or an id twice (pairing would keep one)."""
     where = Path(folder) / PREDICTIONS
     by_id: dict[str, dict[str, Any]] = {}
     dups: list[str] = []
@@ -83,9 +76,8 @@ def _same_data(dir_a: Path, dir_b: Path, ids: list[str], rows_a: dict, rows_b: d
 
 
 def no_ci_reason(diff: np.ndarray, min_pairs: int = MIN_PAIRS_FOR_CI) -> str | None:
-    """Why a paired bootstrap CI would mislead here, or None when it is shown: fewer
-    than ``min_pairs`` pairs, or every pair differing by the same amount (each resample
-    then has the same mean: a zero-width interval and p = 0 whatever n is)."""
+    """Why a paired bootstrap CI would mislead (None: it is shown): under ``min_pairs`` pairs, or every
+    pair differing alike (each resample has the same mean: zero width and p = 0 at any n)."""
     if diff.size < min_pairs:
         return (f"n = {diff.size} pairs is below {min_pairs}, too few for a percentile interval (--min-pairs); "
                 "read the exact McNemar p")
@@ -102,20 +94,13 @@ GRADED_RIGHT = 0.5
 
 def compare_cells(dir_a: Path, dir_b: Path, n_resamples: int = 10_000, seed: int = 0, min_pairs: int = MIN_PAIRS_FOR_CI,
                   metric: str = "em") -> dict[str, Any]:
-    """Compare cell A against cell B on their shared example ids, on ``metric`` (em,
-    em_strict, f1 or contains: the per-query values in predictions.jsonl). The result's
-    keys name the metric (``em_a``, ``f1_a``, ...) and ``metric`` says which it is;
-    for F1, McNemar's b and c count queries with F1 above :data:`GRADED_RIGHT`.
+    """Compare cell A against cell B on their shared ids by ``metric`` (:data:`COMPARE_METRICS`; keys
+    named after it, ``em_a``, ``f1_a``; for F1, b and c count F1 above :data:`GRADED_RIGHT`).
 
-    Returns n, EM of each (fractions) with its 95% interval and Δ with its paired 95%
-    interval (the small-n rule of :mod:`madara_cli.core.stats`: Wilson and Newcombe's paired
-    score interval for EM, valid at any n), the discordant counts b (A right, B wrong) and c
-    (A wrong, B right), McNemar p-values (exact binomial and χ² with continuity
-    correction) and a seeded paired bootstrap of mean EM(A) − EM(B) with its 95% CI and
-    two-sided p; when the bootstrap would be degenerate (:func:`no_ci_reason`) the CI
-    and its p are None and ``no_ci_reason`` says why. Raises ValueError when a folder
-    has no predictions or is not a finished cell, an id occurs twice, no ids are
-    shared, or the cells ran on different benchmarks or questions.
+    Each side's mean with its 95% interval and Δ with its paired one (:mod:`madara_cli.core.stats`'
+    small-n rule), b (A right, B wrong) and c, McNemar p (exact, χ² cc), and a seeded paired
+    bootstrap CI and p (None where :func:`no_ci_reason` says why). ValueError for a folder that
+    is no finished cell, an id twice, no shared id, or different benchmarks or questions.
     """
     if metric not in COMPARE_METRICS:
         raise ValueError(f"unknown metric '{metric}'; valid: {', '.join(COMPARE_METRICS)}")
@@ -133,30 +118,14 @@ def compare_cells(dir_a: Path, dir_b: Path, n_resamples: int = 10_000, seed: int
     own_a, own_b = stats.mean_interval(em_a), stats.mean_interval(em_b)
     m = metric
     return {
-        "dir_a": str(dir_a),
-        "dir_b": str(dir_b),
-        "metric": m,
-        "n": len(ids),
-        "only_in_a": len(rows_a) - len(ids),
-        "only_in_b": len(rows_b) - len(ids),
-        f"{m}_a": float(em_a.mean()),
-        f"{m}_b": float(em_b.mean()),
-        "b": b,
-        "c": c,
-        "p_mcnemar_exact": stats.mcnemar(b, c, "exact"),
-        "p_mcnemar_chi2_cc": stats.mcnemar(b, c, "chi2-cc"),
-        f"{m}_a_ci": [own_a.low, own_a.high],
-        f"{m}_b_ci": [own_b.low, own_b.high],
+        "dir_a": str(dir_a), "dir_b": str(dir_b), "metric": m, "n": len(ids),
+        "only_in_a": len(rows_a) - len(ids), "only_in_b": len(rows_b) - len(ids), f"{m}_a": float(em_a.mean()), f"{m}_b": float(em_b.mean()),
+        "b": b, "c": c, "p_mcnemar_exact": stats.mcnemar(b, c, "exact"), "p_mcnemar_chi2_cc": stats.mcnemar(b, c, "chi2-cc"),
+        f"{m}_a_ci": [own_a.low, own_a.high], f"{m}_b_ci": [own_b.low, own_b.high],
         "interval_method": f"{own_a.method} (each cell), {diff.method} (Δ)",
-        "mean_diff": float((em_a - em_b).mean()),
-        "diff_ci_low": diff.low,
-        "diff_ci_high": diff.high,
-        "ci_low": None if boot is None else boot.ci_low,
-        "ci_high": None if boot is None else boot.ci_high,
-        "p_bootstrap": None if boot is None else boot.p_value,
-        "no_ci_reason": reason,
-        "n_resamples": n_resamples,
-        "seed": seed,
+        "mean_diff": float((em_a - em_b).mean()), "diff_ci_low": diff.low, "diff_ci_high": diff.high,
+        "ci_low": None if boot is None else boot.ci_low, "ci_high": None if boot is None else boot.ci_high,
+        "p_bootstrap": None if boot is None else boot.p_value, "no_ci_reason": reason, "n_resamples": n_resamples, "seed": seed,
         # what each side's numbers rest on (results/health.py): "" when not degraded
         "degraded_a": record_a.health.reason if record_a.health.degraded else "",
         "degraded_b": record_b.health.reason if record_b.health.degraded else "",

@@ -1,16 +1,10 @@
-"""How a paper table is declared: one :func:`table` decorator on its builder.
+"""How a paper table is declared: one :func:`table` decorator on ``body(res, grid) -> (rows, notes)``
+(rows: a dict per line, column label -> cell text).
 
-A builder is written as ``body(res, grid) -> (rows, notes)``: the loaded results, the
-grid whose cells it shows first, and it returns its rows (one dict per line, column
-label -> cell text) and footer notes. The decorator records the table's name, title and
-grids (:class:`Table`) and turns the body into the public builder,
-``table2(results_dir_or_results) -> DataFrame``: it loads the results when given a
-folder, and :func:`finish` attaches the title, grid and footer (how many cells have not
-run yet and which ``madara run --grid`` produces them).
-
-The lookup by short name, in the order ``madara tables`` writes them, is
-:data:`madara_cli.tables.builders.TABLES` (it imports every builder module, which this
-module must not).
+The decorator records a :class:`Table` and makes the public builder
+``table2(results_dir_or_results) -> DataFrame``, which loads a folder and lets :func:`finish`
+attach title, grid and footer. :data:`madara_cli.tables.builders.TABLES` looks them up by
+name (it imports every builder module, which this module must not).
 """
 
 from __future__ import annotations
@@ -35,8 +29,7 @@ Built = tuple[Rows, Sequence[str]]  # what a table's body returns: its rows and 
 
 @dataclass(frozen=True, kw_only=True)
 class Table:
-    """A paper table: its short name, title, the grid(s) whose cells fill it, and the
-    builder that makes it from a results folder (or loaded :class:`Results`)."""
+    """A paper table: name, title, the grid(s) whose cells fill it, and its builder."""
 
     name: str
     title: str
@@ -49,8 +42,7 @@ DECLARED: dict[str, Table] = {}  # every table declared so far, by name (in impo
 
 
 def table(name: str, title: str, grid: str, also: Sequence[str] = ()) -> Callable[[Body], Builder]:
-    """Declare the paper table ``name`` built by the decorated body (see the module
-    docstring); a second table of the same name is an error."""
+    """Declare the paper table ``name`` built by the decorated body; a second of the same name is an error."""
 
     def declare(body: Body) -> Builder:
         if name in DECLARED:
@@ -82,10 +74,8 @@ def _cell_name(cell) -> str:
 
 
 def rests_on_notes(picked: Sequence[Pick]) -> list[str]:
-    """What a table's numbers rest on, from the cells its lookups returned: the cells
-    that are degraded (their numbers carry :data:`~madara_cli.results.health.MARK`)
-    and, where several variants matched a table cell, which one was used and by what
-    rule (``madara_cli.results.stored.VARIANT_RULE``)."""
+    """What a table's numbers rest on: its degraded cells (marked :data:`MARK`), the variant used
+    where several matched and by what rule (:data:`VARIANT_RULE`), and replicate seeds set aside."""
     notes = []
     unique = list({id(p.cell): p for p in picked}.values())
     degraded = [p.cell for p in unique if p.cell.degraded]
@@ -116,15 +106,13 @@ def _value(cell) -> str:
 
 
 def unsettled_notes(unsettled: Sequence[Variants]) -> list[str]:
-    """One note per table cell that several variants could fill (shown ``(N variants)``):
-    the settings they differ in and, for each, the ``--prefer`` that picks it."""
+    """A note per table cell shown ``(N variants)``: what they differ in, and each one's ``--prefer``."""
     return [f"(variants) {u.line()}." for u in unsettled]
 
 
 def finish(rows: Rows, spec: Table, notes: Iterable[str] = ()) -> pd.DataFrame:
-    """A table's rows as a DataFrame whose ``attrs`` carry ``name``, ``title``, ``grid``
-    and ``notes``: the cells-read-as line, the builder's notes, the capability-floor note
-    when a row shows F1, and how many cells have not run yet with the grids that produce them."""
+    """A table's rows as a DataFrame, ``attrs`` carrying ``name``, ``title``, ``grid`` and ``notes`` (how to
+    read cells, the builder's, the floor note where F1 shows, the cells not run yet and their grids)."""
     df = pd.DataFrame(rows, dtype=object).fillna("")  # object: cells keep their Pair numbers
     missing = int(sum(str(v).startswith(MISSING) for v in df.to_numpy().ravel()))
     footer = ["Cells read ours / paper (Δ = ours − paper); — = not run yet; n/a = not printed in the paper."]

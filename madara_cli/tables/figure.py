@@ -1,13 +1,7 @@
-"""The probes' figures: Figure 2 (per-query Spearman ρ distributions, one violin per model
-and perturbation level, for every benchmark that has probes; the paper draws it for
-CONFLICTS) and ``rsc_trend`` (ρ̂1..3 of every probe, one line per model).
-
-Reads ``per_query.values`` (three lists of per-query ρ, one per level) from each probe's
-record (paper Appendix F.2). Violins are green for quality-ordered probes (ρ* = −1.0)
-and rose otherwise (the paper's green and red, in colours no strategy has:
-:mod:`madara_cli.tables.palette`), with the mean written under each violin. Also what
-every madara figure shares: the :class:`Figure` record, the matplotlib loader, the text
-sizes, a grid of panels, the placement of point labels and the writer of PNG/PDF/SVG files.
+"""The probes' figures: Figure 2 (per-query ρ violins per model and level from ``per_query.values``,
+F.2; green for quality-ordered, rose otherwise) for every probed benchmark, and ``rsc_trend``.
+Also what every figure shares: :class:`Figure`, the matplotlib loader, text sizes, panel grids,
+label placement and the PNG/PDF/SVG writer.
 """
 
 from __future__ import annotations
@@ -32,9 +26,7 @@ NO_MATPLOTLIB = "it needs matplotlib (pip install 'madara[plots]')"
 
 @dataclass(frozen=True)
 class Figure:
-    """One drawn figure: its file stem, a short title, the caption that says what it
-    shows and how to read it, the matplotlib figure, the strategies it colours (each in
-    its one colour) and the metric it shows."""
+    """One drawn figure: file stem, short title, the caption saying how to read it, the strategies it colours."""
 
     stem: str
     title: str
@@ -62,15 +54,13 @@ def check_formats(formats: Iterable[str]) -> tuple[str, ...]:
     return formats
 
 
-# Figures ready for a paper: TrueType (Type 42) fonts in PDF/PS, which journals accept and
-# which stay editable, instead of matplotlib's default Type 3; PNGs at print resolution.
+# TrueType (Type 42) fonts in PDF/PS, which journals accept and stay editable (not Type 3); PNGs at print resolution.
 PAPER_RC = {"pdf.fonttype": 42, "ps.fonttype": 42}
 PNG_DPI = 300
 
 
 def pyplot():
-    """matplotlib.pyplot on the file-only Agg backend with :data:`PAPER_RC` set, or None
-    when matplotlib is not installed."""
+    """matplotlib.pyplot on the Agg backend with :data:`PAPER_RC`, or None without matplotlib."""
     try:
         import matplotlib
 
@@ -127,8 +117,7 @@ def probed_benchmarks(results: Results) -> list[str]:
 
 
 def figure2_panels(results: Results, benchmark: str) -> list[tuple[Any, list[np.ndarray]]]:
-    """(probe, three arrays of finite per-query ρ) for each model probed on ``benchmark``
-    whose record has per-query values at all three levels."""
+    """(probe, three arrays of finite per-query ρ) per model probed on ``benchmark`` with values at all three levels."""
     order = {m: i for i, m in enumerate(pv.MODEL_LABELS)}
     models = sorted({p.model for p in results.probes if p.benchmark == benchmark}, key=lambda m: (order.get(m, len(order)), m))
     panels = []
@@ -197,10 +186,8 @@ def figure2_figures(source: Path | str | Results) -> tuple[list[Figure], list[st
 
 def write_figure2(results_dir: Path | str, out_dir: Path | None = None, formats: Sequence[str] = ("png",),
                   note_no_probe: bool = True) -> FigureSet:
-    """Figure 2 for every probed benchmark into ``out_dir`` (default ``results_dir/figures``):
-    ``figure2.png`` for CONFLICTS, ``figure2-<benchmark>.png`` for the others.
-    ``note_no_probe=False`` leaves out the note for a folder without probes (``madara
-    tables`` on strategy cells alone has nothing to say about Figure 2)."""
+    """Figure 2 for every probed benchmark into ``out_dir`` (default ``results_dir/figures``);
+    ``note_no_probe=False``: no note for a folder without probes (``madara tables`` on cells alone)."""
     formats = check_formats(formats)
     results = _results(results_dir)
     figures, notes = figure2_figures(results)
@@ -212,8 +199,7 @@ def write_figure2(results_dir: Path | str, out_dir: Path | None = None, formats:
 
 
 def figure2(results_dir: Path, out_dir: Path | None = None, benchmark: str = "conflicts") -> Path | None:
-    """Draw Figure 2 for one benchmark to ``out_dir/<figure2_stem>.png`` (default
-    ``results_dir/figures``); None when no probe on it has per-query values (or without matplotlib)."""
+    """Figure 2 for one benchmark to ``out_dir/<figure2_stem>.png``; None without per-query values or matplotlib."""
     results = _results(results_dir)
     panels = figure2_panels(results, benchmark)
     if not panels:
@@ -234,10 +220,8 @@ _SPOTS = ((7, 4, "left"), (7, -12, "left"), (-7, 4, "right"), (-7, -12, "right")
 
 def place_labels(ax, items: Sequence[tuple[float, float, str]], fontsize: float, avoid: Sequence[tuple[float, float]] = (),
                  taken: list | None = None, **text_kw) -> list:
-    """Name each point (x, y, text) beside it where the name overlaps no name placed
-    before (these and ``taken``'s, which it extends and returns), no point in ``avoid``
-    and stays inside the axes; when every place collides, the one that collides least.
-    Call after the axes' limits are set."""
+    """Name each point (x, y, text) where it overlaps no name placed before (``taken``, extended and
+    returned) nor point in ``avoid``, inside the axes, else where it collides least. Call after the limits are set."""
     fig = ax.figure
     fig.canvas.draw()  # the transforms below need the final layout of this axes
     to_px = ax.transData.transform
@@ -284,8 +268,7 @@ def _grid(plt, n: int, width: float, height: float):
     return fig, flat[:n]
 
 
-# Text sizes (points) of every figure: read at the page's scale (about 1.15 CSS px per
-# point on the report), none is below 8.
+# Text sizes (points) of every figure: about 1.15 CSS px per point on the report, none below 8.
 TITLE, LABEL, TICK, NOTE = 11, 9, 8, 8
 
 

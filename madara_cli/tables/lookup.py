@@ -1,21 +1,12 @@
-"""The results index the tables read: finished cells and probes found on disk.
-
-The index itself lives in the results package (:func:`madara_cli.results.stored.load_results`),
-which reads every results file: a :class:`Results` of :class:`StoredCell` (a cell's
-:class:`~madara_cli.results.outputs.CellRecord`, its folder, and which metric ``em``
-holds) and probe records (:class:`~madara_cli.results.outputs.ProbeRecord`, typed:
-``probe.rsc_class``, ``probe.rho_at(0)``, ``probe.degenerate.mean_score``).
-:meth:`Results.find` picks the cell a table shows for a (model, benchmark, strategy) in
-any grid folder by a rule it states (``VARIANT_RULE``: the table's own grid, then
-``--prefer``; variants it cannot tell apart raise :class:`AmbiguousVariant`; then full
-runs over ``limit``-ed ones, then the largest n). This module adds the retriever families the tables group cells by.
-Nothing here formats or computes a table value, and nothing is re-run.
+"""The results index the tables read (it lives in :mod:`madara_cli.results.stored`, which
+:meth:`Results.find` and ``VARIANT_RULE`` with it), plus the retriever families tables group cells by.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from madara_cli import paper as pv
 from madara_cli.results.record_files import PROBE_FILE, PROBES_GRID
 from madara_cli.results.stored import (
     BINARY_METRICS,
@@ -34,12 +25,18 @@ from madara_cli.results.stored import (
 
 __all__ = [
     "BINARY_METRICS", "PROBE_FILE", "PROBES_GRID", "TABLE_METRICS", "VARIANT_RULE", "AmbiguousVariant", "Pick", "Results", "StoredCell", "StoredProbe", "Support",
-    "hop_count", "load_results", "support_in_topk", "_results", "SPARSE", "DENSE", "RERANK",
+    "hop_count", "load_results", "support_in_topk", "_results", "probed_pairs", "SPARSE", "DENSE", "RERANK",
 ]
 
 SPARSE = ("bm25s", "pyserini")
 DENSE = ("dense",)
 RERANK = ("rerank",)
+
+
+def probed_pairs(results: Results) -> list[tuple[str, str]]:
+    """Every probed (model, benchmark), the paper's models first."""
+    order = {m: i for i, m in enumerate(pv.MODEL_LABELS)}
+    return sorted({(p.model, p.benchmark) for p in results.probes}, key=lambda mb: (order.get(mb[0], 99), mb[0], mb[1]))
 
 
 def _results(source: Path | str | Results) -> Results:

@@ -1,8 +1,5 @@
-"""Cell formatting: ``ours / paper (Δ)`` text that keeps its numbers.
-
-Value cells read ``ours / paper (Δ)`` with Δ = ours − paper; ``—`` marks a cell not run
-yet and ``n/a`` a value the paper does not print. :func:`madara_cli.tables.declare.finish`
-turns a builder's rows into the table's DataFrame and footer.
+"""Cell formatting: ``ours / paper (Δ)`` text (Δ = ours − paper) that keeps its numbers; ``—``
+marks a cell not run yet, ``n/a`` a value the paper does not print.
 """
 
 from __future__ import annotations
@@ -16,8 +13,7 @@ NOT_REPORTED = "n/a"
 
 
 def fmt(x: float | None, digits: int = 1, signed: bool = False) -> str:
-    """A number as a table prints it (``−`` for minus, ``—`` when absent), marked
-    :data:`~madara_cli.results.health.MARK` when it rests on a degraded cell."""
+    """A number as a table prints it (``−`` for minus, ``—`` when absent, :data:`MARK` when degraded)."""
     if isinstance(x, Several):
         return f"({x.variants} variants)"
     if x is None or (isinstance(x, float) and math.isnan(x)):
@@ -27,9 +23,7 @@ def fmt(x: float | None, digits: int = 1, signed: bool = False) -> str:
 
 
 class Measured(float):
-    """An EM of ours (in %) that knows how many queries it was measured on, the
-    cell's F1 and contains (fractions), and whether the cell is degraded (its scores
-    mostly imputed: printed with :data:`~madara_cli.results.health.MARK`)."""
+    """An EM of ours (%) that knows its n, the cell's F1 and contains (fractions) and whether it is degraded."""
 
     n: int | None
     f1: float | None
@@ -46,9 +40,8 @@ class Measured(float):
 
 
 class Several(float):
-    """A table value that several variants could give and no rule settles
-    (:class:`~madara_cli.results.stored.Unsettled`): no number (NaN), shown as
-    ``(N variants)``; what is computed from it (a Δ, a gain) is unsettled too."""
+    """An unsettled table value (:class:`~madara_cli.results.stored.Unsettled`): NaN shown as
+    ``(N variants)``; a Δ or gain computed from it is unsettled too."""
 
     variants: int
 
@@ -63,15 +56,13 @@ class Several(float):
     __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = __neg__ = __round__ = _same
 
 
-# Below this EM (%) exact match says little about a model (the routing's NF floor,
-# tau_NF = 30): our own rows without a paper value then show F1 and contains too.
+# Below this EM (%, the routing's tau_NF) exact match says little: rows without a paper value add F1 and contains.
 CAPABILITY_FLOOR = 30.0
 FLOOR_NOTE = f"Rows below the capability floor (EM < {CAPABILITY_FLOOR:.0f}%) without a paper value show F1 and contains (%) beside EM."
 
 
 class Pair(str):
-    """The text of an ``ours / paper (Δ)`` cell that keeps its numbers, so the tidy
-    long-format CSV (:func:`madara_cli.results.long_format.long_table`) never re-parses text."""
+    """An ``ours / paper (Δ)`` cell's text that keeps its numbers, so the long CSV never re-parses text."""
 
     ours: float | None
     paper: float | None
@@ -106,9 +97,8 @@ def pair(ours: float | None, paper: float | None, digits: int = 1, signed: bool 
 
 
 def setting(value: float, paper: float | None, digits: int = 1) -> str:
-    """A constant both sides set, not measured (Table 9's τ_static): its value once,
-    marked as a setting, never ``30.0 / 30.0 (+0.0)`` as if a measurement agreed. The
-    long CSV keeps the paper's value and no value of ours."""
+    """A constant both sides set (Table 9's τ_static): its value once, marked a setting, never
+    ``30.0 / 30.0 (+0.0)`` as if a measurement agreed; the long CSV keeps only the paper's."""
     same = paper is not None and round(value, digits) == round(paper, digits)
     text = f"{fmt(value, digits)} (setting)" if same else f"{fmt(value, digits)} (setting; paper {fmt(paper, digits)})"
     return Pair(text, None, paper)

@@ -1,14 +1,9 @@
-"""One colour per strategy, defined once: every figure of ``madara plot``, the report
-page's legend and its routing map read them here, so PDE is the same vermillion in
-the bars, the cost points and as a route on the map.
+"""One colour per strategy, defined once for every figure, the report's legend and its routing map.
 
-The eight Okabe-Ito colours (Okabe & Ito 2008, told apart under the common colour-vision
-deficiencies) go to the paper's routed treatments and the strategies a reader meets
-first; the other strategies take colours from Paul Tol's muted scheme, chosen for the
-same property. No two built-in strategies share a colour, so the hatch and marker are
-only needed for strategies of plug-ins, which take the leftover colours in turn.
-Colours here mean strategies and nothing else: the per-model lines of the ρ̂ figure are
-shades of grey, so a blue line is never read as SDA.
+The Okabe-Ito colours (told apart under the common colour-vision deficiencies) go to the
+routed treatments and the strategies a reader meets first, the rest to Paul Tol's muted
+scheme (same property); plug-ins take the spare colours, then hatches. Colours mean
+strategies only: the ρ̂ figure's model lines are greys, so a blue line never reads as SDA.
 """
 
 from __future__ import annotations
@@ -33,8 +28,7 @@ STRATEGY_COLOURS: dict[str, str] = {
 }
 # Strategies of plug-ins (not in the paper) cycle through these, then again with a hatch.
 SPARE_COLOURS = ("#AA4499", "#88CCEE", "#661100", "#F0E442", "#6699CC", "#AA7744")
-# Figure 2 colours its violins by RSC class, green and red as the paper does, in two
-# colours no strategy has (Tol's green and rose).
+# Figure 2's violins by RSC class, green and red as the paper's, in colours no strategy has.
 QUALITY_ORDERED, NOT_QUALITY_ORDERED = "#117733", "#CC6677"
 HATCHES = ("", "//", "..", "xx")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")
@@ -66,8 +60,7 @@ def strategy_style(strategy: str | None) -> tuple[str, str, str]:
 
 
 def model_shade(index: int, total: int) -> str:
-    """A grey for the ``index``-th of ``total`` model lines (black to mid grey): lines
-    per model must not borrow a strategy's colour."""
+    """A grey (black to mid grey) for the ``index``-th of ``total`` model lines: never a strategy's colour."""
     if total <= 1:
         return "#000000"
     level = int(0x99 * index / (total - 1))

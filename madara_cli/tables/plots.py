@@ -1,29 +1,11 @@
-"""The figures of a results folder (``madara plot`` and the report page).
+"""The figures of a results folder (``madara plot`` and the report page): ``em_by_strategy``
+(each model-task's score per strategy, and Δ vs NF on shared queries), ``cost_vs_em`` (LLM
+calls per query against the score, with the Pareto front), ``routing_map`` (the paper's ten
+pairs and ours at (NF EM, ρ̂1)), ``rsc_trend`` and Figure 2 (:mod:`madara_cli.tables.figure`).
 
-- ``em_by_strategy``: each model-task's score per strategy, n under each bar, whiskers
-  the cell's 95% interval; under it, Δ = strategy − NF on the queries both answered
-  with its paired 95% interval, ``*`` where that interval excludes 0. Both follow the
-  one small-n rule of :mod:`madara_cli.core.stats` (``mean_interval``, ``difference_interval``:
-  Wilson and Newcombe's paired score interval for EM, as ``madara compare``), so a
-  0/5 cell is drawn as [0, 43%], never as a certain 0.
-- ``cost_vs_em``: LLM calls per query (requests, cached or not, ÷ n: what the strategy
-  needs) against the score, one labelled point per strategy with its interval, the
-  Pareto front (fewest calls for the score) drawn as a step line through ringed points.
-- ``routing_map``: the paper's ten model-task pairs (Table 2, hollow and numbered) and
-  every probed pair of ours (filled, named) at (NF EM, ρ̂1) with the τ_NF and ρ̂1
-  thresholds, coloured by the route, marked by the RSC class.
-- ``rsc_trend``: ρ̂1..3 (shuffled, contradicted, random chain) of every probe, one line
-  per model with its bootstrap CIs, per benchmark; the legend gives ρ* and the class;
-  and Figure 2 for every probed benchmark (both drawn in :mod:`madara_cli.tables.figure`).
-
-When EM says nothing (every cell 0, as SmolLM2-135M's often are), the first two show
-F1, else contains, and their title and caption say so (:func:`shown_metric`). Each
-strategy has one colour (:mod:`madara_cli.tables.palette`) in every figure. Every
-figure has a short title; what it shows and how to read it is its caption (the report
-prints it under the figure).
-
-Everything is read from the results store; the numbers are the cells' own (the metric
-as the record holds it, the per-query outcomes for the CIs); nothing is re-run.
+Intervals follow :mod:`madara_cli.core.stats`' small-n rule, so a 0/5 cell is drawn as
+[0, 43%], never a certain 0. Where EM is 0 in every cell, F1 (else contains) stands in and
+title and caption say so (:func:`shown_metric`). Numbers are the cells' own; nothing is re-run.
 """
 
 from __future__ import annotations
@@ -58,15 +40,14 @@ from madara_cli.tables.figure import (
     save_figure,
     suptitle,
 )
-from madara_cli.tables.lookup import Results, StoredCell, _results
+from madara_cli.tables.lookup import Results, StoredCell, _results, probed_pairs
 from madara_cli.tables.palette import strategy_style
 
 N_RESAMPLES = 10_000
 SEED = 0
 _STRATEGY_ORDER = {s: i for i, s in enumerate(pv.STRATEGY_LABELS)}
 METRIC_NAMES = {"em": "EM", "em_strict": "EM (strict)", "f1": "F1", "contains": "contains"}
-# When the asked-for EM is 0 in every cell, the figures show these instead, first that
-# is not: F1 credits a partly right answer, contains a gold alias anywhere in it.
+# Stand-ins for an EM that is 0 everywhere: F1 credits a partly right answer, contains a gold alias anywhere.
 FALLBACKS = ("f1", "contains")
 
 
@@ -101,10 +82,6 @@ class ModelTask:
         head = f"{pv.MODEL_LABELS.get(self.model, self.model)} · {pv.BENCHMARK_LABELS.get(self.benchmark, self.benchmark)}"
         return head if self.retriever in ("bm25s", "pyserini") else f"{head} ({self.retriever})"
 
-    @property
-    def has_nf(self) -> bool:
-        return any(p.strategy == "nf" for p in self.points)
-
 
 def _outcomes(cell: StoredCell, metric: str) -> dict[str, float]:
     rows = cell.predictions() or ()
@@ -116,16 +93,9 @@ def _outcomes(cell: StoredCell, metric: str) -> dict[str, float]:
     return out
 
 
-def _own_ci(values: Sequence[float], n_resamples: int, seed: int) -> stats.Interval | None:
-    if not values:
-        return None
-    return stats.mean_interval(np.asarray(values), n_resamples=n_resamples, seed=seed)
-
-
 def model_tasks(source: Path | str | Results, metric: str = "em", n_resamples: int = N_RESAMPLES, seed: int = SEED) -> list[ModelTask]:
-    """Every (model, benchmark, retriever) with finished cells, one cell per strategy (the
-    one :meth:`Results.find` would pick: full runs over ``limit``-ed ones, then the
-    largest n, then seed 0), strategies in the paper's order."""
+    """Every (model, benchmark, retriever) with finished cells, one per strategy (full runs, then
+    the largest n, then seed 0), strategies in the paper's order."""
     results = _results(source)
     groups: dict[tuple[str, str, str], dict[str, StoredCell]] = {}
     for cell in results.cells:
@@ -147,7 +117,7 @@ def model_tasks(source: Path | str | Results, metric: str = "em", n_resamples: i
         for strategy in order:
             cell = cells[strategy]
             value = cell.record.metric(metric)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+            if not _finite(value):
                 continue
             mine = outcome[strategy]
             paired = None
@@ -156,7 +126,7 @@ def model_tasks(source: Path | str | Results, metric: str = "em", n_resamples: i
                 a = np.asarray([mine[i] for i in shared])
                 b = np.asarray([nf[i] for i in shared])
                 paired = stats.difference_interval(a, b, n_resamples=n_resamples, seed=seed)
-            ci = _own_ci(list(mine.values()), n_resamples, seed)
+            ci = stats.mean_interval(np.asarray(list(mine.values())), n_resamples=n_resamples, seed=seed) if mine else None
             points.append(StrategyPoint(strategy, float(value), cell.n, ci, paired, cell.calls_per_query(), cell.path, cell.degraded))
         if points:
             out.append(ModelTask(model, benchmark, retriever, tuple(points), differences([cells[s] for s in order])))
@@ -164,9 +134,7 @@ def model_tasks(source: Path | str | Results, metric: str = "em", n_resamples: i
 
 
 def differences(cells: Sequence[StoredCell]) -> str:
-    """What one panel's cells differ in besides their strategy (its own settings and
-    prompts), so bars that rest on different settings say so: ``retriever.k 5 (NF), 10
-    (3-Agent)``; empty when they differ in nothing else."""
+    """What a panel's cells differ in besides strategy and prompts (``retriever.k 5 (NF), 10 (3-Agent)``), else empty."""
     from madara_cli.results.stored import _text, distinguishing
 
     keys = [k for k in distinguishing(cells) if not k.startswith(("strategy.", "prompts"))]
@@ -181,8 +149,7 @@ def differences(cells: Sequence[StoredCell]) -> str:
 
 
 def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
-    """Indices of the points no other point dominates (cost no higher and EM no lower,
-    one of them strictly), ordered by cost: the cheapest way to each EM level."""
+    """Indices of the undominated (cost, EM) points by cost: the cheapest way to each EM level."""
     order = sorted(range(len(points)), key=lambda i: (points[i][0], -points[i][1]))
     front, best = [], -math.inf
     for i in order:
@@ -196,19 +163,17 @@ def metric_name(metric: str) -> str:
     return METRIC_NAMES.get(metric, metric)
 
 
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def _values(results: Results, metric: str) -> list[float]:
-    out = []
-    for cell in results.cells:
-        value = cell.record.metric(metric)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-            out.append(float(value))
-    return out
+    return [float(v) for v in (cell.record.metric(metric) for cell in results.cells) if _finite(v)]
 
 
 def shown_metric(source: Path | str | Results, metric: str = "em") -> tuple[str, str]:
-    """The metric the strategy figures show, and why when it is not ``metric``: an EM
-    that is 0 in every cell draws empty frames, so F1 (else contains) stands in, the
-    first of them some cell scores above 0. An asked-for F1 or contains is always kept."""
+    """The metric the strategy figures show and why when not ``metric``: an EM 0 in every cell draws
+    empty frames, so the first of :data:`FALLBACKS` some cell scores above 0 stands in."""
     results = _results(source)
     if metric not in ("em", "em_strict"):
         return metric, ""
@@ -223,10 +188,8 @@ def shown_metric(source: Path | str | Results, metric: str = "em") -> tuple[str,
 
 
 
-
 def draw_em_by_strategy(tasks: Sequence[ModelTask], metric: str = "em", forced=False):
-    """Per model-task: score bars with each cell's 95% interval above, Δ vs NF with its
-    paired 95% interval below, on the same strategies (the rule of :mod:`madara_cli.core.stats`)."""
+    """Per model-task: score bars with each cell's 95% interval above, Δ vs NF with its paired one below."""
     plt = pyplot()
     widest = max(len(t.points) for t in tasks)
     cols = min(3, len(tasks))
@@ -261,8 +224,7 @@ def draw_em_by_strategy(tasks: Sequence[ModelTask], metric: str = "em", forced=F
         if nf is not None:
             ax.axhline(100 * nf.em, color="#555555", lw=0.8, ls="--")
         low.axhline(0, color="#555555", lw=0.8, ls="--")
-        # Symmetric about 0 with room beyond the farthest point or whisker (and its *), so
-        # no marker sits on the frame.
+        # Symmetric about 0 with room beyond the farthest whisker and its *, so no marker sits on the frame.
         reach = [abs(100 * v) for p in task.points if p.paired is not None
                  for v in (p.paired.value, p.paired.low, p.paired.high) if v is not None]
         span = max([5.0, *reach]) * 1.25
@@ -390,8 +352,7 @@ def draw_cost_vs_em(tasks: Sequence[ModelTask], metric: str = "em", forced=False
     suptitle(fig, f"Cost vs {name}" + (" (EM is 0 everywhere)" if forced else ""), fontsize=TITLE)
     height = fig.get_size_inches()[1]
     fig.tight_layout(rect=(0, min(0.4, 0.28 * rows / height + 0.02), 1, 1))
-    # Each point is named beside it, once the layout is final; strategies on one spot
-    # share one label, so seven overlapping strategies read as one list.
+    # Names go on once the layout is final; strategies on one spot share one label.
     for ax, items in labels:
         place_labels(ax, items, NOTE, color="#222222", zorder=10)
     return fig
@@ -409,16 +370,14 @@ NO_RHO = -1.25  # where a pair without ρ̂1 (degenerate scores) sits: a grey st
 
 
 def paper_pairs() -> list[tuple[str, str, str, float, float, str]]:
-    """The paper's ten routed pairs (Table 2): (model, benchmark, class, NF EM %, ρ̂1, route)."""
+    """Table 2's ten routed pairs: (model, benchmark, class, NF EM %, ρ̂1, route)."""
     return [(m, b, *(pv.lookup(pv.TABLE2, m, b, c) for c in ("rsc_class", "nf", "rho1", "strategy"))) for m, b in pv.ROUTING_PAIRS]
 
 
 def draw_routing_map(probes: Sequence[Any], keyed: bool = True):
-    """The one routing map: the paper's ten pairs (hollow, numbered, keyed beside the
-    axes) and each probed pair of ours (filled, named) at (NF EM, ρ̂1) with the router's
-    thresholds; colour is the route (one colour per strategy), marker the RSC class.
-    Pairs without ρ̂1 sit on a grey strip inside the axes, under -1. Not ``keyed``: no
-    legend or key in the image (the report prints :func:`routing_key` as text under it)."""
+    """The paper's ten pairs (hollow, numbered) and ours (filled, named) at (NF EM, ρ̂1) with the
+    router's thresholds; colour the route, marker the RSC class. Not ``keyed``: no legend or key
+    in the image (the report prints :func:`routing_key` under it)."""
     plt = pyplot()
     fig = plt.figure(figsize=(8.8, 4.9) if keyed else (6.4, 4.9))
     ax = fig.add_axes((0.08, 0.12, 0.56, 0.76) if keyed else (0.11, 0.12, 0.86, 0.76))
@@ -478,8 +437,7 @@ _CLASS_SYMBOLS = {"quality-ordered": "○", "stochastic": "□", "degenerate": "
 
 
 def routing_key() -> tuple[str, ...]:
-    """The routing map's key as text (the report's, under the image): the markers of the
-    RSC classes, then the paper's numbered pairs with their routes."""
+    """The routing map's key as text: the RSC classes' markers, then the paper's numbered pairs and routes."""
     classes = "colour: the route (the strategies' legend above); marker: the RSC class, " + ", ".join(f"{_CLASS_SYMBOLS[k]} {pv.CLASS_LABELS.get(k, k)}" for k in _CLASS_MARKERS)
     pairs = [f"{i}. {pv.MODEL_LABELS.get(m, m)} · {pv.BENCHMARK_LABELS.get(b, b)} → {label(r)}"
              for i, (m, b, _, _, _, r) in enumerate(paper_pairs(), 1)]
@@ -493,10 +451,8 @@ ROUTING_CAPTION = ("Where each model-task pair sits against the router's thresho
 
 
 def build_figures(source: Path | str | Results, metric: str = "em", per_panel: bool = False) -> tuple[list[Figure], list[str]]:
-    """Every figure the results allow: ([:class:`Figure`], one note per figure skipped
-    and why). ``per_panel`` (the report page) draws one figure per model-task and per
-    benchmark instead of one with a panel each, so every figure fits a column of the
-    page at a readable size. The caller saves and closes the figures."""
+    """Every figure the results allow, and a note per one skipped; ``per_panel`` (the report) draws a
+    figure per model-task and benchmark, so each fits a page column. The caller saves and closes them."""
     results = _results(source)
     if pyplot() is None:
         return [], [f"figures skipped: {NO_MATPLOTLIB}"]
@@ -521,8 +477,7 @@ def build_figures(source: Path | str | Results, metric: str = "em", per_panel: b
     else:
         what = f"no finished cell in {results.root}" if not results.cells else f"no cell records {metric}"
         notes.append(f"EM-by-strategy and cost-vs-EM figures skipped: {what}")
-    order = {m: i for i, m in enumerate(pv.MODEL_LABELS)}
-    pairs = sorted({(p.model, p.benchmark) for p in results.probes}, key=lambda mb: (order.get(mb[0], 99), mb[0], mb[1]))
+    pairs = probed_pairs(results)
     routed = [p for p in (results.probe(m, b) for m, b in pairs) if isinstance(p.em_nf, (int, float)) and p.route]
     if not routed:
         notes.append("routing map: the paper's pairs only; " + ("no probe of ours records its NF EM and route" if results.probes
@@ -541,8 +496,7 @@ def build_figures(source: Path | str | Results, metric: str = "em", per_panel: b
 
 
 def write_plots(results_dir: Path | str, out_dir: Path | None = None, formats: Sequence[str] = ("png", "pdf"), metric: str = "em") -> FigureSet:
-    """Write every figure as ``out_dir/<stem>.<fmt>`` (default ``results_dir/figures``).
-    ValueError for an unknown format or metric, or when ``results_dir`` is not a folder."""
+    """Write every figure as ``out_dir/<stem>.<fmt>`` (default ``results_dir/figures``); ValueError for a bad format, metric or folder."""
     formats = check_formats(formats)
     from madara_cli.tables.lookup import TABLE_METRICS
 

@@ -1,9 +1,5 @@
-"""Render table DataFrames as Markdown, LaTeX and CSV, and write them all at once.
-
-A table here is a header row, string cells and a list of footnotes in ``df.attrs``;
-Markdown is rendered here, LaTeX through pandas' Styler (jinja2), and ``long`` is the
-tidy numeric CSV (``<table>.long.csv`` and all tables in ``all.long.csv``).
-"""
+"""Render tables (a header, string cells, footnotes in ``df.attrs``) as Markdown, LaTeX (pandas'
+Styler) and CSV, and ``long``, the tidy numeric CSV (``<table>.long.csv``, ``all.long.csv``)."""
 
 from __future__ import annotations
 
@@ -51,41 +47,13 @@ def to_markdown(df: pd.DataFrame) -> str:
 
 
 # Order matters: multi-character sequences before their parts, specials before unicode.
-_LATEX_SPECIAL = [
-    ("\\", r"\textbackslash{}"),
-    ("&", r"\&"),
-    ("%", r"\%"),
-    ("$", r"\$"),
-    ("#", r"\#"),
-    ("_", r"\_"),
-    ("{", r"\{"),
-    ("}", r"\}"),
-    ("~", r"\textasciitilde{}"),
-    ("^", r"\textasciicircum{}"),
-]
+_LATEX_SPECIAL = [("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("$", r"\$"), ("#", r"\#"), ("_", r"\_"), ("{", r"\{"),
+                  ("}", r"\}"), ("~", r"\textasciitilde{}"), ("^", r"\textasciicircum{}")]
 _LATEX_UNICODE = [
-    ("ρ̂", r"$\hat{\rho}$"),
-    ("ρ*", r"$\rho^*$"),
-    ("ρ", r"$\rho$"),
-    ("Δ", r"$\Delta$"),
-    ("τ", r"$\tau$"),
-    ("±", r"$\pm$"),
-    ("≈", r"$\approx$"),
-    ("×", r"$\times$"),
-    ("≥", r"$\geq$"),
-    ("≤", r"$\leq$"),
-    ("≠", r"$\neq$"),
-    ("→", r"$\rightarrow$"),
-    ("−", "-"),
-    ("—", "---"),
-    ("–", "--"),
-    ("†", r"$^\dagger$"),
-    ("‡", r"$^\ddagger$"),
-    ("◊", r"$^\diamond$"),
-    ("·", r"$\cdot$"),
-    ("χ²", r"$\chi^2$"),
-    ("÷", r"$\div$"),
-    ("²", r"$^2$"),
+    ("ρ̂", r"$\hat{\rho}$"), ("ρ*", r"$\rho^*$"), ("ρ", r"$\rho$"), ("Δ", r"$\Delta$"), ("τ", r"$\tau$"), ("±", r"$\pm$"),
+    ("≈", r"$\approx$"), ("×", r"$\times$"), ("≥", r"$\geq$"), ("≤", r"$\leq$"), ("≠", r"$\neq$"), ("→", r"$\rightarrow$"),
+    ("−", "-"), ("—", "---"), ("–", "--"), ("†", r"$^\dagger$"), ("‡", r"$^\ddagger$"), ("◊", r"$^\diamond$"), ("·", r"$\cdot$"),
+    ("χ²", r"$\chi^2$"), ("÷", r"$\div$"), ("²", r"$^2$"),
 ]
 
 
@@ -98,8 +66,7 @@ def _escape_plain(text: str) -> str:
 
 
 def latex_escape(text: str) -> str:
-    """Escape LaTeX specials, map the few Unicode symbols the tables use to math mode,
-    and set Markdown `code` spans in \\texttt."""
+    """Escape LaTeX specials, Unicode symbols to math mode, Markdown `code` spans in \\texttt."""
     parts = str(text).split("`")
     return "".join(
         rf"\texttt{{{_escape_plain(part)}}}" if i % 2 and i < len(parts) - 1 else _escape_plain(part) for i, part in enumerate(parts)
@@ -110,9 +77,8 @@ _TABLE_PREFIX = re.compile(r"^\s*(Table\s+([A-Za-z]?\d+[A-Za-z.\d]*|[A-Z](\.\d+)
 
 
 def latex_caption(title: str) -> str:
-    """A title as a LaTeX caption: ``\\caption`` prints its own "Table N:", so the paper's
-    number moves to the end ("PDE ablation (paper's Table 1)") instead of reading
-    "Table 3: Table 1: PDE ablation"."""
+    """A title as a LaTeX caption: ``\\caption`` prints its own "Table N:", so the paper's number
+    moves to the end ("PDE ablation (paper's Table 1)"), not "Table 3: Table 1: PDE ablation"."""
     m = _TABLE_PREFIX.match(title)
     if not m:
         return title
@@ -120,8 +86,7 @@ def latex_caption(title: str) -> str:
 
 
 def to_latex(df: pd.DataFrame) -> str:
-    """A ``table`` environment with a booktabs ``tabular`` (through pandas' Styler) and
-    the notes under it."""
+    """A ``table`` environment: a booktabs ``tabular`` (pandas' Styler), the notes under it."""
     body = df.copy()
     body.columns = [latex_escape(c) for c in df.columns]
     styler = body.style.hide(axis="index").format(lambda v: latex_escape("" if v is None else str(v)))
@@ -154,11 +119,8 @@ def _ids(labels: dict[str, str]) -> dict[str, str]:
 
 
 def tidy_long(long: pd.DataFrame, metric: str = "em") -> pd.DataFrame:
-    """Fill the id columns of a long table that the cells themselves did not carry (the
-    paper's values, rows of our own tables): ``model`` / ``benchmark`` from the row's
-    labels, ``strategy`` from a column named after one, ``metric`` (a × ratio is a
-    ``cost``; otherwise a strategy's column holds its ``metric``, in %; any other column
-    is its own measure, by its label)."""
+    """Fill the ids a long table's cells did not carry: ``model``/``benchmark`` from the row's labels,
+    ``strategy`` from its column, ``metric`` (× ratio: ``cost``; a strategy's column: ``metric`` in %; else the column)."""
     from madara_cli import paper as pv
 
     models, benchmarks = _ids(pv.MODEL_LABELS), _ids(pv.BENCHMARK_LABELS)
@@ -186,8 +148,7 @@ def tidy_long(long: pd.DataFrame, metric: str = "em") -> pd.DataFrame:
 
 
 def to_long_csv(df: pd.DataFrame, metric: str = "em") -> str:
-    """Tidy numeric CSV, one line per number: table, row, column, ours, paper, delta, n,
-    p, then the ids model, benchmark, strategy, metric and its unit."""
+    """Tidy numeric CSV, a line per number (:data:`LONG_COLUMNS`)."""
     return tidy_long(long_table(df), metric).to_csv(index=False)
 
 
@@ -196,16 +157,14 @@ SUFFIX = {"long": "long.csv"}
 
 
 def results_notes(results, metric: str) -> list[str]:
-    """Footnotes every table carries about what its numbers are: the metric shown and
-    how the evaluated sets relate to the calibration queries."""
+    """Every table's footnotes on its numbers: the variants chosen, the metric, the calibration split."""
     notes = []
     metric = metric_name(metric)
     if results.prefer:
         notes.append("Variants chosen by " + ", ".join(f"`--prefer {k}={v}`" for k, v in results.prefer)
                      + " where several matched a table cell (the table's own grid first).")
     if metric == "em":
-        # Two readings of the paper's EM exist (README, Choices and deviations), so
-        # every table says which one its numbers are.
+        # The paper's EM has two readings (README, Choices and deviations): say which.
         notes.append("Ours show EM as the authors' code computes it (SQuAD normalisation: lower-case, no punctuation, no articles); "
                      "Section 5.4's literal lower-case + whitespace match is `madara tables --metric em_strict`.")
     else:
@@ -221,24 +180,15 @@ def results_notes(results, metric: str) -> list[str]:
     return notes
 
 
-def write_tables(
-    results_dir: Path,
-    out_dir: Path,
-    only: Sequence[str] | None = None,
-    formats: Iterable[str] = FORMATS,
-    metric: str = "em",
-    routing_nf: str = "calibration",
-    prefer: Sequence[tuple[str, str]] = (),
-) -> list[Path]:
-    """Build the requested tables from ``results_dir`` and write ``out_dir/<table>.<fmt>``
-    (:func:`render_tables`); returns the written paths in order."""
+def write_tables(results_dir: Path, out_dir: Path, only: Sequence[str] | None = None, formats: Iterable[str] = FORMATS,
+                 metric: str = "em", routing_nf: str = "calibration", prefer: Sequence[tuple[str, str]] = ()) -> list[Path]:
+    """:func:`render_tables`' written paths, in order."""
     return render_tables(results_dir, out_dir, only, formats, metric, routing_nf, prefer).paths
 
 
 @dataclass(frozen=True)
 class WrittenTables:
-    """What :func:`render_tables` wrote, and every number of the tables in long form
-    (:func:`madara_cli.results.long_format.long_table`, ids filled), whatever the formats."""
+    """What :func:`render_tables` wrote, and every number of the tables in long form (ids filled), whatever the formats."""
 
     paths: list[Path]
     long: pd.DataFrame
@@ -246,27 +196,14 @@ class WrittenTables:
     unsettled: list = field(default_factory=list)  # Variants per table cell no rule settled (shown "(N variants)")
 
 
-def render_tables(
-    results_dir: Path,
-    out_dir: Path,
-    only: Sequence[str] | None = None,
-    formats: Iterable[str] = FORMATS,
-    metric: str = "em",
-    routing_nf: str = "calibration",
-    prefer: Sequence[tuple[str, str]] = (),
-    strict: bool = False,
-) -> WrittenTables:
-    """Build the requested tables from ``results_dir`` and write ``out_dir/<table>.<fmt>``.
+def render_tables(results_dir: Path, out_dir: Path, only: Sequence[str] | None = None, formats: Iterable[str] = FORMATS,
+                  metric: str = "em", routing_nf: str = "calibration", prefer: Sequence[tuple[str, str]] = (),
+                  strict: bool = False) -> WrittenTables:
+    """Build the requested tables (``only``: "table2", "2", "g1", ...) and write ``out_dir/<table>.<fmt>``.
 
-    ``only`` takes table names ("table2", "2", "g1", ...); an unknown name, format or
-    metric raises ValueError listing the valid ones. ``metric`` is what our cells show
-    (``em``, EM as the authors compute it, by default); ``routing_nf`` the NF EM
-    Tables 8, 9 and 19 route on (``calibration``: the probe's, as strategy=madara;
-    ``full``: the NF cell); ``prefer`` the ``--prefer`` settings that choose among
-    variants (:data:`~madara_cli.results.stored.VARIANT_RULE`); a table cell they do not
-    settle shows ``(N variants)`` and is listed in ``unsettled``, or with ``strict``
-    raises :class:`~madara_cli.results.stored.AmbiguousVariant` before anything is written
-    (every table is built before any is written).
+    ValueError lists the valid names, formats or metrics; ``metric``, ``routing_nf``, ``prefer``
+    and ``strict`` are :func:`load_results`'. An unsettled table cell shows ``(N variants)`` and
+    is listed in ``unsettled``; with ``strict``, AmbiguousVariant before anything is written.
     """
     formats = tuple(formats)
     bad = [f for f in formats if f not in RENDERERS]
@@ -312,9 +249,8 @@ def distinct_unsettled(per_table: Iterable[Iterable]) -> list:
 
 @dataclass(frozen=True)
 class Filled:
-    """How one paper table's cells of ours compare with the paper: how many numbers
-    of ours it holds, how many stand beside a paper value, and for those in percent the
-    mean Δ (ours − paper, pp) and the largest gap (its row and column)."""
+    """One paper table's numbers of ours, those beside a paper value, and for those in percent the
+    mean Δ (ours − paper, pp) and the largest gap."""
 
     table: str
     title: str

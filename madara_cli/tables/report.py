@@ -1,22 +1,10 @@
-"""``madara report``: one static HTML page that shows a results folder.
+"""``madara report``: ``results/report/index.html``, one static page that opens from disk and
+fetches nothing (PNG data URIs, inline style, no script): the Diagnose → Treat cards, the
+strategies' legend, the figures with captions, every probed pair's routing, the paper tables
+holding a value of ours (the rest folded) and each cell's provenance.
 
-``results/report/index.html`` holds, in one file that opens from disk with no server
-and fetches nothing (figures are PNG data URIs, the style sheet is inline, there is no
-script): first a Diagnose → Treat card per probed model-task pair
-(:mod:`madara_cli.tables.story`), then the strategies' one legend (each strategy has one
-colour, :mod:`madara_cli.tables.palette`, in every figure and on the page), the
-figures of :mod:`madara_cli.tables.plots` with their captions under them (the routing
-map among them: the one map, with the paper's ten pairs), the routing decision of every
-probed model-task pair with its diagnostics, the paper tables that hold a value of ours
-as their builders make them (ours beside the paper's values: the same cells as
-``madara tables``) and the others as one folded list, and each cell's provenance as the
-store records it.
-
-The page is the template ``templates/report.html.j2``, rendered by jinja2 with
-autoescape on: every string that comes from results (model names, answers, overrides,
-configs) is escaped by the template, so a results folder cannot inject markup. The
-only text marked safe is built here from escaped text (:func:`inline`) or is a figure's
-base64 PNG.
+``templates/report.html.j2`` renders with jinja2's autoescape, so a results folder cannot inject
+markup; only text built here from escaped text (:func:`inline`) or a figure's PNG is marked safe.
 """
 
 from __future__ import annotations
@@ -37,18 +25,16 @@ from madara_cli.results.health import MARK
 from madara_cli.results.record_files import read_config_text
 from madara_cli.tables.builders import TABLES
 from madara_cli.tables.figure import Figure, pyplot
-from madara_cli.tables.lookup import Results, load_results
+from madara_cli.tables.lookup import Results, load_results, probed_pairs
 from madara_cli.tables.palette import strategy_colour
 from madara_cli.tables.plots import build_figures, metric_name
-from madara_cli.tables.render import distinct_unsettled, results_notes
+from madara_cli.tables.render import _cells, distinct_unsettled, results_notes
 from madara_cli.tables.story import Card, below_floor_text, cards, health_text, paired_text, pct, rho_text
 
 REPORT_DIR = "report"
 REPORT_FILE = "index.html"
 TEMPLATE = "report.html.j2"
-# Figures are embedded at this resolution and shown at FIGURE_CSS_PX_PER_INCH, so the
-# PNG has two pixels per CSS pixel (sharp on high-density screens) and 8-point text
-# reads at about 11 CSS px, whatever the figure's size in inches.
+# Two PNG pixels per CSS pixel (sharp on dense screens); 8-point text reads at about 11 CSS px.
 FIGURE_DPI = 200
 FIGURE_CSS_PX_PER_INCH = 100
 
@@ -88,8 +74,7 @@ class TableView:
 
 
 def table_view(df: pd.DataFrame, name: str) -> TableView:
-    rows = [["" if v is None else str(v) for v in row] for row in df.itertuples(index=False, name=None)]
-    return TableView(name, inline(df.attrs.get("title") or name), [str(c) for c in df.columns], rows,
+    return TableView(name, inline(df.attrs.get("title") or name), [str(c) for c in df.columns], _cells(df),
                      [inline(n) for n in df.attrs.get("notes") or []])
 
 
@@ -112,9 +97,7 @@ def _rel(path: Path | None, root: Path) -> str:
 
 @dataclass
 class Plain:
-    """A plain table for the template: headers and string rows; ``strategies`` names
-    the columns whose value is a strategy (drawn with its colour swatch), with the
-    strategy of each row."""
+    """A plain table for the template; ``strategies``: the columns drawn with a strategy's swatch."""
 
     headers: list[str]
     rows: list[list[str]]
@@ -123,8 +106,7 @@ class Plain:
 
 def routing_view(results: Results) -> Plain | None:
     """The routing decision of every probed model-task pair with its diagnostics."""
-    order = {m: i for i, m in enumerate(pv.MODEL_LABELS)}
-    pairs = sorted({(p.model, p.benchmark) for p in results.probes}, key=lambda mb: (order.get(mb[0], 99), mb[0], mb[1]))
+    pairs = probed_pairs(results)
     if not pairs:
         return None
     rows, routes = [], []
@@ -190,8 +172,7 @@ def card_view(card: Card) -> CardView:
 
 
 def holds_ours(df: pd.DataFrame) -> bool:
-    """Whether a paper table shows any value of ours: a cell ``ours / paper`` whose ours
-    is not ``—`` (a table of only the paper's values is folded away on the page)."""
+    """Whether a paper table shows a value of ours (an ``ours / paper`` cell whose ours is not ``—``); else it is folded."""
     for row in df.itertuples(index=False, name=None):
         for v in row:
             if v is None:
@@ -313,8 +294,7 @@ def _environment():
 
 
 def render_report(results: Results, metric: str = "em") -> ReportResult:
-    """The page's ``html`` (``path`` not set yet), the number of figures and tables in it,
-    the skip notes and the table cells no rule settled."""
+    """The page's ``html`` (no ``path`` yet), its figure and table counts, skip notes and unsettled cells."""
     from madara_cli.results.provenance import madara_version
 
     figures, notes = build_figures(results, metric, per_panel=True)
@@ -383,11 +363,8 @@ table.stack td::before{content:attr(data-label);font-weight:600;color:var(--mute
 
 def write_report(results_dir: Path | str, out_dir: Path | None = None, metric: str = "em",
                  prefer: Sequence[tuple[str, str]] = (), strict: bool = False) -> ReportResult:
-    """Write ``out_dir/index.html`` (default ``results_dir/report``). ValueError for an
-    unknown metric, or when ``results_dir`` is not a folder;
-    with ``strict``, :class:`~madara_cli.results.stored.AmbiguousVariant` (nothing written)
-    when several variants could fill a table cell and ``prefer`` picks none (otherwise
-    the page counts such cells at the top and each table lists their candidates)."""
+    """Write ``out_dir/index.html`` (default ``results_dir/report``); ValueError for a bad metric or
+    folder; ``strict``: AmbiguousVariant, nothing written, where ``prefer`` settles no variant."""
     root = Path(results_dir)
     if not root.is_dir():
         raise ValueError(f"no results folder at {root} (run something first, or pass --results DIR)")

@@ -1,11 +1,7 @@
-"""What a results folder shows, told as Diagnose → Treat: one card per probed pair.
-
-A card holds, for one model × benchmark: the No-Filter EM (the NF cell's, and the
-probe's on its calibration queries), the RSC probe's ρ̂ values and class, the route
-with its reason (the router's own words, as the probe recorded them), and the routed
-treatment's EM beside NF with McNemar's exact test on the queries both cells answered
-(:func:`madara_cli.core.stats.mcnemar`). The report page puts the cards first, and
-``madara report`` prints them as lines; nothing here runs or re-routes anything.
+"""A results folder told as Diagnose → Treat, one card per probed model × benchmark: NF EM (the
+cell's and the probe's), the probe's ρ̂ and class, the route and the router's reason, and the
+routed EM beside NF with McNemar's exact test on their shared queries. The report page shows
+the cards first and ``madara report`` prints them as lines; nothing here runs or re-routes.
 """
 
 from __future__ import annotations
@@ -13,12 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from madara_cli import paper as pv
-from madara_cli.core import stats
 from madara_cli.results.health import MARK
 from madara_cli.results.outputs import ProbeRecord
-from madara_cli.tables.builders.common import madara_outcome
-from madara_cli.tables.compare import paired_outcomes
-from madara_cli.tables.lookup import Results, StoredCell
+from madara_cli.tables.builders.common import madara_outcome, paired_test
+from madara_cli.tables.lookup import Results, StoredCell, probed_pairs
 from madara_cli.tables.pairs import CAPABILITY_FLOOR
 
 
@@ -60,22 +54,13 @@ class Card:
 
 
 def _paired(routed: StoredCell | None, nf: StoredCell | None) -> Paired | None:
-    if routed is None or nf is None:
-        return None
-    pr, pn = routed.predictions(), nf.predictions()
-    if not pr or not pn:
-        return None
-    ids, a, b = paired_outcomes(pr, pn, routed.outcome_metric)
-    if not ids:
-        return None
-    bb, cc = stats.discordant(a > 0.5, b > 0.5)
-    return Paired(len(ids), bb, cc, stats.mcnemar(bb, cc, "exact"))
+    test = paired_test(routed, nf)
+    return None if test is None else Paired(*test)
 
 
 def cards(results: Results) -> list[Card]:
     """One card per probed model × benchmark, the paper's models first."""
-    order = {m: i for i, m in enumerate(pv.MODEL_LABELS)}
-    pairs = sorted({(p.model, p.benchmark) for p in results.probes}, key=lambda mb: (order.get(mb[0], 99), mb[0], mb[1]))
+    pairs = probed_pairs(results)
     out = []
     for model, benchmark in pairs:
         probe = results.probe(model, benchmark)
@@ -115,8 +100,7 @@ def diagnose_line(card: Card) -> str:
 
 
 def below_floor_text(card: Card) -> str:
-    """F1 and contains of the routed cell beside NF's, where an EM is under the
-    capability floor (as the tables show them there); else empty."""
+    """The routed cell's F1 and contains beside NF's where an EM is under the capability floor; else empty."""
     nf = card.nf
     if card.routed is None or nf is None or nf.em is None or card.routed_em is None:
         return ""
@@ -128,8 +112,7 @@ def below_floor_text(card: Card) -> str:
 
 
 def health_text(card: Card) -> str:
-    """The card's cells that are degraded (results/health.py: their scores mostly
-    imputed), each with the stage and cause; empty when none is."""
+    """The card's degraded cells (results/health.py), each with its stage and cause; else empty."""
     cells = (("routed", card.routed), ("NF", card.nf))
     return "; ".join(f"{what} cell degraded ({c.record.health.reason})" for what, c in cells if c is not None and c.degraded)
 
@@ -151,9 +134,8 @@ def treat_line(card: Card) -> str:
 
 
 def story_lines(results: Results, page: str, next_command: str | None = None, most: int = 3, results_arg: str | None = None) -> list[str]:
-    """What ``madara report`` prints after writing the page: per card (at most ``most``)
-    a Diagnose and a Treat line, then where to look and what to type next
-    (``results_arg``: the ``--results`` folder the user named, repeated in ``madara show``)."""
+    """``madara report``'s lines: Diagnose and Treat per card (at most ``most``), where to look, what next
+    (``results_arg``: the user's ``--results``, repeated in ``madara show``)."""
     found = cards(results)
     lines: list[str] = []
     for card in found[:most]:

@@ -1,20 +1,16 @@
-"""One function per paper table, grouped by topic, each declared with
-:func:`madara_cli.tables.declare.table` (its name, title and grids). Each takes a
-results folder (or an already loaded :class:`~madara_cli.tables.lookup.Results`) and
-returns a DataFrame of ``ours / paper (Δ)`` cells (see :mod:`madara_cli.tables.pairs`);
-nothing is re-run.
+"""One function per paper table, declared with :func:`madara_cli.tables.declare.table`: a results
+folder (or loaded Results) in, a DataFrame of ``ours / paper (Δ)`` cells out.
 
 - :mod:`.main`               Tables 1, 2, 5, 7, 9 — the paper's main-body EM tables
 - :mod:`.routing`            Tables 3, 8, 12, 19 — routing vs entropy, thresholds and the oracle
 - :mod:`.probe_diagnostics`  Tables 4, 10, 11, 13 — the RSC probe's diagnostics
-- :mod:`.significance`            Tables 14, 15, 16 — McNemar, model scales, dense retrieval
+- :mod:`.significance`       Tables 14, 15, 16 — McNemar, model scales, dense retrieval
 - :mod:`.musique`            Tables 6, 17 and Appendix J — multi-hop MuSiQue
 - :mod:`.cost`               Table 18 — cross-encoder reranking and LLM calls
 - :mod:`.appendix`           Table G.1, §4.1 polarization, Appendix B (ATF), Appendix H (floor)
 - :mod:`.common`             public helpers the builders share (labels, lookups, tests)
 
-This package is the lookup: :data:`TABLES` by short name, in the order ``madara tables``
-writes them; :func:`resolve_table_name`, :func:`build_table`.
+:data:`TABLES`: by short name, in the order ``madara tables`` writes them.
 """
 
 from __future__ import annotations
@@ -28,11 +24,7 @@ from madara_cli.tables.declare import DECLARED, Table
 from madara_cli.tables.lookup import Results
 
 # The order ``madara tables`` writes them in (and the report shows them in).
-ORDER = (
-    "table1", "table2", "table3", "table4", "table5", "table6", "table7", "table8", "table9", "table10",
-    "table11", "table12", "table13", "table14", "table15", "table16", "table17", "table18", "table19",
-    "table_g1", "table_polarization", "table_b_atf", "table_h_floor", "table_j_hops",
-)
+ORDER = (*(f"table{i}" for i in range(1, 20)), "table_g1", "table_polarization", "table_b_atf", "table_h_floor", "table_j_hops")
 
 if set(ORDER) != set(DECLARED):  # a table declared but not placed, or placed but never declared
     raise RuntimeError(f"tables declared but not in ORDER: {sorted(set(DECLARED) - set(ORDER))}; "

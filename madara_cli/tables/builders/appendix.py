@@ -73,15 +73,9 @@ def table_polarization(res: Results, grid: str) -> Built:
             rates.append(None if rate is None else marked(100.0 * rate, cell))
         drop = rates[0] - rates[1] if None not in rates else None
         printed_drop = paper[0] - paper[1] if None not in paper else None
-        rows.append(
-            {
-                "Model": model_label(model),
-                "Task": benchmark_label(benchmark),
-                "Extreme scores, base (%)": pair(rates[0], paper[0]),
-                "Extreme scores, CoT (%)": pair(rates[1], paper[1]),
-                "Drop (pp)": pair(drop, printed_drop),
-            }
-        )
+        rows.append({"Model": model_label(model), "Task": benchmark_label(benchmark),
+                     "Extreme scores, base (%)": pair(rates[0], paper[0]), "Extreme scores, CoT (%)": pair(rates[1], paper[1]),
+                     "Drop (pp)": pair(drop, printed_drop)})
     notes = [
         "Share of the 0-5 scorers' valid scores (Relevance Assessor, Consistency Verifier) equal to 0 or 5, from each cell's "
         "`assessment.by_agent`; the Conflict Detector's ±2 adjustments are not counted. Base = the 3-Agent cell, CoT = the cot cell. "
@@ -104,16 +98,11 @@ def table_b_atf(res: Results, grid: str) -> Built:
         # the most any query kept, which would call 4 "all" in a cell where none kept 5.
         caps = [int((p.get("extra") or {}).get("max_keep") or ATFConfig.top_k) for p in preds]
         keep_all = 100.0 * float(np.mean([k >= cap for k, cap in zip(kept, caps)])) if kept else None
-        rows.append(
-            {
-                "Model": model_label(model),
-                "Task": benchmark_label(benchmark),
-                "n": pair(float(len(kept)) if kept else None, paper.get("n"), digits=0),
-                "Keeps all top-5 (%)": pair(marked(keep_all, cell), paper.get("keep_all_pct")),
-                "Mean μ": pair(marked(float(np.mean(mus)), cell) if mus else None, paper.get("mu"), digits=2),
-                "Mean docs kept": pair(marked(float(np.mean(kept)), cell) if kept else None, paper.get("mean_kept")),
-            }
-        )
+        rows.append({"Model": model_label(model), "Task": benchmark_label(benchmark),
+                     "n": pair(float(len(kept)) if kept else None, paper.get("n"), digits=0),
+                     "Keeps all top-5 (%)": pair(marked(keep_all, cell), paper.get("keep_all_pct")),
+                     "Mean μ": pair(marked(float(np.mean(mus)), cell) if mus else None, paper.get("mu"), digits=2),
+                     "Mean docs kept": pair(marked(float(np.mean(kept)), cell) if kept else None, paper.get("mean_kept"))})
     notes = [
         "From the ATF cell's predictions: documents kept (doc_ids), and μ = mean of the weighted aggregate over the "
         "example's documents (`extra.mu`; the threshold μ − κσ is `extra.threshold`). \"Keeps all top-5\" = kept all k = "
@@ -129,15 +118,8 @@ def table_h_floor(res: Results, grid: str) -> Built:
     for model, benchmark in table_pairs(res, pv.CAPABILITY_FLOOR, ()):
         paper = pv.CAPABILITY_FLOOR[(model, benchmark)]
         nf, pde = our_em(res, model, benchmark, "nf", grid), our_em(res, model, benchmark, "pde", grid)
-        rows.append(
-            {
-                "Model": model_label(model),
-                "Task": benchmark_label(benchmark),
-                "NF": pair(nf, paper["nf"]),
-                "PDE": pair(pde, paper["pde"]),
-                "PDE − NF": pair(minus(pde, nf), paper["pde"] - paper["nf"], signed=True),
-            }
-        )
+        rows.append({"Model": model_label(model), "Task": benchmark_label(benchmark), "NF": pair(nf, paper["nf"]),
+                     "PDE": pair(pde, paper["pde"]), "PDE − NF": pair(minus(pde, nf), paper["pde"] - paper["nf"], signed=True)})
     notes = [
         "The paper reports these from 'preliminary tests' without naming the benchmark or the checkpoint; "
         "madara runs Llama-2-13b-chat on CONFLICTS (`madara run --grid floor`)."

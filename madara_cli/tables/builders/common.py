@@ -1,6 +1,5 @@
-"""What several builders share, public: the paper's labels for ids, the rows a table
-shows, our EM for a cell, the MADARA route and EM, the routing NF, McNemar tests with
-Holm stars, and a record value read as a number."""
+"""What several builders share: the paper's labels, a table's rows, our EM for a cell, the MADARA
+route and EM, the routing NF, McNemar tests with Holm stars, a record value as a number."""
 
 from __future__ import annotations
 
@@ -40,15 +39,12 @@ def class_label(c: str | None) -> str | None:
 
 
 def number(x: Any) -> float | None:
-    """A record value as a float, None when it is absent, not a number or NaN (the
-    records' own reading of a number)."""
+    """A record value as a float (None: absent, not a number or NaN), as the records read one."""
     return _num(x)
 
 
 def table_pairs(res: Results, paper_pairs: Iterable[tuple[str, str]], strategies: Iterable[str]) -> list[tuple[str, str]]:
-    """The paper's (model, benchmark) rows, then any other pair our results hold for
-    these strategies (the embedded model on the mini benchmark, a new model): ours
-    are shown beside "n/a" for the paper."""
+    """The paper's (model, benchmark) rows, then any other pair our results hold for these strategies (beside "n/a")."""
     rows = list(dict.fromkeys(paper_pairs))
     wanted = set(strategies)
     extra = sorted({(c.model, c.benchmark) for c in res.cells if c.strategy in wanted} - set(rows))
@@ -66,8 +62,7 @@ def our_em(res: Results, model: str, benchmark: str, strategy: str, grid: str | 
 
 
 def percent(cell: StoredCell | None) -> float | None:
-    """A cell's score in %, as a plain number (unlike :func:`our_em`, no F1 and contains
-    beside a low one), marked when the cell is degraded; :class:`Several` when unsettled."""
+    """A cell's score in % (unlike :func:`our_em`, no F1 and contains), marked when degraded, :class:`Several` when unsettled."""
     if isinstance(cell, Unsettled):
         return Several(cell.variants)
     if cell is None or cell.em is None:
@@ -76,8 +71,7 @@ def percent(cell: StoredCell | None) -> float | None:
 
 
 def marked(value: float | None, cell: StoredCell | None) -> float | None:
-    """``value`` read from ``cell``, carrying the degraded mark when the cell is degraded
-    (:class:`Several` when the cell is unsettled)."""
+    """``value`` read from ``cell``, marked when it is degraded (:class:`Several` when unsettled)."""
     if isinstance(cell, Unsettled):
         return Several(cell.variants)
     if value is None or cell is None or not cell.degraded:
@@ -86,8 +80,7 @@ def marked(value: float | None, cell: StoredCell | None) -> float | None:
 
 
 def minus(a: float | None, b: float | None) -> float | None:
-    """``a − b`` (a Δ, a gain), None when either is absent; unsettled when either is
-    :class:`Several`, marked degraded when either rests on a degraded cell."""
+    """``a − b`` (None when either is absent), unsettled or degraded when either is."""
     if a is None or b is None:
         return None
     if isinstance(a, Several) or isinstance(b, Several):
@@ -136,21 +129,24 @@ def madara_outcome(res: Results, model: str, benchmark: str, grid: str) -> tuple
     return route, None, None, ""
 
 
+def paired_test(method: StoredCell | None, base: StoredCell | None) -> tuple[int, int, int, float] | None:
+    """(shared queries, b, c, exact McNemar p) of a method cell against a base cell; None unless both predictions are on disk."""
+    if method is None or base is None:
+        return None
+    pm, pb = method.predictions(), base.predictions()
+    if not pm or not pb:
+        return None
+    ids, a, b = paired_outcomes(pm, pb, method.outcome_metric)
+    if not ids:
+        return None
+    bb, cc = stats.discordant(a > 0.5, b > 0.5)
+    return len(ids), bb, cc, stats.mcnemar(bb, cc, "exact")
+
+
 def mcnemar_pairs(cells: dict[Any, tuple[StoredCell | None, StoredCell | None]]) -> dict[Any, tuple[int, int, float]]:
     """(b, c, exact p) for each (method cell, base cell) pair whose predictions are both on disk."""
-    out: dict[Any, tuple[int, int, float]] = {}
-    for key, (method, base) in cells.items():
-        if method is None or base is None:
-            continue
-        pm, pb = method.predictions(), base.predictions()
-        if not pm or not pb:
-            continue
-        ids, a, b = paired_outcomes(pm, pb, method.outcome_metric)
-        if not ids:
-            continue
-        bb, cc = stats.discordant(a > 0.5, b > 0.5)
-        out[key] = (bb, cc, stats.mcnemar(bb, cc, "exact"))
-    return out
+    tests = {key: paired_test(method, base) for key, (method, base) in cells.items()}
+    return {key: test[1:] for key, test in tests.items() if test is not None}
 
 
 def holm_stars(tests: dict[Any, tuple[int, int, float]]) -> dict[Any, str]:
@@ -160,13 +156,8 @@ def holm_stars(tests: dict[Any, tuple[int, int, float]]) -> dict[Any, str]:
 
 
 def routing_nf(res: Results, model: str, benchmark: str, grid: str | None) -> tuple[float | None, str | None]:
-    """The NF EM (%) a routing table routes a pair on, and which source gave it.
-
-    ``res.routing_nf`` names the source (``madara tables --routing-nf``): ``calibration``
-    (the default) is the probe's NF over its calibration queries, what strategy=madara
-    routes on; ``full`` is the NF cell over the evaluated set. When the named source
-    has not run, the other one serves and is returned as the source, so the footnote
-    can say so."""
+    """The NF EM (%) a routing table routes a pair on and its source: ``res.routing_nf``'s
+    (``calibration``, the probe's, as strategy=madara; ``full``, the NF cell's), else the other, so the footnote says so."""
     full = our_em(res, model, benchmark, "nf", grid)
     probe = res.probe(model, benchmark)
     em_nf = None if probe is None or probe.em_nf is None else float(probe.em_nf)

@@ -94,14 +94,7 @@ def table2(res: Results, grid: str) -> Built:
             ours_cols.setdefault((benchmark, column), []).append(value)
     for benchmark in ("conflicts", "fever"):
         row = {"Model": f"Average {benchmark_label(benchmark)}", "Task": "", "RSC": "", "ρ̂1": ""}
-        for column, label in (
-            ("nf", "NF"),
-            ("three_agent", "3-Agent"),
-            ("cot", "CoT"),
-            ("sda", "SDA"),
-            ("madara", "MADARA EM"),
-            ("delta_nf", "ΔNF"),
-        ):
+        for column, label in (("nf", "NF"), ("three_agent", "3-Agent"), ("cot", "CoT"), ("sda", "SDA"), ("madara", "MADARA EM"), ("delta_nf", "ΔNF")):
             values = ours_cols[(benchmark, column)]
             ours = mean_of_all(values)
             row[label] = pair(ours, pv.TABLE2_AVERAGES[(benchmark, column)], signed=column == "delta_nf")
@@ -140,25 +133,15 @@ def table7(res: Results, grid: str) -> Built:
     rows = []
     for (model, benchmark, strategy), (em, f1) in pv.TABLE7.items():
         cell = res.find(model, benchmark, strategy, grid)
-        rows.append(
-            {
-                "Method": strategy_label(strategy) + (" (k=60)" if strategy == "rrf" else ""),
-                "EM (%)": pair(percent(cell), em),
-                "Token F1 (%)": pair(percent_f1(cell), 100 * f1, digits=1),
-            }
-        )
+        rows.append({"Method": strategy_label(strategy) + (" (k=60)" if strategy == "rrf" else ""), "EM (%)": pair(percent(cell), em),
+                     "Token F1 (%)": pair(percent_f1(cell), 100 * f1, digits=1)})
     for model, benchmark in table_pairs(res, (), [s for (_, _, s) in pv.TABLE7]):
         if (model, benchmark) == next(iter(pv.TABLE7))[:2]:
             continue
         for strategy in dict.fromkeys(s for (_, _, s) in pv.TABLE7):
             cell = res.find(model, benchmark, strategy, grid)
-            rows.append(
-                {
-                    "Method": f"{strategy_label(strategy)} — {model_label(model)} × {benchmark_label(benchmark)}",
-                    "EM (%)": pair(percent(cell), None),
-                    "Token F1 (%)": pair(percent_f1(cell), None),
-                }
-            )
+            rows.append({"Method": f"{strategy_label(strategy)} — {model_label(model)} × {benchmark_label(benchmark)}",
+                         "EM (%)": pair(percent(cell), None), "Token F1 (%)": pair(percent_f1(cell), None)})
     return rows, ["All four rows share the same underlying 3-agent scores (response cache)."]
 
 

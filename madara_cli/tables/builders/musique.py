@@ -26,14 +26,8 @@ def table6(res: Results, grid: str) -> Built:
         ours_em = percent(cell)
         ours_f1 = None if cell is None or cell.f1 is None else 100 * cell.f1
         ours_delta = minus(ours_em, nf_em) if strategy != "nf" else None
-        rows.append(
-            {
-                "Method": strategy_label(strategy),
-                "EM (%)": pair(ours_em, em),
-                "F1 (%)": pair(ours_f1, f1),
-                "Δ EM": pair(ours_delta, delta, signed=True) if strategy != "nf" else "–",
-            }
-        )
+        rows.append({"Method": strategy_label(strategy), "EM (%)": pair(ours_em, em), "F1 (%)": pair(ours_f1, f1),
+                     "Δ EM": pair(ours_delta, delta, signed=True) if strategy != "nf" else "–"})
     b = pv.TABLE6_BOOTSTRAP
     paper_ci = f"{b['diff']:+.1f}pp, 95% CI [{b['ci'][0]:+.1f}, {b['ci'][1]:+.1f}], p = {b['p']}"
     ours_ci = MISSING
@@ -78,27 +72,16 @@ def table17(res: Results, grid: str) -> Built:
         usable = ids is None or have_chain
         values = {s: subset_em(s, ids) if usable else None for s in ("nf", "three_agent", "pde")}
         n_ours = values["pde"][0] if values["pde"] else None
-        rows.append(
-            {
-                "Subset": label,
-                "n": pair(n_ours, n_paper, digits=0),
-                "NF": pair(values["nf"][1] if values["nf"] else None, nf),
-                "3-Agent": pair(values["three_agent"][1] if values["three_agent"] else None, three),
-                "PDE": pair(values["pde"][1] if values["pde"] else None, pde),
-            }
-        )
+        rows.append({"Subset": label, "n": pair(n_ours, n_paper, digits=0), "NF": pair(values["nf"][1] if values["nf"] else None, nf),
+                     "3-Agent": pair(values["three_agent"][1] if values["three_agent"] else None, three),
+                     "PDE": pair(values["pde"][1] if values["pde"] else None, pde)})
     for count, (pde_paper, three_paper) in pv.TABLE17_BY_SUPPORT.items():
         ids = {i for i, (k, _) in support.items() if k == count}
         values = {s: subset_em(s, ids) if ids else None for s in ("nf", "three_agent", "pde")}
-        rows.append(
-            {
-                "Subset": f"{count} supporting in top-5",
-                "n": pair(len(ids) if ids else None, None, digits=0),
-                "NF": pair(values["nf"][1] if values["nf"] else None, None),
-                "3-Agent": pair(values["three_agent"][1] if values["three_agent"] else None, three_paper),
-                "PDE": pair(values["pde"][1] if values["pde"] else None, pde_paper),
-            }
-        )
+        rows.append({"Subset": f"{count} supporting in top-5", "n": pair(len(ids) if ids else None, None, digits=0),
+                     "NF": pair(values["nf"][1] if values["nf"] else None, None),
+                     "3-Agent": pair(values["three_agent"][1] if values["three_agent"] else None, three_paper),
+                     "PDE": pair(values["pde"][1] if values["pde"] else None, pde_paper)})
     notes = [
         "† PDE's top-5 contains all gold-supporting paragraphs; ‡ top-5 misses at least one. Split read from PDE predictions' `extra.supporting_in_topk` "
         "(count of supporting paragraphs selected; chain length from `extra.n_supporting`, else the MuSiQue id's hop prefix).",

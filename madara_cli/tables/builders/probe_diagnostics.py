@@ -82,16 +82,11 @@ def table11(res: Results, grid: str) -> Built:
         probe = res.probe(model, benchmark)
         halves, subsets = (probe.split_half, probe.subsets30) if probe else (None, None)
         get = partial(pv.lookup, pv.TABLE11, model, benchmark)
-        rows.append(
-            {
-                "Model": model_label(model),
-                "Task": benchmark_label(benchmark),
-                "First 50": pair_text(class_label(halves.first if halves else None), class_label(get("first_half"))),
-                "Last 50": pair_text(class_label(halves.last if halves else None), class_label(get("last_half"))),
-                "30-query QO (%)": pair(number(subsets.quality_ordered) if subsets else None, get("subsets_quality_ordered_pct"), digits=0),
-                "30-query Stoch. (%)": pair(number(subsets.stochastic) if subsets else None, get("subsets_stochastic_pct"), digits=0),
-            }
-        )
+        rows.append({"Model": model_label(model), "Task": benchmark_label(benchmark),
+                     "First 50": pair_text(class_label(halves.first if halves else None), class_label(get("first_half"))),
+                     "Last 50": pair_text(class_label(halves.last if halves else None), class_label(get("last_half"))),
+                     "30-query QO (%)": pair(number(subsets.quality_ordered) if subsets else None, get("subsets_quality_ordered_pct"), digits=0),
+                     "30-query Stoch. (%)": pair(number(subsets.stochastic) if subsets else None, get("subsets_stochastic_pct"), digits=0)})
     return rows, ["30-query columns: % of 100 random 30-query subsets yielding each class."]
 
 

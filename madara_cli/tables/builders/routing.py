@@ -29,17 +29,10 @@ ORACLE_STRATEGIES = ("nf", "three_agent", "cot", "sda", "sda_cot", "atf", "pde")
 BINARY_ORACLE = ("nf", "three_agent", "cot", "sda", "sda_cot")  # Appendix I's five strategies
 
 
-def _nf_for_routing(res: Results, model: str, benchmark: str, grid: str) -> float | None:
-    """NF EM (%) used by the router: from the source ``madara tables --routing-nf`` names
-    (:func:`madara_cli.tables.builders.common.routing_nf`)."""
-    return routing_nf(res, model, benchmark, grid)[0]
-
-
 def _router_diagnostics(res: Results, model: str, benchmark: str, grid: str) -> router.Diagnostics | None:
-    """What the router reads for a pair: NF EM (NF cell, else the probe's calibration NF)
-    and the probe's ρ̂1..3 and class; None until both exist."""
+    """What the router reads for a pair: the routing NF (:func:`routing_nf`), the probe's ρ̂1..3 and class; None until both exist."""
     probe = res.probe(model, benchmark)
-    nf = _nf_for_routing(res, model, benchmark, grid)
+    nf = routing_nf(res, model, benchmark, grid)[0]
     cls = probe.rsc_class if probe else None
     if probe is None or nf is None or cls not in rsc.RSC_CLASSES:
         return None
@@ -140,39 +133,20 @@ def table12(res: Results, grid: str) -> Built:
         routes.append(r)
         get = partial(pv.lookup, pv.TABLE12, model, benchmark)
         ours_oracle = f"{strategy_label(r.oracle)} ({fmt(r.oracle_em)})" if r.oracle else None
-        rows.append(
-            {
-                "Model": model_label(model),
-                "Task": benchmark_label(benchmark),
-                "RSC Class": pair_text(class_label(r.rsc_class), class_label(get("rsc_class"))),
-                "Entropy": pair(r.entropy, get("entropy"), digits=2),
-                "Rec. RSC": pair_text(strategy_label(r.rec_rsc), strategy_label(get("rec_rsc"))),
-                "Rec. Entropy": pair_text(strategy_label(r.rec_entropy), strategy_label(get("rec_entropy"))),
-                "EM RSC": pair(r.em_rsc, get("em_rsc")),
-                "EM Entropy": pair(r.em_entropy, get("em_entropy")),
-                "Oracle (Best)": pair_text(ours_oracle, f"{strategy_label(get('oracle'))} ({get('oracle_em')})"),
-            }
-        )
+        rows.append({"Model": model_label(model), "Task": benchmark_label(benchmark),
+                     "RSC Class": pair_text(class_label(r.rsc_class), class_label(get("rsc_class"))),
+                     "Entropy": pair(r.entropy, get("entropy"), digits=2),
+                     "Rec. RSC": pair_text(strategy_label(r.rec_rsc), strategy_label(get("rec_rsc"))),
+                     "Rec. Entropy": pair_text(strategy_label(r.rec_entropy), strategy_label(get("rec_entropy"))),
+                     "EM RSC": pair(r.em_rsc, get("em_rsc")), "EM Entropy": pair(r.em_entropy, get("em_entropy")),
+                     "Oracle (Best)": pair_text(ours_oracle, f"{strategy_label(get('oracle'))} ({get('oracle_em')})")})
     counts = _binary_counts(routes)
-    for metric, label in (
-        ("beats_nf", "Beats NF baseline"),
-        ("beats_three_agent", "Beats 3-Agent baseline"),
-        ("matches_oracle", "Matches oracle"),
-    ):
+    for metric, label in (("beats_nf", "Beats NF baseline"), ("beats_three_agent", "Beats 3-Agent baseline"), ("matches_oracle", "Matches oracle")):
         printed_rsc, printed_entropy = pv.TABLE12_SUMMARY[metric]
-        rows.append(
-            {
-                "Model": label,
-                "EM RSC": pair_count(counts["rsc"][metric], printed_rsc),
-                "EM Entropy": pair_count(counts["entropy"][metric], printed_entropy),
-            }
-        )
-    rows.append(
-        {
-            "Model": "Agreement (same recommendation)",
-            "EM RSC": pair_count(counts["agreement"]["agreement"], pv.TABLE12_SUMMARY["agreement"][0]),
-        }
-    )
+        rows.append({"Model": label, "EM RSC": pair_count(counts["rsc"][metric], printed_rsc),
+                     "EM Entropy": pair_count(counts["entropy"][metric], printed_entropy)})
+    rows.append({"Model": "Agreement (same recommendation)",
+                 "EM RSC": pair_count(counts["agreement"]["agreement"], pv.TABLE12_SUMMARY["agreement"][0])})
     notes = [
         "Oracle = best EM among NF, 3-Agent, CoT, SDA, SDA+CoT cells on disk (a lower bound until all five have run). Entropy: the probe's normalised score entropy."
     ]
@@ -198,14 +172,9 @@ def table8(res: Results, grid: str) -> Built:
     for tau, (changed, matches, gap) in pv.TABLE8.items():
         point = points.get(float(tau))
         evaluated = point.n_evaluated if point else 0
-        rows.append(
-            {
-                "Threshold (τ)": f"{tau:.1f}",
-                "Changed": pair_count((point.n_cot, point.n_cells) if point else None, changed),
-                "Oracle Matches": pair_count((point.oracle_matches, evaluated) if evaluated else None, matches),
-                "Mean Gap (pp)": pair(point.mean_gap if evaluated else None, gap, digits=2),
-            }
-        )
+        rows.append({"Threshold (τ)": f"{tau:.1f}", "Changed": pair_count((point.n_cot, point.n_cells) if point else None, changed),
+                     "Oracle Matches": pair_count((point.oracle_matches, evaluated) if evaluated else None, matches),
+                     "Mean Gap (pp)": pair(point.mean_gap if evaluated else None, gap, digits=2)})
     notes = [
         "Changed = quality-ordered pairs routed to CoT at ρ̂1 threshold τ (router.sweep_rho1, the scoring arm with the NF gate off, "
         "as the paper's counts require; diagnostics from our probes).",
@@ -222,7 +191,7 @@ def table19(res: Results, grid: str) -> Built:
     rows = []
     gaps: dict[tuple[str, str], tuple[float | None, float | None]] = {}
     for model, benchmark in pv.ROUTING_PAIRS:
-        nf = _nf_for_routing(res, model, benchmark, grid)
+        nf = routing_nf(res, model, benchmark, grid)[0]
         best, best_em, known = _oracle(res, model, benchmark, grid)
         route, madara_em, _, _ = madara_outcome(res, model, benchmark, grid)
         if madara_em is not None:
@@ -232,14 +201,9 @@ def table19(res: Results, grid: str) -> Built:
         nf_gap = best_em - known[nf_only] if nf_only in known else None
         rsc_gap = best_em - madara_em if madara_em is not None else None
         gaps[(model, benchmark)] = (nf_gap, rsc_gap)
-        rows.append(
-            {
-                "Model": model_label(model),
-                "Task": benchmark_label(benchmark),
-                "NF-Only": pair(nf_gap, pv.TABLE19[(model, benchmark, "nf_only")]),
-                "RSC-Based": pair(rsc_gap, pv.TABLE19[(model, benchmark, "rsc_based")]),
-            }
-        )
+        rows.append({"Model": model_label(model), "Task": benchmark_label(benchmark),
+                     "NF-Only": pair(nf_gap, pv.TABLE19[(model, benchmark, "nf_only")]),
+                     "RSC-Based": pair(rsc_gap, pv.TABLE19[(model, benchmark, "rsc_based")])})
     for scope, benchmarks in (("conflicts", ("conflicts",)), ("fever", ("fever",)), ("overall", ("conflicts", "fever"))):
         row = {"Model": f"Mean Gap: {'Overall' if scope == 'overall' else benchmark_label(scope)}", "Task": ""}
         for i, label in enumerate(("NF-Only", "RSC-Based")):

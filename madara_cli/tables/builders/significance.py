@@ -37,21 +37,12 @@ def table14(res: Results, grid: str) -> Built:
         test = tests.get(r)
         p_exact = test[2] if test else None
         p_cc = stats.mcnemar(test[0], test[1], "chi2-cc") if test else None
-        rows.append(
-            {
-                "Section": "Scoring-only" if r.section == "scoring" else "PDE",
-                "Model": model_label(r.model),
-                "Task": benchmark_label(r.benchmark),
-                "Comparison": f"{strategy_label(r.method)} vs {strategy_label(r.base)}",
-                "Method EM": pair(percent(method), r.method_em),
-                "Base EM": pair(percent(base), r.base_em),
-                "b": pair(test[0] if test else None, r.b, digits=0),
-                "c": pair(test[1] if test else None, r.c, digits=0),
-                "p (exact)": f"{_p(p_exact)} / {r.p_value}",
-                "p (χ² cc)": f"{_p(p_cc)} / {r.p_value}",
-                "Sig.": f"{(stars.get(r) or '·') if test else MISSING} / {r.sig or '·'}",
-            }
-        )
+        rows.append({"Section": "Scoring-only" if r.section == "scoring" else "PDE", "Model": model_label(r.model),
+                     "Task": benchmark_label(r.benchmark), "Comparison": f"{strategy_label(r.method)} vs {strategy_label(r.base)}",
+                     "Method EM": pair(percent(method), r.method_em), "Base EM": pair(percent(base), r.base_em),
+                     "b": pair(test[0] if test else None, r.b, digits=0), "c": pair(test[1] if test else None, r.c, digits=0),
+                     "p (exact)": f"{_p(p_exact)} / {r.p_value}", "p (χ² cc)": f"{_p(p_cc)} / {r.p_value}",
+                     "Sig.": f"{(stars.get(r) or '·') if test else MISSING} / {r.sig or '·'}"})
     notes = [
         "b = method right & base wrong, c = base right & method wrong, on shared query ids. Both p columns compare to the one p-value the paper prints "
         "(its caption says exact; most scoring-only rows reproduce the χ² continuity-corrected value — see `madara audit`).",
@@ -80,16 +71,9 @@ def table15(res: Results, grid: str) -> Built:
             pde = percent(pde_cell)
             gain = minus(pde, nf)
             ours_values.append((nf, pde, gain))
-            rows.append(
-                {
-                    "Group": heading,
-                    "Model": model_label(model) + ("†" if model in pv.TABLE15_EXTENDED else ""),
-                    "Params": get("params"),
-                    "NF": pair(nf, get("nf")),
-                    "PDE": pair(pde, get("pde")),
-                    "Gain (Δ)": pair(gain, get("gain"), signed=True, ours_mark=stars.get(model, ""), paper_mark=get("stars")),
-                }
-            )
+            rows.append({"Group": heading, "Model": model_label(model) + ("†" if model in pv.TABLE15_EXTENDED else ""),
+                         "Params": get("params"), "NF": pair(nf, get("nf")), "PDE": pair(pde, get("pde")),
+                         "Gain (Δ)": pair(gain, get("gain"), signed=True, ours_mark=stars.get(model, ""), paper_mark=get("stars"))})
         avg = {}
         for i, label in enumerate(("NF", "PDE", "Gain (Δ)")):
             values = [v[i] for v in ours_values]
@@ -113,14 +97,8 @@ def table16(res: Results, grid: str) -> Built:
         gain = minus(pde, nf)
         ours_values.append((nf, pde, gain))
         get = partial(pv.lookup, pv.TABLE16, model, "triviaqa")
-        rows.append(
-            {
-                "Model": model_label(model),
-                "NF": pair(nf, get("nf")),
-                "PDE": pair(pde, get("pde")),
-                "Gain (Δ)": pair(gain, get("gain"), signed=True),
-            }
-        )
+        rows.append({"Model": model_label(model), "NF": pair(nf, get("nf")), "PDE": pair(pde, get("pde")),
+                     "Gain (Δ)": pair(gain, get("gain"), signed=True)})
     avg = {"Model": "Average"}
     for i, (column, label) in enumerate((("nf", "NF"), ("pde", "PDE"), ("gain", "Gain (Δ)"))):
         values = [v[i] for v in ours_values]
