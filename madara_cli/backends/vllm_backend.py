@@ -53,7 +53,15 @@ from madara_cli.backends.base import Backend, BackendSpec, installed_version
 from madara_cli.backends.chat import ChatSettings, ControlText, hf_control_strings, hf_encode_text, safe_token_ids
 from madara_cli.backends.prompt_tokenizers import message_dicts
 from madara_cli.backends.truncate import fit_messages
-from madara_cli.backends.weights import file_fingerprint, hf_folder_from_gguf, hf_source_inputs, loads_hub_source, resolve_gguf
+from madara_cli.backends.weights import (
+    download_hub,
+    file_fingerprint,
+    hf_folder_from_gguf,
+    hf_source,
+    hf_source_inputs,
+    loads_hub_source,
+    resolve_gguf,
+)
 from madara_cli.config.identity import input_digest
 from madara_cli.config.schema import BackendConfig
 from madara_cli.core.errors import BackendError, import_failure
@@ -136,7 +144,7 @@ class EngineSettings:
 
 def engine_settings(cfg: DictConfig) -> EngineSettings:
     model, backend = cfg.model, cfg.backend
-    source = str(model.get("hf_source") or "hub")
+    source = hf_source(cfg)
     if source == "gguf":
         if not model.get("gguf"):
             raise BackendError(f"model {model.name} has hf_source: gguf but no model.gguf file")
@@ -402,7 +410,7 @@ def _fingerprint(cfg: DictConfig) -> str:
 
 def weights_for(cfg: DictConfig, say=None) -> str:
     """What ``LLM(model=...)`` loads for the model of ``cfg`` (see backends/weights.py)."""
-    source = str(cfg.model.get("hf_source") or "hub")
+    source = hf_source(cfg)
     if source == "hub":
         return str(cfg.model.hf_id)
     if source == "gguf":
@@ -433,14 +441,8 @@ def _vllm(cfg: DictConfig) -> Backend:
 def _prepare(cfg: DictConfig, say) -> str:
     _check(cfg)
     weights = weights_for(cfg, say=say)
-    if weights == str(cfg.model.hf_id):  # the hub: download now, so the commit keys the cells from their first run
-        try:
-            from huggingface_hub import snapshot_download
-
-            say(f"downloading {cfg.model.hf_id}@{cfg.model.revision} into the Hugging Face cache")
-            weights = snapshot_download(str(cfg.model.hf_id), revision=str(cfg.model.revision))
-        except Exception as e:  # noqa: BLE001 - offline, gated, unknown: one line
-            raise BackendError(f"could not download {cfg.model.hf_id}@{cfg.model.revision}: {' '.join(str(e).split())[:300]}") from None
+    if weights == str(cfg.model.hf_id):  # the hub
+        weights = download_hub(cfg, say)
     return f"vLLM loads {cfg.model.name} from {weights}; engine identity {engine_settings(cfg).fingerprint()}"
 
 

@@ -25,8 +25,6 @@ from madara_cli.config.identity import dist_file, file_digest
 from madara_cli.core.errors import BackendError, import_failure
 from madara_cli.core.paths import cache_root
 
-HF_SOURCES = ("hub", "gguf")  # plus any local folder
-
 
 def resolve_gguf(spec: str) -> Path:
     """``dist:NAME`` -> the single .gguf inside installed distribution NAME; else a path."""
@@ -56,13 +54,28 @@ def named_fingerprint(fingerprint: str, path: Path) -> str:
     return fingerprint.replace(file_fingerprint(path), f"gguf:{path.name}:{file_digest(path)[:16]}")
 
 
+def hf_source(cfg) -> str:
+    """``model.hf_source``: ``hub`` (the default), ``gguf`` or a local model folder."""
+    return str(cfg.model.get("hf_source") or "hub")
+
+
+def download_hub(cfg, say) -> str:
+    """``model.hf_id`` at ``model.revision`` downloaded into the Hugging Face cache now (``madara
+    prepare``), so the commit keys the cells from their first run; the folder it lies in."""
+    try:
+        from huggingface_hub import snapshot_download
+
+        say(f"downloading {cfg.model.hf_id}@{cfg.model.revision} into the Hugging Face cache")
+        return snapshot_download(str(cfg.model.hf_id), revision=str(cfg.model.revision))
+    except Exception as e:  # noqa: BLE001 - offline, gated, unknown: one line
+        raise BackendError(f"could not download {cfg.model.hf_id}@{cfg.model.revision}: {' '.join(str(e).split())[:300]}") from None
 
 
 def hf_source_inputs(cfg) -> dict[str, str]:
     """What an engine that loads ``model.hf_source`` (vLLM, transformers) reads of this
     machine's files (``BackendSpec.model_inputs``): the GGUF its folder is made from, or a
     local model folder; nothing for a hub model (its commit keys it instead)."""
-    source = str(cfg.model.get("hf_source") or "hub")
+    source = hf_source(cfg)
     if source == "hub":
         return {}
     return {"gguf": "file"} if source == "gguf" else {"hf_source": "folder"}
@@ -70,7 +83,7 @@ def hf_source_inputs(cfg) -> dict[str, str]:
 
 def loads_hub_source(cfg) -> bool:
     """Whether such an engine loads ``model.hf_id`` from the hub (``BackendSpec.loads_hub``)."""
-    return str(cfg.model.get("hf_source") or "hub") == "hub"
+    return hf_source(cfg) == "hub"
 
 
 def gguf_folder(gguf: str) -> Path:
