@@ -1,19 +1,15 @@
 """Response cache and per-stage accounting.
 
-Every request goes through :class:`CachedLLM`. A request's key is the model
-fingerprint plus the canonical request (messages, sampling parameters, seed), so
+Every request goes through :class:`CachedLLM`, keyed by the model fingerprint plus the
+canonical request (messages, sampling parameters, seed), so work shared between
+strategies is free (3-Agent, SDA, ATF and PDE read the same base scores; CoT and SDA+CoT
+the same CoT scores), a killed run resumes where it stopped (each completion committed to
+SQLite (WAL) as it finishes; per batch where the engine answers per batch, as vLLM), and a
+rerun of a finished cell calls no backend at all.
 
-* work shared between strategies is free (3-Agent, SDA, ATF and PDE read the same
-  base scores; CoT and SDA+CoT the same CoT scores);
-* a killed run resumes where it stopped: each completion is committed to SQLite (WAL)
-  as it finishes (llama.cpp, OpenAI-compatible servers), a whole batch at once where
-  the engine answers per batch (vLLM);
-* a rerun of a finished cell issues no backend call at all.
-
-Replies are stored as the engine wrote them. What a strategy receives has any
-reasoning block removed (``<think>...</think>``, see :func:`strip_thinking`), counted
-per stage as ``thinking_stripped`` whether the reply was cached or not, so every parser
-and answer clean-up reads the reply itself.
+Replies are stored as the engine wrote them; what a strategy receives has any reasoning
+block removed (:func:`strip_thinking`), counted per stage as ``thinking_stripped`` cached
+or not, so every parser reads the reply itself.
 """
 
 from __future__ import annotations
@@ -24,7 +20,7 @@ import sqlite3
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Callable, Iterator, Sequence, TypeVar
 
@@ -89,16 +85,18 @@ def _decode(s: object) -> Completion | None:
     return Completion(**d, cached=True)
 
 
-def decode_rows(rows: Sequence[tuple[str, object]]) -> tuple[dict[str, Completion], int]:
-    """(key -> completion of every readable row, how many rows could not be read)."""
+def select_rows(db: sqlite3.Connection, keys: Sequence[str]) -> tuple[dict[str, Completion], int]:
+    """(key -> completion of every readable row ``db`` holds for ``keys``, how many rows could not be read)."""
     found: dict[str, Completion] = {}
     bad = 0
-    for k, v in rows:
-        c = _decode(v)
-        if c is None:
-            bad += 1
-        else:
-            found[k] = c
+    for i in range(0, len(keys), 500):
+        chunk = list(keys[i : i + 500])
+        for k, v in db.execute(f"SELECT key, completion FROM completions WHERE key IN ({','.join('?' * len(chunk))})", chunk).fetchall():
+            c = _decode(v)
+            if c is None:
+                bad += 1
+            else:
+                found[k] = c
     return found, bad
 
 
@@ -186,18 +184,8 @@ class ResponseCache:
     def get_many(self, keys: Sequence[str]) -> dict[str, Completion]:
         """The readable completions stored for ``keys``; a row this madara cannot read is
         left out (a miss) and counted in :attr:`unreadable`."""
-        found: dict[str, Completion] = {}
-        bad = 0
         with self._lock, _guard(self.path):
-            for i in range(0, len(keys), 500):
-                chunk = list(keys[i : i + 500])
-                marks = ",".join("?" * len(chunk))
-                rows = self._db.execute(
-                    f"SELECT key, completion FROM completions WHERE key IN ({marks})", chunk
-                ).fetchall()
-                readable, n = decode_rows(rows)
-                found.update(readable)
-                bad += n
+            found, bad = select_rows(self._db, keys)
             self.unreadable += bad
         if bad:
             warn_unreadable(self.path, bad)
@@ -206,10 +194,8 @@ class ResponseCache:
     def put_many(self, fingerprint: str, kind: str, items: Sequence[tuple[str, Completion]]) -> None:
         now = time.time()
         with self._lock, _guard(self.path):
-            self._db.executemany(
-                "INSERT OR REPLACE INTO completions VALUES (?, ?, ?, ?, ?)",
-                [(k, fingerprint, kind, _encode(c), now) for k, c in items],
-            )
+            self._db.executemany("INSERT OR REPLACE INTO completions VALUES (?, ?, ?, ?, ?)",
+                                 [(k, fingerprint, kind, _encode(c), now) for k, c in items])
             self._db.commit()
 
     def seconds_per_call(self, fingerprint: str) -> dict[str, tuple[float, int]]:
@@ -251,10 +237,8 @@ class ResponseCache:
 @dataclass
 class StageStats:
     """What one stage cost: requests asked, served from cache, sent to the engine.
-
-    ``tokens_in``/``tokens_out`` and ``truncated`` count every request, cached or not
-    (the cache keeps each reply's token counts), so a cell's cost is the same on a
-    clean run and on a resumed one; ``issued_tokens_*`` and ``seconds`` count only the
+    ``tokens_in``/``tokens_out``/``truncated`` count every request, cached or not (so a
+    cell costs the same clean or resumed); ``issued_tokens_*`` and ``seconds`` only the
     work this run sent to the engine."""
 
     requests: int = 0
@@ -275,17 +259,15 @@ class StageStats:
     cache_unreadable: int = 0
 
     def count(self, c: Completion) -> None:
-        """One completion the engine produced (what every request costs, cached or
-        not, is counted apart: ``tokens_in``/``tokens_out``/``truncated``)."""
+        """One completion the engine produced."""
         self.calls_issued += 1
         self.issued_tokens_in += c.tokens_in
         self.issued_tokens_out += c.tokens_out
         self.seconds += c.seconds
 
     def add(self, other: "StageStats") -> None:
-        for f in ("requests", "cache_hits", "calls_issued", "tokens_in", "tokens_out", "issued_tokens_in", "issued_tokens_out",
-                  "seconds", "truncated", "cut_at_max_tokens", "thinking_stripped", "cache_unreadable"):
-            setattr(self, f, getattr(self, f) + getattr(other, f))
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
 
 @dataclass
@@ -336,10 +318,9 @@ class CachedLLM:
 
     @contextmanager
     def fresh_accounting(self, propagate: bool = False) -> Iterator[Accounting]:
-        """Account the calls of one cell (or probe) separately: the backend is shared
-        across cells. With ``propagate``, the calls also count in the enclosing
-        accounting when the block ends (a probe run inside a ``madara`` cell is part of
-        that cell's cost, and its own record still shows it alone)."""
+        """Account the calls of one cell (or probe) apart (the backend is shared across cells);
+        with ``propagate`` they also count in the enclosing accounting when the block ends (a
+        probe inside a cell is part of its cost, and its own record still shows it alone)."""
         saved, self.accounting = self.accounting, Accounting()
         inner = self.accounting
         try:
