@@ -99,21 +99,9 @@ class OpenAIBackend(ServerProbes):
     name = "openai"
 
     def __init__(
-        self,
-        base_url: str,
-        model: str,
-        tokenizer: Callable[[], PromptTokenizer],
-        n_ctx: int | None = None,
-        default_n_ctx: int = 4096,
-        api_key: str | None = None,
-        max_in_flight: int = 8,
-        retries: int = 4,
-        timeout_s: float = 120.0,
-        batch_size: int = 64,
-        chat: ChatSettings | None = None,
-        sampling: str = "explicit",
-        require_listed: bool = False,
-        keep_alive: bool = True,
+        self, base_url: str, model: str, tokenizer: Callable[[], PromptTokenizer], n_ctx: int | None = None, default_n_ctx: int = 4096,
+        api_key: str | None = None, max_in_flight: int = 8, retries: int = 4, timeout_s: float = 120.0, batch_size: int = 64,
+        chat: ChatSettings | None = None, sampling: str = "explicit", require_listed: bool = False, keep_alive: bool = True,
         aliases: Sequence[str] = (),
     ):
         self._url = base_url.rstrip("/")  # what requests go to: a password in it is used, never shown or kept
@@ -353,14 +341,8 @@ class OpenAIBackend(ServerProbes):
                     raise ValueError("choices[0].message is not an object")
                 text = reply_text(message.get("content"), "choices[0].message.content")
             usage = reply_usage(res)
-            return Completion(
-                text=text,
-                tokens_in=usage_count(usage, "prompt_tokens"),
-                tokens_out=usage_count(usage, "completion_tokens"),
-                seconds=seconds,
-                finish_reason=finish_reason(choice),
-                truncated=truncated,
-            )
+            return Completion(text=text, tokens_in=usage_count(usage, "prompt_tokens"), tokens_out=usage_count(usage, "completion_tokens"),
+                              seconds=seconds, finish_reason=finish_reason(choice), truncated=truncated)
         except ValueError as e:
             raise self._invalid(path, str(e), res) from None
 
@@ -385,14 +367,7 @@ class OpenAIBackend(ServerProbes):
             raise self._invalid("/completions", str(e), res) from None
         if not top:
             raise BackendError(f"{self.base_url}/completions returned no logprobs; the server must support 'logprobs' on completions")
-        return Completion(
-            text="",
-            tokens_in=tokens_in,
-            tokens_out=0,
-            seconds=seconds,
-            logprobs=match_candidates(top, candidates),
-            truncated=truncated,
-        )
+        return Completion(text="", tokens_in=tokens_in, tokens_out=0, seconds=seconds, logprobs=match_candidates(top, candidates), truncated=truncated)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -458,21 +433,11 @@ def openai_backend(cfg: DictConfig, keep_alive: bool = True) -> OpenAIBackend:
     _check_sampling(cfg)
     b = cfg.backend
     backend = OpenAIBackend(
-        base_url=b.base_url,
-        model=b.get("served_model_name") or cfg.model.hf_id,
-        tokenizer=tokenizer_loader(cfg),
-        n_ctx=b.n_ctx,
-        default_n_ctx=cfg.model.max_model_len,
-        api_key=os.environ.get(b.api_key_env) if b.api_key_env else None,
-        max_in_flight=b.max_in_flight,
-        retries=b.retries,
-        timeout_s=b.timeout_s,
-        batch_size=b.batch_size,
-        chat=ChatSettings.from_model(cfg.model),
-        sampling=str(b.sampling),
-        require_listed=bool(b.get("served_model_name")),
-        keep_alive=keep_alive,
-        aliases=_gguf_names(cfg),
+        base_url=b.base_url, model=b.get("served_model_name") or cfg.model.hf_id, tokenizer=tokenizer_loader(cfg), n_ctx=b.n_ctx,
+        default_n_ctx=cfg.model.max_model_len, api_key=os.environ.get(b.api_key_env) if b.api_key_env else None,
+        max_in_flight=b.max_in_flight, retries=b.retries, timeout_s=b.timeout_s, batch_size=b.batch_size,
+        chat=ChatSettings.from_model(cfg.model), sampling=str(b.sampling), require_listed=bool(b.get("served_model_name")),
+        keep_alive=keep_alive, aliases=_gguf_names(cfg),
     )
     if not b.n_ctx and backend.reported_n_ctx:  # the server's context: a reply budget must leave room for a prompt in it too
         try:
