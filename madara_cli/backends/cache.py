@@ -69,10 +69,9 @@ _ROW_FIELDS: dict[str, Callable[[object], bool]] = {
 
 
 def _decode(s: object) -> Completion | None:
-    """The completion a stored row holds, or None for a row this madara cannot read: cut
-    (a torn write, a damaged copy), or written by a newer madara (a field this version
-    does not know, as a cache merged from a newer madara holds). Such a row is a cache
-    miss: the request is sent again and its reply stored over the row."""
+    """The completion a stored row holds, or None for a row this madara cannot read (cut by a
+    torn write or a damaged copy, or written by a newer madara with a field unknown here):
+    a cache miss, whose request is sent again and its reply stored over the row."""
     from madara_cli.core.sidefiles import json_problem
 
     d, problem = json_problem(s) if isinstance(s, str) else (None, "not text")
@@ -128,24 +127,20 @@ def _free_bytes(folder: Path) -> int | None:
 
 
 def _cache_error(path: Path, e: sqlite3.Error) -> CacheError:
-    """One line for an SQLite error on the cache. Only a file that SQLite itself finds
-    damaged is called damaged (with the ``mv`` that sets it aside): a full disk or a
-    failing write leaves a healthy cache, and moving it aside would throw work away."""
+    """One line for an SQLite error on the cache. Only a file SQLite itself finds damaged is
+    called damaged (with the ``mv`` that sets it aside): a full disk or failing write leaves
+    a healthy cache, and moving it aside would throw work away."""
     text = " ".join(str(e).split())
     name = getattr(e, "sqlite_errorname", "") or ""
     folder = path.parent if str(path.parent) else Path(".")
     io_error = "disk I/O error" in text or name.startswith("SQLITE_IOERR")
     free = _free_bytes(folder) if io_error else None
     if name == "SQLITE_FULL" or "database or disk is full" in text or (io_error and free is not None and free < _LOW_SPACE_BYTES):
-        return CacheError(
-            f"no space left on {folder} for response cache {path} ({text}); free some space and rerun "
-            "(the cache is not damaged: finished cells and cached completions are kept)"
-        )
+        return CacheError(f"no space left on {folder} for response cache {path} ({text}); free some space and rerun "
+                          "(the cache is not damaged: finished cells and cached completions are kept)")
     if any(s in text for s in ("not a database", "malformed", "corrupt")) or name in ("SQLITE_CORRUPT", "SQLITE_NOTADB"):
-        return CacheError(
-            f"response cache {path} is damaged ({text}); move it aside and rerun: mv '{path}' '{path}.broken' "
-            "(finished cells are kept; only cached completions are recomputed)"
-        )
+        return CacheError(f"response cache {path} is damaged ({text}); move it aside and rerun: mv '{path}' '{path}.broken' "
+                          "(finished cells are kept; only cached completions are recomputed)")
     if io_error:
         return CacheError(f"cannot read or write response cache {path}: {text} (the disk or file system failed a read or write; "
                           "the cache itself is not known to be damaged)")
@@ -199,8 +194,7 @@ class ResponseCache:
             self._db.commit()
 
     def seconds_per_call(self, fingerprint: str) -> dict[str, tuple[float, int]]:
-        """Mean engine seconds of one completion by kind (``chat``, ``score``) among the
-        entries of ``fingerprint``, with their count: the rates ``madara plan`` estimates with."""
+        """Mean engine seconds of one completion of ``fingerprint`` by kind, with their count (``madara plan``'s rates)."""
         with self._lock, _guard(self.path):
             rows = self._db.execute(
                 "SELECT kind, AVG(json_extract(completion, '$.seconds')), COUNT(*) FROM completions "
@@ -209,11 +203,10 @@ class ResponseCache:
         return {kind: (float(mean), int(n)) for kind, mean, n in rows if mean is not None}
 
     def timing_sums(self, fingerprint: str, kind: str | None = None) -> dict[str, float]:
-        """Over the completions of ``fingerprint`` (of one ``kind``: chat or score, when
-        given) that took time (``seconds`` > 0): their count ``n`` and the sums of prompt
-        tokens ``x``, output tokens ``z``, seconds ``y`` and their products (``xx``, ``zz``,
-        ``xz``, ``xy``, ``zy``, ``yy``), read in one pass: what a least-squares fit of
-        seconds on tokens needs (``madara plan``'s calibration)."""
+        """Over the completions of ``fingerprint`` (of one ``kind``, when given) with ``seconds`` > 0:
+        count ``n`` and sums of prompt tokens ``x``, output tokens ``z``, seconds ``y`` and their
+        products (``xx``, ``zz``, ``xz``, ``xy``, ``zy``, ``yy``) in one pass: a least-squares fit
+        of seconds on tokens (``madara plan``'s calibration)."""
         with self._lock, _guard(self.path):
             row = self._db.execute(
                 "SELECT COUNT(*), SUM(x), SUM(z), SUM(y), SUM(x*x), SUM(z*z), SUM(x*z), SUM(x*y), SUM(z*y), SUM(y*y) FROM ("
@@ -338,9 +331,8 @@ class CachedLLM:
         return self._run(stage, "score", requests, self.backend.next_token_logprobs)
 
     def _legacy_rows(self, fp: str, kind: str, keys: list[str], requests: Sequence[R], results: dict[str, Completion]) -> None:
-        """What ``results`` lacks, from rows written under the engine's fingerprint of
-        before (``legacy_fingerprint``: a GGUF entered it by name, the
-        cache_gguf_by_content shim), copied under today's key so it is found directly next time."""
+        """What ``results`` lacks, from rows under the engine's former fingerprint
+        (``legacy_fingerprint``: the cache_gguf_by_content shim), copied under today's key."""
         legacy = getattr(self.backend, "legacy_fingerprint", None)
         if not legacy or legacy == fp or len(results) == len(set(keys)):
             return
@@ -376,20 +368,22 @@ class CachedLLM:
             chunk = items[i : i + step]
             stored: set[int] = set()
 
-            def finished(j: int, c: Completion, chunk=chunk, stored=stored) -> None:
-                # Stored and counted the moment it exists: Ctrl-C or a crash loses
-                # only the requests still running, and progress moves per completion.
+            def store(pairs: list[tuple[int, Completion]], chunk=chunk, stored=stored) -> None:
+                # Stored and counted the moment it exists: Ctrl-C or a crash loses only the
+                # requests still running, and progress moves per completion.
                 nonlocal done
-                if j in stored:
-                    return
-                k = chunk[j][0]
-                self.cache.put_many(fp, kind, [(k, c)])
-                stored.add(j)
-                results[k] = c
-                stats.count(c)
-                done += 1
+                self.cache.put_many(fp, kind, [(chunk[j][0], c) for j, c in pairs])
+                for j, c in pairs:
+                    stored.add(j)
+                    results[chunk[j][0]] = c
+                    stats.count(c)
+                done += len(pairs)
                 if self.progress:
                     self.progress(stage, done, total)
+
+            def finished(j: int, c: Completion, stored=stored, store=store) -> None:
+                if j not in stored:
+                    store([(j, c)])
 
             batch = [r for _, r in chunk]
             out = call(batch, on_done=finished) if each else call(batch)
@@ -397,14 +391,7 @@ class CachedLLM:
                 raise RuntimeError(f"backend {self.backend.name} returned {len(out)} completions for {len(chunk)} requests")
             rest = [(j, c) for j, c in enumerate(out) if j not in stored]
             if rest:  # a backend that answers per batch (vLLM): one commit for the batch
-                self.cache.put_many(fp, kind, [(chunk[j][0], c) for j, c in rest])
-                stored.update(j for j, _ in rest)
-                for j, c in rest:
-                    results[chunk[j][0]] = c
-                    stats.count(c)
-                done += len(rest)
-                if self.progress:
-                    self.progress(stage, done, total)
+                store(rest)
         for k in keys:
             c = results[k]
             stats.tokens_in += c.tokens_in

@@ -22,8 +22,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def one_line(text: str, limit: int = 300) -> str:
-    """Server text as one printable line: whitespace collapsed, other control
-    characters (terminal escapes) shown escaped, cut at ``limit``."""
+    """Server text as one printable line: whitespace collapsed, control characters (terminal escapes) escaped, cut at ``limit``."""
     line = " ".join(str(text).split())
     line = _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), line)
     return line if len(line) <= limit else line[: limit - 3] + "..."
@@ -65,11 +64,11 @@ def server_message(body: bytes) -> str:
 
 
 def match_candidates(top: dict[str, float], candidates: Sequence[str]) -> dict[str, float]:
-    """Candidate -> log-probability of its first token, read from a top-k list keyed by
-    token text: the entry spelt exactly like the candidate; else the entry whose text,
-    without leading whitespace or word-start marker (``▁``, ``Ġ``: some servers show raw
-    pieces), is the longest non-empty prefix of the candidate, ties to the likelier;
-    else ``-inf``."""
+    """Candidate -> its first token's log-probability from a top-k list keyed by token text:
+    the entry spelt exactly like it (digits and Yes/No are single tokens); else the entry
+    whose text, without leading whitespace or word-start marker (``▁``, ``Ġ``: some servers
+    show raw pieces), is its longest non-empty prefix (``" Yes"`` for ``"Yes"``), ties to the
+    likelier; else ``-inf`` (outside the top k)."""
     out = {}
     for cand in candidates:
         if top.get(cand) is not None:
@@ -86,9 +85,8 @@ def match_candidates(top: dict[str, float], candidates: Sequence[str]) -> dict[s
 
 
 def reply_text(value: Any, field: str) -> str:
-    """A reply's text: a string, or a list of parts (several gateways send
-    ``[{"type": "text", "text": ...}, ...]``) whose text parts are joined; parts of
-    other types (reasoning, refusals) are not the answer and are left out."""
+    """A reply's text: a string, or a list of parts (``[{"type": "text", "text": ...}]`` from
+    several gateways) whose text parts are joined; other types (reasoning, refusals) are left out."""
     if isinstance(value, str):
         return value
     if isinstance(value, list):
@@ -153,8 +151,8 @@ def _logprob(value: Any, token: str) -> float | None:
 
 
 def top_logprobs(choice: dict[str, Any]) -> dict[str, float]:
-    """The first position's top list from a /completions choice (legacy dict form, or
-    the chat-style list of {token, logprob} some servers return), every entry checked."""
+    """The first position's top list of a /completions choice (legacy dict, or the chat-style
+    list of {token, logprob} some servers return), every entry checked."""
     lp = choice.get("logprobs") or {}
     if not isinstance(lp, dict):
         raise ValueError("logprobs is not an object")

