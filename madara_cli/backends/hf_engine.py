@@ -60,9 +60,8 @@ def _one_line(e: BaseException) -> str:
 
 @dataclass(frozen=True)
 class Placement:
-    """Where the model computes: ``device`` (``cpu``, ``cuda``, ``cuda:1``, ``mps``), or
-    ``device_map`` (accelerate spreads the layers over the GPUs; ``device`` is then where
-    the inputs go, the first layer's)."""
+    """Where the model computes: ``device`` (``cpu``, ``cuda:1``, ``mps``...), or ``device_map``
+    (accelerate spreads the layers; ``device`` is then the first layer's, where inputs go)."""
 
     device: str
     dtype: str
@@ -79,9 +78,8 @@ class HFBackend:
         adapter: str | None = None, chat: ChatSettings | None = None, batch_size: int = 256, micro_batch: int = 16,
         n_threads: int | None = None,
     ):
-        """``weights``: a hub id (at ``revision``) or a local model folder; ``fingerprint``:
-        the identity :mod:`madara_cli.backends.hf` computed for them (no model is loaded
-        to compute it)."""
+        """``weights``: a hub id (at ``revision``) or a local folder; ``fingerprint``: their
+        identity as :mod:`madara_cli.backends.hf` computed it without loading them."""
         try:
             import torch
             import transformers
@@ -177,8 +175,8 @@ class HFBackend:
     # -- batching ----------------------------------------------------------------
 
     def _in_batches(self, requests: Sequence, prompts: list[tuple[list[int], bool]], run: Callable, on_done: OnDone | None) -> list[Completion]:
-        """``run`` over micro-batches of the requests sorted longest prompt first;
-        completions in the order asked, each handed to ``on_done`` as its batch ends."""
+        """``run`` over micro-batches, longest prompt first; completions in the order asked,
+        each to ``on_done`` as its batch ends."""
         order = sorted(range(len(requests)), key=lambda i: -len(prompts[i][0]))
         out: list[Completion | None] = [None] * len(requests)
         for start in range(0, len(order), self.micro_batch):
@@ -237,8 +235,7 @@ class HFBackend:
 
 
 def _quiet(transformers: Any) -> None:
-    """transformers' warnings and loading bars drown madara's own lines (and break the
-    one-line errors); ``madara -v`` shows them."""
+    """Silence transformers' warnings and loading bars, which drown madara's lines (``-v`` shows them)."""
     import logging
 
     if not logging.getLogger("madara_cli").isEnabledFor(logging.INFO):
@@ -247,8 +244,7 @@ def _quiet(transformers: Any) -> None:
 
 
 def _eos_ids(model: Any, tokenizer: Any) -> list[int]:
-    """The tokens that end a reply: the model's generation_config's (Llama-3 lists
-    several), else the tokenizer's end token."""
+    """The tokens that end a reply: generation_config's (Llama-3 lists several), else the tokenizer's."""
     eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
     if eos is None:
         eos = tokenizer.eos_token_id
@@ -257,9 +253,8 @@ def _eos_ids(model: Any, tokenizer: Any) -> list[int]:
 
 
 class RowSampler:
-    """A logits processor that samples each row itself, from a generator of its own
-    (temperature, top-p, exponential race), and returns a one-hot choice for
-    ``generate``'s greedy step. Temperature 0 (or below) is argmax."""
+    """A logits processor sampling each row from a generator of its own (temperature, top-p,
+    exponential race) into a one-hot choice for ``generate``'s greedy step; temperature <= 0 is argmax."""
 
     def __init__(self, torch: Any, rows: Sequence[tuple[float, float, int]], device: Any):
         self.torch = torch
@@ -289,8 +284,7 @@ class RowSampler:
 
 
 def nucleus(torch: Any, probs: Any, top_p: float) -> Any:
-    """``probs`` with everything outside the smallest set of most likely tokens whose
-    mass reaches ``top_p`` set to 0 (the most likely token always stays)."""
+    """``probs`` zeroed outside the smallest most-likely set whose mass reaches ``top_p`` (the top token always stays)."""
     sorted_probs, order = torch.sort(probs, descending=True)
     before = torch.cumsum(sorted_probs, dim=-1) - sorted_probs  # mass strictly above each token
     drop = before >= top_p
@@ -299,9 +293,8 @@ def nucleus(torch: Any, probs: Any, top_p: float) -> Any:
 
 
 class RowStopper:
-    """Stopping criteria per row: an end token, the row's own ``max_tokens``, or one of
-    its stop strings in its text. Records where and why each row ended, which
-    :meth:`completion` reads back."""
+    """Per-row stopping: an end token, the row's ``max_tokens``, or a stop string in its text;
+    where and why each row ended is kept for :meth:`completion`."""
 
     def __init__(self, tokenizer: Any, prompt_width: int, eos_ids: Sequence[int], max_tokens: Sequence[int], stops: Sequence[Sequence[str]]):
         self.tokenizer = tokenizer
@@ -309,8 +302,7 @@ class RowStopper:
         self.eos = set(eos_ids)
         self.max_tokens = list(max_tokens)
         self.stops = [tuple(s for s in row if s) for row in stops]
-        # Tokens decoded to look for a stop string: a token holds at least one byte, and
-        # a character at most four.
+        # Tokens decoded to look for a stop string: a token holds at least one byte, a character at most four.
         self.window = [4 * max((len(s) for s in row), default=0) + 8 for row in self.stops]
         self.ended: list[tuple[int, str] | None] = [None] * len(self.max_tokens)
 

@@ -136,8 +136,7 @@ class LlamaCppBackend:
 
     @property
     def fingerprint(self) -> str:
-        """The GGUF file's hash (weights and quantisation), the context size (truncation)
-        and the llama.cpp binding's release (kernels and sampling can change outputs)."""
+        """The GGUF's hash, the context size (truncation) and the binding's release (kernels, sampling)."""
         return engine_fingerprint(self._fingerprint, self.n_ctx, getattr(self._llama_cpp, "__version__", "unknown"), self.chat_settings)
 
     @property
@@ -169,15 +168,12 @@ class LlamaCppBackend:
         return _in_system_order(requests, lambda batch: [self._generate(r) for r in batch], on_done)
 
     def _generate(self, r: ChatRequest) -> Completion:
-        """One generation. With an assistant ``prefix`` the rendered chat (generation
-        prompt included) plus the prefix goes in as tokens and is continued as plain
-        text; otherwise llama.cpp applies the chat template itself."""
+        """One generation, on the tokens of our own rendering (plus any assistant ``prefix``)."""
         budget = self.n_ctx - r.max_tokens - 8
         msgs, truncated = fit_messages(r.messages, lambda ms: len(self._tokens(ms, r.prefix)), budget)
         sampling = dict(temperature=r.temperature, top_p=r.top_p, max_tokens=r.max_tokens, seed=r.seed, stop=list(r.stop) or None)
         t0 = time.perf_counter()
-        # The prompt goes in as tokens of our own rendering (the chat template from the
-        # GGUF), so it is exactly what prompts.jsonl logs and what _split cuts.
+        # Tokens of our own rendering (the GGUF's template): exactly what prompts.jsonl logs and _split cuts.
         tokens = self._tokens(msgs, r.prefix)
         self._prime(tokens, self._split(msgs, tokens))
         res = self.llm.create_completion(prompt=tokens, **sampling)
@@ -207,9 +203,8 @@ class LlamaCppBackend:
         return out
 
     def _split(self, msgs: Sequence[Message], tokens: list[int]) -> int:
-        """Where a prompt is cut for reuse: after its system turn (the tokens it shares
-        with the rendering of the system message alone), 0 without a system message.
-        A function of the request only, never of what ran before."""
+        """Where a prompt is cut for reuse: after its system turn (the tokens it shares with the
+        system message rendered alone), 0 without one; a function of the request only."""
         if not msgs or msgs[0].role != "system" or len(msgs) < 2 or not self.chat_settings.system_role:
             return 0
         alone = self._tokens(msgs[:1])
@@ -217,10 +212,9 @@ class LlamaCppBackend:
         return min(n, len(tokens) - 1)
 
     def _prime(self, tokens: list[int], split: int) -> None:
-        """Leave the KV cache holding exactly ``tokens[:split]``, computed as one
-        evaluation from an empty cache: kept from an earlier request with the same first
-        ``split`` tokens, else evaluated now. The caller evaluates the rest on top (the
-        generator's own prefix match then starts exactly at ``split``)."""
+        """Leave the KV cache holding exactly ``tokens[:split]`` as one evaluation from empty: kept
+        from an earlier request with the same first ``split`` tokens, else evaluated now; the
+        caller evaluates the rest on top (the generator's prefix match starts at ``split``)."""
         llm = self.llm
         if split and self.reuse_prefix and self._primed == tokens[:split] and llm.n_tokens >= split:
             llm.n_tokens = split  # the next eval drops the cache from here on
@@ -249,11 +243,10 @@ def control_strings(llm) -> list[str]:
 
 
 def _in_system_order(requests: Sequence, run, on_done: OnDone | None = None) -> list[Completion]:
-    """``run`` over ``requests`` grouped by system message (a stage interleaves the three
-    agents' prompts), so consecutive requests share the system turn whose KV cache is
-    kept; completions come back in the order asked, and each is handed to ``on_done``
-    (its index in ``requests``) as soon as it is finished. Neither order nor batching can
-    change a completion (see ``LlamaCppBackend.reuse_prefix``), only the time it takes."""
+    """``run`` over ``requests`` grouped by system message (a stage interleaves the three agents'
+    prompts), so consecutive ones share the kept system turn; completions in the order
+    asked, each to ``on_done`` when finished. Order cannot change a completion
+    (``LlamaCppBackend.reuse_prefix``), only the time it takes."""
     order = sorted(range(len(requests)), key=lambda i: requests[i].messages[0].content if requests[i].messages else "")
     out: list[Completion] = [None] * len(requests)  # type: ignore[list-item]
     for i in order:

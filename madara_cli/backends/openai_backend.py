@@ -129,8 +129,7 @@ class OpenAIBackend(ServerProbes):
             self.reported_n_ctx = reported if isinstance(reported, int) and not isinstance(reported, bool) and reported > 0 else None
             self.n_ctx = int(n_ctx or self.reported_n_ctx or default_n_ctx)
             self.served = self._identify(served)
-            # Loaded now, not at the first request: a tokenizer that cannot be had is
-            # one line before any stage starts.
+            # Loaded now: a tokenizer that cannot be had is one line before any stage starts.
             self._tokenizer = self._load_tokenizer()
         except BaseException:
             self.close()
@@ -209,9 +208,8 @@ class OpenAIBackend(ServerProbes):
 
     @staticmethod
     def _refuses_token_ids(reply: Reply, body: dict[str, Any] | None) -> bool:
-        """A token-id prompt the server would not read: llama-cpp-python's server
-        validates ``prompt`` as text and answers 500 (422 in other versions) with a
-        validation error per token."""
+        """A token-id prompt the server would not read (llama-cpp-python's server validates
+        ``prompt`` as text: 500, or 422 in other versions, with a validation error per token)."""
         if not isinstance((body or {}).get("prompt"), list) or reply.status not in (400, 422, 500):
             return False
         text = reply.body[:4096].decode("utf-8", "replace").lower()
@@ -240,8 +238,8 @@ class OpenAIBackend(ServerProbes):
         return min(MAX_BACKOFF_S, 0.5 * 2**attempt) * (1 + 0.1 * random.random())
 
     def _map(self, fn: Callable[[Any], Completion], items: Sequence[Any], on_done: OnDone | None = None) -> list[Completion]:
-        """``fn`` over ``items`` in the pool; each result goes to ``on_done`` as it
-        arrives (in the calling thread), the first failure cancels what has not started."""
+        """``fn`` over ``items`` in the pool, each result to ``on_done`` as it arrives (in the
+        calling thread); the first failure cancels what has not started."""
         futures = [self._pool.submit(fn, x) for x in items]
         index = {f: i for i, f in enumerate(futures)}
         try:
@@ -258,9 +256,8 @@ class OpenAIBackend(ServerProbes):
 
     # -- protocol ----------------------------------------------------------------
 
-    # Prompts are rendered, counted and truncated in the calling thread (tokenisers are
-    # not all thread-safe); only the HTTP round trips run in the pool.
-
+    # Prompts are rendered, counted and truncated in the calling thread (tokenisers are not
+    # all thread-safe); only the HTTP round trips run in the pool.
     reports_each = True  # requests finish one by one; the cache stores each at once
 
     def chat(self, requests: Sequence[ChatRequest], on_done: OnDone | None = None) -> list[Completion]:
@@ -314,8 +311,7 @@ class OpenAIBackend(ServerProbes):
                         one_line(self.model, 120))
 
     def take_reply_models(self) -> dict[str, int]:
-        """The models the replies since the last call named, with their counts (a cell's
-        provenance takes them when it is written)."""
+        """The models the replies since the last call named, counted (for a cell's provenance)."""
         with self._lock:
             out, self.reply_models = self.reply_models, {}
         return out
@@ -324,13 +320,18 @@ class OpenAIBackend(ServerProbes):
         return InvalidReply(f"{self.base_url}{path} sent a reply madara cannot use ({why}); nothing of it was cached: "
                             f"{one_line(json.dumps(res), 200)}")
 
-    def _send_chat(self, item: tuple[dict[str, Any], bool]) -> Completion:
-        body, truncated = item
-        path = "/completions" if "prompt" in body else "/chat/completions"
+    def _post(self, path: str, body: dict[str, Any]) -> tuple[Any, float]:
+        """The reply to one POST and its round trip in seconds (the model it names counted)."""
         t0 = time.perf_counter()
         res = self._call("POST", path, body)
         seconds = time.perf_counter() - t0
         self._answered_by(res)
+        return res, seconds
+
+    def _send_chat(self, item: tuple[dict[str, Any], bool]) -> Completion:
+        body, truncated = item
+        path = "/completions" if "prompt" in body else "/chat/completions"
+        res, seconds = self._post(path, body)
         try:
             choice = first_choice(res)
             if path == "/completions":
@@ -356,10 +357,7 @@ class OpenAIBackend(ServerProbes):
 
     def _send_score(self, item: tuple[dict[str, Any], bool, tuple[str, ...]]) -> Completion:
         body, truncated, candidates = item
-        t0 = time.perf_counter()
-        res = self._call("POST", "/completions", body)
-        seconds = time.perf_counter() - t0
-        self._answered_by(res)
+        res, seconds = self._post("/completions", body)
         try:
             top = top_logprobs(first_choice(res))
             tokens_in = usage_count(reply_usage(res), "prompt_tokens")
@@ -387,9 +385,8 @@ SAMPLING_MODES = ("explicit", "minimal")
 
 
 def sampling_mark(sampling: str) -> str:
-    """The fingerprint's note of how requests are sampled: ``:rs`` (a seed per request,
-    records.sampling_seed, and every sampling field sent), ``:rs-minimal`` (temperature
-    and top_p only: the server's defaults decide the rest)."""
+    """The fingerprint's note of the sampling: ``:rs`` (a seed per request, records.sampling_seed,
+    every field sent), ``:rs-minimal`` (temperature and top_p only; the server decides the rest)."""
     return ":rs" if sampling == "explicit" else f":rs-{sampling}"
 
 
@@ -405,8 +402,8 @@ class OpenAIConfig(BackendConfig):
     max_in_flight: int = 8
     retries: int = 4
     timeout_s: float = 120.0  # wall-clock seconds per attempt, from connect to the reply's last byte
-    # explicit: every sampling field in the body, so `vllm serve` samples as offline
-    # LLM.chat does; minimal: temperature and top_p only (APIs that refuse other fields).
+    # explicit: every sampling field sent, so `vllm serve` samples as offline LLM.chat;
+    # minimal: temperature and top_p only (APIs that refuse other fields).
     sampling: str = "explicit"
 
 

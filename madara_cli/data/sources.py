@@ -115,8 +115,8 @@ def unreachable(hf_id: str) -> DataError:
 
 @contextmanager
 def offline_mode() -> Iterator[None]:
-    """``datasets`` and ``huggingface_hub`` read ``HF_HUB_OFFLINE`` once, at import:
-    set the variables and the libraries' copies of them for the block, then restore."""
+    """Offline for the block: ``datasets`` and ``huggingface_hub`` read ``HF_HUB_OFFLINE`` once, at
+    import, so the variables and the libraries' copies of them are set, then restored."""
     import datasets.config as dcfg
 
     try:
