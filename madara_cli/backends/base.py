@@ -14,6 +14,8 @@ point group, a folder of your own through ``--include``.
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, ClassVar, Optional, Protocol, Sequence, runtime_checkable
 
@@ -97,6 +99,16 @@ class BackendSpec(Spec):
 # GGML_MAX_N_THREADS; backend.n_threads=100000 was once taken).
 CONTEXT = int_range(1, MAX_CONTEXT, optional=True)
 THREADS = int_range(1, 512, optional=True)
+
+
+def importable(module: str) -> bool:
+    """Whether ``module`` is imported already (and not blocked: None), or could be."""
+    if module in sys.modules:  # perhaps without a __spec__
+        return sys.modules[module] is not None
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 @held

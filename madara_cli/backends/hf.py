@@ -30,9 +30,7 @@ transformers, torch (and, with an adapter, peft) releases.
 
 from __future__ import annotations
 
-import importlib.util
 import logging
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -40,6 +38,7 @@ from typing import Optional
 from omegaconf import DictConfig
 
 from madara_cli.backends.base import THREADS, Backend, BackendSpec, installed_version
+from madara_cli.backends.base import importable as _have
 from madara_cli.backends.chat import ChatSettings
 from madara_cli.backends.weights import (
     download_hub,
@@ -125,15 +124,6 @@ def _adapter_folder(path: str) -> Path:
     if not (folder / "adapter_config.json").is_file():
         raise BackendError(f"backend.adapter={path}: no adapter_config.json there (a PEFT adapter folder, as save_pretrained writes it)")
     return folder
-
-
-def _have(module: str) -> bool:
-    if module in sys.modules:
-        return sys.modules[module] is not None
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        return False
 
 
 def torch_module():

@@ -5,43 +5,35 @@ llama-cpp-python's server takes text prompts only), so that many workers share o
 * **chat**: one ``POST /chat/completions`` per request; the server applies the template.
 * **scoring**: chat completions cannot portably continue an assistant turn (vLLM needs
   ``continue_final_message``; llama-cpp-python's server ignores unknown fields and opens a
-  new assistant message: a silently wrong prompt). So a ScoreRequest is a plain ``POST
-  /completions`` on a prompt rendered *client-side* (chat template with
-  ``add_generation_prompt=True``, then the assistant ``prefix``; ``max_tokens=1``, greedy,
-  ``logprobs=20``), with the template the server uses: the GGUF's metadata when
-  ``model.gguf`` is set (llama.cpp), else the HF tokenizer of ``model.hf_id@revision``
-  (vllm serve); ``backend.tokenizer`` forces one. When the tokenizer adds BOS to a text
-  prompt (both servers do on ``/completions``) the template's leading BOS string is
-  removed, so the tokens match the server's own chat rendering. Candidates are read from
-  the top-20 by :func:`match_candidates`; values are full-vocabulary log-probabilities
-  (scorers renormalise).
-* **truncation**: :func:`fit_messages` with client-side token counts against
-  ``backend.n_ctx``, else the ``max_model_len`` ``/models`` reports (vLLM), else
-  ``model.max_model_len``.
-* **transport** (:mod:`~madara_cli.backends.http_client`): pooled keep-alive client, at
-  most ``max_in_flight`` requests in flight; ``timeout_s`` bounds each attempt from
-  connect to last byte; no redirect is followed (it would carry the API key elsewhere);
-  429, 5xx, resets and time-outs are retried ``retries`` times with exponential backoff
-  (honouring ``Retry-After``), then end with the resume line; a refused connection
-  before any answer and other 4xx fail at once. ``Completion.seconds`` is each round
-  trip; requests overlap, so a stage's sum exceeds its wall time.
-* **replies** are checked (:mod:`~madara_cli.backends.openai_replies`) before the cache
-  keeps them; a bad one is an :class:`InvalidReply` and nothing of it is cached.
+  new assistant message: a silently wrong prompt). So a ScoreRequest (and a chat request
+  with a prefix) is a ``POST /completions`` on a prompt rendered *client-side*
+  (:mod:`~madara_cli.backends.prompt_tokenizers`: the GGUF's template when ``model.gguf``
+  is set, as llama.cpp renders, else the HF tokenizer of ``model.hf_id@revision``, as
+  vllm serve; ``backend.tokenizer`` forces one), ``max_tokens=1``, greedy, ``logprobs=20``,
+  read by :func:`match_candidates` (full-vocabulary values; scorers renormalise).
+* **truncation**: :func:`fit_messages` with client-side counts against ``backend.n_ctx``,
+  else the ``max_model_len`` ``/models`` reports (vLLM), else ``model.max_model_len``.
+* **transport** (:mod:`~madara_cli.backends.http_client`): at most ``max_in_flight``
+  requests in flight; ``timeout_s`` per attempt; no redirect followed (it would carry the
+  API key elsewhere); 429, 5xx, resets and time-outs retried ``retries`` times with
+  backoff (honouring ``Retry-After``), then the resume line; a refused connection before
+  any answer and other 4xx fail at once. ``Completion.seconds`` is each round trip
+  (requests overlap, so a stage's sum exceeds its wall time).
+* **replies** are checked (:mod:`~madara_cli.backends.openai_replies`); a bad one is an
+  :class:`InvalidReply` and nothing of it is cached.
 * **chat settings** (``backends/chat.py``): ``chat_template_kwargs`` go into every chat
-  body (read by vllm serve and SGLang; llama.cpp ignores it, and leaked thinking is
-  stripped) and into client-side rendering; ``system_role: false`` folds the
-  conversation first.
-* **untrusted text**: a server parses special tokens in any text it gets. So a request
-  whose content or prefix holds a special-token string of the client-side tokenizer is
-  rendered here and sent to ``/completions`` as token ids (vllm serve, llama-server and
-  SGLang accept them; a text-only server refuses, and the run stops rather than forge a
-  turn).
+  body (vllm serve and SGLang read it; llama.cpp ignores it, and leaked thinking is
+  stripped) and the client-side rendering; ``system_role: false`` folds first.
+* **untrusted text**: a server parses special tokens in any text, so a request whose
+  content or prefix holds one of the tokenizer's special-token strings is sent to
+  ``/completions`` as token ids (vllm serve, llama-server, SGLang take them; a text-only
+  server refuses, and the run stops rather than forge a turn).
 
 The fingerprint is ``openai:{base_url}:{model}`` (URL without user info: a password in it
 authenticates and is never kept, shown or keyed), plus the ``/models`` id when it differs
 (llama.cpp reports the GGUF path), plus the server's software and version when it says
-them (``vllm-0.32.0``: the engine that answers, as ``backend=vllm`` keys vLLM's version),
-plus non-default chat settings. The same identity (``served``) goes into provenance.
+them (``vllm-0.32.0``, as ``backend=vllm`` keys vLLM's version), plus non-default chat
+settings. The same identity (``served``) goes into provenance.
 """
 
 from __future__ import annotations
@@ -194,7 +186,7 @@ class OpenAIBackend(ServerProbes):
                 if reply.status in RETRY_STATUS and not last:
                     time.sleep(self._backoff(attempt, reply.headers.get("retry-after")))
                     continue
-                raise HTTPStatus(self._status_line(method, shown, reply, body, tries), reply.status)
+                raise HTTPStatus(self._status_line(method, shown, reply, tries), reply.status)
             try:
                 return parse_json(reply.body)
             except ValueError as e:
@@ -220,7 +212,7 @@ class OpenAIBackend(ServerProbes):
                 "document or question holds the model's control text, which a text prompt would turn into control tokens: "
                 "serve the model with vllm serve, llama.cpp's llama-server or SGLang (they take token ids), or use backend=llamacpp")
 
-    def _status_line(self, method: str, url: str, reply: Reply, body: dict[str, Any] | None, tries: str) -> str:
+    def _status_line(self, method: str, url: str, reply: Reply, tries: str) -> str:
         line = f"{method} {url} failed{tries} with HTTP {reply.status}: {redact(server_message(reply.body))}"
         if reply.status == 404 and not urlsplit(self.base_url).path.rstrip("/").endswith("/v1"):
             line += f"; backend.base_url has no /v1 (OpenAI-compatible servers answer under it: backend.base_url={self.base_url}/v1)"

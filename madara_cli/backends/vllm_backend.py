@@ -49,7 +49,7 @@ from typing import Any, Optional
 
 from omegaconf import DictConfig
 
-from madara_cli.backends.base import Backend, BackendSpec, installed_version
+from madara_cli.backends.base import Backend, BackendSpec, importable, installed_version
 from madara_cli.backends.chat import ChatSettings, ControlText, hf_control_strings, hf_encode_text, safe_token_ids
 from madara_cli.backends.prompt_tokenizers import message_dicts
 from madara_cli.backends.truncate import fit_messages
@@ -438,11 +438,7 @@ NOT_INSTALLED = "vLLM is not installed: pip install -e '.[vllm]' on a GPU machin
 
 
 def _missing() -> str | None:
-    import importlib.util
-
-    if "vllm" in sys.modules:  # imported already (or blocked: None), perhaps without a __spec__
-        return NOT_INSTALLED if sys.modules["vllm"] is None else None
-    return NOT_INSTALLED if importlib.util.find_spec("vllm") is None else None
+    return None if importable("vllm") else NOT_INSTALLED
 
 
 SPEC = register(BackendSpec(
