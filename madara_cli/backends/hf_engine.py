@@ -45,7 +45,6 @@ from typing import Any
 
 from madara_cli.backends.base import OnDone
 from madara_cli.backends.chat import ChatSettings
-from madara_cli.backends.truncate import fit_messages
 from madara_cli.core.errors import BackendError, import_failure
 from madara_cli.core.records import ChatRequest, Completion, ScoreRequest, sampling_seed
 
@@ -155,15 +154,11 @@ class HFBackend:
     # -- protocol ----------------------------------------------------------------
 
     def chat(self, requests: Sequence[ChatRequest], on_done: OnDone | None = None) -> list[Completion]:
-        return self._in_batches(requests, [self._prompt(r, r.max_tokens) for r in requests], self._generate, on_done)
+        prompts = [self.render.fitted_ids(r, self.max_len - r.max_tokens - MARGIN) for r in requests]
+        return self._in_batches(requests, prompts, self._generate, on_done)
 
     def next_token_logprobs(self, requests: Sequence[ScoreRequest], on_done: OnDone | None = None) -> list[Completion]:
-        return self._in_batches(requests, [self._prompt(r, 0) for r in requests], self._score, on_done)
-
-    def _prompt(self, r: ChatRequest | ScoreRequest, reply_tokens: int) -> tuple[list[int], bool]:
-        """The request's token ids fitted to the context less ``reply_tokens``, and whether it was cut."""
-        msgs, cut = fit_messages(r.messages, lambda ms: len(self.render.ids(ms, r.prefix)), self.max_len - reply_tokens - MARGIN)
-        return self.render.ids(msgs, r.prefix), cut
+        return self._in_batches(requests, [self.render.fitted_ids(r, self.max_len - MARGIN) for r in requests], self._score, on_done)
 
     def close(self) -> None:
         cuda = self.device.type == "cuda"

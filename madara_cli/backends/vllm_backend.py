@@ -194,6 +194,11 @@ class PromptRenderer:
             self.render(messages) + prefix, pieces, self.control, self.encode, lambda t: hf_encode_text(self.tokenizer, t)
         )
 
+    def fitted_ids(self, r: ChatRequest | ScoreRequest, budget: int) -> tuple[list[int], bool]:
+        """The request's prompt as token ids fitted to ``budget`` tokens, and whether it was cut."""
+        msgs, cut = fit_messages(r.messages, lambda ms: len(self.ids(ms, r.prefix)), budget)
+        return self.ids(msgs, r.prefix), cut
+
     def chat_tokens(self, messages: Sequence[Message]) -> int:
         """Prompt length of a plain chat request as ``LLM.chat`` sends it."""
         return len(self.ids(messages)) if self.mode == "mistral" else len(self.encode(self.render(messages)))
@@ -282,13 +287,11 @@ class VLLMBackend:
             return []
         # Requests holding control text are sent as safe token ids, like prefixed ones.
         by_ids = [bool(r.prefix) or self.render.holds_control(r) for r in requests]
-        plain = [i for i, r in enumerate(requests) if not by_ids[i]]
-        prefixed = [i for i, r in enumerate(requests) if by_ids[i]]
         out: list[Completion | None] = [None] * len(requests)
-        for i, c in zip(plain, self._chat([requests[i] for i in plain])):
-            out[i] = c
-        for i, c in zip(prefixed, self._continue([requests[i] for i in prefixed])):
-            out[i] = c
+        for send, group in ((self._chat, False), (self._continue, True)):
+            rows = [i for i, b in enumerate(by_ids) if b == group]
+            for i, c in zip(rows, send([requests[i] for i in rows])):
+                out[i] = c
         return out  # type: ignore[return-value]
 
     def _sampling(self, r: ChatRequest) -> Any:
@@ -323,10 +326,8 @@ class VLLMBackend:
             return []
         prompts, params, truncated = [], [], []
         for r in requests:
-            msgs, cut = fit_messages(
-                r.messages, lambda ms, prefix=r.prefix: len(self.render.ids(ms, prefix)), self.max_model_len - r.max_tokens - MARGIN
-            )
-            prompts.append({"prompt_token_ids": self.render.ids(msgs, r.prefix)})
+            ids, cut = self.render.fitted_ids(r, self.max_model_len - r.max_tokens - MARGIN)
+            prompts.append({"prompt_token_ids": ids})
             params.append(self._sampling(r))
             truncated.append(cut)
         t0 = time.perf_counter()
@@ -339,10 +340,10 @@ class VLLMBackend:
         SamplingParams = self._vllm.SamplingParams
         prompts, params, firsts, truncated = [], [], [], []
         for r in requests:
-            msgs, cut = fit_messages(r.messages, lambda ms, prefix=r.prefix: len(self.render.ids(ms, prefix)), self.max_model_len - MARGIN)
+            ids, cut = self.render.fitted_ids(r, self.max_model_len - MARGIN)
             first = {c: self.render.first_token(c) for c in r.candidates}
             allowed = sorted({i for i in first.values() if i is not None})
-            prompts.append({"prompt_token_ids": self.render.ids(msgs, r.prefix)})
+            prompts.append({"prompt_token_ids": ids})
             params.append(SamplingParams(max_tokens=1, temperature=0.0, logprobs=TOP_LOGPROBS, allowed_token_ids=allowed or None))
             firsts.append(first)
             truncated.append(cut)
