@@ -1,22 +1,21 @@
 """The backend contract: a batch of requests in, a list of completions out, same order.
 
-The shape follows vLLM's offline API (``LLM.chat(conversations, sampling_params)``
-takes a whole batch with per-request sampling parameters) so that every engine fits
-without change: llama.cpp runs the batch sequentially, vLLM in one call, an
-OpenAI-compatible server with bounded concurrency.
+The shape is vLLM's offline API (``LLM.chat(conversations, sampling_params)``: a batch
+with per-request sampling), so every engine fits: llama.cpp runs the batch sequentially,
+vLLM in one call, an OpenAI-compatible server with bounded concurrency.
 
-Each backend module declares one :class:`BackendSpec` and registers it with
-:func:`madara_cli.plugins.register`: its settings schema, how to build the engine from a
-composed config, its cache fingerprint (computed without loading a model, for
-``madara plan``), its runtime-only settings (left out of cell keys) and the package
-whose version provenance records. The one loader
-(:func:`madara_cli.composition.plugins.load_plugins`) imports every module of this
-package; an installed package registers its own through the ``madara.backends`` entry
+Each backend module registers one :class:`BackendSpec` (:func:`madara_cli.plugins.register`):
+settings schema, how to build the engine, its cache fingerprint (without loading a model,
+for ``madara plan``), runtime-only settings (left out of cell keys) and the package whose
+version provenance records. :func:`madara_cli.composition.plugins.load_plugins` imports
+every module here; an installed package registers through the ``madara.backends`` entry
 point group, a folder of your own through ``--include``.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, ClassVar, Optional, Protocol, Sequence, runtime_checkable
 
@@ -28,9 +27,8 @@ from madara_cli.plugins.shape import Spec, int_range
 if TYPE_CHECKING:
     from omegaconf import DictConfig
 
-# Called by a backend whose ``reports_each`` is true with (index in the batch, completion)
-# the moment each request finishes, so the cache stores it and progress moves before the
-# rest of the batch is done.
+# Called by a ``reports_each`` backend with (index in the batch, completion) as each request
+# finishes, so the cache stores it and progress moves before the batch is done.
 OnDone = Callable[[int, Completion], None]
 
 
@@ -40,29 +38,24 @@ class Backend(Protocol):
 
     @property
     def fingerprint(self) -> str:
-        """Identity of the model weights (file hash, or HF id + revision). Part of every
-        cache key, so two different models never share cached completions."""
+        """Identity of the weights (file hash, or HF id + revision): in every cache key."""
         ...
 
     @property
     def batch_size(self) -> int:
-        """How many requests the response cache hands over at once. Each finished chunk
-        is stored before the next is sent, so a killed run loses at most one chunk. A
-        backend with ``reports_each = True`` takes an ``on_done`` callback
-        (:data:`OnDone`) in ``chat`` and ``next_token_logprobs`` and calls it as each
-        request finishes: then every finished completion is stored at once."""
+        """Requests the response cache hands over at once (each chunk stored before the next
+        is sent). A ``reports_each = True`` backend takes an ``on_done`` callback
+        (:data:`OnDone`) in ``chat`` and ``next_token_logprobs``, called per request."""
         ...
 
     def chat(self, requests: Sequence[ChatRequest]) -> list[Completion]:
-        """Generate one completion per request, in order. Prompts that do not fit the
-        context are truncated from the left of the user turn and flagged
-        ``truncated=True``; they never raise."""
+        """One completion per request, in order; a prompt too long for the context is cut
+        from the left of the user turn and flagged ``truncated=True``, never raised."""
         ...
 
     def next_token_logprobs(self, requests: Sequence[ScoreRequest]) -> list[Completion]:
-        """For each request, render the chat, append ``prefix`` as the start of the
-        assistant turn, and return the log-probability of the first token of each
-        candidate string as ``Completion.logprobs``."""
+        """Per request: the chat rendered with ``prefix`` opening the assistant turn, and each
+        candidate's first-token log-probability as ``Completion.logprobs``."""
         ...
 
     def close(self) -> None:
@@ -72,45 +65,50 @@ class Backend(Protocol):
 
 @dataclass(frozen=True, kw_only=True)
 class BackendSpec(Spec):
-    """Everything madara needs to know about one backend, in one record (what every
-    plug-in declares is :class:`~madara_cli.plugins.shape.Spec`'s: ``name`` is the
-    ``backend.name`` its yaml sets, ``schema`` extends config.schema.BackendConfig,
-    ``package`` is the distribution whose version provenance records)."""
+    """Everything madara needs to know about one backend (beside
+    :class:`~madara_cli.plugins.shape.Spec`'s fields: ``name`` is the yaml's ``backend.name``,
+    ``schema`` extends config.schema.BackendConfig, ``package`` is what provenance versions)."""
 
     kind: ClassVar[str] = "backend"
 
     build: Callable[["DictConfig"], Backend]  # the engine for a composed config (may load a model)
     fingerprint: Callable[["DictConfig"], str]  # the engine's cache identity, without loading a model
-    # Makes ready what ``build`` will load (a download, a conversion) and says what is
-    # where; ``madara prepare`` runs it. None: nothing to make ready.
+    # Makes ready what ``build`` will load (a download, a conversion) and says where (``madara prepare``).
     prepare: Optional[Callable[["DictConfig", Callable[[str], None]], str]] = None
     model_settings: tuple[str, ...] = ()  # model.* settings only this backend reads: in its cells' keys alone
     worker_threads: Optional[str] = None  # the setting that takes a parallel worker's share of the cores (launchers set it)
-    # What this machine lacks to run it, as one line (None: nothing), checked without
-    # loading anything: `madara reproduce` stops on it before the first cell.
+    # What this machine lacks to run it, one line (None: nothing), without loading anything:
+    # `madara reproduce` stops on it before the first cell.
     missing: Optional[Callable[[], Optional[str]]] = None
-    # The model settings that name local files this engine reads for a composed config,
-    # with their input kind ({"gguf": "file"}): each enters keys by its content, and a
-    # model input it does not read enters no key. None: every model setting whose schema
-    # marks it an input (config.schema.input_field) and that is set.
+    # The model settings naming local files this engine reads, with their input kind
+    # ({"gguf": "file"}): each enters keys by content; an input it does not read enters
+    # none. None: every set model setting the schema marks an input (config.schema.input_field).
     model_inputs: Optional[Callable[["DictConfig"], dict[str, str]]] = None
-    # Whether it loads model.hf_id at model.revision from the Hugging Face hub for a
-    # composed config: then the commit the local hub cache knows for that revision keys
-    # its cells (a weights or template update is a new cell); no other engine's key
-    # depends on what the hub cache holds.
+    # Whether it loads model.hf_id at model.revision from the hub: then the commit the local
+    # hub cache knows for it keys its cells (an update is a new cell); no other engine's key
+    # depends on the hub cache.
     loads_hub: Optional[Callable[["DictConfig"], bool]] = None
-    # What settings left to this machine resolve to for a composed config, computed
-    # without loading a model ({"device": "cuda", "dtype": "bfloat16"} for device=auto,
-    # dtype=null on a GPU): keys hold the resolved value in the setting's place, so a cell
-    # run on a GPU and on a laptop are not one cell. None: every setting is what it says.
+    # What settings left to this machine resolve to, without loading a model ({"device":
+    # "cuda", "dtype": "bfloat16"} for auto/null on a GPU): keys hold the resolved value, so
+    # a GPU's cell and a laptop's are not one. None: every setting is what it says.
     resolves: Optional[Callable[["DictConfig"], dict[str, str]]] = None
 
 
-# Ranges engines share: a context of at most MAX_CONTEXT tokens (whether a reply budget
-# leaves room for a prompt in it is checked beside, config.validate.check_budgets), and
-# at most 512 threads (llama.cpp's GGML_MAX_N_THREADS; backend.n_threads=100000 was taken).
+# Shared ranges: at most MAX_CONTEXT tokens of context (room for a prompt beside the reply
+# budget: config.validate.check_budgets), at most 512 threads (llama.cpp's
+# GGML_MAX_N_THREADS; backend.n_threads=100000 was once taken).
 CONTEXT = int_range(1, MAX_CONTEXT, optional=True)
 THREADS = int_range(1, 512, optional=True)
+
+
+def importable(module: str) -> bool:
+    """Whether ``module`` is imported already (and not blocked: None), or could be."""
+    if module in sys.modules:  # perhaps without a __spec__
+        return sys.modules[module] is not None
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 @held

@@ -1,19 +1,15 @@
 """Response cache and per-stage accounting.
 
-Every request goes through :class:`CachedLLM`. A request's key is the model
-fingerprint plus the canonical request (messages, sampling parameters, seed), so
+Every request goes through :class:`CachedLLM`, keyed by the model fingerprint plus the
+canonical request (messages, sampling parameters, seed), so work shared between
+strategies is free (3-Agent, SDA, ATF and PDE read the same base scores; CoT and SDA+CoT
+the same CoT scores), a killed run resumes where it stopped (each completion committed to
+SQLite (WAL) as it finishes; per batch where the engine answers per batch, as vLLM), and a
+rerun of a finished cell calls no backend at all.
 
-* work shared between strategies is free (3-Agent, SDA, ATF and PDE read the same
-  base scores; CoT and SDA+CoT the same CoT scores);
-* a killed run resumes where it stopped: each completion is committed to SQLite (WAL)
-  as it finishes (llama.cpp, OpenAI-compatible servers), a whole batch at once where
-  the engine answers per batch (vLLM);
-* a rerun of a finished cell issues no backend call at all.
-
-Replies are stored as the engine wrote them. What a strategy receives has any
-reasoning block removed (``<think>...</think>``, see :func:`strip_thinking`), counted
-per stage as ``thinking_stripped`` whether the reply was cached or not, so every parser
-and answer clean-up reads the reply itself.
+Replies are stored as the engine wrote them; what a strategy receives has any reasoning
+block removed (:func:`strip_thinking`), counted per stage as ``thinking_stripped`` cached
+or not, so every parser reads the reply itself.
 """
 
 from __future__ import annotations
@@ -24,7 +20,7 @@ import sqlite3
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Callable, Iterator, Sequence, TypeVar
 
@@ -73,10 +69,9 @@ _ROW_FIELDS: dict[str, Callable[[object], bool]] = {
 
 
 def _decode(s: object) -> Completion | None:
-    """The completion a stored row holds, or None for a row this madara cannot read: cut
-    (a torn write, a damaged copy), or written by a newer madara (a field this version
-    does not know, as a cache merged from a newer madara holds). Such a row is a cache
-    miss: the request is sent again and its reply stored over the row."""
+    """The completion a stored row holds, or None for a row this madara cannot read (cut by a
+    torn write or a damaged copy, or written by a newer madara with a field unknown here):
+    a cache miss, whose request is sent again and its reply stored over the row."""
     from madara_cli.core.sidefiles import json_problem
 
     d, problem = json_problem(s) if isinstance(s, str) else (None, "not text")
@@ -89,16 +84,18 @@ def _decode(s: object) -> Completion | None:
     return Completion(**d, cached=True)
 
 
-def decode_rows(rows: Sequence[tuple[str, object]]) -> tuple[dict[str, Completion], int]:
-    """(key -> completion of every readable row, how many rows could not be read)."""
+def select_rows(db: sqlite3.Connection, keys: Sequence[str]) -> tuple[dict[str, Completion], int]:
+    """(key -> completion of every readable row ``db`` holds for ``keys``, how many rows could not be read)."""
     found: dict[str, Completion] = {}
     bad = 0
-    for k, v in rows:
-        c = _decode(v)
-        if c is None:
-            bad += 1
-        else:
-            found[k] = c
+    for i in range(0, len(keys), 500):
+        chunk = list(keys[i : i + 500])
+        for k, v in db.execute(f"SELECT key, completion FROM completions WHERE key IN ({','.join('?' * len(chunk))})", chunk).fetchall():
+            c = _decode(v)
+            if c is None:
+                bad += 1
+            else:
+                found[k] = c
     return found, bad
 
 
@@ -130,24 +127,20 @@ def _free_bytes(folder: Path) -> int | None:
 
 
 def _cache_error(path: Path, e: sqlite3.Error) -> CacheError:
-    """One line for an SQLite error on the cache. Only a file that SQLite itself finds
-    damaged is called damaged (with the ``mv`` that sets it aside): a full disk or a
-    failing write leaves a healthy cache, and moving it aside would throw work away."""
+    """One line for an SQLite error on the cache. Only a file SQLite itself finds damaged is
+    called damaged (with the ``mv`` that sets it aside): a full disk or failing write leaves
+    a healthy cache, and moving it aside would throw work away."""
     text = " ".join(str(e).split())
     name = getattr(e, "sqlite_errorname", "") or ""
     folder = path.parent if str(path.parent) else Path(".")
     io_error = "disk I/O error" in text or name.startswith("SQLITE_IOERR")
     free = _free_bytes(folder) if io_error else None
     if name == "SQLITE_FULL" or "database or disk is full" in text or (io_error and free is not None and free < _LOW_SPACE_BYTES):
-        return CacheError(
-            f"no space left on {folder} for response cache {path} ({text}); free some space and rerun "
-            "(the cache is not damaged: finished cells and cached completions are kept)"
-        )
+        return CacheError(f"no space left on {folder} for response cache {path} ({text}); free some space and rerun "
+                          "(the cache is not damaged: finished cells and cached completions are kept)")
     if any(s in text for s in ("not a database", "malformed", "corrupt")) or name in ("SQLITE_CORRUPT", "SQLITE_NOTADB"):
-        return CacheError(
-            f"response cache {path} is damaged ({text}); move it aside and rerun: mv '{path}' '{path}.broken' "
-            "(finished cells are kept; only cached completions are recomputed)"
-        )
+        return CacheError(f"response cache {path} is damaged ({text}); move it aside and rerun: mv '{path}' '{path}.broken' "
+                          "(finished cells are kept; only cached completions are recomputed)")
     if io_error:
         return CacheError(f"cannot read or write response cache {path}: {text} (the disk or file system failed a read or write; "
                           "the cache itself is not known to be damaged)")
@@ -186,18 +179,8 @@ class ResponseCache:
     def get_many(self, keys: Sequence[str]) -> dict[str, Completion]:
         """The readable completions stored for ``keys``; a row this madara cannot read is
         left out (a miss) and counted in :attr:`unreadable`."""
-        found: dict[str, Completion] = {}
-        bad = 0
         with self._lock, _guard(self.path):
-            for i in range(0, len(keys), 500):
-                chunk = list(keys[i : i + 500])
-                marks = ",".join("?" * len(chunk))
-                rows = self._db.execute(
-                    f"SELECT key, completion FROM completions WHERE key IN ({marks})", chunk
-                ).fetchall()
-                readable, n = decode_rows(rows)
-                found.update(readable)
-                bad += n
+            found, bad = select_rows(self._db, keys)
             self.unreadable += bad
         if bad:
             warn_unreadable(self.path, bad)
@@ -206,15 +189,12 @@ class ResponseCache:
     def put_many(self, fingerprint: str, kind: str, items: Sequence[tuple[str, Completion]]) -> None:
         now = time.time()
         with self._lock, _guard(self.path):
-            self._db.executemany(
-                "INSERT OR REPLACE INTO completions VALUES (?, ?, ?, ?, ?)",
-                [(k, fingerprint, kind, _encode(c), now) for k, c in items],
-            )
+            self._db.executemany("INSERT OR REPLACE INTO completions VALUES (?, ?, ?, ?, ?)",
+                                 [(k, fingerprint, kind, _encode(c), now) for k, c in items])
             self._db.commit()
 
     def seconds_per_call(self, fingerprint: str) -> dict[str, tuple[float, int]]:
-        """Mean engine seconds of one completion by kind (``chat``, ``score``) among the
-        entries of ``fingerprint``, with their count: the rates ``madara plan`` estimates with."""
+        """Mean engine seconds of one completion of ``fingerprint`` by kind, with their count (``madara plan``'s rates)."""
         with self._lock, _guard(self.path):
             rows = self._db.execute(
                 "SELECT kind, AVG(json_extract(completion, '$.seconds')), COUNT(*) FROM completions "
@@ -223,11 +203,10 @@ class ResponseCache:
         return {kind: (float(mean), int(n)) for kind, mean, n in rows if mean is not None}
 
     def timing_sums(self, fingerprint: str, kind: str | None = None) -> dict[str, float]:
-        """Over the completions of ``fingerprint`` (of one ``kind``: chat or score, when
-        given) that took time (``seconds`` > 0): their count ``n`` and the sums of prompt
-        tokens ``x``, output tokens ``z``, seconds ``y`` and their products (``xx``, ``zz``,
-        ``xz``, ``xy``, ``zy``, ``yy``), read in one pass: what a least-squares fit of
-        seconds on tokens needs (``madara plan``'s calibration)."""
+        """Over the completions of ``fingerprint`` (of one ``kind``, when given) with ``seconds`` > 0:
+        count ``n`` and sums of prompt tokens ``x``, output tokens ``z``, seconds ``y`` and their
+        products (``xx``, ``zz``, ``xz``, ``xy``, ``zy``, ``yy``) in one pass: a least-squares fit
+        of seconds on tokens (``madara plan``'s calibration)."""
         with self._lock, _guard(self.path):
             row = self._db.execute(
                 "SELECT COUNT(*), SUM(x), SUM(z), SUM(y), SUM(x*x), SUM(z*z), SUM(x*z), SUM(x*y), SUM(z*y), SUM(y*y) FROM ("
@@ -251,10 +230,8 @@ class ResponseCache:
 @dataclass
 class StageStats:
     """What one stage cost: requests asked, served from cache, sent to the engine.
-
-    ``tokens_in``/``tokens_out`` and ``truncated`` count every request, cached or not
-    (the cache keeps each reply's token counts), so a cell's cost is the same on a
-    clean run and on a resumed one; ``issued_tokens_*`` and ``seconds`` count only the
+    ``tokens_in``/``tokens_out``/``truncated`` count every request, cached or not (so a
+    cell costs the same clean or resumed); ``issued_tokens_*`` and ``seconds`` only the
     work this run sent to the engine."""
 
     requests: int = 0
@@ -275,17 +252,15 @@ class StageStats:
     cache_unreadable: int = 0
 
     def count(self, c: Completion) -> None:
-        """One completion the engine produced (what every request costs, cached or
-        not, is counted apart: ``tokens_in``/``tokens_out``/``truncated``)."""
+        """One completion the engine produced."""
         self.calls_issued += 1
         self.issued_tokens_in += c.tokens_in
         self.issued_tokens_out += c.tokens_out
         self.seconds += c.seconds
 
     def add(self, other: "StageStats") -> None:
-        for f in ("requests", "cache_hits", "calls_issued", "tokens_in", "tokens_out", "issued_tokens_in", "issued_tokens_out",
-                  "seconds", "truncated", "cut_at_max_tokens", "thinking_stripped", "cache_unreadable"):
-            setattr(self, f, getattr(self, f) + getattr(other, f))
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
 
 @dataclass
@@ -336,10 +311,9 @@ class CachedLLM:
 
     @contextmanager
     def fresh_accounting(self, propagate: bool = False) -> Iterator[Accounting]:
-        """Account the calls of one cell (or probe) separately: the backend is shared
-        across cells. With ``propagate``, the calls also count in the enclosing
-        accounting when the block ends (a probe run inside a ``madara`` cell is part of
-        that cell's cost, and its own record still shows it alone)."""
+        """Account the calls of one cell (or probe) apart (the backend is shared across cells);
+        with ``propagate`` they also count in the enclosing accounting when the block ends (a
+        probe inside a cell is part of its cost, and its own record still shows it alone)."""
         saved, self.accounting = self.accounting, Accounting()
         inner = self.accounting
         try:
@@ -357,9 +331,8 @@ class CachedLLM:
         return self._run(stage, "score", requests, self.backend.next_token_logprobs)
 
     def _legacy_rows(self, fp: str, kind: str, keys: list[str], requests: Sequence[R], results: dict[str, Completion]) -> None:
-        """What ``results`` lacks, from rows written under the engine's fingerprint of
-        before (``legacy_fingerprint``: a GGUF entered it by name, the
-        cache_gguf_by_content shim), copied under today's key so it is found directly next time."""
+        """What ``results`` lacks, from rows under the engine's former fingerprint
+        (``legacy_fingerprint``: the cache_gguf_by_content shim), copied under today's key."""
         legacy = getattr(self.backend, "legacy_fingerprint", None)
         if not legacy or legacy == fp or len(results) == len(set(keys)):
             return
@@ -395,20 +368,22 @@ class CachedLLM:
             chunk = items[i : i + step]
             stored: set[int] = set()
 
-            def finished(j: int, c: Completion, chunk=chunk, stored=stored) -> None:
-                # Stored and counted the moment it exists: Ctrl-C or a crash loses
-                # only the requests still running, and progress moves per completion.
+            def store(pairs: list[tuple[int, Completion]], chunk=chunk, stored=stored) -> None:
+                # Stored and counted the moment it exists: Ctrl-C or a crash loses only the
+                # requests still running, and progress moves per completion.
                 nonlocal done
-                if j in stored:
-                    return
-                k = chunk[j][0]
-                self.cache.put_many(fp, kind, [(k, c)])
-                stored.add(j)
-                results[k] = c
-                stats.count(c)
-                done += 1
+                self.cache.put_many(fp, kind, [(chunk[j][0], c) for j, c in pairs])
+                for j, c in pairs:
+                    stored.add(j)
+                    results[chunk[j][0]] = c
+                    stats.count(c)
+                done += len(pairs)
                 if self.progress:
                     self.progress(stage, done, total)
+
+            def finished(j: int, c: Completion, stored=stored, store=store) -> None:
+                if j not in stored:
+                    store([(j, c)])
 
             batch = [r for _, r in chunk]
             out = call(batch, on_done=finished) if each else call(batch)
@@ -416,14 +391,7 @@ class CachedLLM:
                 raise RuntimeError(f"backend {self.backend.name} returned {len(out)} completions for {len(chunk)} requests")
             rest = [(j, c) for j, c in enumerate(out) if j not in stored]
             if rest:  # a backend that answers per batch (vLLM): one commit for the batch
-                self.cache.put_many(fp, kind, [(chunk[j][0], c) for j, c in rest])
-                stored.update(j for j, _ in rest)
-                for j, c in rest:
-                    results[chunk[j][0]] = c
-                    stats.count(c)
-                done += len(rest)
-                if self.progress:
-                    self.progress(stage, done, total)
+                store(rest)
         for k in keys:
             c = results[k]
             stats.tokens_in += c.tokens_in

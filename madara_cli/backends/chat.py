@@ -123,20 +123,13 @@ def _content_spans(rendered: str, pieces: Sequence[str]) -> list[tuple[int, int]
                 cursor = at + len(text)
                 break
         else:
-            raise BackendError(
-                "the chat template changes message text beyond trimming, so a control string in a document or question "
-                "cannot be kept apart from the template's own; refusing to send it as control tokens"
-            )
+            raise BackendError("the chat template changes message text beyond trimming, so a control string in a document or question "
+                               "cannot be kept apart from the template's own; refusing to send it as control tokens")
     return spans
 
 
-def safe_token_ids(
-    rendered: str,
-    pieces: Sequence[str],
-    control: ControlText,
-    encode_whole: Callable[[str], list[int]],
-    encode_text: Callable[[str], list[int]],
-) -> list[int]:
+def safe_token_ids(rendered: str, pieces: Sequence[str], control: ControlText, encode_whole: Callable[[str], list[int]],
+                   encode_text: Callable[[str], list[int]]) -> list[int]:
     """Token ids of ``rendered`` in which only the template's control strings are control tokens.
     ``pieces``: the untrusted texts it holds, in order; ``encode_whole`` parses special tokens,
     ``encode_text`` reads them as text. Without a control string in any piece it is
@@ -180,8 +173,6 @@ def hf_encode_text(tok: Any, text: str) -> list[int]:
     special = {i for i in _hf_special_tokens(tok).values() if i is not None} | set(getattr(tok, "all_special_ids", None) or ())
     special.discard(getattr(tok, "unk_token_id", None))  # text outside the vocabulary, not a control token
     if special.intersection(ids):
-        raise BackendError(
-            f"the tokenizer {type(tok).__name__} turns control text inside a document or question into control tokens even with "
-            "split_special_tokens=True; upgrade transformers"
-        )
+        raise BackendError(f"the tokenizer {type(tok).__name__} turns control text inside a document or question into control tokens "
+                           "even with split_special_tokens=True; upgrade transformers")
     return ids

@@ -1,43 +1,36 @@
-"""Hugging Face transformers backend (``backend=hf``): the engine most researchers
-already have, ``AutoModelForCausalLM`` in madara's own process, batched as
-lm-evaluation-harness's ``hf`` model is (the engine itself: :mod:`.hf_engine`).
+"""Hugging Face transformers backend (``backend=hf``): ``AutoModelForCausalLM`` in madara's
+own process, batched as lm-evaluation-harness's ``hf`` model is (the engine:
+:mod:`.hf_engine`).
 
 What it loads (``model.hf_source``, as on vLLM): ``hub`` is ``model.hf_id`` at
-``model.revision``; ``gguf`` is the folder made once from ``model.gguf``
-(:func:`~madara_cli.backends.weights.hf_folder_from_gguf`, so the embedded SmolLM2 runs
-by name); anything else is a local model folder. Settings (``configs/backend/hf.yaml``):
+``model.revision``; ``gguf`` the folder made once from ``model.gguf``
+(:func:`~madara_cli.backends.weights.hf_folder_from_gguf`: the embedded SmolLM2 runs by
+name); else a local model folder. Settings (``configs/backend/hf.yaml``):
 
-* ``device``: ``auto`` (CUDA, else Apple's MPS, else the CPU), ``cpu``, ``cuda``,
-  ``cuda:N``, ``mps``; ``device_map`` (``auto``, ``balanced``, ...) instead spreads a
-  model larger than one GPU over all of them (accelerate's placement).
-* ``dtype``: null is bfloat16 on a GPU and float32 on the CPU (the embedded model's
-  weights are a GGUF's Q4_1 blocks dequantised, which float32 holds exactly).
+* ``device``: ``auto`` (CUDA, else MPS, else CPU), ``cpu``, ``cuda``, ``cuda:N``, ``mps``;
+  ``device_map`` (``auto``, ``balanced``, ...) instead spreads a model over all GPUs.
+* ``dtype``: null is bfloat16 on a GPU, float32 on the CPU (the embedded model's weights
+  are a GGUF's Q4_1 blocks dequantised, which float32 holds exactly).
 * ``adapter``: a PEFT adapter folder (a LoRA not merged into its base), applied on load.
 * ``micro_batch``: rows per ``generate`` call or forward pass; ``batch_size``: requests
-  the response cache hands over at once (sorted by length inside, reported per
-  micro-batch); ``n_threads``: torch's CPU threads (null: on the CPU, the physical
-  cores other processes leave free, as for llama.cpp: torch's threads also spin while
-  they wait for each other: with the load average at 4 on 2 cores, a forward pass of
-  3 x 300 tokens of the embedded model took 25 s on two threads and 14 s on one; the
-  logits were bit-identical).
+  the cache hands over at once; ``n_threads``: torch's CPU threads (null: on the CPU, the
+  physical cores other processes leave free, as for llama.cpp, since torch's threads also
+  spin: with load 4 on 2 cores a 3 x 300-token forward pass took 25 s on two threads, 14
+  s on one, logits bit-identical).
 
-**Identity.** The fingerprint (the response cache's model identity) and the cell key
-hold what the weights *are*, not where they lie: the hub commit (read from the local
-hub cache, as vLLM's: ``loads_hub``), the GGUF's hash, or a digest of a local folder's
-files (``model_inputs``); the adapter by a digest of its files (``backend.adapter`` is an
-input field); and, in the setting's place, the dtype and device kind ``auto`` and null
-resolve to here (``resolves``: a GPU machine and a laptop are not the same numbers). All
-of it is composed in :mod:`madara_cli.config.identity` with every other engine's;
-the digests are :mod:`madara_cli.config.identity`'s, memoised on each file's stamp, so a
-multi-gigabyte folder is read once. The fingerprint adds the context length and the
+**Identity.** The fingerprint and cell key hold what the weights *are*, not where they
+lie: the hub commit (from the local hub cache: ``loads_hub``), the GGUF's hash, or a
+digest of a local folder's files (``model_inputs``); the adapter by a digest of its files
+(an input field); and the dtype and device kind ``auto``/null resolve to here
+(``resolves``: a GPU and a laptop are not the same numbers). All of it is composed in
+:mod:`madara_cli.config.identity`, whose digests are memoised on each file's stamp (a
+multi-gigabyte folder is read once). The fingerprint adds the context length and the
 transformers, torch (and, with an adapter, peft) releases.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import logging
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -45,10 +38,13 @@ from typing import Optional
 from omegaconf import DictConfig
 
 from madara_cli.backends.base import THREADS, Backend, BackendSpec, installed_version
+from madara_cli.backends.base import importable as _have
 from madara_cli.backends.chat import ChatSettings
 from madara_cli.backends.weights import (
+    download_hub,
     file_fingerprint,
     hf_folder_from_gguf,
+    hf_source,
     hf_source_inputs,
     loads_hub_source,
     resolve_gguf,
@@ -75,10 +71,6 @@ class HFConfig(BackendConfig):
     device_map: Optional[str] = None  # accelerate's placement over several GPUs (then device is not set)
     adapter: Optional[str] = input_field("folder", help="a PEFT adapter folder (keys hold its content)")
     n_threads: Optional[int] = None  # torch's CPU threads; None: on the CPU, the physical cores other processes leave free
-
-
-# --------------------------------------------------------------------------- #
-# Identity, without loading a model
 
 
 @dataclass(frozen=True)
@@ -108,13 +100,9 @@ class EngineSettings:
                 f":transformers-{self.transformers}:torch-{self.torch}:rows{self.chat.fingerprint()}")
 
 
-def _source(cfg: DictConfig) -> str:
-    return str(cfg.model.get("hf_source") or "hub")
-
-
 def weights_identity(cfg: DictConfig) -> str:
     model = cfg.model
-    source = _source(cfg)
+    source = hf_source(cfg)
     if source == "gguf":
         if not model.get("gguf"):
             raise BackendError(f"model {model.name} has hf_source: gguf but no model.gguf file")
@@ -136,15 +124,6 @@ def _adapter_folder(path: str) -> Path:
     if not (folder / "adapter_config.json").is_file():
         raise BackendError(f"backend.adapter={path}: no adapter_config.json there (a PEFT adapter folder, as save_pretrained writes it)")
     return folder
-
-
-def _have(module: str) -> bool:
-    if module in sys.modules:
-        return sys.modules[module] is not None
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        return False
 
 
 def torch_module():
@@ -202,14 +181,10 @@ def engine_settings(cfg: DictConfig) -> EngineSettings:
     )
 
 
-# --------------------------------------------------------------------------- #
-# The spec
-
-
 def weights_for(cfg: DictConfig, say=None) -> str:
     """What ``from_pretrained`` loads: the hub id, the folder made from the GGUF, or the
     local folder."""
-    source = _source(cfg)
+    source = hf_source(cfg)
     if source == "hub":
         return str(cfg.model.hf_id)
     if source == "gguf":
@@ -248,7 +223,7 @@ def _build(cfg: DictConfig) -> Backend:
 
     device = _device(str(b.device), settings.device_kind, b.get("device_map"))
     weights = weights_for(cfg, say=logging.getLogger("madara_cli.core.progress").info)
-    hub = _source(cfg) == "hub"
+    hub = hf_source(cfg) == "hub"
     backend = HFBackend(
         weights=weights, placement=Placement(device=device, dtype=settings.dtype, device_map=b.get("device_map")),
         fingerprint=settings.fingerprint(), max_len=settings.max_len,
@@ -285,14 +260,8 @@ def _resolves(cfg: DictConfig) -> dict[str, str]:
 def _prepare(cfg: DictConfig, say) -> str:
     settings = engine_settings(cfg)
     weights = weights_for(cfg, say=say)
-    if _source(cfg) == "hub":  # download now, so the commit keys the cells from their first run
-        try:
-            from huggingface_hub import snapshot_download
-
-            say(f"downloading {cfg.model.hf_id}@{cfg.model.revision} into the Hugging Face cache")
-            weights = snapshot_download(str(cfg.model.hf_id), revision=str(cfg.model.revision))
-        except Exception as e:  # noqa: BLE001 - offline, gated, unknown: one line
-            raise BackendError(f"could not download {cfg.model.hf_id}@{cfg.model.revision}: {' '.join(str(e).split())[:300]}") from None
+    if hf_source(cfg) == "hub":
+        weights = download_hub(cfg, say)
         settings = engine_settings(cfg)
     return f"transformers loads {cfg.model.name} from {weights}; engine identity {settings.fingerprint()}"
 

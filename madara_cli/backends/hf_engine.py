@@ -2,43 +2,33 @@
 it): a causal LM from ``AutoModelForCausalLM`` in this process, batched the way
 lm-evaluation-harness's ``hf`` model batches.
 
-* **Prompts** are rendered with the model's own tokenizer and chat template
-  (:class:`~madara_cli.backends.vllm_backend.PromptRenderer`, the vLLM backend's:
-  ``chat_template_kwargs`` such as Qwen3's ``enable_thinking``, a folded system turn for
-  Gemma-2, an assistant prefix appended, control strings inside content encoded as
-  text) and go to the model as token ids.
-* **Batches.** The requests the response cache hands over are sorted by prompt length,
-  longest first (lm-eval's order: a batch's rows are of similar length, so little is
-  padding, and one that does not fit in memory fails first), and cut into
-  ``micro_batch`` rows; each micro-batch is left-padded and run as ONE
-  ``model.generate`` call (chat) or ONE forward pass (scores). Each completion is
-  reported as its micro-batch ends, so the cache stores it at once.
-* **Sampling, per request.** Every row samples from a ``torch.Generator`` of its own,
-  seeded with :func:`~madara_cli.core.records.sampling_seed` of its request, through
-  :class:`RowSampler`: a logits processor that applies the row's temperature and top-p,
-  draws the token by the exponential race (``argmax(p / q)``, ``q ~ Exp(1)`` from the
-  row's generator: a draw from ``p``, what vLLM's sampler does for seeded requests) and
-  hands ``generate`` a one-hot choice, so ``generate`` itself runs greedy. A row's
-  tokens therefore depend on its own request and seed, never on which requests share
-  its batch or in what order (up to the rounding that padding brings), and temperature
-  0 is plain argmax. Grouping requests by seed would not batch at all: every request
-  has a seed of its own.
-* **Stops, per request.** :class:`RowStopper` ends a row at an end-of-sequence token
-  (the model's ``generation_config`` ones), at its own ``max_tokens``, or when a stop
-  string appears in its text; the reply is cut before the stop string, as vLLM and
-  llama.cpp cut it.
-* **Generation settings** are the request's only: the model's ``generation_config``
-  is replaced by one holding its end, pad and start tokens alone, so defaults shipped
-  with a checkpoint (Qwen's ``top_k`` 20, ``repetition_penalty`` 1.05) never apply, as
-  they do not on vLLM's offline ``LLM`` with explicit ``SamplingParams``.
-* **Scores**: one forward pass per micro-batch over the rendered chat plus the
-  assistant ``prefix``, left-padded with explicit position ids, and the
-  full-vocabulary log-softmax of the last position: each candidate's value is the
-  log-probability of its first token (llama.cpp's reading; nothing is ``-inf`` for
-  being outside a top list).
-* **Truncation**: :func:`~madara_cli.backends.truncate.fit_messages` against the
-  model's context (``model.max_model_len``) less the request's ``max_tokens``; a cut
-  prompt is flagged, never an error.
+* **Prompts** are rendered by the vLLM backend's
+  :class:`~madara_cli.backends.vllm_backend.PromptRenderer` (``chat_template_kwargs``, a
+  folded system turn, an assistant prefix, control strings in content encoded as text)
+  and go to the model as token ids.
+* **Batches**: requests sorted longest prompt first (lm-eval's order: rows of similar
+  length pad little, and one that does not fit in memory fails first), cut into
+  ``micro_batch`` rows, each left-padded and run as ONE ``generate`` call (chat) or ONE
+  forward pass (scores); each completion is reported as its micro-batch ends.
+* **Sampling, per request**: each row has its own ``torch.Generator`` seeded with
+  :func:`~madara_cli.core.records.sampling_seed`; :class:`RowSampler` applies the row's
+  temperature and top-p, draws by the exponential race (``argmax(p / q)``, ``q ~
+  Exp(1)``: a draw from ``p``, as vLLM's seeded sampler does) and hands ``generate`` a
+  one-hot choice, so ``generate`` runs greedy. A row's tokens depend on its own request
+  and seed, never on its batch-mates or their order (up to padding's rounding);
+  temperature 0 is argmax. (Grouping by seed would not batch: every request has its own.)
+* **Stops, per request** (:class:`RowStopper`): an end-of-sequence token (the model's
+  ``generation_config`` ones), the row's ``max_tokens``, or a stop string in its text;
+  the reply is cut before the stop string, as vLLM and llama.cpp cut it.
+* **Generation settings** are the request's only: ``generation_config`` is replaced by
+  one holding the end, pad and start tokens alone, so a checkpoint's defaults (Qwen's
+  ``top_k`` 20, ``repetition_penalty`` 1.05) never apply, as on vLLM's offline ``LLM``.
+* **Scores**: one forward pass per micro-batch (left-padded, explicit position ids), the
+  full-vocabulary log-softmax of the last position; a candidate's value is its first
+  token's log-probability (llama.cpp's reading: nothing is ``-inf`` for being outside a
+  top list).
+* **Truncation**: :func:`~madara_cli.backends.truncate.fit_messages` against
+  ``model.max_model_len`` less ``max_tokens``; flagged, never an error.
 
 The wall time of a micro-batch is shared equally between its completions.
 """
@@ -55,12 +45,10 @@ from typing import Any
 
 from madara_cli.backends.base import OnDone
 from madara_cli.backends.chat import ChatSettings
-from madara_cli.backends.truncate import fit_messages
 from madara_cli.core.errors import BackendError, import_failure
 from madara_cli.core.records import ChatRequest, Completion, ScoreRequest, sampling_seed
 
-# Room left for the template's own tokens that the count may miss (none, in practice).
-MARGIN = 8
+MARGIN = 8  # room for template tokens the count may miss (none, in practice)
 TORCH_DTYPES = ("float32", "bfloat16", "float16")
 
 
@@ -71,9 +59,8 @@ def _one_line(e: BaseException) -> str:
 
 @dataclass(frozen=True)
 class Placement:
-    """Where the model computes: ``device`` (``cpu``, ``cuda``, ``cuda:1``, ``mps``), or
-    ``device_map`` (accelerate spreads the layers over the GPUs; ``device`` is then where
-    the inputs go, the first layer's)."""
+    """Where the model computes: ``device`` (``cpu``, ``cuda:1``, ``mps``...), or ``device_map``
+    (accelerate spreads the layers; ``device`` is then the first layer's, where inputs go)."""
 
     device: str
     dtype: str
@@ -86,21 +73,12 @@ class HFBackend:
     reports_each = True
 
     def __init__(
-        self,
-        weights: str,
-        placement: Placement,
-        fingerprint: str,
-        max_len: int = 4096,
-        revision: str | None = None,
-        adapter: str | None = None,
-        chat: ChatSettings | None = None,
-        batch_size: int = 256,
-        micro_batch: int = 16,
+        self, weights: str, placement: Placement, fingerprint: str, max_len: int = 4096, revision: str | None = None,
+        adapter: str | None = None, chat: ChatSettings | None = None, batch_size: int = 256, micro_batch: int = 16,
         n_threads: int | None = None,
     ):
-        """``weights``: a hub id (at ``revision``) or a local model folder; ``fingerprint``:
-        the identity :mod:`madara_cli.backends.hf` computed for them (no model is loaded
-        to compute it)."""
+        """``weights``: a hub id (at ``revision``) or a local folder; ``fingerprint``: their
+        identity as :mod:`madara_cli.backends.hf` computed it without loading them."""
         try:
             import torch
             import transformers
@@ -176,20 +154,11 @@ class HFBackend:
     # -- protocol ----------------------------------------------------------------
 
     def chat(self, requests: Sequence[ChatRequest], on_done: OnDone | None = None) -> list[Completion]:
-        prompts = []
-        for r in requests:
-            msgs, cut = fit_messages(
-                r.messages, lambda ms, prefix=r.prefix: len(self.render.ids(ms, prefix)), self.max_len - r.max_tokens - MARGIN
-            )
-            prompts.append((self.render.ids(msgs, r.prefix), cut))
+        prompts = [self.render.fitted_ids(r, self.max_len - r.max_tokens - MARGIN) for r in requests]
         return self._in_batches(requests, prompts, self._generate, on_done)
 
     def next_token_logprobs(self, requests: Sequence[ScoreRequest], on_done: OnDone | None = None) -> list[Completion]:
-        prompts = []
-        for r in requests:
-            msgs, cut = fit_messages(r.messages, lambda ms, prefix=r.prefix: len(self.render.ids(ms, prefix)), self.max_len - MARGIN)
-            prompts.append((self.render.ids(msgs, r.prefix), cut))
-        return self._in_batches(requests, prompts, self._score, on_done)
+        return self._in_batches(requests, [self.render.fitted_ids(r, self.max_len - MARGIN) for r in requests], self._score, on_done)
 
     def close(self) -> None:
         cuda = self.device.type == "cuda"
@@ -201,8 +170,8 @@ class HFBackend:
     # -- batching ----------------------------------------------------------------
 
     def _in_batches(self, requests: Sequence, prompts: list[tuple[list[int], bool]], run: Callable, on_done: OnDone | None) -> list[Completion]:
-        """``run`` over micro-batches of the requests sorted longest prompt first;
-        completions in the order asked, each handed to ``on_done`` as its batch ends."""
+        """``run`` over micro-batches, longest prompt first; completions in the order asked,
+        each to ``on_done`` as its batch ends."""
         order = sorted(range(len(requests)), key=lambda i: -len(prompts[i][0]))
         out: list[Completion | None] = [None] * len(requests)
         for start in range(0, len(order), self.micro_batch):
@@ -254,19 +223,14 @@ class HFBackend:
         with torch.inference_mode():
             logits = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions, **keep).logits[:, -1, :]
             logp = torch.log_softmax(logits.float(), dim=-1).cpu()
-        out = []
-        for row, (r, x) in enumerate(zip(requests, ids, strict=True)):
-            scores = {}
-            for c in r.candidates:
-                first = self.render.first_token(c)
-                scores[c] = float(logp[row, first]) if first is not None else -math.inf
-            out.append({"text": "", "tokens_in": len(x), "tokens_out": 0, "logprobs": scores})
-        return out
+        firsts = [{c: self.render.first_token(c) for c in r.candidates} for r in requests]
+        return [{"text": "", "tokens_in": len(x), "tokens_out": 0,
+                 "logprobs": {c: float(logp[row, t]) if t is not None else -math.inf for c, t in first.items()}}
+                for row, (first, x) in enumerate(zip(firsts, ids, strict=True))]
 
 
 def _quiet(transformers: Any) -> None:
-    """transformers' warnings and loading bars drown madara's own lines (and break the
-    one-line errors); ``madara -v`` shows them."""
+    """Silence transformers' warnings and loading bars, which drown madara's lines (``-v`` shows them)."""
     import logging
 
     if not logging.getLogger("madara_cli").isEnabledFor(logging.INFO):
@@ -275,8 +239,7 @@ def _quiet(transformers: Any) -> None:
 
 
 def _eos_ids(model: Any, tokenizer: Any) -> list[int]:
-    """The tokens that end a reply: the model's generation_config's (Llama-3 lists
-    several), else the tokenizer's end token."""
+    """The tokens that end a reply: generation_config's (Llama-3 lists several), else the tokenizer's."""
     eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
     if eos is None:
         eos = tokenizer.eos_token_id
@@ -285,9 +248,8 @@ def _eos_ids(model: Any, tokenizer: Any) -> list[int]:
 
 
 class RowSampler:
-    """A logits processor that samples each row itself, from a generator of its own
-    (temperature, top-p, exponential race), and returns a one-hot choice for
-    ``generate``'s greedy step. Temperature 0 (or below) is argmax."""
+    """A logits processor sampling each row from a generator of its own (temperature, top-p,
+    exponential race) into a one-hot choice for ``generate``'s greedy step; temperature <= 0 is argmax."""
 
     def __init__(self, torch: Any, rows: Sequence[tuple[float, float, int]], device: Any):
         self.torch = torch
@@ -317,8 +279,7 @@ class RowSampler:
 
 
 def nucleus(torch: Any, probs: Any, top_p: float) -> Any:
-    """``probs`` with everything outside the smallest set of most likely tokens whose
-    mass reaches ``top_p`` set to 0 (the most likely token always stays)."""
+    """``probs`` zeroed outside the smallest most-likely set whose mass reaches ``top_p`` (the top token always stays)."""
     sorted_probs, order = torch.sort(probs, descending=True)
     before = torch.cumsum(sorted_probs, dim=-1) - sorted_probs  # mass strictly above each token
     drop = before >= top_p
@@ -327,9 +288,8 @@ def nucleus(torch: Any, probs: Any, top_p: float) -> Any:
 
 
 class RowStopper:
-    """Stopping criteria per row: an end token, the row's own ``max_tokens``, or one of
-    its stop strings in its text. Records where and why each row ended, which
-    :meth:`completion` reads back."""
+    """Per-row stopping: an end token, the row's ``max_tokens``, or a stop string in its text;
+    where and why each row ended is kept for :meth:`completion`."""
 
     def __init__(self, tokenizer: Any, prompt_width: int, eos_ids: Sequence[int], max_tokens: Sequence[int], stops: Sequence[Sequence[str]]):
         self.tokenizer = tokenizer
@@ -337,8 +297,7 @@ class RowStopper:
         self.eos = set(eos_ids)
         self.max_tokens = list(max_tokens)
         self.stops = [tuple(s for s in row if s) for row in stops]
-        # Tokens decoded to look for a stop string: a token holds at least one byte, and
-        # a character at most four.
+        # Tokens decoded to look for a stop string: a token holds at least one byte, a character at most four.
         self.window = [4 * max((len(s) for s in row), default=0) + 8 for row in self.stops]
         self.ended: list[tuple[int, str] | None] = [None] * len(self.max_tokens)
 
@@ -374,12 +333,10 @@ class RowStopper:
 
 
 def random_model_like(source: str, out: str, seed: int = 0, layers: int = 2, hidden: int = 64, init_range: float = 0.5) -> str:
-    """A small causal LM with random weights in folder ``out``: the architecture family,
-    vocabulary, tokenizer and chat template of the model folder ``source``, with
-    ``layers`` layers of width ``hidden``. For engine checks (batching, padding, dtypes,
-    log-probability extraction) where no weights can be downloaded; it says nothing
-    about accuracy. A large ``init_range`` makes next-token distributions peaked, so a
-    greedy reply does not hinge on rounding."""
+    """A small random-weight causal LM in ``out`` with the architecture, vocabulary, tokenizer
+    and chat template of the folder ``source``: for engine checks where no weights can be
+    downloaded (it says nothing about accuracy). A large ``init_range`` makes next-token
+    distributions peaked, so a greedy reply does not hinge on rounding."""
     import torch
     import transformers
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer

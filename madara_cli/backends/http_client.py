@@ -174,22 +174,14 @@ def _transport(httpx: ModuleType, httpcore: ModuleType, max_connections: int, ke
     class DeadlineTransport(httpx.BaseTransport):
         def __init__(self) -> None:
             self._pool = httpcore.ConnectionPool(
-                ssl_context=httpx.create_ssl_context(),
-                max_connections=max_connections,
-                max_keepalive_connections=max_connections if keep_alive else 0,
-                keepalive_expiry=KEEPALIVE_S,
-                network_backend=_deadline_backend(httpcore, streams),
+                ssl_context=httpx.create_ssl_context(), max_connections=max_connections, keepalive_expiry=KEEPALIVE_S,
+                max_keepalive_connections=max_connections if keep_alive else 0, network_backend=_deadline_backend(httpcore, streams),
             )
 
         def handle_request(self, request: Any) -> Any:
             url = request.url
-            req = httpcore.Request(
-                method=request.method,
-                url=httpcore.URL(scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path),
-                headers=request.headers.raw,
-                content=request.stream,
-                extensions=request.extensions,
-            )
+            req = httpcore.Request(method=request.method, headers=request.headers.raw, content=request.stream, extensions=request.extensions,
+                                   url=httpcore.URL(scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path))
             resp = self._pool.handle_request(req)
             return httpx.Response(status_code=resp.status, headers=resp.headers, stream=Body(resp.stream), extensions=resp.extensions)
 

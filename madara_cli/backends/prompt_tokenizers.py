@@ -159,11 +159,9 @@ def _hf_tokenizer(hf_id: str, revision: str) -> Any:
     hub client would spend about 50 s in retries to fail the same way)."""
     local = Path(hf_id).expanduser().is_dir()
     offline = not local and (hub.offline_requested() or not hub.reachable())
-    not_here = BackendError(
-        f"cannot reach the Hugging Face hub for the tokenizer of {hf_id}@{revision}, and it is not in the local cache "
-        "(the openai backend renders score prompts and counts tokens with it): fetch it where the hub is reachable, "
-        "or use a model with model.gguf (backend.tokenizer=gguf)"
-    )
+    not_here = BackendError(f"cannot reach the Hugging Face hub for the tokenizer of {hf_id}@{revision}, and it is not in the local cache "
+                            "(the openai backend renders score prompts and counts tokens with it): fetch it where the hub is reachable, "
+                            "or use a model with model.gguf (backend.tokenizer=gguf)")
     if offline and not (hub.cache_folder() / f"models--{hf_id.replace('/', '--')}").is_dir():
         raise not_here
     auto = _auto_tokenizer(hf_id)
@@ -186,10 +184,8 @@ def _auto_tokenizer(hf_id: str) -> Any:
     try:
         from transformers import AutoTokenizer
     except ImportError:
-        raise BackendError(
-            f"the openai backend renders score prompts and counts tokens client-side: pip install transformers "
-            f"(for the tokenizer of {hf_id}), or set model.gguf and backend.tokenizer=gguf"
-        ) from None
+        raise BackendError(f"the openai backend renders score prompts and counts tokens client-side: pip install transformers "
+                           f"(for the tokenizer of {hf_id}), or set model.gguf and backend.tokenizer=gguf") from None
     finally:
         if saved is None:
             os.environ.pop("TRANSFORMERS_NO_ADVISORY_WARNINGS", None)

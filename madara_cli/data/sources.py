@@ -1,13 +1,12 @@
 """Where a benchmark's rows come from: a local file or the Hugging Face hub, one code path.
 
-Every loader (:mod:`madara_cli.data.loaders.benchmarks`, plug-ins) reads its rows through
-:func:`read_rows`, so a benchmark comes either from the hub
-(``benchmark.hf_id``/``hf_config``/``split``) or, with ``benchmark.path=FILE``, from a
-local JSON / JSONL / Parquet / CSV / TSV file in the same format (read once, without
-``datasets``). A local file never touches the hub. When the hub cannot be reached the
-error is one line naming the dataset and the ``benchmark.path=`` override, within
-seconds. :func:`madara_cli.config.identity.source_identity` names the rows read (part of
-every retrieval snapshot key).
+Every loader reads its rows through :func:`read_rows`: from the hub
+(``benchmark.hf_id``/``hf_config``/``split``) or, with ``benchmark.path=FILE``, from a local
+JSON / JSONL / Parquet / CSV / TSV file in the same format (read once, without
+``datasets``; it never touches the hub). An unreachable hub is one line, within seconds,
+naming the dataset and the ``benchmark.path=`` override.
+:func:`madara_cli.config.identity.source_identity` names the rows read (part of every
+retrieval snapshot key).
 """
 
 from __future__ import annotations
@@ -32,12 +31,13 @@ log = logging.getLogger(__name__)
 
 
 _FORMATS = {".json": "json", ".jsonl": "json", ".parquet": "parquet", ".csv": "csv", ".tsv": "csv"}
+
+
 def read_local(path: str | Path) -> list[dict[str, Any]]:
-    """Rows of a local JSON / JSONL / Parquet / CSV / TSV file, in file order, the file
-    read once however large (a 2 GB file was read four times: its UTF-8 check, its JSON
-    check, then ``datasets``): JSON lines are parsed and checked here (:mod:`madara_cli.core.sidefiles`),
-    rows missing a column get it as null (as a table's rows have every column); CSV
-    through pandas and Parquet through pyarrow, rows as their tables hold them."""
+    """Rows of a local JSON / JSONL / Parquet / CSV / TSV file in file order, read once however
+    large (a 2 GB file was once read four times: UTF-8 check, JSON check, ``datasets``).
+    JSON is parsed and checked here (:mod:`madara_cli.core.sidefiles`), a row missing a
+    column gets it as null; CSV goes through pandas, Parquet through pyarrow."""
     p = Path(path).expanduser()
     builder = _FORMATS.get(p.suffix.lower())
     with open_local(p) as f:
@@ -109,16 +109,14 @@ def _table_rows(f: BinaryIO, p: Path, builder: str) -> list[dict[str, Any]]:
 
 
 def unreachable(hf_id: str) -> DataError:
-    return DataError(
-        f"cannot reach the Hugging Face hub for {hf_id} and it is not in the local datasets cache; "
-        "download it elsewhere and pass benchmark.path=FILE (a warm cache is read offline by itself; HF_HUB_OFFLINE=1 skips the hub check)"
-    )
+    return DataError(f"cannot reach the Hugging Face hub for {hf_id} and it is not in the local datasets cache; download it elsewhere "
+                     "and pass benchmark.path=FILE (a warm cache is read offline by itself; HF_HUB_OFFLINE=1 skips the hub check)")
 
 
 @contextmanager
 def offline_mode() -> Iterator[None]:
-    """``datasets`` and ``huggingface_hub`` read ``HF_HUB_OFFLINE`` once, at import:
-    set the variables and the libraries' copies of them for the block, then restore."""
+    """Offline for the block: ``datasets`` and ``huggingface_hub`` read ``HF_HUB_OFFLINE`` once, at
+    import, so the variables and the libraries' copies of them are set, then restored."""
     import datasets.config as dcfg
 
     try:
@@ -153,12 +151,10 @@ def _load_hub(hf_id: str, config: str | None, split: str, data_files: str | None
 
 def read_hub(hf_id: str, config: str | None = None, split: str = "test", data_files: str | None = None,
              revision: str | None = None) -> list[dict[str, Any]]:
-    """Rows of a hub dataset (or of one raw file in a hub repo, ``data_files=hf://...``),
-    at ``revision`` when given.
-
-    Fails fast when the hub is unreachable: a 3-second probe first, instead of the
-    ~25 s of retries ``datasets`` spends. Without the hub, a warm local cache is read in
-    offline mode (no variable needed); ``HF_HUB_OFFLINE=1`` skips the probe."""
+    """Rows of a hub dataset (or of one raw file in a hub repo, ``data_files=hf://...``), at
+    ``revision`` when given. A 3-second probe first fails fast where ``datasets`` would
+    retry for ~25 s; without the hub a warm local cache is read offline;
+    ``HF_HUB_OFFLINE=1`` skips the probe."""
     import datasets
 
     datasets.disable_progress_bars()
@@ -175,10 +171,8 @@ def read_hub(hf_id: str, config: str | None = None, split: str = "test", data_fi
     except Exception as e:  # noqa: BLE001 - classified below into one line
         if hub.connectivity_error(e):
             raise unreachable(hf_id) from None
-        raise DataError(
-            f"cannot load {hf_id} (config {config}, split {split}{f', revision {revision}' if revision else ''}) from the Hugging Face hub: "
-            f"{hub.first_line(e)}; download it elsewhere and pass benchmark.path=FILE"
-        ) from None
+        raise DataError(f"cannot load {hf_id} (config {config}, split {split}{f', revision {revision}' if revision else ''}) from the "
+                        f"Hugging Face hub: {hub.first_line(e)}; download it elsewhere and pass benchmark.path=FILE") from None
     return list(ds)
 
 

@@ -1,9 +1,7 @@
-"""A benchmark loaded and split: the loader's examples, the rows dropped, the paper's
-seeded sampling and the calibration split.
-
-:func:`load_splits` finds the loader (in the one catalog),
-drops rows no cell can score (counted in a :class:`LoadReport`, one warning line) and
-draws the evaluated and calibration examples from one seeded shuffle (:func:`split`).
+"""A benchmark loaded and split: :func:`load_splits` finds the loader (in the one catalog),
+drops rows no cell can score (counted in a :class:`LoadReport`, one warning line, recorded
+in metrics.json) and draws the evaluated and calibration examples from one seeded shuffle
+(:func:`split`).
 """
 
 from __future__ import annotations
@@ -20,9 +18,6 @@ from madara_cli.core.errors import DataError
 from madara_cli.core.records import Example
 from madara_cli.core.sidefiles import encodes
 from madara_cli.plugins.catalog import CATALOG
-
-# ---------------------------------------------------------------------------
-# Dropped rows: counted, named in one warning line, recorded in metrics.json
 
 
 @dataclass
@@ -63,31 +58,21 @@ def warn(message: str) -> None:
         print(f"warning: {message}", file=sys.stderr, flush=True)
 
 
-# ---------------------------------------------------------------------------
-# Sampling
-
-
 CALIBRATION_SPLITS = ("nested", "disjoint")
 
 
-def split(
-    examples: Sequence[Example], sample: int | None, calibration: int, seed: int, calibration_split: str = "nested"
-) -> tuple[list[Example], list[Example]]:
-    """(evaluated, calibration) examples from one seeded shuffle.
+def split(examples: Sequence[Example], sample: int | None, calibration: int, seed: int,
+          calibration_split: str = "nested") -> tuple[list[Example], list[Example]]:
+    """(evaluated, calibration) examples from one seeded shuffle. Calibration (RSC probe, NF
+    calibration) is always the first ``calibration`` of the seeded order, so one probe
+    serves every cell of a benchmark whatever its sample.
 
-    The calibration split (RSC probe and NF calibration) is always the first
-    ``calibration`` examples of the seeded order, so one probe serves every cell of a
-    benchmark whatever its evaluated sample. ``calibration_split`` decides where the
-    evaluated set starts:
-
-    * ``nested`` (default, the paper's reading): the evaluated set is the first
-      ``sample`` examples, so it contains the calibration queries. Appendix B evaluates
-      CONFLICTS on all 458 queries and Table 9's calibration NF equals Table 2's NF,
-      which only holds when calibration queries are part of what is evaluated.
-    * ``disjoint``: the evaluated set is the next ``sample`` examples after the
-      calibration split (held-out evaluation; CONFLICTS: 100 calibration + 358
-      evaluated). A source of at most ``calibration`` examples is then evaluated
-      whole with an empty calibration split, so that something is evaluated.
+    * ``nested`` (default, the paper's reading): evaluated = the first ``sample``, so it
+      holds the calibration queries (Appendix B evaluates CONFLICTS on all 458 and Table
+      9's calibration NF equals Table 2's, which needs that).
+    * ``disjoint``: evaluated = the next ``sample`` after calibration (held out; CONFLICTS:
+      100 + 358); a source of at most ``calibration`` examples is evaluated whole with an
+      empty calibration split, so that something is evaluated.
 
     For a fixed seed a smaller ``sample`` is a prefix of a larger one in both modes.
     """
@@ -121,8 +106,7 @@ def load_with_report(cfg: DictConfig) -> tuple[list[Example], LoadReport]:
             report.drop("no gold answer", ex.id)
         else:
             kept.append(ex)
-    examples = kept
-    report.kept = len(examples)
+    examples, report.kept = kept, len(kept)
     if report.dropped:
         warn(report.warning(str(cfg.name), bool(cfg.get("require_answers", True))))
     if not examples:

@@ -1,18 +1,15 @@
 """Loaders of the paper's benchmarks (each a LoaderSpec in the one catalog, listed at the bottom).
 
-Each loader turns the rows of one source format into :class:`Example` records, in
-source order, with every gold alias, the dataset's own documents when it ships
-them, and meta the analyses need (supporting document ids, hop counts,
-conflict labels). Rows come from :func:`read_rows`: the hub, or ``benchmark.path``.
+Each turns the rows of one source format (from :func:`read_rows`: the hub, or
+``benchmark.path``) into :class:`Example` records in source order, with every gold alias,
+the dataset's own documents when it ships them, and the meta the analyses need.
 
 * ``mini`` - the offline benchmark :mod:`madara_cli.data.mini` generates.
-* ``conflicts`` - CONFLICTS (Cattan et al. 2025, "DRAGged into Conflicts",
-  github google-research-datasets/rag_conflicts, 458 queries): the count the
-  paper reports. Distributed on GitHub only, so it needs ``benchmark.path``.
-* ``conflictqa`` - ConflictQA (Xie et al. 2023, "Adaptive Chameleon or Stubborn
-  Sloth", HF ``osunlp/ConflictQA``): entity-substitution conflicts, the
-  construction the paper describes. popQA and strategyQA parts, one file per
-  generator model.
+* ``conflicts`` - CONFLICTS (Cattan et al. 2025, "DRAGged into Conflicts", github
+  google-research-datasets/rag_conflicts, 458 queries: the paper's count); GitHub only,
+  so it needs ``benchmark.path``.
+* ``conflictqa`` - ConflictQA (Xie et al. 2023, HF ``osunlp/ConflictQA``):
+  entity-substitution conflicts, popQA and strategyQA parts, one file per generator.
 * ``fever``, ``triviaqa``, ``musique`` - the paper's other benchmarks;
   ``popqa``, ``arc_challenge``, ``asqa`` - MAIN-RAG's (ACL 2025).
 """
@@ -61,9 +58,7 @@ def aliases(*values: Any) -> tuple[str, ...]:
 
 
 def _require(rows: list[dict], fields: Iterable[str], cfg: DictConfig, hint: str) -> None:
-    if not rows:
-        return
-    missing = [f for f in fields if f not in rows[0]]
+    missing = [f for f in fields if f not in rows[0]] if rows else []
     if missing:
         raise DataError(f"benchmark {cfg.name}: rows lack field(s) {', '.join(missing)}; expected {hint}")
 
@@ -74,27 +69,23 @@ def load_mini(cfg: DictConfig) -> list[Example]:
     return generate(n_questions=cfg.n_questions, seed=0)
 
 
-# ---------------------------------------------------------------------------
-# CONFLICTS (Cattan et al. 2025)
+# -- CONFLICTS (Cattan et al. 2025)
 
 CONFLICTS_TEXT_FIELDS = ("short_text", "snippet", "response_str")
 CONFLICTS_MAX_WORDS = 400  # response_str can be a whole web page
 
 
 def load_conflicts(cfg: DictConfig) -> list[Example]:
-    """CONFLICTS rows: ``{question, correct_answer, conflict_type, source,
-    search_results: [{title, url, snippet, date, response_str, short_text}]}``
-    (5-20 results per query). Each search result becomes a document (text:
-    ``short_text``, else ``snippet``, else the first 400 words of ``response_str``;
-    the date, which freshness conflicts turn on, goes into the title). The conflict
-    category is kept in ``meta["conflict_type"]``. Most "Conflicting opinions" and
-    "Complementary information" rows have no ``correct_answer``; they are dropped
-    unless ``benchmark.require_answers=false``."""
+    """CONFLICTS rows ``{question, correct_answer, conflict_type, source, search_results:
+    [{title, url, snippet, date, response_str, short_text}]}`` (5-20 results): each result
+    a document (``short_text``, else ``snippet``, else the first 400 words of
+    ``response_str``; the date, which freshness conflicts turn on, in the title); the
+    category in ``meta["conflict_type"]``. Most "Conflicting opinions" and "Complementary
+    information" rows lack ``correct_answer`` and are dropped unless
+    ``benchmark.require_answers=false``."""
     if not cfg.get("path"):
-        raise DataError(
-            "benchmark conflicts (Cattan et al. 2025) is on GitHub, not the Hugging Face hub: download conflicts.jsonl "
-            "from https://github.com/google-research-datasets/rag_conflicts and pass benchmark.path=FILE"
-        )
+        raise DataError("benchmark conflicts (Cattan et al. 2025) is on GitHub, not the Hugging Face hub: download conflicts.jsonl "
+                        "from https://github.com/google-research-datasets/rag_conflicts and pass benchmark.path=FILE")
     rows = read_rows(cfg)
     _require(rows, ("question", "search_results"), cfg, "CONFLICTS rows {question, correct_answer, conflict_type, search_results}")
     examples = []
@@ -102,12 +93,8 @@ def load_conflicts(cfg: DictConfig) -> list[Example]:
         qid = f"{cfg.name}-{i:04d}"
         docs = []
         for j, r in enumerate(row.get("search_results") or []):
-            text = ""
-            for f in CONFLICTS_TEXT_FIELDS:
-                v = " ".join(str(r.get(f) or "").split())
-                if v:
-                    text = " ".join(v.split(" ")[:CONFLICTS_MAX_WORDS])
-                    break
+            first = next((v for v in (" ".join(str(r.get(f) or "").split()) for f in CONFLICTS_TEXT_FIELDS) if v), "")
+            text = " ".join(first.split(" ")[:CONFLICTS_MAX_WORDS]) if first else ""
             if not text:
                 continue
             title = str(r.get("title") or "").strip()
@@ -115,21 +102,12 @@ def load_conflicts(cfg: DictConfig) -> list[Example]:
             if date and date.lower() not in ("na", "n/a", "none", "null", "unknown"):
                 title = f"{title} ({date})" if title else f"({date})"
             docs.append(Doc(id=f"{qid}-d{j:02d}", text=text, title=title, meta={"url": r.get("url") or "", "date": date}))
-        examples.append(
-            Example(
-                id=qid,
-                question=str(row["question"]).strip(),
-                answers=aliases(row.get("correct_answer")),
-                docs=tuple(docs),
-                task="factoid",
-                meta={"conflict_type": row.get("conflict_type") or "", "source": row.get("source") or ""},
-            )
-        )
+        examples.append(Example(id=qid, question=str(row["question"]).strip(), answers=aliases(row.get("correct_answer")), docs=tuple(docs),
+                                task="factoid", meta={"conflict_type": row.get("conflict_type") or "", "source": row.get("source") or ""}))
     return examples
 
 
-# ---------------------------------------------------------------------------
-# ConflictQA (Xie et al. 2023)
+# -- ConflictQA (Xie et al. 2023)
 
 _BOOL_ALIASES = {"true": ("True", "yes"), "false": ("False", "no")}
 
@@ -160,20 +138,15 @@ def _relation(target_answer: str, answers: tuple[str, ...]) -> str:
 
 
 def load_conflictqa(cfg: DictConfig) -> list[Example]:
-    """ConflictQA in either of two shapes (detected from the fields):
-
-    * raw (the hub's ``conflictQA-<part>-<model>.json``, one row per question):
-      ``question, ground_truth, memory_answer, counter_answer,
-      parametric_memory_aligned_evidence, counter_memory_aligned_evidence, popularity``;
-    * evidence rows (the shared popQA slice, SABER's reformatting): one row per
-      (question, evidence) with ``raw_idx, ck_text, ck_relation, ground_truth``,
-      grouped here by question.
-
-    Documents are the parametric-memory-aligned and counter-memory-aligned evidence
-    passages, marked ``meta["keep_docs"]`` so that retrieval keeps both and fills up
-    to k with BM25 distractors from ``benchmark.corpus`` when one is set.
-    ``meta["supporting"]``/``["conflicting"]`` name the evidence that agrees /
-    disagrees with the gold answer."""
+    """ConflictQA in either shape (told by the fields): raw (the hub's
+    ``conflictQA-<part>-<model>.json``, a row per question: ``question, ground_truth,
+    memory_answer, counter_answer, parametric_memory_aligned_evidence,
+    counter_memory_aligned_evidence, popularity``), or evidence rows (SABER's popQA slice:
+    a row per (question, evidence) with ``raw_idx, ck_text, ck_relation, ground_truth``,
+    grouped by question). Documents are the two evidence passages, ``meta["keep_docs"]``
+    so retrieval keeps both (filling up to k with BM25 distractors from
+    ``benchmark.corpus`` when set); ``meta["supporting"]``/``["conflicting"]`` name those
+    that agree / disagree with the gold answer."""
     data_files = None
     if not cfg.get("path"):
         if not cfg.get("hf_id") or not cfg.get("hf_config"):
@@ -182,12 +155,8 @@ def load_conflictqa(cfg: DictConfig) -> list[Example]:
     rows = read_rows(cfg, data_files=data_files)
     if rows and "ck_text" in rows[0]:
         return _conflictqa_evidence_rows(rows, cfg)
-    _require(
-        rows,
-        ("question", "ground_truth", "parametric_memory_aligned_evidence", "counter_memory_aligned_evidence"),
-        cfg,
-        "ConflictQA rows (question, ground_truth, memory_answer, counter_answer, *_aligned_evidence) or SABER evidence rows (ck_text)",
-    )
+    _require(rows, ("question", "ground_truth", "parametric_memory_aligned_evidence", "counter_memory_aligned_evidence"), cfg,
+             "ConflictQA rows (question, ground_truth, memory_answer, counter_answer, *_aligned_evidence) or SABER evidence rows (ck_text)")
     examples = []
     for i, row in enumerate(rows):
         qid = f"{cfg.name}-{i:05d}"
@@ -217,36 +186,22 @@ def _conflictqa_evidence_rows(rows: list[dict], cfg: DictConfig) -> list[Example
             meta = r.get("metadata") or {}
             field = meta.get("ck_source_field") or ""
             kind = {"parametric_memory_aligned_evidence": "param", "counter_memory_aligned_evidence": "counter"}.get(field, f"e{j}")
-            docs.append(
-                Doc(
-                    id=f"{qid}-{kind}",
-                    text=" ".join(str(r.get("ck_text") or "").split()),
-                    meta={"source_field": field, "target_answer": r.get("ck_target_answer") or "", "relation": r.get("ck_relation") or "unknown"},
-                )
-            )
+            docs.append(Doc(id=f"{qid}-{kind}", text=" ".join(str(r.get("ck_text") or "").split()), meta={
+                "source_field": field, "target_answer": r.get("ck_target_answer") or "", "relation": r.get("ck_relation") or "unknown"}))
         popularity = (members[0].get("metadata") or {}).get("popularity")
         examples.append(_conflictqa_example(qid, str(question).strip(), answers, docs, popularity))
     return examples
 
 
 def _conflictqa_example(qid: str, question: str, answers: tuple[str, ...], docs: list[Doc], popularity: Any) -> Example:
-    return Example(
-        id=qid,
-        question=question,
-        answers=answers,
-        docs=tuple(docs),
-        task="factoid",
-        meta={
-            "keep_docs": True,
-            "popularity": popularity,
-            "supporting": [d.id for d in docs if d.meta.get("relation") == "supportive"],
-            "conflicting": [d.id for d in docs if d.meta.get("relation") == "conflicting"],
-        },
-    )
+    return Example(id=qid, question=question, answers=answers, docs=tuple(docs), task="factoid", meta={
+        "keep_docs": True, "popularity": popularity,
+        "supporting": [d.id for d in docs if d.meta.get("relation") == "supportive"],
+        "conflicting": [d.id for d in docs if d.meta.get("relation") == "conflicting"],
+    })
 
 
-# ---------------------------------------------------------------------------
-# FEVER
+# -- FEVER
 
 FEVER_LABELS = ("SUPPORTS", "REFUTES")
 
@@ -276,13 +231,12 @@ def _fever_pages(row: dict) -> list[str]:
 
 
 def load_fever(cfg: DictConfig) -> list[Example]:
-    """FEVER claims as ``task="fever"`` examples with the label as the answer
-    (SUPPORTS / REFUTES; NOT ENOUGH INFO is dropped, as in the paper's binary task).
-    Reads the official jsonl (``id, label, claim, evidence``), HF ``fever/fever``
-    (one row per evidence sentence, merged by id), KILT (``input, output``) and
-    FlashRAG (``question, golden_answers``) shapes. The gold evidence pages go into
-    ``meta["evidence_pages"]``. FEVER ships no passages: documents come from
-    ``benchmark.corpus`` (or a pyserini index)."""
+    """FEVER claims as ``task="fever"`` examples, the label the answer (SUPPORTS / REFUTES;
+    NOT ENOUGH INFO dropped, as in the paper's binary task), from the official jsonl (``id,
+    label, claim, evidence``), HF ``fever/fever`` (a row per evidence sentence, merged by
+    id), KILT (``input, output``) or FlashRAG (``question, golden_answers``); gold pages in
+    ``meta["evidence_pages"]``. No passages: documents come from ``benchmark.corpus`` (or a
+    pyserini index)."""
     rows = read_rows(cfg)
     merged: dict[str, dict] = {}
     for n, row in enumerate(rows):
@@ -296,21 +250,11 @@ def load_fever(cfg: DictConfig) -> list[Example]:
         entry = merged.setdefault(key, {"claim": str(claim).strip(), "label": label, "pages": {}})
         for p in _fever_pages(row):
             entry["pages"].setdefault(p, None)
-    return [
-        Example(
-            id=f"{cfg.name}-{key}",
-            question=e["claim"],
-            answers=(e["label"],),
-            docs=None,
-            task="fever",
-            meta={"evidence_pages": list(e["pages"])},
-        )
-        for key, e in merged.items()
-    ]
+    return [Example(id=f"{cfg.name}-{key}", question=e["claim"], answers=(e["label"],), docs=None, task="fever",
+                    meta={"evidence_pages": list(e["pages"])}) for key, e in merged.items()]
 
 
-# ---------------------------------------------------------------------------
-# TriviaQA, PopQA (open-domain factoid QA over a corpus)
+# -- TriviaQA, PopQA (open-domain factoid QA over a corpus)
 
 
 def load_triviaqa(cfg: DictConfig) -> list[Example]:
@@ -338,31 +282,21 @@ def load_popqa(cfg: DictConfig) -> list[Example]:
     string on the hub); subject popularity and relation in meta."""
     rows = read_rows(cfg)
     _require(rows, ("question", "possible_answers"), cfg, "PopQA rows (id, question, possible_answers, s_pop, prop)")
-    return [
-        Example(
-            id=f"{cfg.name}-{row.get('id', n)}",
-            question=str(row["question"]).strip(),
-            answers=aliases(row["possible_answers"]),
-            meta={"s_pop": row.get("s_pop"), "prop": row.get("prop")},
-        )
-        for n, row in enumerate(rows)
-    ]
+    return [Example(id=f"{cfg.name}-{row.get('id', n)}", question=str(row["question"]).strip(), answers=aliases(row["possible_answers"]),
+                    meta={"s_pop": row.get("s_pop"), "prop": row.get("prop")}) for n, row in enumerate(rows)]
 
 
-# ---------------------------------------------------------------------------
-# MuSiQue (20 own paragraphs per question)
+# -- MuSiQue (20 own paragraphs per question)
 
 _HOPS = re.compile(r"^(\d+)hop")
 
 
 def load_musique(cfg: DictConfig) -> list[Example]:
-    """MuSiQue-Ans: each question with its 20 paragraphs as documents (ids
-    ``<qid>-p<idx>``), ``meta["supporting"]`` = the paragraphs marked
-    ``is_supporting``, ``meta["hops"]`` from the id prefix (``2hop__``, ``3hop1__``,
-    ``4hop3__`` -> 2, 3, 4). Unanswerable questions (MuSiQue-Full) are dropped.
-    Retrieval ranks the 20 paragraphs; ``benchmark.candidates=all`` (this benchmark's
-    default, Section 6.5's "20 mixed supporting/distractor paragraphs per query") keeps
-    all of them, ``retrieved`` the top k."""
+    """MuSiQue-Ans: each question with its 20 paragraphs as documents (``<qid>-p<idx>``),
+    ``meta["supporting"]`` those marked ``is_supporting``, ``meta["hops"]`` from the id
+    prefix (``2hop__``, ``3hop1__``, ``4hop3__`` -> 2, 3, 4); unanswerable ones (MuSiQue-Full)
+    dropped. ``benchmark.candidates=all`` (the default here, Section 6.5's "20 mixed
+    supporting/distractor paragraphs per query") keeps all 20, ``retrieved`` the top k."""
     rows = read_rows(cfg)
     _require(rows, ("id", "question", "paragraphs", "answer"), cfg, "MuSiQue rows (id, question, paragraphs, answer, answer_aliases)")
     examples = []
@@ -370,33 +304,15 @@ def load_musique(cfg: DictConfig) -> list[Example]:
         if row.get("answerable") is False:
             continue
         qid = str(row["id"])
-        docs = tuple(
-            Doc(
-                id=f"{qid}-p{p.get('idx', j)}",
-                title=str(p.get("title") or ""),
-                text=" ".join(str(p.get("paragraph_text") or "").split()),
-                meta={"is_supporting": bool(p.get("is_supporting"))},
-            )
-            for j, p in enumerate(row["paragraphs"])
-        )
+        docs = tuple(Doc(id=f"{qid}-p{p.get('idx', j)}", title=str(p.get("title") or ""), text=" ".join(str(p.get("paragraph_text") or "").split()),
+                         meta={"is_supporting": bool(p.get("is_supporting"))}) for j, p in enumerate(row["paragraphs"]))
         m = _HOPS.match(qid)
-        examples.append(
-            Example(
-                id=qid,
-                question=str(row["question"]).strip(),
-                answers=aliases(row.get("answer"), row.get("answer_aliases")),
-                docs=docs,
-                meta={
-                    "supporting": [d.id for d in docs if d.meta["is_supporting"]],
-                    "hops": int(m.group(1)) if m else None,
-                },
-            )
-        )
+        examples.append(Example(id=qid, question=str(row["question"]).strip(), answers=aliases(row.get("answer"), row.get("answer_aliases")),
+                                docs=docs, meta={"supporting": [d.id for d in docs if d.meta["is_supporting"]], "hops": int(m.group(1)) if m else None}))
     return examples
 
 
-# ---------------------------------------------------------------------------
-# ARC-Challenge, ASQA (MAIN-RAG)
+# -- ARC-Challenge, ASQA (MAIN-RAG)
 
 
 def load_arc(cfg: DictConfig) -> list[Example]:
@@ -412,14 +328,8 @@ def load_arc(cfg: DictConfig) -> list[Example]:
         key = str(row["answerKey"]).strip()
         options = "\n".join(f"{lab}: {txt}" for lab, txt in zip(labels, texts, strict=False))
         gold = texts[labels.index(key)] if key in labels else None
-        examples.append(
-            Example(
-                id=f"{cfg.name}-{row.get('id', n)}",
-                question=f"{str(row['question']).strip()}\n{options}",
-                answers=aliases(key, gold),
-                meta={"query": str(row["question"]).strip(), "choices": dict(zip(labels, texts, strict=False))},
-            )
-        )
+        examples.append(Example(id=f"{cfg.name}-{row.get('id', n)}", question=f"{str(row['question']).strip()}\n{options}", answers=aliases(key, gold),
+                                meta={"query": str(row["question"]).strip(), "choices": dict(zip(labels, texts, strict=False))}))
     return examples
 
 
@@ -432,14 +342,9 @@ def load_asqa(cfg: DictConfig) -> list[Example]:
     examples = []
     for n, row in enumerate(rows):
         pairs = [{"question": p.get("question", ""), "short_answers": list(aliases(p.get("short_answers")))} for p in row["qa_pairs"] or []]
-        examples.append(
-            Example(
-                id=f"{cfg.name}-{row.get('sample_id', n)}",
-                question=str(row["ambiguous_question"]).strip(),
-                answers=aliases([p["short_answers"] for p in pairs]),
-                meta={"qa_pairs": pairs, "long_answers": [a.get("long_answer", "") for a in row.get("annotations") or []]},
-            )
-        )
+        examples.append(Example(id=f"{cfg.name}-{row.get('sample_id', n)}", question=str(row["ambiguous_question"]).strip(),
+                                answers=aliases([p["short_answers"] for p in pairs]),
+                                meta={"qa_pairs": pairs, "long_answers": [a.get("long_answer", "") for a in row.get("annotations") or []]}))
     return examples
 
 

@@ -15,12 +15,12 @@ A row::
   them). Without it the row's documents are retrieved from ``benchmark.corpus`` (a
   JSONL of ``id``/``title``/``text``), as for TriviaQA.
 
-Other fields are ignored. Each row is checked as it is read: a line that is not JSON,
-a row without ``question`` or ``answers``, or a field of the wrong type stops the load
-in one line naming the file and the line (so does nesting too deep, an integer too
-long, or an escape that is not Unicode text: :mod:`madara_cli.core.sidefiles`). The file is read line by line with
-:mod:`json` (not through ``datasets``, whose column typing would reject ``answers``
-that are a string on one row and a list on the next).
+Other fields are ignored. Each row is checked as it is read: a line that is not JSON
+(or nests too deep, holds too long an integer or a non-Unicode escape:
+:mod:`madara_cli.core.sidefiles`), a row without ``question`` or ``answers``, or a field of
+the wrong type stops the load in one line naming file and line. It is read with
+:mod:`json`, not ``datasets``, whose column typing would reject ``answers`` that are a
+string on one row and a list on the next.
 """
 
 from __future__ import annotations
@@ -80,13 +80,8 @@ def _example(row: Any, path: Path, line_no: int, n: int, name: str, task: str) -
     elif isinstance(qid, bool) or not isinstance(qid, (str, int)) or not str(qid).strip():
         raise bad(f"'id' must be a non-empty string or an integer, not {_kind(qid)}")
     qid = str(qid).strip()
-    return Example(
-        id=qid,
-        question=row["question"].strip(),
-        answers=tuple(dict.fromkeys(a.strip() for a in answers if a.strip())),
-        docs=_documents(row.get("documents"), qid, bad),
-        task=task,
-    )
+    return Example(id=qid, question=row["question"].strip(), answers=tuple(dict.fromkeys(a.strip() for a in answers if a.strip())),
+                   docs=_documents(row.get("documents"), qid, bad), task=task)
 
 
 def _documents(value: Any, qid: str, bad) -> tuple[Doc, ...] | None:
