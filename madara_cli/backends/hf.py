@@ -43,6 +43,7 @@ from madara_cli.backends.chat import ChatSettings
 from madara_cli.backends.weights import (
     download_hub,
     file_fingerprint,
+    find_named_rows,
     hf_folder_from_gguf,
     hf_source,
     hf_source_inputs,
@@ -234,7 +235,7 @@ def _build(cfg: DictConfig) -> Backend:
         # downloaded just now: the commit it named is known from here on (as on vLLM;
         # madara prepare downloads first, so the first cell is keyed by it already)
         backend._fingerprint = engine_settings(cfg).fingerprint()
-    return backend
+    return find_named_rows(backend, cfg)
 
 
 def _device(device: str, kind: str, device_map: str | None) -> str:

@@ -56,6 +56,7 @@ from madara_cli.backends.truncate import fit_messages
 from madara_cli.backends.weights import (
     download_hub,
     file_fingerprint,
+    find_named_rows,
     hf_folder_from_gguf,
     hf_source,
     hf_source_inputs,
@@ -418,13 +419,13 @@ def _vllm(cfg: DictConfig) -> Backend:
     _check(cfg)
     settings = engine_settings(cfg)
     b = cfg.backend
-    return VLLMBackend(
+    return find_named_rows(VLLMBackend(
         hf_id=settings.hf_id, revision=settings.revision, dtype=settings.dtype, max_model_len=settings.max_model_len,
         tensor_parallel_size=b.tensor_parallel_size, gpu_memory_utilization=b.gpu_memory_utilization,
         enable_prefix_caching=b.enable_prefix_caching, seed=cfg.seed, batch_size=b.batch_size, chat=settings.chat,
         tokenizer_mode=settings.tokenizer_mode, weights=weights_for(cfg, say=logging.getLogger("madara_cli.core.progress").info),
         source=settings.source, enforce_eager=b.get("enforce_eager"), kv_cache_gib=b.get("kv_cache_gib"),
-    )
+    ), cfg)
 
 
 def _prepare(cfg: DictConfig, say) -> str:

@@ -52,6 +52,15 @@ def named_fingerprint(fingerprint: str, path: Path) -> str:
     return fingerprint.replace(file_fingerprint(path), f"gguf:{path.name}:{file_digest(path)[:16]}")
 
 
+def find_named_rows(backend, cfg):
+    """``backend`` (vLLM or transformers) with ``legacy_fingerprint`` set where its weights are made
+    from a GGUF, so the response cache finds the rows written when the GGUF entered by its name
+    (the cache_gguf_by_content shim, as llama.cpp's own property does)."""
+    if hf_source(cfg) == "gguf":
+        backend.legacy_fingerprint = named_fingerprint(backend.fingerprint, resolve_gguf(str(cfg.model.gguf)))
+    return backend
+
+
 def hf_source(cfg) -> str:
     """``model.hf_source``: ``hub`` (the default), ``gguf`` or a local model folder."""
     return str(cfg.model.get("hf_source") or "hub")

@@ -116,7 +116,7 @@ SHIMS: dict[str, Shim] = {
         "a response-cache row written while a GGUF entered engine fingerprints by its file name and digest is found "
         "under that fingerprint and copied under today's (the digest alone)",
         "the response cache keyed by a GGUF's content, not its name",
-        "every cached call of a llama.cpp engine would be paid again"),
+        "every cached call of a llama.cpp engine, or of a vLLM or transformers engine made from a GGUF, would be paid again"),
     "pde_random_asks_no_agent": Shim(
         "PDE-Random's key holds no detector settings, templates or score readings",
         "the Conflict Detector settings and templates in madara keys",

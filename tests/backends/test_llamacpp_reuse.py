@@ -113,3 +113,31 @@ def test_rows_under_the_name_keyed_fingerprint_are_found_and_moved(tmp_path):
     assert [c.text for c in llm.chat("gen", [req])] == ["kept"] and Engine.sent == 0
     assert request_key(Engine.fingerprint, req) in cache.get_many([request_key(Engine.fingerprint, req)])
     cache.close()
+
+
+@pytest.mark.parametrize("backend_name", ["vllm", "hf"])
+def test_engines_made_from_the_gguf_find_the_rows_its_name_keyed(monkeypatch, backend_name):
+    """The cache_gguf_by_content shim for vLLM and transformers: an engine whose folder is
+    made from the GGUF looks up what it lacks under the fingerprint it had when the GGUF
+    entered by name and content (``gguf:<file>:<sha16>``, the form before issue 45)."""
+    from types import SimpleNamespace
+
+    from madara_cli.backends import hf, hf_engine, vllm_backend
+    from madara_cli.backends.weights import resolve_gguf
+    from madara_cli.composition.compose import compose
+    from madara_cli.config.identity import file_digest
+
+    cfg = compose([f"backend={backend_name}", "model.hf_source=gguf"])
+    module = vllm_backend if backend_name == "vllm" else hf
+    fingerprint = module.engine_settings(cfg).fingerprint()
+    made = lambda **kw: SimpleNamespace(fingerprint=fingerprint)  # noqa: E731 - the engine, not loaded
+    monkeypatch.setattr(module, "_missing", lambda: None)
+    monkeypatch.setattr(module, "weights_for", lambda cfg, say=None: "folder")
+    monkeypatch.setattr(vllm_backend, "VLLMBackend", made)
+    monkeypatch.setattr(hf_engine, "HFBackend", made)
+    engine = vllm_backend._vllm(cfg) if backend_name == "vllm" else hf._build(cfg)
+    path = resolve_gguf(str(cfg.model.gguf))
+    today, before = f"gguf:sha256:{file_digest(path)[:16]}", f"gguf:{path.name}:{file_digest(path)[:16]}"
+    assert today in fingerprint and engine.legacy_fingerprint == fingerprint.replace(today, before)
+    hub = compose([f"backend={backend_name}", "model.hf_source=hub"])
+    assert not hasattr(vllm_backend._vllm(hub) if backend_name == "vllm" else hf._build(hub), "legacy_fingerprint")
