@@ -104,10 +104,8 @@ def _table14_ems() -> list[AuditRow]:
 
 def _table14_odds() -> list[AuditRow]:
     """The printed odds ratios against b/c."""
-    return [
-        numeric_row("Table 14", f"{pair_label(model)} odds ratio b/c", printed, (r := _table14_row(model, method, base)).b / r.c, H)
-        for (model, method, base), printed in pv.TABLE14_ODDS.items()
-    ]
+    return [numeric_row("Table 14", f"{pair_label(model)} odds ratio b/c", printed, (r := _table14_row(model, method, base)).b / r.c, H)
+            for (model, method, base), printed in pv.TABLE14_ODDS.items()]
 
 
 def _average(table: str, label: str, published: float, values: list[float], note: str) -> AuditRow:
@@ -129,15 +127,11 @@ def audit_table15() -> list[AuditRow]:
             rows.append(AuditRow("Table 15", f"{pair_label(model)} group", at("group"), group, "discrepancy", "NF < 30% defines weak"))
     for group in ("weak", "strong"):
         members = [m for m in pv.TABLE15_MODELS if get(m, "conflicts", "group") == group]
-        rows += [
-            _average("Table 15", f"Avg ({group}) {_gain_label(column)}", pv.TABLE15_AVERAGES[group][i],
-                     [get(m, "conflicts", column) for m in members], f"mean of {len(members)} printed rows")
-            for i, column in enumerate(("nf", "pde", "gain"))
-        ]
-    rows += [
-        numeric_row("Table 15", f"{pair_label(model)} NF vs Table 2", get(model, "conflicts", "nf"), pv.TABLE2[(model, "conflicts", "nf")], 0.0)
-        for model in pv.CORE_MODELS
-    ]
+        rows += [_average("Table 15", f"Avg ({group}) {_gain_label(column)}", pv.TABLE15_AVERAGES[group][i],
+                          [get(m, "conflicts", column) for m in members], f"mean of {len(members)} printed rows")
+                 for i, column in enumerate(("nf", "pde", "gain"))]
+    rows += [numeric_row("Table 15", f"{pair_label(model)} NF vs Table 2", get(model, "conflicts", "nf"), pv.TABLE2[(model, "conflicts", "nf")], 0.0)
+             for model in pv.CORE_MODELS]
     for model in ("llama-3.1-8b", "mistral-7b"):
         printed = get(model, "conflicts", "stars")
         rows.append(numeric_row("Table 15", f"{pair_label(model)} PDE vs Table 2", get(model, "conflicts", "pde"),
@@ -153,14 +147,10 @@ def audit_table16() -> list[AuditRow]:
         return [pv.TABLE16[(m, "triviaqa", name)] for m in pv.CORE_MODELS]
 
     nf, pde, gain = column("nf"), column("pde"), column("gain")
-    rows = [
-        numeric_row("Table 16", f"{pair_label(model)} gain = PDE − NF", g, p - n, 3 * H)
-        for model, n, p, g in zip(pv.CORE_MODELS, nf, pde, gain, strict=True)
-    ]
-    rows += [
-        _average("Table 16", f"Average {_gain_label(name)}", pv.TABLE16_AVERAGE[name], column(name), "mean of the five printed rows")
-        for name in ("nf", "pde", "gain")
-    ]
+    rows = [numeric_row("Table 16", f"{pair_label(model)} gain = PDE − NF", g, p - n, 3 * H)
+            for model, n, p, g in zip(pv.CORE_MODELS, nf, pde, gain, strict=True)]
+    rows += [_average("Table 16", f"Average {_gain_label(name)}", pv.TABLE16_AVERAGE[name], column(name), "mean of the five printed rows")
+             for name in ("nf", "pde", "gain")]
     rho, _ = stats.spearman(nf, gain)
     rows.append(check("Table 16", "Spearman ρ(NF, gain)", f"{pv.TABLE16_SPEARMAN:.2f}", f"{rho:.2f}", abs(rho - pv.TABLE16_SPEARMAN) < 0.005,
                       "ranks of the printed values; −0.90 would need Mistral's gain (3.4) above Qwen2.5's (3.6), which their rounding (±0.05) rules out"))

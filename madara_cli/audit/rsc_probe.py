@@ -27,10 +27,8 @@ def audit_table4() -> list[AuditRow]:
         star = rsc.trend(rhos)
         if len(set(rhos)) < len(rhos):
             possible = possible_trends(rhos)
-            note = (
-                f"printed ρ̂ tie ({', '.join(fmt(x) for x in rhos)}): Spearman with average ranks gives {star:.3f}; "
-                f"breaking the tie gives ρ* ∈ {{{', '.join(fmt(x, 1) for x in sorted(possible))}}}"
-            )
+            note = (f"printed ρ̂ tie ({', '.join(fmt(x) for x in rhos)}): Spearman with average ranks gives {star:.3f}; "
+                    f"breaking the tie gives ρ* ∈ {{{', '.join(fmt(x, 1) for x in sorted(possible))}}}")
             rows.append(check("Table 4", f"{label}: ρ*", fmt(printed_star, 1), fmt(star, 3), round(printed_star, 6) in possible, note))
         else:
             ok = abs(star - printed_star) < 1e-9
