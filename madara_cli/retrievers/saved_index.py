@@ -108,10 +108,8 @@ def unique_ids(docs: Iterator[Doc], path: str | Path) -> Iterator[Doc]:
         first, second = int(order[at]), int(order[at + 1])
         found = {i: d.id for i, d in enumerate(iter_corpus(path)) if i in (first, second)}
         if found.get(first) == found.get(second):
-            raise DataError(
-                f"{path}: document id {found[first]!r} appears twice (documents {first + 1} and {second + 1} of the corpus); "
-                f"corpus ids must be unique to build an index"
-            )
+            raise DataError(f"{path}: document id {found[first]!r} appears twice (documents {first + 1} and {second + 1} of the corpus); "
+                            f"corpus ids must be unique to build an index")
 
 
 def corpus_sha256(path: str | Path) -> str:
@@ -212,14 +210,8 @@ def ensure_index(corpus_path: str | Path, out_dir: str | Path, cfg: DictConfig, 
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    meta = {
-        "format": INDEX_FORMAT,
-        "settings": settings,
-        "corpus_sha256": sha,
-        "corpus_path": str(corpus_path.resolve()),
-        "n_docs": n_docs,
-        "build_seconds": round(time.perf_counter() - t0, 2),
-    }
+    meta = {"format": INDEX_FORMAT, "settings": settings, "corpus_sha256": sha, "corpus_path": str(corpus_path.resolve()),
+            "n_docs": n_docs, "build_seconds": round(time.perf_counter() - t0, 2)}
     (tmp / INDEX_META).write_text(json.dumps(meta, indent=2) + "\n")
     try:
         tmp.rename(final)
