@@ -44,13 +44,6 @@ def fmt(x: float | None, digits: int = 2, signed: bool = False) -> str:
     return f"{x:+.{digits}f}" if signed else f"{x:.{digits}f}"
 
 
-def printed_half_unit(printed: str) -> float:
-    """Half a unit of the last printed digit: '0.001' -> 5e-4, '2.4e-18' -> 5e-20."""
-    mantissa, _, exponent = printed.strip().lower().partition("e")
-    decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
-    return 0.5 * 10.0 ** (int(exponent or 0) - decimals)
-
-
 def judge(published: float, recomputed: float, tol: float) -> tuple[str, str]:
     """Status and a note saying whether equality is exact at print precision or within rounding."""
     gap = abs(published - recomputed)

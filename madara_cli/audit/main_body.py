@@ -31,17 +31,13 @@ def _table1_costs() -> list[AuditRow]:
         ratio = n_calls / calls["nf"]
         printed = pv.TABLE1_COST[strategy]
         target = float(printed.strip("≈×"))
-        rows.append(
-            check("Table 1", f"cost multiplier {label} vs NF", printed, f"{ratio:.0f}× ({n_calls} calls/query vs NF {calls['nf']})",
-                  abs(ratio - target) <= 0.25 * target,
-                  "call counts from Table 18's notes (NF = 1, assessment ≈ 19, PDE ≈ 19 + d, PDE-Random = d, d = 10)")
-        )
+        rows.append(check("Table 1", f"cost multiplier {label} vs NF", printed, f"{ratio:.0f}× ({n_calls} calls/query vs NF {calls['nf']})",
+                          abs(ratio - target) <= 0.25 * target,
+                          "call counts from Table 18's notes (NF = 1, assessment ≈ 19, PDE ≈ 19 + d, PDE-Random = d, d = 10)"))
     ratio = calls["pde"] / calls["pde_random"]
-    rows.append(
-        check("Table 1", "§6.1 'PDE-Random reduces inference calls by roughly 4×'", "≈4×",
-              f"{ratio:.1f}× (PDE {calls['pde']} / PDE-Random {calls['pde_random']})", abs(ratio - 4) <= 1.0,
-              f"vs 3-Agent ({calls['three_agent']}) the PDE pipeline costs {calls['pde'] / calls['three_agent']:.1f}×")
-    )
+    rows.append(check("Table 1", "§6.1 'PDE-Random reduces inference calls by roughly 4×'", "≈4×",
+                      f"{ratio:.1f}× (PDE {calls['pde']} / PDE-Random {calls['pde_random']})", abs(ratio - 4) <= 1.0,
+                      f"vs 3-Agent ({calls['three_agent']}) the PDE pipeline costs {calls['pde'] / calls['three_agent']:.1f}×"))
     return rows
 
 
@@ -152,11 +148,9 @@ def audit_table9() -> list[AuditRow]:
     points = routing.sweep_tau_nf({name: cells[key] for name, key in names.items()}, values=pv.TAU_NF_SWEEP["taus"])
     flipped = [(names[name], p.threshold, p.routes[name]) for p in points for name in p.changed]
     n_flipped = len(routing.changed_cells(points))
-    rows.append(
-        check("Table 9", "τ_NF sweep {15..45}%: cells whose route changes", count(*pv.TAU_NF_SWEEP["flipped"]), count(n_flipped, len(cells)),
-              (n_flipped, len(cells)) == tuple(pv.TAU_NF_SWEEP["flipped"]),
-              "router.sweep_tau_nf; flips: "
-              + (", ".join(f"{pair_label(m, b)} at τ={t:g}% → {strategy_label(s)}" for (m, b), t, s in flipped) or "none")
-              + "; Llama TriviaQA (degenerate) stays on PDE at every τ (§6.2)")
-    )
+    rows.append(check("Table 9", "τ_NF sweep {15..45}%: cells whose route changes", count(*pv.TAU_NF_SWEEP["flipped"]),
+                      count(n_flipped, len(cells)), (n_flipped, len(cells)) == tuple(pv.TAU_NF_SWEEP["flipped"]),
+                      "router.sweep_tau_nf; flips: "
+                      + (", ".join(f"{pair_label(m, b)} at τ={t:g}% → {strategy_label(s)}" for (m, b), t, s in flipped) or "none")
+                      + "; Llama TriviaQA (degenerate) stays on PDE at every τ (§6.2)"))
     return rows

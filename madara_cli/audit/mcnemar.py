@@ -9,20 +9,17 @@ from functools import partial
 import numpy as np
 
 from madara_cli import paper as pv
-from madara_cli.audit.judging import (
-    AuditRow,
-    H,
-    attainable,
-    check,
-    fmt,
-    numeric_row,
-    pair_label,
-    printed_half_unit,
-    strategy_label,
-    underivable,
-)
+from madara_cli.audit.judging import AuditRow, H, attainable, check, fmt, numeric_row, pair_label, strategy_label, underivable
 from madara_cli.audit.published import reference_em
 from madara_cli.core import stats
+
+
+def printed_half_unit(printed: str) -> float:
+    """Half a unit of the last printed digit: '0.001' -> 5e-4, '2.4e-18' -> 5e-20 (a p-value's
+    tolerance, Table 14 printing each to its own precision)."""
+    mantissa, _, exponent = printed.strip().lower().partition("e")
+    decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
+    return 0.5 * 10.0 ** (int(exponent or 0) - decimals)
 
 
 def _table14_label(r: pv.McNemarRow) -> str:
@@ -86,10 +83,9 @@ def _table14_discordant() -> list[AuditRow]:
             rows.append(underivable("Table 14", item, published, 'FEVER subset size is not printed ("~1K queries")', recomputed=implied_text))
             continue
         expected, slack = delta * pv.N_CONFLICTS / 100, 2 * H * pv.N_CONFLICTS / 100
-        rows.append(
-            check("Table 14", item, published, f"{expected:.1f} ± {slack:.1f} (ΔEM {delta:+.1f}pp × N={pv.N_CONFLICTS})",
-                  abs((r.b - r.c) - expected) <= slack + 1e-9, f"N = {pv.N_CONFLICTS} is the CONFLICTS size stated in Appendix B; {implied_text}")
-        )
+        rows.append(check("Table 14", item, published, f"{expected:.1f} ± {slack:.1f} (ΔEM {delta:+.1f}pp × N={pv.N_CONFLICTS})",
+                          abs((r.b - r.c) - expected) <= slack + 1e-9,
+                          f"N = {pv.N_CONFLICTS} is the CONFLICTS size stated in Appendix B; {implied_text}"))
     return rows
 
 
@@ -108,10 +104,8 @@ def _table14_ems() -> list[AuditRow]:
 
 def _table14_odds() -> list[AuditRow]:
     """The printed odds ratios against b/c."""
-    return [
-        numeric_row("Table 14", f"{pair_label(model)} odds ratio b/c", printed, (r := _table14_row(model, method, base)).b / r.c, H)
-        for (model, method, base), printed in pv.TABLE14_ODDS.items()
-    ]
+    return [numeric_row("Table 14", f"{pair_label(model)} odds ratio b/c", printed, (r := _table14_row(model, method, base)).b / r.c, H)
+            for (model, method, base), printed in pv.TABLE14_ODDS.items()]
 
 
 def _average(table: str, label: str, published: float, values: list[float], note: str) -> AuditRow:
@@ -133,15 +127,11 @@ def audit_table15() -> list[AuditRow]:
             rows.append(AuditRow("Table 15", f"{pair_label(model)} group", at("group"), group, "discrepancy", "NF < 30% defines weak"))
     for group in ("weak", "strong"):
         members = [m for m in pv.TABLE15_MODELS if get(m, "conflicts", "group") == group]
-        rows += [
-            _average("Table 15", f"Avg ({group}) {_gain_label(column)}", pv.TABLE15_AVERAGES[group][i],
-                     [get(m, "conflicts", column) for m in members], f"mean of {len(members)} printed rows")
-            for i, column in enumerate(("nf", "pde", "gain"))
-        ]
-    rows += [
-        numeric_row("Table 15", f"{pair_label(model)} NF vs Table 2", get(model, "conflicts", "nf"), pv.TABLE2[(model, "conflicts", "nf")], 0.0)
-        for model in pv.CORE_MODELS
-    ]
+        rows += [_average("Table 15", f"Avg ({group}) {_gain_label(column)}", pv.TABLE15_AVERAGES[group][i],
+                          [get(m, "conflicts", column) for m in members], f"mean of {len(members)} printed rows")
+                 for i, column in enumerate(("nf", "pde", "gain"))]
+    rows += [numeric_row("Table 15", f"{pair_label(model)} NF vs Table 2", get(model, "conflicts", "nf"), pv.TABLE2[(model, "conflicts", "nf")], 0.0)
+             for model in pv.CORE_MODELS]
     for model in ("llama-3.1-8b", "mistral-7b"):
         printed = get(model, "conflicts", "stars")
         rows.append(numeric_row("Table 15", f"{pair_label(model)} PDE vs Table 2", get(model, "conflicts", "pde"),
@@ -157,19 +147,13 @@ def audit_table16() -> list[AuditRow]:
         return [pv.TABLE16[(m, "triviaqa", name)] for m in pv.CORE_MODELS]
 
     nf, pde, gain = column("nf"), column("pde"), column("gain")
-    rows = [
-        numeric_row("Table 16", f"{pair_label(model)} gain = PDE − NF", g, p - n, 3 * H)
-        for model, n, p, g in zip(pv.CORE_MODELS, nf, pde, gain, strict=True)
-    ]
-    rows += [
-        _average("Table 16", f"Average {_gain_label(name)}", pv.TABLE16_AVERAGE[name], column(name), "mean of the five printed rows")
-        for name in ("nf", "pde", "gain")
-    ]
+    rows = [numeric_row("Table 16", f"{pair_label(model)} gain = PDE − NF", g, p - n, 3 * H)
+            for model, n, p, g in zip(pv.CORE_MODELS, nf, pde, gain, strict=True)]
+    rows += [_average("Table 16", f"Average {_gain_label(name)}", pv.TABLE16_AVERAGE[name], column(name), "mean of the five printed rows")
+             for name in ("nf", "pde", "gain")]
     rho, _ = stats.spearman(nf, gain)
-    rows.append(
-        check("Table 16", "Spearman ρ(NF, gain)", f"{pv.TABLE16_SPEARMAN:.2f}", f"{rho:.2f}", abs(rho - pv.TABLE16_SPEARMAN) < 0.005,
-              "ranks of the printed values; −0.90 would need Mistral's gain (3.4) above Qwen2.5's (3.6), which their rounding (±0.05) rules out")
-    )
+    rows.append(check("Table 16", "Spearman ρ(NF, gain)", f"{pv.TABLE16_SPEARMAN:.2f}", f"{rho:.2f}", abs(rho - pv.TABLE16_SPEARMAN) < 0.005,
+                      "ranks of the printed values; −0.90 would need Mistral's gain (3.4) above Qwen2.5's (3.6), which their rounding (±0.05) rules out"))
     bad = [v for v in nf + pde if not attainable(v, pv.N_TRIVIAQA_DENSE)]
     rows.append(check("Table 16", "EMs attainable as k/500 (GRIM test)", "N = 500", f"{10 - len(bad)}/10 attainable", not bad))
     return rows

@@ -9,11 +9,8 @@ from madara_cli.audit.judging import AuditRow, H, attainable, check, numeric_row
 
 def audit_table6_17() -> list[AuditRow]:
     nf = pv.TABLE6[("qwen2.5-7b", "musique", "nf")][0]
-    rows = [
-        numeric_row("Table 6", f"{strategy_label(strategy)} ΔEM = EM − NF", delta, em - nf, 3 * H)
-        for (_model, _benchmark, strategy), (em, _, delta) in pv.TABLE6.items()
-        if delta is not None
-    ]
+    rows = [numeric_row("Table 6", f"{strategy_label(strategy)} ΔEM = EM − NF", delta, em - nf, 3 * H)
+            for (_model, _benchmark, strategy), (em, _, delta) in pv.TABLE6.items() if delta is not None]
     b = pv.TABLE6_BOOTSTRAP
     rows.append(underivable("Table 6", "3-Agent − NF bootstrap 95% CI and p", f"[{b['ci'][0]:+.1f}, {b['ci'][1]:+.1f}], p={b['p']}",
                             "needs per-query predictions"))

@@ -133,11 +133,8 @@ def mean_gaps(rows: list[PolicyRow]) -> tuple[dict[str, float], int]:
 
 def where_they_differ(rows: list[PolicyRow]) -> str:
     """The pairs the isolation policy routes differently from the paper's, with both gaps."""
-    parts = [
-        f"{r.pair.name}: paper {r.routes['paper']} gap {format_gap(r, 'paper')}, isolation {r.routes['isolation']} gap {format_gap(r, 'isolation')}"
-        for r in rows
-        if r.routes["isolation"] != r.routes["paper"]
-    ]
+    parts = [f"{r.pair.name}: paper {r.routes['paper']} gap {format_gap(r, 'paper')}, isolation {r.routes['isolation']} gap {format_gap(r, 'isolation')}"
+             for r in rows if r.routes["isolation"] != r.routes["paper"]]
     return "; ".join(parts) or "none"
 
 

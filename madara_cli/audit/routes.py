@@ -55,12 +55,10 @@ def _table12_pair(model: str, benchmark: str) -> list[AuditRow]:
                                 _table2_em(model, benchmark, strategy), 0.0))
     known = {s: v for s in ("nf", "three_agent", "cot", "sda", "sda_cot") if (v := _table2_em(model, benchmark, s)) is not None}
     best = max(known.values())
-    rows.append(
-        check("Table 12", f"{label}: oracle", f"{strategy_label(get('oracle'))} ({get('oracle_em')})",
-              f"best printed of {', '.join(strategy_label(s) for s in known)} = {best}",
-              abs(get("oracle_em") - best) < 1e-9 and abs(known.get(get("oracle"), math.nan) - get("oracle_em")) < 1e-9,
-              "oracle over NF, 3-Agent, CoT, SDA, SDA+CoT (Appendix I)")
-    )
+    rows.append(check("Table 12", f"{label}: oracle", f"{strategy_label(get('oracle'))} ({get('oracle_em')})",
+                      f"best printed of {', '.join(strategy_label(s) for s in known)} = {best}",
+                      abs(get("oracle_em") - best) < 1e-9 and abs(known.get(get("oracle"), math.nan) - get("oracle_em")) < 1e-9,
+                      "oracle over NF, 3-Agent, CoT, SDA, SDA+CoT (Appendix I)"))
     return rows
 
 
@@ -108,16 +106,12 @@ def audit_table8() -> list[AuditRow]:
     points = {p.threshold: p for p in routing.sweep_rho1(published_diagnostics(), values=tuple(pv.TABLE8))}
     for tau, (changed, matches, gap) in pv.TABLE8.items():
         point = points[float(tau)]
-        rows.append(
-            check("Table 8", f"τ = {tau}: changed (QO pairs routed to CoT)", count(*changed), count(point.n_cot, point.n_cells),
-                  (point.n_cot, point.n_cells) == tuple(changed),
-                  "router.sweep_rho1 on Table 2's NF and Table 4's ρ̂ (scoring arm, NF gate off as Table 8's counts require)")
-        )
-        rows.append(
-            underivable("Table 8", f"τ = {tau}: oracle matches / mean gap", f"{count(*matches)}, {gap:.2f}pp",
-                        "the oracle's candidate set and the non-CoT default are not stated"
-                        + ("; at τ = 0.5 the same rule gives a 0.45pp mean gap in Table 19" if tau == 0.5 else ""))
-        )
+        rows.append(check("Table 8", f"τ = {tau}: changed (QO pairs routed to CoT)", count(*changed), count(point.n_cot, point.n_cells),
+                          (point.n_cot, point.n_cells) == tuple(changed),
+                          "router.sweep_rho1 on Table 2's NF and Table 4's ρ̂ (scoring arm, NF gate off as Table 8's counts require)"))
+        rows.append(underivable("Table 8", f"τ = {tau}: oracle matches / mean gap", f"{count(*matches)}, {gap:.2f}pp",
+                                "the oracle's candidate set and the non-CoT default are not stated"
+                                + ("; at τ = 0.5 the same rule gives a 0.45pp mean gap in Table 19" if tau == 0.5 else "")))
     return rows
 
 
@@ -155,11 +149,9 @@ def _table19_pair(model: str, benchmark: str) -> tuple[list[AuditRow], dict[str,
             continue
         recomputed[column] = oracle - chosen
         ranked = ", ".join(f"{strategy_label(s)} {v}" for s, v in sorted(ems.items(), key=lambda kv: -kv[1]))
-        rows.append(
-            numeric_row("Table 19", item, printed, oracle - chosen, 3 * H,
-                        note=f"oracle = best printed ({ranked}) = {strategy_label(oracle_strategy)} {oracle}; chosen {strategy_label(choice)} {chosen}; "
-                        "a lower bound where a strategy's EM is not printed")
-        )
+        rows.append(numeric_row("Table 19", item, printed, oracle - chosen, 3 * H,
+                                note=f"oracle = best printed ({ranked}) = {strategy_label(oracle_strategy)} {oracle}; "
+                                f"chosen {strategy_label(choice)} {chosen}; a lower bound where a strategy's EM is not printed"))
     return rows, recomputed
 
 

@@ -27,28 +27,22 @@ def audit_table4() -> list[AuditRow]:
         star = rsc.trend(rhos)
         if len(set(rhos)) < len(rhos):
             possible = possible_trends(rhos)
-            note = (
-                f"printed ρ̂ tie ({', '.join(fmt(x) for x in rhos)}): Spearman with average ranks gives {star:.3f}; "
-                f"breaking the tie gives ρ* ∈ {{{', '.join(fmt(x, 1) for x in sorted(possible))}}}"
-            )
+            note = (f"printed ρ̂ tie ({', '.join(fmt(x) for x in rhos)}): Spearman with average ranks gives {star:.3f}; "
+                    f"breaking the tie gives ρ* ∈ {{{', '.join(fmt(x, 1) for x in sorted(possible))}}}")
             rows.append(check("Table 4", f"{label}: ρ*", fmt(printed_star, 1), fmt(star, 3), round(printed_star, 6) in possible, note))
         else:
             ok = abs(star - printed_star) < 1e-9
             rows.append(check("Table 4", f"{label}: ρ*", fmt(printed_star, 1), fmt(star, 3), ok, "exact" if ok else ""))
         classes = possible_classes(rhos)
-        rows.append(
-            check("Table 4", f"{label}: RSC class", printed_class, " or ".join(sorted(classes)), printed_class in classes,
-                  "class = quality-ordered iff ρ* = −1.0" + (" (tie: either class is consistent)" if len(classes) > 1 else ""))
-        )
+        rows.append(check("Table 4", f"{label}: RSC class", printed_class, " or ".join(sorted(classes)), printed_class in classes,
+                          "class = quality-ordered iff ρ* = −1.0" + (" (tie: either class is consistent)" if len(classes) > 1 else "")))
     for (model, benchmark), info in pv.TABLE4_DEGENERATE.items():
         # A 98% floor share (≥ 97.5% before rounding) caps the mean of 0-5 scores.
         max_mean = (1 - (info["floor_share_pct"] - 0.5) / 100) * info["max_score"]
-        rows.append(
-            check("Table 4", f"{pair_label(model, benchmark)}: degenerate mean vs floor share",
-                  f"mean {info['mean_score']}/{info['max_score']}, {info['floor_share_pct']}% at floor",
-                  f"mean ≤ {max_mean:.3f} if ≥ {info['floor_share_pct'] - 0.5}% of scores are 0", info["mean_score"] - 0.005 <= max_mean,
-                  "on a 0-5 scale, 98% of scores at 0 leave at most 2% × 5 = 0.10 for the mean; 0.17 needs a floor share ≤ 96.6%")
-        )
+        rows.append(check("Table 4", f"{pair_label(model, benchmark)}: degenerate mean vs floor share",
+                          f"mean {info['mean_score']}/{info['max_score']}, {info['floor_share_pct']}% at floor",
+                          f"mean ≤ {max_mean:.3f} if ≥ {info['floor_share_pct'] - 0.5}% of scores are 0", info["mean_score"] - 0.005 <= max_mean,
+                          "on a 0-5 scale, 98% of scores at 0 leave at most 2% × 5 = 0.10 for the mean; 0.17 needs a floor share ≤ 96.6%"))
     return rows
 
 

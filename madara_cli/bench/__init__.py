@@ -464,8 +464,7 @@ def machine() -> dict[str, Any]:
 def summary_rows(results: dict[str, Any]) -> list[tuple[str, str, str]]:
     """(section, measure, value) rows for the CLI table."""
     rows: list[tuple[str, str, str]] = []
-    c = results.get("calls")
-    if c:
+    if c := results.get("calls"):
         rows.append(("calls", f"unique engine calls, Tables 1+2 strategies ({c['queries']} queries)", f"{c['unique_calls']:,}"))
         rows.append(("calls", "÷ sum of own per-strategy requests", _x(c["ratio_unique_vs_own_requests"])))
         rows.append(("calls", "÷ sum of paper's per-strategy calls (Table 18)", _x(c["ratio_unique_vs_paper"])))
@@ -473,44 +472,36 @@ def summary_rows(results: dict[str, Any]) -> list[tuple[str, str, str]]:
             if r.get("scoring_calls_per_query") is not None and r["paper_calls_per_query"] != "—":
                 rows.append(("calls", f"{name} calls/query: {r['scoring_calls_per_query']:g} scoring + {r['other_calls_per_query']:g} other "
                              f"(Table 18: {r['paper_calls_per_query']})", f"{r['scoring_calls_per_query'] + r['other_calls_per_query']:g}"))
-    o = results.get("overhead")
-    if o and "skipped" not in o:
+    if (o := results.get("overhead")) and "skipped" not in o:
         rows.append(("overhead", f"madara tokens/s ÷ engine tokens/s, same calls ({o['orchestration_seconds_per_call'] * 1000:.1f} ms/call outside the engine)",
                      _x(o["ratio_madara_vs_raw"])))
         rows.append(("overhead", f"paired separate raw calls: {o['madara_tokens_per_s']:.0f} vs {o['raw_tokens_per_s']:.0f} tokens/s (median, noisy under load)",
                      _x(o["ratio_paired_wall_median"])))
-    s = results.get("scoring")
-    if s:
+    if s := results.get("scoring"):
         rows.append(("scoring", f"s/score: generate {s['generate']['seconds_per_score']:.3f} vs logprob {s['logprob']['seconds_per_score']:.3f}",
                      _x(s["ratio_generate_vs_logprob_seconds"])))
         rows.append(("scoring", f"rank agreement (Spearman, {s['pairs_compared']} pairs)", str(s["rank_agreement_spearman"])))
-    st = results.get("stats")
-    if st:
+    if st := results.get("stats"):
         sec = st["seconds"]
         rows.append(("stats", f"bootstrap {st['queries']}x{st['resamples']}: loop {sec['loop']:.3f}s, vectorised {sec['vectorised']:.3f}s, counts {sec['counts']:.4f}s", ""))
         rows.append(("stats", "loop ÷ vectorised", _x(st["ratio_loop_vs_vectorised"])))
         rows.append(("stats", "vectorised ÷ counts fast path", _x(st["ratio_vectorised_vs_counts"])))
-    g = results.get("stages")
-    if g:
+    if g := results.get("stages"):
         stages = ", ".join(f"{k} {v:.1f}s" for k, v in g["engine_seconds_by_stage"].items())
         rows.append(("stages", f"{len(g['cells'])} cells x {g['queries']} queries: wall {g['wall_seconds']:.1f}s; engine {stages}", _x(g["engine_share_of_wall"]) + " engine"))
-    v = results.get("vllm")
-    if v:
+    if v := results.get("vllm"):
         for mode in ("on", "off"):
             o = v["overhead"][f"prefix_caching_{mode}"]
             rows.append(("vllm", f"madara stage call ÷ LLM.generate, same {v['overhead']['requests']} requests, prefix caching {mode}",
                          _x(o["ratio_madara_vs_raw"])))
-        a = v.get("agreement")
-        if a:
+        if a := v.get("agreement"):
             rows.append(("vllm", f"vs llama.cpp at temperature 0: top digit equal on {a['score_requests']} scores, mean |ΔE| "
                          f"{a['expected_score_mean_abs_diff']}, answers equal {a['answers_equal']:.0%}", f"{a['top_digit_agreement']:.0%}"))
-    vc = results.get("vllm_cpu")
-    if vc:
+    if vc := results.get("vllm_cpu"):
         rows.append(("vllm_cpu", f"bfloat16 ÷ float32 seconds, same {vc['requests']} requests (the CPU build's default: float32)",
                      _x(vc["ratio_bfloat16_vs_float32_seconds"])))
         rows.append(("vllm_cpu", "both cores to OpenMP ÷ vLLM's binding (one core kept), seconds", _x(vc["ratio_all_cores_vs_default_binding_seconds"])))
-    op = results.get("openai_pool")
-    if op and "skipped" not in op:
+    if (op := results.get("openai_pool")) and "skipped" not in op:
         server = op["server"] or {}
         for w, what in (("transport", "GET /v1/models"), ("score", "logprob scores")):
             r = op[w]
@@ -519,8 +510,7 @@ def summary_rows(results: dict[str, Any]) -> list[tuple[str, str, str]]:
                          _x(op[f"ratio_pooled_vs_per_request_{w}"])))
     elif op:
         rows.append(("openai_pool", op["skipped"], "—"))
-    t = results.get("threads")
-    if t:
+    if t := results.get("threads"):
         for r in t["runs"]:
             rows.append(("threads", f"n_threads={r['n_threads']}: alone {r['tokens_per_s_alone']} tok/s, cores busy {r['tokens_per_s_with_busy_cores']} tok/s", ""))
     for name, section in added_sections().items():

@@ -16,17 +16,16 @@ def timed(fn) -> float:
     return time.perf_counter() - t0
 
 
-def stage_requests(cfg, n_questions: int, mode: str, temperature: float | None = None):
+def stage_requests(cfg, n_questions: int, mode: str, temperature: float | None = None, max_tokens: int | None = None):
     """The examples of the first ``n_questions`` questions and the three agents' score
     requests over their documents (``mode``: ``generate`` for JSON, ``logprob``)."""
-    from omegaconf import OmegaConf
-
     from madara_cli.agents.requests import score_requests
-    from madara_cli.experiment.walk import prepare_cell
+    from madara_cli.bench import _examples
 
-    exs = prepare_cell(OmegaConf.merge(cfg, {"limit": n_questions}), None, force=True).examples  # type: ignore[union-attr]
+    exs = _examples(cfg, n_questions)
     temp = float(cfg.model.temperature) if temperature is None else temperature
-    kw = dict(cot=False, mode=mode, max_tokens=int(cfg.generation.score_max_tokens), temperature=temp, seed=int(cfg.seed))
+    tokens = int(cfg.generation.score_max_tokens) if max_tokens is None else max_tokens
+    kw = dict(cot=False, mode=mode, max_tokens=tokens, temperature=temp, seed=int(cfg.seed))
     return exs, [r for ex in exs for r in score_requests(ex, **kw)]
 
 
@@ -58,19 +57,15 @@ def agreement_with_llamacpp(cfg, n_questions: int, notes: list[str]) -> dict[str
         finally:
             backend.close()
     a, b = got["llamacpp"], got[name]
-    ea = [expected_score(c.logprobs, r.candidates) for c, r in zip(a["scores"], scores)]
-    eb = [expected_score(c.logprobs, r.candidates) for c, r in zip(b["scores"], scores)]
+    ea, eb = ([expected_score(c.logprobs, r.candidates) for c, r in zip(g["scores"], scores)] for g in (a, b))
 
     def top(c) -> str | None:
         finite = {k: v for k, v in (c.logprobs or {}).items() if v is not None and math.isfinite(v)}
         return max(finite, key=finite.get) if finite else None
 
     both = [(x, y) for x, y in zip(ea, eb) if not (math.isnan(x) or math.isnan(y))]
-    pa = [parse_completion(c, AGENTS[i % len(AGENTS)], "generate") for i, c in enumerate(a["json"])]
-    pb = [parse_completion(c, AGENTS[i % len(AGENTS)], "generate") for i, c in enumerate(b["json"])]
-    task = str(cfg.benchmark.task)
-    ans_a = [clean_answer(c.text, task) for c in a["answers"]]
-    ans_b = [clean_answer(c.text, task) for c in b["answers"]]
+    pa, pb = ([parse_completion(c, AGENTS[i % len(AGENTS)], "generate") for i, c in enumerate(g["json"])] for g in (a, b))
+    ans_a, ans_b = ([clean_answer(c.text, str(cfg.benchmark.task)) for c in g["answers"]] for g in (a, b))
     return {
         "questions": len(exs), "score_requests": len(scores), "json_requests": len(jsons),
         "top_digit_agreement": round(sum(top(x) == top(y) for x, y in zip(a["scores"], b["scores"])) / len(scores), 3),

@@ -106,8 +106,7 @@ def rows(result: dict[str, Any]) -> list[tuple[str, str, str]]:
     o = result["overhead"]
     out = [("hf", f"madara stage call ÷ raw model.generate, same {o['requests']} requests, micro-batches of {o['micro_batch']}"
                   f" ({o['same_replies']}/{o['requests']} replies identical)", _x(o["ratio_madara_vs_raw"]))]
-    a = result.get("agreement")
-    if a:
+    if a := result.get("agreement"):
         out.append(("hf", f"vs llama.cpp at temperature 0: top digit equal on {a['score_requests']} scores, mean |ΔE| "
                           f"{a['expected_score_mean_abs_diff']}, answers equal {a['answers_equal']:.0%}", f"{a['top_digit_agreement']:.0%}"))
     return out

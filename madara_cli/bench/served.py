@@ -91,19 +91,16 @@ def bench_openai_pool(cfg, scratch: Path, n_scores: int, n_threads: int | None, 
     ``n_scores``: score requests per pass (the first question's first); ``n_threads``: the server's."""
     from omegaconf import OmegaConf
 
-    from madara_cli.agents.requests import score_requests
     from madara_cli.backends.openai_backend import openai_backend
     from madara_cli.backends.weights import resolve_gguf
-    from madara_cli.experiment.walk import prepare_cell
+    from madara_cli.bench.engine_agreement import stage_requests
 
     missing = missing_server_modules()
     if missing:
         return {"skipped": f"llama.cpp's server is not installed ({', '.join(missing)}): pip install 'llama-cpp-python[server]' (make setup)"}
     if not cfg.model.get("gguf"):
         return {"skipped": f"model {cfg.model.name} has no model.gguf for llama.cpp's server to serve"}
-    exs = prepare_cell(OmegaConf.merge(cfg, {"limit": 1}), None, force=True).examples  # type: ignore[union-attr]
-    kw = dict(cot=False, mode="logprob", max_tokens=1, temperature=0.0, seed=int(cfg.seed))
-    scores = [r for ex in exs for r in score_requests(ex, **kw)][:n_scores]
+    scores = stage_requests(cfg, 1, "logprob", temperature=0.0, max_tokens=1)[1][:n_scores]
     with llama_server(resolve_gguf(str(cfg.model.gguf)), scratch / "llama-server.log", n_threads=n_threads) as (base_url, _):
         # The server answers one completion at a time: requests in flight queue there, so the
         # deadline (which counts the queue) is set well above a pass.

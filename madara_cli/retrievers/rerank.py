@@ -83,10 +83,8 @@ class GenerativeReranker:
         if rcfg.first_stage == "rerank":
             raise DataError("retriever.first_stage cannot be rerank")
         if ctx.llm is None:
-            raise DataError(
-                f"retriever=rerank scores documents with an LLM ({reranker_name(ctx.cfg)}), but none was passed to retrieve(); "
-                "run it through 'madara run' so the runner provides the engine"
-            )
+            raise DataError(f"retriever=rerank scores documents with an LLM ({reranker_name(ctx.cfg)}), but none was passed to retrieve(); "
+                            "run it through 'madara run' so the runner provides the engine")
         self.rcfg, self.ctx = rcfg, ctx
         self.first = CATALOG.get("retriever", str(rcfg.first_stage)).build(rcfg, ctx)
         self.llm = ctx.llm

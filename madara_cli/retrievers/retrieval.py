@@ -47,10 +47,8 @@ def retrieve_fresh(examples: Sequence[Example], retriever: Retriever, k: int, ct
     # Section 6.5), still in the retriever's order so top-k strategies read its ranks.
     whole = str(ctx.cfg.benchmark.get("candidates") or "retrieved") == "all"
     if whole and searched:
-        raise DataError(
-            f"benchmark.candidates=all keeps each query's own documents, but {len(searched)} example(s) of "
-            f"{ctx.cfg.benchmark.name} ship none ({examples[searched[0]].id}); use benchmark.candidates=retrieved"
-        )
+        raise DataError(f"benchmark.candidates=all keeps each query's own documents, but {len(searched)} example(s) of "
+                        f"{ctx.cfg.benchmark.name} ship none ({examples[searched[0]].id}); use benchmark.candidates=retrieved")
     if pooled:
         ranked = retriever.rank_pools([_query(examples[i]) for i in pooled], [examples[i].docs for i in pooled])
         for i, r in zip(pooled, ranked, strict=False):
@@ -58,10 +56,9 @@ def retrieve_fresh(examples: Sequence[Example], retriever: Retriever, k: int, ct
     spec = CATALOG.find("retriever", str(ctx.retriever.name))
     if searched and pooled and not ctx.has_corpus and not (spec is not None and spec.own_corpus):
         ids = [examples[i].id for i in searched]
-        raise DataError(
-            f"benchmark {ctx.cfg.benchmark.name}: {len(ids)} example(s) have no documents while the others ship theirs "
-            f"({', '.join(ids[:5])}{', ...' if len(ids) > 5 else ''}); fix those rows, or pass benchmark.corpus=FILE to retrieve for them"
-        )
+        raise DataError(f"benchmark {ctx.cfg.benchmark.name}: {len(ids)} example(s) have no documents while the others ship theirs "
+                        f"({', '.join(ids[:5])}{', ...' if len(ids) > 5 else ''}); fix those rows, "
+                        "or pass benchmark.corpus=FILE to retrieve for them")
     if searched:  # each retriever raises its own one-line error when it has no corpus
         ranked = retriever.search([_query(examples[i]) for i in searched], k)
         for i, r in zip(searched, ranked, strict=False):
@@ -170,10 +167,8 @@ def retrieve(examples: Sequence[Example], cfg: DictConfig, llm: Any | None = Non
             fp = getattr(getattr(llm, "backend", None), "fingerprint", None)
             seen = {i.get("reranker_fingerprint") for _, _, i in stored.values()} - {None}
             if fp and seen and seen != {fp}:
-                raise DataError(
-                    f"{snap.path.name} was reranked by {sorted(seen)[0]}, not by the engine passed ({fp}); "
-                    f"retriever.model={reranker['model']} must always name the same weights"
-                )
+                raise DataError(f"{snap.path.name} was reranked by {sorted(seen)[0]}, not by the engine passed ({fp}); "
+                                f"retriever.model={reranker['model']} must always name the same weights")
             info["reranker_fingerprint"] = fp
         pending = list(todo.values())
         fresh = retrieve_fresh(pending, factory(rcfg, ctx), int(rcfg.k), ctx)

@@ -108,10 +108,8 @@ def unique_ids(docs: Iterator[Doc], path: str | Path) -> Iterator[Doc]:
         first, second = int(order[at]), int(order[at + 1])
         found = {i: d.id for i, d in enumerate(iter_corpus(path)) if i in (first, second)}
         if found.get(first) == found.get(second):
-            raise DataError(
-                f"{path}: document id {found[first]!r} appears twice (documents {first + 1} and {second + 1} of the corpus); "
-                f"corpus ids must be unique to build an index"
-            )
+            raise DataError(f"{path}: document id {found[first]!r} appears twice (documents {first + 1} and {second + 1} of the corpus); "
+                            f"corpus ids must be unique to build an index")
 
 
 def corpus_sha256(path: str | Path) -> str:
@@ -212,14 +210,8 @@ def ensure_index(corpus_path: str | Path, out_dir: str | Path, cfg: DictConfig, 
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    meta = {
-        "format": INDEX_FORMAT,
-        "settings": settings,
-        "corpus_sha256": sha,
-        "corpus_path": str(corpus_path.resolve()),
-        "n_docs": n_docs,
-        "build_seconds": round(time.perf_counter() - t0, 2),
-    }
+    meta = {"format": INDEX_FORMAT, "settings": settings, "corpus_sha256": sha, "corpus_path": str(corpus_path.resolve()),
+            "n_docs": n_docs, "build_seconds": round(time.perf_counter() - t0, 2)}
     (tmp / INDEX_META).write_text(json.dumps(meta, indent=2) + "\n")
     try:
         tmp.rename(final)
@@ -248,7 +240,7 @@ def _normalised_texts(corpus_path: Path, out: Path, progress: bool, label: str) 
     np.save(out / "corpus.offsets.npy", np.frombuffer(offsets, dtype=np.int64))
 
 
-def _stemmer(name: str | None):
+def load_stemmer(name: str | None):
     if not name:
         return None
     import Stemmer
@@ -260,7 +252,7 @@ def _build_bm25s(corpus_path: Path, out: Path, settings: dict[str, Any], progres
     import bm25s
     from bm25s.tokenization import Tokenized, Tokenizer
 
-    tokenizer = Tokenizer(stopwords=settings["stopwords"] or [], stemmer=_stemmer(settings["stemmer"]))
+    tokenizer = Tokenizer(stopwords=settings["stopwords"] or [], stemmer=load_stemmer(settings["stemmer"]))
     texts = _normalised_texts(corpus_path, out, progress, "tokenize")  # the corpus read once: no line count first
     ids = list(tokenizer.tokenize(texts, return_as="stream"))
     if not ids:
@@ -317,7 +309,7 @@ class BM25sIndex:
         self.dir = Path(index_dir)
         self.meta = check_index(self.dir, settings)
         self._bm25s = bm25s
-        self._stemmer = _stemmer(settings["stemmer"])
+        self._stemmer = load_stemmer(settings["stemmer"])
         self._stopwords = settings["stopwords"]
         self.model = bm25s.BM25.load(str(self.dir), mmap=True, load_corpus=False, show_progress=False, verbosity=0)
         self.corpus = CorpusFile(self.dir / "corpus.jsonl")
@@ -401,23 +393,22 @@ def load_encoder(spec: str):
         from sentence_transformers import SentenceTransformer
     except (ImportError, OSError) as e:
         raise DataError(import_failure("the dense retriever", e, "the optional extra: pip install -e '.[dense]' (sentence-transformers, faiss-cpu)")) from None
+    from madara_cli.core import hub
+
+    unreachable = f"cannot reach the Hugging Face hub for encoder {spec}; download it elsewhere and pass retriever.encoder=DIR"
     if spec.startswith(DIST_PREFIX):
         target = str(_dist_model_dir(spec[len(DIST_PREFIX):]))
     elif Path(spec).expanduser().exists():
         target = str(Path(spec).expanduser())
     else:
-        from madara_cli.core import hub
-
         if not hub.offline_requested() and not hub.reachable():
-            raise DataError(f"cannot reach the Hugging Face hub for encoder {spec}; download it elsewhere and pass retriever.encoder=DIR")
+            raise DataError(unreachable)
         target = spec
     try:
         model = SentenceTransformer(target, device=None)
     except Exception as e:  # noqa: BLE001 - the hub, a bad folder: one line either way
-        from madara_cli.core import hub
-
         if hub.connectivity_error(e) or "offline" in str(e).lower() or "couldn't connect" in str(e).lower():
-            raise DataError(f"cannot reach the Hugging Face hub for encoder {spec}; download it elsewhere and pass retriever.encoder=DIR") from None
+            raise DataError(unreachable) from None
         raise DataError(f"cannot load encoder {spec}: {hub.first_line(e)}") from None
     _ENCODERS[spec] = model
     return model

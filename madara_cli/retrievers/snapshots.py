@@ -78,10 +78,8 @@ class Snapshot:
         self.meta_path = inside(root, Path(root) / f"{stem}.meta.json")
 
     def _refuse(self, what: str) -> SnapshotError:
-        return SnapshotError(
-            f"retrieval snapshot {self.path} {what}. force=true re-runs cells on the same snapshot and does not "
-            f"skip this check; to rebuild it by retrieving again, move it aside and rerun: mv {self.path} {self.path}.edited"
-        )
+        return SnapshotError(f"retrieval snapshot {self.path} {what}. force=true re-runs cells on the same snapshot and does not skip "
+                             f"this check; to rebuild it by retrieving again, move it aside and rerun: mv {self.path} {self.path}.edited")
 
     def _meta(self, required: bool = True) -> dict[str, Any] | None:
         """The meta file, checked against this snapshot's key and holding a ledger; None when there is none and it is not ``required``."""
@@ -134,10 +132,8 @@ class Snapshot:
                 if "h" not in row:
                     raise self._refuse(f"line {number} (example {row['id']!r}) has no content hash")
                 if row["h"] != content_hash(row):
-                    raise self._refuse(
-                        f"line {number} (example {row['id']!r}) does not match the content hash recorded when it was retrieved: "
-                        f"its documents were changed after retrieval"
-                    )
+                    raise self._refuse(f"line {number} (example {row['id']!r}) does not match the content hash recorded when it "
+                                       f"was retrieved: its documents were changed after retrieval")
                 count += 1
                 if count <= upto:
                     out[row["id"]] = entry
@@ -147,9 +143,8 @@ class Snapshot:
         if count < upto:
             raise self._refuse(f"holds {count} lines where its meta file records {upto}: lines were removed")
         if (chain_upto if upto else "") != ledger["chain"]:
-            raise self._refuse(
-                f"lines 1-{upto} are not the lines its meta file records, in that order: a line was removed, inserted or reordered"
-            )
+            raise self._refuse(f"lines 1-{upto} are not the lines its meta file records, in that order: "
+                               "a line was removed, inserted or reordered")
         return out, count, chain, end_upto
 
     def load(self) -> dict[str, Entry]:
