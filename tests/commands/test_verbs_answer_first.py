@@ -110,7 +110,7 @@ def test_show_prints_a_health_line_when_the_record_has_one(results: Path, monkey
 
 def test_tables_print_which_paper_cells_they_filled(tmp_path: Path, monkeypatch, capsys):
     root = demo_like_results(tmp_path / "results")
-    code, out, err = cli("tables", "--results", str(root), "--format", "md", monkeypatch=monkeypatch, capsys=capsys)
+    code, out, err = cli("tables", "--results", str(root), "--format", "md", env={"COLUMNS": "200"}, monkeypatch=monkeypatch, capsys=capsys)
     assert code == 0, err
     assert "paper cells filled (ours as EM)" in out
     table1 = next(line for line in out.splitlines() if "│ table1 " in line)

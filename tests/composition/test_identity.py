@@ -32,7 +32,7 @@ def toy(tmp_path: Path) -> Path:
 def run(toy: Path, results: Path, *overrides: str, monkeypatch, capsys) -> str:
     """``madara run`` as a user types it, on the toy engine; its stderr."""
     code, out, err = cli("--config-dir", str(toy), "--include", str(PLUGINS), "run", "backend=toy", "strategy=nf", "limit=1",
-                         f"results_dir={results}", *overrides, monkeypatch=monkeypatch, capsys=capsys)
+                         f"results_dir={results}", *overrides, env={"COLUMNS": "200"}, monkeypatch=monkeypatch, capsys=capsys)
     assert code == 0, err
     return out + err
 

@@ -319,6 +319,6 @@ def test_reproduce_counts_a_folder_its_tables_could_not_read_as_skipped(monkeypa
     half = write_cell(results, "table2", "llama-3.1-8b", "conflicts", "pde", correct=range(3))
     (half / "metrics.json").unlink()
     code, out, _ = cli("reproduce", "--backend", "llamacpp", "--models", "smollm2-135m", "--grids", "nodata",
-                          "--results", str(results), monkeypatch=monkeypatch, capsys=capsys)
+                          "--results", str(results), env={"COLUMNS": "300"}, monkeypatch=monkeypatch, capsys=capsys)
     assert code == 1
     assert f"skipped {half}: left out of the tables: has config.yaml, predictions.jsonl but no metrics.json" in " ".join(out.split())
