@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
 from madara_cli.config import plugin_schemas as plugins
 from madara_cli.config.overrides import Override, malformed, parse_overrides
@@ -451,11 +451,13 @@ def load_grid(name: str) -> GridConfig:
     try:
         kind = str(raw.get("kind", GridKind.cells)) if isinstance(raw, DictConfig) else str(GridKind.cells)
         merged = OmegaConf.merge(OmegaConf.structured(GridConfig), raw) if kind in GridKind.__members__ else None
+        grid: GridConfig = OmegaConf.to_object(merged) if merged is not None else None  # type: ignore[assignment]
+    except MissingMandatoryValue as e:
+        raise ConfigError(f"bad grid {path.name}: it has no '{e.full_key}'") from None
     except Exception as e:  # noqa: BLE001 - any YAML/schema error is the user's to fix
         raise ConfigError(f"bad grid {path.name}: {' '.join(str(e).split())}") from None
-    if merged is None:
+    if grid is None:
         raise ConfigError(f"grid {name}: unknown kind '{kind}'; valid kinds: {', '.join(GridKind.__members__)}")
-    grid: GridConfig = OmegaConf.to_object(merged)  # type: ignore[assignment]
     check_name(f"grid {path.name}: name", grid.name, ConfigError)
     for group, values in grid.axes.items():
         if group not in GROUPS:

@@ -669,3 +669,16 @@ def test_sigint_mid_stage_keeps_the_cache_and_resumes(tmp_path):
     (m,) = list(tmp_path.glob("adhoc/*/metrics.json"))
     acct = json.loads(m.read_text())["accounting"]
     assert acct["cache_hits"] == done and acct["calls_issued"] == n - done
+
+
+def test_a_grid_without_its_name_is_one_line(monkeypatch, capsys, no_engine, tmp_path):
+    """A grid file that leaves out a setting every grid needs (``name``) was a traceback
+    (OmegaConf's MissingMandatoryValue), in plan and run alike."""
+    grids = tmp_path / "configs" / "grid"
+    grids.mkdir(parents=True)
+    (grids / "noname.yaml").write_text("axes:\n  strategy: [nf]\n")
+    for verb in ("plan", "run"):
+        code, _, err = cli("--config-dir", str(tmp_path / "configs"), verb, "--grid", "noname", f"results_dir={tmp_path / 'r'}",
+                           monkeypatch=monkeypatch, capsys=capsys)
+        one_line_error(code, err, "bad grid noname.yaml: it has no 'name'")
+    assert not (tmp_path / "r").exists()
