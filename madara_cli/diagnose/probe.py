@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from madara_cli.agents.matrix import ragged
 from madara_cli.agents.parsing import ParsedScore, expected_score, parse_completion, parse_score, parse_score_authors, read_rescore
 from madara_cli.agents.prompts import EMPTY_CHAIN_PLACEHOLDER, RELEVANCE
 from madara_cli.agents.requests import DIGITS, SCORING_MODES, agent_request
@@ -78,14 +79,6 @@ def _cot_request(ex: Example, i: int, cfg: DictConfig, prompts: PromptSet | None
         max_tokens=int(cfg.generation.cot_max_tokens), temperature=float(cfg.model.temperature), seed=int(cfg.seed),
         prompts=prompts_of(cfg) if prompts is None else prompts,
     )
-
-
-def _ragged(values: Sequence[float], lengths: Sequence[int]) -> list[list[float]]:
-    out, pos = [], 0
-    for n in lengths:
-        out.append(list(values[pos : pos + n]))
-        pos += n
-    return out
 
 
 def run_probe(cfg: DictConfig, llm: CachedLLM, n: int | None = None, examples: Sequence[Example] | None = None, *,
@@ -153,7 +146,7 @@ def _rescored(cfg: DictConfig, llm: CachedLLM, c: _Chains, prompts: PromptSet, r
     from_field = str(reading.get("chain_source", "steps")) == "field"
     placeholder = str(reading.get("empty_chain", "drop")) == "placeholder"
     levels = perturb.perturb_chains(
-        _ragged(c.chains, c.lengths), seed=int(cfg.seed), contradiction=str(reading.get("contradiction", "paper")),
+        ragged(c.chains, c.lengths), seed=int(cfg.seed), contradiction=str(reading.get("contradiction", "paper")),
         shuffle=str(reading.get("shuffle", "changed")), empty_chain=str(reading.get("empty_chain", "drop")), resplit=not from_field,
     ).by_level()
     budget = int(cfg.generation.get("rescore_max_tokens") or cfg.generation.score_max_tokens)
@@ -182,7 +175,7 @@ def _rescored(cfg: DictConfig, llm: CachedLLM, c: _Chains, prompts: PromptSet, r
         values = [math.nan] * len(c.pairs)
         for p, score in zip(todo, read[k * len(todo) : (k + 1) * len(todo)]):
             values[p] = score.value
-        per_level.append(_ragged(values, c.lengths))
+        per_level.append(ragged(values, c.lengths))
     return todo, per_level, read
 
 
@@ -199,7 +192,7 @@ def _probe(cfg: DictConfig, llm: CachedLLM, spec: ProbeIdentity, examples: list[
     todo, per_level, rescored = _rescored(cfg, llm, c, ctx.prompts, reading)
     # 5. Statistics and the route.
     stats = rsc.summarize_probe(
-        _ragged(c.normal, c.lengths), per_level, seed=int(cfg.seed), n_resamples=int(cfg.rsc.bootstrap),
+        ragged(c.normal, c.lengths), per_level, seed=int(cfg.seed), n_resamples=int(cfg.rsc.bootstrap),
         undefined_rho=str(reading.get("undefined_rho", "degenerate")),
     )
     diag = router.Diagnostics.from_probe(em_nf, stats)

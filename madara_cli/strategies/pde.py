@@ -24,6 +24,7 @@ from typing import Sequence
 import numpy as np
 
 from madara_cli.agents.generator import clean_answer, generation_request
+from madara_cli.agents.matrix import ragged
 from madara_cli.config import Selection, Vote
 from madara_cli.core.records import Example, Prediction
 from madara_cli.plugins import register
@@ -55,11 +56,8 @@ def per_document_extraction(
         for i in idx
     ]
     outs = ctx.llm.chat(stage, reqs) if reqs else []
-    result, pos = [], 0
-    for ex, idx in zip(examples, picks):
-        result.append([(clean_answer(c.text, ex.task, ctx.reading("answers", "tidy")), c.text) for c in outs[pos : pos + len(idx)]])
-        pos += len(idx)
-    return result
+    rows = ragged(outs, map(len, picks))
+    return [[(clean_answer(c.text, ex.task, ctx.reading("answers", "tidy")), c.text) for c in row] for ex, row in zip(examples, rows)]
 
 
 def random_documents(example: Example, k: int, seed: int) -> list[int]:
