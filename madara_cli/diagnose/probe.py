@@ -47,9 +47,9 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from madara_cli.agents.matrix import ragged
-from madara_cli.agents.parsing import ParsedScore, expected_score, parse_completion, parse_score, parse_score_authors, read_rescore
+from madara_cli.agents.parsing import ParsedScore, parse_completion, parse_score, parse_score_authors, read_reply, read_rescore
 from madara_cli.agents.prompts import EMPTY_CHAIN_PLACEHOLDER, RELEVANCE
-from madara_cli.agents.requests import DIGITS, SCORING_MODES, agent_request
+from madara_cli.agents.requests import SCORING_MODES, agent_request
 from madara_cli.backends.cache import CachedLLM
 from madara_cli.composition import strategy_node
 from madara_cli.config.folders import prompts_of
@@ -163,7 +163,7 @@ def _rescored(cfg: DictConfig, llm: CachedLLM, c: _Chains, prompts: PromptSet, r
     ]
     parser = str(reading.get("score_parser", "madara"))
     if mode == "logprob":
-        read = [_from_logprobs(r.logprobs) for r in llm.logprobs("rsc-rescore", requests)]
+        read = [read_reply(r, RELEVANCE, mode)[0] for r in llm.logprobs("rsc-rescore", requests)]
     elif how == "prefix":  # a continuation of the begun object, read as its rest by either parser
         read = [read_rescore(r, RELEVANCE, parser) for r in llm.chat("rsc-rescore", requests)]
     elif parser == "authors":
@@ -260,11 +260,6 @@ def routed(record: ProbeRecord, cfg: DictConfig) -> tuple[str, str]:
             "(rerun the probe with rsc.isolation_probe=true)"
         )
     return str(iso.route), str(iso.reason)
-
-
-def _from_logprobs(logprobs) -> ParsedScore:
-    value = expected_score(logprobs, DIGITS)
-    return ParsedScore(value, failure="no_mass") if math.isnan(value) else ParsedScore(value, raw_value=value, method="logprob")
 
 
 def _json_floats(values: Sequence[float]) -> list[float | None]:
