@@ -302,7 +302,5 @@ def perturbed_rescore_request(
     if how == "prefix":
         return rescore_request(normal, steps, mode=mode, max_tokens=budget, confidence=confidence)
     ex, i = pair
-    return forced_rescore_request(
-        ex, (ex.docs or ())[i], steps, mode=mode, max_tokens=budget, temperature=normal.temperature, seed=normal.seed, prompts=prompts,
-        shape=shape,
-    )
+    return forced_rescore_request(ex, (ex.docs or ())[i], steps, mode=mode, max_tokens=budget, temperature=normal.temperature, seed=normal.seed,
+                                  prompts=prompts, shape=shape)
