@@ -19,6 +19,7 @@ from madara_cli.plugins import PromptFamily, register
 _QUERY = ("query", "question", "claim")  # the labelled query line, and the query's text under either name
 _ASSESSOR_FIELDS = (*_QUERY, "index", "document", "other_documents")
 _STEPS = ["a step.", "another."]
+_MODES = ((False, "generate"), (True, "generate"), (False, "logprob"))  # (cot, scoring): base, CoT, logprob
 
 
 def _generator(prompts: Any) -> list:
@@ -36,11 +37,10 @@ def _assessors(prompts: Any) -> list:
     from madara_cli.agents.prompts import AGENTS
     from madara_cli.agents.requests import agent_request, rescore_request
 
-    out: list = []
-    for ex in SAMPLE_EXAMPLES:
-        for agent in AGENTS:
-            for cot, mode in ((False, "generate"), (True, "generate"), (False, "logprob")):
-                out.append(agent_request(ex, SAMPLE_DOCS, 0, agent, cot=cot, mode=mode, max_tokens=64, temperature=0.0, seed=0, prompts=prompts))
+    out = [
+        agent_request(ex, SAMPLE_DOCS, 0, agent, cot=cot, mode=mode, max_tokens=64, temperature=0.0, seed=0, prompts=prompts)
+        for ex in SAMPLE_EXAMPLES for agent in AGENTS for cot, mode in _MODES
+    ]
     normal = out[1]
     out += [rescore_request(normal, _STEPS, mode=m, max_tokens=64, confidence=3) for m in ("generate", "logprob")]
     return out
@@ -52,7 +52,7 @@ def _detector(prompts: Any) -> list:
     return [
         conflict_request(ex, SAMPLE_DOCS, cot=cot, mode=mode, max_tokens=64, temperature=0.0, seed=0, prompts=prompts)
         for ex in SAMPLE_EXAMPLES
-        for cot, mode in ((False, "generate"), (True, "generate"), (False, "logprob"))
+        for cot, mode in _MODES
     ]
 
 

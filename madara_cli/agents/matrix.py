@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Sequence
+from itertools import islice
+from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 import numpy as np
 
 from madara_cli.agents.parsing import NEUTRAL, ParsedScore, read_conflict_reply, read_reply
 from madara_cli.agents.prompts import AGENTS, CONFLICT
 from madara_cli.core.records import Completion, Example
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, eq=False)
@@ -64,6 +67,12 @@ def impute(scores: np.ndarray) -> np.ndarray:
             good = col[~bad]
             col[bad] = good.mean() if good.size else NEUTRAL
     return s
+
+
+def ragged(flat: Sequence[T], lengths: Iterable[int]) -> list[list[T]]:
+    """``flat`` cut into consecutive rows of ``lengths``: a batched stage's replies back per example."""
+    rest = iter(flat)
+    return [list(islice(rest, n)) for n in lengths]
 
 
 def build_matrix(

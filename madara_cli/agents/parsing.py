@@ -59,8 +59,6 @@ NEUTRAL = 2.5  # imputation when an agent failed on every document of an example
 # Valid range of each agent's raw output (before mapping to 0-5).
 RANGE: dict[str, tuple[float, float]] = {"relevance": (0.0, 5.0), "consistency": (0.0, 5.0), "conflict": (-2.0, 2.0)}
 
-FAILURE_REASONS = ("empty", "no_score", "not_numeric", "out_of_range", "no_mass", "missing_id")
-
 
 def conflict_to_score(adjustment: float) -> float:
     """Conflict Detector adjustment (-2..+2) -> 0-5 score: ``2.5 + 1.25 * a``."""
@@ -74,7 +72,7 @@ class ParsedScore:
 
     value: float
     raw_value: float | None = None
-    failure: str | None = None  # one of FAILURE_REASONS, None when valid
+    failure: str | None = None  # one of the reasons the module docstring lists, None when valid
     method: str | None = None  # json | regex | lone
     reasoning: tuple[str, ...] = ()
     confidence: int | None = None
@@ -92,11 +90,7 @@ _JSON_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
 _CONFIDENCE = re.compile(r"[\"']?confidence[\"']?\s*[:=]\s*\"?(\d+)", re.IGNORECASE)
 
 
-def _key_regex(key: str) -> re.Pattern[str]:
-    return re.compile(rf"[\"']?{key}[\"']?\s*[:=]\s*[\"']?({_NUM})", re.IGNORECASE)
-
-
-_KEY_RE = {k: _key_regex(k) for k in set(SCORE_KEY.values())}
+_KEY_RE = {k: re.compile(rf"[\"']?{k}[\"']?\s*[:=]\s*[\"']?({_NUM})", re.IGNORECASE) for k in set(SCORE_KEY.values())}
 
 
 def _json_objects(text: str):
@@ -156,6 +150,26 @@ def _confidence(v: Any) -> int | None:
     return int(n)
 
 
+def _read_rest(text: str, reasoning: tuple[str, ...] = (), confidence: int | None = None) -> tuple[tuple[str, ...], int | None]:
+    """(reasoning, confidence) of a reply: those its JSON object gave, else what the text
+    shows (the steps after ``reasoning_steps: [``, a ``confidence: N``)."""
+    if confidence is None:
+        m = _CONFIDENCE.search(text)
+        confidence = _confidence(m.group(1)) if m else None
+    return reasoning or _steps_regex(text), confidence
+
+
+def _checked(raw: float | None, agent: str, method: str | None, **read: Any) -> ParsedScore:
+    """The value ``agent`` wrote, checked: a failure when not a number or outside the
+    agent's range (never clipped), else on the 0-5 matrix scale."""
+    if raw is None:
+        return ParsedScore(math.nan, failure="not_numeric")
+    lo, hi = RANGE[agent]
+    if not (math.isfinite(raw) and lo <= raw <= hi):
+        return ParsedScore(math.nan, raw_value=raw, failure="out_of_range", method=method, **read)
+    return ParsedScore(conflict_to_score(raw) if agent == CONFLICT else raw, raw_value=raw, method=method, **read)
+
+
 def parse_score(text: str, agent: str) -> ParsedScore:
     """Read one agent reply (see the module docstring for the rules)."""
     if agent not in RANGE:
@@ -168,17 +182,11 @@ def parse_score(text: str, agent: str) -> ParsedScore:
     method: str | None = None
     reasoning: tuple[str, ...] = ()
     confidence: int | None = None
-    not_numeric = False
-    for obj in _json_objects(text):
-        if key not in obj:
-            continue
-        reasoning = _steps_from(obj.get("reasoning_steps"))
-        confidence = _confidence(obj.get("confidence"))
-        raw = _as_number(obj[key])
-        if raw is None:
-            not_numeric = True
-        method = "json"
-        break
+    obj = next((o for o in _json_objects(text) if key in o), None)
+    if obj is not None:
+        raw, method = _as_number(obj[key]), "json"
+        reasoning, confidence = _steps_from(obj.get("reasoning_steps")), _confidence(obj.get("confidence"))
+    not_numeric = obj is not None and raw is None
     if raw is None:
         m = _KEY_RE[key].search(text)
         if m:
@@ -188,18 +196,10 @@ def parse_score(text: str, agent: str) -> ParsedScore:
         numbers = [only.group(1)] if only else (_LONE_OF_FIVE.findall(text) if agent != CONFLICT else [])
         if len(numbers) == 1:
             raw, method = float(numbers[0]), "lone"
-    if not reasoning:
-        reasoning = _steps_regex(text)
-    if confidence is None:
-        m = _CONFIDENCE.search(text)
-        confidence = _confidence(m.group(1)) if m else None
+    reasoning, confidence = _read_rest(text, reasoning, confidence)
     if raw is None:
         return ParsedScore(math.nan, failure="not_numeric" if not_numeric else "no_score", reasoning=reasoning, confidence=confidence)
-    lo, hi = RANGE[agent]
-    if not (math.isfinite(raw) and lo <= raw <= hi):
-        return ParsedScore(math.nan, raw_value=raw, failure="out_of_range", method=method, reasoning=reasoning, confidence=confidence)
-    value = conflict_to_score(raw) if agent == CONFLICT else raw
-    return ParsedScore(value, raw_value=raw, method=method, reasoning=reasoning, confidence=confidence)
+    return _checked(raw, agent, method, reasoning=reasoning, confidence=confidence)
 
 
 _AUTHORS_SPAN = re.compile(r"\{.*\}", re.DOTALL)
@@ -223,9 +223,8 @@ def parse_score_authors(text: str) -> ParsedScore:
         except (ValueError, TypeError, KeyError, IndexError, OverflowError):
             digit = _AUTHORS_DIGIT.search(text)
             value, method = (float(digit.group(0)) if digit else 0.0), "authors_digit"
-    reasoning = _steps_regex(text or "")
-    m = _CONFIDENCE.search(text or "")
-    return ParsedScore(value, raw_value=value, method=method, reasoning=reasoning, confidence=_confidence(m.group(1)) if m else None)
+    reasoning, confidence = _read_rest(text or "")
+    return ParsedScore(value, raw_value=value, method=method, reasoning=reasoning, confidence=confidence)
 
 
 def expected_score(logprobs: Mapping[str, float] | None, candidates: Sequence[str] = DIGITS) -> float:
@@ -327,34 +326,14 @@ def parse_doc_adjustments(text: str, m: int) -> DocAdjustments:
                 mapping = {}
                 for n, v in pairs:
                     mapping.setdefault(int(n), v)
-    if not reasoning:
-        reasoning = _steps_regex(text or "")
-    if confidence is None:
-        c = _CONFIDENCE.search(text or "")
-        confidence = _confidence(c.group(1)) if c else None
+    reasoning, confidence = _read_rest(text or "", reasoning, confidence)
     if mapping is None:
         reason = "empty" if not (text or "").strip() else "no_score"
         return DocAdjustments(tuple(ParsedScore(math.nan, failure=reason) for _ in range(m)), reasoning=reasoning, confidence=confidence)
-    lo, hi = RANGE[CONFLICT]
-    values = []
-    for n in range(1, m + 1):
-        if n not in mapping:
-            values.append(ParsedScore(math.nan, failure="missing_id"))
-            continue
-        raw = _as_number(mapping[n])
-        if raw is None:
-            values.append(ParsedScore(math.nan, failure="not_numeric"))
-        elif not (math.isfinite(raw) and lo <= raw <= hi):
-            values.append(ParsedScore(math.nan, raw_value=raw, failure="out_of_range", method="per_query"))
-        else:
-            values.append(ParsedScore(conflict_to_score(raw), raw_value=raw, method="per_query"))
-    return DocAdjustments(
-        tuple(values),
-        missing_ids=sum(1 for v in values if v.failure == "missing_id"),
-        extra_ids=sum(1 for n in mapping if not 1 <= n <= m),
-        reasoning=reasoning,
-        confidence=confidence,
-    )
+    values = tuple(_checked(_as_number(mapping[n]), CONFLICT, "per_query") if n in mapping else ParsedScore(math.nan, failure="missing_id")
+                   for n in range(1, m + 1))
+    return DocAdjustments(values, missing_ids=sum(1 for v in values if v.failure == "missing_id"),
+                          extra_ids=sum(1 for n in mapping if not 1 <= n <= m), reasoning=reasoning, confidence=confidence)
 
 
 def read_conflict_reply(completion: Completion, m: int, mode: str = "generate") -> tuple[DocAdjustments, str]:

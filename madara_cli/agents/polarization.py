@@ -3,6 +3,7 @@ polarization (Section 4.1: 80.8% -> 3.5% extreme scores with CoT)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any, Sequence
 
 import numpy as np
@@ -43,18 +44,10 @@ def assessment_report(mats: Sequence[ScoreMatrix], cot: bool = False, mode: str 
     replies left out (``missing_ids``, also failures) or that name no document. JSON-safe (``None`` where undefined, never NaN).
     """
     agents = mats[0].agents if mats else AGENTS
-    if mats:
-        values = np.concatenate([m.scores for m in mats if m.m] or [np.empty((0, len(agents)))])
-        failed = np.concatenate([m.failed for m in mats if m.m] or [np.empty((0, len(agents)), dtype=bool)])
-    else:
-        values, failed = np.empty((0, len(agents))), np.empty((0, len(agents)), dtype=bool)
+    values = np.concatenate([m.scores for m in mats if m.m] or [np.empty((0, len(agents)))])
+    failed = np.concatenate([m.failed for m in mats if m.m] or [np.empty((0, len(agents)), dtype=bool)])
     report: dict[str, Any] = {"mode": mode, "cot": bool(cot), **_stats(values, failed)}
-    reasons: dict[str, int] = {}
-    for m in mats:
-        for row in m.failure_reasons:
-            for r in row:
-                if r is not None:
-                    reasons[r] = reasons.get(r, 0) + 1
+    reasons = Counter(r for m in mats for row in m.failure_reasons for r in row if r is not None)
     report["failures"] = dict(sorted(reasons.items()))
     report["by_agent"] = {a: _stats(values[:, j], failed[:, j]) for j, a in enumerate(agents)}
     # Replies, not scores: a per-query detector reply carries the whole column.

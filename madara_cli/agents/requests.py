@@ -109,10 +109,8 @@ def rescore_request(normal: ChatRequest, steps: Sequence[str], *, mode: str, max
     chain = json.dumps([str(s) for s in steps], ensure_ascii=False)
     head = '{"reasoning_steps": ' + chain + ", "
     if mode == "generate":
-        return ChatRequest(
-            messages=normal.messages, max_tokens=max_tokens, temperature=normal.temperature, top_p=normal.top_p,
-            seed=normal.seed, stop=SCORE_STOP, prefix=head + '"confidence": ',
-        )
+        return ChatRequest(messages=normal.messages, max_tokens=max_tokens, temperature=normal.temperature, top_p=normal.top_p, seed=normal.seed,
+                           stop=SCORE_STOP, prefix=head + '"confidence": ')
     if mode == "logprob":
         conf = "" if confidence is None else f'"confidence": {int(confidence)}, '
         return ScoreRequest(messages=normal.messages, candidates=DIGITS, prefix=head + conf + '"score": ')

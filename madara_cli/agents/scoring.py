@@ -72,12 +72,8 @@ def assess(llm: CachedLLM, examples: Sequence[Example], settings: AssessSettings
     per example)."""
     s = settings
     agents = AGENTS if s.conflict == "per_document" else tuple(x for x in AGENTS if x != CONFLICT)
-    per_example = [
-        score_requests(
-            ex, cot=s.cot, mode=s.mode, max_tokens=s.max_tokens, temperature=s.temperature, seed=s.seed, agents=agents, prompts=prompts, stop=s.stop
-        )
-        for ex in examples
-    ]
+    per_example = [score_requests(ex, cot=s.cot, mode=s.mode, max_tokens=s.max_tokens, temperature=s.temperature, seed=s.seed, agents=agents,
+                                  prompts=prompts, stop=s.stop) for ex in examples]
     back = _score_agent_major(llm, stage_name(s.cot, s.mode), s.mode, per_example, len(agents))
     stop_sent = any(r.stop for reqs in per_example for r in reqs if isinstance(r, ChatRequest))
     if s.conflict == "per_document":
@@ -107,10 +103,8 @@ def _score_agent_major(llm: CachedLLM, stage: str, mode: str, per_example: list[
 def _ask_detector(llm: CachedLLM, examples: Sequence[Example], s: AssessSettings, prompts: PromptSet | None) -> dict[int, Completion]:
     """The per-query detector's reply for each example that has documents (by index);
     examples without documents have nothing to adjust and ask nothing."""
-    detector = [
-        conflict_request(ex, ex.docs or (), cot=s.cot, mode=s.mode, max_tokens=s.max_tokens, temperature=s.temperature, seed=s.seed, prompts=prompts)
-        for ex in examples
-    ]
     asked = [e for e, ex in enumerate(examples) if ex.docs]
-    replies = llm.chat(conflict_stage_name(s.cot, s.mode), [detector[e] for e in asked]) if asked else []
+    detector = [conflict_request(examples[e], examples[e].docs, cot=s.cot, mode=s.mode, max_tokens=s.max_tokens, temperature=s.temperature,
+                                 seed=s.seed, prompts=prompts) for e in asked]
+    replies = llm.chat(conflict_stage_name(s.cot, s.mode), detector) if asked else []
     return dict(zip(asked, replies))

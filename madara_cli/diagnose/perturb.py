@@ -18,6 +18,7 @@ from typing import TypeVar
 
 import numpy as np
 
+from madara_cli.agents.matrix import ragged
 from madara_cli.agents.requests import forced_rescore_request, rescore_request
 from madara_cli.config.prompt_sets import PromptSet
 from madara_cli.core.records import ChatRequest, Example, ScoreRequest
@@ -237,12 +238,7 @@ def random_reasoning(chains: Sequence[Sequence[T]], seed: Seed) -> list[list[T]]
     # n-1 slots, skipping the pair's own index: uniform over the others
     donors = rng.integers(0, n - 1, size=n)
     donors = donors + (donors >= np.arange(n))
-    out: list[list[T]] = []
-    position = 0
-    for row in chains:
-        out.append([flat[donors[position + i]] for i in range(len(row))])
-        position += len(row)
-    return out
+    return ragged([flat[d] for d in donors], map(len, chains))
 
 
 @dataclass(frozen=True)
@@ -291,10 +287,7 @@ def perturb_chains(
         lent = {n: steps(c) for n, c in zip(usable, drawn)}
     elif len(flat) < 2:
         random_reasoning(chains, seed)  # raises: no other pair to draw from
-    random, position = [], 0
-    for row in chains:
-        random.append([lent.get(position + i, []) for i in range(len(row))])
-        position += len(row)
+    random = ragged([lent.get(n, []) for n in range(len(flat))], map(len, chains))
     return PerturbedChains(shuffled=shuffled, contradicted=contradicted, random=random)
 
 
@@ -309,7 +302,5 @@ def perturbed_rescore_request(
     if how == "prefix":
         return rescore_request(normal, steps, mode=mode, max_tokens=budget, confidence=confidence)
     ex, i = pair
-    return forced_rescore_request(
-        ex, (ex.docs or ())[i], steps, mode=mode, max_tokens=budget, temperature=normal.temperature, seed=normal.seed, prompts=prompts,
-        shape=shape,
-    )
+    return forced_rescore_request(ex, (ex.docs or ())[i], steps, mode=mode, max_tokens=budget, temperature=normal.temperature, seed=normal.seed,
+                                  prompts=prompts, shape=shape)

@@ -46,9 +46,10 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from madara_cli.agents.parsing import ParsedScore, expected_score, parse_completion, parse_score, parse_score_authors, read_rescore
+from madara_cli.agents.matrix import ragged
+from madara_cli.agents.parsing import ParsedScore, parse_completion, parse_score, parse_score_authors, read_reply, read_rescore
 from madara_cli.agents.prompts import EMPTY_CHAIN_PLACEHOLDER, RELEVANCE
-from madara_cli.agents.requests import DIGITS, SCORING_MODES, agent_request
+from madara_cli.agents.requests import SCORING_MODES, agent_request
 from madara_cli.backends.cache import CachedLLM
 from madara_cli.composition import strategy_node
 from madara_cli.config.folders import prompts_of
@@ -78,14 +79,6 @@ def _cot_request(ex: Example, i: int, cfg: DictConfig, prompts: PromptSet | None
         max_tokens=int(cfg.generation.cot_max_tokens), temperature=float(cfg.model.temperature), seed=int(cfg.seed),
         prompts=prompts_of(cfg) if prompts is None else prompts,
     )
-
-
-def _ragged(values: Sequence[float], lengths: Sequence[int]) -> list[list[float]]:
-    out, pos = [], 0
-    for n in lengths:
-        out.append(list(values[pos : pos + n]))
-        pos += n
-    return out
 
 
 def run_probe(cfg: DictConfig, llm: CachedLLM, n: int | None = None, examples: Sequence[Example] | None = None, *,
@@ -153,7 +146,7 @@ def _rescored(cfg: DictConfig, llm: CachedLLM, c: _Chains, prompts: PromptSet, r
     from_field = str(reading.get("chain_source", "steps")) == "field"
     placeholder = str(reading.get("empty_chain", "drop")) == "placeholder"
     levels = perturb.perturb_chains(
-        _ragged(c.chains, c.lengths), seed=int(cfg.seed), contradiction=str(reading.get("contradiction", "paper")),
+        ragged(c.chains, c.lengths), seed=int(cfg.seed), contradiction=str(reading.get("contradiction", "paper")),
         shuffle=str(reading.get("shuffle", "changed")), empty_chain=str(reading.get("empty_chain", "drop")), resplit=not from_field,
     ).by_level()
     budget = int(cfg.generation.get("rescore_max_tokens") or cfg.generation.score_max_tokens)
@@ -170,7 +163,7 @@ def _rescored(cfg: DictConfig, llm: CachedLLM, c: _Chains, prompts: PromptSet, r
     ]
     parser = str(reading.get("score_parser", "madara"))
     if mode == "logprob":
-        read = [_from_logprobs(r.logprobs) for r in llm.logprobs("rsc-rescore", requests)]
+        read = [read_reply(r, RELEVANCE, mode)[0] for r in llm.logprobs("rsc-rescore", requests)]
     elif how == "prefix":  # a continuation of the begun object, read as its rest by either parser
         read = [read_rescore(r, RELEVANCE, parser) for r in llm.chat("rsc-rescore", requests)]
     elif parser == "authors":
@@ -182,7 +175,7 @@ def _rescored(cfg: DictConfig, llm: CachedLLM, c: _Chains, prompts: PromptSet, r
         values = [math.nan] * len(c.pairs)
         for p, score in zip(todo, read[k * len(todo) : (k + 1) * len(todo)]):
             values[p] = score.value
-        per_level.append(_ragged(values, c.lengths))
+        per_level.append(ragged(values, c.lengths))
     return todo, per_level, read
 
 
@@ -199,7 +192,7 @@ def _probe(cfg: DictConfig, llm: CachedLLM, spec: ProbeIdentity, examples: list[
     todo, per_level, rescored = _rescored(cfg, llm, c, ctx.prompts, reading)
     # 5. Statistics and the route.
     stats = rsc.summarize_probe(
-        _ragged(c.normal, c.lengths), per_level, seed=int(cfg.seed), n_resamples=int(cfg.rsc.bootstrap),
+        ragged(c.normal, c.lengths), per_level, seed=int(cfg.seed), n_resamples=int(cfg.rsc.bootstrap),
         undefined_rho=str(reading.get("undefined_rho", "degenerate")),
     )
     diag = router.Diagnostics.from_probe(em_nf, stats)
@@ -267,11 +260,6 @@ def routed(record: ProbeRecord, cfg: DictConfig) -> tuple[str, str]:
             "(rerun the probe with rsc.isolation_probe=true)"
         )
     return str(iso.route), str(iso.reason)
-
-
-def _from_logprobs(logprobs) -> ParsedScore:
-    value = expected_score(logprobs, DIGITS)
-    return ParsedScore(value, failure="no_mass") if math.isnan(value) else ParsedScore(value, raw_value=value, method="logprob")
 
 
 def _json_floats(values: Sequence[float]) -> list[float | None]:

@@ -237,11 +237,8 @@ def per_query_summary(normal: ScoreMatrix, perturbed_by_level: Sequence[ScoreMat
     over the queries where it is defined, with every query's value (None: undefined)."""
     x, levels = _levels(normal, perturbed_by_level)
     values = [per_query_spearman(x, p) for p in levels]
-    return PerQuery(
-        mean=json_safe([_nan_stat(v, np.mean) for v in values]),
-        std=json_safe([_nan_stat(v, np.std, ddof=1) for v in values]),
-        values=json_safe(values),
-    )
+    return PerQuery(mean=json_safe([_nan_stat(v, np.mean) for v in values]), std=json_safe([_nan_stat(v, np.std, ddof=1) for v in values]),
+                    values=json_safe(values))
 
 
 # --- Resampling stability (G.2 Table 13, F.3 Table 11) ---
@@ -263,20 +260,10 @@ def bootstrap(normal: ScoreMatrix, perturbed_by_level: Sequence[ScoreMatrix], n_
     full_class = classify([pooled_spearman(x, p)[0] for p in levels]).rsc_class
     classes = _classes_of(rho_rows)
     alpha = (1.0 - level) / 2.0 * 100.0
-    ci = []
-    for k in range(3):
-        finite = rho_rows[:, k][~np.isnan(rho_rows[:, k])]
-        if len(finite):
-            lo, hi = np.percentile(finite, [alpha, 100.0 - alpha])
-            ci.append((float(lo), float(hi)))
-        else:
-            ci.append((math.nan, math.nan))
-    return Bootstrap(
-        ci=json_safe(ci),
-        stability=float(np.mean(classes == full_class)),
-        class_shares={c: float(np.mean(classes == c)) for c in RSC_CLASSES},
-        n_resamples=n_resamples,
-    )
+    finite = [rhos[~np.isnan(rhos)] for rhos in rho_rows.T]  # each level's defined rho_k
+    ci = [tuple(float(b) for b in np.percentile(f, [alpha, 100.0 - alpha])) if len(f) else (math.nan, math.nan) for f in finite]
+    return Bootstrap(ci=json_safe(ci), stability=float(np.mean(classes == full_class)),
+                     class_shares={c: float(np.mean(classes == c)) for c in RSC_CLASSES}, n_resamples=n_resamples)
 
 
 def _classify_subset(x: np.ndarray, levels: Sequence[np.ndarray], rows: slice | np.ndarray, threshold: float) -> RSCClass:
@@ -288,10 +275,8 @@ def split_half(normal: ScoreMatrix, perturbed_by_level: Sequence[ScoreMatrix], t
     50 / last 50", so the caller's order matters; odd n gives the last half one more)."""
     x, levels = _levels(normal, perturbed_by_level)
     half = x.shape[0] // 2
-    return SplitHalf(
-        first=_classify_subset(x, levels, slice(0, half), threshold).rsc_class,
-        last=_classify_subset(x, levels, slice(half, None), threshold).rsc_class,
-    )
+    return SplitHalf(first=_classify_subset(x, levels, slice(0, half), threshold).rsc_class,
+                     last=_classify_subset(x, levels, slice(half, None), threshold).rsc_class)
 
 
 def subset_stability(normal: ScoreMatrix, perturbed_by_level: Sequence[ScoreMatrix], n_subsets: int = 100, size: int = 30,
@@ -359,19 +344,9 @@ def score_entropy(scores: ScoreMatrix | Sequence[float], bins: Sequence[int] = r
 
 
 def summarize_probe(
-    normal: ScoreMatrix,
-    perturbed_by_level: Sequence[ScoreMatrix],
-    seed: int = 0,
-    *,
-    threshold: float = 0.5,
-    n_resamples: int = 1000,
-    n_subsets: int = 100,
-    subset_size: int = 30,
-    floor: float = 0.0,
-    ceiling: float = 5.0,
-    degenerate_share: float = 0.9,
-    entropy_scores: ScoreMatrix | None = None,
-    undefined_rho: str = "degenerate",
+    normal: ScoreMatrix, perturbed_by_level: Sequence[ScoreMatrix], seed: int = 0, *, threshold: float = 0.5, n_resamples: int = 1000,
+    n_subsets: int = 100, subset_size: int = 30, floor: float = 0.0, ceiling: float = 5.0, degenerate_share: float = 0.9,
+    entropy_scores: ScoreMatrix | None = None, undefined_rho: str = "degenerate",
 ) -> ProbeStats:
     """Every RSC statistic of one probe (the Table 4 row and its robustness checks) from the CoT
     scores ``normal`` and the rescored (shuffled, contradicted, random) matrices. The entropy is
@@ -394,26 +369,16 @@ def summarize_probe(
     if undefined and not degeneracy.is_degenerate:
         degeneracy = replace(degeneracy, is_degenerate=True,
                              reason=f"rho undefined at level(s) {', '.join(undefined)}: constant or too few valid scores")
+    common = {"degenerate": degeneracy, "entropy": entropy_out, "n_queries": n_queries, "n_pairs": n_pairs, "seed": seed}
     if degeneracy.is_degenerate:
-        return ProbeStats(
-            rsc_class=DEGENERATE, degenerate=degeneracy, entropy=entropy_out, n_queries=n_queries, n_pairs=n_pairs, seed=seed,
-        )  # fmt: skip
+        return ProbeStats(rsc_class=DEGENERATE, **common)
 
     cls = classify(rhos, threshold)
     return ProbeStats(
-        rho=json_safe(cls.rho),
-        p_values=json_safe([p for _, p in pooled]),
-        rho_star=json_safe(cls.rho_star),
-        rho_bar=json_safe(cls.rho_bar),
-        rsc_class=cls.rsc_class,
-        coupling=cls.coupling,
-        per_query=per_query_summary(x, levels),
+        rho=json_safe(cls.rho), p_values=json_safe([p for _, p in pooled]), rho_star=json_safe(cls.rho_star), rho_bar=json_safe(cls.rho_bar),
+        rsc_class=cls.rsc_class, coupling=cls.coupling, per_query=per_query_summary(x, levels),
         bootstrap=bootstrap(x, levels, n_resamples=n_resamples, seed=seed),
         split_half=split_half(x, levels, threshold) if n_queries >= 2 else None,
         subsets30=subset_stability(x, levels, n_subsets=n_subsets, size=subset_size, seed=seed) if n_queries >= subset_size else None,
-        degenerate=degeneracy,
-        entropy=entropy_out,
-        n_queries=n_queries,
-        n_pairs=n_pairs,
-        seed=seed,
+        **common,
     )

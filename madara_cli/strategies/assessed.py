@@ -104,33 +104,16 @@ def selection_report(selections: Sequence[Sequence[int]]) -> dict:
     return {"mean_selected": round(float(np.mean(sizes)), 4) if sizes else 0.0, "min_selected": min(sizes, default=0), "max_selected": max(sizes, default=0)}
 
 
-# A ranking: score matrix -> one value per document (higher = better), with its settings.
-Ranking = Callable[[StrategyContext, np.ndarray], np.ndarray]
-
-
-def _weighted(ctx: StrategyContext, s: np.ndarray) -> np.ndarray:
-    return weighted_aggregate(s, ctx.settings_as(AssessedConfig).weights)
-
-
-def _sda(ctx: StrategyContext, s: np.ndarray) -> np.ndarray:
-    st = ctx.settings_as(SDAConfig)
-    return sda_rank(s, st.weights, ties=str(st.rank_ties))
-
-
-def _rrf(ctx: StrategyContext, s: np.ndarray) -> np.ndarray:
-    st = ctx.settings_as(RRFConfig)
-    return rrf_fuse(s, k=st.rrf_k, weights=st.weights)
+# A ranking: score matrix -> one value per document (higher = better).
+Ranking = Callable[[np.ndarray], np.ndarray]
 
 
 def _select_and_generate(
-    ctx: StrategyContext,
-    examples: Sequence[Example],
-    ranking: Ranking,
-    select: Callable[[np.ndarray], list[int]],
+    ctx: StrategyContext, examples: Sequence[Example], ranking: Ranking, select: Callable[[np.ndarray], list[int]],
     describe: Callable[[np.ndarray], dict] | None = None,
 ) -> list[Prediction]:
     mats = scored(ctx, examples)
-    values = [ranking(ctx, m.scores) for m in mats]
+    values = [ranking(m.scores) for m in mats]
     picks = [select(v) for v in values]
     selections = [[(ex.docs or ())[i] for i in idx] for ex, idx in zip(examples, picks)]
     preds = generate_answers(ctx, "generate", examples, selections)
@@ -144,20 +127,20 @@ def _select_and_generate(
 
 def weighted_rerank(ctx: StrategyContext, examples: Sequence[Example]) -> list[Prediction]:
     """3-Agent baseline / CoT de-polarization: rerank by the weighted aggregate, top-k."""
-    k = ctx.settings_as(AssessedConfig).top_k
-    return _select_and_generate(ctx, examples, _weighted, lambda v: top_k(v, k))
+    st = ctx.settings_as(AssessedConfig)
+    return _select_and_generate(ctx, examples, lambda s: weighted_aggregate(s, st.weights), lambda v: top_k(v, st.top_k))
 
 
 def score_distribution_alignment(ctx: StrategyContext, examples: Sequence[Example]) -> list[Prediction]:
     """SDA (Algorithm 1): rerank by the weighted mean of per-agent percentile ranks, top-k."""
-    k = ctx.settings_as(SDAConfig).top_k
-    return _select_and_generate(ctx, examples, _sda, lambda v: top_k(v, k))
+    st = ctx.settings_as(SDAConfig)
+    return _select_and_generate(ctx, examples, lambda s: sda_rank(s, st.weights, ties=str(st.rank_ties)), lambda v: top_k(v, st.top_k))
 
 
 def reciprocal_rank_fusion(ctx: StrategyContext, examples: Sequence[Example]) -> list[Prediction]:
     """RRF over the three agents' rankings (Appendix C), top-k."""
-    k = ctx.settings_as(RRFConfig).top_k
-    return _select_and_generate(ctx, examples, _rrf, lambda v: top_k(v, k))
+    st = ctx.settings_as(RRFConfig)
+    return _select_and_generate(ctx, examples, lambda s: rrf_fuse(s, k=st.rrf_k, weights=st.weights), lambda v: top_k(v, st.top_k))
 
 
 def adaptive_threshold_filtering(ctx: StrategyContext, examples: Sequence[Example]) -> list[Prediction]:
@@ -165,13 +148,8 @@ def adaptive_threshold_filtering(ctx: StrategyContext, examples: Sequence[Exampl
     st = ctx.settings_as(ATFConfig)
     kappa, lo, hi = st.kappa, st.min_keep, st.top_k
     return _select_and_generate(
-        ctx,
-        examples,
-        _weighted,
-        lambda v: atf_select(v, kappa=kappa, min_keep=lo, max_keep=hi),
-        lambda v: {
-            "threshold": rounded([atf_threshold(v, kappa)])[0], "mu": rounded([float(np.mean(v))])[0] if len(v) else None, "max_keep": hi,
-        },
+        ctx, examples, lambda s: weighted_aggregate(s, st.weights), lambda v: atf_select(v, kappa=kappa, min_keep=lo, max_keep=hi),
+        lambda v: {"threshold": rounded([atf_threshold(v, kappa)])[0], "mu": rounded([float(np.mean(v))])[0] if len(v) else None, "max_keep": hi},
     )
 
 

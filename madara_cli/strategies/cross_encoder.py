@@ -14,6 +14,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from madara_cli.agents.matrix import ragged
 from madara_cli.config.schema import StrategyConfig
 from madara_cli.core.errors import BackendError, import_failure
 from madara_cli.core.records import Example, Prediction
@@ -57,12 +58,7 @@ def cross_encoder_rerank(ctx: StrategyContext, examples: Sequence[Example]) -> l
     st = ctx.settings_as(CrossEncoderConfig)
     name, k = st.cross_encoder, st.top_k
     pairs = [(ex.question, d.render()) for ex in examples for d in ex.docs or ()]
-    flat = cross_encoder_scores(name, pairs)
-    scores, pos = [], 0
-    for ex in examples:
-        m = len(ex.docs or ())
-        scores.append(flat[pos : pos + m])
-        pos += m
+    scores = ragged(cross_encoder_scores(name, pairs), [len(ex.docs or ()) for ex in examples])
     picks = [top_k(s, k) for s in scores]
     selections = [[(ex.docs or ())[i] for i in idx] for ex, idx in zip(examples, picks)]
     preds = generate_answers(ctx, "generate", examples, selections)

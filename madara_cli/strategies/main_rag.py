@@ -20,6 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
+from madara_cli.agents.matrix import ragged
 from madara_cli.agents.prompts import judge_messages
 from madara_cli.config.schema import StrategyConfig
 from madara_cli.core.records import Completion, Example, Prediction, ScoreRequest
@@ -59,11 +60,7 @@ def main_rag(ctx: StrategyContext, examples: Sequence[Example]) -> list[Predicti
         for doc, (ans, _) in zip(ex.docs or (), per_doc)
     ]
     outs = ctx.llm.logprobs(JUDGE_STAGE, reqs) if reqs else []
-    judged, pos = [], 0
-    for ex in examples:
-        m = len(ex.docs or ())
-        judged.append(np.array([judge_score(c) for c in outs[pos : pos + m]], dtype=float))
-        pos += m
+    judged = [np.array([judge_score(c) for c in row], dtype=float) for row in ragged(outs, map(len, picks))]
     kept = [main_rag_select(s, n) for s in judged]
     selections = [[(ex.docs or ())[i] for i in idx] for ex, idx in zip(examples, kept)]
     preds = generate_answers(ctx, "generate", examples, selections)

@@ -24,6 +24,7 @@ from typing import Sequence
 import numpy as np
 
 from madara_cli.agents.generator import clean_answer, generation_request
+from madara_cli.agents.matrix import ragged
 from madara_cli.config import Selection, Vote
 from madara_cli.core.records import Example, Prediction
 from madara_cli.plugins import register
@@ -55,11 +56,8 @@ def per_document_extraction(
         for i in idx
     ]
     outs = ctx.llm.chat(stage, reqs) if reqs else []
-    result, pos = [], 0
-    for ex, idx in zip(examples, picks):
-        result.append([(clean_answer(c.text, ex.task, ctx.reading("answers", "tidy")), c.text) for c in outs[pos : pos + len(idx)]])
-        pos += len(idx)
-    return result
+    rows = ragged(outs, map(len, picks))
+    return [[(clean_answer(c.text, ex.task, ctx.reading("answers", "tidy")), c.text) for c in row] for ex, row in zip(examples, rows)]
 
 
 def random_documents(example: Example, k: int, seed: int) -> list[int]:
@@ -82,27 +80,16 @@ def per_document(ctx: StrategyContext, examples: Sequence[Example]) -> list[Pred
 
     preds, n_groups = [], []
     for ex, idx, agg, ans in zip(examples, picks, aggregates, answers):
-        docs = ex.docs or ()
         vote_weights = [float(agg[i]) for i in idx] if vote == "score" else None
         result = (pde_vote_authors if ctx.reading("pde_grouping", "madara") == "authors" else pde_vote)([a for a, _ in ans], vote_weights)
         n_groups.append(len(result.totals))
-        doc_ids = tuple(docs[i].id for i in idx)
-        preds.append(
-            Prediction(
-                example_id=ex.id,
-                answer=result.answer,
-                raw=ans[result.winner][1] if result.winner is not None and ans else "",
-                doc_ids=doc_ids,
-                extra={
-                    "answers": [a for a, _ in ans],
-                    "vote_weights": rounded(vote_weights) if vote_weights is not None else None,
-                    "votes": {k_: round(v, 4) for k_, v in result.totals.items()},
-                    "winner_doc": doc_ids[result.winner] if result.winner is not None and doc_ids else None,
-                    "aggregate": rounded(agg) if agg is not None else None,
-                    **support_coverage(ex, doc_ids),
-                },
-            )
-        )
+        doc_ids = tuple((ex.docs or ())[i].id for i in idx)
+        won = result.winner is not None
+        preds.append(Prediction(example_id=ex.id, answer=result.answer, raw=ans[result.winner][1] if won and ans else "", doc_ids=doc_ids, extra={
+            "answers": [a for a, _ in ans], "vote_weights": rounded(vote_weights) if vote_weights is not None else None,
+            "votes": {k_: round(v, 4) for k_, v in result.totals.items()}, "winner_doc": doc_ids[result.winner] if won and doc_ids else None,
+            "aggregate": rounded(agg) if agg is not None else None, **support_coverage(ex, doc_ids),
+        }))
     ctx.report["selection"] = selection_report(picks)
     ctx.report["pde"] = {"selection": selection, "vote": vote, "mean_answer_groups": round(float(np.mean(n_groups)), 4) if n_groups else 0.0}
     return preds

@@ -36,11 +36,6 @@ def _weights(weights: Sequence[float] | None, n_agents: int) -> np.ndarray:
     return w / w.sum()
 
 
-def _matrix(scores: np.ndarray) -> np.ndarray:
-    s = np.asarray(scores, dtype=float)
-    return s[:, None] if s.ndim == 1 else s
-
-
 def top_k(values: Sequence[float] | np.ndarray, k: int) -> list[int]:
     """Indices of the ``k`` largest values, descending; ties keep retrieval order."""
     v = np.asarray(values, dtype=float)
@@ -50,7 +45,7 @@ def top_k(values: Sequence[float] | np.ndarray, k: int) -> list[int]:
 def weighted_aggregate(scores: np.ndarray, weights: Sequence[float] | None = None) -> np.ndarray:
     """The 3-Agent aggregate ``sum_j w_j * S[:, j]`` on the 0-5 scale, after imputing
     failed scores; weights are normalised to sum 1 (paper: 0.4/0.3/0.3)."""
-    s = impute(_matrix(scores))
+    s = impute(scores)
     return s @ _weights(weights, s.shape[1])
 
 
@@ -75,7 +70,7 @@ def percentile_ranks(values: Sequence[float] | np.ndarray, ties: str = "ordinal"
 def sda_rank(scores: np.ndarray, weights: Sequence[float] | None = None, ties: str = "ordinal") -> np.ndarray:
     """Score Distribution Alignment (Algorithm 1): each agent's scores as percentile ranks
     (:func:`percentile_ranks`), averaged with ``weights`` (default uniform), times 5."""
-    s = impute(_matrix(scores))
+    s = impute(scores)
     if s.shape[0] == 0:
         return np.zeros(0)
     r = np.column_stack([percentile_ranks(s[:, j], ties) for j in range(s.shape[1])])
@@ -86,7 +81,7 @@ def rrf_fuse(scores: np.ndarray, k: int = 60, weights: Sequence[float] | None = 
     """Reciprocal Rank Fusion (Appendix C): ``sum_j A * w_j / (k + rank_j(d))`` over A agents,
     w normalised, ``rank_j`` 1-based under agent j (highest score 1; ties share their
     average rank); uniform weights give the paper's unweighted sum exactly."""
-    s = impute(_matrix(scores))
+    s = impute(scores)
     if s.shape[0] == 0:
         return np.zeros(0)
     a = s.shape[1]
