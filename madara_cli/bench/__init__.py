@@ -47,6 +47,7 @@ from typing import Any, Callable
 import numpy as np
 
 from madara_cli.backends.llamacpp import physical_cores  # what the n_threads default rests on
+from madara_cli.bench.engine_agreement import examples  # the first n queries of a cell, through the one walk
 
 SECTIONS = ("calls", "overhead", "scoring", "stats", "stages", "threads", "vllm", "vllm_cpu", "openai_pool")
 DEFAULT_SECTIONS = ("calls", "overhead", "scoring", "stats", "stages")  # threads: minutes on a busy machine; vllm: needs vLLM
@@ -80,14 +81,6 @@ def _cfg(opts: BenchOptions, *extra: str):
     named = {o.key for o in parse_overrides(opts.overrides) if not o.prefix}  # a plain model=/benchmark= of the user's wins
     base = [f"{g}={v}" for g, v in (("model", opts.model), ("benchmark", opts.benchmark)) if g not in named]
     return compose([*base, *threads, *opts.overrides, *extra])
-
-
-def _examples(cfg, n: int):
-    from omegaconf import OmegaConf
-
-    from madara_cli.experiment.walk import prepare_cell
-
-    return prepare_cell(OmegaConf.merge(cfg, {"limit": n}), None, force=True).examples  # type: ignore[union-attr]
 
 
 def bench_calls(opts: BenchOptions, scratch: Path) -> dict[str, Any]:
@@ -142,7 +135,7 @@ def bench_overhead(opts: BenchOptions, scratch: Path, engine) -> dict[str, Any]:
     cfg, backend = engine
     if backend.name != "llamacpp":
         return {"skipped": f"overhead compares with raw llama.cpp; backend is {backend.name}"}
-    exs = _examples(cfg, opts.prompts)
+    exs = examples(cfg, opts.prompts)
     reqs = [generation_request(ex, ex.docs, int(cfg.generation.max_tokens), float(cfg.model.temperature), int(cfg.seed)) for ex in exs]
     cache = ResponseCache(scratch / "overhead.sqlite")
     llm = CachedLLM(backend, cache)
@@ -204,7 +197,7 @@ def bench_scoring(opts: BenchOptions, scratch: Path, engine) -> dict[str, Any]:
     from madara_cli.core.stats import spearman
 
     cfg, backend = engine
-    exs = _examples(cfg, opts.score_questions)
+    exs = examples(cfg, opts.score_questions)
     kw = dict(cot=False, max_tokens=int(cfg.generation.score_max_tokens), temperature=float(cfg.model.temperature), seed=int(cfg.seed))
     out: dict[str, Any] = {"questions": len(exs)}
     values: dict[str, list[float]] = {}
@@ -323,7 +316,7 @@ def bench_threads(opts: BenchOptions, scratch: Path) -> dict[str, Any]:
         o = BenchOptions(**{**opts.__dict__, "n_threads": n_threads})
         cfg = _cfg(o, f"results_dir={scratch / 'threads'}")
         backend = make_backend(cfg)
-        reqs = [generation_request(ex, ex.docs, 16, float(cfg.model.temperature), int(cfg.seed)) for ex in _examples(cfg, 2)]
+        reqs = [generation_request(ex, ex.docs, 16, float(cfg.model.temperature), int(cfg.seed)) for ex in examples(cfg, 2)]
 
         def rate(backend=backend, reqs=reqs) -> float:
             t0, toks = time.perf_counter(), 0

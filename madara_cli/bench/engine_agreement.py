@@ -16,13 +16,21 @@ def timed(fn) -> float:
     return time.perf_counter() - t0
 
 
+def examples(cfg, n: int):
+    """The first ``n`` queries of ``cfg``'s cell, through the one walk (``prepare_cell``)."""
+    from omegaconf import OmegaConf
+
+    from madara_cli.experiment.walk import prepare_cell
+
+    return prepare_cell(OmegaConf.merge(cfg, {"limit": n}), None, force=True).examples  # type: ignore[union-attr]
+
+
 def stage_requests(cfg, n_questions: int, mode: str, temperature: float | None = None, max_tokens: int | None = None):
     """The examples of the first ``n_questions`` questions and the three agents' score
     requests over their documents (``mode``: ``generate`` for JSON, ``logprob``)."""
     from madara_cli.agents.requests import score_requests
-    from madara_cli.bench import _examples
 
-    exs = _examples(cfg, n_questions)
+    exs = examples(cfg, n_questions)
     temp = float(cfg.model.temperature) if temperature is None else temperature
     tokens = int(cfg.generation.score_max_tokens) if max_tokens is None else max_tokens
     kw = dict(cot=False, mode=mode, max_tokens=tokens, temperature=temp, seed=int(cfg.seed))
