@@ -179,11 +179,14 @@ def model_line(name: str) -> str:
 
 def benchmark_line(name: str) -> str:
     """A benchmark: what it is, and whether its questions (and documents) are here offline."""
+    from madara_cli.composition.plugins import ensure_loaded
     from madara_cli.config.folders import find_config, read_yaml
+    from madara_cli.plugins.catalog import CATALOG
 
+    ensure_loaded()
     node = read_yaml(find_config("benchmark", name)) or {}
-    if node.get("loader") == "mini":
-        where = "offline: yes (generated here)"
+    if (loader := CATALOG.find("loader", str(node.get("loader")))) is not None and loader.offline:
+        where = f"offline: yes ({loader.offline})"
     elif node.get("path"):
         where = f"offline: {'yes' if Path(str(node['path'])).expanduser().is_file() else 'no'} (benchmark.path {node['path']})"
     elif node.get("hf_id"):

@@ -24,9 +24,11 @@ Loader = Callable[[DictConfig], list[Example]]
 
 @dataclass(frozen=True, kw_only=True)
 class LoaderSpec(Spec):
-    """One benchmark loader: what every plug-in declares, plus ``load``. Its settings are
+    """One benchmark loader: what every plug-in declares, plus ``load`` (and ``offline``: the words
+    for a loader that makes its own questions, so shared code names no loader). Its settings are
     the benchmark node's (:class:`~madara_cli.config.schema.BenchmarkConfig`)."""
 
     kind: ClassVar[str] = "loader"
 
     load: Loader
+    offline: str = ""  # where its questions come from when it needs no file and no hub (madara ls says so)

@@ -352,8 +352,9 @@ def _mini_key(benchmark: DictConfig) -> str:
     return f"mini:n{benchmark.n_questions}"  # the generator's size names its rows
 
 
-SPECS = [register(LoaderSpec(name=name, load=load, description=text, key=_mini_key if name == "mini" else None)) for name, load, text in (
-    ("mini", load_mini, "the offline mini benchmark madara generates itself (no download)"),
+SPECS = [register(LoaderSpec(name="mini", load=load_mini, description="the offline mini benchmark madara generates itself (no download)",
+                             key=_mini_key, offline="generated here"))]
+SPECS += [register(LoaderSpec(name=name, load=load, description=text)) for name, load, text in (
     ("conflicts", load_conflicts, "CONFLICTS (Cattan et al. 2025): 458 queries with conflicting search results"),
     ("conflictqa", load_conflictqa, "ConflictQA (Xie et al. 2023): entity-substituted evidence"),
     ("fever", load_fever, "FEVER: claim verification (SUPPORTS / REFUTES)"),
