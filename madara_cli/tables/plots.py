@@ -290,6 +290,17 @@ def _labels_by_spot(points: Sequence[StrategyPoint], xy: Sequence[tuple[float, f
     return spots
 
 
+def legend_columns(names: Sequence[str], width_in: float, size_pt: float) -> int:
+    """The most legend columns whose entries (a marker and the name, about 0.55 em a character) fit
+    ``width_in`` inches; matplotlib fills a legend column by column, each as wide as its widest entry."""
+    wide = [0.5 + len(n) * size_pt * 0.55 / 72 for n in names]
+    for ncol in range(len(names), 1, -1):
+        rows = math.ceil(len(names) / ncol)
+        if sum(max(wide[c * rows:(c + 1) * rows], default=0.0) for c in range(ncol)) <= 0.95 * width_in:
+            return ncol
+    return 1
+
+
 def draw_cost_vs_em(tasks: Sequence[ModelTask], metric: str = "em", forced=False):
     from matplotlib.ticker import ScalarFormatter
 
@@ -346,7 +357,7 @@ def draw_cost_vs_em(tasks: Sequence[ModelTask], metric: str = "em", forced=False
     if MARK in drawn:
         proxies.append(Line2D([], [], ls="", marker="D", markersize=11, markerfacecolor="none", markeredgecolor=DEGRADED))
         names.append(DEGRADED_LABEL)
-    ncol = max(1, min(len(names), int(fig.get_figwidth() / 1.2)))
+    ncol = legend_columns(names, fig.get_figwidth(), TICK)
     rows = math.ceil(len(names) / ncol)
     fig.legend(proxies, names, loc="lower center", ncol=ncol, fontsize=TICK, frameon=False)
     suptitle(fig, f"Cost vs {name}" + (" (EM is 0 everywhere)" if forced else ""), fontsize=TITLE)

@@ -333,3 +333,19 @@ def test_figures_mark_a_degraded_cell_and_name_the_settings_their_bars_differ_in
     assert [t.get_text() for t in ax.get_legend().get_texts()] == [DEGRADED_LABEL]
     cost = by_stem["cost_vs_em"]
     assert DEGRADED_LABEL in [t.get_text() for t in cost.fig.legends[0].get_texts()] and "bars differ in" in cost.caption
+
+
+@pytest.mark.parametrize("model", ["smollm2-135m", "llama-3.1-8b"])
+def test_the_cost_figures_key_fits_inside_the_figure(results: Path, model: str):
+    """Every strategy and the degraded mark's long name: the key wraps to rows instead of
+    running off both sides of the figure (the demo's report showed it cut at either end)."""
+    from madara_cli.tables.plots import DEGRADED_LABEL, draw_cost_vs_em
+
+    (task,) = [t for t in model_tasks(results) if t.model == model]
+    task = dataclasses.replace(task, points=[dataclasses.replace(p, degraded=True) if p.strategy != "nf" else p for p in task.points])
+    fig = draw_cost_vs_em([task])
+    fig.canvas.draw()
+    (key,) = fig.legends
+    box = key.get_window_extent(fig.canvas.get_renderer())
+    assert DEGRADED_LABEL in [t.get_text() for t in key.get_texts()]
+    assert box.x0 >= 0 and box.x1 <= fig.bbox.x1 and box.y0 >= 0, (box, fig.bbox)
