@@ -26,14 +26,13 @@ See docs/python-api.md for a worked example.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
-
+from madara_cli.config.settings import Node, Settings, as_settings
 from madara_cli.core.errors import ConfigError
 from madara_cli.experiment.runner import Failed
 from madara_cli.experiment.walk import CellResult
@@ -60,7 +59,7 @@ def _overrides(overrides: Iterable[str] | str | None, results: PathLike | None) 
     return out
 
 
-def compose(overrides: Iterable[str] | str | None = None, *, results: PathLike | None = None) -> DictConfig:
+def compose(overrides: Iterable[str] | str | None = None, *, results: PathLike | None = None) -> Settings:
     """One cell's config: ``configs/config.yaml`` with the overrides, checked and resolved
     (what ``madara run --cfg job`` prints)."""
     from madara_cli.composition import compose as compose_config
@@ -68,16 +67,17 @@ def compose(overrides: Iterable[str] | str | None = None, *, results: PathLike |
     return compose_config(_overrides(overrides, results))
 
 
-def _read_config(config: DictConfig | PathLike) -> DictConfig:
+def _read_config(config: Node | PathLike) -> Settings:
     """A composed config as it is, or one read from YAML and checked as composed ones are (a cell's
     ``config.yaml`` runs that cell again: the same key, so a finished one is reused)."""
     from madara_cli.composition import ensure_loaded
     from madara_cli.config.folders import read_yaml
-    from madara_cli.config.validate import validate_config
 
     ensure_loaded()  # the plug-ins a config names (its backend, strategy, ...): compose() is not what loads them here
-    if isinstance(config, DictConfig):
+    if isinstance(config, Settings):
         return config
+    if type(config).__module__.startswith("omegaconf"):  # one composed with OmegaConf: checked as a config.yaml is
+        return _checked(as_settings(config), "the config given")
     if not isinstance(config, (str, Path)):
         raise ConfigError(f"config= is a composed config (madara_cli.api.compose(...)) or the path of a cell's config.yaml; "
                           f"got {type(config).__name__}")
@@ -85,15 +85,22 @@ def _read_config(config: DictConfig | PathLike) -> DictConfig:
     if not path.is_file():
         raise ConfigError(f"no config file at {path} (pass a composed config, or a cell's config.yaml)")
     cfg = read_yaml(path)  # the guarded reader: plain data, no resolver (the file was not typed here)
-    if not isinstance(cfg, DictConfig) or "strategy" not in cfg or "model" not in cfg:
+    if not isinstance(cfg, Mapping):
         raise ConfigError(f"{path} is not a madara cell config (no model or strategy section); madara run --cfg job prints one")
+    return _checked(as_settings(cfg), str(path))
+
+
+def _checked(cfg: Settings, where: str) -> Settings:
+    from madara_cli.config.validate import validate_config
+
+    if "strategy" not in cfg or "model" not in cfg:
+        raise ConfigError(f"{where} is not a madara cell config (no model or strategy section); madara run --cfg job prints one")
     validate_config(cfg, ConfigError)
-    OmegaConf.set_struct(cfg, True)
     return cfg
 
 
 def configs(overrides: Iterable[str] | str | None = None, *, grid: str | None = None, multirun: bool = False,
-            config: DictConfig | PathLike | None = None, results: PathLike | None = None) -> list[DictConfig]:
+            config: Node | PathLike | None = None, results: PathLike | None = None) -> list[Settings]:
     """The configs of the cells a run would run: a grid's (``grid=NAME``: every cell of
     configs/grid/NAME.yaml, the overrides applied to each), a sweep's (``multirun``:
     comma-separated values expand), one config (``config``: a composed config or a
@@ -105,12 +112,7 @@ def configs(overrides: Iterable[str] | str | None = None, *, grid: str | None = 
         if grid or multirun or _overrides(overrides, None):
             raise ConfigError("config= runs that one config: pass no overrides, grid or multirun with it")
         cfg = _read_config(config)
-        if results is not None:
-            cfg = cfg.copy()
-            OmegaConf.set_struct(cfg, False)
-            cfg.results_dir = str(results)
-            OmegaConf.set_struct(cfg, True)
-        return [cfg]
+        return [cfg if results is None else cfg.replace(results_dir=str(results))]
     if grid:
         return expand(grid, given)
     if multirun:
@@ -121,7 +123,7 @@ def configs(overrides: Iterable[str] | str | None = None, *, grid: str | None = 
     return [compose(given)]
 
 
-def run_configs(cfgs: Sequence[DictConfig], *, progress: Any = None, keep_going: bool = False, summary: bool = True) -> list[CellResult | Failed]:
+def run_configs(cfgs: Sequence[Node], *, progress: Any = None, keep_going: bool = False, summary: bool = True) -> list[CellResult | Failed]:
     """Run the cells in order, one engine per model (finished cells are read back, not
     rerun); ``keep_going``: a cell whose data or engine is unavailable becomes a
     :class:`Failed` and the rest go on. ``summary`` writes each results folder's
@@ -151,7 +153,7 @@ def _showing(progress: Any) -> Iterator[Any]:
 
 
 def run(overrides: Iterable[str] | str | None = None, *, grid: str | None = None, multirun: bool = False,
-        config: DictConfig | PathLike | None = None, results: PathLike | None = None, progress: Any = True,
+        config: Node | PathLike | None = None, results: PathLike | None = None, progress: Any = True,
         keep_going: bool = False) -> list[CellResult | Failed]:
     """Run a cell, a sweep or a grid (see :func:`configs`): ``madara run``."""
     cfgs = configs(overrides, grid=grid, multirun=multirun, config=config, results=results)
@@ -159,7 +161,7 @@ def run(overrides: Iterable[str] | str | None = None, *, grid: str | None = None
         return run_configs(cfgs, progress=shown, keep_going=keep_going)
 
 
-def run_cell(overrides: Iterable[str] | str | None = None, *, config: DictConfig | PathLike | None = None,
+def run_cell(overrides: Iterable[str] | str | None = None, *, config: Node | PathLike | None = None,
              results: PathLike | None = None, progress: Any = True) -> CellResult:
     """Run one cell from overrides or a config and return it (``.record``: metrics,
     accounting, provenance; ``.folder``; ``.skipped`` when it was finished before)."""
@@ -168,7 +170,7 @@ def run_cell(overrides: Iterable[str] | str | None = None, *, config: DictConfig
 
 
 def evaluate(overrides: Iterable[str] | str | None = None, *, grid: str | None = None, multirun: bool = False,
-             config: DictConfig | PathLike | None = None, results: PathLike | None = None, progress: Any = True,
+             config: Node | PathLike | None = None, results: PathLike | None = None, progress: Any = True,
              keep_going: bool = False) -> dict[str, Any]:
     """Run what :func:`run` runs and return plain data (lists, dicts, numbers): ``results``,
     one entry per cell by its key, each with its EM, F1 and contains in percent with their

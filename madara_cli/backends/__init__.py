@@ -8,23 +8,22 @@ package, so a new shipped backend is one module plus one ``configs/backend/<name
 
 from __future__ import annotations
 
-from omegaconf import DictConfig
-
 from madara_cli.backends.base import Backend, BackendSpec
+from madara_cli.config.settings import Settings
 from madara_cli.plugins.catalog import CATALOG
 
 
-def make_backend(cfg: DictConfig) -> Backend:
+def make_backend(cfg: Settings) -> Backend:
     """Build the engine named by ``cfg.backend.name`` for ``cfg.model``."""
     return CATALOG.get("backend", str(cfg.backend.name)).build(cfg)
 
 
-def backend_fingerprint(cfg: DictConfig) -> str:
+def backend_fingerprint(cfg: Settings) -> str:
     """The cache fingerprint ``make_backend(cfg)`` would have, without loading a model."""
     return CATALOG.get("backend", str(cfg.backend.name)).fingerprint(cfg)
 
 
-def prepare_backend(cfg: DictConfig, say=lambda m: None) -> str:
+def prepare_backend(cfg: Settings, say=lambda m: None) -> str:
     """Make ready what ``make_backend(cfg)`` loads, without loading it; what is where."""
     spec = CATALOG.get("backend", str(cfg.backend.name))
     return spec.prepare(cfg, say) if spec.prepare else f"backend {spec.name} needs nothing prepared for model {cfg.model.name}"

@@ -17,15 +17,13 @@ from __future__ import annotations
 import importlib.util
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, ClassVar, Optional, Protocol, Sequence, runtime_checkable
+from typing import Callable, ClassVar, Optional, Protocol, Sequence, runtime_checkable
 
+from madara_cli.config.settings import Settings
 from madara_cli.config.validate import MAX_CONTEXT
 from madara_cli.core.held import held
 from madara_cli.core.records import ChatRequest, Completion, ScoreRequest
 from madara_cli.plugins.shape import Spec, int_range
-
-if TYPE_CHECKING:
-    from omegaconf import DictConfig
 
 # Called by a ``reports_each`` backend with (index in the batch, completion) as each request
 # finishes, so the cache stores it and progress moves before the batch is done.
@@ -71,10 +69,10 @@ class BackendSpec(Spec):
 
     kind: ClassVar[str] = "backend"
 
-    build: Callable[["DictConfig"], Backend]  # the engine for a composed config (may load a model)
-    fingerprint: Callable[["DictConfig"], str]  # the engine's cache identity, without loading a model
+    build: Callable[[Settings], Backend]  # the engine for a composed config (may load a model)
+    fingerprint: Callable[[Settings], str]  # the engine's cache identity, without loading a model
     # Makes ready what ``build`` will load (a download, a conversion) and says where (``madara prepare``).
-    prepare: Optional[Callable[["DictConfig", Callable[[str], None]], str]] = None
+    prepare: Optional[Callable[[Settings, Callable[[str], None]], str]] = None
     model_settings: tuple[str, ...] = ()  # model.* settings only this backend reads: in its cells' keys alone
     worker_threads: Optional[str] = None  # the setting that takes a parallel worker's share of the cores (launchers set it)
     # What this machine lacks to run it, one line (None: nothing), without loading anything:
@@ -83,15 +81,15 @@ class BackendSpec(Spec):
     # The model settings naming local files this engine reads, with their input kind
     # ({"gguf": "file"}): each enters keys by content; an input it does not read enters
     # none. None: every set model setting the schema marks an input (config.schema.input_field).
-    model_inputs: Optional[Callable[["DictConfig"], dict[str, str]]] = None
+    model_inputs: Optional[Callable[[Settings], dict[str, str]]] = None
     # Whether it loads model.hf_id at model.revision from the hub: then the commit the local
     # hub cache knows for it keys its cells (an update is a new cell); no other engine's key
     # depends on the hub cache.
-    loads_hub: Optional[Callable[["DictConfig"], bool]] = None
+    loads_hub: Optional[Callable[[Settings], bool]] = None
     # What settings left to this machine resolve to, without loading a model ({"device":
     # "cuda", "dtype": "bfloat16"} for auto/null on a GPU): keys hold the resolved value, so
     # a GPU's cell and a laptop's are not one. None: every setting is what it says.
-    resolves: Optional[Callable[["DictConfig"], dict[str, str]]] = None
+    resolves: Optional[Callable[[Settings], dict[str, str]]] = None
 
 
 # Shared ranges: at most MAX_CONTEXT tokens of context (room for a prompt beside the reply

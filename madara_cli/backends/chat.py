@@ -5,14 +5,14 @@ template, never from a document). docs/running.md, "Untrusted text stays text"."
 
 from __future__ import annotations
 
+import functools
 import json
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
-
+from madara_cli.config.settings import plain
 from madara_cli.core.errors import BackendError
 from madara_cli.core.records import Message
 
@@ -31,10 +31,8 @@ class ChatSettings:
     @classmethod
     def from_model(cls, model: Any) -> "ChatSettings":
         """From a composed ``cfg.model`` node (or anything with those attributes)."""
-        kwargs = getattr(model, "chat_template_kwargs", None) if not isinstance(model, dict) else model.get("chat_template_kwargs")
-        if isinstance(kwargs, DictConfig):
-            kwargs = OmegaConf.to_container(kwargs, resolve=True)
-        system_role = model.get("system_role", True) if isinstance(model, (dict, DictConfig)) else getattr(model, "system_role", True)
+        read = model.get if isinstance(model, Mapping) else functools.partial(getattr, model)
+        kwargs, system_role = plain(read("chat_template_kwargs", None)), read("system_role", True)
         return cls(template_kwargs=dict(kwargs or {}), system_role=bool(system_role))
 
     @property

@@ -35,8 +35,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from omegaconf import DictConfig
-
 from madara_cli.backends.base import THREADS, Backend, BackendSpec, installed_version
 from madara_cli.backends.base import importable as _have
 from madara_cli.backends.chat import ChatSettings
@@ -52,6 +50,7 @@ from madara_cli.backends.weights import (
 )
 from madara_cli.config.identity import folder_digest
 from madara_cli.config.schema import BackendConfig, input_field
+from madara_cli.config.settings import Settings
 from madara_cli.core.errors import BackendError, ConfigError, import_failure
 from madara_cli.core.hub import COMMIT, resolved_revision
 from madara_cli.plugins import register
@@ -101,7 +100,7 @@ class EngineSettings:
                 f":transformers-{self.transformers}:torch-{self.torch}:rows{self.chat.fingerprint()}")
 
 
-def weights_identity(cfg: DictConfig) -> str:
+def weights_identity(cfg: Settings) -> str:
     model = cfg.model
     source = hf_source(cfg)
     if source == "gguf":
@@ -151,7 +150,7 @@ def device_kind(device: str, device_map: str | None) -> str:
     return "cpu"
 
 
-def _check(cfg: DictConfig) -> None:
+def _check(cfg: Settings) -> None:
     from madara_cli.backends.hf_engine import TORCH_DTYPES
 
     b = cfg.backend
@@ -168,7 +167,7 @@ def _check(cfg: DictConfig) -> None:
         raise ConfigError(f"backend.micro_batch={b.micro_batch}: at least 1")
 
 
-def engine_settings(cfg: DictConfig) -> EngineSettings:
+def engine_settings(cfg: Settings) -> EngineSettings:
     _check(cfg)
     b = cfg.backend
     kind = device_kind(str(b.device), b.get("device_map"))
@@ -182,7 +181,7 @@ def engine_settings(cfg: DictConfig) -> EngineSettings:
     )
 
 
-def weights_for(cfg: DictConfig, say=None) -> str:
+def weights_for(cfg: Settings, say=None) -> str:
     """What ``from_pretrained`` loads: the hub id, the folder made from the GGUF, or the
     local folder."""
     source = hf_source(cfg)
@@ -197,7 +196,7 @@ def weights_for(cfg: DictConfig, say=None) -> str:
     return str(_model_folder(source))
 
 
-def _converted(cfg: DictConfig) -> bool:
+def _converted(cfg: Settings) -> bool:
     from madara_cli.backends.weights import gguf_folder
 
     folder = gguf_folder(str(cfg.model.gguf))
@@ -211,7 +210,7 @@ def _missing() -> str | None:
     return None if _have("torch") and _have("transformers") else NOT_INSTALLED
 
 
-def _build(cfg: DictConfig) -> Backend:
+def _build(cfg: Settings) -> Backend:
     if (why := _missing()) is not None:
         raise BackendError(why)
     settings = engine_settings(cfg)
@@ -250,15 +249,15 @@ def _device(device: str, kind: str, device_map: str | None) -> str:
     return kind if device == "auto" else device
 
 
-def _fingerprint(cfg: DictConfig) -> str:
+def _fingerprint(cfg: Settings) -> str:
     return engine_settings(cfg).fingerprint()
 
 
-def _resolves(cfg: DictConfig) -> dict[str, str]:
+def _resolves(cfg: Settings) -> dict[str, str]:
     return engine_settings(cfg).resolved()
 
 
-def _prepare(cfg: DictConfig, say) -> str:
+def _prepare(cfg: Settings, say) -> str:
     settings = engine_settings(cfg)
     weights = weights_for(cfg, say=say)
     if hf_source(cfg) == "hub":

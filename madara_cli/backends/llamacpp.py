@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 import numpy as np
-from omegaconf import DictConfig
 
 from madara_cli.backends.base import CONTEXT, THREADS, Backend, BackendSpec, OnDone, installed_version
 from madara_cli.backends.chat import ChatSettings, ControlText, safe_token_ids
 from madara_cli.backends.truncate import fit_messages
 from madara_cli.backends.weights import file_fingerprint, named_fingerprint, resolve_gguf
 from madara_cli.config.schema import BackendConfig
+from madara_cli.config.settings import Settings
 from madara_cli.core.errors import BackendError
 from madara_cli.core.records import ChatRequest, Completion, Message, ScoreRequest
 from madara_cli.plugins import register
@@ -264,14 +264,14 @@ class LlamaCppConfig(BackendConfig):
     n_ctx: Optional[int] = None  # None = model.max_model_len
 
 
-def _build(cfg: DictConfig) -> Backend:
+def _build(cfg: Settings) -> Backend:
     if not cfg.model.gguf:
         raise BackendError(f"model {cfg.model.name} has no GGUF file for llama.cpp; set model.gguf=/path/to/file.gguf or use backend=vllm")
     return LlamaCppBackend(gguf=cfg.model.gguf, n_ctx=cfg.backend.n_ctx or cfg.model.max_model_len, n_threads=cfg.backend.n_threads,
                            seed=cfg.seed, batch_size=cfg.backend.batch_size, chat=ChatSettings.from_model(cfg.model))
 
 
-def _fingerprint(cfg: DictConfig) -> str:
+def _fingerprint(cfg: Settings) -> str:
     if not cfg.model.gguf:
         return f"llamacpp:{cfg.model.hf_id}"
     n_ctx = int(cfg.backend.n_ctx or cfg.model.max_model_len)

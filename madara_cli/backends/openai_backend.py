@@ -50,8 +50,6 @@ from dataclasses import dataclass
 from typing import Any, Optional
 from urllib.parse import urlsplit
 
-from omegaconf import DictConfig, OmegaConf
-
 from madara_cli.backends.base import CONTEXT, Backend, BackendSpec, OnDone
 from madara_cli.backends.chat import ChatSettings
 from madara_cli.backends.http_client import Failed, PooledClient, Refused, Reply, Transient
@@ -73,6 +71,7 @@ from madara_cli.backends.prompt_tokenizers import PromptTokenizer, message_dicts
 from madara_cli.backends.truncate import fit_messages
 from madara_cli.backends.weights import resolve_gguf
 from madara_cli.config.schema import BackendConfig, Tokenizer
+from madara_cli.config.settings import Settings, plain
 from madara_cli.core.credentials import redact, without_userinfo
 from madara_cli.core.errors import RESUME_HINT, BackendError
 from madara_cli.core.records import ChatRequest, Completion, Message, ScoreRequest, sampling_seed
@@ -399,22 +398,22 @@ class OpenAIConfig(BackendConfig):
     sampling: str = "explicit"
 
 
-def _fingerprint(cfg: DictConfig) -> str:
+def _fingerprint(cfg: Settings) -> str:
     _check_sampling(cfg)
     # known only to the server; cache matches are a lower bound
     return f"{cfg.backend.name}:{cfg.model.hf_id}{sampling_mark(str(cfg.backend.sampling))}"
 
 
-def _check_sampling(cfg: DictConfig) -> None:
+def _check_sampling(cfg: Settings) -> None:
     if str(cfg.backend.sampling) not in SAMPLING_MODES:
         raise BackendError(f"backend.sampling={cfg.backend.sampling!r}: use one of {', '.join(SAMPLING_MODES)}")
 
 
-def _openai(cfg: DictConfig) -> Backend:
+def _openai(cfg: Settings) -> Backend:
     return openai_backend(cfg)
 
 
-def openai_backend(cfg: DictConfig, keep_alive: bool = True) -> OpenAIBackend:
+def openai_backend(cfg: Settings, keep_alive: bool = True) -> OpenAIBackend:
     """``backend=openai``'s engine for a composed config; ``keep_alive=False`` opens a
     connection per request (``madara bench --only openai_pool`` compares the two)."""
     from madara_cli.config.validate import check_budgets
@@ -430,7 +429,7 @@ def openai_backend(cfg: DictConfig, keep_alive: bool = True) -> OpenAIBackend:
     )
     if not b.n_ctx and backend.reported_n_ctx:  # the server's context: a reply budget must leave room for a prompt in it too
         try:
-            check_budgets(OmegaConf.to_container(cfg, resolve=True), BackendError, backend.n_ctx,
+            check_budgets(plain(cfg), BackendError, backend.n_ctx,
                           f"the {backend.n_ctx}-token context {backend.base_url}/models reports (max_model_len)")
         except BackendError:
             backend.close()
@@ -438,7 +437,7 @@ def openai_backend(cfg: DictConfig, keep_alive: bool = True) -> OpenAIBackend:
     return backend
 
 
-def _gguf_names(cfg: DictConfig) -> tuple[str, ...]:
+def _gguf_names(cfg: Settings) -> tuple[str, ...]:
     """``model.gguf`` as a llama.cpp server lists it (the path it loaded)."""
     gguf = cfg.model.get("gguf")
     if not gguf:

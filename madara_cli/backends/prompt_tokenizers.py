@@ -8,9 +8,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
-from omegaconf import DictConfig
-
 from madara_cli.backends.chat import ChatSettings, ControlText, hf_control_strings, hf_encode_text, safe_token_ids
+from madara_cli.config.settings import Settings
 from madara_cli.core import hub
 from madara_cli.core.errors import BackendError
 from madara_cli.core.records import Message
@@ -194,7 +193,7 @@ def _auto_tokenizer(hf_id: str) -> Any:
     return AutoTokenizer
 
 
-def tokenizer_loader(cfg: DictConfig) -> Callable[[], PromptTokenizer]:
+def tokenizer_loader(cfg: Settings) -> Callable[[], PromptTokenizer]:
     """``backend.tokenizer``: ``gguf`` (model.gguf's template and vocabulary, what a llama.cpp
     server renders), ``hf`` (model.hf_id@revision's, what vllm serve uses), or null: gguf when the model has one."""
     choice = cfg.backend.get("tokenizer") or ("gguf" if cfg.model.get("gguf") else "hf")

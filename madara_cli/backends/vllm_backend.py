@@ -47,8 +47,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Optional
 
-from omegaconf import DictConfig
-
 from madara_cli.backends.base import Backend, BackendSpec, importable, installed_version
 from madara_cli.backends.chat import ChatSettings, ControlText, hf_control_strings, hf_encode_text, safe_token_ids
 from madara_cli.backends.prompt_tokenizers import message_dicts
@@ -65,6 +63,7 @@ from madara_cli.backends.weights import (
 )
 from madara_cli.config.identity import input_digest
 from madara_cli.config.schema import BackendConfig
+from madara_cli.config.settings import Settings
 from madara_cli.core.errors import BackendError, import_failure
 from madara_cli.core.hub import COMMIT, resolved_revision
 from madara_cli.core.records import ChatRequest, Completion, Message, ScoreRequest, sampling_seed
@@ -140,7 +139,7 @@ class EngineSettings:
         return f"{where}:{self.dtype}:len{self.max_model_len}:vllm-{self.version}{tok}:rs{self.chat.fingerprint()}"
 
 
-def engine_settings(cfg: DictConfig) -> EngineSettings:
+def engine_settings(cfg: Settings) -> EngineSettings:
     model, backend = cfg.model, cfg.backend
     source = hf_source(cfg)
     if source == "gguf":
@@ -388,18 +387,18 @@ class VLLMConfig(BackendConfig):
     kv_cache_gib: Optional[float] = None
 
 
-def _check(cfg: DictConfig) -> None:
+def _check(cfg: Settings) -> None:
     mode = str(cfg.backend.get("tokenizer_mode") or "hf")
     if mode not in TOKENIZER_MODES:
         raise BackendError(f"backend.tokenizer_mode={mode!r}: use one of {', '.join(TOKENIZER_MODES)}")
 
 
-def _fingerprint(cfg: DictConfig) -> str:
+def _fingerprint(cfg: Settings) -> str:
     _check(cfg)
     return engine_settings(cfg).fingerprint()
 
 
-def weights_for(cfg: DictConfig, say=None) -> str:
+def weights_for(cfg: Settings, say=None) -> str:
     """What ``LLM(model=...)`` loads for the model of ``cfg`` (see backends/weights.py)."""
     source = hf_source(cfg)
     if source == "hub":
@@ -412,7 +411,7 @@ def weights_for(cfg: DictConfig, say=None) -> str:
     return folder
 
 
-def _vllm(cfg: DictConfig) -> Backend:
+def _vllm(cfg: Settings) -> Backend:
     # Before anything is made for the engine (a GGUF's folder needs torch and gguf, an advice that is wrong without vLLM).
     if (why := _missing()) is not None:
         raise BackendError(why)
@@ -428,7 +427,7 @@ def _vllm(cfg: DictConfig) -> Backend:
     ), cfg)
 
 
-def _prepare(cfg: DictConfig, say) -> str:
+def _prepare(cfg: Settings, say) -> str:
     _check(cfg)
     weights = weights_for(cfg, say=say)
     if weights == str(cfg.model.hf_id):  # the hub

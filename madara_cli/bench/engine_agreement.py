@@ -18,11 +18,10 @@ def timed(fn) -> float:
 
 def examples(cfg, n: int):
     """The first ``n`` queries of ``cfg``'s cell, through the one walk (``prepare_cell``)."""
-    from omegaconf import OmegaConf
 
     from madara_cli.experiment.walk import prepare_cell
 
-    return prepare_cell(OmegaConf.merge(cfg, {"limit": n}), None, force=True).examples  # type: ignore[union-attr]
+    return prepare_cell(cfg.merged({"limit": n}), None, force=True).examples  # type: ignore[union-attr]
 
 
 def stage_requests(cfg, n_questions: int, mode: str, temperature: float | None = None, max_tokens: int | None = None):

@@ -89,7 +89,6 @@ def _rate(n: int, seconds: float) -> float:
 def bench_openai_pool(cfg, scratch: Path, n_scores: int, n_threads: int | None, transport_requests: int = TRANSPORT_REQUESTS) -> dict[str, Any]:
     """``cfg``: composed with ``backend=openai`` (``base_url`` becomes the server started here);
     ``n_scores``: score requests per pass (the first question's first); ``n_threads``: the server's."""
-    from omegaconf import OmegaConf
 
     from madara_cli.backends.openai_backend import openai_backend
     from madara_cli.backends.weights import resolve_gguf
@@ -104,7 +103,7 @@ def bench_openai_pool(cfg, scratch: Path, n_scores: int, n_threads: int | None, 
     with llama_server(resolve_gguf(str(cfg.model.gguf)), scratch / "llama-server.log", n_threads=n_threads) as (base_url, _):
         # The server answers one completion at a time: requests in flight queue there, so the
         # deadline (which counts the queue) is set well above a pass.
-        served = OmegaConf.merge(cfg, {"backend": {"base_url": base_url, "timeout_s": 1800}})
+        served = cfg.merged({"backend": {"base_url": base_url, "timeout_s": 1800}})
         engines = {"pooled": openai_backend(served, keep_alive=True), "per_request": openai_backend(served, keep_alive=False)}
         try:
             work = {

@@ -23,14 +23,13 @@ WARMUP = 1
 
 
 def bench_vllm_overhead(cfg, n_questions: int) -> dict[str, Any]:
-    from omegaconf import OmegaConf
 
     from madara_cli.backends import backend_fingerprint, make_backend
 
     _, reqs = stage_requests(cfg, n_questions, "generate")
     out: dict[str, Any] = {"requests": len(reqs)}
     for caching in (True, False):
-        backend = make_backend(OmegaConf.merge(cfg, {"backend": {"enable_prefix_caching": caching}}))
+        backend = make_backend(cfg.merged({"backend": {"enable_prefix_caching": caching}}))
         try:
             out["prefix_caching_on" if caching else "prefix_caching_off"] = _one_engine(backend, reqs)
         finally:
@@ -93,8 +92,6 @@ def bench_vllm_cpu(cfg, n_questions: int) -> dict[str, Any]:
     (``VLLM_CPU_NUM_OF_RESERVED_CPU=0``), on one stage's requests, engines one after another."""
     import os
 
-    from omegaconf import OmegaConf
-
     from madara_cli.backends import make_backend
 
     _, reqs = stage_requests(cfg, n_questions, "generate")
@@ -106,7 +103,7 @@ def bench_vllm_cpu(cfg, n_questions: int) -> dict[str, Any]:
         if reserved is not None:
             os.environ["VLLM_CPU_NUM_OF_RESERVED_CPU"] = reserved
         try:
-            backend = make_backend(OmegaConf.merge(cfg, {"backend": backend_settings}))
+            backend = make_backend(cfg.merged({"backend": backend_settings}))
             try:
                 backend.chat(reqs)  # warm-up
                 times = []

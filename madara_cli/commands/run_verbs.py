@@ -70,9 +70,8 @@ def run(
     if cfg_print is not None:
         if cfg_print != "job":
             raise UserError(f"--cfg {cfg_print}: only --cfg job is supported (the composed config of each cell)")
-        from omegaconf import OmegaConf
 
-        print("---\n".join(OmegaConf.to_yaml(c) for c in api.configs(overrides, grid=grid, multirun=multirun)), end="")
+        print("---\n".join(c.to_yaml() for c in api.configs(overrides, grid=grid, multirun=multirun)), end="")
         return
     if launcher:
         if not grid:

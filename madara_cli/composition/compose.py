@@ -12,7 +12,6 @@ validated; :mod:`madara_cli.config.validate` checks overrides first and ranges a
 from __future__ import annotations
 
 import contextlib
-import copy
 import functools
 import re
 from collections.abc import Iterator
@@ -39,6 +38,7 @@ from madara_cli.config.folders import (
 from madara_cli.config.overrides import Override, parse_overrides
 from madara_cli.config.plugin_schemas import PLUGGABLE
 from madara_cli.config.schema import RootConfig, register_schemas
+from madara_cli.config.settings import Node, Settings
 from madara_cli.core.errors import ConfigError
 from madara_cli.plugins.catalog import CATALOG
 
@@ -252,46 +252,6 @@ def _hydra_config(primary: str, overrides: list[str]) -> DictConfig:
     return cfg
 
 
-# The composed config is OmegaConf.create of its resolved container, the largest cost once Hydra's
-# step is remembered; a grid's cells share one shape (keys, list lengths, value types), so one
-# config per shape is kept and a cell's is a copy with its differing values set one by one.
-_PLAIN: dict[tuple, tuple[DictConfig, Any]] = {}
-
-
-def _shape(value: Any) -> Any:
-    if isinstance(value, dict):
-        return ("dict", tuple((k, _shape(v)) for k, v in value.items()))
-    if isinstance(value, list):
-        return ("list", tuple(_shape(v) for v in value))
-    return type(value)
-
-
-def _differences(new: Any, old: Any, path: tuple = ()) -> list[tuple[tuple, Any]]:
-    """(path, value) of every leaf of ``new`` unlike ``old``'s (the two of one shape)."""
-    if isinstance(new, dict):
-        return [d for k, v in new.items() for d in _differences(v, old[k], (*path, k))]
-    if isinstance(new, list):
-        return [d for i, v in enumerate(new) for d in _differences(v, old[i], (*path, i))]
-    return [] if new == old else [(path, new)]
-
-
-def _plain(container: dict) -> DictConfig:
-    """``OmegaConf.create(container)``, from a kept config of the same shape (see above)."""
-    shape = _shape(container)
-    if shape not in _PLAIN:
-        made = OmegaConf.create(container)
-        _PLAIN[shape] = (copy.deepcopy(made), copy.deepcopy(container))
-        return made
-    kept, seen = _PLAIN[shape]
-    cfg = _clone(kept)
-    for path, value in _differences(container, seen):
-        node = cfg
-        for k in path[:-1]:
-            node = node[k]
-        node[path[-1]] = value
-    return cfg
-
-
 def _interpolates(value: Any) -> bool:
     """Whether any string in a container holds ``${`` (then OmegaConf decides whether it interpolates)."""
     if isinstance(value, dict):
@@ -488,7 +448,7 @@ def _cell_container(primary: str, given: list[str], chosen: dict[str, str], prom
     return out
 
 
-def compose(overrides: list[str] | None = None) -> DictConfig:
+def compose(overrides: list[str] | None = None) -> Settings:
     """Compose ``configs/config.yaml`` with Hydra overrides, validated and resolved, choices as plain strings."""
     from hydra.errors import HydraException
 
@@ -511,8 +471,7 @@ def compose(overrides: list[str] | None = None) -> DictConfig:
         if container is None:
             container = _container(primary, given, chosen, prompts)
         container["overrides"] = list(overrides)  # as given: never resolved
-        cfg = _plain(container)
-        OmegaConf.set_struct(cfg, True)
+        cfg = Settings(container)
     except (HydraException, OmegaConfBaseException) as e:
         raise ConfigError(f"bad config: {_first_lines(e)} (keys: {', '.join(RootConfig.__dataclass_fields__)})") from None
     CATALOG.get("loader", str(cfg.benchmark.get("loader", "")))  # a registered loader, or one line naming them
@@ -521,6 +480,6 @@ def compose(overrides: list[str] | None = None) -> DictConfig:
     return cfg
 
 
-def strategy_node(option: str) -> DictConfig:
+def strategy_node(option: str) -> Node:
     """Strategy option ``option``'s settings as composed (schema defaults and yaml), choices as plain strings."""
     return compose([f"strategy={option}"]).strategy

@@ -15,8 +15,6 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
-
 from madara_cli.config import plugin_schemas
 from madara_cli.config.keys import (
     _BENCHMARK_NOT_IN_SNAPSHOT,
@@ -36,6 +34,7 @@ from madara_cli.config.keys import (
 from madara_cli.config.plugin_schemas import schema_for
 from madara_cli.config.prompt_sets import PromptSet
 from madara_cli.config.schema import BenchmarkConfig, ModelConfig
+from madara_cli.config.settings import Settings
 from madara_cli.core import metrics
 from madara_cli.core.held import held
 from madara_cli.core.hub import resolved_revision
@@ -289,7 +288,7 @@ class CellIdentity:
     def folder(self, results_dir: str | Path) -> Path:
         return self.cell.folder(results_dir)
 
-    def settings(self, cfg: DictConfig) -> dict[str, Any]:
+    def settings(self, cfg: Settings) -> dict[str, Any]:
         """summary.csv's row: keyed settings flattened, metric version, and the digests of prompt families,
         local inputs and plug-ins (``inputs.benchmark.path``)."""
         nested = nested_settings(cfg)
@@ -341,7 +340,7 @@ class ProbeIdentity:
 # Fragments, from the plug-ins' specs
 
 
-def _inputs(cfg: DictConfig, plain: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
+def _inputs(cfg: Settings, plain: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
     """(local input read -> content digest, the model's input settings its engine does not read)."""
     spec = CATALOG.get("backend", str(plain["backend"]["name"]))
     marked = _input_fields(ModelConfig)
@@ -363,7 +362,7 @@ def _plugins(plain: dict[str, Any]) -> dict[str, str]:
     return {f"{kind}:{name}": src for kind, name in chosen if (src := CATALOG.source(kind, name)) is not None}
 
 
-def _families(cfg: DictConfig, base: tuple[str, ...] | None) -> dict[str, str]:
+def _families(cfg: Settings, base: tuple[str, ...] | None) -> dict[str, str]:
     """The digests of the prompt families sent: ``base`` (None: the strategy's declared ones), plus the retriever's."""
     from madara_cli.config.folders import prompts_of
 
@@ -375,7 +374,7 @@ def _families(cfg: DictConfig, base: tuple[str, ...] | None) -> dict[str, str]:
     return {f: prompt_digest(f, prompts) for f in families}
 
 
-def _fragments(cfg: DictConfig, families: tuple[str, ...] | None = None, plain: dict[str, Any] | None = None) -> Fragments:
+def _fragments(cfg: Settings, families: tuple[str, ...] | None = None, plain: dict[str, Any] | None = None) -> Fragments:
     plain = plain if plain is not None else to_plain(cfg)
     inputs, unread = _inputs(cfg, plain)
     engine = CATALOG.get("backend", str(cfg.backend.name))
@@ -403,7 +402,7 @@ def _evidence(fragments: Fragments, probe_prompts_added: tuple[str, ...] = ()) -
 # Cells and probes
 
 
-def identify(cfg: DictConfig) -> CellIdentity:
+def identify(cfg: Settings) -> CellIdentity:
     """The identity of the cell ``cfg`` composes (see the module docstring)."""
     plain = to_plain(cfg)  # read by the fragments and both payloads below, never changed
     fragments = _fragments(cfg, plain=plain)
@@ -420,7 +419,7 @@ def identify(cfg: DictConfig) -> CellIdentity:
     return CellIdentity(cell=cell, payload=payload, fragments=fragments, legacy=legacy, evidence=_evidence(fragments))
 
 
-def identify_probe(cfg: DictConfig, n: int | None = None) -> ProbeIdentity:
+def identify_probe(cfg: Settings, n: int | None = None) -> ProbeIdentity:
     """The identity of the RSC probe of ``cfg`` on ``n`` calibration queries (default ``benchmark.calibration``)."""
     fragments = _fragments(cfg, PROBE_FAMILIES)
     payload = probe_identity(cfg, fragments)

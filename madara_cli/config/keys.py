@@ -7,48 +7,18 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, fields
-from enum import Enum
 from typing import Any
 
-from omegaconf import DictConfig, ListConfig, OmegaConf
-from omegaconf.nodes import ValueNode
+from omegaconf import OmegaConf
 
 from madara_cli.config import plugin_schemas
 from madara_cli.config.schema import ReadingConfig, RouterConfig, RouterPolicy
+from madara_cli.config.settings import plain
 
 
 def to_plain(cfg: Any) -> Any:
-    """``OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)`` read straight from the nodes (half
-    the time of OmegaConf's revalidating walk, which takes anything else: a structured object, a resolve error)."""
-    if isinstance(cfg, (DictConfig, ListConfig)):
-        try:
-            return _plain(cfg)
-        except Exception:
-            pass
-    return OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
-
-
-def _plain(node: Any) -> Any:
-    if isinstance(node, (DictConfig, ListConfig)):
-        if node._is_none():
-            return None
-        if node._is_missing():
-            return "???"
-        if node._is_interpolation():
-            return _plain(node._dereference_node())
-        if isinstance(node, ListConfig):
-            return [_plain(v) for v in node._content]  # type: ignore[union-attr]
-        return {(k.name if isinstance(k, Enum) else k): _plain(v) for k, v in node._content.items()}  # type: ignore[union-attr]
-    if not isinstance(node, ValueNode):
-        raise _NotPlain
-    if node._is_interpolation():
-        return _plain(node._dereference_node())
-    value = node._value()
-    return value.name if isinstance(value, Enum) else value
-
-
-class _NotPlain(Exception):
-    """A node :func:`_plain` leaves to OmegaConf's walk."""
+    """A settings node (or an OmegaConf config) as plain data: dicts, lists and values."""
+    return plain(cfg)
 
 
 def strategy_impl(node: Any) -> str:

@@ -2,7 +2,7 @@
 (:mod:`madara_cli.composition.compose`) makes one from its resolved container and hands it on;
 everything downstream (the walk, the plan, strategies, identity, records) reads it by attribute
 or key, as it read OmegaConf's config, and never changes it: a changed setting is a new record
-(:meth:`Node.merged`). OmegaConf stays at the composition edge (:func:`as_cell` takes a
+(:meth:`Node.merged`). OmegaConf stays at the composition edge (:func:`as_settings` takes a
 ``DictConfig`` a user or an old ``config.yaml`` hands in)."""
 
 from __future__ import annotations
@@ -82,8 +82,21 @@ class Node(Mapping):
         for k, v in changes.items():
             old = out.get(k)
             out[str(k)] = old.merged(v) if isinstance(old, Node) and isinstance(v, Mapping) else _frozen(v)
+        return self._made(out)
+
+    def replace(self, **values: Any) -> "Node":
+        """A copy with whole settings replaced (a node given here is not merged into the old one)."""
+        return self._made({**self._d, **{k: _frozen(v) for k, v in values.items()}})
+
+    def to_yaml(self) -> str:
+        """The node as OmegaConf writes a config.yaml (read back by :func:`as_settings`)."""
+        from omegaconf import OmegaConf
+
+        return OmegaConf.to_yaml(self.to_dict())
+
+    def _made(self, d: dict[str, Any]) -> "Node":
         made = object.__new__(type(self))
-        object.__setattr__(made, "_d", out)
+        object.__setattr__(made, "_d", d)
         return made
 
 
@@ -91,8 +104,8 @@ def _plain_mapping(m: Mapping) -> Any:
     return {str(k): (_plain_mapping(v) if isinstance(v, Mapping) else _plain(_frozen(v))) for k, v in m.items()}
 
 
-class Cell(Node):
-    """A composed cell: the groups (``model``, ``backend``, ``benchmark``, ``retriever``, ``strategy``)
+class Settings(Node):
+    """A composed cell's settings: the groups (``model``, ``backend``, ``benchmark``, ``retriever``, ``strategy``)
     and the shared nodes (``generation``, ``reading``, ``rsc``, ``router``, ``logger``, ``health``)
     are :class:`Node` s; ``seed``, ``limit``, ``results_dir``, ``prompts``, ``cache``, ``grid_name``,
     ``force``, ``log_samples`` and ``overrides`` (the overrides as given) are plain values."""
@@ -100,17 +113,17 @@ class Cell(Node):
     __slots__ = ()
 
 
-def as_cell(config: Any) -> Cell:
-    """The plain cell of ``config``: a :class:`Cell` as it is, a mapping or an OmegaConf config resolved."""
-    if isinstance(config, Cell):
+def as_settings(config: Any) -> "Settings":
+    """The plain cell of ``config``: a :class:`Settings` as it is, a mapping or an OmegaConf config resolved."""
+    if isinstance(config, Settings):
         return config
     if isinstance(config, Node):
-        return Cell(config.to_dict())
+        return Settings(config.to_dict())
     if type(config).__module__.startswith("omegaconf"):
         config = plain(config)
     if not isinstance(config, Mapping):
         raise TypeError(f"not a composed config: {type(config).__name__}")
-    return Cell(config)
+    return Settings(config)
 
 
 def plain(value: Any) -> Any:

@@ -15,14 +15,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Callable
 
-from omegaconf import DictConfig, OmegaConf
-
-from madara_cli.config.keys import strategy_impl
+from madara_cli.config.keys import strategy_impl, to_plain
 from madara_cli.config.overrides import Override, malformed, parse_overrides
+from madara_cli.config.settings import Settings
 from madara_cli.plugins.shape import int_range, num_range
 
 
@@ -68,10 +68,10 @@ RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
 }
 
 
-def _get(cfg: DictConfig | dict, dotted: str) -> tuple[bool, Any]:
+def _get(cfg: Mapping, dotted: str) -> tuple[bool, Any]:
     node: Any = cfg
     for part in dotted.split("."):
-        if not isinstance(node, (DictConfig, dict)) or part not in node:
+        if not isinstance(node, Mapping) or part not in node:
             return False, None
         node = node[part]
     return True, node
@@ -85,12 +85,12 @@ def _show(v: Any) -> str:
 PATH_NAMES = ("grid_name", "model.name", "benchmark.name", "strategy.name", "retriever.name", "logger.experiment")
 
 
-def validate_config(cfg: DictConfig, error: type[Exception], plain: dict | None = None) -> None:
+def validate_config(cfg: Settings, error: type[Exception], plain: dict | None = None) -> None:
     """Raise ``error`` (one line) on the first setting outside its range (``plain``: the config as plain data, if held)."""
     from madara_cli.core.paths import check_name
 
     # plain data: an OmegaConf read costs ~0.1 ms, a hundred per cell (plug-ins' own checks get the config)
-    plain = OmegaConf.to_container(cfg, resolve=True) if plain is None else plain
+    plain = to_plain(cfg) if plain is None else plain
     for key in PATH_NAMES:
         present, v = _get(plain, key)
         if present:
@@ -117,7 +117,7 @@ def validate_config(cfg: DictConfig, error: type[Exception], plain: dict | None 
                             f"declared families: {', '.join(sorted(CATALOG.families()))}")
 
 
-def chosen_specs(cfg: DictConfig | dict) -> list:
+def chosen_specs(cfg: Mapping) -> list:
     """The registered specs of the backend, retriever, strategy and loader ``cfg`` chose (composition loads them first)."""
     from madara_cli.plugins.catalog import CATALOG
 
@@ -170,7 +170,7 @@ CONFLICTS: tuple[Conflict, ...] = (
 )
 
 
-def _written_keys(cfg: DictConfig | dict) -> set[str]:
+def _written_keys(cfg: Mapping) -> set[str]:
     """The setting keys the overrides a config was composed with write (``cfg.overrides``)."""
     try:
         written = [str(x) for x in cfg.get("overrides") or []]
@@ -179,7 +179,7 @@ def _written_keys(cfg: DictConfig | dict) -> set[str]:
     return {o.key for o in parse_overrides(written) if o.hydra is not None and not o.hydra.is_delete()}
 
 
-def _holds(cfg: DictConfig | dict, key: str, want: Any) -> tuple[bool, Any]:
+def _holds(cfg: Mapping, key: str, want: Any) -> tuple[bool, Any]:
     """(whether ``key`` holds ``want`` in the composed config, its value)."""
     present, value = _get(cfg, key)
     if not present:
@@ -191,7 +191,7 @@ def _holds(cfg: DictConfig | dict, key: str, want: Any) -> tuple[bool, Any]:
     return str(value) == str(want), value
 
 
-def check_conflicts(cfg: DictConfig | dict, error: type[Exception]) -> None:
+def check_conflicts(cfg: Mapping, error: type[Exception]) -> None:
     """Raise ``error`` (one line naming both) on the first pair of :data:`CONFLICTS` the config holds."""
     written: set[str] | None = None
     for c in CONFLICTS:

@@ -20,8 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from omegaconf import DictConfig
-
+from madara_cli.config.settings import Settings
 from madara_cli.core import hub
 from madara_cli.core.errors import DataError
 from madara_cli.core.hub import reachable as hub_reachable
@@ -176,7 +175,7 @@ def read_hub(hf_id: str, config: str | None = None, split: str = "test", data_fi
     return list(ds)
 
 
-def read_rows(cfg: DictConfig, data_files: str | None = None) -> list[dict[str, Any]]:
+def read_rows(cfg: Settings, data_files: str | None = None) -> list[dict[str, Any]]:
     """The benchmark's rows: ``benchmark.path`` when set, else the hub."""
     if cfg.get("path"):
         return read_local(cfg.path)

@@ -12,8 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from omegaconf import DictConfig
-
+from madara_cli.config.settings import Node
 from madara_cli.core.errors import DataError
 from madara_cli.core.records import Example
 from madara_cli.core.sidefiles import encodes
@@ -88,13 +87,13 @@ def split(examples: Sequence[Example], sample: int | None, calibration: int, see
     return (rest if sample is None else rest[:sample]), order[:n_cal]
 
 
-def load_all_examples(cfg: DictConfig) -> list[Example]:
+def load_all_examples(cfg: Node) -> list[Example]:
     """Every example of the source split, after the loader and the answer filter, in
     source order (no sampling)."""
     return load_with_report(cfg)[0]
 
 
-def load_with_report(cfg: DictConfig) -> tuple[list[Example], LoadReport]:
+def load_with_report(cfg: Node) -> tuple[list[Example], LoadReport]:
     """:func:`load_all_examples` plus the report of what was kept and dropped."""
     examples = CATALOG.get("loader", str(cfg.loader)).load(cfg)  # type: ignore[attr-defined]
     report = LoadReport(loaded=len(examples))
@@ -133,14 +132,14 @@ class Splits:
     report: LoadReport
 
 
-def load_splits(cfg: DictConfig, seed: int) -> Splits:
+def load_splits(cfg: Node, seed: int) -> Splits:
     """(evaluated, calibration) examples, from one load of the source."""
     examples, report = load_with_report(cfg)
     evaluated, calibration = split(examples, cfg.sample, cfg.calibration, seed, cfg.get("calibration_split", "nested"))
     return Splits(evaluated, calibration, report)
 
 
-def load_benchmark(cfg: DictConfig, seed: int, which: str = "eval") -> list[Example]:
+def load_benchmark(cfg: Node, seed: int, which: str = "eval") -> list[Example]:
     """The evaluated (``which="eval"``) or calibration (``"calibration"``) examples."""
     if which not in ("eval", "calibration"):
         raise ValueError(f"which must be 'eval' or 'calibration', not {which!r}")

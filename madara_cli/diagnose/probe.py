@@ -44,7 +44,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
 
 from madara_cli.agents.matrix import ragged
 from madara_cli.agents.parsing import ParsedScore, parse_completion, parse_score, parse_score_authors, read_reply, read_rescore
@@ -56,6 +55,7 @@ from madara_cli.config.folders import prompts_of
 from madara_cli.config.keys import isolation_on
 from madara_cli.config.prompt_sets import PromptSet
 from madara_cli.config.schema import Rescore
+from madara_cli.config.settings import Node, Settings
 from madara_cli.core import metrics as M
 from madara_cli.core.errors import ConfigError, DataError
 from madara_cli.core.records import ChatRequest, Example
@@ -72,7 +72,7 @@ RESCORE_READINGS = tuple(Rescore.__members__)  # forced, prefix (rsc.rescore)
 ISOLATION_STRATEGY = "pde_random"
 
 
-def _cot_request(ex: Example, i: int, cfg: DictConfig, prompts: PromptSet | None = None) -> ChatRequest:
+def _cot_request(ex: Example, i: int, cfg: Settings, prompts: PromptSet | None = None) -> ChatRequest:
     """The Relevance Assessor's CoT request, built as the strategies build theirs (the ``cot`` strategy shares cached chains)."""
     return agent_request(
         ex, ex.docs or (), i, RELEVANCE, cot=True, mode="generate",
@@ -81,7 +81,7 @@ def _cot_request(ex: Example, i: int, cfg: DictConfig, prompts: PromptSet | None
     )
 
 
-def run_probe(cfg: DictConfig, llm: CachedLLM, n: int | None = None, examples: Sequence[Example] | None = None, *,
+def run_probe(cfg: Settings, llm: CachedLLM, n: int | None = None, examples: Sequence[Example] | None = None, *,
               spec: ProbeIdentity) -> ProbeRecord:
     """The probe record, without provenance, of NF + RSC on the retrieved calibration
     ``examples`` (:func:`madara_cli.experiment.examples.prepare_probe`); ``accounting`` counts
@@ -119,7 +119,7 @@ class _Chains:
     normal: list[float]
 
 
-def _normal_chains(cfg: DictConfig, llm: CachedLLM, examples: list[Example], prompts: PromptSet, reading: Any) -> _Chains:
+def _normal_chains(cfg: Settings, llm: CachedLLM, examples: list[Example], prompts: PromptSet, reading: Any) -> _Chains:
     """2. Normal CoT relevance scores and their chains: one batched stage."""
     pairs = [(ex, i) for ex in examples for i in range(len(ex.docs or ()))]
     requests = [_cot_request(ex, i, cfg, prompts) for ex, i in pairs]
@@ -140,7 +140,7 @@ def _normal_chains(cfg: DictConfig, llm: CachedLLM, examples: list[Example], pro
     return _Chains(pairs, [len(ex.docs or ()) for ex in examples], requests, outs, parsed, chains, included, normal)
 
 
-def _rescored(cfg: DictConfig, llm: CachedLLM, c: _Chains, prompts: PromptSet, reading: Any) -> tuple[list[int], list, list[ParsedScore]]:
+def _rescored(cfg: Settings, llm: CachedLLM, c: _Chains, prompts: PromptSet, reading: Any) -> tuple[list[int], list, list[ParsedScore]]:
     """3-4. (pairs probed, re-scores per level, every re-score read), all levels in one batched stage."""
     mode, how = str(cfg.rsc.rescoring), str(cfg.rsc.get("rescore", "forced"))
     from_field = str(reading.get("chain_source", "steps")) == "field"
@@ -179,7 +179,7 @@ def _rescored(cfg: DictConfig, llm: CachedLLM, c: _Chains, prompts: PromptSet, r
     return todo, per_level, read
 
 
-def _probe(cfg: DictConfig, llm: CachedLLM, spec: ProbeIdentity, examples: list[Example]) -> ProbeRecord:
+def _probe(cfg: Settings, llm: CachedLLM, spec: ProbeIdentity, examples: list[Example]) -> ProbeRecord:
     from madara_cli.strategies import StrategyContext, strategy_fn
 
     ctx = StrategyContext(llm=llm, cfg=cfg)
@@ -225,18 +225,17 @@ def _correct(preds, examples: Sequence[Example], tidy: bool = True) -> list[bool
     return [bool(M.exact_match(p.answer, ex.answers, tidy=tidy)) for p, ex in zip(preds, examples)]
 
 
-def _thresholds(cfg: DictConfig) -> router.Thresholds:
+def _thresholds(cfg: Settings) -> router.Thresholds:
     node = cfg.get("router") or {}
     return router.Thresholds(iso_alpha=float(node.get("iso_alpha", 0.05)), iso_min_gain=float(node.get("iso_min_gain", 0.0)))
 
 
-def _isolation(cfg: DictConfig, llm: CachedLLM, examples: list[Example], nf_correct: list[bool], node: DictConfig) -> dict[str, Any]:
+def _isolation(cfg: Settings, llm: CachedLLM, examples: list[Example], nf_correct: list[bool], node: Node) -> dict[str, Any]:
     """PDE-Random as shipped (``node``; model, generation and seed the probe's) against NF on
     the calibration queries: the isolation gain, its exact McNemar test and its calls."""
     from madara_cli.strategies import StrategyContext, strategy_fn
 
-    iso_cfg = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
-    iso_cfg.strategy = node
+    iso_cfg = cfg.replace(strategy=node)
     with llm.fresh_accounting(propagate=True) as accounting:
         preds = strategy_fn(str(node.name))(StrategyContext(llm=llm, cfg=iso_cfg), examples)
     measured = router.Isolation.from_outcomes(nf_correct, _correct(preds, examples))
@@ -247,7 +246,7 @@ def _isolation(cfg: DictConfig, llm: CachedLLM, examples: list[Example], nf_corr
     }
 
 
-def routed(record: ProbeRecord, cfg: DictConfig) -> tuple[str, str]:
+def routed(record: ProbeRecord, cfg: Settings) -> tuple[str, str]:
     """(strategy, reason) of a finished probe under ``router.policy``: its own route for the
     paper's policy, else the isolation route (a probe without that measurement cannot)."""
     policy = str((cfg.get("router") or {}).get("policy", router.PAPER))
@@ -266,7 +265,7 @@ def _json_floats(values: Sequence[float]) -> list[float | None]:
     return [None if (v is None or math.isnan(v)) else round(float(v), 4) for v in values]
 
 
-def finished_probe(cfg: DictConfig, spec: ProbeIdentity) -> ProbeRecord | None:
+def finished_probe(cfg: Settings, spec: ProbeIdentity) -> ProbeRecord | None:
     """The finished probe ``spec`` names, or one under an older key whose record shows the same
     inputs (SHIMS ``content_keyed_inputs``; one that cannot is said in one line, unused); None."""
     from madara_cli.config.keys import standing
@@ -288,7 +287,7 @@ def finished_probe(cfg: DictConfig, spec: ProbeIdentity) -> ProbeRecord | None:
     return None
 
 
-def find_or_run_probe(cfg: DictConfig, llm: CachedLLM, n: int | None = None, force: bool = False,
+def find_or_run_probe(cfg: Settings, llm: CachedLLM, n: int | None = None, force: bool = False,
                       examples: Sequence[Example] | None = None, *, spec: ProbeIdentity) -> tuple[ProbeRecord, Path, bool]:
     """(record, its file, reused): the finished probe ``spec`` names
     (:func:`~madara_cli.config.identity.identify_probe`: key, older keys, arms, ``n``), or run

@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from omegaconf import DictConfig
+
+from madara_cli.config.settings import Settings
 
 CHARS_PER_TOKEN = 4.0  # before any reply was seen: the usual rule of thumb for English BPE
 MIN_TIMED_CALLS = 3  # completions a fit needs before it is trusted over a prior
@@ -115,7 +116,7 @@ def gpu_name() -> str | None:
     return names[0] if names else None
 
 
-def prior_for(cfg: DictConfig) -> tuple[Prior, str] | None:
+def prior_for(cfg: Settings) -> tuple[Prior, str] | None:
     """The prior for the cell's engine on this machine and what was assumed to pick it ("" if nothing); None without one."""
     backend = str(cfg.backend.name)
     if backend == "llamacpp":
@@ -291,7 +292,7 @@ def _per_s(seconds: float) -> str:
     return "∞" if seconds <= 0 else f"{1 / seconds:,.0f}" if 1 / seconds >= 10 else f"{1 / seconds:.2g}"
 
 
-def calibrate(cfg: DictConfig, fingerprint: str, cache: Any | None, rate: float | None = None) -> Calibration:
+def calibrate(cfg: Settings, fingerprint: str, cache: Any | None, rate: float | None = None) -> Calibration:
     """The calibration of the engine ``cfg`` runs on (see the module docstring for the order)."""
     label = f"{cfg.backend.name} {cfg.model.name}"
     if rate is not None:

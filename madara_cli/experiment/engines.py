@@ -4,23 +4,20 @@ per file. The runner, the probe-and-route step (:mod:`.treat`) and an LLM rerank
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Callable
-
-from omegaconf import DictConfig
 
 from madara_cli.backends import make_backend
 from madara_cli.backends.base import Backend
 from madara_cli.backends.cache import CachedLLM, ProgressFn, ResponseCache
-from madara_cli.config import to_plain
+from madara_cli.config.settings import Settings
 
 
 class EnginePool:
     """Engines keyed by (model, backend) plus one shared response cache per path.
     ``with EnginePool(progress) as pool:`` closes every engine and cache on the way out."""
 
-    def __init__(self, progress: ProgressFn | None = None, factory: Callable[[DictConfig], Backend] = make_backend,
+    def __init__(self, progress: ProgressFn | None = None, factory: Callable[[Settings], Backend] = make_backend,
                  cache_factory: Callable[[str], ResponseCache] = ResponseCache):
         self._engines: dict[tuple, CachedLLM] = {}
         self._caches: dict[str, ResponseCache] = {}
@@ -28,8 +25,8 @@ class EnginePool:
         self._factory = factory
         self._cache_factory = cache_factory  # launch.py: per-worker shards on cluster launchers
 
-    def get(self, cfg: DictConfig) -> CachedLLM:
-        ident = (json.dumps(to_plain(cfg.model), sort_keys=True), json.dumps(to_plain(cfg.backend), sort_keys=True), int(cfg.seed))
+    def get(self, cfg: Settings) -> CachedLLM:
+        ident = (cfg.model, cfg.backend, int(cfg.seed))  # plain nodes: equal settings, one engine
         if ident not in self._engines:
             # One engine at a time: a GPU holds one 7-32B model, and grids run a model's cells back to back.
             for old in self._engines.values():

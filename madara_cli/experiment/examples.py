@@ -15,9 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from omegaconf import DictConfig, OmegaConf
-
 from madara_cli.config.identity import ProbeIdentity, identify_probe
+from madara_cli.config.settings import Node, Settings
 from madara_cli.core.records import Example
 from madara_cli.data.splits import LoadReport, load_splits
 from madara_cli.plugins.catalog import CATALOG
@@ -52,7 +51,7 @@ class CellExamples:
         return len(self.calibration) if self.sizes is None else self.sizes[1]
 
 
-def reranker_config(cfg: DictConfig) -> DictConfig | None:
+def reranker_config(cfg: Settings) -> Node | None:
     """The config of ``retriever.model`` (the paper: Qwen3-0.6B) for a generative reranker, on the
     cell's backend and seed; None when the cell's own engine ranks, or nothing does."""
     spec = CATALOG.find("retriever", str(cfg.retriever.name))
@@ -63,7 +62,7 @@ def reranker_config(cfg: DictConfig) -> DictConfig | None:
     return compose([f"model={cfg.retriever[spec.engine_model]}", f"backend={cfg.backend.name}", f"seed={cfg.seed}"])
 
 
-def reranker_engine(cfg: DictConfig, pool: EnginePool, reranker: DictConfig | None = None) -> CachedLLM | None:
+def reranker_engine(cfg: Settings, pool: EnginePool, reranker: Node | None = None) -> CachedLLM | None:
     """A generative reranker's engine: ``retriever.model``'s, else the cell's own (``reranker``:
     :func:`reranker_config` of ``cfg`` if already composed)."""
     spec = CATALOG.find("retriever", str(cfg.retriever.name))
@@ -80,14 +79,14 @@ def engines_answer(pool: object | None) -> bool:
     return pool is not None and bool(getattr(pool, "answers", True))
 
 
-def retrieve_for(cfg: DictConfig, examples: list[Example], pool: EnginePool | None, reranker: DictConfig | None = None) -> list[Example]:
+def retrieve_for(cfg: Settings, examples: list[Example], pool: EnginePool | None, reranker: Node | None = None) -> list[Example]:
     """``examples`` with the cell's top-k documents; without engines that answer (``madara bench``,
     a plan's recorders) a reranking retriever's first stage stands in for it."""
     spec = CATALOG.find("retriever", str(cfg.retriever.name))
     if not engines_answer(pool):
         pool = None
     if pool is None and spec is not None and spec.uses_engine and spec.stand_in:
-        return retrieve(examples, OmegaConf.merge(cfg, {"retriever": {"name": cfg.retriever[spec.stand_in]}}))
+        return retrieve(examples, cfg.merged({"retriever": {"name": cfg.retriever[spec.stand_in]}}))
     return retrieve(examples, cfg, llm=reranker_engine(cfg, pool, reranker) if pool is not None else None)
 
 
@@ -103,8 +102,8 @@ class PreparedProbe:
     examples: list[Example] | None
 
 
-def prepare_probe(cfg: DictConfig, engines: EnginePool | None, n: int | None = None, force: bool = False,
-                  load: Load | None = None, reranker: DictConfig | None = None) -> PreparedProbe:
+def prepare_probe(cfg: Settings, engines: EnginePool | None, n: int | None = None, force: bool = False,
+                  load: Load | None = None, reranker: Node | None = None) -> PreparedProbe:
     """The probe of ``cfg`` on ``n`` calibration queries (default ``benchmark.calibration``): its identity
     and, unless finished (and not ``force``), its calibration split loaded (``load``, default
     :func:`load_cell`; a plan loads each benchmark once, a madara cell hands over its split) and
@@ -126,7 +125,7 @@ def prepare_probe(cfg: DictConfig, engines: EnginePool | None, n: int | None = N
     return PreparedProbe(ident, examples)
 
 
-def sized_to_data(cfg: DictConfig, loaded: CellExamples) -> tuple[DictConfig, dict]:
+def sized_to_data(cfg: Settings, loaded: CellExamples) -> tuple[Settings, dict]:
     """``cfg`` with ``limit`` and ``benchmark.calibration`` cut to what ``loaded`` holds, each cut warned
     in one line, and what was asked for (``limit_requested``, ``calibration_requested``; empty, and
     ``cfg`` as it is, when both fit). The key is computed from this config, so it says what ran
@@ -150,14 +149,14 @@ def sized_to_data(cfg: DictConfig, loaded: CellExamples) -> tuple[DictConfig, di
     requested = {"limit_requested": int(cfg.limit)} if "limit" in changes else {}
     if "benchmark" in changes:
         requested["calibration_requested"] = wanted
-    return OmegaConf.merge(cfg, changes), requested
+    return cfg.merged(changes), requested
 
 
-def load_cell(cfg: DictConfig, split: str = "eval", n: int | None = None) -> CellExamples:
+def load_cell(cfg: Settings, split: str = "eval", n: int | None = None) -> CellExamples:
     """Load and limit: the cell's examples (``split``: eval or calibration), not yet retrieved."""
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, not {split!r}")
-    bench = cfg.benchmark if n is None else OmegaConf.merge(cfg.benchmark, {"calibration": int(n)})
+    bench = cfg.benchmark if n is None else cfg.benchmark.merged({"calibration": int(n)})
     loaded = load_splits(bench, seed=int(cfg.seed))
     if split == "eval":
         chosen = loaded.evaluated[: int(cfg.limit)] if cfg.limit is not None else loaded.evaluated

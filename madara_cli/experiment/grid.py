@@ -7,8 +7,6 @@ from __future__ import annotations
 import itertools
 from typing import Callable
 
-from omegaconf import DictConfig
-
 from madara_cli.composition import compose, ensure_loaded, load_plugins
 from madara_cli.config import (
     GridConfig,
@@ -19,11 +17,12 @@ from madara_cli.config import (
 )
 from madara_cli.config.identity import Cell, identify
 from madara_cli.config.overrides import parse_overrides
+from madara_cli.config.settings import Settings
 from madara_cli.config.validate import not_applicable
 from madara_cli.core.errors import ConfigError
 
 
-def cell_from_cfg(cfg: DictConfig) -> Cell:
+def cell_from_cfg(cfg: Settings) -> Cell:
     """The cell a composed config runs (its names and hash), for a caller needing nothing else of :func:`identify`."""
     return identify(cfg).cell
 
@@ -111,7 +110,7 @@ def _split_sweeps(overrides: list[str]) -> tuple[list[str], list[tuple[str, list
     return fixed, swept
 
 
-def _composed(cells: list[list[str]], progress: Callable[[int, int], None] | None) -> list[DictConfig]:
+def _composed(cells: list[list[str]], progress: Callable[[int, int], None] | None) -> list[Settings]:
     """Each cell composed (Hydra's defaults step once per distinct group choices), ``progress(done, total)`` after each."""
     from madara_cli.composition.compose import held_state
 
@@ -134,7 +133,7 @@ def grid_cells(grid_name: str, extra: list[str] | None = None, axes: dict[str, l
 
 
 def expand(grid_name: str, extra: list[str] | None = None, axes: dict[str, list[str]] | None = None,
-           progress: Callable[[int, int], None] | None = None) -> list[DictConfig]:
+           progress: Callable[[int, int], None] | None = None) -> list[Settings]:
     """Composed configs of every cell; ``axes`` replaces whole axes (e.g. the models)."""
     return _composed(grid_cells(grid_name, extra, axes), progress)
 
@@ -153,6 +152,6 @@ def sweep_cells(overrides: list[str]) -> tuple[str, list[list[str]]]:
     return str(name), grid_overrides(GridConfig(name=name), list(overrides))
 
 
-def expand_sweep(overrides: list[str], progress: Callable[[int, int], None] | None = None) -> list[DictConfig]:
+def expand_sweep(overrides: list[str], progress: Callable[[int, int], None] | None = None) -> list[Settings]:
     """``madara run -m key=a,b ...``: the sweeps' cross product, composed (:func:`sweep_cells`)."""
     return _composed(sweep_cells(overrides)[1], progress)

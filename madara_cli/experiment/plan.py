@@ -35,7 +35,6 @@ frozen in the snapshot): its first stage stands in for it.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import shutil
@@ -46,11 +45,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from omegaconf import DictConfig, OmegaConf
-
 from madara_cli.backends.cache import CachedLLM, ResponseCache
 from madara_cli.config.identity import Cell, request_key
-from madara_cli.config.keys import probed, to_plain
+from madara_cli.config.keys import probed
+from madara_cli.config.settings import Node, Settings
 from madara_cli.core.records import ChatRequest, Completion, ScoreRequest
 from madara_cli.experiment.engine_time import Calibration, calibrate
 from madara_cli.experiment.plan_counts import KNOWN_SIZES, Loads, Plan, StrategyPlan
@@ -146,19 +144,15 @@ class Recorders:
 
     def __init__(self) -> None:
         self._by_engine: dict[str, CachedLLM] = {}
-        self._fingerprints: dict[str, str] = {}
-        self._last: tuple[DictConfig, str] | None = None
+        self._fingerprints: dict[tuple, str] = {}  # by (model, backend, seed): what the engine's fingerprint reads
 
-    def fingerprint(self, cfg: DictConfig) -> str:
-        if self._last is not None and self._last[0] is cfg:  # a cell asks several times in a row
-            return self._last[1]
-        engine = json.dumps([to_plain(cfg.model), to_plain(cfg.backend), cfg.seed], sort_keys=True, default=str)
+    def fingerprint(self, cfg: Settings) -> str:
+        engine = (cfg.model, cfg.backend, cfg.seed)
         if engine not in self._fingerprints:
             self._fingerprints[engine] = _fingerprint(cfg)
-        self._last = (cfg, self._fingerprints[engine])
-        return self._last[1]
+        return self._fingerprints[engine]
 
-    def get(self, cfg: DictConfig) -> CachedLLM:
+    def get(self, cfg: Settings) -> CachedLLM:
         fp = self.fingerprint(cfg)
         if fp not in self._by_engine:
             self._by_engine[fp] = CachedLLM(_Recorder(fp), _NoStore())  # type: ignore[arg-type]
@@ -174,7 +168,7 @@ def _add(adds: dict[str, float], **more: float) -> None:
         adds[name] = adds.get(name, 0) + value
 
 
-def _fingerprint(cfg: DictConfig) -> str:
+def _fingerprint(cfg: Settings) -> str:
     """The fingerprint the real engine would use, without loading it: the backend record's own."""
     from madara_cli.backends import backend_fingerprint
 
@@ -233,7 +227,7 @@ class Planner:
         self.real_caches = {}
         shutil.rmtree(self.scratch, ignore_errors=True)
 
-    def scratch_cfg(self, cfg: DictConfig) -> DictConfig:
+    def scratch_cfg(self, cfg: Settings) -> Settings:
         """``cfg`` writing to the scratch folder, untracked, without prompt logs (where a routed cell's
         placeholder probe may go), seeded with the real finished probes so a finished one is found there too."""
         real = Path(str(cfg.results_dir))
@@ -242,7 +236,7 @@ class Planner:
             self._seeded.add(str(real))
             if probes.is_dir():
                 shutil.copytree(probes, self.scratch / "results" / "probes", dirs_exist_ok=True)
-        return OmegaConf.merge(cfg, {"results_dir": str(self.scratch / "results"), "log_samples": False, "logger": {"name": "none"}})
+        return cfg.merged({"results_dir": str(self.scratch / "results"), "log_samples": False, "logger": {"name": "none"}})
 
     def real_cache(self, path: str) -> ResponseCache | None:
         """The real response cache at ``path`` (resolved), opened once; None where there is none."""
@@ -250,13 +244,13 @@ class Planner:
             self.real_caches[path] = ResponseCache(path) if Path(path).is_file() else None
         return self.real_caches[path]
 
-    def cell(self, cfg: DictConfig) -> None:
+    def cell(self, cfg: Settings) -> None:
         """Walk the cell ``cfg`` and count it."""
         walked = self.walk(cfg)
         assert walked is not None  # only a walker defers
         self.account(walked)
 
-    def walk(self, cfg: DictConfig) -> CellWalk | None:
+    def walk(self, cfg: Settings) -> CellWalk | None:
         """Walk the cell ``cfg``; what it found, to :meth:`account` (None: a routed cell
         that a walker leaves to the parent, ``defer_routed``)."""
         from madara_cli.core.errors import DataError, RecordError
@@ -302,14 +296,14 @@ class Planner:
         self._strategy(walked, prepared, ctx_cfg, scale, routed)
         return walked
 
-    def _estimate_note(self, cfg: DictConfig, e: Exception, fallback) -> str:
+    def _estimate_note(self, cfg: Settings, e: Exception, fallback) -> str:
         n = fallback.n_examples
         known = KNOWN_SIZES.get(str(cfg.benchmark.name))
         size = f"its known size {known}" if known is not None and n == known else "limit, else benchmark.sample"
         return (f"{cfg.benchmark.name}: data not here ({re.split(r'[:;]', str(e))[0]}): estimated for {n} queries × k={cfg.retriever.k} "
                 f"documents ({size}) from {len(fallback.examples)} placeholder queries")
 
-    def _probe(self, walked: CellWalk, cfg: DictConfig, ctx_cfg: DictConfig, estimated: bool) -> None:
+    def _probe(self, walked: CellWalk, cfg: Settings, ctx_cfg: Node, estimated: bool) -> None:
         """A routed cell's RSC probe, walked on its own (through the walk's probe step) so
         that it is counted at the calibration split's size, before the treatment reads it."""
         from madara_cli.diagnose.probe import find_or_run_probe
@@ -333,7 +327,7 @@ class Planner:
         _add(walked.adds, probe_requests=n, requests=n)
         walked.counted.append(self._recorded(cfg, scale))
 
-    def _strategy(self, walked: CellWalk, prepared, ctx_cfg: DictConfig, scale: float, routed: bool) -> None:
+    def _strategy(self, walked: CellWalk, prepared, ctx_cfg: Node, scale: float, routed: bool) -> None:
         from madara_cli.strategies import StrategyContext
 
         llm = self.engines.get(prepared.cfg)
@@ -350,7 +344,7 @@ class Planner:
              scoring_requests=round(sum(v.requests for k, v in acct.by_stage.items() if k.startswith("score")) * scale))
         walked.counted.append(self._recorded(prepared.cfg, scale))
 
-    def _recorded(self, cfg: DictConfig, scale: float) -> _Counted:
+    def _recorded(self, cfg: Settings, scale: float) -> _Counted:
         """The engine calls the last walk recorded, with the engine's calibration when this walker first meets it."""
         llm = self.engines.get(cfg)
         fp = llm.backend.fingerprint
@@ -424,7 +418,7 @@ def _check_rate(rate: float | None) -> None:
         raise ValueError(f"--rate {rate}: a throughput in engine calls per second must be > 0")
 
 
-def plan_grid(grid_name: str, cfgs: list[DictConfig], rate: float | None = None,
+def plan_grid(grid_name: str, cfgs: list[Settings], rate: float | None = None,
               progress: Callable[[int, int], None] | None = None) -> Plan:
     """Estimate every cell of a grid (measured numbers for finished ones). ``rate``: engine calls per
     second for the uncached calls (else :mod:`~madara_cli.experiment.engine_time`'s calibration);

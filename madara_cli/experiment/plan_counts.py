@@ -5,14 +5,11 @@ them in is :mod:`madara_cli.experiment.plan`."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
-
 from madara_cli.config.identity import Cell
-from madara_cli.config.keys import to_plain
+from madara_cli.config.settings import Node, Settings
 from madara_cli.experiment.engine_time import Calibration
 
 
@@ -98,7 +95,7 @@ PLACEHOLDER_DOC_CHARS = 600  # a retrieved passage's length in characters (Flash
 PLACEHOLDER_QUERIES = 20  # walked; counts scale linearly to the configured size
 
 
-def evaluated_size(cfg: DictConfig) -> int | None:
+def evaluated_size(cfg: Settings) -> int | None:
     """Queries a cell evaluates when its data is not here: ``limit``, else
     ``benchmark.sample``, each capped by the benchmark's known size; None when unknown."""
     n = cfg.limit if cfg.limit is not None else cfg.benchmark.sample
@@ -108,14 +105,14 @@ def evaluated_size(cfg: DictConfig) -> int | None:
     return min(int(n), known) if known is not None else int(n)
 
 
-def _calibration_size(cfg: DictConfig, n: int | None = None) -> int:
+def _calibration_size(cfg: Settings, n: int | None = None) -> int:
     """Calibration queries of a benchmark not here: ``n``, else ``benchmark.calibration``, capped by its known size."""
     wanted = int(n if n is not None else cfg.benchmark.calibration)
     known = KNOWN_SIZES.get(str(cfg.benchmark.name))
     return min(wanted, known) if known is not None else wanted
 
 
-def placeholder_examples(cfg: DictConfig, n: int | None = None) -> list | None:
+def placeholder_examples(cfg: Settings, n: int | None = None) -> list | None:
     """Stand-in queries for a benchmark not here: up to :data:`PLACEHOLDER_QUERIES` of ``n``
     (default :func:`evaluated_size`), each with ``retriever.k`` passages of typical length
     (the caller scales the counts to ``n``); None when the size is unknown."""
@@ -141,36 +138,36 @@ class Loads:
     without a retry), and :meth:`placeholder` queries for a benchmark not here."""
 
     def __init__(self) -> None:
-        self._rows: dict[str, Any] = {}
-        self._splits: dict[tuple[str, int], Any] = {}
+        self._rows: dict[Node, Any] = {}  # by benchmark node
+        self._splits: dict[tuple[Node, int], Any] = {}
         self.failed: Exception | None = None  # the last load that failed (what a placeholder may stand in for)
 
-    def _load_rows(self, key: str, bench: DictConfig):
+    def _load_rows(self, bench: Node):
         from madara_cli.data.splits import load_with_report
 
-        if key not in self._rows:
+        if bench not in self._rows:
             try:
-                self._rows[key] = load_with_report(bench)
+                self._rows[bench] = load_with_report(bench)
             except Exception as e:  # memoised as it was: the next cell of this benchmark fails the same way, at once
-                self._rows[key] = e
-        rows = self._rows[key]
+                self._rows[bench] = e
+        rows = self._rows[bench]
         if isinstance(rows, Exception):
             self.failed = rows
             raise rows
         return rows
 
-    def load(self, cfg: DictConfig, split: str = "eval", n: int | None = None):
+    def load(self, cfg: Settings, split: str = "eval", n: int | None = None):
         from madara_cli.data.splits import Splits
         from madara_cli.data.splits import split as split_rows
         from madara_cli.experiment.examples import SPLITS, CellExamples
 
         if split not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, not {split!r}")
-        bench = cfg.benchmark if n is None else OmegaConf.merge(cfg.benchmark, {"calibration": int(n)})
-        key = json.dumps(to_plain(bench), sort_keys=True, default=str)
+        bench = cfg.benchmark if n is None else cfg.benchmark.merged({"calibration": int(n)})
+        key = bench
         seed = int(cfg.seed)
         if (key, seed) not in self._splits:
-            examples, report = self._load_rows(key, bench)
+            examples, report = self._load_rows(bench)
             evaluated, calibration = split_rows(examples, bench.sample, bench.calibration, seed, bench.get("calibration_split", "nested"))
             self._splits[(key, seed)] = Splits(evaluated, calibration, report)
         loaded = self._splits[(key, seed)]
@@ -181,7 +178,7 @@ class Loads:
         return CellExamples(chosen, loaded.calibration, loaded.report)
 
     @staticmethod
-    def placeholder(cfg: DictConfig, split: str = "eval", n: int | None = None):
+    def placeholder(cfg: Settings, split: str = "eval", n: int | None = None):
         """Placeholder queries for ``cfg``'s benchmark, standing for the evaluated and
         calibration sizes it would hold (``CellExamples.sizes``); None when its size is unknown."""
         from madara_cli.data.splits import LoadReport

@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from omegaconf import DictConfig, OmegaConf
-
+from madara_cli.config.settings import Node, Settings
 from madara_cli.core import metrics as M
 from madara_cli.core.errors import ConfigError
 from madara_cli.core.records import Example, Prediction
@@ -69,7 +68,7 @@ def prediction_rows(examples: list[Example], preds: list[Prediction], tidy: bool
     return rows, scores
 
 
-def evaluated_set_info(cfg: DictConfig, examples: list[Example], calibration: list[Example] | None,
+def evaluated_set_info(cfg: Settings, examples: list[Example], calibration: list[Example] | None,
                        requested: dict[str, int] | None = None) -> dict[str, Any]:
     """How the evaluated queries relate to the calibration split (recorded per cell, footnoted by tables):
     split mode, calibration size, how many evaluated queries are calibration ones (when the cell
@@ -83,7 +82,7 @@ def evaluated_set_info(cfg: DictConfig, examples: list[Example], calibration: li
     return info
 
 
-def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None = None) -> CellResult:
+def run_cell(cfg: Settings, pool: EnginePool, examples: list[Example] | None = None) -> CellResult:
     """Run one cell (or read it back if finished and not ``cfg.force``): the walk up to the engine, then
     the strategy on the cell's engine, the metrics and the record."""
     t0, started = time.perf_counter(), now_iso()
@@ -134,7 +133,7 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
         timing=timing_section(acct, time.perf_counter() - t0),
     )
     log_samples = bool(cfg.get("log_samples", True))
-    write_cell(folder, record, OmegaConf.to_yaml(cfg), rows, samples if log_samples else None,
+    write_cell(folder, record, cfg.to_yaml(), rows, samples if log_samples else None,
                prompt_renderer(llm.backend) if log_samples else None)
     log.info("%s: n=%d EM %.1f%% F1 %.1f%% contains %.1f%%, %d engine calls -> %s", cell.key, record.n, 100 * record.em,
              100 * record.f1, 100 * record.contains, accounting.to_dict().get("calls_issued", 0), folder)
@@ -143,7 +142,7 @@ def run_cell(cfg: DictConfig, pool: EnginePool, examples: list[Example] | None =
     return result
 
 
-def check_health(cfg: DictConfig, key: str, health: Health, earlier: bool = False) -> None:
+def check_health(cfg: Settings, key: str, health: Health, earlier: bool = False) -> None:
     """One warning line for a degraded cell (the config's ``health`` rule); ``on_degraded=fail``: DegradedCell."""
     from madara_cli.core.errors import DegradedCell
 
@@ -161,7 +160,7 @@ def check_health(cfg: DictConfig, key: str, health: Health, earlier: bool = Fals
          "(health.on_degraded=fail refuses such a cell)")
 
 
-def track_cell(cfg: DictConfig, result: CellResult) -> None:
+def track_cell(cfg: Settings, result: CellResult) -> None:
     """Log a finished cell to ``cfg.logger``'s tracker, once per key (replaced when ``force=true`` recomputed it)."""
     from madara_cli.results.tracking import cell_run, track
 
@@ -176,7 +175,7 @@ class Failed:
     reason: str
 
 
-def _run_each(cfgs: list[DictConfig], work: Callable[[DictConfig, EnginePool], Any], label: Callable[[DictConfig], str], progress, keep_going: bool) -> list:
+def _run_each(cfgs: list[Settings], work: Callable[[Node, EnginePool], Any], label: Callable[[Settings], str], progress, keep_going: bool) -> list:
     """``work`` for each config on one engine pool; ``keep_going``: unavailable data or engine is a
     :class:`Failed` and the rest go on (anything else stops the run; finished work is on disk)."""
     from madara_cli.core.errors import BackendError, DataError
@@ -220,12 +219,12 @@ def _eta(ran_seconds: list[float], remaining: int) -> float | None:
     return sum(ran_seconds) / len(ran_seconds) * remaining if ran_seconds else None
 
 
-def run_cells(cfgs: list[DictConfig], progress=None, keep_going: bool = False) -> list[CellResult | Failed]:
+def run_cells(cfgs: list[Settings], progress=None, keep_going: bool = False) -> list[CellResult | Failed]:
     """Run cells in order, one engine per model (see :func:`_run_each`)."""
     return _run_each(cfgs, run_cell, lambda c: f"{c.model.name}/{c.benchmark.name}/{c.strategy.name}", progress, keep_going)
 
 
-def run_probes(cfgs: list[DictConfig], progress=None, keep_going: bool = False, force: bool = False) -> list[tuple[dict, Path, bool] | Failed]:
+def run_probes(cfgs: list[Settings], progress=None, keep_going: bool = False, force: bool = False) -> list[tuple[dict, Path, bool] | Failed]:
     """One RSC probe per config (a ``kind: probes`` grid)."""
     from madara_cli.experiment.walk import ensure_probe
 

@@ -22,9 +22,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from omegaconf import DictConfig, OmegaConf
-
 from madara_cli.config.identity import ProbeIdentity
+from madara_cli.config.settings import Node, Settings
 from madara_cli.core.records import Example, Prediction
 from madara_cli.diagnose.probe import find_or_run_probe, routed
 from madara_cli.experiment.examples import CellExamples, prepare_probe
@@ -41,14 +40,14 @@ if TYPE_CHECKING:
 _OWN = ("name", "probe")
 
 
-def track_probe(cfg: DictConfig, record: ProbeRecord, path: Path, reused: bool) -> None:
+def track_probe(cfg: Settings, record: ProbeRecord, path: Path, reused: bool) -> None:
     """Log a finished probe to ``cfg.logger``'s tracker (once per probe key)."""
     from madara_cli.results.tracking import probe_run, track
 
     track(cfg, lambda: probe_run(Path(path).parent, record, cfg), replace=not reused and bool(cfg.get("force")))
 
 
-def user_strategy_keys(cfg: DictConfig) -> set[str]:
+def user_strategy_keys(cfg: Settings) -> set[str]:
     """The ``strategy.X`` settings the user changed on the madara cell: those differing from madara's
     composed node (one spelt out at its default changes neither the key nor what may run)."""
     from madara_cli.composition import compose
@@ -57,7 +56,7 @@ def user_strategy_keys(cfg: DictConfig) -> set[str]:
     return {k for k in cfg.strategy if k not in base or cfg.strategy[k] != base[k]} - set(_OWN)
 
 
-def routed_config(cfg: DictConfig, route: str, carry: set[str] | None = None) -> DictConfig:
+def routed_config(cfg: Settings, route: str, carry: set[str] | None = None) -> Settings:
     """The cell's config with its strategy node the routed strategy's, composed from the cell's own
     overrides with ``strategy=route``. The user's ``strategy.X`` settings (``carry``: their
     :func:`user_strategy_keys`, if worked out) carry over where the routed node has them, except
@@ -68,13 +67,9 @@ def routed_config(cfg: DictConfig, route: str, carry: set[str] | None = None) ->
     parsed = parse_overrides(str(o) for o in cfg.get("overrides") or [])
     others = [o.raw for o in parsed if not (o.hydra.key_or_group == "strategy" or o.hydra.key_or_group.startswith("strategy."))]
     node = compose([*others, f"strategy={route}"]).strategy
-    for key in sorted(carry if carry is not None else user_strategy_keys(cfg)):
-        if key not in node or key not in cfg.strategy or (key == "scoring" and node.get("cot")):
-            continue
-        node[key] = cfg.strategy[key]
-    new = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
-    new.strategy = node
-    return new
+    kept = {key: cfg.strategy[key] for key in sorted(carry if carry is not None else user_strategy_keys(cfg))
+            if key in node and key in cfg.strategy and not (key == "scoring" and node.get("cot"))}
+    return cfg.replace(strategy=node.replace(**kept))
 
 
 @dataclass
@@ -88,8 +83,8 @@ class Treatment:
     carry: set[str] | None = None  # the strategy.X settings the user set, carried to the treatment (user_strategy_keys)
 
     @classmethod
-    def prepare(cls, cfg: DictConfig, pool: EnginePool | None, calibration: list[Example] | None = None,
-                reranker: DictConfig | None = None) -> "Treatment":
+    def prepare(cls, cfg: Settings, pool: EnginePool | None, calibration: list[Example] | None = None,
+                reranker: Node | None = None) -> "Treatment":
         """Before the cell's engine is taken: read a pinned probe, or retrieve the calibration split a probe
         still to run needs (``calibration``: the split as the cell loaded it, None loads it; ``reranker``:
         the cell's :func:`~madara_cli.experiment.examples.reranker_config`)."""
@@ -127,8 +122,8 @@ class Treatment:
         return [replace(p, extra={**p.extra, "route": route}) for p in preds]
 
 
-def strategy_for(spec: StrategySpec, cfg: DictConfig, engines: EngineSource | None, calibration: list[Example] | None,
-                 reranker: DictConfig | None) -> StrategyFn:
+def strategy_for(spec: StrategySpec, cfg: Settings, engines: EngineSource | None, calibration: list[Example] | None,
+                 reranker: Node | None) -> StrategyFn:
     """What runs a cell of ``spec``, before its engine is taken: a routed strategy's probe ready to route
     (Diagnose -> Treat), a plug-in's prepare step's result, or its run function."""
     if spec.routed:

@@ -20,10 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from omegaconf import DictConfig
-
 from madara_cli.config.identity import Cell, CellIdentity, identify
 from madara_cli.config.keys import standing, strategy_impl
+from madara_cli.config.settings import Settings
 from madara_cli.core.records import Example
 from madara_cli.experiment.examples import (  # noqa: F401  (PreparedProbe, prepare_probe: the walk of a probe, beside the cell's)
     CellExamples,
@@ -58,7 +57,7 @@ class CellResult:
         return self.record.to_dict()
 
 
-def finished_cell(cfg: DictConfig, sized: bool = False, ident: CellIdentity | None = None) -> CellResult | None:
+def finished_cell(cfg: Settings, sized: bool = False, ident: CellIdentity | None = None) -> CellResult | None:
     """The cell's finished result on disk, or None. One finished under a key from before keys moved
     stands for it when its record shows it read the same inputs (SHIMS ``content_keyed_inputs``);
     one that cannot show it is said in one line and runs anew (its old folder stays). ``sized``:
@@ -98,7 +97,7 @@ class PreparedCell:
     """A cell walked up to its engine: its config as it runs (sized to the data), identity, evaluated
     queries retrieved, calibration split as loaded, what the loader kept and dropped, what runs it."""
 
-    cfg: DictConfig
+    cfg: Settings
     ident: CellIdentity
     examples: list[Example]
     calibration: list[Example] | None
@@ -107,7 +106,7 @@ class PreparedCell:
     requested: dict[str, int] = field(default_factory=dict)
 
 
-def prepare_cell(cfg: DictConfig, engines: EngineSource | None, examples: list[Example] | None = None,
+def prepare_cell(cfg: Settings, engines: EngineSource | None, examples: list[Example] | None = None,
                  loaded: CellExamples | None = None, force: bool | None = None,
                  before_work: Callable[[CellIdentity], None] | None = None, load: Load = load_cell) -> CellResult | PreparedCell:
     """Walk a cell up to its engine: its finished result when it has one (and ``force``, default
@@ -141,7 +140,7 @@ def prepare_cell(cfg: DictConfig, engines: EngineSource | None, examples: list[E
                         data=data, requested=requested)
 
 
-def ensure_probe(cfg: DictConfig, pool: EngineSource, n: int | None = None, force: bool = False) -> tuple[Any, Path, bool]:
+def ensure_probe(cfg: Settings, pool: EngineSource, n: int | None = None, force: bool = False) -> tuple[Any, Path, bool]:
     """The finished probe of ``cfg`` (``madara probe``, a ``kind: probes`` grid), or run now: the probe's
     walk (:func:`prepare_probe`: identity once, calibration split loaded and retrieved first, as a
     reranker may need its own engine), then the probed model's engine. Returns (record, path, reused)."""

@@ -119,13 +119,12 @@ def cell_settings(record: CellRecord, folder: Path) -> dict[str, Any]:
     if isinstance(stored, Mapping):
         return dict(stored)
     try:
-        from omegaconf import OmegaConf
-
         from madara_cli.config.keys import flat_settings
+        from madara_cli.config.settings import as_settings
         from madara_cli.core.sidefiles import read_yaml_data
 
         # Plain data (no tags, no aliases): a results folder may come from anyone.
-        return flat_settings(OmegaConf.create(read_yaml_data(folder / CONFIG_FILE, "the cell's config")))
+        return flat_settings(as_settings(read_yaml_data(folder / CONFIG_FILE, "the cell's config")))
     except Exception:  # an unreadable or foreign config.yaml: the row keeps its key columns
         return {}
 

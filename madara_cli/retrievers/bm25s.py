@@ -8,9 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional
 
-from omegaconf import DictConfig
-
 from madara_cli.config.schema import RetrieverConfig, input_field
+from madara_cli.config.settings import Node
 from madara_cli.core.records import Doc
 from madara_cli.plugins import register
 from madara_cli.plugins.shape import num_range
@@ -30,7 +29,7 @@ class BM25sConfig(RetrieverConfig):
 
 
 class BM25sRetriever:
-    def __init__(self, rcfg: DictConfig, ctx: RetrievalContext):
+    def __init__(self, rcfg: Node, ctx: RetrievalContext):
         self.rcfg, self.ctx = rcfg, ctx
         self._index: BM25sIndex | None = None
 

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
-from omegaconf import DictConfig
 
 from madara_cli.config.schema import RetrieverConfig, input_field
+from madara_cli.config.settings import Node
 from madara_cli.core.records import Doc
 from madara_cli.plugins import register
 from madara_cli.retrievers.saved_index import DenseIndex, index_settings, load_encoder
@@ -26,7 +26,7 @@ class DenseConfig(RetrieverConfig):
 
 
 class DenseRetriever:
-    def __init__(self, rcfg: DictConfig, ctx: RetrievalContext):
+    def __init__(self, rcfg: Node, ctx: RetrievalContext):
         self.rcfg, self.ctx = rcfg, ctx
         self.encoder = load_encoder(rcfg.encoder)
         self._index: DenseIndex | None = None

@@ -10,8 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from omegaconf import DictConfig
-
+from madara_cli.config.settings import Node
 from madara_cli.core.errors import DataError
 from madara_cli.core.records import Doc
 from madara_cli.plugins import register
@@ -42,7 +41,7 @@ def pyserini_searcher(index: str, k1: float, b: float):
 
 
 class PyseriniRetriever:
-    def __init__(self, rcfg: DictConfig, ctx: RetrievalContext):
+    def __init__(self, rcfg: Node, ctx: RetrievalContext):
         self.rcfg, self.ctx = rcfg, ctx
         self._searcher = None
         self._pools = BM25sRetriever(rcfg, ctx)  # the same Lucene BM25 formula, in process

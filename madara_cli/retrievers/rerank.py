@@ -10,12 +10,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from omegaconf import DictConfig
-
 from madara_cli.config.folders import prompts_of, shipped_prompt_set
 from madara_cli.config.identity import family_digest
 from madara_cli.config.prompt_sets import SAMPLE_DOCS, SAMPLE_EXAMPLES
 from madara_cli.config.schema import FirstStage
+from madara_cli.config.settings import Node, Settings
 from madara_cli.core.errors import ConfigError, DataError
 from madara_cli.core.records import Doc, ScoreRequest, messages
 from madara_cli.plugins import register
@@ -74,12 +73,12 @@ def _template_closes_thinking(llm) -> bool:
     return bool(settings and settings.template_kwargs.get("enable_thinking") is False)
 
 
-def reranker_name(cfg: DictConfig) -> str:
+def reranker_name(cfg: Settings) -> str:
     return str(cfg.retriever.get("model") or cfg.model.name)
 
 
 class GenerativeReranker:
-    def __init__(self, rcfg: DictConfig, ctx: RetrievalContext):
+    def __init__(self, rcfg: Node, ctx: RetrievalContext):
         if rcfg.first_stage == "rerank":
             raise DataError("retriever.first_stage cannot be rerank")
         if ctx.llm is None:
@@ -113,13 +112,13 @@ class GenerativeReranker:
         return [r[:k] for r in self._rerank(queries, first)]
 
 
-def _check(cfg: DictConfig) -> None:
+def _check(cfg: Settings) -> None:
     if int(cfg.retriever.candidates) < int(cfg.retriever.k):
         raise ConfigError(f"retriever.candidates={cfg.retriever.candidates} is below retriever.k={cfg.retriever.k}: "
                           "the reranker must see at least k documents")
 
 
-def _identity(cfg: DictConfig) -> dict[str, Any]:
+def _identity(cfg: Settings) -> dict[str, Any]:
     """What of the run besides its own node changes the documents it keeps: the model that
     ranks and the words it is asked in (the prompt set's rerank templates)."""
     return {"model": reranker_name(cfg), "prompts": {"rerank": family_digest(sample_requests(prompts_of(cfg)))}}

@@ -14,10 +14,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
-
 from madara_cli.config.identity import snapshot_identity, source_identity
 from madara_cli.config.keys import to_plain
+from madara_cli.config.settings import Settings
 from madara_cli.core.errors import DataError
 from madara_cli.core.records import Doc, Example
 from madara_cli.plugins.catalog import CATALOG
@@ -97,7 +96,7 @@ class Retrieved(list):
         self.report = report if report is not None else RetrievalReport()
 
 
-def _corpus_identity(cfg: DictConfig, ctx: RetrievalContext) -> dict[str, Any] | None:
+def _corpus_identity(cfg: Settings, ctx: RetrievalContext) -> dict[str, Any] | None:
     ident: dict[str, Any] = {}
     if ctx.corpus_sha:
         ident["sha256"] = ctx.corpus_sha
@@ -112,17 +111,17 @@ def _corpus_identity(cfg: DictConfig, ctx: RetrievalContext) -> dict[str, Any] |
     return ident or None
 
 
-def _context(cfg: DictConfig, llm: Any | None) -> RetrievalContext:
+def _context(cfg: Settings, llm: Any | None) -> RetrievalContext:
     corpus_path = Path(str(cfg.benchmark.corpus)).expanduser() if cfg.benchmark.get("corpus") else None
     return RetrievalContext(cfg=cfg, llm=llm, indexes_dir=_results_dir(cfg) / "indexes", corpus_path=corpus_path,
                             corpus_sha=corpus_sha256(corpus_path) if corpus_path else None)
 
 
-def _results_dir(cfg: DictConfig) -> Path:
+def _results_dir(cfg: Settings) -> Path:
     return Path(str(cfg.get("results_dir") or "results"))
 
 
-def snapshot_key(cfg: DictConfig, ctx: RetrievalContext | None = None) -> dict[str, Any]:
+def snapshot_key(cfg: Settings, ctx: RetrievalContext | None = None) -> dict[str, Any]:
     """The identity of the snapshot a cell of ``cfg`` retrieves into: the benchmark's rows by content,
     the retriever's settings, the corpus by content, and the reranker's model and prompt."""
     ctx = ctx if ctx is not None else _context(cfg, None)
@@ -136,7 +135,7 @@ def snapshot_key(cfg: DictConfig, ctx: RetrievalContext | None = None) -> dict[s
     )
 
 
-def retrieve(examples: Sequence[Example], cfg: DictConfig, llm: Any | None = None) -> Retrieved:
+def retrieve(examples: Sequence[Example], cfg: Settings, llm: Any | None = None) -> Retrieved:
     """Top-``cfg.retriever.k`` documents for each example (rank order in ``docs``), read from
     or appended to the frozen snapshot under ``<results_dir>/snapshots``; the list's
     ``report`` says how many came from it. ``llm`` (a ``CachedLLM``: ``retriever.model``'s

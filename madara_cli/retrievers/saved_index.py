@@ -50,9 +50,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from omegaconf import DictConfig
 
 from madara_cli.config.identity import file_digest, index_name
+from madara_cli.config.settings import Settings
 from madara_cli.core.errors import DataError, import_failure
 from madara_cli.core.records import Doc
 from madara_cli.core.sidefiles import open_local, parse_line, text_lines
@@ -126,7 +126,7 @@ def corpus_sha256(path: str | Path) -> str:
 # Settings and names
 
 
-def index_settings(cfg: DictConfig) -> dict[str, Any]:
+def index_settings(cfg: Settings) -> dict[str, Any]:
     """The settings an index depends on (everything else is query-time)."""
     kind = str(cfg.name)
     if kind == "rerank":
@@ -172,12 +172,12 @@ def check_index(index_dir: str | Path, settings: dict[str, Any], corpus_hash: st
 # Build
 
 
-def build_index(corpus_path: str | Path, out_dir: str | Path, cfg: DictConfig, progress: bool = True) -> Path:
+def build_index(corpus_path: str | Path, out_dir: str | Path, cfg: Settings, progress: bool = True) -> Path:
     """The folder of the index of ``corpus_path`` for ``cfg``, built now if needed (:func:`ensure_index`)."""
     return ensure_index(corpus_path, out_dir, cfg, progress)[0]
 
 
-def ensure_index(corpus_path: str | Path, out_dir: str | Path, cfg: DictConfig, progress: bool = True) -> tuple[Path, bool]:
+def ensure_index(corpus_path: str | Path, out_dir: str | Path, cfg: Settings, progress: bool = True) -> tuple[Path, bool]:
     """Build (or find) the index of ``corpus_path`` for retriever config ``cfg``
     (``configs/retriever/<name>.yaml``: bm25s, dense, or rerank/pyserini over bm25s)
     under ``out_dir``; returns its folder, ``out_dir/<kind>-<corpus hash>-<settings

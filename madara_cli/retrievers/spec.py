@@ -8,8 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
-from omegaconf import DictConfig
-
+from madara_cli.config.settings import Node, Settings
 from madara_cli.core.errors import DataError
 from madara_cli.core.records import Doc
 from madara_cli.plugins.shape import Spec
@@ -28,7 +27,7 @@ class Retriever(Protocol):
 
 @dataclass
 class RetrievalContext:
-    cfg: DictConfig  # the whole composed config
+    cfg: Settings  # the whole composed config
     llm: Any | None  # CachedLLM for the reranker
     indexes_dir: Path  # where corpus indexes are built and found
     corpus_path: Path | None  # benchmark.corpus
@@ -36,7 +35,7 @@ class RetrievalContext:
     built: list[Path] = field(default_factory=list)  # indexes this retrieval had to build
 
     @property
-    def retriever(self) -> DictConfig:
+    def retriever(self) -> Settings:
         return self.cfg.retriever
 
     @property
@@ -44,7 +43,7 @@ class RetrievalContext:
         return bool(self.corpus_path or self.retriever.get("index"))
 
 
-RetrieverFactory = Callable[[DictConfig, RetrievalContext], Retriever]
+RetrieverFactory = Callable[[Node, RetrievalContext], Retriever]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,7 +63,7 @@ class RetrieverSpec(Spec):
     own_corpus: bool = False  # it searches a corpus of its own (a prebuilt index) when the benchmark names none
 
 
-def corpus_index_dir(rcfg: DictConfig, ctx: RetrievalContext) -> Path:
+def corpus_index_dir(rcfg: Node, ctx: RetrievalContext) -> Path:
     """``retriever.index`` (checked against the settings and benchmark.corpus), else
     the index of ``benchmark.corpus`` under ``<results_dir>/indexes``, built once."""
     settings = index_settings(rcfg)

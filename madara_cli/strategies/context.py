@@ -15,13 +15,14 @@ import math
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Callable, ClassVar, Optional, Protocol, Sequence, TypeVar
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
 from madara_cli.backends.cache import CachedLLM
 from madara_cli.config.folders import prompts_of
 from madara_cli.config.keys import to_plain
 from madara_cli.config.prompt_sets import PromptSet
 from madara_cli.config.schema import StrategyConfig
+from madara_cli.config.settings import Node, Settings
 from madara_cli.core.errors import ConfigError
 from madara_cli.core.records import Doc, Example, Prediction
 from madara_cli.plugins.catalog import CATALOG
@@ -33,11 +34,11 @@ S = TypeVar("S")
 @dataclass
 class StrategyContext:
     llm: CachedLLM
-    cfg: DictConfig  # the whole composed config; strategies read their settings through settings_as
+    cfg: Settings  # the whole composed config; strategies read their settings through settings_as
     report: dict[str, Any] = field(default_factory=dict)  # extra cell metrics (parse failures, ...)
 
     @property
-    def strategy(self) -> DictConfig:
+    def strategy(self) -> Settings:
         return self.cfg.strategy
 
     def settings_as(self, schema: type[S]) -> S:
@@ -48,30 +49,17 @@ class StrategyContext:
         node = {k: v for k, v in to_plain(self.cfg.strategy).items() if k in names}  # type: ignore[union-attr]
         return copy.deepcopy(_settings(schema, json.dumps(node, sort_keys=True)))
 
-    # What the properties below read of ``cfg``, read once per config (a strategy asks
-    # for each with every request it builds); the config it was read from is held with
-    # it, so a context given another config reads that one.
-    _read: tuple[Any, dict[Any, Any]] | None = field(default=None, init=False, repr=False, compare=False)
-
-    def _once(self, name: Any, read: Callable[[DictConfig], Any]) -> Any:
-        if self._read is None or self._read[0] is not self.cfg:
-            self._read = (self.cfg, {})
-        values = self._read[1]
-        if name not in values:
-            values[name] = read(self.cfg)
-        return values[name]
-
     @property
     def temperature(self) -> float:
-        return self._once("temperature", lambda cfg: float(cfg.model.temperature))
+        return float(self.cfg.model.temperature)
 
     @property
     def seed(self) -> int:
-        return self._once("seed", lambda cfg: int(cfg.seed))
+        return int(self.cfg.seed)
 
     def reading(self, name: str, default: str) -> str:
         """Setting ``name`` of the ``reading`` group (``default`` where a config has none)."""
-        return self._once(("reading", name, default), lambda cfg: str((cfg.get("reading") or {}).get(name, default)))
+        return str((self.cfg.get("reading") or {}).get(name, default))
 
     @property
     def prompts(self) -> PromptSet:
@@ -94,13 +82,13 @@ class EngineSource(Protocol):
     whose engines record requests instead of answering them (``madara plan``'s) has
     ``answers = False``: nothing it replies may be kept (experiment.examples.engines_answer)."""
 
-    def get(self, cfg: DictConfig) -> CachedLLM: ...
+    def get(self, cfg: Settings) -> CachedLLM: ...
 
 
 # A prepare step: (the cell's config, its engines or None when nothing may load (plan),
 # the calibration split as the cell loaded it or None, the reranker's config or None)
 # -> the strategy function that runs the cell.
-PrepareFn = Callable[[DictConfig, Optional[EngineSource], Optional[list[Example]], Optional[DictConfig]], StrategyFn]
+PrepareFn = Callable[[Node, Optional[EngineSource], Optional[list[Example]], Optional[Node]], StrategyFn]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -376,14 +376,13 @@ def test_import_reference_command_is_one_line_on_a_bad_folder(tmp_path, monkeypa
 
 
 def test_show_names_the_reading(tmp_path):
-    from omegaconf import OmegaConf
 
     from madara_cli.commands.list_verbs import _reading_of
 
     assert _reading_of(tmp_path) == "paper"  # a cell folder without config.yaml (or from before the group)
-    OmegaConf.save(compose(["reading=paper"]), tmp_path / "config.yaml")
+    (tmp_path / "config.yaml").write_text(compose(["reading=paper"]).to_yaml())
     assert _reading_of(tmp_path) == "paper"
-    OmegaConf.save(compose(["reading=authors", "reading.shuffle=changed"]), tmp_path / "config.yaml")
+    (tmp_path / "config.yaml").write_text(compose(["reading=authors", "reading.shuffle=changed"]).to_yaml())
     shown = _reading_of(tmp_path)
     assert shown.startswith("authors (conflict=score_field, score_parser=authors") and "shuffle" not in shown
 

@@ -20,9 +20,8 @@ fast = importlib.import_module("madara_cli.composition.compose")
 
 
 def _whole(monkeypatch):
-    """Compose every cell the slow way: no remembered defaults step, no kept shape."""
+    """Compose every cell the slow way: no remembered defaults step."""
     monkeypatch.setattr(fast, "_search_state", lambda head: None)
-    monkeypatch.setattr(fast, "_plain", OmegaConf.create)
     monkeypatch.setattr(fast, "_interpolates", lambda container: True)
     monkeypatch.setattr(fast, "_cell_container", lambda *a: None)
 
@@ -47,11 +46,11 @@ def _cells() -> list[list[str]]:
 def test_a_grid_composes_byte_for_byte_as_each_cell_whole(monkeypatch):
     cells = _cells()
     monkeypatch.setattr(fast, "_BASES", {})  # what earlier tests composed is not this grid's
-    quick = [OmegaConf.to_yaml(compose(o)) for o in cells]
+    quick = [compose(o).to_yaml() for o in cells]
     assert len(fast._BASES) < len(cells)  # the defaults step was shared
-    assert OmegaConf.to_yaml(compose(cells[-1])).count("grid_name: g4") == 1
+    assert compose(cells[-1]).to_yaml().count("grid_name: g4") == 1
     _whole(monkeypatch)
-    assert [OmegaConf.to_yaml(compose(o)) for o in cells] == quick
+    assert [compose(o).to_yaml() for o in cells] == quick
 
 
 # Cells whose value overrides meet: one key given twice, a key another's value
@@ -89,11 +88,11 @@ def test_a_value_axis_composes_one_part_per_key_not_per_value(monkeypatch):
     monkeypatch.setattr(fast, "_quiet_container", lambda *a: parts.append(a[1]) or real(*a))
     cells = [[f"strategy={s}", f"seed={i}"] for s in ("nf", "pde") for i in range(40)]
     with fast.held_state():
-        quick = [OmegaConf.to_yaml(compose(o)) for o in cells]
+        quick = [compose(o).to_yaml() for o in cells]
     assert len(parts) <= 4  # two bases, and seed worked out once
     assert "seed: 39" in quick[39] and "seed: 39" in quick[79]
     _whole(monkeypatch)
-    assert [OmegaConf.to_yaml(compose(o)) for o in cells] == quick
+    assert [compose(o).to_yaml() for o in cells] == quick
 
 
 
@@ -113,11 +112,11 @@ def test_a_grid_held_composes_byte_for_byte_as_each_cell_whole(monkeypatch):
 
     monkeypatch.setattr(fast, "_cell_container", counted)
     with fast.held_state():
-        quick = [OmegaConf.to_yaml(compose(o)) for o in cells]
+        quick = [compose(o).to_yaml() for o in cells]
     assert sum(made) > len(cells) // 2  # most cells were made from their parts
     assert not all(made)  # and the meeting ones were composed whole
     _whole(monkeypatch)
-    assert [OmegaConf.to_yaml(compose(o)) for o in cells] == quick
+    assert [compose(o).to_yaml() for o in cells] == quick
 
 
 @pytest.mark.parametrize("bad", [

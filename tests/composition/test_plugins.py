@@ -230,13 +230,11 @@ SNAPSHOT_DIGESTS = {"bm25s": "f3d053ce0b7324d4", "dense": "d83f94d12af186a2", "p
 
 @pytest.mark.parametrize("retriever", sorted(SNAPSHOT_DIGESTS))
 def test_each_shipped_retriever_keeps_its_snapshot_key(retriever):
-    from omegaconf import OmegaConf
 
     from madara_cli.config.identity import snapshot_identity, snapshot_name
 
     cfg = compose([f"retriever={retriever}"])
-    key = snapshot_identity(OmegaConf.to_container(cfg.benchmark, resolve=True), "src",
-                            OmegaConf.to_container(cfg.retriever, resolve=True), {"sha256": "c"}, None)
+    key = snapshot_identity(cfg.benchmark.to_dict(), "src", cfg.retriever.to_dict(), {"sha256": "c"}, None)
     assert snapshot_name(key).rsplit("__", 1)[1] == SNAPSHOT_DIGESTS[retriever]
 
 
@@ -558,16 +556,15 @@ def test_an_entry_point_that_exits_at_import_is_one_line(monkeypatch, capsys, tm
 def test_a_config_yaml_of_before_gives_the_summary_columns_of_before():
     """Cells finished before the per-backend schemas hold a flat backend node in their
     config.yaml; summary.csv (written by madara tables) reads its columns from it."""
-    from omegaconf import OmegaConf
-
     from madara_cli.config.keys import flat_settings
+    from madara_cli.config.settings import as_settings
 
-    cfg = OmegaConf.to_container(compose(["strategy=nf", "limit=2"]))
+    cfg = compose(["strategy=nf", "limit=2"]).to_dict()
     cfg["backend"] = {"name": "llamacpp", "batch_size": 16, "n_threads": None, "n_ctx": None, "tensor_parallel_size": 1,
                       "gpu_memory_utilization": 0.9, "enable_prefix_caching": True, "base_url": "http://127.0.0.1:8000/v1",
                       "served_model_name": None, "tokenizer": None, "api_key_env": "OPENAI_API_KEY", "max_in_flight": 8,
                       "retries": 4, "timeout_s": 120.0}
-    columns = [k for k in flat_settings(OmegaConf.create(cfg)) if k.startswith("backend.")]
+    columns = [k for k in flat_settings(as_settings(cfg)) if k.startswith("backend.")]
     assert columns == ["backend.name", "backend.n_ctx", "backend.served_model_name", "backend.tokenizer"]
 
 

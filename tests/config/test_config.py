@@ -90,14 +90,12 @@ def test_each_strategy_node_holds_exactly_its_schema():
 def test_choices_are_plain_strings_in_the_composed_config():
     import json
 
-    from omegaconf import OmegaConf
-
     cfg = compose(["strategy=pde", "strategy.scoring=logprob", "rsc.rescoring=logprob", "generation.style=oneshot"])
     for value in (cfg.strategy.scoring, cfg.strategy.vote, cfg.rsc.rescoring, cfg.generation.style, cfg.benchmark.task, cfg.model.dtype):
         assert type(value) is str
     assert cfg.strategy.scoring == "logprob" and str(cfg.rsc.rescoring) == "logprob" and f"{cfg.generation.style}" == "oneshot"
-    assert "!!python" not in OmegaConf.to_yaml(cfg)  # config.yaml of each cell
-    plain = json.loads(json.dumps(OmegaConf.to_container(cfg, resolve=True)))
+    assert "!!python" not in cfg.to_yaml()  # config.yaml of each cell
+    plain = json.loads(json.dumps(cfg.to_dict()))
     assert plain["strategy"]["vote"] == "score" and plain["benchmark"]["calibration_split"] == "nested"
 
 

@@ -66,14 +66,13 @@ def test_a_results_folder_that_is_a_file_is_a_config_error(tmp_path: Path, no_en
 def test_a_cells_config_runs_as_a_process_first_call(tmp_path: Path, fake_server):
     """run_cell(config=...) loads the plug-ins itself: as the first call of a process it ran
     into "unknown backend 'llamacpp'; valid: " (an empty list), as only compose() loaded them."""
-    from omegaconf import OmegaConf
 
     from tests.fakes import chat_answer
 
     fake_server.responders["/v1/chat/completions"] = lambda body: chat_answer(content="Paris")
     cfg = m.compose(["strategy=nf", "limit=1", "backend=openai", f"backend.base_url={fake_server.base_url}"], results=tmp_path / "r")
     path = tmp_path / "config.yaml"
-    path.write_text(OmegaConf.to_yaml(cfg))
+    path.write_text(cfg.to_yaml())
     done = _run_python(["-c", f"import madara_cli.api as m; print(m.run_cell(config={str(path)!r}).record.n)"], tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["1"]
@@ -103,10 +102,9 @@ def test_configs_from_overrides_a_sweep_or_a_config_file(tmp_path: Path):
     assert [c.strategy.name for c in m.configs(["strategy=nf,pde"], multirun=True)] == ["nf", "pde"]
     with pytest.raises(ConfigError, match="multirun=True"):
         m.configs(["strategy=nf,pde"])
-    from omegaconf import OmegaConf
 
     path = tmp_path / "config.yaml"
-    path.write_text(OmegaConf.to_yaml(cfg))
+    path.write_text(cfg.to_yaml())
     (again,) = m.configs(config=path, results=tmp_path / "elsewhere")
     assert again.strategy == cfg.strategy and again.results_dir == str(tmp_path / "elsewhere")
     with pytest.raises(ConfigError, match="pass no overrides"):

@@ -127,9 +127,8 @@ def test_a_cell_config_with_a_resolver_is_refused_by_the_python_api(tmp_path, mo
 
     monkeypatch.setenv("MY_SECRET_TOKEN", TOKEN)
     cfg = m.compose(["strategy=nf", "limit=1", f"results_dir={tmp_path}"])
-    from omegaconf import OmegaConf
 
-    text = OmegaConf.to_yaml(cfg).replace("name: smollm2-135m", "name: ${oc.env:MY_SECRET_TOKEN}", 1)
+    text = cfg.to_yaml().replace("name: smollm2-135m", "name: ${oc.env:MY_SECRET_TOKEN}", 1)
     assert "${oc.env:MY_SECRET_TOKEN}" in text
     path = tmp_path / "config.yaml"
     path.write_text(text)

@@ -110,9 +110,8 @@ def test_routed_config_is_the_composed_routed_strategy_plus_what_the_user_set(tm
 
 
 def test_a_setting_given_without_an_override_still_carries():
-    from omegaconf import OmegaConf
 
-    cfg = OmegaConf.merge(compose(["strategy=madara"]), {"strategy": {"top_k": 4}})
+    cfg = compose(["strategy=madara"]).merged({"strategy": {"top_k": 4}})
     assert routed_config(cfg, "pde").strategy.top_k == 4
 
 

@@ -14,12 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
-from omegaconf import DictConfig
-
+from madara_cli.config.settings import Settings
 from madara_cli.core.records import Example
 from madara_cli.plugins.shape import Spec
 
-Loader = Callable[[DictConfig], list[Example]]
+Loader = Callable[[Settings], list[Example]]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -21,8 +21,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from omegaconf import DictConfig
-
+from madara_cli.config.settings import Node, Settings
 from madara_cli.core.errors import DataError
 from madara_cli.core.records import Doc, Example
 from madara_cli.data.loaders import LoaderSpec
@@ -57,13 +56,13 @@ def aliases(*values: Any) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _require(rows: list[dict], fields: Iterable[str], cfg: DictConfig, hint: str) -> None:
+def _require(rows: list[dict], fields: Iterable[str], cfg: Settings, hint: str) -> None:
     missing = [f for f in fields if f not in rows[0]] if rows else []
     if missing:
         raise DataError(f"benchmark {cfg.name}: rows lack field(s) {', '.join(missing)}; expected {hint}")
 
 
-def load_mini(cfg: DictConfig) -> list[Example]:
+def load_mini(cfg: Settings) -> list[Example]:
     from madara_cli.data.mini import generate
 
     return generate(n_questions=cfg.n_questions, seed=0)
@@ -75,7 +74,7 @@ CONFLICTS_TEXT_FIELDS = ("short_text", "snippet", "response_str")
 CONFLICTS_MAX_WORDS = 400  # response_str can be a whole web page
 
 
-def load_conflicts(cfg: DictConfig) -> list[Example]:
+def load_conflicts(cfg: Settings) -> list[Example]:
     """CONFLICTS rows ``{question, correct_answer, conflict_type, source, search_results:
     [{title, url, snippet, date, response_str, short_text}]}`` (5-20 results): each result
     a document (``short_text``, else ``snippet``, else the first 400 words of
@@ -137,7 +136,7 @@ def _relation(target_answer: str, answers: tuple[str, ...]) -> str:
     return "supportive" if _mentions(target_answer, answers) else "conflicting"
 
 
-def load_conflictqa(cfg: DictConfig) -> list[Example]:
+def load_conflictqa(cfg: Settings) -> list[Example]:
     """ConflictQA in either shape (told by the fields): raw (the hub's
     ``conflictQA-<part>-<model>.json``, a row per question: ``question, ground_truth,
     memory_answer, counter_answer, parametric_memory_aligned_evidence,
@@ -173,7 +172,7 @@ def load_conflictqa(cfg: DictConfig) -> list[Example]:
     return examples
 
 
-def _conflictqa_evidence_rows(rows: list[dict], cfg: DictConfig) -> list[Example]:
+def _conflictqa_evidence_rows(rows: list[dict], cfg: Settings) -> list[Example]:
     groups: dict[Any, list[dict]] = {}
     for row in rows:
         groups.setdefault((row.get("dataset"), row.get("raw_idx"), row["question"]), []).append(row)
@@ -230,7 +229,7 @@ def _fever_pages(row: dict) -> list[str]:
     return list(pages)
 
 
-def load_fever(cfg: DictConfig) -> list[Example]:
+def load_fever(cfg: Settings) -> list[Example]:
     """FEVER claims as ``task="fever"`` examples, the label the answer (SUPPORTS / REFUTES;
     NOT ENOUGH INFO dropped, as in the paper's binary task), from the official jsonl (``id,
     label, claim, evidence``), HF ``fever/fever`` (a row per evidence sentence, merged by
@@ -257,7 +256,7 @@ def load_fever(cfg: DictConfig) -> list[Example]:
 # -- TriviaQA, PopQA (open-domain factoid QA over a corpus)
 
 
-def load_triviaqa(cfg: DictConfig) -> list[Example]:
+def load_triviaqa(cfg: Settings) -> list[Example]:
     """TriviaQA with every alias: HF ``mandarjoshi/trivia_qa`` (``answer.aliases``,
     ``normalized_aliases``, ``value``), the open-domain jsonl of the shared slice
     (``answers``) and FlashRAG (``golden_answers``). No passages: documents come
@@ -277,7 +276,7 @@ def load_triviaqa(cfg: DictConfig) -> list[Example]:
     return examples
 
 
-def load_popqa(cfg: DictConfig) -> list[Example]:
+def load_popqa(cfg: Settings) -> list[Example]:
     """PopQA (``akariasai/PopQA``): ``question`` and ``possible_answers`` (a JSON
     string on the hub); subject popularity and relation in meta."""
     rows = read_rows(cfg)
@@ -291,7 +290,7 @@ def load_popqa(cfg: DictConfig) -> list[Example]:
 _HOPS = re.compile(r"^(\d+)hop")
 
 
-def load_musique(cfg: DictConfig) -> list[Example]:
+def load_musique(cfg: Settings) -> list[Example]:
     """MuSiQue-Ans: each question with its 20 paragraphs as documents (``<qid>-p<idx>``),
     ``meta["supporting"]`` those marked ``is_supporting``, ``meta["hops"]`` from the id
     prefix (``2hop__``, ``3hop1__``, ``4hop3__`` -> 2, 3, 4); unanswerable ones (MuSiQue-Full)
@@ -315,7 +314,7 @@ def load_musique(cfg: DictConfig) -> list[Example]:
 # -- ARC-Challenge, ASQA (MAIN-RAG)
 
 
-def load_arc(cfg: DictConfig) -> list[Example]:
+def load_arc(cfg: Settings) -> list[Example]:
     """ARC-Challenge (``allenai/ai2_arc``): the question with its lettered choices;
     the gold answers are the answer key and the choice's text. Retrieval uses the
     bare question (``meta["query"]``)."""
@@ -333,7 +332,7 @@ def load_arc(cfg: DictConfig) -> list[Example]:
     return examples
 
 
-def load_asqa(cfg: DictConfig) -> list[Example]:
+def load_asqa(cfg: Settings) -> list[Example]:
     """ASQA (``din0s/asqa``): the ambiguous question; answers = every short answer of
     its disambiguated QA pairs (``meta["qa_pairs"]`` keeps them per pair for
     MAIN-RAG's str-em, ``meta["long_answers"]`` the references)."""
@@ -348,7 +347,7 @@ def load_asqa(cfg: DictConfig) -> list[Example]:
     return examples
 
 
-def _mini_key(benchmark: DictConfig) -> str:
+def _mini_key(benchmark: Node) -> str:
     return f"mini:n{benchmark.n_questions}"  # the generator's size names its rows
 
 
