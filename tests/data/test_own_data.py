@@ -166,7 +166,7 @@ def test_an_entry_point_callable_is_called_to_register(tmp_path, monkeypatch, fr
         ("broken = broken_mod", "broken_mod", "raise RuntimeError('the plug-in\\nis broken')\n", "RuntimeError: the plug-in is broken"),
         ("taken = taken_mod", "taken_mod",
          "from madara_cli.data.loaders import LoaderSpec\nfrom madara_cli.plugins import register\nregister(LoaderSpec(name='musique', load=print))\n",
-         "ValueError: loader 'musique' is already registered (by madara_cli.data.loaders.benchmarks)"),
+         "ValueError: loader 'musique' is already registered (by madara_cli.data.loaders.musique_loader)"),
     ],
 )
 def test_a_broken_or_missing_plugin_is_one_line_naming_its_entry_point(tmp_path, monkeypatch, fresh_registry, entry, module, source, says):
