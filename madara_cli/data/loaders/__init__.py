@@ -28,9 +28,11 @@ class LoaderSpec(Spec):
     """One benchmark loader: what every plug-in declares, plus ``load`` (and ``offline``: the words
     for a loader that makes its own questions, so shared code names no loader). It reads the
     benchmark node, whose schema every loader shares (:class:`~madara_cli.config.schema.BenchmarkConfig`,
-    keyed whole): ``schema`` is not laid over it; its ``checks`` run on the composed config."""
+    keyed whole): ``schema`` is not laid over it (a loader with ``ranges`` names it, as the catalog asks);
+    its ``ranges`` are checked on that node, its ``checks`` run on the composed config."""
 
     kind: ClassVar[str] = "loader"
+    node: ClassVar[str] = "benchmark"
 
     load: Loader
     offline: str = ""  # where its questions come from when it needs no file and no hub (madara ls says so)

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from omegaconf import DictConfig
 
+from madara_cli.config.schema import BenchmarkConfig
 from madara_cli.core.records import Example
 from madara_cli.data.loaders import LoaderSpec
 from madara_cli.plugins import register
+from madara_cli.plugins.shape import int_range
 
 
 def load_mini(cfg: DictConfig) -> list[Example]:
@@ -21,4 +23,4 @@ def _mini_key(benchmark: DictConfig) -> str:
 
 
 SPEC = register(LoaderSpec(name="mini", load=load_mini, description="the offline mini benchmark madara generates itself (no download)",
-                           key=_mini_key, offline="generated here"))
+                           key=_mini_key, offline="generated here", schema=BenchmarkConfig, ranges={"n_questions": int_range(1)}))
