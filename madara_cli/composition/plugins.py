@@ -141,7 +141,8 @@ SHIPPED = (
     *(f"madara_cli.retrievers.{m}:SPEC" for m in ("bm25s", "pyserini", "dense", "rerank")),
     *(f"madara_cli.strategies.{m}:SPEC" for m in ("nf", "main_rag", "cross_encoder", "routed", "self_consistency")),
     *(f"madara_cli.strategies.{m}:SPECS" for m in ("assessed", "pde")),
-    "madara_cli.data.loaders.benchmarks:SPECS", "madara_cli.data.loaders.own_data:SPEC",
+    *(f"madara_cli.data.loaders.{m}:SPEC" for m in (
+        "mini_loader", "conflicts", "conflictqa", "fever", "triviaqa", "popqa", "musique_loader", "arc_challenge", "asqa", "own_data")),
 )
 
 

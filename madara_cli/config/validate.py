@@ -56,7 +56,6 @@ RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "backend.batch_size": _int(1),
     "benchmark.sample": _int(1, optional=True),
     "benchmark.calibration": _int(0),
-    "benchmark.n_questions": _int(1),
     "retriever.k": _int(1, MAX_K),
     "generation.max_tokens": _int(1),
     "generation.score_max_tokens": _int(1),
@@ -97,8 +96,8 @@ def validate_config(cfg: Settings, error: type[Exception], plain: dict | None = 
             check_name(key, v, error)
     specs = chosen_specs(plain)
     ranges = dict(RANGES)
-    for spec in specs:  # each plug-in's own ranges, beside its schema
-        ranges.update({f"{type(spec).kind}.{k}": (r.ok, r.description) for k, r in spec.ranges.items()})
+    for spec in specs:  # each plug-in's own ranges, beside its schema, on the node it reads (a loader's: benchmark)
+        ranges.update({f"{type(spec).node or type(spec).kind}.{k}": (r.ok, r.description) for k, r in spec.ranges.items()})
     for key, (ok, desc) in ranges.items():
         present, v = _get(plain, key)
         if present and not ok(v):

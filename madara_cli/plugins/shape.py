@@ -87,6 +87,7 @@ class Spec:
     """What every plug-in declares (see the module docstring)."""
 
     kind: ClassVar[str] = ""
+    node: ClassVar[str] = ""  # the config node its settings are on where it is not ``kind``'s (a loader's: ``benchmark``)
 
     name: str
     schema: Optional[type] = None

@@ -159,6 +159,22 @@ def test_an_entry_point_callable_is_called_to_register(tmp_path, monkeypatch, fr
     assert [ex.id for ex in load_all_examples(compose(["benchmark=mini", "benchmark.loader=toy2", "benchmark.n_questions=2"]).benchmark)] == ["toy-0", "toy-1"]
 
 
+def test_a_loaders_ranges_are_checked_on_the_benchmark_node(fresh_registry):
+    """A loader's ``ranges`` name settings of the node it reads (``benchmark``); mini's own: n_questions."""
+    from madara_cli.config.schema import BenchmarkConfig
+    from madara_cli.data.loaders import LoaderSpec
+    from madara_cli.plugins import register
+    from madara_cli.plugins.shape import int_range
+
+    compose([])  # the shipped loaders first, so the one below joins them
+    register(LoaderSpec(name="ranged", load=print, schema=BenchmarkConfig, ranges={"calibration": int_range(5)}))
+    with pytest.raises(ConfigError, match=r"^benchmark.calibration=2 is out of range: expected an integer >= 5$"):
+        compose(["benchmark.loader=ranged", "benchmark.calibration=2"])
+    with pytest.raises(ConfigError, match=r"^benchmark.n_questions=0 is out of range: expected an integer >= 1$"):
+        compose(["benchmark=mini", "benchmark.n_questions=0"])
+    assert compose(["benchmark.loader=ranged", "benchmark.calibration=5"]).benchmark.calibration == 5
+
+
 @pytest.mark.parametrize(
     "entry, module, source, says",
     [
@@ -166,7 +182,7 @@ def test_an_entry_point_callable_is_called_to_register(tmp_path, monkeypatch, fr
         ("broken = broken_mod", "broken_mod", "raise RuntimeError('the plug-in\\nis broken')\n", "RuntimeError: the plug-in is broken"),
         ("taken = taken_mod", "taken_mod",
          "from madara_cli.data.loaders import LoaderSpec\nfrom madara_cli.plugins import register\nregister(LoaderSpec(name='musique', load=print))\n",
-         "ValueError: loader 'musique' is already registered (by madara_cli.data.loaders.benchmarks)"),
+         "ValueError: loader 'musique' is already registered (by madara_cli.data.loaders.musique_loader)"),
     ],
 )
 def test_a_broken_or_missing_plugin_is_one_line_naming_its_entry_point(tmp_path, monkeypatch, fresh_registry, entry, module, source, says):

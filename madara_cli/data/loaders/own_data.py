@@ -28,7 +28,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from madara_cli.config.settings import Settings
+from madara_cli.config.settings import Node
 from madara_cli.core.errors import DataError
 from madara_cli.core.records import Doc, Example
 from madara_cli.core.sidefiles import parse_line, text_lines
@@ -39,7 +39,7 @@ from madara_cli.plugins import register
 ROW_SHAPE = 'question, answers (a string or a list of strings), optional id and documents (strings or {"title", "text"})'
 
 
-def load_jsonl(cfg: Settings) -> list[Example]:
+def load_jsonl(cfg: Node) -> list[Example]:
     """The rows of ``benchmark.path`` as examples, in file order (see the module docstring)."""
     if not cfg.get("path"):
         raise DataError(f"benchmark {cfg.name} reads a local JSONL file: set benchmark.path=FILE (one object per line: {ROW_SHAPE})")
