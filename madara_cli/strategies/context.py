@@ -8,18 +8,16 @@ once and the cache shares work between strategies.
 
 from __future__ import annotations
 
-import copy
 import functools
-import json
 import math
+import types
+import typing
 from dataclasses import dataclass, field, fields, replace
+from enum import Enum
 from typing import Any, Callable, ClassVar, Optional, Protocol, Sequence, TypeVar
-
-from omegaconf import OmegaConf
 
 from madara_cli.backends.cache import CachedLLM
 from madara_cli.config.folders import prompts_of
-from madara_cli.config.keys import to_plain
 from madara_cli.config.prompt_sets import PromptSet
 from madara_cli.config.schema import StrategyConfig
 from madara_cli.config.settings import Node, Settings
@@ -45,9 +43,9 @@ class StrategyContext:
         """The strategy node as an instance of ``schema`` (its registered settings
         dataclass, or one it extends): ints, floats, lists and Enum choices typed, each
         checked against the schema once, instead of a cast at every read."""
-        names = {f.name for f in fields(schema)}  # type: ignore[arg-type]
-        node = {k: v for k, v in to_plain(self.cfg.strategy).items() if k in names}  # type: ignore[union-attr]
-        return copy.deepcopy(_settings(schema, json.dumps(node, sort_keys=True)))
+        hints = _hints(schema)
+        node = self.cfg.strategy
+        return schema(**{f.name: _typed(hints[f.name], node[f.name]) for f in fields(schema) if f.name in node})  # type: ignore[arg-type]
 
     @property
     def temperature(self) -> float:
@@ -67,11 +65,23 @@ class StrategyContext:
         return prompts_of(self.cfg)
 
 
-@functools.lru_cache(maxsize=256)
-def _settings(schema: type, node: str) -> Any:
-    """The strategy settings ``node`` (JSON) as ``schema``: made once per (schema, settings),
-    since a plan of a grid asks for the same ones for every cell (each caller gets a copy)."""
-    return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), json.loads(node)))
+@functools.cache
+def _hints(schema: type) -> dict[str, Any]:
+    return typing.get_type_hints(schema)
+
+
+def _typed(hint: Any, value: Any) -> Any:
+    """A composed value (checked against its schema at composition) as its field's type: an
+    Enum choice as its member, a tuple as the list the schema says; ``Optional`` read through."""
+    if value is None:
+        return None
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        hint = next(a for a in typing.get_args(hint) if a is not type(None))
+    if isinstance(hint, type) and issubclass(hint, Enum):
+        return hint(value)
+    if isinstance(value, tuple):
+        return [_typed(next(iter(typing.get_args(hint)), Any), v) for v in value]
+    return value
 
 
 StrategyFn = Callable[[StrategyContext, Sequence[Example]], list[Prediction]]

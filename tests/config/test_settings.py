@@ -77,3 +77,24 @@ def test_an_omegaconf_config_reads_as_omegaconf_reads_it():
     assert to_plain(cfg) == _theirs(cfg)
     assert as_settings(cfg).to_dict() == _theirs(cfg)
     assert to_plain(cfg)["copy"] == {"x": 3} and to_plain(cfg)["items"][1] == {"k": "RED"}
+
+
+def test_omegaconf_stays_at_the_composition_edge():
+    """Only composition, the config room (schemas, config files, the plain cell's edge) and the
+    guarded YAML reader import OmegaConf; everything downstream reads the plain cell."""
+    import ast
+    from pathlib import Path
+
+    import madara_cli
+
+    root = Path(madara_cli.__file__).parent
+    allowed = ("composition/", "config/", "core/sidefiles.py")
+    importers = set()
+    for path in root.rglob("*.py"):
+        rel = path.relative_to(root).as_posix()
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            if any(n == "omegaconf" or n.startswith("omegaconf.") for n in names):
+                importers.add(rel)
+    assert importers and not {r for r in importers if not r.startswith(allowed)}, sorted(importers)
