@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from madara_cli.config.settings import plain
+from madara_cli.config.settings import to_plain
 from madara_cli.core.errors import BackendError
 from madara_cli.core.records import Message
 
@@ -32,7 +32,7 @@ class ChatSettings:
     def from_model(cls, model: Any) -> "ChatSettings":
         """From a composed ``cfg.model`` node (or anything with those attributes)."""
         read = model.get if isinstance(model, Mapping) else functools.partial(getattr, model)
-        kwargs, system_role = plain(read("chat_template_kwargs", None)), read("system_role", True)
+        kwargs, system_role = to_plain(read("chat_template_kwargs", None)), read("system_role", True)
         return cls(template_kwargs=dict(kwargs or {}), system_role=bool(system_role))
 
     @property

@@ -71,7 +71,7 @@ from madara_cli.backends.prompt_tokenizers import PromptTokenizer, message_dicts
 from madara_cli.backends.truncate import fit_messages
 from madara_cli.backends.weights import resolve_gguf
 from madara_cli.config.schema import BackendConfig, Tokenizer
-from madara_cli.config.settings import Settings, plain
+from madara_cli.config.settings import Settings, to_plain
 from madara_cli.core.credentials import redact, without_userinfo
 from madara_cli.core.errors import RESUME_HINT, BackendError
 from madara_cli.core.records import ChatRequest, Completion, Message, ScoreRequest, sampling_seed
@@ -429,7 +429,7 @@ def openai_backend(cfg: Settings, keep_alive: bool = True) -> OpenAIBackend:
     )
     if not b.n_ctx and backend.reported_n_ctx:  # the server's context: a reply budget must leave room for a prompt in it too
         try:
-            check_budgets(plain(cfg), BackendError, backend.n_ctx,
+            check_budgets(to_plain(cfg), BackendError, backend.n_ctx,
                           f"the {backend.n_ctx}-token context {backend.base_url}/models reports (max_model_len)")
         except BackendError:
             backend.close()

@@ -14,8 +14,8 @@ from madara_cli.config.folders import (
     paper_grids,
     validate_overrides,
 )
-from madara_cli.config.keys import to_plain
 from madara_cli.config.schema import GROUPS, GridConfig, RootConfig, Selection, Vote, plural, register_schemas, strategy_settings
+from madara_cli.config.settings import to_plain
 
 __all__ = [
     "GROUPS", "GridConfig", "RootConfig", "Selection", "Vote", "add_config_dir", "chosen_strategy", "config_dir", "find_config",

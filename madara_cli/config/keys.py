@@ -13,12 +13,7 @@ from omegaconf import OmegaConf
 
 from madara_cli.config import plugin_schemas
 from madara_cli.config.schema import ReadingConfig, RouterConfig, RouterPolicy
-from madara_cli.config.settings import plain
-
-
-def to_plain(cfg: Any) -> Any:
-    """A settings node (or an OmegaConf config) as plain data: dicts, lists and values."""
-    return plain(cfg)
+from madara_cli.config.settings import to_plain
 
 
 def strategy_impl(node: Any) -> str:

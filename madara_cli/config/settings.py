@@ -21,14 +21,6 @@ def _frozen(value: Any) -> Any:
     return value
 
 
-def _plain(value: Any) -> Any:
-    if isinstance(value, Node):
-        return value.to_dict()
-    if isinstance(value, tuple):
-        return [_plain(v) for v in value]
-    return value
-
-
 class Node(Mapping):
     """One frozen node of settings: ``node.k``, ``node["k"]``, ``node.get("k", default)``, ``"k" in node``.
     Lists are tuples; a missing setting is an ``AttributeError`` / ``KeyError`` naming it."""
@@ -67,14 +59,14 @@ class Node(Mapping):
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Node):
             return self._d == other._d
-        return isinstance(other, Mapping) and self.to_dict() == _plain_mapping(other)
+        return isinstance(other, Mapping) and self.to_dict() == to_plain(other)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.to_dict()!r})"
 
     def to_dict(self) -> dict[str, Any]:
         """A plain, mutable deep copy: dicts and lists, as ``OmegaConf.to_container(resolve=True)`` gave."""
-        return {k: _plain(v) for k, v in self._d.items()}
+        return {k: to_plain(v) for k, v in self._d.items()}
 
     def merged(self, changes: Mapping) -> "Node":
         """A copy with ``changes`` laid over it: a mapping goes into a node, anything else replaces."""
@@ -100,10 +92,6 @@ class Node(Mapping):
         return made
 
 
-def _plain_mapping(m: Mapping) -> Any:
-    return {str(k): (_plain_mapping(v) if isinstance(v, Mapping) else _plain(_frozen(v))) for k, v in m.items()}
-
-
 class Settings(Node):
     """A composed cell's settings: the groups (``model``, ``backend``, ``benchmark``, ``retriever``, ``strategy``)
     and the shared nodes (``generation``, ``reading``, ``rsc``, ``router``, ``logger``, ``health``)
@@ -120,24 +108,24 @@ def as_settings(config: Any) -> "Settings":
     if isinstance(config, Node):
         return Settings(config.to_dict())
     if type(config).__module__.startswith("omegaconf"):
-        config = plain(config)
+        config = to_plain(config)
     if not isinstance(config, Mapping):
         raise TypeError(f"not a composed config: {type(config).__name__}")
     return Settings(config)
 
 
-def plain(value: Any) -> Any:
+def to_plain(value: Any) -> Any:
     """A node's (or an OmegaConf config's, or any value's) plain copy: dicts, lists and values."""
     if isinstance(value, Node):
         return value.to_dict()
     if isinstance(value, tuple):
-        return [plain(v) for v in value]
+        return [to_plain(v) for v in value]
     if type(value).__module__.startswith("omegaconf"):
         from omegaconf import OmegaConf
 
         return OmegaConf.to_container(value, resolve=True, enum_to_str=True)
     if isinstance(value, Mapping):
-        return {str(k): plain(v) for k, v in value.items()}
+        return {str(k): to_plain(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [plain(v) for v in value]
+        return [to_plain(v) for v in value]
     return value

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Callable
 
-from madara_cli.config.keys import strategy_impl, to_plain
+from madara_cli.config.keys import strategy_impl
 from madara_cli.config.overrides import Override, malformed, parse_overrides
-from madara_cli.config.settings import Settings
+from madara_cli.config.settings import Settings, to_plain
 from madara_cli.plugins.shape import int_range, num_range
 
 

@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from madara_cli.config.identity import snapshot_identity, source_identity
-from madara_cli.config.keys import to_plain
-from madara_cli.config.settings import Settings
+from madara_cli.config.settings import Settings, to_plain
 from madara_cli.core.errors import DataError
 from madara_cli.core.records import Doc, Example
 from madara_cli.plugins.catalog import CATALOG

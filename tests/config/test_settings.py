@@ -13,8 +13,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from madara_cli.config import options
-from madara_cli.config.keys import to_plain
-from madara_cli.config.settings import Node, Settings, as_settings
+from madara_cli.config.settings import Node, Settings, as_settings, to_plain
 
 
 def _theirs(cfg):
