@@ -29,6 +29,7 @@ from madara_cli.config.folders import (
     _require_schema,
     _schema_default,
     _split_prompts,
+    chosen_loader,
     chosen_option,
     option_impl,
     primary_and_searchpath,
@@ -37,7 +38,7 @@ from madara_cli.config.folders import (
 )
 from madara_cli.config.overrides import Override, parse_overrides
 from madara_cli.config.plugin_schemas import PLUGGABLE
-from madara_cli.config.schema import RootConfig, register_schemas
+from madara_cli.config.schema import RootConfig, loader_schema, register_schemas
 from madara_cli.config.settings import Node, Settings
 from madara_cli.core.errors import ConfigError
 from madara_cli.plugins.catalog import CATALOG
@@ -62,8 +63,8 @@ def _force_add_settings(overrides: list[Override], chosen: dict[str, str]) -> li
     return out
 
 
-def _typed_group(cfg: DictConfig, group: str, option: str) -> str | None:
-    """Lay the option's schema over a node composed without it; returns a strategy's ``impl`` (no schema setting)."""
+def _typed_group(cfg: DictConfig, group: str, option: str, schema: type | None = None) -> str | None:
+    """Lay the option's schema (or ``schema``) over a node composed without it; returns a strategy's ``impl`` (no schema setting)."""
     impl = None
     if group == "strategy" and "impl" in cfg.strategy:
         impl = cfg.strategy.impl
@@ -71,9 +72,13 @@ def _typed_group(cfg: DictConfig, group: str, option: str) -> str | None:
             del cfg.strategy["impl"]
     if OmegaConf.get_type(cfg[group]) is not dict:
         return impl
-    schema = _require_schema(group, option)
+    schema = schema or _require_schema(group, option)
     settings = list(schema.__dataclass_fields__)
     extra = [k for k in cfg[group] if k not in settings]
+    if extra and group == "benchmark":  # the option's label names the loader whose schema this is
+        from madara_cli.config.validate import not_applicable
+
+        raise ConfigError(not_applicable(f"benchmark.{extra[0]}", option, settings, group))
     if extra:
         label = cfg[group].get("name", option)
         raise ConfigError(f"{group} {option}: {group}.{extra[0]} does not apply to {group} {label}; its settings: {', '.join(settings)}")
@@ -82,6 +87,13 @@ def _typed_group(cfg: DictConfig, group: str, option: str) -> str | None:
     except OmegaConfBaseException as e:
         raise ConfigError(f"{group} {option}: {group}.{getattr(e, 'key', '?')}: {_first_lines(e)}") from None
     return impl
+
+
+def _benchmark_schema(option: str, loader: str, strict: bool = False) -> tuple[str, type | None]:
+    """Benchmark ``option``'s label and the schema of the loader its node names (None, or with ``strict`` the
+    catalog's one line, for an unknown loader)."""
+    schema = loader_schema(loader) or (CATALOG.get("loader", loader).schema if strict else None)
+    return (option if loader == option else f"{option} (loader {loader})"), schema
 
 
 @functools.cache
@@ -272,6 +284,8 @@ def _container(primary: str, given: list[str], chosen: dict[str, str], prompts: 
         found = _typed_group(cfg, group, chosen[group])
         impl = found if group == "strategy" else impl
     impl = impl or option_impl(chosen["strategy"])  # a yaml naming <impl>_schema runs that implementation
+    loader = str(cfg.benchmark.get("loader") or "")  # the loader the node names picks its schema (an unknown one: one line)
+    _typed_group(cfg, "benchmark", *_benchmark_schema(chosen.get("benchmark", loader), loader, strict=True))
     if prompts is not None:
         cfg.prompts = prompts
     container = OmegaConf.to_container(cfg, enum_to_str=True)
@@ -460,6 +474,8 @@ def compose(overrides: list[str] | None = None) -> Settings:
     validate_overrides(parsed)
     chosen = {g: chosen_option(g, parsed) for g in PLUGGABLE}
     schemas = {g: (o, _require_schema(g, o)) for g, o in chosen.items()}  # an unknown implementation: one line, now
+    chosen["benchmark"] = chosen_option("benchmark", parsed)  # its schema is its loader's (compose lays it by the node's loader)
+    schemas["benchmark"] = _benchmark_schema(chosen["benchmark"], chosen_loader(chosen["benchmark"], parsed))
     check_override_types(parsed, RootConfig, ConfigError, groups=schemas)
     _no_sweeps(parsed)
     register_schemas()
@@ -474,7 +490,6 @@ def compose(overrides: list[str] | None = None) -> Settings:
         cfg = Settings(container)
     except (HydraException, OmegaConfBaseException) as e:
         raise ConfigError(f"bad config: {_first_lines(e)} (keys: {', '.join(RootConfig.__dataclass_fields__)})") from None
-    CATALOG.get("loader", str(cfg.benchmark.get("loader", "")))  # a registered loader, or one line naming them
     validate_config(cfg, ConfigError, plain=container)  # ranges and each chosen plug-in's checks, before any data or model loads
     prompt_set(str(cfg.prompts))  # every template read and checked, before any model loads
     return cfg

@@ -246,6 +246,17 @@ def chosen_option(group: str, overrides: list[str] | list[Override]) -> str:
     return chosen or default_option(group)
 
 
+def chosen_loader(benchmark: str, overrides: list[str] | list[Override]) -> str:
+    """The loader a cell's benchmark node names: its last ``benchmark.loader=NAME``, else benchmark ``benchmark``'s yaml's."""
+    named = None
+    for o in parse_overrides(overrides):
+        h = o.hydra
+        if h is not None and h.key_or_group == "benchmark.loader" and not h.is_sweep_override() and not h.package:
+            named = str(h.value())
+    node = _option_yaml(benchmark, "benchmark")
+    return named or ("" if node is None else str(node.get("loader", "")))
+
+
 def chosen_strategy(overrides: list[str] | list[Override]) -> str:
     """The strategy option of a cell: its last ``strategy=NAME``, else the default."""
     return chosen_option("strategy", overrides)

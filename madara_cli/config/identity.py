@@ -33,7 +33,7 @@ from madara_cli.config.keys import (
 )
 from madara_cli.config.plugin_schemas import schema_for
 from madara_cli.config.prompt_sets import PromptSet
-from madara_cli.config.schema import BenchmarkConfig, ModelConfig
+from madara_cli.config.schema import ModelConfig, loader_schema
 from madara_cli.config.settings import Settings
 from madara_cli.core import metrics
 from madara_cli.core.held import held
@@ -347,7 +347,7 @@ def _inputs(cfg: Settings, plain: dict[str, Any]) -> tuple[dict[str, Any], tuple
     model = plain["model"]
     reads = spec.model_inputs(cfg) if spec.model_inputs is not None else {k: v for k, v in marked.items() if model.get(k)}
     unread = tuple(f"model.{name}" for name in marked if name not in reads)
-    groups = (("model", reads), ("backend", _input_fields(spec.schema)), ("benchmark", _input_fields(BenchmarkConfig)),
+    groups = (("model", reads), ("backend", _input_fields(spec.schema)), ("benchmark", _input_fields(loader_schema(str(plain["benchmark"]["loader"])))),
               ("retriever", _input_fields(schema_for("retriever", str(plain["retriever"]["name"])))),
               ("strategy", _input_fields(schema_for("strategy", strategy_impl(plain["strategy"])))))
     inputs = {f"{group}.{name}": input_digest(plain[group][name], kind)

@@ -41,6 +41,10 @@ SHIMS: dict[str, Shim] = {
         "backend and retriever nodes are laid over the settings every node carried before each option had a schema",
         "per-option schemas for backends and retrievers",
         "a node now holds only its own option's settings; constants cannot tell two cells apart"),
+    "flat_loader_settings": Shim(
+        "the benchmark node is keyed with n_questions at 60 where its loader has no such setting",
+        "loader settings in each loader's spec (n_questions: mini's alone)",
+        "every cell, probe and snapshot key of a benchmark other than mini would move"),
     "flat_runtime_only": Shim(
         "a shipped backend's node read from an old config.yaml may hold every backend's speed-only settings",
         "per-option schemas for backends",
@@ -136,9 +140,15 @@ _BENCHMARK_NOT_IN_SNAPSHOT = ("sample", "calibration", "path", "corpus")
 _AGENT_READINGS = ("conflict", "score_parser", "requests")
 
 
+# flat_loader_settings: what every benchmark node carried before loader settings moved to their loaders.
+FLAT_BENCHMARK_DEFAULTS: dict[str, Any] = {"n_questions": 60}
+
+
 def keyed(group: str, values: dict[str, Any]) -> dict[str, Any]:
-    """``values`` of config group ``group`` as a key covers them (omit_at_old_value)."""
+    """``values`` of config group ``group`` as a key covers them (omit_at_old_value, flat_loader_settings)."""
     omit = KEY_OMITS_AT.get(group, {})
+    if group == "benchmark":
+        values = {**FLAT_BENCHMARK_DEFAULTS, **values}
     return {k: v for k, v in values.items() if not (k in omit and str(v) == omit[k])}
 
 

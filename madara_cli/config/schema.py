@@ -233,6 +233,9 @@ class BackendConfig:
 
 @dataclass
 class BenchmarkConfig:
+    """What every benchmark loader reads; a loader's spec may extend it with the settings it alone
+    reads (mini: ``n_questions``), laid over the benchmark node by the loader it names."""
+
     name: str = MISSING
     task: Task = Task.factoid
     loader: str = MISSING  # loader registry name (mini, conflicts, fever, ...)
@@ -245,7 +248,6 @@ class BenchmarkConfig:
     sample: Optional[int] = 1000  # evaluated queries, seeded sample (paper: ~1K)
     calibration: int = 100  # calibration queries: the first N of the seeded order (RSC probe, NF calibration)
     calibration_split: CalibrationSplit = CalibrationSplit.nested
-    n_questions: int = 60  # mini benchmark only
     require_answers: bool = True  # drop examples with no gold answer (CONFLICTS opinion/complementary rows)
     candidates: Candidates = Candidates.retrieved  # own-pool benchmarks: retrieved (top k of the pool) | all (the whole pool)
 
@@ -267,6 +269,12 @@ class StrategyConfig:
 
 
 SCHEMA_SUFFIX = "_schema"
+
+
+def loader_schema(name: str) -> type[BenchmarkConfig] | None:
+    """The benchmark node's schema under loader ``name``: its spec's, else what every loader reads; None for an unknown loader."""
+    spec = CATALOG.find("loader", name)
+    return None if spec is None else (spec.schema or BenchmarkConfig)
 
 
 def strategy_schema(name: str) -> type[StrategyConfig] | None:
@@ -364,7 +372,7 @@ class LoggerConfig:
 class RootConfig:
     model: ModelConfig = MISSING
     backend: Any = MISSING  # the chosen backend's own schema (config/plugin_schemas.py), laid over its yaml at compose
-    benchmark: BenchmarkConfig = MISSING
+    benchmark: Any = MISSING  # the schema of the loader it names (BenchmarkConfig or its spec's), laid over at compose
     retriever: Any = MISSING  # the chosen retriever's own schema, likewise
     strategy: Any = MISSING  # the chosen strategy's schema (its impl's), from its defaults list or laid over at compose
     generation: GenerationConfig = field(default_factory=GenerationConfig)

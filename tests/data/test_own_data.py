@@ -121,9 +121,17 @@ def install_fake(site: Path, dist: str, entry: str, module: str, source: str) ->
 
 
 TOY_LOADER = '''
+from dataclasses import dataclass
+
+from madara_cli.config.schema import BenchmarkConfig
 from madara_cli.data.loaders import LoaderSpec
 from madara_cli.plugins import register
 from madara_cli.core.records import Doc, Example
+
+
+@dataclass
+class ToyBenchmark(BenchmarkConfig):  # the setting this loader alone reads
+    n_questions: int = 5
 
 
 def load_toy(cfg):
@@ -131,7 +139,7 @@ def load_toy(cfg):
                     docs=(Doc(id=f"toy-{i}-d0", text=f"Toy {i} is answer {i}."),)) for i in range(cfg.n_questions)]
 
 
-register(LoaderSpec(name="toy", load=load_toy))
+register(LoaderSpec(name="toy", load=load_toy, schema=ToyBenchmark))
 '''
 
 
@@ -151,9 +159,9 @@ def test_a_loader_registers_from_an_entry_point(tmp_path, monkeypatch, fresh_reg
 def test_an_entry_point_callable_is_called_to_register(tmp_path, monkeypatch, fresh_registry):
     site = tmp_path / "site"
     site.mkdir()
-    source = TOY_LOADER.replace('register(LoaderSpec(name="toy", load=load_toy))\n', "").replace("load_toy", "load_toy2")
+    source = TOY_LOADER.replace('register(LoaderSpec(name="toy", load=load_toy, schema=ToyBenchmark))\n', "").replace("load_toy", "load_toy2")
     install_fake(site, "toy_callable", "toy2 = toy_callable_mod:register_toy", "toy_callable_mod",
-                 source + '\n\ndef register_toy():\n    register(LoaderSpec(name="toy2", load=load_toy2))\n')
+                 source + '\n\ndef register_toy():\n    register(LoaderSpec(name="toy2", load=load_toy2, schema=ToyBenchmark))\n')
     monkeypatch.syspath_prepend(str(site))
     monkeypatch.delitem(sys.modules, "toy_callable_mod", raising=False)
     assert [ex.id for ex in load_all_examples(compose(["benchmark=mini", "benchmark.loader=toy2", "benchmark.n_questions=2"]).benchmark)] == ["toy-0", "toy-1"]
@@ -169,10 +177,32 @@ def test_a_loaders_ranges_are_checked_on_the_benchmark_node(fresh_registry):
     compose([])  # the shipped loaders first, so the one below joins them
     register(LoaderSpec(name="ranged", load=print, schema=BenchmarkConfig, ranges={"calibration": int_range(5)}))
     with pytest.raises(ConfigError, match=r"^benchmark.calibration=2 is out of range: expected an integer >= 5$"):
-        compose(["benchmark.loader=ranged", "benchmark.calibration=2"])
+        compose(["benchmark=fever", "benchmark.loader=ranged", "benchmark.calibration=2"])
     with pytest.raises(ConfigError, match=r"^benchmark.n_questions=0 is out of range: expected an integer >= 1$"):
         compose(["benchmark=mini", "benchmark.n_questions=0"])
-    assert compose(["benchmark.loader=ranged", "benchmark.calibration=5"]).benchmark.calibration == 5
+    assert compose(["benchmark=fever", "benchmark.loader=ranged", "benchmark.calibration=5"]).benchmark.calibration == 5
+
+
+def test_a_loaders_settings_are_its_own(tmp_path, monkeypatch):
+    """mini's n_questions sits in mini's schema: another loader's node has no such setting, and
+    setting it there (command line or yaml) is one line; the keys stay where they were."""
+    from madara_cli.config.identity import snapshot_name
+    from madara_cli.retrievers.retrieval import snapshot_key
+
+    assert compose(["benchmark=mini", "benchmark.n_questions=7"]).benchmark.n_questions == 7
+    assert "n_questions" not in compose(["benchmark=fever"]).benchmark.keys()
+    with pytest.raises(ConfigError, match=r"^benchmark.n_questions does not apply to benchmark fever; its settings: name, task, loader"):
+        compose(["benchmark=fever", "benchmark.n_questions=3"])
+    with pytest.raises(ConfigError, match=r"^benchmark.n_questions does not apply to benchmark mini \(loader fever\)"):
+        compose(["benchmark=mini", "benchmark.loader=fever"])
+    (tmp_path / "benchmark").mkdir()
+    (tmp_path / "benchmark" / "mine.yaml").write_text("name: mine\ntask: factoid\nloader: triviaqa\nn_questions: 3\n")
+    monkeypatch.setenv("MADARA_CONFIG_DIR", str(tmp_path))
+    with pytest.raises(ConfigError, match=r"^benchmark.n_questions does not apply to benchmark mine \(loader triviaqa\)"):
+        compose(["benchmark=mine"])
+    # flat_loader_settings: a node without n_questions keys as every node did when all held 60
+    assert snapshot_name(snapshot_key(compose(["benchmark=fever"]))) == "fever__bm25s-k10__bacfe17b174459f7"
+    assert snapshot_name(snapshot_key(compose(["benchmark=mini"]))) == "mini__bm25s-k10__92d707c94ce2ceeb"
 
 
 @pytest.mark.parametrize(

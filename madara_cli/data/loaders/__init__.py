@@ -5,7 +5,7 @@ jsonl; :mod:`~madara_cli.data.loaders.rows` holds what they share). The one load
 :func:`madara_cli.composition.plugins.load_plugins`, imports them; an installed package's come
 through the ``madara.loaders`` entry point group, a folder of your own through ``--include``.
 
-A loader is ``load(cfg: BenchmarkConfig) -> list[Example]``: the whole (source) split in a
+A loader is ``load(benchmark node) -> list[Example]``: the whole (source) split in a
 stable order; :mod:`madara_cli.data.splits` then draws the seeded sample.
 """
 
@@ -26,9 +26,10 @@ Loader = Callable[[Node], list[Example]]
 class LoaderSpec(Spec):
     """One benchmark loader: what every plug-in declares, plus ``load`` (and ``offline``: the words
     for a loader that makes its own questions, so shared code names no loader). It reads the
-    benchmark node, whose schema every loader shares (:class:`~madara_cli.config.schema.BenchmarkConfig`,
-    keyed whole): ``schema`` is not laid over it (a loader with ``ranges`` names it, as the catalog asks);
-    its ``ranges`` are checked on that node, its ``checks`` run on the composed config."""
+    benchmark node: composition lays its ``schema`` (a dataclass extending
+    :class:`~madara_cli.config.schema.BenchmarkConfig` with the settings it alone reads; that one
+    where it names none) over the node that names it; its ``ranges`` are checked on that node, its
+    ``checks`` run on the composed config."""
 
     kind: ClassVar[str] = "loader"
     node: ClassVar[str] = "benchmark"
