@@ -1,9 +1,9 @@
 """``madara bench --only plan``: ``madara plan``'s estimate beside the time the cell then
 takes, for every shipped strategy, after one calibration run.
 
-The calibration run is what a user would do first: ``strategy=three_agent limit=1`` (the demo
-grid's settings, as every cell here) in a fresh results folder, whose timed completions the
-plan's fit reads. Then each strategy, in its own copy of that folder (so none finds another's
+The calibration run is what a user would do first: one cell in a fresh results folder
+(:data:`CALIBRATION`, the demo grid's settings as every cell here), whose timed completions
+the plan's fit reads. Then each strategy, in its own copy of that folder (so none finds another's
 replies in the cache and runs faster than planned): ``strategy=S limit=--limit`` is planned
 (:func:`~madara_cli.experiment.plan.plan_grid`) and run, and its estimate divided by the wall
 time and by the engine seconds the cell recorded. A strategy that cannot run here (a hub
@@ -19,7 +19,10 @@ from typing import Any
 
 from madara_cli.bench import BenchOptions, BenchSection, _cfg, _ratio, _x, register_section
 
-CALIBRATION = ("strategy=three_agent", "limit=1")
+# A routed cell sends both kinds of request in numbers (answers, CoT chains, scores, forced
+# re-scores: a fit for each); seed 1 draws other queries than the strategies' (seed 0), so
+# none of theirs is in the cache and each is estimated, and run, whole.
+CALIBRATION = ("strategy=madara", "limit=1", "seed=1")
 # The demo grid's settings (configs/grid/demo.yaml), minutes rather than hours on a CPU:
 # five documents, scores read as expected digits where the strategy reads scores, a probe
 # on two calibration queries; SCORING only where the strategy has that setting.

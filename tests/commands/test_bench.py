@@ -123,5 +123,5 @@ def test_the_plan_section_puts_each_strategys_estimate_beside_its_run(tmp_path, 
     assert three["uncached_calls"] > res["strategies"]["nf"]["uncached_calls"] > 0
     assert three["estimate_s"] > 0 and three["ratio_estimate_vs_wall"] > 0 and three["calibration"]
     rows = [r for r in summary_rows({"plan": res}) if r[0] == "plan"]
-    assert rows[0][1].startswith("calibration: madara run strategy=three_agent limit=1")
+    assert rows[0][1].startswith("calibration: madara run strategy=madara limit=1 seed=1")
     assert [r[1].split(":")[0] for r in rows[1:]] == ["nf", "three_agent"] and all(r[2].endswith("×") for r in rows[1:])
