@@ -81,8 +81,7 @@ def _cot_request(ex: Example, i: int, cfg: Settings, prompts: PromptSet | None =
     )
 
 
-def run_probe(cfg: Settings, llm: CachedLLM, n: int | None = None, examples: Sequence[Example] | None = None, *,
-              spec: ProbeIdentity) -> ProbeRecord:
+def run_probe(cfg: Settings, llm: CachedLLM, *, examples: Sequence[Example], spec: ProbeIdentity) -> ProbeRecord:
     """The probe record, without provenance, of NF + RSC on the retrieved calibration
     ``examples`` (:func:`madara_cli.experiment.examples.prepare_probe`); ``accounting`` counts
     its calls alone on a shared engine. ``spec``: :func:`~madara_cli.config.identity.identify_probe`."""
@@ -91,8 +90,6 @@ def run_probe(cfg: Settings, llm: CachedLLM, n: int | None = None, examples: Seq
     if str(cfg.rsc.get("rescore", "forced")) not in RESCORE_READINGS:
         raise ConfigError(f"unknown rsc.rescore '{cfg.rsc.rescore}'; valid: {', '.join(RESCORE_READINGS)}")
     t0 = time.perf_counter()
-    if examples is None:
-        raise TypeError("run_probe needs the calibration examples (experiment.examples.prepare_probe(cfg, pool).examples)")
     examples = list(examples)
     if len(examples) < 2:
         # DataError (a ValueError): one line on every path, `madara run strategy=madara` too
@@ -287,8 +284,8 @@ def finished_probe(cfg: Settings, spec: ProbeIdentity) -> ProbeRecord | None:
     return None
 
 
-def find_or_run_probe(cfg: Settings, llm: CachedLLM, n: int | None = None, force: bool = False,
-                      examples: Sequence[Example] | None = None, *, spec: ProbeIdentity) -> tuple[ProbeRecord, Path, bool]:
+def find_or_run_probe(cfg: Settings, llm: CachedLLM, *, examples: Sequence[Example], spec: ProbeIdentity,
+                      force: bool = False) -> tuple[ProbeRecord, Path, bool]:
     """(record, its file, reused): the finished probe ``spec`` names
     (:func:`~madara_cli.config.identity.identify_probe`: key, older keys, arms, ``n``), or run
     now on the calibration ``examples`` (:func:`madara_cli.experiment.walk.ensure_probe` loads them)."""

@@ -175,7 +175,7 @@ def every_request(tmp_path_factory) -> list[ChatRequest | ScoreRequest]:
     for extra in (["strategy=three_agent", "strategy.scoring=logprob"], ["strategy=madara"], ["strategy=madara", "rsc.rescoring=logprob"]):
         cfg = compose(extra)
         if extra[0] == "strategy=madara":
-            run_probe(cfg, llm, n=2, examples=exs[:2], spec=identify_probe(cfg, 2))
+            run_probe(cfg, llm, examples=exs[:2], spec=identify_probe(cfg, 2))
         else:
             strategy_fn("three_agent")(StrategyContext(llm=llm, cfg=cfg), exs)
     backend.requests.append(rerank_request("who?", exs[0].docs[0]))
