@@ -259,7 +259,7 @@ def snapshot_identity(benchmark: dict[str, Any], source: str, retriever: dict[st
     node, the corpus fingerprint and the reranker's settings."""
     return {
         "format": SNAPSHOT_FORMAT,
-        "benchmark": keyed("benchmark", {k: v for k, v in sorted(benchmark.items()) if k not in _BENCHMARK_NOT_IN_SNAPSHOT}),
+        "benchmark": keyed("benchmark", {k: v for k, v in sorted(key_view("benchmark", benchmark).items()) if k not in _BENCHMARK_NOT_IN_SNAPSHOT}),
         "source": source,
         "retriever": dict(sorted(by_content(key_view("retriever", retriever), plugin_schemas.schema_for("retriever", str(retriever.get("name")))).items())),
         "corpus": corpus,

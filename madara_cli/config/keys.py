@@ -38,13 +38,10 @@ SHIMS: dict[str, Shim] = {
         "benchmark.candidates, model.hf_source, backend.tokenizer_mode / dtype, generation.rescore_max_tokens",
         "each addition would otherwise move every cell, probe and snapshot key"),
     "flat_plugin_defaults": Shim(
-        "backend and retriever nodes are laid over the settings every node carried before each option had a schema",
-        "per-option schemas for backends and retrievers",
+        "backend, retriever and benchmark nodes are laid over the settings every node carried before each option "
+        "(each loader) had a schema",
+        "per-option schemas for backends and retrievers; loader settings in each loader's spec (n_questions: mini's)",
         "a node now holds only its own option's settings; constants cannot tell two cells apart"),
-    "flat_loader_settings": Shim(
-        "the benchmark node is keyed with n_questions at 60 where its loader has no such setting",
-        "loader settings in each loader's spec (n_questions: mini's alone)",
-        "every cell, probe and snapshot key of a benchmark other than mini would move"),
     "flat_runtime_only": Shim(
         "a shipped backend's node read from an old config.yaml may hold every backend's speed-only settings",
         "per-option schemas for backends",
@@ -100,8 +97,9 @@ KEY_OMITS_AT: dict[str, dict[str, Any]] = {
     "generation": {"rescore_max_tokens": "None"},
 }
 
-# flat_plugin_defaults: what every backend / retriever node carried before per-option schemas.
+# flat_plugin_defaults: what every backend / retriever / benchmark node carried before per-option schemas.
 FLAT_KEY_DEFAULTS: dict[str, dict[str, Any]] = {
+    "benchmark": {"n_questions": 60},
     "backend": {"n_ctx": None, "served_model_name": None, "tokenizer": None},
     "retriever": {
         "k1": 0.9, "b": 0.4, "stemmer": "english", "stopwords": "en", "index": None, "encoder": None,
@@ -140,15 +138,9 @@ _BENCHMARK_NOT_IN_SNAPSHOT = ("sample", "calibration", "path", "corpus")
 _AGENT_READINGS = ("conflict", "score_parser", "requests")
 
 
-# flat_loader_settings: what every benchmark node carried before loader settings moved to their loaders.
-FLAT_BENCHMARK_DEFAULTS: dict[str, Any] = {"n_questions": 60}
-
-
 def keyed(group: str, values: dict[str, Any]) -> dict[str, Any]:
-    """``values`` of config group ``group`` as a key covers them (omit_at_old_value, flat_loader_settings)."""
+    """``values`` of config group ``group`` as a key covers them (omit_at_old_value)."""
     omit = KEY_OMITS_AT.get(group, {})
-    if group == "benchmark":
-        values = {**FLAT_BENCHMARK_DEFAULTS, **values}
     return {k: v for k, v in values.items() if not (k in omit and str(v) == omit[k])}
 
 
@@ -319,7 +311,7 @@ def path_keyed_probe_identity(cfg: Any, prompts: dict[str, str], metric_version:
     out["backend"] = keyed("backend", key_view("backend", out["backend"]))
     out["model"] = model_keyed(out["model"], str(out["backend"]["name"]))
     out["retriever"] = key_view("retriever", out["retriever"])
-    out["benchmark"] = keyed("benchmark", {k: v for k, v in out["benchmark"].items() if k not in ("calibration", "sample")})
+    out["benchmark"] = keyed("benchmark", {k: v for k, v in key_view("benchmark", out["benchmark"]).items() if k not in ("calibration", "sample")})
     out["prompts"] = dict(prompts)
     out["metric_version"] = metric_version
     return out

@@ -200,7 +200,7 @@ def test_a_loaders_settings_are_its_own(tmp_path, monkeypatch):
     monkeypatch.setenv("MADARA_CONFIG_DIR", str(tmp_path))
     with pytest.raises(ConfigError, match=r"^benchmark.n_questions does not apply to benchmark mine \(loader triviaqa\)"):
         compose(["benchmark=mine"])
-    # flat_loader_settings: a node without n_questions keys as every node did when all held 60
+    # flat_plugin_defaults: a node without n_questions keys as every node did when all held 60
     assert snapshot_name(snapshot_key(compose(["benchmark=fever"]))) == "fever__bm25s-k10__bacfe17b174459f7"
     assert snapshot_name(snapshot_key(compose(["benchmark=mini"]))) == "mini__bm25s-k10__92d707c94ce2ceeb"
 
