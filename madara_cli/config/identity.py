@@ -139,10 +139,12 @@ INDEX_MANIFEST = "madara_index.json"  # a saved index (madara index build) is ke
 def input_digest(value: Any, kind: str) -> Any:
     """What a key holds for a setting of input kind ``kind``: ``sha256:<16 hex>`` of its content (a
     folder's files; a saved index's manifest), ``missing:<value>`` when nothing is there (the load then
-    fails in its own words), or ``value`` itself when it is no local path (a hub or prebuilt index name)."""
+    fails in its own words), or ``value`` itself when it is no local path (a hub model, prebuilt index or ``dist:`` encoder name)."""
     if value is None or value == "":
         return value
     text = str(value)
+    if kind == "model" and not Path(text).expanduser().is_dir():
+        return text  # a hub model's name or a dist: wheel, as written
     if text.startswith("dist:"):
         path = dist_file(text, ".gguf")
         return f"sha256:{file_digest(path)[:16]}" if path is not None else f"missing:{text}"

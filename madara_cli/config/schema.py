@@ -196,9 +196,10 @@ class DType(Choice):
 
 
 def input_field(kind: str = "file", default: Any = None, help: str = "") -> Any:
-    """A schema field naming a local file, folder or saved index: keys hold it by content, so an edit
-    in place is a new cell and a copy elsewhere the same one."""
-    assert kind in ("file", "folder", "index"), kind
+    """A schema field naming a local file, folder, saved index or model (a folder, else a hub name or
+    ``dist:`` wheel, kept as written): keys hold it by content, so an edit in place is a new cell and
+    a copy elsewhere the same one."""
+    assert kind in ("file", "folder", "index", "model"), kind
     return field(default=default, metadata={"input": kind, "help": help})
 
 

